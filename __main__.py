@@ -1,0 +1,3 @@
+from paradit.backend.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""A small HTTP client for a paradit backend (stdlib only), used by the CLI, ComfyUI and the UI."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class BackendError(RuntimeError):
+    """The backend answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class JobFailed(BackendError):
+    """The job ended as failed or cancelled."""
+
+    def __init__(self, message: str, job: dict[str, Any]):
+        super().__init__(message)
+        self.job = job
+
+
+def encode_image(path_or_bytes: str | Path | bytes) -> str:
+    """Base64 for the `image` field, from a file path or raw PNG/JPEG bytes."""
+    raw = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
+    return base64.b64encode(raw).decode("ascii")
+
+
+class Client:
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 30.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> bytes:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as exc:
+            raise BackendError(_error_text(exc), exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise BackendError(f"cannot reach the backend at {self.url}: {reason}") from None
+
+    def _json(self, method: str, path: str, body: dict | None = None) -> Any:
+        return json.loads(self._request(method, path, body))
+
+    # -- the API --------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """The health document; raises BackendError (status 503) when unhealthy."""
+        return self._json("GET", "/health")
+
+    def is_healthy(self) -> bool:
+        try:
+            self.health()
+            return True
+        except BackendError:
+            return False
+
+    def info(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/info")
+
+    def submit(self, request: dict[str, Any]) -> str:
+        return self._json("POST", "/v1/jobs", request)["id"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/jobs/{job_id}")
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._json("GET", "/v1/jobs")["jobs"]
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return self._json("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def frame(self, job_id: str, index: int) -> bytes:
+        return self._request("GET", f"/v1/jobs/{job_id}/frames/{index}")
+
+    def video(self, job_id: str) -> bytes:
+        return self._request("GET", f"/v1/jobs/{job_id}/video")
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/jobs/{job_id}/record")
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        poll_s: float = 0.1,
+        timeout_s: float | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> dict[str, Any]:
+        """Poll until the job ends; JobFailed unless it succeeded.
+
+        `on_progress` sees every polled job document; when `should_cancel` turns true the job
+        is cancelled on the backend and this waits for it to stop.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        cancel_sent = False
+        while True:
+            job = self.job(job_id)
+            if on_progress is not None:
+                on_progress(job)
+            if job["status"] == "succeeded":
+                return job
+            if job["status"] in ("failed", "cancelled"):
+                reason = job.get("error") or job["status"]
+                raise JobFailed(f"job {job_id} {job['status']}: {reason}", job)
+            if should_cancel is not None and not cancel_sent and should_cancel():
+                self.cancel(job_id)
+                cancel_sent = True
+            if deadline is not None and time.monotonic() > deadline:
+                raise BackendError(f"job {job_id} did not finish within {timeout_s:.0f}s")
+            time.sleep(poll_s)
+
+    def download(self, job: dict[str, Any], out_dir: str | Path) -> Path:
+        """Write a finished job's output layout (video/image, frames, job.json) to `out_dir`."""
+        out = Path(out_dir)
+        (out / "frames").mkdir(parents=True, exist_ok=True)
+        job_id = job["id"]
+        for index in range(job["num_frames"]):
+            (out / "frames" / f"{index:06d}.png").write_bytes(self.frame(job_id, index))
+        if job["num_frames"] > 1:
+            (out / "video.mp4").write_bytes(self.video(job_id))
+        else:
+            (out / "image.png").write_bytes((out / "frames" / "000000.png").read_bytes())
+        record = self.record(job_id)
+        (out / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        return out
+
+    def generate(self, request: dict[str, Any], out_dir: str | Path, **wait_kwargs) -> dict:
+        """Submit, wait and download; returns the finished job document."""
+        job = self.wait(self.submit(request), **wait_kwargs)
+        self.download(job, out_dir)
+        return job
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        return json.loads(exc.read()).get("error") or f"HTTP {exc.code}"
+    except (ValueError, AttributeError, OSError):
+        return f"HTTP {exc.code} {exc.reason}"

@@ -1,0 +1,160 @@
+"""The control plane: typed JSON messages from rank 0 to every rank, one reply each.
+
+Messages travel through the group's TCPStore, not through a collective: an idle rank polls
+the store (microseconds per check) instead of sitting in a broadcast that the process-group
+timeout would kill. Collectives happen only inside a job, where every rank is busy anyway.
+
+Keys: `msg/<seq>` (rank 0 writes), `reply/<seq>/<rank>` (each rank writes), `hb/<rank>`
+(heartbeat counters), `ready/<rank>` (loaded).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.002
+IDLE_POLL_S = 0.02
+
+
+class RankLost(RuntimeError):
+    """A rank stopped answering."""
+
+
+def _get(store: dist.Store, key: str) -> dict[str, Any]:
+    return json.loads(store.get(key).decode())
+
+
+def _put(store: dist.Store, key: str, value: dict[str, Any]) -> None:
+    store.set(key, json.dumps(value, separators=(",", ":")))
+
+
+class Driver:
+    """Rank 0's side: send a message to all ranks, collect their replies."""
+
+    def __init__(self, store: dist.Store, world_size: int):
+        self.store = store
+        self.world_size = world_size
+        self.seq = 0
+
+    def send(self, message: dict[str, Any]) -> int:
+        self.seq += 1
+        _put(self.store, f"msg/{self.seq}", message)
+        if self.seq > 2:
+            self.store.delete_key(f"msg/{self.seq - 2}")
+        return self.seq
+
+    def replies(
+        self, seq: int, lost: Callable[[], str | None], timeout_s: float
+    ) -> dict[int, dict[str, Any]]:
+        """Each worker's reply to message `seq`; RankLost if `lost()` reports a dead rank."""
+        keys = {rank: f"reply/{seq}/{rank}" for rank in range(1, self.world_size)}
+        got: dict[int, dict[str, Any]] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(got) < len(keys):
+            for rank, key in keys.items():
+                if rank not in got and self.store.check([key]):
+                    got[rank] = _get(self.store, key)
+                    self.store.delete_key(key)
+            if len(got) == len(keys):
+                break
+            reason = lost()
+            if reason:
+                raise RankLost(reason)
+            if time.monotonic() > deadline:
+                missing = sorted(set(keys) - set(got))
+                raise RankLost(f"ranks {missing} did not reply within {timeout_s:.0f}s")
+            time.sleep(POLL_S)
+        return got
+
+    def wait_ready(self, lost: Callable[[], str | None], timeout_s: float) -> list[dict]:
+        """Block until every worker has loaded the model; their rank info, in rank order."""
+        infos = []
+        deadline = time.monotonic() + timeout_s
+        for rank in range(1, self.world_size):
+            key = f"ready/{rank}"
+            while not self.store.check([key]):
+                reason = lost()
+                if reason:
+                    raise RankLost(reason)
+                if time.monotonic() > deadline:
+                    raise RankLost(f"rank {rank} did not load the model within {timeout_s:.0f}s")
+                time.sleep(IDLE_POLL_S)
+            infos.append(_get(self.store, key))
+        return infos
+
+
+class Worker:
+    """A worker rank's side: wait for the next message, reply to it."""
+
+    def __init__(self, store: dist.Store, rank: int):
+        self.store = store
+        self.rank = rank
+        self.seq = 0
+
+    def ready(self, info: dict[str, Any]) -> None:
+        _put(self.store, f"ready/{self.rank}", info)
+
+    def next_message(self) -> tuple[int, dict[str, Any]]:
+        """Poll for the next message; raises if rank 0's store goes away."""
+        self.seq += 1
+        key = f"msg/{self.seq}"
+        idle_since = time.monotonic()
+        while not self.store.check([key]):
+            busy = time.monotonic() - idle_since < 1.0
+            time.sleep(POLL_S if busy else IDLE_POLL_S)
+        return self.seq, _get(self.store, key)
+
+    def reply(self, seq: int, value: dict[str, Any]) -> None:
+        _put(self.store, f"reply/{seq}/{self.rank}", value)
+
+
+class Heartbeat:
+    """A thread that bumps `hb/<rank>` so rank 0 can tell a live rank from a lost one."""
+
+    def __init__(self, store: dist.Store, rank: int, period_s: float = 0.5):
+        self.store, self.rank, self.period_s = store, rank, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{rank}", daemon=True)
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self.store.add(f"hb/{self.rank}", 1)
+            except dist.DistError:
+                return  # rank 0 is gone; the main loop notices and exits
+
+
+class HeartbeatMonitor:
+    """Rank 0: which ranks have not bumped their heartbeat for `stale_s` seconds."""
+
+    def __init__(self, store: dist.Store, world_size: int, stale_s: float):
+        self.store, self.world_size, self.stale_s = store, world_size, stale_s
+        self._last: dict[int, tuple[int, float]] = {}
+
+    def stale(self) -> list[int]:
+        now = time.monotonic()
+        out = []
+        for rank in range(1, self.world_size):
+            value = self.store.add(f"hb/{rank}", 0)
+            seen, since = self._last.get(rank, (-1, now))
+            if value != seen:
+                self._last[rank] = (value, now)
+            elif now - since > self.stale_s:
+                out.append(rank)
+        return out

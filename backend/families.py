@@ -1,0 +1,218 @@
+"""Model adapters: what paradit needs to know about each family of diffusers pipelines.
+
+An adapter knows a family's limits, which components only the encoding rank needs, how to
+encode a request on that rank, and which arguments to give the diffusers pipeline on every
+rank. It knows nothing about distribution.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import JobRequest, Limits, decode_image_png
+
+Tensors = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    task: str
+    pipeline_classes: tuple[str, ...]
+    encoder_components: frozenset[str]
+    """Components only the encoding rank (rank 0) loads."""
+
+    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        raise NotImplementedError
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        return True
+
+    def uses_cfg(self, pipe: Any, request: JobRequest) -> bool:
+        return self.supports_cfg(pipe) and request.uses_cfg
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        """Run the text (and image) encoders; rank 0 only."""
+        raise NotImplementedError
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        """Keyword arguments for `pipe(...)` on every rank, from the broadcast tensors."""
+        raise NotImplementedError
+
+    def frames(self, output: Any) -> np.ndarray:
+        """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
+        raise NotImplementedError
+
+
+def _text_len(tokenizer: Any, default: int = 512) -> int:
+    length = getattr(tokenizer, "model_max_length", default) or default
+    return int(min(default, length))
+
+
+class _Wan(Family):
+    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        patch = pipe.transformer.config.patch_size
+        return Limits(
+            task=self.task,
+            size_multiple=int(pipe.vae_scale_factor_spatial * patch[1]),
+            min_size=16,
+            max_size=2048,
+            frame_multiple=int(pipe.vae_scale_factor_temporal),
+            max_frames=257,
+            needs_image=self.task == "image-to-video",
+            default_width=64 if tiny else 832,
+            default_height=64 if tiny else 480,
+            default_frames=5 if tiny else 81,
+            default_steps=4 if tiny else 40,
+            default_guidance=5.0,
+            fps=16,
+        )
+
+    def _text(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        positive, negative = pipe.encode_prompt(
+            prompt=request.prompt,
+            negative_prompt=request.negative_prompt,
+            do_classifier_free_guidance=request.uses_cfg,
+            max_sequence_length=_text_len(pipe.tokenizer),
+            device=device,
+        )
+        tensors = {"prompt_embeds": positive}
+        if negative is not None:
+            tensors["negative_prompt_embeds"] = negative
+        return tensors
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        return self._text(pipe, request, device)
+
+    def _common(self, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        return {
+            "prompt_embeds": tensors["prompt_embeds"],
+            "negative_prompt_embeds": tensors.get("negative_prompt_embeds"),
+            "height": request.height,
+            "width": request.width,
+            "num_frames": request.num_frames,
+            "num_inference_steps": request.num_inference_steps,
+            "guidance_scale": request.guidance_scale,
+        }
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        return self._common(request, tensors)
+
+    def frames(self, output: Any) -> np.ndarray:
+        return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
+
+
+def request_image(request: JobRequest, limits: Limits | None = None):
+    """The request's start image as an RGB PIL image."""
+    from PIL import Image
+
+    raw = decode_image_png(request.image, limits) if limits else _b64(request.image)
+    with Image.open(io.BytesIO(raw)) as img:
+        return img.convert("RGB")
+
+
+def _b64(data: str) -> bytes:
+    import base64
+
+    return base64.b64decode(data.split(",", 1)[-1])
+
+
+class _WanImageToVideo(_Wan):
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        tensors = self._text(pipe, request, device)
+        if pipe.transformer.config.image_dim is not None:  # Wan 2.1 i2v conditions on CLIP
+            image = request_image(request).resize((request.width, request.height))
+            tensors["image_embeds"] = pipe.encode_image(image, device)
+        return tensors
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        image = request_image(request).resize((request.width, request.height))
+        if "image_embeds" in tensors:
+            # diffusers refuses `image` together with `image_embeds`, yet needs the image for
+            # the VAE condition; hand it the embeddings rank 0 computed through its own hook.
+            embeds = tensors["image_embeds"]
+            pipe.encode_image = lambda *_args, **_kwargs: embeds
+        return {**self._common(request, tensors), "image": image}
+
+
+class _Flux(Family):
+    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        guidance = 4.0 if self.supports_cfg(pipe) else 3.5
+        return Limits(
+            task=self.task,
+            size_multiple=int(pipe.vae_scale_factor * 2),
+            min_size=16,
+            max_size=2048,
+            frame_multiple=0,
+            max_frames=1,
+            default_width=64 if tiny else 1024,
+            default_height=64 if tiny else 1024,
+            default_frames=1,
+            default_steps=4 if tiny else 28,
+            default_guidance=guidance,
+            fps=1,
+        )
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        # Guidance-distilled Flux (dev) embeds the guidance scale: one branch, no CFG.
+        return not pipe.transformer.config.guidance_embeds
+
+    def _max_len(self, pipe: Any) -> int:
+        return _text_len(pipe.tokenizer_2) if pipe.tokenizer_2 is not None else 512
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        max_len = self._max_len(pipe)
+        embeds, pooled, _ids = pipe.encode_prompt(
+            prompt=request.prompt, prompt_2=None, device=device, max_sequence_length=max_len
+        )
+        tensors = {"prompt_embeds": embeds, "pooled_prompt_embeds": pooled}
+        if self.uses_cfg(pipe, request):
+            neg, neg_pooled, _ids = pipe.encode_prompt(
+                prompt=request.negative_prompt, prompt_2=None, device=device,
+                max_sequence_length=max_len,
+            )
+            tensors["negative_prompt_embeds"] = neg
+            tensors["negative_pooled_prompt_embeds"] = neg_pooled
+        return tensors
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        cfg = self.uses_cfg(pipe, request)
+        return {
+            **tensors,
+            "true_cfg_scale": request.guidance_scale if cfg else 1.0,
+            "guidance_scale": request.guidance_scale,
+            "height": request.height,
+            "width": request.width,
+            "num_inference_steps": request.num_inference_steps,
+            "max_sequence_length": tensors["prompt_embeds"].shape[1],
+        }
+
+    def frames(self, output: Any) -> np.ndarray:
+        return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
+
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+FAMILIES: tuple[Family, ...] = (
+    _Wan("wan-t2v", "text-to-video", ("WanPipeline",), _TEXT),
+    _WanImageToVideo(
+        "wan-i2v", "image-to-video", ("WanImageToVideoPipeline",), _TEXT | {"image_encoder"}
+    ),
+    _Flux(
+        "flux", "text-to-image", ("FluxPipeline",),
+        frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+    ),
+)
+
+
+def family_for(pipeline_class: str) -> Family:
+    """The adapter for a diffusers pipeline class name; ValueError for unsupported ones."""
+    for family in FAMILIES:
+        if pipeline_class in family.pipeline_classes:
+            return family
+    supported = sorted(c for f in FAMILIES for c in f.pipeline_classes)
+    raise ValueError(f"unsupported pipeline {pipeline_class!r}; supported: {supported}")

@@ -1,0 +1,134 @@
+"""Jobs on rank 0: their state, the FIFO queue and the record of recent ones."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import JobRequest
+
+STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+FINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class QueueFull(RuntimeError):
+    """The queue holds as many jobs as it may."""
+
+
+@dataclass
+class Job:
+    request: JobRequest
+    out_dir: Path
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    status: str = "queued"
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    step: int = 0
+    total: int = 0
+    error: str | None = None
+    cancel_requested: bool = False
+    num_frames: int = 0
+    timings: dict[str, Any] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "progress": {"step": self.step, "total": self.total},
+            "error": self.error,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+            "request": self.request.to_dict(with_image=False),
+            "num_frames": self.num_frames,
+            "files": self.files,
+            "timings": self.timings,
+        }
+
+
+class JobBook:
+    """Thread-safe queue and record of jobs; one job runs at a time on the whole group."""
+
+    def __init__(self, max_queue: int, keep: int):
+        self.max_queue, self.keep = max_queue, keep
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._queue: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def submit(self, job: Job) -> Job:
+        with self._cond:
+            if len(self._queue) >= self.max_queue:
+                raise QueueFull(f"the queue is full ({self.max_queue} jobs); try again later")
+            job.total = job.request.num_inference_steps
+            self._jobs[job.id] = job
+            self._queue.append(job)
+            self._forget_old()
+            self._cond.notify_all()
+        return job
+
+    def next(self, timeout_s: float) -> Job | None:
+        """The next queued job, marked running; None on timeout or when closed."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                if not self._cond.wait(timeout_s):
+                    return None
+            if self._closed:
+                return None
+            job = self._queue.popleft()
+            job.status, job.started = "running", time.time()
+            return job
+
+    def finish(self, job: Job, status: str, error: str | None = None) -> None:
+        with self._cond:
+            job.status, job.error, job.finished = status, error, time.time()
+            self._cond.notify_all()
+
+    def cancel(self, job_id: str) -> Job | None:
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return None
+            if job.status == "queued":
+                self._queue.remove(job)
+                job.status, job.finished, job.error = "cancelled", time.time(), None
+            elif job.status == "running":
+                job.cancel_requested = True
+            self._cond.notify_all()
+            return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._cond:
+            return self._jobs.get(job_id)
+
+    def recent(self) -> list[Job]:
+        with self._cond:
+            return list(reversed(self._jobs.values()))
+
+    def position(self, job: Job) -> int | None:
+        """0-based place in the queue, None when not queued."""
+        with self._cond:
+            return self._queue.index(job) if job in self._queue else None
+
+    def fail_queued(self, reason: str) -> None:
+        with self._cond:
+            while self._queue:
+                job = self._queue.popleft()
+                job.status, job.error, job.finished = "failed", reason, time.time()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _forget_old(self) -> None:
+        finished = [j for j in self._jobs.values() if j.status in FINAL]
+        for job in finished[: max(0, len(self._jobs) - self.keep)]:
+            del self._jobs[job.id]

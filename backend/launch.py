@@ -1,0 +1,173 @@
+"""Starting the group: the ranks' processes, their supervision, and `serve`'s lifecycle.
+
+On one machine `serve --world-size N` is rank 0 and starts ranks 1..N-1 as child processes
+(`python -m paradit.backend.launch`), watching their sentinels; a child exits by itself when
+rank 0's store goes away and is killed by the kernel when its parent dies. Under torchrun /
+srun / mpirun every process runs `serve` and reads its rank from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import timedelta
+
+import torch
+
+from .config import ServeConfig
+from .control import Heartbeat, Worker
+from .dist import Group, LaunchEnv, join_group, open_store, pick_device
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "PARADIT_SERVE_CONFIG"
+
+
+class Children:
+    """Ranks 1..N-1 started by this process, supervised through their exit codes."""
+
+    def __init__(self, config: ServeConfig, env: LaunchEnv):
+        self.procs: dict[int, subprocess.Popen] = {}
+        base = {**os.environ, CONFIG_ENV: json.dumps(asdict(config)), "PARADIT_LAUNCHER": "paradit",
+                "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
+                "WORLD_SIZE": str(env.world_size), "LOCAL_WORLD_SIZE": str(env.world_size)}
+        for rank in range(1, env.world_size):
+            child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            self.procs[rank] = subprocess.Popen(
+                [sys.executable, "-m", "paradit.backend.launch"], env=child_env
+            )
+
+    def lost(self) -> str | None:
+        dead = {r: p.returncode for r, p in self.procs.items() if p.poll() is not None}
+        if not dead:
+            return None
+        return ", ".join(f"rank {r} exited with code {code}" for r, code in sorted(dead.items()))
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Wait for a clean exit, then terminate, then kill: no child is left behind."""
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _threads(config: ServeConfig, env: LaunchEnv) -> int:
+    if config.threads_per_rank:
+        return config.threads_per_rank
+    return max(1, (os.cpu_count() or 1) // max(1, env.local_world_size))
+
+
+def start_rank(config: ServeConfig, env: LaunchEnv, store=None):
+    """Join the group and load the model on this rank."""
+    from .runtime import Runtime
+
+    torch.set_num_threads(_threads(config, env))
+    device = pick_device(config.device, env)
+    group = join_group(env, device, timedelta(seconds=config.timeout_s), store)
+    overrides = {
+        "cfg_degree": config.cfg_degree,
+        "ulysses_degree": config.ulysses_degree,
+        "ring_degree": config.ring_degree,
+        "shard_weights": config.shard_weights,
+    }
+    dtype = "bfloat16" if device.type == "cuda" else "float32"
+    return group, Runtime(group, config.model, overrides, dtype)
+
+
+def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
+    """A rank other than 0: load, then answer rank 0's messages until told to stop."""
+    from .worker import serve_worker
+
+    group: Group | None = None
+    try:
+        group, runtime = start_rank(config, env)
+        heartbeat = Heartbeat(group.store_client(), env.rank).start()
+        serve_worker(runtime, Worker(group.store, env.rank))
+        heartbeat.stop()
+        return 0
+    except Exception as exc:  # rank 0 gone or load failed: say why in one line, exit non-zero
+        log.error("rank %d stopping: %s: %s", env.rank, type(exc).__name__, exc)
+        return 1
+    finally:
+        if group is not None:
+            group.close()
+
+
+def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
+    """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code."""
+    from .server import HttpServer, create_app
+    from .service import Service
+
+    env = LaunchEnv.from_environ()
+    if env is not None and env.rank != 0:
+        return run_worker(config, env)
+    if env is not None and env.world_size != config.world_size:
+        log.info("launcher world size %d overrides --world-size", env.world_size)
+    store, children = None, None
+    if env is None:
+        store = open_store(LaunchEnv(0, config.world_size, 0, config.world_size, "127.0.0.1", 0,
+                                     "paradit"), timedelta(seconds=config.timeout_s))
+        env = LaunchEnv(0, config.world_size, 0, config.world_size, "127.0.0.1", store.port,
+                        "paradit")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    http = None
+    group = None
+    try:
+        if config.world_size > 1 and store is not None:
+            children = Children(config, env)
+        group, runtime = start_rank(config, env, store)
+        service = Service(runtime, config, children.lost if children else lambda: None)
+        service.wait_ready()
+        http = HttpServer(create_app(service, config.token), config.host, config.port).start()
+        on_ready(http.url)
+        service.run_forever(stop)
+        service.shutdown()
+        return 0
+    finally:
+        if http is not None:
+            http.stop()
+        if children is not None:
+            children.stop()
+        if group is not None:
+            group.close()
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: die with the parent even if it is killed with SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _child_main() -> int:
+    _set_parent_death_signal()
+    logging.basicConfig(level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
+                        format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
+    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    env = LaunchEnv.from_environ()
+    if env is None:
+        raise SystemExit("paradit worker started without RANK/WORLD_SIZE")
+    return run_worker(config, env)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child_main())

@@ -1,0 +1,129 @@
+"""One loading path for built-in presets, local diffusers folders and Hugging Face repo ids."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from .presets import PRESET_NAMES, build_preset, is_preset, preset_components
+
+if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
+    from diffusers import DiffusionPipeline
+
+logger = logging.getLogger(__name__)
+
+SOURCE_KINDS: tuple[str, ...] = ("preset", "folder", "hub")
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+_RULE = (
+    f"use a built-in preset ({', '.join(PRESET_NAMES)}), an existing diffusers folder "
+    "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
+    "of the form owner/name"
+)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a pipeline comes from."""
+
+    kind: str
+    """"preset", "folder" or "hub"."""
+    name: str
+    """The preset name, the absolute folder path, or the repo id."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCE_KINDS:
+            raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
+        if not self.name:
+            raise ValueError("name must not be empty")
+
+    @classmethod
+    def parse(cls, model: str) -> ModelSource:
+        """Read a `--model` value: a preset name, then an existing folder, then owner/name."""
+        text = model.strip() if isinstance(model, str) else ""
+        if not text:
+            raise ValueError(f"the model is empty: {_RULE}")
+        if is_preset(text):
+            return cls("preset", text)
+        path = os.path.expanduser(text)
+        if os.path.isdir(path):
+            if not os.path.isfile(os.path.join(path, "model_index.json")):
+                raise ValueError(
+                    f"folder {path!r} has no model_index.json, so it is not a diffusers "
+                    f"pipeline folder: {_RULE}"
+                )
+            return cls("folder", os.path.abspath(path))
+        if os.path.exists(path):
+            raise ValueError(f"{text!r} is a file, not a folder: {_RULE}")
+        if _HUB_ID.fullmatch(text) and ".." not in text:
+            return cls("hub", text)
+        raise ValueError(f"model {text!r} is neither a preset nor an existing folder: {_RULE}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def load_pipeline(
+    source: ModelSource,
+    *,
+    skip: frozenset[str] = frozenset(),
+    dtype: torch.dtype = torch.float32,
+) -> DiffusionPipeline:
+    """Load the pipeline; components named in `skip` are set to None (unknown names ignored)."""
+    if source.kind == "preset":
+        pipe = build_preset(source.name, components=preset_components(source.name) - skip)
+        logger.info("built preset %s (skipped: %s)", source.name, _names(skip))
+        if dtype != torch.float32:
+            pipe.to(dtype=dtype)
+        return pipe
+    return _load_pretrained(source.name, skip, dtype)
+
+
+def _load_pretrained(name: str, skip: frozenset[str], dtype: torch.dtype) -> DiffusionPipeline:
+    """Load a folder or repo id with the pipeline class that model_index.json names.
+
+    `DiffusionPipeline.from_pretrained(image_encoder=None)` loads the component anyway when it
+    is one of the pipeline's optional components (diffusers 0.42); the concrete class does not.
+    """
+    import diffusers
+    from diffusers import DiffusionPipeline
+
+    config = DiffusionPipeline.load_config(name)
+    class_name = config.get("_class_name", "")
+    pipeline_class = getattr(diffusers, class_name, None)
+    if not (isinstance(pipeline_class, type) and issubclass(pipeline_class, DiffusionPipeline)):
+        pipeline_class = DiffusionPipeline
+    # Only components this pipeline has: passing others makes diffusers warn.
+    skipped = sorted(c for c in skip if isinstance(config.get(c), (list, tuple)))
+    logger.info("loading %s %s (skipped: %s)", class_name or "pipeline", name, _names(skipped))
+    return pipeline_class.from_pretrained(name, dtype=dtype, **{c: None for c in skipped})
+
+
+def align_cpu_weights(pipe: DiffusionPipeline, alignment: int = 64) -> int:
+    """Copy CPU weights that are not `alignment`-byte aligned into fresh memory; return the count.
+
+    Weights loaded from safetensors are views into the file at its (8-byte aligned) offsets, and
+    CPU matrix-vector products (batch-1 linears such as time embeddings) round differently on
+    misaligned weights. Call this before computing on CPU so results do not depend on the file
+    layout. It copies, so call it after sharding and never before moving to an accelerator.
+    """
+    copied = 0
+    with torch.no_grad():
+        for module in pipe.components.values():
+            if not isinstance(module, torch.nn.Module):
+                continue
+            for tensor in itertools.chain(module.parameters(), module.buffers()):
+                if tensor.device.type == "cpu" and tensor.data_ptr() % alignment:
+                    tensor.data = tensor.data.clone(memory_format=torch.contiguous_format)
+                    copied += 1
+    return copied
+
+
+def _names(components: frozenset[str] | list[str]) -> str:
+    return ", ".join(sorted(components)) or "nothing"

@@ -1,0 +1,122 @@
+"""Starting a backend as its own process group from another program (CLI, ComfyUI, the UI).
+
+`LocalBackend` runs `python -m paradit serve ... --port 0`, waits for its `ready` line, and
+stops it with SIGTERM (then SIGKILL) — also when the owning program exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from .client import BackendError, Client
+
+log = logging.getLogger(__name__)
+
+READY = re.compile(r"\bready\b.*?(http://\S+)")
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """What a local backend is started with; equal specs can share one backend."""
+
+    model: str
+    world_size: int = 1
+    device: str = "auto"
+    output_dir: str = "outputs"
+    timeout_s: float = 600.0
+    threads_per_rank: int | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ValueError("model must name a preset, a diffusers folder or a hub id")
+        if self.world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {self.world_size}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "paradit", "serve", "--model", self.model,
+            "--world-size", str(self.world_size), "--device", self.device,
+            "--host", "127.0.0.1", "--port", "0", "--output-dir", self.output_dir,
+            "--timeout", str(self.timeout_s),
+        ]
+        if self.threads_per_rank:
+            cmd += ["--threads", str(self.threads_per_rank)]
+        return cmd + list(self.extra_args)
+
+
+class LocalBackend:
+    """A `paradit serve` child process; use as a context manager or call `stop()`."""
+
+    def __init__(self, spec: LocalSpec, *, start_timeout_s: float = 600.0,
+                 log_file: str | Path | None = None):
+        self.spec = spec
+        self._log: IO | None = open(log_file, "ab") if log_file else None  # noqa: SIM115
+        env = {**os.environ, "PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            spec.command(), stdout=subprocess.PIPE, stderr=self._log, env=env,
+            text=True, start_new_session=True,
+        )
+        atexit.register(self.stop)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True, name="paradit-stdout").start()
+        self.url = self._wait_ready(start_timeout_s)
+        self.client = Client(self.url)
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _wait_ready(self, timeout_s: float) -> str:
+        last = ""
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout_s)
+            except queue.Empty:
+                self.stop()
+                raise BackendError(f"backend did not report ready within {timeout_s:.0f}s") from None
+            if line is None:
+                code = self.proc.wait()
+                raise BackendError(f"backend exited with code {code} before ready: {last.strip()}")
+            last = line if line.strip() else last
+            match = READY.search(line)
+            if match:
+                return match.group(1)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM the backend (it stops its ranks), SIGKILL its session if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()

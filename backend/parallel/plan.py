@@ -1,0 +1,50 @@
+"""Choosing how a group of ranks divides a job (the parallel plan)."""
+
+from __future__ import annotations
+
+from ..config import ParallelPlan
+
+
+def choose_plan(
+    world_size: int,
+    *,
+    supports_cfg: bool,
+    device_type: str,
+    cfg_degree: int | None = None,
+    ulysses_degree: int | None = None,
+    ring_degree: int | None = None,
+    shard_weights: bool = True,
+) -> ParallelPlan:
+    """Pick degrees for `world_size` ranks; explicit degrees override the automatic choice.
+
+    Automatic: CFG parallel (degree 2) when the world size is even and the model has an
+    unconditional branch, the remaining ranks split the sequence with Ulysses (the
+    `ulysses_anything` mode accepts any token and head count). Ring attention is only chosen
+    when asked for, and only on CUDA (diffusers' ring needs an attention backend that returns
+    the log-sum-exp, which the CPU SDPA path does not).
+    """
+    if world_size < 1:
+        raise ValueError(f"world size must be >= 1, got {world_size}")
+    if ring_degree is not None and ring_degree > 1 and device_type != "cuda":
+        raise ValueError("--ring-degree > 1 needs CUDA devices (flash/cuDNN attention); use Ulysses")
+    if cfg_degree is None:
+        cfg_degree = 2 if supports_cfg and world_size % 2 == 0 else 1
+    if cfg_degree not in (1, 2):
+        raise ValueError(f"--cfg-degree must be 1 or 2, got {cfg_degree}")
+    if cfg_degree == 2 and not supports_cfg:
+        raise ValueError("--cfg-degree 2 needs a model with classifier-free guidance")
+    if world_size % cfg_degree:
+        raise ValueError(f"--cfg-degree {cfg_degree} must divide the world size {world_size}")
+    rest = world_size // cfg_degree
+    if ring_degree is None and ulysses_degree is None:
+        ring_degree, ulysses_degree = 1, rest
+    elif ring_degree is None:
+        ring_degree = rest // ulysses_degree if ulysses_degree and rest % ulysses_degree == 0 else 0
+    elif ulysses_degree is None:
+        ulysses_degree = rest // ring_degree if rest % ring_degree == 0 else 0
+    if not ring_degree or not ulysses_degree or cfg_degree * ring_degree * ulysses_degree != world_size:
+        raise ValueError(
+            f"cfg ({cfg_degree}) x ulysses ({ulysses_degree}) x ring ({ring_degree}) "
+            f"must equal the world size {world_size}"
+        )
+    return ParallelPlan(cfg_degree, ulysses_degree, ring_degree, shard_weights)

@@ -1,0 +1,73 @@
+"""Sequence parallelism (Ulysses / ring) through diffusers' context-parallel hooks.
+
+The model only declares its `_cp_plan`; this module builds the config on our own device mesh
+and hands it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
+derives the device from `torch.accelerator.device_count()`, which is 0 (a division by zero)
+on CPU-only machines, and it cannot take a mesh that also has a CFG dimension.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from diffusers.hooks.context_parallel import apply_context_parallel
+from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
+from torch.distributed.device_mesh import DeviceMesh
+
+from ..config import ParallelPlan
+from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
+
+log = logging.getLogger(__name__)
+
+RING_BACKEND = "_native_cudnn"
+
+
+def apply_sequence_parallel(
+    transformer: torch.nn.Module, plan: ParallelPlan, mesh: DeviceMesh, device: torch.device
+) -> None:
+    """Split the token sequence over the mesh's ("ring", "ulysses") dimensions.
+
+    `ulysses_anything` / `ring_anything` let any sequence length and head count through, so no
+    size is refused for not dividing by the degree.
+    """
+    if plan.sequence_degree == 1:
+        return
+    cp_plan = getattr(transformer, "_cp_plan", None)
+    if cp_plan is None:
+        raise ValueError(
+            f"{type(transformer).__name__} has no context-parallel plan: "
+            "use --ulysses-degree 1 --ring-degree 1 (CFG parallel and sharding still apply)"
+        )
+    if plan.ring_degree > 1:
+        transformer.set_attention_backend(RING_BACKEND)
+    num_heads = _num_heads(transformer)
+    if plan.ulysses_degree > 1 and needs_any_head_count(num_heads, plan.ulysses_degree):
+        install_any_head_count()
+    if device.type == "cpu":
+        install_uneven_gather()
+    sub_mesh = mesh["ring", "ulysses"]
+    cp_config = ContextParallelConfig(
+        ring_degree=plan.ring_degree,
+        ulysses_degree=plan.ulysses_degree,
+        ulysses_anything=plan.ulysses_degree > 1,
+        ring_anything=plan.ring_degree > 1,
+        mesh=sub_mesh,
+    )
+    config = ParallelConfig(context_parallel_config=cp_config)
+    rank = torch.distributed.get_rank()
+    config.setup(rank, torch.distributed.get_world_size(), device, mesh=sub_mesh)
+    transformer._parallel_config = config
+    for module in transformer.modules():
+        processor = getattr(module, "processor", None)
+        if processor is not None and hasattr(processor, "_parallel_config"):
+            processor._parallel_config = config
+    apply_context_parallel(transformer, cp_config, cp_plan)
+    log.info("sequence parallel: ulysses=%d ring=%d", plan.ulysses_degree, plan.ring_degree)
+
+
+def _num_heads(transformer: torch.nn.Module) -> int:
+    heads = getattr(transformer.config, "num_attention_heads", None)
+    if heads is None:
+        raise ValueError(f"{type(transformer).__name__} does not say its num_attention_heads")
+    return int(heads)

@@ -1,0 +1,171 @@
+"""One rank's model and how a job runs on it.
+
+Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
+alone holds the text/image encoders: it encodes each request once and broadcasts the
+embeddings; every rank then runs the diffusers pipeline's own denoising loop, and only rank 0
+decodes with the VAE (the others stop at the latents).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .config import JobRequest, ParallelPlan
+from .dist import Group
+from .families import Family, family_for
+from .loading import ModelSource, align_cpu_weights, load_pipeline
+from .parallel import Parallelized, local_param_bytes, parallelize
+from .parallel.plan import choose_plan
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class JobCancelled(Exception):
+    """Raised on every rank at the same step boundary when a job is cancelled."""
+
+
+def pipeline_class_name(source: ModelSource) -> str:
+    """The diffusers pipeline class a model source holds, read without loading weights."""
+    if source.kind == "preset":
+        from .presets import preset_pipeline_class
+
+        return preset_pipeline_class(source.name)
+    from diffusers import DiffusionPipeline
+
+    return DiffusionPipeline.load_config(source.name)["_class_name"]
+
+
+@dataclass
+class StepClock:
+    """Wall time of each denoising step, measured at the step callbacks."""
+
+    start: float = field(default_factory=time.perf_counter)
+    marks: list[float] = field(default_factory=list)
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter())
+
+    def step_seconds(self) -> list[float]:
+        points = [self.start, *self.marks]
+        return [b - a for a, b in zip(points, points[1:], strict=False)]
+
+
+class Runtime:
+    """The pipeline on this rank, with the plan applied."""
+
+    def __init__(self, group: Group, model: str, plan_overrides: dict[str, Any], dtype: str):
+        self.group = group
+        self.source = ModelSource.parse(model)
+        self.family: Family = family_for(pipeline_class_name(self.source))
+        skip = frozenset() if group.is_driver else self.family.encoder_components
+        self.dtype = DTYPES[dtype]
+        started = time.perf_counter()
+        self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
+        self.pipe.set_progress_bar_config(disable=True)
+        self.pipe.to(group.device)
+        if group.device.type == "cpu":
+            align_cpu_weights(self.pipe)  # results must not depend on the file's layout
+        self.limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
+        self.plan: ParallelPlan = choose_plan(
+            group.world_size,
+            supports_cfg=self.family.supports_cfg(self.pipe),
+            device_type=group.device.type,
+            **plan_overrides,
+        )
+        self.parallel: Parallelized = parallelize(self.pipe.transformer, self.plan, group.device)
+        self.load_seconds = time.perf_counter() - started
+        log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def rank_info(self) -> dict[str, Any]:
+        return {
+            "rank": self.group.rank,
+            "pid": os.getpid(),
+            "device": str(self.group.device),
+            "dit_param_bytes": local_param_bytes(self.pipe.transformer),
+        }
+
+    # -- a job, on every rank -------------------------------------------------------------
+
+    def encode(self, request: JobRequest) -> dict[str, torch.Tensor]:
+        """Rank 0: run the encoders once for the whole group."""
+        with torch.no_grad():
+            tensors = self.family.encode(self.pipe, request, self.group.device)
+        return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
+
+    def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list]) -> dict:
+        """Broadcast rank 0's encoder outputs over the control group; returns them on device."""
+        out = {}
+        for name, shape, dtype in meta:
+            tensor = tensors[name] if tensors is not None else torch.empty(
+                shape, dtype=getattr(torch, dtype)
+            )
+            if self.group.world_size > 1:
+                dist.broadcast(tensor, src=0, group=self.group.ctrl)
+            out[name] = tensor.to(self.group.device)
+        return out
+
+    def denoise(
+        self,
+        request: JobRequest,
+        tensors: dict[str, torch.Tensor],
+        on_step: Callable[[int, int], bool],
+        clock: StepClock,
+    ) -> np.ndarray | None:
+        """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides).
+
+        Returns float frames (F, H, W, 3) on rank 0, None elsewhere.
+        """
+        uses_cfg = self.family.uses_cfg(self.pipe, request)
+        self.parallel.begin_job(uses_cfg)
+        total = request.num_inference_steps
+
+        def step_end(_pipe: Any, index: int, _t: Any, _kwargs: dict) -> dict:
+            clock.mark()
+            if self._agree_cancel(on_step(index + 1, total)):
+                raise JobCancelled(f"cancelled after step {index + 1} of {total}")
+            return {}
+
+        kwargs = self.family.prepare(self.pipe, request, tensors)
+        generator = torch.Generator("cpu").manual_seed(request.seed)
+        driver = self.group.is_driver
+        clock.start = time.perf_counter()
+        try:
+            output = self.pipe(
+                **kwargs,
+                generator=generator,
+                output_type="np" if driver else "latent",
+                callback_on_step_end=step_end,
+                return_dict=False,
+            )
+        finally:
+            self.parallel.begin_job(False)
+        return self.family.frames(output) if driver else None
+
+    def _agree_cancel(self, wants: bool) -> bool:
+        """All ranks take rank 0's decision, so all stop at the same step."""
+        if self.group.world_size == 1:
+            return wants
+        flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
+        dist.broadcast(flag, src=0, group=self.group.ctrl)
+        return bool(flag.item())
+
+
+def tensor_meta(tensors: dict[str, torch.Tensor]) -> list[list]:
+    """JSON-able (name, shape, dtype) for the spec, so receivers can allocate."""
+    return [[n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()]
+
+
+def dumps(message: dict) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()

@@ -1,0 +1,235 @@
+"""Rank 0's service: validates requests, queues them, drives each job through the group.
+
+The HTTP layer calls `submit`, `cancel`, `job`, `jobs`, `info` and `health` from its own
+thread; `run_forever` runs the jobs one at a time on the main thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .config import JobRequest, ServeConfig
+from .control import Driver, HeartbeatMonitor, RankLost
+from .jobs import Job, JobBook
+from .outputs import to_uint8, write_outputs, write_record
+from .runtime import JobCancelled, Runtime, StepClock, tensor_meta
+
+log = logging.getLogger(__name__)
+
+
+def versions() -> dict[str, str]:
+    import diffusers
+    import torch
+
+    return {
+        "paradit": __version__,
+        "torch": torch.__version__,
+        "diffusers": diffusers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+class Service:
+    def __init__(
+        self,
+        runtime: Runtime,
+        config: ServeConfig,
+        lost_children: Callable[[], str | None] = lambda: None,
+    ):
+        self.runtime = runtime
+        self.config = config
+        group = runtime.group
+        self.book = JobBook(config.max_queue, config.keep_jobs)
+        self.driver = Driver(group.store, group.world_size)
+        self._monitor = HeartbeatMonitor(group.store_client(), group.world_size, stale_s=15.0)
+        self._monitor_lock = threading.Lock()
+        self._lost_children = lost_children
+        self.broken: str | None = None
+        self.ready = False
+        self.ranks: list[dict[str, Any]] = []
+        self.started = time.time()
+        self.output_dir = Path(config.output_dir).resolve()
+
+    # -- health ---------------------------------------------------------------------------
+
+    def lost(self) -> str | None:
+        """Why the group is not whole, or None."""
+        reason = self._lost_children()
+        if reason:
+            return reason
+        with self._monitor_lock:
+            stale = self._monitor.stale()
+        if stale:
+            return f"ranks {stale} stopped answering (no heartbeat for 15s)"
+        return None
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        reason = self.broken or self.lost()
+        if reason and not self.broken:
+            self.broken = reason
+            self.book.fail_queued(f"backend lost a rank: {reason}")
+        ok = self.ready and not reason
+        detail = {"status": "ok" if ok else "unavailable", "ready": self.ready,
+                  "world_size": self.runtime.group.world_size}
+        if reason:
+            detail["error"] = reason
+        return ok, detail
+
+    def wait_ready(self) -> None:
+        self.ranks = [self.runtime.rank_info(), *self.driver.wait_ready(self.lost, 3600.0)]
+        self.ready = True
+
+    def info(self) -> dict[str, Any]:
+        runtime = self.runtime
+        return {
+            "model": self.config.model,
+            "family": runtime.family.name,
+            "task": runtime.family.task,
+            "world_size": runtime.group.world_size,
+            "device": runtime.group.device.type,
+            "plan": runtime.plan.to_dict(),
+            "limits": runtime.limits.to_dict(),
+            "version": __version__,
+            "versions": versions(),
+            "ranks": self.ranks,
+            "load_seconds": round(runtime.load_seconds, 3),
+            "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
+        }
+
+    # -- requests from HTTP ---------------------------------------------------------------
+
+    def submit(self, body: Any) -> Job:
+        """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
+        request = JobRequest.from_body(body, self.runtime.limits)
+        ok, detail = self.health()
+        if not ok:
+            raise RuntimeError(f"backend is not healthy: {detail.get('error', 'not ready')}")
+        job = Job(request=request, out_dir=self.output_dir)
+        job.out_dir = self.output_dir / job.id
+        return self.book.submit(job)
+
+    def cancel(self, job_id: str) -> Job | None:
+        return self.book.cancel(job_id)
+
+    # -- running jobs ---------------------------------------------------------------------
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            job = self.book.next(timeout_s=0.1)
+            if job is not None:
+                self.run_job(job)
+
+    def run_job(self, job: Job) -> None:
+        if self.broken:
+            self.book.finish(job, "failed", f"backend is not healthy: {self.broken}")
+            return
+        timings: dict[str, Any] = {"queued_s": round(job.started - job.created, 4)}
+        job.timings = timings
+        started = time.perf_counter()
+        try:
+            frames, clock = self._denoise(job, timings)
+            begin_write = time.perf_counter()
+            job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
+            job.num_frames = len(frames)
+            timings["write_s"] = round(time.perf_counter() - begin_write, 4)
+            timings["total_s"] = round(time.perf_counter() - started, 4)
+            self._finish(job, "succeeded")
+        except JobCancelled:
+            self._finish(job, "cancelled")
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            self._finish(job, "failed", self._failure(exc))
+
+    def _denoise(self, job: Job, timings: dict[str, Any]):
+        runtime, request = self.runtime, job.request
+        begin = time.perf_counter()
+        tensors = runtime.encode(request)
+        meta = tensor_meta(tensors)
+        timings["encode_s"] = round(time.perf_counter() - begin, 4)
+        seq = None
+        if runtime.group.world_size > 1:
+            seq = self.driver.send(
+                {"type": "run", "job_id": job.id, "request": request.to_dict(), "tensors": meta}
+            )
+        clock = StepClock()
+        try:
+            shared = runtime.share(tensors, meta)
+
+            def on_step(step: int, total: int) -> bool:
+                job.step = step
+                return job.cancel_requested
+
+            frames = runtime.denoise(request, shared, on_step, clock)
+        finally:
+            self._collect(seq)
+        end = time.perf_counter()
+        steps = clock.step_seconds()
+        timings["first_step_start_s"] = round(clock.start - begin, 4)
+        timings["step_s"] = [round(s, 4) for s in steps]
+        if steps:
+            timings["mean_step_s"] = round(sum(steps) / len(steps), 4)
+            timings["decode_s"] = round(end - clock.marks[-1], 4)
+        return frames, clock
+
+    def _collect(self, seq: int | None) -> None:
+        """Every worker's reply to the job; a worker's own error becomes the job's error."""
+        if seq is None:
+            return
+        replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0)
+        errors = [r["error"] for r in replies.values() if not r.get("ok") and not r.get("cancelled")]
+        if errors:
+            raise RuntimeError(errors[0])
+
+    def _failure(self, exc: Exception) -> str:
+        if isinstance(exc, RankLost):
+            self.broken = str(exc)
+            self.book.fail_queued(f"backend lost a rank: {exc}")
+            return f"a rank was lost during the job: {exc}"
+        lost = self.lost()
+        if lost:
+            self.broken = lost
+            self.book.fail_queued(f"backend lost a rank: {lost}")
+            return f"a rank was lost during the job: {lost}"
+        return f"{type(exc).__name__}: {exc}"
+
+    def _finish(self, job: Job, status: str, error: str | None = None) -> None:
+        self.book.finish(job, status, error)
+        if status == "succeeded":
+            write_record(job.out_dir, self.record(job))
+        log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
+
+    def record(self, job: Job) -> dict[str, Any]:
+        """job.json: the request, the resolved plan, seed, timings and versions."""
+        runtime = self.runtime
+        return {
+            "id": job.id,
+            "status": job.status,
+            "model": self.config.model,
+            "request": job.request.to_dict(with_image=False),
+            "seed": job.request.seed,
+            "plan": runtime.plan.to_dict(),
+            "world_size": runtime.group.world_size,
+            "device": runtime.group.device.type,
+            "num_frames": job.num_frames,
+            "files": job.files,
+            "timings": job.timings,
+            "versions": versions(),
+        }
+
+    def shutdown(self) -> None:
+        """Tell the workers to leave their loops (best effort, bounded)."""
+        self.book.close()
+        if self.runtime.group.world_size == 1 or self.broken:
+            return
+        try:
+            seq = self.driver.send({"type": "shutdown"})
+            self.driver.replies(seq, self.lost, 10.0)
+        except Exception as exc:  # workers may already be gone; the launcher reaps them
+            log.warning("shutdown: %s", exc)

@@ -1,0 +1,66 @@
+"""Shared test fixtures: real backends (`paradit serve` process groups on CPU/gloo).
+
+Backends are started once per session per (model, world size, options) and stopped at the
+end; each rank uses one thread so several groups fit on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from paradit.backend.client import Client  # noqa: E402
+from paradit.backend.local import LocalBackend, LocalSpec  # noqa: E402
+
+
+class Backends:
+    """Starts backends on demand and keeps them for the session."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._running: dict[LocalSpec, LocalBackend] = {}
+
+    def get(self, model: str, world_size: int, *extra: str) -> Client:
+        return self.start(model, world_size, *extra).client
+
+    def start(self, model: str, world_size: int, *extra: str) -> LocalBackend:
+        key = (model, world_size, extra)
+        name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
+        spec = LocalSpec(
+            model=model, world_size=world_size, device="cpu", threads_per_rank=1,
+            output_dir=str(self.root / name), timeout_s=120.0, extra_args=tuple(extra),
+        )
+        backend = self._running.get(spec)
+        if backend is None or not backend.alive():
+            backend = LocalBackend(spec, start_timeout_s=300, log_file=self.root / f"{name}.log")
+            self._running[spec] = backend
+        return backend
+
+    def stop(self, client_or_backend) -> None:
+        for spec, backend in list(self._running.items()):
+            if backend is client_or_backend or backend.client is client_or_backend:
+                backend.stop()
+                del self._running[spec]
+
+    def stop_all(self) -> None:
+        for backend in self._running.values():
+            backend.stop()
+        self._running.clear()
+
+
+@pytest.fixture(scope="session")
+def backends(tmp_path_factory) -> Iterator[Backends]:
+    pool = Backends(tmp_path_factory.mktemp("backends"))
+    yield pool
+    pool.stop_all()
+
+
+def run_job(client: Client, body: dict, timeout_s: float = 300) -> tuple[dict, list[bytes]]:
+    """Submit, wait, and return the finished job and its frames' PNG bytes."""
+    job = client.wait(client.submit(body), timeout_s=timeout_s)
+    return job, [client.frame(job["id"], i) for i in range(job["num_frames"])]
