@@ -70,8 +70,11 @@ def build_parser() -> Parser:
     p.add_argument("--port", type=int, default=7870)
     p.add_argument("--output-dir", default="outputs")
     p.add_argument("--timeout", type=float, default=600.0, help="collective timeout, seconds")
-    p.add_argument("--token", default=os.environ.get("PARADIT_TOKEN"),
-                   help="require 'Authorization: Bearer TOKEN' (or set PARADIT_TOKEN)")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("PARADIT_TOKEN"),
+        help="require 'Authorization: Bearer TOKEN' (or set PARADIT_TOKEN)",
+    )
     p.add_argument("--cfg-degree", type=int)
     p.add_argument("--ulysses-degree", type=int)
     p.add_argument("--ring-degree", type=int)
@@ -142,10 +145,12 @@ def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
 
 
 def local_spec(args: argparse.Namespace, world_size: int | None = None, output_dir: str = ""):
+    from .loading import ModelSource
     from .local import LocalSpec
 
     if not args.model:
         raise UsageError("give --server URL or --model M")
+    ModelSource.parse(args.model)  # a bad model fails here, in one line
     return LocalSpec(
         model=args.model,
         world_size=world_size or args.world_size,
@@ -167,8 +172,9 @@ class _Backend:
         if getattr(args, "server", None):
             self.client = Client(args.server, token=os.environ.get("PARADIT_TOKEN"))
         else:
-            log.info("starting a backend for %s on %s rank(s)", args.model,
-                     world_size or args.world_size)
+            log.info(
+                "starting a backend for %s on %s rank(s)", args.model, world_size or args.world_size
+            )
             self.local = LocalBackend(local_spec(args, world_size))
             self.client = self.local.client
 
@@ -196,16 +202,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
         _die_with_parent()
     config = ServeConfig(
-        model=args.model, world_size=args.world_size, device=args.device, host=args.host,
-        port=args.port, output_dir=args.output_dir, timeout_s=args.timeout, token=args.token,
-        cfg_degree=args.cfg_degree, ulysses_degree=args.ulysses_degree,
-        ring_degree=args.ring_degree, shard_weights=not args.no_shard,
-        threads_per_rank=args.threads, max_queue=args.max_queue,
+        model=args.model,
+        world_size=args.world_size,
+        device=args.device,
+        host=args.host,
+        port=args.port,
+        output_dir=args.output_dir,
+        timeout_s=args.timeout,
+        token=args.token,
+        cfg_degree=args.cfg_degree,
+        ulysses_degree=args.ulysses_degree,
+        ring_degree=args.ring_degree,
+        shard_weights=not args.no_shard,
+        threads_per_rank=args.threads,
+        max_queue=args.max_queue,
     )
 
     def ready(url: str) -> None:
-        print(f"paradit ready at {url} (model {config.model}, world size {config.world_size})",
-              flush=True)
+        print(
+            f"paradit ready at {url} (model {config.model}, world size {config.world_size})",
+            flush=True,
+        )
 
     return serve(config, ready)
 
@@ -233,8 +250,11 @@ def cmd_batch(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     failed = 0
     with _Backend(args) as client:
-        ids = [(i, seed, client.submit({**job_body(args, p), "seed": seed}))
-               for i, p in enumerate(prompts) for seed in seeds]
+        ids = [
+            (i, seed, client.submit({**job_body(args, p), "seed": seed}))
+            for i, p in enumerate(prompts)
+            for seed in seeds
+        ]
         for index, seed, job_id in ids:
             out = Path(args.out) / f"{index:04d}-seed{seed}"
             try:
@@ -261,8 +281,7 @@ def parse_seeds(text: str) -> list[int]:
 def cmd_plan(args: argparse.Namespace) -> int:
     from .memplan import estimate, render
 
-    report = estimate(args.model, args.gpus, args.gpu_memory, args.width, args.height,
-                      args.frames)
+    report = estimate(args.model, args.gpus, args.gpu_memory, args.width, args.height, args.frames)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3
 
@@ -280,8 +299,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
-    "serve": cmd_serve, "generate": cmd_generate, "verify": cmd_verify, "batch": cmd_batch,
-    "plan": cmd_plan, "bench": cmd_bench, "ui": cmd_ui,
+    "serve": cmd_serve,
+    "generate": cmd_generate,
+    "verify": cmd_verify,
+    "batch": cmd_batch,
+    "plan": cmd_plan,
+    "bench": cmd_bench,
+    "ui": cmd_ui,
 }
 
 
@@ -303,8 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose > 1 else logging.INFO
-    logging.basicConfig(level=os.environ.get("PARADIT_LOG", logging.getLevelName(level)).upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("PARADIT_LOG", logging.getLevelName(level)).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         return COMMANDS[args.command](args)

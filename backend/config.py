@@ -223,7 +223,11 @@ class JobRequest:
                 raise ValueError(limits.frames_rule() + f", got {frames!r}")
             return 1
         frames = _need_int(
-            body, "num_frames", limits.default_frames, 1, limits.max_frames,
+            body,
+            "num_frames",
+            limits.default_frames,
+            1,
+            limits.max_frames,
             f" and of the form {limits.frame_multiple}k+1",
         )
         if (frames - 1) % limits.frame_multiple:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +18,10 @@ import torch
 import torch.distributed as dist
 
 log = logging.getLogger(__name__)
+
+STARTUP_TIMEOUT_S = 1800.0
+"""How long ranks wait for each other while starting (imports, downloads, loading): start-up
+is not bound by the collective timeout, which is about lost peers during a job."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,13 @@ class LaunchEnv:
         keys = [
             ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
             ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-            ("mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-             "OMPI_COMM_WORLD_LOCAL_SIZE"),
+            (
+                "mpi",
+                "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE",
+            ),
             ("mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
         ]
         for launcher, rank_key, size_key, local_key, local_size_key in keys:
@@ -61,7 +71,9 @@ class LaunchEnv:
                 launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
             addr = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR")
             if not addr:
-                raise ValueError(f"{launcher} launch needs MASTER_ADDR: the address of rank 0's host")
+                raise ValueError(
+                    f"{launcher} launch needs MASTER_ADDR: the address of rank 0's host"
+                )
             port = int(env.get("MASTER_PORT", "29500"))
             size = int(env[size_key])
             local_size = env.get(local_size_key, "").split("(")[0]
@@ -124,6 +136,10 @@ class Group:
         )
         return dist.PrefixStore("paradit", store)
 
+    def barrier(self, name: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        """Wait on the store (not a collective) until every rank arrives at `name`."""
+        store_barrier(self.store, name, self.world_size, timeout_s)
+
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -142,11 +158,23 @@ def open_store(env: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
     )
 
 
+def store_barrier(store: dist.Store, name: str, world_size: int, timeout_s: float) -> None:
+    """Every rank adds itself to counter `name`, then waits until all have."""
+    key = f"barrier/{name}"
+    store.add(key, 1)
+    deadline = time.monotonic() + timeout_s
+    while store.add(key, 0) < world_size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ranks did not all reach {name!r} within {timeout_s:.0f}s")
+        time.sleep(0.01)
+
+
 def join_group(
     env: LaunchEnv, device: torch.device, timeout: timedelta, store: dist.TCPStore | None = None
 ) -> Group:
     """Join the default process group (NCCL+gloo on CUDA, gloo on CPU) and a gloo control group."""
-    store = store or open_store(env, timeout)
+    store = store or open_store(env, timedelta(seconds=STARTUP_TIMEOUT_S))
+    store_barrier(dist.PrefixStore("paradit", store), "join", env.world_size, STARTUP_TIMEOUT_S)
     backend = "cuda:nccl,cpu:gloo" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -158,6 +186,10 @@ def join_group(
         timeout=timeout,
         device_id=device if device.type == "cuda" else None,
     )
-    ctrl = dist.new_group(backend="gloo", timeout=timeout) if device.type == "cuda" else dist.group.WORLD
+    ctrl = (
+        dist.new_group(backend="gloo", timeout=timeout)
+        if device.type == "cuda"
+        else dist.group.WORLD
+    )
     log.info("rank %d/%d joined on %s (%s)", env.rank, env.world_size, device, backend)
     return Group(env, device, dist.PrefixStore("paradit", store), ctrl, timeout)

@@ -173,7 +173,9 @@ class _Flux(Family):
         tensors = {"prompt_embeds": embeds, "pooled_prompt_embeds": pooled}
         if self.uses_cfg(pipe, request):
             neg, neg_pooled, _ids = pipe.encode_prompt(
-                prompt=request.negative_prompt, prompt_2=None, device=device,
+                prompt=request.negative_prompt,
+                prompt_2=None,
+                device=device,
                 max_sequence_length=max_len,
             )
             tensors["negative_prompt_embeds"] = neg
@@ -203,7 +205,9 @@ FAMILIES: tuple[Family, ...] = (
         "wan-i2v", "image-to-video", ("WanImageToVideoPipeline",), _TEXT | {"image_encoder"}
     ),
     _Flux(
-        "flux", "text-to-image", ("FluxPipeline",),
+        "flux",
+        "text-to-image",
+        ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
     ),
 )

@@ -23,7 +23,7 @@ import torch
 
 from .config import ServeConfig
 from .control import Heartbeat, Worker
-from .dist import Group, LaunchEnv, join_group, open_store, pick_device
+from .dist import STARTUP_TIMEOUT_S, Group, LaunchEnv, join_group, open_store, pick_device
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,15 @@ class Children:
 
     def __init__(self, config: ServeConfig, env: LaunchEnv):
         self.procs: dict[int, subprocess.Popen] = {}
-        base = {**os.environ, CONFIG_ENV: json.dumps(asdict(config)), "PARADIT_LAUNCHER": "paradit",
-                "MASTER_ADDR": env.master_addr, "MASTER_PORT": str(env.master_port),
-                "WORLD_SIZE": str(env.world_size), "LOCAL_WORLD_SIZE": str(env.world_size)}
+        base = {
+            **os.environ,
+            CONFIG_ENV: json.dumps(asdict(config)),
+            "PARADIT_LAUNCHER": "paradit",
+            "MASTER_ADDR": env.master_addr,
+            "MASTER_PORT": str(env.master_port),
+            "WORLD_SIZE": str(env.world_size),
+            "LOCAL_WORLD_SIZE": str(env.world_size),
+        }
         for rank in range(1, env.world_size):
             child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             self.procs[rank] = subprocess.Popen(
@@ -118,11 +124,12 @@ def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
     if env is not None and env.world_size != config.world_size:
         log.info("launcher world size %d overrides --world-size", env.world_size)
     store, children = None, None
+    _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
     if env is None:
-        store = open_store(LaunchEnv(0, config.world_size, 0, config.world_size, "127.0.0.1", 0,
-                                     "paradit"), timedelta(seconds=config.timeout_s))
-        env = LaunchEnv(0, config.world_size, 0, config.world_size, "127.0.0.1", store.port,
-                        "paradit")
+        store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
+        env = LaunchEnv(
+            0, config.world_size, 0, config.world_size, "127.0.0.1", store.port, "paradit"
+        )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -148,6 +155,24 @@ def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
             group.close()
 
 
+def _solo_env(config: ServeConfig) -> LaunchEnv:
+    return LaunchEnv(0, config.world_size, 0, config.world_size, "127.0.0.1", 0, "paradit")
+
+
+def _check_plan_flags(config: ServeConfig, device: torch.device) -> None:
+    """Fail before starting any rank when the degrees cannot work (the model may refuse more)."""
+    from .parallel.plan import choose_plan
+
+    choose_plan(
+        config.world_size,
+        supports_cfg=True,
+        device_type=device.type,
+        cfg_degree=config.cfg_degree,
+        ulysses_degree=config.ulysses_degree,
+        ring_degree=config.ring_degree,
+    )
+
+
 def _set_parent_death_signal() -> None:
     """Linux: die with the parent even if it is killed with SIGKILL."""
     if sys.platform.startswith("linux"):
@@ -159,8 +184,10 @@ def _set_parent_death_signal() -> None:
 
 def _child_main() -> int:
     _set_parent_death_signal()
-    logging.basicConfig(level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
-                        format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
+        format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
+    )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
     config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
     env = LaunchEnv.from_environ()

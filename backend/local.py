@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +49,24 @@ class LocalSpec:
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "paradit", "serve", "--model", self.model,
-            "--world-size", str(self.world_size), "--device", self.device,
-            "--host", "127.0.0.1", "--port", "0", "--output-dir", self.output_dir,
-            "--timeout", str(self.timeout_s),
+            sys.executable,
+            "-m",
+            "paradit",
+            "serve",
+            "--model",
+            self.model,
+            "--world-size",
+            str(self.world_size),
+            "--device",
+            self.device,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--output-dir",
+            self.output_dir,
+            "--timeout",
+            str(self.timeout_s),
         ]
         if self.threads_per_rank:
             cmd += ["--threads", str(self.threads_per_rank)]
@@ -61,14 +76,22 @@ class LocalSpec:
 class LocalBackend:
     """A `paradit serve` child process; use as a context manager or call `stop()`."""
 
-    def __init__(self, spec: LocalSpec, *, start_timeout_s: float = 600.0,
-                 log_file: str | Path | None = None):
+    def __init__(
+        self, spec: LocalSpec, *, start_timeout_s: float = 600.0, log_file: str | Path | None = None
+    ):
         self.spec = spec
-        self._log: IO | None = open(log_file, "ab") if log_file else None  # noqa: SIM115
+        if log_file is None:
+            log_file = Path(tempfile.mkstemp(prefix="paradit-serve-", suffix=".log")[1])
+        self.log_path = Path(log_file)
+        self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
         env = {**os.environ, "PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            spec.command(), stdout=subprocess.PIPE, stderr=self._log, env=env,
-            text=True, start_new_session=True,
+            spec.command(),
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            text=True,
+            start_new_session=True,
         )
         atexit.register(self.stop)
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -89,14 +112,28 @@ class LocalBackend:
                 line = self._lines.get(timeout=timeout_s)
             except queue.Empty:
                 self.stop()
-                raise BackendError(f"backend did not report ready within {timeout_s:.0f}s") from None
+                raise BackendError(
+                    f"backend did not report ready within {timeout_s:.0f}s"
+                ) from None
             if line is None:
                 code = self.proc.wait()
-                raise BackendError(f"backend exited with code {code} before ready: {last.strip()}")
+                reason = self.last_error() or last.strip() or "no message"
+                raise BackendError(f"backend exited with code {code} before ready: {reason}")
             last = line if line.strip() else last
             match = READY.search(line)
             if match:
                 return match.group(1)
+
+    def last_error(self) -> str:
+        """The backend's last error line from its log ('' if none)."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        for line in reversed(lines):
+            if line.startswith("error:") or " ERROR " in line or "Error" in line:
+                return line.removeprefix("error: ").strip()
+        return ""
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -84,6 +84,7 @@ class Runtime:
             device_type=group.device.type,
             **plan_overrides,
         )
+        group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(self.pipe.transformer, self.plan, group.device)
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
@@ -108,8 +109,10 @@ class Runtime:
         """Broadcast rank 0's encoder outputs over the control group; returns them on device."""
         out = {}
         for name, shape, dtype in meta:
-            tensor = tensors[name] if tensors is not None else torch.empty(
-                shape, dtype=getattr(torch, dtype)
+            tensor = (
+                tensors[name]
+                if tensors is not None
+                else torch.empty(shape, dtype=getattr(torch, dtype))
             )
             if self.group.world_size > 1:
                 dist.broadcast(tensor, src=0, group=self.group.ctrl)

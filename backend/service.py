@@ -76,8 +76,11 @@ class Service:
             self.broken = reason
             self.book.fail_queued(f"backend lost a rank: {reason}")
         ok = self.ready and not reason
-        detail = {"status": "ok" if ok else "unavailable", "ready": self.ready,
-                  "world_size": self.runtime.group.world_size}
+        detail = {
+            "status": "ok" if ok else "unavailable",
+            "ready": self.ready,
+            "world_size": self.runtime.group.world_size,
+        }
         if reason:
             detail["error"] = reason
         return ok, detail
@@ -183,7 +186,9 @@ class Service:
         if seq is None:
             return
         replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0)
-        errors = [r["error"] for r in replies.values() if not r.get("ok") and not r.get("cancelled")]
+        errors = [
+            r["error"] for r in replies.values() if not r.get("ok") and not r.get("cancelled")
+        ]
         if errors:
             raise RuntimeError(errors[0])
 

@@ -32,8 +32,13 @@ class Backends:
         key = (model, world_size, extra)
         name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
         spec = LocalSpec(
-            model=model, world_size=world_size, device="cpu", threads_per_rank=1,
-            output_dir=str(self.root / name), timeout_s=120.0, extra_args=tuple(extra),
+            model=model,
+            world_size=world_size,
+            device="cpu",
+            threads_per_rank=1,
+            output_dir=str(self.root / name),
+            timeout_s=120.0,
+            extra_args=tuple(extra),
         )
         backend = self._running.get(spec)
         if backend is None or not backend.alive():

@@ -14,10 +14,21 @@ REQUESTS = {
     "tiny-wan": [
         {"prompt": "a red fox in snow", "seed": 7, "guidance_scale": 5.0},
         {"prompt": "a red fox in snow", "seed": 7, "guidance_scale": 1.0},
-        {"prompt": "ein Boot 🚤 auf dem See", "negative_prompt": "blurry", "seed": 11,
-         "guidance_scale": 4.0, "num_frames": 17, **ODD},
-        {"prompt": "ein Boot auf dem See", "seed": 11, "guidance_scale": 1.0, "num_frames": 17,
-         **ODD},
+        {
+            "prompt": "ein Boot 🚤 auf dem See",
+            "negative_prompt": "blurry",
+            "seed": 11,
+            "guidance_scale": 4.0,
+            "num_frames": 17,
+            **ODD,
+        },
+        {
+            "prompt": "ein Boot auf dem See",
+            "seed": 11,
+            "guidance_scale": 1.0,
+            "num_frames": 17,
+            **ODD,
+        },
     ],
     "tiny-flux": [
         {"prompt": "a lighthouse at dusk", "seed": 3, "guidance_scale": 4.0},

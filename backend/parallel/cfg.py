@@ -43,8 +43,10 @@ class CfgParallel:
             return self._wrap(placeholder, kwargs)
         cond_args, cond_kwargs, placeholder = self._pending
         self._pending = None
-        mine = self._forward(*cond_args, **cond_kwargs) if self.cfg_rank == 0 else (
-            self._forward(*args, **kwargs)
+        mine = (
+            self._forward(*cond_args, **cond_kwargs)
+            if self.cfg_rank == 0
+            else (self._forward(*args, **kwargs))
         )
         mine_t = _first(mine).contiguous()
         both = [torch.empty_like(mine_t) for _ in range(2)]

@@ -1,7 +1,7 @@
 """Two fixes to diffusers' context parallelism ("anything" modes), installed when needed.
 
-1. Any head count. diffusers 0.42 pads the heads up to a multiple of the Ulysses degree but puts all padding on
-the last rank and asserts it holds fewer padding heads than real ones. That refuses common
+1. Any head count. diffusers 0.42 pads the heads up to a multiple of the Ulysses degree but
+puts all padding on the last rank and asserts it holds fewer padding heads than real ones. That refuses common
 cases: Wan 1.3B's 12 heads on 8 ranks, 40 heads on 16, or 4 heads on 3. The fix keeps the
 padding (zero heads, appended at the end of the head dimension) through the attention instead
 of stripping it on one rank: attention over an all-zero query/key/value head yields zeros, the
@@ -84,8 +84,9 @@ def _all_gather_padded(tensor: torch.Tensor, dim: int, group: dist.ProcessGroup)
         tensor = torch.cat([tensor, tensor.new_zeros(pad_shape)], dim=dim)
     parts = [torch.empty_like(tensor) for _ in sizes]
     dist.all_gather(parts, tensor, group=group)
-    return torch.cat([part.narrow(dim, 0, size) for part, size in zip(parts, sizes, strict=True)],
-                     dim=dim)
+    return torch.cat(
+        [part.narrow(dim, 0, size) for part, size in zip(parts, sizes, strict=True)], dim=dim
+    )
 
 
 def install_uneven_gather() -> None:

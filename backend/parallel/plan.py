@@ -26,7 +26,9 @@ def choose_plan(
     if world_size < 1:
         raise ValueError(f"world size must be >= 1, got {world_size}")
     if ring_degree is not None and ring_degree > 1 and device_type != "cuda":
-        raise ValueError("--ring-degree > 1 needs CUDA devices (flash/cuDNN attention); use Ulysses")
+        raise ValueError(
+            "--ring-degree > 1 needs CUDA devices (flash/cuDNN attention); use Ulysses"
+        )
     if cfg_degree is None:
         cfg_degree = 2 if supports_cfg and world_size % 2 == 0 else 1
     if cfg_degree not in (1, 2):
@@ -42,7 +44,11 @@ def choose_plan(
         ring_degree = rest // ulysses_degree if ulysses_degree and rest % ulysses_degree == 0 else 0
     elif ulysses_degree is None:
         ulysses_degree = rest // ring_degree if rest % ring_degree == 0 else 0
-    if not ring_degree or not ulysses_degree or cfg_degree * ring_degree * ulysses_degree != world_size:
+    if (
+        not ring_degree
+        or not ulysses_degree
+        or cfg_degree * ring_degree * ulysses_degree != world_size
+    ):
         raise ValueError(
             f"cfg ({cfg_degree}) x ulysses ({ulysses_degree}) x ring ({ring_degree}) "
             f"must equal the world size {world_size}"

@@ -1,0 +1,359 @@
+"""`paradit bench`: what users pay for, measured on whatever devices this machine has.
+
+One run measures
+- scaling: the same job at world size 1 and 2 (4, 8 where devices allow) per parallel mode
+  (sequence parallel only, CFG parallel only, both from world size 4), with and without
+  weight sharding; per-step time is the median of the job's own `timings.step_s` (the
+  server's step clock), skipping each job's first step;
+- overhead: paradit at world size 1 against the diffusers pipeline called directly in this
+  process on the same model folder (one thread on CPU), paired job by job;
+- latency: submit -> first denoising step on a warm server, and cold start (serve -> ready);
+- memory: per-rank DiT parameter bytes (`/v1/info`) and peak RSS (VmHWM of each rank's pid).
+
+CPU ranks get one thread each (`--threads 1`); CUDA ranks get one device each. Every backend
+is a real `paradit serve` process group started with `LocalBackend`, one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .bench_model import BenchModel, DirectPipeline, DirectResult, build_model_folder, num_tokens
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one bench run measures and how many times."""
+
+    model: BenchModel
+    width: int
+    height: int
+    num_frames: int
+    num_inference_steps: int
+    """Steps of the measured job; the first step of every job is not counted."""
+    num_jobs: int
+    """Measured jobs per backend (and direct pipeline calls at world size 1)."""
+    num_probes: int
+    """Small jobs per backend for the warm-latency median (the first one warms up)."""
+    no_shard_modes: tuple[str, ...]
+    """Modes also run at world size 2 with `--no-shard`."""
+    max_world_size: int
+    guidance_scale: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.num_inference_steps < 2:
+            raise ValueError("num_inference_steps must be >= 2 (the first step is not counted)")
+        if self.num_jobs < 1 or self.num_probes < 2:
+            raise ValueError("num_jobs must be >= 1 and num_probes >= 2")
+
+    @property
+    def tokens(self) -> int:
+        return num_tokens(self.width, self.height, self.num_frames)
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "prompt": "a red fox running through fresh snow, morning light",
+            "negative_prompt": "blurry, low quality",
+            "width": self.width,
+            "height": self.height,
+            "num_frames": self.num_frames,
+            "num_inference_steps": self.num_inference_steps,
+            "guidance_scale": self.guidance_scale,
+            "seed": 7,
+        }
+
+    def probe_body(self) -> dict[str, Any]:
+        """A short job for latency: what it measures ends before the first step."""
+        return {**self.body(), "width": 64, "height": 64, "num_frames": 1,
+                "num_inference_steps": 1}
+
+
+# 640 x 512, one frame: 32 x 40 patches = 1280 tokens.
+QUICK = Workload(BenchModel(), 640, 512, 1, num_inference_steps=4, num_jobs=1, num_probes=4,
+                 no_shard_modes=("sequence",), max_world_size=4)
+FULL = Workload(BenchModel(), 640, 512, 1, num_inference_steps=8, num_jobs=2, num_probes=6,
+                no_shard_modes=("sequence", "cfg"), max_world_size=8)
+SMOKE = Workload(BenchModel(num_heads=4, head_dim=16, num_layers=2, ffn_dim=128), 64, 64, 5,
+                 num_inference_steps=2, num_jobs=1, num_probes=2, no_shard_modes=(),
+                 max_world_size=2)
+"""A few seconds of compute in all: for testing the benchmark itself, not for numbers."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One backend configuration."""
+
+    mode: str
+    """"baseline" (world size 1), "sequence", "cfg" or "cfg+sequence"."""
+    world_size: int
+    cfg_degree: int = 1
+    ulysses_degree: int = 1
+    sharded: bool = True
+
+    @property
+    def label(self) -> str:
+        name = "1 rank" if self.world_size == 1 else f"{self.mode} x{self.world_size}"
+        return name if self.sharded or self.world_size == 1 else f"{name} no-shard"
+
+    def serve_args(self) -> tuple[str, ...]:
+        args = ("--cfg-degree", str(self.cfg_degree), "--ulysses-degree", str(self.ulysses_degree))
+        return args if self.sharded else (*args, "--no-shard")
+
+
+def plan_runs(workload: Workload, max_ranks: int) -> list[RunSpec]:
+    """World size 1, then each mode at 2, 4, 8 ranks as devices allow, then no-shard runs."""
+    runs = [RunSpec("baseline", 1)]
+    world_size = 2
+    while world_size <= min(max_ranks, workload.max_world_size):
+        runs.append(RunSpec("sequence", world_size, 1, world_size))
+        if world_size == 2:
+            runs.append(RunSpec("cfg", 2, 2, 1))
+        else:
+            runs.append(RunSpec("cfg+sequence", world_size, 2, world_size // 2))
+        world_size *= 2
+    if max_ranks >= 2:
+        for run in list(runs):
+            if run.world_size == 2 and run.mode in workload.no_shard_modes:
+                runs.append(replace(run, sharded=False))
+    return runs
+
+
+def detect_devices() -> tuple[str, int]:
+    """("cuda", GPUs) when there are CUDA devices, else ("cpu", cores): one rank per device."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return "cuda", torch.cuda.device_count()
+    return "cpu", len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1
+    )
+
+
+# -- one backend ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    spec: RunSpec
+    cold_start_s: float = 0.0
+    plan: dict[str, Any] = field(default_factory=dict)
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    """Timings of the measured jobs (the server's `timings`)."""
+    latency_ms: list[float] = field(default_factory=list)
+    """Submit -> pipeline call of every warm job, client clock to server clock (same host)."""
+    latency_parts_ms: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def step_s(self) -> float | None:
+        steps = [s for job in self.jobs for s in measured_steps(job.get("step_s", []))]
+        return statistics.median(steps) if steps else None
+
+    @property
+    def e2e_s(self) -> float | None:
+        """Median job time on rank 0, without writing the output files."""
+        times = [job["total_s"] - job.get("write_s", 0.0) for job in self.jobs if "total_s" in job]
+        return statistics.median(times) if times else None
+
+
+def measured_steps(steps: list[float]) -> list[float]:
+    """Every step but the first (warm-up), or all of them when there is only one."""
+    return list(steps[1:]) if len(steps) > 1 else list(steps)
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """VmHWM (peak resident set) of a local process, None where /proc cannot tell."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def gpu_memory_bytes() -> dict[int, int]:
+    """pid -> GPU memory in use now (the caching allocator keeps its peak), via nvidia-smi."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    usage = {}
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            usage[int(parts[0])] = int(parts[1]) * 1024 * 1024
+    return usage
+
+
+def _timed_job(client: Any, body: dict[str, Any], poll_s: float) -> tuple[dict, float]:
+    """Run a job; returns it and its submit -> pipeline-call latency in milliseconds."""
+    submitted = time.time()
+    job = client.wait(client.submit(body), poll_s=poll_s, timeout_s=3600)
+    started = job["started"] + job["timings"]["first_step_start_s"]
+    job["_submitted"] = submitted
+    return job, (started - submitted) * 1e3
+
+
+def _latency_parts(job: dict[str, Any]) -> dict[str, float]:
+    timings = job["timings"]
+    return {
+        "http_submit_ms": (job["created"] - job["_submitted"]) * 1e3,
+        "queue_ms": (job["started"] - job["created"]) * 1e3,
+        "encode_ms": timings["encode_s"] * 1e3,
+        "broadcast_ms": (timings["first_step_start_s"] - timings["encode_s"]) * 1e3,
+    }
+
+
+class Bench:
+    """Runs the plan of backends one after another; rank 0 of each serves on localhost."""
+
+    def __init__(self, workload: Workload, model: str, device: str, work_dir: Path,
+                 log_dir: Path):
+        self.workload, self.model, self.device = workload, model, device
+        self.work_dir, self.log_dir = work_dir, log_dir
+        self.direct: list[DirectResult] = []
+
+    def run(self, spec: RunSpec, direct: DirectPipeline | None = None) -> RunResult:
+        from .local import LocalBackend, LocalSpec
+
+        result = RunResult(spec)
+        local = LocalSpec(
+            model=self.model, world_size=spec.world_size, device=self.device,
+            output_dir=str(self.work_dir / "outputs"), timeout_s=600.0,
+            threads_per_rank=1 if self.device == "cpu" else None, extra_args=spec.serve_args(),
+        )
+        log_file = self.log_dir / f"{spec.label.replace(' ', '-')}.log"
+        log.info("%s: starting `paradit serve` (%s)", spec.label, " ".join(spec.serve_args()))
+        started = time.perf_counter()
+        try:
+            backend = LocalBackend(local, start_timeout_s=900.0, log_file=log_file)
+        except Exception as exc:  # recorded in the report; the other runs go on
+            result.error = f"start failed: {exc} (see {log_file})"
+            log.error("%s: %s", spec.label, result.error)
+            return result
+        result.cold_start_s = time.perf_counter() - started
+        try:
+            self._measure(backend.client, result, direct)
+        except Exception as exc:  # recorded in the report; the other runs go on
+            result.error = f"{type(exc).__name__}: {exc} (see {log_file})"
+            log.error("%s: %s", spec.label, result.error)
+        finally:
+            backend.stop()
+        return result
+
+    def _measure(self, client: Any, result: RunResult, direct: DirectPipeline | None) -> None:
+        info = client.info()
+        result.plan = info["plan"]
+        workload = self.workload
+        probes = [_timed_job(client, workload.probe_body(), 0.02)
+                  for _ in range(workload.num_probes)]
+        warm = probes[1:]  # the first job after start pays one-time costs
+        if direct is not None:
+            direct.run(workload.probe_body())  # the same warm-up for the direct pipeline
+        for index in range(workload.num_jobs):
+            if direct is not None:
+                self.direct.append(direct.run(workload.body()))
+            job, latency = _timed_job(client, workload.body(), 0.25)
+            result.jobs.append(job["timings"])
+            warm.append((job, latency))
+            log.info("%s: job %d/%d, steps %s", result.spec.label, index + 1, workload.num_jobs,
+                     job["timings"].get("step_s"))
+        result.latency_ms = [latency for _job, latency in warm]
+        parts = [_latency_parts(job) for job, _latency in warm]
+        result.latency_parts_ms = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+        gpu = gpu_memory_bytes() if self.device == "cuda" else {}
+        for rank in info["ranks"]:
+            result.ranks.append({
+                "rank": rank["rank"],
+                "pid": rank["pid"],
+                "dit_param_bytes": rank["dit_param_bytes"],
+                "peak_rss_bytes": peak_rss_bytes(rank["pid"]),
+                "gpu_bytes": gpu.get(rank["pid"]),
+            })
+
+
+# -- the whole run ----------------------------------------------------------------------------
+
+
+def _load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def run_bench(quick: bool = False, json_path: str | None = None, out_dir: str = "bench-results",
+              *, workload: Workload | None = None) -> int:
+    """The `paradit bench` command: measure, write table/plot/JSON, print the table.
+
+    `workload` overrides QUICK/FULL (tests use SMOKE). Returns 0 when every backend ran.
+    """
+    from .bench_report import render_markdown, summarize, write_json, write_plot
+
+    workload = workload or (QUICK if quick else FULL)
+    out = Path(out_dir)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    device, num_devices = detect_devices()
+    load_start = _load_avg()
+    log.info("bench on %d %s device(s), %s, %d tokens, load average %s", num_devices, device,
+             workload.model.describe(), workload.tokens, load_start)
+    if device == "cpu" and load_start and load_start[0] > num_devices / 2:
+        log.warning("load average %.1f on %d cores: other work will add noise to the timings",
+                    load_start[0], num_devices)
+    began = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
+    try:
+        folder = build_model_folder(workload.model, work / "model")
+        bench = Bench(workload, str(folder), device, work, out / "logs")
+        results, setup_s = _run_all(bench, plan_runs(workload, num_devices), folder, device)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = summarize(
+        workload=workload, results=results, direct=bench.direct, setup_s=setup_s,
+        device=device, num_devices=num_devices, quick=quick,
+        load_avg={"start": load_start, "end": _load_avg()},
+        wall_s=time.perf_counter() - began,
+    )
+    table = render_markdown(summary)
+    (out / "bench.md").write_text(table)
+    write_json(summary, out / "bench.json")
+    if json_path:
+        write_json(summary, Path(json_path))
+    write_plot(summary, out / "bench.png")
+    sys.stdout.write(table)
+    log.info("bench finished in %.0fs; wrote %s", time.perf_counter() - began, out)
+    return 0 if not summary["errors"] else 1
+
+
+def _run_all(bench: Bench, runs: list[RunSpec], folder: Path, device: str
+             ) -> tuple[list[RunResult], float]:
+    """World size 1 with the paired direct pipeline first, then every other backend."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)
+    try:
+        direct = DirectPipeline(folder, device)
+        setup_s = direct.setup_seconds(bench.workload.body())
+        results = [bench.run(runs[0], direct)]
+        direct.close()
+    finally:
+        torch.set_num_threads(threads)
+    results += [bench.run(spec) for spec in runs[1:]]
+    return results, setup_s

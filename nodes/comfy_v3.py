@@ -1,0 +1,219 @@
+"""The ComfyUI V3 nodes: thin wrappers around `pool.py` and `run.py`.
+
+Imported only inside ComfyUI: the pack's `__init__.py` imports it once ComfyUI has loaded
+`comfy_api`.
+"""
+
+from __future__ import annotations
+
+import io as bytes_io
+import os
+from fractions import Fraction
+from functools import cache
+
+import comfy.model_management
+import comfy.utils
+import folder_paths
+from comfy_api.latest import ComfyExtension, InputImpl, Types, io
+
+from ..backend.presets import PRESET_NAMES
+from .params import (
+    BACKEND_NODE_ID,
+    BACKEND_PARAMS,
+    BACKEND_TYPE,
+    DEVICES,
+    IMAGE_TO_VIDEO,
+    KNOWN_HUB_MODELS,
+    TEXT_TO_IMAGE,
+    TEXT_TO_VIDEO,
+    Param,
+    TaskNode,
+)
+from .pool import BackendHandle, BackendPool, find_diffusers_folders, resolve_settings
+from .run import Generation, Interrupted, build_request, generate, image_to_png, to_image_tensor
+
+CATEGORY = "paradit"
+Backend = io.Custom(BACKEND_TYPE)
+
+
+@cache
+def pool() -> BackendPool:
+    """The one pool of this ComfyUI process: its backend lives across prompts."""
+    return BackendPool(os.path.join(folder_paths.get_temp_directory(), "paradit"))
+
+
+def local_folders() -> dict[str, str]:
+    return find_diffusers_folders(folder_paths.get_folder_paths("diffusers"))
+
+
+def model_options() -> list[str]:
+    return list(dict.fromkeys([*PRESET_NAMES, *local_folders(), *KNOWN_HUB_MODELS]))
+
+
+def widget(param: Param, options: list[str] | None = None) -> io.Input:
+    common = {"default": param.default, "tooltip": param.tooltip or None}
+    if param.kind == "int":
+        return io.Int.Input(
+            param.name,
+            min=int(param.low),
+            max=int(param.high),
+            step=int(param.step),
+            control_after_generate=param.control_after_generate or None,
+            **common,
+        )
+    if param.kind == "float":
+        return io.Float.Input(
+            param.name, min=param.low, max=param.high, step=param.step, round=0.01, **common
+        )
+    if param.kind in ("string", "text"):
+        return io.String.Input(param.name, multiline=param.kind == "text", **common)
+    if param.kind == "combo":
+        return io.Combo.Input(param.name, options=options or [], **common)
+    raise ValueError(f"unknown widget kind {param.kind!r} for {param.name}")
+
+
+class ParaDiTBackend(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        options = {"model": model_options(), "device": list(DEVICES)}
+        return io.Schema(
+            node_id=BACKEND_NODE_ID,
+            display_name="ParaDiT Backend",
+            category=CATEGORY,
+            description="Starts a multi-GPU paradit backend (its own process group, kept alive "
+            "across prompts and restarted when these inputs change), or connects to a running "
+            "`paradit serve` by URL.",
+            inputs=[widget(p, options.get(p.name)) for p in BACKEND_PARAMS],
+            outputs=[Backend.Output(display_name="backend")],
+        )
+
+    @classmethod
+    def execute(
+        cls, model: str, model_override: str, gpus: int, device: str, url: str
+    ) -> io.NodeOutput:
+        settings = resolve_settings(model, model_override, gpus, device, url, local_folders())
+        return io.NodeOutput(pool().handle(settings))
+
+
+class _ComfyProgress:
+    """Progress and cancel through ComfyUI.
+
+    ComfyUI's progress hook itself raises InterruptProcessingException once Cancel was pressed
+    (and clears the flag); that is remembered here so the backend job still gets cancelled.
+    """
+
+    def __init__(self, total: int):
+        self.bar = comfy.utils.ProgressBar(total)
+        self.seen_interrupt = False
+
+    def on_step(self, step: int, total: int) -> None:
+        if self.seen_interrupt:
+            return
+        try:
+            self.bar.update_absolute(step, total)
+        except comfy.model_management.InterruptProcessingException:
+            self.seen_interrupt = True
+
+    def interrupted(self) -> bool:
+        return self.seen_interrupt or comfy.model_management.processing_interrupted()
+
+    @staticmethod
+    def interrupt_error() -> Exception:
+        """ComfyUI's interrupt, with its flag cleared as ComfyUI's own check would."""
+        comfy.model_management.interrupt_current_processing(False)
+        return comfy.model_management.InterruptProcessingException()
+
+
+def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -> Generation:
+    request = build_request(node, values, None if image is None else image_to_png(image))
+    progress = _ComfyProgress(int(values["steps"]))
+    try:
+        return generate(
+            backend.client(),
+            node,
+            request,
+            on_step=progress.on_step,
+            interrupted=progress.interrupted,
+        )
+    except Interrupted:
+        raise progress.interrupt_error() from None
+
+
+def video_output(result: Generation, images):
+    if result.video is not None:
+        return InputImpl.VideoFromFile(bytes_io.BytesIO(result.video))
+    components = Types.VideoComponents(images=images, frame_rate=Fraction(result.fps))
+    return InputImpl.VideoFromComponents(components)
+
+
+def task_schema(node: TaskNode, description: str) -> io.Schema:
+    inputs = [Backend.Input("backend")]
+    if node.needs_image:
+        inputs.append(io.Image.Input("image", tooltip="The start image (first of the batch)."))
+    inputs += [widget(p) for p in node.params]
+    outputs = [io.Image.Output(display_name="images")]
+    if node.makes_video:
+        outputs.append(io.Video.Output(display_name="video"))
+    outputs.append(io.String.Output(display_name="info"))
+    return io.Schema(
+        node_id=node.node_id,
+        display_name=node.display_name,
+        category=CATEGORY,
+        description=description,
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
+def task_output(node: TaskNode, result: Generation) -> io.NodeOutput:
+    images = to_image_tensor(result.frames)
+    if node.makes_video:
+        return io.NodeOutput(images, video_output(result, images), result.info)
+    return io.NodeOutput(images, result.info)
+
+
+class ParaDiTTextToVideo(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return task_schema(TEXT_TO_VIDEO, "Text to video on the paradit backend (e.g. Wan 2.1).")
+
+    @classmethod
+    def execute(cls, backend: BackendHandle, **values) -> io.NodeOutput:
+        return task_output(TEXT_TO_VIDEO, run_task(TEXT_TO_VIDEO, backend, values))
+
+
+class ParaDiTImageToVideo(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return task_schema(IMAGE_TO_VIDEO, "Image to video on the paradit backend (Wan 2.1 I2V).")
+
+    @classmethod
+    def execute(cls, backend: BackendHandle, image, **values) -> io.NodeOutput:
+        return task_output(IMAGE_TO_VIDEO, run_task(IMAGE_TO_VIDEO, backend, values, image))
+
+
+class ParaDiTTextToImage(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return task_schema(TEXT_TO_IMAGE, "Text to image on the paradit backend (e.g. Flux).")
+
+    @classmethod
+    def execute(cls, backend: BackendHandle, **values) -> io.NodeOutput:
+        return task_output(TEXT_TO_IMAGE, run_task(TEXT_TO_IMAGE, backend, values))
+
+
+NODES: list[type[io.ComfyNode]] = [
+    ParaDiTBackend,
+    ParaDiTTextToVideo,
+    ParaDiTImageToVideo,
+    ParaDiTTextToImage,
+]
+
+
+class ParaDiTExtension(ComfyExtension):
+    async def get_node_list(self) -> list[type[io.ComfyNode]]:
+        return NODES
+
+
+async def comfy_entrypoint() -> ParaDiTExtension:
+    return ParaDiTExtension()

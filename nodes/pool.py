@@ -1,0 +1,213 @@
+"""The backend behind the ParaDiTBackend node: connect to a URL or keep one local backend.
+
+`BackendPool` owns at most one local backend (`paradit serve` in its own process group). It is
+reused while the node's inputs stay the same, stopped and replaced when they change or when it
+died, and stopped when the program exits (LocalBackend registers that with atexit and sets the
+backend to die with its parent). No ComfyUI import here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..backend.client import BackendError, Client
+from ..backend.local import LocalBackend, LocalSpec
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "PARADIT_TOKEN"
+"""Bearer token sent to a backend given by URL (kept out of workflows, which are shared)."""
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """What the ParaDiTBackend node was given, resolved: a model to start, or a URL."""
+
+    model: str = ""
+    world_size: int = 1
+    device: str = "auto"
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        if self.url:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+            return
+        # LocalSpec states the rules for model, world size and device.
+        LocalSpec(model=self.model, world_size=self.world_size, device=self.device)
+
+    def describe(self) -> str:
+        if self.url:
+            return self.url
+        return f"{self.model} on {self.world_size} rank(s), device {self.device}"
+
+
+def find_diffusers_folders(roots: Iterable[str | Path], max_depth: int = 3) -> dict[str, str]:
+    """Diffusers model folders (those with a model_index.json) under `roots`.
+
+    Returns {label: absolute path}; the label is the path relative to its root, with "/".
+    The first root wins when two roots hold the same label.
+    """
+    found: dict[str, str] = {}
+    for root in roots:
+        base = Path(root)
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+            rel = Path(dirpath).relative_to(base)
+            if rel.parts and "model_index.json" in filenames:
+                found.setdefault(rel.as_posix(), str(Path(dirpath).resolve()))
+                dirnames.clear()  # a model's subfolders are its components
+            elif len(rel.parts) >= max_depth:
+                dirnames.clear()
+    return dict(sorted(found.items()))
+
+
+def resolve_settings(
+    model: str,
+    model_override: str = "",
+    gpus: int = 1,
+    device: str = "auto",
+    url: str = "",
+    local_folders: dict[str, str] | None = None,
+) -> BackendSettings:
+    """The node's widget values as settings; a local-folder label becomes its path."""
+    url = url.strip()
+    if url:
+        return BackendSettings(url=url.rstrip("/"))
+    chosen = model_override.strip() or model.strip()
+    chosen = (local_folders or {}).get(chosen, chosen)
+    return BackendSettings(model=chosen, world_size=gpus, device=device)
+
+
+@dataclass(frozen=True)
+class BackendHandle:
+    """What flows along a PARADIT_BACKEND link: the settings and the pool that serves them.
+
+    `client()` checks the backend again, so a backend that died between two prompts is
+    restarted instead of failing the job.
+    """
+
+    settings: BackendSettings
+    pool: BackendPool
+
+    def client(self) -> Client:
+        return self.pool.acquire(self.settings)
+
+    def __str__(self) -> str:
+        return f"paradit backend: {self.settings.describe()}"
+
+
+class BackendPool:
+    """Hands out clients; keeps one local backend alive across prompts."""
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        start_timeout_s: float = 3600.0,
+        threads_per_rank: int | None = None,
+        connect_timeout_s: float = 10.0,
+        starter: Callable[..., LocalBackend] = LocalBackend,
+    ):
+        self.output_dir = Path(output_dir)
+        self.start_timeout_s = start_timeout_s
+        self.threads_per_rank = threads_per_rank
+        self.connect_timeout_s = connect_timeout_s
+        self._starter = starter
+        self._lock = threading.Lock()
+        self._local: LocalBackend | None = None
+
+    @property
+    def local(self) -> LocalBackend | None:
+        """The local backend this pool keeps, if any."""
+        return self._local
+
+    def handle(self, settings: BackendSettings) -> BackendHandle:
+        """Start or reach the backend now (errors show on the backend node), then a handle."""
+        self.acquire(settings)
+        return BackendHandle(settings, self)
+
+    def acquire(self, settings: BackendSettings) -> Client:
+        if settings.url:
+            return self._remote(settings.url)
+        spec = self._spec(settings)
+        with self._lock:
+            current = self._local
+            if current is not None and current.spec == spec and self._usable(current):
+                return current.client
+            if current is not None:
+                log.info("stopping the paradit backend (%s)", current.spec.model)
+                current.stop()
+                self._local = None
+            self._local = self._start(spec)
+            return self._local.client
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._local is not None:
+                self._local.stop()
+                self._local = None
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _spec(self, settings: BackendSettings) -> LocalSpec:
+        return LocalSpec(
+            model=settings.model,
+            world_size=settings.world_size,
+            device=settings.device,
+            output_dir=str(self.output_dir / "jobs"),
+            threads_per_rank=self.threads_per_rank,
+        )
+
+    @staticmethod
+    def _usable(backend: LocalBackend) -> bool:
+        if not backend.alive():
+            log.warning("the paradit backend exited; starting it again")
+            return False
+        if not backend.client.is_healthy():
+            log.warning("the paradit backend is unhealthy; starting it again")
+            return False
+        return True
+
+    def _start(self, spec: LocalSpec) -> LocalBackend:
+        if importlib.util.find_spec("paradit") is None:
+            raise BackendError(
+                "cannot start a local backend: the `paradit` package is not installed in this "
+                "Python. Run `pip install -e .` in the paradit folder, or start "
+                "`paradit serve` yourself and give its URL"
+            )
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        log_file = self.output_dir / "backend.log"
+        log.info("starting a paradit backend: %s (log: %s)", " ".join(spec.command()), log_file)
+        try:
+            return self._starter(spec, start_timeout_s=self.start_timeout_s, log_file=log_file)
+        except BackendError as exc:
+            raise BackendError(
+                f"{exc}\n--- {log_file} (last lines) ---\n{_tail(log_file)}"
+            ) from None
+
+    def _remote(self, url: str) -> Client:
+        client = Client(url, token=os.environ.get(TOKEN_ENV), timeout_s=self.connect_timeout_s)
+        try:
+            client.health()
+        except BackendError as exc:
+            hint = "" if exc.status else " Is `paradit serve` running there?"
+            raise BackendError(
+                f"paradit backend at {url} is not usable: {exc}.{hint}", exc.status
+            ) from None
+        return client
+
+
+def _tail(path: Path, num_lines: int = 20) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-num_lines:])

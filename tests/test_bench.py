@@ -1,0 +1,128 @@
+"""`paradit bench` runs and reports what it promises; its numbers are not checked here.
+
+The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo) with the
+small SMOKE workload; the others check the run plan, the CLI routing and the report's
+arithmetic on made-up results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from paradit.backend import bench
+from paradit.backend.bench import FULL, QUICK, SMOKE, RunResult, RunSpec, plan_runs, run_bench
+from paradit.backend.bench_model import DirectResult
+from paradit.backend.bench_report import render_markdown, summarize
+from paradit.backend.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_schema(data: dict) -> None:
+    assert isinstance(data["scaling"], list) and data["scaling"]
+    for row in data["scaling"]:
+        assert isinstance(row["mode"], str)
+        assert isinstance(row["world_size"], int) and row["world_size"] >= 1
+        assert isinstance(row["step_s"], float) and row["step_s"] > 0
+        assert isinstance(row["speedup"], float) and row["speedup"] > 0
+    assert isinstance(data["overhead_ratio"], float) and data["overhead_ratio"] > 0
+    assert isinstance(data["warm_first_step_ms"], float) and data["warm_first_step_ms"] > 0
+    assert isinstance(data["cold_start_s"], float) and data["cold_start_s"] > 0
+    params = data["param_bytes_per_rank"]
+    assert isinstance(params, dict) and params
+    assert all(k.isdigit() and isinstance(v, int) and v > 0 for k, v in params.items())
+
+
+def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path):
+    json_path, out = tmp_path / "result.json", tmp_path / "out"
+    assert run_bench(quick=True, json_path=str(json_path), out_dir=str(out), workload=SMOKE) == 0
+    data = json.loads(json_path.read_text())
+    _check_schema(data)
+    assert data == json.loads((out / "bench.json").read_text())
+    assert data["errors"] == []
+    modes = {(row["mode"], row["world_size"]) for row in data["scaling"]}
+    assert {("sequence", 1), ("sequence", 2), ("cfg", 1), ("cfg", 2)} <= modes
+    # world size 2 shards the DiT: each rank holds about half of world size 1's bytes
+    params = data["param_bytes_per_rank"]
+    assert set(params) == {"1", "2"}
+    assert params["2"] <= 0.55 * params["1"]
+    for run in data["memory"]:
+        assert len(run["ranks"]) == run["world_size"]
+        assert all(rank["peak_rss_bytes"] > rank["dit_param_bytes"] for rank in run["ranks"])
+    table = (out / "bench.md").read_text()
+    for heading in ("### Scaling", "### Overhead", "### Latency", "### Memory", "### Targets"):
+        assert heading in table
+    assert (out / "bench.png").read_bytes()[:8] == PNG_MAGIC
+    assert list((out / "logs").glob("*.log"))
+
+
+def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
+    seen = {}
+
+    def fake(**kwargs):
+        seen.update(kwargs)
+        return 7
+
+    monkeypatch.setattr(bench, "run_bench", fake)
+    args = ["bench", "--quick", "--json", str(tmp_path / "b.json"), "--out", str(tmp_path)]
+    assert main(args) == 7
+    assert seen == {"quick": True, "json_path": str(tmp_path / "b.json"), "out_dir": str(tmp_path)}
+
+
+def test_plan_runs_follow_the_devices():
+    labels = [run.label for run in plan_runs(QUICK, 1)]
+    assert labels == ["1 rank"]
+    runs = plan_runs(QUICK, 2)
+    assert [(r.mode, r.world_size, r.sharded) for r in runs] == [
+        ("baseline", 1, True), ("sequence", 2, True), ("cfg", 2, True), ("sequence", 2, False),
+    ]
+    assert runs[1].serve_args() == ("--cfg-degree", "1", "--ulysses-degree", "2")
+    assert runs[3].serve_args()[-1] == "--no-shard"
+    four = {(r.mode, r.world_size, r.cfg_degree, r.ulysses_degree) for r in plan_runs(QUICK, 4)}
+    assert ("cfg+sequence", 4, 2, 2) in four and ("sequence", 4, 1, 4) in four
+    assert max(r.world_size for r in plan_runs(QUICK, 16)) == 4
+    assert max(r.world_size for r in plan_runs(FULL, 16)) == 8
+    assert QUICK.tokens >= 1280 and QUICK.model.hidden >= 512 and QUICK.model.num_layers >= 4
+
+
+def _result(spec: RunSpec, steps: list[float], total: float, bytes_: int) -> RunResult:
+    result = RunResult(spec, cold_start_s=5.0, latency_ms=[40.0, 60.0, 50.0],
+                       latency_parts_ms={"http_submit_ms": 1.0, "queue_ms": 0.5,
+                                         "encode_ms": 40.0, "broadcast_ms": 2.0})
+    result.jobs = [{"step_s": steps, "total_s": total, "write_s": 0.5}]
+    result.ranks = [{"rank": r, "pid": 1, "dit_param_bytes": bytes_, "peak_rss_bytes": 10 * bytes_,
+                     "gpu_bytes": None} for r in range(spec.world_size)]
+    return result
+
+
+def test_summary_arithmetic_and_targets():
+    results = [
+        _result(RunSpec("baseline", 1), [9.0, 2.0, 2.0, 2.2], 10.5, 1000),
+        _result(RunSpec("sequence", 2, 1, 2), [9.0, 1.25, 1.25], 6.5, 500),
+        _result(RunSpec("cfg", 2, 2, 1), [9.0, 1.0, 1.0], 5.5, 500),
+        _result(RunSpec("sequence", 2, 1, 2, sharded=False), [9.0, 1.0, 1.1], 5.5, 1000),
+    ]
+    direct = [DirectResult(total_s=9.8, step_s=[9.0, 2.0, 2.0])]
+    summary = summarize(workload=SMOKE, results=results, direct=direct, setup_s=0.005,
+                        device="cpu", num_devices=2, quick=True, load_avg={}, wall_s=1.0)
+    rows = {(r["mode"], r["world_size"], r["sharded"]): r for r in summary["scaling"]}
+    assert rows[("sequence", 1, False)]["step_s"] == 2.0  # first step skipped, median
+    assert rows[("sequence", 2, True)]["speedup"] == 1.6
+    assert rows[("cfg", 2, True)]["speedup"] == 2.0
+    assert rows[("cfg", 2, True)]["efficiency"] == 1.0
+    assert rows[("sequence", 2, False)]["speedup"] == pytest.approx(1.905, abs=1e-3)
+    assert summary["overhead_ratio"] == pytest.approx(10.0 / 9.8, abs=1e-4)
+    assert summary["warm_first_step_ms"] == 55.0  # median 50 ms + 5 ms setup
+    assert summary["param_bytes_per_rank"] == {"1": 1000, "2": 500}
+    targets = summary["targets"]
+    assert targets["cfg_speedup_x2"]["met"] is True
+    assert targets["sequence_speedup_x2"]["met"] is False
+    assert targets["sequence_speedup_x2"]["met_no_shard"] is True
+    assert targets["overhead_ratio"]["met"] is True
+    assert targets["warm_first_step_ms"]["met"] is True
+    table = render_markdown(summary)
+    assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table
+    json.dumps(summary)  # JSON-able as a whole

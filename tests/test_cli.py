@@ -1,0 +1,123 @@
+"""The command line: generate writes the output layout; errors are one line and non-zero."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+
+
+def paradit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "paradit", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
+
+
+def _layout(out: Path, frames: int) -> list[bytes]:
+    names = sorted(p.name for p in (out / "frames").iterdir())
+    assert names == [f"{i:06d}.png" for i in range(frames)]
+    record = json.loads((out / "job.json").read_text())
+    assert record["status"] == "succeeded" and record["num_frames"] == frames
+    assert {"request", "plan", "seed", "timings", "versions"} <= record.keys()
+    return [(out / "frames" / n).read_bytes() for n in names]
+
+
+def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends):
+    out = tmp_path / "own"
+    result = paradit(
+        "generate",
+        "a red fox",
+        "--model",
+        "tiny-wan",
+        "--world-size",
+        "2",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--steps",
+        "3",
+        "--seed",
+        "9",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    frames = _layout(out, 5)
+    assert (out / "video.mp4").read_bytes()[4:8] == b"ftyp"
+    assert json.loads((out / "job.json").read_text())["plan"]["world_size"] == 2
+
+    url = backends.get("tiny-wan", 1).url
+    via_server = tmp_path / "server"
+    result = paradit(
+        "generate",
+        "a red fox",
+        "--server",
+        url,
+        "--steps",
+        "3",
+        "--seed",
+        "9",
+        "--out",
+        str(via_server),
+    )
+    assert result.returncode == 0, result.stderr
+    assert _layout(via_server, 5) == frames  # world size 1 and 2 agree
+
+
+def test_generate_image(tmp_path, backends):
+    url = backends.get("tiny-flux", 1).url
+    result = paradit("generate", "a cat", "--server", url, "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "image.png").read_bytes() == _layout(tmp_path, 1)[0]
+    assert not (tmp_path / "video.mp4").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["generate", "x", "--out", "o", "--width", "abc"], "invalid int value"),
+        (["generate", "x", "--out", "o"], "--server URL or --model"),
+        (["generate", "x", "--out", "o", "--model", "no/such/thing"], "neither a preset"),
+        (["generate", "x", "--out", "o", "--server", "http://127.0.0.1:9"], "cannot reach"),
+        (["serve", "--model", "tiny-wan", "--world-size", "0"], "--world-size"),
+        (
+            [
+                "serve",
+                "--model",
+                "tiny-wan",
+                "--ring-degree",
+                "2",
+                "--world-size",
+                "2",
+                "--device",
+                "cpu",
+            ],
+            "CUDA",
+        ),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_errors_are_one_line(args, needle):
+    result = paradit(*args, timeout=120)
+    assert result.returncode != 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and "torchvision" not in ln]
+    assert len(lines) == 1, result.stderr
+    assert needle in lines[0] and "Traceback" not in result.stderr
+
+
+def test_impossible_request_is_one_line(backends):
+    url = backends.get("tiny-wan", 1).url
+    result = paradit("generate", "x", "--server", url, "--frames", "6", "--out", "unused")
+    assert result.returncode != 0
+    assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr

@@ -1,0 +1,288 @@
+"""The V3 node classes (nodes/comfy_v3.py) against a small stand-in for ComfyUI.
+
+No registry ships ComfyUI, so these tests write a minimal `comfy_api`, `comfy` and
+`folder_paths` (only what the pack touches, behaving as ComfyUI a125cd84 does: its progress hook
+raises InterruptProcessingException and clears the flag once Cancel was pressed) into a temp
+folder and put it on the path. The pack was also run by hand in a real ComfyUI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_FILES = {
+    "comfy_api/__init__.py": "",
+    "comfy_api/latest/__init__.py": """
+        from types import SimpleNamespace
+
+        class _Slot:
+            def __init__(self, id=None, display_name=None, **options):
+                self.id, self.display_name, self.options = id, display_name, options
+
+        def _comfy_type(io_type):
+            return type(io_type, (), {
+                "Input": type("Input", (_Slot,), {"io_type": io_type}),
+                "Output": type("Output", (_Slot,), {"io_type": io_type}),
+            })
+
+        class ComfyNode:
+            pass
+
+        class NodeOutput:
+            def __init__(self, *args):
+                self.args = args
+
+        class ComfyExtension:
+            pass
+
+        class VideoFromFile:
+            def __init__(self, file):
+                self.file = file
+
+        class VideoFromComponents:
+            def __init__(self, components):
+                self.components = components
+
+        class VideoComponents:
+            def __init__(self, images, frame_rate, audio=None, metadata=None):
+                self.images, self.frame_rate = images, frame_rate
+
+        io = SimpleNamespace(
+            ComfyNode=ComfyNode, NodeOutput=NodeOutput, Input=_Slot, Custom=_comfy_type,
+            Schema=lambda **fields: SimpleNamespace(**fields),
+            **{name: _comfy_type(t) for name, t in [("Int", "INT"), ("Float", "FLOAT"),
+               ("String", "STRING"), ("Combo", "COMBO"), ("Image", "IMAGE"), ("Video", "VIDEO")]},
+        )
+        InputImpl = SimpleNamespace(VideoFromFile=VideoFromFile,
+                                    VideoFromComponents=VideoFromComponents)
+        Types = SimpleNamespace(VideoComponents=VideoComponents)
+    """,
+    "comfy/__init__.py": "",
+    "comfy/model_management.py": """
+        class InterruptProcessingException(Exception):
+            pass
+
+        interrupt_processing = False
+
+        def interrupt_current_processing(value=True):
+            global interrupt_processing
+            interrupt_processing = value
+
+        def processing_interrupted():
+            return interrupt_processing
+
+        def throw_exception_if_processing_interrupted():
+            global interrupt_processing
+            if interrupt_processing:
+                interrupt_processing = False
+                raise InterruptProcessingException()
+    """,
+    "comfy/utils.py": """
+        from comfy import model_management
+
+        UPDATES = []
+        ON_UPDATE = None  # a test's hook, e.g. pressing Cancel
+
+        class ProgressBar:
+            def __init__(self, total, node_id=None):
+                self.total = total
+
+            def update_absolute(self, value, total=None, preview=None):
+                UPDATES.append((value, total))
+                if ON_UPDATE is not None:
+                    ON_UPDATE(value)
+                # ComfyUI's progress hook does this first (main.py, hook()).
+                model_management.throw_exception_if_processing_interrupted()
+    """,
+    "folder_paths.py": """
+        import os
+
+        def get_temp_directory():
+            return os.environ["FAKE_COMFY_TEMP"]
+
+        def get_folder_paths(name):
+            assert name == "diffusers", name
+            return [os.environ["FAKE_COMFY_MODELS"]]
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def fake_comfy(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fake_comfy")
+    for name, text in FAKE_FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    (root / "models" / "my-wan").mkdir(parents=True)
+    (root / "models" / "my-wan" / "model_index.json").write_text("{}")
+    (root / "temp").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def comfy_v3(fake_comfy):
+    """paradit.nodes.comfy_v3 imported with the stand-in on the path; removed afterwards."""
+    saved_path, before = list(sys.path), set(sys.modules)
+    os.environ["FAKE_COMFY_TEMP"] = str(fake_comfy / "temp")
+    os.environ["FAKE_COMFY_MODELS"] = str(fake_comfy / "models")
+    sys.path.insert(0, str(fake_comfy))
+    try:
+        from paradit.nodes import comfy_v3
+
+        yield comfy_v3
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def test_import_paradit_stays_cheap_and_exports_nothing_outside_comfyui():
+    code = (
+        "import sys, paradit; print('torch' in sys.modules, hasattr(paradit, 'comfy_entrypoint'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
+    """As ComfyUI's load_custom_node does: the folder path (dots replaced) is the module name."""
+    folder = tmp_path / "custom_nodes" / "ComfyUI-paradit.git"
+    folder.parent.mkdir()
+    folder.symlink_to(ROOT, target_is_directory=True)
+    script = f"""
+        import asyncio, importlib.util, sys
+        import comfy_api.latest  # ComfyUI has imported it before it loads custom nodes
+        path = {str(folder)!r}
+        name = path.replace(".", "_x_")
+        spec = importlib.util.spec_from_file_location(name, path + "/__init__.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        extension = asyncio.run(module.comfy_entrypoint())
+        nodes = asyncio.run(extension.get_node_list())
+        print(" ".join(node.define_schema().node_id for node in nodes))
+        print(module.__version__, nodes[0].__module__.startswith(name + ".nodes"))
+    """
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(fake_comfy),
+        "FAKE_COMFY_TEMP": str(tmp_path),
+        "FAKE_COMFY_MODELS": str(fake_comfy / "models"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage"
+    assert lines[1].endswith(" True")
+
+
+def test_schemas_follow_the_parameter_specs(comfy_v3):
+    from paradit.nodes.params import BACKEND_PARAMS, TASK_NODES
+
+    backend = comfy_v3.ParaDiTBackend.define_schema()
+    assert [i.id for i in backend.inputs] == [p.name for p in BACKEND_PARAMS]
+    options = backend.inputs[0].options["options"]
+    assert options[:3] == ["tiny-wan", "tiny-wan-i2v", "tiny-flux"] and "my-wan" in options
+    assert "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in options
+    assert [o.io_type for o in backend.outputs] == ["PARADIT_BACKEND"]
+    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:], strict=True):
+        schema = cls.define_schema()
+        assert schema.node_id == node.node_id and schema.category == "paradit"
+        links = ["backend", *(["image"] if node.needs_image else [])]
+        assert [i.id for i in schema.inputs] == links + [p.name for p in node.params]
+        seed = next(i for i in schema.inputs if i.id == "seed")
+        assert seed.options["control_after_generate"] is True
+        expected = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        assert [o.io_type for o in schema.outputs] == expected
+
+
+def test_backend_node_resolves_a_local_folder(comfy_v3, fake_comfy):
+    settings = comfy_v3.resolve_settings("my-wan", local_folders=comfy_v3.local_folders())
+    assert settings.model == str((fake_comfy / "models" / "my-wan").resolve())
+
+
+@pytest.fixture(scope="module")
+def handle(comfy_v3, backends):
+    url = backends.get("tiny-wan", 2).url
+    return comfy_v3.ParaDiTBackend.execute("tiny-wan", "", 2, "cpu", url).args[0]
+
+
+def values(**overrides):
+    base = {
+        "prompt": "a lighthouse",
+        "negative_prompt": "",
+        "width": 32,
+        "height": 32,
+        "frames": 5,
+        "steps": 3,
+        "guidance": 5.0,
+        "seed": 11,
+    }
+    return {**base, **overrides}
+
+
+def test_text_to_video_node_outputs(comfy_v3, handle):
+    import comfy.utils
+
+    comfy.utils.UPDATES.clear()
+    images, video, info = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    assert images.shape == (5, 32, 32, 3) and images.dtype == torch.float32
+    assert isinstance(video, comfy_v3.InputImpl.VideoFromFile)
+    assert video.file.getvalue()[4:8] == b"ftyp", "an mp4"
+    assert "tiny-wan (text-to-video)" in info
+    assert comfy.utils.UPDATES and comfy.utils.UPDATES[-1][1] == 3
+
+    single, still, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
+    assert single.shape == (1, 32, 32, 3)
+    assert isinstance(still, comfy_v3.InputImpl.VideoFromComponents)
+    assert still.components.frame_rate == 16 and still.components.images is single
+
+
+def test_image_to_video_node_needs_an_i2v_model(comfy_v3, handle):
+    image = torch.from_numpy(np.array(Image.new("RGB", (16, 16), "red"))).float()[None] / 255
+    with pytest.raises(ValueError, match="runs image-to-video, but the backend serves 'tiny-wan'"):
+        comfy_v3.ParaDiTImageToVideo.execute(handle, image, **values())
+
+
+def test_cancel_in_comfyui_cancels_the_backend_job(comfy_v3, handle):
+    import comfy.model_management as mm
+    import comfy.utils
+
+    def press_cancel(step: int) -> None:
+        if step >= 1:
+            mm.interrupt_current_processing(True)
+
+    comfy.utils.ON_UPDATE = press_cancel
+    try:
+        with pytest.raises(mm.InterruptProcessingException):
+            comfy_v3.ParaDiTTextToVideo.execute(handle, **values(width=256, height=256, steps=200))
+    finally:
+        comfy.utils.ON_UPDATE = None
+    job = handle.client().jobs()[0]
+    assert job["status"] == "cancelled" and job["progress"]["step"] < 200
+    assert not mm.processing_interrupted(), "the interrupt flag is cleared, as ComfyUI does"
+
+
+def test_backend_error_is_the_node_error(comfy_v3, handle):
+    from paradit.backend.client import BackendError
+
+    with pytest.raises(BackendError, match="height must be between 16 and 2048"):
+        comfy_v3.ParaDiTTextToVideo.execute(handle, **values(height=8))

@@ -1,0 +1,208 @@
+"""The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle, lost ranks."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import signal
+import time
+import urllib.request
+
+import pytest
+from conftest import run_job
+
+from paradit.backend.client import BackendError, Client, JobFailed
+
+LONG_JOB = {
+    "prompt": "a long one",
+    "width": 256,
+    "height": 256,
+    "num_frames": 17,
+    "num_inference_steps": 200,
+    "seed": 1,
+}
+
+
+def _post_raw(url: str, data: bytes, headers: dict | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(url, data=data, method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _announce_huge_body(url: str) -> int:
+    """Send only the headers of a 40 MB body: the server must refuse before reading it."""
+    import http.client
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.putrequest("POST", "/v1/jobs")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(40 * 1024 * 1024))
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def _wait_for(predicate, timeout_s: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _png(width: int, height: int) -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_job_cancel_bad_requests_then_serves_again(backends):
+    client = backends.get("tiny-wan", 2)
+    assert client.health()["status"] == "ok"
+    info = client.info()
+    assert info["world_size"] == 2 and info["plan"]["cfg_degree"] == 2
+    assert [r["rank"] for r in info["ranks"]] == [0, 1]
+
+    job, frames = run_job(client, {"prompt": "a fox", "seed": 1})
+    assert job["status"] == "succeeded" and len(frames) == 5
+    assert job["progress"] == {"step": 4, "total": 4}
+    assert client.video(job["id"])[4:8] == b"ftyp"
+    record = client.record(job["id"])
+    assert record["seed"] == 1 and record["plan"]["world_size"] == 2
+    assert record["timings"]["mean_step_s"] > 0 and record["versions"]["torch"]
+
+    # cancel mid-run: every rank stops at the same step and the group stays usable
+    job_id = client.submit(LONG_JOB)
+    _wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
+    client.cancel(job_id)
+    with pytest.raises(JobFailed, match="cancelled"):
+        client.wait(job_id, timeout_s=60)
+    cancelled = client.job(job_id)
+    assert cancelled["status"] == "cancelled"
+    assert 1 <= cancelled["progress"]["step"] < LONG_JOB["num_inference_steps"]
+
+    # a queued job can be cancelled before it starts
+    first, second = client.submit(LONG_JOB), client.submit({"prompt": "queued"})
+    assert client.cancel(second)["status"] == "cancelled"
+    client.cancel(first)
+    with pytest.raises(JobFailed):
+        client.wait(first, timeout_s=60)
+
+    bad = [
+        ({}, "prompt"),
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "x", "width": 100}, "multiple of 16"),
+        ({"prompt": "x", "height": 8}, "between"),
+        ({"prompt": "x", "num_frames": 6}, "4k+1"),
+        ({"prompt": "x", "num_inference_steps": 0}, "num_inference_steps"),
+        ({"prompt": "x", "guidance_scale": "high"}, "guidance_scale"),
+        ({"prompt": "x", "seed": -1}, "seed"),
+        ({"prompt": "x", "image": _png(8, 8)}, "image-to-video"),
+        ({"prompt": "x", "colour": "red"}, "unknown fields"),
+        ({"prompt": "x" * 5000}, "at most"),
+        ([1, 2], "JSON object"),
+    ]
+    for body, needle in bad:
+        with pytest.raises(BackendError) as err:
+            client.submit(body)
+        assert err.value.status == 422, body
+        assert needle in str(err.value), (body, str(err.value))
+    status, reply = _post_raw(client.url + "/v1/jobs", b"{not json")
+    assert status == 400 and "JSON" in reply["error"]
+    assert _announce_huge_body(client.url) == 413
+    with pytest.raises(BackendError) as err:
+        client.job("nope")
+    assert err.value.status == 404
+    with pytest.raises(BackendError) as err:
+        client.frame(job["id"], 99)
+    assert err.value.status == 404
+
+    # the server still serves, with the same result as before
+    again, frames_again = run_job(client, {"prompt": "a fox", "seed": 1})
+    assert frames_again == frames
+    assert client.jobs()[0]["id"] == again["id"]  # newest first
+
+
+def test_idle_far_longer_than_the_collective_timeout(backends):
+    client = backends.get("tiny-wan", 2, "--timeout", "2")
+    run_job(client, {"prompt": "before"})
+    time.sleep(7)  # more than three collective timeouts with nothing to do
+    assert client.health()["status"] == "ok"
+    job, frames = run_job(client, {"prompt": "after", "seed": 2})
+    assert job["status"] == "succeeded" and len(frames) == 5
+
+
+def test_lost_rank_fails_the_job_and_health(backends):
+    backend = backends.start("tiny-wan", 2, "--timeout", "20")
+    client = backend.client
+    worker_pid = client.info()["ranks"][1]["pid"]
+    job_id = client.submit(LONG_JOB)
+    _wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
+    os.kill(worker_pid, signal.SIGKILL)
+    with pytest.raises(JobFailed) as err:
+        client.wait(job_id, timeout_s=60)
+    assert "rank 1" in str(err.value)
+    with pytest.raises(BackendError) as err:
+        client.health()
+    assert err.value.status == 503
+    with pytest.raises(BackendError) as err:
+        client.submit({"prompt": "no"})
+    assert err.value.status == 503 and "not healthy" in str(err.value)
+    pid = backend.proc.pid
+    backends.stop(backend)
+    assert backend.proc.returncode is not None
+    _wait_for(lambda: not _exists(worker_pid) and not _exists(pid), 10, "no process left")
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_token_is_required_when_set(backends):
+    client = backends.get("tiny-flux", 1, "--token", "s3cret")
+    assert Client(client.url).health()["status"] == "ok"  # health stays open
+    with pytest.raises(BackendError) as err:
+        Client(client.url).info()
+    assert err.value.status == 401
+    authed = Client(client.url, token="s3cret")
+    job, frames = run_job(authed, {"prompt": "an image"})
+    assert job["num_frames"] == 1 and frames[0][:4] == b"\x89PNG"
+
+
+def test_image_to_video(backends):
+    client = backends.get("tiny-wan-i2v", 2)
+    assert client.info()["limits"]["needs_image"] is True
+    with pytest.raises(BackendError, match="image is required"):
+        client.submit({"prompt": "x"})
+    with pytest.raises(BackendError, match="could not be decoded"):
+        client.submit({"prompt": "x", "image": base64.b64encode(b"not a png").decode()})
+    body = {"prompt": "the ball rolls", "image": _png(40, 24), "seed": 4}
+    job, frames = run_job(client, body)
+    assert job["status"] == "succeeded" and len(frames) == 5
+    backends.stop(client)
+    single, frames_single = run_job(backends.get("tiny-wan-i2v", 1), body)
+    assert frames_single == frames

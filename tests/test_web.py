@@ -1,0 +1,428 @@
+"""The Gradio app (`paradit ui`) driven by gradio_client against a real 2-rank tiny-wan backend.
+
+One app is served in this process for the module; `test_cli_*` runs `paradit ui` as its own
+process (login on, a backend it starts itself) and stops it with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import imageio_ffmpeg
+import numpy as np
+import pytest
+from gradio_client import Client as GradioClient
+from gradio_client import handle_file
+from PIL import Image
+
+from paradit.backend.client import Client
+from paradit.web.app import launch, parse_auth
+from paradit.web.forms import job_body, pick_seed, size_presets
+from paradit.web.progress import ProgressClock, progress_text
+from paradit.web.ui import build_ui
+
+SMALL = {"width": 64, "height": 64, "num_frames": 5, "num_inference_steps": 2}
+LONG = {"width": 256, "height": 256, "num_frames": 5, "num_inference_steps": 200}
+
+
+def job_args(prompt: str, **overrides: Any) -> dict[str, Any]:
+    """Keyword arguments of the `/generate` endpoint (the `POST /v1/jobs` fields)."""
+    return {
+        "prompt": prompt,
+        "negative_prompt": "",
+        "guidance_scale": 5.0,
+        "seed": 7,
+        "image": None,
+        **SMALL,
+        **overrides,
+    }
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def status_of(html: str) -> str:
+    return re.search(r'data-status="(\w+)"', html).group(1)
+
+
+def job_id_of(html: str) -> str:
+    return re.search(r'data-job="(\w+)"', html).group(1)
+
+
+def path_of(output: Any) -> Path:
+    """A file output as gradio_client returns it (a path, or a dict holding one)."""
+    if isinstance(output, dict):
+        output = output.get("video") or output.get("image") or output.get("path")
+    return Path(output)
+
+
+def luma(rgb: np.ndarray) -> np.ndarray:
+    return rgb.astype(float) @ np.array([0.299, 0.587, 0.114])
+
+
+def statuses(job) -> list[str]:
+    return [out[0] for out in job.outputs()]
+
+
+@pytest.fixture(scope="module")
+def ui(backends, tmp_path_factory) -> Iterator[SimpleNamespace]:
+    client = backends.get("tiny-wan", 2)
+    out = tmp_path_factory.mktemp("ui-outputs")
+    demo = build_ui(client, out, poll_s=0.1)
+    url = launch(demo, out)
+    downloads = tmp_path_factory.mktemp("gradio-client")
+    try:
+        yield SimpleNamespace(url=url, backend=client, out=out, downloads=downloads)
+    finally:
+        demo.close()
+
+
+def gradio(ui: SimpleNamespace) -> GradioClient:
+    """A new browser-like session on the app."""
+    return GradioClient(ui.url, verbose=False, download_files=str(ui.downloads))
+
+
+# -- end to end through gradio_client ----------------------------------------------------------
+
+
+def test_generate_returns_the_backends_video_and_frames(ui):
+    app = gradio(ui)
+    status, video, gallery, info, files = app.predict(**job_args("a red fox"), api_name="/generate")
+    assert status_of(status) == "succeeded"
+    job_id = job_id_of(status)
+    backend = ui.backend
+    assert backend.job(job_id)["status"] == "succeeded"
+    assert path_of(video).read_bytes() == backend.video(job_id)
+    frames = [path_of(item).read_bytes() for item in gallery]
+    assert frames == [backend.frame(job_id, i) for i in range(5)]
+    # the mp4 decodes to 5 frames of 64x64 whose brightness matches the lossless PNGs (H.264
+    # 4:2:0 blurs colour; a wrong frame is off by ~40 levels, the right one by ~4)
+    reader = imageio_ffmpeg.read_frames(str(path_of(video)))
+    meta = next(reader)
+    decoded = [np.frombuffer(f, np.uint8).reshape(64, 64, 3) for f in reader]
+    assert meta["size"] == (64, 64) and len(decoded) == 5
+    pngs = [np.asarray(Image.open(io.BytesIO(png))) for png in frames]
+    for got, want in zip(decoded, pngs, strict=True):
+        assert np.abs(luma(got) - luma(want)).mean() < 8
+    # info and downloads; the job's own folder under the output dir
+    assert info["seed"] == 7 and info["id"] == job_id
+    assert info["plan"] == backend.info()["plan"] and "total_s" in info["timings"]
+    assert sorted(Path(f).name for f in files) == ["frames.zip", "job.json", "video.mp4"]
+    folder = ui.out / job_id
+    assert info["output_folder"] == str(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "frames",
+        "frames.zip",
+        "job.json",
+        "video.mp4",
+    ]
+
+
+def test_bad_request_is_refused_with_the_backends_rule(ui):
+    with pytest.raises(Exception, match="multiple of 16"):
+        gradio(ui).predict(**job_args("a fox", width=72), api_name="/generate")
+
+
+def test_cancel_cancels_the_backend_job_and_progress_is_live(ui):
+    app = gradio(ui)
+    job = app.submit(**job_args("a long one", **LONG), api_name="/generate")
+    html = wait_for(
+        lambda: next((s for s in statuses(job) if "data-job" in s), None),
+        60,
+        "the job to be submitted",
+    )
+    job_id = job_id_of(html)
+    wait_for(lambda: ui.backend.job(job_id)["progress"]["step"] >= 1, 60, "step 1")
+    wait_for(
+        lambda: any("Step " in s and "of 200" in s and "elapsed" in s for s in statuses(job)),
+        30,
+        "step i of N in the status panel",
+    )
+    wait_for(
+        lambda: any(" left" in s and "about" in s for s in statuses(job)),
+        30,
+        "an estimate of the time left",
+    )
+    app.predict(api_name="/cancel")
+    final = job.result(timeout=60)
+    assert status_of(final[0]) == "cancelled"
+    assert ui.backend.job(job_id)["status"] == "cancelled"
+    assert ui.backend.job(job_id)["progress"]["step"] < 200
+
+
+def test_leaving_the_event_cancels_the_backend_job(ui, caplog):
+    caplog.set_level(logging.INFO, logger="paradit.web.ui")
+    job = gradio(ui).submit(**job_args("abandoned", **LONG), api_name="/generate")
+    html = wait_for(
+        lambda: next((s for s in statuses(job) if "data-job" in s), None),
+        60,
+        "the job to be submitted",
+    )
+    job_id = job_id_of(html)
+    wait_for(lambda: ui.backend.job(job_id)["progress"]["step"] >= 1, 60, "step 1")
+    job.cancel()  # Gradio's own cancel: the browser event ends, not only the UI's view of it
+    wait_for(
+        lambda: ui.backend.job(job_id)["status"] == "cancelled",
+        30,
+        "the backend job to be cancelled",
+    )
+    assert f"cancelled job {job_id}: its browser event ended" in caplog.text
+
+
+def test_two_sessions_share_the_backend_queue(ui):
+    first, second = gradio(ui), gradio(ui)
+    long_job = first.submit(
+        **job_args("first", **{**LONG, "num_inference_steps": 60}), api_name="/generate"
+    )
+    html = wait_for(
+        lambda: next((s for s in statuses(long_job) if "data-job" in s), None),
+        60,
+        "the first job to be submitted",
+    )
+    first_id = job_id_of(html)
+    wait_for(lambda: ui.backend.job(first_id)["progress"]["step"] >= 1, 60, "step 1")
+    second.predict(api_name="/cancel")  # another session's Cancel leaves this job alone
+    short_job = second.submit(**job_args("second"), api_name="/generate")
+    results = [long_job.result(timeout=120), short_job.result(timeout=120)]
+    assert [status_of(r[0]) for r in results] == ["succeeded", "succeeded"]
+    assert any("backend queue at position 1" in s for s in statuses(short_job))
+    ids = [job_id_of(r[0]) for r in results]
+    assert ids[0] != ids[1] and all((ui.out / i / "video.mp4").is_file() for i in ids)
+
+
+def test_history_shows_any_backend_job(ui):
+    job = ui.backend.wait(
+        ui.backend.submit({"prompt": "made elsewhere", **SMALL, "seed": 3}), timeout_s=60
+    )
+    video, gallery, info, files = gradio(ui).predict(job["id"], api_name="/job")
+    assert path_of(video).read_bytes() == ui.backend.video(job["id"])
+    assert len(gallery) == 5 and info["request"]["prompt"] == "made elsewhere"
+    assert (ui.out / job["id"] / "frames.zip").is_file()
+    with pytest.raises(Exception, match="job id"):
+        gradio(ui).predict("../etc", api_name="/job")
+
+
+def test_named_api_takes_the_job_fields(ui):
+    api = gradio(ui).view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert sorted(api) == ["/cancel", "/generate", "/job"]
+    names = [p["parameter_name"] for p in api["/generate"]["parameters"]]
+    assert names == [
+        "prompt",
+        "negative_prompt",
+        "width",
+        "height",
+        "num_frames",
+        "num_inference_steps",
+        "guidance_scale",
+        "seed",
+        "image",
+    ]
+
+
+def test_image_to_video_mode_needs_and_sends_the_start_image(backends, tmp_path):
+    client = backends.get("tiny-wan-i2v", 1)
+    demo = build_ui(client, tmp_path / "out", poll_s=0.1)
+    url = launch(demo, tmp_path / "out")
+    try:
+        image = tmp_path / "start.png"
+        Image.new("RGB", (64, 64), (200, 40, 30)).save(image)
+        app = GradioClient(url, verbose=False, download_files=str(tmp_path / "dl"))
+        with pytest.raises(Exception, match="needs a start image"):
+            app.predict(**job_args("no image"), api_name="/generate")
+        status, video, gallery, _info, _files = app.predict(
+            **job_args("from an image", image=handle_file(str(image))), api_name="/generate"
+        )
+        job_id = job_id_of(status)
+        assert status_of(status) == "succeeded"
+        assert [path_of(g).read_bytes() for g in gallery] == [
+            client.frame(job_id, i) for i in range(5)
+        ]
+        assert path_of(video).read_bytes() == client.video(job_id)
+    finally:
+        demo.close()
+
+
+# -- pure helpers ------------------------------------------------------------------------------
+
+
+def test_forms_presets_seed_and_body():
+    limits = {
+        "size_multiple": 16,
+        "min_size": 16,
+        "max_size": 2048,
+        "default_width": 832,
+        "default_height": 480,
+        "needs_image": False,
+    }
+    presets = size_presets(limits)
+    assert presets[0] == ("Default (832×480)", "832x480") and presets[-1][1] == "custom"
+    for _, value in presets[:-1]:
+        width, height = map(int, value.split("x"))
+        assert width % 16 == 0 and height % 16 == 0
+    assert pick_seed(5, randomize=False) == 5
+    assert 0 <= pick_seed(5, randomize=True) < 2**32
+    assert 0 <= pick_seed(-1, randomize=False) < 2**32
+    body = job_body(
+        prompt="p",
+        negative_prompt=None,
+        width=64.0,
+        height=64,
+        num_frames=5,
+        num_inference_steps=4,
+        guidance_scale=5,
+        seed=9,
+        image=None,
+        limits=limits,
+    )
+    assert body == {
+        "prompt": "p",
+        "negative_prompt": "",
+        "width": 64,
+        "height": 64,
+        "num_frames": 5,
+        "num_inference_steps": 4,
+        "guidance_scale": 5.0,
+        "seed": 9,
+    }
+    with pytest.raises(ValueError, match="whole number"):
+        job_body(**{**body, "width": 64.5, "image": None, "limits": limits})
+    with pytest.raises(ValueError, match="start image"):
+        job_body(**{**body, "image": None, "limits": {**limits, "needs_image": True}})
+
+
+def test_progress_estimate():
+    clock = ProgressClock(started=100.0)
+    job = {"id": "j", "status": "running", "progress": {"step": 2, "total": 10}}
+    assert "estimating" in progress_text(job, clock, 101.0)  # first step seen: no rate yet
+    job["progress"]["step"] = 4
+    assert progress_text(job, clock, 103.0) == (
+        "Step 4 of 10 · elapsed 3.0 s · about 6.0 s left"
+    )  # 1 s per step, 6 steps left
+    queued = {"id": "j", "status": "queued", "queue_position": 2, "progress": {}}
+    assert "position 3" in progress_text(queued, clock, 104.0)
+
+
+def test_parse_auth():
+    assert parse_auth(None) is None and parse_auth("a:b:c") == ("a", "b:c")
+    for bad in ("nopass", ":x", "x:"):
+        with pytest.raises(ValueError, match="user:pass"):
+            parse_auth(bad)
+
+
+# -- the command, with login -------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _lines(stream, sink: queue.Queue) -> None:
+    for line in stream:
+        sink.put(line)
+    sink.put(None)
+
+
+@pytest.fixture
+def ui_command(tmp_path) -> Iterator[SimpleNamespace]:
+    """`paradit ui` as its own process: login from PARADIT_UI_AUTH, a root path, and a
+    1-rank backend it starts itself. Stopped (SIGTERM, then SIGKILL) if the test did not."""
+    port = free_port()
+    env = {**os.environ, "PARADIT_UI_AUTH": "alice:s3cret", "OMP_NUM_THREADS": "1"}
+    flags = "--model tiny-wan --world-size 1 --device cpu --threads 1 --root-path /paradit"
+    cmd = [sys.executable, "-m", "paradit", "ui", *flags.split()]
+    cmd += ["--port", str(port), "--output-dir", str(tmp_path / "out")]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    log: list[str] = []
+    try:
+        ready = wait_for(lambda: _ready_line(lines, log), 240, "the ui to be ready")
+        backend = Client(re.search(r"backend (http://\S+),", ready).group(1))
+        yield SimpleNamespace(proc=proc, url=f"http://127.0.0.1:{port}", backend=backend,
+                              out=tmp_path / "out", log=log)  # fmt: skip
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_cli_login_root_path_and_clean_stop(ui_command, tmp_path):
+    url = ui_command.url
+    # login required: the page config and the API refuse an unauthenticated caller
+    assert httpx.get(f"{url}/config").status_code == 401
+    assert httpx.post(f"{url}/gradio_api/call/generate", json={"data": []}).status_code == 401
+    with pytest.raises(Exception, match="credentials"):
+        GradioClient(url, verbose=False)
+    with httpx.Client() as session:
+        wrong = session.post(f"{url}/login", data={"username": "alice", "password": "nope"})
+        assert wrong.status_code == 400
+        session.post(f"{url}/login", data={"username": "alice", "password": "s3cret"})
+        proxied = {"X-Forwarded-Host": "example.org", "X-Forwarded-Proto": "https"}
+        config = session.get(f"{url}/config", headers=proxied).json()
+        assert config["root"] == "https://example.org/paradit"  # links go through the proxy
+    app = GradioClient(url, auth=("alice", "s3cret"), verbose=False,
+                       download_files=str(tmp_path / "dl"))  # fmt: skip
+    status = app.predict(**job_args("with login"), api_name="/generate")[0]
+    assert status_of(status) == "succeeded"
+    assert (ui_command.out / job_id_of(status) / "video.mp4").is_file()
+    # SIGTERM: exit 0, and the backend it started is gone too
+    pids = [rank["pid"] for rank in ui_command.backend.info()["ranks"]]
+    ui_command.proc.send_signal(signal.SIGTERM)
+    assert ui_command.proc.wait(timeout=60) == 0, "".join(ui_command.log)
+    for pid in pids:
+        wait_for(lambda pid=pid: not _alive(pid), 30, f"backend rank pid {pid} to exit")
+
+
+def _ready_line(lines: queue.Queue, log: list[str]) -> str | None:
+    while True:
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return None
+        if line is None:
+            raise AssertionError("paradit ui exited early:\n" + "".join(log))
+        log.append(line)
+        if "paradit ui ready at" in line:
+            return line
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie that nobody reaped yet counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

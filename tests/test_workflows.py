@@ -1,0 +1,254 @@
+"""The shared ComfyUI workflows: valid UI and API format, known node types, consistent links.
+
+workflows/ui/NAME.json   what ComfyUI's Save writes (version 0.4); loads by drag and drop
+workflows/api/NAME.json  what `POST /prompt` takes; must equal the UI form converted
+example_workflows/NAME.json  a copy of the UI form, for ComfyUI's template browser
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from paradit.backend.presets import PRESET_NAMES
+from paradit.nodes.params import (
+    BACKEND_NODE_ID,
+    BACKEND_PARAMS,
+    BACKEND_TYPE,
+    DEVICES,
+    KNOWN_HUB_MODELS,
+    MAX_SEED,
+    TASK_NODES,
+    Param,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ("paradit_text_to_video", "paradit_image_to_video", "paradit_text_to_image")
+DEFAULT_MODELS = {
+    "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
+    "paradit_image_to_video": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
+    "paradit_text_to_image": "black-forest-labs/FLUX.1-dev",
+}
+SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
+
+# ComfyUI core nodes the workflows use, checked against Comfy-Org/ComfyUI a125cd84 (nodes.py:
+# LoadImage, SaveImage; comfy_extras/nodes_video.py: SaveVideo; comfy_extras/
+# nodes_preview_any.py: PreviewAny) and its frontend 1.27.10, which adds LoadImage's upload
+# widget (saved as "image") and PreviewAny's "preview" text (exported to the API as "").
+# links: link inputs and their types; widgets: widget names in `widgets_values` order.
+CORE_NODES: dict[str, dict] = {
+    "LoadImage": {
+        "links": {},
+        "widgets": ["image", "upload"],
+        "outputs": ["IMAGE", "MASK"],
+        "ui_only": {"upload": "image"},
+    },
+    "SaveImage": {"links": {"images": "IMAGE"}, "widgets": ["filename_prefix"], "outputs": []},
+    "SaveVideo": {
+        "links": {"video": "VIDEO"},
+        "widgets": ["filename_prefix", "format", "codec"],
+        "outputs": [],
+        "options": {"format": ["auto", "mp4"], "codec": ["auto", "h264"]},
+    },
+    "PreviewAny": {
+        "links": {"source": "*"},
+        "widgets": [],
+        "outputs": [],
+        "api_only": {"preview": ""},
+    },
+}
+
+
+def pack_nodes() -> dict[str, dict]:
+    """The pack's nodes in the same shape, from the parameter specs the nodes are built from."""
+    model_options = [*PRESET_NAMES, *KNOWN_HUB_MODELS]
+    nodes = {
+        BACKEND_NODE_ID: {
+            "links": {},
+            "params": BACKEND_PARAMS,
+            "outputs": [BACKEND_TYPE],
+            "options": {"model": model_options, "device": list(DEVICES)},
+        },
+    }
+    for node in TASK_NODES:
+        links = {"backend": BACKEND_TYPE, **({"image": "IMAGE"} if node.needs_image else {})}
+        outputs = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
+    return nodes
+
+
+KNOWN = {**CORE_NODES, **pack_nodes()}
+
+
+def load(folder: str, name: str) -> dict:
+    return json.loads((ROOT / folder / f"{name}.json").read_text())
+
+
+def check_param(param: Param, value, options: list | None) -> None:
+    if param.kind == "combo":
+        assert value in options, f"{param.name}={value!r} is not one of the offered options"
+    elif param.kind == "int":
+        assert isinstance(value, int) and not isinstance(value, bool), param.name
+        assert param.low <= value <= param.high, f"{param.name}={value} out of bounds"
+        assert (value - param.low) % param.step == 0, f"{param.name}={value} off the step grid"
+    elif param.kind == "float":
+        assert isinstance(value, (int, float)) and param.low <= value <= param.high, param.name
+    else:
+        assert isinstance(value, str), param.name
+
+
+def widget_names(spec: dict) -> list[str]:
+    """Names of the `widgets_values` entries, with a seed's control value after it."""
+    if "widgets" in spec:
+        return list(spec["widgets"])
+    names = []
+    for param in spec["params"]:
+        names.append(param.name)
+        if param.control_after_generate:
+            names.append(f"{param.name}:control")
+    return names
+
+
+def ui_to_api(ui: dict) -> dict:
+    """What ComfyUI's frontend exports as the API form of a UI workflow."""
+    links = {link[0]: link for link in ui["links"]}
+    api = {}
+    for node in ui["nodes"]:
+        spec = KNOWN[node["type"]]
+        values = dict(zip(widget_names(spec), node["widgets_values"], strict=True))
+        inputs = {
+            name: value
+            for name, value in values.items()
+            if not name.endswith(":control") and name not in spec.get("ui_only", {})
+        }
+        inputs.update(spec.get("api_only", {}))
+        for slot in node["inputs"]:
+            if slot.get("link") is not None:
+                link = links[slot["link"]]
+                inputs[slot["name"]] = [str(link[1]), link[2]]
+        api[str(node["id"])] = {
+            "class_type": node["type"],
+            "inputs": inputs,
+            "_meta": {"title": node.get("title", node["type"])},
+        }
+    return api
+
+
+def test_every_workflow_has_its_three_forms():
+    for folder in ("workflows/ui", "workflows/api", "example_workflows"):
+        assert sorted(p.stem for p in (ROOT / folder).glob("*.json")) == sorted(NAMES), folder
+    for name in NAMES:  # the template browser shows NAME.jpg as the thumbnail
+        with Image.open(ROOT / "example_workflows" / f"{name}.jpg") as thumbnail:
+            assert thumbnail.format == "JPEG" and max(thumbnail.size) <= 800
+    # ComfyUI's template browser lists `<pack>/workflows/*.json` too: keep that level empty so
+    # templates are not listed twice (and API files not listed at all).
+    assert not list((ROOT / "workflows").glob("*.json"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_template_copy_equals_the_ui_workflow(name):
+    assert (ROOT / "example_workflows" / f"{name}.json").read_bytes() == (
+        ROOT / "workflows" / "ui" / f"{name}.json"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ui_workflow_format(name):
+    ui = load("workflows/ui", name)
+    assert ui["version"] == 0.4
+    for key in ("last_node_id", "last_link_id", "nodes", "links", "groups", "config", "extra"):
+        assert key in ui, key
+    ids = [node["id"] for node in ui["nodes"]]
+    assert len(set(ids)) == len(ids) and ui["last_node_id"] >= max(ids)
+    assert sorted(node["order"] for node in ui["nodes"]) == list(range(len(ids)))
+    for node in ui["nodes"]:
+        for key in (
+            "id",
+            "type",
+            "pos",
+            "size",
+            "flags",
+            "order",
+            "mode",
+            "inputs",
+            "outputs",
+            "properties",
+            "widgets_values",
+        ):
+            assert key in node, f"node {node.get('id')} lacks {key}"
+        assert node["mode"] == 0, "every node is active"
+        assert node["type"] in KNOWN, f"unknown node type {node['type']}"
+        spec = KNOWN[node["type"]]
+        assert [o["type"] for o in node["outputs"]] == spec["outputs"], node["type"]
+        assert {i["name"]: i["type"] for i in node["inputs"]} == spec["links"], node["type"]
+        assert len(node["widgets_values"]) == len(widget_names(spec)), node["type"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ui_links_are_consistent(name):
+    ui = load("workflows/ui", name)
+    nodes = {node["id"]: node for node in ui["nodes"]}
+    link_ids = [link[0] for link in ui["links"]]
+    assert len(set(link_ids)) == len(link_ids) and ui["last_link_id"] >= max(link_ids)
+    for link_id, src, src_slot, dst, dst_slot, link_type in ui["links"]:
+        output = nodes[src]["outputs"][src_slot]
+        target = nodes[dst]["inputs"][dst_slot]
+        assert link_id in (output["links"] or []), f"link {link_id} missing on its output"
+        assert target["link"] == link_id, f"link {link_id} missing on its input"
+        assert output["type"] == link_type
+        assert target["type"] in (link_type, "*"), f"link {link_id}: {link_type} -> {target}"
+        assert nodes[src]["order"] < nodes[dst]["order"], "order must follow the links"
+    for node in ui["nodes"]:
+        for slot in node["inputs"]:
+            assert slot["link"] is not None, f"{node['type']}.{slot['name']} is not connected"
+        for output in node["outputs"]:
+            for link_id in output["links"] or []:
+                assert link_id in link_ids
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_widget_values_are_valid(name):
+    ui = load("workflows/ui", name)
+    for node in ui["nodes"]:
+        spec = KNOWN[node["type"]]
+        values = dict(zip(widget_names(spec), node["widgets_values"], strict=True))
+        options = spec.get("options", {})
+        for param in spec.get("params", ()):
+            check_param(param, values[param.name], options.get(param.name))
+            if param.control_after_generate:
+                assert values[f"{param.name}:control"] in SEED_CONTROLS
+                assert values[param.name] <= MAX_SEED
+        for widget, allowed in options.items():
+            assert values[widget] in allowed, f"{node['type']}.{widget}={values[widget]!r}"
+        if node["type"] == "ParaDiTTextToVideo" or node["type"] == "ParaDiTImageToVideo":
+            assert (values["frames"] - 1) % 4 == 0, "Wan frame counts are 4k+1"
+        if node["type"] in {n.node_id for n in TASK_NODES}:
+            assert values["prompt"].strip(), "workflows ship with a prompt"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_workflow_defaults_to_a_real_model(name):
+    ui = load("workflows/ui", name)
+    backend = next(n for n in ui["nodes"] if n["type"] == BACKEND_NODE_ID)
+    values = dict(zip(widget_names(KNOWN[BACKEND_NODE_ID]), backend["widgets_values"], strict=True))
+    assert values["model"] == DEFAULT_MODELS[name]
+    assert values["url"] == "" and values["model_override"] == ""
+    task_ids = {n.task: n.node_id for n in TASK_NODES}
+    used = {n["type"] for n in ui["nodes"]}
+    task = name.removeprefix("paradit_").replace("_", "-")
+    assert task_ids[task] in used
+    assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_api_workflow_matches_the_ui_form(name):
+    api = load("workflows/api", name)
+    for node_id, node in api.items():
+        assert node_id.isdigit() and node["class_type"] in KNOWN
+        for value in node["inputs"].values():
+            if isinstance(value, list):
+                assert value[0] in api and isinstance(value[1], int), f"dangling link {value}"
+    assert api == ui_to_api(load("workflows/ui", name))

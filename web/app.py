@@ -1,0 +1,147 @@
+"""`paradit ui`: connect to a backend (or start one), serve the Gradio app until SIGINT/SIGTERM.
+
+The app itself is built by `paradit.web.ui.build_ui`; this module only wires it to the command
+line: the backend, login, the listening address, the reverse-proxy root path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import gradio as gr
+
+from ..backend.client import Client
+from ..backend.local import LocalBackend, LocalSpec
+from .ui import build_ui
+
+log = logging.getLogger(__name__)
+
+
+def parse_auth(text: str | None) -> tuple[str, str] | None:
+    """`user:pass` to a Gradio login pair; None when no login is asked for."""
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password:
+        raise ValueError(
+            "--auth must be user:pass with both parts non-empty (or set PARADIT_UI_AUTH=user:pass)"
+        )
+    return user, password
+
+
+def launch(
+    demo: gr.Blocks,
+    output_dir: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    auth: tuple[str, str] | None = None,
+    root_path: str = "",
+    max_file_size: int | None = None,
+) -> str:
+    """Serve `demo` in background threads and return its local URL.
+
+    No share link; Gradio's queue runs every event at once (the backend's queue is the only
+    queue); files under `output_dir` may be served. `port=None` takes the first free port
+    from 7860 up.
+    """
+    demo.queue(default_concurrency_limit=None)
+    _app, url, _share = demo.launch(
+        server_name=host,
+        server_port=port,
+        auth=auth,
+        root_path=root_path,
+        share=False,
+        prevent_thread_lock=True,
+        quiet=True,
+        show_error=True,
+        max_file_size=max_file_size,
+        allowed_paths=[str(Path(output_dir).resolve())],
+        footer_links=["api", "settings"],
+    )
+    return url
+
+
+@contextmanager
+def connect(args: argparse.Namespace) -> Iterator[tuple[Client, Callable[[], bool]]]:
+    """A client for --server URL, or for a backend started here (stopped on exit), and a
+    function that says whether that backend is still running."""
+    if args.server:
+        yield Client(args.server, token=os.environ.get("PARADIT_TOKEN")), lambda: True
+        return
+    if not args.model:
+        raise ValueError("give --server URL of a running backend, or --model M to start one")
+    scratch = tempfile.mkdtemp(prefix="paradit-ui-backend-")
+    spec = LocalSpec(
+        model=args.model,
+        world_size=args.world_size,
+        device=args.device,
+        output_dir=scratch,
+        timeout_s=args.timeout,
+        threads_per_rank=args.threads,
+    )
+    log.info("starting a backend for %s on %d rank(s)", args.model, args.world_size)
+    try:
+        with LocalBackend(spec) as backend:
+            yield backend.client, backend.alive
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def wait_for_signal(alive: Callable[[], bool], poll_s: float = 1.0) -> int:
+    """Block until SIGINT/SIGTERM (0) or until `alive()` turns false (1)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(poll_s):
+            if not alive():
+                log.error("the backend stopped; stopping the UI")
+                return 1
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    """The `paradit ui` command."""
+    auth = parse_auth(args.auth)
+    output_dir = Path(args.output_dir).resolve()
+    with connect(args) as (client, alive):
+        info = client.info()
+        demo = build_ui(client, output_dir)
+        url = launch(
+            demo,
+            output_dir,
+            host=args.host,
+            port=args.port,
+            auth=auth,
+            root_path=args.root_path or "",
+            max_file_size=info["limits"].get("max_image_bytes"),
+        )
+        log.info(
+            "paradit ui ready at %s (backend %s, model %s, outputs in %s%s)",
+            url,
+            client.url,
+            info["model"],
+            output_dir,
+            ", login required" if auth else "",
+        )
+        try:
+            return wait_for_signal(alive)
+        finally:
+            demo.close()
