@@ -1,12 +1,13 @@
 """Two fixes to diffusers' context parallelism ("anything" modes), installed when needed.
 
 1. Any head count. diffusers 0.42 pads the heads up to a multiple of the Ulysses degree but
-puts all padding on the last rank and asserts it holds fewer padding heads than real ones. That refuses common
-cases: Wan 1.3B's 12 heads on 8 ranks, 40 heads on 16, or 4 heads on 3. The fix keeps the
-padding (zero heads, appended at the end of the head dimension) through the attention instead
-of stripping it on one rank: attention over an all-zero query/key/value head yields zeros, the
-real heads see exactly what they would see unpadded, and the padding is dropped after the
-reverse all-to-all. Only the four helpers below change; the all-to-alls stay diffusers' own.
+puts all padding on the last rank and asserts it holds fewer padding heads than real ones.
+That refuses common cases: Wan 1.3B's 12 heads on 8 ranks, 40 heads on 16, or 4 heads on 3.
+The fix keeps the padding (zero heads, appended at the end of the head dimension) through the
+attention instead of stripping it on one rank: attention over an all-zero query/key/value
+head yields zeros, the real heads see exactly what they would see unpadded, and the padding is
+dropped after the reverse all-to-all. Only three helpers change; the all-to-alls stay
+diffusers' own.
 
 2. Uneven sequence shards on gloo. `ulysses_anything` splits 175 tokens over 3 ranks as
 59/58/58 and gathers them back with an uneven `all_gather`, which NCCL accepts and gloo
