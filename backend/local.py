@@ -48,13 +48,15 @@ class LocalSpec:
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
 
     def command(self) -> list[str]:
+        """The serve command, with paths made absolute (it runs in another folder)."""
+        model = str(Path(self.model).resolve()) if Path(self.model).is_dir() else self.model
         cmd = [
             sys.executable,
             "-m",
             "paradit",
             "serve",
             "--model",
-            self.model,
+            model,
             "--world-size",
             str(self.world_size),
             "--device",
@@ -64,7 +66,7 @@ class LocalSpec:
             "--port",
             "0",
             "--output-dir",
-            self.output_dir,
+            str(Path(self.output_dir).resolve()),
             "--timeout",
             str(self.timeout_s),
         ]
@@ -85,6 +87,10 @@ class LocalBackend:
         self.log_path = Path(log_file)
         self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
         env = {**os.environ, "PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
+        # A neutral working folder: the caller's (e.g. ComfyUI's) would come first on the
+        # child's import path, and its top-level modules could shadow libraries.
+        workdir = Path(spec.output_dir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             spec.command(),
             stdout=subprocess.PIPE,
@@ -92,6 +98,7 @@ class LocalBackend:
             env=env,
             text=True,
             start_new_session=True,
+            cwd=workdir,
         )
         atexit.register(self.stop)
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -205,17 +205,17 @@ class Service:
         return f"{type(exc).__name__}: {exc}"
 
     def _finish(self, job: Job, status: str, error: str | None = None) -> None:
+        if status == "succeeded":  # job.json exists before anyone sees "succeeded"
+            write_record(job.out_dir, self.record(job, status))
         self.book.finish(job, status, error)
-        if status == "succeeded":
-            write_record(job.out_dir, self.record(job))
         log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
 
-    def record(self, job: Job) -> dict[str, Any]:
+    def record(self, job: Job, status: str) -> dict[str, Any]:
         """job.json: the request, the resolved plan, seed, timings and versions."""
         runtime = self.runtime
         return {
             "id": job.id,
-            "status": job.status,
+            "status": status,
             "model": self.config.model,
             "request": job.request.to_dict(with_image=False),
             "seed": job.request.seed,
