@@ -75,18 +75,43 @@ class Workload:
 
     def probe_body(self) -> dict[str, Any]:
         """A short job for latency: what it measures ends before the first step."""
-        return {**self.body(), "width": 64, "height": 64, "num_frames": 1,
-                "num_inference_steps": 1}
+        return {**self.body(), "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 1}
 
 
 # 640 x 512, one frame: 32 x 40 patches = 1280 tokens.
-QUICK = Workload(BenchModel(), 640, 512, 1, num_inference_steps=4, num_jobs=1, num_probes=4,
-                 no_shard_modes=("sequence",), max_world_size=4)
-FULL = Workload(BenchModel(), 640, 512, 1, num_inference_steps=8, num_jobs=2, num_probes=6,
-                no_shard_modes=("sequence", "cfg"), max_world_size=8)
-SMOKE = Workload(BenchModel(num_heads=4, head_dim=16, num_layers=2, ffn_dim=128), 64, 64, 5,
-                 num_inference_steps=2, num_jobs=1, num_probes=2, no_shard_modes=(),
-                 max_world_size=2)
+QUICK = Workload(
+    BenchModel(),
+    640,
+    512,
+    1,
+    num_inference_steps=4,
+    num_jobs=1,
+    num_probes=4,
+    no_shard_modes=("sequence",),
+    max_world_size=4,
+)
+FULL = Workload(
+    BenchModel(),
+    640,
+    512,
+    1,
+    num_inference_steps=8,
+    num_jobs=2,
+    num_probes=6,
+    no_shard_modes=("sequence", "cfg"),
+    max_world_size=8,
+)
+SMOKE = Workload(
+    BenchModel(num_heads=4, head_dim=16, num_layers=2, ffn_dim=128),
+    64,
+    64,
+    5,
+    num_inference_steps=2,
+    num_jobs=1,
+    num_probes=2,
+    no_shard_modes=(),
+    max_world_size=2,
+)
 """A few seconds of compute in all: for testing the benchmark itself, not for numbers."""
 
 
@@ -191,7 +216,10 @@ def gpu_memory_bytes() -> dict[int, int]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
@@ -225,8 +253,7 @@ def _latency_parts(job: dict[str, Any]) -> dict[str, float]:
 class Bench:
     """Runs the plan of backends one after another; rank 0 of each serves on localhost."""
 
-    def __init__(self, workload: Workload, model: str, device: str, work_dir: Path,
-                 log_dir: Path):
+    def __init__(self, workload: Workload, model: str, device: str, work_dir: Path, log_dir: Path):
         self.workload, self.model, self.device = workload, model, device
         self.work_dir, self.log_dir = work_dir, log_dir
         self.direct: list[DirectResult] = []
@@ -236,9 +263,13 @@ class Bench:
 
         result = RunResult(spec)
         local = LocalSpec(
-            model=self.model, world_size=spec.world_size, device=self.device,
-            output_dir=str(self.work_dir / "outputs"), timeout_s=600.0,
-            threads_per_rank=1 if self.device == "cpu" else None, extra_args=spec.serve_args(),
+            model=self.model,
+            world_size=spec.world_size,
+            device=self.device,
+            output_dir=str(self.work_dir / "outputs"),
+            timeout_s=600.0,
+            threads_per_rank=1 if self.device == "cpu" else None,
+            extra_args=spec.serve_args(),
         )
         log_file = self.log_dir / f"{spec.label.replace(' ', '-')}.log"
         log.info("%s: starting `paradit serve` (%s)", spec.label, " ".join(spec.serve_args()))
@@ -263,8 +294,9 @@ class Bench:
         info = client.info()
         result.plan = info["plan"]
         workload = self.workload
-        probes = [_timed_job(client, workload.probe_body(), 0.02)
-                  for _ in range(workload.num_probes)]
+        probes = [
+            _timed_job(client, workload.probe_body(), 0.02) for _ in range(workload.num_probes)
+        ]
         warm = probes[1:]  # the first job after start pays one-time costs
         if direct is not None:
             direct.run(workload.probe_body())  # the same warm-up for the direct pipeline
@@ -274,20 +306,27 @@ class Bench:
             job, latency = _timed_job(client, workload.body(), 0.25)
             result.jobs.append(job["timings"])
             warm.append((job, latency))
-            log.info("%s: job %d/%d, steps %s", result.spec.label, index + 1, workload.num_jobs,
-                     job["timings"].get("step_s"))
+            log.info(
+                "%s: job %d/%d, steps %s",
+                result.spec.label,
+                index + 1,
+                workload.num_jobs,
+                job["timings"].get("step_s"),
+            )
         result.latency_ms = [latency for _job, latency in warm]
         parts = [_latency_parts(job) for job, _latency in warm]
         result.latency_parts_ms = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
         gpu = gpu_memory_bytes() if self.device == "cuda" else {}
         for rank in info["ranks"]:
-            result.ranks.append({
-                "rank": rank["rank"],
-                "pid": rank["pid"],
-                "dit_param_bytes": rank["dit_param_bytes"],
-                "peak_rss_bytes": peak_rss_bytes(rank["pid"]),
-                "gpu_bytes": gpu.get(rank["pid"]),
-            })
+            result.ranks.append(
+                {
+                    "rank": rank["rank"],
+                    "pid": rank["pid"],
+                    "dit_param_bytes": rank["dit_param_bytes"],
+                    "peak_rss_bytes": peak_rss_bytes(rank["pid"]),
+                    "gpu_bytes": gpu.get(rank["pid"]),
+                }
+            )
 
 
 # -- the whole run ----------------------------------------------------------------------------
@@ -297,8 +336,13 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-def run_bench(quick: bool = False, json_path: str | None = None, out_dir: str = "bench-results",
-              *, workload: Workload | None = None) -> int:
+def run_bench(
+    quick: bool = False,
+    json_path: str | None = None,
+    out_dir: str = "bench-results",
+    *,
+    workload: Workload | None = None,
+) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
     `workload` overrides QUICK/FULL (tests use SMOKE). Returns 0 when every backend ran.
@@ -310,11 +354,20 @@ def run_bench(quick: bool = False, json_path: str | None = None, out_dir: str = 
     (out / "logs").mkdir(parents=True, exist_ok=True)
     device, num_devices = detect_devices()
     load_start = _load_avg()
-    log.info("bench on %d %s device(s), %s, %d tokens, load average %s", num_devices, device,
-             workload.model.describe(), workload.tokens, load_start)
+    log.info(
+        "bench on %d %s device(s), %s, %d tokens, load average %s",
+        num_devices,
+        device,
+        workload.model.describe(),
+        workload.tokens,
+        load_start,
+    )
     if device == "cpu" and load_start and load_start[0] > num_devices / 2:
-        log.warning("load average %.1f on %d cores: other work will add noise to the timings",
-                    load_start[0], num_devices)
+        log.warning(
+            "load average %.1f on %d cores: other work will add noise to the timings",
+            load_start[0],
+            num_devices,
+        )
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
     try:
@@ -324,8 +377,13 @@ def run_bench(quick: bool = False, json_path: str | None = None, out_dir: str = 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summary = summarize(
-        workload=workload, results=results, direct=bench.direct, setup_s=setup_s,
-        device=device, num_devices=num_devices, quick=quick,
+        workload=workload,
+        results=results,
+        direct=bench.direct,
+        setup_s=setup_s,
+        device=device,
+        num_devices=num_devices,
+        quick=quick,
         load_avg={"start": load_start, "end": _load_avg()},
         wall_s=time.perf_counter() - began,
     )
@@ -340,8 +398,9 @@ def run_bench(quick: bool = False, json_path: str | None = None, out_dir: str = 
     return 0 if not summary["errors"] else 1
 
 
-def _run_all(bench: Bench, runs: list[RunSpec], folder: Path, device: str
-             ) -> tuple[list[RunResult], float]:
+def _run_all(
+    bench: Bench, runs: list[RunSpec], folder: Path, device: str
+) -> tuple[list[RunResult], float]:
     """World size 1 with the paired direct pipeline first, then every other backend."""
     import torch
 

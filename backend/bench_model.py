@@ -43,8 +43,10 @@ class BenchModel:
         return self.num_heads * self.head_dim
 
     def describe(self) -> str:
-        return (f"Wan DiT {self.num_heads} heads x {self.head_dim} (hidden {self.hidden}), "
-                f"{self.num_layers} layers, FFN {self.ffn_dim}")
+        return (
+            f"Wan DiT {self.num_heads} heads x {self.head_dim} (hidden {self.hidden}), "
+            f"{self.num_layers} layers, FFN {self.ffn_dim}"
+        )
 
 
 def num_tokens(width: int, height: int, num_frames: int) -> int:
@@ -78,8 +80,12 @@ def build_model_folder(spec: BenchModel, folder: Path) -> Path:
     pipe = build_preset("tiny-wan")
     pipe.transformer = _seeded(TRANSFORMER_SEED, transformer)
     pipe.save_pretrained(folder)
-    log.info("bench model (%s) written to %s in %.1fs", spec.describe(), folder,
-             time.perf_counter() - started)
+    log.info(
+        "bench model (%s) written to %s in %.1fs",
+        spec.describe(),
+        folder,
+        time.perf_counter() - started,
+    )
     return folder
 
 
@@ -159,8 +165,10 @@ class DirectPipeline:
 
         with torch.no_grad():
             positive, negative = self.pipe.encode_prompt(
-                prompt=body["prompt"], negative_prompt=body.get("negative_prompt", ""),
-                do_classifier_free_guidance=body["guidance_scale"] > 1.0, device=self.device,
+                prompt=body["prompt"],
+                negative_prompt=body.get("negative_prompt", ""),
+                do_classifier_free_guidance=body["guidance_scale"] > 1.0,
+                device=self.device,
             )
         first: list[float] = []
 
@@ -177,11 +185,15 @@ class DirectPipeline:
                 started = time.perf_counter()
                 try:
                     self.pipe(
-                        prompt_embeds=positive, negative_prompt_embeds=negative,
-                        width=body["width"], height=body["height"], num_frames=body["num_frames"],
+                        prompt_embeds=positive,
+                        negative_prompt_embeds=negative,
+                        width=body["width"],
+                        height=body["height"],
+                        num_frames=body["num_frames"],
                         num_inference_steps=body["num_inference_steps"],
                         guidance_scale=body["guidance_scale"],
-                        generator=torch.Generator("cpu").manual_seed(0), output_type="latent",
+                        generator=torch.Generator("cpu").manual_seed(0),
+                        output_type="latent",
                     )
                 except _FirstForward:
                     samples.append(first[-1] - started)

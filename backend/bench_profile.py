@@ -36,9 +36,11 @@ CATEGORIES = {
     "ulysses_attention": ("TemplatedUlyssesAnythingAttention",),
     "output_gather": ("AllGatherAnythingFunction",),
     "cfg_all_gather": ("c10d::allgather_",),  # outside the two above: the CFG swap
-    "sdpa": ("aten::_scaled_dot_product_flash_attention_for_cpu",
-             "aten::_scaled_dot_product_efficient_attention",
-             "aten::_scaled_dot_product_flash_attention"),
+    "sdpa": (
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_flash_attention",
+    ),
     "linear": ("aten::addmm", "aten::mm", "aten::bmm"),
 }
 REPLICATED = ("patch_embedding", "condition_embedder", "rope")
@@ -80,11 +82,13 @@ class ModuleClock:
     def _pre(self, name: str):
         def hook(_module: Any, _args: Any) -> None:
             self._open[name] = time.perf_counter()
+
         return hook
 
     def _post(self, name: str, key: str):
         def hook(_module: Any, _args: Any, _out: Any) -> None:
             self.seconds[key] += time.perf_counter() - self._open.pop(name)
+
         return hook
 
 
@@ -140,8 +144,12 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
 
     def step() -> None:
         for text in (data["cond"], data["uncond"]):
-            model(hidden_states=data["latents"], timestep=data["timestep"],
-                  encoder_hidden_states=text, return_dict=False)
+            model(
+                hidden_states=data["latents"],
+                timestep=data["timestep"],
+                encoder_hidden_states=text,
+                return_dict=False,
+            )
 
     steps = []
     with torch.no_grad():
@@ -156,8 +164,15 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             step()
     measured = steps[1:] if len(steps) > 1 else steps
-    queue.put({"rank": rank, "step_s": statistics.median(measured), "steps": steps,
-               "categories_s": _categorize(prof.events()), "modules_s": modules})
+    queue.put(
+        {
+            "rank": rank,
+            "step_s": statistics.median(measured),
+            "steps": steps,
+            "categories_s": _categorize(prof.events()),
+            "modules_s": modules,
+        }
+    )
     dist.destroy_process_group()
 
 
@@ -168,8 +183,10 @@ def profile(args: argparse.Namespace) -> list[dict[str, Any]]:
     context = mp.get_context("spawn")
     queue = context.Queue()
     port = _free_port()
-    procs = [context.Process(target=_rank_main, args=(rank, args, port, queue))
-             for rank in range(args.world_size)]
+    procs = [
+        context.Process(target=_rank_main, args=(rank, args, port, queue))
+        for rank in range(args.world_size)
+    ]
     for proc in procs:
         proc.start()
     reports = [queue.get(timeout=1800) for _ in procs]

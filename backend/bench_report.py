@@ -43,17 +43,19 @@ def _scaling(results: list[RunResult]) -> list[dict[str, Any]]:
             continue
         for mode in modes if result is base else [result.spec.mode]:
             speedup = base_step / step
-            rows.append({
-                "mode": mode,
-                "world_size": result.spec.world_size,
-                "sharded": result.spec.sharded and result.spec.world_size > 1,
-                "label": result.spec.label,
-                "step_s": round(step, 4),
-                "speedup": round(speedup, 3),
-                "efficiency": round(speedup / result.spec.world_size, 3),
-                "e2e_s": _round(e2e),
-                "e2e_speedup": _round(base_e2e / e2e if base_e2e and e2e else None, 3),
-            })
+            rows.append(
+                {
+                    "mode": mode,
+                    "world_size": result.spec.world_size,
+                    "sharded": result.spec.sharded and result.spec.world_size > 1,
+                    "label": result.spec.label,
+                    "step_s": round(step, 4),
+                    "speedup": round(speedup, 3),
+                    "efficiency": round(speedup / result.spec.world_size, 3),
+                    "e2e_s": _round(e2e),
+                    "e2e_speedup": _round(base_e2e / e2e if base_e2e and e2e else None, 3),
+                }
+            )
     return rows
 
 
@@ -77,21 +79,32 @@ def _latency(results: list[RunResult], setup_s: float) -> list[dict[str, Any]]:
         if not result.latency_ms:
             continue
         served = statistics.median(result.latency_ms)
-        rows.append({
-            "label": result.spec.label,
-            "world_size": result.spec.world_size,
-            "cold_start_s": round(result.cold_start_s, 2),
-            "warm_first_step_ms": round(served + setup_s * 1e3, 2),
-            "parts_ms": {**{k: round(v, 2) for k, v in result.latency_parts_ms.items()},
-                         "pipeline_setup_ms": round(setup_s * 1e3, 2)},
-        })
+        rows.append(
+            {
+                "label": result.spec.label,
+                "world_size": result.spec.world_size,
+                "cold_start_s": round(result.cold_start_s, 2),
+                "warm_first_step_ms": round(served + setup_s * 1e3, 2),
+                "parts_ms": {
+                    **{k: round(v, 2) for k, v in result.latency_parts_ms.items()},
+                    "pipeline_setup_ms": round(setup_s * 1e3, 2),
+                },
+            }
+        )
     return rows
 
 
 def _memory(results: list[RunResult]) -> list[dict[str, Any]]:
-    return [{"label": r.spec.label, "world_size": r.spec.world_size,
-             "sharded": r.spec.sharded and r.spec.world_size > 1, "ranks": r.ranks}
-            for r in results if r.ranks]
+    return [
+        {
+            "label": r.spec.label,
+            "world_size": r.spec.world_size,
+            "sharded": r.spec.sharded and r.spec.world_size > 1,
+            "ranks": r.ranks,
+        }
+        for r in results
+        if r.ranks
+    ]
 
 
 def _param_bytes(results: list[RunResult]) -> dict[str, int]:
@@ -121,14 +134,29 @@ def _targets(scaling: list[dict], overhead_ratio: float | None, warm_ms: float |
         value, no_shard = values[key]
         met = None if value is None else (value >= goal if op == ">=" else value <= goal)
         met_no_shard = None if no_shard is None else no_shard >= goal
-        out[key] = {"what": what, "target": f"{op} {goal}", "value": value, "met": met,
-                    "value_no_shard": no_shard, "met_no_shard": met_no_shard}
+        out[key] = {
+            "what": what,
+            "target": f"{op} {goal}",
+            "value": value,
+            "met": met,
+            "value_no_shard": no_shard,
+            "met_no_shard": met_no_shard,
+        }
     return out
 
 
-def summarize(*, workload: Workload, results: list[RunResult], direct: list[DirectResult],
-              setup_s: float, device: str, num_devices: int, quick: bool,
-              load_avg: dict[str, list[float]], wall_s: float) -> dict[str, Any]:
+def summarize(
+    *,
+    workload: Workload,
+    results: list[RunResult],
+    direct: list[DirectResult],
+    setup_s: float,
+    device: str,
+    num_devices: int,
+    quick: bool,
+    load_avg: dict[str, list[float]],
+    wall_s: float,
+) -> dict[str, Any]:
     """Everything the report shows, JSON-able; the keys of the issue are at the top level."""
     from .. import __version__
 
@@ -202,49 +230,113 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "### Scaling (step time: " + setup["step_time"] + ")",
         "",
     ]
-    rows = [[r["mode"], str(r["world_size"]), "sharded" if r["sharded"] else "full",
-             _fmt(r["step_s"], "{:.3f}"), _fmt(r["speedup"], "{:.2f}x"),
-             _fmt(r["efficiency"], "{:.0%}"), _fmt(r["e2e_s"]), _fmt(r["e2e_speedup"], "{:.2f}x")]
-            for r in summary["scaling"]]
-    lines += _table(["mode", "ranks", "DiT weights", "step (s)", "speedup", "efficiency",
-                     "job (s)", "job speedup"], rows)
+    rows = [
+        [
+            r["mode"],
+            str(r["world_size"]),
+            "sharded" if r["sharded"] else "full",
+            _fmt(r["step_s"], "{:.3f}"),
+            _fmt(r["speedup"], "{:.2f}x"),
+            _fmt(r["efficiency"], "{:.0%}"),
+            _fmt(r["e2e_s"]),
+            _fmt(r["e2e_speedup"], "{:.2f}x"),
+        ]
+        for r in summary["scaling"]
+    ]
+    lines += _table(
+        [
+            "mode",
+            "ranks",
+            "DiT weights",
+            "step (s)",
+            "speedup",
+            "efficiency",
+            "job (s)",
+            "job speedup",
+        ],
+        rows,
+    )
     over = summary["overhead"]
     lines += ["", "### Overhead: paradit (1 rank) vs the diffusers pipeline called directly", ""]
-    lines += _table(["", "paradit", "diffusers", "ratio"], [
-        ["job, encode to frames (s)", _fmt(over["paradit_e2e_s"], "{:.3f}"),
-         _fmt(over["direct_e2e_s"], "{:.3f}"), _fmt(over["e2e_ratio"], "{:.3f}")],
-        ["step (s)", _fmt(over["paradit_step_s"], "{:.3f}"), _fmt(over["direct_step_s"], "{:.3f}"),
-         _fmt(over["step_ratio"], "{:.3f}")],
-    ])
+    lines += _table(
+        ["", "paradit", "diffusers", "ratio"],
+        [
+            [
+                "job, encode to frames (s)",
+                _fmt(over["paradit_e2e_s"], "{:.3f}"),
+                _fmt(over["direct_e2e_s"], "{:.3f}"),
+                _fmt(over["e2e_ratio"], "{:.3f}"),
+            ],
+            [
+                "step (s)",
+                _fmt(over["paradit_step_s"], "{:.3f}"),
+                _fmt(over["direct_step_s"], "{:.3f}"),
+                _fmt(over["step_ratio"], "{:.3f}"),
+            ],
+        ],
+    )
     lines += ["", "### Latency", ""]
     rows = []
     for row in summary["latency"]:
         parts = row["parts_ms"]
-        rows.append([row["label"], _fmt(row["cold_start_s"], "{:.1f}"),
-                     _fmt(row["warm_first_step_ms"], "{:.1f}"),
-                     *(_fmt(parts[k], "{:.1f}") for k in ("http_submit_ms", "queue_ms",
-                                                          "encode_ms", "broadcast_ms",
-                                                          "pipeline_setup_ms"))])
-    lines += _table(["backend", "cold start (s)", "warm submit -> first step (ms)", "HTTP submit",
-                     "queue", "encode", "spec + broadcast", "latent setup"], rows)
+        rows.append(
+            [
+                row["label"],
+                _fmt(row["cold_start_s"], "{:.1f}"),
+                _fmt(row["warm_first_step_ms"], "{:.1f}"),
+                *(
+                    _fmt(parts[k], "{:.1f}")
+                    for k in (
+                        "http_submit_ms",
+                        "queue_ms",
+                        "encode_ms",
+                        "broadcast_ms",
+                        "pipeline_setup_ms",
+                    )
+                ),
+            ]
+        )
+    lines += _table(
+        [
+            "backend",
+            "cold start (s)",
+            "warm submit -> first step (ms)",
+            "HTTP submit",
+            "queue",
+            "encode",
+            "spec + broadcast",
+            "latent setup",
+        ],
+        rows,
+    )
     lines += ["", "### Memory per rank", ""]
     rows = []
     for run in summary["memory"]:
         for rank in run["ranks"]:
             gpu = rank.get("gpu_bytes")
-            rows.append([run["label"], str(rank["rank"]),
-                         _fmt(rank["dit_param_bytes"] / MIB, "{:.1f}"),
-                         _fmt(None if rank["peak_rss_bytes"] is None
-                              else rank["peak_rss_bytes"] / MIB, "{:.0f}"),
-                         _fmt(None if gpu is None else gpu / MIB, "{:.0f}")])
+            rows.append(
+                [
+                    run["label"],
+                    str(rank["rank"]),
+                    _fmt(rank["dit_param_bytes"] / MIB, "{:.1f}"),
+                    _fmt(
+                        None if rank["peak_rss_bytes"] is None else rank["peak_rss_bytes"] / MIB,
+                        "{:.0f}",
+                    ),
+                    _fmt(None if gpu is None else gpu / MIB, "{:.0f}"),
+                ]
+            )
     lines += _table(["backend", "rank", "DiT params (MiB)", "peak RSS (MiB)", "GPU (MiB)"], rows)
     lines += ["", "### Targets", ""]
     rows = []
     for target in summary["targets"].values():
         extra = ""
         if target["value_no_shard"] is not None:
-            extra = f" (no-shard: {target['value_no_shard']:.2f}, " + (
-                "met" if target["met_no_shard"] else "not met") + ")"
+            extra = (
+                f" (no-shard: {target['value_no_shard']:.2f}, "
+                + ("met" if target["met_no_shard"] else "not met")
+                + ")"
+            )
         met = {True: "met", False: "NOT met", None: "-"}[target["met"]]
         rows.append([target["what"], target["target"], _fmt(target["value"]) + extra, met])
     lines += _table(["target", "goal", "measured", ""], rows)

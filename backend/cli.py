@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -155,13 +156,13 @@ def local_spec(args: argparse.Namespace, world_size: int | None = None, output_d
         model=args.model,
         world_size=world_size or args.world_size,
         device=args.device,
-        output_dir=output_dir or tempfile.mkdtemp(prefix="paradit-"),
+        output_dir=output_dir or tempfile.mkdtemp(prefix="paradit-"),  # removed by BackendSession
         timeout_s=args.timeout,
         threads_per_rank=args.threads,
     )
 
 
-class _Backend:
+class BackendSession:
     """A client for --server, or a backend started for this command."""
 
     def __init__(self, args: argparse.Namespace, world_size: int | None = None):
@@ -184,6 +185,7 @@ class _Backend:
     def __exit__(self, *_exc) -> None:
         if self.local is not None:
             self.local.stop()
+            shutil.rmtree(self.local.spec.output_dir, ignore_errors=True)  # copied to --out
 
 
 def _progress(job: dict[str, Any]) -> None:
@@ -229,7 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     body = job_body(args, args.prompt)
-    with _Backend(args) as client:
+    with BackendSession(args) as client:
         job = client.generate(body, args.out, on_progress=_progress)
     log.info("wrote %s (%d frames)", args.out, job["num_frames"])
     return 0
@@ -249,7 +251,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         raise UsageError(f"--prompts {args.prompts}: no prompts in the file")
     seeds = parse_seeds(args.seeds)
     failed = 0
-    with _Backend(args) as client:
+    with BackendSession(args) as client:
         ids = [
             (i, seed, client.submit({**job_body(args, p), "seed": seed}))
             for i, p in enumerate(prompts)

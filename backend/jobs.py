@@ -124,8 +124,15 @@ class JobBook:
                 job.status, job.error, job.finished = "failed", reason, time.time()
 
     def close(self) -> None:
+        """Stop taking jobs: cancel the queued ones and ask the running one to stop."""
         with self._cond:
             self._closed = True
+            while self._queue:
+                job = self._queue.popleft()
+                job.status, job.finished = "cancelled", time.time()
+            for job in self._jobs.values():
+                if job.status == "running":
+                    job.cancel_requested = True
             self._cond.notify_all()
 
     def _forget_old(self) -> None:

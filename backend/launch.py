@@ -8,6 +8,7 @@ srun / mpirun every process runs `serve` and reads its rank from the environment
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -123,6 +124,7 @@ def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
         return run_worker(config, env)
     if env is not None and env.world_size != config.world_size:
         log.info("launcher world size %d overrides --world-size", env.world_size)
+        config = dataclasses.replace(config, world_size=env.world_size)
     store, children = None, None
     _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
     if env is None:
@@ -131,8 +133,15 @@ def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
             0, config.world_size, 0, config.world_size, "127.0.0.1", store.port, "paradit"
         )
     stop = threading.Event()
+    service = None
+
+    def on_signal(*_args) -> None:
+        stop.set()
+        if service is not None:
+            service.book.close()  # a running job stops at its next step
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     http = None
     group = None
     try:

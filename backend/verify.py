@@ -12,11 +12,9 @@ log = logging.getLogger(__name__)
 
 
 def _run(args: argparse.Namespace, world_size: int, body: dict[str, Any]) -> dict[str, Any]:
-    from .cli import local_spec
-    from .local import LocalBackend
+    from .cli import BackendSession
 
-    with LocalBackend(local_spec(args, world_size)) as backend:
-        client = backend.client
+    with BackendSession(args, world_size) as client:
         job = client.wait(client.submit(body))
         frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
         if args.out:

@@ -121,3 +121,63 @@ def test_impossible_request_is_one_line(backends):
     result = paradit("generate", "x", "--server", url, "--frames", "6", "--out", "unused")
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr
+
+
+def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
+    import re
+    import signal
+    import time
+
+    from paradit.backend.client import Client
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "paradit",
+            "serve",
+            "--model",
+            "tiny-wan",
+            "--world-size",
+            "2",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--port",
+            "0",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=ENV,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "ready" in line, line
+        url = re.search(r"http://\S+", line).group(0)
+        client = Client(url)
+        workers = [r["pid"] for r in client.info()["ranks"][1:]]
+        job_id = client.submit(
+            {
+                "prompt": "stopped midway",
+                "num_inference_steps": 200,
+                "width": 256,
+                "height": 256,
+                "num_frames": 17,
+            }
+        )
+        deadline = time.monotonic() + 60
+        while client.job(job_id)["progress"]["step"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0  # a running job does not hold the shutdown up
+        for pid in workers:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
