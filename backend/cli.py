@@ -220,11 +220,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
     )
 
-    def ready(url: str) -> None:
-        print(
-            f"paradit ready at {url} (model {config.model}, world size {config.world_size})",
-            flush=True,
-        )
+    def ready(url: str, world_size: int) -> None:
+        print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
 
     return serve(config, ready)
 

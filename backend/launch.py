@@ -109,12 +109,14 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
     except Exception as exc:  # rank 0 gone or load failed: say why in one line, exit non-zero
         log.error("rank %d stopping: %s: %s", env.rank, type(exc).__name__, exc)
         return 1
+    except KeyboardInterrupt:  # an external launcher stops the group
+        return 0
     finally:
         if group is not None:
             group.close()
 
 
-def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
+def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code."""
     from .server import HttpServer, create_app
     from .service import Service
@@ -151,7 +153,7 @@ def serve(config: ServeConfig, on_ready: Callable[[str], None]) -> int:
         service = Service(runtime, config, children.lost if children else lambda: None)
         service.wait_ready()
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
-        on_ready(http.url)
+        on_ready(http.url, config.world_size)
         service.run_forever(stop)
         service.shutdown()
         return 0
