@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 from diffusers import FluxPipeline, WanImageToVideoPipeline, WanPipeline
+from PIL import Image
+
 from paradit.backend.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.presets import PRESET_NAMES, build_preset, is_preset, preset_components
-from PIL import Image
 
 torch.set_num_threads(1)
 

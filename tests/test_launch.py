@@ -1,0 +1,172 @@
+"""Launchers: the same `paradit serve` under torchrun or an srun-style environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import run_job
+
+from paradit.backend.client import Client
+from paradit.backend.dist import LaunchEnv
+
+BODY = {"prompt": "launched elsewhere", "seed": 5}
+SERVE = [
+    "-m",
+    "paradit",
+    "serve",
+    "--model",
+    "tiny-wan",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--port",
+    "0",
+]
+
+
+def test_launch_env_from_each_launcher():
+    assert LaunchEnv.from_environ({}) is None
+    torchrun = LaunchEnv.from_environ(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "4",
+            "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "node0",
+            "MASTER_PORT": "29400",
+            "TORCHELASTIC_RUN_ID": "x",
+        }
+    )
+    assert (torchrun.rank, torchrun.world_size, torchrun.local_rank) == (3, 4, 1)
+    assert torchrun.launcher == "torchrun" and torchrun.agent_hosts_store
+    slurm = LaunchEnv.from_environ(
+        {
+            "SLURM_PROCID": "5",
+            "SLURM_NTASKS": "8",
+            "SLURM_LOCALID": "1",
+            "SLURM_NTASKS_PER_NODE": "4(x2)",
+            "MASTER_ADDR": "node0",
+        }
+    )
+    assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.local_world_size) == (5, 8, 1, 4)
+    assert slurm.master_port == 29500 and not slurm.agent_hosts_store
+    mpi = LaunchEnv.from_environ(
+        {
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+            "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "1234",
+        }
+    )
+    assert (mpi.rank, mpi.launcher, mpi.master_addr, mpi.master_port) == (
+        1,
+        "mpi",
+        "10.0.0.1",
+        1234,
+    )
+    with pytest.raises(ValueError, match="MASTER_ADDR"):
+        LaunchEnv.from_environ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+    with pytest.raises(ValueError, match="rank"):
+        LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a"})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _ready_url(proc: subprocess.Popen) -> str:
+    line = proc.stdout.readline()
+    match = re.search(r"ready at (http://\S+) .*world size (\d+)", line)
+    assert match, f"no ready line: {line!r}"
+    assert match.group(2) == "2"
+    return match.group(1)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _reference(backends) -> list[bytes]:
+    return run_job(backends.get("tiny-wan", 1), BODY)[1]
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
+def test_under_torchrun(tmp_path, backends):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(_free_port()),
+        *SERVE,
+        "--output-dir",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        client = Client(_ready_url(proc))
+        assert client.info()["world_size"] == 2
+        assert run_job(client, BODY)[1] == _reference(backends)
+    finally:
+        _stop([proc])
+
+
+def test_under_an_srun_style_environment(tmp_path, backends):
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "SLURM_PROCID": str(rank),
+            "SLURM_NTASKS": "2",
+            "SLURM_LOCALID": str(rank),
+            "SLURM_NTASKS_PER_NODE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, *SERVE, "--output-dir", str(tmp_path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+        )
+    try:
+        client = Client(_ready_url(procs[0]))
+        ranks = client.info()["ranks"]
+        assert [r["pid"] for r in ranks] == [p.pid for p in procs]
+        assert run_job(client, BODY)[1] == _reference(backends)
+    finally:
+        _stop(procs)
