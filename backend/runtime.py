@@ -29,6 +29,7 @@ from .parallel.plan import choose_plan
 
 log = logging.getLogger(__name__)
 
+DIT_COMPONENTS = ("transformer", "transformer_2")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -85,16 +86,24 @@ class Runtime:
             **plan_overrides,
         )
         group.barrier("loaded")  # loading takes different times; meshes need everyone
-        self.parallel: Parallelized = parallelize(self.pipe.transformer, self.plan, group.device)
+        self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def dits(self) -> list[torch.nn.Module]:
+        """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""
+        return [
+            getattr(self.pipe, name)
+            for name in DIT_COMPONENTS
+            if getattr(self.pipe, name, None) is not None
+        ]
 
     def rank_info(self) -> dict[str, Any]:
         return {
             "rank": self.group.rank,
             "pid": os.getpid(),
             "device": str(self.group.device),
-            "dit_param_bytes": local_param_bytes(self.pipe.transformer),
+            "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
         }
 
     # -- a job, on every rank -------------------------------------------------------------

@@ -28,3 +28,39 @@ def test_saved_folder_matches_preset(tmp_path, backends):
     backends.stop(client)
     _, from_preset = run_job(backends.get("tiny-wan", 1), BODY)
     assert from_folder == from_preset
+
+
+def test_wan22_two_experts_are_both_parallel(tmp_path, backends):
+    """Wan 2.2 A14B switches to a second transformer for the low-noise steps."""
+    import copy
+
+    import torch
+    from diffusers import WanPipeline
+
+    tiny = build_preset("tiny-wan")
+    low_noise = copy.deepcopy(tiny.transformer)
+    generator = torch.Generator().manual_seed(22)
+    with torch.no_grad():
+        for param in low_noise.parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=generator))
+    folder = tmp_path / "tiny-wan22"
+    WanPipeline(
+        tokenizer=tiny.tokenizer,
+        text_encoder=tiny.text_encoder,
+        vae=tiny.vae,
+        scheduler=tiny.scheduler,
+        transformer=tiny.transformer,
+        transformer_2=low_noise,
+        boundary_ratio=0.5,
+    ).save_pretrained(folder)
+    one = backends.get(str(folder), 1)
+    full = one.info()["ranks"][0]["dit_param_bytes"]
+    _, frames_one = run_job(one, BODY)
+    backends.stop(one)
+    _, single_expert = run_job(backends.get("tiny-wan", 1), BODY)
+    assert frames_one != single_expert  # the low-noise expert really ran
+    two = backends.get(str(folder), 2)
+    assert all(r["dit_param_bytes"] <= 0.55 * full for r in two.info()["ranks"])
+    _, frames_two = run_job(two, BODY)
+    assert frames_two == frames_one
+    backends.stop(two)

@@ -20,33 +20,38 @@ __all__ = ["Parallelized", "parallelize", "local_param_bytes"]
 
 @dataclass
 class Parallelized:
-    """What `parallelize` applied to one transformer on this rank."""
+    """What `parallelize` applied to the transformers on this rank."""
 
     plan: ParallelPlan
-    cfg: CfgParallel | None
+    cfg: list[CfgParallel]
 
     def begin_job(self, uses_cfg: bool) -> None:
-        if self.cfg is not None:
-            self.cfg.begin_job(uses_cfg)
+        for wrapper in self.cfg:
+            wrapper.begin_job(uses_cfg)
 
 
 def parallelize(
-    transformer: torch.nn.Module, plan: ParallelPlan, device: torch.device
+    transformers: list[torch.nn.Module], plan: ParallelPlan, device: torch.device
 ) -> Parallelized:
-    """Apply `plan` to `transformer` on every rank (all ranks must call this together)."""
+    """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together."""
     if plan.world_size == 1:
-        return Parallelized(plan, None)
+        return Parallelized(plan, [])
     mesh = init_device_mesh(
         device.type,
         (plan.cfg_degree, plan.ring_degree, plan.ulysses_degree),
         mesh_dim_names=("cfg", "ring", "ulysses"),
     )
-    apply_sequence_parallel(transformer, plan, mesh, device)
+    flat = None
     if plan.shard_weights:
         flat = init_device_mesh(device.type, (plan.world_size,), mesh_dim_names=("fsdp",))
-        shard_weights(transformer, flat)
-    cfg = None
-    if plan.cfg_degree > 1:
-        cfg_mesh = mesh["cfg"]
-        cfg = CfgParallel(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank())
-    return Parallelized(plan, cfg)
+    wrappers = []
+    for transformer in transformers:
+        apply_sequence_parallel(transformer, plan, mesh, device)
+        if flat is not None:
+            shard_weights(transformer, flat)
+        if plan.cfg_degree > 1:
+            cfg_mesh = mesh["cfg"]
+            wrappers.append(
+                CfgParallel(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank())
+            )
+    return Parallelized(plan, wrappers)
