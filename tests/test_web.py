@@ -31,6 +31,7 @@ from gradio_client import handle_file
 from PIL import Image
 
 from paradit.backend.client import Client
+from paradit.backend.config import JOB_FIELDS
 from paradit.web.app import launch, parse_auth
 from paradit.web.forms import job_body, pick_seed, size_presets
 from paradit.web.progress import ProgressClock, progress_text
@@ -228,17 +229,7 @@ def test_named_api_takes_the_job_fields(ui):
     api = gradio(ui).view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert sorted(api) == ["/cancel", "/generate", "/job"]
     names = [p["parameter_name"] for p in api["/generate"]["parameters"]]
-    assert names == [
-        "prompt",
-        "negative_prompt",
-        "width",
-        "height",
-        "num_frames",
-        "num_inference_steps",
-        "guidance_scale",
-        "seed",
-        "image",
-    ]
+    assert names == list(JOB_FIELDS)  # the fields of POST /v1/jobs, in order
 
 
 def test_image_to_video_mode_needs_and_sends_the_start_image(backends, tmp_path):
