@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -243,26 +244,40 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    prompts = [ln.strip() for ln in Path(args.prompts).read_text().splitlines() if ln.strip()]
+    path = Path(args.prompts)
+    if not path.is_file():
+        raise UsageError(f"--prompts {args.prompts}: no such file")
+    prompts = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
     if not prompts:
         raise UsageError(f"--prompts {args.prompts}: no prompts in the file")
-    seeds = parse_seeds(args.seeds)
+    work = [(i, p, seed) for i, p in enumerate(prompts) for seed in parse_seeds(args.seeds)]
     failed = 0
     with BackendSession(args) as client:
-        ids = [
-            (i, seed, client.submit({**job_body(args, p), "seed": seed}))
-            for i, p in enumerate(prompts)
-            for seed in seeds
-        ]
-        for index, seed, job_id in ids:
+        pending: deque[tuple[Path, str]] = deque()
+        for index, prompt, seed in work:
+            if len(pending) >= BATCH_WINDOW:  # keep the backend's queue short
+                failed += _finish_one(client, *pending.popleft())
             out = Path(args.out) / f"{index:04d}-seed{seed}"
-            try:
-                client.download(client.wait(job_id), out)
-                log.info("wrote %s", out)
-            except Exception as exc:  # one failed job does not stop the batch
-                failed += 1
-                log.error("%s: %s", out, exc)
+            pending.append((out, client.submit({**job_body(args, prompt), "seed": seed})))
+        while pending:
+            failed += _finish_one(client, *pending.popleft())
     return 1 if failed else 0
+
+
+BATCH_WINDOW = 8
+
+
+def _finish_one(client, out: Path, job_id: str) -> int:
+    """Wait for one batch job and download it; 1 if it failed (the batch goes on)."""
+    from .client import BackendError
+
+    try:
+        client.download(client.wait(job_id), out)
+        log.info("wrote %s", out)
+        return 0
+    except BackendError as exc:
+        log.error("%s: %s", out, exc)
+        return 1
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -338,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BackendError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError) as exc:  # files, network, a lost rank: one line (-v: more)
+        if args.verbose:
+            log.exception("%s failed", args.command)
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -88,9 +88,19 @@ class Limits:
     default_steps: int = 4
     default_guidance: float = 5.0
     fps: int = 16
+    min_tokens: int = 1
+    """The sequence-parallel degree: every rank needs at least one token."""
+    max_tokens: int = 2**17
+    """Latent tokens of one job (Wan 720p x 81 frames is 75,600)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def tokens(self, width: int, height: int, num_frames: int) -> int:
+        """Latent tokens the DiT sees: one per size_multiple x size_multiple pixels per
+        latent frame (the VAE's downsampling times the patch or packing size)."""
+        latent_frames = (num_frames - 1) // self.frame_multiple + 1 if self.frame_multiple else 1
+        return latent_frames * (width // self.size_multiple) * (height // self.size_multiple)
 
     def frames_rule(self) -> str:
         if self.frame_multiple == 0:
@@ -118,6 +128,10 @@ def _need_str(body: dict, name: str, default: str, max_chars: int) -> str:
         raise ValueError(f"{name} must be a string, got {type(value).__name__}")
     if len(value) > max_chars:
         raise ValueError(f"{name} must be at most {max_chars} characters, got {len(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} must be valid Unicode text (no lone surrogates)") from None
     return value
 
 
@@ -205,6 +219,12 @@ class JobRequest:
         guidance = float(guidance)
         if not math.isfinite(guidance) or not 0.0 <= guidance <= limits.max_guidance:
             raise ValueError(f"guidance_scale must be between 0 and {limits.max_guidance}")
+        tokens = limits.tokens(width, height, frames)
+        if not limits.min_tokens <= tokens <= limits.max_tokens:
+            raise ValueError(
+                f"width x height x frames gives {tokens} latent tokens; this backend takes "
+                f"{limits.min_tokens} to {limits.max_tokens}"
+            )
         seed = _need_int(body, "seed", 0, 0, MAX_SEED)
         image = body.get("image")
         if limits.needs_image and not image:
@@ -281,8 +301,12 @@ class ServeConfig:
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be between 0 and 65535, got {self.port}")
-        if not self.timeout_s > 0:
-            raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout_s}")
+        if not 0 < self.timeout_s <= 7 * 86400:
+            raise ValueError(
+                f"--timeout must be > 0 and at most 7 days (604800 s), got {self.timeout_s}"
+            )
+        if self.token == "":
+            raise ValueError("--token must not be empty (leave it out for no token)")
         if self.threads_per_rank is not None and self.threads_per_rank < 1:
             raise ValueError("--threads must be >= 1")
         if self.max_queue < 1:

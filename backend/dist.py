@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 log = logging.getLogger(__name__)
+
+Abort = Callable[[], "str | None"]
 
 STARTUP_TIMEOUT_S = 1800.0
 """How long ranks wait for each other while starting (imports, downloads, loading): start-up
@@ -35,7 +38,11 @@ class LaunchEnv:
     master_addr: str
     master_port: int
     launcher: str
-    """"paradit", "torchrun", "slurm" or "mpi"."""
+    """"paradit", "torchrun", "slurm", "mpi" or "env" (RANK/WORLD_SIZE set by hand)."""
+    agent_store: bool = False
+    """torchrun's agent already serves the TCPStore on MASTER_PORT."""
+    generation: int = 0
+    """torchrun's restart count: keys of an earlier incarnation must not be read again."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.world_size:
@@ -44,9 +51,8 @@ class LaunchEnv:
             raise ValueError(f"local rank {self.local_rank} out of range")
 
     @property
-    def agent_hosts_store(self) -> bool:
-        """torchrun's agent already serves the TCPStore on MASTER_PORT."""
-        return self.launcher == "torchrun"
+    def prefix(self) -> str:
+        return f"paradit/{self.generation}"
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> LaunchEnv | None:
@@ -67,6 +73,8 @@ class LaunchEnv:
         for launcher, rank_key, size_key, local_key, local_size_key in keys:
             if rank_key not in env or size_key not in env:
                 continue
+            if launcher == "slurm" and not env.get("SLURM_STEP_ID", "").isdigit():
+                continue  # an sbatch/salloc shell, not a task of an srun step
             if launcher == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
                 launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
             addr = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR")
@@ -76,7 +84,8 @@ class LaunchEnv:
                 )
             port = int(env.get("MASTER_PORT", "29500"))
             size = int(env[size_key])
-            local_size = env.get(local_size_key, "").split("(")[0]
+            local_size = env.get(local_size_key) or env.get("SLURM_STEP_TASKS_PER_NODE", "")
+            local_size = local_size.split("(")[0].split(",")[0]
             return cls(
                 rank=int(env[rank_key]),
                 world_size=size,
@@ -85,23 +94,35 @@ class LaunchEnv:
                 master_addr=addr,
                 master_port=port,
                 launcher=launcher,
+                agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+                generation=int(env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
             )
         return None
 
 
 def pick_device(device: str, env: LaunchEnv) -> torch.device:
-    """`auto`: one CUDA device per local rank when there are enough, else CPU."""
-    cuda_ok = torch.cuda.is_available() and torch.cuda.device_count() >= env.local_world_size
-    if device == "cuda":
-        if not cuda_ok:
-            found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            raise ValueError(
-                f"--device cuda needs one CUDA device per local rank "
-                f"({env.local_world_size}), found {found}"
-            )
-        return torch.device("cuda", env.local_rank)
-    if device == "auto" and cuda_ok:
-        return torch.device("cuda", env.local_rank)
+    """`auto`: one CUDA device per local rank when there are enough, else CPU.
+
+    Under an external launcher that gives each task one GPU of its own (e.g. srun
+    --gpus-per-task=1), every rank sees a single device: it is that rank's, cuda:0.
+    """
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = None
+    if count >= env.local_world_size:
+        index = env.local_rank
+    elif count == 1 and env.launcher != "paradit" and env.world_size > 1:
+        index = 0
+    if device == "cuda" and index is None:
+        raise ValueError(
+            f"--device cuda needs one CUDA device per local rank ({env.local_world_size}), "
+            f"found {count}"
+        )
+    if device in ("cuda", "auto") and index is not None:
+        return torch.device("cuda", index)
+    if device == "auto" and count:
+        log.warning(
+            "%d CUDA device(s) for %d local ranks: running on CPU", count, env.local_world_size
+        )
     return torch.device("cpu")
 
 
@@ -116,6 +137,8 @@ class Group:
     ctrl: dist.ProcessGroup
     """gloo group for small CPU messages during a job (tensors of the spec, cancel flags)."""
     timeout: timedelta
+    abort: Abort = field(default=lambda: None)
+    """Why to give up waiting for the other ranks at start-up (e.g. one exited), or None."""
 
     @property
     def rank(self) -> int:
@@ -134,11 +157,11 @@ class Group:
         store = dist.TCPStore(
             self.env.master_addr, self.env.master_port, is_master=False, timeout=self.timeout
         )
-        return dist.PrefixStore("paradit", store)
+        return dist.PrefixStore(self.env.prefix, store)
 
     def barrier(self, name: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         """Wait on the store (not a collective) until every rank arrives at `name`."""
-        store_barrier(self.store, name, self.world_size, timeout_s)
+        store_barrier(self.store, name, self.world_size, timeout_s, self.abort)
 
     def close(self) -> None:
         if dist.is_initialized():
@@ -146,41 +169,68 @@ class Group:
 
 
 def open_store(env: LaunchEnv, timeout: timedelta) -> dist.TCPStore:
-    """Rank 0 hosts the TCPStore (unless torchrun's agent does); the others connect."""
-    is_master = env.rank == 0 and not env.agent_hosts_store
-    return dist.TCPStore(
+    """Rank 0 hosts the TCPStore (unless torchrun's agent does); the others connect.
+
+    paradit's own single-machine launch listens on 127.0.0.1 only: the store takes commands
+    without authentication. Across machines it must listen where the other ranks reach it;
+    keep that network private.
+    """
+    is_master = env.rank == 0 and not env.agent_store
+    kwargs = {}
+    if is_master and env.launcher == "paradit":
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", env.master_port))
+        listener.listen(128)
+        env_port = listener.getsockname()[1]
+        kwargs["master_listen_fd"] = listener.detach()  # the store owns the socket now
+    else:
+        env_port = env.master_port
+    store = dist.TCPStore(
         env.master_addr,
-        env.master_port,
+        env_port,
         is_master=is_master,
         wait_for_workers=False,
         timeout=timeout,
         use_libuv=True,
+        **kwargs,
     )
+    return store
 
 
-def store_barrier(store: dist.Store, name: str, world_size: int, timeout_s: float) -> None:
-    """Every rank adds itself to counter `name`, then waits until all have."""
+def store_barrier(
+    store: dist.Store, name: str, world_size: int, timeout_s: float, abort: Abort = lambda: None
+) -> None:
+    """Every rank adds itself to counter `name`, then waits until all have (or `abort` says
+    why not)."""
     key = f"barrier/{name}"
     store.add(key, 1)
     deadline = time.monotonic() + timeout_s
     while store.add(key, 0) < world_size:
+        reason = abort()
+        if reason:
+            raise RuntimeError(f"start-up stopped: {reason}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"ranks did not all reach {name!r} within {timeout_s:.0f}s")
         time.sleep(0.01)
 
 
 def join_group(
-    env: LaunchEnv, device: torch.device, timeout: timedelta, store: dist.TCPStore | None = None
+    env: LaunchEnv,
+    device: torch.device,
+    timeout: timedelta,
+    store: dist.TCPStore | None = None,
+    abort: Abort = lambda: None,
 ) -> Group:
     """Join the default process group (NCCL+gloo on CUDA, gloo on CPU) and a gloo control group."""
     store = store or open_store(env, timedelta(seconds=STARTUP_TIMEOUT_S))
-    store_barrier(dist.PrefixStore("paradit", store), "join", env.world_size, STARTUP_TIMEOUT_S)
+    control = dist.PrefixStore(env.prefix, store)
+    store_barrier(control, "join", env.world_size, STARTUP_TIMEOUT_S, abort)
     backend = "cuda:nccl,cpu:gloo" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(
         backend=backend,
-        store=dist.PrefixStore("pg", store),
+        store=dist.PrefixStore(f"pg/{env.generation}", store),
         rank=env.rank,
         world_size=env.world_size,
         timeout=timeout,
@@ -192,4 +242,4 @@ def join_group(
         else dist.group.WORLD
     )
     log.info("rank %d/%d joined on %s (%s)", env.rank, env.world_size, device, backend)
-    return Group(env, device, dist.PrefixStore("paradit", store), ctrl, timeout)
+    return Group(env, device, control, ctrl, timeout, abort)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import JobRequest, Limits, decode_image_png
+from .config import JobRequest, Limits
 
 Tensors = dict[str, torch.Tensor]
 
@@ -43,6 +43,9 @@ class Family:
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         """Keyword arguments for `pipe(...)` on every rank, from the broadcast tensors."""
         raise NotImplementedError
+
+    def finish(self, pipe: Any) -> None:
+        """Undo what `prepare` set on the pipeline for one job (after it ends, on every rank)."""
 
     def frames(self, output: Any) -> np.ndarray:
         """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
@@ -107,37 +110,36 @@ class _Wan(Family):
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
 
-def request_image(request: JobRequest, limits: Limits | None = None):
-    """The request's start image as an RGB PIL image."""
-    from PIL import Image
-
-    raw = decode_image_png(request.image, limits) if limits else _b64(request.image)
-    with Image.open(io.BytesIO(raw)) as img:
-        return img.convert("RGB")
-
-
-def _b64(data: str) -> bytes:
+def request_image(request: JobRequest):
+    """The request's start image as an RGB PIL image at the requested size."""
     import base64
 
-    return base64.b64decode(data.split(",", 1)[-1])
+    from PIL import Image
+
+    raw = base64.b64decode(request.image.split(",", 1)[-1])
+    with Image.open(io.BytesIO(raw)) as img:
+        return img.convert("RGB").resize((request.width, request.height))
 
 
 class _WanImageToVideo(_Wan):
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         tensors = self._text(pipe, request, device)
         if pipe.transformer.config.image_dim is not None:  # Wan 2.1 i2v conditions on CLIP
-            image = request_image(request).resize((request.width, request.height))
-            tensors["image_embeds"] = pipe.encode_image(image, device)
+            # The class's method: `prepare` hands the pipeline a per-job stand-in.
+            tensors["image_embeds"] = type(pipe).encode_image(pipe, request_image(request), device)
         return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        image = request_image(request).resize((request.width, request.height))
         if "image_embeds" in tensors:
             # diffusers refuses `image` together with `image_embeds`, yet needs the image for
-            # the VAE condition; hand it the embeddings rank 0 computed through its own hook.
+            # the VAE condition; this job's embeddings (from rank 0) stand in for the encoder
+            # until `finish` removes them again.
             embeds = tensors["image_embeds"]
             pipe.encode_image = lambda *_args, **_kwargs: embeds
-        return {**self._common(request, tensors), "image": image}
+        return {**self._common(request, tensors), "image": request_image(request)}
+
+    def finish(self, pipe: Any) -> None:
+        pipe.__dict__.pop("encode_image", None)
 
 
 class _Flux(Family):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ class QueueFull(RuntimeError):
     """The queue holds as many jobs as it may."""
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: requests can hold megabytes of image
 class Job:
     request: JobRequest
     out_dir: Path
@@ -36,8 +37,13 @@ class Job:
     num_frames: int = 0
     timings: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    request_view: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.request_view = self.request.to_dict(with_image=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """A snapshot for JSON (the job thread keeps writing to the live fields)."""
         return {
             "id": self.id,
             "status": self.status,
@@ -46,10 +52,10 @@ class Job:
             "created": self.created,
             "started": self.started,
             "finished": self.finished,
-            "request": self.request.to_dict(with_image=False),
+            "request": self.request_view,
             "num_frames": self.num_frames,
-            "files": self.files,
-            "timings": self.timings,
+            "files": list(self.files),
+            "timings": dict(self.timings),
         }
 
 
@@ -65,6 +71,8 @@ class JobBook:
 
     def submit(self, job: Job) -> Job:
         with self._cond:
+            if self._closed:
+                raise RuntimeError("the backend is shutting down")
             if len(self._queue) >= self.max_queue:
                 raise QueueFull(f"the queue is full ({self.max_queue} jobs); try again later")
             job.total = job.request.num_inference_steps
@@ -89,6 +97,7 @@ class JobBook:
     def finish(self, job: Job, status: str, error: str | None = None) -> None:
         with self._cond:
             job.status, job.error, job.finished = status, error, time.time()
+            job.request = dataclasses.replace(job.request, image=None)  # free the image
             self._cond.notify_all()
 
     def cancel(self, job_id: str) -> Job | None:

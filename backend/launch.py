@@ -8,6 +8,7 @@ srun / mpirun every process runs `serve` and reads its rank from the environment
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
@@ -24,7 +26,15 @@ import torch
 
 from .config import ServeConfig
 from .control import Heartbeat, Worker
-from .dist import STARTUP_TIMEOUT_S, Group, LaunchEnv, join_group, open_store, pick_device
+from .dist import (
+    STARTUP_TIMEOUT_S,
+    Abort,
+    Group,
+    LaunchEnv,
+    join_group,
+    open_store,
+    pick_device,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +55,19 @@ class Children:
             "WORLD_SIZE": str(env.world_size),
             "LOCAL_WORLD_SIZE": str(env.world_size),
         }
-        for rank in range(1, env.world_size):
-            child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
-            self.procs[rank] = subprocess.Popen(
-                [sys.executable, "-m", "paradit.backend.launch"], env=child_env
-            )
+        try:
+            for rank in range(1, env.world_size):
+                child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+                # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
+                # group in order; the children die with rank 0 in any case (PDEATHSIG).
+                self.procs[rank] = subprocess.Popen(
+                    [sys.executable, "-m", "paradit.backend.launch"],
+                    env=child_env,
+                    start_new_session=True,
+                )
+        except OSError:
+            self.stop(grace_s=0)
+            raise
 
     def lost(self) -> str | None:
         dead = {r: p.returncode for r, p in self.procs.items() if p.poll() is not None}
@@ -59,17 +77,20 @@ class Children:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Wait for a clean exit, then terminate, then kill: no child is left behind."""
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        for signal_to_send, wait_s in (
+            (None, grace_s),
+            (signal.SIGTERM, 5.0),
+            (signal.SIGKILL, 5.0),
+        ):
+            deadline = time.monotonic() + wait_s
+            for proc in self.procs.values():
+                if proc.poll() is None and signal_to_send is not None:
+                    proc.send_signal(signal_to_send)
+            for proc in self.procs.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if all(proc.poll() is not None for proc in self.procs.values()):
+                return
 
 
 def _threads(config: ServeConfig, env: LaunchEnv) -> int:
@@ -78,13 +99,13 @@ def _threads(config: ServeConfig, env: LaunchEnv) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, env.local_world_size))
 
 
-def start_rank(config: ServeConfig, env: LaunchEnv, store=None):
-    """Join the group and load the model on this rank."""
+def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
+    """Join the group and load the model on this rank; `abort` ends start-up waits early."""
     from .runtime import Runtime
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)
-    group = join_group(env, device, timedelta(seconds=config.timeout_s), store)
+    group = join_group(env, device, timedelta(seconds=config.timeout_s), store, abort)
     overrides = {
         "cfg_degree": config.cfg_degree,
         "ulysses_degree": config.ulysses_degree,
@@ -149,9 +170,18 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     try:
         if config.world_size > 1 and store is not None:
             children = Children(config, env)
-        group, runtime = start_rank(config, env, store)
-        service = Service(runtime, config, children.lost if children else lambda: None)
-        service.wait_ready()
+        lost_children = children.lost if children else lambda: None
+
+        def abort() -> str | None:
+            return "stopped by a signal" if stop.is_set() else lost_children()
+
+        group, runtime = start_rank(config, env, store, abort)
+        service = Service(runtime, config, lost_children)
+        service.wait_ready(abort)
+        if config.token is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning(
+                "serving on %s without --token: anyone who reaches it can run jobs", config.host
+            )
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
         on_ready(http.url, config.world_size)
         service.run_forever(stop)

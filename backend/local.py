@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -25,6 +26,28 @@ from .client import BackendError, Client
 log = logging.getLogger(__name__)
 
 READY = re.compile(r"\bready\b.*?(http://\S+)")
+
+LAUNCHER_VARS = frozenset(
+    {
+        # The backend starts its own group: an outer launcher's rank must not leak into it,
+        # nor a token it would then demand from this process's own client.
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_PROCID",
+        "SLURM_STEP_ID",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PARADIT_TOKEN",
+        "PARADIT_LAUNCHER",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -82,11 +105,14 @@ class LocalBackend:
         self, spec: LocalSpec, *, start_timeout_s: float = 600.0, log_file: str | Path | None = None
     ):
         self.spec = spec
+        self._own_log = log_file is None
         if log_file is None:
-            log_file = Path(tempfile.mkstemp(prefix="paradit-serve-", suffix=".log")[1])
+            handle, log_file = tempfile.mkstemp(prefix="paradit-serve-", suffix=".log")
+            os.close(handle)
         self.log_path = Path(log_file)
         self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
-        env = {**os.environ, "PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
+        env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+        env |= {"PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
         # A neutral working folder: the caller's (e.g. ComfyUI's) would come first on the
         # child's import path, and its top-level modules could shadow libraries.
         workdir = Path(spec.output_dir).resolve()
@@ -114,9 +140,10 @@ class LocalBackend:
 
     def _wait_ready(self, timeout_s: float) -> str:
         last = ""
+        deadline = time.monotonic() + timeout_s
         while True:
             try:
-                line = self._lines.get(timeout=timeout_s)
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self.stop()
                 raise BackendError(
@@ -125,6 +152,7 @@ class LocalBackend:
             if line is None:
                 code = self.proc.wait()
                 reason = self.last_error() or last.strip() or "no message"
+                self.stop()
                 raise BackendError(f"backend exited with code {code} before ready: {reason}")
             last = line if line.strip() else last
             match = READY.search(line)
@@ -157,6 +185,8 @@ class LocalBackend:
         if self._log is not None:
             self._log.close()
             self._log = None
+            if self._own_log:
+                self.log_path.unlink(missing_ok=True)
         atexit.unregister(self.stop)
 
     def __enter__(self) -> LocalBackend:

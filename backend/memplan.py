@@ -59,10 +59,12 @@ def _folder_bytes(folder: Path) -> dict[str, Any]:
 
 
 def _tokens(config: dict[str, Any], width: int, height: int, frames: int) -> int:
-    patch = config.get("patch_size", 2)
-    patch_t, patch_h, patch_w = patch if isinstance(patch, (list, tuple)) else (1, patch, patch)
+    """Latent tokens: 8x VAE downsampling, then patches (Wan: [1, 2, 2]) or Flux's 2x2
+    packing of its patch-size-1 latents; 4x temporal downsampling for video."""
+    patch = config.get("patch_size", 1)
+    patch_t, patch_hw = (patch[0], patch[1]) if isinstance(patch, (list, tuple)) else (1, 2)
     latent_frames = (frames - 1) // 4 + 1 if frames > 1 else 1
-    return (latent_frames // patch_t) * (height // 8 // patch_h) * (width // 8 // patch_w)
+    return (latent_frames // patch_t) * (height // 8 // patch_hw) * (width // 8 // patch_hw)
 
 
 def estimate(
@@ -81,7 +83,7 @@ def estimate(
         _preset_bytes(source.name) if source.kind == "preset" else _folder_bytes(Path(source.name))
     )
     sizes, config = found["sizes"], found["transformer"]
-    dit = sizes.get("transformer", 0)
+    dit = sizes.get("transformer", 0) + sizes.get("transformer_2", 0)  # Wan 2.2: two experts
     blocks = max(1, config.get("num_layers", 1) + config.get("num_single_layers", 0))
     supports_cfg = not config.get("guidance_embeds", False)
     plan = choose_plan(gpus, supports_cfg=supports_cfg, device_type="cuda")

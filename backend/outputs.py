@@ -51,9 +51,11 @@ def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
         ffmpeg_log_level="error",
     )
     writer.send(None)
-    for frame in frames:
-        writer.send(np.ascontiguousarray(frame).tobytes())
-    writer.close()
+    try:
+        for frame in frames:
+            writer.send(np.ascontiguousarray(frame).tobytes())
+    finally:
+        writer.close()
 
 
 def write_outputs(out_dir: Path, frames: np.ndarray, fps: int) -> list[str]:

@@ -8,6 +8,7 @@ decodes with the VAE (the others stop at the latents).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -75,20 +76,30 @@ class Runtime:
         started = time.perf_counter()
         self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
         self.pipe.set_progress_bar_config(disable=True)
-        self.pipe.to(group.device)
-        if group.device.type == "cpu":
-            align_cpu_weights(self.pipe)  # results must not depend on the file's layout
-        self.limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
+        limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
         self.plan: ParallelPlan = choose_plan(
             group.world_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
             device_type=group.device.type,
             **plan_overrides,
         )
+        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def _place(self, device: torch.device) -> None:
+        """Move the components to the device. Sharded DiTs stay where they are: FSDP2 moves
+        each parameter to the device as it shards it, so no rank ever holds a whole DiT there.
+        """
+        sharded = self.plan.shard_weights and self.plan.world_size > 1
+        for name, module in self.pipe.components.items():
+            if isinstance(module, torch.nn.Module) and not (sharded and name in DIT_COMPONENTS):
+                module.to(device)
+        if device.type == "cpu":
+            align_cpu_weights(self.pipe)  # results must not depend on the file's layout
 
     def dits(self) -> list[torch.nn.Module]:
         """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""
@@ -163,6 +174,7 @@ class Runtime:
             )
         finally:
             self.parallel.begin_job(False)
+            self.family.finish(self.pipe)
         return self.family.frames(output) if driver else None
 
     def _agree_cancel(self, wants: bool) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .jobs import FINAL, Job, QueueFull
@@ -65,18 +66,22 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
 
     @app.post("/v1/jobs")
     async def submit(request: Request):
+        too_big = error(413, f"the body must be at most {max_body} bytes")
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_body):
-            return error(413, f"the body must be at most {max_body} bytes")
-        raw = await request.body()
-        if len(raw) > max_body:
-            return error(413, f"the body must be at most {max_body} bytes")
+            return too_big
+        raw = bytearray()
+        async for chunk in request.stream():  # bounded even without a Content-Length
+            raw += chunk
+            if len(raw) > max_body:
+                return too_big
         try:
             body = json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
             return error(400, "the body must be a JSON object with the job fields")
         try:
-            job = service.submit(body)
+            # Image decoding and the health check block: keep them off the event loop.
+            job = await run_in_threadpool(service.submit, body)
         except ValueError as exc:
             return error(422, str(exc))
         except QueueFull as exc:
@@ -127,7 +132,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/frames/{index}")
     def frame(job_id: str, index: str):
-        if not index.isdigit():
+        if not (index.isascii() and index.isdigit()):
             return error(400, "the frame index must be a whole number >= 0")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 

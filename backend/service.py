@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,16 @@ def versions() -> dict[str, str]:
         "diffusers": diffusers.__version__,
         "python": platform.python_version(),
     }
+
+
+class JobFailedError(RuntimeError):
+    """A job failed; the message says why (a rank's own error when it was one rank's)."""
+
+
+def _without_rank(error: str) -> str:
+    """`rank 3: ValueError: x` -> `ValueError: x` (workers prefix their errors)."""
+    head, _, rest = error.partition(": ")
+    return rest if head.startswith("rank ") else error
 
 
 class Service:
@@ -85,8 +96,11 @@ class Service:
             detail["error"] = reason
         return ok, detail
 
-    def wait_ready(self) -> None:
-        self.ranks = [self.runtime.rank_info(), *self.driver.wait_ready(self.lost, 3600.0)]
+    def wait_ready(self, abort: Callable[[], str | None] = lambda: None) -> None:
+        def why() -> str | None:
+            return abort() or self.lost()
+
+        self.ranks = [self.runtime.rank_info(), *self.driver.wait_ready(why, 3600.0)]
         self.ready = True
 
     def info(self) -> dict[str, Any]:
@@ -162,6 +176,7 @@ class Service:
                 {"type": "run", "job_id": job.id, "request": request.to_dict(), "tensors": meta}
             )
         clock = StepClock()
+        frames, own_error = None, None
         try:
             shared = runtime.share(tensors, meta)
 
@@ -170,8 +185,9 @@ class Service:
                 return job.cancel_requested
 
             frames = runtime.denoise(request, shared, on_step, clock)
-        finally:
-            self._collect(seq)
+        except Exception as exc:  # JobCancelled too: settled with the workers' replies below
+            own_error = exc
+        self._settle(seq, own_error)
         end = time.perf_counter()
         steps = clock.step_seconds()
         timings["first_step_start_s"] = round(clock.start - begin, 4)
@@ -181,18 +197,35 @@ class Service:
             timings["decode_s"] = round(end - clock.marks[-1], 4)
         return frames, clock
 
-    def _collect(self, seq: int | None) -> None:
-        """Every worker's reply to the job; a worker's own error becomes the job's error."""
-        if seq is None:
+    def _settle(self, seq: int | None, own_error: Exception | None) -> None:
+        """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.
+
+        A job that failed the same way on every rank (a deterministic error) leaves the group
+        in step. Anything else — one rank failing alone, a rank timing out in a collective,
+        cancel on some ranks only — may have left collectives unmatched, so the backend is
+        marked unhealthy rather than trusted with the next job.
+        """
+        replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0) if seq else {}
+        worker_errors = [r["error"] for r in replies.values() if not r.get("ok")]
+        if own_error is None and not worker_errors:
             return
-        replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0)
-        errors = [
-            r["error"] for r in replies.values() if not r.get("ok") and not r.get("cancelled")
-        ]
-        if errors:
-            raise RuntimeError(errors[0])
+        cancelled = isinstance(own_error, JobCancelled)
+        if cancelled and all(r.get("cancelled") for r in replies.values()):
+            raise own_error
+        own_text = None if own_error is None else f"{type(own_error).__name__}: {own_error}"
+        texts = {_without_rank(e) for e in worker_errors}
+        in_step = (
+            own_text is not None and len(worker_errors) == len(replies) and texts <= {own_text}
+        )
+        message = own_text if own_text and not cancelled else worker_errors[0]
+        if replies and not in_step:
+            self.broken = f"ranks disagreed about the last job ({message}); restart the backend"
+            self.book.fail_queued(f"backend is not healthy: {self.broken}")
+        raise JobFailedError(message)
 
     def _failure(self, exc: Exception) -> str:
+        if isinstance(exc, JobFailedError):
+            return str(exc)
         if isinstance(exc, RankLost):
             self.broken = str(exc)
             self.book.fail_queued(f"backend lost a rank: {exc}")
@@ -207,6 +240,8 @@ class Service:
     def _finish(self, job: Job, status: str, error: str | None = None) -> None:
         if status == "succeeded":  # job.json exists before anyone sees "succeeded"
             write_record(job.out_dir, self.record(job, status))
+        else:
+            shutil.rmtree(job.out_dir, ignore_errors=True)  # no half-written outputs
         self.book.finish(job, status, error)
         log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
 

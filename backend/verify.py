@@ -31,6 +31,11 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> tuple[bool, dict[s
     """Run `body` at world size 1 and `args.world_size`; compare the PNG bytes frame by frame."""
     if args.world_size < 2:
         raise ValueError("--world-size must be at least 2 to compare with world size 1")
+    if args.device == "auto":  # both runs on the same kind of device, or the test is moot
+        import torch
+
+        enough = torch.cuda.is_available() and torch.cuda.device_count() >= args.world_size
+        args.device = "cuda" if enough else "cpu"
     runs = [_run(args, size, body) for size in (1, args.world_size)]
     first, other = (run.pop("frames") for run in runs)
     mismatched = [i for i, (a, b) in enumerate(zip(first, other, strict=False)) if a != b]

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+# A token meant for remote servers must not lock a backend that the CLI starts for itself.
+ENV["PARADIT_TOKEN"] = "for-remote-servers-only"
+SERVE_ENV = {k: v for k, v in ENV.items() if k != "PARADIT_TOKEN"}  # serve would demand it
 
 
 def paradit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -152,7 +155,7 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env=ENV,
+        env=SERVE_ENV,
     )
     try:
         line = proc.stdout.readline()
@@ -177,6 +180,48 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
         for pid in workers:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_start_up_stops_when_a_rank_dies(tmp_path):
+    import time
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "paradit",
+            "serve",
+            "--model",
+            "tiny-wan",
+            "--world-size",
+            "2",
+            "--device",
+            "cpu",
+            "--port",
+            "0",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        child = None
+        while child is None and time.monotonic() < deadline:
+            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+            child = int(found.stdout.split()[0]) if found.stdout.strip() else None
+            time.sleep(0.05)
+        assert child is not None, "rank 1 never started"
+        os.kill(child, 9)
+        assert proc.wait(timeout=30) != 0  # no 30-minute wait for a rank that is gone
+        assert "rank 1 exited" in proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()

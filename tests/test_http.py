@@ -60,11 +60,11 @@ def _wait_for(predicate, timeout_s: float = 60, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _png(width: int, height: int) -> str:
+def _png(width: int, height: int, colour: tuple[int, int, int] = (200, 30, 30)) -> str:
     from PIL import Image
 
     buf = io.BytesIO()
-    Image.new("RGB", (width, height), (200, 30, 30)).save(buf, format="PNG")
+    Image.new("RGB", (width, height), colour).save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -113,14 +113,22 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
         ({"prompt": "x", "colour": "red"}, "unknown fields"),
         ({"prompt": "x" * 5000}, "at most"),
         ([1, 2], "JSON object"),
+        ({"prompt": "lone \ud800 surrogate"}, "valid Unicode"),
+        ({"prompt": "x", "width": 2048, "height": 2048, "num_frames": 257}, "latent tokens"),
     ]
     for body, needle in bad:
         with pytest.raises(BackendError) as err:
             client.submit(body)
         assert err.value.status == 422, body
         assert needle in str(err.value), (body, str(err.value))
-    status, reply = _post_raw(client.url + "/v1/jobs", b"{not json")
-    assert status == 400 and "JSON" in reply["error"]
+    for raw in (
+        b"{not json",
+        b'{"prompt": "x", "seed": 1' + b"0" * 5000 + b"}",
+        b"[" * 100000,
+        b"\xff\xfe",
+    ):
+        status, reply = _post_raw(client.url + "/v1/jobs", raw)
+        assert status == 400 and "JSON" in reply["error"], raw[:20]
     assert _announce_huge_body(client.url) == 413
     with pytest.raises(BackendError) as err:
         client.job("nope")
@@ -128,6 +136,9 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
     with pytest.raises(BackendError) as err:
         client.frame(job["id"], 99)
     assert err.value.status == 404
+    with pytest.raises(BackendError) as err:
+        client._request("GET", f"/v1/jobs/{job['id']}/frames/%C2%B2")  # a superscript two
+    assert err.value.status == 400
 
     # the server still serves, with the same result as before
     again, frames_again = run_job(client, {"prompt": "a fox", "seed": 1})
@@ -200,7 +211,9 @@ def test_image_to_video(backends):
         client.submit({"prompt": "x"})
     with pytest.raises(BackendError, match="could not be decoded"):
         client.submit({"prompt": "x", "image": base64.b64encode(b"not a png").decode()})
+    first = {"prompt": "the ball rolls", "image": _png(40, 24, (20, 90, 200)), "seed": 4}
     body = {"prompt": "the ball rolls", "image": _png(40, 24), "seed": 4}
+    run_job(client, first)  # an earlier job's image must not leak into the next
     job, frames = run_job(client, body)
     assert job["status"] == "succeeded" and len(frames) == 5
     backends.stop(client)

@@ -43,21 +43,25 @@ def test_launch_env_from_each_launcher():
             "MASTER_ADDR": "node0",
             "MASTER_PORT": "29400",
             "TORCHELASTIC_RUN_ID": "x",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "TORCHELASTIC_RESTART_COUNT": "2",
         }
     )
     assert (torchrun.rank, torchrun.world_size, torchrun.local_rank) == (3, 4, 1)
-    assert torchrun.launcher == "torchrun" and torchrun.agent_hosts_store
-    slurm = LaunchEnv.from_environ(
-        {
-            "SLURM_PROCID": "5",
-            "SLURM_NTASKS": "8",
-            "SLURM_LOCALID": "1",
-            "SLURM_NTASKS_PER_NODE": "4(x2)",
-            "MASTER_ADDR": "node0",
-        }
-    )
+    assert torchrun.launcher == "torchrun" and torchrun.agent_store
+    assert torchrun.prefix == "paradit/2"  # an elastic restart reads fresh keys
+    slurm_task = {
+        "SLURM_PROCID": "5",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "4(x2)",
+        "MASTER_ADDR": "node0",
+    }
+    # a batch script's own shell has SLURM_PROCID too, but it is no task of an srun step
+    assert LaunchEnv.from_environ(slurm_task) is None
+    slurm = LaunchEnv.from_environ({**slurm_task, "SLURM_STEP_ID": "0"})
     assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.local_world_size) == (5, 8, 1, 4)
-    assert slurm.master_port == 29500 and not slurm.agent_hosts_store
+    assert slurm.master_port == 29500 and not slurm.agent_store
     mpi = LaunchEnv.from_environ(
         {
             "OMPI_COMM_WORLD_RANK": "1",
@@ -75,7 +79,7 @@ def test_launch_env_from_each_launcher():
         1234,
     )
     with pytest.raises(ValueError, match="MASTER_ADDR"):
-        LaunchEnv.from_environ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+        LaunchEnv.from_environ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "3"})
     with pytest.raises(ValueError, match="rank"):
         LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a"})
 
@@ -150,6 +154,7 @@ def test_under_an_srun_style_environment(tmp_path, backends):
             "SLURM_NTASKS": "2",
             "SLURM_LOCALID": str(rank),
             "SLURM_NTASKS_PER_NODE": "2",
+            "SLURM_STEP_ID": "0",
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
         }
