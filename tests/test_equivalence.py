@@ -52,10 +52,13 @@ def test_odd_size_really_is_odd():
 @pytest.mark.parametrize("model", sorted(REQUESTS))
 def test_same_frames_at_world_sizes_1_2_3(backends, model):
     reference = {}
-    for world_size in (1, 2, 3):
+    # 2: CFG parallel (Flux: CFG when guided), 3: Ulysses over 3, 4: CFG x Ulysses
+    for world_size in (1, 2, 3, 4) if model == "tiny-wan" else (1, 2, 3):
         client = backends.get(model, world_size)
         plan = client.info()["plan"]
         assert plan["world_size"] == world_size
+        if world_size == 4:
+            assert plan["cfg_degree"] == 2 and plan["ulysses_degree"] == 2
         for index, body in enumerate(REQUESTS[model]):
             job, frames = run_job(client, body)
             assert job["status"] == "succeeded"
