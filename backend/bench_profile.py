@@ -137,7 +137,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
     dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
     model = DiffusionPipeline.from_pretrained(args.model).transformer.eval()
     plan = ParallelPlan(args.cfg_degree, args.world_size // args.cfg_degree, 1, args.shard)
-    parallel = parallelize(model, plan, torch.device("cpu"))
+    parallel = parallelize([model], plan, torch.device("cpu"))
     parallel.begin_job(True)
     clock = ModuleClock(model, REPLICATED, text_kv=True)
     data = _inputs(args.width, args.height)

@@ -189,10 +189,22 @@ class BackendSession:
             shutil.rmtree(self.local.spec.output_dir, ignore_errors=True)  # copied to --out
 
 
-def _progress(job: dict[str, Any]) -> None:
-    progress = job.get("progress") or {}
-    if job["status"] == "running" and progress.get("step"):
-        log.info("step %d/%d", progress["step"], progress["total"])
+class ProgressLog:
+    """Logs queue position and each new step once (the job is polled more often)."""
+
+    def __init__(self) -> None:
+        self.last: tuple = ()
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        progress = job.get("progress") or {}
+        now = (job["status"], progress.get("step"), job.get("queue_position"))
+        if now == self.last:
+            return
+        self.last = now
+        if job["status"] == "queued" and job.get("queue_position"):
+            log.info("queued behind %d job(s)", job["queue_position"])
+        elif job["status"] == "running" and progress.get("step"):
+            log.info("step %d/%d", progress["step"], progress["total"])
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -230,7 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     body = job_body(args, args.prompt)
     with BackendSession(args) as client:
-        job = client.generate(body, args.out, on_progress=_progress)
+        job = client.generate(body, args.out, on_progress=ProgressLog())
     log.info("wrote %s (%d frames)", args.out, job["num_frames"])
     return 0
 

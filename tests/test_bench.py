@@ -77,7 +77,10 @@ def test_plan_runs_follow_the_devices():
     assert labels == ["1 rank"]
     runs = plan_runs(QUICK, 2)
     assert [(r.mode, r.world_size, r.sharded) for r in runs] == [
-        ("baseline", 1, True), ("sequence", 2, True), ("cfg", 2, True), ("sequence", 2, False),
+        ("baseline", 1, True),
+        ("sequence", 2, True),
+        ("cfg", 2, True),
+        ("sequence", 2, False),
     ]
     assert runs[1].serve_args() == ("--cfg-degree", "1", "--ulysses-degree", "2")
     assert runs[3].serve_args()[-1] == "--no-shard"
@@ -89,12 +92,28 @@ def test_plan_runs_follow_the_devices():
 
 
 def _result(spec: RunSpec, steps: list[float], total: float, bytes_: int) -> RunResult:
-    result = RunResult(spec, cold_start_s=5.0, latency_ms=[40.0, 60.0, 50.0],
-                       latency_parts_ms={"http_submit_ms": 1.0, "queue_ms": 0.5,
-                                         "encode_ms": 40.0, "broadcast_ms": 2.0})
+    result = RunResult(
+        spec,
+        cold_start_s=5.0,
+        latency_ms=[40.0, 60.0, 50.0],
+        latency_parts_ms={
+            "http_submit_ms": 1.0,
+            "queue_ms": 0.5,
+            "encode_ms": 40.0,
+            "broadcast_ms": 2.0,
+        },
+    )
     result.jobs = [{"step_s": steps, "total_s": total, "write_s": 0.5}]
-    result.ranks = [{"rank": r, "pid": 1, "dit_param_bytes": bytes_, "peak_rss_bytes": 10 * bytes_,
-                     "gpu_bytes": None} for r in range(spec.world_size)]
+    result.ranks = [
+        {
+            "rank": r,
+            "pid": 1,
+            "dit_param_bytes": bytes_,
+            "peak_rss_bytes": 10 * bytes_,
+            "gpu_bytes": None,
+        }
+        for r in range(spec.world_size)
+    ]
     return result
 
 
@@ -106,8 +125,17 @@ def test_summary_arithmetic_and_targets():
         _result(RunSpec("sequence", 2, 1, 2, sharded=False), [9.0, 1.0, 1.1], 5.5, 1000),
     ]
     direct = [DirectResult(total_s=9.8, step_s=[9.0, 2.0, 2.0])]
-    summary = summarize(workload=SMOKE, results=results, direct=direct, setup_s=0.005,
-                        device="cpu", num_devices=2, quick=True, load_avg={}, wall_s=1.0)
+    summary = summarize(
+        workload=SMOKE,
+        results=results,
+        direct=direct,
+        setup_s=0.005,
+        device="cpu",
+        num_devices=2,
+        quick=True,
+        load_avg={},
+        wall_s=1.0,
+    )
     rows = {(r["mode"], r["world_size"], r["sharded"]): r for r in summary["scaling"]}
     assert rows[("sequence", 1, False)]["step_s"] == 2.0  # first step skipped, median
     assert rows[("sequence", 2, True)]["speedup"] == 1.6
