@@ -45,11 +45,14 @@ class Workload:
     num_jobs: int
     """Measured jobs per backend (and direct pipeline calls at world size 1)."""
     num_probes: int
-    """Small jobs per backend for the warm-latency median (the first one warms up)."""
+    """Small jobs per backend for the warm-latency median (the first one warms up and is
+    not counted; each other one is submitted to an idle server)."""
     no_shard_modes: tuple[str, ...]
     """Modes also run at world size 2 with `--no-shard`."""
     max_world_size: int
     guidance_scale: float = 5.0
+    idle_s: float = 1.5
+    """Pause before each latency probe, longer than the workers' 1 s fast-polling window."""
 
     def __post_init__(self) -> None:
         if self.num_inference_steps < 2:
@@ -84,9 +87,9 @@ QUICK = Workload(
     640,
     512,
     1,
-    num_inference_steps=4,
+    num_inference_steps=5,
     num_jobs=1,
-    num_probes=4,
+    num_probes=3,
     no_shard_modes=("sequence",),
     max_world_size=4,
 )
@@ -294,18 +297,24 @@ class Bench:
         info = client.info()
         result.plan = info["plan"]
         workload = self.workload
-        probes = [
-            _timed_job(client, workload.probe_body(), 0.02) for _ in range(workload.num_probes)
-        ]
-        warm = probes[1:]  # the first job after start pays one-time costs
+        _timed_job(client, workload.probe_body(), 0.05)  # the first job pays one-time costs
+        warm = []
+        for _ in range(workload.num_probes - 1):
+            time.sleep(workload.idle_s)  # a warm but idle server: workers poll slowly
+            warm.append(_timed_job(client, workload.probe_body(), 0.05))
+        result.latency_ms = [latency for _job, latency in warm]
+        parts = [_latency_parts(job) for job, _latency in warm]
+        result.latency_parts_ms = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
         if direct is not None:
             direct.run(workload.probe_body())  # the same warm-up for the direct pipeline
         for index in range(workload.num_jobs):
-            if direct is not None:
+            direct_first = index % 2 == 0  # pairs alternate their order against drift
+            if direct is not None and direct_first:
                 self.direct.append(direct.run(workload.body()))
-            job, latency = _timed_job(client, workload.body(), 0.25)
+            job, _latency = _timed_job(client, workload.body(), 0.25)
+            if direct is not None and not direct_first:
+                self.direct.append(direct.run(workload.body()))
             result.jobs.append(job["timings"])
-            warm.append((job, latency))
             log.info(
                 "%s: job %d/%d, steps %s",
                 result.spec.label,
@@ -313,9 +322,6 @@ class Bench:
                 workload.num_jobs,
                 job["timings"].get("step_s"),
             )
-        result.latency_ms = [latency for _job, latency in warm]
-        parts = [_latency_parts(job) for job, _latency in warm]
-        result.latency_parts_ms = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
         gpu = gpu_memory_bytes() if self.device == "cuda" else {}
         for rank in info["ranks"]:
             result.ranks.append(

@@ -14,6 +14,8 @@ step time over a few steps and, from `torch.profiler` over one more step, the ti
 
 and, from forward hooks, the time in modules that every rank computes in full under sequence
 parallelism (the patch and text/time embeddings, the cross-attention keys/values of the text).
+With more than one rank it first times one of each collective a step uses, at this model's
+sizes (`collectives_ms`). The report is JSON on stdout.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import logging
 import os
 import socket
 import statistics
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,7 @@ log = logging.getLogger(__name__)
 # Profiler event name prefixes per category; an event counts in the first category it matches.
 CATEGORIES = {
     "fsdp_all_gather": ("FSDP::all_gather",),
-    "ulysses_attention": ("TemplatedUlyssesAnythingAttention",),
+    "ulysses_attention": ("TemplatedUlyssesAnythingAttention", "TemplatedUlyssesAttention"),
     "output_gather": ("AllGatherAnythingFunction",),
     "cfg_all_gather": ("c10d::allgather_",),  # outside the two above: the CFG swap
     "sdpa": (
@@ -124,6 +128,47 @@ def _categorize(events: Any) -> dict[str, float]:
     return {k: round(v, 4) for k, v in totals.items()}
 
 
+def _collective_ms(fn: Any, repeats: int = 20) -> float:
+    """Median wall time of `fn()` in milliseconds, every rank starting together."""
+    import torch.distributed as dist
+
+    samples = []
+    for _ in range(repeats):
+        dist.barrier()
+        began = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - began)
+    return round(statistics.median(samples) * 1e3, 3)
+
+
+def collective_costs(num_tokens: int, hidden: int, block_numel: int) -> dict[str, float]:
+    """What one of each collective of a step costs here (ms), at this model's sizes.
+
+    all_to_all: one Ulysses q/k/v/out exchange; size_all_gather: the 8-byte sequence-length
+    exchange before each of them (ulysses_anything); block_all_gather: FSDP gathering one
+    transformer block; cancel_broadcast: the per-step cancel flag.
+    """
+    import torch
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    size = torch.zeros(1, dtype=torch.int64)
+    sizes = [torch.empty_like(size) for _ in range(world)]
+    local = torch.randn(num_tokens // world * hidden)
+    exchanged = torch.empty_like(local)
+    shard = torch.randn(block_numel // world)
+    block = torch.empty(shard.numel() * world)
+    flag = torch.zeros(1, dtype=torch.int32)
+    return {
+        "all_to_all_ms": _collective_ms(lambda: dist.all_to_all_single(exchanged, local)),
+        "size_all_gather_ms": _collective_ms(lambda: dist.all_gather(sizes, size)),
+        "block_all_gather_ms": _collective_ms(
+            lambda: dist.all_gather_into_tensor(block, shard), repeats=10
+        ),
+        "cancel_broadcast_ms": _collective_ms(lambda: dist.broadcast(flag, src=0)),
+    }
+
+
 def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> None:
     import torch
     import torch.distributed as dist
@@ -136,6 +181,12 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo", rank=rank, world_size=args.world_size)
     model = DiffusionPipeline.from_pretrained(args.model).transformer.eval()
+    collectives = {}
+    if args.world_size > 1:
+        hidden = model.config.num_attention_heads * model.config.attention_head_dim
+        block_numel = sum(p.numel() for p in model.blocks[0].parameters())
+        tokens = (args.width // 16) * (args.height // 16)
+        collectives = collective_costs(tokens, hidden, block_numel)
     plan = ParallelPlan(args.cfg_degree, args.world_size // args.cfg_degree, 1, args.shard)
     parallel = parallelize([model], plan, torch.device("cpu"))
     parallel.begin_job(True)
@@ -171,6 +222,7 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
             "steps": steps,
             "categories_s": _categorize(prof.events()),
             "modules_s": modules,
+            "collectives_ms": collectives,
         }
     )
     dist.destroy_process_group()
@@ -209,14 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.world_size % args.cfg_degree:
         parser.error("--cfg-degree must divide --world-size")
-    if args.model is None:
-        import tempfile
-        from pathlib import Path
+    with tempfile.TemporaryDirectory(prefix="paradit-profile-") as work:
+        if args.model is None:
+            from .bench_model import BenchModel, build_model_folder
 
-        from .bench_model import BenchModel, build_model_folder
-
-        args.model = str(build_model_folder(BenchModel(), Path(tempfile.mkdtemp()) / "model"))
-    reports = profile(args)
+            args.model = str(build_model_folder(BenchModel(), Path(work) / "model"))
+        reports = profile(args)
     report = json.dumps({"config": vars(args), "ranks": reports}, indent=2)
     os.write(1, (report + "\n").encode())
     return 0

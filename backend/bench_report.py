@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import statistics
 import time
@@ -20,6 +21,8 @@ TARGETS = {
     "warm_first_step_ms": ("warm submit -> first step (ms)", "<=", 100.0),
 }
 MIB = 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 def _median(values: list[float]) -> float | None:
@@ -100,6 +103,7 @@ def _memory(results: list[RunResult]) -> list[dict[str, Any]]:
             "label": r.spec.label,
             "world_size": r.spec.world_size,
             "sharded": r.spec.sharded and r.spec.world_size > 1,
+            "modes": r.plan.get("modes", []),
             "ranks": r.ranks,
         }
         for r in results
@@ -350,8 +354,11 @@ def render_markdown(summary: dict[str, Any]) -> str:
 
 def write_plot(summary: dict[str, Any], path: Path) -> None:
     """Speedup against ranks per mode (with the ideal), and the step time of every backend."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        log.warning("no plot: matplotlib is not installed (pip install matplotlib)")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -49,6 +49,8 @@ def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path):
     params = data["param_bytes_per_rank"]
     assert set(params) == {"1", "2"}
     assert params["2"] <= 0.55 * params["1"]
+    plans = {run["label"]: set(run["modes"]) for run in data["memory"]}
+    assert plans == {"1 rank": set(), "sequence x2": {"ulysses", "fsdp"}, "cfg x2": {"cfg", "fsdp"}}
     for run in data["memory"]:
         assert len(run["ranks"]) == run["world_size"]
         assert all(rank["peak_rss_bytes"] > rank["dit_param_bytes"] for rank in run["ranks"])
