@@ -7,8 +7,10 @@ end; each rank uses one thread so several groups fit on a 2-core machine.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +65,17 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
     pool = Backends(tmp_path_factory.mktemp("backends"))
     yield pool
     pool.stop_all()
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float = 60, what: str = "a condition") -> Any:
+    """Poll `check` until it returns something true; fail the test after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def run_job(client: Client, body: dict, timeout_s: float = 300) -> tuple[dict, list[bytes]]:

@@ -11,7 +11,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import run_job
+from conftest import run_job, wait_for
 
 from paradit.backend.client import BackendError, Client, JobFailed
 
@@ -50,16 +50,6 @@ def _announce_huge_body(url: str) -> int:
     return status
 
 
-def _wait_for(predicate, timeout_s: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _png(width: int, height: int, colour: tuple[int, int, int] = (200, 30, 30)) -> str:
     from PIL import Image
 
@@ -85,7 +75,7 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
 
     # cancel mid-run: every rank stops at the same step and the group stays usable
     job_id = client.submit(LONG_JOB)
-    _wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
+    wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
     client.cancel(job_id)
     with pytest.raises(JobFailed, match="cancelled"):
         client.wait(job_id, timeout_s=60)
@@ -160,7 +150,7 @@ def test_lost_rank_fails_the_job_and_health(backends):
     client = backend.client
     worker_pid = client.info()["ranks"][1]["pid"]
     job_id = client.submit(LONG_JOB)
-    _wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
+    wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
     os.kill(worker_pid, signal.SIGKILL)
     with pytest.raises(JobFailed) as err:
         client.wait(job_id, timeout_s=60)
@@ -174,7 +164,7 @@ def test_lost_rank_fails_the_job_and_health(backends):
     pid = backend.proc.pid
     backends.stop(backend)
     assert backend.proc.returncode is not None
-    _wait_for(lambda: not _exists(worker_pid) and not _exists(pid), 10, "no process left")
+    wait_for(lambda: not _exists(worker_pid) and not _exists(pid), 10, "no process left")
 
 
 def _exists(pid: int) -> bool:

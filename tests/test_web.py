@@ -16,8 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +25,7 @@ import httpx
 import imageio_ffmpeg
 import numpy as np
 import pytest
+from conftest import wait_for
 from gradio_client import Client as GradioClient
 from gradio_client import handle_file
 from PIL import Image
@@ -52,16 +52,6 @@ def job_args(prompt: str, **overrides: Any) -> dict[str, Any]:
         **SMALL,
         **overrides,
     }
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def status_of(html: str) -> str:
