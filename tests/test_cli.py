@@ -126,6 +126,27 @@ def test_impossible_request_is_one_line(backends):
     assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr
 
 
+def _serve_command(out: Path, *extra: str) -> list[str]:
+    """`paradit serve` of tiny-wan on 2 CPU ranks, any free port."""
+    return [
+        sys.executable,
+        "-m",
+        "paradit",
+        "serve",
+        "--model",
+        "tiny-wan",
+        "--world-size",
+        "2",
+        "--device",
+        "cpu",
+        "--port",
+        "0",
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
+
+
 def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
     import re
     import signal
@@ -134,24 +155,7 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
     from paradit.backend.client import Client
 
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "paradit",
-            "serve",
-            "--model",
-            "tiny-wan",
-            "--world-size",
-            "2",
-            "--device",
-            "cpu",
-            "--threads",
-            "1",
-            "--port",
-            "0",
-            "--output-dir",
-            str(tmp_path),
-        ],
+        _serve_command(tmp_path, "--threads", "1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -190,22 +194,7 @@ def test_start_up_stops_when_a_rank_dies(tmp_path):
     import time
 
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "paradit",
-            "serve",
-            "--model",
-            "tiny-wan",
-            "--world-size",
-            "2",
-            "--device",
-            "cpu",
-            "--port",
-            "0",
-            "--output-dir",
-            str(tmp_path),
-        ],
+        _serve_command(tmp_path),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
