@@ -8,10 +8,14 @@ decodes with the VAE (the others stop at the latents).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
+import gc
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +91,7 @@ class Runtime:
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
+        release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
@@ -184,6 +189,18 @@ class Runtime:
         flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
         dist.broadcast(flag, src=0, group=self.group.ctrl)
         return bool(flag.item())
+
+
+def release_freed_memory(*, collect: bool = False) -> None:
+    """Hand freed heap pages back to the OS: glibc keeps them otherwise, so a rank's resident
+    memory would stay at its high-water mark (the unsharded model at load, a job's peak).
+    `collect` first runs the cycle collector (~0.2 s with diffusers loaded: load time only).
+    """
+    if collect:
+        gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def tensor_meta(tensors: dict[str, torch.Tensor]) -> list[list]:

@@ -20,7 +20,7 @@ from .config import JobRequest, ServeConfig
 from .control import Driver, HeartbeatMonitor, RankLost
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_outputs, write_record
-from .runtime import JobCancelled, Runtime, StepClock, tensor_meta
+from .runtime import JobCancelled, Runtime, StepClock, release_freed_memory, tensor_meta
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,7 @@ class Service:
             job = self.book.next(timeout_s=0.1)
             if job is not None:
                 self.run_job(job)
+                release_freed_memory()  # after the job is reported, not inside its timings
 
     def run_job(self, job: Job) -> None:
         if self.broken:

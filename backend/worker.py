@@ -8,7 +8,7 @@ from typing import Any
 
 from .config import JobRequest
 from .control import Worker
-from .runtime import JobCancelled, Runtime, StepClock
+from .runtime import JobCancelled, Runtime, StepClock, release_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -46,3 +46,4 @@ def serve_worker(runtime: Runtime, worker: Worker) -> None:
             worker.reply(seq, {"ok": True})
             return
         worker.reply(seq, handle(runtime, message))
+        release_freed_memory()  # a job's activations and gathered weights, back to the OS
