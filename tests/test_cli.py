@@ -215,3 +215,68 @@ def test_start_up_stops_when_a_rank_dies(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_batch_writes_one_folder_per_prompt_and_seed(tmp_path, backends):
+    url = backends.get("tiny-wan", 1).url
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("a red fox\n\na boat on a lake\n")
+    out = tmp_path / "batch"
+    result = paradit(
+        "batch",
+        "--prompts",
+        str(prompts),
+        "--seeds",
+        "3-4",
+        "--server",
+        url,
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    folders = sorted(p.name for p in out.iterdir())
+    assert folders == ["0000-seed3", "0000-seed4", "0001-seed3", "0001-seed4"]
+    seeds = [json.loads((out / f / "job.json").read_text())["seed"] for f in folders]
+    assert seeds == [3, 4, 3, 4]
+    assert _layout(out / "0000-seed3", 5) != _layout(out / "0000-seed4", 5)
+
+
+def test_plan_reports_degrees_and_memory():
+    result = paradit(
+        "plan",
+        "--model",
+        "tiny-wan",
+        "--gpus",
+        "4",
+        "--gpu-memory",
+        "1",
+        "--width",
+        "832",
+        "--height",
+        "480",
+        "--frames",
+        "81",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["tokens"] == 21 * 30 * 52 and report["fits"] is True
+    assert report["plan"]["cfg_degree"] * report["plan"]["ulysses_degree"] == 4
+    tight = paradit(
+        "plan",
+        "--model",
+        "tiny-wan",
+        "--gpus",
+        "1",
+        "--gpu-memory",
+        "0.001",
+        "--width",
+        "832",
+        "--height",
+        "480",
+        "--frames",
+        "81",
+    )
+    assert tight.returncode == 3 and "does NOT fit" in tight.stdout
