@@ -73,7 +73,7 @@ class Service:
     def lost(self) -> str | None:
         """Why the group is not whole, or None."""
         reason = self._lost_children()
-        if reason:
+        if reason or not self.ready:  # heartbeats start once a rank has loaded the model
             return reason
         with self._monitor_lock:
             stale = self._monitor.stale()
