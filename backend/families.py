@@ -26,6 +26,9 @@ class Family:
     pipeline_classes: tuple[str, ...]
     encoder_components: frozenset[str]
     """Components only the encoding rank (rank 0) loads."""
+    vae_float32: bool = False
+    """Keep the VAE in float32 when the rest runs in half precision (Wan's VAE wants it, and
+    its pipelines cast latents to the VAE's dtype; Flux's do not)."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         raise NotImplementedError
@@ -202,9 +205,13 @@ class _Flux(Family):
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 FAMILIES: tuple[Family, ...] = (
-    _Wan("wan-t2v", "text-to-video", ("WanPipeline",), _TEXT),
+    _Wan("wan-t2v", "text-to-video", ("WanPipeline",), _TEXT, vae_float32=True),
     _WanImageToVideo(
-        "wan-i2v", "image-to-video", ("WanImageToVideoPipeline",), _TEXT | {"image_encoder"}
+        "wan-i2v",
+        "image-to-video",
+        ("WanImageToVideoPipeline",),
+        _TEXT | {"image_encoder"},
+        vae_float32=True,
     ),
     _Flux(
         "flux",

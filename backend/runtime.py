@@ -103,6 +103,8 @@ class Runtime:
         for name, module in self.pipe.components.items():
             if isinstance(module, torch.nn.Module) and not (sharded and name in DIT_COMPONENTS):
                 module.to(device)
+        if self.family.vae_float32 and self.pipe.vae is not None:
+            self.pipe.vae.to(torch.float32)
         if device.type == "cpu":
             align_cpu_weights(self.pipe)  # results must not depend on the file's layout
 
