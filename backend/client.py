@@ -92,6 +92,10 @@ class Client:
     def frame(self, job_id: str, index: int) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/frames/{index}")
 
+    def preview(self, job_id: str) -> bytes:
+        """The latest preview PNG of a job (404 BackendError before the first step)."""
+        return self._request("GET", f"/v1/jobs/{job_id}/preview")
+
     def video(self, job_id: str) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/video")
 

@@ -54,6 +54,20 @@ class Family:
         """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
         raise NotImplementedError
 
+    # -- previews (see preview.py) --------------------------------------------------------
+
+    def latent_channels(self, pipe: Any) -> int:
+        raise NotImplementedError
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        """The step's latents as one (channels, h, w) picture (a video's first frame)."""
+        raise NotImplementedError
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        """VAE-decode a (1, channels, h, w) latent in the pipeline's latent space to
+        (3, 8h, 8w) in -1..1, as the pipeline itself would."""
+        raise NotImplementedError
+
 
 def _text_len(tokenizer: Any, default: int = 512) -> int:
     length = getattr(tokenizer, "model_max_length", default) or default
@@ -111,6 +125,19 @@ class _Wan(Family):
 
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
+
+    def latent_channels(self, pipe: Any) -> int:
+        return int(pipe.vae.config.z_dim)
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        return latents[0, :, 0]  # (batch, channels, frames, h, w)
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        config = pipe.vae.config
+        mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1).to(latent)
+        std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1).to(latent)
+        video = pipe.vae.decode(latent[:, :, None] * std + mean, return_dict=False)[0]
+        return video[0, :, 0]
 
 
 def request_image(request: JobRequest):
@@ -201,6 +228,20 @@ class _Flux(Family):
 
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
+
+    def latent_channels(self, pipe: Any) -> int:
+        return int(pipe.vae.config.latent_channels)
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        unpacked = pipe._unpack_latents(
+            latents, request.height, request.width, pipe.vae_scale_factor
+        )  # (batch, seq, channels * 4) -> (batch, channels, h, w)
+        return unpacked[0]
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        config = pipe.vae.config
+        scaled = latent / config.scaling_factor + config.shift_factor
+        return pipe.vae.decode(scaled, return_dict=False)[0][0]
 
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})

@@ -37,6 +37,8 @@ class Job:
     num_frames: int = 0
     timings: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    preview_step: int = 0
+    preview_png: bytes | None = field(default=None, repr=False)
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +50,7 @@ class Job:
             "id": self.id,
             "status": self.status,
             "progress": {"step": self.step, "total": self.total},
+            "preview_step": self.preview_step,
             "error": self.error,
             "created": self.created,
             "started": self.started,

@@ -31,6 +31,7 @@ from .families import Family, family_for
 from .loading import ModelSource, align_cpu_weights, load_pipeline
 from .parallel import Parallelized, local_param_bytes, parallelize
 from .parallel.plan import choose_plan
+from .preview import Previewer
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class Runtime:
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
+        self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
@@ -152,8 +154,10 @@ class Runtime:
         tensors: dict[str, torch.Tensor],
         on_step: Callable[[int, int], bool],
         clock: StepClock,
+        on_latents: Callable[[int, torch.Tensor], None] | None = None,
     ) -> np.ndarray | None:
-        """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides).
+        """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides);
+        `on_latents(step, latents)` sees the latents after each step (previews).
 
         Returns float frames (F, H, W, 3) on rank 0, None elsewhere.
         """
@@ -161,8 +165,10 @@ class Runtime:
         self.parallel.begin_job(uses_cfg)
         total = request.num_inference_steps
 
-        def step_end(_pipe: Any, index: int, _t: Any, _kwargs: dict) -> dict:
+        def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            if on_latents is not None:
+                on_latents(index + 1, kwargs["latents"])
             if self._agree_cancel(on_step(index + 1, total)):
                 raise JobCancelled(f"cancelled after step {index + 1} of {total}")
             return {}

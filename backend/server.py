@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -129,6 +129,18 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/record")
     def record(job_id: str):
         return finished_file(job_id, "job.json", "application/json")
+
+    @app.get("/v1/jobs/{job_id}/preview")
+    def preview(job_id: str):
+        found = find(job_id)
+        if isinstance(found, JSONResponse):
+            return found
+        png = found.preview_png
+        if png is None:
+            return error(404, f"job {job_id} has no preview yet")
+        return Response(
+            png, media_type="image/png", headers={"X-Preview-Step": str(found.preview_step)}
+        )
 
     @app.get("/v1/jobs/{job_id}/frames/{index}")
     def frame(job_id: str, index: str):

@@ -37,6 +37,9 @@ def versions() -> dict[str, str]:
     }
 
 
+PREVIEW_PERIOD_S = 0.25
+
+
 class JobFailedError(RuntimeError):
     """A job failed; the message says why (a rank's own error when it was one rank's)."""
 
@@ -185,7 +188,7 @@ class Service:
                 job.step = step
                 return job.cancel_requested
 
-            frames = runtime.denoise(request, shared, on_step, clock)
+            frames = runtime.denoise(request, shared, on_step, clock, self._previews(job))
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
         self._settle(seq, own_error)
@@ -197,6 +200,22 @@ class Service:
             timings["mean_step_s"] = round(sum(steps) / len(steps), 4)
             timings["decode_s"] = round(end - clock.marks[-1], 4)
         return frames, clock
+
+    def _previews(self, job: Job) -> Callable[[int, Any], None] | None:
+        """Render the latents every PREVIEW_PERIOD_S at most (and at the last step)."""
+        previewer = self.runtime.previewer
+        if previewer is None:
+            return None
+        last = [0.0]
+
+        def on_latents(step: int, latents: Any) -> None:
+            now = time.monotonic()
+            if now - last[0] < PREVIEW_PERIOD_S and step < job.total:
+                return
+            last[0] = now
+            job.preview_png, job.preview_step = previewer.png(latents, job.request), step
+
+        return on_latents
 
     def _settle(self, seq: int | None, own_error: Exception | None) -> None:
         """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.

@@ -50,6 +50,12 @@ def _announce_huge_body(url: str) -> int:
     return status
 
 
+def _image(png: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))
+
+
 def _png(width: int, height: int, colour: tuple[int, int, int] = (200, 30, 30)) -> str:
     from PIL import Image
 
@@ -69,6 +75,9 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
     assert job["status"] == "succeeded" and len(frames) == 5
     assert job["progress"] == {"step": 4, "total": 4}
     assert client.video(job["id"])[4:8] == b"ftyp"
+    assert job["preview_step"] == 4  # the last step is always previewed
+    preview = _image(client.preview(job["id"]))
+    assert preview.size == (64, 64) and preview.mode == "RGB"
     record = client.record(job["id"])
     assert record["seed"] == 1 and record["plan"]["world_size"] == 2
     assert record["timings"]["mean_step_s"] > 0 and record["versions"]["torch"]
@@ -76,6 +85,7 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
     # cancel mid-run: every rank stops at the same step and the group stays usable
     job_id = client.submit(LONG_JOB)
     wait_for(lambda: client.job(job_id)["progress"]["step"] >= 1, what="first step")
+    assert _image(client.preview(job_id)).size == (256, 256)  # a live preview while it runs
     client.cancel(job_id)
     with pytest.raises(JobFailed, match="cancelled"):
         client.wait(job_id, timeout_s=60)
@@ -192,6 +202,7 @@ def test_token_is_required_when_set(backends):
     authed = Client(client.url, token="s3cret")
     job, frames = run_job(authed, {"prompt": "an image"})
     assert job["num_frames"] == 1 and frames[0][:4] == b"\x89PNG"
+    assert _image(authed.preview(job["id"])).size == (64, 64)  # Flux latents are packed
 
 
 def test_image_to_video(backends):
