@@ -14,6 +14,7 @@ from functools import cache
 import comfy.model_management
 import comfy.utils
 import folder_paths
+import PIL.Image
 from comfy_api.latest import ComfyExtension, InputImpl, Types, io
 
 from ..backend.presets import PRESET_NAMES
@@ -33,6 +34,7 @@ from .pool import BackendHandle, BackendPool, find_diffusers_folders, resolve_se
 from .run import Generation, Interrupted, build_request, generate, image_to_png, to_image_tensor
 
 CATEGORY = "paradit"
+PREVIEW_MAX_SIDE = 512
 Backend = io.Custom(BACKEND_TYPE)
 
 
@@ -114,6 +116,16 @@ class _ComfyProgress:
         except comfy.model_management.InterruptProcessingException:
             self.seen_interrupt = True
 
+    def on_preview(self, step: int, total: int, png: bytes) -> None:
+        """Show the backend's latent preview on the node, as ComfyUI's samplers do."""
+        if self.seen_interrupt:
+            return
+        image = PIL.Image.open(bytes_io.BytesIO(png)).convert("RGB")
+        try:
+            self.bar.update_absolute(step, total, ("JPEG", image, PREVIEW_MAX_SIDE))
+        except comfy.model_management.InterruptProcessingException:
+            self.seen_interrupt = True
+
     def interrupted(self) -> bool:
         return self.seen_interrupt or comfy.model_management.processing_interrupted()
 
@@ -133,6 +145,7 @@ def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -
             node,
             request,
             on_step=progress.on_step,
+            on_preview=progress.on_preview,
             interrupted=progress.interrupted,
         )
     except Interrupted:

@@ -79,8 +79,10 @@ class _Watch:
         interrupted: Callable[[], bool],
         stall_timeout_s: float,
         cancel_timeout_s: float,
+        preview: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.on_step = on_step
+        self.preview = preview
         self.interrupted = interrupted
         self.stall_timeout_s = stall_timeout_s
         self.cancel_timeout_s = cancel_timeout_s
@@ -116,6 +118,8 @@ class _Watch:
             )
         if job["status"] == "running":
             self.on_step(int(progress.get("step", 0)), int(progress.get("total", 0)))
+            if self.preview is not None:
+                self.preview(job)
 
 
 def generate(
@@ -124,6 +128,7 @@ def generate(
     request: dict[str, Any],
     *,
     on_step: Callable[[int, int], None] = lambda step, total: None,
+    on_preview: Callable[[int, int, bytes], None] | None = None,
     interrupted: Callable[[], bool] = lambda: False,
     poll_s: float = 0.1,
     stall_timeout_s: float = 1800.0,
@@ -138,7 +143,8 @@ def generate(
     if interrupted():
         raise Interrupted("interrupted before the job was submitted")
     job_id = client.submit(request)
-    watch = _Watch(on_step, interrupted, stall_timeout_s, cancel_timeout_s)
+    preview = None if on_preview is None else _Previews(client, on_preview)
+    watch = _Watch(on_step, interrupted, stall_timeout_s, cancel_timeout_s, preview)
     try:
         job = client.wait(
             job_id, poll_s=poll_s, on_progress=watch.on_progress, should_cancel=watch.should_cancel
@@ -153,6 +159,25 @@ def generate(
     frames, video = fetch_outputs(client, job)
     fps = int(info.get("limits", {}).get("fps", 16))
     return Generation(frames, video, fps, job, describe(info, job))
+
+
+class _Previews:
+    """Fetches the backend's preview PNG whenever a newer one exists (best effort)."""
+
+    def __init__(self, client: Client, show: Callable[[int, int, bytes], None]):
+        self.client, self.show, self.step = client, show, 0
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        step = int(job.get("preview_step") or 0)
+        if step <= self.step:
+            return
+        self.step = step
+        try:
+            png = self.client.preview(job["id"])
+        except BackendError as exc:  # a missing preview never fails the job
+            log.debug("no preview for job %s: %s", job["id"], exc)
+            return
+        self.show(step, int(job["progress"]["total"]), png)
 
 
 def _cancel_quietly(client: Client, job_id: str) -> None:

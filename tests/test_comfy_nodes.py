@@ -92,6 +92,7 @@ FAKE_FILES = {
         from comfy import model_management
 
         UPDATES = []
+        PREVIEWS = []
         ON_UPDATE = None  # a test's hook, e.g. pressing Cancel
 
         class ProgressBar:
@@ -100,6 +101,8 @@ FAKE_FILES = {
 
             def update_absolute(self, value, total=None, preview=None):
                 UPDATES.append((value, total))
+                if preview is not None:
+                    PREVIEWS.append(preview)
                 if ON_UPDATE is not None:
                     ON_UPDATE(value)
                 # ComfyUI's progress hook does this first (main.py, hook()).
@@ -243,12 +246,16 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
     import comfy.utils
 
     comfy.utils.UPDATES.clear()
+    comfy.utils.PREVIEWS.clear()
     images, video, info = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
     assert images.shape == (5, 32, 32, 3) and images.dtype == torch.float32
     assert isinstance(video, comfy_v3.InputImpl.VideoFromFile)
     assert video.file.getvalue()[4:8] == b"ftyp", "an mp4"
     assert "tiny-wan (text-to-video)" in info
     assert comfy.utils.UPDATES and comfy.utils.UPDATES[-1][1] == 3
+    assert comfy.utils.PREVIEWS, "the backend's latent previews reach the progress bar"
+    kind, picture, max_side = comfy.utils.PREVIEWS[-1]
+    assert kind == "JPEG" and picture.size == (32, 32) and max_side == 512
 
     single, still, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
     assert single.shape == (1, 32, 32, 3)
