@@ -90,6 +90,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _spawn(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """A serve process in its own session, its stdout (the ready line) piped back."""
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+
+
 def _ready_url(proc: subprocess.Popen) -> str:
     line = proc.stdout.readline()
     match = re.search(r"ready at (http://\S+) .*world size (\d+)", line)
@@ -127,14 +139,7 @@ def test_under_torchrun(tmp_path, backends):
         "--output-dir",
         str(tmp_path),
     ]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    proc = _spawn(cmd, env)
     try:
         client = Client(_ready_url(proc))
         assert client.info()["world_size"] == 2
@@ -158,16 +163,7 @@ def test_under_an_srun_style_environment(tmp_path, backends):
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
         }
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, *SERVE, "--output-dir", str(tmp_path)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                start_new_session=True,
-            )
-        )
+        procs.append(_spawn([sys.executable, *SERVE, "--output-dir", str(tmp_path)], env))
     try:
         client = Client(_ready_url(procs[0]))
         ranks = client.info()["ranks"]

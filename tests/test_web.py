@@ -136,9 +136,8 @@ def test_bad_request_is_refused_with_the_backends_rule(ui):
         gradio(ui).predict(**job_args("a fox", width=72), api_name="/generate")
 
 
-def test_cancel_cancels_the_backend_job_and_progress_is_live(ui):
-    app = gradio(ui)
-    job = app.submit(**job_args("a long one", **LONG), api_name="/generate")
+def _running_job_id(ui, job) -> str:
+    """The backend id of a submitted generate event, once its first step is done."""
     html = wait_for(
         lambda: next((s for s in statuses(job) if "data-job" in s), None),
         60,
@@ -146,6 +145,13 @@ def test_cancel_cancels_the_backend_job_and_progress_is_live(ui):
     )
     job_id = job_id_of(html)
     wait_for(lambda: ui.backend.job(job_id)["progress"]["step"] >= 1, 60, "step 1")
+    return job_id
+
+
+def test_cancel_cancels_the_backend_job_and_progress_is_live(ui):
+    app = gradio(ui)
+    job = app.submit(**job_args("a long one", **LONG), api_name="/generate")
+    job_id = _running_job_id(ui, job)
     wait_for(
         lambda: any("Step " in s and "of 200" in s and "elapsed" in s for s in statuses(job)),
         30,
@@ -166,13 +172,7 @@ def test_cancel_cancels_the_backend_job_and_progress_is_live(ui):
 def test_leaving_the_event_cancels_the_backend_job(ui, caplog):
     caplog.set_level(logging.INFO, logger="paradit.web.ui")
     job = gradio(ui).submit(**job_args("abandoned", **LONG), api_name="/generate")
-    html = wait_for(
-        lambda: next((s for s in statuses(job) if "data-job" in s), None),
-        60,
-        "the job to be submitted",
-    )
-    job_id = job_id_of(html)
-    wait_for(lambda: ui.backend.job(job_id)["progress"]["step"] >= 1, 60, "step 1")
+    job_id = _running_job_id(ui, job)
     job.cancel()  # Gradio's own cancel: the browser event ends, not only the UI's view of it
     wait_for(
         lambda: ui.backend.job(job_id)["status"] == "cancelled",
