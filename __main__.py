@@ -1,3 +1,3 @@
-from paradit.backend.cli import main
+from paradit.backend.tools.cli import main
 
 raise SystemExit(main())

@@ -1,303 +1,115 @@
-"""Configuration: small frozen dataclasses that validate themselves.
+"""How a backend is started: one frozen configuration, its command-line flags, written once.
 
-`ParallelPlan` says how the group splits the work, `Limits` what a model accepts, `JobRequest`
-one validated generation request, `ServeConfig` how a backend is started.
+`ServeConfig` is what `paradit serve` runs with, what the frontends start a local backend with
+(`client.local.LocalBackend`), and what rank 0 hands its child ranks (as the same flags).
+Each field names its flag and help line, so the parsers of `serve`, `generate`, `verify`,
+`batch` and `ui` are built from this table and `to_argv` writes a config back as flags.
+Torch-free: the frontends import it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
-import math
-from dataclasses import asdict, dataclass, field, fields
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
-MAX_SEED = 2**63 - 1
+BACKEND = "backend"
+"""Flags every command that starts a backend takes (serve, generate, verify, batch, ui)."""
+SERVING = "serving"
+"""Flags only `serve` takes: where it listens, where it writes, who may use it."""
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
-@dataclass(frozen=True)
-class ParallelPlan:
-    """How the ranks of the group divide one job.
-
-    world_size = cfg_degree * ring_degree * ulysses_degree.
-    """
-
-    cfg_degree: int = 1
-    """Ranks groups that run the conditional / unconditional branch side by side (1 or 2)."""
-    ulysses_degree: int = 1
-    """Ranks that split the token sequence with all-to-all attention (Ulysses)."""
-    ring_degree: int = 1
-    """Ranks that split the token sequence with ring attention (needs a flash/cuDNN backend)."""
-    shard_weights: bool = True
-    """Shard the DiT weights with FSDP2 across all ranks (only meaningful for world size > 1)."""
-
-    def __post_init__(self) -> None:
-        for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-        if self.cfg_degree not in (1, 2):
-            raise ValueError(f"cfg_degree must be 1 or 2, got {self.cfg_degree}")
-        if self.ring_degree > 1 and self.ulysses_degree > 1:
-            raise ValueError("ring and ulysses cannot be combined yet: set one of them to 1")
-
-    @property
-    def world_size(self) -> int:
-        return self.cfg_degree * self.ulysses_degree * self.ring_degree
-
-    @property
-    def sequence_degree(self) -> int:
-        return self.ulysses_degree * self.ring_degree
-
-    def to_dict(self) -> dict[str, Any]:
-        modes = []
-        if self.cfg_degree > 1:
-            modes.append("cfg")
-        if self.ulysses_degree > 1:
-            modes.append("ulysses")
-        if self.ring_degree > 1:
-            modes.append("ring")
-        sharded = self.shard_weights and self.world_size > 1
-        if sharded:
-            modes.append("fsdp")
-        return {**asdict(self), "world_size": self.world_size, "modes": modes, "sharded": sharded}
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one model accepts. Reported by `GET /v1/info` and enforced on every request."""
-
-    task: str
-    """"text-to-video", "image-to-video" or "text-to-image"."""
-    size_multiple: int
-    min_size: int
-    max_size: int
-    frame_multiple: int
-    """Frame counts must be frame_multiple * k + 1 (Wan: 4k+1); 0 means single image only."""
-    max_frames: int
-    max_steps: int = 200
-    max_guidance: float = 30.0
-    max_prompt_chars: int = 4000
-    max_image_bytes: int = 16 * 1024 * 1024
-    max_image_pixels: int = 4096 * 4096
-    needs_image: bool = False
-    default_width: int = 64
-    default_height: int = 64
-    default_frames: int = 5
-    default_steps: int = 4
-    default_guidance: float = 5.0
-    fps: int = 16
-    min_tokens: int = 1
-    """The sequence-parallel degree: every rank needs at least one token."""
-    max_tokens: int = 2**17
-    """Latent tokens of one job (Wan 720p x 81 frames is 75,600)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def tokens(self, width: int, height: int, num_frames: int) -> int:
-        """Latent tokens the DiT sees: one per size_multiple x size_multiple pixels per
-        latent frame (the VAE's downsampling times the patch or packing size)."""
-        latent_frames = (num_frames - 1) // self.frame_multiple + 1 if self.frame_multiple else 1
-        return latent_frames * (width // self.size_multiple) * (height // self.size_multiple)
-
-    def frames_rule(self) -> str:
-        if self.frame_multiple == 0:
-            return "num_frames must be 1 for this model (it makes images)"
-        return (
-            f"num_frames must be {self.frame_multiple}k+1 between 1 and {self.max_frames} "
-            f"(e.g. 1, {self.frame_multiple + 1}, {2 * self.frame_multiple + 1}, ...)"
-        )
-
-
-def _need_int(body: dict, name: str, default: int, low: int, high: int, rule: str = "") -> int:
-    value = body.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}{rule}, got {value}")
-    return value
-
-
-def _need_str(body: dict, name: str, default: str, max_chars: int) -> str:
-    value = body.get(name, default)
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
-    if len(value) > max_chars:
-        raise ValueError(f"{name} must be at most {max_chars} characters, got {len(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{name} must be valid Unicode text (no lone surrogates)") from None
-    return value
-
-
-def decode_image_png(data: str, limits: Limits) -> bytes:
-    """Check a base64 image from a request and return its bytes; raise ValueError if unusable."""
-    from PIL import Image  # local: keep `paradit` import cheap
-
-    if not isinstance(data, str):
-        raise ValueError("image must be a base64-encoded PNG or JPEG string")
-    if data.startswith("data:"):
-        data = data.split(",", 1)[-1]
-    if len(data) > limits.max_image_bytes * 4 // 3 + 4:
-        raise ValueError(f"image must be at most {limits.max_image_bytes} bytes")
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("image is not valid base64") from None
-    try:
-        with Image.open(io.BytesIO(raw)) as img:
-            if img.width * img.height > limits.max_image_pixels:
-                raise ValueError(f"image must have at most {limits.max_image_pixels} pixels")
-            img.verify()
-    except ValueError:
-        raise
-    except Exception:  # PIL raises many types for corrupt files
-        raise ValueError("image could not be decoded: send a PNG or JPEG, base64-encoded") from None
-    return raw
-
-
-JOB_FIELDS = (
-    "prompt",
-    "negative_prompt",
-    "width",
-    "height",
-    "num_frames",
-    "num_inference_steps",
-    "guidance_scale",
-    "seed",
-    "image",
-)
-
-
-@dataclass(frozen=True)
-class JobRequest:
-    """One validated generation request (the body of `POST /v1/jobs`)."""
-
-    prompt: str
-    negative_prompt: str = ""
-    width: int = 64
-    height: int = 64
-    num_frames: int = 5
-    num_inference_steps: int = 4
-    guidance_scale: float = 5.0
-    seed: int = 0
-    image: str | None = field(default=None, repr=False)
-    """Base64 image (PNG/JPEG) for image-to-video; kept encoded so the spec stays JSON."""
-
-    @classmethod
-    def from_body(cls, body: Any, limits: Limits) -> JobRequest:
-        """Validate a JSON body against `limits`; raise ValueError saying what is allowed."""
-        if not isinstance(body, dict):
-            raise ValueError("the body must be a JSON object")
-        unknown = sorted(set(body) - set(JOB_FIELDS))
-        if unknown:
-            raise ValueError(f"unknown fields {unknown}; allowed: {list(JOB_FIELDS)}")
-        prompt = _need_str(body, "prompt", "", limits.max_prompt_chars)
-        if not prompt.strip():
-            raise ValueError("prompt must be a non-empty string")
-        negative = _need_str(body, "negative_prompt", "", limits.max_prompt_chars)
-        mult = limits.size_multiple
-        size_rule = f" and a multiple of {mult}"
-        width = _need_int(body, "width", limits.default_width, limits.min_size, limits.max_size)
-        height = _need_int(body, "height", limits.default_height, limits.min_size, limits.max_size)
-        for name, value in (("width", width), ("height", height)):
-            if value % mult:
-                raise ValueError(
-                    f"{name} must be between {limits.min_size} and {limits.max_size}{size_rule}, "
-                    f"got {value}"
-                )
-        frames = cls._frames(body, limits)
-        steps = _need_int(body, "num_inference_steps", limits.default_steps, 1, limits.max_steps)
-        guidance = body.get("guidance_scale", limits.default_guidance)
-        if isinstance(guidance, bool) or not isinstance(guidance, (int, float)):
-            raise ValueError(f"guidance_scale must be a number, got {guidance!r}")
-        guidance = float(guidance)
-        if not math.isfinite(guidance) or not 0.0 <= guidance <= limits.max_guidance:
-            raise ValueError(f"guidance_scale must be between 0 and {limits.max_guidance}")
-        tokens = limits.tokens(width, height, frames)
-        if not limits.min_tokens <= tokens <= limits.max_tokens:
-            raise ValueError(
-                f"width x height x frames gives {tokens} latent tokens; this backend takes "
-                f"{limits.min_tokens} to {limits.max_tokens}"
-            )
-        seed = _need_int(body, "seed", 0, 0, MAX_SEED)
-        image = body.get("image")
-        if limits.needs_image and not image:
-            raise ValueError("image is required for image-to-video: send a base64 PNG or JPEG")
-        if image is not None and not limits.needs_image:
-            raise ValueError(f"image is only accepted by image-to-video models ({limits.task})")
-        if image is not None:
-            decode_image_png(image, limits)
-        return cls(prompt, negative, width, height, frames, steps, guidance, seed, image)
-
-    @staticmethod
-    def _frames(body: dict, limits: Limits) -> int:
-        if limits.frame_multiple == 0:
-            frames = body.get("num_frames", 1)
-            if frames != 1 or isinstance(frames, bool):
-                raise ValueError(limits.frames_rule() + f", got {frames!r}")
-            return 1
-        frames = _need_int(
-            body,
-            "num_frames",
-            limits.default_frames,
-            1,
-            limits.max_frames,
-            f" and of the form {limits.frame_multiple}k+1",
-        )
-        if (frames - 1) % limits.frame_multiple:
-            raise ValueError(limits.frames_rule() + f", got {frames}")
-        return frames
-
-    @property
-    def uses_cfg(self) -> bool:
-        """Classifier-free guidance needs a second (unconditional) branch."""
-        return self.guidance_scale > 1.0
-
-    def to_dict(self, *, with_image: bool = True) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        if not with_image:
-            data["image"] = None if self.image is None else f"<{len(self.image)} base64 chars>"
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        """Rebuild a request that was already validated (control-plane messages)."""
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+def _flag(flag: str, group: str, help: str, **argparse_kwargs: Any) -> dict[str, Any]:
+    return {"flag": flag, "group": group, "help": help, "argparse": argparse_kwargs}
 
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """How `paradit serve` starts a backend."""
+    """How a backend is started."""
 
-    model: str
-    world_size: int = 1
-    device: str = "auto"
-    host: str = "127.0.0.1"
-    port: int = 7870
-    output_dir: str = "outputs"
-    timeout_s: float = 600.0
+    model: str = field(
+        default="",
+        metadata=_flag(
+            "--model",
+            BACKEND,
+            "a preset (tiny-wan, tiny-wan-i2v, tiny-flux), a diffusers folder or a hub id",
+        ),
+    )
+    world_size: int = field(
+        default=1,
+        metadata=_flag("--world-size", BACKEND, "ranks to start on this machine (default 1)"),
+    )
+    device: str = field(
+        default="auto",
+        metadata=_flag(
+            "--device", BACKEND, "auto: one CUDA device per rank if there are enough, else CPU"
+        ),
+    )
+    threads_per_rank: int | None = field(
+        default=None,
+        metadata=_flag("--threads", BACKEND, "CPU threads per rank (default: cores / ranks)"),
+    )
+    timeout_s: float = field(
+        default=600.0,
+        metadata=_flag(
+            "--timeout",
+            BACKEND,
+            "collective timeout in seconds: how long a rank waits for a lost peer in a job",
+        ),
+    )
     """Collective timeout of the process group."""
-    token: str | None = None
-    cfg_degree: int | None = None
-    ulysses_degree: int | None = None
-    ring_degree: int | None = None
-    shard_weights: bool = True
-    threads_per_rank: int | None = None
-    max_queue: int = 64
+    cfg_degree: int | None = field(
+        default=None,
+        metadata=_flag(
+            "--cfg-degree", BACKEND, "1 or 2: run the two guidance branches side by side"
+        ),
+    )
+    ulysses_degree: int | None = field(
+        default=None,
+        metadata=_flag("--ulysses-degree", BACKEND, "ranks that split the sequence (Ulysses)"),
+    )
+    ring_degree: int | None = field(
+        default=None,
+        metadata=_flag("--ring-degree", BACKEND, "ranks that split the sequence (ring; CUDA)"),
+    )
+    shard_weights: bool = field(
+        default=True,
+        metadata=_flag(
+            "--no-shard", BACKEND, "keep the full DiT weights on every rank (no FSDP2 sharding)"
+        ),
+    )
+    host: str = field(
+        default="127.0.0.1", metadata=_flag("--host", SERVING, "address to listen on")
+    )
+    port: int = field(default=7870, metadata=_flag("--port", SERVING, "port (0: any free one)"))
+    output_dir: str = field(
+        default="outputs",
+        metadata=_flag("--output-dir", SERVING, "where every job's folder is written"),
+    )
+    token: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--token",
+            SERVING,
+            "require 'Authorization: Bearer TOKEN' on every endpoint but /health "
+            "(default: $PARADIT_TOKEN)",
+        ),
+    )
+    max_queue: int = field(
+        default=64, metadata=_flag("--max-queue", SERVING, "queued jobs before 429 (default 64)")
+    )
     keep_jobs: int = 100
+    """Finished jobs kept in the list."""
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ValueError("--model is required: a preset, a diffusers folder or a hub id")
         if not 1 <= self.world_size <= 1024:
             raise ValueError(f"--world-size must be between 1 and 1024, got {self.world_size}")
-        if self.device not in ("auto", "cpu", "cuda"):
+        if self.device not in DEVICES:
             raise ValueError(f"--device must be auto, cpu or cuda, got {self.device!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be between 0 and 65535, got {self.port}")
@@ -311,3 +123,74 @@ class ServeConfig:
             raise ValueError("--threads must be >= 1")
         if self.max_queue < 1:
             raise ValueError("--max-queue must be >= 1")
+        for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+
+    # -- flags ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *groups: str, **overrides: Any) -> ServeConfig:
+        """The config from a namespace parsed with `add_flags`: the flags of `groups`
+        (default BACKEND: a frontend's own --host or --port are not the backend's)."""
+        groups = groups or (BACKEND,)
+        values = {}
+        for f in _flag_fields():
+            if f.metadata["group"] in groups and hasattr(args, f.name):
+                values[f.name] = getattr(args, f.name)
+        return cls(**{**values, **overrides})
+
+    @classmethod
+    def from_argv(cls, argv: list[str], **overrides: Any) -> ServeConfig:
+        """Parse `serve`'s flags (tests and launchers hand configs around as flags)."""
+        parser = argparse.ArgumentParser(prog="paradit serve", add_help=False)
+        add_flags(parser, BACKEND, SERVING)
+        return cls.from_args(parser.parse_args(argv), BACKEND, SERVING, **overrides)
+
+    def to_argv(self, *, with_token: bool = False) -> list[str]:
+        """The flags that give this config back; the token only when asked (a command line
+        is visible to every user of the machine)."""
+        argv: list[str] = []
+        for f in _flag_fields():
+            value = getattr(self, f.name)
+            if value == f.default or (f.name == "token" and not with_token):
+                continue
+            flag = f.metadata["flag"]
+            if isinstance(f.default, bool):
+                argv.append(flag)  # the only bool is --no-shard, set when False
+            else:
+                argv += [flag, str(value)]
+        return argv
+
+    def plan_overrides(self) -> dict[str, Any]:
+        """The degrees and sharding asked for, as `choose_plan` keywords."""
+        return {
+            "cfg_degree": self.cfg_degree,
+            "ulysses_degree": self.ulysses_degree,
+            "ring_degree": self.ring_degree,
+            "shard_weights": self.shard_weights,
+        }
+
+
+def _flag_fields() -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(ServeConfig) if "flag" in f.metadata]
+
+
+def add_flags(parser: argparse.ArgumentParser, *groups: str, model_required: bool = False) -> None:
+    """Add the flags of `groups` (BACKEND, SERVING) to `parser`, each with its help line."""
+    for f in _flag_fields():
+        meta = f.metadata
+        if meta["group"] not in groups:
+            continue
+        kwargs: dict[str, Any] = {"dest": f.name, "help": meta["help"], **meta["argparse"]}
+        if isinstance(f.default, bool):
+            kwargs |= {"action": "store_false" if f.default else "store_true"}
+        else:
+            kind = {"int": int, "int | None": int, "float": float}.get(str(f.type), str)
+            kwargs |= {"type": kind, "default": f.default}
+        if f.name == "device":
+            kwargs["choices"] = DEVICES
+        if f.name == "model" and model_required:
+            kwargs["required"] = True
+        parser.add_argument(meta["flag"], **kwargs)

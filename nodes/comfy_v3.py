@@ -17,7 +17,7 @@ import folder_paths
 import PIL.Image
 from comfy_api.latest import ComfyExtension, InputImpl, Types, io
 
-from ..backend.presets import PRESET_NAMES
+from ..backend.models.presets import PRESET_NAMES
 from .params import (
     BACKEND_NODE_ID,
     BACKEND_PARAMS,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..backend.contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+
 # Seeds stay exact in the browser (JavaScript numbers) and inside the backend's limit.
 MAX_SEED = 2**53 - 1
 
@@ -111,20 +113,20 @@ class TaskNode:
 TEXT_TO_VIDEO = TaskNode(
     "ParaDiTTextToVideo",
     "ParaDiT Text to Video",
-    "text-to-video",
+    TEXT_TO_VIDEO,
     _job_params(832, 480, 81, 30, 5.0),
 )
 IMAGE_TO_VIDEO = TaskNode(
     "ParaDiTImageToVideo",
     "ParaDiT Image to Video",
-    "image-to-video",
+    IMAGE_TO_VIDEO,
     _job_params(832, 480, 81, 30, 5.0),
     needs_image=True,
 )
 TEXT_TO_IMAGE = TaskNode(
     "ParaDiTTextToImage",
     "ParaDiT Text to Image",
-    "text-to-image",
+    TEXT_TO_IMAGE,
     _job_params(1024, 1024, None, 28, 3.5),
 )
 TASK_NODES: tuple[TaskNode, ...] = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE)

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..backend.client import BackendError, Client
-from ..backend.local import LocalBackend, LocalSpec
+from ..backend.client.connect import remote_client
+from ..backend.client.local import LocalBackend, serve_command
+from ..backend.config import ServeConfig
 
 log = logging.getLogger(__name__)
-
-TOKEN_ENV = "PARADIT_TOKEN"
-"""Bearer token sent to a backend given by URL (kept out of workflows, which are shared)."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,8 @@ class BackendSettings:
             if not self.url.startswith(("http://", "https://")):
                 raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
             return
-        # LocalSpec states the rules for model, world size and device.
-        LocalSpec(model=self.model, world_size=self.world_size, device=self.device)
+        # ServeConfig states the rules for model, world size and device.
+        ServeConfig(model=self.model, world_size=self.world_size, device=self.device)
 
     def describe(self) -> str:
         if self.url:
@@ -137,16 +136,16 @@ class BackendPool:
     def acquire(self, settings: BackendSettings) -> Client:
         if settings.url:
             return self._remote(settings.url)
-        spec = self._spec(settings)
+        config = self._config(settings)
         with self._lock:
             current = self._local
-            if current is not None and current.spec == spec and self._usable(current):
+            if current is not None and current.config == config and self._usable(current):
                 return current.client
             if current is not None:
-                log.info("stopping the paradit backend (%s)", current.spec.model)
+                log.info("stopping the paradit backend (%s)", current.config.model)
                 current.stop()
                 self._local = None
-            self._local = self._start(spec)
+            self._local = self._start(config)
             return self._local.client
 
     def stop(self) -> None:
@@ -157,8 +156,8 @@ class BackendPool:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _spec(self, settings: BackendSettings) -> LocalSpec:
-        return LocalSpec(
+    def _config(self, settings: BackendSettings) -> ServeConfig:
+        return ServeConfig(
             model=settings.model,
             world_size=settings.world_size,
             device=settings.device,
@@ -176,7 +175,7 @@ class BackendPool:
             return False
         return True
 
-    def _start(self, spec: LocalSpec) -> LocalBackend:
+    def _start(self, config: ServeConfig) -> LocalBackend:
         if importlib.util.find_spec("paradit") is None:
             raise BackendError(
                 "cannot start a local backend: the `paradit` package is not installed in this "
@@ -185,24 +184,17 @@ class BackendPool:
             )
         self.output_dir.mkdir(parents=True, exist_ok=True)
         log_file = self.output_dir / "backend.log"
-        log.info("starting a paradit backend: %s (log: %s)", " ".join(spec.command()), log_file)
+        command = " ".join(serve_command(config))
+        log.info("starting a paradit backend: %s (log: %s)", command, log_file)
         try:
-            return self._starter(spec, start_timeout_s=self.start_timeout_s, log_file=log_file)
+            return self._starter(config, start_timeout_s=self.start_timeout_s, log_file=log_file)
         except BackendError as exc:
             raise BackendError(
                 f"{exc}\n--- {log_file} (last lines) ---\n{_tail(log_file)}"
             ) from None
 
     def _remote(self, url: str) -> Client:
-        client = Client(url, token=os.environ.get(TOKEN_ENV), timeout_s=self.connect_timeout_s)
-        try:
-            client.health()
-        except BackendError as exc:
-            hint = "" if exc.status else " Is `paradit serve` running there?"
-            raise BackendError(
-                f"paradit backend at {url} is not usable: {exc}.{hint}", exc.status
-            ) from None
-        return client
+        return remote_client(url, timeout_s=self.connect_timeout_s, check=True)
 
 
 def _tail(path: Path, num_lines: int = 20) -> str:

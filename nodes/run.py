@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backend.client import BackendError, Client, JobFailed, encode_image
+from ..backend.client.http import BackendError, Client, JobFailed, encode_image
 from .params import TaskNode
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from paradit.backend.client import Client  # noqa: E402
-from paradit.backend.local import LocalBackend, LocalSpec  # noqa: E402
+from paradit.backend.client.local import LocalBackend  # noqa: E402
+from paradit.backend.config import ServeConfig  # noqa: E402
 
 
 class Backends:
@@ -25,7 +26,7 @@ class Backends:
 
     def __init__(self, root: Path):
         self.root = root
-        self._running: dict[LocalSpec, LocalBackend] = {}
+        self._running: dict[ServeConfig, LocalBackend] = {}
 
     def get(self, model: str, world_size: int, *extra: str) -> Client:
         return self.start(model, world_size, *extra).client
@@ -33,14 +34,14 @@ class Backends:
     def start(self, model: str, world_size: int, *extra: str) -> LocalBackend:
         key = (model, world_size, extra)
         name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
-        spec = LocalSpec(
+        spec = ServeConfig.from_argv(
+            list(extra),
             model=model,
             world_size=world_size,
             device="cpu",
             threads_per_rank=1,
             output_dir=str(self.root / name),
             timeout_s=120.0,
-            extra_args=tuple(extra),
         )
         backend = self._running.get(spec)
         if backend is None or not backend.alive():

@@ -13,10 +13,18 @@ from pathlib import Path
 import pytest
 
 from paradit.backend import bench
-from paradit.backend.bench import FULL, QUICK, SMOKE, RunResult, RunSpec, plan_runs, run_bench
-from paradit.backend.bench_model import DirectResult
-from paradit.backend.bench_report import render_markdown, summarize
-from paradit.backend.cli import main
+from paradit.backend.tools.bench.model import DirectResult
+from paradit.backend.tools.bench.report import render_markdown, summarize
+from paradit.backend.tools.bench.run import (
+    FULL,
+    QUICK,
+    SMOKE,
+    RunResult,
+    RunSpec,
+    plan_runs,
+    run_bench,
+)
+from paradit.backend.tools.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

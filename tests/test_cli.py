@@ -152,7 +152,7 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
     import signal
     import time
 
-    from paradit.backend.client import Client
+    from paradit.backend.client.http import Client
 
     proc = subprocess.Popen(
         _serve_command(tmp_path, "--threads", "1"),

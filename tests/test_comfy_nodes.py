@@ -289,7 +289,7 @@ def test_cancel_in_comfyui_cancels_the_backend_job(comfy_v3, handle):
 
 
 def test_backend_error_is_the_node_error(comfy_v3, handle):
-    from paradit.backend.client import BackendError
+    from paradit.backend.client.http import BackendError
 
     with pytest.raises(BackendError, match="height must be between 16 and 2048"):
         comfy_v3.ParaDiTTextToVideo.execute(handle, **values(height=8))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import run_job
 
-from paradit.backend.presets import build_preset
+from paradit.backend.models.presets import build_preset
 
 # Explicit sizes: a folder model gets the real-model defaults (832x480, 81 frames).
 BODY = {

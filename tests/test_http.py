@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from conftest import run_job, wait_for
 
-from paradit.backend.client import BackendError, Client, JobFailed
+from paradit.backend.client.http import BackendError, Client, JobFailed
 
 LONG_JOB = {
     "prompt": "a long one",

@@ -13,8 +13,8 @@ import sys
 import pytest
 from conftest import run_job
 
-from paradit.backend.client import Client
-from paradit.backend.dist import LaunchEnv
+from paradit.backend.client.http import Client
+from paradit.backend.runtime.group import LaunchEnv
 
 BODY = {"prompt": "launched elsewhere", "seed": 5}
 SERVE = [

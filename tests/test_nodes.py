@@ -17,8 +17,8 @@ import pytest
 import torch
 from PIL import Image
 
-from paradit.backend.client import BackendError, Client
-from paradit.backend.config import MAX_SEED as BACKEND_MAX_SEED
+from paradit.backend.client.http import BackendError, Client
+from paradit.backend.contract import MAX_SEED as BACKEND_MAX_SEED
 from paradit.nodes.params import (
     IMAGE_TO_VIDEO,
     MAX_SEED,
@@ -190,8 +190,8 @@ class FakeBackend:
 
     started: list[FakeBackend] = []
 
-    def __init__(self, spec, *, start_timeout_s, log_file):
-        self.spec, self.running, self.healthy = spec, True, True
+    def __init__(self, config, *, start_timeout_s, log_file):
+        self.config, self.running, self.healthy = config, True, True
         self.client = self
         FakeBackend.started.append(self)
 
@@ -218,13 +218,13 @@ def test_pool_reuses_restarts_and_replaces_dead_backends(tmp_path):
     third = pool.acquire(wan)
     assert third is not second and not second.alive()
     flux = pool.acquire(BackendSettings(model="tiny-flux"))
-    assert not third.alive() and flux.alive() and flux.spec.model == "tiny-flux"
+    assert not third.alive() and flux.alive() and flux.config.model == "tiny-flux"
     pool.stop()
     assert not flux.alive() and pool.local is None
 
 
 def test_pool_start_failure_shows_the_backend_log(tmp_path):
-    def failing_starter(spec, *, start_timeout_s, log_file):
+    def failing_starter(config, *, start_timeout_s, log_file):
         Path(log_file).write_text("loading...\nValueError: no model at /no-such-model\n")
         raise BackendError("backend exited with code 1 before ready: ")
 
@@ -248,7 +248,7 @@ def test_pool_keeps_a_real_backend_while_inputs_are_unchanged(tmp_path):
         assert first.proc.poll() is not None, "the old backend must be stopped"
         with pytest.raises(ProcessLookupError):
             os.killpg(first.proc.pid, 0)  # its whole process group is gone
-        assert pool.local.spec.device == "auto"
+        assert pool.local.config.device == "auto"
     finally:
         pool.stop()
 

@@ -10,8 +10,8 @@ import torch
 from diffusers import FluxPipeline, WanImageToVideoPipeline, WanPipeline
 from PIL import Image
 
-from paradit.backend.loading import ModelSource, align_cpu_weights, load_pipeline
-from paradit.backend.presets import PRESET_NAMES, build_preset, is_preset, preset_components
+from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
+from paradit.backend.models.presets import PRESET_NAMES, build_preset, is_preset, preset_components
 
 torch.set_num_threads(1)
 

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import shutil
 import signal
-import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import gradio as gr
 
-from ..backend.client import Client
-from ..backend.local import LocalBackend, LocalSpec
+from ..backend.client.connect import connect
+from ..backend.config import ServeConfig
 from .ui import build_ui
 
 log = logging.getLogger(__name__)
@@ -71,32 +67,6 @@ def launch(
     return url
 
 
-@contextmanager
-def connect(args: argparse.Namespace) -> Iterator[tuple[Client, Callable[[], bool]]]:
-    """A client for --server URL, or for a backend started here (stopped on exit), and a
-    function that says whether that backend is still running."""
-    if args.server:
-        yield Client(args.server, token=os.environ.get("PARADIT_TOKEN")), lambda: True
-        return
-    if not args.model:
-        raise ValueError("give --server URL of a running backend, or --model M to start one")
-    scratch = tempfile.mkdtemp(prefix="paradit-ui-backend-")
-    spec = LocalSpec(
-        model=args.model,
-        world_size=args.world_size,
-        device=args.device,
-        output_dir=scratch,
-        timeout_s=args.timeout,
-        threads_per_rank=args.threads,
-    )
-    log.info("starting a backend for %s on %d rank(s)", args.model, args.world_size)
-    try:
-        with LocalBackend(spec) as backend:
-            yield backend.client, backend.alive
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 def wait_for_signal(alive: Callable[[], bool], poll_s: float = 1.0) -> int:
     """Block until SIGINT/SIGTERM (0) or until `alive()` turns false (1)."""
     stop = threading.Event()
@@ -117,11 +87,12 @@ def wait_for_signal(alive: Callable[[], bool], poll_s: float = 1.0) -> int:
             signal.signal(sig, handler)
 
 
-def run_ui(args: argparse.Namespace) -> int:
-    """The `paradit ui` command."""
+def run_ui(args: argparse.Namespace, backend: ServeConfig | None) -> int:
+    """The `paradit ui` command: `args.server`, or a backend started from `backend`."""
     auth = parse_auth(args.auth)
     output_dir = Path(args.output_dir).resolve()
-    with connect(args) as (client, alive):
+    with connect(args.server, backend) as conn:
+        client = conn.client
         info = client.info()
         demo = build_ui(client, output_dir)
         url = launch(
@@ -142,6 +113,6 @@ def run_ui(args: argparse.Namespace) -> int:
             ", login required" if auth else "",
         )
         try:
-            return wait_for_signal(alive)
+            return wait_for_signal(conn.alive)
         finally:
             demo.close()

@@ -11,7 +11,6 @@ from typing import Any
 
 from ..backend.client import encode_image
 
-TASKS = ("text-to-video", "image-to-video", "text-to-image")
 CUSTOM = "custom"
 RANDOM_SEED_BOUND = 2**32
 """Random seeds are drawn below this (it stays exact in a browser's float64 numbers)."""

@@ -10,8 +10,6 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-FINAL = frozenset({"succeeded", "failed", "cancelled"})
-
 _COLORS = {"succeeded": "#16a34a", "failed": "#dc2626", "cancelled": "#9ca3af"}
 
 

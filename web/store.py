@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backend.client import Client
+from ..backend.client.http import Client
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,11 @@ from typing import Any
 
 import gradio as gr
 
-from ..backend.client import BackendError, Client
-from .forms import CUSTOM, TASKS, job_body, mode_note, parse_size, pick_seed, size_presets
+from ..backend.client.http import BackendError, Client
+from ..backend.contract import FINAL_STATES, TASKS
+from .forms import CUSTOM, job_body, mode_note, parse_size, pick_seed, size_presets
 from .panels import HISTORY_COLUMNS, header_markdown, history_rows, job_choices, status_markdown
-from .progress import FINAL, ProgressClock, idle_html, progress_html
+from .progress import ProgressClock, idle_html, progress_html
 from .store import JobOutputs, OutputStore, Sessions
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ class Actions:
             while True:
                 job = self.client.job(job_id)
                 status = progress_html(job, clock, time.monotonic())
-                if job["status"] in FINAL:
+                if job["status"] in FINAL_STATES:
                     return job, status
                 yield (status, gr.skip(), gr.skip(), gr.skip(), gr.skip())
                 time.sleep(self.poll_s)
@@ -173,7 +174,7 @@ class Actions:
             raise gr.Error(f"lost track of job {job_id}: {exc}") from None
         finally:
             self.sessions.remove(session, job_id)
-            if job["status"] not in FINAL:
+            if job["status"] not in FINAL_STATES:
                 self._cancel_quietly(job_id)
 
     def _cancel_quietly(self, job_id: str) -> None:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
-from ..config import ParallelPlan
 from .cfg import CfgParallel
 from .fsdp import local_param_bytes, shard_weights
+from .plan import ParallelPlan
 from .sequence import apply_sequence_parallel
 
 __all__ = ["Parallelized", "parallelize", "local_param_bytes"]

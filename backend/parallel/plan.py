@@ -2,7 +2,56 @@
 
 from __future__ import annotations
 
-from ..config import ParallelPlan
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How the ranks of the group divide one job.
+
+    world_size = cfg_degree * ring_degree * ulysses_degree.
+    """
+
+    cfg_degree: int = 1
+    """Ranks groups that run the conditional / unconditional branch side by side (1 or 2)."""
+    ulysses_degree: int = 1
+    """Ranks that split the token sequence with all-to-all attention (Ulysses)."""
+    ring_degree: int = 1
+    """Ranks that split the token sequence with ring attention (needs a flash/cuDNN backend)."""
+    shard_weights: bool = True
+    """Shard the DiT weights with FSDP2 across all ranks (only meaningful for world size > 1)."""
+
+    def __post_init__(self) -> None:
+        for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.cfg_degree not in (1, 2):
+            raise ValueError(f"cfg_degree must be 1 or 2, got {self.cfg_degree}")
+        if self.ring_degree > 1 and self.ulysses_degree > 1:
+            raise ValueError("ring and ulysses cannot be combined yet: set one of them to 1")
+
+    @property
+    def world_size(self) -> int:
+        return self.cfg_degree * self.ulysses_degree * self.ring_degree
+
+    @property
+    def sequence_degree(self) -> int:
+        return self.ulysses_degree * self.ring_degree
+
+    def to_dict(self) -> dict[str, Any]:
+        modes = []
+        if self.cfg_degree > 1:
+            modes.append("cfg")
+        if self.ulysses_degree > 1:
+            modes.append("ulysses")
+        if self.ring_degree > 1:
+            modes.append("ring")
+        sharded = self.shard_weights and self.world_size > 1
+        if sharded:
+            modes.append("fsdp")
+        return {**asdict(self), "world_size": self.world_size, "modes": modes, "sharded": sharded}
 
 
 def choose_plan(

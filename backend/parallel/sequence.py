@@ -15,8 +15,8 @@ from diffusers.hooks.context_parallel import apply_context_parallel
 from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
 from torch.distributed.device_mesh import DeviceMesh
 
-from ..config import ParallelPlan
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
+from .plan import ParallelPlan
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ def build_model_folder(spec: BenchModel, folder: Path) -> Path:
     """Write the benchmark pipeline to `folder` (save_pretrained layout); returns it."""
     from diffusers import WanTransformer3DModel
 
-    from .presets import _seeded, build_preset
+    from ...models.presets import _seeded, build_preset
 
     def transformer() -> WanTransformer3DModel:
         return WanTransformer3DModel(

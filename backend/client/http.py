@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..contract import FINAL_STATES
+
 
 class BackendError(RuntimeError):
     """The backend answered with an error, or could not be reached."""
@@ -124,7 +126,7 @@ class Client:
                 on_progress(job)
             if job["status"] == "succeeded":
                 return job
-            if job["status"] in ("failed", "cancelled"):
+            if job["status"] in FINAL_STATES:
                 reason = job.get("error") or job["status"]
                 raise JobFailed(f"job {job_id} {job['status']}: {reason}", job)
             if should_cancel is not None and not cancel_sent and should_cancel():

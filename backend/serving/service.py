@@ -15,12 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from .config import JobRequest, ServeConfig
-from .control import Driver, HeartbeatMonitor, RankLost
+from ... import __version__
+from ..config import ServeConfig
+from ..contract import JobRequest
+from ..runtime.control import Driver, HeartbeatMonitor, RankLost
+from ..runtime.engine import JobCancelled, Runtime, StepClock, release_freed_memory, tensor_meta
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_outputs, write_record
-from .runtime import JobCancelled, Runtime, StepClock, release_freed_memory, tensor_meta
 
 log = logging.getLogger(__name__)
 

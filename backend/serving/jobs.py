@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import JobRequest
-
-STATES = ("queued", "running", "succeeded", "failed", "cancelled")
-FINAL = frozenset({"succeeded", "failed", "cancelled"})
+from ..contract import FINAL_STATES, JobRequest
 
 
 class QueueFull(RuntimeError):
@@ -148,6 +145,6 @@ class JobBook:
             self._cond.notify_all()
 
     def _forget_old(self) -> None:
-        finished = [j for j in self._jobs.values() if j.status in FINAL]
+        finished = [j for j in self._jobs.values() if j.status in FINAL_STATES]
         for job in finished[: max(0, len(self._jobs) - self.keep)]:
             del self._jobs[job.id]

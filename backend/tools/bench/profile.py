@@ -1,4 +1,4 @@
-"""Where a parallel denoising step spends its time: `python -m paradit.backend.bench_profile`.
+"""Where a parallel denoising step spends its time: `python -m paradit.backend.tools.bench.profile`.
 
 Runs the benchmark DiT under paradit's own parallel plan (`parallelize`) on N gloo ranks in
 one command, without the server, and times one CFG step the way the diffusers pipeline runs it
@@ -174,8 +174,8 @@ def _rank_main(rank: int, args: argparse.Namespace, port: int, queue: Any) -> No
     import torch.distributed as dist
     from diffusers import DiffusionPipeline
 
-    from .config import ParallelPlan
-    from .parallel import parallelize
+    from ...parallel import parallelize
+    from ...parallel.plan import ParallelPlan
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(args.threads)
@@ -248,7 +248,7 @@ def profile(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m paradit.backend.bench_profile")
+    parser = argparse.ArgumentParser(prog="python -m paradit.backend.tools.bench.profile")
     parser.add_argument("--model", help="bench model folder (default: build one in a temp dir)")
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--cfg-degree", type=int, default=1)
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cfg-degree must divide --world-size")
     with tempfile.TemporaryDirectory(prefix="paradit-profile-") as work:
         if args.model is None:
-            from .bench_model import BenchModel, build_model_folder
+            from .model import BenchModel, build_model_folder
 
             args.model = str(build_model_folder(BenchModel(), Path(work) / "model"))
         reports = profile(args)

@@ -33,7 +33,7 @@ def _component_bytes(folder: Path, component: str) -> int:
 def _preset_bytes(name: str) -> dict[str, Any]:
     import torch
 
-    from .presets import build_preset
+    from ..models.presets import build_preset
 
     pipe = build_preset(name)
     sizes = {}
@@ -71,8 +71,8 @@ def estimate(
     model: str, gpus: int, gpu_memory_gib: float, width: int, height: int, frames: int
 ) -> dict[str, Any]:
     """Plan and per-GPU memory estimate for one job on `gpus` GPUs of `gpu_memory_gib`."""
-    from .loading import ModelSource
-    from .parallel.plan import choose_plan
+    from ..models.loading import ModelSource
+    from ..parallel.plan import choose_plan
 
     if gpus < 1 or gpu_memory_gib <= 0 or width < 16 or height < 16 or frames < 1:
         raise ValueError("--gpus >= 1, --gpu-memory > 0, --width/--height >= 16, --frames >= 1")

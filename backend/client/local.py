@@ -7,6 +7,7 @@ stops it with SIGTERM (then SIGKILL) — also when the owning program exits.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import queue
@@ -17,11 +18,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .client import BackendError, Client
+from ..config import ServeConfig
+from .http import BackendError, Client
 
 log = logging.getLogger(__name__)
 
@@ -50,75 +51,47 @@ LAUNCHER_VARS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class LocalSpec:
-    """What a local backend is started with; equal specs can share one backend."""
-
-    model: str
-    world_size: int = 1
-    device: str = "auto"
-    output_dir: str = "outputs"
-    timeout_s: float = 600.0
-    threads_per_rank: int | None = None
-    extra_args: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ValueError("model must name a preset, a diffusers folder or a hub id")
-        if self.world_size < 1:
-            raise ValueError(f"world_size must be >= 1, got {self.world_size}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
-
-    def command(self) -> list[str]:
-        """The serve command, with paths made absolute (it runs in another folder)."""
-        model = str(Path(self.model).resolve()) if Path(self.model).is_dir() else self.model
-        cmd = [
-            sys.executable,
-            "-m",
-            "paradit",
-            "serve",
-            "--model",
-            model,
-            "--world-size",
-            str(self.world_size),
-            "--device",
-            self.device,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--output-dir",
-            str(Path(self.output_dir).resolve()),
-            "--timeout",
-            str(self.timeout_s),
-        ]
-        if self.threads_per_rank:
-            cmd += ["--threads", str(self.threads_per_rank)]
-        return cmd + list(self.extra_args)
+def serve_command(config: ServeConfig) -> list[str]:
+    """`paradit serve` for a local backend: loopback, any free port, absolute paths (it runs
+    in another folder). No token: the backend is reachable from this machine only."""
+    model = str(Path(config.model).resolve()) if Path(config.model).is_dir() else config.model
+    local = dataclasses.replace(
+        config,
+        model=model,
+        host="127.0.0.1",
+        port=0,
+        token=None,
+        output_dir=str(Path(config.output_dir).resolve()),
+    )
+    return [sys.executable, "-m", "paradit", "serve", *local.to_argv()]
 
 
 class LocalBackend:
     """A `paradit serve` child process; use as a context manager or call `stop()`."""
 
     def __init__(
-        self, spec: LocalSpec, *, start_timeout_s: float = 600.0, log_file: str | Path | None = None
+        self,
+        config: ServeConfig,
+        *,
+        start_timeout_s: float = 600.0,
+        log_file: str | Path | None = None,
+        env: dict[str, str] | None = None,
     ):
-        self.spec = spec
+        self.config = config
         self._own_log = log_file is None
         if log_file is None:
             handle, log_file = tempfile.mkstemp(prefix="paradit-serve-", suffix=".log")
             os.close(handle)
         self.log_path = Path(log_file)
         self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
-        env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+        env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in LAUNCHER_VARS}
         env |= {"PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
         # A neutral working folder: the caller's (e.g. ComfyUI's) would come first on the
         # child's import path, and its top-level modules could shadow libraries.
-        workdir = Path(spec.output_dir).resolve()
+        workdir = Path(config.output_dir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            spec.command(),
+            serve_command(config),
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .config import JobRequest, Limits
+from ..contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO, JobRequest, Limits
 
 Tensors = dict[str, torch.Tensor]
 
@@ -84,7 +84,7 @@ class _Wan(Family):
             max_size=2048,
             frame_multiple=int(pipe.vae_scale_factor_temporal),
             max_frames=257,
-            needs_image=self.task == "image-to-video",
+            needs_image=self.task == IMAGE_TO_VIDEO,
             default_width=64 if tiny else 832,
             default_height=64 if tiny else 480,
             default_frames=5 if tiny else 81,
@@ -246,17 +246,17 @@ class _Flux(Family):
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 FAMILIES: tuple[Family, ...] = (
-    _Wan("wan-t2v", "text-to-video", ("WanPipeline",), _TEXT, vae_float32=True),
+    _Wan("wan-t2v", TEXT_TO_VIDEO, ("WanPipeline",), _TEXT, vae_float32=True),
     _WanImageToVideo(
         "wan-i2v",
-        "image-to-video",
+        IMAGE_TO_VIDEO,
         ("WanImageToVideoPipeline",),
         _TEXT | {"image_encoder"},
         vae_float32=True,
     ),
     _Flux(
         "flux",
-        "text-to-image",
+        TEXT_TO_IMAGE,
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
     ),

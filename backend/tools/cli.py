@@ -6,14 +6,18 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from ... import __version__
+from ..config import BACKEND, SERVING, ServeConfig, add_flags
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 log = logging.getLogger("paradit")
 
@@ -38,60 +42,45 @@ class Parser(argparse.ArgumentParser):
 
 
 def _add_backend_flags(p: argparse.ArgumentParser, *, server: bool = True) -> None:
+    """The flags of a command that connects to a backend or starts one (config.BACKEND)."""
     if server:
-        p.add_argument("--server", help="URL of a running `paradit serve`")
-    p.add_argument("--model", help="preset (tiny-wan, tiny-wan-i2v, tiny-flux), folder or hub id")
-    p.add_argument("--world-size", type=int, default=1, help="ranks to start (default 1)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads", type=int, help="CPU threads per rank")
-    p.add_argument("--timeout", type=float, default=600.0, help="collective timeout, seconds")
+        p.add_argument("--server", help="URL of a running `paradit serve` (else one is started)")
+    add_flags(p, BACKEND)
 
 
 def _add_job_flags(p: argparse.ArgumentParser) -> None:
+    """The request's fields (the model's defaults where left out)."""
     p.add_argument("--negative", help="negative prompt")
-    p.add_argument("--width", type=int)
-    p.add_argument("--height", type=int)
-    p.add_argument("--frames", type=int)
-    p.add_argument("--steps", type=int)
-    p.add_argument("--guidance", type=float)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--width", type=int, help="pixels, a multiple of the model's size step")
+    p.add_argument("--height", type=int, help="pixels, a multiple of the model's size step")
+    p.add_argument("--frames", type=int, help="frames (video models: 4k+1)")
+    p.add_argument("--steps", type=int, help="denoising steps")
+    p.add_argument("--guidance", type=float, help="guidance scale (above 1: CFG)")
+    p.add_argument("--seed", type=int, help="noise seed (default 0)")
     p.add_argument("--image", help="start image (PNG/JPEG) for image-to-video")
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="paradit", description="Multi-GPU generation with diffusion transformers")
     parser.add_argument("--version", action="version", version=f"paradit {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("serve", help="start a backend and serve the HTTP API")
-    p.add_argument("--model", required=True)
-    p.add_argument("--world-size", type=int, default=1)
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7870)
-    p.add_argument("--output-dir", default="outputs")
-    p.add_argument("--timeout", type=float, default=600.0, help="collective timeout, seconds")
-    p.add_argument(
-        "--token",
-        default=os.environ.get("PARADIT_TOKEN"),
-        help="require 'Authorization: Bearer TOKEN' (or set PARADIT_TOKEN)",
-    )
-    p.add_argument("--cfg-degree", type=int)
-    p.add_argument("--ulysses-degree", type=int)
-    p.add_argument("--ring-degree", type=int)
-    p.add_argument("--no-shard", action="store_true", help="keep full DiT weights on every rank")
-    p.add_argument("--threads", type=int, help="CPU threads per rank")
-    p.add_argument("--max-queue", type=int, default=64)
+    add_flags(p, BACKEND, SERVING, model_required=True)
 
     p = sub.add_parser("generate", help="make one video or image")
-    p.add_argument("prompt")
+    p.add_argument("prompt", help="what to make")
     p.add_argument("--out", required=True, help="output folder")
     _add_backend_flags(p)
     _add_job_flags(p)
 
     p = sub.add_parser("verify", help="check that world size N gives the same frames as 1")
-    p.add_argument("--prompt", default="a red fox running through snow")
+    p.add_argument(
+        "--prompt", default="a red fox running through snow", help="the prompt of the test job"
+    )
     p.add_argument("--out", help="keep both outputs here")
     _add_backend_flags(p, server=False)
     _add_job_flags(p)
@@ -99,31 +88,39 @@ def build_parser() -> Parser:
     p = sub.add_parser("batch", help="many prompts x seeds into one folder")
     p.add_argument("--prompts", required=True, help="text file, one prompt per line")
     p.add_argument("--seeds", default="0", help="a seed or a range A-B")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="output folder (one subfolder per item)")
     _add_backend_flags(p)
     _add_job_flags(p)
 
     p = sub.add_parser("plan", help="the parallel plan and memory per GPU for a job")
-    p.add_argument("--model", required=True)
-    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--model", required=True, help="a preset, a diffusers folder or a hub id")
+    p.add_argument("--gpus", type=int, required=True, help="number of GPUs")
     p.add_argument("--gpu-memory", type=float, required=True, help="GiB per GPU")
-    p.add_argument("--width", type=int, required=True)
-    p.add_argument("--height", type=int, required=True)
-    p.add_argument("--frames", type=int, required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--width", type=int, required=True, help="pixels")
+    p.add_argument("--height", type=int, required=True, help="pixels")
+    p.add_argument("--frames", type=int, required=True, help="frames")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", dest="json_path")
+    p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
+    p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     p.add_argument("--out", default="bench-results", help="folder for the table and plot")
 
     p = sub.add_parser("ui", help="the web app (Gradio)")
     _add_backend_flags(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--auth", default=os.environ.get("PARADIT_UI_AUTH"), help="user:pass")
-    p.add_argument("--root-path", default=os.environ.get("PARADIT_ROOT_PATH", ""))
-    p.add_argument("--output-dir", default="outputs")
+    p.add_argument("--host", default="127.0.0.1", help="address the web app listens on")
+    p.add_argument("--port", type=int, default=7860, help="the web app's port")
+    p.add_argument(
+        "--auth",
+        default=os.environ.get("PARADIT_UI_AUTH"),
+        help="user:pass login (default: $PARADIT_UI_AUTH)",
+    )
+    p.add_argument(
+        "--root-path",
+        default=os.environ.get("PARADIT_ROOT_PATH", ""),
+        help="URL prefix behind a reverse proxy (default: $PARADIT_ROOT_PATH)",
+    )
+    p.add_argument("--output-dir", default="outputs", help="where the app keeps job outputs")
     return parser
 
 
@@ -131,7 +128,7 @@ def build_parser() -> Parser:
 
 
 def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
-    from .client import encode_image
+    from ..client.http import encode_image
 
     body: dict[str, Any] = {"prompt": prompt}
     for flag, field in JOB_FLAGS.items():
@@ -146,47 +143,25 @@ def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
     return body
 
 
-def local_spec(args: argparse.Namespace, world_size: int | None = None, output_dir: str = ""):
-    from .loading import ModelSource
-    from .local import LocalSpec
+def backend_config(args: argparse.Namespace, **overrides: Any) -> ServeConfig | None:
+    """The backend a command starts when it has no --server (None when it has one)."""
+    from ..models.loading import ModelSource
 
+    if getattr(args, "server", None):
+        return None
     if not args.model:
         raise UsageError("give --server URL or --model M")
     ModelSource.parse(args.model)  # a bad model fails here, in one line
-    return LocalSpec(
-        model=args.model,
-        world_size=world_size or args.world_size,
-        device=args.device,
-        output_dir=output_dir or tempfile.mkdtemp(prefix="paradit-"),  # removed by BackendSession
-        timeout_s=args.timeout,
-        threads_per_rank=args.threads,
-    )
+    return ServeConfig.from_args(args, **overrides)
 
 
-class BackendSession:
-    """A client for --server, or a backend started for this command."""
+@contextmanager
+def backend_client(args: argparse.Namespace, **overrides: Any) -> Iterator[Client]:
+    """A client for --server, or for a backend started for this command (then stopped)."""
+    from ..client.connect import connect
 
-    def __init__(self, args: argparse.Namespace, world_size: int | None = None):
-        from .client import Client
-        from .local import LocalBackend
-
-        self.local = None
-        if getattr(args, "server", None):
-            self.client = Client(args.server, token=os.environ.get("PARADIT_TOKEN"))
-        else:
-            log.info(
-                "starting a backend for %s on %s rank(s)", args.model, world_size or args.world_size
-            )
-            self.local = LocalBackend(local_spec(args, world_size))
-            self.client = self.local.client
-
-    def __enter__(self):
-        return self.client
-
-    def __exit__(self, *_exc) -> None:
-        if self.local is not None:
-            self.local.stop()
-            shutil.rmtree(self.local.spec.output_dir, ignore_errors=True)  # copied to --out
+    with connect(getattr(args, "server", None), backend_config(args, **overrides)) as conn:
+        yield conn.client
 
 
 class ProgressLog:
@@ -211,27 +186,12 @@ class ProgressLog:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .config import ServeConfig
-    from .launch import serve
+    from ..serving.launch import serve
 
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
         _die_with_parent()
-    config = ServeConfig(
-        model=args.model,
-        world_size=args.world_size,
-        device=args.device,
-        host=args.host,
-        port=args.port,
-        output_dir=args.output_dir,
-        timeout_s=args.timeout,
-        token=args.token,
-        cfg_degree=args.cfg_degree,
-        ulysses_degree=args.ulysses_degree,
-        ring_degree=args.ring_degree,
-        shard_weights=not args.no_shard,
-        threads_per_rank=args.threads,
-        max_queue=args.max_queue,
-    )
+    token = args.token or os.environ.get("PARADIT_TOKEN")
+    config = ServeConfig.from_args(args, BACKEND, SERVING, token=token)
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
@@ -241,7 +201,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     body = job_body(args, args.prompt)
-    with BackendSession(args) as client:
+    with backend_client(args) as client:
         job = client.generate(body, args.out, on_progress=ProgressLog())
     log.info("wrote %s (%d frames)", args.out, job["num_frames"])
     return 0
@@ -264,7 +224,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         raise UsageError(f"--prompts {args.prompts}: no prompts in the file")
     work = [(i, p, seed) for i, p in enumerate(prompts) for seed in parse_seeds(args.seeds)]
     failed = 0
-    with BackendSession(args) as client:
+    with backend_client(args) as client:
         pending: deque[tuple[Path, str]] = deque()
         for index, prompt, seed in work:
             if len(pending) >= BATCH_WINDOW:  # keep the backend's queue short
@@ -281,7 +241,7 @@ BATCH_WINDOW = 8
 
 def _finish_one(client, out: Path, job_id: str) -> int:
     """Wait for one batch job and download it; 1 if it failed (the batch goes on)."""
-    from .client import BackendError
+    from ..client.http import BackendError
 
     try:
         client.download(client.wait(job_id), out)
@@ -305,7 +265,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .memplan import estimate, render
+    from .plan import estimate, render
 
     report = estimate(args.model, args.gpus, args.gpu_memory, args.width, args.height, args.frames)
     print(json.dumps(report, indent=2) if args.json else render(report))
@@ -313,15 +273,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
+    from .bench.run import run_bench
 
     return run_bench(quick=args.quick, json_path=args.json_path, out_dir=args.out)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from ..web.app import run_ui
+    from ...web.app import run_ui
 
-    return run_ui(args)
+    return run_ui(args, backend_config(args))
 
 
 COMMANDS = {
@@ -345,7 +305,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .client import BackendError
+    from ..client.http import BackendError
 
     try:
         args = build_parser().parse_args(argv)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .bench import RunResult, Workload
-    from .bench_model import DirectResult
+    from .model import DirectResult
+    from .run import RunResult, Workload
 
 TARGETS = {
     "cfg_speedup_x2": ("CFG parallel, 2 ranks vs 1", ">=", 1.9),
@@ -162,7 +162,7 @@ def summarize(
     wall_s: float,
 ) -> dict[str, Any]:
     """Everything the report shows, JSON-able; the keys of the issue are at the top level."""
-    from .. import __version__
+    from .... import __version__
 
     scaling = _scaling(results)
     overhead = _overhead(results[0], direct)

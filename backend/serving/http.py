@@ -16,7 +16,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .jobs import FINAL, Job, QueueFull
+from ..contract import FINAL_STATES
+from .jobs import Job, QueueFull
 from .outputs import FRAMES_DIR, frame_name
 from .service import Service
 
@@ -111,7 +112,8 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         if isinstance(found, JSONResponse):
             return found
         if found.status != "succeeded":
-            state = found.status if found.status in FINAL else f"{found.status}, not finished"
+            done = found.status in FINAL_STATES
+            state = found.status if done else f"{found.status}, not finished"
             return error(409, f"job {job_id} has no outputs: it is {state}")
         path = found.out_dir / name
         if not path.is_file():

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import JobRequest
-from .families import Family
+from ..contract import JobRequest
+from ..models.families import Family
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Starting the group: the ranks' processes, their supervision, and `serve`'s lifecycle.
 
 On one machine `serve --world-size N` is rank 0 and starts ranks 1..N-1 as child processes
-(`python -m paradit.backend.launch`), watching their sentinels; a child exits by itself when
+(`python -m paradit.backend.serving.launch`), watching their sentinels; a child exits by itself when
 rank 0's store goes away and is killed by the kernel when its parent dies. Under torchrun /
 srun / mpirun every process runs `serve` and reads its rank from the environment.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -19,14 +18,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import timedelta
 
 import torch
 
-from .config import ServeConfig
-from .control import Heartbeat, Worker
-from .dist import (
+from ..config import ServeConfig
+from ..runtime.control import Heartbeat, Worker
+from ..runtime.group import (
     STARTUP_TIMEOUT_S,
     Abort,
     Group,
@@ -38,8 +36,6 @@ from .dist import (
 
 log = logging.getLogger(__name__)
 
-CONFIG_ENV = "PARADIT_SERVE_CONFIG"
-
 
 class Children:
     """Ranks 1..N-1 started by this process, supervised through their exit codes."""
@@ -48,7 +44,6 @@ class Children:
         self.procs: dict[int, subprocess.Popen] = {}
         base = {
             **os.environ,
-            CONFIG_ENV: json.dumps(asdict(config)),
             "PARADIT_LAUNCHER": "paradit",
             "MASTER_ADDR": env.master_addr,
             "MASTER_PORT": str(env.master_port),
@@ -61,7 +56,7 @@ class Children:
                 # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
                 # group in order; the children die with rank 0 in any case (PDEATHSIG).
                 self.procs[rank] = subprocess.Popen(
-                    [sys.executable, "-m", "paradit.backend.launch"],
+                    [sys.executable, "-m", "paradit.backend.serving.launch", *config.to_argv()],
                     env=child_env,
                     start_new_session=True,
                 )
@@ -101,24 +96,18 @@ def _threads(config: ServeConfig, env: LaunchEnv) -> int:
 
 def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
     """Join the group and load the model on this rank; `abort` ends start-up waits early."""
-    from .runtime import Runtime
+    from ..runtime.engine import Runtime
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)
     group = join_group(env, device, timedelta(seconds=config.timeout_s), store, abort)
-    overrides = {
-        "cfg_degree": config.cfg_degree,
-        "ulysses_degree": config.ulysses_degree,
-        "ring_degree": config.ring_degree,
-        "shard_weights": config.shard_weights,
-    }
     dtype = "bfloat16" if device.type == "cuda" else "float32"
-    return group, Runtime(group, config.model, overrides, dtype)
+    return group, Runtime(group, config.model, config.plan_overrides(), dtype)
 
 
 def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
     """A rank other than 0: load, then answer rank 0's messages until told to stop."""
-    from .worker import serve_worker
+    from ..runtime.worker import serve_worker
 
     group: Group | None = None
     try:
@@ -139,7 +128,7 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
 
 def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code."""
-    from .server import HttpServer, create_app
+    from .http import HttpServer, create_app
     from .service import Service
 
     env = LaunchEnv.from_environ()
@@ -202,7 +191,7 @@ def _solo_env(config: ServeConfig) -> LaunchEnv:
 
 def _check_plan_flags(config: ServeConfig, device: torch.device) -> None:
     """Fail before starting any rank when the degrees cannot work (the model may refuse more)."""
-    from .parallel.plan import choose_plan
+    from ..parallel.plan import choose_plan
 
     choose_plan(
         config.world_size,
@@ -230,7 +219,7 @@ def _child_main() -> int:
         format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
-    config = ServeConfig(**json.loads(os.environ[CONFIG_ENV]))
+    config = ServeConfig.from_argv(sys.argv[1:])
     env = LaunchEnv.from_environ()
     if env is None:
         raise SystemExit("paradit worker started without RANK/WORLD_SIZE")

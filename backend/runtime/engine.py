@@ -25,12 +25,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import JobRequest, ParallelPlan
-from .dist import Group
-from .families import Family, family_for
-from .loading import ModelSource, align_cpu_weights, load_pipeline
-from .parallel import Parallelized, local_param_bytes, parallelize
-from .parallel.plan import choose_plan
+from ..contract import JobRequest
+from ..models.families import Family, family_for
+from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..parallel import Parallelized, local_param_bytes, parallelize
+from ..parallel.plan import ParallelPlan, choose_plan
+from .group import Group
 from .preview import Previewer
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class JobCancelled(Exception):
 def pipeline_class_name(source: ModelSource) -> str:
     """The diffusers pipeline class a model source holds, read without loading weights."""
     if source.kind == "preset":
-        from .presets import preset_pipeline_class
+        from ..models.presets import preset_pipeline_class
 
         return preset_pipeline_class(source.name)
     from diffusers import DiffusionPipeline

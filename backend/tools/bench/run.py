@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .bench_model import BenchModel, DirectPipeline, DirectResult, build_model_folder, num_tokens
+from .model import BenchModel, DirectPipeline, DirectResult, build_model_folder, num_tokens
 
 log = logging.getLogger(__name__)
 
@@ -262,17 +262,18 @@ class Bench:
         self.direct: list[DirectResult] = []
 
     def run(self, spec: RunSpec, direct: DirectPipeline | None = None) -> RunResult:
-        from .local import LocalBackend, LocalSpec
+        from ...client.local import LocalBackend
+        from ...config import ServeConfig
 
         result = RunResult(spec)
-        local = LocalSpec(
+        local = ServeConfig.from_argv(
+            list(spec.serve_args()),
             model=self.model,
             world_size=spec.world_size,
             device=self.device,
             output_dir=str(self.work_dir / "outputs"),
             timeout_s=600.0,
             threads_per_rank=1 if self.device == "cpu" else None,
-            extra_args=spec.serve_args(),
         )
         log_file = self.log_dir / f"{spec.label.replace(' ', '-')}.log"
         log.info("%s: starting `paradit serve` (%s)", spec.label, " ".join(spec.serve_args()))
@@ -353,7 +354,7 @@ def run_bench(
 
     `workload` overrides QUICK/FULL (tests use SMOKE). Returns 0 when every backend ran.
     """
-    from .bench_report import render_markdown, summarize, write_json, write_plot
+    from .report import render_markdown, summarize, write_json, write_plot
 
     workload = workload or (QUICK if quick else FULL)
     out = Path(out_dir)

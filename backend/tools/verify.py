@@ -12,9 +12,12 @@ log = logging.getLogger(__name__)
 
 
 def _run(args: argparse.Namespace, world_size: int, body: dict[str, Any]) -> dict[str, Any]:
-    from .cli import BackendSession
+    from ..client.connect import connect
+    from ..config import ServeConfig
 
-    with BackendSession(args, world_size) as client:
+    config = ServeConfig.from_args(args, world_size=world_size)
+    with connect(None, config) as conn:
+        client = conn.client
         job = client.wait(client.submit(body))
         frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
         if args.out:

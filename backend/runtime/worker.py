@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .config import JobRequest
+from ..contract import JobRequest
 from .control import Worker
-from .runtime import JobCancelled, Runtime, StepClock, release_freed_memory
+from .engine import JobCancelled, Runtime, StepClock, release_freed_memory
 
 log = logging.getLogger(__name__)
 
