@@ -12,18 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from paradit.backend import bench
+from paradit.backend.tools.bench import run as bench_run
 from paradit.backend.tools.bench.model import DirectResult
 from paradit.backend.tools.bench.report import render_markdown, summarize
-from paradit.backend.tools.bench.run import (
-    FULL,
-    QUICK,
-    SMOKE,
-    RunResult,
-    RunSpec,
-    plan_runs,
-    run_bench,
-)
+from paradit.backend.tools.bench.run import run_bench
+from paradit.backend.tools.bench.workload import FULL, QUICK, SMOKE, RunResult, RunSpec, plan_runs
 from paradit.backend.tools.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -76,7 +69,7 @@ def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
         seen.update(kwargs)
         return 7
 
-    monkeypatch.setattr(bench, "run_bench", fake)
+    monkeypatch.setattr(bench_run, "run_bench", fake)
     args = ["bench", "--quick", "--json", str(tmp_path / "b.json"), "--out", str(tmp_path)]
     assert main(args) == 7
     assert seen == {"quick": True, "json_path": str(tmp_path / "b.json"), "out_dir": str(tmp_path)}

@@ -1,4 +1,4 @@
-"""The control plane: typed JSON messages from rank 0 to every rank, one reply each.
+"""The control plane: typed messages (`messages.py`) from rank 0 to every rank, one reply each.
 
 Messages travel through the group's TCPStore, not through a collective: an idle rank polls
 the store (microseconds per check) instead of sitting in a broadcast that the process-group
@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch.distributed as dist
+
+from .messages import Message, Reply, to_json
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +47,24 @@ class Driver:
         self.world_size = world_size
         self.seq = 0
 
-    def send(self, message: dict[str, Any]) -> int:
+    def send(self, message: Message) -> int:
         self.seq += 1
-        _put(self.store, f"msg/{self.seq}", message)
+        _put(self.store, f"msg/{self.seq}", to_json(message))
         if self.seq > 2:
             self.store.delete_key(f"msg/{self.seq - 2}")
         return self.seq
 
     def replies(
         self, seq: int, lost: Callable[[], str | None], timeout_s: float
-    ) -> dict[int, dict[str, Any]]:
+    ) -> dict[int, Reply]:
         """Each worker's reply to message `seq`; RankLost if `lost()` reports a dead rank."""
         keys = {rank: f"reply/{seq}/{rank}" for rank in range(1, self.world_size)}
-        got: dict[int, dict[str, Any]] = {}
+        got: dict[int, Reply] = {}
         deadline = time.monotonic() + timeout_s
         while len(got) < len(keys):
             for rank, key in keys.items():
                 if rank not in got and self.store.check([key]):
-                    got[rank] = _get(self.store, key)
+                    got[rank] = Reply.from_json(_get(self.store, key))
                     self.store.delete_key(key)
             if len(got) == len(keys):
                 break
@@ -104,7 +106,8 @@ class Worker:
         _put(self.store, f"ready/{self.rank}", info)
 
     def next_message(self) -> tuple[int, dict[str, Any]]:
-        """Poll for the next message; raises if rank 0's store goes away."""
+        """Poll for the next message (its JSON: `messages.from_json` reads it); raises if
+        rank 0's store goes away."""
         self.seq += 1
         key = f"msg/{self.seq}"
         idle_since = time.monotonic()
@@ -113,8 +116,8 @@ class Worker:
             time.sleep(POLL_S if busy else IDLE_POLL_S)
         return self.seq, _get(self.store, key)
 
-    def reply(self, seq: int, value: dict[str, Any]) -> None:
-        _put(self.store, f"reply/{seq}/{self.rank}", value)
+    def reply(self, seq: int, reply: Reply) -> None:
+        _put(self.store, f"reply/{seq}/{self.rank}", reply.to_json())
 
 
 class Heartbeat:

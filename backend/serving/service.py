@@ -19,7 +19,9 @@ from ... import __version__
 from ..config import ServeConfig
 from ..contract import JobRequest
 from ..runtime.control import Driver, HeartbeatMonitor, RankLost
-from ..runtime.engine import JobCancelled, Runtime, StepClock, release_freed_memory, tensor_meta
+from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor_meta
+from ..runtime.job import JobHooks, run_job
+from ..runtime.messages import Reply, RunJob, Shutdown, combine
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_outputs, write_record
 
@@ -43,12 +45,6 @@ PREVIEW_PERIOD_S = 0.25
 
 class JobFailedError(RuntimeError):
     """A job failed; the message says why (a rank's own error when it was one rank's)."""
-
-
-def _without_rank(error: str) -> str:
-    """`rank 3: ValueError: x` -> `ValueError: x` (workers prefix their errors)."""
-    head, _, rest = error.partition(": ")
-    return rest if head.startswith("rank ") else error
 
 
 class Service:
@@ -173,23 +169,19 @@ class Service:
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = runtime.encode(request)
-        meta = tensor_meta(tensors)
         timings["encode_s"] = round(time.perf_counter() - begin, 4)
-        seq = None
-        if runtime.group.world_size > 1:
-            seq = self.driver.send(
-                {"type": "run", "job_id": job.id, "request": request.to_dict(), "tensors": meta}
-            )
-        clock = StepClock()
+        message = RunJob(job.id, request.to_dict(), tensor_meta(tensors))
+        seq = self.driver.send(message) if runtime.group.world_size > 1 else None
+
+        def on_step(step: int, total: int) -> bool:
+            job.step = step
+            return job.cancel_requested
+
+        hooks = JobHooks(tensors, on_step, self._previews(job))
+        clock = hooks.clock
         frames, own_error = None, None
         try:
-            shared = runtime.share(tensors, meta)
-
-            def on_step(step: int, total: int) -> bool:
-                job.step = step
-                return job.cancel_requested
-
-            frames = runtime.denoise(request, shared, on_step, clock, self._previews(job))
+            frames = run_job(runtime, message, hooks)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
         self._settle(seq, own_error)
@@ -227,22 +219,20 @@ class Service:
         marked unhealthy rather than trusted with the next job.
         """
         replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0) if seq else {}
-        worker_errors = [r["error"] for r in replies.values() if not r.get("ok")]
-        if own_error is None and not worker_errors:
+        own = Reply(0)
+        if own_error is not None:
+            own = Reply.failure(0, own_error, cancelled=isinstance(own_error, JobCancelled))
+        outcome = combine(own, replies)
+        if outcome.status == "succeeded":
             return
-        cancelled = isinstance(own_error, JobCancelled)
-        if cancelled and all(r.get("cancelled") for r in replies.values()):
+        if outcome.status == "cancelled":
             raise own_error
-        own_text = None if own_error is None else f"{type(own_error).__name__}: {own_error}"
-        texts = {_without_rank(e) for e in worker_errors}
-        in_step = (
-            own_text is not None and len(worker_errors) == len(replies) and texts <= {own_text}
-        )
-        message = own_text if own_text and not cancelled else worker_errors[0]
-        if replies and not in_step:
-            self.broken = f"ranks disagreed about the last job ({message}); restart the backend"
+        if replies and not outcome.in_step:
+            self.broken = (
+                f"ranks disagreed about the last job ({outcome.message}); restart the backend"
+            )
             self.book.fail_queued(f"backend is not healthy: {self.broken}")
-        raise JobFailedError(message)
+        raise JobFailedError(outcome.message)
 
     def _failure(self, exc: Exception) -> str:
         if isinstance(exc, JobFailedError):
@@ -290,7 +280,7 @@ class Service:
         if self.runtime.group.world_size == 1 or self.broken:
             return
         try:
-            seq = self.driver.send({"type": "shutdown"})
+            seq = self.driver.send(Shutdown())
             self.driver.replies(seq, self.lost, 10.0)
         except Exception as exc:  # workers may already be gone; the launcher reaps them
             log.warning("shutdown: %s", exc)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .model import DirectResult
-    from .run import RunResult, Workload
+    from .workload import RunResult, Workload
 
 TARGETS = {
     "cfg_speedup_x2": ("CFG parallel, 2 ranks vs 1", ">=", 1.9),
