@@ -101,6 +101,24 @@ class ServeConfig:
     max_queue: int = field(
         default=64, metadata=_flag("--max-queue", SERVING, "queued jobs before 429 (default 64)")
     )
+    hang_timeout_s: float = field(
+        default=30.0,
+        metadata=_flag(
+            "--hang-timeout",
+            SERVING,
+            "seconds rank 0 waits at a step boundary for a rank that stopped progressing "
+            "before it counts as lost (default 30)",
+        ),
+    )
+    max_rebuilds: int = field(
+        default=3,
+        metadata=_flag(
+            "--max-rebuilds",
+            SERVING,
+            "times in a row the group is rebuilt after a lost rank before it stays down "
+            "(default 3; 0: never)",
+        ),
+    )
     keep_jobs: int = 100
     """Finished jobs kept in the list."""
 
@@ -123,6 +141,12 @@ class ServeConfig:
             raise ValueError("--threads must be >= 1")
         if self.max_queue < 1:
             raise ValueError("--max-queue must be >= 1")
+        if not 1.0 <= self.hang_timeout_s <= 86400:
+            raise ValueError(
+                f"--hang-timeout must be between 1 and 86400 s, got {self.hang_timeout_s}"
+            )
+        if not 0 <= self.max_rebuilds <= 100:
+            raise ValueError(f"--max-rebuilds must be between 0 and 100, got {self.max_rebuilds}")
         for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -30,6 +30,7 @@ from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
+from .faults import Faults
 from .group import Group
 from .preview import Previewer
 
@@ -69,6 +70,14 @@ class StepClock:
         return [b - a for a, b in zip(points, points[1:], strict=False)]
 
 
+@dataclass(frozen=True)
+class WaitPoint:
+    """Where this rank waits for the others, and since when (monotonic seconds)."""
+
+    key: str
+    since: float
+
+
 class Runtime:
     """The pipeline on this rank, with the plan applied."""
 
@@ -79,6 +88,11 @@ class Runtime:
         skip = frozenset() if group.is_driver else self.family.encoder_components
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
+        self.job_id = ""
+        self.wait_point: WaitPoint | None = None
+        self.fault = Faults.from_environ(group.rank, group.env.generation)  # tests only
+        if self.fault is not None:
+            self.fault.at_load()
         self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
         self.pipe.set_progress_bar_config(disable=True)
         limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
@@ -144,7 +158,8 @@ class Runtime:
                 else torch.empty(shape, dtype=getattr(torch, dtype))
             )
             if self.group.world_size > 1:
-                dist.broadcast(tensor, src=0, group=self.group.ctrl)
+                with self.waiting("share"):
+                    dist.broadcast(tensor, src=0, group=self.group.ctrl)
             out[name] = tensor.to(self.group.device)
         return out
 
@@ -169,7 +184,9 @@ class Runtime:
             clock.mark()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
-            if self._agree_cancel(on_step(index + 1, total)):
+            if self.fault is not None:
+                self.fault.at_step(index + 1)
+            if self._agree_cancel(on_step(index + 1, total), index + 1):
                 raise JobCancelled(f"cancelled after step {index + 1} of {total}")
             return {}
 
@@ -190,13 +207,28 @@ class Runtime:
             self.family.finish(self.pipe)
         return self.family.frames(output) if driver else None
 
-    def _agree_cancel(self, wants: bool) -> bool:
+    def _agree_cancel(self, wants: bool, step: int) -> bool:
         """All ranks take rank 0's decision, so all stop at the same step."""
         if self.group.world_size == 1:
             return wants
         flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
-        dist.broadcast(flag, src=0, group=self.group.ctrl)
+        with self.waiting(f"step {step}"):
+            dist.broadcast(flag, src=0, group=self.group.ctrl)
         return bool(flag.item())
+
+    @contextlib.contextmanager
+    def waiting(self, point: str):
+        """Mark that this rank waits for the others at `point` of the current job.
+
+        Each rank publishes its last point in the store; rank 0's watchdog compares them when
+        it has waited too long, to name the rank that stopped progressing (see Service)."""
+        key = f"{self.job_id}:{point}"
+        self.group.store.set(f"progress/{self.group.rank}", key)
+        self.wait_point = WaitPoint(key, time.monotonic())
+        try:
+            yield
+        finally:
+            self.wait_point = None
 
 
 def release_freed_memory(*, collect: bool = False) -> None:

@@ -126,6 +126,13 @@ class JobBook:
         with self._cond:
             return self._queue.index(job) if job in self._queue else None
 
+    def requeue(self, job: Job) -> None:
+        """Put a job taken by `next` back at the head of the queue (the group broke first)."""
+        with self._cond:
+            job.status, job.started = "queued", None
+            self._queue.appendleft(job)
+            self._cond.notify_all()
+
     def fail_queued(self, reason: str) -> None:
         with self._cond:
             while self._queue:

@@ -25,6 +25,7 @@ import torch
 from ..config import ServeConfig
 from ..runtime.control import Heartbeat, Worker
 from ..runtime.group import (
+    GENERATION_ENV,
     STARTUP_TIMEOUT_S,
     Abort,
     Group,
@@ -33,8 +34,11 @@ from ..runtime.group import (
     open_store,
     pick_device,
 )
+from .child import PARENT_ENV
 
 log = logging.getLogger(__name__)
+
+REBUILD_BACKOFF_S = (2.0, 5.0, 15.0, 30.0)
 
 
 class Children:
@@ -52,11 +56,17 @@ class Children:
         }
         try:
             for rank in range(1, env.world_size):
-                child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+                child_env = {
+                    **base,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    GENERATION_ENV: str(env.generation),
+                    PARENT_ENV: str(os.getpid()),
+                }
                 # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
                 # group in order; the children die with rank 0 in any case (PDEATHSIG).
                 self.procs[rank] = subprocess.Popen(
-                    [sys.executable, "-m", "paradit.backend.serving.launch", *config.to_argv()],
+                    [sys.executable, "-m", "paradit.backend.serving.child", *config.to_argv()],
                     env=child_env,
                     start_new_session=True,
                 )
@@ -69,6 +79,14 @@ class Children:
         if not dead:
             return None
         return ", ".join(f"rank {r} exited with code {code}" for r, code in sorted(dead.items()))
+
+    def kill(self) -> None:
+        """SIGKILL every child now (a hung rank answers nothing else) and reap them."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            proc.wait()
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Wait for a clean exit, then terminate, then kill: no child is left behind."""
@@ -127,7 +145,13 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
 
 
 def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
-    """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code."""
+    """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code.
+
+    On one machine (`serve --world-size N`) rank 0 supervises ranks 1..N-1: when one is lost
+    (exited, stopped answering, or hung) the group is rebuilt with the same plan and the
+    queued jobs run afterwards. Under torchrun / srun / mpirun rank 0 exits with code 1
+    instead, so the launcher restarts every rank (torchrun `--max-restarts`).
+    """
     from .http import HttpServer, create_app
     from .service import Service
 
@@ -137,13 +161,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     if env is not None and env.world_size != config.world_size:
         log.info("launcher world size %d overrides --world-size", env.world_size)
         config = dataclasses.replace(config, world_size=env.world_size)
-    store, children = None, None
     _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
-    if env is None:
-        store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
-        env = LaunchEnv(
-            0, config.world_size, 0, config.world_size, "127.0.0.1", store.port, "paradit"
-        )
+    group = _OwnGroup(config, env) if env is None else _LaunchedGroup(config, env)
     stop = threading.Event()
     service = None
 
@@ -155,17 +174,19 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     http = None
-    group = None
+
+    def abort() -> str | None:
+        return "stopped by a signal" if stop.is_set() else group.lost()
+
     try:
-        if config.world_size > 1 and store is not None:
-            children = Children(config, env)
-        lost_children = children.lost if children else lambda: None
-
-        def abort() -> str | None:
-            return "stopped by a signal" if stop.is_set() else lost_children()
-
-        group, runtime = start_rank(config, env, store, abort)
-        service = Service(runtime, config, lost_children)
+        runtime = group.start(abort)
+        service = Service(
+            runtime,
+            config,
+            group.lost,
+            recoverable=group.rebuilds and config.max_rebuilds > 0,
+            on_hang=group.on_hang,
+        )
         service.wait_ready(abort)
         if config.token is None and config.host not in ("127.0.0.1", "localhost", "::1"):
             log.warning(
@@ -173,16 +194,136 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
             )
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
         on_ready(http.url, config.world_size)
-        service.run_forever(stop)
-        service.shutdown()
-        return 0
+        while True:
+            service.run_forever(stop)
+            if stop.is_set():
+                service.shutdown()
+                return 0
+            if not group.rebuilds:
+                log.error(
+                    "a rank was lost (%s); exiting for the launcher to restart", service.broken
+                )
+                return 1
+            if not _rebuild(group, service, config, stop, abort):
+                stop.wait()  # down: /health says why until someone stops the backend
+                return 1
     finally:
         if http is not None:
             http.stop()
-        if children is not None:
-            children.stop()
-        if group is not None:
-            group.close()
+        group.close()
+
+
+def _rebuild(group: _OwnGroup, service, config: ServeConfig, stop, abort) -> bool:
+    """Replace a broken group by a new one, retried with back-off; False when it stays down
+    (every attempt failed, or the group keeps breaking without finishing a job)."""
+    from ..runtime.engine import release_freed_memory
+
+    reason = service.broken
+    if service.rebuilds_in_a_row >= config.max_rebuilds:
+        service.give_up(
+            f"the group broke {service.rebuilds_in_a_row + 1} times without finishing a job "
+            f"(last: {reason}); restart the backend"
+        )
+        return False
+    for attempt in range(1, config.max_rebuilds + 1):
+        if stop.is_set():
+            return True
+        service.note = f"rebuilding the group (attempt {attempt} of {config.max_rebuilds})"
+        log.warning("%s after: %s", service.note, reason)
+        service.detach()
+        group.close(kill=True)
+        release_freed_memory(collect=True)  # the old model, before loading the new one
+        try:
+            runtime = group.start(abort, generation=group.generation + 1)
+            service.attach(runtime, group.lost)
+            service.wait_ready(abort)
+        except Exception as exc:  # a failed rebuild is retried after a pause
+            log.error("rebuild %d failed: %s: %s", attempt, type(exc).__name__, exc)
+            stop.wait(REBUILD_BACKOFF_S[min(attempt, len(REBUILD_BACKOFF_S)) - 1])
+            continue
+        service.rebuilds_in_a_row += 1
+        service.broken, service.note = None, None
+        log.warning("group rebuilt (generation %d); serving again", group.generation)
+        return True
+    service.give_up(
+        f"the group could not be rebuilt in {config.max_rebuilds} attempts ({reason}); "
+        "restart the backend"
+    )
+    return False
+
+
+class _OwnGroup:
+    """Ranks 1..N-1 started and supervised here (`serve --world-size N` on one machine)."""
+
+    rebuilds = True
+
+    def __init__(self, config: ServeConfig, env: LaunchEnv | None):
+        self.config = config
+        self.store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
+        self.env = LaunchEnv(
+            0, config.world_size, 0, config.world_size, "127.0.0.1", self.store.port, "paradit"
+        )
+        self.children: Children | None = None
+        self.group: Group | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.env.generation
+
+    def start(self, abort: Abort, generation: int = 0):
+        self.env = dataclasses.replace(self.env, generation=generation)
+        if self.config.world_size > 1:
+            self.children = Children(self.config, self.env)
+        self.group, runtime = start_rank(self.config, self.env, self.store, abort)
+        return runtime
+
+    def lost(self) -> str | None:
+        return self.children.lost() if self.children is not None else None
+
+    def on_hang(self, ranks: list[int]) -> None:
+        """Kill the group's children: rank 0's blocked collective then fails at once."""
+        if self.children is not None:
+            self.children.kill()
+
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the children (at once with `kill`: a broken group's survivors may never
+        leave their loops) and leave the process group."""
+        if self.children is not None:
+            if kill:
+                self.children.kill()
+            else:
+                self.children.stop()
+            self.children = None
+        if self.group is not None:
+            self.group.close()
+            self.group = None
+
+
+class _LaunchedGroup:
+    """Every rank started by torchrun / srun / mpirun: a lost rank ends the whole group, and
+    the launcher decides whether to start it again."""
+
+    rebuilds = False
+
+    def __init__(self, config: ServeConfig, env: LaunchEnv):
+        self.config, self.env = config, env
+        self.group: Group | None = None
+
+    def start(self, abort: Abort, generation: int = 0):
+        self.group, runtime = start_rank(self.config, self.env, None, abort)
+        return runtime
+
+    def lost(self) -> str | None:
+        return None
+
+    def on_hang(self, ranks: list[int]) -> None:
+        log.error("ranks %s hung; exiting so that the launcher restarts the group", ranks)
+        os._exit(1)
+
+    def close(self, *, kill: bool = False) -> None:
+        if self.group is not None:
+            self.group.close()
+            self.group = None
 
 
 def _solo_env(config: ServeConfig) -> LaunchEnv:
@@ -203,28 +344,15 @@ def _check_plan_flags(config: ServeConfig, device: torch.device) -> None:
     )
 
 
-def _set_parent_death_signal() -> None:
-    """Linux: die with the parent even if it is killed with SIGKILL."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _child_main() -> int:
-    _set_parent_death_signal()
+def child_main(argv: list[str]) -> int:
+    """Ranks 1..N-1 started by `serve` (see `child.py`, which set the death signal first)."""
     logging.basicConfig(
         level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
         format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
-    config = ServeConfig.from_argv(sys.argv[1:])
+    config = ServeConfig.from_argv(argv)
     env = LaunchEnv.from_environ()
     if env is None:
         raise SystemExit("paradit worker started without RANK/WORLD_SIZE")
     return run_worker(config, env)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child_main())
