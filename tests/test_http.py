@@ -18,6 +18,7 @@ import pytest
 from conftest import run_job, wait_for
 
 from paradit.backend.client.http import BackendError, Client, JobFailed
+from paradit.backend.contract import JOB_FIELDS
 
 LONG_JOB = {
     "prompt": "a long one",
@@ -229,6 +230,14 @@ def test_token_is_required_when_set(served_with_token):
         Client(client.url).info()
     assert err.value.status == 401
     authed = Client(client.url, token="s3cret")
+    for path in ("/openapi.json", "/docs"):  # the schema and its docs page are behind it too
+        with pytest.raises(BackendError) as err:
+            Client(client.url)._request("GET", path)
+        assert err.value.status == 401
+    schema = json.loads(authed._request("GET", "/openapi.json"))
+    body = schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert list(body["schema"]["properties"]) == list(JOB_FIELDS)
+    assert b"swagger" in authed._request("GET", "/docs").lower()
     job, frames = run_job(authed, {"prompt": "an image"})
     assert job["num_frames"] == 1 and frames[0][:4] == b"\x89PNG"
     assert _image(authed.preview(job["id"])).size == (64, 64)  # Flux latents are packed
