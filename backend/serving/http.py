@@ -1,4 +1,9 @@
-"""The HTTP API on rank 0 (FastAPI, served by uvicorn in a thread). JSON in, JSON out."""
+"""The HTTP API on rank 0 (FastAPI, served by uvicorn in a thread). JSON in, JSON out.
+
+Every 4xx reply is `{"error": "<what is wrong and what is allowed>"}`. The OpenAPI schema and
+its docs page are at `/openapi.json` and `/docs`, behind the token like everything but
+`/health`.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +13,31 @@ import logging
 import socket
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ... import __version__
 from ..contract import FINAL_STATES
 from .jobs import Job, QueueFull
 from .outputs import FRAMES_DIR, frame_name
+from .schema import (
+    JOB_BODY_SCHEMA,
+    ErrorReply,
+    JobBody,
+    JobCreated,
+    JobList,
+    JobView,
+    describe,
+)
 from .service import Service
 
 log = logging.getLogger(__name__)
@@ -36,9 +55,72 @@ def _job_view(service: Service, job: Job) -> dict[str, Any]:
     return view
 
 
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them: at once
+    when Content-Length announces more, else as the bytes arrive (chunked bodies)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.message = f"the body must be at most {max_bytes} bytes"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and not (
+            length.isascii() and length.isdigit() and int(length) <= self.max_bytes
+        ):
+            await error(413, self.message)(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise HTTPException(413, self.message)  # answered by the app's handler
+            return message
+
+        await self.app(scope, counted, send)
+
+
+async def job_body(request: Request) -> JobBody:
+    """The `POST /v1/jobs` body, read as JSON whatever its Content-Type (`curl -d` sends JSON
+    as a form) and checked by `JobBody`: 400 when it is not JSON, 422 when a field is wrong."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"null")
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
+        raise HTTPException(400, "the body must be a JSON object with the job fields") from None
+    try:
+        return JobBody.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPException(422, describe(exc.errors())) from None
+
+
+JOB_BODY_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": JOB_BODY_SCHEMA}},
+    }
+}
+"""`job_body` reads the body itself, so the route states its schema (FastAPI's recipe)."""
+
+
 def create_app(service: Service, token: str | None = None) -> FastAPI:
-    app = FastAPI(title="paradit", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="paradit",
+        version=__version__,
+        docs_url="/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        responses={"4XX": {"model": ErrorReply, "description": "The request was refused"}},
+    )
     max_body = service.runtime.limits.max_image_bytes * 4 // 3 + MAX_TEXT_BODY
+    app.add_middleware(BodyLimit, max_bytes=max_body)  # added first: runs after `authorize`
 
     @app.middleware("http")
     async def authorize(request: Request, call_next):
@@ -52,56 +134,55 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     async def http_error(_request: Request, exc: StarletteHTTPException):
         return error(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError):
+        return error(422, describe(exc.errors()))
+
     def find(job_id: str) -> Job | JSONResponse:
         job = service.book.get(job_id)
         return job if job is not None else error(404, f"no job {job_id!r}")
 
     @app.get("/health")
     def health():
+        """200 when every rank is alive and ready, 503 otherwise."""
         ok, detail = service.health()
         return JSONResponse(detail, status_code=200 if ok else 503)
 
     @app.get("/v1/info")
     def info():
+        """The model, world size, device, parallel plan, limits, versions and ranks."""
         return service.info()
 
-    @app.post("/v1/jobs")
-    async def submit(request: Request):
-        too_big = error(413, f"the body must be at most {max_body} bytes")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            return too_big
-        raw = bytearray()
-        async for chunk in request.stream():  # bounded even without a Content-Length
-            raw += chunk
-            if len(raw) > max_body:
-                return too_big
-        try:
-            body = json.loads(raw or b"null")
-        except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
-            return error(400, "the body must be a JSON object with the job fields")
+    @app.post(
+        "/v1/jobs", status_code=202, response_model=JobCreated, openapi_extra=JOB_BODY_OPENAPI
+    )
+    async def submit(body: Annotated[JobBody, Depends(job_body)]):
+        """Queue a job; 429 when the queue is full, 503 when the backend is not healthy."""
         try:
             # Image decoding and the health check block: keep them off the event loop.
-            job = await run_in_threadpool(service.submit, body)
+            job = await run_in_threadpool(service.submit, body.fields())
         except ValueError as exc:
             return error(422, str(exc))
         except QueueFull as exc:
             return error(429, str(exc))
         except RuntimeError as exc:
             return error(503, str(exc))
-        return JSONResponse({"id": job.id, "status": job.status}, status_code=202)
+        return JobCreated(id=job.id, status=job.status)
 
-    @app.get("/v1/jobs")
+    @app.get("/v1/jobs", response_model=JobList)
     def jobs():
+        """Recent jobs, newest first."""
         return {"jobs": [_job_view(service, job) for job in service.book.recent()]}
 
-    @app.get("/v1/jobs/{job_id}")
+    @app.get("/v1/jobs/{job_id}", response_model=JobView)
     def job(job_id: str):
+        """A job's status, progress, queue position, timings and error."""
         found = find(job_id)
         return found if isinstance(found, JSONResponse) else _job_view(service, found)
 
-    @app.post("/v1/jobs/{job_id}/cancel")
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobView)
     def cancel(job_id: str):
+        """Stop the job at the next step boundary on every rank."""
         found = service.cancel(job_id)
         if found is None:
             return error(404, f"no job {job_id!r}")
