@@ -119,7 +119,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         openapi_url="/openapi.json",
         responses={"4XX": {"model": ErrorReply, "description": "The request was refused"}},
     )
-    max_body = service.runtime.limits.max_image_bytes * 4 // 3 + MAX_TEXT_BODY
+    max_body = service.limits.max_image_bytes * 4 // 3 + MAX_TEXT_BODY
     app.add_middleware(BodyLimit, max_bytes=max_body)  # added first: runs after `authorize`
 
     @app.middleware("http")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 
 from ..config import ServeConfig
 from ..runtime.control import Heartbeat, Worker
@@ -297,6 +298,8 @@ class _OwnGroup:
         if self.group is not None:
             self.group.close()
             self.group = None
+        elif dist.is_initialized():  # a start that failed after joining
+            dist.destroy_process_group()
 
 
 class _LaunchedGroup:

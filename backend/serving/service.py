@@ -6,6 +6,7 @@ thread; `run_forever` runs the jobs one at a time on the main thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import shutil
@@ -41,6 +42,8 @@ def versions() -> dict[str, str]:
 
 
 PREVIEW_PERIOD_S = 0.25
+OWN_FAILURE_GRACE_S = 10.0
+"""How long rank 0, having failed alone, waits for the others' replies before stopping them."""
 
 
 class JobFailedError(RuntimeError):
@@ -72,6 +75,9 @@ class Service:
         self.broken: str | None = None
         self.note: str | None = None
         """What the supervisor is doing about `broken` (rebuilding, or staying down)."""
+        self.rebuilds_in_a_row = 0
+        """Rebuilds since the last job that succeeded (a group that keeps breaking stays down)."""
+        self._current_seq: int | None = None
         self.started = time.time()
         self.output_dir = Path(config.output_dir).resolve()
         self.attach(runtime, lost_children)
@@ -217,6 +223,7 @@ class Service:
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
             self._finish(job, "succeeded")
+            self.rebuilds_in_a_row = 0
         except JobCancelled:
             self._finish(job, "cancelled")
         except Exception as exc:
@@ -230,6 +237,7 @@ class Service:
         timings["encode_s"] = round(time.perf_counter() - begin, 4)
         message = RunJob(job.id, request.to_dict(), tensor_meta(tensors))
         seq = self.driver.send(message) if runtime.group.world_size > 1 else None
+        self._current_seq = seq
 
         def on_step(step: int, total: int) -> bool:
             job.step = step
@@ -276,10 +284,25 @@ class Service:
         cancel on some ranks only — may have left collectives unmatched, so the backend is
         marked unhealthy rather than trusted with the next job.
         """
-        replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0) if seq else {}
         own = Reply(0)
         if own_error is not None:
             own = Reply.failure(0, own_error, cancelled=isinstance(own_error, JobCancelled))
+        # Ranks that fail the same way reply at once; if rank 0 failed alone, the others may
+        # wait in a collective for it until the collective timeout: give them a short grace.
+        alone = not own.ok and not own.cancelled
+        grace_s = OWN_FAILURE_GRACE_S if alone else self.config.timeout_s + 30.0
+        try:
+            replies = self.driver.replies(seq, self.lost, grace_s) if seq else {}
+        except RankLost:
+            if not alone or self.broken or self.lost():
+                raise  # a rank died: rank 0's own error was only the broken collective
+            self.mark_broken(f"rank 0 failed alone: {own.error}")
+            self._on_hang([])  # the others wait in a collective: stop them
+            raise JobFailedError(own.error) from None
+        finally:
+            self._current_seq = None
+        if self.broken:  # the watchdog found out first (a rank failed alone, or hung)
+            raise JobFailedError(self.broken)
         outcome = combine(own, replies)
         if outcome.status == "succeeded":
             return
@@ -294,7 +317,7 @@ class Service:
             return str(exc)
         if isinstance(exc, RankLost):
             self.mark_broken(str(exc))
-            return f"a rank was lost during the job: {exc}"
+            return f"a rank was lost during the job: {self.broken}"
         lost = self.broken or self.lost()
         if lost:
             self.mark_broken(lost)
@@ -345,10 +368,16 @@ class Service:
         """A rank that stays alive but stops progressing keeps rank 0 waiting in a collective
         until the collective timeout. When rank 0 has waited `hang_timeout_s` at a step
         boundary, the ranks that have not reached that boundary are treated as lost."""
-        while not self._closed.wait(1.0):
+        while not self._closed.wait(0.5):
             runtime = self.runtime
             point = runtime.wait_point if runtime is not None and self.ready else None
             if point is None or self.broken:
+                continue
+            failed = self._failed_replies(self._current_seq)
+            if failed and runtime.wait_point is point:  # it left the job: rank 0 would wait
+                first = failed[0]
+                self.mark_broken(f"rank {first.rank} failed alone: {first.error}")
+                self._on_hang([r.rank for r in failed])
                 continue
             waited = time.monotonic() - point.since
             if waited < self.config.hang_timeout_s:
@@ -360,6 +389,20 @@ class Service:
                     f"them at {point.key.partition(':')[2]} (--hang-timeout)"
                 )
                 self._on_hang(behind)
+
+    def _failed_replies(self, seq: int | None) -> list[Reply]:
+        """Workers that already replied with a failure to job message `seq`."""
+        if seq is None:
+            return []
+        with self._monitor_lock:
+            if self._monitor is None:
+                return []
+            store = self._monitor.store
+            keys = [f"reply/{seq}/{rank}" for rank in range(1, self.meta["world_size"])]
+            replies = [
+                Reply.from_json(json.loads(store.get(key))) for key in keys if store.check([key])
+            ]
+        return [r for r in replies if not r.ok and not r.cancelled]
 
     def _progress(self) -> dict[int, str]:
         with self._monitor_lock:
