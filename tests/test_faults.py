@@ -187,3 +187,33 @@ def test_serve_killed_during_start_up_leaves_no_rank(tmp_path, delay_s):
         serve.wait()
     wait_for(lambda: not _serve_children(serve.pid), 10, "the ranks to exit with serve")
     wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank seen to be gone")
+
+
+def test_restart_with_the_same_output_folder_keeps_the_jobs(tmp_path):
+    def start() -> LocalBackend:
+        config = ServeConfig(
+            model="tiny-wan", device="cpu", threads_per_rank=1, output_dir=str(tmp_path / "out")
+        )
+        return LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log")
+
+    first = start()
+    try:
+        client = first.client
+        done = client.wait(client.submit({"prompt": "kept", "seed": 2}))
+        frame = client.frame(done["id"], 0)
+        running = client.submit(SLOW)
+        queued = [client.submit({"prompt": f"queued {i}", "seed": i}) for i in range(2)]
+        wait_for(lambda: client.job(running)["progress"]["step"] >= 1, 120, "the slow job")
+    finally:
+        first.proc.kill()  # a crash: no goodbye to anyone
+        first.proc.wait()
+        first.stop()
+    with start() as second:
+        client = second.client
+        jobs = {job["id"]: job for job in client.jobs()}
+        assert jobs[done["id"]]["status"] == "succeeded"
+        assert client.frame(done["id"], 0) == frame  # its files are served again
+        assert jobs[running]["status"] == "failed"
+        assert "stopped while this job ran" in jobs[running]["error"]
+        for job_id in queued:
+            assert client.wait(job_id, timeout_s=120)["status"] == "succeeded"

@@ -25,6 +25,7 @@ from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_outputs, write_record
+from .store import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class Service:
         on_hang: Callable[[list[int]], None] = lambda _ranks: None,
     ):
         self.config = config
-        self.book = JobBook(config.max_queue, config.keep_jobs)
+        self.book = JobBook(config.max_queue, config.keep_jobs, JobStore(config.output_dir))
         self.recoverable = recoverable
         self._on_hang = on_hang
         self._monitor_lock = threading.Lock()
