@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 BACKEND = "backend"
@@ -94,8 +95,17 @@ class ServeConfig:
         metadata=_flag(
             "--token",
             SERVING,
-            "require 'Authorization: Bearer TOKEN' on every endpoint but /health "
-            "(default: $PARADIT_TOKEN)",
+            "require 'Authorization: Bearer TOKEN' on every endpoint but /health; a command "
+            "line is visible to every local user: prefer --token-file or $PARADIT_TOKEN",
+        ),
+    )
+    insecure: bool = field(
+        default=False,
+        metadata=_flag(
+            "--insecure",
+            SERVING,
+            "serve on a non-loopback address without a token (anyone who reaches it can run "
+            "jobs and read every output)",
         ),
     )
     max_queue: int = field(
@@ -137,6 +147,11 @@ class ServeConfig:
             )
         if self.token == "":
             raise ValueError("--token must not be empty (leave it out for no token)")
+        if self.token is None and not self.insecure and not is_loopback(self.host):
+            raise ValueError(
+                f"--host {self.host} is reachable from other machines: give a token "
+                "(--token-file FILE or PARADIT_TOKEN), or --insecure if you mean it"
+            )
         if self.threads_per_rank is not None and self.threads_per_rank < 1:
             raise ValueError("--threads must be >= 1")
         if self.max_queue < 1:
@@ -195,6 +210,29 @@ class ServeConfig:
             "ring_degree": self.ring_degree,
             "shard_weights": self.shard_weights,
         }
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (127.0.0.0/8, ::1, localhost)."""
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def read_token(path: str | None, env: dict[str, str] | None = None) -> str | None:
+    """The token from `--token-file` (first line), else from PARADIT_TOKEN, else None."""
+    import os
+
+    if path:
+        try:
+            token = Path(path).read_text().strip().splitlines()
+        except OSError as exc:
+            raise ValueError(f"--token-file {path}: {exc.strerror}") from None
+        if not token or not token[0].strip():
+            raise ValueError(f"--token-file {path} is empty")
+        return token[0].strip()
+    return (os.environ if env is None else env).get("PARADIT_TOKEN") or None
 
 
 def _flag_fields() -> list[dataclasses.Field]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -36,7 +35,7 @@ class StandInService:
     """What `create_app` uses of `Service`, without a process group."""
 
     def __init__(self, max_queue: int = 1):
-        self.runtime = SimpleNamespace(limits=LIMITS)
+        self.limits = LIMITS
         self.book = JobBook(max_queue=max_queue, keep=10)
         self.broken: str | None = None
         self.received: list[Any] = []
@@ -207,3 +206,82 @@ def test_fastapis_own_validation_errors_keep_the_shape():
     assert api.get("/typed/3").json() == {"count": 3}
     error = _refused(api.get("/typed/three"), 422)
     assert error.startswith("count: ") and "integer" in error
+
+
+# -- safe at the door -------------------------------------------------------------------------
+
+
+def _corrupt_png() -> str:
+    """A PNG whose chunks all have valid CRCs but whose pixel data does not inflate."""
+    import base64
+    import io
+    import struct
+    import zlib
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), "red").save(buffer, format="PNG")
+    raw = buffer.getvalue()
+    start = raw.index(b"IDAT") - 4
+    (length,) = struct.unpack(">I", raw[start : start + 4])
+    garbage = bytes(range(length)) if length < 256 else b"\x00" * length
+    chunk = b"IDAT" + garbage
+    fixed = struct.pack(">I", length) + chunk + struct.pack(">I", zlib.crc32(chunk))
+    return base64.b64encode(raw[:start] + fixed + raw[start + 12 + length :]).decode()
+
+
+def test_corrupt_pixel_data_is_refused_at_submit():
+    i2v = Limits(**{**LIMITS.to_dict(), "task": "image-to-video", "needs_image": True})
+    with pytest.raises(ValueError, match="could not be decoded"):
+        JobRequest.from_body({"prompt": "x", "image": _corrupt_png()}, i2v)
+
+
+def test_huge_frame_indexes_and_dot_segments_get_json_4xx(api, service):
+    job_id = api.post("/v1/jobs", json={"prompt": "x"}).json()["id"]
+    huge = "9" * 30
+    assert "no frame" in _refused(api.get(f"/v1/jobs/{job_id}/frames/{huge}"), 404)
+    reply = api.get("/v1/jobs/..%2F", follow_redirects=False)
+    assert reply.status_code == 404 and "location" not in reply.headers
+    _refused(reply, 404)
+
+
+def test_queue_full_says_when_to_retry(api, service):
+    assert api.post("/v1/jobs", json={"prompt": "a"}).status_code == 202
+    reply = api.post("/v1/jobs", json={"prompt": "b"})
+    assert "try again" in _refused(reply, 429) and int(reply.headers["retry-after"]) > 0
+
+
+@pytest.fixture
+def served(service, monkeypatch):
+    from paradit.backend.serving import http
+
+    monkeypatch.setattr(http, "HEADER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(http, "BODY_TIMEOUT_S", 1.0)
+    server = http.HttpServer(create_app(service), "127.0.0.1", 0).start()
+    yield server
+    server.stop()
+
+
+def _closed_within(sock, timeout_s: float) -> bytes:
+    """What the server sent before closing the connection; fails if it stays open."""
+    sock.settimeout(timeout_s)
+    received = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return received
+        received += chunk
+
+
+def test_slow_headers_and_slow_bodies_are_cut_off(served):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", served.port)) as slow_headers:
+        slow_headers.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never finished
+        assert _closed_within(slow_headers, 10) == b""
+    with socket.create_connection(("127.0.0.1", served.port)) as slow_body:
+        head = b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        slow_body.sendall(head)  # 99 bytes never come
+        reply = _closed_within(slow_body, 10)
+    assert reply.startswith(b"HTTP/1.1 408") and b"did not arrive" in reply

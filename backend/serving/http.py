@@ -7,6 +7,7 @@ its docs page are at `/openapi.json` and `/docs`, behind the token like everythi
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -24,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ... import __version__
 from ..contract import FINAL_STATES
@@ -43,6 +45,11 @@ from .service import Service
 log = logging.getLogger(__name__)
 
 MAX_TEXT_BODY = 256 * 1024
+BODY_TIMEOUT_S = 30.0
+HEADER_TIMEOUT_S = 10.0
+SLOW_BODY = f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s"
+MAX_FRAME_INDEX = 999_999
+RETRY_AFTER_S = 5
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -57,7 +64,8 @@ def _job_view(service: Service, job: Job) -> dict[str, Any]:
 
 class BodyLimit:
     """Refuse request bodies over `max_bytes` with 413 before anything parses them: at once
-    when Content-Length announces more, else as the bytes arrive (chunked bodies)."""
+    when Content-Length announces more, else as the bytes arrive (chunked bodies); and a body
+    that takes longer than BODY_TIMEOUT_S to arrive with 408."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
         self.app = app
@@ -75,10 +83,14 @@ class BodyLimit:
             await error(413, self.message)(scope, receive, send)
             return
         received = 0
+        deadline = time.monotonic() + BODY_TIMEOUT_S
 
         async def counted() -> dict[str, Any]:
             nonlocal received
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except (TimeoutError, ValueError):
+                raise HTTPException(408, SLOW_BODY) from None
             received += len(message.get("body", b""))
             if received > self.max_bytes:
                 raise HTTPException(413, self.message)  # answered by the app's handler
@@ -116,6 +128,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         version=__version__,
         docs_url="/docs",
         redoc_url=None,
+        redirect_slashes=False,  # a redirect would be built from the client's Host header
         openapi_url="/openapi.json",
         responses={"4XX": {"model": ErrorReply, "description": "The request was refused"}},
     )
@@ -164,7 +177,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         except ValueError as exc:
             return error(422, str(exc))
         except QueueFull as exc:
-            return error(429, str(exc))
+            reply = error(429, str(exc))
+            reply.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return reply
         except RuntimeError as exc:
             return error(503, str(exc))
         return JobCreated(id=job.id, status=job.status)
@@ -196,8 +211,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             done = found.status in FINAL_STATES
             state = found.status if done else f"{found.status}, not finished"
             return error(409, f"job {job_id} has no outputs: it is {state}")
-        path = found.out_dir / name
-        if not path.is_file():
+        folder = found.out_dir.resolve()
+        path = (folder / name).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():  # only the job's own files
             return error(404, f"job {job_id} has no {name}")
         return FileResponse(path, media_type=media)
 
@@ -229,9 +245,49 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     def frame(job_id: str, index: str):
         if not (index.isascii() and index.isdigit()):
             return error(400, "the frame index must be a whole number >= 0")
+        if len(index) > len(str(MAX_FRAME_INDEX)) or int(index) > MAX_FRAME_INDEX:
+            return error(404, f"job {job_id} has no frame {index[:20]}")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 
     return app
+
+
+class HeaderDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request headers take longer
+    than HEADER_TIMEOUT_S. uvicorn times out idle keep-alive connections but waits for
+    headers forever, so a slow client could hold connections open without end."""
+
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()  # the next request's headers, on a kept-alive connection
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._disarm()  # a request's headers arrived; BodyLimit bounds its body
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(HEADER_TIMEOUT_S, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _too_slow(self) -> None:
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
 
 
 class HttpServer:
@@ -248,7 +304,9 @@ class HttpServer:
             raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         self.sock.listen(128)  # connections queue from now on, before uvicorn runs
         self.host, self.port = host, self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", http=HeaderDeadline
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, name="http", daemon=True

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import __version__
-from ..config import BACKEND, SERVING, ServeConfig, add_flags
+from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -70,6 +70,7 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("serve", help="start a backend and serve the HTTP API")
     add_flags(p, BACKEND, SERVING, model_required=True)
+    p.add_argument("--token-file", help="read the token from the first line of this file")
 
     p = sub.add_parser("generate", help="make one video or image")
     p.add_argument("prompt", help="what to make")
@@ -121,6 +122,12 @@ def build_parser() -> Parser:
         help="URL prefix behind a reverse proxy (default: $PARADIT_ROOT_PATH)",
     )
     p.add_argument("--output-dir", default="outputs", help="where the app keeps job outputs")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve on a non-loopback address without --auth (anyone who reaches it can "
+        "run jobs, with the backend's token if it has one)",
+    )
     return parser
 
 
@@ -190,7 +197,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
         _die_with_parent()
-    token = args.token or os.environ.get("PARADIT_TOKEN")
+    if args.token:
+        log.warning("--token is visible in the process list: prefer --token-file or PARADIT_TOKEN")
+    token = args.token or read_token(args.token_file)
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token)
 
     def ready(url: str, world_size: int) -> None:
