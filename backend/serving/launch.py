@@ -23,7 +23,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ..config import ServeConfig
+from ..config import ServeConfig, is_loopback
 from ..runtime.control import Heartbeat, Worker
 from ..runtime.group import (
     GENERATION_ENV,
@@ -163,7 +163,7 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
         log.info("launcher world size %d overrides --world-size", env.world_size)
         config = dataclasses.replace(config, world_size=env.world_size)
     _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
-    group = _OwnGroup(config, env) if env is None else _LaunchedGroup(config, env)
+    group = _OwnGroup(config) if env is None else _LaunchedGroup(config, env)
     stop = threading.Event()
     service = None
 
@@ -189,9 +189,9 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
             on_hang=group.on_hang,
         )
         service.wait_ready(abort)
-        if config.token is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+        if config.token is None and not is_loopback(config.host):  # --insecure said so
             log.warning(
-                "serving on %s without --token: anyone who reaches it can run jobs", config.host
+                "serving on %s without a token: anyone who reaches it can run jobs", config.host
             )
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
         on_ready(http.url, config.world_size)
@@ -258,7 +258,7 @@ class _OwnGroup:
 
     rebuilds = True
 
-    def __init__(self, config: ServeConfig, env: LaunchEnv | None):
+    def __init__(self, config: ServeConfig):
         self.config = config
         self.store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
         self.env = LaunchEnv(
