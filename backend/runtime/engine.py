@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
+from ..parallel.sharded_load import empty_dit, fill_shards
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
@@ -93,7 +95,12 @@ class Runtime:
         self.fault = Faults.from_environ(group.rank, group.env.generation)  # tests only
         if self.fault is not None:
             self.fault.at_load()
-        self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
+        # One host copy: a sharded DiT from a folder is built empty and each rank reads only
+        # its shards after `parallelize` (parallel/sharded_load.py).
+        lazy = self._lazy_dits(plan_overrides)
+        self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
+        for name in sorted(lazy):
+            self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
         self.pipe.set_progress_bar_config(disable=True)
         limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
         self.plan: ParallelPlan = choose_plan(
@@ -106,10 +113,25 @@ class Runtime:
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
+        for name in sorted(lazy):
+            fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def _lazy_dits(self, plan_overrides: dict[str, Any]) -> frozenset[str]:
+        """The DiTs to build empty and fill shard by shard: those of a folder, when sharded."""
+        if not (
+            self.source.kind == "folder"
+            and plan_overrides.get("shard_weights", True)
+            and self.group.world_size > 1
+        ):
+            return frozenset()
+        index = json.loads((Path(self.source.name) / "model_index.json").read_text())
+        return frozenset(
+            name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
+        )
 
     def _place(self, device: torch.device) -> None:
         """Move the components to the device. Sharded DiTs stay where they are: FSDP2 moves
