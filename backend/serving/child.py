@@ -26,7 +26,7 @@ def _die_with_parent() -> None:
 
 def main() -> int:
     _die_with_parent()
-    from .launch import child_main
+    from .rank import child_main
 
     return child_main(sys.argv[1:])
 
