@@ -83,6 +83,11 @@ def build_parser() -> Parser:
     p.add_argument("--no-shard", action="store_true", help="keep full DiT weights on every rank")
     p.add_argument("--threads", type=int, help="CPU threads per rank")
     p.add_argument("--max-queue", type=int, default=64)
+    p.add_argument(
+        "--save-latents",
+        action="store_true",
+        help="write each job's final latents as latents.npy (GET /v1/jobs/{id}/latents)",
+    )
 
     p = sub.add_parser("generate", help="make one video or image")
     p.add_argument("prompt")
@@ -231,6 +236,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shard_weights=not args.no_shard,
         threads_per_rank=args.threads,
         max_queue=args.max_queue,
+        save_latents=args.save_latents,
     )
 
     def ready(url: str, world_size: int) -> None:

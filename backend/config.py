@@ -291,6 +291,8 @@ class ServeConfig:
     threads_per_rank: int | None = None
     max_queue: int = 64
     keep_jobs: int = 100
+    save_latents: bool = False
+    """Rank 0 writes each job's final latents (float32) as latents.npy next to its frames."""
 
     def __post_init__(self) -> None:
         if not self.model:

@@ -19,7 +19,7 @@ from .. import __version__
 from .config import JobRequest, ServeConfig
 from .control import Driver, HeartbeatMonitor, RankLost
 from .jobs import Job, JobBook
-from .outputs import to_uint8, write_outputs, write_record
+from .outputs import to_uint8, write_latents, write_outputs, write_record
 from .runtime import JobCancelled, Runtime, StepClock, release_freed_memory, tensor_meta
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,34 @@ def versions() -> dict[str, str]:
 
 
 PREVIEW_PERIOD_S = 0.25
+
+
+class LatestLatents:
+    """Keeps the latents of the latest step: after the last one, the final latents."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def __call__(self, _step: int, latents: Any) -> None:
+        self.value = latents.detach().clone()  # the pipeline owns the tensor it passes
+
+    def numpy(self):
+        import torch
+
+        return self.value.to("cpu", torch.float32).numpy()
+
+
+def _call_each(*callbacks: Callable[[int, Any], None] | None) -> Callable[[int, Any], None] | None:
+    """One `on_latents` callback that calls each of those given (None if none is)."""
+    given = [c for c in callbacks if c is not None]
+    if not given:
+        return None
+
+    def call(step: int, latents: Any) -> None:
+        for callback in given:
+            callback(step, latents)
+
+    return call
 
 
 class JobFailedError(RuntimeError):
@@ -155,9 +183,12 @@ class Service:
         job.timings = timings
         started = time.perf_counter()
         try:
-            frames, clock = self._denoise(job, timings)
+            latents = LatestLatents() if self.config.save_latents else None
+            frames, clock = self._denoise(job, timings, latents)
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
+            if latents is not None and latents.value is not None:
+                job.files.append(write_latents(job.out_dir, latents.numpy()))
             job.num_frames = len(frames)
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
@@ -168,7 +199,7 @@ class Service:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
 
-    def _denoise(self, job: Job, timings: dict[str, Any]):
+    def _denoise(self, job: Job, timings: dict[str, Any], latents: LatestLatents | None):
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = runtime.encode(request)
@@ -188,7 +219,8 @@ class Service:
                 job.step = step
                 return job.cancel_requested
 
-            frames = runtime.denoise(request, shared, on_step, clock, self._previews(job))
+            on_latents = _call_each(self._previews(job), latents)
+            frames = runtime.denoise(request, shared, on_step, clock, on_latents)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
         self._settle(seq, own_error)
