@@ -61,6 +61,8 @@ class LocalSpec:
     timeout_s: float = 600.0
     threads_per_rank: int | None = None
     extra_args: tuple[str, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = ()
+    """Environment variables (name, value) for the backend on top of this process's own."""
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -69,6 +71,9 @@ class LocalSpec:
             raise ValueError(f"world_size must be >= 1, got {self.world_size}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        for pair in self.extra_env:
+            if not (len(pair) == 2 and all(isinstance(x, str) for x in pair) and pair[0]):
+                raise ValueError(f"extra_env holds (name, value) string pairs, got {pair!r}")
 
     def command(self) -> list[str]:
         """The serve command, with paths made absolute (it runs in another folder)."""
@@ -112,6 +117,7 @@ class LocalBackend:
         self.log_path = Path(log_file)
         self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
         env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+        env |= dict(spec.extra_env)
         env |= {"PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
         # A neutral working folder: the caller's (e.g. ComfyUI's) would come first on the
         # child's import path, and its top-level modules could shadow libraries.

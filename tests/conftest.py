@@ -30,8 +30,12 @@ class Backends:
     def get(self, model: str, world_size: int, *extra: str) -> Client:
         return self.start(model, world_size, *extra).client
 
-    def start(self, model: str, world_size: int, *extra: str) -> LocalBackend:
-        key = (model, world_size, extra)
+    def start(
+        self, model: str, world_size: int, *extra: str, env: tuple[tuple[str, str], ...] = ()
+    ) -> LocalBackend:
+        """A backend of `model` on `world_size` ranks with `serve` flags `extra` and extra
+        environment variables `env` ((name, value) pairs)."""
+        key = (model, world_size, extra, env)
         name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
         spec = LocalSpec(
             model=model,
@@ -41,6 +45,7 @@ class Backends:
             output_dir=str(self.root / name),
             timeout_s=120.0,
             extra_args=tuple(extra),
+            extra_env=env,
         )
         backend = self._running.get(spec)
         if backend is None or not backend.alive():
