@@ -47,6 +47,25 @@ def _add_backend_flags(p: argparse.ArgumentParser, *, server: bool = True) -> No
     p.add_argument("--timeout", type=float, default=600.0, help="collective timeout, seconds")
 
 
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cfg-degree", type=int)
+    p.add_argument("--ulysses-degree", type=int)
+    p.add_argument("--ring-degree", type=int)
+    p.add_argument("--no-shard", action="store_true", help="keep full DiT weights on every rank")
+
+
+def plan_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The plan flags given on the command line, as `serve` arguments."""
+    flags: list[str] = []
+    for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
+        value = getattr(args, name, None)
+        if value is not None:
+            flags += [f"--{name.replace('_', '-')}", str(value)]
+    if getattr(args, "no_shard", False):
+        flags.append("--no-shard")
+    return tuple(flags)
+
+
 def _add_job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--negative", help="negative prompt")
     p.add_argument("--width", type=int)
@@ -77,10 +96,7 @@ def build_parser() -> Parser:
         default=os.environ.get("PARADIT_TOKEN"),
         help="require 'Authorization: Bearer TOKEN' (or set PARADIT_TOKEN)",
     )
-    p.add_argument("--cfg-degree", type=int)
-    p.add_argument("--ulysses-degree", type=int)
-    p.add_argument("--ring-degree", type=int)
-    p.add_argument("--no-shard", action="store_true", help="keep full DiT weights on every rank")
+    _add_plan_flags(p)
     p.add_argument("--threads", type=int, help="CPU threads per rank")
     p.add_argument("--max-queue", type=int, default=64)
     p.add_argument(
@@ -95,10 +111,12 @@ def build_parser() -> Parser:
     _add_backend_flags(p)
     _add_job_flags(p)
 
-    p = sub.add_parser("verify", help="check that world size N gives the same frames as 1")
+    p = sub.add_parser("verify", help="measure how far world size N is from world size 1")
     p.add_argument("--prompt", default="a red fox running through snow")
-    p.add_argument("--out", help="keep both outputs here")
+    p.add_argument("--out", help="keep both runs' outputs here (world-size-1/, world-size-N/)")
+    p.add_argument("--tolerance", type=_tolerance, default={}, help=TOLERANCE_HELP)
     _add_backend_flags(p, server=False)
+    _add_plan_flags(p)  # for the world-size-N run; world size 1 is the reference
     _add_job_flags(p)
 
     p = sub.add_parser("batch", help="many prompts x seeds into one folder")
@@ -134,6 +152,20 @@ def build_parser() -> Parser:
 
 # -- helpers ----------------------------------------------------------------------------------
 
+TOLERANCE_HELP = (
+    "thresholds for 'equal within rounding': max_abs (0..255), min_psnr (dB), latent_rel_l2, "
+    "e.g. latent_rel_l2=1e-3,min_psnr=40,max_abs=16 (default: calibrated for the dtype)"
+)
+
+
+def _tolerance(text: str) -> dict[str, float]:
+    from .equivalence import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
 
 def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
     from .client import encode_image
@@ -151,7 +183,12 @@ def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
     return body
 
 
-def local_spec(args: argparse.Namespace, world_size: int | None = None, output_dir: str = ""):
+def local_spec(
+    args: argparse.Namespace,
+    world_size: int | None = None,
+    output_dir: str = "",
+    extra_args: tuple[str, ...] = (),
+):
     from .loading import ModelSource
     from .local import LocalSpec
 
@@ -165,13 +202,19 @@ def local_spec(args: argparse.Namespace, world_size: int | None = None, output_d
         output_dir=output_dir or tempfile.mkdtemp(prefix="paradit-"),  # removed by BackendSession
         timeout_s=args.timeout,
         threads_per_rank=args.threads,
+        extra_args=extra_args,
     )
 
 
 class BackendSession:
     """A client for --server, or a backend started for this command."""
 
-    def __init__(self, args: argparse.Namespace, world_size: int | None = None):
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        world_size: int | None = None,
+        extra_args: tuple[str, ...] = (),
+    ):
         from .client import Client
         from .local import LocalBackend
 
@@ -182,7 +225,7 @@ class BackendSession:
             log.info(
                 "starting a backend for %s on %s rank(s)", args.model, world_size or args.world_size
             )
-            self.local = LocalBackend(local_spec(args, world_size))
+            self.local = LocalBackend(local_spec(args, world_size, extra_args=extra_args))
             self.client = self.local.client
 
     def __enter__(self):
@@ -256,9 +299,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify
 
-    same, report = verify(args, job_body(args, args.prompt))
-    print(json.dumps(report, indent=2))
-    return 0 if same else 1
+    report = verify(args, job_body(args, args.prompt))
+    print(json.dumps(report, indent=2, allow_nan=False))
+    return 1 if report["verdict"] == "different" else 0
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
