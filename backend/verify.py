@@ -83,18 +83,12 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         other_latents,
     )
     report = {
-        "verdict": comparison.verdict,
-        "identical": comparison.identical,
-        "reasons": comparison.reasons,
+        **comparison.to_dict(),  # verdict, identical, reasons, distances, thresholds
         "model": args.model,
         "world_size": args.world_size,
         "dtype": DTYPE_BY_DEVICE[args.device],
         "request": {k: v for k, v in body.items() if k != "image"},
         "num_frames": len(first_frames),
-        "overall": comparison.overall,
-        "latent_rel_l2": comparison.latent_rel_l2,
-        "thresholds": tolerance.to_dict(),
-        "frames": comparison.frames,
         "sha256": {
             "world_size_1": hashlib.sha256(b"".join(first_frames)).hexdigest(),
             f"world_size_{args.world_size}": hashlib.sha256(b"".join(other_frames)).hexdigest(),
