@@ -108,6 +108,15 @@ class ServeConfig:
             "jobs and read every output)",
         ),
     )
+    save_latents: bool = field(
+        default=False,
+        metadata=_flag(
+            "--save-latents",
+            SERVING,
+            "rank 0 writes each job's final latents (float32) as latents.npy beside its frames "
+            "(what `paradit verify` compares)",
+        ),
+    )
     max_queue: int = field(
         default=64, metadata=_flag("--max-queue", SERVING, "queued jobs before 429 (default 64)")
     )

@@ -142,6 +142,9 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
         client.frame(job["id"], 99)
     assert err.value.status == 404
     with pytest.raises(BackendError) as err:
+        client.latents(job["id"])  # only kept with --save-latents
+    assert err.value.status == 404 and "--save-latents" in str(err.value)
+    with pytest.raises(BackendError) as err:
         client._request("GET", f"/v1/jobs/{job['id']}/frames/%C2%B2")  # a superscript two
     assert err.value.status == 400
 

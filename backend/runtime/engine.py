@@ -31,6 +31,7 @@ from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
+from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, fill_shards
 from .faults import Faults
 from .group import Group
@@ -117,6 +118,7 @@ class Runtime:
             fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
+        break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 

@@ -30,7 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ... import __version__
 from ..contract import FINAL_STATES
 from .jobs import Job, QueueFull
-from .outputs import FRAMES_DIR, frame_name
+from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
 from .schema import (
     JOB_BODY_SCHEMA,
     ErrorReply,
@@ -228,6 +228,14 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/record")
     def record(job_id: str):
         return finished_file(job_id, "job.json", "application/json")
+
+    @app.get("/v1/jobs/{job_id}/latents")
+    def latents(job_id: str):
+        """The job's final latents as .npy (float32), when the backend runs --save-latents."""
+        found = service.book.get(job_id)
+        if found is not None and found.status == "succeeded" and LATENTS_FILE not in found.files:
+            return error(404, f"job {job_id} has no latents: start the backend with --save-latents")
+        return finished_file(job_id, LATENTS_FILE, "application/octet-stream")
 
     @app.get("/v1/jobs/{job_id}/preview")
     def preview(job_id: str):

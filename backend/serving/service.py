@@ -24,7 +24,7 @@ from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor
 from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
 from .jobs import Job, JobBook
-from .outputs import to_uint8, write_outputs, write_record
+from .outputs import to_uint8, write_latents, write_outputs, write_record
 from .store import JobStore
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,34 @@ def versions() -> dict[str, str]:
 PREVIEW_PERIOD_S = 0.25
 OWN_FAILURE_GRACE_S = 10.0
 """How long rank 0, having failed alone, waits for the others' replies before stopping them."""
+
+
+class LatestLatents:
+    """Keeps the latents of the latest step: after the last one, the final latents."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def __call__(self, _step: int, latents: Any) -> None:
+        self.value = latents.detach().clone()  # the pipeline owns the tensor it passes
+
+    def numpy(self):
+        import torch
+
+        return self.value.to("cpu", torch.float32).numpy()
+
+
+def _call_each(*callbacks: Callable[[int, Any], None] | None) -> Callable[[int, Any], None] | None:
+    """One `on_latents` callback that calls each of those given (None if none is)."""
+    given = [c for c in callbacks if c is not None]
+    if not given:
+        return None
+
+    def call(step: int, latents: Any) -> None:
+        for callback in given:
+            callback(step, latents)
+
+    return call
 
 
 class JobFailedError(RuntimeError):
@@ -217,9 +245,12 @@ class Service:
         job.timings = timings
         started = time.perf_counter()
         try:
-            frames, clock = self._denoise(job, timings)
+            latents = LatestLatents() if self.config.save_latents else None
+            frames, clock = self._denoise(job, timings, latents)
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
+            if latents is not None and latents.value is not None:
+                job.files.append(write_latents(job.out_dir, latents.numpy()))
             job.num_frames = len(frames)
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
@@ -231,7 +262,7 @@ class Service:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
 
-    def _denoise(self, job: Job, timings: dict[str, Any]):
+    def _denoise(self, job: Job, timings: dict[str, Any], latents: LatestLatents | None):
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = runtime.encode(request)
@@ -244,7 +275,7 @@ class Service:
             job.step = step
             return job.cancel_requested
 
-        hooks = JobHooks(tensors, on_step, self._previews(job))
+        hooks = JobHooks(tensors, on_step, _call_each(self._previews(job), latents))
         clock = hooks.clock
         frames, own_error = None, None
         try:

@@ -78,11 +78,12 @@ def build_parser() -> Parser:
     _add_backend_flags(p)
     _add_job_flags(p)
 
-    p = sub.add_parser("verify", help="check that world size N gives the same frames as 1")
+    p = sub.add_parser("verify", help="measure how far world size N is from world size 1")
     p.add_argument(
         "--prompt", default="a red fox running through snow", help="the prompt of the test job"
     )
-    p.add_argument("--out", help="keep both outputs here")
+    p.add_argument("--out", help="keep both runs' outputs here (world-size-1/, world-size-N/)")
+    p.add_argument("--tolerance", type=_tolerance, default={}, help=TOLERANCE_HELP)
     _add_backend_flags(p, server=False)
     _add_job_flags(p)
 
@@ -132,6 +133,20 @@ def build_parser() -> Parser:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+TOLERANCE_HELP = (
+    "thresholds for 'equal within rounding': max_abs (0..255), min_psnr (dB), latent_rel_l2, "
+    "e.g. latent_rel_l2=1e-3,min_psnr=40,max_abs=16 (default: calibrated for the dtype)"
+)
+
+
+def _tolerance(text: str) -> dict[str, float]:
+    from .equivalence import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
@@ -219,9 +234,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify
 
-    same, report = verify(args, job_body(args, args.prompt))
-    print(json.dumps(report, indent=2))
-    return 0 if same else 1
+    report = verify(args, job_body(args, args.prompt))
+    print(json.dumps(report, indent=2, allow_nan=False))
+    return 1 if report["verdict"] == "different" else 0
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
