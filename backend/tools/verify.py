@@ -69,8 +69,8 @@ def _resolve_device(args: argparse.Namespace) -> None:
 
         enough = torch.cuda.is_available() and torch.cuda.device_count() >= args.world_size
         args.device = "cuda" if enough else "cpu"
-    if args.device == "cpu" and not args.threads:
-        args.threads = max(1, (os.cpu_count() or 1) // args.world_size)
+    if args.device == "cpu" and not args.threads_per_rank:
+        args.threads_per_rank = max(1, (os.cpu_count() or 1) // args.world_size)
 
 
 def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
