@@ -217,3 +217,18 @@ def test_restart_with_the_same_output_folder_keeps_the_jobs(tmp_path):
         assert "stopped while this job ran" in jobs[running]["error"]
         for job_id in queued:
             assert client.wait(job_id, timeout_s=120)["status"] == "succeeded"
+
+
+def test_with_no_rebuilds_left_the_backend_stays_down_and_says_why(tmp_path):
+    with _backend(tmp_path, "", "--max-rebuilds", "0") as backend:
+        client = backend.client
+        rank_pid = _rank_pids(client)[1]
+        os.kill(rank_pid, signal.SIGKILL)
+        wait_for(lambda: _status(client) != "ok", 10, "/health to turn 503")
+        time.sleep(2)  # no rebuild comes
+        with pytest.raises(BackendError) as down:
+            client.health()
+        assert down.value.status == 503 and "restart the backend" in str(down.value)
+        with pytest.raises(BackendError) as refused:
+            client.submit({"prompt": "x"})
+        assert refused.value.status == 503

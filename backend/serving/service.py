@@ -182,7 +182,7 @@ class Service:
             "world_size": self.meta["world_size"],
         }
         if reason:
-            detail["error"] = reason
+            detail["error"] = f"{reason} ({self.note})" if self.note else reason
         if self.note and not ok:
             detail["recovery"] = self.note
         return ok, detail
