@@ -184,3 +184,52 @@ def _decoded(client, job) -> tuple[np.ndarray, np.ndarray]:
     frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
     pixels = np.stack([np.asarray(Image.open(io.BytesIO(f)).convert("RGB")) for f in frames])
     return pixels, client.latents(job["id"])
+
+
+@pytest.mark.timeout(600)
+def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path):
+    from paradit.backend.client import JobFailed
+    from paradit.backend.client.local import LocalBackend
+    from paradit.backend.config import ServeConfig
+
+    config = ServeConfig(
+        model="tiny-wan",
+        world_size=2,
+        dp_degree=2,
+        device="cpu",
+        threads_per_rank=1,
+        output_dir=str(tmp_path / "out"),
+        timeout_s=120.0,
+        port=0,
+    )
+    env = {"PARADIT_FAULT": "rank=1,at=step:2,kind=exit"}  # replica 1's only rank
+    with LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log", env=env) as b:
+        client = b.client
+        old_pid = client.info()["ranks"][1]["pid"]
+        body = {**WAN, "prompt": "x", "num_inference_steps": 6}
+        ids = [client.submit({**body, "seed": seed}) for seed in (1, 2)]
+        ended = []
+        for job_id in ids:
+            try:
+                ended.append(client.wait(job_id, timeout_s=180))
+            except JobFailed as exc:
+                ended.append(exc.job)
+        failed = [j for j in ended if j["status"] == "failed"]
+        assert len(failed) == 1 and failed[0]["replica"] == 1, ended
+        assert "lost" in failed[0]["error"]
+        wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
+        assert client.info()["ranks"][1]["pid"] != old_pid
+        again = [client.submit({**body, "seed": seed}) for seed in (3, 4)]
+        assert [client.wait(job_id, timeout_s=180)["status"] for job_id in again] == [
+            "succeeded",
+            "succeeded",
+        ]
+
+
+def _healthy(client) -> bool:
+    from paradit.backend.client import BackendError
+
+    try:
+        return client.health()["status"] == "ok"
+    except BackendError:  # 503 while the group is rebuilt
+        return False

@@ -455,9 +455,11 @@ class Service:
             raise JobFailedError(own.error) from None
         finally:
             self._current_seq = None
-        if self.broken:  # the watchdog found out first (a rank failed alone, or hung)
-            raise JobFailedError(self.broken)
         outcome = combine(own, replies)
+        # The watchdog found out first (a rank failed alone, or hung) — unless the break is
+        # another replica's and every rank of this one succeeded.
+        if self.broken and not (len(self.replicas) > 1 and outcome.status == "succeeded"):
+            raise JobFailedError(self.broken)
         if outcome.status == "succeeded":
             return
         if outcome.status == "cancelled":
