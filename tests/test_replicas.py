@@ -233,3 +233,37 @@ def _healthy(client) -> bool:
         return client.health()["status"] == "ok"
     except BackendError:  # 503 while the group is rebuilt
         return False
+
+
+@pytest.mark.timeout(600)
+def test_two_replicas_on_two_torchrun_nodes(tmp_path, backends):
+    """torchrun --nnodes 2, both "nodes" on this machine rendezvousing on localhost: one
+    replica per node, each job equal to world size 1."""
+    import os
+
+    from test_launch import SERVE, _free_port, _ready_url, _spawn, _stop
+
+    from paradit.backend.client.http import Client
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    port = str(_free_port())
+    procs = []
+    for node in (0, 1):
+        cmd = ["torchrun", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1"]
+        cmd += ["--master-addr", "127.0.0.1", "--master-port", port, *SERVE]
+        cmd += ["--dp-degree", "2", "--output-dir", str(tmp_path / f"node{node}")]
+        procs.append(_spawn(cmd, env))
+    try:
+        client = Client(_ready_url(procs[0]))
+        info = client.info()
+        assert info["world_size"] == 2 and info["plan"]["dp_degree"] == 2
+        body = {**WAN, "prompt": "two nodes"}
+        ids = [client.submit({**body, "seed": seed}) for seed in (7, 8)]
+        jobs = [client.wait(job_id, timeout_s=300) for job_id in ids]
+        assert {j["replica"] for j in jobs} == {0, 1}
+        reference = backends.get("tiny-wan", 1)
+        for job in jobs:
+            _, expected = run_job(reference, {**body, "seed": job["request"]["seed"]})
+            assert [client.frame(job["id"], i) for i in range(job["num_frames"])] == expected
+    finally:
+        _stop(procs)

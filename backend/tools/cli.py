@@ -214,7 +214,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.token:
         log.warning("--token is visible in the process list: prefer --token-file or PARADIT_TOKEN")
     token = args.token or read_token(args.token_file)
-    config = ServeConfig.from_args(args, BACKEND, SERVING, token=token)
+    # Under torchrun / srun / mpirun the launcher's world size counts (--dp-degree divides it).
+    from ..runtime.group import LaunchEnv
+
+    env = LaunchEnv.from_environ()
+    launched = {} if env is None else {"world_size": env.world_size}
+    config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
