@@ -80,11 +80,12 @@ class Driver:
         lost: Callable[[], str | None],
         timeout_s: float,
         on_poll: Callable[[], bool] = lambda: False,
+        poll_s: float = POLL_S,
     ) -> dict[int, Reply]:
         """Each worker's reply to message `seq`; RankLost if `lost()` reports a dead rank.
 
-        `on_poll` runs between checks (a replica's progress); when it returns True the job
-        moved on and the `timeout_s` bound starts again."""
+        `on_poll` runs between checks, every `poll_s` (a replica's progress); when it returns
+        True the job moved on and the `timeout_s` bound starts again."""
         keys = {rank: self.reply_key(seq, rank) for rank in self.ranks}
         got: dict[int, Reply] = {}
         deadline = time.monotonic() + timeout_s
@@ -103,7 +104,7 @@ class Driver:
             if time.monotonic() > deadline:
                 missing = sorted(set(keys) - set(got))
                 raise RankLost(f"ranks {missing} did not reply within {timeout_s:.0f}s")
-            time.sleep(POLL_S)
+            time.sleep(poll_s)
         return got
 
     def wait_ready(self, lost: Callable[[], str | None], timeout_s: float) -> list[dict]:

@@ -47,6 +47,8 @@ def versions() -> dict[str, str]:
 
 
 PREVIEW_PERIOD_S = 0.25
+REMOTE_POLL_S = 0.05
+"""How often rank 0 looks at another replica's job (replies, step, preview, cancel)."""
 OWN_FAILURE_GRACE_S = 10.0
 """How long rank 0, having failed alone, waits for the others' replies before stopping them."""
 
@@ -414,7 +416,10 @@ class Service:
         try:
             seq = driver.send(message)
             # Bounded by the collective timeout since the replica's last step, not overall.
-            replies = driver.replies(seq, self.lost, self.config.timeout_s + 30.0, poll)
+            # A whole job's wait: poll the store gently (it shares the CPU with the ranks).
+            replies = driver.replies(
+                seq, self.lost, self.config.timeout_s + 30.0, poll, REMOTE_POLL_S
+            )
             leader = replies.pop(replica.ranks[0])
             outcome = combine(leader, replies)
             if outcome.status == "succeeded":
