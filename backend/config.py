@@ -76,6 +76,15 @@ class ServeConfig:
         default=None,
         metadata=_flag("--ring-degree", BACKEND, "ranks that split the sequence (ring; CUDA)"),
     )
+    dp_degree: int = field(
+        default=1,
+        metadata=_flag(
+            "--dp-degree",
+            BACKEND,
+            "data-parallel replicas: the ranks split into D groups of consecutive ranks, each "
+            "running its own jobs (D divides the world size; default 1)",
+        ),
+    )
     shard_weights: bool = field(
         default=True,
         metadata=_flag(
@@ -175,6 +184,16 @@ class ServeConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        if self.dp_degree < 1 or self.world_size % self.dp_degree:
+            raise ValueError(
+                f"--dp-degree must be >= 1 and divide the world size {self.world_size}, "
+                f"got {self.dp_degree}"
+            )
+
+    @property
+    def replica_size(self) -> int:
+        """Ranks in one data-parallel replica (the world size a job's plan divides)."""
+        return self.world_size // self.dp_degree
 
     # -- flags ----------------------------------------------------------------------------
 

@@ -236,8 +236,9 @@ def test_batch_writes_one_folder_per_prompt_and_seed(tmp_path, backends):
         str(out),
     )
     assert result.returncode == 0, result.stderr
-    folders = sorted(p.name for p in out.iterdir())
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert folders == ["0000-seed3", "0000-seed4", "0001-seed3", "0001-seed4"]
+    assert {"manifest.json", "contact_sheet.png"} <= {p.name for p in out.iterdir()}
     seeds = [json.loads((out / f / "job.json").read_text())["seed"] for f in folders]
     assert seeds == [3, 4, 3, 4]
     assert _layout(out / "0000-seed3", 5) != _layout(out / "0000-seed4", 5)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from .cfg import CfgParallel
 from .fsdp import local_param_bytes, shard_weights
@@ -31,19 +31,28 @@ class Parallelized:
 
 
 def parallelize(
-    transformers: list[torch.nn.Module], plan: ParallelPlan, device: torch.device
+    transformers: list[torch.nn.Module],
+    plan: ParallelPlan,
+    device: torch.device,
+    dp_degree: int = 1,
 ) -> Parallelized:
-    """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together."""
+    """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
+
+    With `dp_degree` replicas the world mesh has a leading "dp" dimension and each rank keeps
+    its replica's slice: the plan (CFG x ring x Ulysses, FSDP over the replica's ranks)
+    divides one replica, and no collective of a job leaves it.
+    """
     if plan.world_size == 1:
         return Parallelized(plan, [])
-    mesh = init_device_mesh(
-        device.type,
+    mesh = _replica_mesh(
+        device,
+        dp_degree,
         (plan.cfg_degree, plan.ring_degree, plan.ulysses_degree),
-        mesh_dim_names=("cfg", "ring", "ulysses"),
+        ("cfg", "ring", "ulysses"),
     )
     flat = None
     if plan.shard_weights:
-        flat = init_device_mesh(device.type, (plan.world_size,), mesh_dim_names=("fsdp",))
+        flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",))
     wrappers = []
     for transformer in transformers:
         apply_sequence_parallel(transformer, plan, mesh, device)
@@ -55,3 +64,13 @@ def parallelize(
                 CfgParallel(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank())
             )
     return Parallelized(plan, wrappers)
+
+
+def _replica_mesh(
+    device: torch.device, dp_degree: int, shape: tuple[int, ...], names: tuple[str, ...]
+) -> DeviceMesh:
+    """This rank's replica's slice of a world mesh of shape (dp_degree, *shape)."""
+    if dp_degree == 1:
+        return init_device_mesh(device.type, shape, mesh_dim_names=names)
+    world = init_device_mesh(device.type, (dp_degree, *shape), mesh_dim_names=("dp", *names))
+    return world[names]

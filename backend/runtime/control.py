@@ -5,7 +5,9 @@ the store (microseconds per check) instead of sitting in a broadcast that the pr
 timeout would kill. Collectives happen only inside a job, where every rank is busy anyway.
 
 Keys: `msg/<seq>` (rank 0 writes), `reply/<seq>/<rank>` (each rank writes), `hb/<rank>`
-(heartbeat counters), `ready/<rank>` (loaded).
+(heartbeat counters), `ready/<rank>` (loaded). With data-parallel replicas each replica has
+its own message sequence under `replica<k>/` (`channel`), driven by its own thread on rank 0.
+
 """
 
 from __future__ import annotations
@@ -39,29 +41,57 @@ def _put(store: dist.Store, key: str, value: dict[str, Any]) -> None:
     store.set(key, json.dumps(value, separators=(",", ":")))
 
 
-class Driver:
-    """Rank 0's side: send a message to all ranks, collect their replies."""
+def channel(replica: int, dp_degree: int) -> str:
+    """The key prefix of one replica's messages ("" when there is one replica)."""
+    return f"replica{replica}/" if dp_degree > 1 else ""
 
-    def __init__(self, store: dist.Store, world_size: int):
+
+class Driver:
+    """Rank 0's side: send a message to the workers (by default ranks 1..N-1; with replicas,
+    one replica's ranks other than 0 under its `prefix`), collect their replies."""
+
+    def __init__(
+        self,
+        store: dist.Store,
+        world_size: int,
+        *,
+        ranks: list[int] | None = None,
+        prefix: str = "",
+    ):
         self.store = store
         self.world_size = world_size
+        self.ranks = list(range(1, world_size)) if ranks is None else ranks
+        self.prefix = prefix
         self.seq = 0
 
     def send(self, message: Message) -> int:
         self.seq += 1
-        _put(self.store, f"msg/{self.seq}", to_json(message))
+        _put(self.store, f"{self.prefix}msg/{self.seq}", to_json(message))
         if self.seq > 2:
-            self.store.delete_key(f"msg/{self.seq - 2}")
+            self.store.delete_key(f"{self.prefix}msg/{self.seq - 2}")
         return self.seq
 
+    def reply_key(self, seq: int, rank: int) -> str:
+        return f"{self.prefix}reply/{seq}/{rank}"
+
     def replies(
-        self, seq: int, lost: Callable[[], str | None], timeout_s: float
+        self,
+        seq: int,
+        lost: Callable[[], str | None],
+        timeout_s: float,
+        on_poll: Callable[[], bool] = lambda: False,
+        poll_s: float = POLL_S,
     ) -> dict[int, Reply]:
-        """Each worker's reply to message `seq`; RankLost if `lost()` reports a dead rank."""
-        keys = {rank: f"reply/{seq}/{rank}" for rank in range(1, self.world_size)}
+        """Each worker's reply to message `seq`; RankLost if `lost()` reports a dead rank.
+
+        `on_poll` runs between checks, every `poll_s` (a replica's progress); when it returns
+        True the job moved on and the `timeout_s` bound starts again."""
+        keys = {rank: self.reply_key(seq, rank) for rank in self.ranks}
         got: dict[int, Reply] = {}
         deadline = time.monotonic() + timeout_s
         while len(got) < len(keys):
+            if on_poll():
+                deadline = time.monotonic() + timeout_s
             for rank, key in keys.items():
                 if rank not in got and self.store.check([key]):
                     got[rank] = Reply.from_json(_get(self.store, key))
@@ -74,7 +104,7 @@ class Driver:
             if time.monotonic() > deadline:
                 missing = sorted(set(keys) - set(got))
                 raise RankLost(f"ranks {missing} did not reply within {timeout_s:.0f}s")
-            time.sleep(POLL_S)
+            time.sleep(poll_s)
         return got
 
     def wait_ready(self, lost: Callable[[], str | None], timeout_s: float) -> list[dict]:
@@ -97,9 +127,10 @@ class Driver:
 class Worker:
     """A worker rank's side: wait for the next message, reply to it."""
 
-    def __init__(self, store: dist.Store, rank: int):
+    def __init__(self, store: dist.Store, rank: int, prefix: str = ""):
         self.store = store
         self.rank = rank
+        self.prefix = prefix
         self.seq = 0
 
     def ready(self, info: dict[str, Any]) -> None:
@@ -109,7 +140,7 @@ class Worker:
         """Poll for the next message (its JSON: `messages.from_json` reads it); raises if
         rank 0's store goes away."""
         self.seq += 1
-        key = f"msg/{self.seq}"
+        key = f"{self.prefix}msg/{self.seq}"
         idle_since = time.monotonic()
         while not self.store.check([key]):
             busy = time.monotonic() - idle_since < 1.0
@@ -117,7 +148,7 @@ class Worker:
         return self.seq, _get(self.store, key)
 
     def reply(self, seq: int, reply: Reply) -> None:
-        _put(self.store, f"reply/{seq}/{self.rank}", reply.to_json())
+        _put(self.store, f"{self.prefix}reply/{seq}/{self.rank}", reply.to_json())
 
 
 class Heartbeat:

@@ -1,9 +1,10 @@
 """One rank's model and how a job runs on it.
 
 Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
-alone holds the text/image encoders: it encodes each request once and broadcasts the
-embeddings; every rank then runs the diffusers pipeline's own denoising loop, and only rank 0
-decodes with the VAE (the others stop at the latents).
+alone holds the text/image encoders: it encodes each request once and the embeddings reach the
+job's replica (a broadcast from its leader, which got them from rank 0); every rank of the
+replica then runs the diffusers pipeline's own denoising loop, and only the replica's leader
+(its first rank; rank 0 when there is one replica) decodes with the VAE.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class Runtime:
         self.pipe.set_progress_bar_config(disable=True)
         limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
         self.plan: ParallelPlan = choose_plan(
-            group.world_size,
+            group.replica_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
             device_type=group.device.type,
             **plan_overrides,
@@ -113,11 +114,13 @@ class Runtime:
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
-        self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
+        self.parallel: Parallelized = parallelize(
+            self.dits(), self.plan, group.device, group.dp_degree
+        )
         for name in sorted(lazy):
             fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
-        self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
+        self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
@@ -127,7 +130,7 @@ class Runtime:
         if not (
             self.source.kind == "folder"
             and plan_overrides.get("shard_weights", True)
-            and self.group.world_size > 1
+            and self.group.replica_size > 1
         ):
             return frozenset()
         index = json.loads((Path(self.source.name) / "model_index.json").read_text())
@@ -173,7 +176,8 @@ class Runtime:
         return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
 
     def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list]) -> dict:
-        """Broadcast rank 0's encoder outputs over the control group; returns them on device."""
+        """Broadcast the leader's encoder outputs over the replica's control group; returns
+        them on device."""
         out = {}
         for name, shape, dtype in meta:
             tensor = (
@@ -181,9 +185,9 @@ class Runtime:
                 if tensors is not None
                 else torch.empty(shape, dtype=getattr(torch, dtype))
             )
-            if self.group.world_size > 1:
+            if self.group.replica_size > 1:
                 with self.waiting("share"):
-                    dist.broadcast(tensor, src=0, group=self.group.ctrl)
+                    dist.broadcast(tensor, src=self.group.leader, group=self.group.ctrl)
             out[name] = tensor.to(self.group.device)
         return out
 
@@ -198,7 +202,7 @@ class Runtime:
         """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides);
         `on_latents(step, latents)` sees the latents after each step (previews).
 
-        Returns float frames (F, H, W, 3) on rank 0, None elsewhere.
+        Returns float frames (F, H, W, 3) on the replica's leader, None elsewhere.
         """
         uses_cfg = self.family.uses_cfg(self.pipe, request)
         self.parallel.begin_job(uses_cfg)
@@ -216,7 +220,7 @@ class Runtime:
 
         kwargs = self.family.prepare(self.pipe, request, tensors)
         generator = torch.Generator("cpu").manual_seed(request.seed)
-        driver = self.group.is_driver
+        driver = self.group.is_leader
         clock.start = time.perf_counter()
         try:
             output = self.pipe(
@@ -232,12 +236,12 @@ class Runtime:
         return self.family.frames(output) if driver else None
 
     def _agree_cancel(self, wants: bool, step: int) -> bool:
-        """All ranks take rank 0's decision, so all stop at the same step."""
-        if self.group.world_size == 1:
+        """All ranks of the replica take its leader's decision, so all stop at the same step."""
+        if self.group.replica_size == 1:
             return wants
         flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
         with self.waiting(f"step {step}"):
-            dist.broadcast(flag, src=0, group=self.group.ctrl)
+            dist.broadcast(flag, src=self.group.leader, group=self.group.ctrl)
         return bool(flag.item())
 
     @contextlib.contextmanager

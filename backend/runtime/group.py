@@ -140,10 +140,20 @@ class Group:
     store: dist.Store
     """Control-plane key/value store (job specs, replies, heartbeats); never a collective."""
     ctrl: dist.ProcessGroup
-    """gloo group for small CPU messages during a job (tensors of the spec, cancel flags)."""
+    """gloo group of this rank's replica for small CPU messages during a job (tensors of the
+    spec, cancel flags); the whole world when there is one replica."""
     timeout: timedelta
     abort: Abort = field(default=lambda: None)
     """Why to give up waiting for the other ranks at start-up (e.g. one exited), or None."""
+    dp_degree: int = 1
+    """Data-parallel replicas: consecutive blocks of `replica_size` ranks, each running its
+    own jobs; every collective of a job stays inside its replica."""
+
+    def __post_init__(self) -> None:
+        if self.dp_degree < 1 or self.world_size % self.dp_degree:
+            raise ValueError(
+                f"dp degree {self.dp_degree} must divide the world size {self.world_size}"
+            )
 
     @property
     def rank(self) -> int:
@@ -155,7 +165,27 @@ class Group:
 
     @property
     def is_driver(self) -> bool:
+        """Rank 0: serves HTTP, encodes every job and drives every replica."""
         return self.env.rank == 0
+
+    @property
+    def replica_size(self) -> int:
+        return self.world_size // self.dp_degree
+
+    @property
+    def replica(self) -> int:
+        """Index of this rank's replica."""
+        return self.rank // self.replica_size
+
+    @property
+    def leader(self) -> int:
+        """Global rank of this replica's first rank: the source of its broadcasts."""
+        return self.replica * self.replica_size
+
+    @property
+    def is_leader(self) -> bool:
+        """The first rank of a replica: decodes its jobs' frames and renders previews."""
+        return self.rank == self.leader
 
     def store_client(self) -> dist.Store:
         """A second connection to the control store, for another thread."""
@@ -225,8 +255,10 @@ def join_group(
     timeout: timedelta,
     store: dist.TCPStore | None = None,
     abort: Abort = lambda: None,
+    dp_degree: int = 1,
 ) -> Group:
-    """Join the default process group (NCCL+gloo on CUDA, gloo on CPU) and a gloo control group."""
+    """Join the default process group (NCCL+gloo on CUDA, gloo on CPU) and a gloo control
+    group: the world's, or with `dp_degree` > 1 this rank's replica's."""
     store = store or open_store(env, timedelta(seconds=STARTUP_TIMEOUT_S))
     control = dist.PrefixStore(env.prefix, store)
     store_barrier(control, "join", env.world_size, STARTUP_TIMEOUT_S, abort)
@@ -241,10 +273,11 @@ def join_group(
         timeout=timeout,
         device_id=device if device.type == "cuda" else None,
     )
-    ctrl = (
-        dist.new_group(backend="gloo", timeout=timeout)
-        if device.type == "cuda"
-        else dist.group.WORLD
-    )
+    if dp_degree > 1:  # every rank creates every replica's group, in the same order
+        ctrl, _ = dist.new_subgroups(env.world_size // dp_degree, timeout=timeout, backend="gloo")
+    elif device.type == "cuda":
+        ctrl = dist.new_group(backend="gloo", timeout=timeout)
+    else:
+        ctrl = dist.group.WORLD
     log.info("rank %d/%d joined on %s (%s)", env.rank, env.world_size, device, backend)
-    return Group(env, device, control, ctrl, timeout, abort)
+    return Group(env, device, control, ctrl, timeout, abort, dp_degree)

@@ -20,6 +20,8 @@ class RunJob:
     """The validated request (`JobRequest.to_dict()`)."""
     tensors: list[list] = field(default_factory=list)
     """(name, shape, dtype) of rank 0's encoder outputs, broadcast right after this message."""
+    save_latents: bool = False
+    """The leader of a replica other than rank 0's also hands back the final latents."""
 
 
 @dataclass(frozen=True)

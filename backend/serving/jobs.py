@@ -40,6 +40,8 @@ class Job:
     files: list[str] = field(default_factory=list)
     preview_step: int = 0
     preview_png: bytes | None = field(default=None, repr=False)
+    replica: int | None = None
+    """The data-parallel replica that ran the job."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,7 +60,7 @@ class Job:
         request = record.get("request_full") or {**record["request"], "image": None}
         job = cls(request=JobRequest.from_dict(request), out_dir=output_dir / record["id"])
         job.id = record["id"]
-        for name in ("status", "created", "started", "finished", "error", "num_frames"):
+        for name in ("status", "created", "started", "finished", "error", "num_frames", "replica"):
             setattr(job, name, record.get(name))
         job.step, job.total = record["progress"]["step"], record["progress"]["total"]
         job.timings, job.files = record.get("timings", {}), record.get("files", [])
@@ -78,13 +80,14 @@ class Job:
             "finished": self.finished,
             "request": self.request_view,
             "num_frames": self.num_frames,
+            "replica": self.replica,
             "files": list(self.files),
             "timings": dict(self.timings),
         }
 
 
 class JobBook:
-    """Thread-safe queue and record of jobs; one job runs at a time on the whole group."""
+    """Thread-safe queue and record of jobs; one job runs at a time on each replica."""
 
     def __init__(self, max_queue: int, keep: int, store: JobStore | None = None):
         self.max_queue, self.keep = max_queue, keep

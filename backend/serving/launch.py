@@ -299,7 +299,7 @@ def _check_plan_flags(config: ServeConfig, device: torch.device) -> None:
     from ..parallel.plan import choose_plan
 
     choose_plan(
-        config.world_size,
+        config.replica_size,
         supports_cfg=True,
         device_type=device.type,
         cfg_degree=config.cfg_degree,

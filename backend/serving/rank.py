@@ -12,7 +12,7 @@ from datetime import timedelta
 import torch
 
 from ..config import ServeConfig
-from ..runtime.control import Heartbeat, Worker
+from ..runtime.control import Heartbeat, Worker, channel
 from ..runtime.group import Abort, Group, LaunchEnv, join_group, pick_device
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,8 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)
-    group = join_group(env, device, timedelta(seconds=config.timeout_s), store, abort)
+    timeout = timedelta(seconds=config.timeout_s)
+    group = join_group(env, device, timeout, store, abort, config.dp_degree)
     dtype = "bfloat16" if device.type == "cuda" else "float32"
     return group, Runtime(group, config.model, config.plan_overrides(), dtype)
 
@@ -43,7 +44,8 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
     try:
         group, runtime = start_rank(config, env)
         heartbeat = Heartbeat(group.store_client(), env.rank).start()
-        serve_worker(runtime, Worker(group.store, env.rank))
+        prefix = channel(group.replica, group.dp_degree)
+        serve_worker(runtime, Worker(group.store, env.rank, prefix))
         heartbeat.stop()
         return 0
     except Exception as exc:  # rank 0 gone or load failed: say why in one line, exit non-zero

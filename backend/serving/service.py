@@ -1,7 +1,9 @@
 """Rank 0's service: validates requests, queues them, drives each job through the group.
 
 The HTTP layer calls `submit`, `cancel`, `job`, `jobs`, `info` and `health` from its own
-thread; `run_forever` runs the jobs one at a time on the main thread.
+thread; `run_forever` runs the jobs one at a time per replica: replica 0's (rank 0's own) on
+the main thread, each other data-parallel replica's on a driver thread of its own, which
+sends the job to that replica's ranks and waits for their replies (see `runtime/replica.py`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ... import __version__
 from ..config import ServeConfig
 from ..contract import JobRequest
-from ..runtime.control import Driver, HeartbeatMonitor, RankLost
+from ..runtime.control import Driver, HeartbeatMonitor, RankLost, channel
 from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor_meta
 from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
+from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_latents, write_outputs, write_record
 from .store import JobStore
@@ -43,6 +47,8 @@ def versions() -> dict[str, str]:
 
 
 PREVIEW_PERIOD_S = 0.25
+REMOTE_POLL_S = 0.05
+"""How often rank 0 looks at another replica's job (replies, step, preview, cancel)."""
 OWN_FAILURE_GRACE_S = 10.0
 """How long rank 0, having failed alone, waits for the others' replies before stopping them."""
 
@@ -79,6 +85,39 @@ class JobFailedError(RuntimeError):
     """A job failed; the message says why (a rank's own error when it was one rank's)."""
 
 
+@dataclass
+class Replica:
+    """One data-parallel replica as rank 0 drives it: its ranks and its message channel."""
+
+    index: int
+    ranks: list[int]
+    driver: Driver
+    """Sends to the replica's ranks other than rank 0 (replica 0: none when it is rank 0 alone)."""
+    busy_job: str | None = field(default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "ranks": self.ranks, "busy_job": self.busy_job}
+
+
+def replicas_of(runtime: Runtime, world_driver: Driver) -> list[Replica]:
+    """The group's replicas; with one replica its driver is the world's (as without any)."""
+    group = runtime.group
+    if group.dp_degree == 1:
+        return [Replica(0, list(range(group.world_size)), world_driver)]
+    out = []
+    for index in range(group.dp_degree):
+        ranks = list(range(index * group.replica_size, (index + 1) * group.replica_size))
+        store = group.store if index == 0 else group.store_client()  # one per thread
+        driver = Driver(
+            store,
+            group.world_size,
+            ranks=[r for r in ranks if r != 0],
+            prefix=channel(index, group.dp_degree),
+        )
+        out.append(Replica(index, ranks, driver))
+    return out
+
+
 class Service:
     """Rank 0's jobs and their runs on the group; the group itself can be replaced.
 
@@ -107,6 +146,8 @@ class Service:
         self.rebuilds_in_a_row = 0
         """Rebuilds since the last job that succeeded (a group that keeps breaking stays down)."""
         self._current_seq: int | None = None
+        self._encode_lock = threading.Lock()
+        """Replica threads share rank 0's encoders: one job encodes at a time."""
         self.started = time.time()
         self.output_dir = Path(config.output_dir).resolve()
         self.attach(runtime, lost_children)
@@ -119,6 +160,7 @@ class Service:
         with self._monitor_lock:
             self.runtime = runtime
             self.driver = Driver(group.store, group.world_size)
+            self.replicas = replicas_of(runtime, self.driver)
             self._monitor = HeartbeatMonitor(group.store_client(), group.world_size, stale_s=15.0)
             self._lost_children = lost_children
             self.ready = False
@@ -129,7 +171,7 @@ class Service:
             "task": runtime.family.task,
             "world_size": group.world_size,
             "device": group.device.type,
-            "plan": runtime.plan.to_dict(),
+            "plan": {**runtime.plan.to_dict(), "dp_degree": group.dp_degree},
             "limits": runtime.limits.to_dict(),
         }
         self.load_seconds = runtime.load_seconds
@@ -201,6 +243,7 @@ class Service:
             "version": __version__,
             "versions": versions(),
             "ranks": self.ranks,
+            "replicas": [replica.to_dict() for replica in self.replicas],
             "load_seconds": round(self.load_seconds, 3),
             "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
         }
@@ -223,18 +266,43 @@ class Service:
     # -- running jobs ---------------------------------------------------------------------
 
     def run_forever(self, stop: threading.Event) -> None:
-        """Run queued jobs until `stop` is set or the group breaks (checked while idle too)."""
-        checked = time.monotonic()
-        while not stop.is_set() and not self.broken:
-            job = self.book.next(timeout_s=0.1)
-            if job is not None:
-                self.run_job(job)
-                release_freed_memory()  # after the job is reported, not inside its timings
-            if time.monotonic() - checked > 0.5:
-                self.health()
-                checked = time.monotonic()
+        """Run queued jobs until `stop` is set or the group breaks (checked while idle too).
 
-    def run_job(self, job: Job) -> None:
+        Each replica takes the next queued job when it is free: replica 0 on this thread,
+        the others on threads of their own, all of which end before this returns."""
+        threads = [
+            threading.Thread(
+                target=self._serve_replica, args=(replica, stop), name=f"replica-{replica.index}"
+            )
+            for replica in self.replicas[1:]
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            self._serve_replica(self.replicas[0], stop, check_health=True)
+        finally:
+            for thread in threads:
+                thread.join()
+
+    def _serve_replica(
+        self, replica: Replica, stop: threading.Event, *, check_health: bool = False
+    ) -> None:
+        checked = time.monotonic()
+        try:
+            while not stop.is_set() and not self.broken:
+                job = self.book.next(timeout_s=0.1)
+                if job is not None:
+                    self.run_job(job, replica)
+                    release_freed_memory()  # after the job is reported, not inside its timings
+                if check_health and time.monotonic() - checked > 0.5:
+                    self.health()
+                    checked = time.monotonic()
+        except Exception as exc:  # a driver thread must not vanish silently
+            log.exception("replica %d stopped", replica.index)
+            self.mark_broken(f"replica {replica.index}: {type(exc).__name__}: {exc}")
+
+    def run_job(self, job: Job, replica: Replica | None = None) -> None:
+        replica = replica or self.replicas[0]
         if self.broken:
             if self.recoverable:
                 self.book.requeue(job)
@@ -243,14 +311,20 @@ class Service:
             return
         timings: dict[str, Any] = {"queued_s": round(job.started - job.created, 4)}
         job.timings = timings
+        job.replica = replica.index
+        replica.busy_job = job.id
         started = time.perf_counter()
         try:
             latents = LatestLatents() if self.config.save_latents else None
-            frames, clock = self._denoise(job, timings, latents)
+            if replica.index == 0:
+                frames, _clock = self._denoise(job, timings, latents, replica)
+                final = None if latents is None or latents.value is None else latents.numpy()
+            else:
+                frames, final = self._denoise_remote(job, timings, replica)
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
-            if latents is not None and latents.value is not None:
-                job.files.append(write_latents(job.out_dir, latents.numpy()))
+            if final is not None:
+                job.files.append(write_latents(job.out_dir, final))
             job.num_frames = len(frames)
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
@@ -261,14 +335,25 @@ class Service:
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
+        finally:
+            replica.busy_job = None
 
-    def _denoise(self, job: Job, timings: dict[str, Any], latents: LatestLatents | None):
+    def _encode(self, job: Job, timings: dict[str, Any]) -> dict[str, Any]:
+        begin = time.perf_counter()
+        with self._encode_lock:
+            tensors = self.runtime.encode(job.request)
+        timings["encode_s"] = round(time.perf_counter() - begin, 4)
+        return tensors
+
+    def _denoise(
+        self, job: Job, timings: dict[str, Any], latents: LatestLatents | None, replica: Replica
+    ):
+        """A job on rank 0's own replica: rank 0 computes its share and decodes."""
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
-        tensors = runtime.encode(request)
-        timings["encode_s"] = round(time.perf_counter() - begin, 4)
+        tensors = self._encode(job, timings)
         message = RunJob(job.id, request.to_dict(), tensor_meta(tensors))
-        seq = self.driver.send(message) if runtime.group.world_size > 1 else None
+        seq = replica.driver.send(message) if replica.driver.ranks else None
         self._current_seq = seq
 
         def on_step(step: int, total: int) -> bool:
@@ -282,7 +367,7 @@ class Service:
             frames = run_job(runtime, message, hooks)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
-        self._settle(seq, own_error)
+        self._settle(seq, own_error, replica.driver)
         end = time.perf_counter()
         steps = clock.step_seconds()
         timings["first_step_start_s"] = round(clock.start - begin, 4)
@@ -308,7 +393,49 @@ class Service:
 
         return on_latents
 
-    def _settle(self, seq: int | None, own_error: Exception | None) -> None:
+    def _denoise_remote(self, job: Job, timings: dict[str, Any], replica: Replica):
+        """A job on another replica: rank 0 encodes, hands the tensors to the replica's leader
+        through the store, relays progress, previews and cancel while it waits, and takes the
+        frames (and final latents) the leader put back. Returns (frames, latents or None)."""
+        tensors = self._encode(job, timings)
+        driver = replica.driver
+        message = RunJob(
+            job.id, job.request.to_dict(), tensor_meta(tensors), self.config.save_latents
+        )
+        put_tensors(driver.store, job.id, tensors)
+        remote = RemoteJob(driver.store, job.id, list(tensors))
+
+        def poll() -> bool:
+            moved = remote.poll(job.cancel_requested)
+            job.step = remote.step
+            if remote.preview is not None:
+                job.preview_png, job.preview_step = remote.preview
+            return moved
+
+        begin = time.perf_counter()
+        try:
+            seq = driver.send(message)
+            # Bounded by the collective timeout since the replica's last step, not overall.
+            # A whole job's wait: poll the store gently (it shares the CPU with the ranks).
+            replies = driver.replies(
+                seq, self.lost, self.config.timeout_s + 30.0, poll, REMOTE_POLL_S
+            )
+            leader = replies.pop(replica.ranks[0])
+            outcome = combine(leader, replies)
+            if outcome.status == "succeeded":
+                frames = take_frames(driver.store, job.id)
+                final = take_latents(driver.store, job.id) if self.config.save_latents else None
+                timings["replica_s"] = round(time.perf_counter() - begin, 4)
+                return frames, final
+        finally:
+            remote.clear()
+        if outcome.status == "cancelled":
+            raise JobCancelled(outcome.message)
+        if replies and not outcome.in_step:
+            self.mark_broken(f"replica {replica.index}: ranks disagreed ({outcome.message})")
+        raise JobFailedError(outcome.message)
+
+    def _settle(self, seq: int | None, own_error: Exception | None, driver: Driver) -> None:
         """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.
 
         A job that failed the same way on every rank (a deterministic error) leaves the group
@@ -324,7 +451,7 @@ class Service:
         alone = not own.ok and not own.cancelled
         grace_s = OWN_FAILURE_GRACE_S if alone else self.config.timeout_s + 30.0
         try:
-            replies = self.driver.replies(seq, self.lost, grace_s) if seq else {}
+            replies = driver.replies(seq, self.lost, grace_s) if seq else {}
         except RankLost:
             if not alone or self.broken or self.lost():
                 raise  # a rank died: rank 0's own error was only the broken collective
@@ -333,9 +460,11 @@ class Service:
             raise JobFailedError(own.error) from None
         finally:
             self._current_seq = None
-        if self.broken:  # the watchdog found out first (a rank failed alone, or hung)
-            raise JobFailedError(self.broken)
         outcome = combine(own, replies)
+        # The watchdog found out first (a rank failed alone, or hung) — unless the break is
+        # another replica's and every rank of this one succeeded.
+        if self.broken and not (len(self.replicas) > 1 and outcome.status == "succeeded"):
+            raise JobFailedError(self.broken)
         if outcome.status == "succeeded":
             return
         if outcome.status == "cancelled":
@@ -373,7 +502,9 @@ class Service:
             "model": self.config.model,
             "request": job.request.to_dict(with_image=False),
             "seed": job.request.seed,
-            "plan": runtime.plan.to_dict(),
+            "plan": self.meta["plan"],
+            "replica": job.replica,
+            "replica_ranks": self.replicas[job.replica or 0].ranks,
             "world_size": runtime.group.world_size,
             "device": runtime.group.device.type,
             "num_frames": job.num_frames,
@@ -388,11 +519,14 @@ class Service:
         self.book.close()
         if self.runtime is None or self.runtime.group.world_size == 1 or self.broken:
             return
-        try:
-            seq = self.driver.send(Shutdown())
-            self.driver.replies(seq, self.lost, 10.0)
-        except Exception as exc:  # workers may already be gone; the launcher reaps them
-            log.warning("shutdown: %s", exc)
+        for replica in self.replicas:
+            if not replica.driver.ranks:
+                continue
+            try:
+                seq = replica.driver.send(Shutdown())
+                replica.driver.replies(seq, self.lost, 10.0)
+            except Exception as exc:  # workers may already be gone; the launcher reaps them
+                log.warning("shutdown: %s", exc)
 
     # -- hangs ----------------------------------------------------------------------------
 
@@ -430,7 +564,8 @@ class Service:
             if self._monitor is None:
                 return []
             store = self._monitor.store
-            keys = [f"reply/{seq}/{rank}" for rank in range(1, self.meta["world_size"])]
+            driver = self.replicas[0].driver
+            keys = [driver.reply_key(seq, rank) for rank in driver.ranks]
             replies = [
                 Reply.from_json(json.loads(store.get(key))) for key in keys if store.check([key])
             ]
@@ -443,6 +578,6 @@ class Service:
             store = self._monitor.store
             return {
                 rank: store.get(key).decode() if store.check([key]) else ""
-                for rank in range(1, self.meta["world_size"])
+                for rank in self.replicas[0].driver.ranks  # rank 0's replica: its watchdog
                 for key in [f"progress/{rank}"]
             }

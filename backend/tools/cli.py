@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,7 +214,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.token:
         log.warning("--token is visible in the process list: prefer --token-file or PARADIT_TOKEN")
     token = args.token or read_token(args.token_file)
-    config = ServeConfig.from_args(args, BACKEND, SERVING, token=token)
+    # Under torchrun / srun / mpirun the launcher's world size counts (--dp-degree divides it).
+    from ..runtime.group import LaunchEnv
+
+    env = LaunchEnv.from_environ()
+    launched = {} if env is None else {"world_size": env.world_size}
+    config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
@@ -240,40 +244,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from .batch import items, run_batch
+
     path = Path(args.prompts)
     if not path.is_file():
         raise UsageError(f"--prompts {args.prompts}: no such file")
     prompts = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
     if not prompts:
         raise UsageError(f"--prompts {args.prompts}: no prompts in the file")
-    work = [(i, p, seed) for i, p in enumerate(prompts) for seed in parse_seeds(args.seeds)]
-    failed = 0
+    work = items(prompts, parse_seeds(args.seeds))
+    base = job_body(args, prompts[0])
     with backend_client(args) as client:
-        pending: deque[tuple[Path, str]] = deque()
-        for index, prompt, seed in work:
-            if len(pending) >= BATCH_WINDOW:  # keep the backend's queue short
-                failed += _finish_one(client, *pending.popleft())
-            out = Path(args.out) / f"{index:04d}-seed{seed}"
-            pending.append((out, client.submit({**job_body(args, prompt), "seed": seed})))
-        while pending:
-            failed += _finish_one(client, *pending.popleft())
+        failed = run_batch(client, base, work, Path(args.out))
     return 1 if failed else 0
-
-
-BATCH_WINDOW = 8
-
-
-def _finish_one(client, out: Path, job_id: str) -> int:
-    """Wait for one batch job and download it; 1 if it failed (the batch goes on)."""
-    from ..client.http import BackendError
-
-    try:
-        client.download(client.wait(job_id), out)
-        log.info("wrote %s", out)
-        return 0
-    except BackendError as exc:
-        log.error("%s: %s", out, exc)
-        return 1
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -32,7 +32,7 @@ def decode_png(data: bytes) -> np.ndarray:
         return np.asarray(img.convert("RGB"))
 
 
-REFERENCE = {"cfg_degree": None, "ulysses_degree": None, "ring_degree": None}
+REFERENCE = {"cfg_degree": None, "ulysses_degree": None, "ring_degree": None, "dp_degree": 1}
 """World size 1 is the reference: the plan flags apply to the other run only."""
 
 

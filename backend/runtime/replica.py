@@ -1,0 +1,152 @@
+"""What crosses between rank 0 and the leader of another data-parallel replica, through the
+control store (never a collective, never pickle): raw tensor bytes plus their JSON shape.
+
+Rank 0 encodes every job (only it holds the text/image encoders) and puts the encoder outputs
+under `job/<id>/tensor/<name>`; the replica's leader takes them and broadcasts them inside its
+replica. During the job the leader publishes its step and previews (`job/<id>/step`,
+`job/<id>/preview`) and checks `job/<id>/cancel`, which rank 0 sets; its decision reaches the
+replica's other ranks through the per-step broadcast. At the end the leader puts the float
+frames, one key per frame (`job/<id>/frame/<i>`), and rank 0 writes the outputs as for any
+job. The store is rank 0's TCPStore, so this works across machines; frames cost
+F x H x W x 3 x 4 bytes on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+PREVIEW_PERIOD_S = 0.25
+
+
+def _key(job_id: str, name: str) -> str:
+    return f"job/{job_id}/{name}"
+
+
+def put_tensors(store: dist.Store, job_id: str, tensors: dict[str, torch.Tensor]) -> None:
+    """Rank 0: the encoder outputs of a job that another replica runs."""
+    for name, tensor in tensors.items():
+        data = tensor.detach().contiguous().view(torch.uint8).numpy().tobytes()
+        store.set(_key(job_id, f"tensor/{name}"), data)
+
+
+def take_tensors(store: dist.Store, job_id: str, meta: list[list]) -> dict[str, torch.Tensor]:
+    """The leader: the tensors rank 0 put for `job_id` (shapes from the message), removed."""
+    out = {}
+    for name, shape, dtype in meta:
+        key = _key(job_id, f"tensor/{name}")
+        raw = torch.frombuffer(bytearray(store.get(key)), dtype=torch.uint8)
+        out[name] = raw.view(getattr(torch, dtype)).reshape(shape)
+        store.delete_key(key)
+    return out
+
+
+def put_frames(store: dist.Store, job_id: str, frames: np.ndarray) -> None:
+    """The leader: float frames (F, H, W, 3), exactly as decoded."""
+    frames = np.ascontiguousarray(frames, dtype=np.float32)
+    for index, frame in enumerate(frames):
+        store.set(_key(job_id, f"frame/{index}"), frame.tobytes())
+    header = {"shape": list(frames.shape)}
+    store.set(_key(job_id, "frames"), json.dumps(header))
+
+
+def take_frames(store: dist.Store, job_id: str) -> np.ndarray:
+    """Rank 0: the frames the leader put for `job_id`, removed from the store."""
+    shape = json.loads(store.get(_key(job_id, "frames")))["shape"]
+    frames = np.empty(shape, dtype=np.float32)
+    for index in range(shape[0]):
+        key = _key(job_id, f"frame/{index}")
+        frames[index] = np.frombuffer(store.get(key), dtype=np.float32).reshape(shape[1:])
+        store.delete_key(key)
+    store.delete_key(_key(job_id, "frames"))
+    return frames
+
+
+def put_latents(store: dist.Store, job_id: str, latents: torch.Tensor) -> None:
+    """The leader: the final latents, as float32 (what `--save-latents` writes)."""
+    array = latents.detach().to("cpu", torch.float32).contiguous().numpy()
+    store.set(_key(job_id, "latents"), array.tobytes())
+    store.set(_key(job_id, "latents_shape"), json.dumps(list(array.shape)))
+
+
+def take_latents(store: dist.Store, job_id: str) -> np.ndarray | None:
+    """Rank 0: the final latents the leader put for `job_id` (None if none), removed."""
+    key, shape_key = _key(job_id, "latents"), _key(job_id, "latents_shape")
+    if not store.check([shape_key]):
+        return None
+    shape = json.loads(store.get(shape_key))
+    latents = np.frombuffer(store.get(key), dtype=np.float32).reshape(shape).copy()
+    store.delete_key(key)
+    store.delete_key(shape_key)
+    return latents
+
+
+class LeaderHooks:
+    """The leader of replica k > 0: step, previews and cancel through the store."""
+
+    def __init__(
+        self,
+        store: dist.Store,
+        job_id: str,
+        total: int,
+        render: Callable[[Any], bytes] | None,
+    ):
+        self.store, self.job_id, self.total, self.render = store, job_id, total, render
+        self._last_preview = 0.0
+        self.latents: torch.Tensor | None = None
+        """The latents after the last step (kept for `--save-latents`)."""
+
+    def on_step(self, step: int, _total: int) -> bool:
+        self.store.set(_key(self.job_id, "step"), str(step))
+        return self.store.check([_key(self.job_id, "cancel")])
+
+    def on_latents(self, step: int, latents: torch.Tensor) -> None:
+        if step == self.total:
+            self.latents = latents.detach().clone()  # the pipeline owns the tensor it passes
+        now = time.monotonic()
+        if self.render is None:
+            return
+        if now - self._last_preview < PREVIEW_PERIOD_S and step < self.total:
+            return
+        self._last_preview = now
+        self.store.set(_key(self.job_id, "preview"), self.render(latents))
+        self.store.set(_key(self.job_id, "preview_step"), str(step))
+
+
+class RemoteJob:
+    """Rank 0's view of a job running on another replica (`poll` between reply checks)."""
+
+    def __init__(self, store: dist.Store, job_id: str, tensor_names: list[str]):
+        self.store, self.job_id, self.tensor_names = store, job_id, tensor_names
+        self.step = 0
+        self.preview: tuple[bytes, int] | None = None
+        self._cancel_sent = False
+
+    def poll(self, cancel_requested: bool) -> bool:
+        """Read the leader's progress and pass on a cancel; True when the step moved on."""
+        if cancel_requested and not self._cancel_sent:
+            self.store.set(_key(self.job_id, "cancel"), "1")
+            self._cancel_sent = True
+        moved = False
+        key = _key(self.job_id, "step")
+        if self.store.check([key]):
+            step = int(self.store.get(key))
+            moved, self.step = step != self.step, step
+        key = _key(self.job_id, "preview_step")
+        if self.store.check([key]):
+            step = int(self.store.get(key))
+            if self.preview is None or step != self.preview[1]:
+                self.preview = (self.store.get(_key(self.job_id, "preview")), step)
+        return moved
+
+    def clear(self) -> None:
+        """Remove what is left of the job's keys (a failed job's tensors too)."""
+        names = ["step", "cancel", "preview", "preview_step"]
+        for name in names + [f"tensor/{n}" for n in self.tensor_names]:
+            self.store.delete_key(_key(self.job_id, name))
