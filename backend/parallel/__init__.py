@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.device_mesh import init_device_mesh
 
-from .cfg import CfgParallel
+from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
 from .sequence import apply_sequence_parallel
@@ -31,9 +31,16 @@ class Parallelized:
 
 
 def parallelize(
-    transformers: list[torch.nn.Module], plan: ParallelPlan, device: torch.device
+    transformers: list[torch.nn.Module],
+    plan: ParallelPlan,
+    device: torch.device,
+    *,
+    batched_cfg: bool = False,
 ) -> Parallelized:
-    """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together."""
+    """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
+
+    `batched_cfg`: the pipeline runs both CFG branches as one batch of 2 (CogVideoX).
+    """
     if plan.world_size == 1:
         return Parallelized(plan, [])
     mesh = init_device_mesh(
@@ -51,7 +58,6 @@ def parallelize(
             shard_weights(transformer, flat)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
-            wrappers.append(
-                CfgParallel(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank())
-            )
+            wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
+            wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
     return Parallelized(plan, wrappers)

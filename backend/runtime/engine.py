@@ -2,8 +2,10 @@
 
 Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
 alone holds the text/image encoders: it encodes each request once and broadcasts the
-embeddings; every rank then runs the diffusers pipeline's own denoising loop, and only rank 0
-decodes with the VAE (the others stop at the latents).
+embeddings; every rank then runs the diffusers pipeline's own denoising loop. For most
+families only rank 0 decodes with the VAE (the others stop at the latents); families that
+decode in the job (CogVideoX) stop at the latents everywhere and `decode` splits the VAE's
+tiles over the ranks (`plan.vae_parallel`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
+from ..parallel.vae import decode_tiles
 from .group import Group
 from .preview import Previewer
 
@@ -81,17 +84,20 @@ class Runtime:
         started = time.perf_counter()
         self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
         self.pipe.set_progress_bar_config(disable=True)
-        limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
+        limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.world_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
             device_type=group.device.type,
+            tiled_decode=self.family.decodes_in_job,
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
-        self.parallel: Parallelized = parallelize(self.dits(), self.plan, group.device)
+        self.parallel: Parallelized = parallelize(
+            self.dits(), self.plan, group.device, batched_cfg=self.family.batched_cfg
+        )
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
         self.load_seconds = time.perf_counter() - started
@@ -155,11 +161,12 @@ class Runtime:
         on_step: Callable[[int, int], bool],
         clock: StepClock,
         on_latents: Callable[[int, torch.Tensor], None] | None = None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | torch.Tensor | None:
         """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides);
         `on_latents(step, latents)` sees the latents after each step (previews).
 
-        Returns float frames (F, H, W, 3) on rank 0, None elsewhere.
+        Returns float frames (F, H, W, 3) on rank 0, None elsewhere; for families that decode
+        in the job, the final latents on every rank (then call `decode`).
         """
         uses_cfg = self.family.uses_cfg(self.pipe, request)
         self.parallel.begin_job(uses_cfg)
@@ -176,19 +183,38 @@ class Runtime:
         kwargs = self.family.prepare(self.pipe, request, tensors)
         generator = torch.Generator("cpu").manual_seed(request.seed)
         driver = self.group.is_driver
+        decodes_here = driver and not self.family.decodes_in_job
         clock.start = time.perf_counter()
         try:
             output = self.pipe(
                 **kwargs,
                 generator=generator,
-                output_type="np" if driver else "latent",
+                output_type="np" if decodes_here else "latent",
                 callback_on_step_end=step_end,
                 return_dict=False,
             )
         finally:
             self.parallel.begin_job(False)
             self.family.finish(self.pipe)
+        if self.family.decodes_in_job:
+            return output[0]
         return self.family.frames(output) if driver else None
+
+    def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
+        """Decode the final latents (families that decode in the job), on every rank.
+
+        With `plan.vae_parallel` the tiles are dealt to all ranks and gathered on rank 0;
+        otherwise rank 0 decodes them one after another. Float frames on rank 0, else None.
+        """
+        with torch.no_grad():
+            tiles = self.family.tiled_decode(self.pipe, request, latents)
+            if self.plan.vae_parallel:
+                decoded = decode_tiles(tiles, self.group.device)
+            elif self.group.is_driver:
+                decoded = [tiles.decode_tile(index) for index in range(tiles.num_tiles)]
+            else:
+                decoded = None
+            return None if decoded is None else tiles.assemble(decoded)
 
     def _agree_cancel(self, wants: bool) -> bool:
         """All ranks take rank 0's decision, so all stop at the same step."""
