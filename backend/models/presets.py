@@ -31,9 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-if TYPE_CHECKING:
-    from diffusers import DiffusionPipeline
-
 from .random_presets import (
     RANDOM_PRESET_NAMES,
     build_random_preset,
@@ -41,6 +38,10 @@ from .random_presets import (
     random_preset_components,
     random_preset_pipeline_class,
 )
+from .seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer, seed_weights
+
+if TYPE_CHECKING:
+    from diffusers import DiffusionPipeline
 
 PRESET_NAMES: tuple[str, ...] = (
     "tiny-wan",
@@ -50,11 +51,6 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-cogvideox-i2v",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
-
-# Tokenizer: ids 0..2 are special, then one token per byte.
-_PAD_ID, _EOS_ID = 0, 1
-_SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
-_VOCAB_SIZE = len(_SPECIAL_TOKENS) + 256
 
 _TEXT_DIM = 32  # hidden size of every tiny text encoder
 _WAN_HEADS, _WAN_HEAD_DIM = 4, 16
@@ -138,58 +134,12 @@ def _seeded(seed: int, make: Callable[[], torch.nn.Module]) -> torch.nn.Module:
     return seed_weights(module, seed)
 
 
-def seed_weights(module: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Set every parameter of `module` from `seed` (see `_seeded`), whatever its device and
-    dtype: the values are drawn in float32 on the CPU, one parameter at a time, and cast."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in sorted(module.named_parameters()):
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            if name.endswith("bias"):
-                value = noise * 0.02
-            elif _is_gain(name, param):
-                value = 1.0 + noise * 0.02
-            else:
-                fan_in = max(1, param.numel() // param.shape[0])
-                value = noise * fan_in**-0.5
-            param.copy_(value)
-    return module.eval()
-
-
-def _is_gain(name: str, param: torch.Tensor) -> bool:
-    """Norm gains: 1-D weights and the (C, 1, 1[, 1]) `gamma` of Wan's VAE RMS norms."""
-    return name.endswith("gamma") or (param.ndim == 1 and name.endswith("weight"))
-
-
 # --- tokenizer, text and image encoders ------------------------------------------------------
-
-
-def byte_tokenizer(max_length: int):
-    """Byte-level tokenizer: specials <pad>=0 </s>=1 <unk>=2, then one token per byte."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: index for index, token in enumerate(_SPECIAL_TOKENS)}
-    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
-        vocab[symbol] = len(vocab)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", _EOS_ID)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        model_max_length=max_length,
-    )
 
 
 def _t5_config(config_class):
     return config_class(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=VOCAB_SIZE,
         d_model=_TEXT_DIM,
         d_kv=8,
         d_ff=64,
@@ -198,9 +148,9 @@ def _t5_config(config_class):
         relative_attention_num_buckets=32,
         relative_attention_max_distance=128,
         feed_forward_proj="gated-gelu",
-        pad_token_id=_PAD_ID,
-        eos_token_id=_EOS_ID,
-        decoder_start_token_id=_PAD_ID,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=PAD_ID,
     )
 
 
@@ -220,16 +170,16 @@ def _clip_text_encoder():
     from transformers import CLIPTextConfig, CLIPTextModel
 
     config = CLIPTextConfig(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=VOCAB_SIZE,
         hidden_size=_TEXT_DIM,
         intermediate_size=64,
         projection_dim=_TEXT_DIM,
         num_hidden_layers=2,
         num_attention_heads=4,
         max_position_embeddings=77,
-        pad_token_id=_PAD_ID,
-        bos_token_id=_EOS_ID,
-        eos_token_id=_EOS_ID,  # the pooled output is taken at the first </s>
+        pad_token_id=PAD_ID,
+        bos_token_id=EOS_ID,
+        eos_token_id=EOS_ID,  # the pooled output is taken at the first </s>
     )
     return CLIPTextModel(config)
 

@@ -14,7 +14,7 @@ projection) with 2 layers and a byte-level vocabulary; it is named in the file's
 
 To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
-optional "seed" (weights drawn as in `presets.seed_weights`), or {"byte_level_max_length": N}
+optional "seed" (weights drawn as in `seeded.seed_weights`), or {"byte_level_max_length": N}
 for a tokenizer. Models are constructed directly in the target dtype on the target device
 (`meta` builds the architecture without memory, e.g. to count parameters); only then are the
 weights set from the seed, so a 5B model never exists in float32 first.
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from .seeded import byte_tokenizer, seed_weights
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -107,8 +109,6 @@ def _build(
     entry: dict[str, Any], override: dict[str, Any], dtype: torch.dtype, device: torch.device
 ) -> Any:
     if "byte_level_max_length" in entry:
-        from .presets import byte_tokenizer
-
         return byte_tokenizer(int(entry["byte_level_max_length"]))
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
@@ -121,8 +121,6 @@ def _build(
         torch.manual_seed(0)  # the library's own init; every weight is replaced below
         module = _construct(class_name, config)
     if device.type != "meta" and "seed" in entry:
-        from .presets import seed_weights
-
         seed_weights(module, int(entry["seed"]))
     return module.eval()
 
