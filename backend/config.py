@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 BACKEND = "backend"
@@ -94,12 +95,48 @@ class ServeConfig:
         metadata=_flag(
             "--token",
             SERVING,
-            "require 'Authorization: Bearer TOKEN' on every endpoint but /health "
-            "(default: $PARADIT_TOKEN)",
+            "require 'Authorization: Bearer TOKEN' on every endpoint but /health; a command "
+            "line is visible to every local user: prefer --token-file or $PARADIT_TOKEN",
+        ),
+    )
+    insecure: bool = field(
+        default=False,
+        metadata=_flag(
+            "--insecure",
+            SERVING,
+            "serve on a non-loopback address without a token (anyone who reaches it can run "
+            "jobs and read every output)",
+        ),
+    )
+    save_latents: bool = field(
+        default=False,
+        metadata=_flag(
+            "--save-latents",
+            SERVING,
+            "rank 0 writes each job's final latents (float32) as latents.npy beside its frames "
+            "(what `paradit verify` compares)",
         ),
     )
     max_queue: int = field(
         default=64, metadata=_flag("--max-queue", SERVING, "queued jobs before 429 (default 64)")
+    )
+    hang_timeout_s: float = field(
+        default=30.0,
+        metadata=_flag(
+            "--hang-timeout",
+            SERVING,
+            "seconds rank 0 waits at a step boundary for a rank that stopped progressing "
+            "before it counts as lost (default 30)",
+        ),
+    )
+    max_rebuilds: int = field(
+        default=3,
+        metadata=_flag(
+            "--max-rebuilds",
+            SERVING,
+            "times in a row the group is rebuilt after a lost rank before it stays down "
+            "(default 3; 0: never)",
+        ),
     )
     keep_jobs: int = 100
     """Finished jobs kept in the list."""
@@ -119,10 +156,21 @@ class ServeConfig:
             )
         if self.token == "":
             raise ValueError("--token must not be empty (leave it out for no token)")
+        if self.token is None and not self.insecure and not is_loopback(self.host):
+            raise ValueError(
+                f"--host {self.host} is reachable from other machines: give a token "
+                "(--token-file FILE or PARADIT_TOKEN), or --insecure if you mean it"
+            )
         if self.threads_per_rank is not None and self.threads_per_rank < 1:
             raise ValueError("--threads must be >= 1")
         if self.max_queue < 1:
             raise ValueError("--max-queue must be >= 1")
+        if not 1.0 <= self.hang_timeout_s <= 86400:
+            raise ValueError(
+                f"--hang-timeout must be between 1 and 86400 s, got {self.hang_timeout_s}"
+            )
+        if not 0 <= self.max_rebuilds <= 100:
+            raise ValueError(f"--max-rebuilds must be between 0 and 100, got {self.max_rebuilds}")
         for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -171,6 +219,29 @@ class ServeConfig:
             "ring_degree": self.ring_degree,
             "shard_weights": self.shard_weights,
         }
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (127.0.0.0/8, ::1, localhost)."""
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def read_token(path: str | None, env: dict[str, str] | None = None) -> str | None:
+    """The token from `--token-file` (first line), else from PARADIT_TOKEN, else None."""
+    import os
+
+    if path:
+        try:
+            token = Path(path).read_text().strip().splitlines()
+        except OSError as exc:
+            raise ValueError(f"--token-file {path}: {exc.strerror}") from None
+        if not token or not token[0].strip():
+            raise ValueError(f"--token-file {path} is empty")
+        return token[0].strip()
+    return (os.environ if env is None else env).get("PARADIT_TOKEN") or None
 
 
 def _flag_fields() -> list[dataclasses.Field]:

@@ -129,7 +129,7 @@ def decode_image_png(data: str, limits: Limits) -> bytes:
         with Image.open(io.BytesIO(raw)) as img:
             if img.width * img.height > limits.max_image_pixels:
                 raise ValueError(f"image must have at most {limits.max_image_pixels} pixels")
-            img.verify()
+            img.load()  # decode every pixel: a good CRC over corrupt data is still corrupt
     except ValueError:
         raise
     except Exception:  # PIL raises many types for corrupt files

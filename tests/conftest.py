@@ -31,8 +31,12 @@ class Backends:
     def get(self, model: str, world_size: int, *extra: str) -> Client:
         return self.start(model, world_size, *extra).client
 
-    def start(self, model: str, world_size: int, *extra: str) -> LocalBackend:
-        key = (model, world_size, extra)
+    def start(
+        self, model: str, world_size: int, *extra: str, env: tuple[tuple[str, str], ...] = ()
+    ) -> LocalBackend:
+        """A backend of `model` on `world_size` ranks with `serve` flags `extra` and extra
+        environment variables `env` ((name, value) pairs)."""
+        key = (model, world_size, extra, env)
         name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
         spec = ServeConfig.from_argv(
             list(extra),
@@ -45,7 +49,8 @@ class Backends:
         )
         backend = self._running.get(spec)
         if backend is None or not backend.alive():
-            backend = LocalBackend(spec, start_timeout_s=300, log_file=self.root / f"{name}.log")
+            log_file = self.root / f"{name}.log"  # env is in `name`, so in the spec's folder
+            backend = LocalBackend(spec, start_timeout_s=300, log_file=log_file, env=dict(env))
             self._running[spec] = backend
         return backend
 

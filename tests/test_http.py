@@ -6,14 +6,19 @@ import base64
 import io
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 from conftest import run_job, wait_for
 
 from paradit.backend.client.http import BackendError, Client, JobFailed
+from paradit.backend.contract import JOB_FIELDS
 
 LONG_JOB = {
     "prompt": "a long one",
@@ -137,6 +142,9 @@ def test_job_cancel_bad_requests_then_serves_again(backends):
         client.frame(job["id"], 99)
     assert err.value.status == 404
     with pytest.raises(BackendError) as err:
+        client.latents(job["id"])  # only kept with --save-latents
+    assert err.value.status == 404 and "--save-latents" in str(err.value)
+    with pytest.raises(BackendError) as err:
         client._request("GET", f"/v1/jobs/{job['id']}/frames/%C2%B2")  # a superscript two
     assert err.value.status == 400
 
@@ -193,13 +201,46 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def test_token_is_required_when_set(backends):
-    client = backends.get("tiny-flux", 1, "--token", "s3cret")
+@pytest.fixture
+def served_with_token(tmp_path) -> Iterator[Client]:
+    """`paradit serve --token s3cret` on tiny-flux (a LocalBackend never passes a token on)."""
+    flags = "--model tiny-flux --world-size 1 --device cpu --threads 1 --port 0 --token s3cret"
+    cmd = [sys.executable, "-m", "paradit", "serve", *flags.split()]
+    cmd += ["--output-dir", str(tmp_path / "out")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()  # the ready line, or "" if it exited first
+        match = re.search(r"\bready\b.*?(http://\S+)", line)
+        assert match, f"no ready line: {line!r}"
+        yield Client(match.group(1))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_token_is_required_when_set(served_with_token):
+    client = served_with_token
     assert Client(client.url).health()["status"] == "ok"  # health stays open
     with pytest.raises(BackendError) as err:
         Client(client.url).info()
     assert err.value.status == 401
     authed = Client(client.url, token="s3cret")
+    for path in ("/openapi.json", "/docs"):  # the schema and its docs page are behind it too
+        with pytest.raises(BackendError) as err:
+            Client(client.url)._request("GET", path)
+        assert err.value.status == 401
+    schema = json.loads(authed._request("GET", "/openapi.json"))
+    body = schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert list(body["schema"]["properties"]) == list(JOB_FIELDS)
+    assert b"swagger" in authed._request("GET", "/docs").lower()
     job, frames = run_job(authed, {"prompt": "an image"})
     assert job["num_frames"] == 1 and frames[0][:4] == b"\x89PNG"
     assert _image(authed.preview(job["id"])).size == (64, 64)  # Flux latents are packed

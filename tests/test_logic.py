@@ -290,3 +290,35 @@ def test_every_flag_of_every_command_has_a_help_line():
     add_flags(probe, SERVING)
     serving = {s for a in probe._actions for s in a.option_strings} - {"-h", "--help"}
     assert serving <= {s for a in commands.choices["serve"]._actions for s in a.option_strings}
+
+
+def test_non_loopback_needs_a_token_or_insecure(tmp_path):
+    with pytest.raises(ValueError, match="reachable from other machines"):
+        ServeConfig(model="m", host="0.0.0.0")
+    assert ServeConfig(model="m", host="0.0.0.0", insecure=True).insecure
+    assert ServeConfig(model="m", host="0.0.0.0", token="t").token == "t"
+    assert ServeConfig(model="m", host="127.0.0.2").host == "127.0.0.2"  # loopback range
+
+    from paradit.backend.config import read_token
+
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    assert read_token(str(path), env={}) == "s3cret"
+    assert read_token(None, env={"PARADIT_TOKEN": "from-env"}) == "from-env"
+    assert read_token(None, env={}) is None
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        read_token(str(tmp_path / "empty"), env={})
+
+
+def test_the_web_app_is_not_exposed_without_a_login(monkeypatch):
+    from paradit.web.app import check_exposure
+
+    with pytest.raises(ValueError, match="--auth"):
+        check_exposure("0.0.0.0", None, None, insecure=False)
+    check_exposure("0.0.0.0", ("u", "p"), None, insecure=False)
+    check_exposure("0.0.0.0", None, None, insecure=True)
+    monkeypatch.setenv("PARADIT_TOKEN", "backend-token")
+    with pytest.raises(ValueError, match="for every visitor"):
+        check_exposure("127.0.0.1", None, "http://127.0.0.1:7870", insecure=False)
+    check_exposure("127.0.0.1", ("u", "p"), "http://127.0.0.1:7870", insecure=False)

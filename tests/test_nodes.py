@@ -78,7 +78,7 @@ def test_resolve_settings_prefers_url_then_override_then_local_folder(tmp_path):
     ("kwargs", "rule"),
     [
         ({"url": "localhost:7870"}, "http://"),
-        ({"model": "tiny-wan", "world_size": 0}, "world_size"),
+        ({"model": "tiny-wan", "world_size": 0}, "world.size"),
         ({"model": "tiny-wan", "device": "tpu"}, "device"),
         ({}, "model"),
     ],

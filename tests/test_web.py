@@ -220,6 +220,20 @@ def test_named_api_takes_the_job_fields(ui):
     assert sorted(api) == ["/cancel", "/generate", "/job"]
     names = [p["parameter_name"] for p in api["/generate"]["parameters"]]
     assert names == list(JOB_FIELDS)  # the fields of POST /v1/jobs, in order
+    image = api["/generate"]["parameters"][-1]
+    assert image["parameter_has_default"] and image["parameter_default"] is None
+
+
+def test_generate_without_an_image_for_text_to_video(ui):
+    args = job_args("no image argument at all", seed=3)
+    del args["image"]
+    status, video, gallery, _info, _files = gradio(ui).predict(**args, api_name="/generate")
+    job_id = job_id_of(status)
+    assert status_of(status) == "succeeded"
+    assert ui.backend.job(job_id)["request"]["image"] is None
+    assert [path_of(g).read_bytes() for g in gallery] == [
+        ui.backend.frame(job_id, i) for i in range(5)
+    ]
 
 
 def test_image_to_video_mode_needs_and_sends_the_start_image(backends, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..backend.client.connect import connect
-from ..backend.config import ServeConfig
+from ..backend.client.connect import TOKEN_ENV, connect
+from ..backend.config import ServeConfig, is_loopback
 from .ui import build_ui
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,27 @@ def launch(
     return url
 
 
+def check_exposure(
+    host: str, auth: tuple[str, str] | None, server: str | None, *, insecure: bool
+) -> None:
+    """Refuse to serve the app to people who have not logged in, unless told to.
+
+    On a non-loopback address anyone who reaches the port could run jobs; and an app in front
+    of a token-protected backend (PARADIT_TOKEN) would lend that token to every visitor."""
+    if auth is not None or insecure:
+        return
+    if not is_loopback(host):
+        raise ValueError(
+            f"--host {host} is reachable from other machines: give --auth user:pass "
+            "(or PARADIT_UI_AUTH), or --insecure if you mean it"
+        )
+    if server and os.environ.get(TOKEN_ENV):
+        raise ValueError(
+            "the backend needs a token (PARADIT_TOKEN) and the app would use it for every "
+            "visitor: give --auth user:pass, or --insecure if you mean it"
+        )
+
+
 def wait_for_signal(alive: Callable[[], bool], poll_s: float = 1.0) -> int:
     """Block until SIGINT/SIGTERM (0) or until `alive()` turns false (1)."""
     stop = threading.Event()
@@ -90,6 +112,7 @@ def wait_for_signal(alive: Callable[[], bool], poll_s: float = 1.0) -> int:
 def run_ui(args: argparse.Namespace, backend: ServeConfig | None) -> int:
     """The `paradit ui` command: `args.server`, or a backend started from `backend`."""
     auth = parse_auth(args.auth)
+    check_exposure(args.host, auth, args.server, insecure=args.insecure)
     output_dir = Path(args.output_dir).resolve()
     with connect(args.server, backend) as conn:
         client = conn.client

@@ -112,10 +112,15 @@ class Actions:
         num_inference_steps: float,
         guidance_scale: float,
         seed: float,
-        image: str | None,
+        image: str | None = None,
         request: gr.Request | None = None,
     ) -> Iterator[tuple[Any, ...]]:
-        """Run one job on the backend: its progress while it runs, then its outputs."""
+        """Run one job on the backend: its progress while it runs, then its outputs.
+
+        `image` defaults to None so that API callers may leave it out (text-to-video and
+        text-to-image): Gradio marks a parameter optional when its component has no value but
+        the function's argument defaults to None.
+        """
         try:
             body = job_body(
                 prompt=prompt,

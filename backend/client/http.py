@@ -1,4 +1,5 @@
-"""A small HTTP client for a paradit backend (stdlib only), used by the CLI, ComfyUI and the UI."""
+"""A small HTTP client for a paradit backend (stdlib only, but numpy for `latents`), used by the
+CLI, ComfyUI and the UI."""
 
 from __future__ import annotations
 
@@ -98,6 +99,16 @@ class Client:
         """The latest preview PNG of a job (404 BackendError before the first step)."""
         return self._request("GET", f"/v1/jobs/{job_id}/preview")
 
+    def latents(self, job_id: str):
+        """A finished job's final latents as a float32 numpy array (404 BackendError unless
+        the backend runs with --save-latents)."""
+        import io
+
+        import numpy as np
+
+        raw = self._request("GET", f"/v1/jobs/{job_id}/latents")
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+
     def video(self, job_id: str) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/video")
 
@@ -148,6 +159,8 @@ class Client:
         else:
             (out / "image.png").write_bytes((out / "frames" / "000000.png").read_bytes())
         record = self.record(job_id)
+        if "latents.npy" in record.get("files", ()):
+            (out / "latents.npy").write_bytes(self._request("GET", f"/v1/jobs/{job_id}/latents"))
         (out / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         return out
 

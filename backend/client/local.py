@@ -53,7 +53,7 @@ LAUNCHER_VARS = frozenset(
 
 def serve_command(config: ServeConfig) -> list[str]:
     """`paradit serve` for a local backend: loopback, any free port, absolute paths (it runs
-    in another folder). No token: the backend is reachable from this machine only."""
+    in another folder). A token goes through the environment, never the command line."""
     model = str(Path(config.model).resolve()) if Path(config.model).is_dir() else config.model
     local = dataclasses.replace(
         config,
@@ -85,6 +85,8 @@ class LocalBackend:
         self.log_path = Path(log_file)
         self._log: IO | None = open(self.log_path, "ab")  # noqa: SIM115
         env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in LAUNCHER_VARS}
+        if config.token:  # through the environment: a command line is visible to all users
+            env["PARADIT_TOKEN"] = config.token
         env |= {"PARADIT_DIE_WITH_PARENT": "1", "PYTHONUNBUFFERED": "1"}
         # A neutral working folder: the caller's (e.g. ComfyUI's) would come first on the
         # child's import path, and its top-level modules could shadow libraries.
@@ -103,7 +105,7 @@ class LocalBackend:
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True, name="paradit-stdout").start()
         self.url = self._wait_ready(start_timeout_s)
-        self.client = Client(self.url)
+        self.client = Client(self.url, token=config.token)
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None

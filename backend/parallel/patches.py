@@ -14,23 +14,23 @@ diffusers' own.
 refuses. On gloo we pad every shard to the largest, gather, and cut the padding off again.
 
 Both replace module functions of diffusers (looked up at call time), once per process, and
-only when a plan needs them. Remove them when diffusers handles these cases itself.
+only when a plan needs them; the names they touch are checked against `internals.INTERNALS`
+then, not at import. Remove them when diffusers handles these cases itself.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from diffusers.hooks import context_parallel
-from diffusers.models import attention_dispatch
+
+from .internals import INTERNALS, require
 
 log = logging.getLogger(__name__)
-
-_ORIGINAL_PAD = attention_dispatch._maybe_pad_qkv_head
-_ORIGINAL_GATHER = context_parallel._all_gather_anything
 
 
 def _head_padding(num_heads: int, group: dist.ProcessGroup) -> int:
@@ -56,16 +56,36 @@ def _output_head_padding(x: torch.Tensor, num_heads: int | None, group: dist.Pro
     return x, 0 if num_heads is None else _head_padding(num_heads, group)
 
 
+def _installed(key: str, ours: Callable) -> bool:
+    try:
+        return INTERNALS[key].lookup() is ours
+    except (ImportError, AttributeError):
+        return False
+
+
+def _replace(feature: str, replacements: dict[str, Callable], *also_needs: str) -> bool:
+    """Swap diffusers functions (keys of INTERNALS) for ours; False if ours are already in."""
+    if all(_installed(key, ours) for key, ours in replacements.items()):
+        return False
+    originals = require(feature, *replacements, *also_needs)
+    for key, original in zip(replacements, originals, strict=False):
+        if getattr(original, "__module__", None) != INTERNALS[key].module:
+            raise RuntimeError(f"diffusers' {key} was already replaced by someone else")
+    for key, ours in replacements.items():
+        target = INTERNALS[key]
+        setattr(importlib.import_module(target.module), target.name, ours)
+    return True
+
+
 def install_any_head_count() -> None:
     """Let diffusers' Ulysses-anything attention run with any head count (idempotent)."""
-    if attention_dispatch._maybe_pad_qkv_head is _pad_qkv_heads:
-        return
-    if attention_dispatch._maybe_pad_qkv_head is not _ORIGINAL_PAD:
-        raise RuntimeError("diffusers' Ulysses head padding was already replaced by someone else")
-    attention_dispatch._maybe_pad_qkv_head = _pad_qkv_heads
-    attention_dispatch._maybe_unpad_qkv_head = _keep_qkv_heads
-    attention_dispatch._maybe_pad_o_head = _output_head_padding
-    log.info("Ulysses: zero-head padding kept through attention (any head count)")
+    replacements = {
+        "attention_dispatch._maybe_pad_qkv_head": _pad_qkv_heads,
+        "attention_dispatch._maybe_unpad_qkv_head": _keep_qkv_heads,
+        "attention_dispatch._maybe_pad_o_head": _output_head_padding,
+    }
+    if _replace("Ulysses patch", replacements, "attention_dispatch._maybe_unpad_o_head"):
+        log.info("Ulysses: zero-head padding kept through attention (any head count)")
 
 
 def needs_any_head_count(num_heads: int, degree: int) -> bool:
@@ -77,7 +97,8 @@ def needs_any_head_count(num_heads: int, degree: int) -> bool:
 def _all_gather_padded(tensor: torch.Tensor, dim: int, group: dist.ProcessGroup) -> torch.Tensor:
     """Gather shards of different lengths along `dim` with equal-sized (gloo-safe) messages."""
     tensor = tensor.contiguous()
-    sizes = attention_dispatch.gather_size_by_comm(tensor.shape[dim], group)
+    gather_sizes = INTERNALS["attention_dispatch.gather_size_by_comm"].lookup()  # checked
+    sizes = gather_sizes(tensor.shape[dim], group)
     longest = max(sizes)
     if tensor.shape[dim] < longest:
         pad_shape = list(tensor.shape)
@@ -92,9 +113,6 @@ def _all_gather_padded(tensor: torch.Tensor, dim: int, group: dist.ProcessGroup)
 
 def install_uneven_gather() -> None:
     """Make diffusers' uneven sequence gather work on gloo (idempotent)."""
-    if context_parallel._all_gather_anything is _all_gather_padded:
-        return
-    if context_parallel._all_gather_anything is not _ORIGINAL_GATHER:
-        raise RuntimeError("diffusers' uneven gather was already replaced by someone else")
-    context_parallel._all_gather_anything = _all_gather_padded
-    log.info("context parallel: uneven shards gathered with padding (gloo)")
+    replacements = {"context_parallel._all_gather_anything": _all_gather_padded}
+    if _replace("uneven-gather patch", replacements, "attention_dispatch.gather_size_by_comm"):
+        log.info("context parallel: uneven shards gathered with padding (gloo)")

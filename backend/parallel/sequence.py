@@ -4,7 +4,8 @@ The model only declares its `_cp_plan` (or, for models diffusers gives none, a p
 `EXTERNAL_PLANS` supplies it); this module builds the config on our own device mesh and hands
 it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
 derives the device from `torch.accelerator.device_count()`, which is 0 (a division by zero)
-on CPU-only machines, and it cannot take a mesh that also has a CFG dimension.
+on CPU-only machines, and it cannot take a mesh that also has a CFG dimension. The private
+diffusers names this needs are looked up and checked (`internals`) when it is applied.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from diffusers.hooks.context_parallel import apply_context_parallel
-from diffusers.models._modeling_parallel import ContextParallelConfig, ParallelConfig
 from torch.distributed.device_mesh import DeviceMesh
 
 from .cogvideox import prepare_cogvideox
+from .internals import require
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
 
@@ -43,6 +43,15 @@ def apply_sequence_parallel(
     """
     if plan.sequence_degree == 1:
         return
+    apply_context_parallel, cp_config_class, config_class, *_ = require(
+        "sequence parallelism",
+        "context_parallel.apply_context_parallel",
+        "_modeling_parallel.ContextParallelConfig",
+        "_modeling_parallel.ParallelConfig",
+        "_modeling_parallel.ParallelConfig.setup",
+        "modeling_utils.ModelMixin._cp_plan",
+        "modeling_utils.ModelMixin._parallel_config",
+    )
     cp_plan = getattr(transformer, "_cp_plan", None)
     prepare = EXTERNAL_PLANS.get(type(transformer).__name__)
     if cp_plan is None and prepare is not None:
@@ -60,14 +69,14 @@ def apply_sequence_parallel(
     if device.type == "cpu":
         install_uneven_gather()
     sub_mesh = mesh["ring", "ulysses"]
-    cp_config = ContextParallelConfig(
+    cp_config = cp_config_class(
         ring_degree=plan.ring_degree,
         ulysses_degree=plan.ulysses_degree,
         ulysses_anything=plan.ulysses_degree > 1,
         ring_anything=plan.ring_degree > 1,
         mesh=sub_mesh,
     )
-    config = ParallelConfig(context_parallel_config=cp_config)
+    config = config_class(context_parallel_config=cp_config)
     rank = torch.distributed.get_rank()
     config.setup(rank, torch.distributed.get_world_size(), device, mesh=sub_mesh)
     transformer._parallel_config = config

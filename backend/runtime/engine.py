@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,10 @@ from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
+from ..parallel.sabotage import break_plan_from_env
+from ..parallel.sharded_load import empty_dit, fill_shards
 from ..parallel.vae import decode_tiles
+from .faults import Faults
 from .group import Group
 from .preview import Previewer
 
@@ -72,6 +76,14 @@ class StepClock:
         return [b - a for a, b in zip(points, points[1:], strict=False)]
 
 
+@dataclass(frozen=True)
+class WaitPoint:
+    """Where this rank waits for the others, and since when (monotonic seconds)."""
+
+    key: str
+    since: float
+
+
 class Runtime:
     """The pipeline on this rank, with the plan applied."""
 
@@ -82,7 +94,17 @@ class Runtime:
         skip = frozenset() if group.is_driver else self.family.encoder_components
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
-        self.pipe = load_pipeline(self.source, skip=skip, dtype=self.dtype)
+        self.job_id = ""
+        self.wait_point: WaitPoint | None = None
+        self.fault = Faults.from_environ(group.rank, group.env.generation)  # tests only
+        if self.fault is not None:
+            self.fault.at_load()
+        # One host copy: a sharded DiT from a folder is built empty and each rank reads only
+        # its shards after `parallelize` (parallel/sharded_load.py).
+        lazy = self._lazy_dits(plan_overrides)
+        self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
+        for name in sorted(lazy):
+            self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
         self.pipe.set_progress_bar_config(disable=True)
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
@@ -98,10 +120,26 @@ class Runtime:
         self.parallel: Parallelized = parallelize(
             self.dits(), self.plan, group.device, batched_cfg=self.family.batched_cfg
         )
+        for name in sorted(lazy):
+            fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_driver else None
+        break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def _lazy_dits(self, plan_overrides: dict[str, Any]) -> frozenset[str]:
+        """The DiTs to build empty and fill shard by shard: those of a folder, when sharded."""
+        if not (
+            self.source.kind == "folder"
+            and plan_overrides.get("shard_weights", True)
+            and self.group.world_size > 1
+        ):
+            return frozenset()
+        index = json.loads((Path(self.source.name) / "model_index.json").read_text())
+        return frozenset(
+            name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
+        )
 
     def _place(self, device: torch.device) -> None:
         """Move the components to the device. Sharded DiTs stay where they are: FSDP2 moves
@@ -150,7 +188,8 @@ class Runtime:
                 else torch.empty(shape, dtype=getattr(torch, dtype))
             )
             if self.group.world_size > 1:
-                dist.broadcast(tensor, src=0, group=self.group.ctrl)
+                with self.waiting("share"):
+                    dist.broadcast(tensor, src=0, group=self.group.ctrl)
             out[name] = tensor.to(self.group.device)
         return out
 
@@ -176,7 +215,9 @@ class Runtime:
             clock.mark()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
-            if self._agree_cancel(on_step(index + 1, total)):
+            if self.fault is not None:
+                self.fault.at_step(index + 1)
+            if self._agree_cancel(on_step(index + 1, total), index + 1):
                 raise JobCancelled(f"cancelled after step {index + 1} of {total}")
             return {}
 
@@ -216,13 +257,28 @@ class Runtime:
                 decoded = None
             return None if decoded is None else tiles.assemble(decoded)
 
-    def _agree_cancel(self, wants: bool) -> bool:
+    def _agree_cancel(self, wants: bool, step: int) -> bool:
         """All ranks take rank 0's decision, so all stop at the same step."""
         if self.group.world_size == 1:
             return wants
         flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
-        dist.broadcast(flag, src=0, group=self.group.ctrl)
+        with self.waiting(f"step {step}"):
+            dist.broadcast(flag, src=0, group=self.group.ctrl)
         return bool(flag.item())
+
+    @contextlib.contextmanager
+    def waiting(self, point: str):
+        """Mark that this rank waits for the others at `point` of the current job.
+
+        Each rank publishes its last point in the store; rank 0's watchdog compares them when
+        it has waited too long, to name the rank that stopped progressing (see Service)."""
+        key = f"{self.job_id}:{point}"
+        self.group.store.set(f"progress/{self.group.rank}", key)
+        self.wait_point = WaitPoint(key, time.monotonic())
+        try:
+            yield
+        finally:
+            self.wait_point = None
 
 
 def release_freed_memory(*, collect: bool = False) -> None:

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 Abort = Callable[[], "str | None"]
 
+GENERATION_ENV = "PARADIT_GENERATION"
+"""Which incarnation of the group a rank started by `serve` belongs to (rebuilds count up)."""
+
 STARTUP_TIMEOUT_S = 1800.0
 """How long ranks wait for each other while starting (imports, downloads, loading): start-up
 is not bound by the collective timeout, which is about lost peers during a job."""
@@ -95,7 +98,9 @@ class LaunchEnv:
                 master_port=port,
                 launcher=launcher,
                 agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
-                generation=int(env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
+                generation=int(
+                    env.get("TORCHELASTIC_RESTART_COUNT") or env.get(GENERATION_ENV) or 0
+                ),
             )
         return None
 

@@ -44,6 +44,7 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     Raises JobCancelled on every rank at the same step when rank 0 cancels.
     """
     request = JobRequest.from_dict(message.request)
+    runtime.job_id = message.job_id
     tensors = runtime.share(hooks.tensors, message.tensors)
     result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
     if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together

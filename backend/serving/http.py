@@ -1,29 +1,55 @@
-"""The HTTP API on rank 0 (FastAPI, served by uvicorn in a thread). JSON in, JSON out."""
+"""The HTTP API on rank 0 (FastAPI, served by uvicorn in a thread). JSON in, JSON out.
+
+Every 4xx reply is `{"error": "<what is wrong and what is allowed>"}`. The OpenAPI schema and
+its docs page are at `/openapi.json` and `/docs`, behind the token like everything but
+`/health`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import socket
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ... import __version__
 from ..contract import FINAL_STATES
 from .jobs import Job, QueueFull
-from .outputs import FRAMES_DIR, frame_name
+from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
+from .schema import (
+    JOB_BODY_SCHEMA,
+    ErrorReply,
+    JobBody,
+    JobCreated,
+    JobList,
+    JobView,
+    describe,
+)
 from .service import Service
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_BODY = 256 * 1024
+BODY_TIMEOUT_S = 30.0
+HEADER_TIMEOUT_S = 10.0
+SLOW_BODY = f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s"
+MAX_FRAME_INDEX = 999_999
+RETRY_AFTER_S = 5
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -36,9 +62,78 @@ def _job_view(service: Service, job: Job) -> dict[str, Any]:
     return view
 
 
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them: at once
+    when Content-Length announces more, else as the bytes arrive (chunked bodies); and a body
+    that takes longer than BODY_TIMEOUT_S to arrive with 408."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.message = f"the body must be at most {max_bytes} bytes"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and not (
+            length.isascii() and length.isdigit() and int(length) <= self.max_bytes
+        ):
+            await error(413, self.message)(scope, receive, send)
+            return
+        received = 0
+        deadline = time.monotonic() + BODY_TIMEOUT_S
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except (TimeoutError, ValueError):
+                raise HTTPException(408, SLOW_BODY) from None
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise HTTPException(413, self.message)  # answered by the app's handler
+            return message
+
+        await self.app(scope, counted, send)
+
+
+async def job_body(request: Request) -> JobBody:
+    """The `POST /v1/jobs` body, read as JSON whatever its Content-Type (`curl -d` sends JSON
+    as a form) and checked by `JobBody`: 400 when it is not JSON, 422 when a field is wrong."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"null")
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
+        raise HTTPException(400, "the body must be a JSON object with the job fields") from None
+    try:
+        return JobBody.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPException(422, describe(exc.errors())) from None
+
+
+JOB_BODY_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": JOB_BODY_SCHEMA}},
+    }
+}
+"""`job_body` reads the body itself, so the route states its schema (FastAPI's recipe)."""
+
+
 def create_app(service: Service, token: str | None = None) -> FastAPI:
-    app = FastAPI(title="paradit", docs_url=None, redoc_url=None, openapi_url=None)
-    max_body = service.runtime.limits.max_image_bytes * 4 // 3 + MAX_TEXT_BODY
+    app = FastAPI(
+        title="paradit",
+        version=__version__,
+        docs_url="/docs",
+        redoc_url=None,
+        redirect_slashes=False,  # a redirect would be built from the client's Host header
+        openapi_url="/openapi.json",
+        responses={"4XX": {"model": ErrorReply, "description": "The request was refused"}},
+    )
+    max_body = service.limits.max_image_bytes * 4 // 3 + MAX_TEXT_BODY
+    app.add_middleware(BodyLimit, max_bytes=max_body)  # added first: runs after `authorize`
 
     @app.middleware("http")
     async def authorize(request: Request, call_next):
@@ -52,56 +147,57 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     async def http_error(_request: Request, exc: StarletteHTTPException):
         return error(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError):
+        return error(422, describe(exc.errors()))
+
     def find(job_id: str) -> Job | JSONResponse:
         job = service.book.get(job_id)
         return job if job is not None else error(404, f"no job {job_id!r}")
 
     @app.get("/health")
     def health():
+        """200 when every rank is alive and ready, 503 otherwise."""
         ok, detail = service.health()
         return JSONResponse(detail, status_code=200 if ok else 503)
 
     @app.get("/v1/info")
     def info():
+        """The model, world size, device, parallel plan, limits, versions and ranks."""
         return service.info()
 
-    @app.post("/v1/jobs")
-    async def submit(request: Request):
-        too_big = error(413, f"the body must be at most {max_body} bytes")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            return too_big
-        raw = bytearray()
-        async for chunk in request.stream():  # bounded even without a Content-Length
-            raw += chunk
-            if len(raw) > max_body:
-                return too_big
-        try:
-            body = json.loads(raw or b"null")
-        except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
-            return error(400, "the body must be a JSON object with the job fields")
+    @app.post(
+        "/v1/jobs", status_code=202, response_model=JobCreated, openapi_extra=JOB_BODY_OPENAPI
+    )
+    async def submit(body: Annotated[JobBody, Depends(job_body)]):
+        """Queue a job; 429 when the queue is full, 503 when the backend is not healthy."""
         try:
             # Image decoding and the health check block: keep them off the event loop.
-            job = await run_in_threadpool(service.submit, body)
+            job = await run_in_threadpool(service.submit, body.fields())
         except ValueError as exc:
             return error(422, str(exc))
         except QueueFull as exc:
-            return error(429, str(exc))
+            reply = error(429, str(exc))
+            reply.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return reply
         except RuntimeError as exc:
             return error(503, str(exc))
-        return JSONResponse({"id": job.id, "status": job.status}, status_code=202)
+        return JobCreated(id=job.id, status=job.status)
 
-    @app.get("/v1/jobs")
+    @app.get("/v1/jobs", response_model=JobList)
     def jobs():
+        """Recent jobs, newest first."""
         return {"jobs": [_job_view(service, job) for job in service.book.recent()]}
 
-    @app.get("/v1/jobs/{job_id}")
+    @app.get("/v1/jobs/{job_id}", response_model=JobView)
     def job(job_id: str):
+        """A job's status, progress, queue position, timings and error."""
         found = find(job_id)
         return found if isinstance(found, JSONResponse) else _job_view(service, found)
 
-    @app.post("/v1/jobs/{job_id}/cancel")
+    @app.post("/v1/jobs/{job_id}/cancel", response_model=JobView)
     def cancel(job_id: str):
+        """Stop the job at the next step boundary on every rank."""
         found = service.cancel(job_id)
         if found is None:
             return error(404, f"no job {job_id!r}")
@@ -115,8 +211,9 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             done = found.status in FINAL_STATES
             state = found.status if done else f"{found.status}, not finished"
             return error(409, f"job {job_id} has no outputs: it is {state}")
-        path = found.out_dir / name
-        if not path.is_file():
+        folder = found.out_dir.resolve()
+        path = (folder / name).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():  # only the job's own files
             return error(404, f"job {job_id} has no {name}")
         return FileResponse(path, media_type=media)
 
@@ -131,6 +228,14 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/record")
     def record(job_id: str):
         return finished_file(job_id, "job.json", "application/json")
+
+    @app.get("/v1/jobs/{job_id}/latents")
+    def latents(job_id: str):
+        """The job's final latents as .npy (float32), when the backend runs --save-latents."""
+        found = service.book.get(job_id)
+        if found is not None and found.status == "succeeded" and LATENTS_FILE not in found.files:
+            return error(404, f"job {job_id} has no latents: start the backend with --save-latents")
+        return finished_file(job_id, LATENTS_FILE, "application/octet-stream")
 
     @app.get("/v1/jobs/{job_id}/preview")
     def preview(job_id: str):
@@ -148,9 +253,49 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     def frame(job_id: str, index: str):
         if not (index.isascii() and index.isdigit()):
             return error(400, "the frame index must be a whole number >= 0")
+        if len(index) > len(str(MAX_FRAME_INDEX)) or int(index) > MAX_FRAME_INDEX:
+            return error(404, f"job {job_id} has no frame {index[:20]}")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 
     return app
+
+
+class HeaderDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request headers take longer
+    than HEADER_TIMEOUT_S. uvicorn times out idle keep-alive connections but waits for
+    headers forever, so a slow client could hold connections open without end."""
+
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()  # the next request's headers, on a kept-alive connection
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._disarm()  # a request's headers arrived; BodyLimit bounds its body
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(HEADER_TIMEOUT_S, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _too_slow(self) -> None:
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
 
 
 class HttpServer:
@@ -167,7 +312,9 @@ class HttpServer:
             raise ValueError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         self.sock.listen(128)  # connections queue from now on, before uvicorn runs
         self.host, self.port = host, self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", http=HeaderDeadline
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, name="http", daemon=True

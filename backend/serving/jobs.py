@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 import uuid
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import FINAL_STATES, JobRequest
+from .store import JobStore
+
+log = logging.getLogger(__name__)
 
 
 class QueueFull(RuntimeError):
@@ -41,6 +45,26 @@ class Job:
     def __post_init__(self) -> None:
         self.request_view = self.request.to_dict(with_image=False)
 
+    def to_record(self) -> dict[str, Any]:
+        """What the job store keeps: the snapshot, plus the request itself while it may run."""
+        record = self.to_dict()
+        if self.status == "queued":
+            record["request_full"] = self.request.to_dict()
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], output_dir: Path) -> Job:
+        """A job read back from the store (its outputs are in `output_dir/<id>`)."""
+        request = record.get("request_full") or {**record["request"], "image": None}
+        job = cls(request=JobRequest.from_dict(request), out_dir=output_dir / record["id"])
+        job.id = record["id"]
+        for name in ("status", "created", "started", "finished", "error", "num_frames"):
+            setattr(job, name, record.get(name))
+        job.step, job.total = record["progress"]["step"], record["progress"]["total"]
+        job.timings, job.files = record.get("timings", {}), record.get("files", [])
+        job.request_view = record["request"]
+        return job
+
     def to_dict(self) -> dict[str, Any]:
         """A snapshot for JSON (the job thread keeps writing to the live fields)."""
         return {
@@ -62,12 +86,41 @@ class Job:
 class JobBook:
     """Thread-safe queue and record of jobs; one job runs at a time on the whole group."""
 
-    def __init__(self, max_queue: int, keep: int):
+    def __init__(self, max_queue: int, keep: int, store: JobStore | None = None):
         self.max_queue, self.keep = max_queue, keep
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._queue: deque[Job] = deque()
         self._cond = threading.Condition()
         self._closed = False
+        self._store = store
+        if store is not None:
+            self._restore(store)
+
+    def _restore(self, store: JobStore) -> None:
+        """Jobs of an earlier run on this output folder: finished ones are listed again,
+        queued ones queued again; one that was running failed with the backend."""
+        output_dir = store.path.parent
+        for record in store.load():
+            job = Job.from_record(record, output_dir)
+            if job.status == "running":
+                job.status, job.finished = "failed", job.finished or time.time()
+                job.error = "the backend stopped while this job ran; submit it again"
+                self._save(job)
+            self._jobs[job.id] = job
+            if job.status == "queued":
+                self._queue.append(job)
+        self._forget_old()
+        if self._jobs:
+            log.info(
+                "restored %d job(s) from %s, %d queued",
+                len(self._jobs),
+                store.path,
+                len(self._queue),
+            )
+
+    def _save(self, job: Job) -> None:
+        if self._store is not None:
+            self._store.save(job.id, job.created, job.status, job.to_record())
 
     def submit(self, job: Job) -> Job:
         with self._cond:
@@ -78,6 +131,7 @@ class JobBook:
             job.total = job.request.num_inference_steps
             self._jobs[job.id] = job
             self._queue.append(job)
+            self._save(job)
             self._forget_old()
             self._cond.notify_all()
         return job
@@ -92,12 +146,14 @@ class JobBook:
                 return None
             job = self._queue.popleft()
             job.status, job.started = "running", time.time()
+            self._save(job)
             return job
 
     def finish(self, job: Job, status: str, error: str | None = None) -> None:
         with self._cond:
             job.status, job.error, job.finished = status, error, time.time()
             job.request = dataclasses.replace(job.request, image=None)  # free the image
+            self._save(job)
             self._cond.notify_all()
 
     def cancel(self, job_id: str) -> Job | None:
@@ -108,6 +164,7 @@ class JobBook:
             if job.status == "queued":
                 self._queue.remove(job)
                 job.status, job.finished, job.error = "cancelled", time.time(), None
+                self._save(job)
             elif job.status == "running":
                 job.cancel_requested = True
             self._cond.notify_all()
@@ -126,17 +183,27 @@ class JobBook:
         with self._cond:
             return self._queue.index(job) if job in self._queue else None
 
+    def requeue(self, job: Job) -> None:
+        """Put a job taken by `next` back at the head of the queue (the group broke first)."""
+        with self._cond:
+            job.status, job.started = "queued", None
+            self._queue.appendleft(job)
+            self._save(job)
+            self._cond.notify_all()
+
     def fail_queued(self, reason: str) -> None:
         with self._cond:
             while self._queue:
                 job = self._queue.popleft()
                 job.status, job.error, job.finished = "failed", reason, time.time()
+                self._save(job)
 
     def close(self) -> None:
-        """Stop taking jobs: cancel the queued ones and ask the running one to stop."""
+        """Stop taking jobs and ask the running one to stop. Queued jobs stay queued in the
+        store (a restarted backend runs them); without a store they are cancelled."""
         with self._cond:
             self._closed = True
-            while self._queue:
+            while self._queue and self._store is None:
                 job = self._queue.popleft()
                 job.status, job.finished = "cancelled", time.time()
             for job in self._jobs.values():
@@ -146,5 +213,8 @@ class JobBook:
 
     def _forget_old(self) -> None:
         finished = [j for j in self._jobs.values() if j.status in FINAL_STATES]
-        for job in finished[: max(0, len(self._jobs) - self.keep)]:
+        forgotten = finished[: max(0, len(self._jobs) - self.keep)]
+        for job in forgotten:
             del self._jobs[job.id]
+        if self._store is not None:
+            self._store.delete([job.id for job in forgotten])

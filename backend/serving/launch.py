@@ -21,20 +21,24 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 
-from ..config import ServeConfig
-from ..runtime.control import Heartbeat, Worker
+from ..config import ServeConfig, is_loopback
 from ..runtime.group import (
+    GENERATION_ENV,
     STARTUP_TIMEOUT_S,
     Abort,
     Group,
     LaunchEnv,
-    join_group,
     open_store,
     pick_device,
 )
+from .child import PARENT_ENV
+from .rank import run_worker, start_rank
 
 log = logging.getLogger(__name__)
+
+REBUILD_BACKOFF_S = (2.0, 5.0, 15.0, 30.0)
 
 
 class Children:
@@ -52,11 +56,17 @@ class Children:
         }
         try:
             for rank in range(1, env.world_size):
-                child_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+                child_env = {
+                    **base,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    GENERATION_ENV: str(env.generation),
+                    PARENT_ENV: str(os.getpid()),
+                }
                 # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
                 # group in order; the children die with rank 0 in any case (PDEATHSIG).
                 self.procs[rank] = subprocess.Popen(
-                    [sys.executable, "-m", "paradit.backend.serving.launch", *config.to_argv()],
+                    [sys.executable, "-m", "paradit.backend.serving.child", *config.to_argv()],
                     env=child_env,
                     start_new_session=True,
                 )
@@ -69,6 +79,14 @@ class Children:
         if not dead:
             return None
         return ", ".join(f"rank {r} exited with code {code}" for r, code in sorted(dead.items()))
+
+    def kill(self) -> None:
+        """SIGKILL every child now (a hung rank answers nothing else) and reap them."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            proc.wait()
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Wait for a clean exit, then terminate, then kill: no child is left behind."""
@@ -88,46 +106,14 @@ class Children:
                 return
 
 
-def _threads(config: ServeConfig, env: LaunchEnv) -> int:
-    if config.threads_per_rank:
-        return config.threads_per_rank
-    return max(1, (os.cpu_count() or 1) // max(1, env.local_world_size))
-
-
-def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
-    """Join the group and load the model on this rank; `abort` ends start-up waits early."""
-    from ..runtime.engine import Runtime
-
-    torch.set_num_threads(_threads(config, env))
-    device = pick_device(config.device, env)
-    group = join_group(env, device, timedelta(seconds=config.timeout_s), store, abort)
-    dtype = "bfloat16" if device.type == "cuda" else "float32"
-    return group, Runtime(group, config.model, config.plan_overrides(), dtype)
-
-
-def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
-    """A rank other than 0: load, then answer rank 0's messages until told to stop."""
-    from ..runtime.worker import serve_worker
-
-    group: Group | None = None
-    try:
-        group, runtime = start_rank(config, env)
-        heartbeat = Heartbeat(group.store_client(), env.rank).start()
-        serve_worker(runtime, Worker(group.store, env.rank))
-        heartbeat.stop()
-        return 0
-    except Exception as exc:  # rank 0 gone or load failed: say why in one line, exit non-zero
-        log.error("rank %d stopping: %s: %s", env.rank, type(exc).__name__, exc)
-        return 1
-    except KeyboardInterrupt:  # an external launcher stops the group
-        return 0
-    finally:
-        if group is not None:
-            group.close()
-
-
 def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
-    """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code."""
+    """Run a backend until SIGINT/SIGTERM; rank 0 serves HTTP. Returns the exit code.
+
+    On one machine (`serve --world-size N`) rank 0 supervises ranks 1..N-1: when one is lost
+    (exited, stopped answering, or hung) the group is rebuilt with the same plan and the
+    queued jobs run afterwards. Under torchrun / srun / mpirun rank 0 exits with code 1
+    instead, so the launcher restarts every rank (torchrun `--max-restarts`).
+    """
     from .http import HttpServer, create_app
     from .service import Service
 
@@ -137,13 +123,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     if env is not None and env.world_size != config.world_size:
         log.info("launcher world size %d overrides --world-size", env.world_size)
         config = dataclasses.replace(config, world_size=env.world_size)
-    store, children = None, None
     _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
-    if env is None:
-        store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
-        env = LaunchEnv(
-            0, config.world_size, 0, config.world_size, "127.0.0.1", store.port, "paradit"
-        )
+    group = _OwnGroup(config) if env is None else _LaunchedGroup(config, env)
     stop = threading.Event()
     service = None
 
@@ -155,34 +136,158 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     http = None
-    group = None
+
+    def abort() -> str | None:
+        return "stopped by a signal" if stop.is_set() else group.lost()
+
     try:
-        if config.world_size > 1 and store is not None:
-            children = Children(config, env)
-        lost_children = children.lost if children else lambda: None
-
-        def abort() -> str | None:
-            return "stopped by a signal" if stop.is_set() else lost_children()
-
-        group, runtime = start_rank(config, env, store, abort)
-        service = Service(runtime, config, lost_children)
+        runtime = group.start(abort)
+        service = Service(
+            runtime,
+            config,
+            group.lost,
+            recoverable=group.rebuilds and config.max_rebuilds > 0,
+            on_hang=group.on_hang,
+        )
         service.wait_ready(abort)
-        if config.token is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+        if config.token is None and not is_loopback(config.host):  # --insecure said so
             log.warning(
-                "serving on %s without --token: anyone who reaches it can run jobs", config.host
+                "serving on %s without a token: anyone who reaches it can run jobs", config.host
             )
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
         on_ready(http.url, config.world_size)
-        service.run_forever(stop)
-        service.shutdown()
-        return 0
+        while True:
+            service.run_forever(stop)
+            if stop.is_set():
+                service.shutdown()
+                return 0
+            if not group.rebuilds:
+                log.error(
+                    "a rank was lost (%s); exiting for the launcher to restart", service.broken
+                )
+                return 1
+            if not _rebuild(group, service, config, stop, abort):
+                stop.wait()  # down: /health says why until someone stops the backend
+                return 1
     finally:
         if http is not None:
             http.stop()
-        if children is not None:
-            children.stop()
-        if group is not None:
-            group.close()
+        group.close()
+
+
+def _rebuild(group: _OwnGroup, service, config: ServeConfig, stop, abort) -> bool:
+    """Replace a broken group by a new one, retried with back-off; False when it stays down
+    (every attempt failed, or the group keeps breaking without finishing a job)."""
+    from ..runtime.engine import release_freed_memory
+
+    reason = service.broken
+    if service.rebuilds_in_a_row >= config.max_rebuilds:
+        service.give_up(
+            f"the group broke {service.rebuilds_in_a_row + 1} times without finishing a job "
+            f"(last: {reason}); restart the backend"
+        )
+        return False
+    for attempt in range(1, config.max_rebuilds + 1):
+        if stop.is_set():
+            return True
+        service.note = f"rebuilding the group (attempt {attempt} of {config.max_rebuilds})"
+        log.warning("%s after: %s", service.note, reason)
+        service.detach()
+        group.close(kill=True)
+        release_freed_memory(collect=True)  # the old model, before loading the new one
+        try:
+            runtime = group.start(abort, generation=group.generation + 1)
+            service.attach(runtime, group.lost)
+            service.wait_ready(abort)
+        except Exception as exc:  # a failed rebuild is retried after a pause
+            log.error("rebuild %d failed: %s: %s", attempt, type(exc).__name__, exc)
+            stop.wait(REBUILD_BACKOFF_S[min(attempt, len(REBUILD_BACKOFF_S)) - 1])
+            continue
+        service.rebuilds_in_a_row += 1
+        service.broken, service.note = None, None
+        log.warning("group rebuilt (generation %d); serving again", group.generation)
+        return True
+    service.give_up(
+        f"the group could not be rebuilt in {config.max_rebuilds} attempts ({reason}); "
+        "restart the backend"
+    )
+    return False
+
+
+class _OwnGroup:
+    """Ranks 1..N-1 started and supervised here (`serve --world-size N` on one machine)."""
+
+    rebuilds = True
+
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
+        self.env = LaunchEnv(
+            0, config.world_size, 0, config.world_size, "127.0.0.1", self.store.port, "paradit"
+        )
+        self.children: Children | None = None
+        self.group: Group | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.env.generation
+
+    def start(self, abort: Abort, generation: int = 0):
+        self.env = dataclasses.replace(self.env, generation=generation)
+        if self.config.world_size > 1:
+            self.children = Children(self.config, self.env)
+        self.group, runtime = start_rank(self.config, self.env, self.store, abort)
+        return runtime
+
+    def lost(self) -> str | None:
+        return self.children.lost() if self.children is not None else None
+
+    def on_hang(self, ranks: list[int]) -> None:
+        """Kill the group's children: rank 0's blocked collective then fails at once."""
+        if self.children is not None:
+            self.children.kill()
+
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the children (at once with `kill`: a broken group's survivors may never
+        leave their loops) and leave the process group."""
+        if self.children is not None:
+            if kill:
+                self.children.kill()
+            else:
+                self.children.stop()
+            self.children = None
+        if self.group is not None:
+            self.group.close()
+            self.group = None
+        elif dist.is_initialized():  # a start that failed after joining
+            dist.destroy_process_group()
+
+
+class _LaunchedGroup:
+    """Every rank started by torchrun / srun / mpirun: a lost rank ends the whole group, and
+    the launcher decides whether to start it again."""
+
+    rebuilds = False
+
+    def __init__(self, config: ServeConfig, env: LaunchEnv):
+        self.config, self.env = config, env
+        self.group: Group | None = None
+
+    def start(self, abort: Abort, generation: int = 0):
+        self.group, runtime = start_rank(self.config, self.env, None, abort)
+        return runtime
+
+    def lost(self) -> str | None:
+        return None
+
+    def on_hang(self, ranks: list[int]) -> None:
+        log.error("ranks %s hung; exiting so that the launcher restarts the group", ranks)
+        os._exit(1)
+
+    def close(self, *, kill: bool = False) -> None:
+        if self.group is not None:
+            self.group.close()
+            self.group = None
 
 
 def _solo_env(config: ServeConfig) -> LaunchEnv:
@@ -201,30 +306,3 @@ def _check_plan_flags(config: ServeConfig, device: torch.device) -> None:
         ulysses_degree=config.ulysses_degree,
         ring_degree=config.ring_degree,
     )
-
-
-def _set_parent_death_signal() -> None:
-    """Linux: die with the parent even if it is killed with SIGKILL."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _child_main() -> int:
-    _set_parent_death_signal()
-    logging.basicConfig(
-        level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
-        format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
-    )
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
-    config = ServeConfig.from_argv(sys.argv[1:])
-    env = LaunchEnv.from_environ()
-    if env is None:
-        raise SystemExit("paradit worker started without RANK/WORLD_SIZE")
-    return run_worker(config, env)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child_main())

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 FRAMES_DIR = "frames"
+LATENTS_FILE = "latents.npy"
 
 
 def to_uint8(frames: np.ndarray) -> np.ndarray:
@@ -69,6 +70,13 @@ def write_outputs(out_dir: Path, frames: np.ndarray, fps: int) -> list[str]:
         (out_dir / "image.png").write_bytes((out_dir / files[0]).read_bytes())
         files.insert(0, "image.png")
     return files
+
+
+def write_latents(out_dir: Path, latents: np.ndarray) -> str:
+    """The final latents as float32 .npy (numpy's own format: no pickle); returns its name."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    np.save(out_dir / LATENTS_FILE, np.ascontiguousarray(latents, dtype=np.float32))
+    return LATENTS_FILE
 
 
 def write_record(out_dir: Path, record: dict[str, Any]) -> None:

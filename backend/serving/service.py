@@ -6,6 +6,7 @@ thread; `run_forever` runs the jobs one at a time on the main thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
 import shutil
@@ -23,7 +24,8 @@ from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor
 from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
 from .jobs import Job, JobBook
-from .outputs import to_uint8, write_outputs, write_record
+from .outputs import to_uint8, write_latents, write_outputs, write_record
+from .store import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,36 @@ def versions() -> dict[str, str]:
 
 
 PREVIEW_PERIOD_S = 0.25
+OWN_FAILURE_GRACE_S = 10.0
+"""How long rank 0, having failed alone, waits for the others' replies before stopping them."""
+
+
+class LatestLatents:
+    """Keeps the latents of the latest step: after the last one, the final latents."""
+
+    def __init__(self) -> None:
+        self.value: Any = None
+
+    def __call__(self, _step: int, latents: Any) -> None:
+        self.value = latents.detach().clone()  # the pipeline owns the tensor it passes
+
+    def numpy(self):
+        import torch
+
+        return self.value.to("cpu", torch.float32).numpy()
+
+
+def _call_each(*callbacks: Callable[[int, Any], None] | None) -> Callable[[int, Any], None] | None:
+    """One `on_latents` callback that calls each of those given (None if none is)."""
+    given = [c for c in callbacks if c is not None]
+    if not given:
+        return None
+
+    def call(step: int, latents: Any) -> None:
+        for callback in given:
+            callback(step, latents)
+
+    return call
 
 
 class JobFailedError(RuntimeError):
@@ -48,25 +80,81 @@ class JobFailedError(RuntimeError):
 
 
 class Service:
+    """Rank 0's jobs and their runs on the group; the group itself can be replaced.
+
+    `recoverable`: a lost rank marks the service broken but keeps queued jobs queued, because
+    the supervisor (`serving/launch.py`) rebuilds the group and calls `attach` again. Without
+    it (an external launcher restarts everything), queued jobs fail with the reason.
+    """
+
     def __init__(
         self,
         runtime: Runtime,
         config: ServeConfig,
         lost_children: Callable[[], str | None] = lambda: None,
+        *,
+        recoverable: bool = False,
+        on_hang: Callable[[list[int]], None] = lambda _ranks: None,
     ):
-        self.runtime = runtime
         self.config = config
-        group = runtime.group
-        self.book = JobBook(config.max_queue, config.keep_jobs)
-        self.driver = Driver(group.store, group.world_size)
-        self._monitor = HeartbeatMonitor(group.store_client(), group.world_size, stale_s=15.0)
+        self.book = JobBook(config.max_queue, config.keep_jobs, JobStore(config.output_dir))
+        self.recoverable = recoverable
+        self._on_hang = on_hang
         self._monitor_lock = threading.Lock()
-        self._lost_children = lost_children
         self.broken: str | None = None
-        self.ready = False
-        self.ranks: list[dict[str, Any]] = []
+        self.note: str | None = None
+        """What the supervisor is doing about `broken` (rebuilding, or staying down)."""
+        self.rebuilds_in_a_row = 0
+        """Rebuilds since the last job that succeeded (a group that keeps breaking stays down)."""
+        self._current_seq: int | None = None
         self.started = time.time()
         self.output_dir = Path(config.output_dir).resolve()
+        self.attach(runtime, lost_children)
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch_for_hangs, name="hang-watchdog", daemon=True).start()
+
+    def attach(self, runtime: Runtime, lost_children: Callable[[], str | None]) -> None:
+        """Serve with `runtime` (a new group after a rebuild); ready after `wait_ready`."""
+        group = runtime.group
+        with self._monitor_lock:
+            self.runtime = runtime
+            self.driver = Driver(group.store, group.world_size)
+            self._monitor = HeartbeatMonitor(group.store_client(), group.world_size, stale_s=15.0)
+            self._lost_children = lost_children
+            self.ready = False
+            self.ranks: list[dict[str, Any]] = []
+        self.limits = runtime.limits
+        self.meta = {
+            "family": runtime.family.name,
+            "task": runtime.family.task,
+            "world_size": group.world_size,
+            "device": group.device.type,
+            "plan": runtime.plan.to_dict(),
+            "limits": runtime.limits.to_dict(),
+        }
+        self.load_seconds = runtime.load_seconds
+
+    def detach(self) -> None:
+        """Let go of the group (its model is freed once the caller drops it too)."""
+        with self._monitor_lock:
+            self.ready = False
+            self.runtime = None
+            self._monitor = None
+
+    def mark_broken(self, reason: str) -> None:
+        """The group cannot run jobs; queued jobs wait for a rebuild or fail with `reason`."""
+        if self.broken is None:
+            log.error("backend unhealthy: %s", reason)
+        self.broken = self.broken or reason
+        if not self.recoverable:
+            self.book.fail_queued(f"backend is not healthy: {self.broken}")
+
+    def give_up(self, reason: str) -> None:
+        """No more rebuilds: stay down and say why."""
+        self.recoverable = False
+        self.note = reason
+        self.mark_broken(reason)
+        self.book.fail_queued(f"backend is down: {reason}")
 
     # -- health ---------------------------------------------------------------------------
 
@@ -76,6 +164,8 @@ class Service:
         if reason or not self.ready:  # heartbeats start once a rank has loaded the model
             return reason
         with self._monitor_lock:
+            if self._monitor is None:
+                return None
             stale = self._monitor.stale()
         if stale:
             return f"ranks {stale} stopped answering (no heartbeat for 15s)"
@@ -84,16 +174,17 @@ class Service:
     def health(self) -> tuple[bool, dict[str, Any]]:
         reason = self.broken or self.lost()
         if reason and not self.broken:
-            self.broken = reason
-            self.book.fail_queued(f"backend lost a rank: {reason}")
+            self.mark_broken(reason)
         ok = self.ready and not reason
         detail = {
             "status": "ok" if ok else "unavailable",
             "ready": self.ready,
-            "world_size": self.runtime.group.world_size,
+            "world_size": self.meta["world_size"],
         }
         if reason:
             detail["error"] = reason
+        if self.note and not ok:
+            detail["recovery"] = self.note
         return ok, detail
 
     def wait_ready(self, abort: Callable[[], str | None] = lambda: None) -> None:
@@ -104,19 +195,13 @@ class Service:
         self.ready = True
 
     def info(self) -> dict[str, Any]:
-        runtime = self.runtime
         return {
             "model": self.config.model,
-            "family": runtime.family.name,
-            "task": runtime.family.task,
-            "world_size": runtime.group.world_size,
-            "device": runtime.group.device.type,
-            "plan": runtime.plan.to_dict(),
-            "limits": runtime.limits.to_dict(),
+            **self.meta,
             "version": __version__,
             "versions": versions(),
             "ranks": self.ranks,
-            "load_seconds": round(runtime.load_seconds, 3),
+            "load_seconds": round(self.load_seconds, 3),
             "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
         }
 
@@ -124,7 +209,7 @@ class Service:
 
     def submit(self, body: Any) -> Job:
         """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
-        request = JobRequest.from_body(body, self.runtime.limits)
+        request = JobRequest.from_body(body, self.limits)
         ok, detail = self.health()
         if not ok:
             raise RuntimeError(f"backend is not healthy: {detail.get('error', 'not ready')}")
@@ -138,46 +223,59 @@ class Service:
     # -- running jobs ---------------------------------------------------------------------
 
     def run_forever(self, stop: threading.Event) -> None:
-        while not stop.is_set():
+        """Run queued jobs until `stop` is set or the group breaks (checked while idle too)."""
+        checked = time.monotonic()
+        while not stop.is_set() and not self.broken:
             job = self.book.next(timeout_s=0.1)
             if job is not None:
                 self.run_job(job)
                 release_freed_memory()  # after the job is reported, not inside its timings
+            if time.monotonic() - checked > 0.5:
+                self.health()
+                checked = time.monotonic()
 
     def run_job(self, job: Job) -> None:
         if self.broken:
-            self.book.finish(job, "failed", f"backend is not healthy: {self.broken}")
+            if self.recoverable:
+                self.book.requeue(job)
+            else:
+                self.book.finish(job, "failed", f"backend is not healthy: {self.broken}")
             return
         timings: dict[str, Any] = {"queued_s": round(job.started - job.created, 4)}
         job.timings = timings
         started = time.perf_counter()
         try:
-            frames, clock = self._denoise(job, timings)
+            latents = LatestLatents() if self.config.save_latents else None
+            frames, clock = self._denoise(job, timings, latents)
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
+            if latents is not None and latents.value is not None:
+                job.files.append(write_latents(job.out_dir, latents.numpy()))
             job.num_frames = len(frames)
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
             self._finish(job, "succeeded")
+            self.rebuilds_in_a_row = 0
         except JobCancelled:
             self._finish(job, "cancelled")
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
 
-    def _denoise(self, job: Job, timings: dict[str, Any]):
+    def _denoise(self, job: Job, timings: dict[str, Any], latents: LatestLatents | None):
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = runtime.encode(request)
         timings["encode_s"] = round(time.perf_counter() - begin, 4)
         message = RunJob(job.id, request.to_dict(), tensor_meta(tensors))
         seq = self.driver.send(message) if runtime.group.world_size > 1 else None
+        self._current_seq = seq
 
         def on_step(step: int, total: int) -> bool:
             job.step = step
             return job.cancel_requested
 
-        hooks = JobHooks(tensors, on_step, self._previews(job))
+        hooks = JobHooks(tensors, on_step, _call_each(self._previews(job), latents))
         clock = hooks.clock
         frames, own_error = None, None
         try:
@@ -218,33 +316,43 @@ class Service:
         cancel on some ranks only — may have left collectives unmatched, so the backend is
         marked unhealthy rather than trusted with the next job.
         """
-        replies = self.driver.replies(seq, self.lost, self.config.timeout_s + 30.0) if seq else {}
         own = Reply(0)
         if own_error is not None:
             own = Reply.failure(0, own_error, cancelled=isinstance(own_error, JobCancelled))
+        # Ranks that fail the same way reply at once; if rank 0 failed alone, the others may
+        # wait in a collective for it until the collective timeout: give them a short grace.
+        alone = not own.ok and not own.cancelled
+        grace_s = OWN_FAILURE_GRACE_S if alone else self.config.timeout_s + 30.0
+        try:
+            replies = self.driver.replies(seq, self.lost, grace_s) if seq else {}
+        except RankLost:
+            if not alone or self.broken or self.lost():
+                raise  # a rank died: rank 0's own error was only the broken collective
+            self.mark_broken(f"rank 0 failed alone: {own.error}")
+            self._on_hang([])  # the others wait in a collective: stop them
+            raise JobFailedError(own.error) from None
+        finally:
+            self._current_seq = None
+        if self.broken:  # the watchdog found out first (a rank failed alone, or hung)
+            raise JobFailedError(self.broken)
         outcome = combine(own, replies)
         if outcome.status == "succeeded":
             return
         if outcome.status == "cancelled":
             raise own_error
         if replies and not outcome.in_step:
-            self.broken = (
-                f"ranks disagreed about the last job ({outcome.message}); restart the backend"
-            )
-            self.book.fail_queued(f"backend is not healthy: {self.broken}")
+            self.mark_broken(f"ranks disagreed about the last job ({outcome.message})")
         raise JobFailedError(outcome.message)
 
     def _failure(self, exc: Exception) -> str:
         if isinstance(exc, JobFailedError):
             return str(exc)
         if isinstance(exc, RankLost):
-            self.broken = str(exc)
-            self.book.fail_queued(f"backend lost a rank: {exc}")
-            return f"a rank was lost during the job: {exc}"
-        lost = self.lost()
+            self.mark_broken(str(exc))
+            return f"a rank was lost during the job: {self.broken}"
+        lost = self.broken or self.lost()
         if lost:
-            self.broken = lost
-            self.book.fail_queued(f"backend lost a rank: {lost}")
+            self.mark_broken(lost)
             return f"a rank was lost during the job: {lost}"
         return f"{type(exc).__name__}: {exc}"
 
@@ -276,11 +384,65 @@ class Service:
 
     def shutdown(self) -> None:
         """Tell the workers to leave their loops (best effort, bounded)."""
+        self._closed.set()
         self.book.close()
-        if self.runtime.group.world_size == 1 or self.broken:
+        if self.runtime is None or self.runtime.group.world_size == 1 or self.broken:
             return
         try:
             seq = self.driver.send(Shutdown())
             self.driver.replies(seq, self.lost, 10.0)
         except Exception as exc:  # workers may already be gone; the launcher reaps them
             log.warning("shutdown: %s", exc)
+
+    # -- hangs ----------------------------------------------------------------------------
+
+    def _watch_for_hangs(self) -> None:
+        """A rank that stays alive but stops progressing keeps rank 0 waiting in a collective
+        until the collective timeout. When rank 0 has waited `hang_timeout_s` at a step
+        boundary, the ranks that have not reached that boundary are treated as lost."""
+        while not self._closed.wait(0.5):
+            runtime = self.runtime
+            point = runtime.wait_point if runtime is not None and self.ready else None
+            if point is None or self.broken:
+                continue
+            failed = self._failed_replies(self._current_seq)
+            if failed and runtime.wait_point is point:  # it left the job: rank 0 would wait
+                first = failed[0]
+                self.mark_broken(f"rank {first.rank} failed alone: {first.error}")
+                self._on_hang([r.rank for r in failed])
+                continue
+            waited = time.monotonic() - point.since
+            if waited < self.config.hang_timeout_s:
+                continue
+            behind = [rank for rank, key in self._progress().items() if key != point.key]
+            if behind and runtime.wait_point is point:
+                self.mark_broken(
+                    f"ranks {behind} stopped progressing: rank 0 waited {waited:.0f}s for "
+                    f"them at {point.key.partition(':')[2]} (--hang-timeout)"
+                )
+                self._on_hang(behind)
+
+    def _failed_replies(self, seq: int | None) -> list[Reply]:
+        """Workers that already replied with a failure to job message `seq`."""
+        if seq is None:
+            return []
+        with self._monitor_lock:
+            if self._monitor is None:
+                return []
+            store = self._monitor.store
+            keys = [f"reply/{seq}/{rank}" for rank in range(1, self.meta["world_size"])]
+            replies = [
+                Reply.from_json(json.loads(store.get(key))) for key in keys if store.check([key])
+            ]
+        return [r for r in replies if not r.ok and not r.cancelled]
+
+    def _progress(self) -> dict[int, str]:
+        with self._monitor_lock:
+            if self._monitor is None:
+                return {}
+            store = self._monitor.store
+            return {
+                rank: store.get(key).decode() if store.check([key]) else ""
+                for rank in range(1, self.meta["world_size"])
+                for key in [f"progress/{rank}"]
+            }

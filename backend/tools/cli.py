@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import __version__
-from ..config import BACKEND, SERVING, ServeConfig, add_flags
+from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -70,6 +70,7 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("serve", help="start a backend and serve the HTTP API")
     add_flags(p, BACKEND, SERVING, model_required=True)
+    p.add_argument("--token-file", help="read the token from the first line of this file")
 
     p = sub.add_parser("generate", help="make one video or image")
     p.add_argument("prompt", help="what to make")
@@ -77,11 +78,12 @@ def build_parser() -> Parser:
     _add_backend_flags(p)
     _add_job_flags(p)
 
-    p = sub.add_parser("verify", help="check that world size N gives the same frames as 1")
+    p = sub.add_parser("verify", help="measure how far world size N is from world size 1")
     p.add_argument(
         "--prompt", default="a red fox running through snow", help="the prompt of the test job"
     )
-    p.add_argument("--out", help="keep both outputs here")
+    p.add_argument("--out", help="keep both runs' outputs here (world-size-1/, world-size-N/)")
+    p.add_argument("--tolerance", type=_tolerance, default={}, help=TOLERANCE_HELP)
     _add_backend_flags(p, server=False)
     _add_job_flags(p)
 
@@ -121,10 +123,30 @@ def build_parser() -> Parser:
         help="URL prefix behind a reverse proxy (default: $PARADIT_ROOT_PATH)",
     )
     p.add_argument("--output-dir", default="outputs", help="where the app keeps job outputs")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve on a non-loopback address without --auth (anyone who reaches it can "
+        "run jobs, with the backend's token if it has one)",
+    )
     return parser
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+TOLERANCE_HELP = (
+    "thresholds for 'equal within rounding': max_abs (0..255), min_psnr (dB), latent_rel_l2, "
+    "e.g. latent_rel_l2=1e-3,min_psnr=40,max_abs=16 (default: calibrated for the dtype)"
+)
+
+
+def _tolerance(text: str) -> dict[str, float]:
+    from .equivalence import parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
@@ -190,7 +212,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
         _die_with_parent()
-    token = args.token or os.environ.get("PARADIT_TOKEN")
+    if args.token:
+        log.warning("--token is visible in the process list: prefer --token-file or PARADIT_TOKEN")
+    token = args.token or read_token(args.token_file)
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token)
 
     def ready(url: str, world_size: int) -> None:
@@ -210,9 +234,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify
 
-    same, report = verify(args, job_body(args, args.prompt))
-    print(json.dumps(report, indent=2))
-    return 0 if same else 1
+    report = verify(args, job_body(args, args.prompt))
+    print(json.dumps(report, indent=2, allow_nan=False))
+    return 1 if report["verdict"] == "different" else 0
 
 
 def cmd_batch(args: argparse.Namespace) -> int:

@@ -1,53 +1,105 @@
-"""`paradit verify`: the same job at world size 1 and N must give the same frames."""
+"""`paradit verify`: how far world size N is from world size 1, measured, with a verdict.
+
+Runs the same job on a backend of world size 1 (the reference, no plan flags) and one of
+world size N (with the plan flags given), both with --save-latents and the same threads per
+rank, and compares the frames and the final latents with `equivalence.compare`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from .equivalence import compare, json_safe, tolerance_for
+
 log = logging.getLogger(__name__)
 
+DTYPE_BY_DEVICE = {"cpu": "float32", "cuda": "bfloat16"}  # what launch.start_rank picks
 
-def _run(args: argparse.Namespace, world_size: int, body: dict[str, Any]) -> dict[str, Any]:
+
+def decode_png(data: bytes) -> np.ndarray:
+    """A PNG frame as uint8 (H, W, 3)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+REFERENCE = {"cfg_degree": None, "ulysses_degree": None, "ring_degree": None}
+"""World size 1 is the reference: the plan flags apply to the other run only."""
+
+
+def _run(
+    args: argparse.Namespace, world_size: int, body: dict[str, Any]
+) -> tuple[dict[str, Any], list[bytes], np.ndarray]:
     from ..client.connect import connect
     from ..config import ServeConfig
 
-    config = ServeConfig.from_args(args, world_size=world_size)
+    plan = REFERENCE if world_size == 1 else {}
+    config = ServeConfig.from_args(args, world_size=world_size, save_latents=True, **plan)
     with connect(None, config) as conn:
         client = conn.client
         job = client.wait(client.submit(body))
         frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
+        latents = client.latents(job["id"])
         if args.out:
             client.download(job, Path(args.out) / f"world-size-{world_size}")
-        return {
+        info = client.info()
+        run = {
             "world_size": world_size,
-            "plan": client.info()["plan"],
+            "device": info["device"],
+            "plan": info["plan"],
             "mean_step_s": job["timings"].get("mean_step_s"),
-            "frames": frames,
         }
+        return run, frames, latents
 
 
-def verify(args: argparse.Namespace, body: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """Run `body` at world size 1 and `args.world_size`; compare the PNG bytes frame by frame."""
-    if args.world_size < 2:
-        raise ValueError("--world-size must be at least 2 to compare with world size 1")
-    if args.device == "auto":  # both runs on the same kind of device, or the test is moot
+def _resolve_device(args: argparse.Namespace) -> None:
+    """Both runs on the same kind of device with the same threads per rank, or the comparison
+    measures those instead of the plan."""
+    if args.device == "auto":
         import torch
 
         enough = torch.cuda.is_available() and torch.cuda.device_count() >= args.world_size
         args.device = "cuda" if enough else "cpu"
-    runs = [_run(args, size, body) for size in (1, args.world_size)]
-    first, other = (run.pop("frames") for run in runs)
-    mismatched = [i for i, (a, b) in enumerate(zip(first, other, strict=False)) if a != b]
-    same = len(first) == len(other) and not mismatched
+    if args.device == "cpu" and not args.threads:
+        args.threads = max(1, (os.cpu_count() or 1) // args.world_size)
+
+
+def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """Run `body` at world size 1 and `args.world_size`; the report (see README)."""
+    if args.world_size < 2:
+        raise ValueError("--world-size must be at least 2 to compare with world size 1")
+    _resolve_device(args)
+    tolerance = tolerance_for(DTYPE_BY_DEVICE[args.device]).updated(args.tolerance)
+    first, first_frames, first_latents = _run(args, 1, body)
+    other, other_frames, other_latents = _run(args, args.world_size, body)
+    comparison = compare(
+        np.stack([decode_png(f) for f in first_frames]),
+        np.stack([decode_png(f) for f in other_frames]),
+        tolerance,
+        first_latents,
+        other_latents,
+    )
     report = {
-        "identical": same,
-        "num_frames": len(first),
-        "mismatched_frames": mismatched,
-        "sha256": hashlib.sha256(b"".join(first)).hexdigest(),
-        "runs": runs,
+        **comparison.to_dict(),  # verdict, identical, reasons, distances, thresholds
+        "model": args.model,
+        "world_size": args.world_size,
+        "dtype": DTYPE_BY_DEVICE[args.device],
+        "request": {k: v for k, v in body.items() if k != "image"},
+        "num_frames": len(first_frames),
+        "sha256": {
+            "world_size_1": hashlib.sha256(b"".join(first_frames)).hexdigest(),
+            f"world_size_{args.world_size}": hashlib.sha256(b"".join(other_frames)).hexdigest(),
+        },
+        "runs": [first, other],
     }
-    return same, report
+    log.info("verdict: %s", comparison.verdict)
+    return json_safe(report)

@@ -1,0 +1,118 @@
+"""The private diffusers names paradit relies on, checked when a feature first needs them.
+
+Sequence parallelism drives diffusers' context-parallel machinery below its public API, and
+`patches` replaces three of its helpers. Private names change between minor releases without
+notice, so every one of them is listed once, in `INTERNALS`, with the parameters paradit
+passes or must accept, and looked up (never at import) through `require`. A name that is gone
+or changed fails with one error that names the diffusers version found and the range paradit
+supports, instead of an AttributeError deep inside a rank.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+DIFFUSERS_RANGE = ">=0.42.1,<0.43"
+"""The diffusers versions whose internals match `INTERNALS` (pyproject.toml pins the same)."""
+
+
+@dataclass(frozen=True)
+class Internal:
+    """One private diffusers name: a function, a class, a method or a class attribute."""
+
+    module: str
+    """The module that holds it, e.g. "diffusers.models.attention_dispatch"."""
+    name: str
+    """Its name in that module; "Class.attribute" for methods and class attributes."""
+    params: tuple[str, ...] | None
+    """The parameters paradit relies on; None for an attribute that is only read or set."""
+    replaced: bool = False
+    """paradit swaps it for its own function, so diffusers' parameters must be exactly these."""
+
+    @property
+    def key(self) -> str:
+        """The short name used in messages and lookups: "attention_dispatch._maybe_pad_qkv_head"."""
+        return f"{self.module.rsplit('.', 1)[-1]}.{self.name}"
+
+    def lookup(self) -> Any:
+        """The object, imported now; ImportError or AttributeError if it is not there."""
+        found: Any = importlib.import_module(self.module)
+        for part in self.name.split("."):
+            found = getattr(found, part)
+        return found
+
+    def problem(self) -> str | None:
+        """What differs in the installed diffusers, or None."""
+        try:
+            found = self.lookup()
+        except (ImportError, AttributeError):
+            return f"{self.key} is missing"
+        if self.params is None:
+            return None
+        try:
+            names = tuple(inspect.signature(found).parameters)
+        except (TypeError, ValueError):
+            return f"{self.key} is no longer a function or class"
+        if names[:1] == ("self",):
+            names = names[1:]
+        fits = names == self.params if self.replaced else set(self.params) <= set(names)
+        if fits:
+            return None
+        return f"{self.key} takes ({', '.join(names)}), expected ({', '.join(self.params)})"
+
+
+_DISPATCH = "diffusers.models.attention_dispatch"
+_HOOKS = "diffusers.hooks.context_parallel"
+_PARALLEL = "diffusers.models._modeling_parallel"
+_MODELING = "diffusers.models.modeling_utils"
+
+INTERNALS: dict[str, Internal] = {
+    internal.key: internal
+    for internal in (
+        # Ulysses with any head count (patches.install_any_head_count): three replaced, and
+        # diffusers' own output unpadding, which drops the padding heads we keep.
+        Internal(_DISPATCH, "_maybe_pad_qkv_head", ("x", "H", "group"), replaced=True),
+        Internal(_DISPATCH, "_maybe_unpad_qkv_head", ("x", "H_PAD", "group"), replaced=True),
+        Internal(_DISPATCH, "_maybe_pad_o_head", ("x", "H", "group"), replaced=True),
+        Internal(_DISPATCH, "_maybe_unpad_o_head", ("x", "H_PAD", "group")),
+        # Uneven sequence shards on gloo (patches.install_uneven_gather).
+        Internal(_HOOKS, "_all_gather_anything", ("tensor", "dim", "group"), replaced=True),
+        Internal(_DISPATCH, "gather_size_by_comm", ("size", "group")),
+        # Sequence parallelism on our own mesh (sequence.apply_sequence_parallel).
+        Internal(_HOOKS, "apply_context_parallel", ("module", "parallel_config", "plan")),
+        Internal(
+            _PARALLEL,
+            "ContextParallelConfig",
+            ("ring_degree", "ulysses_degree", "mesh", "ulysses_anything", "ring_anything"),
+        ),
+        Internal(_PARALLEL, "ParallelConfig", ("context_parallel_config",)),
+        Internal(_PARALLEL, "ParallelConfig.setup", ("rank", "world_size", "device", "mesh")),
+        Internal(_MODELING, "ModelMixin._cp_plan", None),
+        Internal(_MODELING, "ModelMixin._parallel_config", None),
+    )
+}
+
+
+def diffusers_version() -> str:
+    import diffusers
+
+    return diffusers.__version__
+
+
+def require(feature: str, *keys: str) -> list[Any]:
+    """The objects `keys` name, after checking each against the installed diffusers.
+
+    Raises RuntimeError naming `feature`, the version found and `DIFFUSERS_RANGE` when any is
+    missing or has other parameters.
+    """
+    internals = [INTERNALS[key] for key in keys]
+    problems = [p for p in (internal.problem() for internal in internals) if p]
+    if problems:
+        raise RuntimeError(
+            f"paradit's {feature} needs diffusers {DIFFUSERS_RANGE} "
+            f"(found {diffusers_version()}): {'; '.join(problems)}"
+        )
+    return [internal.lookup() for internal in internals]

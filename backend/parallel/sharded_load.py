@@ -1,0 +1,161 @@
+"""One host copy at load: each rank reads only its FSDP2 shard of a DiT from safetensors.
+
+Without this every rank loads the whole DiT and then shards it, so N ranks hold N copies at
+start-up (4 ranks of Wan 2.2 A14B: ~230 GB of host RAM). Here the DiT is built on the meta
+device (`empty_dit`), sharded with `fully_shard` like any other (`parallelize`), given memory
+for its shards only, and each rank copies its rows of every weight out of the memory-mapped
+safetensors files (`fill_shards`). No rank ever holds more than its shards, and no weight goes
+over the network. FSDP2 shards dim 0 of every parameter, so a shard is a contiguous block of
+rows, and a contiguous run of bytes in the file: it is read with plain file reads straight into
+the shard's memory. (safetensors' own `get_slice` reads through a memory map, and every page it
+touches then counts in the rank's resident memory until the file is closed: a second copy of
+the rank's share of the model at the worst moment.) The file format is the documented one: an
+8-byte header length, a JSON header (dtype, shape, byte offsets per tensor), then the data.
+
+Buffers that are not in the checkpoint (e.g. rotary tables computed in `__init__`) are built
+for real: only parameters are on the meta device.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+log = logging.getLogger(__name__)
+
+INDEX_SUFFIX = ".safetensors.index.json"
+
+
+def empty_dit(folder: str | Path, component: str, dtype: torch.dtype) -> torch.nn.Module:
+    """The pipeline's `component` DiT from its config, parameters on the meta device."""
+    import diffusers
+    from accelerate import init_empty_weights
+
+    path = Path(folder) / component
+    config = json.loads((path / "config.json").read_text())
+    model_class = getattr(diffusers, config["_class_name"])
+    with init_empty_weights(include_buffers=False):
+        model = model_class.from_config(config)
+    model.to(dtype=dtype)
+    keep = getattr(model, "_keep_in_fp32_modules", None) or []
+    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)` keeps them
+        for name, module in model.named_modules():
+            if any(part in keep for part in name.split(".")):
+                module.to(torch.float32)
+    return model.eval()
+
+
+def checkpoint_files(folder: str | Path) -> dict[str, Path]:
+    """Which safetensors file holds each weight of a diffusers model folder."""
+    folder = Path(folder)
+    indexes = sorted(folder.glob(f"*{INDEX_SUFFIX}"))
+    if indexes:
+        weight_map = json.loads(indexes[0].read_text())["weight_map"]
+        return {name: folder / file for name, file in weight_map.items()}
+    files: dict[str, Path] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        reader = SafetensorsFile(file)
+        reader.close()
+        files.update(dict.fromkeys((k for k in reader.header if k != "__metadata__"), file))
+    if not files:
+        raise ValueError(f"no safetensors weights in {folder}")
+    return files
+
+
+DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+
+
+class SafetensorsFile:
+    """Row blocks of the tensors in one safetensors file, read without a memory map."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by `close`
+        size = int.from_bytes(self._file.read(8), "little")
+        self.header: dict[str, dict[str, Any]] = json.loads(self._file.read(size))
+        self.data_start = 8 + size
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` with rows start..start+len(out) of tensor `name`; bytes read."""
+        entry = self.header[name]
+        dtype = DTYPES.get(entry["dtype"])
+        if dtype is None:
+            raise ValueError(f"{self.path.name}: {name} has unsupported dtype {entry['dtype']}")
+        shape = entry["shape"]
+        row_items = 1
+        for size in shape[1:]:
+            row_items *= size
+        rows = out.shape[0] if out.dim() else 1
+        item = torch.empty((), dtype=dtype).element_size()
+        offset = self.data_start + entry["data_offsets"][0] + start * row_items * item
+        target = out if out.dtype == dtype and out.is_contiguous() and out.is_cpu else None
+        block = target if target is not None else torch.empty(out.shape, dtype=dtype)
+        raw = block.view(-1).view(torch.uint8).numpy() if block.numel() else None
+        if raw is not None:
+            self._file.seek(offset)
+            if self._file.readinto(raw) != rows * row_items * item:
+                raise ValueError(f"{self.path.name}: {name} is truncated")
+        if target is None:
+            out.copy_(block)
+        return rows * row_items * item
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _rows(param: torch.Tensor) -> tuple[int, int, torch.Tensor]:
+    """(first row, row count, local tensor) of this rank's part of `param`."""
+    if not isinstance(param, DTensor):
+        return 0, param.shape[0] if param.dim() else 0, param
+    local_shape, offset = compute_local_shape_and_global_offset(
+        param.shape, param.device_mesh, param.placements
+    )
+    rows = local_shape[0] if local_shape else 0
+    return offset[0] if offset else 0, rows, param.to_local()
+
+
+def fill_shards(model: torch.nn.Module, folder: str | Path, device: torch.device) -> int:
+    """Give the sharded meta model memory on `device` and read this rank's rows of every
+    weight from `folder`'s safetensors files. Returns the bytes read."""
+    buffers = {name: buf.detach().clone() for name, buf in model.named_buffers()}
+    model.to_empty(device=device)
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            buf.copy_(buffers[name])
+    files = checkpoint_files(folder)
+    missing = [name for name, _ in model.named_parameters() if name not in files]
+    if missing:
+        raise ValueError(f"{folder} has no weights for {missing[:5]} ({len(missing)} in all)")
+    readers: dict[Path, SafetensorsFile] = {}
+    read = 0
+    try:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                file = files[name]
+                if file not in readers:
+                    readers[file] = SafetensorsFile(file)
+                start, _, local = _rows(param)
+                if local.numel():
+                    read += readers[file].read_rows(name, start, local)
+    finally:
+        for reader in readers.values():
+            reader.close()
+    log.info("read %.1f MiB of %s (this rank's shards)", read / 2**20, Path(folder).name)
+    return read

@@ -1,0 +1,35 @@
+"""Entry point of ranks 1..N-1 started by `serve`: die with the parent before anything else.
+
+The death signal is set before torch is imported (seconds): a `serve` killed during start-up
+leaves no rank behind. If the parent is already gone by then, exit at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+PARENT_ENV = "PARADIT_PARENT_PID"
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies, even if the parent is SIGKILLed."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    parent = os.environ.get(PARENT_ENV)
+    if parent and os.getppid() != int(parent):  # it died before the signal was set
+        os._exit(1)
+
+
+def main() -> int:
+    _die_with_parent()
+    from .rank import child_main
+
+    return child_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

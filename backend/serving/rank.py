@@ -1,0 +1,70 @@
+"""What one rank runs to join the group and load the model; ranks 1..N-1 then answer rank 0's
+messages until told to stop (`run_worker`). Used by `serve` under every launcher and by the
+ranks `serve` starts itself (`child.py`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from datetime import timedelta
+
+import torch
+
+from ..config import ServeConfig
+from ..runtime.control import Heartbeat, Worker
+from ..runtime.group import Abort, Group, LaunchEnv, join_group, pick_device
+
+log = logging.getLogger(__name__)
+
+
+def _threads(config: ServeConfig, env: LaunchEnv) -> int:
+    if config.threads_per_rank:
+        return config.threads_per_rank
+    return max(1, (os.cpu_count() or 1) // max(1, env.local_world_size))
+
+
+def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
+    """Join the group and load the model on this rank; `abort` ends start-up waits early."""
+    from ..runtime.engine import Runtime
+
+    torch.set_num_threads(_threads(config, env))
+    device = pick_device(config.device, env)
+    group = join_group(env, device, timedelta(seconds=config.timeout_s), store, abort)
+    dtype = "bfloat16" if device.type == "cuda" else "float32"
+    return group, Runtime(group, config.model, config.plan_overrides(), dtype)
+
+
+def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
+    """A rank other than 0: load, then answer rank 0's messages until told to stop."""
+    from ..runtime.worker import serve_worker
+
+    group: Group | None = None
+    try:
+        group, runtime = start_rank(config, env)
+        heartbeat = Heartbeat(group.store_client(), env.rank).start()
+        serve_worker(runtime, Worker(group.store, env.rank))
+        heartbeat.stop()
+        return 0
+    except Exception as exc:  # rank 0 gone or load failed: say why in one line, exit non-zero
+        log.error("rank %d stopping: %s: %s", env.rank, type(exc).__name__, exc)
+        return 1
+    except KeyboardInterrupt:  # an external launcher stops the group
+        return 0
+    finally:
+        if group is not None:
+            group.close()
+
+
+def child_main(argv: list[str]) -> int:
+    """Ranks 1..N-1 started by `serve` (see `child.py`, which set the death signal first)."""
+    logging.basicConfig(
+        level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
+        format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
+    config = ServeConfig.from_argv(argv)
+    env = LaunchEnv.from_environ()
+    if env is None:
+        raise SystemExit("paradit worker started without RANK/WORLD_SIZE")
+    return run_worker(config, env)

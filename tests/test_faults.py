@@ -1,0 +1,219 @@
+"""Lost ranks, hangs and restarts, with real process groups and injected faults.
+
+Faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py); a group
+rebuilt after a lost rank is a new generation, which the faults leave alone unless they say
+`gen=`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+
+from paradit.backend.client import BackendError, Client, JobFailed
+from paradit.backend.client.local import LocalBackend
+from paradit.backend.config import ServeConfig
+from paradit.backend.runtime.faults import Fault, Faults
+
+SLOW = {"prompt": "a long one", "num_inference_steps": 200, "guidance_scale": 1.0}
+
+
+def _backend(tmp_path: Path, fault: str = "", *extra: str) -> LocalBackend:
+    config = ServeConfig.from_argv(
+        list(extra),
+        model="tiny-wan",
+        world_size=2,
+        device="cpu",
+        threads_per_rank=1,
+        output_dir=str(tmp_path / "out"),
+        timeout_s=120.0,
+    )
+    env = {"PARADIT_FAULT": fault} if fault else {}
+    return LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log", env=env)
+
+
+def _ended(client: Client, job_id: str, timeout_s: float = 180) -> dict:
+    """The job document once it has ended, failed or not."""
+    try:
+        return client.wait(job_id, timeout_s=timeout_s)
+    except JobFailed as exc:
+        return exc.job
+
+
+def _rank_pids(client: Client) -> list[int]:
+    return [rank["pid"] for rank in client.info()["ranks"]]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] in "ZX"
+    except OSError:  # gone between the two looks
+        return True
+
+
+def _status(client: Client) -> str:
+    try:
+        return client.health()["status"]
+    except BackendError:
+        return "unavailable"
+
+
+def _recovered(client: Client, old_pid: int, timeout_s: float = 90) -> None:
+    """503 first, healthy again within `timeout_s` with a new rank 1; the old one gone."""
+    wait_for(lambda: _status(client) == "ok", timeout_s, "the group to be rebuilt")
+    new_pid = _rank_pids(client)[1]
+    assert new_pid != old_pid and _gone(old_pid)
+
+
+def test_fault_switch_parses_and_targets_one_rank_and_generation():
+    faults = Faults.from_environ(1, 0, {"PARADIT_FAULT": "rank=1,at=step:2,kind=hang"})
+    assert faults is not None and faults.faults[0].kind == "hang"
+    assert Faults.from_environ(0, 0, {"PARADIT_FAULT": "rank=1,at=step:2,kind=hang"}) is None
+    both = "rank=all,at=load,kind=exit,gen=1;rank=1,at=step:1,kind=raise,times=1"
+    assert Faults.from_environ(1, 0, {"PARADIT_FAULT": both}).faults[0].kind == "raise"
+    assert Faults.from_environ(0, 1, {"PARADIT_FAULT": both}).faults[0].at == "load"
+    with pytest.raises(ValueError, match="must look like"):
+        Fault.parse("rank=1,at=sometime,kind=raise")
+    raising = Fault.parse("rank=1,at=step:2,kind=raise,times=1")
+    raising.at_step(1)  # not yet
+    with pytest.raises(RuntimeError, match="injected fault"):
+        raising.at_step(2)
+    raising.at_step(2)  # times=1: only once
+
+
+def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path):
+    # rank 1 fails alone at step 2 of the first job: the ranks disagree, the group is rebuilt
+    with _backend(tmp_path, "rank=1,at=step:2,kind=oom") as backend:
+        client = backend.client
+        first_pid = _rank_pids(client)[1]
+        job = _ended(client, client.submit({"prompt": "x", "seed": 1}))
+        assert job["status"] == "failed" and "rank 1" in job["error"]
+        assert "OutOfMemoryError" in job["error"]
+        _recovered(client, first_pid)
+        assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
+
+        # killed while idle: 503 within 10 s, healthy again, the next job succeeds
+        idle_pid = _rank_pids(client)[1]
+        os.kill(idle_pid, signal.SIGKILL)
+        started = time.monotonic()
+        wait_for(lambda: _status(client) != "ok", 10, "/health to turn 503")
+        assert time.monotonic() - started < 10
+        _recovered(client, idle_pid)
+        assert client.wait(client.submit({"prompt": "y"}))["status"] == "succeeded"
+
+        # killed mid-job: that job fails within 10 s naming the rank; a queued job then runs
+        running = client.submit(SLOW)
+        wait_for(lambda: client.job(running)["progress"]["step"] >= 2, 120, "the job to run")
+        queued = client.submit({"prompt": "after the rebuild", "seed": 3})
+        busy_pid = _rank_pids(client)[1]
+        os.kill(busy_pid, signal.SIGKILL)
+        killed = time.time()
+        failed = _ended(client, running)
+        assert failed["status"] == "failed" and "rank 1" in failed["error"]
+        assert failed["finished"] - killed < 10  # server clock, same machine
+        assert client.wait(queued, timeout_s=180)["status"] == "succeeded"
+        assert _gone(busy_pid)
+        pids = _rank_pids(client)
+    assert all(_gone(pid) for pid in pids[1:])  # no process of any group is left
+
+
+def test_the_same_failure_on_every_rank_keeps_the_group(tmp_path):
+    with _backend(tmp_path, "rank=all,at=step:1,kind=raise,times=1") as backend:
+        client = backend.client
+        pid = _rank_pids(client)[1]
+        job = _ended(client, client.submit({"prompt": "x"}))
+        assert job["status"] == "failed" and "InjectedFault" in job["error"]
+        assert client.health()["status"] == "ok" and _rank_pids(client)[1] == pid
+        assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
+
+
+def test_a_hung_rank_fails_its_job_within_a_minute_and_a_failed_rebuild_is_retried(tmp_path):
+    # rank 1 hangs after step 2 (alive, heartbeats going); the first rebuild's rank 1 then
+    # dies while loading, so the second attempt brings the group back.
+    fault = "rank=1,at=step:2,kind=hang;rank=1,at=load,kind=exit,gen=1"
+    with _backend(tmp_path, fault) as backend:
+        client = backend.client
+        pid = _rank_pids(client)[1]
+        job_id = client.submit({"prompt": "x", "num_inference_steps": 6})
+        wait_for(lambda: client.job(job_id)["progress"]["step"] >= 2, 120, "step 2")
+        hung = time.time()
+        job = _ended(client, job_id, 120)
+        assert job["status"] == "failed" and "[1] stopped progressing" in job["error"]
+        assert job["finished"] - hung < 60  # default --hang-timeout
+        _recovered(client, pid, timeout_s=120)
+        assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
+    log = (tmp_path / "serve.log").read_text()
+    assert "rebuild 1 failed" in log and "generation 2" in log
+
+
+def _serve_children(parent: int) -> list[int]:
+    """Processes started by `serve` with pid `parent` (they carry its pid in their env)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"PARADIT_PARENT_PID={parent}".encode() in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("delay_s", [0.5, 2.0, 4.0, 8.0])
+def test_serve_killed_during_start_up_leaves_no_rank(tmp_path, delay_s):
+    cmd = [sys.executable, "-m", "paradit", "serve", "--model", "tiny-wan"]
+    cmd += ["--world-size", "3", "--device", "cpu", "--port", "0", "--threads", "1"]
+    cmd += ["--output-dir", str(tmp_path)]
+    serve = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(delay_s)
+        seen = _serve_children(serve.pid)
+    finally:
+        serve.kill()
+        serve.wait()
+    wait_for(lambda: not _serve_children(serve.pid), 10, "the ranks to exit with serve")
+    wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank seen to be gone")
+
+
+def test_restart_with_the_same_output_folder_keeps_the_jobs(tmp_path):
+    def start() -> LocalBackend:
+        config = ServeConfig(
+            model="tiny-wan", device="cpu", threads_per_rank=1, output_dir=str(tmp_path / "out")
+        )
+        return LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log")
+
+    first = start()
+    try:
+        client = first.client
+        done = client.wait(client.submit({"prompt": "kept", "seed": 2}))
+        frame = client.frame(done["id"], 0)
+        running = client.submit(SLOW)
+        queued = [client.submit({"prompt": f"queued {i}", "seed": i}) for i in range(2)]
+        wait_for(lambda: client.job(running)["progress"]["step"] >= 1, 120, "the slow job")
+    finally:
+        first.proc.kill()  # a crash: no goodbye to anyone
+        first.proc.wait()
+        first.stop()
+    with start() as second:
+        client = second.client
+        jobs = {job["id"]: job for job in client.jobs()}
+        assert jobs[done["id"]]["status"] == "succeeded"
+        assert client.frame(done["id"], 0) == frame  # its files are served again
+        assert jobs[running]["status"] == "failed"
+        assert "stopped while this job ran" in jobs[running]["error"]
+        for job_id in queued:
+            assert client.wait(job_id, timeout_s=120)["status"] == "succeeded"
