@@ -19,28 +19,38 @@ block, which concatenates them for attention and the feed-forward. The plan:
 diffusers' `CogVideoXAttnProcessor2_0` calls `F.scaled_dot_product_attention` itself, so the
 plan replaces it with `JointAttnProcessor`, which computes the same (same projections, norms
 and rotary embedding, in (batch, sequence, heads, head_dim) layout) and attends through
-`dispatch_attention_fn`. The model's code is unchanged.
+`dispatch_attention_fn`. The model's code is unchanged. The diffusers names used here are
+checked (`internals`) when the plan is applied.
 
 Shapes: B batch, S sequence (text + video on this rank), H heads, D head dim.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from diffusers.models._modeling_parallel import ContextParallelInput, ContextParallelOutput
-from diffusers.models.attention_dispatch import dispatch_attention_fn
-from diffusers.models.embeddings import apply_rotary_emb
 
-_ROTARY_TABLE = ContextParallelInput(split_dim=0, expected_dims=2, split_output=False)
-_TOKENS = ContextParallelInput(split_dim=1, expected_dims=3, split_output=False)
+from .internals import require
 
-COGVIDEOX_CP_PLAN: dict[str, Any] = {
-    "": {"image_rotary_emb": [_ROTARY_TABLE, _ROTARY_TABLE]},  # (cos, sin), one row per token
-    "transformer_blocks.0": {"hidden_states": _TOKENS, "encoder_hidden_states": _TOKENS},
-    "proj_out": ContextParallelOutput(gather_dim=1, expected_dims=3),
-}
+FEATURE = "CogVideoX sequence parallelism"
+
+
+def cogvideox_cp_plan() -> dict[str, Any]:
+    """The plan, in diffusers' context-parallel plan format."""
+    cp_input, cp_output = require(
+        FEATURE,
+        "_modeling_parallel.ContextParallelInput",
+        "_modeling_parallel.ContextParallelOutput",
+    )
+    rotary_table = cp_input(split_dim=0, expected_dims=2, split_output=False)
+    tokens = cp_input(split_dim=1, expected_dims=3, split_output=False)
+    return {
+        "": {"image_rotary_emb": [rotary_table, rotary_table]},  # (cos, sin): a row per token
+        "transformer_blocks.0": {"hidden_states": tokens, "encoder_hidden_states": tokens},
+        "proj_out": cp_output(gather_dim=1, expected_dims=3),
+    }
 
 
 class JointAttnProcessor:
@@ -52,6 +62,13 @@ class JointAttnProcessor:
 
     _attention_backend = None
     _parallel_config = None
+
+    def __init__(self) -> None:
+        dispatch, rotate = require(
+            FEATURE, "attention_dispatch.dispatch_attention_fn", "embeddings.apply_rotary_emb"
+        )
+        self._dispatch: Callable[..., torch.Tensor] = dispatch
+        self._rotate: Callable[..., torch.Tensor] = rotate
 
     def __call__(
         self,
@@ -73,10 +90,10 @@ class JointAttnProcessor:
         if attn.norm_k is not None:
             k_BSHD = attn.norm_k(k_BSHD)
         if image_rotary_emb is not None:  # on the video tokens only
-            q_BSHD = _rotate_video(q_BSHD, text_len, image_rotary_emb)
+            q_BSHD = self._rotate_video(q_BSHD, text_len, image_rotary_emb)
             if not attn.is_cross_attention:
-                k_BSHD = _rotate_video(k_BSHD, text_len, image_rotary_emb)
-        out_BSHD = dispatch_attention_fn(
+                k_BSHD = self._rotate_video(k_BSHD, text_len, image_rotary_emb)
+        out_BSHD = self._dispatch(
             q_BSHD,
             k_BSHD,
             v_BSHD,
@@ -87,15 +104,15 @@ class JointAttnProcessor:
         text_BSC, video_BSC = out_BSC.split([text_len, out_BSC.size(1) - text_len], dim=1)
         return video_BSC, text_BSC
 
-
-def _rotate_video(x_BSHD: torch.Tensor, text_len: int, table: tuple) -> torch.Tensor:
-    video = apply_rotary_emb(x_BSHD[:, text_len:], table, sequence_dim=1)
-    return torch.cat([x_BSHD[:, :text_len], video], dim=1)
+    def _rotate_video(self, x_BSHD: torch.Tensor, text_len: int, table: tuple) -> torch.Tensor:
+        video = self._rotate(x_BSHD[:, text_len:], table, sequence_dim=1)
+        return torch.cat([x_BSHD[:, :text_len], video], dim=1)
 
 
 def prepare_cogvideox(transformer: torch.nn.Module) -> dict[str, Any]:
     """Install `JointAttnProcessor` on every attention layer; return the plan to apply."""
     if any(getattr(m, "fused_projections", False) for m in transformer.modules()):
         raise ValueError("sequence parallel needs CogVideoX's unfused q/k/v projections")
+    plan = cogvideox_cp_plan()
     transformer.set_attn_processor(JointAttnProcessor())
-    return COGVIDEOX_CP_PLAN
+    return plan
