@@ -53,12 +53,28 @@ def decode_tiles(
     tiles: Tiles, device: torch.device, group: dist.ProcessGroup | None = None
 ) -> list[torch.Tensor] | None:
     """Decode this rank's share of `tiles`; all decoded tiles in order on rank 0, else None."""
+    return gather_tiles(tiles, decode_share(tiles, group), device, group)
+
+
+def decode_share(tiles: Tiles, group: dist.ProcessGroup | None = None) -> dict[int, torch.Tensor]:
+    """This rank's tiles, decoded: {tile index: tile}."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     owners = deal(tiles.costs, world)
-    mine = {i: tiles.decode_tile(i) for i, owner in enumerate(owners) if owner == rank}
+    log.debug("rank %d decodes tiles %s", rank, [i for i, o in enumerate(owners) if o == rank])
+    return {i: tiles.decode_tile(i) for i, owner in enumerate(owners) if owner == rank}
+
+
+def gather_tiles(
+    tiles: Tiles,
+    mine: dict[int, torch.Tensor],
+    device: torch.device,
+    group: dist.ProcessGroup | None = None,
+) -> list[torch.Tensor] | None:
+    """Every rank's decoded tiles (`decode_share`), in tile order on rank 0; None elsewhere."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    owners = deal(tiles.costs, world)
     if world == 1:
         return [mine[i] for i in range(len(owners))]
-    log.debug("rank %d decodes tiles %s", rank, sorted(mine))
     shapes = _all_shapes(mine, len(owners), owners, device, group)
     sizes = [math.prod(shape) for shape in shapes]
     per_rank = [sum(s for s, o in zip(sizes, owners, strict=True) if o == r) for r in range(world)]

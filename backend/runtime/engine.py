@@ -35,7 +35,7 @@ from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, fill_shards
-from ..parallel.vae import decode_tiles
+from ..parallel.vae import decode_share, gather_tiles
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
@@ -250,7 +250,9 @@ class Runtime:
         with torch.no_grad():
             tiles = self.family.tiled_decode(self.pipe, request, latents)
             if self.plan.vae_parallel:
-                decoded = decode_tiles(tiles, self.group.device)
+                mine = decode_share(tiles)
+                with self.waiting("decode"):  # the hang watchdog knows who is still decoding
+                    decoded = gather_tiles(tiles, mine, self.group.device)
             elif self.group.is_driver:
                 decoded = [tiles.decode_tile(index) for index in range(tiles.num_tiles)]
             else:
