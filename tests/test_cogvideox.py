@@ -1,9 +1,9 @@
 """CogVideoX: its families and presets, our context-parallel plan for its joint attention,
 CFG parallel for its batched branches, and its VAE decoded in parallel tiles.
 
-Distances between world sizes are measured on the 8-bit frames with a local tolerance for
-float32 rounding (no shared measure exists on this branch): max abs pixel difference <= 2/255
-and PSNR >= 45 dB; the transformer's output directly, relative error <= 1e-5.
+Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: frames and
+final latents against world size 1, float32 thresholds); the parallel transformer's output
+directly against the plain one, relative error <= 1e-5.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch.distributed as dist
 from conftest import run_job
 from PIL import Image
 
+from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, JobRequest, Limits
 from paradit.backend.models.families import family_for
 from paradit.backend.models.presets import build_preset
@@ -33,9 +34,8 @@ from paradit.backend.models.random_presets import (
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
 from paradit.backend.parallel.vae import deal, decode_tiles
+from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
 
-MAX_ABS_PIXEL = 2  # of 255
-MIN_PSNR_DB = 45.0
 MAX_REL_ERROR = 1e-5  # transformer output, float32
 
 # 720x480 with 9 frames: 3 latent frames x 30 x 45 patches = 4050 video tokens (+ 226 text),
@@ -58,22 +58,15 @@ def _pixels(frames: list[bytes]) -> np.ndarray:
     return np.stack([np.asarray(Image.open(io.BytesIO(f)).convert("RGB")) for f in frames])
 
 
-def distance(a: list[bytes], b: list[bytes]) -> dict[str, float]:
-    """Max abs difference (of 255) and PSNR (dB) between two runs' 8-bit frames."""
-    x, y = _pixels(a).astype(np.float64), _pixels(b).astype(np.float64)
-    assert x.shape == y.shape
-    mse = float(((x - y) ** 2).mean())
-    psnr = float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
-    return {"max_abs": float(np.abs(x - y).max()), "psnr": psnr}
+Output = tuple[dict, np.ndarray, np.ndarray]
+"""One finished job: the job, its frames (uint8, F x H x W x 3) and its final latents."""
 
 
-def assert_close(a: list[bytes], b: list[bytes], what: str) -> dict[str, float]:
-    measured = distance(a, b)
-    assert measured["max_abs"] <= MAX_ABS_PIXEL and measured["psnr"] >= MIN_PSNR_DB, (
-        what,
-        measured,
-    )
-    return measured
+def assert_equivalent(reference: Output, other: Output, what: str):
+    """`paradit verify`'s measure and float32 thresholds, frames and latents."""
+    result = compare(reference[1], other[1], FLOAT32, reference[2], other[2])
+    assert result.verdict != DIFFERENT, (what, result.reasons, result.overall)
+    return result
 
 
 def png_b64(width: int, height: int, scale: float = 1.0) -> str:
@@ -275,19 +268,28 @@ def _entry(rank: int, world_size: int, port: int, check, args: tuple) -> None:
 
 
 def _check_group(rank: int, world_size: int, cfg_degree: int) -> None:
-    """On every rank: the parallel transformer equals the plain one; the tiles decoded by all
-    ranks and blended on rank 0 equal the pipeline's own tiled decode, bit for bit."""
+    """On every rank: the parallel transformer equals the plain one (5B-style rotary and
+    2B-style sincos positions); the tiles decoded by all ranks and blended on rank 0 equal
+    the pipeline's own tiled decode, bit for bit."""
+    from paradit.backend.models.seeded import seed_weights
+
     pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
-    inputs = _transformer_inputs(pipe)
-    plain = copy.deepcopy(pipe.transformer)
+    sincos_config = {k: v for k, v in pipe.transformer.config.items() if not k.startswith("_")}
+    sincos_config["use_rotary_positional_embeddings"] = False
+    sincos = seed_weights(type(pipe.transformer).from_config(sincos_config), 306)
     plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
-    parallel = parallelize([pipe.transformer], plan, torch.device("cpu"), batched_cfg=True)
-    parallel.begin_job(True)
-    with torch.no_grad():
-        reference = plain(**inputs, return_dict=False)[0]
-        ours = pipe.transformer(**inputs, return_dict=False)[0]
-    error = ((ours - reference).norm() / reference.norm()).item()
-    assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], error)
+    for transformer, rotary in ((pipe.transformer, True), (sincos, False)):
+        inputs = _transformer_inputs(pipe)
+        if not rotary:
+            inputs["image_rotary_emb"] = None
+        plain = copy.deepcopy(transformer)
+        parallel = parallelize([transformer], plan, torch.device("cpu"), batched_cfg=True)
+        parallel.begin_job(True)
+        with torch.no_grad():
+            reference = plain(**inputs, return_dict=False)[0]
+            ours = transformer(**inputs, return_dict=False)[0]
+        error = ((ours - reference).norm() / reference.norm()).item()
+        assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], rotary, error)
 
     # Small tiles (96x120 pixels, overlaps as the VAE's defaults) so 160x240 pixels make 2 x 3
     # tiles of several sizes; 5 latent frames decode in two temporal chunks (3 + 2) that pass
@@ -336,52 +338,87 @@ def test_one_rank_tiled_decode_equals_the_vae():
 # -- whole jobs on `paradit serve` groups -----------------------------------------------------
 
 
-def _frames_at(backends, model: str, world_size: int, bodies: list[dict], *extra: str):
-    client = backends.get(model, world_size, *extra)
-    info = client.info()
-    outputs = []
-    for body in bodies:
-        job, frames = run_job(client, body)
-        assert job["status"] == "succeeded" and len(frames) == body["num_frames"]
-        outputs.append(frames)
-    backends.stop(client)  # at most one group at a time on small machines
+def _run_at(backends, model: str, world_size: int, bodies: list[dict], *extra: str):
+    """(info, [Output per body]) of a backend started for these jobs and stopped after them
+    (at most one group at a time on small machines)."""
+    backend = backends.start(model, world_size, "--save-latents", *extra)
+    try:
+        client = backend.client
+        info = client.info()
+        outputs = []
+        for body in bodies:
+            job, pngs = run_job(client, body)
+            assert job["status"] == "succeeded" and len(pngs) == body["num_frames"]
+            assert job["preview_step"] == body["num_inference_steps"]  # the last step's
+            preview = Image.open(io.BytesIO(client.preview(job["id"])))
+            scale = max(1, min(8, 512 // (max(body["width"], body["height"]) // 8)))
+            assert preview.size == (body["width"] // 8 * scale, body["height"] // 8 * scale)
+            outputs.append((job, _pixels(pngs), client.latents(job["id"])))
+    finally:
+        backends.stop(backend)
     return info, outputs
 
 
-def test_text_to_video_at_world_sizes_1_3_4(backends):
-    bodies = [GUIDED, UNGUIDED]
-    info, reference = _frames_at(backends, "tiny-cogvideox", 1, bodies)
+@pytest.fixture(scope="module")
+def t2v_reference(backends):
+    """tiny-cogvideox at world size 1: GUIDED and UNGUIDED."""
+    return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED])
+
+
+def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
+    info, reference = t2v_reference
     assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
     assert info["plan"]["modes"] == []
-    runs = {
-        "ulysses 4": (4, "--ulysses-degree", "4", "--cfg-degree", "1"),
-        "ulysses 3": (3,),
-        "cfg 2 x ulysses 2": (4,),
+    runs = {  # label: (world size, flags, modes)
+        "ulysses 4": (4, ("--ulysses-degree", "4", "--cfg-degree", "1"), ["ulysses"]),
+        "ulysses 3": (3, (), ["ulysses"]),
+        "cfg 2 x ulysses 2": (4, (), ["cfg", "ulysses"]),
     }
-    modes = {
-        "ulysses 4": ["ulysses", "fsdp", "vae"],
-        "ulysses 3": ["ulysses", "fsdp", "vae"],
-        "cfg 2 x ulysses 2": ["cfg", "ulysses", "fsdp", "vae"],
-    }
-    for label, (world_size, *extra) in runs.items():
-        info, outputs = _frames_at(backends, "tiny-cogvideox", world_size, bodies, *extra)
-        assert info["plan"]["modes"] == modes[label] and info["plan"]["vae_parallel"]
-        for body, ours, ref in zip(bodies, outputs, reference, strict=True):
-            assert_close(ours, ref, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
+    for label, (world_size, flags, modes) in runs.items():
+        info, outputs = _run_at(backends, "tiny-cogvideox", world_size, [GUIDED, UNGUIDED], *flags)
+        assert info["plan"]["modes"] == [*modes, "fsdp", "vae"] and info["plan"]["vae_parallel"]
+        for body, ours, ref in zip([GUIDED, UNGUIDED], outputs, reference, strict=True):
+            assert_equivalent(ref, ours, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
+
+
+def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
+    """The reference no one here wrote: the diffusers pipeline as a user calls it, with
+    `vae.enable_tiling()` (720x480 decodes in 3 x 3 tiles; 112x80 fits one)."""
+    from paradit.backend.serving.outputs import to_uint8
+
+    pipe = build_preset("tiny-cogvideox")
+    pipe.set_progress_bar_config(disable=True)
+    pipe.vae.enable_tiling()
+    for job, frames, _latents in t2v_reference[1]:
+        request = job["request"]
+        with torch.no_grad():
+            direct = pipe(
+                prompt=request["prompt"],
+                negative_prompt=request["negative_prompt"],
+                height=request["height"],
+                width=request["width"],
+                num_frames=request["num_frames"],
+                num_inference_steps=request["num_inference_steps"],
+                guidance_scale=request["guidance_scale"],
+                generator=torch.Generator("cpu").manual_seed(request["seed"]),
+                output_type="np",
+            ).frames[0]
+        result = compare(frames, to_uint8(np.asarray(direct)), FLOAT32)
+        assert result.verdict == IDENTICAL, (request["width"], result.overall)
 
 
 def test_image_to_video_at_world_size_2(backends):
     body = {**GUIDED, "image": png_b64(720, 480)}
     small = {**UNGUIDED, "image": png_b64(112, 80)}
     dark = {**small, "image": png_b64(112, 80, scale=0.2)}
-    info, (reference, bright_out, dark_out) = _frames_at(
+    info, (reference, bright, darker) = _run_at(
         backends, "tiny-cogvideox-i2v", 1, [body, small, dark]
     )
     assert info["task"] == IMAGE_TO_VIDEO and info["family"] == "cogvideox-i2v"
-    assert distance(bright_out, dark_out)["max_abs"] > 10, "the start image must matter"
-    info, (ours,) = _frames_at(backends, "tiny-cogvideox-i2v", 2, [body])
+    assert compare(bright[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
+    info, (ours,) = _run_at(backends, "tiny-cogvideox-i2v", 2, [body])
     assert info["plan"]["modes"] == ["cfg", "fsdp", "vae"]
-    assert_close(ours, reference, "i2v, cfg 2")
+    assert_equivalent(reference, ours, "i2v, cfg 2")
 
 
 SMALL = {"prompt": "a folder model", "seed": 21, "guidance_scale": 4.0, "width": 96}
@@ -391,10 +428,39 @@ SMALL.update({"height": 64, "num_frames": 9, "num_inference_steps": 2})
 def test_saved_folder_serves_like_its_preset(tmp_path, backends):
     folder = tmp_path / "tiny-cogvideox"
     build_preset("tiny-cogvideox").save_pretrained(folder)
-    info, (from_folder,) = _frames_at(backends, str(folder), 2, [SMALL])
+    info, (from_folder,) = _run_at(backends, str(folder), 2, [SMALL])
     assert info["family"] == "cogvideox-t2v" and info["limits"]["default_width"] == 720
-    _, (from_preset,) = _frames_at(backends, "tiny-cogvideox", 2, [SMALL])
-    assert from_folder == from_preset
+    _, (from_preset,) = _run_at(backends, "tiny-cogvideox", 2, [SMALL])
+    assert compare(from_preset[1], from_folder[1], FLOAT32).verdict == IDENTICAL
+
+
+def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):
+    """CogVideoX 1.0 I2V's learned positions (a saved buffer, for one size): the fixed size is
+    the rule, and a folder loaded shard by shard (world size 2) reads the buffer too."""
+    from paradit.backend.models.seeded import seed_weights
+
+    tiny = build_preset("tiny-cogvideox-i2v")
+    config = {k: v for k, v in tiny.transformer.config.items() if not k.startswith("_")}
+    config.update(use_learned_positional_embeddings=True, sample_height=8, sample_width=12)
+    config.update(sample_frames=9)  # latents 12x8 -> 96x64 pixels, 9 frames
+    transformer = seed_weights(type(tiny.transformer).from_config(config), 307)
+    positions = transformer.patch_embed.pos_embedding
+    with torch.no_grad():
+        positions.copy_(torch.randn(positions.shape, generator=torch.Generator().manual_seed(8)))
+    tiny.transformer = transformer
+    folder = tmp_path / "learned"
+    tiny.save_pretrained(folder)
+    body = {**SMALL, "image": png_b64(96, 64)}
+    info, (reference,) = _run_at(backends, str(folder), 1, [body])
+    limits = info["limits"]
+    assert (limits["fixed_width"], limits["fixed_height"]) == (96, 64)
+    assert (limits["default_width"], limits["default_height"]) == (96, 64)
+    backend = backends.start(str(folder), 2, "--save-latents")
+    with pytest.raises(BackendError, match="only takes 96x64, got 112x64"):
+        backend.client.submit({**body, "width": 112})
+    info, (ours,) = _run_at(backends, str(folder), 2, [body])
+    assert info["plan"]["sharded"]
+    assert_equivalent(reference, ours, "learned positions, cfg 2, loaded shard by shard")
 
 
 def _tiny_v15(image_to_video: bool):
@@ -423,12 +489,13 @@ def test_cogvideox15_pads_latent_frames_and_splits_them(tmp_path, backends):
     t2v, i2v = tmp_path / "v15", tmp_path / "v15-i2v"
     _tiny_v15(False).save_pretrained(t2v)
     _tiny_v15(True).save_pretrained(i2v)
-    info, (reference,) = _frames_at(backends, str(t2v), 1, [SMALL])
+    info, (reference,) = _run_at(backends, str(t2v), 1, [SMALL])
     limits = info["limits"]
     assert limits["fps"] == 16 and limits["temporal_patch"] == 2 and limits["max_frames"] == 161
-    _, (ours,) = _frames_at(backends, str(t2v), 3, [SMALL])
-    assert_close(ours, reference, "1.5, ulysses 3")
+    assert reference[2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding frame
+    _, (ours,) = _run_at(backends, str(t2v), 3, [SMALL])
+    assert_equivalent(reference, ours, "1.5, ulysses 3")
     body = {**SMALL, "image": png_b64(96, 64)}
-    _, (reference,) = _frames_at(backends, str(i2v), 1, [body])
-    _, (ours,) = _frames_at(backends, str(i2v), 2, [body])
-    assert_close(ours, reference, "1.5 i2v, cfg 2")
+    _, (reference,) = _run_at(backends, str(i2v), 1, [body])
+    _, (ours,) = _run_at(backends, str(i2v), 2, [body])
+    assert_equivalent(reference, ours, "1.5 i2v, cfg 2")
