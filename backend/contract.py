@@ -53,6 +53,12 @@ class Limits:
     """The sequence-parallel degree: every rank needs at least one token."""
     max_tokens: int = 2**17
     """Latent tokens of one job (Wan 720p x 81 frames is 75,600)."""
+    temporal_patch: int = 1
+    """Latent frames per token (CogVideoX 1.5 patches 2; an odd count is padded to even)."""
+    fixed_width: int = 0
+    fixed_height: int = 0
+    """The only size the model takes, when not 0 (CogVideoX 1.0 image-to-video's learned
+    positional embeddings are for 720x480 only)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +67,16 @@ class Limits:
         """Latent tokens the DiT sees: one per size_multiple x size_multiple pixels per
         latent frame (the VAE's downsampling times the patch or packing size)."""
         latent_frames = (num_frames - 1) // self.frame_multiple + 1 if self.frame_multiple else 1
-        return latent_frames * (width // self.size_multiple) * (height // self.size_multiple)
+        token_frames = -(-latent_frames // self.temporal_patch)
+        return token_frames * (width // self.size_multiple) * (height // self.size_multiple)
+
+    def size_rule(self) -> str:
+        if self.fixed_width:
+            return f"this model only takes {self.fixed_width}x{self.fixed_height}"
+        return (
+            f"width and height must be between {self.min_size} and {self.max_size} "
+            f"and multiples of {self.size_multiple}"
+        )
 
     def frames_rule(self) -> str:
         if self.frame_multiple == 0:
@@ -172,6 +187,8 @@ class JobRequest:
                     f"{name} must be between {limits.min_size} and {limits.max_size}{size_rule}, "
                     f"got {value}"
                 )
+        if limits.fixed_width and (width, height) != (limits.fixed_width, limits.fixed_height):
+            raise ValueError(f"{limits.size_rule()}, got {width}x{height}")
         frames = cls._frames(body, limits)
         steps = _need_int(body, "num_inference_steps", limits.default_steps, 1, limits.max_steps)
         guidance = body.get("guidance_scale", limits.default_guidance)

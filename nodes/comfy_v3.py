@@ -188,7 +188,9 @@ def task_output(node: TaskNode, result: Generation) -> io.NodeOutput:
 class ParaDiTTextToVideo(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        return task_schema(TEXT_TO_VIDEO, "Text to video on the paradit backend (e.g. Wan 2.1).")
+        return task_schema(
+            TEXT_TO_VIDEO, "Text to video on the paradit backend (e.g. Wan 2.1, CogVideoX)."
+        )
 
     @classmethod
     def execute(cls, backend: BackendHandle, **values) -> io.NodeOutput:
@@ -198,7 +200,9 @@ class ParaDiTTextToVideo(io.ComfyNode):
 class ParaDiTImageToVideo(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        return task_schema(IMAGE_TO_VIDEO, "Image to video on the paradit backend (Wan 2.1 I2V).")
+        return task_schema(
+            IMAGE_TO_VIDEO, "Image to video on the paradit backend (Wan 2.1 I2V, CogVideoX I2V)."
+        )
 
     @classmethod
     def execute(cls, backend: BackendHandle, image, **values) -> io.NodeOutput:

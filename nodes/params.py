@@ -20,6 +20,11 @@ KNOWN_HUB_MODELS: tuple[str, ...] = (
     "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers",
     "black-forest-labs/FLUX.1-dev",
     "black-forest-labs/FLUX.1-schnell",
+    "THUDM/CogVideoX-2b",
+    "THUDM/CogVideoX-5b",
+    "THUDM/CogVideoX-5b-I2V",
+    "THUDM/CogVideoX1.5-5B",
+    "THUDM/CogVideoX1.5-5B-I2V",
 )
 """Hugging Face repo ids offered in the model list (downloaded by the backend on first use)."""
 
@@ -79,7 +84,17 @@ _SEED = "Same model + same request + same seed = same output."
 
 def _job_params(width: int, height: int, frames: int | None, steps: int, guidance: float):
     frame_params = (
-        (Param("frames", "int", frames, "Frame count, 4k+1 for Wan (1, 5, ..., 81).", 1, 257, 4),)
+        (
+            Param(
+                "frames",
+                "int",
+                frames,
+                "Frame count, 4k+1 (Wan: up to 81; CogVideoX: 49, CogVideoX 1.5: 81 or 161).",
+                1,
+                257,
+                4,
+            ),
+        )
         if frames is not None
         else ()
     )

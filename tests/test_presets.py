@@ -7,7 +7,13 @@ import hashlib
 import numpy as np
 import pytest
 import torch
-from diffusers import FluxPipeline, WanImageToVideoPipeline, WanPipeline
+from diffusers import (
+    CogVideoXImageToVideoPipeline,
+    CogVideoXPipeline,
+    FluxPipeline,
+    WanImageToVideoPipeline,
+    WanPipeline,
+)
 from PIL import Image
 
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
@@ -19,6 +25,8 @@ PIPELINE_CLASSES = {
     "tiny-wan": WanPipeline,
     "tiny-wan-i2v": WanImageToVideoPipeline,
     "tiny-flux": FluxPipeline,
+    "tiny-cogvideox": CogVideoXPipeline,
+    "tiny-cogvideox-i2v": CogVideoXImageToVideoPipeline,
 }
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
@@ -63,7 +71,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["true_cfg_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
-    if name == "tiny-wan-i2v":
+    if name.endswith("-i2v"):
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
@@ -97,6 +105,8 @@ WEIGHT_DIGESTS = {
     "tiny-wan": "abd7af8fc1f53707",
     "tiny-wan-i2v": "7770ebd4350db215",
     "tiny-flux": "da18f16e9ac8d26d",
+    "tiny-cogvideox": "c84859b877d77ff6",
+    "tiny-cogvideox-i2v": "5692d925b7bdebf3",
 }
 
 
@@ -111,7 +121,13 @@ def test_preset_weights_match_the_published_digest(name):
 
 
 def test_preset_names_and_bad_input():
-    assert PRESET_NAMES == ("tiny-wan", "tiny-wan-i2v", "tiny-flux")
+    assert PRESET_NAMES == (
+        "tiny-wan",
+        "tiny-wan-i2v",
+        "tiny-flux",
+        "tiny-cogvideox",
+        "tiny-cogvideox-i2v",
+    )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
         build_preset("tiny-nope")
@@ -164,7 +180,7 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
     _assert_bit_equal(_state(preset), _state(loaded))
     assert loaded.tokenizer("héllo").input_ids == preset.tokenizer("héllo").input_ids
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
-    if name != "tiny-wan-i2v":  # i2v runs in its own test
+    if not name.endswith("-i2v"):  # i2v runs in its own test
         # Loaded weights are views at the file's offsets; CPU GEMV rounding depends on alignment.
         assert align_cpu_weights(loaded) > 0
         assert align_cpu_weights(loaded) == 0

@@ -26,11 +26,19 @@ from paradit.nodes.params import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ("paradit_text_to_video", "paradit_image_to_video", "paradit_text_to_image")
+NAMES = (
+    "paradit_text_to_video",
+    "paradit_image_to_video",
+    "paradit_text_to_image",
+    "paradit_cogvideox_text_to_video",
+    "paradit_cogvideox_image_to_video",
+)
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
     "paradit_image_to_video": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
     "paradit_text_to_image": "black-forest-labs/FLUX.1-dev",
+    "paradit_cogvideox_text_to_video": "THUDM/CogVideoX-5b",
+    "paradit_cogvideox_image_to_video": "THUDM/CogVideoX-5b-I2V",
 }
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
@@ -224,7 +232,10 @@ def test_widget_values_are_valid(name):
         for widget, allowed in options.items():
             assert values[widget] in allowed, f"{node['type']}.{widget}={values[widget]!r}"
         if node["type"] == "ParaDiTTextToVideo" or node["type"] == "ParaDiTImageToVideo":
-            assert (values["frames"] - 1) % 4 == 0, "Wan frame counts are 4k+1"
+            assert (values["frames"] - 1) % 4 == 0, "Wan and CogVideoX frame counts are 4k+1"
+            if "cogvideox" in name:  # CogVideoX 1.0: 720x480, at most 49 frames
+                assert (values["width"], values["height"]) == (720, 480)
+                assert values["frames"] <= 49
         if node["type"] in {n.node_id for n in TASK_NODES}:
             assert values["prompt"].strip(), "workflows ship with a prompt"
 
@@ -238,7 +249,7 @@ def test_workflow_defaults_to_a_real_model(name):
     assert values["url"] == "" and values["model_override"] == ""
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
-    task = name.removeprefix("paradit_").replace("_", "-")
+    task = name.removeprefix("paradit_").removeprefix("cogvideox_").replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
 

@@ -34,6 +34,8 @@ def size_presets(limits: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, "WxH") choices: the model's default size, then common aspect ratios at the same
     pixel count (snapped to the size multiple), then "Custom"."""
     width, height = limits["default_width"], limits["default_height"]
+    if limits.get("fixed_width"):  # e.g. CogVideoX 1.0 image-to-video: 720x480 only
+        return [(f"The only size ({width}×{height})", f"{width}x{height}"), ("Custom", CUSTOM)]
     choices = [(f"Default ({width}×{height})", f"{width}x{height}")]
     area = width * height
     for label, ratio_w, ratio_h in _RATIOS:
@@ -56,8 +58,8 @@ def parse_size(value: str) -> tuple[int, int]:
 def mode_note(model: str, task: str) -> str:
     """Markdown that says which mode this backend serves and how to get the others."""
     others = {
-        "text-to-video": "a Wan text-to-video model (e.g. `--model tiny-wan`)",
-        "image-to-video": "a Wan image-to-video model (e.g. `--model tiny-wan-i2v`)",
+        "text-to-video": "a Wan or CogVideoX text-to-video model (e.g. `--model tiny-wan`)",
+        "image-to-video": "a Wan or CogVideoX image-to-video model (e.g. `--model tiny-wan-i2v`)",
         "text-to-image": "a Flux model (e.g. `--model tiny-flux`)",
     }
     lines = [f"This backend serves **{model}**, a **{task}** model; the other modes are off."]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .presets import PRESET_NAMES, build_preset, is_preset, preset_components
+from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
+from .random_presets import RANDOM_PRESET_NAMES
 
 if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
     from diffusers import DiffusionPipeline
@@ -22,7 +23,8 @@ SOURCE_KINDS: tuple[str, ...] = ("preset", "folder", "hub")
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _RULE = (
-    f"use a built-in preset ({', '.join(PRESET_NAMES)}), an existing diffusers folder "
+    f"use a built-in preset ({', '.join(PRESET_NAMES)}), a random-weight preset of a real "
+    f"architecture ({', '.join(RANDOM_PRESET_NAMES)}), an existing diffusers folder "
     "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
     "of the form owner/name"
 )
@@ -68,6 +70,11 @@ class ModelSource:
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def tiny(self) -> bool:
+        """A tiny preset: tiny default sizes (random presets get the real model's)."""
+        return self.kind == "preset" and is_tiny_preset(self.name)
+
 
 def load_pipeline(
     source: ModelSource,
@@ -77,10 +84,11 @@ def load_pipeline(
 ) -> DiffusionPipeline:
     """Load the pipeline; components named in `skip` are set to None (unknown names ignored)."""
     if source.kind == "preset":
-        pipe = build_preset(source.name, components=preset_components(source.name) - skip)
+        components = preset_components(source.name) - skip
+        pipe = build_preset(source.name, components=components, dtype=dtype)
         logger.info("built preset %s (skipped: %s)", source.name, _names(skip))
         if dtype != torch.float32:
-            pipe.to(dtype=dtype)
+            pipe.to(dtype=dtype)  # tiny presets are built in float32
         return pipe
     return _load_pretrained(source.name, skip, dtype)
 

@@ -11,10 +11,17 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 17 tokens) and a transformer with 36 input channels (2 * z_dim + 4).
   tiny-flux     FluxPipeline, 4 heads x 16 dims, 2 double + 2 single blocks, no guidance
                 embedding (guidance is true CFG), CLIP (77 tokens) + T5 text encoders.
+  tiny-cogvideox      CogVideoXPipeline shaped like CogVideoX-5B: 4 heads x 16 dims, 2 layers,
+                rotary positions, 226 text tokens (T5, d_model 32), VAE 8x spatial / 4x
+                temporal (frames 4k+1) tiled at 240x360 pixels like the real one, DDIM.
+  tiny-cogvideox-i2v  CogVideoXImageToVideoPipeline: the same with 32 input channels (the
+                image latents are concatenated) and the DPM scheduler; rotary positions only,
+                so any size works (the real 5B-I2V's learned positions allow 720x480 only).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
-`PRESET_NAMES` and `is_preset` stay cheap.
+`PRESET_NAMES` and `is_preset` stay cheap. `random:<model>` presets (the real architectures
+with seeded random weights) live in `random_presets.py`; the functions here take both.
 """
 
 from __future__ import annotations
@@ -24,15 +31,26 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .random_presets import (
+    RANDOM_PRESET_NAMES,
+    build_random_preset,
+    is_random_preset,
+    random_preset_components,
+    random_preset_pipeline_class,
+)
+from .seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer, seed_weights
+
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
 
-PRESET_NAMES: tuple[str, ...] = ("tiny-wan", "tiny-wan-i2v", "tiny-flux")
-
-# Tokenizer: ids 0..2 are special, then one token per byte.
-_PAD_ID, _EOS_ID = 0, 1
-_SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
-_VOCAB_SIZE = len(_SPECIAL_TOKENS) + 256
+PRESET_NAMES: tuple[str, ...] = (
+    "tiny-wan",
+    "tiny-wan-i2v",
+    "tiny-flux",
+    "tiny-cogvideox",
+    "tiny-cogvideox-i2v",
+)
+"""The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
 _TEXT_DIM = 32  # hidden size of every tiny text encoder
 _WAN_HEADS, _WAN_HEAD_DIM = 4, 16
@@ -41,22 +59,44 @@ _CLIP_IMAGE_SIZE = 32
 _CLIP_VISION_DIM = 32
 _FLUX_HEADS, _FLUX_HEAD_DIM = 4, 16
 _FLUX_LATENT_CHANNELS = 16
+_COG_HEADS, _COG_HEAD_DIM = 4, 16
+_COG_LATENT_CHANNELS = 16
+_COG_TEXT_TOKENS = 226  # what every CogVideoX pipeline pads its prompts to
 
 
 def is_preset(name: str) -> bool:
-    """Whether `name` is one of the built-in presets."""
+    """Whether `name` is one of the built-in presets (tiny or `random:`)."""
+    return name in PRESET_NAMES or is_random_preset(name)
+
+
+def is_tiny_preset(name: str) -> bool:
+    """Tiny presets get tiny default sizes; `random:` presets the real model's."""
     return name in PRESET_NAMES
 
 
 def preset_components(name: str) -> frozenset[str]:
     """The component names of preset `name`."""
+    if is_random_preset(name):
+        return random_preset_components(name)
     return frozenset(_preset(name)[1])
 
 
-def build_preset(name: str, *, components: frozenset[str] | None = None) -> DiffusionPipeline:
-    """Build preset `name`; only the named `components` (default: all), the rest are None."""
+def build_preset(
+    name: str,
+    *,
+    components: frozenset[str] | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> DiffusionPipeline:
+    """Build preset `name`; only the named `components` (default: all), the rest are None.
+
+    Random presets are built directly in `dtype` on `device` ("meta": no memory); tiny ones
+    in float32 on the CPU (the caller moves them).
+    """
     import diffusers
 
+    if is_random_preset(name):
+        return build_random_preset(name, components=components, dtype=dtype, device=device)
     pipeline_class_name, builders = _preset(name)
     wanted = frozenset(builders) if components is None else frozenset(components)
     unknown = wanted - builders.keys()
@@ -74,7 +114,8 @@ def build_preset(name: str, *, components: frozenset[str] | None = None) -> Diff
 
 def _preset(name: str) -> tuple[str, _Builders]:
     if name not in _PRESETS:
-        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESET_NAMES)}")
+        choices = ", ".join((*PRESET_NAMES, *RANDOM_PRESET_NAMES))
+        raise ValueError(f"unknown preset {name!r}: choose one of {choices}")
     return _PRESETS[name]
 
 
@@ -90,55 +131,15 @@ def _seeded(seed: int, make: Callable[[], torch.nn.Module]) -> torch.nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         module = make()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in sorted(module.named_parameters()):
-            noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-            if name.endswith("bias"):
-                value = noise * 0.02
-            elif _is_gain(name, param):
-                value = 1.0 + noise * 0.02
-            else:
-                fan_in = max(1, param.numel() // param.shape[0])
-                value = noise * fan_in**-0.5
-            param.copy_(value)
-    return module.eval()
-
-
-def _is_gain(name: str, param: torch.Tensor) -> bool:
-    """Norm gains: 1-D weights and the (C, 1, 1[, 1]) `gamma` of Wan's VAE RMS norms."""
-    return name.endswith("gamma") or (param.ndim == 1 and name.endswith("weight"))
+    return seed_weights(module, seed)
 
 
 # --- tokenizer, text and image encoders ------------------------------------------------------
 
 
-def _byte_tokenizer(max_length: int):
-    """Byte-level tokenizer: specials <pad>=0 </s>=1 <unk>=2, then one token per byte."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: index for index, token in enumerate(_SPECIAL_TOKENS)}
-    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
-        vocab[symbol] = len(vocab)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", _EOS_ID)]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        model_max_length=max_length,
-    )
-
-
 def _t5_config(config_class):
     return config_class(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=VOCAB_SIZE,
         d_model=_TEXT_DIM,
         d_kv=8,
         d_ff=64,
@@ -147,9 +148,9 @@ def _t5_config(config_class):
         relative_attention_num_buckets=32,
         relative_attention_max_distance=128,
         feed_forward_proj="gated-gelu",
-        pad_token_id=_PAD_ID,
-        eos_token_id=_EOS_ID,
-        decoder_start_token_id=_PAD_ID,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        decoder_start_token_id=PAD_ID,
     )
 
 
@@ -169,16 +170,16 @@ def _clip_text_encoder():
     from transformers import CLIPTextConfig, CLIPTextModel
 
     config = CLIPTextConfig(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=VOCAB_SIZE,
         hidden_size=_TEXT_DIM,
         intermediate_size=64,
         projection_dim=_TEXT_DIM,
         num_hidden_layers=2,
         num_attention_heads=4,
         max_position_embeddings=77,
-        pad_token_id=_PAD_ID,
-        bos_token_id=_EOS_ID,
-        eos_token_id=_EOS_ID,  # the pooled output is taken at the first </s>
+        pad_token_id=PAD_ID,
+        bos_token_id=EOS_ID,
+        eos_token_id=EOS_ID,  # the pooled output is taken at the first </s>
     )
     return CLIPTextModel(config)
 
@@ -308,12 +309,66 @@ def _flux_scheduler():
     )
 
 
+# --- CogVideoX -------------------------------------------------------------------------------
+
+
+def _cogvideox_vae():
+    from diffusers import AutoencoderKLCogVideoX
+
+    # The real tile size (sample 480x720 -> tiles of 240x360 pixels), so 720x480 videos decode
+    # in 9 tiles as the real VAE does; 8 channels and one resnet per level keep it cheap.
+    return AutoencoderKLCogVideoX(
+        block_out_channels=(8, 8, 8, 8),
+        layers_per_block=0,
+        norm_num_groups=4,
+        latent_channels=_COG_LATENT_CHANNELS,
+        sample_height=480,
+        sample_width=720,
+        scaling_factor=0.7,
+    )
+
+
+def _cogvideox_transformer(image_to_video: bool):
+    from diffusers import CogVideoXTransformer3DModel
+
+    return CogVideoXTransformer3DModel(
+        num_attention_heads=_COG_HEADS,
+        attention_head_dim=_COG_HEAD_DIM,
+        in_channels=2 * _COG_LATENT_CHANNELS if image_to_video else _COG_LATENT_CHANNELS,
+        out_channels=_COG_LATENT_CHANNELS,
+        time_embed_dim=32,
+        text_embed_dim=_TEXT_DIM,
+        num_layers=2,
+        sample_width=90,
+        sample_height=60,
+        sample_frames=49,
+        max_text_seq_length=_COG_TEXT_TOKENS,
+        use_rotary_positional_embeddings=True,
+    )
+
+
+def _cogvideox_scheduler(dpm: bool):
+    from diffusers import CogVideoXDDIMScheduler, CogVideoXDPMScheduler
+
+    # CogVideoX-5B's scheduler config; the i2v preset takes the DPM solver diffusers suggests.
+    scheduler_class = CogVideoXDPMScheduler if dpm else CogVideoXDDIMScheduler
+    return scheduler_class(
+        beta_schedule="scaled_linear",
+        prediction_type="v_prediction",
+        rescale_betas_zero_snr=True,
+        set_alpha_to_one=True,
+        snr_shift_scale=1.0,
+        timestep_spacing="trailing",
+        clip_sample=False,
+    )
+
+
 # --- the table: pipeline class name and component builders, each with its own seed ----------
 
 _Builders = dict[str, Callable[[], Any]]
 
 _WAN_T2V: _Builders = {
-    "tokenizer": lambda: _byte_tokenizer(512),
+    "tokenizer": lambda: byte_tokenizer(512),
     "text_encoder": lambda: _seeded(101, _umt5_encoder),
     "vae": lambda: _seeded(102, _wan_vae),
     "scheduler": _wan_scheduler,
@@ -328,22 +383,40 @@ _WAN_I2V: _Builders = {
 }
 
 _FLUX: _Builders = {
-    "tokenizer": lambda: _byte_tokenizer(77),
+    "tokenizer": lambda: byte_tokenizer(77),
     "text_encoder": lambda: _seeded(201, _clip_text_encoder),
-    "tokenizer_2": lambda: _byte_tokenizer(512),
+    "tokenizer_2": lambda: byte_tokenizer(512),
     "text_encoder_2": lambda: _seeded(202, _t5_encoder),
     "vae": lambda: _seeded(203, _flux_vae),
     "scheduler": _flux_scheduler,
     "transformer": lambda: _seeded(204, _flux_transformer),
 }
 
+_COGVIDEOX: _Builders = {
+    "tokenizer": lambda: byte_tokenizer(_COG_TEXT_TOKENS),
+    "text_encoder": lambda: _seeded(301, _t5_encoder),
+    "vae": lambda: _seeded(302, _cogvideox_vae),
+    "scheduler": lambda: _cogvideox_scheduler(dpm=False),
+    "transformer": lambda: _seeded(303, lambda: _cogvideox_transformer(image_to_video=False)),
+}
+
+_COGVIDEOX_I2V: _Builders = {
+    **_COGVIDEOX,
+    "scheduler": lambda: _cogvideox_scheduler(dpm=True),
+    "transformer": lambda: _seeded(304, lambda: _cogvideox_transformer(image_to_video=True)),
+}
+
 _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan": ("WanPipeline", _WAN_T2V),
     "tiny-wan-i2v": ("WanImageToVideoPipeline", _WAN_I2V),
     "tiny-flux": ("FluxPipeline", _FLUX),
+    "tiny-cogvideox": ("CogVideoXPipeline", _COGVIDEOX),
+    "tiny-cogvideox-i2v": ("CogVideoXImageToVideoPipeline", _COGVIDEOX_I2V),
 }
 
 
 def preset_pipeline_class(name: str) -> str:
     """The diffusers pipeline class name of preset `name`, without building it."""
+    if is_random_preset(name):
+        return random_preset_pipeline_class(name)
     return _preset(name)[0]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from .cfg import CfgParallel
+from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
 from .sequence import apply_sequence_parallel
@@ -35,12 +35,15 @@ def parallelize(
     plan: ParallelPlan,
     device: torch.device,
     dp_degree: int = 1,
+    *,
+    batched_cfg: bool = False,
 ) -> Parallelized:
     """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
 
     With `dp_degree` replicas the world mesh has a leading "dp" dimension and each rank keeps
     its replica's slice: the plan (CFG x ring x Ulysses, FSDP over the replica's ranks)
-    divides one replica, and no collective of a job leaves it.
+    divides one replica, and no collective of a job leaves it. `batched_cfg`: the pipeline
+    runs both CFG branches as one batch of 2 (CogVideoX).
     """
     if plan.world_size == 1:
         return Parallelized(plan, [])
@@ -60,9 +63,8 @@ def parallelize(
             shard_weights(transformer, flat)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
-            wrappers.append(
-                CfgParallel(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank())
-            )
+            wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
+            wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
     return Parallelized(plan, wrappers)
 
 

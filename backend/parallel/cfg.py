@@ -8,6 +8,11 @@ unconditional ones, an all-gather swaps the results, and the empty tensor from t
 is filled in place before the pipeline combines them. Each branch computes exactly what a
 single process would, so the output is the same; every rank enters the same collectives in
 the same order (FSDP's gathers included) because every rank computes on the second call.
+
+Some pipelines (CogVideoX) instead call the transformer once per step with both branches as
+one batch of 2 (unconditional first). `BatchedCfgParallel` wraps that forward: each half of
+the group runs its own row of every batched input (batch 1), an all-gather brings the two
+rows together, and the pipeline gets the batch of 2 it asked for, in its order.
 """
 
 from __future__ import annotations
@@ -69,3 +74,32 @@ def _first(output: Any) -> torch.Tensor:
     if isinstance(output, tuple):
         return output[0]
     return output.sample
+
+
+BATCHED_INPUTS = ("hidden_states", "encoder_hidden_states", "timestep", "timestep_cond", "ofs")
+"""Keyword arguments cut along the batch when their first dimension is the batch (CogVideoX
+I2V's `ofs` is a single value for both rows and stays whole)."""
+
+
+class BatchedCfgParallel(CfgParallel):
+    """Wraps `transformer.forward` for pipelines that batch cond and uncond together."""
+
+    def forward(self, *args: Any, **kwargs: Any):
+        if not self.active:
+            return self._forward(*args, **kwargs)
+        if args:
+            raise TypeError("batched CFG parallel needs the transformer called with keywords")
+        batch = kwargs["hidden_states"].shape[0]
+        if batch != 2:
+            raise ValueError(f"batched CFG parallel needs a batch of 2 (uncond, cond), got {batch}")
+        row = slice(self.cfg_rank, self.cfg_rank + 1)
+        mine = {
+            name: value[row]
+            if name in BATCHED_INPUTS and torch.is_tensor(value) and value.shape[:1] == (batch,)
+            else value
+            for name, value in kwargs.items()
+        }
+        out = _first(self._forward(**mine)).contiguous()
+        rows = [torch.empty_like(out) for _ in range(2)]
+        dist.all_gather(rows, out, group=self.group)
+        return self._wrap(torch.cat(rows, dim=0), kwargs)

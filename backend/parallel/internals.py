@@ -68,6 +68,7 @@ _DISPATCH = "diffusers.models.attention_dispatch"
 _HOOKS = "diffusers.hooks.context_parallel"
 _PARALLEL = "diffusers.models._modeling_parallel"
 _MODELING = "diffusers.models.modeling_utils"
+_EMBEDDINGS = "diffusers.models.embeddings"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -92,6 +93,16 @@ INTERNALS: dict[str, Internal] = {
         Internal(_PARALLEL, "ParallelConfig.setup", ("rank", "world_size", "device", "mesh")),
         Internal(_MODELING, "ModelMixin._cp_plan", None),
         Internal(_MODELING, "ModelMixin._parallel_config", None),
+        # Our context-parallel plan for CogVideoX (cogvideox.prepare_cogvideox): the plan's
+        # entries, and what its attention processor calls.
+        Internal(_PARALLEL, "ContextParallelInput", ("split_dim", "expected_dims", "split_output")),
+        Internal(_PARALLEL, "ContextParallelOutput", ("gather_dim", "expected_dims")),
+        Internal(
+            _DISPATCH,
+            "dispatch_attention_fn",
+            ("query", "key", "value", "backend", "parallel_config"),
+        ),
+        Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
     )
 }
 

@@ -21,6 +21,8 @@ class ParallelPlan:
     """Ranks that split the token sequence with ring attention (needs a flash/cuDNN backend)."""
     shard_weights: bool = True
     """Shard the DiT weights with FSDP2 across all ranks (only meaningful for world size > 1)."""
+    vae_parallel: bool = False
+    """Split the VAE decode: its tiles are dealt to all ranks and blended on rank 0 (CogVideoX)."""
 
     def __post_init__(self) -> None:
         for name in ("cfg_degree", "ulysses_degree", "ring_degree"):
@@ -31,6 +33,8 @@ class ParallelPlan:
             raise ValueError(f"cfg_degree must be 1 or 2, got {self.cfg_degree}")
         if self.ring_degree > 1 and self.ulysses_degree > 1:
             raise ValueError("ring and ulysses cannot be combined yet: set one of them to 1")
+        if self.vae_parallel and self.world_size == 1:
+            raise ValueError("vae_parallel needs more than one rank")
 
     @property
     def world_size(self) -> int:
@@ -51,6 +55,8 @@ class ParallelPlan:
         sharded = self.shard_weights and self.world_size > 1
         if sharded:
             modes.append("fsdp")
+        if self.vae_parallel:
+            modes.append("vae")
         return {**asdict(self), "world_size": self.world_size, "modes": modes, "sharded": sharded}
 
 
@@ -63,6 +69,7 @@ def choose_plan(
     ulysses_degree: int | None = None,
     ring_degree: int | None = None,
     shard_weights: bool = True,
+    tiled_decode: bool = False,
 ) -> ParallelPlan:
     """Pick degrees for `world_size` ranks; explicit degrees override the automatic choice.
 
@@ -70,7 +77,8 @@ def choose_plan(
     unconditional branch, the remaining ranks split the sequence with Ulysses (the
     `ulysses_anything` mode accepts any token and head count). Ring attention is only chosen
     when asked for, and only on CUDA (diffusers' ring needs an attention backend that returns
-    the log-sum-exp, which the CPU SDPA path does not).
+    the log-sum-exp, which the CPU SDPA path does not). `tiled_decode`: the model's decode
+    comes in independent tiles, so with more than one rank they are dealt to all ranks.
     """
     if world_size < 1:
         raise ValueError(f"world size must be >= 1, got {world_size}")
@@ -102,4 +110,5 @@ def choose_plan(
             f"cfg ({cfg_degree}) x ulysses ({ulysses_degree}) x ring ({ring_degree}) "
             f"must equal the world size {world_size}"
         )
-    return ParallelPlan(cfg_degree, ulysses_degree, ring_degree, shard_weights)
+    vae_parallel = tiled_decode and world_size > 1
+    return ParallelPlan(cfg_degree, ulysses_degree, ring_degree, shard_weights, vae_parallel)

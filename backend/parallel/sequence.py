@@ -1,7 +1,8 @@
 """Sequence parallelism (Ulysses / ring) through diffusers' context-parallel hooks.
 
-The model only declares its `_cp_plan`; this module builds the config on our own device mesh
-and hands it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
+The model only declares its `_cp_plan` (or, for models diffusers gives none, a plan of ours in
+`EXTERNAL_PLANS` supplies it); this module builds the config on our own device mesh and hands
+it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
 derives the device from `torch.accelerator.device_count()`, which is 0 (a division by zero)
 on CPU-only machines, and it cannot take a mesh that also has a CFG dimension. The private
 diffusers names this needs are looked up and checked (`internals`) when it is applied.
@@ -10,10 +11,13 @@ diffusers names this needs are looked up and checked (`internals`) when it is ap
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
+from .cogvideox import prepare_cogvideox
 from .internals import require
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
@@ -21,6 +25,12 @@ from .plan import ParallelPlan
 log = logging.getLogger(__name__)
 
 RING_BACKEND = "_native_cudnn"
+
+EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
+    "CogVideoXTransformer3DModel": prepare_cogvideox,
+}
+"""Transformer class name -> a function that prepares the model (e.g. swaps in attention
+processors that dispatch) and returns its context-parallel plan."""
 
 
 def apply_sequence_parallel(
@@ -43,6 +53,9 @@ def apply_sequence_parallel(
         "modeling_utils.ModelMixin._parallel_config",
     )
     cp_plan = getattr(transformer, "_cp_plan", None)
+    prepare = EXTERNAL_PLANS.get(type(transformer).__name__)
+    if cp_plan is None and prepare is not None:
+        cp_plan = prepare(transformer)
     if cp_plan is None:
         raise ValueError(
             f"{type(transformer).__name__} has no context-parallel plan: "

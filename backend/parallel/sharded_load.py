@@ -13,7 +13,8 @@ the rank's share of the model at the worst moment.) The file format is the docum
 8-byte header length, a JSON header (dtype, shape, byte offsets per tensor), then the data.
 
 Buffers that are not in the checkpoint (e.g. rotary tables computed in `__init__`) are built
-for real: only parameters are on the meta device.
+for real: only parameters are on the meta device. Buffers that are in it (CogVideoX 1.0 I2V's
+learned positions) are read whole on every rank (FSDP2 shards no buffers).
 """
 
 from __future__ import annotations
@@ -154,6 +155,11 @@ def fill_shards(model: torch.nn.Module, folder: str | Path, device: torch.device
                 start, _, local = _rows(param)
                 if local.numel():
                     read += readers[file].read_rows(name, start, local)
+            for name, buf in model.named_buffers():
+                if name in files and buf.numel():  # a saved (persistent) buffer: all of it
+                    if files[name] not in readers:
+                        readers[files[name]] = SafetensorsFile(files[name])
+                    read += readers[files[name]].read_rows(name, 0, buf)
     finally:
         for reader in readers.values():
             reader.close()

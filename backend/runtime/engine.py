@@ -3,8 +3,10 @@
 Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
 alone holds the text/image encoders: it encodes each request once and the embeddings reach the
 job's replica (a broadcast from its leader, which got them from rank 0); every rank of the
-replica then runs the diffusers pipeline's own denoising loop, and only the replica's leader
-(its first rank; rank 0 when there is one replica) decodes with the VAE.
+replica then runs the diffusers pipeline's own denoising loop. For most families only the
+replica's leader (its first rank; rank 0 when there is one replica) decodes with the VAE;
+families that decode in the job (CogVideoX) stop at the latents everywhere and `decode` splits
+the VAE's tiles over the replica's ranks (`plan.vae_parallel`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, fill_shards
+from ..parallel.vae import decode_share, gather_tiles
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
@@ -104,18 +107,23 @@ class Runtime:
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
         self.pipe.set_progress_bar_config(disable=True)
-        limits = self.family.limits(self.pipe, tiny=self.source.kind == "preset")
+        limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.replica_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
             device_type=group.device.type,
+            tiled_decode=self.family.decodes_in_job,
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(
-            self.dits(), self.plan, group.device, group.dp_degree
+            self.dits(),
+            self.plan,
+            group.device,
+            group.dp_degree,
+            batched_cfg=self.family.batched_cfg,
         )
         for name in sorted(lazy):
             fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
@@ -198,11 +206,12 @@ class Runtime:
         on_step: Callable[[int, int], bool],
         clock: StepClock,
         on_latents: Callable[[int, torch.Tensor], None] | None = None,
-    ) -> np.ndarray | None:
+    ) -> np.ndarray | torch.Tensor | None:
         """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides);
         `on_latents(step, latents)` sees the latents after each step (previews).
 
-        Returns float frames (F, H, W, 3) on the replica's leader, None elsewhere.
+        Returns float frames (F, H, W, 3) on the replica's leader, None elsewhere; for families
+        that decode in the job, the final latents on every rank (then call `decode`).
         """
         uses_cfg = self.family.uses_cfg(self.pipe, request)
         self.parallel.begin_job(uses_cfg)
@@ -221,19 +230,43 @@ class Runtime:
         kwargs = self.family.prepare(self.pipe, request, tensors)
         generator = torch.Generator("cpu").manual_seed(request.seed)
         driver = self.group.is_leader
+        decodes_here = driver and not self.family.decodes_in_job
         clock.start = time.perf_counter()
         try:
             output = self.pipe(
                 **kwargs,
                 generator=generator,
-                output_type="np" if driver else "latent",
+                output_type="np" if decodes_here else "latent",
                 callback_on_step_end=step_end,
                 return_dict=False,
             )
         finally:
             self.parallel.begin_job(False)
             self.family.finish(self.pipe)
+        if self.family.decodes_in_job:
+            return output[0]
         return self.family.frames(output) if driver else None
+
+    def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
+        """Decode the final latents (families that decode in the job), on every rank.
+
+        With `plan.vae_parallel` the tiles are dealt to all ranks and gathered on rank 0;
+        otherwise rank 0 decodes them one after another. Float frames on rank 0, else None.
+        """
+        with torch.no_grad():
+            tiles = self.family.tiled_decode(self.pipe, request, latents)
+            if self.plan.vae_parallel:
+                # Within the job's replica, over the gloo control group (tiles go through host
+                # memory on CUDA too: a gather of decoded tiles once per job).
+                group = self.group.ctrl
+                mine = decode_share(tiles, group)
+                with self.waiting("decode"):  # the hang watchdog knows who is still decoding
+                    decoded = gather_tiles(tiles, mine, torch.device("cpu"), group)
+            elif self.group.is_leader:
+                decoded = [tiles.decode_tile(index) for index in range(tiles.num_tiles)]
+            else:
+                decoded = None
+            return None if decoded is None else tiles.assemble(decoded)
 
     def _agree_cancel(self, wants: bool, step: int) -> bool:
         """All ranks of the replica take its leader's decision, so all stop at the same step."""

@@ -2,10 +2,10 @@
 
 Rank 0's service and every worker call `run_job` with the same `RunJob` message, so the
 collectives of a job (the encoder outputs' broadcast, the denoising loop's parallel attention
-and sharded weights, the per-step cancel decision) are spelled out once: adding one here adds
-it on every rank. What only rank 0 does comes in as `JobHooks`: its encoder outputs, the cancel
-decision, previews. Encoding happens before the message is sent (the message carries the
-outputs' shapes); writing the frames happens after `run_job` returns them.
+and sharded weights, the per-step cancel decision, a split VAE decode) are spelled out once:
+adding one here adds it on every rank. What only rank 0 does comes in as `JobHooks`: its
+encoder outputs, the cancel decision, previews. Encoding happens before the message is sent
+(the message carries the outputs' shapes); writing the frames happens after `run_job` returns them.
 """
 
 from __future__ import annotations
@@ -46,4 +46,7 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     request = JobRequest.from_dict(message.request)
     runtime.job_id = message.job_id
     tensors = runtime.share(hooks.tensors, message.tensors)
-    return runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
+    result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
+    if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
+        return runtime.decode(request, result)
+    return result

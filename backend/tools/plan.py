@@ -33,9 +33,10 @@ def _component_bytes(folder: Path, component: str) -> int:
 def _preset_bytes(name: str) -> dict[str, Any]:
     import torch
 
-    from ..models.presets import build_preset
+    from ..models.presets import build_preset, is_tiny_preset
 
-    pipe = build_preset(name)
+    # random: presets are real sizes: their architecture on the meta device is enough
+    pipe = build_preset(name) if is_tiny_preset(name) else build_preset(name, device="meta")
     sizes = {}
     for component, module in pipe.components.items():
         if isinstance(module, torch.nn.Module):
@@ -59,18 +60,22 @@ def _folder_bytes(folder: Path) -> dict[str, Any]:
 
 
 def _tokens(config: dict[str, Any], width: int, height: int, frames: int) -> int:
-    """Latent tokens: 8x VAE downsampling, then patches (Wan: [1, 2, 2]) or Flux's 2x2
-    packing of its patch-size-1 latents; 4x temporal downsampling for video."""
+    """Latent tokens: 8x VAE downsampling, then patches (Wan: [1, 2, 2]; CogVideoX: 2, with
+    `patch_size_t` 2 in 1.5, odd latent frame counts padded) or Flux's 2x2 packing of its
+    patch-size-1 latents; 4x temporal downsampling for video."""
     patch = config.get("patch_size", 1)
     patch_t, patch_hw = (patch[0], patch[1]) if isinstance(patch, (list, tuple)) else (1, 2)
+    patch_t = config.get("patch_size_t") or patch_t
     latent_frames = (frames - 1) // 4 + 1 if frames > 1 else 1
-    return (latent_frames // patch_t) * (height // 8 // patch_hw) * (width // 8 // patch_hw)
+    token_frames = -(-latent_frames // patch_t)
+    return token_frames * (height // 8 // patch_hw) * (width // 8 // patch_hw)
 
 
 def estimate(
     model: str, gpus: int, gpu_memory_gib: float, width: int, height: int, frames: int
 ) -> dict[str, Any]:
     """Plan and per-GPU memory estimate for one job on `gpus` GPUs of `gpu_memory_gib`."""
+    from ..models.families import family_for
     from ..models.loading import ModelSource
     from ..parallel.plan import choose_plan
 
@@ -86,7 +91,10 @@ def estimate(
     dit = sizes.get("transformer", 0) + sizes.get("transformer_2", 0)  # Wan 2.2: two experts
     blocks = max(1, config.get("num_layers", 1) + config.get("num_single_layers", 0))
     supports_cfg = not config.get("guidance_embeds", False)
-    plan = choose_plan(gpus, supports_cfg=supports_cfg, device_type="cuda")
+    tiled_decode = family_for(found["class"]).decodes_in_job
+    plan = choose_plan(
+        gpus, supports_cfg=supports_cfg, device_type="cuda", tiled_decode=tiled_decode
+    )
     heads = config.get("num_attention_heads", 1)
     hidden = heads * config.get("attention_head_dim", 64)
     tokens = _tokens(config, width, height, frames)

@@ -1,0 +1,150 @@
+"""Real-architecture presets with seeded random weights: `random:<model>`, no download.
+
+Each preset is a JSON file in `configs/` that holds the real model's component configs (as
+its diffusers repo ships them: transformer, VAE, scheduler) and the pipeline class. The text
+encoders are the exception: a full T5-XXL (4.7B parameters) is no use with random weights, so
+the presets carry a *reduced* encoder of the same width (its embeddings fit the DiT's text
+projection) with 2 layers and a byte-level vocabulary; it is named in the file's
+"text_encoder" config and documented in the README.
+
+    random:cogvideox-2b        THUDM/CogVideoX-2b architecture (1.7B DiT, sincos positions)
+    random:cogvideox-5b        THUDM/CogVideoX-5b (5.6B DiT, rotary positions)
+    random:cogvideox-5b-i2v    THUDM/CogVideoX-5b-I2V (learned positions: 720x480 only)
+    random:cogvideox1.5-5b     THUDM/CogVideoX1.5-5B (temporal patches of 2 latent frames)
+
+To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
+{"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
+optional "seed" (weights drawn as in `seeded.seed_weights`), or {"byte_level_max_length": N}
+for a tokenizer. Models are constructed directly in the target dtype on the target device
+(`meta` builds the architecture without memory, e.g. to count parameters); only then are the
+weights set from the seed, so a 5B model never exists in float32 first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .seeded import byte_tokenizer, seed_weights
+
+if TYPE_CHECKING:
+    from diffusers import DiffusionPipeline
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+RANDOM_PRESETS: dict[str, str] = {
+    "random:cogvideox-2b": "cogvideox-2b.json",
+    "random:cogvideox-5b": "cogvideox-5b.json",
+    "random:cogvideox-5b-i2v": "cogvideox-5b-i2v.json",
+    "random:cogvideox1.5-5b": "cogvideox1.5-5b.json",
+}
+"""Preset name -> its file in `configs/`."""
+
+RANDOM_PRESET_NAMES: tuple[str, ...] = tuple(RANDOM_PRESETS)
+
+
+def is_random_preset(name: str) -> bool:
+    return name in RANDOM_PRESETS
+
+
+def random_preset_spec(name: str) -> dict[str, Any]:
+    """The preset's JSON: {"pipeline", "architecture_of", "components"}."""
+    if name not in RANDOM_PRESETS:
+        raise ValueError(
+            f"unknown random preset {name!r}: choose one of {', '.join(RANDOM_PRESET_NAMES)}"
+        )
+    return json.loads((CONFIG_DIR / RANDOM_PRESETS[name]).read_text())
+
+
+def random_preset_components(name: str) -> frozenset[str]:
+    return frozenset(random_preset_spec(name)["components"])
+
+
+def random_preset_pipeline_class(name: str) -> str:
+    return random_preset_spec(name)["pipeline"]
+
+
+def build_random_preset(
+    name: str,
+    *,
+    components: frozenset[str] | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    overrides: dict[str, dict[str, Any]] | None = None,
+) -> DiffusionPipeline:
+    """Build preset `name` with only the named `components` (default: all; the rest None).
+
+    `overrides` replace config entries per component, e.g. {"transformer": {"num_layers": 1}}
+    for a cheap build of the same architecture in tests.
+    """
+    import diffusers
+
+    spec = random_preset_spec(name)
+    entries: dict[str, dict[str, Any]] = spec["components"]
+    wanted = frozenset(entries) if components is None else frozenset(components)
+    unknown = wanted - entries.keys()
+    if unknown:
+        raise ValueError(
+            f"preset {name!r} has no component(s) {sorted(unknown)}; "
+            f"its components are {sorted(entries)}"
+        )
+    overrides = overrides or {}
+    parts = {
+        component: (
+            _build(entry, overrides.get(component, {}), dtype, torch.device(device))
+            if component in wanted
+            else None
+        )
+        for component, entry in entries.items()
+    }
+    return getattr(diffusers, spec["pipeline"])(**parts)
+
+
+def _build(
+    entry: dict[str, Any], override: dict[str, Any], dtype: torch.dtype, device: torch.device
+) -> Any:
+    if "byte_level_max_length" in entry:
+        return byte_tokenizer(int(entry["byte_level_max_length"]))
+    config = {**entry["config"], **override}
+    class_name = config.pop("_class_name")
+    config = {key: value for key, value in config.items() if not key.startswith("_")}
+    if class_name.endswith("Scheduler"):
+        import diffusers
+
+        return getattr(diffusers, class_name).from_config(config)
+    with torch.random.fork_rng(devices=[]), device, _default_dtype(dtype):
+        torch.manual_seed(0)  # the library's own init; every weight is replaced below
+        module = _construct(class_name, config)
+    if device.type != "meta" and "seed" in entry:
+        seed_weights(module, int(entry["seed"]))
+    return module.eval()
+
+
+def _construct(class_name: str, config: dict[str, Any]) -> torch.nn.Module:
+    import diffusers
+
+    model_class = getattr(diffusers, class_name, None)
+    if model_class is not None:
+        return model_class.from_config(config)
+    import transformers
+
+    model_class = getattr(transformers, class_name, None)
+    if model_class is None:
+        raise ValueError(f"no diffusers or transformers class named {class_name!r}")
+    config_class = model_class.config_class
+    return model_class(config_class(**config))
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)

@@ -1,0 +1,501 @@
+"""CogVideoX: its families and presets, our context-parallel plan for its joint attention,
+CFG parallel for its batched branches, and its VAE decoded in parallel tiles.
+
+Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: frames and
+final latents against world size 1, float32 thresholds); the parallel transformer's output
+directly against the plain one, relative error <= 1e-5.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import os
+import socket
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+from conftest import run_job
+from PIL import Image
+
+from paradit.backend.client.http import BackendError
+from paradit.backend.contract import IMAGE_TO_VIDEO, JobRequest, Limits
+from paradit.backend.models.families import family_for
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import (
+    RANDOM_PRESET_NAMES,
+    build_random_preset,
+    random_preset_spec,
+)
+from paradit.backend.parallel import parallelize
+from paradit.backend.parallel.plan import ParallelPlan, choose_plan
+from paradit.backend.parallel.vae import deal, decode_tiles
+from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
+
+MAX_REL_ERROR = 1e-5  # transformer output, float32
+
+# 720x480 with 9 frames: 3 latent frames x 30 x 45 patches = 4050 video tokens (+ 226 text),
+# which 4 ranks do not divide; the VAE decodes it in 3 x 3 tiles of 240x360 pixels.
+BIG = {"width": 720, "height": 480, "num_frames": 9, "num_inference_steps": 2}
+GUIDED = {"prompt": "a red fox in snow", "negative_prompt": "blurry", "seed": 7, **BIG}
+# 112x80 with 17 frames: 5 x 5 x 7 = 175 tokens; no CFG (one branch, batch 1).
+UNGUIDED = {
+    "prompt": "ein Boot 🚤 auf dem See",
+    "seed": 11,
+    "guidance_scale": 1.0,
+    "width": 112,
+    "height": 80,
+    "num_frames": 17,
+    "num_inference_steps": 2,
+}
+
+
+def _pixels(frames: list[bytes]) -> np.ndarray:
+    return np.stack([np.asarray(Image.open(io.BytesIO(f)).convert("RGB")) for f in frames])
+
+
+Output = tuple[dict, np.ndarray, np.ndarray]
+"""One finished job: the job, its frames (uint8, F x H x W x 3) and its final latents."""
+
+
+def assert_equivalent(reference: Output, other: Output, what: str):
+    """`paradit verify`'s measure and float32 thresholds, frames and latents."""
+    result = compare(reference[1], other[1], FLOAT32, reference[2], other[2])
+    assert result.verdict != DIFFERENT, (what, result.reasons, result.overall)
+    return result
+
+
+def png_b64(width: int, height: int, scale: float = 1.0) -> str:
+    ramp = np.linspace(0, 255 * scale, width * height * 3).reshape(height, width, 3)
+    ramp = ramp.astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(ramp).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+# -- pure logic -----------------------------------------------------------------------------
+
+
+@pytest.mark.fast
+def test_deal_balances_tiles_and_is_deterministic():
+    costs = [900, 900, 300, 900, 900, 300, 300, 300, 100]
+    owners = deal(costs, 3)
+    assert owners == deal(costs, 3)
+    loads = [sum(c for c, o in zip(costs, owners, strict=True) if o == r) for r in range(3)]
+    assert sorted(loads) == [1500, 1600, 1800]  # four 900s on 3 ranks: 1800 is the best max
+    assert deal(costs, 1) == [0] * len(costs)
+    assert sorted(set(deal([5, 5], 4))) == [0, 1]  # more ranks than tiles: the rest idle
+    with pytest.raises(ValueError, match="num_ranks"):
+        deal(costs, 0)
+
+
+@pytest.mark.fast
+def test_plan_says_the_decode_is_split():
+    plan = choose_plan(4, supports_cfg=True, device_type="cpu", tiled_decode=True)
+    doc = plan.to_dict()
+    assert doc["vae_parallel"] is True and doc["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+    one = choose_plan(1, supports_cfg=True, device_type="cpu", tiled_decode=True)
+    assert one.vae_parallel is False and "vae" not in one.to_dict()["modes"]
+    wan = choose_plan(4, supports_cfg=True, device_type="cpu")
+    assert wan.vae_parallel is False
+    with pytest.raises(ValueError, match="more than one rank"):
+        ParallelPlan(vae_parallel=True)
+
+
+@pytest.mark.fast
+def test_limits_temporal_patch_and_fixed_size():
+    base = {
+        "task": IMAGE_TO_VIDEO,
+        "size_multiple": 16,
+        "min_size": 16,
+        "max_size": 2048,
+        "frame_multiple": 4,
+        "max_frames": 161,
+        "needs_image": True,
+    }
+    v15 = Limits(**base, temporal_patch=2)
+    assert v15.tokens(1360, 768, 81) == 11 * 85 * 48  # 21 latent frames, padded to 22
+    fixed = Limits(**base, fixed_width=720, fixed_height=480, default_width=720, default_height=480)
+    body = {"prompt": "x", "image": png_b64(8, 8), "num_frames": 9}
+    assert JobRequest.from_body(body, fixed).width == 720
+    with pytest.raises(ValueError, match="only takes 720x480, got 736x480"):
+        JobRequest.from_body({**body, "width": 736}, fixed)
+
+
+@pytest.mark.fast
+def test_web_form_offers_a_fixed_size_only():
+    from paradit.web.forms import CUSTOM, size_presets
+
+    limits = {"default_width": 720, "default_height": 480, "size_multiple": 16}
+    limits.update(min_size=16, max_size=2048)
+    assert len(size_presets(limits)) > 2  # aspect-ratio presets for free sizes
+    fixed = size_presets({**limits, "fixed_width": 720, "fixed_height": 480})
+    assert [value for _label, value in fixed] == ["720x480", CUSTOM]
+
+
+# -- families, presets ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def meta_pipes() -> dict:
+    """Every random preset's architecture on the meta device (no memory, no weights)."""
+    return {name: build_random_preset(name, device="meta") for name in RANDOM_PRESET_NAMES}
+
+
+def test_random_presets_have_the_shipped_architecture(meta_pipes):
+    # The DiT sizes of the published models (CogVideoX-2B 1.69B, 5B 5.57B parameters).
+    dit_params = {
+        "random:cogvideox-2b": 1_693_783_872,
+        "random:cogvideox-5b": 5_570_283_072,
+        "random:cogvideox-5b-i2v": 5_570_479_680,
+        "random:cogvideox1.5-5b": 5_570_676_352,
+    }
+    for name, pipe in meta_pipes.items():
+        spec = random_preset_spec(name)
+        assert type(pipe).__name__ == spec["pipeline"]
+        for component in ("transformer", "vae", "text_encoder"):
+            shipped = {
+                k: v for k, v in spec["components"][component]["config"].items() if k[0] != "_"
+            }
+            config = getattr(pipe, component).config
+            config = config if isinstance(config, dict) else config.to_dict()
+            for key, value in shipped.items():
+                got = config[key]
+                assert (list(got) if isinstance(got, tuple) else got) == value, (name, key)
+        assert sum(p.numel() for p in pipe.transformer.parameters()) == dit_params[name]
+        assert pipe.text_encoder.config.d_model == pipe.transformer.config.text_embed_dim
+        assert len(pipe.tokenizer) == pipe.text_encoder.config.vocab_size
+        assert pipe.scheduler.config.snr_shift_scale == (3.0 if "2b" in name else 1.0)
+
+
+def test_random_preset_builds_seeded_in_the_target_dtype():
+    small = {"transformer": {"num_layers": 1}}
+    parts = frozenset({"transformer"})
+    first = build_random_preset(
+        "random:cogvideox-2b", components=parts, dtype=torch.bfloat16, overrides=small
+    )
+    again = build_random_preset(
+        "random:cogvideox-2b", components=parts, dtype=torch.bfloat16, overrides=small
+    )
+    assert first.vae is None and first.text_encoder is None
+    weights = dict(first.transformer.named_parameters())
+    assert all(p.dtype == torch.bfloat16 for p in weights.values())
+    assert first.transformer.config.num_attention_heads == 30  # the real width, 1 layer
+    for name, param in again.transformer.named_parameters():
+        assert torch.equal(param, weights[name]), name
+    fan_in = weights["transformer_blocks.0.attn1.to_q.weight"].float()
+    assert abs(fan_in.std().item() * 1920**0.5 - 1.0) < 0.05  # N(0, 1/fan_in), not zeros
+
+
+def test_limits_and_frame_rules_per_model(meta_pipes):
+    v10 = family_for("CogVideoXPipeline").limits(meta_pipes["random:cogvideox-5b"], tiny=False)
+    assert (v10.default_width, v10.default_height, v10.default_frames) == (720, 480, 49)
+    assert (v10.fps, v10.default_steps, v10.default_guidance) == (8, 50, 6.0)
+    assert v10.max_frames == 49 and v10.frame_multiple == 4 and v10.temporal_patch == 1
+    with pytest.raises(ValueError, match="between 1 and 49 and of the form 4k\\+1"):
+        JobRequest.from_body({"prompt": "x", "num_frames": 51}, v10)
+    with pytest.raises(ValueError, match="4k\\+1"):
+        JobRequest.from_body({"prompt": "x", "num_frames": 48}, v10)
+    v15 = family_for("CogVideoXPipeline").limits(meta_pipes["random:cogvideox1.5-5b"], tiny=False)
+    assert (v15.default_width, v15.default_height, v15.default_frames) == (1360, 768, 81)
+    assert v15.fps == 16 and v15.max_frames == 161 and v15.temporal_patch == 2
+    i2v_family = family_for("CogVideoXImageToVideoPipeline")
+    i2v = i2v_family.limits(meta_pipes["random:cogvideox-5b-i2v"], tiny=False)
+    assert (i2v.fixed_width, i2v.fixed_height) == (720, 480) and i2v.needs_image
+    family = family_for("CogVideoXPipeline")
+    assert family.batched_cfg and family.decodes_in_job
+    request = JobRequest(prompt="x", num_frames=9)  # 3 latent frames: 1.5 pads one in front
+    assert family.padding_frames(meta_pipes["random:cogvideox1.5-5b"], request) == 1
+    assert family.padding_frames(meta_pipes["random:cogvideox-5b"], request) == 0
+
+
+def test_joint_processor_computes_what_diffusers_computes():
+    from paradit.backend.parallel.cogvideox import JointAttnProcessor
+
+    pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
+    inputs = _transformer_inputs(pipe)
+    with torch.no_grad():
+        reference = pipe.transformer(**inputs, return_dict=False)[0]
+        pipe.transformer.set_attn_processor(JointAttnProcessor())
+        ours = pipe.transformer(**inputs, return_dict=False)[0]
+    assert torch.equal(ours, reference)
+
+
+def _transformer_inputs(pipe) -> dict:
+    """A CFG batch (uncond, cond) at 112x80 and 3 latent frames: 105 video + 226 text tokens."""
+    generator = torch.Generator().manual_seed(5)
+    return {
+        "hidden_states": torch.randn(2, 3, 16, 10, 14, generator=generator),
+        "encoder_hidden_states": torch.randn(2, 226, 32, generator=generator),
+        "timestep": torch.tensor([700, 700]),
+        "image_rotary_emb": pipe._prepare_rotary_positional_embeddings(80, 112, 3, "cpu"),
+    }
+
+
+# -- real gloo groups: the plan on the transformer, the parallel decode ----------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _spawn(world_size: int, check, *args) -> None:
+    torch.multiprocessing.spawn(
+        _entry, args=(world_size, _free_port(), check, args), nprocs=world_size, join=True
+    )
+
+
+def _entry(rank: int, world_size: int, port: int, check, args: tuple) -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=120),
+    )
+    try:
+        check(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def _check_group(rank: int, world_size: int, cfg_degree: int) -> None:
+    """On every rank: the parallel transformer equals the plain one (5B-style rotary and
+    2B-style sincos positions); the tiles decoded by all ranks and blended on rank 0 equal
+    the pipeline's own tiled decode, bit for bit."""
+    from paradit.backend.models.seeded import seed_weights
+
+    pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
+    sincos_config = {k: v for k, v in pipe.transformer.config.items() if not k.startswith("_")}
+    sincos_config["use_rotary_positional_embeddings"] = False
+    sincos = seed_weights(type(pipe.transformer).from_config(sincos_config), 306)
+    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
+    for transformer, rotary in ((pipe.transformer, True), (sincos, False)):
+        inputs = _transformer_inputs(pipe)
+        if not rotary:
+            inputs["image_rotary_emb"] = None
+        plain = copy.deepcopy(transformer)
+        parallel = parallelize([transformer], plan, torch.device("cpu"), batched_cfg=True)
+        parallel.begin_job(True)
+        with torch.no_grad():
+            reference = plain(**inputs, return_dict=False)[0]
+            ours = transformer(**inputs, return_dict=False)[0]
+        error = ((ours - reference).norm() / reference.norm()).item()
+        assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], rotary, error)
+
+    # Small tiles (96x120 pixels, overlaps as the VAE's defaults) so 160x240 pixels make 2 x 3
+    # tiles of several sizes; 5 latent frames decode in two temporal chunks (3 + 2) that pass
+    # the causal-conv cache along.
+    pipe.vae.enable_tiling(tile_sample_min_height=96, tile_sample_min_width=120)
+    family = family_for("CogVideoXPipeline")
+    latents = torch.randn(1, 5, 16, 20, 30, generator=torch.Generator().manual_seed(3))
+    request = JobRequest(prompt="x", width=240, height=160, num_frames=17)
+    with torch.no_grad():
+        tiles = family.tiled_decode(pipe, request, latents)
+        assert tiles.num_tiles == 6 and len(set(deal(tiles.costs, world_size))) == world_size
+        decoded = decode_tiles(tiles, torch.device("cpu"))
+        if rank != 0:
+            assert decoded is None
+            return
+        frames = tiles.assemble(decoded)
+        video = pipe.decode_latents(latents)  # vae.decode with tiling on, one rank
+    expected = pipe.video_processor.postprocess_video(video=video, output_type="np")[0]
+    assert frames.shape == (17, 160, 240, 3)
+    np.testing.assert_array_equal(frames, expected)
+
+
+@pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1)])
+def test_parallel_transformer_and_decode_in_a_real_group(world_size, cfg_degree):
+    """2 ranks: batched CFG parallel; 3: Ulysses over 3 (uneven tokens, 4 heads on 3)."""
+    _spawn(world_size, _check_group, cfg_degree)
+
+
+def test_one_rank_tiled_decode_equals_the_vae():
+    pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
+    family = family_for("CogVideoXPipeline")
+    latents = torch.randn(1, 3, 16, 36, 50, generator=torch.Generator().manual_seed(4))
+    request = JobRequest(prompt="x", width=400, height=288, num_frames=9)
+    pipe.vae.enable_tiling()  # the real tile size, 240x360 pixels: 400x288 is 2 x 2 tiles
+    with torch.no_grad():
+        tiles = family.tiled_decode(pipe, request, latents[:, :, :, :30, :45])
+        assert tiles.num_tiles == 1  # fits one tile: decoded whole
+        tiles = family.tiled_decode(pipe, request, latents)
+        assert tiles.num_tiles == 4
+        frames = tiles.assemble([tiles.decode_tile(i) for i in range(tiles.num_tiles)])
+        video = pipe.decode_latents(latents)
+    expected = pipe.video_processor.postprocess_video(video=video, output_type="np")[0]
+    np.testing.assert_array_equal(frames, expected)
+
+
+# -- whole jobs on `paradit serve` groups -----------------------------------------------------
+
+
+def _run_at(backends, model: str, world_size: int, bodies: list[dict], *extra: str):
+    """(info, [Output per body]) of a backend started for these jobs and stopped after them
+    (at most one group at a time on small machines)."""
+    backend = backends.start(model, world_size, "--save-latents", *extra)
+    try:
+        client = backend.client
+        info = client.info()
+        outputs = []
+        for body in bodies:
+            job, pngs = run_job(client, body)
+            assert job["status"] == "succeeded" and len(pngs) == body["num_frames"]
+            assert job["preview_step"] == body["num_inference_steps"]  # the last step's
+            preview = Image.open(io.BytesIO(client.preview(job["id"])))
+            scale = max(1, min(8, 512 // (max(body["width"], body["height"]) // 8)))
+            assert preview.size == (body["width"] // 8 * scale, body["height"] // 8 * scale)
+            outputs.append((job, _pixels(pngs), client.latents(job["id"])))
+    finally:
+        backends.stop(backend)
+    return info, outputs
+
+
+@pytest.fixture(scope="module")
+def t2v_reference(backends):
+    """tiny-cogvideox at world size 1: GUIDED and UNGUIDED."""
+    return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED])
+
+
+def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
+    info, reference = t2v_reference
+    assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
+    assert info["plan"]["modes"] == []
+    runs = {  # label: (world size, flags, modes)
+        "ulysses 4": (4, ("--ulysses-degree", "4", "--cfg-degree", "1"), ["ulysses"]),
+        "ulysses 3": (3, (), ["ulysses"]),
+        "cfg 2 x ulysses 2": (4, (), ["cfg", "ulysses"]),
+    }
+    for label, (world_size, flags, modes) in runs.items():
+        info, outputs = _run_at(backends, "tiny-cogvideox", world_size, [GUIDED, UNGUIDED], *flags)
+        assert info["plan"]["modes"] == [*modes, "fsdp", "vae"] and info["plan"]["vae_parallel"]
+        for body, ours, ref in zip([GUIDED, UNGUIDED], outputs, reference, strict=True):
+            assert_equivalent(ref, ours, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
+
+
+def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
+    """The reference no one here wrote: the diffusers pipeline as a user calls it, with
+    `vae.enable_tiling()` (720x480 decodes in 3 x 3 tiles; 112x80 fits one)."""
+    from paradit.backend.serving.outputs import to_uint8
+
+    pipe = build_preset("tiny-cogvideox")
+    pipe.set_progress_bar_config(disable=True)
+    pipe.vae.enable_tiling()
+    for job, frames, _latents in t2v_reference[1]:
+        request = job["request"]
+        with torch.no_grad():
+            direct = pipe(
+                prompt=request["prompt"],
+                negative_prompt=request["negative_prompt"],
+                height=request["height"],
+                width=request["width"],
+                num_frames=request["num_frames"],
+                num_inference_steps=request["num_inference_steps"],
+                guidance_scale=request["guidance_scale"],
+                generator=torch.Generator("cpu").manual_seed(request["seed"]),
+                output_type="np",
+            ).frames[0]
+        result = compare(frames, to_uint8(np.asarray(direct)), FLOAT32)
+        assert result.verdict == IDENTICAL, (request["width"], result.overall)
+
+
+def test_image_to_video_at_world_size_2(backends):
+    body = {**GUIDED, "image": png_b64(720, 480)}
+    small = {**UNGUIDED, "image": png_b64(112, 80)}
+    dark = {**small, "image": png_b64(112, 80, scale=0.2)}
+    info, (reference, bright, darker) = _run_at(
+        backends, "tiny-cogvideox-i2v", 1, [body, small, dark]
+    )
+    assert info["task"] == IMAGE_TO_VIDEO and info["family"] == "cogvideox-i2v"
+    assert compare(bright[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
+    info, (ours,) = _run_at(backends, "tiny-cogvideox-i2v", 2, [body])
+    assert info["plan"]["modes"] == ["cfg", "fsdp", "vae"]
+    assert_equivalent(reference, ours, "i2v, cfg 2")
+
+
+SMALL = {"prompt": "a folder model", "seed": 21, "guidance_scale": 4.0, "width": 96}
+SMALL.update({"height": 64, "num_frames": 9, "num_inference_steps": 2})
+
+
+def test_saved_folder_serves_like_its_preset(tmp_path, backends):
+    folder = tmp_path / "tiny-cogvideox"
+    build_preset("tiny-cogvideox").save_pretrained(folder)
+    info, (from_folder,) = _run_at(backends, str(folder), 2, [SMALL])
+    assert info["family"] == "cogvideox-t2v" and info["limits"]["default_width"] == 720
+    _, (from_preset,) = _run_at(backends, "tiny-cogvideox", 2, [SMALL])
+    assert compare(from_preset[1], from_folder[1], FLOAT32).verdict == IDENTICAL
+
+
+def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):
+    """CogVideoX 1.0 I2V's learned positions (a saved buffer, for one size): the fixed size is
+    the rule, and a folder loaded shard by shard (world size 2) reads the buffer too."""
+    from paradit.backend.models.seeded import seed_weights
+
+    tiny = build_preset("tiny-cogvideox-i2v")
+    config = {k: v for k, v in tiny.transformer.config.items() if not k.startswith("_")}
+    config.update(use_learned_positional_embeddings=True, sample_height=8, sample_width=12)
+    config.update(sample_frames=9)  # latents 12x8 -> 96x64 pixels, 9 frames
+    transformer = seed_weights(type(tiny.transformer).from_config(config), 307)
+    positions = transformer.patch_embed.pos_embedding
+    with torch.no_grad():
+        positions.copy_(torch.randn(positions.shape, generator=torch.Generator().manual_seed(8)))
+    tiny.transformer = transformer
+    folder = tmp_path / "learned"
+    tiny.save_pretrained(folder)
+    body = {**SMALL, "image": png_b64(96, 64)}
+    info, (reference,) = _run_at(backends, str(folder), 1, [body])
+    limits = info["limits"]
+    assert (limits["fixed_width"], limits["fixed_height"]) == (96, 64)
+    assert (limits["default_width"], limits["default_height"]) == (96, 64)
+    backend = backends.start(str(folder), 2, "--save-latents")
+    with pytest.raises(BackendError, match="only takes 96x64, got 112x64"):
+        backend.client.submit({**body, "width": 112})
+    info, (ours,) = _run_at(backends, str(folder), 2, [body])
+    assert info["plan"]["sharded"]
+    assert_equivalent(reference, ours, "learned positions, cfg 2, loaded shard by shard")
+
+
+def _tiny_v15(image_to_video: bool):
+    """tiny-cogvideox reshaped as CogVideoX 1.5: temporal patches of 2, the 1.5 rotary grid,
+    and for image-to-video the `ofs` embedding."""
+    from diffusers import CogVideoXImageToVideoPipeline, CogVideoXPipeline
+
+    from paradit.backend.models.seeded import seed_weights
+
+    tiny = build_preset("tiny-cogvideox-i2v" if image_to_video else "tiny-cogvideox")
+    config = {k: v for k, v in tiny.transformer.config.items() if not k.startswith("_")}
+    config.update(patch_size_t=2, patch_bias=False)
+    config.update(sample_height=300, sample_width=300, sample_frames=81)
+    if image_to_video:
+        config["ofs_embed_dim"] = 32
+    transformer = type(tiny.transformer).from_config(config)
+    seed_weights(transformer, 305)
+    pipeline = CogVideoXImageToVideoPipeline if image_to_video else CogVideoXPipeline
+    parts = {name: getattr(tiny, name) for name in ("tokenizer", "text_encoder", "vae")}
+    return pipeline(**parts, scheduler=tiny.scheduler, transformer=transformer)
+
+
+def test_cogvideox15_pads_latent_frames_and_splits_them(tmp_path, backends):
+    """9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches and drops
+    it again before decoding; Ulysses over 3 ranks, and CFG for image-to-video."""
+    t2v, i2v = tmp_path / "v15", tmp_path / "v15-i2v"
+    _tiny_v15(False).save_pretrained(t2v)
+    _tiny_v15(True).save_pretrained(i2v)
+    info, (reference,) = _run_at(backends, str(t2v), 1, [SMALL])
+    limits = info["limits"]
+    assert limits["fps"] == 16 and limits["temporal_patch"] == 2 and limits["max_frames"] == 161
+    assert reference[2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding frame
+    _, (ours,) = _run_at(backends, str(t2v), 3, [SMALL])
+    assert_equivalent(reference, ours, "1.5, ulysses 3")
+    body = {**SMALL, "image": png_b64(96, 64)}
+    _, (reference,) = _run_at(backends, str(i2v), 1, [body])
+    _, (ours,) = _run_at(backends, str(i2v), 2, [body])
+    assert_equivalent(reference, ours, "1.5 i2v, cfg 2")
