@@ -281,3 +281,23 @@ def test_plan_reports_degrees_and_memory():
         "81",
     )
     assert tight.returncode == 3 and "does NOT fit" in tight.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["serve", "--model", "tiny-wan", "--host", "0.0.0.0"], "--token-file"),
+        (["ui", "--model", "tiny-wan", "--host", "0.0.0.0"], "--auth"),
+    ],
+)
+def test_exposed_without_a_token_or_login_is_refused(args, needle):
+    out = subprocess.run(
+        [sys.executable, "-m", "paradit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=SERVE_ENV,
+    )
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr and "--insecure" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
