@@ -1,0 +1,430 @@
+"""The memory plan: where each component lives and how a job decodes, with the reasons.
+
+At start the group takes the cheapest layout that fits the model's default job in the
+budget, trying in this order (each level keeps the fallbacks before it):
+
+    0  DiT sharded over the replica's ranks (or resident on one), text encoder on the device
+    1  + VAE tiling
+    2  + text encoder on CPU (encoding once per job on the CPU)
+    3  + DiT model offload (one GPU: the whole DiT moves in for the steps, out for the decode)
+    4  + DiT group offload (blocks stream in one by one; FSDP2's CPU offload when sharded)
+    5  + DiT sequential offload (one GPU: leaf modules stream in; slowest)
+
+Fallbacks are ordered by what they cost: tiling a decode costs seconds, encoding on the CPU
+costs seconds per job, streaming the DiT costs on every step. Once the weights must stream,
+the cheaper fallbacks cost nothing in comparison and the room they leave absorbs the
+allocator's fragmentation, so they are kept. On a CPU device the weights are in host memory
+already: levels 3-5 do not apply. `--offload` and `--vae-tiling` override the choice.
+
+Each job then gets its decode: split over the replica's ranks when it has several and the
+frame spans more than one tile, tiled when the layout's level tiles or the whole decode does
+not fit, whole otherwise. A job that does not fit even so is refused, naming the largest
+size that fits. Predictions are bytes per rank: the DiT's share, the encoders on the rank
+that encodes, the VAE, and the peak of whichever phase (denoising, decoding) is higher.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .sizes import JobShape, ModelSizes
+
+GIB = 1024**3
+OFFLOAD_MODES = ("auto", "none", "model", "group", "sequential")
+TILING_MODES = ("auto", "on", "off")
+USABLE_FRACTION = 0.9
+"""Of a device's memory, what the plan may fill (the rest: CUDA context, fragmentation)."""
+DECODES = ("whole", "tiled", "split")
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`)."""
+
+    gpu_memory_gib: float | None = None
+    offload: str = "auto"
+    vae_tiling: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
+            raise ValueError(f"--gpu-memory must be > 0 GiB, got {self.gpu_memory_gib}")
+        if self.offload not in OFFLOAD_MODES:
+            raise ValueError(f"--offload must be one of {', '.join(OFFLOAD_MODES)}")
+        if self.vae_tiling not in TILING_MODES:
+            raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Device bytes one rank may plan for, and where the figure came from."""
+
+    total: int
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.total <= 0:
+            raise ValueError(f"a budget must be > 0 bytes, got {self.total}")
+
+    @property
+    def usable(self) -> int:
+        return int(self.total * USABLE_FRACTION)
+
+    @classmethod
+    def of(cls, device_type: str, gpu_memory_gib: float | None, local_ranks: int = 1) -> Budget:
+        """`--gpu-memory` when given; else the device's free memory (CUDA) or this host's
+        available memory shared by the ranks on it (CPU)."""
+        if gpu_memory_gib is not None:
+            return cls(int(gpu_memory_gib * GIB), f"--gpu-memory {gpu_memory_gib:g}")
+        if device_type == "cuda":
+            import torch
+
+            free, _total = torch.cuda.mem_get_info()
+            return cls(int(free), "free memory of the GPU at start")
+        available = _host_available()
+        return cls(
+            max(1, available // max(1, local_ranks)),
+            f"available host memory / {local_ranks} rank(s) on this host",
+        )
+
+
+def _host_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """How the ranks divide a job (from the parallel plan)."""
+
+    device_type: str = "cuda"
+    replica_size: int = 1
+    sequence_degree: int = 1
+    cfg_parallel: bool = False
+    batched_cfg: bool = False
+    """The family runs CFG's two branches as one batch of 2 (CogVideoX)."""
+    shard_weights: bool = True
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard_weights and self.replica_size > 1
+
+    def batch(self, uses_cfg: bool = True) -> int:
+        return 2 if uses_cfg and self.batched_cfg and not self.cfg_parallel else 1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The group's decisions, fixed while it lives."""
+
+    level: int
+    dit: str
+    """"sharded", "resident", "offload-model", "offload-group" or "offload-sequential"."""
+    text_encoder: str
+    """"device" or "cpu"."""
+    tiles: bool
+    """This level tiles every decode."""
+
+    @property
+    def offload(self) -> str:
+        return self.dit.removeprefix("offload-") if self.dit.startswith("offload-") else "none"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Bytes on the busiest rank of each role, per phase."""
+
+    budget: Budget
+    parts: dict[str, int]
+    """Each term of the encoding rank's peak, for the reader."""
+    leader: int
+    """The rank that encodes (rank 0): max of its denoising and decoding phases."""
+    others: int
+
+    @property
+    def peak(self) -> int:
+        return max(self.leader, self.others)
+
+    @property
+    def fits(self) -> bool:
+        return self.peak <= self.budget.usable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "predicted_bytes": {"rank0": self.leader, "other_ranks": self.others},
+            "parts_bytes": self.parts,
+            "budget_bytes": self.budget.usable,
+            "budget": f"{USABLE_FRACTION:.0%} of {_gib(self.budget.total)} ({self.budget.source})",
+            "fits": self.fits,
+        }
+
+
+@dataclass(frozen=True)
+class JobMemory:
+    """One job's memory plan."""
+
+    shape: JobShape
+    layout: Layout
+    decode: str
+    """"whole" (one rank, untiled), "tiled" (one rank) or "split" (tiles over the replica)."""
+    tiling_needed: bool
+    """The decode is tiled because the whole one would not fit (not just to split it)."""
+    prediction: Prediction
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def vae_tiling(self) -> bool:
+        return self.decode != "whole"
+
+    @property
+    def fits(self) -> bool:
+        return self.prediction.fits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size": str(self.shape),
+            "dit": self.layout.dit,
+            "offload": self.layout.offload,
+            "text_encoder": self.layout.text_encoder,
+            "decode": self.decode,
+            "vae_tiling": self.vae_tiling,
+            "tiling_needed": self.tiling_needed,
+            **self.prediction.to_dict(),
+            "reasons": self.reasons,
+        }
+
+
+class TooLarge(ValueError):
+    """The job does not fit with every fallback the group has (HTTP 422)."""
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+class MemoryPlanner:
+    """Plans a model's group layout at start and each job's decode (same code for
+    `paradit plan`, `/v1/info` and job.json)."""
+
+    def __init__(
+        self,
+        sizes: ModelSizes,
+        settings: MemorySettings,
+        budget: Budget,
+        topology: Topology,
+        reference: JobShape,
+        size_multiple: int = 16,
+    ):
+        self.sizes = sizes
+        self.settings = settings
+        self.budget = budget
+        self.topology = topology
+        self.size_multiple = size_multiple
+        self.reference = reference
+        self.layout, self.start_reasons = self._choose_layout(reference)
+
+    # -- the group ----------------------------------------------------------------------
+
+    def levels(self) -> list[Layout]:
+        """The layouts the settings allow, cheapest first."""
+        topo, offload = self.topology, self.settings.offload
+        base = "sharded" if topo.sharded else "resident"
+        if offload not in ("auto", "none"):
+            base = f"offload-{offload}"
+        ladder = [
+            Layout(0, base, "device", False),
+            Layout(1, base, "device", True),
+            Layout(2, base, "cpu", True),
+        ]
+        if offload == "auto" and topo.device_type != "cpu":
+            one_rank = topo.replica_size == 1
+            ladder += [
+                *([Layout(3, "offload-model", "cpu", True)] if one_rank else []),
+                Layout(4, "offload-group", "cpu", True),
+                *([Layout(5, "offload-sequential", "cpu", True)] if one_rank else []),
+            ]
+        if self.settings.vae_tiling != "auto":
+            tiles = self.settings.vae_tiling == "on"
+            ladder = [layout for layout in ladder if layout.tiles == tiles or layout.level == 2]
+            ladder = [Layout(la.level, la.dit, la.text_encoder, tiles) for la in ladder]
+            ladder = list({(la.dit, la.text_encoder): la for la in reversed(ladder)}.values())[::-1]
+        return ladder
+
+    def _choose_layout(self, shape: JobShape) -> tuple[Layout, list[str]]:
+        tried = []
+        for layout in self.levels():
+            job = self._job(shape, layout)
+            if job.fits:
+                return layout, [*tried, self._why(layout, job)]
+            tried.append(
+                f"level {layout.level} ({self._describe(layout)}) needs "
+                f"{_gib(job.prediction.peak)} > {_gib(self.budget.usable)}"
+            )
+        last = self.levels()[-1]
+        tried.append(f"nothing fits {shape}: smaller jobs may (each job is checked)")
+        return last, tried
+
+    @staticmethod
+    def _describe(layout: Layout) -> str:
+        tiling = "tiled decode" if layout.tiles else "whole decode"
+        return f"DiT {layout.dit}, text encoder on {layout.text_encoder}, {tiling}"
+
+    def _why(self, layout: Layout, job: JobMemory) -> str:
+        return (
+            f"level {layout.level} ({self._describe(layout)}): {job.shape} needs "
+            f"{_gib(job.prediction.peak)} of {_gib(self.budget.usable)}"
+        )
+
+    # -- a job --------------------------------------------------------------------------
+
+    def plan_job(self, shape: JobShape) -> JobMemory:
+        """The job's decode and prediction under the group's layout (fits or not)."""
+        return self._job(shape, self.layout)
+
+    def check(self, shape: JobShape) -> JobMemory:
+        """`plan_job`, or TooLarge naming the largest size that fits."""
+        job = self.plan_job(shape)
+        if job.fits:
+            return job
+        raise TooLarge(
+            f"{shape} needs {_gib(job.prediction.peak)} on a rank, over the budget of "
+            f"{_gib(self.budget.usable)} even with {self._describe(self.layout)}; "
+            + self.largest_fit(shape)
+        )
+
+    def largest_fit(self, shape: JobShape) -> str:
+        """'the largest WxH at F frames that fits is ...' (same aspect ratio and frames)."""
+        job = self.plan_job(shape)
+        weights = job.prediction.parts.get("weights", 0)
+        variable = max(1, job.prediction.peak - weights)
+        room = self.budget.usable - weights
+        if room <= 0:
+            return f"the weights alone need {_gib(weights)} on a rank: use more GPUs or offload"
+        factor = min(1.0, math.sqrt(room / variable))
+        multiple = self.size_multiple
+        for _ in range(64):
+            candidate = shape.scaled(factor, multiple)
+            if self.plan_job(candidate).fits:
+                return f"the largest size that fits at {shape.frames} frames is {candidate}"
+            if candidate.width == multiple and candidate.height == multiple:
+                break
+            factor *= 0.9
+        return f"no size fits at {shape.frames} frames: use fewer frames or more GPUs"
+
+    def _job(self, shape: JobShape, layout: Layout) -> JobMemory:
+        topo, mode = self.topology, self.settings.vae_tiling
+        reasons = []
+        splits = topo.replica_size > 1 and self._spans_tiles(shape)
+        if mode == "off":
+            decode, needed = "whole", False
+            reasons.append("--vae-tiling off: the whole decode on one rank")
+        elif mode == "on" or layout.tiles:
+            decode = "split" if splits else "tiled"
+            needed = not self._predict(shape, layout, "whole").fits
+            reasons.append(
+                "--vae-tiling on" if mode == "on" else f"level {layout.level} tiles every decode"
+            )
+        else:
+            whole = self._predict(shape, layout, "whole")
+            needed = not whole.fits
+            decode = "split" if splits else ("tiled" if needed else "whole")
+            if splits:
+                reasons.append(f"decode split over {topo.replica_size} ranks")
+            if needed:
+                reasons.append(
+                    f"the whole decode would need {_gib(whole.peak)} > {_gib(self.budget.usable)}"
+                )
+        prediction = self._predict(shape, layout, decode)
+        return JobMemory(shape, layout, decode, needed, prediction, reasons)
+
+    def _spans_tiles(self, shape: JobShape) -> bool:
+        vae = self.sizes.vae
+        if vae is None:
+            return False
+        tile_h = getattr(vae, "tile_sample_min_height", None) or vae.tile_sample_min_size
+        tile_w = getattr(vae, "tile_sample_min_width", None) or vae.tile_sample_min_size
+        return shape.height > tile_h or shape.width > tile_w
+
+    def _predict(self, shape: JobShape, layout: Layout, decode: str) -> Prediction:
+        sizes, topo = self.sizes, self.topology
+        shape = JobShape(shape.width, shape.height, shape.frames, topo.batch())
+        steps_dit, decode_dit = self._dit_bytes(layout)
+        encoders = sizes.encoder_bytes if layout.text_encoder == "device" else 0
+        activations = sizes.activations(shape, topo.sequence_degree)
+        decoding = sizes.decode(shape, tiled=decode != "whole")
+        vae = sizes.vae_bytes
+        leader = max(steps_dit + activations, decode_dit + decoding) + encoders + vae
+        others = 0
+        if topo.replica_size > 1 or topo.cfg_parallel:
+            split = decoding if decode == "split" else 0
+            others = max(steps_dit + activations, decode_dit + split) + vae
+        parts = {
+            "weights": steps_dit + encoders + vae,
+            "dit_steps": steps_dit,
+            "dit_decode": decode_dit,
+            "encoders": encoders,
+            "vae": vae,
+            "activations": activations,
+            "decode": decoding,
+        }
+        return Prediction(self.budget, parts, leader, others)
+
+    def _dit_bytes(self, layout: Layout) -> tuple[int, int]:
+        """(bytes during the steps, bytes during the decode) of the DiT(s) on one rank."""
+        sizes, ranks = self.sizes, self.topology.replica_size
+        dit = sizes.dit_bytes
+        experts = max(1, round(dit / max(1, _dit_one(sizes))))
+        block, outside = sizes.block_bytes
+        if layout.dit == "resident":
+            return dit, dit
+        if layout.dit == "sharded":
+            return dit // ranks + 2 * block, dit // ranks
+        if layout.dit == "offload-model":
+            return dit // experts, 0  # one expert at a time moves in
+        if layout.dit == "offload-group":
+            return 2 * block + (outside // ranks if self.topology.sharded else outside), 0
+        return 2 * sizes.largest_leaf_bytes, 0
+
+    # -- reporting ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        reference = self.plan_job(self.reference)
+        return {
+            "settings": asdict(self.settings),
+            "level": self.layout.level,
+            "dit": self.layout.dit,
+            "offload": self.layout.offload,
+            "text_encoder": self.layout.text_encoder,
+            "weights_bytes": dict(self.sizes.weights),
+            "reference_job": reference.to_dict(),
+            "reasons": self.start_reasons,
+        }
+
+
+def _dit_one(sizes: ModelSizes) -> int:
+    return sizes.weights.get("transformer", 0) or sizes.dit_bytes
+
+
+def render(plan: dict[str, Any]) -> str:
+    """A plan (`MemoryPlanner.to_dict` or a job's) as lines a person reads."""
+    job = plan.get("reference_job", plan)
+    lines = [
+        f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}",
+        f"decode of {job['size']}: {job['decode']}"
+        + (" (tiling needed for memory)" if job["tiling_needed"] else ""),
+        f"predicted peak: rank 0 {_gib(job['predicted_bytes']['rank0'])}, other ranks "
+        f"{_gib(job['predicted_bytes']['other_ranks'])}; budget {job['budget']}",
+        *(f"  {name}: {_gib(value)}" for name, value in job["parts_bytes"].items()),
+        *(f"  why: {reason}" for reason in plan.get("reasons", [])),
+        "fits" if job["fits"] else "does NOT fit",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,319 @@
+"""What a model needs in memory: weights per component, and a job's activations and decode.
+
+Weights come from the component configs (modules built on the meta device: no file is read,
+so a folder holding only the `*.json` files of a model can be planned before downloading it).
+Activations and decode peaks come from running the real modules on meta tensors
+(`dryrun.py`); the decode of many frames is extrapolated from a few (the causal VAEs keep a
+fixed cache, and only the output grows with the frame count), so planning a 720p x 81 job
+takes seconds, not the decode's minutes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .dryrun import peak_bytes
+
+log = logging.getLogger(__name__)
+
+DIT_COMPONENTS = ("transformer", "transformer_2")
+ENCODER_COMPONENTS = ("text_encoder", "text_encoder_2", "image_encoder")
+ACTIVATION_FACTOR = 11
+"""Fallback: a DiT block's peak activations are about 11 x tokens x hidden width elements
+(measured on meta for Wan 1.3B/14B; used when a model's dry run is not possible)."""
+FRAMES_DRY = 3
+"""Latent frames the decode dry run uses; more are extrapolated from the output's growth."""
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The size of one job, in the units the planner needs."""
+
+    width: int
+    height: int
+    frames: int
+    batch: int = 1
+    """Rows in one DiT forward: 2 when the family batches CFG's branches on one rank."""
+
+    def __post_init__(self) -> None:
+        if min(self.width, self.height, self.frames, self.batch) < 1:
+            raise ValueError(f"width, height, frames and batch must be >= 1, got {self}")
+
+    def scaled(self, factor: float, multiple: int) -> JobShape:
+        """The same aspect ratio with sides times `factor`, rounded down to `multiple`."""
+        width = max(multiple, int(self.width * factor) // multiple * multiple)
+        height = max(multiple, int(self.height * factor) // multiple * multiple)
+        return JobShape(width, height, self.frames, self.batch)
+
+    def __str__(self) -> str:
+        return f"{self.width}x{self.height}x{self.frames}"
+
+
+@dataclass
+class ModelSizes:
+    """One model's weights (bytes as served) and its DiT and VAE on meta for dry runs."""
+
+    pipeline: str
+    weights: dict[str, int]
+    dit: torch.nn.Module
+    vae: torch.nn.Module | None
+    dtype: torch.dtype
+    vae_dtype: torch.dtype
+    spatial: int
+    """VAE downsampling (8)."""
+    temporal: int
+    """VAE frames per latent frame (4; 1 for images)."""
+    text_tokens: int = 512
+    _cache: dict[tuple, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def dit_bytes(self) -> int:
+        return sum(self.weights.get(name, 0) for name in DIT_COMPONENTS)
+
+    @property
+    def encoder_bytes(self) -> int:
+        return sum(self.weights.get(name, 0) for name in ENCODER_COMPONENTS)
+
+    @property
+    def vae_bytes(self) -> int:
+        return self.weights.get("vae", 0)
+
+    @functools.cached_property
+    def block_bytes(self) -> tuple[int, int]:
+        """(largest block, everything outside the blocks) of one DiT, in bytes."""
+        from ..parallel.fsdp import transformer_blocks
+
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        blocks = transformer_blocks(self.dit)
+        largest = max((_numel(b) for b in blocks), default=_numel(self.dit)) * size
+        outside = (_numel(self.dit) - sum(_numel(b) for b in blocks)) * size
+        return largest, outside
+
+    @functools.cached_property
+    def largest_leaf_bytes(self) -> int:
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        leaves = (m for m in self.dit.modules() if not list(m.children()))
+        return max((_numel(m) for m in leaves), default=0) * size
+
+    def latent_frames(self, frames: int) -> int:
+        return (frames - 1) // self.temporal + 1 if self.temporal > 1 else 1
+
+    # -- activations ------------------------------------------------------------------
+
+    def activations(self, shape: JobShape, sequence_degree: int) -> int:
+        """Peak activation bytes of one DiT forward on one rank (its share of the tokens)."""
+        key = ("dit", shape.width, shape.height, shape.frames, shape.batch, sequence_degree)
+        if key not in self._cache:
+            try:
+                self._cache[key] = peak_bytes(lambda: _dit_forward(self, shape, sequence_degree))
+            except Exception as exc:  # a model the dry run does not know: the rule of thumb
+                log.debug("dry run of %s failed (%s): estimating", type(self.dit).__name__, exc)
+                self._cache[key] = self._activation_rule(shape, sequence_degree)
+        return self._cache[key]
+
+    def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
+        config = self.dit.config
+        hidden = config.get("num_attention_heads", 1) * config.get("attention_head_dim", 64)
+        tokens = self.latent_frames(shape.frames) * (shape.height // (self.spatial * 2))
+        tokens = tokens * (shape.width // (self.spatial * 2))
+        local = math.ceil(tokens / sequence_degree) + self.text_tokens
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        return ACTIVATION_FACTOR * shape.batch * local * hidden * size
+
+    # -- decode -----------------------------------------------------------------------
+
+    def decode(self, shape: JobShape, *, tiled: bool) -> int:
+        """Peak bytes of the VAE decode of one job (weights not included)."""
+        if self.vae is None:
+            return 0
+        key = ("vae", shape.width, shape.height, shape.frames, tiled)
+        if key not in self._cache:
+            self._cache[key] = self._decode(shape, tiled)
+        return self._cache[key]
+
+    def _decode(self, shape: JobShape, tiled: bool) -> int:
+        frames = self.latent_frames(shape.frames)
+        video = self.temporal > 1
+        dry = min(frames, FRAMES_DRY) if video else 1
+        latent = (shape.height // self.spatial, shape.width // self.spatial)
+        channels = int(self.vae.config.get("latent_channels") or self.vae.config.get("z_dim"))
+        z_shape = (1, channels, dry, *latent) if video else (1, channels, *latent)
+
+        def run() -> Any:
+            z = torch.empty(z_shape, dtype=self.vae_dtype, device="meta")
+            return self.vae.decode(z, return_dict=False)[0]
+
+        switch = self.vae.enable_tiling if tiled else self.vae.disable_tiling
+        switch()
+        try:
+            peak = peak_bytes(run)
+        finally:
+            self.vae.disable_tiling()
+        if frames > dry:  # the output (and its copies while frames are joined) grows
+            per_frame = 3 * self.temporal * shape.height * shape.width
+            element = torch.tensor([], dtype=self.vae_dtype).element_size()
+            copies = 3 if tiled else 1  # tiles kept per row, blended rows, the joined video
+            peak += (frames - dry) * per_frame * element * copies
+        return peak
+
+
+def _numel(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
+    """One forward of the meta DiT at this rank's share of the job's tokens."""
+    dit, config = sizes.dit, sizes.dit.config
+    batch, dtype = shape.batch, sizes.dtype
+    rows = shape.height // sizes.spatial
+    cols = shape.width // sizes.spatial
+    rows = max(2, math.ceil(rows / sequence_degree / 2) * 2)  # this rank's rows of patches
+    frames = sizes.latent_frames(shape.frames)
+    meta = {"device": "meta", "dtype": dtype}
+    step = torch.empty((batch,), device="meta")
+    kind = type(dit).__name__
+    if kind.startswith("Wan"):
+        kwargs = {}
+        if config.get("image_dim"):
+            kwargs["encoder_hidden_states_image"] = torch.empty(
+                (batch, 257, config["image_dim"]), **meta
+            )
+        return dit(
+            torch.empty((batch, config["in_channels"], frames, rows, cols), **meta),
+            step,
+            torch.empty((batch, sizes.text_tokens, config["text_dim"]), **meta),
+            return_dict=False,
+            **kwargs,
+        )
+    if kind.startswith("Flux"):
+        tokens = (rows // 2) * (cols // 2)
+        return dit(
+            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
+            encoder_hidden_states=torch.empty(
+                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
+            ),
+            pooled_projections=torch.empty((batch, config["pooled_projection_dim"]), **meta),
+            timestep=step,
+            img_ids=torch.empty((tokens, 3), device="meta"),
+            txt_ids=torch.empty((sizes.text_tokens, 3), device="meta"),
+            guidance=step if config.get("guidance_embeds") else None,
+            return_dict=False,
+        )
+    if kind.startswith("CogVideoX"):
+        patch_t = config.get("patch_size_t") or 1
+        frames = math.ceil(frames / patch_t) * patch_t
+        return dit(
+            hidden_states=torch.empty((batch, frames, config["in_channels"], rows, cols), **meta),
+            encoder_hidden_states=torch.empty(
+                (batch, sizes.text_tokens, config["text_embed_dim"]), **meta
+            ),
+            timestep=step,
+            return_dict=False,
+        )
+    raise ValueError(f"no dry run for {kind}")
+
+
+# -- building a model's sizes --------------------------------------------------------------
+
+
+def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
+    """Sizes of a built pipeline (real weights, sharded or not, or on meta already)."""
+    vae_dtype = torch.float32 if family.vae_float32 else dtype
+    weights, metas = {}, {}
+    for name, module in pipe.components.items():
+        if not isinstance(module, torch.nn.Module):
+            continue
+        meta = _on_meta(module)
+        metas[name] = meta
+        element = torch.tensor([], dtype=vae_dtype if name == "vae" else dtype).element_size()
+        weights[name] = _numel(meta) * element
+    dit = metas["transformer"].to(dtype)
+    vae = metas.get("vae")
+    temporal = int(getattr(pipe, "vae_scale_factor_temporal", 1) or 1)
+    spatial = int(
+        getattr(pipe, "vae_scale_factor_spatial", 0) or getattr(pipe, "vae_scale_factor", 8)
+    )
+    text_tokens = int(getattr(family, "text_tokens", lambda _pipe: 512)(pipe))
+    return ModelSizes(
+        pipeline=type(pipe).__name__,
+        weights=weights,
+        dit=dit,
+        vae=None if vae is None else vae.to(vae_dtype),
+        dtype=dtype,
+        vae_dtype=vae_dtype,
+        spatial=spatial,
+        temporal=temporal if family.task != "text-to-image" else 1,
+        text_tokens=text_tokens,
+    )
+
+
+def _on_meta(module: torch.nn.Module) -> torch.nn.Module:
+    """The same architecture on the meta device (built from its config, nothing copied)."""
+    if all(p.device.type == "meta" for p in module.parameters()):
+        return module
+    config = module.config
+    with torch.device("meta"):
+        if hasattr(type(module), "from_config"):  # diffusers
+            return type(module).from_config(dict(config))
+        return type(module)(config)  # transformers
+
+
+def meta_pipeline(model: str) -> Any:
+    """A model's pipeline with every module on meta: from a preset or a folder's configs
+    (weights need not be there). Hub ids are refused: nothing can be read without them."""
+    from ..models.loading import ModelSource
+    from ..models.presets import build_preset, is_tiny_preset
+
+    source = ModelSource.parse(model)
+    if source.kind == "preset":
+        if is_tiny_preset(source.name):
+            return build_preset(source.name)  # tiny: built for real in a moment
+        return build_preset(source.name, device="meta")
+    if source.kind == "hub":
+        raise ValueError(
+            "planning reads the model's configs: give a preset or a folder (the *.json files "
+            "of a diffusers repo are enough)"
+        )
+    return _folder_on_meta(Path(source.name))
+
+
+def _folder_on_meta(folder: Path) -> Any:
+    import diffusers
+    import transformers
+
+    index = json.loads((folder / "model_index.json").read_text())
+    parts: dict[str, Any] = {}
+    for name, value in index.items():
+        if not (isinstance(value, list) and len(value) == 2 and value[0]):
+            if not name.startswith("_"):
+                parts[name] = None if isinstance(value, list) else value
+            continue
+        library, class_name = value
+        path = folder / name
+        if class_name.endswith("Scheduler"):
+            parts[name] = getattr(diffusers, class_name).from_config(
+                getattr(diffusers, class_name).load_config(path)
+            )
+        elif library == "diffusers":
+            model_class = getattr(diffusers, class_name)
+            with torch.device("meta"):
+                parts[name] = model_class.from_config(model_class.load_config(path))
+        elif library == "transformers" and not class_name.endswith(("Tokenizer", "TokenizerFast")):
+            if "Processor" in class_name:
+                parts[name] = None
+                continue
+            model_class = getattr(transformers, class_name)
+            config = transformers.AutoConfig.from_pretrained(path)
+            with torch.device("meta"):
+                parts[name] = model_class(config)
+        else:
+            parts[name] = None
+    return getattr(diffusers, index["_class_name"])(**parts)
