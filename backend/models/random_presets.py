@@ -42,6 +42,10 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:cogvideox-5b": "cogvideox-5b.json",
     "random:cogvideox-5b-i2v": "cogvideox-5b-i2v.json",
     "random:cogvideox1.5-5b": "cogvideox1.5-5b.json",
+    "random:wan2.1-t2v-1.3b": "wan2.1-t2v-1.3b.json",
+    "random:wan2.1-t2v-14b": "wan2.1-t2v-14b.json",
+    "random:wan2.2-t2v-a14b": "wan2.2-t2v-a14b.json",
+    "random:flux.1-dev": "flux.1-dev.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -53,7 +57,7 @@ def is_random_preset(name: str) -> bool:
 
 
 def random_preset_spec(name: str) -> dict[str, Any]:
-    """The preset's JSON: {"pipeline", "architecture_of", "components"}."""
+    """The preset's JSON: {"pipeline", "architecture_of", ["pipeline_config",] "components"}."""
     if name not in RANDOM_PRESETS:
         raise ValueError(
             f"unknown random preset {name!r}: choose one of {', '.join(RANDOM_PRESET_NAMES)}"
@@ -102,7 +106,7 @@ def build_random_preset(
         )
         for component, entry in entries.items()
     }
-    return getattr(diffusers, spec["pipeline"])(**parts)
+    return getattr(diffusers, spec["pipeline"])(**parts, **spec.get("pipeline_config", {}))
 
 
 def _build(
