@@ -166,3 +166,17 @@ def test_flux_dev_generates_with_the_shipped_configs():
     assert tensors["prompt_embeds"].shape == (1, 512, 4096)
     assert tensors["pooled_prompt_embeds"].shape == (1, 768)  # CLIP's pooled output
     assert "negative_prompt_embeds" not in tensors  # guidance is embedded, no CFG
+
+
+@pytest.mark.fast
+def test_plan_counts_both_wan22_experts_and_the_reduced_encoders():
+    from paradit.backend.tools.plan import GIB, estimate
+
+    report = estimate(WAN_A14B, gpus=4, gpu_memory_gib=80, width=1280, height=720, frames=81)
+    experts = sum(DIT_PARAMS[WAN_A14B].values())
+    assert report["gib"]["dit_per_gpu"] == round(experts * 2 / 4 / GIB, 3)  # bf16, 4 shards
+    assert report["gib"]["encoders_rank0"] == round(UMT5_4096["text_encoder"] * 2 / GIB, 3)
+    assert report["tokens"] == 21 * 45 * 80  # 81 frames -> 21 latent frames of 45 x 80 tokens
+    flux = estimate(FLUX_DEV, gpus=2, gpu_memory_gib=80, width=1024, height=1024, frames=1)
+    assert flux["plan"]["cfg_degree"] == 1  # guidance-distilled: nothing for CFG parallel
+    assert flux["tokens"] == 64 * 64
