@@ -1,23 +1,39 @@
 """Real-architecture presets with seeded random weights: `random:<model>`, no download.
 
 Each preset is a JSON file in `configs/` that holds the real model's component configs (as
-its diffusers repo ships them: transformer, VAE, scheduler) and the pipeline class. The text
-encoders are the exception: a full T5-XXL (4.7B parameters) is no use with random weights, so
-the presets carry a *reduced* encoder of the same width (its embeddings fit the DiT's text
-projection) with 2 layers and a byte-level vocabulary; it is named in the file's
-"text_encoder" config and documented in the README.
+its diffusers repo ships them: transformer(s), VAE, scheduler), the pipeline class and the
+pipeline's own settings ("pipeline_config", e.g. Wan 2.2's `boundary_ratio`). They make memory
+and speed figures meaningful where no weights can be downloaded.
 
     random:cogvideox-2b        THUDM/CogVideoX-2b architecture (1.7B DiT, sincos positions)
     random:cogvideox-5b        THUDM/CogVideoX-5b (5.6B DiT, rotary positions)
     random:cogvideox-5b-i2v    THUDM/CogVideoX-5b-I2V (learned positions: 720x480 only)
     random:cogvideox1.5-5b     THUDM/CogVideoX1.5-5B (temporal patches of 2 latent frames)
+    random:wan2.1-t2v-1.3b     Wan-AI/Wan2.1-T2V-1.3B-Diffusers (1.42B DiT)
+    random:wan2.1-t2v-14b      Wan-AI/Wan2.1-T2V-14B-Diffusers (14.3B DiT)
+    random:wan2.2-t2v-a14b     Wan-AI/Wan2.2-T2V-A14B-Diffusers (two 14.3B experts: the
+                               high-noise `transformer` above timestep 875, `transformer_2` below)
+    random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
+
+How they stay usable on a CPU machine:
+- The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
+  use with random weights, so each preset carries an encoder of the real width (its embeddings
+  fit the DiT's text projection: 4096 for UMT5/T5, 768 for Flux's pooled CLIP) with 2 layers
+  and a byte-level vocabulary (`seeded.byte_tokenizer`): "UMT5 4096" (Wan, 22M parameters),
+  "T5 4096" (CogVideoX, Flux, 22M), "CLIP-L 768" (Flux, 14M). Each is named in its entry's
+  "reduced_from" in the JSON and in the README. Sequence lengths stay real (Wan and Flux's T5
+  512 tokens, CLIP 77, CogVideoX 226), so the DiT sees real token counts.
+- Models are constructed directly in the target dtype on the target device, and only then are
+  the weights set from the seed, so a 14B model never exists in float32 first. On `meta` a
+  preset builds without memory: `paradit plan` and the tests count parameters that way.
+- `overrides` cut a build down for CPU runs while keeping the rest of the shipped configs, e.g.
+  {"transformer": {"num_layers": 1}} (the tests' cheap generations do that).
+The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 84M.
 
 To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
-optional "seed" (weights drawn as in `seeded.seed_weights`), or {"byte_level_max_length": N}
-for a tokenizer. Models are constructed directly in the target dtype on the target device
-(`meta` builds the architecture without memory, e.g. to count parameters); only then are the
-weights set from the seed, so a 5B model never exists in float32 first.
+optional "seed" (weights drawn as in `seeded.seed_weights`) and free-text "reduced_from", or
+{"byte_level_max_length": N} for a tokenizer.
 """
 
 from __future__ import annotations
@@ -42,6 +58,10 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:cogvideox-5b": "cogvideox-5b.json",
     "random:cogvideox-5b-i2v": "cogvideox-5b-i2v.json",
     "random:cogvideox1.5-5b": "cogvideox1.5-5b.json",
+    "random:wan2.1-t2v-1.3b": "wan2.1-t2v-1.3b.json",
+    "random:wan2.1-t2v-14b": "wan2.1-t2v-14b.json",
+    "random:wan2.2-t2v-a14b": "wan2.2-t2v-a14b.json",
+    "random:flux.1-dev": "flux.1-dev.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -53,7 +73,7 @@ def is_random_preset(name: str) -> bool:
 
 
 def random_preset_spec(name: str) -> dict[str, Any]:
-    """The preset's JSON: {"pipeline", "architecture_of", "components"}."""
+    """The preset's JSON: {"pipeline", "architecture_of", ["pipeline_config",] "components"}."""
     if name not in RANDOM_PRESETS:
         raise ValueError(
             f"unknown random preset {name!r}: choose one of {', '.join(RANDOM_PRESET_NAMES)}"
@@ -102,7 +122,7 @@ def build_random_preset(
         )
         for component, entry in entries.items()
     }
-    return getattr(diffusers, spec["pipeline"])(**parts)
+    return getattr(diffusers, spec["pipeline"])(**parts, **spec.get("pipeline_config", {}))
 
 
 def _build(

@@ -1,0 +1,182 @@
+"""`random:` presets of Wan 2.1, Wan 2.2 A14B and Flux.1-dev: the shipped architectures at full
+size on the meta device (parameter counts, configs), and cheap real generations on the CPU with
+the same configs cut down by `overrides` (the full-size modules are only ever built on meta).
+
+The CogVideoX `random:` presets are tested in test_cogvideox.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from paradit.backend.contract import JobRequest
+from paradit.backend.models.families import family_for
+from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
+
+torch.set_num_threads(1)
+
+WAN_1_3B, WAN_14B = "random:wan2.1-t2v-1.3b", "random:wan2.1-t2v-14b"
+WAN_A14B, FLUX_DEV = "random:wan2.2-t2v-a14b", "random:flux.1-dev"
+NAMES = (WAN_1_3B, WAN_14B, WAN_A14B, FLUX_DEV)
+
+# DiT parameters of the published models, counted on the meta device: Wan2.1-T2V-1.3B
+# ("1.3B"), Wan2.1-T2V-14B ("14B"), Wan2.2-T2V-A14B (two 14B experts, "27B total, 14B
+# active per step"), FLUX.1-dev ("12B").
+DIT_PARAMS = {
+    WAN_1_3B: {"transformer": 1_418_996_800},
+    WAN_14B: {"transformer": 14_288_491_584},
+    WAN_A14B: {"transformer": 14_288_491_584, "transformer_2": 14_288_491_584},
+    FLUX_DEV: {"transformer": 11_901_408_320},
+}
+# The reduced text encoders (real width, 2 layers, byte-level vocabulary; named in the configs)
+# instead of UMT5-XXL (5.7B), CLIP-L's text model (123M) and T5-XXL's encoder (4.7B).
+UMT5_4096 = {"text_encoder": 22_053_120}
+ENCODER_PARAMS = {
+    WAN_1_3B: UMT5_4096,
+    WAN_14B: UMT5_4096,
+    WAN_A14B: UMT5_4096,
+    FLUX_DEV: {"text_encoder": 14_435_328, "text_encoder_2": 22_052_992},  # CLIP 768, T5 4096
+}
+DITS = ("transformer", "transformer_2")
+
+
+@pytest.fixture(scope="module")
+def meta_pipes() -> dict:
+    return {name: build_random_preset(name, device="meta") for name in NAMES}
+
+
+def _params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", NAMES)
+def test_shipped_architecture_and_parameter_counts(name, meta_pipes):
+    pipe, spec = meta_pipes[name], random_preset_spec(name)
+    assert type(pipe).__name__ == spec["pipeline"]
+    for component, entry in spec["components"].items():
+        if "config" not in entry:
+            continue
+        config = getattr(pipe, component).config
+        config = config if isinstance(config, dict) else config.to_dict()
+        for key, value in entry["config"].items():
+            if key[0] != "_":
+                assert _plain(config[key]) == value, (component, key)
+    counts = {c: _params(getattr(pipe, c)) for c in DITS if getattr(pipe, c, None) is not None}
+    assert counts == DIT_PARAMS[name]
+    encoders = {c: _params(getattr(pipe, c)) for c in ENCODER_PARAMS[name]}
+    assert encoders == ENCODER_PARAMS[name]
+    assert all(p.device.type == "meta" for p in pipe.transformer.parameters())
+
+
+@pytest.mark.fast
+def test_encoders_fit_the_dits_and_pipeline_settings(meta_pipes):
+    for name in (WAN_1_3B, WAN_14B, WAN_A14B):
+        pipe = meta_pipes[name]
+        assert pipe.text_encoder.config.d_model == pipe.transformer.config.text_dim == 4096
+        assert len(pipe.tokenizer) == pipe.text_encoder.config.vocab_size
+        assert pipe.tokenizer.model_max_length == 512  # what Wan pads its prompts to
+        scheduler = pipe.scheduler.config
+        assert (scheduler.flow_shift, scheduler.prediction_type) == (3.0, "flow_prediction")
+        assert scheduler.use_flow_sigmas
+        assert pipe.vae.config.z_dim == 16 and len(pipe.vae.config.latents_mean) == 16
+        wan = family_for("WanPipeline").limits(pipe, tiny=False)
+        assert (wan.default_width, wan.default_height, wan.default_frames) == (832, 480, 81)
+    assert meta_pipes[WAN_A14B].config.boundary_ratio == 0.875
+    assert meta_pipes[WAN_1_3B].config.boundary_ratio is None
+    assert meta_pipes[WAN_1_3B].transformer_2 is None
+    flux = meta_pipes[FLUX_DEV]
+    assert flux.text_encoder.config.hidden_size == flux.transformer.config.pooled_projection_dim
+    assert flux.text_encoder_2.config.d_model == flux.transformer.config.joint_attention_dim
+    assert (flux.tokenizer.model_max_length, flux.tokenizer_2.model_max_length) == (77, 512)
+    assert flux.scheduler.config.use_dynamic_shifting
+    family = family_for("FluxPipeline")
+    assert not family.supports_cfg(flux)  # guidance-distilled: the scale is embedded
+    limits = family.limits(flux, tiny=False)
+    assert (limits.default_width, limits.default_height, limits.default_steps) == (1024, 1024, 28)
+
+
+# -- cheap real generations: the shipped configs, cut down by overrides ----------------------
+
+ONE_LAYER = {"num_layers": 1}
+# Flux and the two 14B experts also lose width (2 heads of 128): a full-width Flux block pair
+# is 0.5B parameters. Text width (4096) and the VAE stay as shipped.
+NARROW_FLUX = {"num_layers": 1, "num_single_layers": 1, "num_attention_heads": 2}
+NARROW_WAN = {"num_layers": 1, "num_attention_heads": 2, "ffn_dim": 512}
+
+
+def _generate(pipe, request_body: dict) -> tuple[np.ndarray, dict]:
+    """One job as the engine runs it on one rank: the family encodes and prepares."""
+    pipe.set_progress_bar_config(disable=True)
+    family = family_for(type(pipe).__name__)
+    request = JobRequest.from_body(request_body, family.limits(pipe, tiny=False))
+    tensors = family.encode(pipe, request, torch.device("cpu"))
+    kwargs = family.prepare(pipe, request, tensors)
+    generator = torch.Generator().manual_seed(request.seed)
+    with torch.no_grad():
+        output = pipe(**kwargs, generator=generator, output_type="np", return_dict=False)
+    return family.frames(output), tensors
+
+
+def _assert_frames(frames: np.ndarray, shape: tuple) -> None:
+    assert frames.shape == shape
+    assert np.isfinite(frames).all() and frames.std() > 0.01
+
+
+VIDEO = {"prompt": "a fox ü 狐", "seed": 3, "width": 32, "height": 32, "num_frames": 5}
+
+
+def test_wan21_generates_with_the_shipped_configs():
+    pipe = build_random_preset(WAN_1_3B, overrides={"transformer": ONE_LAYER})
+    assert pipe.transformer.config.num_attention_heads == 12  # the real width, 1 layer
+    frames, tensors = _generate(pipe, {**VIDEO, "num_inference_steps": 2})
+    _assert_frames(frames, (5, 32, 32, 3))
+    assert tensors["prompt_embeds"].shape == (1, 512, 4096)
+    assert "negative_prompt_embeds" in tensors  # CFG
+
+
+def test_wan22_switches_expert_at_the_boundary():
+    overrides = {"transformer": NARROW_WAN, "transformer_2": NARROW_WAN}
+    pipe = build_random_preset(WAN_A14B, overrides=overrides)
+    calls = {"transformer": 0, "transformer_2": 0}
+    for name in calls:
+        getattr(pipe, name).register_forward_hook(
+            lambda *_args, name=name: calls.__setitem__(name, calls[name] + 1)
+        )
+    # 2 steps with shift 3: timesteps ~999 (high noise, >= 875) then ~750 (low noise).
+    frames, _ = _generate(pipe, {**VIDEO, "num_inference_steps": 2})
+    _assert_frames(frames, (5, 32, 32, 3))
+    assert calls == {"transformer": 2, "transformer_2": 2}  # one step each, CFG: 2 calls
+    assert not torch.equal(  # the experts have their own seeds
+        pipe.transformer.proj_out.weight, pipe.transformer_2.proj_out.weight
+    )
+
+
+def test_flux_dev_generates_with_the_shipped_configs():
+    pipe = build_random_preset(FLUX_DEV, overrides={"transformer": NARROW_FLUX})
+    image = {key: VIDEO[key] for key in ("prompt", "seed", "width", "height")}
+    frames, tensors = _generate(pipe, {**image, "num_inference_steps": 2})
+    _assert_frames(frames, (1, 32, 32, 3))
+    assert tensors["prompt_embeds"].shape == (1, 512, 4096)
+    assert tensors["pooled_prompt_embeds"].shape == (1, 768)  # CLIP's pooled output
+    assert "negative_prompt_embeds" not in tensors  # guidance is embedded, no CFG
+
+
+@pytest.mark.fast
+def test_plan_counts_both_wan22_experts_and_the_reduced_encoders():
+    from paradit.backend.tools.plan import GIB, estimate
+
+    report = estimate(WAN_A14B, gpus=4, gpu_memory_gib=80, width=1280, height=720, frames=81)
+    experts = sum(DIT_PARAMS[WAN_A14B].values())
+    assert report["gib"]["dit_per_gpu"] == round(experts * 2 / 4 / GIB, 3)  # bf16, 4 shards
+    assert report["gib"]["encoders_rank0"] == round(UMT5_4096["text_encoder"] * 2 / GIB, 3)
+    assert report["tokens"] == 21 * 45 * 80  # 81 frames -> 21 latent frames of 45 x 80 tokens
+    flux = estimate(FLUX_DEV, gpus=2, gpu_memory_gib=80, width=1024, height=1024, frames=1)
+    assert flux["plan"]["cfg_degree"] == 1  # guidance-distilled: nothing for CFG parallel
+    assert flux["tokens"] == 64 * 64
