@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .memory.settings import OFFLOAD_MODES, TILING_MODES, MemorySettings
+
 BACKEND = "backend"
 """Flags every command that starts a backend takes (serve, generate, verify, batch, ui)."""
 SERVING = "serving"
@@ -89,6 +91,44 @@ class ServeConfig:
         default=True,
         metadata=_flag(
             "--no-shard", BACKEND, "keep the full DiT weights on every rank (no FSDP2 sharding)"
+        ),
+    )
+    gpu_memory_gib: float | None = field(
+        default=None,
+        metadata=_flag(
+            "--gpu-memory",
+            BACKEND,
+            "GiB per device to plan for (default: the GPU's free memory; on CPU, the host's "
+            "available memory shared by its ranks)",
+        ),
+    )
+    offload: str = field(
+        default="auto",
+        metadata=_flag(
+            "--offload",
+            BACKEND,
+            "where the DiT lives when it does not fit: auto (the memory plan decides), none, "
+            "model, group or sequential (diffusers' CPU offload)",
+            choices=OFFLOAD_MODES,
+        ),
+    )
+    vae_tiling: str = field(
+        default="auto",
+        metadata=_flag(
+            "--vae-tiling",
+            BACKEND,
+            "auto (tiles when the whole decode does not fit, or to split it over a replica's "
+            "ranks), on, or off",
+            choices=TILING_MODES,
+        ),
+    )
+    plan_for: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--plan-for",
+            BACKEND,
+            "WxHxF: the job size the memory plan chooses the layout for at start (default: "
+            "the model's default size); every job is still checked",
         ),
     )
     host: str = field(
@@ -184,6 +224,7 @@ class ServeConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        self.memory_settings()  # --gpu-memory, --offload and --vae-tiling, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:
             raise ValueError(
                 f"--dp-degree must be >= 1 and divide the world size {self.world_size}, "
@@ -229,6 +270,9 @@ class ServeConfig:
             else:
                 argv += [flag, str(value)]
         return argv
+
+    def memory_settings(self) -> MemorySettings:
+        return MemorySettings(self.gpu_memory_gib, self.offload, self.vae_tiling, self.plan_for)
 
     def plan_overrides(self) -> dict[str, Any]:
         """The degrees and sharding asked for, as `choose_plan` keywords."""
@@ -277,7 +321,8 @@ def add_flags(parser: argparse.ArgumentParser, *groups: str, model_required: boo
         if isinstance(f.default, bool):
             kwargs |= {"action": "store_false" if f.default else "store_true"}
         else:
-            kind = {"int": int, "int | None": int, "float": float}.get(str(f.type), str)
+            kind = {"int": int, "int | None": int, "float": float, "float | None": float}
+            kind = kind.get(str(f.type), str)
             kwargs |= {"type": kind, "default": f.default}
         if f.name == "device":
             kwargs["choices"] = DEVICES

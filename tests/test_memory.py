@@ -3,6 +3,7 @@ host memory than on 1 rank, because each rank reads only its shards."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -58,8 +59,9 @@ def _tree_rss(marker: str) -> int:
     return total
 
 
-def _peak_rss(folder: Path, world_size: int, out: Path) -> int:
-    """The peak summed resident memory of `serve` and its ranks: start-up and one job."""
+def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, dict]:
+    """The peak summed resident memory of `serve` and its ranks (start-up and one job), and
+    the job's memory record (its plan and each rank's measured peak)."""
     peak, done = [0], threading.Event()
 
     def sample() -> None:
@@ -80,11 +82,13 @@ def _peak_rss(folder: Path, world_size: int, out: Path) -> int:
         with LocalBackend(
             config, start_timeout_s=600, log_file=out.parent / f"{out.name}.log"
         ) as b:
-            assert b.client.wait(b.client.submit(BODY), timeout_s=300)["status"] == "succeeded"
+            job = b.client.wait(b.client.submit(BODY), timeout_s=300)
+            assert job["status"] == "succeeded"
     finally:
         done.set()
         sampler.join()
-    return peak[0]
+    record = json.loads((out / job["id"] / "job.json").read_text())
+    return peak[0], record["memory"]
 
 
 @pytest.mark.timeout(900)
@@ -92,11 +96,23 @@ def test_two_ranks_load_a_1gb_dit_with_one_host_copy(tmp_path):
     folder = tmp_path / "wan-1gb"
     dit_bytes = _big_wan_folder(folder)
     assert dit_bytes > 0.9e9
-    one = _peak_rss(folder, 1, tmp_path / "one-rank")
-    two = _peak_rss(folder, 2, tmp_path / "two-ranks")
+    one, memory_one = _peak_rss(folder, 1, tmp_path / "one-rank")
+    two, memory_two = _peak_rss(folder, 2, tmp_path / "two-ranks")
     print(
         f"DiT {dit_bytes / 2**30:.2f} GiB; peak RSS 1 rank {one / 2**30:.2f} GiB, "
         f"2 ranks {two / 2**30:.2f} GiB ({two / one:.2f}x)"
     )
     assert one > dit_bytes  # the sampler saw the model
     assert two <= 1.35 * one, (one, two)
+    # The memory plan's prediction against each rank's measured peak during the job (its
+    # resident high-water mark above what the process held before loading the model).
+    for memory in (memory_one, memory_two):
+        predicted = memory["predicted_bytes"]
+        for rank, reading in memory["measured"].items():
+            expected = predicted["rank0" if rank == "0" else "other_ranks"]
+            measured = reading["above_start_bytes"]
+            print(
+                f"rank {rank}: predicted {expected / 2**30:.3f} GiB, measured "
+                f"{measured / 2**30:.3f} GiB ({measured / expected:.2f}x)"
+            )
+            assert 0.75 * measured <= expected <= 1.25 * measured, (rank, expected, measured)

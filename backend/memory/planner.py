@@ -29,31 +29,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .sizes import JobShape, ModelSizes
+from .settings import JobShape, MemorySettings
+from .sizes import ModelSizes
 
 GIB = 1024**3
-OFFLOAD_MODES = ("auto", "none", "model", "group", "sequential")
-TILING_MODES = ("auto", "on", "off")
 USABLE_FRACTION = 0.9
 """Of a device's memory, what the plan may fill (the rest: CUDA context, fragmentation)."""
 DECODES = ("whole", "tiled", "split")
-
-
-@dataclass(frozen=True)
-class MemorySettings:
-    """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`)."""
-
-    gpu_memory_gib: float | None = None
-    offload: str = "auto"
-    vae_tiling: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
-            raise ValueError(f"--gpu-memory must be > 0 GiB, got {self.gpu_memory_gib}")
-        if self.offload not in OFFLOAD_MODES:
-            raise ValueError(f"--offload must be one of {', '.join(OFFLOAD_MODES)}")
-        if self.vae_tiling not in TILING_MODES:
-            raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
 
 
 @dataclass(frozen=True)
@@ -386,8 +368,8 @@ class MemoryPlanner:
         block, outside = sizes.block_bytes
         if layout.dit == "resident":
             return dit, dit
-        if layout.dit == "sharded":
-            return dit // ranks + 2 * block, dit // ranks
+        if layout.dit == "sharded":  # FSDP2: a block unsharded and its all-gather buffer,
+            return dit // ranks + 4 * block, dit // ranks  # and the same for the next one
         if layout.dit == "offload-model":
             return dit // experts, 0  # one expert at a time moves in
         if layout.dit == "offload-group":

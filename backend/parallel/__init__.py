@@ -37,13 +37,15 @@ def parallelize(
     dp_degree: int = 1,
     *,
     batched_cfg: bool = False,
+    cpu_offload: bool = False,
 ) -> Parallelized:
     """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
 
     With `dp_degree` replicas the world mesh has a leading "dp" dimension and each rank keeps
     its replica's slice: the plan (CFG x ring x Ulysses, FSDP over the replica's ranks)
     divides one replica, and no collective of a job leaves it. `batched_cfg`: the pipeline
-    runs both CFG branches as one batch of 2 (CogVideoX).
+    runs both CFG branches as one batch of 2 (CogVideoX). `cpu_offload`: the shards live in
+    host memory between uses (FSDP2's CPU offload policy; the memory plan's offload).
     """
     if plan.world_size == 1:
         return Parallelized(plan, [])
@@ -60,7 +62,7 @@ def parallelize(
     for transformer in transformers:
         apply_sequence_parallel(transformer, plan, mesh, device)
         if flat is not None:
-            shard_weights(transformer, flat)
+            shard_weights(transformer, flat, cpu_offload=cpu_offload)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel

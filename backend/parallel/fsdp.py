@@ -6,7 +6,7 @@ import logging
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 log = logging.getLogger(__name__)
@@ -21,16 +21,18 @@ def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return blocks
 
 
-def shard_weights(model: torch.nn.Module, mesh: DeviceMesh) -> None:
+def shard_weights(model: torch.nn.Module, mesh: DeviceMesh, *, cpu_offload: bool = False) -> None:
     """fully_shard each block, then the root (embeddings, norms, projections).
 
     Parameters are gathered block by block during the forward and freed after it, so a rank
-    holds about 1/N of the weights plus one block at a time.
+    holds about 1/N of the weights plus one block at a time. `cpu_offload` keeps the shards
+    in host memory, copied in for each block's forward.
     """
+    policy = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
     blocks = transformer_blocks(model)
     for block in blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=True)
-    fully_shard(model, mesh=mesh, reshard_after_forward=True)
+        fully_shard(block, mesh=mesh, reshard_after_forward=True, offload_policy=policy)
+    fully_shard(model, mesh=mesh, reshard_after_forward=True, offload_policy=policy)
     log.info("sharded %d blocks over %d ranks", len(blocks), mesh.size())
 
 

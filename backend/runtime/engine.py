@@ -30,6 +30,11 @@ import torch
 import torch.distributed as dist
 
 from ..contract import JobRequest
+from ..memory import placement
+from ..memory.measure import PeakMeter, resident_bytes
+from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
+from ..memory.settings import JobShape, MemorySettings
+from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..parallel import Parallelized, local_param_bytes, parallelize
@@ -88,10 +93,26 @@ class WaitPoint:
 class Runtime:
     """The pipeline on this rank, with the plan applied."""
 
-    def __init__(self, group: Group, model: str, plan_overrides: dict[str, Any], dtype: str):
+    def __init__(
+        self,
+        group: Group,
+        model: str,
+        plan_overrides: dict[str, Any],
+        dtype: str,
+        memory: MemorySettings | None = None,
+    ):
         self.group = group
         self.source = ModelSource.parse(model)
-        self.family: Family = family_for(pipeline_class_name(self.source))
+        pipeline_class = pipeline_class_name(self.source)
+        self.family: Family = family_for(pipeline_class)
+        # What the process holds before the model: the libraries, imported here (the pipeline
+        # module imports its models'), so that job.json's `above_start` is the model's share.
+        import diffusers
+
+        getattr(diffusers, pipeline_class)
+        self.meter = PeakMeter(group.device, resident_bytes())
+        self.last_peak: dict[str, Any] | None = None
+        """This rank's measured peak in its last job (`PeakMeter.read`)."""
         skip = frozenset() if group.is_driver else self.family.encoder_components
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
@@ -116,6 +137,8 @@ class Runtime:
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.planner: MemoryPlanner | None = None
+        self.layout: Layout = self._plan_memory(memory or MemorySettings())
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(
@@ -124,9 +147,14 @@ class Runtime:
             group.device,
             group.dp_degree,
             batched_cfg=self.family.batched_cfg,
+            cpu_offload=placement.fsdp_offload(self.layout, group.device),
         )
+        if not self.plan.shard_weights or self.plan.world_size == 1:
+            placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
-            fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, group.device)
+            host = placement.fsdp_offload(self.layout, group.device)
+            target = torch.device("cpu") if host else group.device
+            fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
@@ -146,13 +174,49 @@ class Runtime:
             name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
         )
 
+    def _plan_memory(self, settings: MemorySettings) -> Layout:
+        """The memory layout, the same on every rank: each rank publishes its budget, rank 0
+        plans for the smallest one (it alone holds the encoders) and publishes the layout."""
+        group, store = self.group, self.group.store
+        budget = Budget.of(group.device.type, settings.gpu_memory_gib, group.env.local_world_size)
+        store.set(f"memory/budget/{group.rank}", str(budget.total))
+        if not group.is_driver:
+            return Layout(**json.loads(store.get("memory/layout")))
+        totals = [int(store.get(f"memory/budget/{rank}")) for rank in range(group.world_size)]
+        if group.world_size > 1:
+            budget = Budget(min(totals), f"{budget.source}; the smallest of the ranks'")
+        topology = Topology(
+            device_type=group.device.type,
+            replica_size=group.replica_size,
+            sequence_degree=self.plan.sequence_degree,
+            cfg_parallel=self.plan.cfg_degree > 1,
+            batched_cfg=self.family.batched_cfg,
+            shard_weights=self.plan.shard_weights,
+        )
+        limits = self.limits
+        reference = (
+            JobShape.parse(settings.plan_for)
+            if settings.plan_for
+            else JobShape(limits.default_width, limits.default_height, limits.default_frames)
+        )
+        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype)
+        self.planner = MemoryPlanner(
+            sizes, settings, budget, topology, reference, limits.size_multiple
+        )
+        store.set("memory/layout", json.dumps(dataclasses.asdict(self.planner.layout)))
+        log.info("memory plan: %s", "; ".join(self.planner.start_reasons))
+        return self.planner.layout
+
     def _place(self, device: torch.device) -> None:
         """Move the components to the device. Sharded DiTs stay where they are: FSDP2 moves
         each parameter to the device as it shards it, so no rank ever holds a whole DiT there.
+        What the memory layout keeps in host memory stays there.
         """
         sharded = self.plan.shard_weights and self.plan.world_size > 1
         for name, module in self.pipe.components.items():
-            if isinstance(module, torch.nn.Module) and not (sharded and name in DIT_COMPONENTS):
+            if not isinstance(module, torch.nn.Module) or (sharded and name in DIT_COMPONENTS):
+                continue
+            if not placement.keeps_on_host(self.layout, name, sharded):
                 module.to(device)
         if self.family.vae_float32 and self.pipe.vae is not None:
             self.pipe.vae.to(torch.float32)
@@ -179,8 +243,9 @@ class Runtime:
 
     def encode(self, request: JobRequest) -> dict[str, torch.Tensor]:
         """Rank 0: run the encoders once for the whole group."""
+        device = placement.encoder_device(self.layout, self.group.device)
         with torch.no_grad():
-            tensors = self.family.encode(self.pipe, request, self.group.device)
+            tensors = self.family.encode(self.pipe, request, device)
         return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
 
     def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list]) -> dict:
@@ -233,13 +298,14 @@ class Runtime:
         decodes_here = driver and not self.family.decodes_in_job
         clock.start = time.perf_counter()
         try:
-            output = self.pipe(
-                **kwargs,
-                generator=generator,
-                output_type="np" if decodes_here else "latent",
-                callback_on_step_end=step_end,
-                return_dict=False,
-            )
+            with placement.steps(self.dits(), self.layout, self.group.device):
+                output = self.pipe(
+                    **kwargs,
+                    generator=generator,
+                    output_type="np" if decodes_here else "latent",
+                    callback_on_step_end=step_end,
+                    return_dict=False,
+                )
         finally:
             self.parallel.begin_job(False)
             self.family.finish(self.pipe)
@@ -267,6 +333,12 @@ class Runtime:
             else:
                 decoded = None
             return None if decoded is None else tiles.assemble(decoded)
+
+    def set_vae_tiling(self, tiled: bool) -> None:
+        """The job's decode: tiled (or split, which is tiled) or whole (the memory plan's)."""
+        vae = getattr(self.pipe, "vae", None)
+        if vae is not None and hasattr(vae, "enable_tiling"):
+            vae.enable_tiling() if tiled else vae.disable_tiling()
 
     def _agree_cancel(self, wants: bool, step: int) -> bool:
         """All ranks of the replica take its leader's decision, so all stop at the same step."""

@@ -45,8 +45,12 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     """
     request = JobRequest.from_dict(message.request)
     runtime.job_id = message.job_id
+    runtime.last_peak = None
+    runtime.meter.reset()
+    runtime.set_vae_tiling(message.vae_tiling)
     tensors = runtime.share(hooks.tensors, message.tensors)
     result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
     if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
-        return runtime.decode(request, result)
+        result = runtime.decode(request, result)
+    runtime.last_peak = runtime.meter.read()
     return result

@@ -22,6 +22,8 @@ class RunJob:
     """(name, shape, dtype) of rank 0's encoder outputs, broadcast right after this message."""
     save_latents: bool = False
     """The leader of a replica other than rank 0's also hands back the final latents."""
+    vae_tiling: bool = False
+    """Decode in tiles (the job's memory plan: tiled, or split over the replica)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Reply:
     message: str = ""
     cancelled: bool = False
     """The job stopped at a step boundary because rank 0 decided to cancel it."""
+    memory: dict[str, Any] | None = None
+    """The rank's measured peak during the job (`memory.measure.PeakMeter.read`)."""
 
     @classmethod
     def failure(cls, rank: int, exc: BaseException, *, cancelled: bool = False) -> Reply:

@@ -39,7 +39,7 @@ def handle(runtime: Runtime, message: Message) -> Reply:
     rank = runtime.group.rank
     try:
         HANDLERS[type(message)](runtime, message)
-        return Reply(rank)
+        return Reply(rank, memory=runtime.last_peak)
     except JobCancelled as exc:
         return Reply.failure(rank, exc, cancelled=True)
     except Exception as exc:  # reported to rank 0 as a value; the loop goes on

@@ -42,6 +42,10 @@ class Job:
     preview_png: bytes | None = field(default=None, repr=False)
     replica: int | None = None
     """The data-parallel replica that ran the job."""
+    memory: Any = field(default=None, repr=False)
+    """The job's memory plan (`memory.planner.JobMemory`), when it runs."""
+    measured: dict[int, Any] = field(default_factory=dict, repr=False)
+    """Each rank's measured peak (`memory.measure.PeakMeter.read`)."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:

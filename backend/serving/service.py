@@ -22,6 +22,7 @@ from typing import Any
 from ... import __version__
 from ..config import ServeConfig
 from ..contract import JobRequest
+from ..memory.settings import JobShape
 from ..runtime.control import Driver, HeartbeatMonitor, RankLost, channel
 from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor_meta
 from ..runtime.job import JobHooks, run_job
@@ -97,6 +98,23 @@ class Replica:
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "ranks": self.ranks, "busy_job": self.busy_job}
+
+
+def job_shape(request: JobRequest) -> JobShape:
+    return JobShape(request.width, request.height, request.num_frames)
+
+
+def _tiles(job: Job) -> bool:
+    return job.memory is not None and job.memory.vae_tiling
+
+
+def memory_record(job: Job) -> dict[str, Any] | None:
+    """job.json's "memory": the job's plan (prediction and reasons) and each rank's
+    measured peak."""
+    if job.memory is None:
+        return None
+    measured = {str(rank): reading for rank, reading in sorted(job.measured.items()) if reading}
+    return {**job.memory.to_dict(), "measured": measured}
 
 
 def replicas_of(runtime: Runtime, world_driver: Driver) -> list[Replica]:
@@ -237,6 +255,7 @@ class Service:
         self.ready = True
 
     def info(self) -> dict[str, Any]:
+        planner = self.runtime.planner if self.runtime is not None else None
         return {
             "model": self.config.model,
             **self.meta,
@@ -245,6 +264,7 @@ class Service:
             "ranks": self.ranks,
             "replicas": [replica.to_dict() for replica in self.replicas],
             "load_seconds": round(self.load_seconds, 3),
+            "memory": None if planner is None else planner.to_dict(),
             "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
         }
 
@@ -253,6 +273,9 @@ class Service:
     def submit(self, body: Any) -> Job:
         """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
         request = JobRequest.from_body(body, self.limits)
+        planner = self.runtime.planner if self.runtime is not None else None
+        if planner is not None:  # TooLarge (a ValueError: 422) names the largest size that fits
+            planner.check(job_shape(request))
         ok, detail = self.health()
         if not ok:
             raise RuntimeError(f"backend is not healthy: {detail.get('error', 'not ready')}")
@@ -312,6 +335,8 @@ class Service:
         timings: dict[str, Any] = {"queued_s": round(job.started - job.created, 4)}
         job.timings = timings
         job.replica = replica.index
+        planner = self.runtime.planner
+        job.memory = None if planner is None else planner.plan_job(job_shape(job.request))
         replica.busy_job = job.id
         started = time.perf_counter()
         try:
@@ -352,7 +377,7 @@ class Service:
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = self._encode(job, timings)
-        message = RunJob(job.id, request.to_dict(), tensor_meta(tensors))
+        message = RunJob(job.id, request.to_dict(), tensor_meta(tensors), vae_tiling=_tiles(job))
         seq = replica.driver.send(message) if replica.driver.ranks else None
         self._current_seq = seq
 
@@ -367,7 +392,8 @@ class Service:
             frames = run_job(runtime, message, hooks)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
-        self._settle(seq, own_error, replica.driver)
+        replies = self._settle(seq, own_error, replica.driver)
+        job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
         end = time.perf_counter()
         steps = clock.step_seconds()
         timings["first_step_start_s"] = round(clock.start - begin, 4)
@@ -400,7 +426,11 @@ class Service:
         tensors = self._encode(job, timings)
         driver = replica.driver
         message = RunJob(
-            job.id, job.request.to_dict(), tensor_meta(tensors), self.config.save_latents
+            job.id,
+            job.request.to_dict(),
+            tensor_meta(tensors),
+            self.config.save_latents,
+            vae_tiling=_tiles(job),
         )
         put_tensors(driver.store, job.id, tensors)
         remote = RemoteJob(driver.store, job.id, list(tensors))
@@ -420,6 +450,7 @@ class Service:
             replies = driver.replies(
                 seq, self.lost, self.config.timeout_s + 30.0, poll, REMOTE_POLL_S
             )
+            job.measured = {rank: reply.memory for rank, reply in replies.items()}
             leader = replies.pop(replica.ranks[0])
             outcome = combine(leader, replies)
             if outcome.status == "succeeded":
@@ -435,8 +466,11 @@ class Service:
             self.mark_broken(f"replica {replica.index}: ranks disagreed ({outcome.message})")
         raise JobFailedError(outcome.message)
 
-    def _settle(self, seq: int | None, own_error: Exception | None, driver: Driver) -> None:
+    def _settle(
+        self, seq: int | None, own_error: Exception | None, driver: Driver
+    ) -> dict[int, Reply]:
         """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.
+        Returns the workers' replies.
 
         A job that failed the same way on every rank (a deterministic error) leaves the group
         in step. Anything else — one rank failing alone, a rank timing out in a collective,
@@ -466,7 +500,7 @@ class Service:
         if self.broken and not (len(self.replicas) > 1 and outcome.status == "succeeded"):
             raise JobFailedError(self.broken)
         if outcome.status == "succeeded":
-            return
+            return replies
         if outcome.status == "cancelled":
             raise own_error
         if replies and not outcome.in_step:
@@ -510,6 +544,7 @@ class Service:
             "num_frames": job.num_frames,
             "files": job.files,
             "timings": job.timings,
+            "memory": memory_record(job),
             "versions": versions(),
         }
 

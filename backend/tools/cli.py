@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
+from ..memory.settings import OFFLOAD_MODES, TILING_MODES
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -100,6 +101,10 @@ def build_parser() -> Parser:
     p.add_argument("--width", type=int, required=True, help="pixels")
     p.add_argument("--height", type=int, required=True, help="pixels")
     p.add_argument("--frames", type=int, required=True, help="frames")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="device kind")
+    p.add_argument("--dp-degree", type=int, default=1, help="data-parallel replicas")
+    p.add_argument("--offload", default="auto", choices=OFFLOAD_MODES, help="as serve's")
+    p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
@@ -274,7 +279,18 @@ def parse_seeds(text: str) -> list[int]:
 def cmd_plan(args: argparse.Namespace) -> int:
     from .plan import estimate, render
 
-    report = estimate(args.model, args.gpus, args.gpu_memory, args.width, args.height, args.frames)
+    report = estimate(
+        args.model,
+        args.gpus,
+        args.gpu_memory,
+        args.width,
+        args.height,
+        args.frames,
+        device=args.device,
+        dp_degree=args.dp_degree,
+        offload=args.offload,
+        vae_tiling=args.vae_tiling,
+    )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3
 

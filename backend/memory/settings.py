@@ -1,0 +1,65 @@
+"""What a user asks of the memory plan, and a job's size: torch-free (frontends import it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OFFLOAD_MODES = ("auto", "none", "model", "group", "sequential")
+TILING_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`)."""
+
+    gpu_memory_gib: float | None = None
+    offload: str = "auto"
+    vae_tiling: str = "auto"
+    plan_for: str | None = None
+    """"WxHxF": the job the group's layout is chosen for (default: the model's default size)."""
+
+    def __post_init__(self) -> None:
+        if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
+            raise ValueError(f"--gpu-memory must be > 0 GiB, got {self.gpu_memory_gib}")
+        if self.offload not in OFFLOAD_MODES:
+            raise ValueError(f"--offload must be one of {', '.join(OFFLOAD_MODES)}")
+        if self.vae_tiling not in TILING_MODES:
+            raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
+        if self.plan_for is not None:
+            JobShape.parse(self.plan_for)
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The size of one job, in the units the planner needs."""
+
+    width: int
+    height: int
+    frames: int
+    batch: int = 1
+    """Rows in one DiT forward: 2 when the family batches CFG's branches on one rank."""
+
+    def __post_init__(self) -> None:
+        if min(self.width, self.height, self.frames, self.batch) < 1:
+            raise ValueError(f"width, height, frames and batch must be >= 1, got {self}")
+
+    @classmethod
+    def parse(cls, text: str) -> JobShape:
+        """'WxHxF' (or 'WxH' for one frame)."""
+        try:
+            numbers = [int(part) for part in text.lower().split("x")]
+            if len(numbers) == 2:
+                numbers.append(1)
+            width, height, frames = numbers
+            return cls(width, height, frames)
+        except ValueError:
+            raise ValueError(f"--plan-for must be WxHxF (e.g. 1280x720x81), got {text!r}") from None
+
+    def scaled(self, factor: float, multiple: int) -> JobShape:
+        """The same aspect ratio with sides times `factor`, rounded down to `multiple`."""
+        width = max(multiple, int(self.width * factor) // multiple * multiple)
+        height = max(multiple, int(self.height * factor) // multiple * multiple)
+        return JobShape(width, height, self.frames, self.batch)
+
+    def __str__(self) -> str:
+        return f"{self.width}x{self.height}x{self.frames}"

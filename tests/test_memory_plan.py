@@ -1,0 +1,180 @@
+"""The memory plan: decisions on the real architectures, prediction against measurement (see
+test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
+paths on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paradit.backend.memory.planner import GIB, Budget, MemoryPlanner, TooLarge, Topology
+from paradit.backend.memory.settings import JobShape, MemorySettings
+from paradit.backend.models.random_presets import random_preset_spec
+
+UMT5_XXL = {  # google/umt5-xxl's encoder, as Wan's diffusers repos ship it (5.7B parameters)
+    "_class_name": "UMT5EncoderModel",
+    "model_type": "umt5",
+    "vocab_size": 256384,
+    "d_model": 4096,
+    "d_kv": 64,
+    "d_ff": 10240,
+    "num_layers": 24,
+    "num_heads": 64,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 128,
+    "feed_forward_proj": "gated-gelu",
+    "layer_norm_epsilon": 1e-6,
+}
+
+
+def config_folder(preset: str, folder: Path) -> Path:
+    """A diffusers folder with only the configs of the real model (no weights): the random
+    preset's transformer, VAE and scheduler, and the published UMT5-XXL text encoder."""
+    spec = random_preset_spec(preset)
+    index: dict = {"_class_name": spec["pipeline"], "_diffusers_version": "0.42.1"}
+    for name, entry in spec["components"].items():
+        if "config" not in entry:
+            index[name] = [None, None]  # the byte-level tokenizer: nothing to plan
+            continue
+        config = dict(UMT5_XXL if name == "text_encoder" else entry["config"])
+        class_name = config.pop("_class_name")
+        library = "transformers" if name == "text_encoder" else "diffusers"
+        index[name] = [library, class_name]
+        (folder / name).mkdir(parents=True)
+        if library == "transformers":
+            config["architectures"] = [class_name]
+        else:
+            config["_class_name"] = class_name
+        file = "scheduler_config.json" if class_name.endswith("Scheduler") else "config.json"
+        (folder / name / file).write_text(json.dumps(config))
+    (folder / "model_index.json").write_text(json.dumps(index))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def wan_sizes(tmp_path_factory):
+    import torch
+
+    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
+    from paradit.backend.models.families import family_for
+
+    sizes = {}
+    for preset in ("random:wan2.1-t2v-14b", "random:wan2.1-t2v-1.3b"):
+        folder = config_folder(preset, tmp_path_factory.mktemp(preset.split(":")[1]))
+        pipe = meta_pipeline(str(folder))
+        family = family_for(type(pipe).__name__)
+        sizes[preset] = sizes_of_pipeline(pipe, family, torch.bfloat16)
+    return sizes
+
+
+def _plan(sizes, gpus: int, gib: float, shape: JobShape, ulysses: int = 1) -> MemoryPlanner:
+    topology = Topology("cuda", gpus, ulysses, cfg_parallel=gpus > ulysses)
+    budget = Budget(int(gib * GIB), f"--gpu-memory {gib}")
+    return MemoryPlanner(sizes, MemorySettings(gib), budget, topology, shape)
+
+
+def test_wan_14b_720p_on_one_24gb_gpu_offloads_encodes_on_cpu_and_tiles(wan_sizes):
+    sizes = wan_sizes["random:wan2.1-t2v-14b"]
+    assert 5.6e9 < sizes.encoder_bytes / 2 < 5.8e9  # the published encoder, not the reduced one
+    planner = _plan(sizes, 1, 24, JobShape(1280, 720, 81))
+    job = planner.plan_job(JobShape(1280, 720, 81))
+    assert planner.layout.dit == "offload-group" and planner.layout.offload == "group"
+    assert planner.layout.text_encoder == "cpu"
+    assert job.decode == "tiled" and job.vae_tiling and job.fits
+    assert any("level 0" in reason and "needs" in reason for reason in planner.start_reasons)
+
+
+def test_wan_14b_720p_on_8_gpus_of_80gb_is_sharded_and_resident(wan_sizes):
+    sizes = wan_sizes["random:wan2.1-t2v-14b"]
+    planner = _plan(sizes, 8, 80, JobShape(1280, 720, 81), ulysses=4)
+    job = planner.plan_job(JobShape(1280, 720, 81))
+    assert planner.layout.level == 0
+    assert (planner.layout.dit, planner.layout.text_encoder) == ("sharded", "device")
+    assert not job.tiling_needed  # memory does not need tiles; the decode is split over ranks
+    assert job.decode == "split"
+    assert job.prediction.parts["dit_steps"] < sizes.dit_bytes / 4
+
+
+def test_wan_1_3b_480p_on_one_24gb_gpu_is_resident(wan_sizes):
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    planner = _plan(sizes, 1, 24, JobShape(832, 480, 81))
+    assert planner.layout.dit == "resident" and planner.layout.offload == "none"
+    assert planner.plan_job(JobShape(832, 480, 81)).fits
+
+
+def test_a_job_that_does_not_fit_names_the_largest_size_that_does(wan_sizes):
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    planner = _plan(sizes, 1, 16, JobShape(832, 480, 81))
+    with pytest.raises(
+        TooLarge, match=r"largest size that fits at 81 frames is (\d+)x(\d+)x81"
+    ) as e:
+        planner.check(JobShape(2048, 2048, 81))
+    width, height = (int(n) for n in str(e.value).rsplit(" is ", 1)[1].split("x")[:2])
+    assert width == height and width % 16 == 0 and width < 2048
+    assert planner.plan_job(JobShape(width, height, 81)).fits
+
+
+@pytest.mark.fast
+def test_memory_settings_say_the_rule():
+    with pytest.raises(ValueError, match="--offload must be one of auto, none"):
+        MemorySettings(offload="disk")
+    with pytest.raises(ValueError, match="--vae-tiling must be one of"):
+        MemorySettings(vae_tiling="sometimes")
+    with pytest.raises(ValueError, match="--gpu-memory must be > 0"):
+        MemorySettings(gpu_memory_gib=0)
+    with pytest.raises(ValueError, match="--plan-for must be WxHxF"):
+        MemorySettings(plan_for="720p")
+    assert JobShape.parse("1280x720x81") == JobShape(1280, 720, 81)
+
+
+# -- on a running backend ---------------------------------------------------------------
+
+
+def test_info_and_job_json_show_the_plan_and_paradit_plan_agrees(backends):
+    client = backends.get("tiny-wan", 1, "--gpu-memory", "0.05")
+    memory = client.info()["memory"]
+    assert memory["settings"]["gpu_memory_gib"] == 0.05 and memory["reasons"]
+    job = client.wait(client.submit({"prompt": "plan", "num_inference_steps": 1}), timeout_s=120)
+    record = client.record(job["id"])["memory"]
+    assert record["decode"] == "whole" and record["fits"]
+    assert record["measured"]["0"]["peak_bytes"] > 0
+    args = "--model tiny-wan --gpus 1 --gpu-memory 0.05 --device cpu --width 64 --height 64"
+    report = subprocess.run(
+        [sys.executable, "-m", "paradit", "plan", *args.split(), "--frames", "5", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    planned = json.loads(report.stdout)["memory"]
+    for key in ("level", "dit", "text_encoder"):
+        assert planned[key] == memory[key]
+    assert planned["reference_job"]["predicted_bytes"] == record["predicted_bytes"]
+
+
+def test_a_job_over_the_budget_gets_422_naming_the_largest_size_that_fits(backends):
+    from paradit.backend.client import BackendError
+
+    client = backends.get("tiny-wan", 1, "--gpu-memory", "0.05")
+    with pytest.raises(BackendError, match="largest size that fits at 81 frames is") as refused:
+        client.submit({"prompt": "too big", "width": 1024, "height": 1024, "num_frames": 81})
+    assert refused.value.status == 422
+
+
+@pytest.mark.parametrize("offload", ["group", "model"])
+def test_offloaded_dit_makes_the_same_frames(backends, offload):
+    """Forced offload on CPU runs diffusers' group-offload hooks (or the move in and out of
+    model offload) with host memory on both sides: the frames must not change."""
+    body = {"prompt": "offload", "num_inference_steps": 2, "seed": 3}
+    plain = backends.get("tiny-wan", 1)
+    moved = backends.get("tiny-wan", 1, "--offload", offload)
+    assert moved.info()["memory"]["dit"] == f"offload-{offload}"
+    frames = []
+    for client in (plain, moved):
+        job = client.wait(client.submit(body), timeout_s=120)
+        frames.append([client.frame(job["id"], i) for i in range(job["num_frames"])])
+    assert frames[0] == frames[1]
