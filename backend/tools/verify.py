@@ -1,8 +1,9 @@
 """`paradit verify`: how far world size N is from world size 1, measured, with a verdict.
 
-Runs the same job on a backend of world size 1 (the reference, no plan flags) and one of
-world size N (with the plan flags given), both with --save-latents and the same threads per
-rank, and compares the frames and the final latents with `equivalence.compare`.
+Runs the same job on a backend of world size N (with the plan flags given) and one of world
+size 1 (the reference, no plan flags, decoding as world size N did: tiled or whole), both with
+--save-latents and the same threads per rank, and compares the frames and the final latents
+with `equivalence.compare`.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ REFERENCE = {"cfg_degree": None, "ulysses_degree": None, "ring_degree": None, "d
 
 
 def _run(
-    args: argparse.Namespace, world_size: int, body: dict[str, Any]
+    args: argparse.Namespace, world_size: int, body: dict[str, Any], **pinned: Any
 ) -> tuple[dict[str, Any], list[bytes], np.ndarray]:
     from ..client.connect import connect
     from ..config import ServeConfig
 
     plan = REFERENCE if world_size == 1 else {}
-    config = ServeConfig.from_args(args, world_size=world_size, save_latents=True, **plan)
+    config = ServeConfig.from_args(args, world_size=world_size, save_latents=True, **plan, **pinned)
     with connect(None, config) as conn:
         client = conn.client
         job = client.wait(client.submit(body))
@@ -52,7 +53,10 @@ def _run(
         if args.out:
             client.download(job, Path(args.out) / f"world-size-{world_size}")
         info = client.info()
+        memory = client.record(job["id"]).get("memory") or {}
         run = {
+            "vae_tiling": memory.get("vae_tiling", False),
+            "decode": memory.get("decode"),
             "world_size": world_size,
             "device": info["device"],
             "plan": info["plan"],
@@ -79,8 +83,11 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("--world-size must be at least 2 to compare with world size 1")
     _resolve_device(args)
     tolerance = tolerance_for(DTYPE_BY_DEVICE[args.device]).updated(args.tolerance)
-    first, first_frames, first_latents = _run(args, 1, body)
+    # World size N first: the reference decodes as it did (tiled when its decode was split
+    # over ranks or tiled for memory, whole otherwise), so the comparison measures the plan.
     other, other_frames, other_latents = _run(args, args.world_size, body)
+    tiling = "on" if other["vae_tiling"] else "off"
+    first, first_frames, first_latents = _run(args, 1, body, vae_tiling=tiling)
     comparison = compare(
         np.stack([decode_png(f) for f in first_frames]),
         np.stack([decode_png(f) for f in other_frames]),
