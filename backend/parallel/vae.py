@@ -73,8 +73,8 @@ def gather_tiles(
     """Every rank's decoded tiles (`decode_share`), in tile order on rank 0; None elsewhere."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     owners = deal(tiles.costs, world)
-    if world == 1:
-        return [mine[i] for i in range(len(owners))]
+    if not any(owners):  # one rank, or one tile (an untiled decode): rank 0 has them all
+        return [mine[i] for i in range(len(owners))] if rank == 0 else None
     shapes = _all_shapes(mine, len(owners), owners, device, group)
     sizes = [math.prod(shape) for shape in shapes]
     per_rank = [sum(s for s, o in zip(sizes, owners, strict=True) if o == r) for r in range(world)]
