@@ -19,6 +19,18 @@ import torch
 from .vae_tiles import Tile, TileGrid, cut, grid, whole
 
 
+def _checked_internals() -> list[Any]:
+    """The diffusers internals a tile's decode relies on (ending with `unpatchify`), checked."""
+    from ..parallel.internals import require
+
+    return require(
+        "tiled Wan VAE decode",
+        "autoencoder_kl_wan.AutoencoderKLWan.clear_cache",
+        "autoencoder_kl_wan.WanDecoder3d.forward",
+        "autoencoder_kl_wan.unpatchify",
+    )
+
+
 def _patch(vae: Any) -> int:
     return int(vae.config.patch_size or 1)
 
@@ -48,6 +60,7 @@ def tile_grid(vae: Any, z: torch.Tensor) -> TileGrid:
 
 def decode_tile(vae: Any, z: torch.Tensor, tile: Tile) -> torch.Tensor:
     """Decode one tile of a tiled grid: its frames one by one, the causal cache cleared first."""
+    _checked_internals()
     part = cut(z, tile)
     vae.clear_cache()
     frames = []
@@ -66,8 +79,7 @@ def decode_tile(vae: Any, z: torch.Tensor, tile: Tile) -> torch.Tensor:
 def finish(vae: Any, z: torch.Tensor, blended: torch.Tensor) -> torch.Tensor:
     """The blended tiles of a tiled grid as `vae.decode(z)` returns them: cropped to the sample
     size, unpatchified, clamped to -1..1."""
-    from diffusers.models.autoencoders.autoencoder_kl_wan import unpatchify
-
+    (unpatchify,) = _checked_internals()[-1:]
     patch = _patch(vae)
     height, width = (size * vae.spatial_compression_ratio // patch for size in z.shape[-2:])
     video = blended[..., :height, :width]
