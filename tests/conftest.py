@@ -7,8 +7,10 @@ end; each rank uses one thread so several groups fit on a 2-core machine.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +90,36 @@ def run_job(client: Client, body: dict, timeout_s: float = 300) -> tuple[dict, l
     """Submit, wait, and return the finished job and its frames' PNG bytes."""
     job = client.wait(client.submit(body), timeout_s=timeout_s)
     return job, [client.frame(job["id"], i) for i in range(job["num_frames"])]
+
+
+def spawn_gloo(world_size: int, check: Callable[..., None], *args: Any) -> None:
+    """Run `check(rank, world_size, *args)` in `world_size` fresh processes joined in a gloo
+    group on a free port (one thread each, a 120 s collective timeout); fails the test when
+    any of them raises. `check` must be a module-level function (it is pickled)."""
+    import torch.multiprocessing
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    torch.multiprocessing.spawn(
+        _gloo_entry, args=(world_size, port, check, args), nprocs=world_size, join=True
+    )
+
+
+def _gloo_entry(rank: int, world_size: int, port: int, check, args: tuple) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=120),
+    )
+    try:
+        check(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()

@@ -11,15 +11,11 @@ from __future__ import annotations
 import base64
 import copy
 import io
-import os
-import socket
-from datetime import timedelta
 
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
-from conftest import run_job
+from conftest import run_job, spawn_gloo
 from PIL import Image
 
 from paradit.backend.client.http import BackendError
@@ -240,34 +236,6 @@ def _transformer_inputs(pipe) -> dict:
 # -- real gloo groups: the plan on the transformer, the parallel decode ----------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _spawn(world_size: int, check, *args) -> None:
-    torch.multiprocessing.spawn(
-        _entry, args=(world_size, _free_port(), check, args), nprocs=world_size, join=True
-    )
-
-
-def _entry(rank: int, world_size: int, port: int, check, args: tuple) -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=timedelta(seconds=120),
-    )
-    try:
-        check(rank, world_size, *args)
-    finally:
-        dist.destroy_process_group()
-
-
 def _check_group(rank: int, world_size: int, cfg_degree: int) -> None:
     """On every rank: the parallel transformer equals the plain one (5B-style rotary and
     2B-style sincos positions); the tiles decoded by all ranks and blended on rank 0 equal
@@ -316,7 +284,7 @@ def _check_group(rank: int, world_size: int, cfg_degree: int) -> None:
 @pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1)])
 def test_parallel_transformer_and_decode_in_a_real_group(world_size, cfg_degree):
     """2 ranks: batched CFG parallel; 3: Ulysses over 3 (uneven tokens, 4 heads on 3)."""
-    _spawn(world_size, _check_group, cfg_degree)
+    spawn_gloo(world_size, _check_group, cfg_degree)
 
 
 def test_one_rank_tiled_decode_equals_the_vae():

@@ -37,6 +37,51 @@ class TiledDecode:
         return len(self.costs)
 
 
+def _tiled_decode(
+    vae: Any,
+    z: torch.Tensor,
+    tiles: Any,
+    decode_tile: Callable[[Any, torch.Tensor, Any], torch.Tensor],
+    to_frames: Callable[[torch.Tensor], np.ndarray],
+    finish: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> TiledDecode:
+    """`vae.decode(z)` as the tiles of `tiles` (a `vae_tiles.TileGrid`), then `to_frames`.
+
+    `decode_tile(vae, z, tile)` decodes one tile of a tiled grid and `finish(vae, z, blended)`
+    does what the VAE's tiled decode does after the blend. A grid of one tile (tiling off, or
+    latents that fit one tile) is decoded by `vae.decode(z)` itself: the pipeline's own call.
+    """
+    from .vae_tiles import blend
+
+    def decode(index: int) -> torch.Tensor:
+        if not tiles.tiled:
+            return vae.decode(z, return_dict=False)[0]
+        return decode_tile(vae, z, tiles.tiles[index])
+
+    def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
+        sample = blend(vae, tiles, decoded)
+        if tiles.tiled and finish is not None:
+            sample = finish(vae, z, sample)
+        return to_frames(sample)
+
+    return TiledDecode(
+        costs=tuple(tile.cost for tile in tiles.tiles),
+        decode_tile=decode,
+        assemble=assemble,
+        dtype=vae.dtype,
+    )
+
+
+def _video_frames(pipe: Any) -> Callable[[torch.Tensor], np.ndarray]:
+    """Decoded video -> float frames (F, H, W, 3), as the video pipelines post-process."""
+
+    def to_frames(video: torch.Tensor) -> np.ndarray:
+        frames = pipe.video_processor.postprocess_video(video=video, output_type="np")
+        return np.asarray(frames)[0]  # (batch, F, H, W, 3) -> the one video
+
+    return to_frames
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -154,6 +199,22 @@ class _Wan(Family):
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from . import wan_vae
+
+        vae = pipe.vae
+        config = vae.config
+        # as the pipeline before its decode: to the VAE's dtype, then undo the normalisation
+        z = latents.to(device=vae.device, dtype=vae.dtype)
+        shape = (1, config.z_dim, 1, 1, 1)
+        mean = torch.tensor(config.latents_mean).view(shape).to(z.device, z.dtype)
+        std = 1.0 / torch.tensor(config.latents_std).view(shape).to(z.device, z.dtype)
+        z = z / std + mean
+        tiles = wan_vae.tile_grid(vae, z)
+        return _tiled_decode(
+            vae, z, tiles, wan_vae.decode_tile, _video_frames(pipe), wan_vae.finish
+        )
+
     def latent_channels(self, pipe: Any) -> int:
         return int(pipe.vae.config.z_dim)
 
@@ -256,6 +317,21 @@ class _Flux(Family):
 
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from . import kl_vae
+
+        vae = pipe.vae
+        # as the pipeline before its decode: unpack (batch, seq, channels * 4) to (batch,
+        # channels, h, w), then undo the scaling and shift
+        z = pipe._unpack_latents(latents, request.height, request.width, pipe.vae_scale_factor)
+        z = (z / vae.config.scaling_factor) + vae.config.shift_factor
+        tiles = kl_vae.tile_grid(vae, z)
+
+        def to_frames(image: torch.Tensor) -> np.ndarray:
+            return np.asarray(pipe.image_processor.postprocess(image, output_type="np"))[:1]
+
+        return _tiled_decode(vae, z, tiles, kl_vae.decode_tile, to_frames)
 
     def latent_channels(self, pipe: Any) -> int:
         return int(pipe.vae.config.latent_channels)
@@ -366,25 +442,13 @@ class _CogVideoX(Family):
         return (patch_t - latent_frames % patch_t) % patch_t
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .cogvideox_vae import blend, decode_tile, tile_grid
+        from .cogvideox_vae import decode_tile, tile_grid
 
-        vae = pipe.vae
         latents = latents[:, self.padding_frames(pipe, request) :]
         # as the pipeline's decode_latents: (B, F, C, H, W) -> (B, C, F, H, W), then unscale
         z = 1 / pipe.vae_scaling_factor_image * latents.permute(0, 2, 1, 3, 4)
-        grid = tile_grid(vae, z)
-
-        def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
-            video = blend(vae, grid, decoded)
-            frames = pipe.video_processor.postprocess_video(video=video, output_type="np")
-            return np.asarray(frames)[0]  # (batch, F, H, W, 3) -> the one video
-
-        return TiledDecode(
-            costs=tuple(tile.cost for tile in grid.tiles),
-            decode_tile=lambda index: decode_tile(vae, z, grid.tiles[index]),
-            assemble=assemble,
-            dtype=z.dtype,
-        )
+        tiles = tile_grid(pipe.vae, z)
+        return _tiled_decode(pipe.vae, z, tiles, decode_tile, _video_frames(pipe))
 
     def latent_channels(self, pipe: Any) -> int:
         return int(pipe.vae.config.latent_channels)
@@ -399,19 +463,28 @@ class _CogVideoX(Family):
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 FAMILIES: tuple[Family, ...] = (
-    _Wan("wan-t2v", TEXT_TO_VIDEO, ("WanPipeline",), _TEXT, vae_float32=True),
+    _Wan(
+        "wan-t2v",
+        TEXT_TO_VIDEO,
+        ("WanPipeline",),
+        _TEXT,
+        vae_float32=True,
+        decodes_in_job=True,
+    ),
     _WanImageToVideo(
         "wan-i2v",
         IMAGE_TO_VIDEO,
         ("WanImageToVideoPipeline",),
         _TEXT | {"image_encoder"},
         vae_float32=True,
+        decodes_in_job=True,
     ),
     _Flux(
         "flux",
         TEXT_TO_IMAGE,
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+        decodes_in_job=True,
     ),
     _CogVideoX(
         "cogvideox-t2v",

@@ -69,6 +69,7 @@ _HOOKS = "diffusers.hooks.context_parallel"
 _PARALLEL = "diffusers.models._modeling_parallel"
 _MODELING = "diffusers.models.modeling_utils"
 _EMBEDDINGS = "diffusers.models.embeddings"
+_WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -103,6 +104,12 @@ INTERNALS: dict[str, Internal] = {
             ("query", "key", "value", "backend", "parallel_config"),
         ),
         Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
+        # Wan's VAE decoded tile by tile (models/wan_vae.py): its causal decoder called with
+        # the feature cache that `clear_cache` resets (`_feat_map`, `_conv_idx`), as its own
+        # tiled decode does, and the unpatchify that follows.
+        Internal(_WAN_VAE, "AutoencoderKLWan.clear_cache", ()),
+        Internal(_WAN_VAE, "WanDecoder3d.forward", ("x", "feat_cache", "feat_idx", "first_chunk")),
+        Internal(_WAN_VAE, "unpatchify", ("x", "patch_size")),
     )
 }
 

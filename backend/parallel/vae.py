@@ -1,10 +1,11 @@
 """Parallel VAE decode: independent tiles dealt to the ranks, gathered on rank 0.
 
-A model family cuts its decode into tiles that need nothing from each other (for CogVideoX:
-each spatial tile with all its temporal chunks and their causal-conv cache, see
-`models/cogvideox_vae.py`). Every rank computes the same deal from the tiles' costs, decodes
-its own tiles, and rank 0 gathers all of them in tile order; the family then blends them on
-rank 0 exactly as one rank would have, so the frames equal a serial tiled decode.
+A model family cuts its decode into tiles that need nothing from each other (the VAE's own
+tiles, `models/vae_tiles.py`: for Wan and CogVideoX each spatial tile with all its frames and
+their causal-conv cache, for Flux a square of the image). Every rank computes the same deal
+from the tiles' costs, decodes its own tiles, and rank 0 gathers all of them in tile order;
+the family then blends them on rank 0 exactly as one rank would have, so the frames equal a
+serial tiled decode. One tile (an untiled decode) is rank 0's alone: no collective.
 
 The gather is two collectives on the given group: an all-gather of the tile shapes (fixed size:
 one row per tile) and a gather to rank 0 of each rank's tiles packed into one buffer, padded to
@@ -73,8 +74,8 @@ def gather_tiles(
     """Every rank's decoded tiles (`decode_share`), in tile order on rank 0; None elsewhere."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     owners = deal(tiles.costs, world)
-    if world == 1:
-        return [mine[i] for i in range(len(owners))]
+    if not any(owners):  # one rank, or one tile (an untiled decode): rank 0 has them all
+        return [mine[i] for i in range(len(owners))] if rank == 0 else None
     shapes = _all_shapes(mine, len(owners), owners, device, group)
     sizes = [math.prod(shape) for shape in shapes]
     per_rank = [sum(s for s, o in zip(sizes, owners, strict=True) if o == r) for r in range(world)]

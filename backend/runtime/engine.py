@@ -3,10 +3,10 @@
 Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
 alone holds the text/image encoders: it encodes each request once and the embeddings reach the
 job's replica (a broadcast from its leader, which got them from rank 0); every rank of the
-replica then runs the diffusers pipeline's own denoising loop. For most families only the
-replica's leader (its first rank; rank 0 when there is one replica) decodes with the VAE;
-families that decode in the job (CogVideoX) stop at the latents everywhere and `decode` splits
-the VAE's tiles over the replica's ranks (`plan.vae_parallel`).
+replica then runs the diffusers pipeline's own denoising loop. Families that decode in the job
+(Wan, Flux, CogVideoX: all of them today) stop at the latents everywhere and `decode` splits
+the VAE's tiles over the replica's ranks (`plan.vae_parallel`); for any other family only the
+replica's leader (its first rank; rank 0 when there is one replica) decodes with the VAE.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..memory.settings import JobShape, MemorySettings
 from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
@@ -49,6 +50,7 @@ from .preview import Previewer
 log = logging.getLogger(__name__)
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
+VAE_TILE_ENV = "PARADIT_VAE_TILE"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -128,6 +130,7 @@ class Runtime:
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
         self.pipe.set_progress_bar_config(disable=True)
+        tile_vae_from_env(self.pipe)  # PARADIT_VAE_TILE; nothing when unset
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.replica_size,
@@ -362,6 +365,21 @@ class Runtime:
             yield
         finally:
             self.wait_point = None
+
+
+def tile_vae_from_env(pipe: Any) -> tuple[int, int] | None:
+    """Turn the VAE's tiling on with tiles of HxW sample pixels when PARADIT_VAE_TILE says
+    so ("HxW", e.g. "64x64"; every rank inherits it, so all cut the same tiles). Returns the
+    size, None when unset. A stop-gap until `ServeConfig` has a tiling option."""
+    value = os.environ.get(VAE_TILE_ENV, "").strip()
+    if not value or getattr(pipe, "vae", None) is None:
+        return None
+    height, sep, width = value.lower().partition("x")
+    if not (sep and height.isdigit() and width.isdigit()):
+        raise ValueError(f"{VAE_TILE_ENV}={value!r}: expected HxW in pixels, e.g. 64x64")
+    enable_tiles(pipe.vae, int(height), int(width))
+    log.info("VAE tiling on: tiles of %sx%s pixels (%s)", height, width, VAE_TILE_ENV)
+    return int(height), int(width)
 
 
 def release_freed_memory(*, collect: bool = False) -> None:
