@@ -217,7 +217,8 @@ def test_parallel_decode_at_3_and_2_ranks_equals_one_rank(one_rank):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", ["tiny-wan", "tiny-flux"])
 def test_world_size_2_with_tiling_equals_one_rank(backends, name):
-    """Tiling on from outside (PARADIT_VAE_TILE): world size 2 decodes in parallel tiles, and
+    """Tiling on (--vae-tiling on, tiles of PARADIT_VAE_TILE's size): world size 2 decodes in
+    parallel tiles, and
     its frames equal the diffusers pipeline's with the same tiles on one process, which is
     what world size 1 computes (test_family_decode_equals_the_pipeline, and test_equivalence's
     world size 1 against diffusers), and differ from the untiled decode (the tiles took
@@ -228,7 +229,8 @@ def test_world_size_2_with_tiling_equals_one_rank(backends, name):
     height, width = TILES[name]
     body = {"prompt": "a fox", "seed": 9, "guidance_scale": 4.0, "num_inference_steps": 2}
     body |= {**SIZE, "num_frames": _request(name).num_frames}
-    backend = backends.start(name, 2, env=((VAE_TILE_ENV, f"{height}x{width}"),))
+    tile = ((VAE_TILE_ENV, f"{height}x{width}"),)
+    backend = backends.start(name, 2, "--vae-tiling", "on", env=tile)
     try:
         info = backend.client.info()
         job, pngs = run_job(backend.client, body)

@@ -217,6 +217,10 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
         weights[name] = _numel(meta) * element
     dit = metas["transformer"].to(dtype)
     vae = metas.get("vae")
+    if vae is not None:  # the tile sizes the real VAE was given (PARADIT_VAE_TILE)
+        for name, value in vars(pipe.vae).items():
+            if name.startswith("tile_"):
+                setattr(vae, name, value)
     temporal = int(getattr(pipe, "vae_scale_factor_temporal", 1) or 1)
     spatial = int(
         getattr(pipe, "vae_scale_factor_spatial", 0) or getattr(pipe, "vae_scale_factor", 8)

@@ -368,9 +368,9 @@ class Runtime:
 
 
 def tile_vae_from_env(pipe: Any) -> tuple[int, int] | None:
-    """Turn the VAE's tiling on with tiles of HxW sample pixels when PARADIT_VAE_TILE says
-    so ("HxW", e.g. "64x64"; every rank inherits it, so all cut the same tiles). Returns the
-    size, None when unset. A stop-gap until `ServeConfig` has a tiling option."""
+    """Set the VAE's tiles to HxW sample pixels when PARADIT_VAE_TILE says so ("HxW", e.g.
+    "64x64"; every rank inherits it, so all cut the same tiles). Returns the size, None when
+    unset. Whether a job's decode is tiled is the memory plan's (`set_vae_tiling` per job)."""
     value = os.environ.get(VAE_TILE_ENV, "").strip()
     if not value or getattr(pipe, "vae", None) is None:
         return None
