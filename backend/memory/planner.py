@@ -16,11 +16,12 @@ the cheaper fallbacks cost nothing in comparison and the room they leave absorbs
 allocator's fragmentation, so they are kept. On a CPU device the weights are in host memory
 already: levels 3-5 do not apply. `--offload` and `--vae-tiling` override the choice.
 
-Each job then gets its decode: split over the replica's ranks when it has several and the
-frame spans more than one tile, tiled when the layout's level tiles or the whole decode does
-not fit, whole otherwise. A job that does not fit even so is refused, naming the largest
-size that fits. Predictions are bytes per rank: the DiT's share, the encoders on the rank
-that encodes, the VAE, and the peak of whichever phase (denoising, decoding) is higher.
+Each job then gets its decode: whole when it fits and the level does not tile (the decode one
+GPU computes, so the output equals a one-GPU run's), else tiled, and the tiles split over the
+replica's ranks when it has several (`--vae-tiling on` always tiles, so always splits). A job
+that does not fit even so is refused, naming the largest size that fits. Predictions are
+bytes per rank: the DiT's share, the encoders on the rank that encodes, the VAE, and the peak
+of whichever phase (denoising, decoding) is higher.
 """
 
 from __future__ import annotations
@@ -318,8 +319,10 @@ class MemoryPlanner:
         else:
             whole = self._predict(shape, layout, "whole")
             needed = not whole.fits
-            decode = "split" if splits else ("tiled" if needed else "whole")
-            if splits:
+            # Not tiled just to split it: the whole decode is what one GPU computes, and the
+            # output must equal a one-GPU run's (tiles are blended: close, not equal).
+            decode = ("split" if splits else "tiled") if needed else "whole"
+            if needed and splits:
                 reasons.append(f"decode split over {topo.replica_size} ranks")
             if needed:
                 reasons.append(
