@@ -26,7 +26,7 @@ from ..runtime.control import Driver, HeartbeatMonitor, RankLost, channel
 from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor_meta
 from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
-from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents
+from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents, take_timings
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_latents, write_outputs, write_record
 from .store import JobStore
@@ -79,6 +79,18 @@ def _call_each(*callbacks: Callable[[int, Any], None] | None) -> Callable[[int, 
             callback(step, latents)
 
     return call
+
+
+def _remote_step_timings(leader: dict[str, Any], handed_over_s: float) -> dict[str, Any]:
+    """The leader's step timings as rank 0 reports them: its first step counted from when
+    rank 0 began the job (encode and hand-over on rank 0, then the leader's own wait; the
+    leader's pick-up of the message, at most one idle poll, is not counted)."""
+    if "first_step_start_s" in leader:
+        leader = {
+            **leader,
+            "first_step_start_s": round(leader["first_step_start_s"] + handed_over_s, 4),
+        }
+    return leader
 
 
 class JobFailedError(RuntimeError):
@@ -368,13 +380,7 @@ class Service:
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
         self._settle(seq, own_error, replica.driver)
-        end = time.perf_counter()
-        steps = clock.step_seconds()
-        timings["first_step_start_s"] = round(clock.start - begin, 4)
-        timings["step_s"] = [round(s, 4) for s in steps]
-        if steps:
-            timings["mean_step_s"] = round(sum(steps) / len(steps), 4)
-            timings["decode_s"] = round(end - clock.marks[-1], 4)
+        timings.update(clock.timings(begin, time.perf_counter()))
         return frames, clock
 
     def _previews(self, job: Job) -> Callable[[int, Any], None] | None:
@@ -397,6 +403,7 @@ class Service:
         """A job on another replica: rank 0 encodes, hands the tensors to the replica's leader
         through the store, relays progress, previews and cancel while it waits, and takes the
         frames (and final latents) the leader put back. Returns (frames, latents or None)."""
+        began = time.perf_counter()
         tensors = self._encode(job, timings)
         driver = replica.driver
         message = RunJob(
@@ -413,6 +420,7 @@ class Service:
             return moved
 
         begin = time.perf_counter()
+        handed_over_s = begin - began  # encode and tensors into the store
         try:
             seq = driver.send(message)
             # Bounded by the collective timeout since the replica's last step, not overall.
@@ -426,6 +434,9 @@ class Service:
                 frames = take_frames(driver.store, job.id)
                 final = take_latents(driver.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
+                timings.update(
+                    _remote_step_timings(take_timings(driver.store, job.id), handed_over_s)
+                )
                 return frames, final
         finally:
             remote.clear()
