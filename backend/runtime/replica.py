@@ -93,13 +93,17 @@ def put_timings(store: dist.Store, job_id: str, timings: dict[str, Any]) -> None
     store.set(_key(job_id, "timings"), json.dumps(timings))
 
 
-def take_timings(store: dist.Store, job_id: str) -> dict[str, Any]:
-    """Rank 0: the timings the leader put for `job_id` ({} if none), removed."""
+def take_timings(store: dist.Store, job_id: str, handed_over_s: float) -> dict[str, Any]:
+    """Rank 0: the timings the leader put for `job_id` ({} if none), removed; its first step
+    counted from when rank 0 began the job (`handed_over_s`: encoding and putting the tensors;
+    the leader's pick-up of the message, at most one idle poll, is not counted)."""
     key = _key(job_id, "timings")
     if not store.check([key]):
         return {}
     timings = json.loads(store.get(key))
     store.delete_key(key)
+    if "first_step_start_s" in timings:
+        timings["first_step_start_s"] = round(timings["first_step_start_s"] + handed_over_s, 4)
     return timings
 
 

@@ -3,7 +3,9 @@
 The HTTP layer calls `submit`, `cancel`, `job`, `jobs`, `info` and `health` from its own
 thread; `run_forever` runs the jobs one at a time per replica: replica 0's (rank 0's own) on
 the main thread, each other data-parallel replica's on a driver thread of its own, which
-sends the job to that replica's ranks and waits for their replies (see `runtime/replica.py`).
+sends the job to that replica's ranks and waits for their replies (see `runtime/replica.py`);
+once its frames are in, a writer thread writes that job's outputs and the replica takes its
+next job.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,18 +82,6 @@ def _call_each(*callbacks: Callable[[int, Any], None] | None) -> Callable[[int, 
             callback(step, latents)
 
     return call
-
-
-def _remote_step_timings(leader: dict[str, Any], handed_over_s: float) -> dict[str, Any]:
-    """The leader's step timings as rank 0 reports them: its first step counted from when
-    rank 0 began the job (encode and hand-over on rank 0, then the leader's own wait; the
-    leader's pick-up of the message, at most one idle poll, is not counted)."""
-    if "first_step_start_s" in leader:
-        leader = {
-            **leader,
-            "first_step_start_s": round(leader["first_step_start_s"] + handed_over_s, 4),
-        }
-    return leader
 
 
 class JobFailedError(RuntimeError):
@@ -282,9 +273,15 @@ class Service:
 
         Each replica takes the next queued job when it is free: replica 0 on this thread,
         the others on threads of their own, all of which end before this returns."""
+        # Another replica's outputs are written on a writer thread, so that replica takes its
+        # next job as soon as its frames are in (rank 0 also computes replica 0's jobs).
+        writer = ThreadPoolExecutor(1, "output-writer") if len(self.replicas) > 1 else None
         threads = [
             threading.Thread(
-                target=self._serve_replica, args=(replica, stop), name=f"replica-{replica.index}"
+                target=self._serve_replica,
+                args=(replica, stop),
+                kwargs={"writer": writer},
+                name=f"replica-{replica.index}",
             )
             for replica in self.replicas[1:]
         ]
@@ -295,16 +292,23 @@ class Service:
         finally:
             for thread in threads:
                 thread.join()
+            if writer is not None:
+                writer.shutdown(wait=True)  # every job taken gets its outputs and its status
 
     def _serve_replica(
-        self, replica: Replica, stop: threading.Event, *, check_health: bool = False
+        self,
+        replica: Replica,
+        stop: threading.Event,
+        *,
+        check_health: bool = False,
+        writer: ThreadPoolExecutor | None = None,
     ) -> None:
         checked = time.monotonic()
         try:
             while not stop.is_set() and not self.broken:
                 job = self.book.next(timeout_s=0.1)
                 if job is not None:
-                    self.run_job(job, replica)
+                    self.run_job(job, replica, writer)
                     release_freed_memory()  # after the job is reported, not inside its timings
                 if check_health and time.monotonic() - checked > 0.5:
                     self.health()
@@ -313,7 +317,11 @@ class Service:
             log.exception("replica %d stopped", replica.index)
             self.mark_broken(f"replica {replica.index}: {type(exc).__name__}: {exc}")
 
-    def run_job(self, job: Job, replica: Replica | None = None) -> None:
+    def run_job(
+        self, job: Job, replica: Replica | None = None, writer: ThreadPoolExecutor | None = None
+    ) -> None:
+        """Run `job` on `replica` (default: rank 0's) and write its outputs; with a `writer`,
+        another replica's outputs are written there and the replica is free at once."""
         replica = replica or self.replicas[0]
         if self.broken:
             if self.recoverable:
@@ -333,6 +341,24 @@ class Service:
                 final = None if latents is None or latents.value is None else latents.numpy()
             else:
                 frames, final = self._denoise_remote(job, timings, replica)
+        except JobCancelled:
+            self._finish(job, "cancelled")
+            return
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            self._finish(job, "failed", self._failure(exc))
+            return
+        finally:
+            replica.busy_job = None
+        if writer is None or replica.index == 0:
+            self._write(job, frames, final, started)
+        else:
+            writer.submit(self._write, job, frames, final, started)
+
+    def _write(self, job: Job, frames: Any, final: Any, started: float) -> None:
+        """The outputs and job.json of a job whose frames are in; then it has succeeded."""
+        timings = job.timings
+        try:
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
             if final is not None:
@@ -342,13 +368,9 @@ class Service:
             timings["total_s"] = round(time.perf_counter() - started, 4)
             self._finish(job, "succeeded")
             self.rebuilds_in_a_row = 0
-        except JobCancelled:
-            self._finish(job, "cancelled")
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
-        finally:
-            replica.busy_job = None
 
     def _encode(self, job: Job, timings: dict[str, Any]) -> dict[str, Any]:
         begin = time.perf_counter()
@@ -434,9 +456,7 @@ class Service:
                 frames = take_frames(driver.store, job.id)
                 final = take_latents(driver.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
-                timings.update(
-                    _remote_step_timings(take_timings(driver.store, job.id), handed_over_s)
-                )
+                timings.update(take_timings(driver.store, job.id, handed_over_s))
                 return frames, final
         finally:
             remote.clear()
