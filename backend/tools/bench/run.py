@@ -231,11 +231,10 @@ def run_bench(
     device, num_devices = detect_devices()
     load_start = _load_avg()
     log.info(
-        "bench on %d %s device(s), %s, %d tokens, load average %s",
+        "bench (%s) on %d %s device(s), load average %s",
+        ", ".join(rows),
         num_devices,
         device,
-        workload.model.describe(),
-        workload.tokens,
         load_start,
     )
     if device == "cpu" and load_start and load_start[0] > num_devices / 2:
