@@ -16,6 +16,8 @@ from paradit.backend.tools.bench import run as bench_run
 from paradit.backend.tools.bench.model import DirectResult
 from paradit.backend.tools.bench.report import render_markdown, summarize
 from paradit.backend.tools.bench.run import run_bench
+from paradit.backend.tools.bench.throughput import THROUGHPUT, THROUGHPUT_SMOKE, ThroughputRun
+from paradit.backend.tools.bench.throughput import summarize as summarize_throughput
 from paradit.backend.tools.bench.workload import FULL, QUICK, SMOKE, RunResult, RunSpec, plan_runs
 from paradit.backend.tools.cli import main
 
@@ -76,7 +78,82 @@ def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(bench_run, "run_bench", fake)
     args = ["bench", "--quick", "--json", str(tmp_path / "b.json"), "--out", str(tmp_path)]
     assert main(args) == 7
-    assert seen == {"quick": True, "json_path": str(tmp_path / "b.json"), "out_dir": str(tmp_path)}
+    assert seen == {
+        "quick": True,
+        "json_path": str(tmp_path / "b.json"),
+        "out_dir": str(tmp_path),
+        "rows": ("scaling",),
+        "repeats": None,
+    }
+    assert main(["bench", "--rows", "scaling, throughput", "--repeats", "5"]) == 7
+    assert seen["rows"] == ("scaling", "throughput") and seen["repeats"] == 5
+    assert main(["bench", "--rows", "throughput", "--repeats", "0"]) == 2  # a one-line error
+
+
+def test_bench_refuses_unknown_rows(tmp_path: Path):
+    with pytest.raises(ValueError, match="scaling, throughput"):
+        run_bench(out_dir=str(tmp_path), rows=("latency",))
+
+
+@pytest.mark.timeout(600)
+def test_bench_throughput_row_end_to_end(tmp_path: Path):
+    """The row runs real 1-rank and 2-replica backends; its numbers are not checked."""
+    out = tmp_path / "out"
+    code = run_bench(
+        out_dir=str(out), rows=("throughput",), throughput=THROUGHPUT_SMOKE, workload=SMOKE
+    )
+    assert code == 0
+    data = json.loads((out / "bench.json").read_text())
+    assert data["errors"] == [] and "scaling" not in data
+    section = data["throughput"]
+    rows = {row["label"]: row for row in section["rows"]}
+    assert set(rows) == {"1 rank", "2 replicas"}
+    for row in rows.values():
+        assert row["jobs_s"]["median"] > 0 and row["start_s"]["median"] > 0
+        assert row["total_s"]["median"] == pytest.approx(
+            row["start_s"]["median"] + row["jobs_s"]["median"], abs=0.01
+        )
+    runs = {run["label"]: run for run in section["runs"]}
+    assert runs["1 rank"]["jobs_per_replica"] == {"0": 4}
+    two = runs["2 replicas"]
+    assert sum(two["jobs_per_replica"].values()) == 4 and set(two["jobs_per_replica"]) == {"0", "1"}
+    assert len(two["cpu_s"]) == 2 and all(c > 0 for c in two["cpu_s"])
+    assert section["speedup"]["jobs"]["of_medians"] > 0
+    assert {"throughput_jobs", "throughput_with_startup"} <= set(data["targets"])
+    table = (out / "bench.md").read_text()
+    assert "### Throughput" in table and "| 2 replicas |" in table and "### Targets" in table
+
+
+def _batch_run(label: str, dp: int, repeat: int, start: float, jobs: float) -> ThroughputRun:
+    return ThroughputRun(label, dp, dp, repeat, start_s=start, jobs_s=jobs, cpu_s=[1.0] * dp)
+
+
+def test_throughput_summary_medians_spread_and_targets():
+    runs = [
+        _batch_run("1 rank", 1, 0, 10.0, 80.0),
+        _batch_run("2 replicas", 2, 0, 12.0, 40.0),
+        _batch_run("2 replicas", 2, 1, 12.0, 50.0),
+        _batch_run("1 rank", 1, 1, 10.0, 90.0),
+        _batch_run("1 rank", 1, 2, 10.0, 100.0),
+        _batch_run("2 replicas", 2, 2, 14.0, 45.0),
+    ]
+    section = summarize_throughput(THROUGHPUT, runs)
+    rows = {row["label"]: row for row in section["rows"]}
+    assert rows["1 rank"]["jobs_s"] == {"median": 90.0, "min": 80.0, "max": 100.0}
+    assert rows["2 replicas"]["total_s"] == {"median": 59.0, "min": 52.0, "max": 62.0}
+    assert rows["2 replicas"]["jobs_per_min"] == pytest.approx(60 * 8 / 45.0, abs=0.01)
+    jobs = section["speedup"]["jobs"]
+    assert jobs["of_medians"] == 2.0  # 90 / 45
+    assert jobs["per_repeat"] == [2.0, 1.8, 2.222]  # paired by repeat
+    assert (jobs["min"], jobs["max"]) == (1.8, 2.222)
+    assert section["speedup"]["with_startup"]["of_medians"] == pytest.approx(100 / 59, abs=1e-3)
+    assert section["targets"]["throughput_jobs"]["met"] is True
+    assert section["targets"]["throughput_with_startup"]["met"] is True
+    failed = ThroughputRun("2 replicas", 2, 2, 0, error="start failed")
+    broken = summarize_throughput(THROUGHPUT, [runs[0], failed])
+    assert broken["speedup"]["jobs"]["of_medians"] is None
+    assert broken["targets"]["throughput_jobs"]["met"] is None
+    assert broken["errors"] == ["throughput 2 replicas #0: start failed"]
 
 
 def test_plan_runs_follow_the_devices():

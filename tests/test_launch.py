@@ -1,4 +1,4 @@
-"""Launchers: the same `paradit serve` under torchrun or an srun-style environment."""
+"""Launchers: the same `paradit serve` under torchrun, or srun- and mpirun-style environments."""
 
 from __future__ import annotations
 
@@ -84,6 +84,52 @@ def test_launch_env_from_each_launcher():
         LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a"})
 
 
+def test_launch_env_mpich_pmi_and_which_launcher_wins():
+    mpich = LaunchEnv.from_environ(
+        {
+            "PMI_RANK": "6",
+            "PMI_SIZE": "8",
+            "MPI_LOCALRANKID": "2",
+            "MPI_LOCALNRANKS": "4",
+            "MASTER_ADDR": "node1",
+        }
+    )
+    assert (mpich.rank, mpich.world_size, mpich.local_rank, mpich.local_world_size) == (6, 8, 2, 4)
+    assert mpich.launcher == "mpi" and mpich.master_port == 29500
+    # torchrun inside a SLURM allocation: torchrun's variables name this process
+    inside = LaunchEnv.from_environ(
+        {
+            "RANK": "1",
+            "WORLD_SIZE": "2",
+            "TORCHELASTIC_RUN_ID": "x",
+            "MASTER_ADDR": "a",
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "1",
+            "SLURM_STEP_ID": "0",
+        }
+    )
+    assert (inside.launcher, inside.rank, inside.world_size) == ("torchrun", 1, 2)
+    # RANK/WORLD_SIZE by hand, or from paradit's own launch
+    by_hand = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "a", "MASTER_PORT": "7"}
+    assert LaunchEnv.from_environ(by_hand).launcher == "env"
+    own = LaunchEnv.from_environ(
+        {**by_hand, "PARADIT_LAUNCHER": "paradit", "PARADIT_GENERATION": "3"}
+    )
+    assert own.launcher == "paradit" and own.prefix == "paradit/3"
+    # srun without MASTER_ADDR: the node srun ran on
+    slurm = LaunchEnv.from_environ(
+        {
+            "SLURM_PROCID": "1",
+            "SLURM_NTASKS": "2",
+            "SLURM_STEP_ID": "0",
+            "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3",
+        }
+    )
+    assert (slurm.launcher, slurm.master_addr, slurm.local_world_size) == ("slurm", "10.1.2.3", 2)
+    with pytest.raises(ValueError, match="MASTER_ADDR"):
+        LaunchEnv.from_environ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"})
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -148,18 +194,34 @@ def test_under_torchrun(tmp_path, backends):
         _stop([proc])
 
 
-def test_under_an_srun_style_environment(tmp_path, backends):
-    port = _free_port()
-    procs = []
-    for rank in (0, 1):
-        env = {
-            **os.environ,
-            "OMP_NUM_THREADS": "1",
+def _launcher_vars(launcher: str, rank: int) -> dict[str, str]:
+    """What srun, or Open MPI's mpirun, gives each of two tasks on one node."""
+    if launcher == "srun":
+        return {
             "SLURM_PROCID": str(rank),
             "SLURM_NTASKS": "2",
             "SLURM_LOCALID": str(rank),
             "SLURM_NTASKS_PER_NODE": "2",
             "SLURM_STEP_ID": "0",
+        }
+    return {
+        "OMPI_COMM_WORLD_RANK": str(rank),
+        "OMPI_COMM_WORLD_SIZE": "2",
+        "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+    }
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_under_an_srun_or_mpirun_style_environment(tmp_path, backends, launcher):
+    """mpirun and srun are not installed here: their variables are set by hand."""
+    port = _free_port()
+    procs = []
+    for rank in (0, 1):
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+            **_launcher_vars(launcher, rank),
+            "OMP_NUM_THREADS": "1",
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
         }

@@ -122,7 +122,13 @@ def test_two_jobs_run_at_the_same_time_on_two_replicas(backends):
         _, expected = run_job(reference, {**body, "seed": job["request"]["seed"]})
         frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
         assert frames == expected
-        assert client.record(job["id"])["replica"] == job["replica"]
+        record = client.record(job["id"])
+        assert record["replica"] == job["replica"]
+        # every job's job.json has its per-step timings, whichever replica ran it
+        timings = record["timings"]
+        assert len(timings["step_s"]) == 12 and all(s > 0 for s in timings["step_s"])
+        assert timings["mean_step_s"] > 0 and timings["decode_s"] > 0
+        assert timings["encode_s"] <= timings["first_step_start_s"] < timings["total_s"]
 
 
 @pytest.mark.timeout(600)

@@ -83,6 +83,19 @@ class StepClock:
         points = [self.start, *self.marks]
         return [b - a for a, b in zip(points, points[1:], strict=False)]
 
+    def timings(self, begin: float, end: float) -> dict[str, Any]:
+        """A job's step timings (`job.json`): `begin` is when the job started on this rank,
+        `end` when its frames were decoded (perf_counter seconds)."""
+        steps = self.step_seconds()
+        out: dict[str, Any] = {
+            "first_step_start_s": round(self.start - begin, 4),
+            "step_s": [round(s, 4) for s in steps],
+        }
+        if steps:
+            out["mean_step_s"] = round(sum(steps) / len(steps), 4)
+            out["decode_s"] = round(end - self.marks[-1], 4)
+        return out
+
 
 @dataclass(frozen=True)
 class WaitPoint:

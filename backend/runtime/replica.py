@@ -6,9 +6,9 @@ under `job/<id>/tensor/<name>`; the replica's leader takes them and broadcasts t
 replica. During the job the leader publishes its step and previews (`job/<id>/step`,
 `job/<id>/preview`) and checks `job/<id>/cancel`, which rank 0 sets; its decision reaches the
 replica's other ranks through the per-step broadcast. At the end the leader puts the float
-frames, one key per frame (`job/<id>/frame/<i>`), and rank 0 writes the outputs as for any
-job. The store is rank 0's TCPStore, so this works across machines; frames cost
-F x H x W x 3 x 4 bytes on the wire.
+frames, one key per frame (`job/<id>/frame/<i>`), and its step timings (`job/<id>/timings`),
+and rank 0 writes the outputs and job.json as for any job. The store is rank 0's TCPStore,
+so this works across machines; frames cost F x H x W x 3 x 4 bytes on the wire.
 """
 
 from __future__ import annotations
@@ -87,6 +87,26 @@ def take_latents(store: dist.Store, job_id: str) -> np.ndarray | None:
     return latents
 
 
+def put_timings(store: dist.Store, job_id: str, timings: dict[str, Any]) -> None:
+    """The leader: its step clock's timings (`StepClock.timings`), measured on its own clock
+    from the moment it took the job."""
+    store.set(_key(job_id, "timings"), json.dumps(timings))
+
+
+def take_timings(store: dist.Store, job_id: str, handed_over_s: float) -> dict[str, Any]:
+    """Rank 0: the timings the leader put for `job_id` ({} if none), removed; its first step
+    counted from when rank 0 began the job (`handed_over_s`: encoding and putting the tensors;
+    the leader's pick-up of the message, at most one idle poll, is not counted)."""
+    key = _key(job_id, "timings")
+    if not store.check([key]):
+        return {}
+    timings = json.loads(store.get(key))
+    store.delete_key(key)
+    if "first_step_start_s" in timings:
+        timings["first_step_start_s"] = round(timings["first_step_start_s"] + handed_over_s, 4)
+    return timings
+
+
 class LeaderHooks:
     """The leader of replica k > 0: step, previews and cancel through the store."""
 
@@ -147,6 +167,6 @@ class RemoteJob:
 
     def clear(self) -> None:
         """Remove what is left of the job's keys (a failed job's tensors too)."""
-        names = ["step", "cancel", "preview", "preview_step"]
+        names = ["step", "cancel", "preview", "preview_step", "timings"]
         for name in names + [f"tensor/{n}" for n in self.tensor_names]:
             self.store.delete_key(_key(self.job_id, name))

@@ -3,7 +3,9 @@
 The HTTP layer calls `submit`, `cancel`, `job`, `jobs`, `info` and `health` from its own
 thread; `run_forever` runs the jobs one at a time per replica: replica 0's (rank 0's own) on
 the main thread, each other data-parallel replica's on a driver thread of its own, which
-sends the job to that replica's ranks and waits for their replies (see `runtime/replica.py`).
+sends the job to that replica's ranks and waits for their replies (see `runtime/replica.py`);
+once its frames are in, a writer thread writes that job's outputs and the replica takes its
+next job.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ from ..runtime.control import Driver, HeartbeatMonitor, RankLost, channel
 from ..runtime.engine import JobCancelled, Runtime, release_freed_memory, tensor_meta
 from ..runtime.job import JobHooks, run_job
 from ..runtime.messages import Reply, RunJob, Shutdown, combine
-from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents
+from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents, take_timings
 from .jobs import Job, JobBook
 from .outputs import to_uint8, write_latents, write_outputs, write_record
 from .store import JobStore
@@ -293,9 +296,15 @@ class Service:
 
         Each replica takes the next queued job when it is free: replica 0 on this thread,
         the others on threads of their own, all of which end before this returns."""
+        # Another replica's outputs are written on a writer thread, so that replica takes its
+        # next job as soon as its frames are in (rank 0 also computes replica 0's jobs).
+        writer = ThreadPoolExecutor(1, "output-writer") if len(self.replicas) > 1 else None
         threads = [
             threading.Thread(
-                target=self._serve_replica, args=(replica, stop), name=f"replica-{replica.index}"
+                target=self._serve_replica,
+                args=(replica, stop),
+                kwargs={"writer": writer},
+                name=f"replica-{replica.index}",
             )
             for replica in self.replicas[1:]
         ]
@@ -306,16 +315,23 @@ class Service:
         finally:
             for thread in threads:
                 thread.join()
+            if writer is not None:
+                writer.shutdown(wait=True)  # every job taken gets its outputs and its status
 
     def _serve_replica(
-        self, replica: Replica, stop: threading.Event, *, check_health: bool = False
+        self,
+        replica: Replica,
+        stop: threading.Event,
+        *,
+        check_health: bool = False,
+        writer: ThreadPoolExecutor | None = None,
     ) -> None:
         checked = time.monotonic()
         try:
             while not stop.is_set() and not self.broken:
                 job = self.book.next(timeout_s=0.1)
                 if job is not None:
-                    self.run_job(job, replica)
+                    self.run_job(job, replica, writer)
                     release_freed_memory()  # after the job is reported, not inside its timings
                 if check_health and time.monotonic() - checked > 0.5:
                     self.health()
@@ -324,7 +340,11 @@ class Service:
             log.exception("replica %d stopped", replica.index)
             self.mark_broken(f"replica {replica.index}: {type(exc).__name__}: {exc}")
 
-    def run_job(self, job: Job, replica: Replica | None = None) -> None:
+    def run_job(
+        self, job: Job, replica: Replica | None = None, writer: ThreadPoolExecutor | None = None
+    ) -> None:
+        """Run `job` on `replica` (default: rank 0's) and write its outputs; with a `writer`,
+        another replica's outputs are written there and the replica is free at once."""
         replica = replica or self.replicas[0]
         if self.broken:
             if self.recoverable:
@@ -346,6 +366,24 @@ class Service:
                 final = None if latents is None or latents.value is None else latents.numpy()
             else:
                 frames, final = self._denoise_remote(job, timings, replica)
+        except JobCancelled:
+            self._finish(job, "cancelled")
+            return
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            self._finish(job, "failed", self._failure(exc))
+            return
+        finally:
+            replica.busy_job = None
+        if writer is None or replica.index == 0:
+            self._write(job, frames, final, started)
+        else:
+            writer.submit(self._write, job, frames, final, started)
+
+    def _write(self, job: Job, frames: Any, final: Any, started: float) -> None:
+        """The outputs and job.json of a job whose frames are in; then it has succeeded."""
+        timings = job.timings
+        try:
             begin_write = time.perf_counter()
             job.files = write_outputs(job.out_dir, to_uint8(frames), self.runtime.limits.fps)
             if final is not None:
@@ -355,13 +393,9 @@ class Service:
             timings["total_s"] = round(time.perf_counter() - started, 4)
             self._finish(job, "succeeded")
             self.rebuilds_in_a_row = 0
-        except JobCancelled:
-            self._finish(job, "cancelled")
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self._finish(job, "failed", self._failure(exc))
-        finally:
-            replica.busy_job = None
 
     def _encode(self, job: Job, timings: dict[str, Any]) -> dict[str, Any]:
         begin = time.perf_counter()
@@ -394,13 +428,7 @@ class Service:
             own_error = exc
         replies = self._settle(seq, own_error, replica.driver)
         job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
-        end = time.perf_counter()
-        steps = clock.step_seconds()
-        timings["first_step_start_s"] = round(clock.start - begin, 4)
-        timings["step_s"] = [round(s, 4) for s in steps]
-        if steps:
-            timings["mean_step_s"] = round(sum(steps) / len(steps), 4)
-            timings["decode_s"] = round(end - clock.marks[-1], 4)
+        timings.update(clock.timings(begin, time.perf_counter()))
         return frames, clock
 
     def _previews(self, job: Job) -> Callable[[int, Any], None] | None:
@@ -423,6 +451,7 @@ class Service:
         """A job on another replica: rank 0 encodes, hands the tensors to the replica's leader
         through the store, relays progress, previews and cancel while it waits, and takes the
         frames (and final latents) the leader put back. Returns (frames, latents or None)."""
+        began = time.perf_counter()
         tensors = self._encode(job, timings)
         driver = replica.driver
         message = RunJob(
@@ -443,6 +472,7 @@ class Service:
             return moved
 
         begin = time.perf_counter()
+        handed_over_s = begin - began  # encode and tensors into the store
         try:
             seq = driver.send(message)
             # Bounded by the collective timeout since the replica's last step, not overall.
@@ -457,6 +487,7 @@ class Service:
                 frames = take_frames(driver.store, job.id)
                 final = take_latents(driver.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
+                timings.update(take_timings(driver.store, job.id, handed_over_s))
                 return frames, final
         finally:
             remote.clear()

@@ -111,6 +111,15 @@ def build_parser() -> Parser:
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     p.add_argument("--out", default="bench-results", help="folder for the table and plot")
+    p.add_argument(
+        "--rows",
+        default="scaling",
+        help="what to measure, comma-separated: scaling (scaling, overhead, latency, memory), "
+        "throughput (a batch of 8 on 2 replicas against 1 rank); default scaling",
+    )
+    p.add_argument(
+        "--repeats", type=int, help="interleaved runs per backend of the throughput row (3)"
+    )
 
     p = sub.add_parser("ui", help="the web app (Gradio)")
     _add_backend_flags(p)
@@ -298,7 +307,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
-    return run_bench(quick=args.quick, json_path=args.json_path, out_dir=args.out)
+    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip())
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError("--repeats must be >= 1")
+    return run_bench(
+        quick=args.quick,
+        json_path=args.json_path,
+        out_dir=args.out,
+        rows=rows,
+        repeats=args.repeats,
+    )
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .throughput import render as render_throughput
+
 if TYPE_CHECKING:
     from .model import DirectResult
     from .workload import RunResult, Workload
@@ -162,8 +164,6 @@ def summarize(
     wall_s: float,
 ) -> dict[str, Any]:
     """Everything the report shows, JSON-able; the keys of the issue are at the top level."""
-    from .... import __version__
-
     scaling = _scaling(results)
     overhead = _overhead(results[0], direct)
     latency = _latency(results, setup_s)
@@ -181,23 +181,51 @@ def summarize(
         "targets": _targets(scaling, overhead["e2e_ratio"], warm),
         "errors": [f"{r.spec.label}: {r.error}" for r in results if r.error],
         "setup": {
-            "command": "paradit bench" + (" --quick" if quick else ""),
-            "device": device,
-            "num_devices": num_devices,
-            "threads_per_rank": 1 if device == "cpu" else None,
+            **_setup_common(device, num_devices, quick, load_avg, wall_s),
             "model": workload.model.describe(),
             "tokens": workload.tokens,
             "job": workload.body(),
             "measured_jobs_per_backend": workload.num_jobs,
             "step_time": "median of the server's timings.step_s, first step of each job skipped",
-            "load_avg": load_avg,
-            "wall_s": round(wall_s, 1),
-            "date": time.strftime("%Y-%m-%d %H:%M"),
-            "platform": platform.platform(),
-            "cpu": platform.processor() or platform.machine(),
-            "paradit": __version__,
         },
     }
+
+
+def _setup_common(
+    device: str, num_devices: int, quick: bool, load_avg: dict, wall_s: float
+) -> dict[str, Any]:
+    from .... import __version__
+
+    return {
+        "command": "paradit bench" + (" --quick" if quick else ""),
+        "device": device,
+        "num_devices": num_devices,
+        "threads_per_rank": 1 if device == "cpu" else None,
+        "load_avg": load_avg,
+        "wall_s": round(wall_s, 1),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "paradit": __version__,
+    }
+
+
+def summarize_throughput_only(
+    *, device: str, num_devices: int, quick: bool, load_avg: dict, wall_s: float
+) -> dict[str, Any]:
+    """The summary of a run without the scaling rows (`--rows throughput`)."""
+    setup = _setup_common(device, num_devices, quick, load_avg, wall_s)
+    return {"targets": {}, "errors": [], "setup": setup}
+
+
+def add_throughput(summary: dict[str, Any], section: dict[str, Any]) -> None:
+    """Put the throughput section, its targets and errors into `summary`."""
+    summary["throughput"] = section
+    summary["targets"].update(section["targets"])
+    summary["errors"] += section["errors"]
+    summary["setup"]["command"] += " --rows " + ",".join(
+        (["scaling"] if "scaling" in summary else []) + ["throughput"]
+    )
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:
@@ -218,6 +246,42 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render_markdown(summary: dict[str, Any]) -> str:
+    setup = summary["setup"]
+    if "scaling" in summary:
+        lines = _render_scaling(summary)
+    else:
+        lines = [
+            f"## `{setup['command']}` — {setup['date']}",
+            "",
+            f"{setup['num_devices']} {setup['device']} device(s), one thread per rank"
+            if setup["device"] == "cpu"
+            else f"{setup['num_devices']} {setup['device']} device(s)",
+        ]
+        lines[-1] += (
+            f"; load average {setup['load_avg'].get('start')} -> "
+            f"{setup['load_avg'].get('end')}; {setup['wall_s']:.0f} s in all."
+        )
+    if "throughput" in summary:
+        lines += render_throughput(summary["throughput"])
+    lines += ["", "### Targets", ""]
+    rows = []
+    for target in summary["targets"].values():
+        extra = ""
+        if target["value_no_shard"] is not None:
+            extra = (
+                f" (no-shard: {target['value_no_shard']:.2f}, "
+                + ("met" if target["met_no_shard"] else "not met")
+                + ")"
+            )
+        met = {True: "met", False: "NOT met", None: "-"}[target["met"]]
+        rows.append([target["what"], target["target"], _fmt(target["value"]) + extra, met])
+    lines += _table(["target", "goal", "measured", ""], rows)
+    if summary["errors"]:
+        lines += ["", "### Errors", ""] + [f"- {e}" for e in summary["errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def _render_scaling(summary: dict[str, Any]) -> list[str]:
     setup = summary["setup"]
     job = setup["job"]
     lines = [
@@ -331,22 +395,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
                 ]
             )
     lines += _table(["backend", "rank", "DiT params (MiB)", "peak RSS (MiB)", "GPU (MiB)"], rows)
-    lines += ["", "### Targets", ""]
-    rows = []
-    for target in summary["targets"].values():
-        extra = ""
-        if target["value_no_shard"] is not None:
-            extra = (
-                f" (no-shard: {target['value_no_shard']:.2f}, "
-                + ("met" if target["met_no_shard"] else "not met")
-                + ")"
-            )
-        met = {True: "met", False: "NOT met", None: "-"}[target["met"]]
-        rows.append([target["what"], target["target"], _fmt(target["value"]) + extra, met])
-    lines += _table(["target", "goal", "measured", ""], rows)
-    if summary["errors"]:
-        lines += ["", "### Errors", ""] + [f"- {e}" for e in summary["errors"]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 # -- plot -------------------------------------------------------------------------------------

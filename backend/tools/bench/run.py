@@ -8,7 +8,8 @@ One run measures
 - overhead: paradit at world size 1 against the diffusers pipeline called directly in this
   process on the same model folder (one thread on CPU), paired job by job;
 - latency: submit -> first denoising step on a warm server, and cold start (serve -> ready);
-- memory: per-rank DiT parameter bytes (`/v1/info`) and peak RSS (VmHWM of each rank's pid).
+- memory: per-rank DiT parameter bytes (`/v1/info`) and peak RSS (VmHWM of each rank's pid);
+- with `--rows throughput`: a batch on data-parallel replicas against one rank (throughput.py).
 
 CPU ranks get one thread each (`--threads 1`); CUDA ranks get one device each. Every backend
 is a real `paradit serve` process group started with `LocalBackend`, one at a time.
@@ -23,10 +24,14 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .model import DirectPipeline, DirectResult, build_model_folder
+from .throughput import THROUGHPUT, ThroughputWorkload
+from .throughput import measure as measure_throughput
+from .throughput import summarize as summarize_throughput
 from .workload import FULL, QUICK, RunResult, RunSpec, Workload, plan_runs
 
 log = logging.getLogger(__name__)
@@ -185,30 +190,51 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
+ROWS = ("scaling", "throughput")
+
+
 def run_bench(
     quick: bool = False,
     json_path: str | None = None,
     out_dir: str = "bench-results",
     *,
+    rows: tuple[str, ...] = ("scaling",),
+    repeats: int | None = None,
     workload: Workload | None = None,
+    throughput: ThroughputWorkload | None = None,
 ) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
-    `workload` overrides QUICK/FULL (tests use SMOKE). Returns 0 when every backend ran.
+    `rows`: "scaling" (scaling, overhead, latency, memory) and/or "throughput" (a batch on
+    data-parallel replicas against one rank, `repeats` interleaved runs of each).
+    `workload` / `throughput` override the built-in workloads (tests use the SMOKE ones).
+    Returns 0 when every backend ran.
     """
-    from .report import render_markdown, summarize, write_json, write_plot
+    from .report import (
+        add_throughput,
+        render_markdown,
+        summarize,
+        summarize_throughput_only,
+        write_json,
+        write_plot,
+    )
 
+    unknown = set(rows) - set(ROWS)
+    if unknown or not rows:
+        raise ValueError(f"bench rows must be some of {', '.join(ROWS)}, got {', '.join(rows)}")
+    throughput = throughput or THROUGHPUT
+    if repeats is not None:
+        throughput = replace(throughput, num_repeats=repeats)
     workload = workload or (QUICK if quick else FULL)
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     device, num_devices = detect_devices()
     load_start = _load_avg()
     log.info(
-        "bench on %d %s device(s), %s, %d tokens, load average %s",
+        "bench (%s) on %d %s device(s), load average %s",
+        ", ".join(rows),
         num_devices,
         device,
-        workload.model.describe(),
-        workload.tokens,
         load_start,
     )
     if device == "cpu" and load_start and load_start[0] > num_devices / 2:
@@ -219,29 +245,39 @@ def run_bench(
         )
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
+    results, setup_s, direct, batch_runs = [], 0.0, [], []
     try:
-        folder = build_model_folder(workload.model, work / "model")
-        bench = Bench(workload, str(folder), device, work, out / "logs")
-        results, setup_s = _run_all(bench, plan_runs(workload, num_devices), folder, device)
+        if "scaling" in rows:
+            folder = build_model_folder(workload.model, work / "model")
+            bench = Bench(workload, str(folder), device, work, out / "logs")
+            results, setup_s = _run_all(bench, plan_runs(workload, num_devices), folder, device)
+            direct = bench.direct
+        if "throughput" in rows:
+            batch_runs = measure_throughput(throughput, device, num_devices, work, out / "logs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summary = summarize(
-        workload=workload,
-        results=results,
-        direct=bench.direct,
-        setup_s=setup_s,
-        device=device,
-        num_devices=num_devices,
-        quick=quick,
-        load_avg={"start": load_start, "end": _load_avg()},
-        wall_s=time.perf_counter() - began,
-    )
+    common = {
+        "device": device,
+        "num_devices": num_devices,
+        "quick": quick,
+        "load_avg": {"start": load_start, "end": _load_avg()},
+        "wall_s": time.perf_counter() - began,
+    }
+    if results:
+        summary = summarize(
+            workload=workload, results=results, direct=direct, setup_s=setup_s, **common
+        )
+    else:
+        summary = summarize_throughput_only(**common)
+    if "throughput" in rows:
+        add_throughput(summary, summarize_throughput(throughput, batch_runs))
     table = render_markdown(summary)
     (out / "bench.md").write_text(table)
     write_json(summary, out / "bench.json")
     if json_path:
         write_json(summary, Path(json_path))
-    write_plot(summary, out / "bench.png")
+    if results:
+        write_plot(summary, out / "bench.png")
     sys.stdout.write(table)
     log.info("bench finished in %.0fs; wrote %s", time.perf_counter() - began, out)
     return 0 if not summary["errors"] else 1
