@@ -17,6 +17,7 @@ from paradit.backend.tools.bench.model import DirectResult
 from paradit.backend.tools.bench.report import render_markdown, summarize
 from paradit.backend.tools.bench.run import run_bench
 from paradit.backend.tools.bench.throughput import THROUGHPUT, THROUGHPUT_SMOKE, ThroughputRun
+from paradit.backend.tools.bench.throughput import render as render_throughput
 from paradit.backend.tools.bench.throughput import summarize as summarize_throughput
 from paradit.backend.tools.bench.workload import FULL, QUICK, SMOKE, RunResult, RunSpec, plan_runs
 from paradit.backend.tools.cli import main
@@ -142,6 +143,7 @@ def test_throughput_summary_medians_spread_and_targets():
     assert rows["1 rank"]["jobs_s"] == {"median": 90.0, "min": 80.0, "max": 100.0}
     assert rows["2 replicas"]["total_s"] == {"median": 59.0, "min": 52.0, "max": 62.0}
     assert rows["2 replicas"]["jobs_per_min"] == pytest.approx(60 * 8 / 45.0, abs=0.01)
+    assert rows["2 replicas"]["cores_used"]["max"] == pytest.approx(2.0 / 40.0, abs=1e-3)
     jobs = section["speedup"]["jobs"]
     assert jobs["of_medians"] == 2.0  # 90 / 45
     assert jobs["per_repeat"] == [2.0, 1.8, 2.222]  # paired by repeat
@@ -149,6 +151,9 @@ def test_throughput_summary_medians_spread_and_targets():
     assert section["speedup"]["with_startup"]["of_medians"] == pytest.approx(100 / 59, abs=1e-3)
     assert section["targets"]["throughput_jobs"]["met"] is True
     assert section["targets"]["throughput_with_startup"]["met"] is True
+    table = "\n".join(render_throughput(section))
+    assert "| 2 replicas | 12.0 (12.0-14.0) | 45.0 (40.0-50.0) | 59.0 (52.0-62.0) |" in table
+    assert "**2.00x**" in table
     failed = ThroughputRun("2 replicas", 2, 2, 0, error="start failed")
     broken = summarize_throughput(THROUGHPUT, [runs[0], failed])
     assert broken["speedup"]["jobs"]["of_medians"] is None

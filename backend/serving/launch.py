@@ -114,9 +114,6 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     queued jobs run afterwards. Under torchrun / srun / mpirun rank 0 exits with code 1
     instead, so the launcher restarts every rank (torchrun `--max-restarts`).
     """
-    from .http import HttpServer, create_app
-    from .service import Service
-
     env = LaunchEnv.from_environ()
     if env is not None and env.rank != 0:
         return run_worker(config, env)
@@ -142,6 +139,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
 
     try:
         runtime = group.start(abort)
+        from .service import Service  # imported once the other ranks have started
+
         service = Service(
             runtime,
             config,
@@ -154,6 +153,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
             log.warning(
                 "serving on %s without a token: anyone who reaches it can run jobs", config.host
             )
+        from .http import HttpServer, create_app  # after the other ranks started: 1-2 s
+
         http = HttpServer(create_app(service, config.token), config.host, config.port).start()
         on_ready(http.url, config.world_size)
         while True:

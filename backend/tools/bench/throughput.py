@@ -220,6 +220,7 @@ def summarize(workload: ThroughputWorkload, runs: list[ThroughputRun]) -> dict[s
                 "jobs_s": _spread([run.jobs_s for run in mine]),
                 "total_s": _spread([run.total_s for run in mine]),
                 "cpu_s": _spread(cpu),
+                "cores_used": _spread([c / run.jobs_s for c, run in zip(cpu, mine, strict=True)]),
                 "jobs_per_min": round(
                     60 * workload.num_jobs / statistics.median([run.jobs_s for run in mine]), 2
                 ),
@@ -282,15 +283,20 @@ def render(section: dict[str, Any]) -> list[str]:
         f"{w['num_inference_steps']} steps, seeds 0-{w['num_jobs'] - 1}, all submitted at once; "
         f"{w['num_repeats']} interleaved repeats, median (min-max). Jobs alone: first submit "
         "-> last job finished; with start-up: plus serve -> ready. CPU: the ranks' CPU seconds "
-        "during the jobs.",
+        "during the jobs; cores used: those over the jobs' wall time (less than the ranks: "
+        "other work had the cores).",
         "",
-        "| backend | start-up (s) | jobs alone (s) | with start-up (s) | jobs/min | rank CPU (s) |",
-        "|---|---|---|---|---|---|",
+        "| backend | start-up (s) | jobs alone (s) | with start-up (s) | jobs/min | rank CPU (s) "
+        "| cores used |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in section["rows"]:
+        cores = row["cores_used"]
         lines.append(
             f"| {row['label']} | {_fmt(row['start_s'])} | {_fmt(row['jobs_s'])} | "
-            f"{_fmt(row['total_s'])} | {row['jobs_per_min']:.2f} | {_fmt(row['cpu_s'])} |"
+            f"{_fmt(row['total_s'])} | {row['jobs_per_min']:.2f} | {_fmt(row['cpu_s'])} | "
+            + ("-" if cores["median"] is None else f"{cores['median']:.2f}")
+            + " |"
         )
     for key, what in (("jobs", "jobs alone"), ("with_startup", "with start-up")):
         s = section["speedup"][key]
