@@ -196,7 +196,10 @@ class Runtime:
         group, store = self.group, self.group.store
         budget = Budget.of(group.device.type, settings.gpu_memory_gib, group.env.local_world_size)
         store.set(f"memory/budget/{group.rank}", str(budget.total))
+        # Barriers, not blocking reads: they give up when a rank is lost while loading.
+        group.barrier("memory-budgets")
         if not group.is_driver:
+            group.barrier("memory-layout")
             return Layout(**json.loads(store.get("memory/layout")))
         totals = [int(store.get(f"memory/budget/{rank}")) for rank in range(group.world_size)]
         if group.world_size > 1:
@@ -220,6 +223,7 @@ class Runtime:
             sizes, settings, budget, topology, reference, limits.size_multiple
         )
         store.set("memory/layout", json.dumps(dataclasses.asdict(self.planner.layout)))
+        group.barrier("memory-layout")
         log.info("memory plan: %s", "; ".join(self.planner.start_reasons))
         return self.planner.layout
 
