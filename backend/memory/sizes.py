@@ -215,7 +215,9 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
         metas[name] = meta
         element = torch.tensor([], dtype=vae_dtype if name == "vae" else dtype).element_size()
         weights[name] = _numel(meta) * element
-    dit = metas["transformer"].to(dtype)
+    # nn.Module.to, not diffusers' (which warns about modules it would keep in float32: these
+    # copies only count bytes and run on meta)
+    dit = torch.nn.Module.to(metas["transformer"], dtype)
     vae = metas.get("vae")
     if vae is not None:  # the tile sizes the real VAE was given (PARADIT_VAE_TILE)
         for name, value in vars(pipe.vae).items():
@@ -230,7 +232,7 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
         pipeline=type(pipe).__name__,
         weights=weights,
         dit=dit,
-        vae=None if vae is None else vae.to(vae_dtype),
+        vae=None if vae is None else torch.nn.Module.to(vae, vae_dtype),
         dtype=dtype,
         vae_dtype=vae_dtype,
         spatial=spatial,
