@@ -170,12 +170,15 @@ def test_flux_dev_generates_with_the_shipped_configs():
 
 @pytest.mark.fast
 def test_plan_counts_both_wan22_experts_and_the_reduced_encoders():
-    from paradit.backend.tools.plan import GIB, estimate
+    from paradit.backend.tools.plan import estimate
 
     report = estimate(WAN_A14B, gpus=4, gpu_memory_gib=80, width=1280, height=720, frames=81)
     experts = sum(DIT_PARAMS[WAN_A14B].values())
-    assert report["gib"]["dit_per_gpu"] == round(experts * 2 / 4 / GIB, 3)  # bf16, 4 shards
-    assert report["gib"]["encoders_rank0"] == round(UMT5_4096["text_encoder"] * 2 / GIB, 3)
+    weights = report["memory"]["weights_bytes"]
+    assert weights["transformer"] + weights["transformer_2"] == experts * 2  # bf16
+    assert weights["text_encoder"] == UMT5_4096["text_encoder"] * 2
+    job = report["memory"]["reference_job"]
+    assert job["parts_bytes"]["dit_decode"] == experts * 2 // 4  # both experts, 4 shards
     assert report["tokens"] == 21 * 45 * 80  # 81 frames -> 21 latent frames of 45 x 80 tokens
     flux = estimate(FLUX_DEV, gpus=2, gpu_memory_gib=80, width=1024, height=1024, frames=1)
     assert flux["plan"]["cfg_degree"] == 1  # guidance-distilled: nothing for CFG parallel
