@@ -105,6 +105,17 @@ def test_wan_1_3b_480p_on_one_24gb_gpu_is_resident(wan_sizes):
     assert planner.plan_job(JobShape(832, 480, 81)).fits
 
 
+def test_forced_tiling_still_lets_the_plan_offload(wan_sizes):
+    sizes = wan_sizes["random:wan2.1-t2v-14b"]
+    shape = JobShape(1280, 720, 81)
+    for mode, decode in (("off", "whole"), ("on", "tiled")):
+        settings = MemorySettings(24, vae_tiling=mode)
+        budget = Budget(24 * GIB, "--gpu-memory 24")
+        planner = MemoryPlanner(sizes, settings, budget, Topology("cuda"), shape)
+        assert planner.layout.dit == "offload-group", mode
+        assert planner.plan_job(shape).decode == decode
+
+
 def test_a_job_that_does_not_fit_names_the_largest_size_that_does(wan_sizes):
     sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
     planner = _plan(sizes, 1, 16, JobShape(832, 480, 81))

@@ -235,11 +235,13 @@ class MemoryPlanner:
                 Layout(4, "offload-group", "cpu", True),
                 *([Layout(5, "offload-sequential", "cpu", True)] if one_rank else []),
             ]
-        if self.settings.vae_tiling != "auto":
-            tiles = self.settings.vae_tiling == "on"
-            ladder = [layout for layout in ladder if layout.tiles == tiles or layout.level == 2]
-            ladder = [Layout(la.level, la.dit, la.text_encoder, tiles) for la in ladder]
-            ladder = list({(la.dit, la.text_encoder): la for la in reversed(ladder)}.values())[::-1]
+        if self.settings.vae_tiling != "auto":  # tiling is fixed: the levels differ by placement
+            tiles, placements, forced = self.settings.vae_tiling == "on", set(), []
+            for layout in ladder:
+                if (layout.dit, layout.text_encoder) not in placements:
+                    placements.add((layout.dit, layout.text_encoder))
+                    forced.append(Layout(layout.level, layout.dit, layout.text_encoder, tiles))
+            ladder = forced
         return ladder
 
     def _choose_layout(self, shape: JobShape) -> tuple[Layout, list[str]]:
