@@ -147,6 +147,19 @@ def _text_len(tokenizer: Any, default: int = 512) -> int:
     return int(min(default, length))
 
 
+def video_kwargs(request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+    """The pipeline arguments every video family passes the same way."""
+    return {
+        "prompt_embeds": tensors["prompt_embeds"],
+        "negative_prompt_embeds": tensors.get("negative_prompt_embeds"),
+        "height": request.height,
+        "width": request.width,
+        "num_frames": request.num_frames,
+        "num_inference_steps": request.num_inference_steps,
+        "guidance_scale": request.guidance_scale,
+    }
+
+
 class _Wan(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = pipe.transformer.config.patch_size
@@ -182,19 +195,8 @@ class _Wan(Family):
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         return self._text(pipe, request, device)
 
-    def _common(self, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        return {
-            "prompt_embeds": tensors["prompt_embeds"],
-            "negative_prompt_embeds": tensors.get("negative_prompt_embeds"),
-            "height": request.height,
-            "width": request.width,
-            "num_frames": request.num_frames,
-            "num_inference_steps": request.num_inference_steps,
-            "guidance_scale": request.guidance_scale,
-        }
-
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        return self._common(request, tensors)
+        return video_kwargs(request, tensors)
 
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
@@ -255,7 +257,7 @@ class _WanImageToVideo(_Wan):
             # until `finish` removes them again.
             embeds = tensors["image_embeds"]
             pipe.encode_image = lambda *_args, **_kwargs: embeds
-        return {**self._common(request, tensors), "image": request_image(request)}
+        return {**video_kwargs(request, tensors), "image": request_image(request)}
 
     def finish(self, pipe: Any) -> None:
         pipe.__dict__.pop("encode_image", None)
@@ -419,13 +421,7 @@ class _CogVideoX(Family):
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         kwargs = {
-            "prompt_embeds": tensors["prompt_embeds"],
-            "negative_prompt_embeds": tensors.get("negative_prompt_embeds"),
-            "height": request.height,
-            "width": request.width,
-            "num_frames": request.num_frames,
-            "num_inference_steps": request.num_inference_steps,
-            "guidance_scale": request.guidance_scale,
+            **video_kwargs(request, tensors),
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
         }
         if self.task == IMAGE_TO_VIDEO:
