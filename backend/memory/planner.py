@@ -55,15 +55,15 @@ class Budget:
         return int(self.total * USABLE_FRACTION)
 
     @classmethod
-    def of(cls, device_type: str, gpu_memory_gib: float | None, local_ranks: int = 1) -> Budget:
-        """`--gpu-memory` when given; else the device's free memory (CUDA) or this host's
-        available memory shared by the ranks on it (CPU)."""
+    def of(cls, device: Any, gpu_memory_gib: float | None, local_ranks: int = 1) -> Budget:
+        """`--gpu-memory` when given; else the free memory of `device` (a CUDA torch.device)
+        or this host's available memory shared by the ranks on it (CPU)."""
         if gpu_memory_gib is not None:
             return cls(int(gpu_memory_gib * GIB), f"--gpu-memory {gpu_memory_gib:g}")
-        if device_type == "cuda":
+        if getattr(device, "type", device) == "cuda":
             import torch
 
-            free, _total = torch.cuda.mem_get_info()
+            free, _total = torch.cuda.mem_get_info(device)
             return cls(int(free), "free memory of the GPU at start")
         available = _host_available()
         return cls(

@@ -126,6 +126,9 @@ class Runtime:
 
         getattr(diffusers, pipeline_class)
         self.meter = PeakMeter(group.device, resident_bytes())
+        memory = memory or MemorySettings()
+        # Measured before this rank loads anything: the model is part of what the plan counts.
+        budget = Budget.of(group.device, memory.gpu_memory_gib, group.env.local_world_size)
         self.last_peak: dict[str, Any] | None = None
         """This rank's measured peak in its last job (`PeakMeter.read`)."""
         skip = frozenset() if group.is_driver else self.family.encoder_components
@@ -154,7 +157,7 @@ class Runtime:
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
         self.planner: MemoryPlanner | None = None
-        self.layout: Layout = self._plan_memory(memory or MemorySettings())
+        self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self.parallel: Parallelized = parallelize(
@@ -190,11 +193,10 @@ class Runtime:
             name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
         )
 
-    def _plan_memory(self, settings: MemorySettings) -> Layout:
+    def _plan_memory(self, settings: MemorySettings, budget: Budget) -> Layout:
         """The memory layout, the same on every rank: each rank publishes its budget, rank 0
         plans for the smallest one (it alone holds the encoders) and publishes the layout."""
         group, store = self.group, self.group.store
-        budget = Budget.of(group.device.type, settings.gpu_memory_gib, group.env.local_world_size)
         store.set(f"memory/budget/{group.rank}", str(budget.total))
         # Barriers, not blocking reads: they give up when a rank is lost while loading.
         group.barrier("memory-budgets")
