@@ -37,6 +37,7 @@ from .random_presets import (
     is_random_preset,
     random_preset_components,
     random_preset_pipeline_class,
+    wanted_components,
 )
 from .seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer, seed_weights
 
@@ -98,13 +99,7 @@ def build_preset(
     if is_random_preset(name):
         return build_random_preset(name, components=components, dtype=dtype, device=device)
     pipeline_class_name, builders = _preset(name)
-    wanted = frozenset(builders) if components is None else frozenset(components)
-    unknown = wanted - builders.keys()
-    if unknown:
-        raise ValueError(
-            f"preset {name!r} has no component(s) {sorted(unknown)}; "
-            f"its components are {sorted(builders)}"
-        )
+    wanted = wanted_components(name, builders.keys(), components)
     parts = {
         component: (build() if component in wanted else None)
         for component, build in builders.items()

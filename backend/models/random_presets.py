@@ -89,6 +89,20 @@ def random_preset_pipeline_class(name: str) -> str:
     return random_preset_spec(name)["pipeline"]
 
 
+def wanted_components(
+    name: str, available: Any, components: frozenset[str] | None
+) -> frozenset[str]:
+    """The components to build (all when None); ValueError naming any the preset lacks."""
+    wanted = frozenset(available) if components is None else frozenset(components)
+    unknown = wanted - frozenset(available)
+    if unknown:
+        raise ValueError(
+            f"preset {name!r} has no component(s) {sorted(unknown)}; "
+            f"its components are {sorted(available)}"
+        )
+    return wanted
+
+
 def build_random_preset(
     name: str,
     *,
@@ -106,13 +120,7 @@ def build_random_preset(
 
     spec = random_preset_spec(name)
     entries: dict[str, dict[str, Any]] = spec["components"]
-    wanted = frozenset(entries) if components is None else frozenset(components)
-    unknown = wanted - entries.keys()
-    if unknown:
-        raise ValueError(
-            f"preset {name!r} has no component(s) {sorted(unknown)}; "
-            f"its components are {sorted(entries)}"
-        )
+    wanted = wanted_components(name, entries.keys(), components)
     overrides = overrides or {}
     parts = {
         component: (
