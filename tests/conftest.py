@@ -6,9 +6,13 @@ end; each rank uses one thread so several groups fit on a 2-core machine.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -22,13 +26,24 @@ from paradit.backend.client import Client  # noqa: E402
 from paradit.backend.client.local import LocalBackend  # noqa: E402
 from paradit.backend.config import ServeConfig  # noqa: E402
 
+STANDARD_FLAGS = ("--save-latents",)
+"""Flags every shared backend runs with, so tests that differ only in them share one group."""
+MAX_LIVE_RANKS = 6
+"""Idle groups beyond this many ranks are stopped, least recently used first (a start costs
+10-20 s of CPU; an idle rank still polls its store on the same 2 cores)."""
+
 
 class Backends:
-    """Starts backends on demand and keeps them for the session."""
+    """Starts backends on demand and keeps them for the session, up to `MAX_LIVE_RANKS` ranks
+    (least recently used stopped first, never one the running test module has asked for:
+    module-scoped fixtures hold their clients)."""
 
     def __init__(self, root: Path):
         self.root = root
-        self._running: dict[ServeConfig, LocalBackend] = {}
+        self._running: OrderedDict[tuple, LocalBackend] = OrderedDict()
+        self._in_use: set[tuple] = set()  # keys asked for by the running test module
+        self._module = ""
+        self.started = 0  # groups started this session (tests/test_suite_budget.py reads it)
 
     def get(self, model: str, world_size: int, *extra: str) -> Client:
         return self.start(model, world_size, *extra).client
@@ -36,31 +51,53 @@ class Backends:
     def start(
         self, model: str, world_size: int, *extra: str, env: tuple[tuple[str, str], ...] = ()
     ) -> LocalBackend:
-        """A backend of `model` on `world_size` ranks with `serve` flags `extra` and extra
-        environment variables `env` ((name, value) pairs)."""
-        key = (model, world_size, extra, env)
-        name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{abs(hash(key)) % 10**6}"
-        spec = ServeConfig.from_argv(
-            list(extra),
+        """A backend of `model` on `world_size` ranks with the standard flags, `serve` flags
+        `extra` and extra environment variables `env` ((name, value) pairs)."""
+        argv = [*STANDARD_FLAGS, *(flag for flag in extra if flag not in STANDARD_FLAGS)]
+        base = ServeConfig.from_argv(
+            argv,
             model=model,
             world_size=world_size,
             device="cpu",
             threads_per_rank=1,
-            output_dir=str(self.root / name),
+            output_dir=".",
             timeout_s=120.0,
         )
-        backend = self._running.get(spec)
+        key = (base, tuple(sorted(env)))
+        backend = self._running.get(key)
         if backend is None or not backend.alive():
-            log_file = self.root / f"{name}.log"  # env is in `name`, so in the spec's folder
+            self._make_room(world_size)
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:8]
+            name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{digest}"
+            spec = dataclasses.replace(base, output_dir=str(self.root / name))
+            log_file = self.root / f"{name}.log"
             backend = LocalBackend(spec, start_timeout_s=300, log_file=log_file, env=dict(env))
-            self._running[spec] = backend
+            self.started += 1
+            self._running[key] = backend
+        self._running.move_to_end(key)
+        self._in_use.add(key)
         return backend
 
+    def _make_room(self, world_size: int) -> None:
+        live = sum(b.config.world_size for b in self._running.values())
+        for key, backend in list(self._running.items()):  # least recently used first
+            if live + world_size <= MAX_LIVE_RANKS:
+                return
+            if key not in self._in_use:
+                backend.stop()
+                del self._running[key]
+                live -= backend.config.world_size
+
+    def module_started(self, module: str) -> None:
+        if module != self._module:
+            self._module = module
+            self._in_use.clear()
+
     def stop(self, client_or_backend) -> None:
-        for spec, backend in list(self._running.items()):
+        for key, backend in list(self._running.items()):
             if backend is client_or_backend or backend.client is client_or_backend:
                 backend.stop()
-                del self._running[spec]
+                del self._running[key]
 
     def stop_all(self) -> None:
         for backend in self._running.values():
@@ -68,11 +105,49 @@ class Backends:
         self._running.clear()
 
 
+POOL = pytest.StashKey[Backends]()
+
+
 @pytest.fixture(scope="session")
-def backends(tmp_path_factory) -> Iterator[Backends]:
+def backends(request, tmp_path_factory) -> Iterator[Backends]:
     pool = Backends(tmp_path_factory.mktemp("backends"))
+    request.config.stash[POOL] = pool
     yield pool
     pool.stop_all()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before a test's fixtures are set up: tell the pool which module runs (the backends a
+    module asks for, its module-scoped fixtures' included, are never evicted under it)."""
+    pool = item.config.stash.get(POOL, None)
+    if pool is not None:
+        pool.module_started(item.module.__name__ if item.module else "")
+
+
+class References:
+    """World-size-1 runs, each (model, request) run once per session on the shared
+    world-size-1 backend: the reference many tests compare a parallel run with."""
+
+    def __init__(self, pool: Backends):
+        self.pool = pool
+        self._done: dict[tuple[str, str], tuple[dict, list[bytes], Any]] = {}
+
+    def get(self, model: str, body: dict) -> tuple[dict, list[bytes], Any]:
+        """The finished job, its frames' PNG bytes and its final latents."""
+        key = (model, json.dumps(body, sort_keys=True))
+        if key not in self._done:
+            client = self.pool.get(model, 1)
+            job, frames = run_job(client, body)
+            self._done[key] = job, frames, client.latents(job["id"])
+        return self._done[key]
+
+    def frames(self, model: str, body: dict) -> list[bytes]:
+        return self.get(model, body)[1]
+
+
+@pytest.fixture(scope="session")
+def references(backends) -> References:
+    return References(backends)
 
 
 def wait_for(check: Callable[[], Any], timeout_s: float = 60, what: str = "a condition") -> Any:

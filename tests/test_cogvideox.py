@@ -338,8 +338,10 @@ def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
     info, reference = t2v_reference
     assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
     assert info["plan"]["modes"] == []
+    # Ulysses 3 splits both requests' tokens unevenly (4276 and 175 over 3) and the heads
+    # too; CFG 2 x Ulysses 2 batches the branches over the halves. (Ulysses 4 at 720x480, the
+    # latent height of 30 that xDiT refuses, is the same uneven split: not run again.)
     runs = {  # label: (world size, flags, modes)
-        "ulysses 4": (4, ("--ulysses-degree", "4", "--cfg-degree", "1"), ["ulysses"]),
         "ulysses 3": (3, (), ["ulysses"]),
         "cfg 2 x ulysses 2": (4, (), ["cfg", "ulysses"]),
     }

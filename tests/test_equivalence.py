@@ -90,10 +90,14 @@ SKIPPED = {("tiny-wan", "ulysses-2"), ("tiny-flux", "cfg-x-ulysses")}
 CASES = [(model, mode) for model in REQUESTS for mode in DEGREES if (model, mode) not in SKIPPED]
 
 
+SHARED = {"reference", "cfg"}
+"""Modes whose backends other test files use too (world size 1 and 2 with the standard
+flags): kept for them. The others are stopped right after their jobs."""
+
+
 class Runs:
     """Every request of a (model, mode) run once per module: the backend's info, each job
-    and its frames (uint8) and final latents. The backend is stopped right after, so at
-    most one group runs at a time."""
+    and its frames (uint8) and final latents."""
 
     def __init__(self, backends):
         self.backends = backends
@@ -107,7 +111,8 @@ class Runs:
                 info = backend.client.info()
                 outputs = [job_outputs(backend.client, body) for body in REQUESTS[model]]
             finally:
-                self.backends.stop(backend)
+                if mode not in SHARED:
+                    self.backends.stop(backend)
             self._done[model, mode] = info, outputs
         return self._done[model, mode]
 

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.002
 IDLE_POLL_S = 0.02
+ASLEEP_POLL_S = 0.05
+"""A worker idle for over `ASLEEP_AFTER_S` polls this rarely: an idle backend (or the many a
+test session keeps) costs little CPU, and the first step of the next job waits 50 ms at most."""
+ASLEEP_AFTER_S = 5.0
 
 
 class RankLost(RuntimeError):
@@ -143,8 +147,14 @@ class Worker:
         key = f"{self.prefix}msg/{self.seq}"
         idle_since = time.monotonic()
         while not self.store.check([key]):
-            busy = time.monotonic() - idle_since < 1.0
-            time.sleep(POLL_S if busy else IDLE_POLL_S)
+            idle_s = time.monotonic() - idle_since
+            time.sleep(
+                POLL_S
+                if idle_s < 1.0
+                else IDLE_POLL_S
+                if idle_s < ASLEEP_AFTER_S
+                else ASLEEP_POLL_S
+            )
         return self.seq, _get(self.store, key)
 
     def reply(self, seq: int, reply: Reply) -> None:
