@@ -1,7 +1,12 @@
 """Shared test fixtures: real backends (`paradit serve` process groups on CPU/gloo).
 
-Backends are started once per session per (model, world size, options) and stopped at the
+Backends are started once per session per (model, world size, options), kept while other
+tests may want them (least recently used stopped beyond `MAX_LIVE_RANKS`) and stopped at the
 end; each rank uses one thread so several groups fit on a 2-core machine.
+
+Every test file states its cost in its docstring (`Cost: about N s`, on 2 cores, alone);
+the files run most costly first, so that the suite's two workers (pytest-xdist,
+`--dist loadfile`) finish together.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import socket
 import time
 from collections import OrderedDict
@@ -106,6 +112,26 @@ class Backends:
 
 
 POOL = pytest.StashKey[Backends]()
+COST = re.compile(r"^Cost: about (\d+) s\b", re.MULTILINE)
+
+
+def file_cost_s(path: Path) -> int | None:
+    """The cost a test file states in its docstring, in seconds (None if it states none)."""
+    import ast
+
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    match = COST.search(docstring)
+    return int(match.group(1)) if match else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Most costly files first (a stable sort: tests keep their order within a file)."""
+    costs: dict[Path, int] = {}
+    for item in items:
+        path = Path(str(item.path))
+        if path not in costs:
+            costs[path] = file_cost_s(path) or 0
+    items.sort(key=lambda item: -costs[Path(str(item.path))])
 
 
 @pytest.fixture(scope="session")
