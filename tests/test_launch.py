@@ -32,6 +32,7 @@ SERVE = [
 ]
 
 
+@pytest.mark.fast
 def test_launch_env_from_each_launcher():
     assert LaunchEnv.from_environ({}) is None
     torchrun = LaunchEnv.from_environ(
@@ -84,6 +85,7 @@ def test_launch_env_from_each_launcher():
         LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a"})
 
 
+@pytest.mark.fast
 def test_launch_env_mpich_pmi_and_which_launcher_wins():
     mpich = LaunchEnv.from_environ(
         {
