@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +16,9 @@ from paradit.backend.client.http import Client
 from paradit.backend.runtime.group import LaunchEnv
 
 BODY = {"prompt": "launched elsewhere", "seed": 5}
+# torchrun is this module of the torch the tests run with: never missing from PATH, so the
+# tests that use it never skip
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 SERVE = [
     "-m",
     "paradit",
@@ -174,11 +176,10 @@ def _reference(backends) -> list[bytes]:
     return run_job(backends.get("tiny-wan", 1), BODY)[1]
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
 def test_under_torchrun(tmp_path, backends):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [
-        "torchrun",
+        *TORCHRUN,
         "--nproc-per-node",
         "2",
         "--master-port",
