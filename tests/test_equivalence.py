@@ -207,8 +207,9 @@ def test_parallel_plan_equals_world_size_1(runs, model, mode):
         assert len(frames) == job["num_frames"] == expected
         result = compare(frames_1, frames, FLOAT32, latents_1, latents)
         where = f"{model} request {index} on {mode} ({plan['modes']}): {_summary(result)}"
-        if mode in BYTE_IDENTICAL:
+        if mode in BYTE_IDENTICAL:  # the frames, and the final latents byte for byte
             assert result.verdict == IDENTICAL, where
+            assert (latents.dtype, latents.tobytes()) == (latents_1.dtype, latents_1.tobytes())
         else:
             assert result.verdict != DIFFERENT, where
 
