@@ -11,6 +11,7 @@ the files run most costly first, so that the suite's two workers (pytest-xdist,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -224,3 +225,68 @@ def _gloo_entry(rank: int, world_size: int, port: int, check, args: tuple) -> No
         check(rank, world_size, *args)
     finally:
         dist.destroy_process_group()
+
+
+# --- The fast marker's promise: a test marked `fast` starts no process ---------------------
+
+
+class StartedAProcess(AssertionError):
+    """A test marked `fast` started a process (a subprocess, a fork, a multiprocessing or
+    torch.multiprocessing child, or a backend)."""
+
+
+def _refuse(what: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StartedAProcess(
+            f"a test marked fast started a process ({what}); fast tests are pure logic: "
+            "drop the mark, or keep the process out of the test"
+        )
+
+    return refuse
+
+
+@contextlib.contextmanager
+def no_process_started() -> Iterator[None]:
+    """Every way the suite starts a process fails inside this block."""
+    import multiprocessing.process
+    import subprocess
+    from unittest import mock
+
+    targets = [
+        (subprocess.Popen, "_execute_child", "subprocess"),
+        (multiprocessing.process.BaseProcess, "start", "multiprocessing"),
+        (os, "fork", "os.fork"),
+        (os, "system", "os.system"),
+        (os, "posix_spawn", "os.posix_spawn"),
+        (os, "posix_spawnp", "os.posix_spawnp"),
+    ]
+    with contextlib.ExitStack() as stack:
+        for owner, name, what in targets:
+            if hasattr(owner, name):
+                stack.enter_context(mock.patch.object(owner, name, _refuse(what)))
+        yield
+
+
+def _guarded(item: pytest.Item):
+    fast = item.get_closest_marker("fast") is not None
+    return no_process_started() if fast else contextlib.nullcontext()
+
+
+# setup, call and teardown: the fixtures a fast test sets up (module- and session-scoped
+# ones included) are held to the same promise as its body
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    with _guarded(item):
+        yield

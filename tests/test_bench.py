@@ -69,6 +69,7 @@ def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path):
     assert list((out / "logs").glob("*.log"))
 
 
+@pytest.mark.fast
 def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
     seen = {}
 
@@ -91,6 +92,7 @@ def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
     assert main(["bench", "--rows", "throughput", "--repeats", "0"]) == 2  # a one-line error
 
 
+@pytest.mark.fast
 def test_bench_refuses_unknown_rows(tmp_path: Path):
     with pytest.raises(ValueError, match="scaling, throughput"):
         run_bench(out_dir=str(tmp_path), rows=("latency",))
@@ -129,6 +131,7 @@ def _batch_run(label: str, dp: int, repeat: int, start: float, jobs: float) -> T
     return ThroughputRun(label, dp, dp, repeat, start_s=start, jobs_s=jobs, cpu_s=[1.0] * dp)
 
 
+@pytest.mark.fast
 def test_throughput_summary_medians_spread_and_targets():
     runs = [
         _batch_run("1 rank", 1, 0, 10.0, 80.0),
@@ -161,6 +164,7 @@ def test_throughput_summary_medians_spread_and_targets():
     assert broken["errors"] == ["throughput 2 replicas #0: start failed"]
 
 
+@pytest.mark.fast
 def test_plan_runs_follow_the_devices():
     labels = [run.label for run in plan_runs(QUICK, 1)]
     assert labels == ["1 rank"]

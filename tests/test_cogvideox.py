@@ -188,6 +188,7 @@ def test_random_preset_builds_seeded_in_the_target_dtype():
     assert abs(fan_in.std().item() * 1920**0.5 - 1.0) < 0.05  # N(0, 1/fan_in), not zeros
 
 
+@pytest.mark.fast
 def test_limits_and_frame_rules_per_model(meta_pipes):
     v10 = family_for("CogVideoXPipeline").limits(meta_pipes["random:cogvideox-5b"], tiny=False)
     assert (v10.default_width, v10.default_height, v10.default_frames) == (720, 480, 49)
@@ -210,6 +211,7 @@ def test_limits_and_frame_rules_per_model(meta_pipes):
     assert family.padding_frames(meta_pipes["random:cogvideox-5b"], request) == 0
 
 
+@pytest.mark.fast
 def test_joint_processor_computes_what_diffusers_computes():
     from paradit.backend.parallel.cogvideox import JointAttnProcessor
 

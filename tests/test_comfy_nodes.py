@@ -197,6 +197,7 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
     assert lines[1].endswith(" True")
 
 
+@pytest.mark.fast
 def test_schemas_follow_the_parameter_specs(comfy_v3):
     from paradit.nodes.params import BACKEND_PARAMS, TASK_NODES
 
@@ -217,6 +218,7 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
         assert [o.io_type for o in schema.outputs] == expected
 
 
+@pytest.mark.fast
 def test_backend_node_resolves_a_local_folder(comfy_v3, fake_comfy):
     settings = comfy_v3.resolve_settings("my-wan", local_folders=comfy_v3.local_folders())
     assert settings.model == str((fake_comfy / "models" / "my-wan").resolve())

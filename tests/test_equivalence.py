@@ -140,12 +140,14 @@ def _summary(result) -> str:
 # -- the measure itself (no backend) ----------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_odd_size_really_is_odd():
     latent_frames = (17 - 1) // 4 + 1
     tokens = latent_frames * (ODD["height"] // 16) * (ODD["width"] // 16)
     assert tokens % 2 and tokens % 3
 
 
+@pytest.mark.fast
 def test_measure_tells_identical_rounding_and_different():
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (2, 16, 16, 3), dtype=np.uint8)
@@ -169,6 +171,7 @@ def test_measure_tells_identical_rounding_and_different():
     assert compare(frames, frames[:1], FLOAT32).verdict == DIFFERENT
 
 
+@pytest.mark.fast
 def test_tolerance_validates_and_parses():
     assert parse_tolerance("latent_rel_l2=1e-3,min_psnr=40,max_abs=16") == {
         "latent_rel_l2": 1e-3,
@@ -209,8 +212,9 @@ def test_parallel_plan_equals_world_size_1(runs, model, mode):
         assert len(frames) == job["num_frames"] == expected
         result = compare(frames_1, frames, FLOAT32, latents_1, latents)
         where = f"{model} request {index} on {mode} ({plan['modes']}): {_summary(result)}"
-        if mode in BYTE_IDENTICAL:
+        if mode in BYTE_IDENTICAL:  # the frames, and the final latents byte for byte
             assert result.verdict == IDENTICAL, where
+            assert (latents.dtype, latents.tobytes()) == (latents_1.dtype, latents_1.tobytes())
         else:
             assert result.verdict != DIFFERENT, where
 

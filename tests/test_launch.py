@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +16,9 @@ from paradit.backend.client.http import Client
 from paradit.backend.runtime.group import LaunchEnv
 
 BODY = {"prompt": "launched elsewhere", "seed": 5}
+# torchrun is this module of the torch the tests run with: never missing from PATH, so the
+# tests that use it never skip
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 SERVE = [
     "-m",
     "paradit",
@@ -32,6 +34,7 @@ SERVE = [
 ]
 
 
+@pytest.mark.fast
 def test_launch_env_from_each_launcher():
     assert LaunchEnv.from_environ({}) is None
     torchrun = LaunchEnv.from_environ(
@@ -84,6 +87,7 @@ def test_launch_env_from_each_launcher():
         LaunchEnv.from_environ({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "a"})
 
 
+@pytest.mark.fast
 def test_launch_env_mpich_pmi_and_which_launcher_wins():
     mpich = LaunchEnv.from_environ(
         {
@@ -172,11 +176,10 @@ def _reference(backends) -> list[bytes]:
     return run_job(backends.get("tiny-wan", 1), BODY)[1]
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not on PATH")
 def test_under_torchrun(tmp_path, backends):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [
-        "torchrun",
+        *TORCHRUN,
         "--nproc-per-node",
         "2",
         "--master-port",

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.fast
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("backend", "nodes", "web")
 
@@ -48,6 +46,7 @@ def _graph() -> dict[str, set[str]]:
     return {name: {m for m in _imports(path) if m in modules} for name, path in modules.items()}
 
 
+@pytest.mark.fast
 def test_no_import_cycles():
     graph = _graph()
     # packages import their own modules in __init__; an edge into a package is an edge to it
@@ -88,6 +87,7 @@ def test_frontend_side_imports_no_torch():
     assert out.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.fast
 def test_nothing_on_a_rank_imports_http_or_the_frontends():
     graph = _graph()
     ranks = [

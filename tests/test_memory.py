@@ -1,5 +1,8 @@
-"""One host copy at load: a ~1 GB DiT from a folder on 2 ranks costs the machine little more
-host memory than on 1 rank, because each rank reads only its shards."""
+"""One host copy at load: a ~1 GB DiT from a folder on 2 ranks costs the machine one copy of
+the DiT plus the second rank's runtime, because each rank reads only its shards.
+
+Cost: about 140 s on 2 cores (two backends loading a 1 GB DiT).
+"""
 
 from __future__ import annotations
 
@@ -59,9 +62,10 @@ def _tree_rss(marker: str) -> int:
     return total
 
 
-def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, dict]:
-    """The peak summed resident memory of `serve` and its ranks (start-up and one job), and
-    the job's memory record (its plan and each rank's measured peak)."""
+def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, int, dict]:
+    """The peak summed resident memory of `serve` and its ranks while they load the model
+    (until ready) and over start-up and one job, and the job's memory record (its plan and
+    each rank's measured peak)."""
     peak, done = [0], threading.Event()
 
     def sample() -> None:
@@ -82,13 +86,14 @@ def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, dict]:
         with LocalBackend(
             config, start_timeout_s=600, log_file=out.parent / f"{out.name}.log"
         ) as b:
+            load_peak = peak[0]
             job = b.client.wait(b.client.submit(BODY), timeout_s=300)
             assert job["status"] == "succeeded"
     finally:
         done.set()
         sampler.join()
     record = json.loads((out / job["id"] / "job.json").read_text())
-    return peak[0], record["memory"]
+    return load_peak, peak[0], record["memory"]
 
 
 @pytest.mark.timeout(900)
@@ -96,14 +101,33 @@ def test_two_ranks_load_a_1gb_dit_with_one_host_copy(tmp_path):
     folder = tmp_path / "wan-1gb"
     dit_bytes = _big_wan_folder(folder)
     assert dit_bytes > 0.9e9
-    one, memory_one = _peak_rss(folder, 1, tmp_path / "one-rank")
-    two, memory_two = _peak_rss(folder, 2, tmp_path / "two-ranks")
-    print(
-        f"DiT {dit_bytes / 2**30:.2f} GiB; peak RSS 1 rank {one / 2**30:.2f} GiB, "
-        f"2 ranks {two / 2**30:.2f} GiB ({two / one:.2f}x)"
+    load_one, one, memory_one = _peak_rss(folder, 1, tmp_path / "one-rank")
+    load_two, two, memory_two = _peak_rss(folder, 2, tmp_path / "two-ranks")
+    for memory, world_size in ((memory_one, 1), (memory_two, 2)):
+        # every rank reports its reading, with what it held before loading the model
+        assert sorted(memory["measured"]) == [str(r) for r in range(world_size)], memory
+        assert all("above_start_bytes" in r for r in memory["measured"].values()), memory
+    # What the two ranks held before loading the model (interpreter, torch, diffusers), as
+    # each measured it in this run.
+    runtimes = sum(
+        r["peak_bytes"] - r["above_start_bytes"] for r in memory_two["measured"].values()
     )
-    assert one > dit_bytes  # the sampler saw the model
-    assert two <= 1.35 * one, (one, two)
+    print(
+        f"DiT {dit_bytes / 2**30:.2f} GiB; peak RSS at load: 1 rank {load_one / 2**30:.2f} GiB, "
+        f"2 ranks {load_two / 2**30:.2f} GiB ({runtimes / 2**30:.2f} GiB of it before the "
+        f"model); with the job: 1 rank {one / 2**30:.2f} GiB, 2 ranks {two / 2**30:.2f} GiB"
+    )
+    assert load_one > dit_bytes  # the sampler saw the model
+    # One host copy at load: the two ranks together hold their runtimes plus one copy of the
+    # DiT (each its shards), measured 0.15 GiB above that; had each rank read the whole DiT
+    # they would hold two copies. The bound sits half a copy from each. (The peak over the
+    # job is no measure of it: FSDP2's gathers on gloo hold blocks on both ranks, and the
+    # 2-rank total over the job measured 0.84x-1.38x the 1-rank one; nor is the 1-rank load,
+    # which holds a second copy for a moment while from_pretrained reads the file.)
+    assert runtimes + 0.9 * dit_bytes <= load_two <= runtimes + 1.5 * dit_bytes, (
+        runtimes,
+        load_two,
+    )
     # The memory plan's prediction against each rank's measured peak during the job (its
     # resident high-water mark above what the process held before loading the model).
     # At world size 1 the prediction is asserted; the sharded ranks' figures are printed (they

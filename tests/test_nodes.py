@@ -65,6 +65,7 @@ def job_values(**overrides) -> dict:
 # -- settings, model folders, requests ---------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_resolve_settings_prefers_url_then_override_then_local_folder(tmp_path):
     folders = {"wan-small": str(tmp_path / "wan-small")}
     assert resolve_settings("tiny-wan", url=" http://h:1/ ") == BackendSettings(url="http://h:1")
@@ -83,11 +84,13 @@ def test_resolve_settings_prefers_url_then_override_then_local_folder(tmp_path):
         ({}, "model"),
     ],
 )
+@pytest.mark.fast
 def test_bad_settings_state_the_rule(kwargs, rule):
     with pytest.raises(ValueError, match=rule):
         BackendSettings(**kwargs)
 
 
+@pytest.mark.fast
 def test_find_diffusers_folders(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     for folder in (first / "wan", first / "org" / "flux", second / "wan", second / "other"):
@@ -107,10 +110,12 @@ def test_find_diffusers_folders(tmp_path):
     }
 
 
+@pytest.mark.fast
 def test_seed_bound_fits_the_backend():
     assert MAX_SEED <= BACKEND_MAX_SEED
 
 
+@pytest.mark.fast
 def test_build_request_maps_widgets_to_the_job_fields():
     body = build_request(TEXT_TO_VIDEO, job_values(guidance=3))
     assert body == {
@@ -129,6 +134,7 @@ def test_build_request_maps_widgets_to_the_job_fields():
         build_request(IMAGE_TO_VIDEO, job_values())
 
 
+@pytest.mark.fast
 def test_check_task_names_both_tasks():
     check_task(TEXT_TO_VIDEO, {"model": "tiny-wan", "task": "text-to-video"})
     with pytest.raises(
@@ -138,6 +144,7 @@ def test_check_task_names_both_tasks():
         check_task(TEXT_TO_IMAGE, {"model": "tiny-wan", "task": "text-to-video"})
 
 
+@pytest.mark.fast
 def test_image_tensor_round_trip():
     pixels = np.random.default_rng(0).integers(0, 256, (3, 8, 12, 3), dtype=np.uint8)
     images = to_image_tensor(pixels)
@@ -152,6 +159,7 @@ def test_image_tensor_round_trip():
         image_to_png(torch.zeros(8, 12))
 
 
+@pytest.mark.fast
 def test_describe_names_plan_and_timings():
     info = {
         "model": "m",
@@ -205,6 +213,7 @@ class FakeBackend:
         self.running = False
 
 
+@pytest.mark.fast
 def test_pool_reuses_restarts_and_replaces_dead_backends(tmp_path):
     FakeBackend.started = []
     pool = BackendPool(tmp_path, starter=FakeBackend)
@@ -223,6 +232,7 @@ def test_pool_reuses_restarts_and_replaces_dead_backends(tmp_path):
     assert not flux.alive() and pool.local is None
 
 
+@pytest.mark.fast
 def test_pool_start_failure_shows_the_backend_log(tmp_path):
     def failing_starter(config, *, start_timeout_s, log_file):
         Path(log_file).write_text("loading...\nValueError: no model at /no-such-model\n")
@@ -253,6 +263,7 @@ def test_pool_keeps_a_real_backend_while_inputs_are_unchanged(tmp_path):
         pool.stop()
 
 
+@pytest.mark.fast
 def test_url_with_nothing_listening_fails_fast(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
@@ -316,6 +327,7 @@ class ScriptedBackend:
         self.server.server_close()
 
 
+@pytest.mark.fast
 def test_backend_lost_mid_job_is_a_clear_error():
     fake = ScriptedBackend()
     steps = []
@@ -337,6 +349,7 @@ def test_backend_lost_mid_job_is_a_clear_error():
     assert time.monotonic() - started < 10 and steps == [1, 1]
 
 
+@pytest.mark.fast
 def test_stalled_job_times_out_and_is_cancelled():
     fake = ScriptedBackend()
     try:
@@ -353,6 +366,7 @@ def test_stalled_job_times_out_and_is_cancelled():
         fake.close()
 
 
+@pytest.mark.fast
 def test_unconfirmed_cancel_still_ends_the_wait():
     fake = ScriptedBackend()
     steps: list[int] = []

@@ -19,6 +19,8 @@ from PIL import Image
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import PRESET_NAMES, build_preset, is_preset, preset_components
 
+pytestmark = pytest.mark.fast
+
 torch.set_num_threads(1)
 
 PIPELINE_CLASSES = {

@@ -168,7 +168,6 @@ def test_flux_dev_generates_with_the_shipped_configs():
     assert "negative_prompt_embeds" not in tensors  # guidance is embedded, no CFG
 
 
-@pytest.mark.fast
 def test_plan_counts_both_wan22_experts_and_the_reduced_encoders():
     from paradit.backend.tools.plan import estimate
 

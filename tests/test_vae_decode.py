@@ -111,7 +111,6 @@ def test_tile_hook_reads_the_environment(monkeypatch):
         tile_vae_from_env(pipe)
 
 
-@pytest.mark.fast
 def test_tiled_is_close_to_untiled():
     """See TILED_VS_UNTILED and the module docstring for the measured distances."""
     for name, bound in TILED_VS_UNTILED.items():

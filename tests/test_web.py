@@ -262,6 +262,7 @@ def test_image_to_video_mode_needs_and_sends_the_start_image(backends, tmp_path)
 # -- pure helpers ------------------------------------------------------------------------------
 
 
+@pytest.mark.fast
 def test_forms_presets_seed_and_body():
     limits = {
         "size_multiple": 16,
@@ -307,6 +308,7 @@ def test_forms_presets_seed_and_body():
         job_body(**{**body, "image": None, "limits": {**limits, "needs_image": True}})
 
 
+@pytest.mark.fast
 def test_progress_estimate():
     clock = ProgressClock(started=100.0)
     job = {"id": "j", "status": "running", "progress": {"step": 2, "total": 10}}
@@ -319,6 +321,7 @@ def test_progress_estimate():
     assert "position 3" in progress_text(queued, clock, 104.0)
 
 
+@pytest.mark.fast
 def test_parse_auth():
     assert parse_auth(None) is None and parse_auth("a:b:c") == ("a", "b:c")
     for bad in ("nopass", ":x", "x:"):

@@ -25,6 +25,8 @@ from paradit.nodes.params import (
     Param,
 )
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = (
     "paradit_text_to_video",
