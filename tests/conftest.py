@@ -143,7 +143,7 @@ def backends(request, tmp_path_factory) -> Iterator[Backends]:
     pool.stop_all()
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+def _tell_pool_the_module(item: pytest.Item) -> None:
     """Before a test's fixtures are set up: tell the pool which module runs (the backends a
     module asks for, its module-scoped fixtures' included, are never evicted under it)."""
     pool = item.config.stash.get(POOL, None)
@@ -276,6 +276,7 @@ def _guarded(item: pytest.Item):
 # ones included) are held to the same promise as its body
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    _tell_pool_the_module(item)
     with _guarded(item):
         yield
 
