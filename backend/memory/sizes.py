@@ -120,11 +120,33 @@ class ModelSizes:
             self._cache[key] = self._decode(shape, tiled)
         return self._cache[key]
 
+    def _dry_area(self, shape: JobShape, tiled: bool) -> tuple[int, int]:
+        """Pixels (height, width) the decode dry run covers. A tiled decode's working set is
+        a few tiles whatever the size (the VAE's tiles are decoded one by one): it runs on 3 x 3
+        tiles at most, and the output's growth beyond them is added, as for frames."""
+        if not tiled:
+            return shape.height, shape.width
+        vae = self.vae
+        tile_h = getattr(vae, "tile_sample_min_height", None) or getattr(
+            vae, "tile_sample_min_size", None
+        )
+        tile_w = getattr(vae, "tile_sample_min_width", None) or tile_h
+        if not tile_h or not tile_w:
+            return shape.height, shape.width
+        overlap = getattr(vae, "tile_overlap_factor", 0.25)
+        stride_h = getattr(vae, "tile_sample_stride_height", None) or int(tile_h * (1 - overlap))
+        stride_w = getattr(vae, "tile_sample_stride_width", None) or int(tile_w * (1 - overlap))
+        step = self.spatial
+        height = min(shape.height, (tile_h + 2 * stride_h) // step * step)
+        width = min(shape.width, (tile_w + 2 * stride_w) // step * step)
+        return height, width
+
     def _decode(self, shape: JobShape, tiled: bool) -> int:
         frames = self.latent_frames(shape.frames)
         video = self.temporal > 1
         dry = min(frames, FRAMES_DRY[tiled]) if video else 1
-        latent = (shape.height // self.spatial, shape.width // self.spatial)
+        dry_height, dry_width = self._dry_area(shape, tiled)
+        latent = (dry_height // self.spatial, dry_width // self.spatial)
         channels = int(self.vae.config.get("latent_channels") or self.vae.config.get("z_dim"))
         z_shape = (1, channels, dry, *latent) if video else (1, channels, *latent)
 
@@ -138,10 +160,13 @@ class ModelSizes:
             peak = peak_bytes(run)
         finally:
             self.vae.disable_tiling()
-        if frames > dry:  # the output (and its copies while frames are joined) grows
-            per_frame = 3 * self.temporal * shape.height * shape.width
+        # the output (and its copies while tiles and frames are joined) grows beyond the dry run
+        full = frames * shape.height * shape.width
+        grown = full - dry * dry_height * dry_width
+        if grown > 0:
             element = torch.tensor([], dtype=self.vae_dtype).element_size()
-            peak += (frames - dry) * per_frame * element * OUTPUT_COPIES[tiled]
+            out_frames = self.temporal if video else 1
+            peak += grown * 3 * out_frames * element * OUTPUT_COPIES[tiled]
         return peak
 
 
