@@ -166,7 +166,7 @@ def test_cancel_and_previews_reach_every_replica(backends):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux"])
+@pytest.mark.parametrize("model", ["tiny-wan"])  # tiny-flux's replicas: the batch test's
 def test_world_size_four_as_two_replicas_of_two(backends, model):
     from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, compare
 
