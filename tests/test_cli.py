@@ -1,4 +1,7 @@
-"""The command line: generate writes the output layout; errors are one line and non-zero."""
+"""The command line: generate writes the output layout; errors are one line and non-zero.
+
+Cost: about 70 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 

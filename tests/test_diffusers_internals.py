@@ -1,4 +1,7 @@
-"""The private diffusers names paradit patches and calls: present, with the parameters used."""
+"""The private diffusers names paradit patches and calls: present, with the parameters used.
+
+Cost: about 5 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 

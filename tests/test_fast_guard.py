@@ -3,6 +3,8 @@ starting a process fails the test, so `pytest -m fast` stays pure logic (the gua
 end of conftest.py).
 
 Cost: under 1 s.
+
+Cost: about 3 s on 2 cores (measured with the suite's other files idle).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""A tiny model saved to a folder and served by path gives the same frames as its preset."""
+"""A tiny model saved to a folder and served by path gives the same frames as its preset.
+
+Cost: about 30 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 

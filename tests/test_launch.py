@@ -1,4 +1,7 @@
-"""Launchers: the same `paradit serve` under torchrun, or srun- and mpirun-style environments."""
+"""Launchers: the same `paradit serve` under torchrun, or srun- and mpirun-style environments.
+
+Cost: about 50 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 

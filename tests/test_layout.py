@@ -1,4 +1,7 @@
-"""The layout keeps its promises: no import cycles, and the frontends' side stays torch-free."""
+"""The layout keeps its promises: no import cycles, and the frontends' side stays torch-free.
+
+Cost: about 10 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The code stays ruff-clean (lint and format, as configured in pyproject.toml)."""
+"""The code stays ruff-clean (lint and format, as configured in pyproject.toml).
+
+Cost: about 5 s on 2 cores (measured with the suite's other files idle).
+"""
 
 from __future__ import annotations
 
