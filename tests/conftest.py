@@ -33,8 +33,9 @@ from paradit.backend.client import Client  # noqa: E402
 from paradit.backend.client.local import LocalBackend  # noqa: E402
 from paradit.backend.config import ServeConfig  # noqa: E402
 
-STANDARD_FLAGS = ("--save-latents",)
-"""Flags every shared backend runs with, so tests that differ only in them share one group."""
+REFERENCE_FLAGS = ("--save-latents",)
+"""The world-size-1 references keep their final latents (equivalence is judged on them too);
+tests comparing with world size 1 ask for this backend, so they share it."""
 MAX_LIVE_RANKS = 6
 """Idle groups beyond this many ranks are stopped, least recently used first (a start costs
 10-20 s of CPU; an idle rank still polls its store on the same 2 cores)."""
@@ -58,11 +59,10 @@ class Backends:
     def start(
         self, model: str, world_size: int, *extra: str, env: tuple[tuple[str, str], ...] = ()
     ) -> LocalBackend:
-        """A backend of `model` on `world_size` ranks with the standard flags, `serve` flags
-        `extra` and extra environment variables `env` ((name, value) pairs)."""
-        argv = [*STANDARD_FLAGS, *(flag for flag in extra if flag not in STANDARD_FLAGS)]
+        """A backend of `model` on `world_size` ranks with `serve` flags `extra` (in any
+        order: the parsed config is the key) and extra environment variables `env`."""
         base = ServeConfig.from_argv(
-            argv,
+            list(extra),
             model=model,
             world_size=world_size,
             device="cpu",
@@ -163,7 +163,7 @@ class References:
         """The finished job, its frames' PNG bytes and its final latents."""
         key = (model, json.dumps(body, sort_keys=True))
         if key not in self._done:
-            client = self.pool.get(model, 1)
+            client = self.pool.get(model, 1, *REFERENCE_FLAGS)
             job, frames = run_job(client, body)
             self._done[key] = job, frames, client.latents(job["id"])
         return self._done[key]

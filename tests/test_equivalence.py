@@ -92,9 +92,9 @@ SKIPPED = {("tiny-wan", "ulysses-2"), ("tiny-flux", "cfg-x-ulysses")}
 CASES = [(model, mode) for model in REQUESTS for mode in DEGREES if (model, mode) not in SKIPPED]
 
 
-SHARED = {"reference", "cfg"}
-"""Modes whose backends other test files use too (world size 1 and 2 with the standard
-flags): kept for them. The others are stopped right after their jobs."""
+SHARED = {"reference"}
+"""Modes whose backends other test files use too (world size 1 with `--save-latents`, the
+references' backend): kept for them. The others are stopped right after their jobs."""
 
 
 class Runs:

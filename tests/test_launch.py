@@ -176,7 +176,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _reference(backends) -> list[bytes]:
-    return run_job(backends.get("tiny-wan", 1), BODY)[1]
+    return run_job(backends.get("tiny-wan", 1, "--save-latents"), BODY)[1]
 
 
 def test_under_torchrun(tmp_path, backends):

@@ -124,7 +124,7 @@ def test_two_jobs_run_at_the_same_time_on_two_replicas(backends):
     assert {j["replica"] for j in jobs} == {0, 1}
     (a, b) = jobs
     assert a["started"] <= b["started"] < a["finished"], (a, b)  # overlapping
-    reference = backends.get("tiny-wan", 1)
+    reference = backends.get("tiny-wan", 1, "--save-latents")
     for job in jobs:
         _, expected = run_job(reference, {**body, "seed": job["request"]["seed"]})
         frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
@@ -277,7 +277,7 @@ def test_two_replicas_on_two_torchrun_nodes(tmp_path, backends):
         ids = [client.submit({**body, "seed": seed}) for seed in (7, 8)]
         jobs = [client.wait(job_id, timeout_s=300) for job_id in ids]
         assert {j["replica"] for j in jobs} == {0, 1}
-        reference = backends.get("tiny-wan", 1)
+        reference = backends.get("tiny-wan", 1, "--save-latents")
         for job in jobs:
             _, expected = run_job(reference, {**body, "seed": job["request"]["seed"]})
             assert [client.frame(job["id"], i) for i in range(job["num_frames"])] == expected
