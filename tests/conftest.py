@@ -4,9 +4,9 @@ Backends are started once per session per (model, world size, options), kept whi
 tests may want them (least recently used stopped beyond `MAX_LIVE_RANKS`) and stopped at the
 end; each rank uses one thread so several groups fit on a 2-core machine.
 
-Every test file states its cost in its docstring (`Cost: about N s`, on 2 cores, alone);
-the files run most costly first, so that the suite's two workers (pytest-xdist,
-`--dist loadfile`) finish together.
+Every test file states its cost in its docstring (`Cost: about N s`: the sum of its
+`--durations=0` lines in the suite's own two-worker run on 2 cores); the files run most
+costly first, so that the two workers (pytest-xdist, `--dist loadfile`) finish together.
 """
 
 from __future__ import annotations
