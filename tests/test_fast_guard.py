@@ -2,9 +2,7 @@
 starting a process fails the test, so `pytest -m fast` stays pure logic (the guard is at the
 end of conftest.py).
 
-Cost: under 1 s.
-
-Cost: about 3 s on 2 cores (measured with the suite's other files idle).
+Cost: about 1 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py
 rebuilt after a lost rank is a new generation, which the faults leave alone unless they say
 `gen=`.
 
-Cost: about 120 s on 2 cores (measured with the suite's other files idle).
+Cost: about 190 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle, lost ranks.
 
-Cost: about 55 s on 2 cores (measured with the suite's other files idle).
+Cost: about 92 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
