@@ -2,7 +2,7 @@
 
 Faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py); a group
 rebuilt after a lost rank is a new generation, which the faults leave alone unless they say
-`gen=`.
+`gen=`. Every backend here runs with a short `--hang-timeout` (`HANG_S`), all else default.
 
 Cost: about 190 s (in the suite's two-worker run on 2 cores).
 """
@@ -23,13 +23,16 @@ from paradit.backend.client import BackendError, Client, JobFailed
 from paradit.backend.client.local import LocalBackend
 from paradit.backend.config import ServeConfig
 from paradit.backend.runtime.faults import Fault, Faults
+from paradit.backend.runtime.progress import Heartbeat, Progress, RankWatch
 
 SLOW = {"prompt": "a long one", "num_inference_steps": 200, "guidance_scale": 1.0}
+HANG_S = 4.0
+"""The backends' --hang-timeout: a frozen or hung rank is lost after this long."""
 
 
 def _backend(tmp_path: Path, fault: str = "", *extra: str) -> LocalBackend:
     config = ServeConfig.from_argv(
-        list(extra),
+        ["--hang-timeout", str(HANG_S), *extra],
         model="tiny-wan",
         world_size=2,
         device="cpu",
@@ -65,11 +68,29 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _state(pid: int) -> str:
+    """The process's state letter (`T`: stopped), "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0]
+    except OSError:
+        return ""
+
+
 def _status(client: Client) -> str:
     try:
         return client.health()["status"]
     except BackendError:
         return "unavailable"
+
+
+def _unhealthy_because(client: Client) -> str:
+    """/health's error while it answers 503, "" while it answers 200."""
+    try:
+        client.health()
+    except BackendError as exc:
+        return str(exc)
+    return ""
 
 
 def _recovered(client: Client, old_pid: int, timeout_s: float = 90) -> None:
@@ -93,6 +114,66 @@ def test_fault_switch_parses_and_targets_one_rank_and_generation():
     with pytest.raises(RuntimeError, match="injected fault"):
         raising.at_step(2)
     raising.at_step(2)  # times=1: only once
+    slow = Fault.parse("rank=1,at=decode,kind=slow,secs=0.5")
+    assert (slow.at, slow.kind, slow.secs) == ("decode", "slow", 0.5)
+    with pytest.raises(ValueError, match="must look like"):
+        Fault.parse("rank=1,at=decode,kind=slow,secs=0")
+
+
+@pytest.mark.fast
+def test_a_slow_fault_ticks_the_work_counter_while_it_works():
+    progress = Progress()
+    faults = Faults.from_environ(
+        1, 0, {"PARADIT_FAULT": "rank=1,at=decode,kind=slow,secs=0.6"}, tick=progress.tick
+    )
+    faults.at_step(1)  # not its moment
+    assert progress.ticks == 0
+    faults.at_decode()
+    assert progress.ticks >= 2  # every 0.25 s while it works
+
+
+@pytest.mark.fast
+def test_every_block_of_a_model_ticks_the_work_counter():
+    import torch
+
+    blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+    inner = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.ReLU())])
+    model = torch.nn.ModuleDict({"blocks": blocks, "up": inner})
+    progress = Progress()
+    assert progress.watch(model) == 4
+    x = torch.ones(1, 4)
+    for block in blocks:
+        x = block(x)
+    inner[0](x)
+    assert progress.ticks == 4
+
+
+@pytest.mark.fast
+def test_rank_watch_tells_frozen_from_hung_from_slow():
+    import torch.distributed as dist
+
+    store = dist.HashStore()
+    alive, frozen = Progress(), Progress()
+    beats = [Heartbeat(store, 1, alive, 0.05).start(), Heartbeat(store, 2, frozen, 0.05).start()]
+    watch = RankWatch(store, [1, 2])
+    try:
+
+        def work(seconds: float) -> None:  # rank 1 works; rank 0 looks as its watchdog does
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                alive.tick()
+                watch.frozen(60), watch.idle(60)
+                time.sleep(0.05)
+
+        work(0.6)  # rank 2 beats but does nothing
+        beats[1].stop()  # then rank 2 freezes: its heartbeat stops too
+        work(1.0)
+        assert watch.idle(0.6) == [2]  # no work for 1.6 s: hung or frozen
+        assert watch.frozen(0.6) == [2]  # no heartbeat for 1 s: frozen
+        assert watch.frozen(30) == [] and watch.idle(30) == []
+    finally:
+        for beat in beats:
+            beat.stop()
 
 
 def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path):
@@ -153,11 +234,63 @@ def test_a_hung_rank_fails_its_job_within_a_minute_and_a_failed_rebuild_is_retri
         hung = time.time()
         job = _ended(client, job_id, 120)
         assert job["status"] == "failed" and "[1] stopped progressing" in job["error"]
-        assert job["finished"] - hung < 60  # default --hang-timeout
+        assert job["finished"] - hung < HANG_S + 10
         _recovered(client, pid, timeout_s=120)
         assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
     log = (tmp_path / "serve.log").read_text()
     assert "rebuild 1 failed" in log and "generation 2" in log
+
+
+def test_a_frozen_rank_is_lost_wherever_it_froze_and_a_slow_one_is_kept(tmp_path):
+    # gen 0: rank 1 freezes itself (SIGSTOP) as it starts the first job's decode; gen 1: the
+    # first job's step 3 works for 2.5 hang timeouts on rank 1, ticking its work counter
+    slow_s = 2.5 * HANG_S
+    fault = "rank=1,at=decode,kind=stop,times=1;"
+    fault += f"rank=1,at=step:2,kind=slow,secs={slow_s},gen=1,times=1"
+    with _backend(tmp_path, fault) as backend:
+        client = backend.client
+
+        # frozen in the decode: that job fails naming the rank; the one queued behind runs
+        pid = _rank_pids(client)[1]
+        decoding = client.submit({"prompt": "x", "num_inference_steps": 3})
+        slow = client.submit({"prompt": "slow", "num_inference_steps": 4})
+        wait_for(lambda: _state(pid) == "T", 120, "rank 1 to freeze at the decode")
+        frozen = time.time()
+        job = _ended(client, decoding)
+        assert job["status"] == "failed" and "ranks [1] stopped answering" in job["error"]
+        assert job["finished"] - frozen < HANG_S + 10
+        _recovered(client, pid)
+
+        # slow, but working: never killed, although rank 0 waited for it past the timeout
+        pid = _rank_pids(client)[1]
+        done = client.wait(slow, timeout_s=180)
+        assert done["status"] == "succeeded" and max(done["timings"]["step_s"]) > slow_s
+        assert _rank_pids(client)[1] == pid and client.health()["status"] == "ok"
+
+        # frozen while denoising (from outside, as a wedged driver): the same
+        running = client.submit(SLOW)
+        wait_for(lambda: client.job(running)["progress"]["step"] >= 2, 120, "the job to run")
+        queued = client.submit({"prompt": "after the rebuild", "seed": 3})
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.time()
+        job = _ended(client, running)
+        assert job["status"] == "failed" and "ranks [1] stopped answering" in job["error"]
+        assert job["finished"] - frozen < HANG_S + 10  # server clock, same machine
+        assert client.wait(queued, timeout_s=180)["status"] == "succeeded"
+        assert _gone(pid)
+
+        # frozen while idle: /health names it, the group is rebuilt, the next job runs
+        pid = _rank_pids(client)[1]
+        os.kill(pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        reason = wait_for(lambda: _unhealthy_because(client), HANG_S + 10, "/health: 503")
+        assert "ranks [1] stopped answering" in reason, reason
+        assert time.monotonic() - frozen < HANG_S + 10
+        _recovered(client, pid)
+        assert client.wait(client.submit({"prompt": "y"}))["status"] == "succeeded"
+        pids = _rank_pids(client)
+    assert all(_gone(pid) for pid in pids[1:])  # no process of any group is left
+    assert "injected fault (stop) at the decode" in (tmp_path / "serve.log").read_text()
 
 
 def _serve_children(parent: int) -> list[int]:

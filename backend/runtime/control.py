@@ -4,17 +4,16 @@ Messages travel through the group's TCPStore, not through a collective: an idle 
 the store (microseconds per check) instead of sitting in a broadcast that the process-group
 timeout would kill. Collectives happen only inside a job, where every rank is busy anyway.
 
-Keys: `msg/<seq>` (rank 0 writes), `reply/<seq>/<rank>` (each rank writes), `hb/<rank>`
-(heartbeat counters), `ready/<rank>` (loaded). With data-parallel replicas each replica has
-its own message sequence under `replica<k>/` (`channel`), driven by its own thread on rank 0.
-
+Keys: `msg/<seq>` (rank 0 writes), `reply/<seq>/<rank>` (each rank writes), `ready/<rank>`
+(loaded), `hb/<rank>` and `ticks/<rank>` (heartbeats and work counters: `progress.py`). With
+data-parallel replicas each replica has its own message sequence under `replica<k>/`
+(`channel`), driven by its own thread on rank 0.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +49,7 @@ def channel(replica: int, dp_degree: int) -> str:
     return f"replica{replica}/" if dp_degree > 1 else ""
 
 
-class Driver:
+class Sender:
     """Rank 0's side: send a message to the workers (by default ranks 1..N-1; with replicas,
     one replica's ranks other than 0 under its `prefix`), collect their replies."""
 
@@ -67,9 +66,12 @@ class Driver:
         self.ranks = list(range(1, world_size)) if ranks is None else ranks
         self.prefix = prefix
         self.seq = 0
+        self.pending: int | None = None
+        """The message whose replies are still awaited (`replies` not yet returned)."""
 
     def send(self, message: Message) -> int:
         self.seq += 1
+        self.pending = self.seq
         _put(self.store, f"{self.prefix}msg/{self.seq}", to_json(message))
         if self.seq > 2:
             self.store.delete_key(f"{self.prefix}msg/{self.seq - 2}")
@@ -90,6 +92,19 @@ class Driver:
 
         `on_poll` runs between checks, every `poll_s` (a replica's progress); when it returns
         True the job moved on and the `timeout_s` bound starts again."""
+        try:
+            return self._replies(seq, lost, timeout_s, on_poll, poll_s)
+        finally:
+            self.pending = None
+
+    def _replies(
+        self,
+        seq: int,
+        lost: Callable[[], str | None],
+        timeout_s: float,
+        on_poll: Callable[[], bool],
+        poll_s: float,
+    ) -> dict[int, Reply]:
         keys = {rank: self.reply_key(seq, rank) for rank in self.ranks}
         got: dict[int, Reply] = {}
         deadline = time.monotonic() + timeout_s
@@ -159,46 +174,3 @@ class Worker:
 
     def reply(self, seq: int, reply: Reply) -> None:
         _put(self.store, f"{self.prefix}reply/{seq}/{self.rank}", reply.to_json())
-
-
-class Heartbeat:
-    """A thread that bumps `hb/<rank>` so rank 0 can tell a live rank from a lost one."""
-
-    def __init__(self, store: dist.Store, rank: int, period_s: float = 0.5):
-        self.store, self.rank, self.period_s = store, rank, period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{rank}", daemon=True)
-
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self.store.add(f"hb/{self.rank}", 1)
-            except dist.DistError:
-                return  # rank 0 is gone; the main loop notices and exits
-
-
-class HeartbeatMonitor:
-    """Rank 0: which ranks have not bumped their heartbeat for `stale_s` seconds."""
-
-    def __init__(self, store: dist.Store, world_size: int, stale_s: float):
-        self.store, self.world_size, self.stale_s = store, world_size, stale_s
-        self._last: dict[int, tuple[int, float]] = {}
-
-    def stale(self) -> list[int]:
-        now = time.monotonic()
-        out = []
-        for rank in range(1, self.world_size):
-            value = self.store.add(f"hb/{rank}", 0)
-            seen, since = self._last.get(rank, (-1, now))
-            if value != seen:
-                self._last[rank] = (value, now)
-            elif now - since > self.stale_s:
-                out.append(rank)
-        return out

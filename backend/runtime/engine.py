@@ -46,6 +46,7 @@ from ..parallel.vae import decode_share, gather_tiles
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
+from .progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +132,16 @@ class Runtime:
         budget = Budget.of(group.device, memory.gpu_memory_gib, group.env.local_world_size)
         self.last_peak: dict[str, Any] | None = None
         """This rank's measured peak in its last job (`PeakMeter.read`)."""
-        skip = frozenset() if group.is_driver else self.family.encoder_components
+        skip = frozenset() if group.is_rank0 else self.family.encoder_components
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
         self.job_id = ""
         self.wait_point: WaitPoint | None = None
-        self.fault = Faults.from_environ(group.rank, group.env.generation)  # tests only
+        self.progress = Progress()
+        """This rank's work counter, published by its heartbeat (`progress.py`)."""
+        self.fault = Faults.from_environ(  # tests only
+            group.rank, group.env.generation, tick=self.progress.tick
+        )
         if self.fault is not None:
             self.fault.at_load()
         # One host copy: a sharded DiT from a folder is built empty and each rank reads only
@@ -175,6 +180,9 @@ class Runtime:
             target = torch.device("cpu") if host else group.device
             fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
+        for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
+            if isinstance(module, torch.nn.Module):
+                self.progress.watch(module)  # a slow step still ticks; a hung one does not
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
@@ -200,7 +208,7 @@ class Runtime:
         store.set(f"memory/budget/{group.rank}", str(budget.total))
         # Barriers, not blocking reads: they give up when a rank is lost while loading.
         group.barrier("memory-budgets")
-        if not group.is_driver:
+        if not group.is_rank0:
             group.barrier("memory-layout")
             return Layout(**json.loads(store.get("memory/layout")))
         totals = [int(store.get(f"memory/budget/{rank}")) for rank in range(group.world_size)]
@@ -306,6 +314,7 @@ class Runtime:
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            self.progress.tick()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
             if self.fault is not None:
@@ -316,8 +325,8 @@ class Runtime:
 
         kwargs = self.family.prepare(self.pipe, request, tensors)
         generator = torch.Generator("cpu").manual_seed(request.seed)
-        driver = self.group.is_leader
-        decodes_here = driver and not self.family.decodes_in_job
+        leader = self.group.is_leader
+        decodes_here = leader and not self.family.decodes_in_job
         clock.start = time.perf_counter()
         try:
             with placement.steps(self.dits(), self.layout, self.group.device):
@@ -333,7 +342,7 @@ class Runtime:
             self.family.finish(self.pipe)
         if self.family.decodes_in_job:
             return output[0]
-        return self.family.frames(output) if driver else None
+        return self.family.frames(output) if leader else None
 
     def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
         """Decode the final latents (families that decode in the job), on every rank.
@@ -341,6 +350,8 @@ class Runtime:
         With `plan.vae_parallel` the tiles are dealt to all ranks and gathered on rank 0;
         otherwise rank 0 decodes them one after another. Float frames on rank 0, else None.
         """
+        if self.fault is not None:
+            self.fault.at_decode()
         with torch.no_grad():
             tiles = self.family.tiled_decode(self.pipe, request, latents)
             if self.plan.vae_parallel:
@@ -376,9 +387,10 @@ class Runtime:
         """Mark that this rank waits for the others at `point` of the current job.
 
         Each rank publishes its last point in the store; rank 0's watchdog compares them when
-        it has waited too long, to name the rank that stopped progressing (see Service)."""
+        it has waited too long, to name the rank that stopped progressing
+        (`serving/health.py`)."""
         key = f"{self.job_id}:{point}"
-        self.group.store.set(f"progress/{self.group.rank}", key)
+        self.group.store.set(f"wait/{self.group.rank}", key)
         self.wait_point = WaitPoint(key, time.monotonic())
         try:
             yield

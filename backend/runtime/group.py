@@ -164,7 +164,7 @@ class Group:
         return self.env.world_size
 
     @property
-    def is_driver(self) -> bool:
+    def is_rank0(self) -> bool:
         """Rank 0: serves HTTP, encodes every job and drives every replica."""
         return self.env.rank == 0
 
@@ -187,10 +187,14 @@ class Group:
         """The first rank of a replica: decodes its jobs' frames and renders previews."""
         return self.rank == self.leader
 
-    def store_client(self) -> dist.Store:
-        """A second connection to the control store, for another thread."""
+    def store_client(self, timeout: timedelta | None = None) -> dist.Store:
+        """A second connection to the control store, for another thread (its reads of a
+        missing key give up after `timeout`, by default the group's)."""
         store = dist.TCPStore(
-            self.env.master_addr, self.env.master_port, is_master=False, timeout=self.timeout
+            self.env.master_addr,
+            self.env.master_port,
+            is_master=False,
+            timeout=timeout or self.timeout,
         )
         return dist.PrefixStore(self.env.prefix, store)
 

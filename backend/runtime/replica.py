@@ -14,15 +14,13 @@ so this works across machines; frames cost F x H x W x 3 x 4 bytes on the wire.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-PREVIEW_PERIOD_S = 0.25
+from .job import latents_array
 
 
 def _key(job_id: str, name: str) -> str:
@@ -70,7 +68,7 @@ def take_frames(store: dist.Store, job_id: str) -> np.ndarray:
 
 def put_latents(store: dist.Store, job_id: str, latents: torch.Tensor) -> None:
     """The leader: the final latents, as float32 (what `--save-latents` writes)."""
-    array = latents.detach().to("cpu", torch.float32).contiguous().numpy()
+    array = latents_array(latents)
     store.set(_key(job_id, "latents"), array.tobytes())
     store.set(_key(job_id, "latents_shape"), json.dumps(list(array.shape)))
 
@@ -107,36 +105,21 @@ def take_timings(store: dist.Store, job_id: str, handed_over_s: float) -> dict[s
     return timings
 
 
-class LeaderHooks:
-    """The leader of replica k > 0: step, previews and cancel through the store."""
+class StoreReporter:
+    """The leader of replica k > 0 reports its job (`job.LeaderHooks`) through the store."""
 
-    def __init__(
-        self,
-        store: dist.Store,
-        job_id: str,
-        total: int,
-        render: Callable[[Any], bytes] | None,
-    ):
-        self.store, self.job_id, self.total, self.render = store, job_id, total, render
-        self._last_preview = 0.0
-        self.latents: torch.Tensor | None = None
-        """The latents after the last step (kept for `--save-latents`)."""
+    def __init__(self, store: dist.Store, job_id: str):
+        self.store, self.job_id = store, job_id
 
-    def on_step(self, step: int, _total: int) -> bool:
+    def step(self, step: int) -> None:
         self.store.set(_key(self.job_id, "step"), str(step))
-        return self.store.check([_key(self.job_id, "cancel")])
 
-    def on_latents(self, step: int, latents: torch.Tensor) -> None:
-        if step == self.total:
-            self.latents = latents.detach().clone()  # the pipeline owns the tensor it passes
-        now = time.monotonic()
-        if self.render is None:
-            return
-        if now - self._last_preview < PREVIEW_PERIOD_S and step < self.total:
-            return
-        self._last_preview = now
-        self.store.set(_key(self.job_id, "preview"), self.render(latents))
+    def preview(self, png: bytes, step: int) -> None:
+        self.store.set(_key(self.job_id, "preview"), png)
         self.store.set(_key(self.job_id, "preview_step"), str(step))
+
+    def cancel_requested(self) -> bool:
+        return self.store.check([_key(self.job_id, "cancel")])
 
 
 class RemoteJob:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from ..contract import JobRequest
 from .control import Worker
 from .engine import JobCancelled, Runtime, release_freed_memory
-from .job import JobHooks, run_job
+from .job import JobHooks, LeaderHooks, run_job
 from .messages import Message, Reply, RunJob, Shutdown, from_json
-from .replica import LeaderHooks, put_frames, put_latents, put_timings, take_tensors
+from .replica import StoreReporter, put_frames, put_latents, put_timings, take_tensors
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +25,15 @@ def _run(runtime: Runtime, message: RunJob) -> None:
     store, previewer = runtime.group.store, runtime.previewer
     request = JobRequest.from_dict(message.request)
     render = None if previewer is None else (lambda latents: previewer.png(latents, request))
-    leader = LeaderHooks(store, message.job_id, request.num_inference_steps, render)
-    tensors = take_tensors(store, message.job_id, message.tensors)
-    hooks = JobHooks(tensors, leader.on_step, leader.on_latents)
+    reporter = StoreReporter(store, message.job_id)
+    leader = LeaderHooks(
+        reporter, request.num_inference_steps, render, keep_latents=message.save_latents
+    )
+    hooks = leader.job_hooks(take_tensors(store, message.job_id, message.tensors))
     frames = run_job(runtime, message, hooks)
     put_timings(store, message.job_id, hooks.clock.timings(received, time.perf_counter()))
     put_frames(store, message.job_id, frames)
-    if message.save_latents and leader.latents is not None:
+    if leader.latents is not None:
         put_latents(store, message.job_id, leader.latents)
 
 

@@ -164,7 +164,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
                 return 0
             if not group.rebuilds:
                 log.error(
-                    "a rank was lost (%s); exiting for the launcher to restart", service.broken
+                    "a rank was lost (%s); exiting for the launcher to restart",
+                    service.group_health.broken,
                 )
                 return 1
             if not _rebuild(group, service, config, stop, abort):
@@ -181,18 +182,19 @@ def _rebuild(group: _OwnGroup, service, config: ServeConfig, stop, abort) -> boo
     (every attempt failed, or the group keeps breaking without finishing a job)."""
     from ..runtime.engine import release_freed_memory
 
-    reason = service.broken
-    if service.rebuilds_in_a_row >= config.max_rebuilds:
-        service.give_up(
-            f"the group broke {service.rebuilds_in_a_row + 1} times without finishing a job "
+    health = service.group_health
+    reason = health.broken
+    if health.rebuilds_in_a_row >= config.max_rebuilds:
+        health.give_up(
+            f"the group broke {health.rebuilds_in_a_row + 1} times without finishing a job "
             f"(last: {reason}); restart the backend"
         )
         return False
     for attempt in range(1, config.max_rebuilds + 1):
         if stop.is_set():
             return True
-        service.note = f"rebuilding the group (attempt {attempt} of {config.max_rebuilds})"
-        log.warning("%s after: %s", service.note, reason)
+        health.note = f"rebuilding the group (attempt {attempt} of {config.max_rebuilds})"
+        log.warning("%s after: %s", health.note, reason)
         service.detach()
         group.close(kill=True)
         release_freed_memory(collect=True)  # the old model, before loading the new one
@@ -204,11 +206,10 @@ def _rebuild(group: _OwnGroup, service, config: ServeConfig, stop, abort) -> boo
             log.error("rebuild %d failed: %s: %s", attempt, type(exc).__name__, exc)
             stop.wait(REBUILD_BACKOFF_S[min(attempt, len(REBUILD_BACKOFF_S)) - 1])
             continue
-        service.rebuilds_in_a_row += 1
-        service.broken, service.note = None, None
+        health.rebuilt()
         log.warning("group rebuilt (generation %d); serving again", group.generation)
         return True
-    service.give_up(
+    health.give_up(
         f"the group could not be rebuilt in {config.max_rebuilds} attempts ({reason}); "
         "restart the backend"
     )
@@ -243,8 +244,9 @@ class _OwnGroup:
     def lost(self) -> str | None:
         return self.children.lost() if self.children is not None else None
 
-    def on_hang(self, ranks: list[int]) -> None:
-        """Kill the group's children: rank 0's blocked collective then fails at once."""
+    def on_hang(self, reason: str) -> None:
+        """Kill the group's children (SIGKILL reaches a stopped process too): rank 0's
+        blocked collective then fails at once. `reason`: why the group is broken."""
         if self.children is not None:
             self.children.kill()
 
@@ -281,8 +283,11 @@ class _LaunchedGroup:
     def lost(self) -> str | None:
         return None
 
-    def on_hang(self, ranks: list[int]) -> None:
-        log.error("ranks %s hung; exiting so that the launcher restarts the group", ranks)
+    def on_hang(self, reason: str) -> None:
+        """Rank 0 cannot stop ranks it did not start: it exits non-zero with the reason, and
+        the launcher's restart policy applies (as for a lost rank)."""
+        log.error("%s; exiting so that the launcher restarts the group", reason)
+        logging.shutdown()
         os._exit(1)
 
     def close(self, *, kill: bool = False) -> None:

@@ -12,8 +12,9 @@ from datetime import timedelta
 import torch
 
 from ..config import ServeConfig
-from ..runtime.control import Heartbeat, Worker, channel
+from ..runtime.control import Worker, channel
 from ..runtime.group import Abort, Group, LaunchEnv, join_group, pick_device
+from ..runtime.progress import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
     group: Group | None = None
     try:
         group, runtime = start_rank(config, env)
-        heartbeat = Heartbeat(group.store_client(), env.rank).start()
+        heartbeat = Heartbeat(group.store_client(), env.rank, runtime.progress).start()
         prefix = channel(group.replica, group.dp_degree)
         serve_worker(runtime, Worker(group.store, env.rank, prefix))
         heartbeat.stop()

@@ -1,0 +1,238 @@
+"""Rank 0's view of the group's health: lost ranks, the hang watchdog, and what to do then.
+
+A rank is lost when it:
+
+- **exited** (the supervisor sees its exit code: `lost_children`);
+- **froze**: its heartbeat (a thread of its own, `runtime/progress.py`) has not moved for
+  `--hang-timeout` seconds. SIGSTOP, a wedged driver that stops the process, a machine gone:
+  wherever the rank froze (in attention, an FSDP gather, the decode, the encoder broadcast, or
+  idle), its heartbeat thread froze with it;
+- **hung**: alive (heartbeat moving) but stuck. Rank 0 has waited `--hang-timeout` at a step
+  boundary (`Runtime.waiting`) that the rank has not reached, *and* the rank's work counter
+  (ticked before every DiT/VAE block) has not moved for `--hang-timeout`. A slow rank (a long
+  decode, an offloaded step) keeps ticking, so it is never taken for a hung one;
+- **failed alone**: it replied with an error while rank 0 is still inside the job, where rank
+  0 would wait for it in a collective until the collective timeout.
+
+The first of these to be noticed (by `/health`, a replica's loop or the watchdog thread, every
+0.5 s) marks the group broken and calls `on_hang`: the supervisor kills the ranks (SIGKILL
+reaches a stopped process too), so rank 0's pending collective fails at once and the running
+job fails naming the rank; under an external launcher rank 0 exits non-zero instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+from ..runtime.control import RankLost, Sender
+from ..runtime.engine import Runtime
+from ..runtime.messages import Reply
+from ..runtime.progress import BEAT_PERIOD_S, RankWatch
+from .jobs import JobBook
+
+log = logging.getLogger(__name__)
+
+WATCH_PERIOD_S = 0.5
+STORE_READ_TIMEOUT = timedelta(seconds=5)
+"""The watchdog's reads give up this soon (a reply it saw may be taken meanwhile)."""
+
+
+class GroupHealth:
+    """Whether the group can run jobs, and the watchdog that finds frozen and hung ranks.
+
+    `recoverable`: a lost rank marks the group broken but keeps queued jobs queued, because
+    the supervisor (`serving/launch.py`) rebuilds the group and calls `attach` again. Without
+    it (an external launcher restarts everything), queued jobs fail with the reason.
+    """
+
+    def __init__(
+        self,
+        book: JobBook,
+        hang_timeout_s: float,
+        *,
+        recoverable: bool = False,
+        on_hang: Callable[[str], None] = lambda _reason: None,
+    ):
+        self.book = book
+        self.hang_timeout_s = hang_timeout_s
+        self.recoverable = recoverable
+        self.on_hang = on_hang
+        self.broken: str | None = None
+        self.note: str | None = None
+        """What the supervisor is doing about `broken` (rebuilding, or staying down)."""
+        self.rebuilds_in_a_row = 0
+        """Rebuilds since the last job that succeeded (a group that keeps breaking stays down)."""
+        self.ready = False
+        self.world_size = 0
+        self._runtime: Runtime | None = None
+        self._sender: Sender | None = None
+        self._watch: RankWatch | None = None
+        self._lost_children: Callable[[], str | None] = lambda: None
+        self._lock = threading.Lock()  # one group at a time, swapped by attach/detach
+        self._stopped = False  # the group was stopped for the current break
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._watch_loop, name="hang-watchdog", daemon=True)
+        self._thread.start()
+
+    def attach(
+        self, runtime: Runtime, sender: Sender, lost_children: Callable[[], str | None]
+    ) -> None:
+        """Watch `runtime`'s group; `sender` reaches rank 0's own replica (its wait points)."""
+        group = runtime.group
+        with self._lock:
+            self._runtime, self._sender = runtime, sender
+            store = group.store_client(STORE_READ_TIMEOUT)  # the watchdog's own connection
+            self._watch = RankWatch(store, list(range(1, group.world_size)))
+            self._lost_children = lost_children
+            self._stopped = False
+            self.ready = False
+            self.world_size = group.world_size
+
+    def detach(self) -> None:
+        with self._lock:
+            self.ready = False
+            self._runtime = self._sender = self._watch = None
+
+    def close(self) -> None:
+        self._closed.set()
+
+    # -- what is wrong ---------------------------------------------------------------------
+
+    def mark_broken(self, reason: str) -> None:
+        """The group cannot run jobs; queued jobs wait for a rebuild or fail with `reason`."""
+        if self.broken is None:
+            log.error("backend unhealthy: %s", reason)
+        self.broken = self.broken or reason
+        if not self.recoverable:
+            self.book.fail_queued(f"backend is not healthy: {self.broken}")
+
+    def give_up(self, reason: str) -> None:
+        """No more rebuilds: stay down and say why."""
+        self.recoverable = False
+        self.note = reason
+        self.mark_broken(reason)
+        self.book.fail_queued(f"backend is down: {reason}")
+
+    def rebuilt(self) -> None:
+        self.rebuilds_in_a_row += 1
+        self.broken, self.note = None, None
+
+    def lost(self) -> str | None:
+        """Why the group is not whole (a rank exited or froze), or None. The first time it
+        says so, the group is marked broken and stopped (`on_hang`)."""
+        reason = self._lost_children()
+        if not reason and self.ready:  # heartbeats start once a rank has loaded the model
+            with self._lock:
+                frozen = self._watch.frozen(self.hang_timeout_s) if self._watch else []
+            if frozen:
+                reason = (
+                    f"ranks {frozen} stopped answering "
+                    f"(no heartbeat for {self.hang_timeout_s:g}s, --hang-timeout)"
+                )
+        if reason:
+            self.stop_group(reason)
+        return reason
+
+    def check(self) -> tuple[bool, dict[str, Any]]:
+        """/health: (ok, detail)."""
+        reason = self.broken or self.lost()
+        ok = self.ready and not reason
+        detail: dict[str, Any] = {
+            "status": "ok" if ok else "unavailable",
+            "ready": self.ready,
+            "world_size": self.world_size,
+        }
+        if reason:
+            detail["error"] = f"{reason} ({self.note})" if self.note else reason
+        if self.note and not ok:
+            detail["recovery"] = self.note
+        return ok, detail
+
+    def explain(self, exc: Exception) -> str:
+        """A failed job's error: the lost rank when one was lost, else the exception."""
+        if isinstance(exc, RankLost):
+            self.mark_broken(str(exc))
+            return f"a rank was lost during the job: {self.broken}"
+        lost = self.broken or self.lost()
+        if lost:
+            self.mark_broken(lost)
+            return f"a rank was lost during the job: {lost}"
+        return f"{type(exc).__name__}: {exc}"
+
+    def stop_group(self, reason: str) -> None:
+        """Mark broken and stop the ranks, once per break (a frozen or hung rank would keep
+        rank 0 in its collective until the collective timeout)."""
+        self.mark_broken(reason)
+        with self._lock:
+            if self._stopped or self._runtime is None:
+                return
+            self._stopped = True
+        self.on_hang(reason)
+
+    # -- the watchdog ----------------------------------------------------------------------
+
+    def _watch_loop(self) -> None:
+        while not self._closed.wait(WATCH_PERIOD_S):
+            if not self.ready or self._stopped:
+                continue
+            try:
+                if not self.lost():
+                    self._check_rank0_waits()
+            except Exception:  # a watchdog that dies silently watches nothing
+                log.exception("hang watchdog")
+
+    def _check_rank0_waits(self) -> None:
+        """A rank that failed alone, or that rank 0 has waited for too long at a boundary."""
+        with self._lock:
+            runtime, sender, watch = self._runtime, self._sender, self._watch
+        point = runtime.wait_point if runtime is not None else None
+        if point is None or sender is None or watch is None:
+            return
+        failed = _failed_replies(watch.store, sender)
+        if failed and runtime.wait_point is point:  # it left the job: rank 0 would wait
+            first = failed[0]
+            self.stop_group(f"rank {first.rank} failed alone: {first.error}")
+            return
+        waited = time.monotonic() - point.since
+        if waited < self.hang_timeout_s:
+            return
+        behind = [rank for rank in sender.ranks if _wait_key(watch.store, rank) != point.key]
+        idle = set(watch.idle(self.hang_timeout_s))  # a slow rank keeps ticking
+        silent = set(watch.frozen(2 * BEAT_PERIOD_S))  # frozen, not hung: `lost` names it
+        hung = [rank for rank in behind if rank in idle and rank not in silent]
+        if hung and runtime.wait_point is point:
+            self.stop_group(
+                f"ranks {hung} stopped progressing: rank 0 waited {waited:.0f}s for them at "
+                f"{point.key.partition(':')[2]} (--hang-timeout)"
+            )
+
+
+def _failed_replies(store: dist.Store, sender: Sender) -> list[Reply]:
+    """Workers that already replied with a failure (not a cancel) to the message `sender`
+    still awaits: a rank that failed alone, which the others may wait for in a collective."""
+    seq = sender.pending
+    if seq is None:
+        return []
+    replies = []
+    for rank in sender.ranks:
+        key = sender.reply_key(seq, rank)
+        try:
+            if store.check([key]):
+                replies.append(Reply.from_json(json.loads(store.get(key))))
+        except dist.DistError:  # taken by rank 0's main thread in between: the job ended
+            return []
+    return [r for r in replies if not r.ok and not r.cancelled]
+
+
+def _wait_key(store: dist.Store, rank: int) -> str:
+    """Where `rank` last waited for the others (`Runtime.waiting`), "" if nowhere yet."""
+    key = f"wait/{rank}"
+    return store.get(key).decode() if store.check([key]) else ""

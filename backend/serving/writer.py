@@ -1,0 +1,127 @@
+"""Finishing jobs on rank 0: a job's outputs and job.json, then its final status.
+
+Replica 0's jobs are written on the thread that ran them; with several replicas, the others'
+jobs are written on one writer thread (`OutputWriter.submit`), so that a replica takes its next
+job as soon as its frames are in.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ... import __version__
+from ..config import ServeConfig
+from .health import GroupHealth
+from .jobs import Job, JobBook
+from .outputs import to_uint8, write_latents, write_outputs, write_record
+
+log = logging.getLogger(__name__)
+
+
+def versions() -> dict[str, str]:
+    import diffusers
+    import torch
+
+    return {
+        "paradit": __version__,
+        "torch": torch.__version__,
+        "diffusers": diffusers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def memory_record(job: Job) -> dict[str, Any] | None:
+    """job.json's "memory": the job's plan (prediction and reasons) and each rank's
+    measured peak."""
+    if job.memory is None:
+        return None
+    measured = {str(rank): reading for rank, reading in sorted(job.measured.items()) if reading}
+    return {**job.memory.to_dict(), "measured": measured}
+
+
+class OutputWriter:
+    """Writes finished jobs and records their status in the book."""
+
+    def __init__(self, book: JobBook, config: ServeConfig, health: GroupHealth):
+        self.book, self.config, self.health = book, config, health
+        self.group: dict[str, Any] = {}
+        """What job.json says of the group: plan, world size, device (set by `attach`)."""
+        self.replica_ranks: list[list[int]] = []
+        self.fps = 16
+        self._pool: ThreadPoolExecutor | None = None
+
+    def attach(self, group: dict[str, Any], replica_ranks: list[list[int]], fps: int) -> None:
+        self.group, self.replica_ranks, self.fps = group, replica_ranks, fps
+
+    def start(self) -> None:
+        """Write other replicas' jobs on a thread of their own (until `stop`)."""
+        self._pool = ThreadPoolExecutor(1, "output-writer")
+
+    def stop(self) -> None:
+        """Every job handed over gets its outputs and its status."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def submit(
+        self, job: Job, frames: np.ndarray, latents: np.ndarray | None, started: float
+    ) -> None:
+        """Write on the writer thread when there is one (else here)."""
+        if self._pool is None:
+            self.write(job, frames, latents, started)
+        else:
+            self._pool.submit(self.write, job, frames, latents, started)
+
+    def write(
+        self, job: Job, frames: np.ndarray, latents: np.ndarray | None, started: float
+    ) -> None:
+        """The outputs and job.json of a job whose frames are in; then it has succeeded."""
+        timings = job.timings
+        try:
+            begin_write = time.perf_counter()
+            job.files = write_outputs(job.out_dir, to_uint8(frames), self.fps)
+            if latents is not None:
+                job.files.append(write_latents(job.out_dir, latents))
+            job.num_frames = len(frames)
+            timings["write_s"] = round(time.perf_counter() - begin_write, 4)
+            timings["total_s"] = round(time.perf_counter() - started, 4)
+            self.finish(job, "succeeded")
+            self.health.rebuilds_in_a_row = 0
+        except Exception as exc:
+            log.exception("job %s failed", job.id)
+            self.finish(job, "failed", self.health.explain(exc))
+
+    def finish(self, job: Job, status: str, error: str | None = None) -> None:
+        if status == "succeeded":  # job.json exists before anyone sees "succeeded"
+            write_record(job.out_dir, self.record(job, status))
+        else:
+            shutil.rmtree(job.out_dir, ignore_errors=True)  # no half-written outputs
+        self.book.finish(job, status, error)
+        log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
+
+    def record(self, job: Job, status: str) -> dict[str, Any]:
+        """job.json: the request, the resolved plan, seed, timings and versions."""
+        return {
+            "id": job.id,
+            "status": status,
+            "model": self.config.model,
+            "request": job.request.to_dict(with_image=False),
+            "seed": job.request.seed,
+            "plan": self.group["plan"],
+            "replica": job.replica,
+            "replica_ranks": self.replica_ranks[job.replica or 0],
+            "world_size": self.group["world_size"],
+            "device": self.group["device"],
+            "num_frames": job.num_frames,
+            "files": job.files,
+            "timings": job.timings,
+            "memory": memory_record(job),
+            "versions": versions(),
+        }
