@@ -174,8 +174,9 @@ class ServeConfig:
         metadata=_flag(
             "--hang-timeout",
             SERVING,
-            "seconds rank 0 waits at a step boundary for a rank that stopped progressing "
-            "before it counts as lost (default 30)",
+            "seconds after which a rank counts as lost when its heartbeat has stopped (frozen), "
+            "or when rank 0 has waited that long at a step boundary for it and it stopped "
+            "working (hung) (default 30)",
         ),
     )
     max_rebuilds: int = field(
