@@ -126,8 +126,8 @@ class GroupHealth:
         self.broken, self.note = None, None
 
     def lost(self) -> str | None:
-        """Why the group is not whole (a rank exited or froze), or None. The first time it
-        says so, the group is marked broken and stopped (`on_hang`)."""
+        """Why the group is not whole (a rank exited or froze), or None. Once the group is
+        ready, the first time it says so the group is marked broken and stopped (`on_hang`)."""
         reason = self._lost_children()
         if not reason and self.ready:  # heartbeats start once a rank has loaded the model
             with self._lock:
@@ -137,13 +137,15 @@ class GroupHealth:
                     f"ranks {frozen} stopped answering "
                     f"(no heartbeat for {self.hang_timeout_s:g}s, --hang-timeout)"
                 )
-        if reason:
+        if reason and self.ready:  # while starting, the supervisor decides
             self.stop_group(reason)
         return reason
 
     def check(self) -> tuple[bool, dict[str, Any]]:
         """/health: (ok, detail)."""
         reason = self.broken or self.lost()
+        if reason:
+            self.mark_broken(reason)
         ok = self.ready and not reason
         detail: dict[str, Any] = {
             "status": "ok" if ok else "unavailable",
