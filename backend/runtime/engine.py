@@ -29,7 +29,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..contract import JobRequest
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
@@ -43,6 +42,7 @@ from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, fill_shards
 from ..parallel.vae import decode_share, gather_tiles
+from ..request import JobRequest
 from .faults import Faults
 from .group import Group
 from .preview import Previewer

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..contract import JobRequest
+from ..request import JobRequest
 from .engine import Runtime, StepClock
 from .messages import RunJob
 
