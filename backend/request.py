@@ -205,11 +205,10 @@ def read_image(path: str) -> str:
     from .client.http import encode_image
 
     if not Path(path).is_file():
-        raise ValueError(f"--image {path}: no such file")
+        raise ValueError(f"no such file: {path}")
     return encode_image(Path(path))
 
 
-NOT_YET = "are not supported by this backend yet"
 _SIZE_HELP = "Pixels: a multiple of the model's size step, within its min and max size."
 
 REQUEST_FIELDS: tuple[RequestField, ...] = (
@@ -310,7 +309,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "loras",
         "json",
         "LoRAs to apply, in order: [{name, strength}] (names as GET /v1/loras lists them).",
-        unsupported=f"loras {NOT_YET}",
+        unsupported="loras are not supported by this backend yet",
         cli="--lora",
         cli_type=parse_lora,
         cli_repeat=True,
@@ -321,7 +320,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "cache",
         "json",
         "Step caching: {method, threshold, ...}.",
-        unsupported=f"cache {NOT_YET}",
+        unsupported="cache is not supported by this backend yet",
         cli="--cache",
         cli_type=parse_cache,
         cli_metavar="METHOD[:THRESHOLD]",
