@@ -67,8 +67,15 @@ class RequestField:
     cli_metavar: str | None = None
     widget: str = ""
     """The generation nodes' widget name ("" when the nodes have no widget for it)."""
+    widget_range: tuple[float, float] | None = None
+    """The bounds a widget offers before any model is known (default: low and high)."""
+    widget_required: bool = False
+    """The nodes' first widgets are required; later ones are optional inputs appended after
+    them, so saved workflows (positional `widgets_values`) and API prompts keep loading."""
     step: float | None = None
     """The widget's and slider's step."""
+    random: bool = False
+    """A seed: the node offers "control after generate", the web form "randomize"."""
     form: bool = True
     """The web form has an input for it."""
 
@@ -212,7 +219,16 @@ def read_image(path: str) -> str:
 _SIZE_HELP = "Pixels: a multiple of the model's size step, within its min and max size."
 
 REQUEST_FIELDS: tuple[RequestField, ...] = (
-    RequestField("prompt", "text", "What to generate; not empty.", "", required=True, rule=_prompt),
+    RequestField(
+        "prompt",
+        "text",
+        "What to generate; not empty.",
+        "",
+        required=True,
+        rule=_prompt,
+        widget="prompt",
+        widget_required=True,
+    ),
     RequestField(
         "negative_prompt",
         "text",
@@ -220,6 +236,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "",
         cli="--negative",
         widget="negative_prompt",
+        widget_required=True,
     ),
     RequestField(
         "width",
@@ -232,6 +249,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--width",
         widget="width",
         step=16,
+        widget_range=(16, 2048),
+        widget_required=True,
     ),
     RequestField(
         "height",
@@ -244,6 +263,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--height",
         widget="height",
         step=16,
+        widget_range=(16, 2048),
+        widget_required=True,
     ),
     RequestField(
         "num_frames",
@@ -257,6 +278,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--frames",
         widget="frames",
         step=4,
+        widget_range=(1, 257),
+        widget_required=True,
     ),
     RequestField(
         "num_inference_steps",
@@ -269,6 +292,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--steps",
         widget="steps",
         step=1,
+        widget_range=(1, 200),
+        widget_required=True,
     ),
     RequestField(
         "guidance_scale",
@@ -282,6 +307,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--guidance",
         widget="guidance",
         step=0.1,
+        widget_range=(0, 30),
+        widget_required=True,
     ),
     RequestField(
         "seed",
@@ -293,6 +320,9 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--seed",
         widget="seed",
         step=1,
+        widget_range=(0, 2**53 - 1),
+        widget_required=True,
+        random=True,
     ),
     RequestField(
         "image",
