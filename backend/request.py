@@ -89,6 +89,11 @@ class RequestField:
             raise ValueError(f"{self.name}: a CLI flag starts with --, got {self.cli!r}")
 
     @property
+    def metavar(self) -> str:
+        """What the flag's help shows for its value."""
+        return self.cli_metavar or self.cli.removeprefix("--").upper()
+
+    @property
     def number(self) -> bool:
         return self.kind in ("int", "float")
 
@@ -486,7 +491,7 @@ def docs_table() -> str:
     ]
     for f in request_fields():
         default = "required" if f.required else "the model's" if f.model_default else f.default
-        flag = f"`{f.cli} {f.cli_metavar or ''}`".replace(" `", "`") if f.cli else "argument"
+        flag = f"`{f.cli} {f.metavar}`" if f.cli else "argument"
         if f.cli_repeat:
             flag += " (repeatable)"
         tasks = "all" if set(f.tasks) == set(TASKS) else ", ".join(f.tasks)

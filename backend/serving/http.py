@@ -30,6 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ... import __version__
 from ..contract import FINAL_STATES
 from .jobs import Job, QueueFull
+from .openai_api import add_openai_routes
 from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
 from .schema import (
     ErrorReply,
@@ -262,6 +263,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             return error(404, f"job {job_id} has no frame {index[:20]}")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 
+    add_openai_routes(app, service)  # /v1/videos and /v1/images/generations
     return app
 
 

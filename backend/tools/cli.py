@@ -46,7 +46,7 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
             continue
         kwargs: dict[str, Any] = {"dest": f"job_{f.name}", "help": _flag_help(f)}
         kwargs["type"] = _cli_type(f)
-        kwargs["metavar"] = f.cli_metavar or f.cli.removeprefix("--").upper()
+        kwargs["metavar"] = f.metavar
         if f.cli_repeat:
             kwargs["action"] = "append"
         p.add_argument(f.cli, **kwargs)
