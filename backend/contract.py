@@ -118,13 +118,3 @@ def decode_image_png(data: str, limits: Limits) -> bytes:
     except Exception:  # PIL raises many types for corrupt files
         raise ValueError("image could not be decoded: send a PNG or JPEG, base64-encoded") from None
     return raw
-
-
-def __getattr__(name: str):
-    """`JobRequest` and `JOB_FIELDS` live in `request.py` (built from the request table);
-    imported from here they still work."""
-    if name in ("JobRequest", "JOB_FIELDS"):
-        from . import request
-
-        return request.JobRequest if name == "JobRequest" else request.field_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -172,7 +172,12 @@ def _frames(value: int, limits: Limits) -> int:
         if value != 1:
             raise ValueError(limits.frames_rule() + f", got {value!r}")
         return 1
-    if not 1 <= value <= limits.max_frames or (value - 1) % limits.frame_multiple:
+    if not 1 <= value <= limits.max_frames:
+        raise ValueError(
+            f"num_frames must be between 1 and {limits.max_frames} and of the form "
+            f"{limits.frame_multiple}k+1, got {value}"
+        )
+    if (value - 1) % limits.frame_multiple:
         raise ValueError(limits.frames_rule() + f", got {value}")
     return value
 
@@ -212,13 +217,12 @@ def parse_cache(text: str) -> dict[str, Any]:
 
 def read_image(path: str) -> str:
     """`--image PATH` as the base64 the request carries."""
+    import base64
     from pathlib import Path
-
-    from .client.http import encode_image
 
     if not Path(path).is_file():
         raise ValueError(f"no such file: {path}")
-    return encode_image(Path(path))
+    return base64.b64encode(Path(path).read_bytes()).decode("ascii")
 
 
 _SIZE_HELP = "Pixels: a multiple of the model's size step, within its min and max size."
@@ -501,3 +505,7 @@ def docs_table() -> str:
             f"{f.widget or '-'} | {tasks} | {help_text} |"
         )
     return "\n".join(rows)
+
+
+JOB_FIELDS = field_names()
+"""The request's field names (as declared at import; `field_names()` reads the table now)."""
