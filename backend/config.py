@@ -25,8 +25,30 @@ SERVING = "serving"
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _flag(flag: str, group: str, help: str, **argparse_kwargs: Any) -> dict[str, Any]:
-    return {"flag": flag, "group": group, "help": help, "argparse": argparse_kwargs}
+def _flag(
+    flag: str,
+    group: str,
+    help: str,
+    *,
+    frontend: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    step: float | None = None,
+    widget: str = "",
+    **argparse_kwargs: Any,
+) -> dict[str, Any]:
+    """A setting's flag, its help line and, with `frontend`, its place in the ParaDiTBackend
+    node and the web app's backend settings (`widget` names it there; default the flag's
+    name; bounds and step for its number box)."""
+    return {
+        "flag": flag,
+        "group": group,
+        "help": help,
+        "argparse": argparse_kwargs,
+        "frontend": frontend,
+        "widget": widget or flag.removeprefix("--").replace("-", "_"),
+        "bounds": (low, high, step),
+    }
 
 
 @dataclass(frozen=True)
@@ -43,7 +65,16 @@ class ServeConfig:
     )
     world_size: int = field(
         default=1,
-        metadata=_flag("--world-size", BACKEND, "ranks to start on this machine (default 1)"),
+        metadata=_flag(
+            "--world-size",
+            BACKEND,
+            "ranks to start on this machine (default 1)",
+            frontend=True,
+            widget="gpus",
+            low=1,
+            high=64,
+            step=1,
+        ),
     )
     device: str = field(
         default="auto",
@@ -67,16 +98,38 @@ class ServeConfig:
     cfg_degree: int | None = field(
         default=None,
         metadata=_flag(
-            "--cfg-degree", BACKEND, "1 or 2: run the two guidance branches side by side"
+            "--cfg-degree",
+            BACKEND,
+            "1 or 2: run the two guidance branches side by side (0 or unset: the plan decides)",
+            frontend=True,
+            low=0,
+            high=2,
+            step=1,
         ),
     )
     ulysses_degree: int | None = field(
         default=None,
-        metadata=_flag("--ulysses-degree", BACKEND, "ranks that split the sequence (Ulysses)"),
+        metadata=_flag(
+            "--ulysses-degree",
+            BACKEND,
+            "ranks that split the sequence (Ulysses; 0 or unset: the plan decides)",
+            frontend=True,
+            low=0,
+            high=64,
+            step=1,
+        ),
     )
     ring_degree: int | None = field(
         default=None,
-        metadata=_flag("--ring-degree", BACKEND, "ranks that split the sequence (ring; CUDA)"),
+        metadata=_flag(
+            "--ring-degree",
+            BACKEND,
+            "ranks that split the sequence (ring; CUDA; 0 or unset: the plan decides)",
+            frontend=True,
+            low=0,
+            high=64,
+            step=1,
+        ),
     )
     dp_degree: int = field(
         default=1,
@@ -85,12 +138,19 @@ class ServeConfig:
             BACKEND,
             "data-parallel replicas: the ranks split into D groups of consecutive ranks, each "
             "running its own jobs (D divides the world size; default 1)",
+            frontend=True,
+            low=1,
+            high=64,
+            step=1,
         ),
     )
     shard_weights: bool = field(
         default=True,
         metadata=_flag(
-            "--no-shard", BACKEND, "keep the full DiT weights on every rank (no FSDP2 sharding)"
+            "--no-shard",
+            BACKEND,
+            "keep the full DiT weights on every rank (no FSDP2 sharding)",
+            frontend=True,
         ),
     )
     gpu_memory_gib: float | None = field(
@@ -99,7 +159,11 @@ class ServeConfig:
             "--gpu-memory",
             BACKEND,
             "GiB per device to plan for (default: the GPU's free memory; on CPU, the host's "
-            "available memory shared by its ranks)",
+            "available memory shared by its ranks; 0 or unset: that default)",
+            frontend=True,
+            low=0,
+            high=4096,
+            step=0.5,
         ),
     )
     offload: str = field(
@@ -110,6 +174,7 @@ class ServeConfig:
             "where the DiT lives when it does not fit: auto (the memory plan decides), none, "
             "model, group or sequential (diffusers' CPU offload)",
             choices=OFFLOAD_MODES,
+            frontend=True,
         ),
     )
     vae_tiling: str = field(
@@ -120,6 +185,17 @@ class ServeConfig:
             "auto (tiles when the whole decode does not fit, or to split it over a replica's "
             "ranks), on, or off",
             choices=TILING_MODES,
+            frontend=True,
+        ),
+    )
+    vae_tile: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--vae-tile",
+            BACKEND,
+            "HxW: the VAE's tile size in pixels when it tiles, e.g. 256x256 (default: the "
+            "VAE's own; it changes the output a little: tiles are blended at their seams)",
+            frontend=True,
         ),
     )
     plan_for: str | None = field(
@@ -129,6 +205,7 @@ class ServeConfig:
             BACKEND,
             "WxHxF: the job size the memory plan chooses the layout for at start (default: "
             "the model's default size); every job is still checked",
+            frontend=True,
         ),
     )
     host: str = field(
@@ -225,7 +302,7 @@ class ServeConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-        self.memory_settings()  # --gpu-memory, --offload and --vae-tiling, checked there
+        self.memory_settings()  # the memory flags, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:
             raise ValueError(
                 f"--dp-degree must be >= 1 and divide the world size {self.world_size}, "
@@ -273,7 +350,9 @@ class ServeConfig:
         return argv
 
     def memory_settings(self) -> MemorySettings:
-        return MemorySettings(self.gpu_memory_gib, self.offload, self.vae_tiling, self.plan_for)
+        return MemorySettings(
+            self.gpu_memory_gib, self.offload, self.vae_tiling, self.plan_for, self.vae_tile
+        )
 
     def plan_overrides(self) -> dict[str, Any]:
         """The degrees and sharding asked for, as `choose_plan` keywords."""
@@ -310,6 +389,84 @@ def read_token(path: str | None, env: dict[str, str] | None = None) -> str | Non
 
 def _flag_fields() -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(ServeConfig) if "flag" in f.metadata]
+
+
+@dataclass(frozen=True)
+class FrontendSetting:
+    """A serve setting as the ParaDiTBackend node and the web app show it (from ServeConfig's
+    field and its `_flag`): a widget whose "unset" value is 0 for numbers and "" for text."""
+
+    name: str
+    """The ServeConfig field."""
+    widget: str
+    kind: str
+    """"int", "float", "combo", "boolean" or "string"."""
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    choices: tuple[str, ...] = ()
+    inverted: bool = False
+    """A flag that turns a default-on setting off (--no-shard): the widget is the flag."""
+
+    def config_value(self, value: Any) -> Any:
+        """The widget's value as ServeConfig's."""
+        if self.inverted:
+            return not value
+        if self.kind in ("int", "float", "string") and value in (0, "", None) and not self.default:
+            return None
+        return {"int": int, "float": float}.get(self.kind, lambda v: v)(value)
+
+    def widget_value(self, config: ServeConfig) -> Any:
+        """What the widget shows for `config`."""
+        value = getattr(config, self.name)
+        if self.inverted:
+            return not value
+        return self.default if value is None else value
+
+
+def frontend_settings() -> tuple[FrontendSetting, ...]:
+    """The serve settings a frontend user sets (marked `frontend` in ServeConfig)."""
+    settings = []
+    for f in _flag_fields():
+        meta = f.metadata
+        if not meta["frontend"]:
+            continue
+        low, high, step = meta["bounds"]
+        choices = tuple(meta["argparse"].get("choices", ()))
+        optional = f.default is None
+        kind = {"int": "int", "float": "float"}.get(str(f.type).split(" |")[0], "string")
+        if isinstance(f.default, bool):
+            kind = "boolean"
+        elif choices:
+            kind = "combo"
+        default: Any = f.default
+        if optional:
+            default = {"int": 0, "float": 0.0}.get(kind, "")
+        inverted = isinstance(f.default, bool) and f.default
+        settings.append(
+            FrontendSetting(
+                f.name,
+                meta["widget"],
+                kind,
+                not f.default if inverted else default,
+                meta["help"],
+                low,
+                high,
+                step,
+                choices,
+                inverted,
+            )
+        )
+    return tuple(settings)
+
+
+def config_overrides(values: dict[str, Any]) -> dict[str, Any]:
+    """ServeConfig keywords from frontend widget values (by widget name; others ignored)."""
+    return {
+        s.name: s.config_value(values[s.widget]) for s in frontend_settings() if s.widget in values
+    }
 
 
 def add_flags(parser: argparse.ArgumentParser, *groups: str, model_required: bool = False) -> None:

@@ -31,7 +31,15 @@ from .params import (
     TaskNode,
 )
 from .pool import BackendHandle, BackendPool, find_diffusers_folders, resolve_settings
-from .run import Generation, Interrupted, build_request, generate, image_to_png, to_image_tensor
+from .run import (
+    Generation,
+    Interrupted,
+    backend_summary,
+    build_request,
+    generate,
+    image_to_png,
+    to_image_tensor,
+)
 
 CATEGORY = "paradit"
 PREVIEW_MAX_SIDE = 512
@@ -53,7 +61,11 @@ def model_options() -> list[str]:
 
 
 def widget(param: Param, options: list[str] | None = None) -> io.Input:
-    common = {"default": param.default, "tooltip": param.tooltip or None}
+    common = {
+        "default": param.default,
+        "tooltip": param.tooltip or None,
+        "optional": param.optional or None,
+    }
     if param.kind == "int":
         return io.Int.Input(
             param.name,
@@ -70,7 +82,9 @@ def widget(param: Param, options: list[str] | None = None) -> io.Input:
     if param.kind in ("string", "text"):
         return io.String.Input(param.name, multiline=param.kind == "text", **common)
     if param.kind == "combo":
-        return io.Combo.Input(param.name, options=options or [], **common)
+        return io.Combo.Input(param.name, options=options or list(param.choices), **common)
+    if param.kind == "boolean":
+        return io.Boolean.Input(param.name, **common)
     raise ValueError(f"unknown widget kind {param.kind!r} for {param.name}")
 
 
@@ -86,15 +100,17 @@ class ParaDiTBackend(io.ComfyNode):
             "across prompts and restarted when these inputs change), or connects to a running "
             "`paradit serve` by URL.",
             inputs=[widget(p, options.get(p.name)) for p in BACKEND_PARAMS],
-            outputs=[Backend.Output(display_name="backend")],
+            outputs=[
+                Backend.Output(display_name="backend"),
+                io.String.Output(display_name="plan"),
+            ],
         )
 
     @classmethod
-    def execute(
-        cls, model: str, model_override: str, gpus: int, device: str, url: str
-    ) -> io.NodeOutput:
-        settings = resolve_settings(model, model_override, gpus, device, url, local_folders())
-        return io.NodeOutput(pool().handle(settings))
+    def execute(cls, **values) -> io.NodeOutput:
+        settings = resolve_settings(**values, local_folders=local_folders())
+        handle = pool().handle(settings)
+        return io.NodeOutput(handle, backend_summary(handle.client().info()))
 
 
 class _ComfyProgress:

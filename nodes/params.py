@@ -1,14 +1,20 @@
 """What each ParaDiT node asks for, as plain data (no ComfyUI import).
 
-The ComfyUI adapter (`comfy_v3.py`) turns these into V3 widgets; the tests use them to check
-that every workflow file gives each node the right widgets in the right order.
+The generation nodes' widgets are the request table's fields that have a widget
+(`backend/request.py`); the backend node's are its own (model, GPUs, device, URL) followed by
+the serve settings a frontend sets (`backend/config.py`, `frontend_settings`). The ComfyUI
+adapter (`comfy_v3.py`) turns these into V3 widgets; the tests use them to check that every
+workflow file gives each node the right widgets in the right order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..backend.contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ..backend import contract
+from ..backend.config import frontend_settings
+from ..backend.request import RequestField, request_fields
 
 # Seeds stay exact in the browser (JavaScript numbers) and inside the backend's limit.
 MAX_SEED = 2**53 - 1
@@ -37,7 +43,7 @@ class Param:
 
     name: str
     kind: str
-    """"int", "float", "string", "text" (multi-line string) or "combo"."""
+    """"int", "float", "string", "text" (multi-line string), "combo" or "boolean"."""
     default: object
     tooltip: str = ""
     low: float | None = None
@@ -45,13 +51,19 @@ class Param:
     step: float | None = None
     control_after_generate: bool = False
     """A seed: ComfyUI adds a "control after generate" widget right after it."""
+    optional: bool = False
+    """Added after the first release: optional, so older workflows still load."""
+    choices: tuple[str, ...] = ()
+    """A combo's options when they are fixed."""
+    field: str = ""
+    """The request field or ServeConfig field the widget sets."""
 
     def widget_values(self, value: object, control: str = "randomize") -> list[object]:
         """The value(s) this widget saves in a UI-format workflow's `widgets_values`."""
         return [value, control] if self.control_after_generate else [value]
 
 
-BACKEND_PARAMS: tuple[Param, ...] = (
+BACKEND_OWN_PARAMS: tuple[Param, ...] = (
     Param(
         "model",
         "combo",
@@ -77,72 +89,102 @@ BACKEND_PARAMS: tuple[Param, ...] = (
 )
 
 
-_SIZE = "Pixels; a multiple of the model's size step (16)."
-_GUIDANCE = "Guidance scale (CFG; for Flux dev the distilled guidance)."
-_SEED = "Same model + same request + same seed = same output."
-
-
-def _job_params(width: int, height: int, frames: int | None, steps: int, guidance: float):
-    frame_params = (
-        (
-            Param(
-                "frames",
-                "int",
-                frames,
-                "Frame count, 4k+1 (Wan: up to 81; CogVideoX: 49, CogVideoX 1.5: 81 or 161).",
-                1,
-                257,
-                4,
-            ),
+def setting_params() -> tuple[Param, ...]:
+    """The serve settings a node user sets (memory, replicas, plan), after the node's own."""
+    own = {p.name for p in BACKEND_OWN_PARAMS}
+    return tuple(
+        Param(
+            s.widget,
+            s.kind,
+            s.default,
+            s.help,
+            s.low,
+            s.high,
+            s.step,
+            optional=True,
+            choices=s.choices,
+            field=s.name,
         )
-        if frames is not None
-        else ()
+        for s in frontend_settings()
+        if s.widget not in own
     )
-    return (
-        Param("prompt", "text", "", "What to generate."),
-        Param("negative_prompt", "text", "", "What to steer away from (needs guidance > 1)."),
-        Param("width", "int", width, _SIZE, 16, 2048, 16),
-        Param("height", "int", height, _SIZE, 16, 2048, 16),
-        *frame_params,
-        Param("steps", "int", steps, "Denoising steps.", 1, 200, 1),
-        Param("guidance", "float", guidance, _GUIDANCE, 0.0, 30.0, 0.1),
-        Param("seed", "int", 0, _SEED, 0, MAX_SEED, 1, control_after_generate=True),
+
+
+def backend_params() -> tuple[Param, ...]:
+    return (*BACKEND_OWN_PARAMS, *setting_params())
+
+
+BACKEND_PARAMS = backend_params()
+"""The backend node's widgets, in order."""
+
+
+_KINDS = {"text": "text", "int": "int", "float": "float"}
+
+
+def field_param(f: RequestField, default: Any) -> Param:
+    """A request field as a generation node's widget."""
+    low, high = f.widget_range or (f.low, f.high)
+    return Param(
+        f.widget,
+        _KINDS[f.kind],
+        default,
+        f.help,
+        low,
+        high,
+        f.step,
+        control_after_generate=f.random,
+        optional=not f.widget_required,
+        field=f.name,
     )
 
 
 @dataclass(frozen=True)
 class TaskNode:
-    """A generation node: its id, the backend task it needs and its widgets."""
+    """A generation node: its id, the backend task it needs and its widgets' defaults."""
 
     node_id: str
     display_name: str
     task: str
-    params: tuple[Param, ...]
+    defaults: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Request field -> the widget's default for this node (else the table's default)."""
     needs_image: bool = False
 
     @property
+    def params(self) -> tuple[Param, ...]:
+        """The widgets: the request fields of this node's task that have one, in table order."""
+        return tuple(
+            field_param(f, self.defaults.get(f.name, f.default))
+            for f in request_fields()
+            if f.widget and self.task in f.tasks
+        )
+
+    @property
     def makes_video(self) -> bool:
-        return any(p.name == "frames" for p in self.params)
+        return self.task != contract.TEXT_TO_IMAGE
 
 
+_VIDEO_DEFAULTS = {
+    "width": 832,
+    "height": 480,
+    "num_frames": 81,
+    "num_inference_steps": 30,
+    "guidance_scale": 5.0,
+}
 TEXT_TO_VIDEO = TaskNode(
-    "ParaDiTTextToVideo",
-    "ParaDiT Text to Video",
-    TEXT_TO_VIDEO,
-    _job_params(832, 480, 81, 30, 5.0),
+    "ParaDiTTextToVideo", "ParaDiT Text to Video", contract.TEXT_TO_VIDEO, _VIDEO_DEFAULTS
 )
 IMAGE_TO_VIDEO = TaskNode(
     "ParaDiTImageToVideo",
     "ParaDiT Image to Video",
-    IMAGE_TO_VIDEO,
-    _job_params(832, 480, 81, 30, 5.0),
+    contract.IMAGE_TO_VIDEO,
+    _VIDEO_DEFAULTS,
     needs_image=True,
 )
 TEXT_TO_IMAGE = TaskNode(
     "ParaDiTTextToImage",
     "ParaDiT Text to Image",
-    TEXT_TO_IMAGE,
-    _job_params(1024, 1024, None, 28, 3.5),
+    contract.TEXT_TO_IMAGE,
+    {"width": 1024, "height": 1024, "num_inference_steps": 28, "guidance_scale": 3.5},
 )
 TASK_NODES: tuple[TaskNode, ...] = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE)
 

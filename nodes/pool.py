@@ -15,11 +15,12 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..backend.client import BackendError, Client
 from ..backend.client.connect import remote_client
 from ..backend.client.local import LocalBackend, serve_command
-from ..backend.config import ServeConfig
+from ..backend.config import ServeConfig, config_overrides
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +33,30 @@ class BackendSettings:
     world_size: int = 1
     device: str = "auto"
     url: str = ""
+    serve: tuple[tuple[str, Any], ...] = ()
+    """Further ServeConfig fields (memory, replicas, plan) as (name, value) pairs."""
 
     def __post_init__(self) -> None:
         if self.url:
             if not self.url.startswith(("http://", "https://")):
                 raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
             return
-        # ServeConfig states the rules for model, world size and device.
-        ServeConfig(model=self.model, world_size=self.world_size, device=self.device)
+        self.config()  # ServeConfig states the rules for every setting
+
+    def config(self, **fixed: Any) -> ServeConfig:
+        return ServeConfig(
+            model=self.model,
+            world_size=self.world_size,
+            device=self.device,
+            **dict(self.serve),
+            **fixed,
+        )
 
     def describe(self) -> str:
         if self.url:
             return self.url
-        return f"{self.model} on {self.world_size} rank(s), device {self.device}"
+        flags = " ".join(self.config().to_argv()[2:])  # what differs from the defaults
+        return f"{self.model} on {self.world_size} rank(s), device {self.device} {flags}".strip()
 
 
 def find_diffusers_folders(roots: Iterable[str | Path], max_depth: int = 3) -> dict[str, str]:
@@ -75,14 +87,18 @@ def resolve_settings(
     device: str = "auto",
     url: str = "",
     local_folders: dict[str, str] | None = None,
+    **settings: Any,
 ) -> BackendSettings:
-    """The node's widget values as settings; a local-folder label becomes its path."""
+    """The node's widget values as settings; a local-folder label becomes its path.
+
+    `settings` are the serve settings' widgets (`params.setting_params`), by widget name."""
     url = url.strip()
     if url:
         return BackendSettings(url=url.rstrip("/"))
     chosen = model_override.strip() or model.strip()
     chosen = (local_folders or {}).get(chosen, chosen)
-    return BackendSettings(model=chosen, world_size=gpus, device=device)
+    serve = tuple(sorted(config_overrides(settings).items()))
+    return BackendSettings(model=chosen, world_size=gpus, device=device, serve=serve)
 
 
 @dataclass(frozen=True)
@@ -157,12 +173,8 @@ class BackendPool:
     # -- helpers -------------------------------------------------------------------------
 
     def _config(self, settings: BackendSettings) -> ServeConfig:
-        return ServeConfig(
-            model=settings.model,
-            world_size=settings.world_size,
-            device=settings.device,
-            output_dir=str(self.output_dir / "jobs"),
-            threads_per_rank=self.threads_per_rank,
+        return settings.config(
+            output_dir=str(self.output_dir / "jobs"), threads_per_rank=self.threads_per_rank
         )
 
     @staticmethod

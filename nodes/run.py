@@ -45,15 +45,11 @@ def build_request(node: TaskNode, values: dict[str, Any], image_png: bytes | Non
     """The body of `POST /v1/jobs` from a node's widget values (the backend validates it)."""
     if node.needs_image and image_png is None:
         raise ValueError(f"{node.node_id} needs a start image: connect an IMAGE to `image`")
+    convert = {"int": int, "float": float, "text": str}
     body = {
-        "prompt": values["prompt"],
-        "negative_prompt": values.get("negative_prompt", ""),
-        "width": int(values["width"]),
-        "height": int(values["height"]),
-        "num_frames": int(values.get("frames", 1)),
-        "num_inference_steps": int(values["steps"]),
-        "guidance_scale": float(values["guidance"]),
-        "seed": int(values["seed"]),
+        param.field: convert[param.kind](values[param.name])
+        for param in node.params
+        if param.name in values
     }
     if image_png is not None:
         body["image"] = encode_image(image_png)
@@ -200,9 +196,23 @@ def fetch_outputs(client: Client, job: dict[str, Any]) -> tuple[np.ndarray, byte
     return np.stack(frames), video
 
 
-def describe(info: dict[str, Any], job: dict[str, Any]) -> str:
-    """A few lines for the node's info output: model, plan, request, timings."""
-    plan = info.get("plan", {})
+def backend_summary(info: dict[str, Any]) -> str:
+    """The backend node's text output: model, ranks, replicas, parallel plan and the memory
+    plan's decision with its reasons (`GET /v1/info`)."""
+    from ..backend.memory.planner import render
+
+    lines = [
+        f"model: {info.get('model')} ({info.get('task')})",
+        f"ranks: {info.get('world_size')} x {info.get('device')}; replicas: "
+        f"{len(info.get('replicas') or [None])}; plan: {_plan_text(info.get('plan', {}))}",
+    ]
+    memory = info.get("memory")
+    if memory:
+        lines += ["memory plan:", render(memory)]
+    return "\n".join(lines)
+
+
+def _plan_text(plan: dict[str, Any]) -> str:
     degrees = (
         ", ".join(
             f"{name} {plan[f'{name}_degree']}"
@@ -211,11 +221,16 @@ def describe(info: dict[str, Any], job: dict[str, Any]) -> str:
         )
         or "single rank"
     )
-    modes = "+".join(plan.get("modes", [])) or "none"
+    return f"{degrees}; modes: {'+'.join(plan.get('modes', [])) or 'none'}"
+
+
+def describe(info: dict[str, Any], job: dict[str, Any]) -> str:
+    """A few lines for the node's info output: model, plan, request, timings."""
     request, timings = job.get("request", {}), job.get("timings", {})
     lines = [
         f"model: {info.get('model')} ({info.get('task')})",
-        f"ranks: {info.get('world_size')} x {info.get('device')}; plan: {degrees}; modes: {modes}",
+        f"ranks: {info.get('world_size')} x {info.get('device')}; plan: "
+        f"{_plan_text(info.get('plan', {}))}",
         f"job {job['id']}: {request.get('width')}x{request.get('height')}, "
         f"{job.get('num_frames')} frame(s), {request.get('num_inference_steps')} steps, "
         f"guidance {request.get('guidance_scale')}, seed {request.get('seed')}",

@@ -21,7 +21,7 @@ from conftest import run_job, spawn_gloo
 from PIL import Image
 
 from paradit.backend.client.http import BackendError
-from paradit.backend.contract import IMAGE_TO_VIDEO, JobRequest, Limits
+from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
 from paradit.backend.models.families import family_for
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
@@ -32,6 +32,7 @@ from paradit.backend.models.random_presets import (
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
 from paradit.backend.parallel.vae import deal, decode_tiles
+from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
 
 MAX_REL_ERROR = 1e-5  # transformer output, float32

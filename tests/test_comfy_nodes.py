@@ -64,7 +64,8 @@ FAKE_FILES = {
             ComfyNode=ComfyNode, NodeOutput=NodeOutput, Input=_Slot, Custom=_comfy_type,
             Schema=lambda **fields: SimpleNamespace(**fields),
             **{name: _comfy_type(t) for name, t in [("Int", "INT"), ("Float", "FLOAT"),
-               ("String", "STRING"), ("Combo", "COMBO"), ("Image", "IMAGE"), ("Video", "VIDEO")]},
+               ("String", "STRING"), ("Combo", "COMBO"), ("Image", "IMAGE"), ("Video", "VIDEO"),
+               ("Boolean", "BOOLEAN")]},
         )
         InputImpl = SimpleNamespace(VideoFromFile=VideoFromFile,
                                     VideoFromComponents=VideoFromComponents)
@@ -208,7 +209,11 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
     options = backend.inputs[0].options["options"]
     assert options[:3] == ["tiny-wan", "tiny-wan-i2v", "tiny-flux"] and "my-wan" in options
     assert "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in options
-    assert [o.io_type for o in backend.outputs] == ["PARADIT_BACKEND"]
+    assert [o.io_type for o in backend.outputs] == ["PARADIT_BACKEND", "STRING"]
+    optional = [i.id for i in backend.inputs if i.options.get("optional")]
+    assert optional == [p.name for p in BACKEND_PARAMS[5:]]  # appended after the first five
+    assert {"gpu_memory", "offload", "vae_tiling", "vae_tile", "dp_degree"} <= set(optional)
+    assert {"cfg_degree", "ulysses_degree", "ring_degree", "no_shard", "plan_for"} <= set(optional)
     for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:], strict=True):
         schema = cls.define_schema()
         assert schema.node_id == node.node_id and schema.category == "paradit"
@@ -229,7 +234,54 @@ def test_backend_node_resolves_a_local_folder(comfy_v3, fake_comfy):
 @pytest.fixture(scope="module")
 def handle(comfy_v3, backends):
     url = backends.get("tiny-wan", 2).url
-    return comfy_v3.ParaDiTBackend.execute("tiny-wan", "", 2, "cpu", url).args[0]
+    return comfy_v3.ParaDiTBackend.execute(
+        model="tiny-wan", model_override="", gpus=2, device="cpu", url=url
+    ).args[0]
+
+
+MEMORY_WIDGETS = {"gpu_memory": 4.0, "offload": "none", "vae_tiling": "on", "vae_tile": "32x32"}
+"""What the test below sets on the backend node (tests/test_web.py sets the same)."""
+
+
+def test_backend_node_settings_reach_the_backend(comfy_v3, backends, monkeypatch, tmp_path):
+    """The node's memory widgets become the started backend's flags; its text output is the
+    backend's memory plan. The pool starts it through the suite's shared backends."""
+    from types import SimpleNamespace
+
+    from paradit.nodes.pool import BackendPool
+    from paradit.nodes.run import backend_summary
+
+    started = []
+
+    def shared(config, **_kwargs):  # the pool's LocalBackend, from the shared ones
+        started.append(config)
+        backend = backends.start(config.model, config.world_size, *config.to_argv())
+        return SimpleNamespace(
+            config=config, client=backend.client, alive=backend.alive, stop=lambda: None
+        )
+
+    monkeypatch.setattr(comfy_v3, "pool", lambda: BackendPool(tmp_path, starter=shared))
+    handle, text = comfy_v3.ParaDiTBackend.execute(
+        model="tiny-wan", model_override="", gpus=1, device="cpu", url="", **MEMORY_WIDGETS
+    ).args
+    assert len(started) == 1
+    config = started[0]
+    assert (config.gpu_memory_gib, config.offload, config.vae_tiling, config.vae_tile) == (
+        4.0,
+        "none",
+        "on",
+        "32x32",
+    )
+    info = handle.client().info()
+    assert info["memory"]["settings"] == {
+        "gpu_memory_gib": 4.0,
+        "offload": "none",
+        "vae_tiling": "on",
+        "plan_for": None,
+        "vae_tile": "32x32",
+    }
+    assert info["memory"]["reference_job"]["decode"] == "tiled"  # --vae-tiling on
+    assert text == backend_summary(info) and "memory plan:" in text and ": tiled" in text
 
 
 def values(**overrides):

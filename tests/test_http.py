@@ -21,7 +21,7 @@ import pytest
 from conftest import run_job, wait_for
 
 from paradit.backend.client.http import BackendError, Client, JobFailed
-from paradit.backend.contract import JOB_FIELDS
+from paradit.backend.request import JOB_FIELDS
 
 LONG_JOB = {
     "prompt": "a long one",

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from paradit.backend.contract import JOB_FIELDS, MAX_SEED, TEXT_TO_VIDEO, JobRequest, Limits
+from paradit.backend.contract import MAX_SEED, TEXT_TO_VIDEO, Limits
+from paradit.backend.request import JOB_FIELDS, JobRequest
 from paradit.backend.serving.http import MAX_TEXT_BODY, create_app
 from paradit.backend.serving.jobs import Job, JobBook
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from paradit.backend.config import BACKEND, SERVING, ServeConfig, add_flags
-from paradit.backend.contract import FINAL_STATES, JOB_FIELDS, JOB_STATES, JobRequest, Limits
+from paradit.backend.contract import FINAL_STATES, JOB_STATES, Limits
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
+from paradit.backend.request import JOB_FIELDS, JobRequest
 from paradit.backend.runtime.messages import (
     Reply,
     RunJob,

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from paradit.backend.contract import JobRequest
 from paradit.backend.models.families import family_for
 from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
+from paradit.backend.request import JobRequest
 
 torch.set_num_threads(1)
 

@@ -29,12 +29,12 @@ import torch.distributed as dist
 from conftest import run_job, spawn_gloo
 from PIL import Image
 
-from paradit.backend.contract import JobRequest
 from paradit.backend.models import kl_vae, wan_vae
 from paradit.backend.models.families import family_for
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.vae_tiles import blend, enable_tiles
 from paradit.backend.parallel.vae import decode_tiles
+from paradit.backend.request import JobRequest
 from paradit.backend.runtime.engine import VAE_TILE_ENV, tile_vae_from_env
 
 TILES = {"tiny-wan": (32, 48), "tiny-wan-i2v": (64, 64), "tiny-flux": (64, 64)}

@@ -33,7 +33,7 @@ from gradio_client import handle_file
 from PIL import Image
 
 from paradit.backend.client.http import Client
-from paradit.backend.contract import JOB_FIELDS
+from paradit.backend.request import JOB_FIELDS
 from paradit.web.app import launch, parse_auth
 from paradit.web.forms import job_body, pick_seed, size_presets
 from paradit.web.progress import ProgressClock, progress_text

@@ -81,7 +81,7 @@ def pack_nodes() -> dict[str, dict]:
         BACKEND_NODE_ID: {
             "links": {},
             "params": BACKEND_PARAMS,
-            "outputs": [BACKEND_TYPE],
+            "outputs": [BACKEND_TYPE, "STRING"],
             "options": {"model": model_options, "device": list(DEVICES)},
         },
     }
@@ -101,7 +101,10 @@ def load(folder: str, name: str) -> dict:
 
 def check_param(param: Param, value, options: list | None) -> None:
     if param.kind == "combo":
-        assert value in options, f"{param.name}={value!r} is not one of the offered options"
+        offered = options or list(param.choices)
+        assert value in offered, f"{param.name}={value!r} is not one of the offered options"
+    elif param.kind == "boolean":
+        assert isinstance(value, bool), param.name
     elif param.kind == "int":
         assert isinstance(value, int) and not isinstance(value, bool), param.name
         assert param.low <= value <= param.high, f"{param.name}={value} out of bounds"
@@ -124,13 +127,26 @@ def widget_names(spec: dict) -> list[str]:
     return names
 
 
+def saved_values(spec: dict, node: dict, *, with_defaults: bool = False) -> dict:
+    """A UI node's `widgets_values` by widget name. As ComfyUI loads a workflow, values are
+    positional and a workflow saved before optional widgets were appended stops early: those
+    keep their defaults (`with_defaults` adds them). Only optional widgets may be missing."""
+    names, values = widget_names(spec), node["widgets_values"]
+    assert len(values) <= len(names), node["type"]
+    missing = [p for p in spec.get("params", ()) if p.name in names[len(values) :]]
+    assert len(missing) == len(names) - len(values), f"{node['type']}: a control value is cut"
+    assert all(p.optional for p in missing), f"{node['type']} lacks required widgets"
+    saved = dict(zip(names, values, strict=False))
+    return {**saved, **{p.name: p.default for p in missing}} if with_defaults else saved
+
+
 def ui_to_api(ui: dict) -> dict:
     """What ComfyUI's frontend exports as the API form of a UI workflow."""
     links = {link[0]: link for link in ui["links"]}
     api = {}
     for node in ui["nodes"]:
         spec = KNOWN[node["type"]]
-        values = dict(zip(widget_names(spec), node["widgets_values"], strict=True))
+        values = saved_values(spec, node)
         inputs = {
             name: value
             for name, value in values.items()
@@ -194,9 +210,11 @@ def test_ui_workflow_format(name):
         assert node["mode"] == 0, "every node is active"
         assert node["type"] in KNOWN, f"unknown node type {node['type']}"
         spec = KNOWN[node["type"]]
-        assert [o["type"] for o in node["outputs"]] == spec["outputs"], node["type"]
+        types = [o["type"] for o in node["outputs"]]  # outputs added later come after these
+        assert types == spec["outputs"][: len(types)], node["type"]
+        assert len(types) >= min(1, len(spec["outputs"])), node["type"]
         assert {i["name"]: i["type"] for i in node["inputs"]} == spec["links"], node["type"]
-        assert len(node["widgets_values"]) == len(widget_names(spec)), node["type"]
+        saved_values(spec, node)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -226,7 +244,7 @@ def test_widget_values_are_valid(name):
     ui = load("workflows/ui", name)
     for node in ui["nodes"]:
         spec = KNOWN[node["type"]]
-        values = dict(zip(widget_names(spec), node["widgets_values"], strict=True))
+        values = saved_values(spec, node, with_defaults=True)
         options = spec.get("options", {})
         for param in spec.get("params", ()):
             check_param(param, values[param.name], options.get(param.name))
@@ -248,7 +266,7 @@ def test_widget_values_are_valid(name):
 def test_workflow_defaults_to_a_real_model(name):
     ui = load("workflows/ui", name)
     backend = next(n for n in ui["nodes"] if n["type"] == BACKEND_NODE_ID)
-    values = dict(zip(widget_names(KNOWN[BACKEND_NODE_ID]), backend["widgets_values"], strict=True))
+    values = saved_values(KNOWN[BACKEND_NODE_ID], backend, with_defaults=True)
     assert values["model"] == DEFAULT_MODELS[name]
     assert values["url"] == "" and values["model_override"] == ""
     task_ids = {n.task: n.node_id for n in TASK_NODES}

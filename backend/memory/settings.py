@@ -10,13 +10,16 @@ TILING_MODES = ("auto", "on", "off")
 
 @dataclass(frozen=True)
 class MemorySettings:
-    """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`)."""
+    """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`, `--plan-for`,
+    `--vae-tile`)."""
 
     gpu_memory_gib: float | None = None
     offload: str = "auto"
     vae_tiling: str = "auto"
     plan_for: str | None = None
     """"WxHxF": the job the group's layout is chosen for (default: the model's default size)."""
+    vae_tile: str | None = None
+    """"HxW": the VAE's tile size in pixels when it tiles (default: the VAE's own)."""
 
     def __post_init__(self) -> None:
         if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
@@ -27,6 +30,16 @@ class MemorySettings:
             raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
         if self.plan_for is not None:
             JobShape.parse(self.plan_for)
+        if self.vae_tile is not None:
+            parse_tile(self.vae_tile, "--vae-tile")
+
+
+def parse_tile(text: str, where: str) -> tuple[int, int]:
+    """A tile size "HxW" in pixels (e.g. "256x256") as (height, width)."""
+    height, sep, width = text.strip().lower().partition("x")
+    if not (sep and height.isdigit() and width.isdigit() and int(height) and int(width)):
+        raise ValueError(f"{where} must be HxW in pixels (e.g. 256x256), got {text!r}")
+    return int(height), int(width)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO, JobRequest, Limits
+from ..contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO, Limits
+from ..request import JobRequest
 
 Tensors = dict[str, torch.Tensor]
 

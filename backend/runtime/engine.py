@@ -29,11 +29,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..contract import JobRequest
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
-from ..memory.settings import JobShape, MemorySettings
+from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
@@ -43,6 +42,7 @@ from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, fill_shards
 from ..parallel.vae import decode_share, gather_tiles
+from ..request import JobRequest
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
@@ -151,7 +151,7 @@ class Runtime:
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
         self.pipe.set_progress_bar_config(disable=True)
-        tile_vae_from_env(self.pipe)  # PARADIT_VAE_TILE; nothing when unset
+        tile_vae_from_env(self.pipe, memory.vae_tile)  # --vae-tile, else PARADIT_VAE_TILE
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.replica_size,
@@ -398,19 +398,22 @@ class Runtime:
             self.wait_point = None
 
 
-def tile_vae_from_env(pipe: Any) -> tuple[int, int] | None:
-    """Set the VAE's tiles to HxW sample pixels when PARADIT_VAE_TILE says so ("HxW", e.g.
-    "64x64"; every rank inherits it, so all cut the same tiles). Returns the size, None when
-    unset. Whether a job's decode is tiled is the memory plan's (`set_vae_tiling` per job)."""
-    value = os.environ.get(VAE_TILE_ENV, "").strip()
+def tile_vae_from_env(pipe: Any, size: str | None = None) -> tuple[int, int] | None:
+    """Set the VAE's tiles to HxW sample pixels: `size` (`--vae-tile`), else PARADIT_VAE_TILE
+    ("HxW", e.g. "64x64"; every rank gets the same flags and environment, so all cut the same
+    tiles). Returns the size, None when neither is set. Whether a job's decode is tiled is the
+    memory plan's (`set_vae_tiling` per job)."""
+    where = "--vae-tile" if size else VAE_TILE_ENV
+    value = (size or os.environ.get(VAE_TILE_ENV, "")).strip()
     if not value or getattr(pipe, "vae", None) is None:
         return None
-    height, sep, width = value.lower().partition("x")
-    if not (sep and height.isdigit() and width.isdigit()):
-        raise ValueError(f"{VAE_TILE_ENV}={value!r}: expected HxW in pixels, e.g. 64x64")
-    enable_tiles(pipe.vae, int(height), int(width))
-    log.info("VAE tiling on: tiles of %sx%s pixels (%s)", height, width, VAE_TILE_ENV)
-    return int(height), int(width)
+    try:
+        height, width = parse_tile(value, where)
+    except ValueError:
+        raise ValueError(f"{where}={value!r}: expected HxW in pixels, e.g. 64x64") from None
+    enable_tiles(pipe.vae, height, width)
+    log.info("VAE tiling on: tiles of %sx%s pixels (%s)", height, width, where)
+    return height, width
 
 
 def release_freed_memory(*, collect: bool = False) -> None:

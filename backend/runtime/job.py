@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from ..contract import JobRequest
+from ..request import JobRequest
 from .engine import Runtime, StepClock
 from .messages import RunJob
 

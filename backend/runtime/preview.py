@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..contract import JobRequest
 from ..models.families import Family
+from ..request import JobRequest
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..contract import JobRequest
+from ..request import JobRequest
 from .control import Worker
 from .engine import JobCancelled, Runtime, release_freed_memory
 from .job import JobHooks, LeaderHooks, run_job

@@ -30,15 +30,16 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ... import __version__
 from ..contract import FINAL_STATES
 from .jobs import Job, QueueFull
+from .openai_api import add_openai_routes
 from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
 from .schema import (
-    JOB_BODY_SCHEMA,
     ErrorReply,
-    JobBody,
     JobCreated,
     JobList,
     JobView,
     describe,
+    job_body_model,
+    job_body_schema,
 )
 from .service import Service
 
@@ -99,27 +100,29 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
-async def job_body(request: Request) -> JobBody:
-    """The `POST /v1/jobs` body, read as JSON whatever its Content-Type (`curl -d` sends JSON
-    as a form) and checked by `JobBody`: 400 when it is not JSON, 422 when a field is wrong."""
+async def json_body(request: Request) -> Any:
+    """The body as JSON whatever its Content-Type (`curl -d` sends JSON as a form); 400 when
+    it is not JSON."""
     raw = await request.body()
     try:
-        data = json.loads(raw or b"null")
+        return json.loads(raw or b"null")
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, absurd numbers or nesting
         raise HTTPException(400, "the body must be a JSON object with the job fields") from None
+
+
+async def job_body(request: Request) -> Any:
+    """The `POST /v1/jobs` body, checked by the request table's model (`job_body_model`):
+    400 when it is not JSON, 422 when a field is wrong."""
+    data = await json_body(request)
     try:
-        return JobBody.model_validate(data)
+        return job_body_model().model_validate(data)
     except ValidationError as exc:
         raise HTTPException(422, describe(exc.errors())) from None
 
 
-JOB_BODY_OPENAPI = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": JOB_BODY_SCHEMA}},
-    }
-}
-"""`job_body` reads the body itself, so the route states its schema (FastAPI's recipe)."""
+def body_openapi(schema: dict[str, Any]) -> dict[str, Any]:
+    """A route that reads its body itself states the body's schema (FastAPI's recipe)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def create_app(service: Service, token: str | None = None) -> FastAPI:
@@ -167,9 +170,12 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         return service.info()
 
     @app.post(
-        "/v1/jobs", status_code=202, response_model=JobCreated, openapi_extra=JOB_BODY_OPENAPI
+        "/v1/jobs",
+        status_code=202,
+        response_model=JobCreated,
+        openapi_extra=body_openapi(job_body_schema()),
     )
-    async def submit(body: Annotated[JobBody, Depends(job_body)]):
+    async def submit(body: Annotated[Any, Depends(job_body)]):
         """Queue a job; 429 when the queue is full, 503 when the backend is not healthy."""
         try:
             # Image decoding and the health check block: keep them off the event loop.
@@ -257,6 +263,7 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             return error(404, f"job {job_id} has no frame {index[:20]}")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 
+    add_openai_routes(app, service)  # /v1/videos and /v1/images/generations
     return app
 
 

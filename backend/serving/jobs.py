@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -12,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..contract import FINAL_STATES, JobRequest
+from ..contract import FINAL_STATES
+from ..request import JobRequest
 from .store import JobStore
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class JobBook:
     def finish(self, job: Job, status: str, error: str | None = None) -> None:
         with self._cond:
             job.status, job.error, job.finished = status, error, time.time()
-            job.request = dataclasses.replace(job.request, image=None)  # free the image
+            job.request = job.request.replace(image=None)  # free the image
             self._save(job)
             self._cond.notify_all()
 

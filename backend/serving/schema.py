@@ -1,6 +1,7 @@
 """The HTTP API's documents as Pydantic models: the `POST /v1/jobs` body and the replies.
 
-`JobBody` checks what holds for every model — the field names, their JSON types (a bool is not
+`job_body_model()` (built from the request table, `request.py`) checks what holds for every
+model — the field names, their JSON types (a bool is not
 a number, a number is not a string) and the bounds that do not depend on the model — and is
 the body's OpenAPI schema. What depends on the loaded model (sizes, frames, latent tokens,
 prompt length, steps and guidance maxima, the image) is checked next, by
@@ -11,13 +12,22 @@ sentence that every 4xx reply carries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..contract import JOB_FIELDS, JOB_STATES, MAX_SEED
+from ..contract import JOB_STATES
+from ..request import RequestField, field_names, request_fields
 
 _MODEL_DEFAULT = "Default: the model's own (`limits` in GET /v1/info)."
+_TYPES: dict[str, Any] = {
+    "text": str | None,
+    "int": int,
+    "float": float,
+    "image": str | None,
+    "json": list[dict[str, Any]] | dict[str, Any] | None,
+}
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -25,48 +35,48 @@ def _no_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-def _model_default(description: str, **bounds: Any) -> Any:
-    return Field(
-        None, description=f"{description} {_MODEL_DEFAULT}", json_schema_extra=_no_default, **bounds
-    )
+def _body_field(f: RequestField) -> tuple[Any, Any]:
+    """A request field as a pydantic field: its JSON type, fixed bounds and help."""
+    bounds: dict[str, Any] = {}
+    if f.number:
+        bounds = {"ge": f.low, "le": f.high}
+        if f.kind == "float":
+            bounds["allow_inf_nan"] = False
+    if f.required:
+        return str if f.kind == "text" else _TYPES[f.kind], Field(description=f.help, **bounds)
+    if f.model_default:
+        description = f"{f.help} {_MODEL_DEFAULT}"
+        return _TYPES[f.kind], Field(
+            None, description=description, json_schema_extra=_no_default, **bounds
+        )
+    return _TYPES[f.kind], Field(f.default, description=f.help, **bounds)
 
 
-class JobBody(BaseModel):
-    """One generation request: every field but `prompt` may be left out."""
-
+class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, title="JobBody")
-
-    prompt: str = Field(description="What to generate; not empty.")
-    negative_prompt: str | None = Field(
-        None, description="What to steer away from (used when guidance_scale > 1)."
-    )
-    width: int = _model_default(
-        "Pixels, between limits.min_size and limits.max_size, a multiple of limits.size_multiple."
-    )
-    height: int = _model_default("Pixels; the same rule as width.")
-    num_frames: int = _model_default(
-        "Frames: limits.frame_multiple * k + 1, at most limits.max_frames (1 for image models).",
-        ge=1,
-    )
-    num_inference_steps: int = _model_default("Denoising steps, at most limits.max_steps.", ge=1)
-    guidance_scale: float = _model_default(
-        "Classifier-free guidance, at most limits.max_guidance; above 1 runs the negative branch.",
-        ge=0,
-        allow_inf_nan=False,
-    )
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="Same seed and request, same output.")
-    image: str | None = Field(
-        None,
-        description="Image-to-video models only (then required): the start image, a base64 "
-        "PNG or JPEG (a data: URL works too).",
-    )
 
     def fields(self) -> dict[str, Any]:
         """The fields the client sent, for `JobRequest.from_body` (it fills in the rest)."""
         return self.model_dump(exclude_unset=True)
 
 
-JOB_BODY_SCHEMA = JobBody.model_json_schema()
+@cache
+def _body_model(table: tuple[RequestField, ...]) -> type[_Body]:
+    fields = {f.name: _body_field(f) for f in table}
+    model = create_model("JobBody", __base__=_Body, **fields)
+    model.__doc__ = "One generation request: every field but `prompt` may be left out."
+    return model
+
+
+def job_body_model() -> type[_Body]:
+    """The `POST /v1/jobs` body as a pydantic model, built from the request table: what
+    holds for every model (names, JSON types, fixed bounds); `JobRequest.from_body` checks
+    the rest against the loaded model's limits."""
+    return _body_model(request_fields())
+
+
+def job_body_schema() -> dict[str, Any]:
+    return job_body_model().model_json_schema()
 
 
 class JobCreated(BaseModel):
@@ -122,7 +132,7 @@ def _show(value: Any, limit: int = 40) -> str:
 
 def _bounds(name: str, ctx: dict[str, Any]) -> str:
     """A field's allowed range, from JobBody's schema (both ends when it has both)."""
-    field = JOB_BODY_SCHEMA["properties"].get(name, {})
+    field = job_body_schema()["properties"].get(name, {})
     low, high = field.get("minimum", ctx.get("ge")), field.get("maximum", ctx.get("le"))
     if low is not None and high is not None:
         return f"between {low} and {high}"
@@ -154,6 +164,6 @@ def describe(errors: Sequence[dict[str, Any]]) -> str:
     """One readable sentence for pydantic's errors: unknown fields first, then each problem."""
     unknown = sorted(str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden")
     if unknown:
-        return f"unknown fields {unknown}; allowed: {list(JOB_FIELDS)}"
+        return f"unknown fields {unknown}; allowed: {list(field_names())}"
     sentences = list(dict.fromkeys(_sentence(error) for error in errors))
     return "; ".join(sentences) if sentences else "the request is not valid"

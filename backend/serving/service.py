@@ -24,8 +24,8 @@ from typing import Any
 
 from ... import __version__
 from ..config import ServeConfig
-from ..contract import JobRequest
 from ..memory.settings import JobShape
+from ..request import JobRequest
 from ..runtime.control import Sender
 from ..runtime.engine import JobCancelled, Runtime, release_freed_memory
 from ..runtime.messages import Shutdown

@@ -15,21 +15,12 @@ from typing import TYPE_CHECKING, Any
 from ... import __version__
 from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
 from ..memory.settings import OFFLOAD_MODES, TILING_MODES
+from ..request import RequestField, request_fields
 
 if TYPE_CHECKING:
     from ..client import Client
 
 log = logging.getLogger("paradit")
-
-JOB_FLAGS = {
-    "negative": "negative_prompt",
-    "width": "width",
-    "height": "height",
-    "frames": "num_frames",
-    "steps": "num_inference_steps",
-    "guidance": "guidance_scale",
-    "seed": "seed",
-}
 
 
 class UsageError(ValueError):
@@ -49,15 +40,36 @@ def _add_backend_flags(p: argparse.ArgumentParser, *, server: bool = True) -> No
 
 
 def _add_job_flags(p: argparse.ArgumentParser) -> None:
-    """The request's fields (the model's defaults where left out)."""
-    p.add_argument("--negative", help="negative prompt")
-    p.add_argument("--width", type=int, help="pixels, a multiple of the model's size step")
-    p.add_argument("--height", type=int, help="pixels, a multiple of the model's size step")
-    p.add_argument("--frames", type=int, help="frames (video models: 4k+1)")
-    p.add_argument("--steps", type=int, help="denoising steps")
-    p.add_argument("--guidance", type=float, help="guidance scale (above 1: CFG)")
-    p.add_argument("--seed", type=int, help="noise seed (default 0)")
-    p.add_argument("--image", help="start image (PNG/JPEG) for image-to-video")
+    """The request's fields, from the request table (the model's defaults where left out)."""
+    for f in request_fields():
+        if not f.cli:
+            continue
+        kwargs: dict[str, Any] = {"dest": f"job_{f.name}", "help": _flag_help(f)}
+        kwargs["type"] = _cli_type(f)
+        kwargs["metavar"] = f.metavar
+        if f.cli_repeat:
+            kwargs["action"] = "append"
+        p.add_argument(f.cli, **kwargs)
+
+
+def _flag_help(f: RequestField) -> str:
+    help_text = f.help.replace("%", "%%")
+    return help_text + (f" ({f.unsupported})" if f.unsupported else "")
+
+
+def _cli_type(f: RequestField) -> Any:
+    """The flag's text as the field's JSON value; a bad one is a one-line usage error."""
+    if f.cli_type is None:
+        return {"int": int, "float": float}.get(f.kind, str)
+    parse = f.cli_type
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def build_parser() -> Parser:
@@ -163,18 +175,12 @@ def _tolerance(text: str) -> dict[str, float]:
 
 
 def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
-    from ..client.http import encode_image
-
+    """The request from the job flags (those given; the backend fills in the rest)."""
     body: dict[str, Any] = {"prompt": prompt}
-    for flag, field in JOB_FLAGS.items():
-        value = getattr(args, flag)
+    for f in request_fields():
+        value = getattr(args, f"job_{f.name}", None)
         if value is not None:
-            body[field] = value
-    if args.image:
-        path = Path(args.image)
-        if not path.is_file():
-            raise UsageError(f"--image {args.image}: no such file")
-        body["image"] = encode_image(path)
+            body[f.name] = value
     return body
 
 

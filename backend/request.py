@@ -1,0 +1,511 @@
+"""The request's fields, declared once, and `JobRequest`, one validated request.
+
+`REQUEST_FIELDS` is the table: each `RequestField` gives a field of `POST /v1/jobs` its JSON
+kind, bounds, default, help, the tasks that use it and how each frontend shows it (its CLI
+flag, its ComfyUI widget, whether the web form has it). Everything else is derived from it at
+the time it is used: the HTTP schema (`serving/schema.py`), `JobRequest` and `job.json`, the
+job flags of `generate`/`batch`/`verify` (`tools/cli.py`), the generation nodes' widgets
+(`nodes/params.py`), the Gradio form (`web/ui.py`) and README's field table (`docs_table`).
+Adding a field is one declaration here; tests/test_fields.py fails when a frontend drifts.
+
+Torch-free: the frontends import it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .contract import (
+    IMAGE_TO_VIDEO,
+    MAX_SEED,
+    TASKS,
+    TEXT_TO_VIDEO,
+    Limits,
+    decode_image_png,
+)
+
+KINDS = ("text", "int", "float", "image", "json")
+"""text: a string; int/float: a number; image: a base64 PNG/JPEG; json: a list or object."""
+
+
+@dataclass(frozen=True)
+class RequestField:
+    """One field of a request, and how every frontend shows it."""
+
+    name: str
+    """The JSON name (POST /v1/jobs, JobRequest's attribute, job.json's `request`)."""
+    kind: str
+    """One of KINDS."""
+    help: str
+    default: Any = None
+    """The value when the request leaves the field out and no model says otherwise."""
+    model_default: str = ""
+    """The `Limits` attribute holding the loaded model's default (e.g. "default_width")."""
+    low: float | None = None
+    high: float | None = None
+    """Bounds that hold for every model (checked by the HTTP schema too)."""
+    model_high: str = ""
+    """The `Limits` attribute bounding the field from above for the loaded model."""
+    required: bool = False
+    tasks: tuple[str, ...] = TASKS
+    """The tasks whose models read the field (the node and form of other tasks leave it out)."""
+    rule: Callable[[Any, Limits], Any] | None = None
+    """The model's own rule beyond kind and bounds: returns the value to keep, or raises
+    ValueError saying what is allowed."""
+    unsupported: str = ""
+    """When set, a request that gives the field is refused with this reason (declared for
+    frontends and clients, not yet run by the backend)."""
+    cli: str = ""
+    """The job flag of `generate`/`batch`/`verify` ("" when the command takes it otherwise)."""
+    cli_type: Callable[[str], Any] | None = None
+    """How a flag's text becomes the JSON value (default: the kind's), e.g. NAME[:STRENGTH]."""
+    cli_repeat: bool = False
+    """The flag may be given several times; the JSON value is the list of them."""
+    cli_metavar: str | None = None
+    widget: str = ""
+    """The generation nodes' widget name ("" when the nodes have no widget for it)."""
+    widget_range: tuple[float, float] | None = None
+    """The bounds a widget offers before any model is known (default: low and high)."""
+    widget_required: bool = False
+    """The nodes' first widgets are required; later ones are optional inputs appended after
+    them, so saved workflows (positional `widgets_values`) and API prompts keep loading."""
+    step: float | None = None
+    """The widget's and slider's step."""
+    random: bool = False
+    """A seed: the node offers "control after generate", the web form "randomize"."""
+    form: bool = True
+    """The web form has an input for it."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        unknown = set(self.tasks) - set(TASKS)
+        if unknown:
+            raise ValueError(f"{self.name}: tasks must be among {TASKS}, got {sorted(unknown)}")
+        if self.cli and not self.cli.startswith("--"):
+            raise ValueError(f"{self.name}: a CLI flag starts with --, got {self.cli!r}")
+
+    @property
+    def metavar(self) -> str:
+        """What the flag's help shows for its value."""
+        return self.cli_metavar or self.cli.removeprefix("--").upper()
+
+    @property
+    def number(self) -> bool:
+        return self.kind in ("int", "float")
+
+    def default_for(self, limits: Limits | None) -> Any:
+        if limits is not None and self.model_default:
+            return getattr(limits, self.model_default)
+        return self.default
+
+    def high_for(self, limits: Limits | None) -> float | None:
+        if limits is not None and self.model_high:
+            return getattr(limits, self.model_high)
+        return self.high
+
+    def check(self, value: Any, limits: Limits) -> Any:
+        """The value of this field in a body, checked against `limits` (ValueError if not)."""
+        if self.kind == "text":
+            value = _text(self.name, value, limits.max_prompt_chars)
+        elif self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{self.name} must be a whole number, got {value!r}")
+        elif self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{self.name} must be a number, got {value!r}")
+            value = float(value)
+        if self.number:
+            low, high = self.low, self.high_for(limits)
+            outside = (low is not None and value < low) or (high is not None and value > high)
+            if outside or not math.isfinite(value):
+                raise ValueError(f"{self.name} must be {_range(low, high)}, got {value}")
+        return value if self.rule is None else self.rule(value, limits)
+
+
+def _range(low: float | None, high: float | None) -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    return f"at least {low}" if low is not None else f"at most {high}"
+
+
+def _text(name: str, value: Any, max_chars: int) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise ValueError(f"{name} must be at most {max_chars} characters, got {len(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
+# -- the model's rules ------------------------------------------------------------------------
+
+
+def _prompt(value: str, _limits: Limits) -> str:
+    if not value.strip():
+        raise ValueError("prompt must be a non-empty string")
+    return value
+
+
+def _side(name: str) -> Callable[[int, Limits], int]:
+    def rule(value: int, limits: Limits) -> int:
+        if not limits.min_size <= value <= limits.max_size or value % limits.size_multiple:
+            raise ValueError(
+                f"{name} must be between {limits.min_size} and {limits.max_size} and a "
+                f"multiple of {limits.size_multiple}, got {value}"
+            )
+        return value
+
+    return rule
+
+
+def _frames(value: int, limits: Limits) -> int:
+    if limits.frame_multiple == 0:
+        if value != 1:
+            raise ValueError(limits.frames_rule() + f", got {value!r}")
+        return 1
+    if not 1 <= value <= limits.max_frames:
+        raise ValueError(
+            f"num_frames must be between 1 and {limits.max_frames} and of the form "
+            f"{limits.frame_multiple}k+1, got {value}"
+        )
+    if (value - 1) % limits.frame_multiple:
+        raise ValueError(limits.frames_rule() + f", got {value}")
+    return value
+
+
+def _image(value: Any, limits: Limits) -> str:
+    if not limits.needs_image:
+        raise ValueError(f"image is only accepted by image-to-video models ({limits.task})")
+    decode_image_png(value, limits)
+    return value
+
+
+# -- the command line's formats for list and object fields ---------------------------------------
+
+
+def parse_lora(text: str) -> dict[str, Any]:
+    """`--lora NAME[:STRENGTH]` as `{name, strength}` (strength 1.0 when left out)."""
+    name, sep, strength = text.rpartition(":") if ":" in text else (text, "", "")
+    try:
+        value = float(strength) if sep else 1.0
+    except ValueError:
+        raise ValueError(f"--lora must be NAME[:STRENGTH], got {text!r}") from None
+    if not name:
+        raise ValueError(f"--lora must be NAME[:STRENGTH], got {text!r}")
+    return {"name": name, "strength": value}
+
+
+def parse_cache(text: str) -> dict[str, Any]:
+    """`--cache METHOD[:THRESHOLD]` as `{method[, threshold]}`."""
+    method, sep, threshold = text.partition(":")
+    if not method:
+        raise ValueError(f"--cache must be METHOD[:THRESHOLD], got {text!r}")
+    try:
+        return {"method": method, **({"threshold": float(threshold)} if sep else {})}
+    except ValueError:
+        raise ValueError(f"--cache must be METHOD[:THRESHOLD], got {text!r}") from None
+
+
+def read_image(path: str) -> str:
+    """`--image PATH` as the base64 the request carries."""
+    import base64
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise ValueError(f"no such file: {path}")
+    return base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+_SIZE_HELP = "Pixels: a multiple of the model's size step, within its min and max size."
+
+REQUEST_FIELDS: tuple[RequestField, ...] = (
+    RequestField(
+        "prompt",
+        "text",
+        "What to generate; not empty.",
+        "",
+        required=True,
+        rule=_prompt,
+        widget="prompt",
+        widget_required=True,
+    ),
+    RequestField(
+        "negative_prompt",
+        "text",
+        "What to steer away from (used when guidance_scale > 1).",
+        "",
+        cli="--negative",
+        widget="negative_prompt",
+        widget_required=True,
+    ),
+    RequestField(
+        "width",
+        "int",
+        _SIZE_HELP,
+        64,
+        "default_width",
+        low=1,
+        rule=_side("width"),
+        cli="--width",
+        widget="width",
+        step=16,
+        widget_range=(16, 2048),
+        widget_required=True,
+    ),
+    RequestField(
+        "height",
+        "int",
+        _SIZE_HELP,
+        64,
+        "default_height",
+        low=1,
+        rule=_side("height"),
+        cli="--height",
+        widget="height",
+        step=16,
+        widget_range=(16, 2048),
+        widget_required=True,
+    ),
+    RequestField(
+        "num_frames",
+        "int",
+        "Frames: the model's frame_multiple * k + 1, at most its max_frames (1 for image models).",
+        5,
+        "default_frames",
+        low=1,
+        rule=_frames,
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--frames",
+        widget="frames",
+        step=4,
+        widget_range=(1, 257),
+        widget_required=True,
+    ),
+    RequestField(
+        "num_inference_steps",
+        "int",
+        "Denoising steps, at most the model's max_steps.",
+        4,
+        "default_steps",
+        low=1,
+        model_high="max_steps",
+        cli="--steps",
+        widget="steps",
+        step=1,
+        widget_range=(1, 200),
+        widget_required=True,
+    ),
+    RequestField(
+        "guidance_scale",
+        "float",
+        "Classifier-free guidance (Flux dev: the distilled guidance), at most the model's "
+        "max_guidance; above 1 runs the negative branch.",
+        5.0,
+        "default_guidance",
+        low=0,
+        model_high="max_guidance",
+        cli="--guidance",
+        widget="guidance",
+        step=0.1,
+        widget_range=(0, 30),
+        widget_required=True,
+    ),
+    RequestField(
+        "seed",
+        "int",
+        "Same model + same request + same seed = same output.",
+        0,
+        low=0,
+        high=MAX_SEED,
+        cli="--seed",
+        widget="seed",
+        step=1,
+        widget_range=(0, 2**53 - 1),
+        widget_required=True,
+        random=True,
+    ),
+    RequestField(
+        "image",
+        "image",
+        "Image-to-video models only (then required): the start image, a base64 PNG or JPEG "
+        "(a data: URL works too); the command line takes a file.",
+        rule=_image,
+        tasks=(IMAGE_TO_VIDEO,),
+        cli="--image",
+        cli_type=read_image,
+        cli_metavar="PATH",
+    ),
+    RequestField(
+        "loras",
+        "json",
+        "LoRAs to apply, in order: [{name, strength}] (names as GET /v1/loras lists them).",
+        unsupported="loras are not supported by this backend yet",
+        cli="--lora",
+        cli_type=parse_lora,
+        cli_repeat=True,
+        cli_metavar="NAME[:STRENGTH]",
+        form=False,
+    ),
+    RequestField(
+        "cache",
+        "json",
+        "Step caching: {method, threshold, ...}.",
+        unsupported="cache is not supported by this backend yet",
+        cli="--cache",
+        cli_type=parse_cache,
+        cli_metavar="METHOD[:THRESHOLD]",
+        form=False,
+    ),
+)
+
+
+def request_fields() -> tuple[RequestField, ...]:
+    """The table as it is now (read at each use, so every frontend sees the same table)."""
+    return REQUEST_FIELDS
+
+
+def field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in request_fields())
+
+
+def find_field(name: str) -> RequestField:
+    for f in request_fields():
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+class JobRequest:
+    """One validated generation request (the body of `POST /v1/jobs`), read-only.
+
+    Each field of the table is an attribute (`request.width`); `to_dict` is what job.json
+    and `GET /v1/jobs/{id}` show.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **values: Any):
+        names = field_names()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise TypeError(f"JobRequest has no fields {unknown}")
+        filled = {f.name: values.get(f.name, f.default) for f in request_fields()}
+        object.__setattr__(self, "_values", filled)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"JobRequest has no field {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a JobRequest is read-only: use replace()")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobRequest) and self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict(with_image=False)))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.to_dict(with_image=False).items())
+        return f"JobRequest({shown})"
+
+    def replace(self, **changes: Any) -> JobRequest:
+        return JobRequest(**{**self._values, **changes})
+
+    @classmethod
+    def from_body(cls, body: Any, limits: Limits) -> JobRequest:
+        """Validate a JSON body against `limits`; raise ValueError saying what is allowed."""
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object")
+        table = request_fields()
+        unknown = sorted(set(body) - {f.name for f in table})
+        if unknown:
+            raise ValueError(f"unknown fields {unknown}; allowed: {[f.name for f in table]}")
+        values: dict[str, Any] = {}
+        for f in table:
+            given = body.get(f.name)
+            if f.unsupported and given not in (None, [], {}):
+                raise ValueError(f.unsupported)
+            if given is None and f.kind == "image":
+                if limits.needs_image:
+                    raise ValueError(
+                        "image is required for image-to-video: send a base64 PNG or JPEG"
+                    )
+                values[f.name] = None
+            elif given is None and (f.unsupported or f.kind == "json"):
+                values[f.name] = None
+            elif f.name == "num_frames" and given is None and limits.frame_multiple == 0:
+                values[f.name] = 1
+            else:
+                value = f.default_for(limits) if given is None else given
+                values[f.name] = f.check(value, limits)
+        request = cls(**values)
+        request.check_shape(limits)
+        return request
+
+    def check_shape(self, limits: Limits) -> None:
+        """The rules across fields: the model's fixed size and its latent-token range."""
+        if limits.fixed_width and (self.width, self.height) != (
+            limits.fixed_width,
+            limits.fixed_height,
+        ):
+            raise ValueError(f"{limits.size_rule()}, got {self.width}x{self.height}")
+        tokens = limits.tokens(self.width, self.height, self.num_frames)
+        if not limits.min_tokens <= tokens <= limits.max_tokens:
+            raise ValueError(
+                f"width x height x frames gives {tokens} latent tokens; this backend takes "
+                f"{limits.min_tokens} to {limits.max_tokens}"
+            )
+
+    @property
+    def uses_cfg(self) -> bool:
+        """Classifier-free guidance needs a second (unconditional) branch."""
+        return self.guidance_scale > 1.0
+
+    def to_dict(self, *, with_image: bool = True) -> dict[str, Any]:
+        data = dict(self._values)
+        if not with_image:
+            for f in request_fields():
+                if f.kind == "image" and data.get(f.name) is not None:
+                    data[f.name] = f"<{len(data[f.name])} base64 chars>"
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobRequest:
+        """Rebuild a request that was already validated (control-plane messages)."""
+        return cls(**{name: data[name] for name in field_names() if name in data})
+
+
+def docs_table() -> str:
+    """README's table of the request fields (tests/test_fields.py checks README has it)."""
+    rows = [
+        "| field | type | default | command line | ComfyUI widget | tasks | what it is |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for f in request_fields():
+        default = "required" if f.required else "the model's" if f.model_default else f.default
+        flag = f"`{f.cli} {f.metavar}`" if f.cli else "argument"
+        if f.cli_repeat:
+            flag += " (repeatable)"
+        tasks = "all" if set(f.tasks) == set(TASKS) else ", ".join(f.tasks)
+        help_text = f.help + (f" Refused for now: {f.unsupported}." if f.unsupported else "")
+        rows.append(
+            f"| `{f.name}` | {f.kind} | {'' if default is None else default} | {flag} | "
+            f"{f.widget or '-'} | {tasks} | {help_text} |"
+        )
+    return "\n".join(rows)
+
+
+JOB_FIELDS = field_names()
+"""The request's field names (as declared at import; `field_names()` reads the table now)."""

@@ -1,0 +1,106 @@
+"""The request table drives every frontend: a field declared once shows up everywhere.
+
+Cost: about 2 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paradit.backend import request as table
+from paradit.backend.config import frontend_settings
+from paradit.backend.contract import TASKS, TEXT_TO_VIDEO, Limits
+from paradit.backend.request import JobRequest, RequestField, docs_table, request_fields
+from paradit.backend.serving.schema import job_body_model
+from paradit.backend.tools.cli import build_parser, job_body
+from paradit.nodes.params import BACKEND_PARAMS, TASK_NODES
+from paradit.nodes.run import build_request
+
+pytestmark = pytest.mark.fast
+ROOT = Path(__file__).resolve().parents[1]
+LIMITS = Limits(TEXT_TO_VIDEO, 16, 16, 256, 4, 33)
+MADE_UP = RequestField(
+    "sharpness",
+    "float",
+    "How sharp (a field made up by the test).",
+    0.5,
+    low=0,
+    high=1,
+    cli="--sharpness",
+    widget="sharpness",
+    step=0.05,
+)
+
+
+def _generate_help() -> str:
+    parser = build_parser()
+    return parser._subparsers._group_actions[0].choices["generate"].format_help()
+
+
+def test_a_made_up_field_reaches_every_frontend(monkeypatch):
+    monkeypatch.setattr(table, "REQUEST_FIELDS", (*table.REQUEST_FIELDS, MADE_UP))
+    # the HTTP schema, with its bounds and help
+    schema = job_body_model().model_json_schema()["properties"]["sharpness"]
+    assert (schema["type"], schema["minimum"], schema["maximum"]) == ("number", 0, 1)
+    assert schema["description"] == MADE_UP.help
+    # the command line: help, parsing, the body it sends
+    assert "--sharpness SHARPNESS" in _generate_help() and "How sharp" in _generate_help()
+    args = build_parser().parse_args(["generate", "x", "--out", "o", "--sharpness", "0.25"])
+    assert job_body(args, "x")["sharpness"] == 0.25
+    # the nodes' widgets (appended after the seed, optional) and the body they build
+    for node in TASK_NODES:
+        param = node.params[-1]
+        assert (param.name, param.kind, param.default, param.optional) == (
+            "sharpness",
+            "float",
+            0.5,
+            True,
+        )
+    values = {"prompt": "x", "width": 32, "height": 32, "frames": 5, "steps": 2}
+    values |= {"guidance": 1.0, "seed": 1, "negative_prompt": "", "sharpness": 0.75}
+    assert build_request(TASK_NODES[0], values)["sharpness"] == 0.75
+    # the request, job.json's `request`, its bounds
+    request = JobRequest.from_body({"prompt": "x", "sharpness": 0.125}, LIMITS)
+    assert request.sharpness == 0.125
+    assert request.to_dict(with_image=False)["sharpness"] == 0.125
+    assert JobRequest.from_body({"prompt": "x"}, LIMITS).to_dict()["sharpness"] == 0.5
+    with pytest.raises(ValueError, match="sharpness must be between 0 and 1, got 2"):
+        JobRequest.from_body({"prompt": "x", "sharpness": 2}, LIMITS)
+    # the docs table
+    assert "| `sharpness` | float | 0.5 | `--sharpness SHARPNESS`" in docs_table()
+
+
+def test_the_made_up_field_is_gone_again():
+    assert "sharpness" not in job_body_model().model_json_schema()["properties"]
+    assert "--sharpness" not in _generate_help()
+    assert all(p.name != "sharpness" for node in TASK_NODES for p in node.params)
+
+
+def test_no_frontend_drifts_from_the_table():
+    fields = request_fields()
+    assert list(job_body_model().model_json_schema()["properties"]) == [f.name for f in fields]
+    help_text = _generate_help()
+    assert all(f.cli in help_text for f in fields if f.cli)
+    for node in TASK_NODES:
+        expected = [f.widget for f in fields if f.widget and node.task in f.tasks]
+        assert [p.name for p in node.params] == expected
+        assert [p.field for p in node.params] == [f.name for f in fields if f.widget in expected]
+    assert all(set(f.tasks) <= set(TASKS) for f in fields)
+    settings = {s.widget for s in frontend_settings()}
+    assert settings - {"gpus"} <= {p.name for p in BACKEND_PARAMS}
+    readme = (ROOT / "README.md").read_text()
+    assert docs_table() in readme, "README's field table differs: paste docs_table() there"
+
+
+def test_declared_but_unsupported_fields_are_refused():
+    for name, value in (("loras", [{"name": "a", "strength": 1.0}]), ("cache", {"method": "x"})):
+        with pytest.raises(ValueError, match=f"{name} .* not supported by this backend yet"):
+            JobRequest.from_body({"prompt": "x", name: value}, LIMITS)
+    args = build_parser().parse_args(
+        ["generate", "x", "--out", "o", "--lora", "a:0.5", "--lora", "b", "--cache", "tea:0.1"]
+    )
+    body = job_body(args, "x")
+    assert body["loras"] == [{"name": "a", "strength": 0.5}, {"name": "b", "strength": 1.0}]
+    assert body["cache"] == {"method": "tea", "threshold": 0.1}
