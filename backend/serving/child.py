@@ -13,19 +13,20 @@ import sys
 PARENT_ENV = "PARADIT_PARENT_PID"
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies, even if the parent is SIGKILLed."""
+def die_with_parent(parent: int | None) -> None:
+    """Linux: SIGKILL this process when its parent dies, even if the parent is SIGKILLed;
+    exit at once if `parent` (its pid) is already gone."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    parent = os.environ.get(PARENT_ENV)
-    if parent and os.getppid() != int(parent):  # it died before the signal was set
+    if parent is not None and os.getppid() != parent:  # it died before the signal was set
         os._exit(1)
 
 
 def main() -> int:
-    _die_with_parent()
+    parent = os.environ.get(PARENT_ENV)
+    die_with_parent(int(parent) if parent else None)
     from .rank import child_main
 
     return child_main(sys.argv[1:])

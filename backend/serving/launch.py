@@ -34,6 +34,7 @@ from ..runtime.group import (
     pick_device,
 )
 from .child import PARENT_ENV
+from .forked import ForkedRank, can_fork, fork_ranks
 from .rank import run_worker, start_rank
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,14 @@ REBUILD_BACKOFF_S = (2.0, 5.0, 15.0, 30.0)
 
 
 class Children:
-    """Ranks 1..N-1 started by this process, supervised through their exit codes."""
+    """Ranks 1..N-1 started by this process, supervised through their exit codes: fresh
+    interpreters, or ranks forked earlier (`forked`) that are handed their environment."""
 
-    def __init__(self, config: ServeConfig, env: LaunchEnv):
-        self.procs: dict[int, subprocess.Popen] = {}
+    def __init__(
+        self, config: ServeConfig, env: LaunchEnv, forked: dict[int, ForkedRank] | None = None
+    ):
+        self.procs: dict[int, subprocess.Popen | ForkedRank] = {}
+        forked = forked or {}
         base = {
             **os.environ,
             "PARADIT_LAUNCHER": "paradit",
@@ -63,6 +68,10 @@ class Children:
                     GENERATION_ENV: str(env.generation),
                     PARENT_ENV: str(os.getpid()),
                 }
+                if rank in forked:
+                    forked[rank].release(child_env)
+                    self.procs[rank] = forked.pop(rank)
+                    continue
                 # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
                 # group in order; the children die with rank 0 in any case (PDEATHSIG).
                 self.procs[rank] = subprocess.Popen(
@@ -73,6 +82,9 @@ class Children:
         except OSError:
             self.stop(grace_s=0)
             raise
+        finally:
+            for unused in forked.values():
+                unused.discard()
 
     def lost(self) -> str | None:
         dead = {r: p.returncode for r, p in self.procs.items() if p.poll() is not None}
@@ -120,8 +132,9 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
     if env is not None and env.world_size != config.world_size:
         log.info("launcher world size %d overrides --world-size", env.world_size)
         config = dataclasses.replace(config, world_size=env.world_size)
-    _check_plan_flags(config, pick_device(config.device, env or _solo_env(config)))
-    group = _OwnGroup(config) if env is None else _LaunchedGroup(config, env)
+    device = pick_device(config.device, env or _solo_env(config))
+    _check_plan_flags(config, device)
+    group = _OwnGroup(config, device.type) if env is None else _LaunchedGroup(config, env)
     stop = threading.Event()
     service = None
 
@@ -221,8 +234,10 @@ class _OwnGroup:
 
     rebuilds = True
 
-    def __init__(self, config: ServeConfig):
+    def __init__(self, config: ServeConfig, device_type: str):
         self.config = config
+        # Forked before the store starts its thread; used by the first start only.
+        self.forked = fork_ranks(config, config.to_argv()) if can_fork(config, device_type) else {}
         self.store = open_store(_solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
         self.env = LaunchEnv(
             0, config.world_size, 0, config.world_size, "127.0.0.1", self.store.port, "paradit"
@@ -237,7 +252,7 @@ class _OwnGroup:
     def start(self, abort: Abort, generation: int = 0):
         self.env = dataclasses.replace(self.env, generation=generation)
         if self.config.world_size > 1:
-            self.children = Children(self.config, self.env)
+            self.children = Children(self.config, self.env, self.forked)
         self.group, runtime = start_rank(self.config, self.env, self.store, abort)
         return runtime
 
@@ -253,6 +268,9 @@ class _OwnGroup:
     def close(self, *, kill: bool = False) -> None:
         """Stop the children (at once with `kill`: a broken group's survivors may never
         leave their loops) and leave the process group."""
+        for unused in self.forked.values():  # a start that failed before handing them out
+            unused.discard()
+        self.forked = {}
         if self.children is not None:
             if kill:
                 self.children.kill()

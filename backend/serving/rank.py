@@ -65,6 +65,7 @@ def child_main(argv: list[str]) -> int:
     logging.basicConfig(
         level=os.environ.get("PARADIT_LOG", "WARNING").upper(),
         format="%(asctime)s rank%(process)d %(levelname)s %(name)s: %(message)s",
+        force=True,  # a rank forked from rank 0 (`forked.py`) has rank 0's handlers
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # rank 0 decides when the group stops
     config = ServeConfig.from_argv(argv)

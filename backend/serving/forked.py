@@ -1,0 +1,182 @@
+"""Ranks 1..N-1 forked from rank 0 once it has imported what every rank imports (CPU only).
+
+A rank started as a fresh interpreter spends most of its start-up importing torch, diffusers,
+transformers and its pipeline's modules: 6-15 s of CPU each on a 2-core machine, paid again
+by every rank. Forked after rank 0 has imported them, a rank starts with the modules already
+in memory (shared copy-on-write), so a group of N ranks imports once instead of N times.
+
+Forking is safe only while rank 0 has one thread and no accelerator context: `serve` forks
+before it opens the group's store (whose server runs a thread), and each forked rank waits
+on a pipe for its environment (the store's port is known only after the fork). Rebuilds, GPU
+ranks and processes that already run threads start fresh interpreters instead (`Children`).
+`PARADIT_FORK_RANKS=0` turns forking off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from ..config import ServeConfig
+from .child import die_with_parent
+
+log = logging.getLogger(__name__)
+
+FORK_ENV = "PARADIT_FORK_RANKS"
+
+
+class ForkedRank:
+    """A forked rank waiting for its environment, then running; the part of
+    `subprocess.Popen` that `Children` uses (poll, wait, send_signal, kill, returncode)."""
+
+    def __init__(self, pid: int, env_fd: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._env_fd: int | None = env_fd
+
+    def release(self, env: dict[str, str]) -> None:
+        """Hand the rank its environment; it then starts like a rank that `child.py` ran."""
+        if self._env_fd is None:
+            raise RuntimeError(f"forked rank {self.pid} was already released")
+        fd, self._env_fd = self._env_fd, None
+        try:
+            with open(fd, "wb", closefd=True) as pipe:
+                pipe.write(json.dumps(env).encode())
+        except BrokenPipeError:  # it died while waiting: `poll` reports it
+            pass
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):  # reaped elsewhere: gone all the same
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == 0:
+                    return None
+                self.returncode = os.waitstatus_to_exitcode(status)
+            if self.returncode is None:
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"forked rank {self.pid}", timeout or 0.0)
+            time.sleep(0.02)
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def discard(self) -> None:
+        """A forked rank that will never be released: kill and reap it."""
+        if self._env_fd is not None:
+            os.close(self._env_fd)
+            self._env_fd = None
+        self.kill()
+        self.wait()
+
+
+def can_fork(config: ServeConfig, device_type: str) -> bool:
+    """Whether `serve` may fork its ranks: several ranks on CPU, a single-threaded process
+    on a system with fork, and not turned off by `PARADIT_FORK_RANKS=0`."""
+    return (
+        config.world_size > 1
+        and device_type == "cpu"
+        and hasattr(os, "fork")
+        and os.environ.get(FORK_ENV, "1") != "0"
+        and threading.active_count() == 1
+    )
+
+
+def warm_imports(model: str) -> None:
+    """Import what loading `model` on a rank imports: the runtime, diffusers and the
+    pipeline class of a preset or a folder (a hub id: diffusers only)."""
+    import diffusers
+
+    from ..models.loading import ModelSource
+    from ..models.presets import preset_pipeline_class
+    from ..runtime import engine  # noqa: F401  (torch.distributed, FSDP2, the memory plan)
+
+    try:
+        source = ModelSource.parse(model)
+    except ValueError:  # reported when the rank loads it
+        return
+    class_name = ""
+    if source.kind == "preset":
+        class_name = preset_pipeline_class(source.name)
+    elif source.kind == "folder":
+        index = os.path.join(source.name, "model_index.json")
+        with contextlib.suppress(OSError, ValueError), open(index) as f:
+            class_name = str(json.load(f).get("_class_name", ""))
+    if class_name:
+        getattr(diffusers, class_name, None)  # diffusers imports the class's modules lazily
+
+
+def fork_ranks(config: ServeConfig, argv: list[str]) -> dict[int, ForkedRank]:
+    """Fork ranks 1..N-1 after importing what they need; each waits for `release(env)` and
+    then runs `child_main(argv)` with that environment."""
+    warm_imports(config.model)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # nothing buffered is written twice
+    ranks: dict[int, ForkedRank] = {}
+    parent = os.getpid()
+    try:
+        for rank in range(1, config.world_size):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the forked rank: never returns
+                os.close(write_fd)
+                for other in ranks.values():
+                    if other._env_fd is not None:
+                        os.close(other._env_fd)
+                _run_forked(read_fd, parent, argv)
+            os.close(read_fd)
+            ranks[rank] = ForkedRank(pid, write_fd)
+    except OSError:
+        for forked in ranks.values():
+            forked.discard()
+        raise
+    log.info("forked ranks 1..%d after importing their modules", config.world_size - 1)
+    return ranks
+
+
+def _run_forked(read_fd: int, parent: int, argv: list[str]) -> None:
+    """The forked rank: its own session (as `Children` starts ranks), dies with rank 0,
+    waits for its environment, runs, and leaves with `os._exit` (rank 0's exit handlers and
+    buffers are not its own)."""
+    code = 1
+    try:
+        os.setsid()
+        die_with_parent(parent)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)  # rank 0's handlers are not this rank's
+        with open(read_fd, "rb", closefd=True) as pipe:
+            data = pipe.read()
+        if data:  # empty: rank 0 gave up before starting the group
+            from .rank import child_main
+
+            os.environ.update(json.loads(data))
+            code = child_main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
