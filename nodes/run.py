@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backend.client.http import BackendError, Client, JobFailed, encode_image
+from ..backend.client.summary import backend_summary, plan_text  # noqa: F401 (the node's plan)
 from .params import TaskNode
 
 if TYPE_CHECKING:
@@ -196,41 +197,13 @@ def fetch_outputs(client: Client, job: dict[str, Any]) -> tuple[np.ndarray, byte
     return np.stack(frames), video
 
 
-def backend_summary(info: dict[str, Any]) -> str:
-    """The backend node's text output: model, ranks, replicas, parallel plan and the memory
-    plan's decision with its reasons (`GET /v1/info`)."""
-    from ..backend.memory.planner import render
-
-    lines = [
-        f"model: {info.get('model')} ({info.get('task')})",
-        f"ranks: {info.get('world_size')} x {info.get('device')}; replicas: "
-        f"{len(info.get('replicas') or [None])}; plan: {_plan_text(info.get('plan', {}))}",
-    ]
-    memory = info.get("memory")
-    if memory:
-        lines += ["memory plan:", render(memory)]
-    return "\n".join(lines)
-
-
-def _plan_text(plan: dict[str, Any]) -> str:
-    degrees = (
-        ", ".join(
-            f"{name} {plan[f'{name}_degree']}"
-            for name in ("cfg", "ulysses", "ring")
-            if plan.get(f"{name}_degree", 1) > 1
-        )
-        or "single rank"
-    )
-    return f"{degrees}; modes: {'+'.join(plan.get('modes', [])) or 'none'}"
-
-
 def describe(info: dict[str, Any], job: dict[str, Any]) -> str:
     """A few lines for the node's info output: model, plan, request, timings."""
     request, timings = job.get("request", {}), job.get("timings", {})
     lines = [
         f"model: {info.get('model')} ({info.get('task')})",
         f"ranks: {info.get('world_size')} x {info.get('device')}; plan: "
-        f"{_plan_text(info.get('plan', {}))}",
+        f"{plan_text(info.get('plan', {}))}",
         f"job {job['id']}: {request.get('width')}x{request.get('height')}, "
         f"{job.get('num_frames')} frame(s), {request.get('num_inference_steps')} steps, "
         f"guidance {request.get('guidance_scale')}, seed {request.get('seed')}",

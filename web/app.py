@@ -115,9 +115,8 @@ def run_ui(args: argparse.Namespace, backend: ServeConfig | None) -> int:
     check_exposure(args.host, auth, args.server, insecure=args.insecure)
     output_dir = Path(args.output_dir).resolve()
     with connect(args.server, backend) as conn:
-        client = conn.client
-        info = client.info()
-        demo = build_ui(client, output_dir)
+        info = conn.client.info()
+        demo = build_ui(conn.client, output_dir, connection=conn)
         url = launch(
             demo,
             output_dir,
@@ -130,7 +129,7 @@ def run_ui(args: argparse.Namespace, backend: ServeConfig | None) -> int:
         log.info(
             "paradit ui ready at %s (backend %s, model %s, outputs in %s%s)",
             url,
-            client.url,
+            conn.client.url,
             info["model"],
             output_dir,
             ", login required" if auth else "",

@@ -1,15 +1,19 @@
-"""What the form offers and sends: size presets from a model's limits, and the job body.
+"""What the form offers and sends: its fields, bounds and size presets, and the job body.
 
-Pure functions over `GET /v1/info`'s `limits`; the backend validates every request again.
+The fields are the request table's (`backend/request.py`, `REQUEST_FIELDS`): those marked
+`form` for the loaded model's task are shown, and the body carries every field given. Pure
+functions over `GET /v1/info`'s `limits`; the backend validates every request again.
 """
 
 from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from ..backend.client import encode_image
+from ..backend.request import RequestField, request_fields
 
 CUSTOM = "custom"
 RANDOM_SEED_BOUND = 2**32
@@ -89,37 +93,81 @@ def pick_seed(seed: Any, randomize: bool) -> int:
     return whole("seed", seed)
 
 
-def job_body(
-    *,
-    prompt: str,
-    negative_prompt: str | None,
-    width: Any,
-    height: Any,
-    num_frames: Any,
-    num_inference_steps: Any,
-    guidance_scale: Any,
-    seed: Any,
-    image: str | None,
-    limits: dict[str, Any],
-) -> dict[str, Any]:
-    """The `POST /v1/jobs` body for form values; ValueError for what the form can tell early.
+def form_fields(task: str) -> tuple[RequestField, ...]:
+    """The request fields the form shows for a model of `task` (marked `form`, read by it)."""
+    return tuple(f for f in request_fields() if f.form and task in f.tasks)
 
-    `image` is a path to an uploaded file. A seed of -1 (or none) picks a random one.
+
+def label(f: RequestField) -> str:
+    """A field's label: its widget's short name (as the nodes show it), else its own."""
+    return (f.widget or f.name).replace("_", " ").capitalize()
+
+
+MODEL_RULE_BOUNDS = {
+    # The model's own rules (request.py's `_side` and `_frames`) as (low, high, step) keys of
+    # `limits`: the boxes offer only values the rule takes.
+    "width": ("min_size", "max_size", "size_multiple"),
+    "height": ("min_size", "max_size", "size_multiple"),
+    "num_frames": ("", "max_frames", "frame_multiple"),
+}
+SIZE_FIELDS = ("width", "height")
+"""Shown side by side under the size presets."""
+
+
+@dataclass(frozen=True)
+class NumberInput:
+    """A number field's box for the loaded model: its default, bounds and step."""
+
+    default: float
+    low: float | None
+    high: float | None
+    step: float
+
+
+def number_input(f: RequestField, limits: dict[str, Any]) -> NumberInput:
+    """The table's bounds, the model's default and bound (`model_default`, `model_high`), and
+    the model's rule where it sets the step (MODEL_RULE_BOUNDS)."""
+    default = limits[f.model_default] if f.model_default else f.default
+    low, high = f.low, limits[f.model_high] if f.model_high else f.high
+    step = f.step or (1 if f.kind == "int" else 0.01)
+    if f.name in MODEL_RULE_BOUNDS:
+        low_key, high_key, step_key = MODEL_RULE_BOUNDS[f.name]
+        low = limits[low_key] if low_key else low
+        high, step = limits[high_key], limits[step_key] or 1
+    return NumberInput(default, low, high, step)
+
+
+def _number(f: RequestField, value: Any) -> float:
+    if f.kind == "int":
+        return whole(f.name, value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{f.name} must be a number, got {value!r}")
+    return float(value)
+
+
+def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
+    """The `POST /v1/jobs` body for the generate event's values (by field name, every field of
+    the request table); ValueError for what the form can tell early.
+
+    Text left empty is sent as ""; a number, image or JSON value left out (None) is left out,
+    so the backend uses the model's default. An image is a path to an uploaded file. A seed
+    of -1 (or none) picks a random one.
     """
-    if limits.get("needs_image") and not image:
-        raise ValueError("image-to-video needs a start image: upload a PNG or JPEG")
-    if guidance_scale is None or isinstance(guidance_scale, bool):
-        raise ValueError(f"guidance_scale must be a number, got {guidance_scale!r}")
-    body: dict[str, Any] = {
-        "prompt": prompt or "",
-        "negative_prompt": negative_prompt or "",
-        "width": whole("width", width),
-        "height": whole("height", height),
-        "num_frames": whole("num_frames", num_frames),
-        "num_inference_steps": whole("num_inference_steps", num_inference_steps),
-        "guidance_scale": float(guidance_scale),
-        "seed": pick_seed(seed, randomize=False),
-    }
-    if image:
-        body["image"] = encode_image(image)
+    body: dict[str, Any] = {}
+    for f in request_fields():
+        value = values.get(f.name)
+        if f.kind == "image" and limits.get("needs_image") and not value:
+            raise ValueError("image-to-video needs a start image: upload a PNG or JPEG")
+        if f.kind == "text":
+            body[f.name] = value or ""
+        elif f.random:
+            body[f.name] = pick_seed(value, randomize=False)
+        elif value is None:
+            continue
+        elif f.kind == "image":
+            body[f.name] = encode_image(value)
+        elif f.kind == "json":
+            body[f.name] = value
+        else:
+            body[f.name] = _number(f, value)
     return body

@@ -4,29 +4,56 @@ Nothing lives at module level: the client, the output store and the per-session 
 belong to the app that `build_ui` returns, so several apps (tests, several backends) can run
 in one process. Events:
 
-- `generate` (named API): takes the `POST /v1/jobs` fields, submits one backend job and
-  streams its progress (queue position, step i of N, elapsed, time left), then its outputs.
-  Leaving the event (Gradio cancel, closed page) cancels the backend job.
+- `generate` (named API): takes the `POST /v1/jobs` fields (the request table's, in order,
+  each optional), submits one backend job and streams its progress (queue position, step i
+  of N, elapsed, time left), then its outputs. Leaving the event (Gradio cancel, closed
+  page) cancels the backend job. The form's inputs are derived from the same table.
 - `cancel` (named API): cancels the backend jobs this browser session is waiting on.
 - `job` (named API): a finished job's outputs, by id (the history tab).
+- `apply_settings` (named API, only when the app started its backend): restarts it with the
+  serve settings of the Backend tab (`backend/config.py`, `frontend_settings`), by widget name.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from ..backend.client.connect import Connection
 from ..backend.client.http import BackendError, Client
+from ..backend.client.summary import backend_summary
+from ..backend.config import config_overrides, frontend_settings
 from ..backend.contract import FINAL_STATES, TASKS
-from .forms import CUSTOM, job_body, mode_note, parse_size, pick_seed, size_presets
+from ..backend.request import RequestField, request_fields
+from .forms import (
+    CUSTOM,
+    SIZE_FIELDS,
+    form_fields,
+    job_body,
+    label,
+    mode_note,
+    number_input,
+    parse_size,
+    pick_seed,
+    size_presets,
+)
 from .panels import HISTORY_COLUMNS, header_markdown, history_rows, job_choices, status_markdown
 from .progress import ProgressClock, idle_html, progress_html
+from .settings import (
+    EDITABLE_NOTE,
+    READ_ONLY_NOTE,
+    fill_in,
+    settings_inputs,
+    values_from_config,
+    values_from_info,
+)
+from .signature import with_parameters
 from .store import JobOutputs, OutputStore, Sessions
 
 log = logging.getLogger(__name__)
@@ -39,33 +66,22 @@ CACHE_CLEANUP = (3600, 86400)
 
 @dataclass
 class Form:
-    prompt: gr.Textbox
-    negative_prompt: gr.Textbox
-    preset: gr.Dropdown
-    width: gr.Number
-    height: gr.Number
-    num_frames: gr.Slider
-    num_inference_steps: gr.Slider
-    guidance_scale: gr.Slider
-    seed: gr.Number
-    randomize: gr.Checkbox
-    image: gr.Image
+    inputs: dict[str, gr.components.Component]
+    """Every request field's input by name; hidden where the form does not show the field (the
+    model's task does not read it, or it is not marked `form`), so the API still takes it."""
+    preset: gr.Dropdown | None
+    randomize: gr.Checkbox | None
+    """The seed's "randomize" box (None when the form shows no seed)."""
     generate: gr.Button
     cancel: gr.Button
 
     def job_inputs(self) -> list[gr.components.Component]:
         """The `POST /v1/jobs` fields, in the order the generate API takes them."""
-        return [
-            self.prompt,
-            self.negative_prompt,
-            self.width,
-            self.height,
-            self.num_frames,
-            self.num_inference_steps,
-            self.guidance_scale,
-            self.seed,
-            self.image,
-        ]
+        return [self.inputs[f.name] for f in request_fields()]
+
+    @property
+    def seed(self) -> gr.components.Component | None:
+        return next((self.inputs[f.name] for f in request_fields() if f.random), None)
 
 
 @dataclass
@@ -95,45 +111,50 @@ EMPTY_RESULTS: tuple[Any, ...] = (None, [], None, None)
 class Actions:
     """The event handlers; one instance per app."""
 
-    def __init__(self, client: Client, info: dict[str, Any], store: OutputStore, poll_s: float):
+    def __init__(
+        self,
+        client: Client,
+        info: dict[str, Any],
+        store: OutputStore,
+        poll_s: float,
+        connection: Connection | None = None,
+    ):
         self.client = client
         self.limits = info["limits"]
         self.store = store
         self.sessions = Sessions()
         self.poll_s = poll_s
+        self.connection = connection
+        """Set when this app started its backend: it can restart it with other settings."""
+
+    @property
+    def can_restart(self) -> bool:
+        return self.connection is not None and self.connection.config is not None
+
+    def use(self, client: Client) -> None:
+        """Talk to `client` from now on (the backend was restarted)."""
+        self.client = client
+        self.store.client = client
+        self.limits = client.info()["limits"]
+
+    def generate_handler(self) -> Callable[..., Iterator[tuple[Any, ...]]]:
+        """The generate event's function: one parameter per request field, in table order,
+        each optional (a field left out is left out of the body: the model's default), and
+        Gradio's request."""
+        names = [f.name for f in request_fields()]
+
+        def generate(*values: Any) -> Iterator[tuple[Any, ...]]:
+            request = values[len(names)] if len(values) > len(names) else None
+            yield from self.generate(dict(zip(names, values, strict=False)), request)
+
+        return with_parameters(generate, names, request=True)
 
     def generate(
-        self,
-        prompt: str,
-        negative_prompt: str,
-        width: float,
-        height: float,
-        num_frames: float,
-        num_inference_steps: float,
-        guidance_scale: float,
-        seed: float,
-        image: str | None = None,
-        request: gr.Request | None = None,
+        self, values: dict[str, Any], request: gr.Request | None = None
     ) -> Iterator[tuple[Any, ...]]:
-        """Run one job on the backend: its progress while it runs, then its outputs.
-
-        `image` defaults to None so that API callers may leave it out (text-to-video and
-        text-to-image): Gradio marks a parameter optional when its component has no value but
-        the function's argument defaults to None.
-        """
+        """Run one job on the backend: its progress while it runs, then its outputs."""
         try:
-            body = job_body(
-                prompt=prompt,
-                negative_prompt=negative_prompt,
-                width=width,
-                height=height,
-                num_frames=num_frames,
-                num_inference_steps=num_inference_steps,
-                guidance_scale=guidance_scale,
-                seed=seed,
-                image=image,
-                limits=self.limits,
-            )
+            body = job_body(limits=self.limits, **values)
             job_id = self.client.submit(body)
         except (ValueError, BackendError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
@@ -223,7 +244,8 @@ class Actions:
         except (ValueError, BackendError, OSError) as exc:
             raise gr.Error(str(exc), print_exception=False) from None
 
-    def status(self) -> str:
+    def status(self) -> tuple[str, str]:
+        """The backend panel and the memory plan's decision."""
         try:
             self.client.health()
             health = "ok"
@@ -232,8 +254,38 @@ class Actions:
         try:
             info = self.client.info()
         except BackendError:
-            info = None
-        return status_markdown(info, health)
+            return status_markdown(None, health), "(the backend did not answer GET /v1/info)"
+        return status_markdown(info, health), backend_summary(info)
+
+    def settings_handler(self) -> Callable[..., tuple[str, str]]:
+        """The apply event's function: one parameter per frontend setting, by widget name
+        (each optional: one left out stays as it is)."""
+        names = [s.widget for s in frontend_settings()]
+
+        def apply_settings(*values: Any) -> tuple[str, str]:
+            return self.apply_settings(dict(zip(names, values, strict=True)))
+
+        return with_parameters(apply_settings, names)
+
+    def apply_settings(self, values: dict[str, Any]) -> tuple[str, str]:
+        """Restart the backend this app started with the settings' widget values."""
+        if self.connection is None or self.connection.config is None:
+            raise gr.Error(READ_ONLY_NOTE.replace("**", ""), print_exception=False)
+        chosen = fill_in(values, values_from_config(self.connection.config))
+        try:
+            client = self.connection.restart(**config_overrides(chosen))
+        except ValueError as exc:
+            raise gr.Error(str(exc), print_exception=False) from None
+        except BackendError as exc:
+            self.use(self.connection.client)  # the old settings run again
+            raise gr.Error(
+                f"the backend did not start with these settings, so it runs with the previous "
+                f"ones again: {exc}",
+                print_exception=False,
+            ) from None
+        self.use(client)
+        gr.Info("The backend restarted with the new settings.")
+        return self.status()
 
 
 def choose_seed(seed: float | None, randomize: bool) -> int:
@@ -257,66 +309,101 @@ def pick_history_row(event: gr.SelectData) -> str:
 
 
 def _form(info: dict[str, Any]) -> Form:
+    """The mode, then an input per request field (REQUEST_FIELDS, in order): shown for the
+    fields marked `form` that the model's task reads, hidden (still an API parameter) for the
+    others."""
     limits = info["limits"]
     task = info.get("task", limits["task"])
     gr.Radio(list(TASKS), value=task, label="Mode", interactive=False)
     gr.Markdown(mode_note(info["model"], task))
-    prompt = gr.Textbox(label="Prompt", lines=3, placeholder="a red fox running through snow")
-    negative = gr.Textbox(label="Negative prompt", lines=1)
-    image = gr.Image(
-        label="Start image",
-        type="filepath",
-        sources=["upload", "clipboard"],
-        visible=bool(limits["needs_image"]),
-    )
-    presets = size_presets(limits)
-    preset = gr.Dropdown(presets, value=presets[0][1], label="Size")
-    size = {
-        "minimum": limits["min_size"],
-        "maximum": limits["max_size"],
-        "step": limits["size_multiple"],
-        "precision": 0,
-    }
-    with gr.Row():
-        width = gr.Number(limits["default_width"], label="Width", **size)
-        height = gr.Number(limits["default_height"], label="Height", **size)
-    video = limits["frame_multiple"] > 0
-    frames = gr.Slider(
-        1,
-        max(2, limits["max_frames"]),
-        value=limits["default_frames"],
-        step=limits["frame_multiple"] if video else 1,
-        precision=0,
-        label=f"Frames ({limits['frame_multiple']}k+1)",
-        visible=video,
-    )
-    steps = gr.Slider(
-        1, limits["max_steps"], value=limits["default_steps"], step=1, precision=0, label="Steps"
-    )
-    guidance = gr.Slider(
-        0, limits["max_guidance"], value=limits["default_guidance"], step=0.1, label="Guidance"
-    )
-    with gr.Row():
-        seed = gr.Number(-1, label="Seed (-1: random)", precision=0, minimum=-1, maximum=MAX_SEED)
-        randomize = gr.Checkbox(True, label="Randomize seed")
+    shown = {f.name for f in form_fields(task)}
+    inputs: dict[str, gr.components.Component] = {}
+    preset = randomize = None
+    for f in request_fields():
+        if f.name in inputs:
+            continue
+        if f.name not in shown:
+            inputs[f.name] = _hidden_input(f)
+        elif f.name in SIZE_FIELDS:
+            preset, sizes = _size_inputs(
+                [g for g in request_fields() if g.name in SIZE_FIELDS], limits
+            )
+            inputs |= sizes
+        elif f.random:
+            with gr.Row():
+                inputs[f.name] = gr.Number(
+                    -1, label=f"{label(f)} (-1: random)", info=f.help, precision=0,
+                    minimum=-1, maximum=MAX_SEED,
+                )  # fmt: skip
+                randomize = gr.Checkbox(True, label=f"Randomize {label(f).lower()}")
+        else:
+            inputs[f.name] = _field_input(f, limits)
     with gr.Row():
         generate = gr.Button("Generate", variant="primary")
         cancel = gr.Button("Cancel", variant="stop")
-    return Form(
-        prompt,
-        negative,
-        preset,
-        width,
-        height,
-        frames,
-        steps,
-        guidance,
-        seed,
-        randomize,
-        image,
-        generate,
-        cancel,
-    )
+    return Form(inputs, preset, randomize, generate, cancel)
+
+
+def _hidden_input(f: RequestField) -> gr.components.Component:
+    """A field the form does not show: empty, so the body leaves it out unless an API caller
+    gives it."""
+    if f.kind == "image":
+        return gr.Image(label=label(f), type="filepath", visible=False)
+    if f.kind == "json":
+        return gr.JSON(None, label=label(f), visible=False)
+    if f.kind == "text":
+        return gr.Textbox("", label=label(f), visible=False)
+    return gr.Number(None, label=label(f), visible=False)
+
+
+def _field_input(f: RequestField, limits: dict[str, Any]) -> gr.components.Component:
+    """A shown field's input: text box, start image, slider (bounded number) or number box."""
+    if f.kind == "text":
+        return gr.Textbox(label=label(f), info=f.help, lines=3 if f.required else 1)
+    if f.kind == "image":
+        return gr.Image(label="Start image", type="filepath", sources=["upload", "clipboard"])
+    if f.kind == "json":
+        return gr.JSON(None, label=label(f))
+    box = number_input(f, limits)
+    precision = 0 if f.kind == "int" else None
+    if box.low is not None and box.high is not None:
+        return gr.Slider(
+            box.low, box.high, value=box.default, step=box.step, precision=precision,
+            label=label(f), info=f.help,
+        )  # fmt: skip
+    return gr.Number(
+        box.default, label=label(f), info=f.help, precision=precision, minimum=box.low,
+        maximum=box.high, step=box.step,
+    )  # fmt: skip
+
+
+def _size_inputs(
+    fields: list[RequestField], limits: dict[str, Any]
+) -> tuple[gr.Dropdown, dict[str, gr.Number]]:
+    """The size presets, then the width and height boxes side by side."""
+    presets = size_presets(limits)
+    preset = gr.Dropdown(presets, value=presets[0][1], label="Size")
+    boxes = {}
+    with gr.Row():
+        for f in fields:
+            box = number_input(f, limits)
+            boxes[f.name] = gr.Number(
+                box.default, label=label(f), minimum=box.low, maximum=box.high, step=box.step,
+                precision=0,
+            )  # fmt: skip
+    return preset, boxes
+
+
+def _settings(actions: Actions, info: dict[str, Any]) -> tuple[dict[str, Any], gr.Button | None]:
+    """The backend's settings (editable when this app started the backend) and Apply."""
+    editable = actions.can_restart
+    config = actions.connection.config if editable else None
+    values = values_from_config(config) if config is not None else values_from_info(info)
+    with gr.Accordion("Backend settings", open=False):
+        gr.Markdown(EDITABLE_NOTE if editable else READ_ONLY_NOTE)
+        inputs = settings_inputs(values, editable)
+        apply = gr.Button("Apply (restarts the backend)", variant="primary") if editable else None
+    return inputs, apply
 
 
 def _results(with_video: bool) -> Results:
@@ -330,10 +417,19 @@ def _results(with_video: bool) -> Results:
     return Results(video, gallery, info, files)
 
 
-def build_ui(client: Client, output_dir: str | Path, *, poll_s: float = 0.25) -> gr.Blocks:
-    """The app for one backend; each finished job's files go to `output_dir/<job id>/`."""
+def build_ui(
+    client: Client,
+    output_dir: str | Path,
+    *,
+    poll_s: float = 0.25,
+    connection: Connection | None = None,
+) -> gr.Blocks:
+    """The app for one backend; each finished job's files go to `output_dir/<job id>/`.
+
+    `connection`: the backend this app started (`connect`), whose settings the Backend tab
+    may change; without it the settings are shown read-only."""
     info = client.info()
-    actions = Actions(client, info, OutputStore(client, output_dir), poll_s)
+    actions = Actions(client, info, OutputStore(client, output_dir), poll_s, connection)
     with_video = info["limits"]["frame_multiple"] > 0
     with gr.Blocks(
         title=f"paradit · {info['model']}", analytics_enabled=False, delete_cache=CACHE_CLEANUP
@@ -359,12 +455,27 @@ def build_ui(client: Client, output_dir: str | Path, *, poll_s: float = 0.25) ->
         with gr.Tab("Backend"):
             refresh_status = gr.Button("Refresh", size="sm")
             panel = gr.Markdown(status_markdown(info, "ok"))
+            plan = gr.Textbox(
+                backend_summary(info),
+                label="Memory plan and layout (GET /v1/info: memory, plan)",
+                lines=8,
+                interactive=False,
+            )
+            settings, apply = _settings(actions, info)
         _wire(actions, form, status, results, table, choice, past)
         private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
         for trigger in (demo.load, refresh_status.click, gr.Timer(STATUS_REFRESH_S).tick):
-            trigger(actions.status, None, panel, **private)
+            trigger(actions.status, None, [panel, plan], **private)
         for trigger in (demo.load, refresh_history.click):
             trigger(actions.history, None, [table, choice], **private)
+        if apply is not None:
+            apply.click(
+                actions.settings_handler(),
+                list(settings.values()),
+                [panel, plan],
+                api_name="apply_settings",
+                concurrency_limit=1,
+            )
     return demo
 
 
@@ -378,19 +489,25 @@ def _wire(
     past: Results,
 ) -> None:
     private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
-    form.preset.input(choose_preset, form.preset, [form.width, form.height], **private)
-    for box in (form.width, form.height):
-        box.input(lambda: CUSTOM, None, form.preset, **private)
-    run = form.generate.click(
-        choose_seed, [form.seed, form.randomize], form.seed, queue=False, **private
-    ).success(
-        actions.generate,
-        form.job_inputs(),
-        [status, *results.outputs()],
-        api_name="generate",
-        concurrency_limit=None,
-        show_progress="minimal",
-    )
+    if form.preset is not None:
+        sizes = [form.inputs[name] for name in SIZE_FIELDS]
+        form.preset.input(choose_preset, form.preset, sizes, **private)
+        for box in sizes:
+            box.input(lambda: CUSTOM, None, form.preset, **private)
+    generate: dict[str, Any] = {
+        "fn": actions.generate_handler(),
+        "inputs": form.job_inputs(),
+        "outputs": [status, *results.outputs()],
+        "api_name": "generate",
+        "concurrency_limit": None,
+        "show_progress": "minimal",
+    }
+    if form.seed is not None and form.randomize is not None:
+        seed = [form.seed, form.randomize]
+        run = form.generate.click(choose_seed, seed, form.seed, queue=False, **private)
+        run = run.success(**generate)
+    else:
+        run = form.generate.click(**generate)
     run.then(actions.history, None, [table, choice], **private)
     form.cancel.click(actions.cancel, None, None, api_name="cancel", concurrency_limit=None)
     table.select(pick_history_row, None, choice, **private)

@@ -10,9 +10,11 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Any
 
 from ..config import ServeConfig
 from .http import BackendError, Client
@@ -40,15 +42,66 @@ def remote_client(url: str, *, timeout_s: float = 30.0, check: bool = False) -> 
     return client
 
 
-@dataclass
 class Connection:
-    """A client and whether the backend behind it still runs (a URL's is not ours to watch)."""
+    """A client and whether the backend behind it still runs (a URL's is not ours to watch).
 
-    client: Client
-    local: LocalBackend | None = None
+    A backend this connection started can be restarted with other settings (`restart`); the
+    client then points at the new one."""
+
+    def __init__(
+        self,
+        client: Client,
+        local: LocalBackend | None = None,
+        *,
+        env: dict[str, str] | None = None,
+    ):
+        self.client = client
+        self.local = local
+        self._env = env
+        self._lock = threading.Lock()
+        self._restarting = False
+
+    @property
+    def config(self) -> ServeConfig | None:
+        """What the started backend runs with (None for a backend given by URL)."""
+        return None if self.local is None else self.local.config
 
     def alive(self) -> bool:
-        return self.local is None or self.local.alive()
+        return self.local is None or self._restarting or self.local.alive()
+
+    def restart(self, **changes: Any) -> Client:
+        """Stop the started backend and start it again with `changes` (ServeConfig fields).
+
+        ValueError (nothing stopped) when the settings break a rule or the backend was given
+        by URL; BackendError when the new backend did not start (the old settings are then
+        started again)."""
+        if self.local is None:
+            raise ValueError(
+                "this backend was given by URL (--server): only who runs it can change it"
+            )
+        with self._lock:
+            old = self.local.config
+            new = replace(old, **changes)  # ServeConfig checks its rules
+            log.info("restarting the backend: %s", " ".join(new.to_argv()))
+            self._restarting = True
+            try:
+                self.local.stop()
+                try:
+                    self.local = LocalBackend(new, env=self._env)
+                except BackendError as exc:
+                    log.error("the backend did not start with the new settings: %s", exc)
+                    self.local = LocalBackend(old, env=self._env)
+                    self.client = self.local.client
+                    raise
+                self.client = self.local.client
+            finally:
+                self._restarting = False
+        log.info("backend restarted at %s", self.client.url)
+        return self.client
+
+    def close(self) -> None:
+        if self.local is not None:
+            self.local.stop()
 
 
 @contextmanager
@@ -66,7 +119,11 @@ def connect(
     scratch = tempfile.mkdtemp(prefix="paradit-backend-")
     log.info("starting a backend for %s on %d rank(s)", config.model, config.world_size)
     try:
-        with LocalBackend(replace(config, output_dir=scratch), env=env) as backend:
-            yield Connection(backend.client, backend)
+        backend = LocalBackend(replace(config, output_dir=scratch), env=env)
+        connection = Connection(backend.client, backend, env=env)
+        try:
+            yield connection
+        finally:
+            connection.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
