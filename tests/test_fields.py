@@ -5,13 +5,15 @@ Cost: about 2 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from paradit.backend import request as table
+from paradit.backend.client.http import BackendError
 from paradit.backend.config import frontend_settings
-from paradit.backend.contract import TASKS, TEXT_TO_VIDEO, Limits
+from paradit.backend.contract import TASKS, TEXT_TO_IMAGE, TEXT_TO_VIDEO, Limits
 from paradit.backend.request import JobRequest, RequestField, docs_table, request_fields
 from paradit.backend.serving.schema import job_body_model
 from paradit.backend.tools.cli import build_parser, job_body
@@ -70,6 +72,63 @@ def test_a_made_up_field_reaches_every_frontend(monkeypatch):
         JobRequest.from_body({"prompt": "x", "sharpness": 2}, LIMITS)
     # the docs table
     assert "| `sharpness` | float | 0.5 | `--sharpness SHARPNESS`" in docs_table()
+
+
+class _RecordingClient:
+    """A backend client for building the app: info, and a submit that keeps the body."""
+
+    url = "http://backend.invalid"
+
+    def __init__(self, limits: Limits):
+        self.limits, self.bodies = limits, []
+
+    def info(self) -> dict:
+        limits = dataclasses.asdict(self.limits)
+        return {"model": "m", "task": limits["task"], "world_size": 1, "device": "cpu",
+                "limits": limits, "plan": {}, "ranks": []}  # fmt: skip
+
+    def submit(self, body: dict) -> str:
+        self.bodies.append(body)
+        raise BackendError("recorded, not run")
+
+
+def test_a_made_up_field_reaches_the_web_form_and_body(monkeypatch, tmp_path):
+    import gradio as gr
+
+    from paradit.web.ui import build_ui
+
+    monkeypatch.setattr(table, "REQUEST_FIELDS", (*table.REQUEST_FIELDS, MADE_UP))
+    client = _RecordingClient(LIMITS)
+    demo = build_ui(client, tmp_path)
+    # the form shows it: a slider over the table's bounds, its default, help and label
+    boxes = [b for b in demo.blocks.values() if getattr(b, "label", None) == "Sharpness"]
+    assert len(boxes) == 1 and isinstance(boxes[0], gr.Slider)
+    box = boxes[0]
+    assert (box.minimum, box.maximum, box.step, box.value) == (0, 1, 0.05, 0.5)
+    assert box.visible is True and box.info == MADE_UP.help
+    # the generate API takes it, last, as it takes the other fields of POST /v1/jobs
+    api = demo.get_api_info()["named_endpoints"]["/generate"]["parameters"]
+    assert [p["parameter_name"] for p in api] == [f.name for f in request_fields()]
+    assert (api[-1]["parameter_name"], api[-1]["parameter_default"]) == ("sharpness", 0.5)
+    # and the body the app sends carries it
+    generate = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
+    assert generate.inputs[-1] is box
+    values = {"prompt": "x", "width": 32, "height": 32, "num_frames": 5, "seed": 3}
+    values |= {"num_inference_steps": 2, "guidance_scale": 1.0, "sharpness": 0.75}
+    with pytest.raises(gr.Error, match="recorded, not run"):
+        next(generate.fn(*(values.get(f.name) for f in request_fields())))  # as Gradio calls
+    assert client.bodies == [{**values, "negative_prompt": "", "guidance_scale": 1.0}]
+    assert client.bodies[0]["sharpness"] == 0.75
+
+
+def test_the_web_form_shows_what_the_task_reads():
+    from paradit.web.forms import form_fields
+
+    for task in TASKS:
+        names = [f.name for f in form_fields(task)]
+        assert names == [f.name for f in request_fields() if f.form and task in f.tasks]
+    assert "num_frames" not in [f.name for f in form_fields(TEXT_TO_IMAGE)]
+    assert "loras" not in [f.name for f in form_fields(TEXT_TO_VIDEO)]  # form=False
 
 
 def test_the_made_up_field_is_gone_again():

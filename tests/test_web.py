@@ -33,10 +33,13 @@ from gradio_client import handle_file
 from PIL import Image
 
 from paradit.backend.client.http import Client
+from paradit.backend.client.summary import backend_summary
+from paradit.backend.config import frontend_settings
 from paradit.backend.request import JOB_FIELDS
 from paradit.web.app import launch, parse_auth
 from paradit.web.forms import job_body, pick_seed, size_presets
 from paradit.web.progress import ProgressClock, progress_text
+from paradit.web.settings import READ_ONLY_NOTE
 from paradit.web.ui import build_ui
 
 SMALL = {"width": 64, "height": 64, "num_frames": 5, "num_inference_steps": 2}
@@ -226,6 +229,21 @@ def test_named_api_takes_the_job_fields(ui):
     assert image["parameter_has_default"] and image["parameter_default"] is None
 
 
+def test_settings_of_a_backend_it_did_not_start_are_read_only(ui):
+    """The app was given a client (as with --server): the Backend tab shows what the backend
+    reports, says why it cannot change it, and has no Apply (no apply_settings API)."""
+    config = httpx.get(ui.url.rstrip("/") + "/config").json()
+    props = [c.get("props", {}) for c in config["components"]]
+    assert any(READ_ONLY_NOTE in str(p.get("value")) for p in props)
+    settings = {s.widget for s in frontend_settings()}
+    shown = {p["label"]: p for p in props if p.get("label") in settings}
+    assert set(shown) == settings and not any(p["interactive"] for p in shown.values())
+    assert (shown["gpus"]["value"], shown["dp_degree"]["value"]) == (2, 1)
+    assert (shown["offload"]["value"], shown["no_shard"]["value"]) == ("auto", False)
+    plan = next(p["value"] for p in props if str(p.get("label", "")).startswith("Memory plan"))
+    assert plan == backend_summary(ui.backend.info()) and "memory plan:" in plan
+
+
 def test_generate_without_an_image_for_text_to_video(ui):
     args = job_args("no image argument at all", seed=3)
     del args["image"]
@@ -363,10 +381,10 @@ def ui_command(tmp_path) -> Iterator[SimpleNamespace]:
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
     log: list[str] = []
     try:
-        ready = wait_for(lambda: _ready_line(lines, log), 240, "the ui to be ready")
+        ready = _line_with(lines, log, "paradit ui ready at")
         backend = Client(re.search(r"backend (http://\S+),", ready).group(1))
         yield SimpleNamespace(proc=proc, url=f"http://127.0.0.1:{port}", backend=backend,
-                              out=tmp_path / "out", log=log)  # fmt: skip
+                              out=tmp_path / "out", log=log, lines=lines)  # fmt: skip
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -377,7 +395,7 @@ def ui_command(tmp_path) -> Iterator[SimpleNamespace]:
                 proc.wait()
 
 
-def test_cli_login_root_path_and_clean_stop(ui_command, tmp_path):
+def test_cli_login_root_path_backend_settings_and_clean_stop(ui_command, tmp_path):
     url = ui_command.url
     # login required: the page config and the API refuse an unauthenticated caller
     assert httpx.get(f"{url}/config").status_code == 401
@@ -396,15 +414,43 @@ def test_cli_login_root_path_and_clean_stop(ui_command, tmp_path):
     status = app.predict(**job_args("with login"), api_name="/generate")[0]
     assert status_of(status) == "succeeded"
     assert (ui_command.out / job_id_of(status) / "video.mp4").is_file()
+    # the Backend tab's settings reach the backend: a rule broken changes nothing; Apply
+    # restarts the backend with 2 ranks as 2 replicas, the DiT offloaded, the VAE tiled
+    old_pids = [rank["pid"] for rank in ui_command.backend.info()["ranks"]]
+    with pytest.raises(Exception, match="--dp-degree must be >= 1 and divide the world size 1"):
+        app.predict(dp_degree=3, api_name="/apply_settings")
+    assert all(_alive(pid) for pid in old_pids)
+    _panel, plan = app.predict(
+        gpus=2, dp_degree=2, offload="model", vae_tiling="on", api_name="/apply_settings"
+    )
+    restarted = _line_with(ui_command.lines, ui_command.log, "backend restarted at")
+    backend = Client(re.search(r"backend restarted at (http://\S+)", restarted).group(1))
+    info = backend.info()
+    assert (info["world_size"], info["plan"]["dp_degree"], len(info["replicas"])) == (2, 2, 2)
+    memory = info["memory"]
+    assert (memory["settings"]["offload"], memory["settings"]["vae_tiling"]) == ("model", "on")
+    assert (memory["dit"], memory["reference_job"]["decode"]) == ("offload-model", "tiled")
+    assert "replicas: 2" in plan and "DiT: offload-model (offload: model)" in plan
+    for pid in old_pids:
+        wait_for(lambda pid=pid: not _alive(pid), 30, f"old backend rank pid {pid} to exit")
+    # the app's jobs now run on the restarted backend
+    status = app.predict(**job_args("after the restart"), api_name="/generate")[0]
+    assert status_of(status) == "succeeded"
+    assert backend.job(job_id_of(status))["status"] == "succeeded"
     # SIGTERM: exit 0, and the backend it started is gone too
-    pids = [rank["pid"] for rank in ui_command.backend.info()["ranks"]]
+    pids = [rank["pid"] for rank in backend.info()["ranks"]]
     ui_command.proc.send_signal(signal.SIGTERM)
     assert ui_command.proc.wait(timeout=60) == 0, "".join(ui_command.log)
     for pid in pids:
         wait_for(lambda pid=pid: not _alive(pid), 30, f"backend rank pid {pid} to exit")
 
 
-def _ready_line(lines: queue.Queue, log: list[str]) -> str | None:
+def _line_with(lines: queue.Queue, log: list[str], text: str, timeout_s: float = 240) -> str:
+    """The next line of the ui's stderr that holds `text` (waiting up to `timeout_s`)."""
+    return wait_for(lambda: _next_line_with(lines, log, text), timeout_s, repr(text))
+
+
+def _next_line_with(lines: queue.Queue, log: list[str], text: str) -> str | None:
     while True:
         try:
             line = lines.get_nowait()
@@ -413,7 +459,7 @@ def _ready_line(lines: queue.Queue, log: list[str]) -> str | None:
         if line is None:
             raise AssertionError("paradit ui exited early:\n" + "".join(log))
         log.append(line)
-        if "paradit ui ready at" in line:
+        if text in line:
             return line
 
 
