@@ -97,4 +97,11 @@ def test_type_a_prompt_generate_and_see_the_video(app_url, page):
     panel = page.get_by_text("DiT parameters held").locator("xpath=ancestor::table")
     assert panel.locator("tbody tr").count() == 2
     page.get_by_text("World size: 2").wait_for()
+    # the memory plan's decision, and the settings, read-only (the app did not start it)
+    plan = page.get_by_label("Memory plan and layout (GET /v1/info: memory, plan)")
+    assert "memory plan:" in plan.input_value() and "replicas: 1" in plan.input_value()
+    page.get_by_text("Backend settings").click()
+    page.get_by_text("Read-only:").wait_for()
+    assert page.get_by_label("offload", exact=True).is_disabled()
+    assert page.get_by_role("button", name="Apply (restarts the backend)").count() == 0
     page.screenshot(path=str(artifacts / "web-backend.png"), full_page=True)

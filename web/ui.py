@@ -359,7 +359,7 @@ def _hidden_input(f: RequestField) -> gr.components.Component:
 def _field_input(f: RequestField, limits: dict[str, Any]) -> gr.components.Component:
     """A shown field's input: text box, start image, slider (bounded number) or number box."""
     if f.kind == "text":
-        return gr.Textbox(label=label(f), info=f.help, lines=3 if f.required else 1)
+        return gr.Textbox(label=label(f), placeholder=f.help, lines=3 if f.required else 1)
     if f.kind == "image":
         return gr.Image(label="Start image", type="filepath", sources=["upload", "clipboard"])
     if f.kind == "json":
