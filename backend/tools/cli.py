@@ -186,7 +186,8 @@ def backend_config(args: argparse.Namespace, **overrides: Any) -> ServeConfig | 
         return None
     if not args.model:
         raise UsageError("give --server URL or --model M")
-    ModelSource.parse(args.model)  # a bad model fails here, in one line
+    # a bad model (or a bad single file) fails here, in one line
+    ModelSource.parse(args.model, tuple(args.text_encoders or ()), tuple(args.vaes or ()))
     return ServeConfig.from_args(args, **overrides)
 
 

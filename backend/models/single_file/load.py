@@ -284,7 +284,9 @@ class DitWeights:
         tensors = self.part.header.tensors
         for param_name, param in model.named_parameters():
             rows = sum(s.rows for s in self.row_map[param_name])
-            row_items = param[0].numel() if param.dim() else 1
+            row_items = 1
+            for size in param.shape[1:]:
+                row_items *= size
             expected = param.shape[0] if param.dim() else 1
             for seg in self.row_map[param_name]:
                 shape = tensors[seg.key].shape
