@@ -107,6 +107,10 @@ def build_parser() -> Parser:
     p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    p = sub.add_parser("models", help="what single-file models a ComfyUI models folder holds")
+    p.add_argument("folder", help="a ComfyUI models folder (or any folder of checkpoints)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -305,6 +309,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if report["fits"] else 3
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from ..models.single_file.listing import list_models, render
+
+    entries = list_models(args.folder)
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+    else:
+        print(render(entries))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -332,6 +347,7 @@ COMMANDS = {
     "verify": cmd_verify,
     "batch": cmd_batch,
     "plan": cmd_plan,
+    "models": cmd_models,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }

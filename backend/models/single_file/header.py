@@ -83,6 +83,11 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
     with open(path, "rb") as f:
         head = f.read(8)
         length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if 0 < length <= _MAX_HEADER and length > size - 8 and f.read(1) == b"{":
+            raise ValueError(
+                f"{path.name} is truncated: its JSON header alone takes {length} bytes, the "
+                f"file has {size} (an interrupted download?)"
+            )
         if not 0 < length <= min(_MAX_HEADER, size - 8):
             raise ValueError(
                 f"{path.name}: not a safetensors file (expected an 8-byte header length and a "

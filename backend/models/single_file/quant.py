@@ -58,6 +58,9 @@ def quantization(header: FileHeader) -> str:
     if not counts:
         return "empty"
     main = max(counts, key=counts.__getitem__)
+    quantized = {k: v for k, v in counts.items() if k not in ("F32", "F16", "BF16")}
+    if header.format == "gguf" and quantized:
+        return max(quantized, key=quantized.__getitem__)
     if header.format == "safetensors" and main.startswith("F8"):
         return "fp8_scaled" if is_fp8_scaled(header) else "fp8_e4m3fn"
     return main.lower() if header.format == "safetensors" else main
