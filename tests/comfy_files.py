@@ -210,3 +210,55 @@ def _random_k_blocks(rng, shape, block: int, block_bytes: int) -> np.ndarray:
         raw[:, :, 208:] = np.array([0.0005], dtype=np.float16).view(np.uint8)
         raw[:, :, 192:208] = rng.integers(-8, 8, size=(rows, n, 16)).astype(np.int8).view(np.uint8)
     return raw.reshape(rows, n * block_bytes)
+
+
+# -- headers of real architectures (no weights) -----------------------------------------------
+
+_ST_DTYPES = {
+    torch.float32: "F32",
+    torch.bfloat16: "BF16",
+    torch.float16: "F16",
+    torch.float8_e4m3fn: "F8_E4M3",
+}
+
+
+def write_header_only(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
+    """A safetensors file with a real header and no data: the file is extended to the size the
+    header names as a sparse file (no disk or memory used), so it reads as complete."""
+    import json
+
+    item = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}[dtype]
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = item
+        for s in shape:
+            size *= s
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        f.truncate(8 + len(raw) + offset)
+
+
+def meta_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def meta_model(class_name: str, config: dict) -> torch.nn.Module:
+    """A diffusers or transformers model on the meta device from a config dict."""
+    import diffusers
+    import transformers
+
+    config = {k: v for k, v in config.items() if not k.startswith("_")}
+    with torch.device("meta"):
+        if hasattr(diffusers, class_name):
+            return getattr(diffusers, class_name).from_config(config)
+        model_class = getattr(transformers, class_name)
+        return model_class(model_class.config_class(**config))

@@ -48,9 +48,7 @@ def weight_keys(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
     return {
         key[len(prefix) :]: info.shape
         for key, info in header.tensors.items()
-        if key.startswith(prefix)
-        and key != SCALED_FP8_MARKER
-        and not key.endswith(SCALED_FP8_KEYS)
+        if key.startswith(prefix) and key != SCALED_FP8_MARKER and not key.endswith(SCALED_FP8_KEYS)
     }
 
 
@@ -91,20 +89,24 @@ def trace_converter(converter, keys: Mapping[str, tuple[int, ...]]) -> RowMap:
     converted = converter(dict(traces))
     mapping: RowMap = {}
     for new_name, trace in converted.items():
-        values = trace.reshape(-1).to(torch.int64).tolist()
-        mapping[new_name] = _segments(values, names)
+        mapping[new_name] = _segments(trace, names)
     return mapping
 
 
-def _segments(values: list[int], names: list[str]) -> tuple[Segment, ...]:
-    segments: list[Segment] = []
-    for value in values:
-        key, row = names[value >> _ROW_BITS], value & ((1 << _ROW_BITS) - 1)
-        last = segments[-1] if segments else None
-        if last is not None and last.key == key and last.start + last.rows == row:
-            segments[-1] = Segment(key, last.start, last.rows + 1)
-        else:
-            segments.append(Segment(key, row, 1))
+def _segments(values: torch.Tensor, names: list[str]) -> tuple[Segment, ...]:
+    """Runs of consecutive rows of one tensor in a trace (vectorised: a 14B DiT has millions
+    of rows)."""
+    values = values.reshape(-1).to(torch.int64)
+    if not values.numel():
+        return ()
+    breaks = torch.nonzero(values[1:] - values[:-1] != 1).reshape(-1) + 1
+    starts = [0, *breaks.tolist()]
+    ends = [*breaks.tolist(), values.numel()]
+    mask = (1 << _ROW_BITS) - 1
+    segments = []
+    for begin, end in zip(starts, ends, strict=True):
+        first = int(values[begin])
+        segments.append(Segment(names[first >> _ROW_BITS], first & mask, end - begin))
     return tuple(segments)
 
 
@@ -188,6 +190,7 @@ def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> li
     """File weights the row map never reads (a sign the architecture was misread)."""
     used = {s.key for segments in row_map.values() for s in segments}
     return sorted(
-        detection.prefix + k for k in weight_keys(header, detection.prefix)
+        detection.prefix + k
+        for k in weight_keys(header, detection.prefix)
         if detection.prefix + k not in used
     )

@@ -271,7 +271,11 @@ def _flux_variant(width: int, guided: bool) -> str:
 def _t5(header: FileHeader) -> Detection | None:
     keys = {k: v.shape for k, v in header.tensors.items()}
     prefix = next(
-        (p for p in ("", "encoder.") if f"{p}encoder.block.0.layer.0.SelfAttention.q.weight" in keys),
+        (
+            p
+            for p in ("", "encoder.")
+            if f"{p}encoder.block.0.layer.0.SelfAttention.q.weight" in keys
+        ),
         None,
     )
     if prefix is None:
@@ -314,20 +318,20 @@ def _t5(header: FileHeader) -> Detection | None:
         + ")",
         f"width {d_model}, {layers} blocks, {heads} heads, vocabulary {vocab}",
     )
-    return Detection(
-        "text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons
-    )
+    return Detection("text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons)
 
 
 def _clip_text(header: FileHeader) -> Detection | None:
     keys = {k: v.shape for k, v in header.tensors.items()}
-    token = "text_model.embeddings.token_embedding.weight"
-    if token not in keys:
+    prefix = next(
+        (p for p in ("text_model.", "") if f"{p}embeddings.token_embedding.weight" in keys), None
+    )
+    if prefix is None:
         return None
-    vocab, hidden = keys[token]
-    positions = keys["text_model.embeddings.position_embedding.weight"][0]
-    layers = _count(keys, r"text_model\.encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
-    intermediate = keys["text_model.encoder.layers.0.mlp.fc1.weight"][0]
+    vocab, hidden = keys[f"{prefix}embeddings.token_embedding.weight"]
+    positions = keys[f"{prefix}embeddings.position_embedding.weight"][0]
+    layers = _count(keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    intermediate = keys[f"{prefix}encoder.layers.0.mlp.fc1.weight"][0]
     heads = max(1, hidden // 64)
     config = {
         "_class_name": "CLIPTextModel",

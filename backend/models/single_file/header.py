@@ -96,7 +96,9 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
         try:
             raw = json.loads(f.read(length))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ValueError(f"{path.name}: not a safetensors file (its header is not JSON)")
+            raise ValueError(
+                f"{path.name}: not a safetensors file (its header is not JSON)"
+            ) from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path.name}: not a safetensors file (its header is not a table)")
     data_start = 8 + length
@@ -107,11 +109,13 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
         try:
             begin, stop = (int(x) for x in entry["data_offsets"])
             tensors[name] = TensorInfo(
-                str(entry["dtype"]), tuple(int(s) for s in entry["shape"]), data_start + begin,
+                str(entry["dtype"]),
+                tuple(int(s) for s in entry["shape"]),
+                data_start + begin,
                 stop - begin,
             )
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}")
+            raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}") from None
         end = max(end, data_start + stop)
     if check_size and end > size:
         raise ValueError(
@@ -125,7 +129,7 @@ def _gguf_header(path: Path, check_size: bool) -> FileHeader:
     try:
         import gguf
     except ImportError:  # a declared dependency; say so rather than a bare ImportError
-        raise ValueError(f"{path.name}: reading GGUF files needs the `gguf` package")
+        raise ValueError(f"{path.name}: reading GGUF files needs the `gguf` package") from None
     try:
         reader = gguf.GGUFReader(path, "r")
     except (ValueError, IndexError, OSError) as exc:

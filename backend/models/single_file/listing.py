@@ -59,7 +59,9 @@ def list_models(root: str | Path) -> list[Entry]:
         for path in sorted(folder.rglob("*")):
             relative = str(path.relative_to(root))
             if path.is_dir() and (path / "model_index.json").is_file():
-                entries.append(Entry(relative, "pipeline", "", "diffusers folder", "model_index.json"))
+                entries.append(
+                    Entry(relative, "pipeline", "", "diffusers folder", "model_index.json")
+                )
             elif path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
                 entries.append(_entry(path, relative))
     return entries

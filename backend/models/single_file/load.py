@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..seeded import VOCAB_SIZE
-from .convert import RowMap, Segment, dit_row_map, unused_keys
+from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Detection, detect
 from .header import FileHeader, read_header
 from .quant import RowReader, check_readable, quantization
@@ -106,11 +106,11 @@ class SingleFiles:
 
     @classmethod
     def parse(cls, model: str, text_encoders=(), vaes=()) -> SingleFiles:
-        models = tuple(str(Path(p.strip()).expanduser().resolve()) for p in model.split(SEPARATOR))
+        models = tuple(str(Path(p.strip()).expanduser().absolute()) for p in model.split(SEPARATOR))
         return cls(
             models,
-            tuple(str(Path(p).expanduser().resolve()) for p in text_encoders),
-            tuple(str(Path(p).expanduser().resolve()) for p in vaes),
+            tuple(str(Path(p).expanduser().absolute()) for p in text_encoders),
+            tuple(str(Path(p).expanduser().absolute()) for p in vaes),
         )
 
 
@@ -181,7 +181,7 @@ def _expect(part: Part, role: str, flag: str) -> None:
     found = part.detection
     if found.role == role:
         return
-    what = f"{found.variant or found.family or ''} {found.role}".strip()
+    what = found.variant or f"{found.family or ''} {found.role}".strip()
     raise ValueError(
         f"{flag} {part.header.name}: expected a {role.replace('_', ' ')} checkpoint, but it is "
         f"a {what} ({'; '.join(found.reasons)})"
@@ -203,17 +203,16 @@ def _encoders(files: SingleFiles, preset: Preset, dit: Detection) -> dict[str, P
         kind = part.detection.family or ""
         if kind not in preset.encoders:
             raise ValueError(
-                f"--text-encoder {part.header.name} is a {kind} encoder; {dit.variant} needs "
-                f"{need}"
+                f"--text-encoder {part.header.name} is a {kind} encoder; {dit.variant} needs {need}"
             )
         parts[_ENCODER_SLOTS[kind]] = part
-    width = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"].detection
+    main = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"]
+    width = main.detection.config["d_model"]
     expected = dit.config.get("text_dim") or dit.config.get("joint_attention_dim")
-    if width.config["d_model"] != expected:
+    if width != expected:
         raise ValueError(
-            f"--text-encoder {parts['text_encoder' if dit.family == 'wan' else 'text_encoder_2'].header.name}"
-            f" has width {width.config['d_model']}; {dit.variant} takes text embeddings of "
-            f"width {expected}"
+            f"--text-encoder {main.header.name} has width {width}; {dit.variant} takes text "
+            f"embeddings of width {expected}"
         )
     if dit.family == "flux":
         pooled = parts["text_encoder"].detection.config["hidden_size"]
@@ -299,9 +298,7 @@ class DitWeights:
                         f"{param_name} of shape {list(param.shape)}"
                     )
             if rows != expected:
-                raise ValueError(
-                    f"{name}: {param_name} takes {expected} rows, the file has {rows}"
-                )
+                raise ValueError(f"{name}: {param_name} takes {expected} rows, the file has {rows}")
 
     def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
         if self._reader is None:
@@ -423,6 +420,10 @@ def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
         if tied not in state and other in state:
             state[tied] = state[other]
     expected = set(model.state_dict())
+    for key in list(state):  # ComfyUI's clip_l keeps transformers' former `text_model.` prefix
+        bare = key.removeprefix("text_model.")
+        if key not in expected and bare in expected:
+            state[bare] = state.pop(key)
     missing = sorted(expected - set(state))
     if missing:
         raise ValueError(
