@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from .header import FileHeader
 
 REAL_HEAD_DIM = 128
@@ -332,7 +333,8 @@ def _clip_text(header: FileHeader) -> Detection | None:
     positions = keys[f"{prefix}embeddings.position_embedding.weight"][0]
     layers = _count(keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
     intermediate = keys[f"{prefix}encoder.layers.0.mlp.fc1.weight"][0]
-    heads = max(1, hidden // 64)
+    byte_vocab = vocab == VOCAB_SIZE  # the presets' reduced encoders (seeded.byte_tokenizer)
+    heads = hidden // (64 if hidden % 64 == 0 else 8)  # CLIP-L: 64-wide heads; tiny: 8
     config = {
         "_class_name": "CLIPTextModel",
         "vocab_size": vocab,
@@ -343,6 +345,12 @@ def _clip_text(header: FileHeader) -> Detection | None:
         "num_attention_heads": heads,
         "max_position_embeddings": positions,
         "hidden_act": "quick_gelu",
+        # CLIP's pooled output is taken at the first end-of-text token
+        **(
+            {"pad_token_id": PAD_ID, "bos_token_id": EOS_ID, "eos_token_id": EOS_ID}
+            if byte_vocab
+            else {}
+        ),
     }
     reasons = (
         "CLIP text model keys (text_model.encoder.layers.N)",

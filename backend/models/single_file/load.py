@@ -410,9 +410,11 @@ def _pipeline_settings(preset_name: str) -> dict[str, Any]:
 def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
     import transformers
 
+    from accelerate import init_empty_weights
+
     config = dict(part.detection.config)
     model_class = getattr(transformers, config.pop("_class_name"))
-    with torch.device("meta"):
+    with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
         model = model_class(model_class.config_class(**config))
     state = read_whole(part, dtype, part.detection.prefix)
     for tied in ("shared.weight", "encoder.embed_tokens.weight"):  # T5: one is enough
@@ -453,7 +455,9 @@ def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Modul
 
     reference = build_preset(preset.name, components=frozenset({"vae"}), device="meta").vae
     config = {**dict(reference.config), "_class_name": type(reference).__name__}
-    with torch.device("meta"):
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(config)
     state = read_whole(part, torch.float32)
     if part.detection.layout == "wan":
