@@ -214,3 +214,24 @@ def test_flux_bfl_file_makes_the_frames_of_its_weights(flux, fmt):
     for component in ("text_encoder", "text_encoder_2", "vae"):
         ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+
+
+@pytest.mark.parametrize("fmt", ["fp8_scaled", "Q8_0", "Q4_K"])
+def test_any_row_block_reads_as_the_whole_tensor_does(wan, flux, fmt):
+    """What an FSDP2 shard reads (rows a..b of a parameter, across fused tensors' segments
+    and quantization blocks) equals those rows of the whole parameter."""
+    from paradit.backend.models.single_file.load import DitWeights, recognise
+
+    cases = [(wan["pipe"].transformer, wan_original, "wan_rows")]
+    cases.append((flux["pipe"].transformer, lambda s: flux_bfl(s, width=64), "flux_rows"))
+    for model, layout, stem in cases:
+        path, _ = _write(wan["root"], layout(model.state_dict()), fmt, stem)
+        with DitWeights(recognise(str(path))) as weights:
+            for name, param in model.state_dict().items():
+                whole = torch.empty(param.shape)
+                weights.read_rows(name, 0, whole)
+                rows = param.shape[0] if param.dim() else 1
+                for start, stop in ((0, rows // 3), (rows // 3, rows - 1), (rows - 1, rows)):
+                    part = torch.empty((stop - start, *param.shape[1:]))
+                    weights.read_rows(name, start, part)
+                    assert torch.equal(part, whole[start:stop]), (stem, name, start)

@@ -409,7 +409,6 @@ def _pipeline_settings(preset_name: str) -> dict[str, Any]:
 
 def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
     import transformers
-
     from accelerate import init_empty_weights
 
     config = dict(part.detection.config)
