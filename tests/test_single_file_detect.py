@@ -325,3 +325,24 @@ def test_detection_does_not_change_the_caller_s_shapes():
     before = copy.deepcopy(shapes)
     wan_header("wan2.1-t2v-1.3b")
     assert shapes == before
+
+
+def test_hub_ids_resolve_to_the_local_cache_offline(tmp_path, monkeypatch):
+    """A hub id whose snapshot is in the local cache is read from there (no network), so it
+    takes the folder's one-copy sharded loader; an uncached id stays a download."""
+    from paradit.backend.models.loading import ModelSource
+
+    snapshot = tmp_path / "models--owner--tiny" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "model_index.json").write_text('{"_class_name": "WanPipeline"}')
+    (tmp_path / "models--owner--tiny" / "refs").mkdir()
+    (tmp_path / "models--owner--tiny" / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    source = ModelSource.parse("owner/tiny")
+    assert source.kind == "hub" and source.local_folder() == str(snapshot)
+    assert ModelSource.parse("owner/not-cached").local_folder() is None

@@ -44,6 +44,10 @@ def test_sharded_single_file_matches_the_preset(tmp_path, backends, references):
     client = backends.get(str(model), 2, "--text-encoder", str(encoder), "--vae", str(vae))
     info = client.info()
     assert info["model"] == str(model) and info["family"] == "wan-t2v"
+    files = info["model_files"]
+    assert files["variant"] == "tiny-wan"
+    assert files["files"]["transformer"]["format"] == "f32"
+    assert files["files"]["text_encoder"]["file"] == "umt5_tiny.safetensors"
     assert all(r["dit_param_bytes"] <= 0.55 * full for r in info["ranks"])  # shards only
     _, frames = run_job(client, BODY)
     backends.stop(client)

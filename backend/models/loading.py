@@ -103,6 +103,22 @@ class ModelSource:
             raise ValueError(f"{self.name} is a {self.kind}, not single files")
         return SingleFiles(tuple(self.name.split(SEPARATOR)), self.text_encoders, self.vaes)
 
+    def local_folder(self) -> str | None:
+        """The diffusers folder on this machine: a folder itself, or a hub id's snapshot in the
+        local Hugging Face cache (found without network, so `HF_HUB_OFFLINE=1` works); None
+        when a hub id is not cached (then `from_pretrained` downloads it)."""
+        if self.kind == "folder":
+            return self.name
+        if self.kind != "hub":
+            return None
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            return snapshot_download(self.name, local_files_only=True)
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            return None
+
     @property
     def tiny(self) -> bool:
         """A tiny preset: tiny default sizes (random presets get the real model's)."""
@@ -126,7 +142,8 @@ def load_pipeline(
     if source.kind == "file":
         resolved = resolve(source.single_files())
         return build_pipeline(resolved, skip=skip, dtype=dtype)
-    return _load_pretrained(source.name, skip, dtype)
+    # A cached hub id loads from its snapshot folder: the same path as a folder, offline.
+    return _load_pretrained(source.local_folder() or source.name, skip, dtype)
 
 
 def _load_pretrained(name: str, skip: frozenset[str], dtype: torch.dtype) -> DiffusionPipeline:

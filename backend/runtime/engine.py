@@ -152,6 +152,12 @@ class Runtime:
         self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: self._empty_dit(name)})
+        self.model_files: dict[str, Any] | None = None
+        """A single-file model's files: variant, and each file's role, format and why."""
+        if self.source.kind == "file":
+            from ..models.single_file.load import resolve
+
+            self.model_files = resolve(self.source.single_files()).summary()
         self.pipe.set_progress_bar_config(disable=True)
         tile_vae_from_env(self.pipe)  # PARADIT_VAE_TILE; nothing when unset
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
@@ -191,14 +197,17 @@ class Runtime:
         """The DiTs to build empty and fill shard by shard: those of a folder or of single
         files, when sharded."""
         if not (
-            self.source.kind in ("folder", "file")
+            self.source.kind in ("folder", "file", "hub")
             and plan_overrides.get("shard_weights", True)
             and self.group.replica_size > 1
         ):
             return frozenset()
         if self.source.kind == "file":
             return frozenset(DIT_COMPONENTS[: len(self.source.single_files().models)])
-        index = json.loads((Path(self.source.name) / "model_index.json").read_text())
+        folder = self.source.local_folder()  # a hub id: its snapshot in the local cache
+        if folder is None or not (Path(folder) / "model_index.json").is_file():
+            return frozenset()
+        index = json.loads((Path(folder) / "model_index.json").read_text())
         return frozenset(
             name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
         )
@@ -209,7 +218,7 @@ class Runtime:
 
             config = resolve(self.source.single_files()).dits[name].detection.config
             return empty_from_config(config, self.dtype)
-        return empty_dit(self.source.name, name, self.dtype)
+        return empty_dit(self.source.local_folder(), name, self.dtype)
 
     def _dit_weights(self, name: str) -> Any:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
@@ -219,7 +228,7 @@ class Runtime:
             weights = DitWeights(resolve(self.source.single_files()).dits[name])
             weights.check(getattr(self.pipe, name))
             return weights
-        return Path(self.source.name) / name
+        return Path(self.source.local_folder()) / name
 
     def _plan_memory(self, settings: MemorySettings, budget: Budget) -> Layout:
         """The memory layout, the same on every rank: each rank publishes its budget, rank 0
