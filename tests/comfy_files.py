@@ -256,8 +256,10 @@ def meta_model(class_name: str, config: dict) -> torch.nn.Module:
     import diffusers
     import transformers
 
+    from accelerate import init_empty_weights
+
     config = {k: v for k, v in config.items() if not k.startswith("_")}
-    with torch.device("meta"):
+    with init_empty_weights(include_buffers=True):
         if hasattr(diffusers, class_name):
             return getattr(diffusers, class_name).from_config(config)
         model_class = getattr(transformers, class_name)

@@ -2,7 +2,7 @@
 (built on the meta device, written as header-only safetensors files: no weights), and the bad
 files that must be refused at start with the file's name and what was expected.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 4 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ def real_files(tmp_path_factory):
     return files
 
 
-@pytest.mark.parametrize("variant", sorted(WAN_CONFIGS))
-@pytest.mark.parametrize("prefix", ["", WAN_PREFIX])
+@pytest.mark.parametrize(
+    ("variant", "prefix"),
+    [(v, WAN_PREFIX) for v in sorted(WAN_CONFIGS)] + [("wan-t2v-14b", "")],
+)
 def test_wan_variants_from_header(tmp_path, variant, prefix):
     path = tmp_path / "wan.safetensors"
     write_header_only(path, wan_header(variant, prefix))

@@ -1,7 +1,7 @@
 """Single-file models load to exactly the weights they hold, and make the frames of the same
 weights loaded as a diffusers pipeline: tiny Wan, Wan 2.2 pair and Flux checkpoints written in
 ComfyUI's key layouts (Wan's original names under `model.diffusion_model.`, Black Forest Labs'
-Flux names) in every format: fp32, bf16, fp16, fp8_e4m3fn, fp8_scaled, GGUF Q8_0 and Q4_K.
+Flux names) in every format: fp32, bf16, fp8_e4m3fn, fp8_scaled, GGUF Q8_0 and Q4_K.
 
 "The same weights" is what the file holds (bf16/fp8 values, fp8 times its scale, GGUF blocks
 dequantized as gguf-py defines them), so every format is compared byte for byte; the distance
@@ -9,7 +9,7 @@ of each lossy format's frames to the original float32 model's is measured and bo
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 40 s (in the suite's two-worker run on 2 cores).
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -80,9 +80,7 @@ def _write(root, original: dict[str, torch.Tensor], fmt: str, stem: str) -> tupl
     return path, write_safetensors(path, original, fmt, WAN_PREFIX)
 
 
-@pytest.mark.parametrize(
-    "fmt", ["fp32", "bf16", "fp16", "fp8_e4m3fn", "fp8_scaled", "Q8_0", "Q4_K"]
-)
+@pytest.mark.parametrize("fmt", ["fp32", "bf16", "fp8_e4m3fn", "fp8_scaled", "Q8_0", "Q4_K"])
 def test_wan_file_makes_the_frames_of_its_weights(wan, fmt):
     tiny = wan["pipe"]
     path, held = _write(wan["root"], wan_original(tiny.transformer.state_dict()), fmt, "wan")
@@ -185,7 +183,7 @@ def flux(tmp_path_factory):
     return {"root": root, "pipe": tiny, "flags": (encoders, [str(root / "ae_tiny.safetensors")])}
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "Q8_0"])
+@pytest.mark.parametrize("fmt", ["Q8_0"])  # bf16 is lossless as for Wan; Q8_0 splits blocks
 def test_flux_bfl_file_makes_the_frames_of_its_weights(flux, fmt):
     from gguf import GGMLQuantizationType, quants
 
@@ -216,7 +214,7 @@ def test_flux_bfl_file_makes_the_frames_of_its_weights(flux, fmt):
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
 
 
-@pytest.mark.parametrize("fmt", ["fp8_scaled", "Q8_0", "Q4_K"])
+@pytest.mark.parametrize("fmt", ["fp8_scaled", "Q4_K"])
 def test_any_row_block_reads_as_the_whole_tensor_does(wan, flux, fmt):
     """What an FSDP2 shard reads (rows a..b of a parameter, across fused tensors' segments
     and quantization blocks) equals those rows of the whole parameter."""
