@@ -255,7 +255,6 @@ def meta_model(class_name: str, config: dict) -> torch.nn.Module:
     """A diffusers or transformers model on the meta device from a config dict."""
     import diffusers
     import transformers
-
     from accelerate import init_empty_weights
 
     config = {k: v for k, v in config.items() if not k.startswith("_")}

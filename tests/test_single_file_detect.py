@@ -348,3 +348,43 @@ def test_hub_ids_resolve_to_the_local_cache_offline(tmp_path, monkeypatch):
     source = ModelSource.parse("owner/tiny")
     assert source.kind == "hub" and source.local_folder() == str(snapshot)
     assert ModelSource.parse("owner/not-cached").local_folder() is None
+
+
+def test_serve_flags_round_trip(tmp_path):
+    """--text-encoder repeats, --vae once; paths become absolute (ranks run elsewhere)."""
+    from paradit.backend.config import ServeConfig
+
+    argv = ["--model", "w.safetensors", "--text-encoder", "a.safetensors"]
+    argv += ["--text-encoder", "b.safetensors", "--vae", "v.safetensors"]
+    config = ServeConfig.from_argv(argv)
+    assert config.model.endswith("/w.safetensors") and config.model.startswith("/")
+    assert [p.rsplit("/", 1)[1] for p in config.text_encoders] == ["a.safetensors", "b.safetensors"]
+    assert ServeConfig.from_argv(config.to_argv()) == config
+    assert ServeConfig.from_argv(["--model", "tiny-wan"]).to_argv() == ["--model", "tiny-wan"]
+
+
+def test_umt5_file_carrying_its_sentencepiece_model(tmp_path):
+    """ComfyUI's UMT5 file holds its tokenizer as a uint8 `spiece_model` tensor: the tokenizer
+    is built from it (and tokenizes as SentencePiece itself does)."""
+    import sentencepiece as spm
+
+    from paradit.backend.models.single_file.load import recognise, spiece_tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(["a red fox running through snow", "a quick brown dog"] * 40))
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=24, pad_id=0,
+        eos_id=1, unk_id=2, bos_id=-1, minloglevel=2,
+    )  # fmt: skip
+    model_bytes = (tmp_path / "sp.model").read_bytes()
+    config = {**UMT5_XXL, "vocab_size": 64, "d_model": 32, "d_kv": 8, "d_ff": 64}
+    config |= {"num_layers": 2, "num_heads": 4}
+    encoder = meta_model("UMT5EncoderModel", config)
+    state = {k: torch.zeros(v.shape) for k, v in encoder.state_dict().items()}
+    state["spiece_model"] = torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8)
+    path = tmp_path / "umt5_with_spiece.safetensors"
+    save_file(state, str(path))
+    tokenizer = spiece_tokenizer(recognise(str(path)))
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
+    text = "a red fox running"
+    assert tokenizer(text)["input_ids"] == [*processor.encode(text), 1]  # then </s>

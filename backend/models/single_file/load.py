@@ -441,12 +441,48 @@ def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
 def _tokenizer(part: Part, preset: Preset, slot: str) -> Any:
     from ..presets import build_preset
 
+    if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
+        return spiece_tokenizer(part)
     if part.detection.config.get("vocab_size") == VOCAB_SIZE:  # the presets' byte vocabulary
         return getattr(build_preset(preset.name, components=frozenset({slot})), slot)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
         f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"
     )
+
+
+SPIECE_KEY = "spiece_model"
+
+
+def spiece_tokenizer(part: Part) -> Any:
+    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
+    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
+    not carried over: text is taken as given, which differs only for unusual Unicode)."""
+    import sentencepiece
+    import transformers
+
+    info = part.header.tensors[SPIECE_KEY]
+    reader = RowReader(part.header)
+    try:
+        raw = reader._read(info.offset, info.nbytes)  # noqa: SLF001 - the bytes as stored
+    finally:
+        reader.close()
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its SentencePiece model ({SPIECE_KEY}) "
+            f"cannot be read: {exc}"
+        ) from None
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
+    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+    vocab = part.detection.config.get("vocab_size", 0)
+    if len(tokenizer) > vocab:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its tokenizer has {len(tokenizer)} tokens, "
+            f"more than the encoder's {vocab} embeddings"
+        )
+    return tokenizer
 
 
 def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Module:
