@@ -50,10 +50,10 @@ def empty_from_config(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Mo
     if dtype != torch.float32:
         model.to(dtype=dtype)
     keep = getattr(model, "_keep_in_fp32_modules", None) or []
-    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)` keeps them
-        for name, module in model.named_modules():
+    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)`: by parameter name
+        for name, param in model.named_parameters():
             if any(part in keep for part in name.split(".")):
-                module.to(torch.float32)
+                param.data = param.data.to(torch.float32)
     return model.eval()
 
 
