@@ -7,8 +7,6 @@ Cost: about 4 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import torch
@@ -322,13 +320,6 @@ def test_gguf_quantization_we_cannot_read_is_refused(tmp_path):
         check_readable(header)
 
 
-def test_detection_does_not_change_the_caller_s_shapes():
-    shapes = wan_header("wan2.1-t2v-1.3b")
-    before = copy.deepcopy(shapes)
-    wan_header("wan2.1-t2v-1.3b")
-    assert shapes == before
-
-
 def test_hub_ids_resolve_to_the_local_cache_offline(tmp_path, monkeypatch):
     """A hub id whose snapshot is in the local cache is read from there (no network), so it
     takes the folder's one-copy sharded loader; an uncached id stays a download."""
@@ -388,3 +379,18 @@ def test_umt5_file_carrying_its_sentencepiece_model(tmp_path):
     processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
     text = "a red fox running"
     assert tokenizer(text)["input_ids"] == [*processor.encode(text), 1]  # then </s>
+
+
+def test_plan_of_a_single_file_counts_its_dit_as_held(tmp_path):
+    """`paradit plan --model FILE` plans the DiT read off the header: the shipped 1.3B model,
+    counted in the run's dtype (fp8 files are held dequantized), as from its random: preset."""
+    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
+    from paradit.backend.models.families import family_for
+
+    path = tmp_path / "wan2.1_t2v_1.3B_fp8_scaled.safetensors"
+    write_header_only(path, wan_header("wan2.1-t2v-1.3b"), dtype="F8_E4M3")
+    family = family_for("WanPipeline")
+    from_file = sizes_of_pipeline(meta_pipeline(str(path)), family, torch.bfloat16)
+    preset = sizes_of_pipeline(meta_pipeline("random:wan2.1-t2v-1.3b"), family, torch.bfloat16)
+    assert from_file.weights == preset.weights  # (the meta modules themselves differ by id)
+    assert from_file.weights["transformer"] > 2 * 1.4e9  # bf16, not the file's fp8 bytes

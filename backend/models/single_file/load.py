@@ -395,6 +395,30 @@ def build_pipeline(
     return pipe
 
 
+def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
+    """A single-file model's pipeline on the meta device for planning: the DiT(s) as their
+    headers describe them (in the file's dtype: a quantized file is planned dequantized, as
+    it is held), the rest from the preset of the recognised architecture (its reduced text
+    encoders: the real ones live on rank 0 only)."""
+    from ..presets import build_preset
+
+    files = SingleFiles.parse(model)
+    dits = [recognise(p) for p in files.models]
+    for part in dits:
+        _expect(part, "transformer", "--model")
+    preset = _PRESETS.get(dits[0].detection.variant)
+    if preset is None:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: recognised, but not "
+            "runnable from single files yet, so there is nothing to plan"
+        )
+    name = preset.pair_preset if len(dits) == 2 else preset.name
+    pipe = build_preset(name, device="meta")
+    for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
+        pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+    return pipe
+
+
 def dit_weights(resolved: Resolved, component: str) -> DitWeights:
     return DitWeights(resolved.dits[component])
 
