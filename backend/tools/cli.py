@@ -239,6 +239,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = LaunchEnv.from_environ()
     launched = {} if env is None else {"world_size": env.world_size}
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
+    from ..models.loading import ModelSource
+
+    ModelSource.parse(config.model, config.text_encoders, config.vaes)  # bad files: one line
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
