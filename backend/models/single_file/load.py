@@ -15,7 +15,7 @@ ones.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +125,6 @@ class Resolved:
     """Pipeline component -> its text encoder file."""
     vae: Part
     variant: str
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def pipeline_class(self) -> str:
@@ -161,7 +160,6 @@ def resolve(files: SingleFiles) -> Resolved:
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
             f"files yet (runs: {supported}; two files: the Wan 14B T2V pair)"
         )
-    notes = []
     if len(dits) == 2:
         names = [d.header.name.lower() for d in dits]
         if "low_noise" in names[0] and "high_noise" in names[1]:
@@ -174,7 +172,7 @@ def resolve(files: SingleFiles) -> Resolved:
     encoders = _encoders(files, preset, first)
     vae = _vae(files, first)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
-    return Resolved(preset, components, encoders, vae, variant, tuple(notes))
+    return Resolved(preset, components, encoders, vae, variant)
 
 
 def _expect(part: Part, role: str, flag: str) -> None:
@@ -348,7 +346,8 @@ def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
     return empty_from_config(config, dtype)
 
 
-def fill_whole(model: torch.nn.Module, weights: DitWeights, dtype: torch.dtype) -> None:
+def fill_whole(model: torch.nn.Module, weights: DitWeights) -> None:
+    """Read every row of every weight (world size 1, or a DiT that is not sharded)."""
     from ...parallel.sharded_load import fill_shards
 
     weights.check(model)
@@ -377,7 +376,7 @@ def build_pipeline(
         model = empty_model(part.detection.config, dtype)
         if name not in empty:
             with DitWeights(part) as weights:
-                fill_whole(model, weights, dtype)
+                fill_whole(model, weights)
         parts[name] = model
     for slot, part in resolved.encoders.items():
         wanted = slot not in skip
@@ -417,10 +416,6 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
     return pipe
-
-
-def dit_weights(resolved: Resolved, component: str) -> DitWeights:
-    return DitWeights(resolved.dits[component])
 
 
 def _pipeline_settings(preset_name: str) -> dict[str, Any]:

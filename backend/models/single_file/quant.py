@@ -18,7 +18,6 @@ mapped pages count in the rank's resident memory until the file closes).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -183,7 +182,3 @@ def _scale_rows(scale: torch.Tensor, start: int, rows: int) -> torch.Tensor:
     if scale.numel() == 1:
         return scale.reshape(1, 1)
     return scale.reshape(-1)[start : start + rows].reshape(rows, 1)
-
-
-def open_readers(paths: list[Path], headers: dict[Path, FileHeader]) -> dict[Path, RowReader]:
-    return {path: RowReader(headers[path]) for path in paths}
