@@ -49,11 +49,18 @@ class ServeConfig:
             BACKEND,
             "a text encoder file for a single-file --model (repeat for Flux: CLIP-L and T5)",
             action="append",
+            metavar="FILE",
         ),
     )
     vaes: tuple[str, ...] = field(
         default=(),
-        metadata=_flag("--vae", BACKEND, "the VAE file for a single-file --model", action="append"),
+        metadata=_flag(
+            "--vae",
+            BACKEND,
+            "the VAE file for a single-file --model",
+            action="append",
+            metavar="FILE",
+        ),
     )
     world_size: int = field(
         default=1,
