@@ -60,7 +60,28 @@ class ServeConfig:
         metadata=_flag(
             "--model",
             BACKEND,
-            "a preset (tiny-wan, tiny-wan-i2v, tiny-flux), a diffusers folder or a hub id",
+            "a preset (tiny-wan, tiny-wan-i2v, tiny-flux), a diffusers folder, a hub id, or a "
+            "single-file checkpoint (.safetensors/.gguf; Wan 2.2 A14B: HIGH,LOW)",
+        ),
+    )
+    text_encoders: tuple[str, ...] = field(
+        default=(),
+        metadata=_flag(
+            "--text-encoder",
+            BACKEND,
+            "a text encoder file for a single-file --model (repeat for Flux: CLIP-L and T5)",
+            action="append",
+            metavar="FILE",
+        ),
+    )
+    vaes: tuple[str, ...] = field(
+        default=(),
+        metadata=_flag(
+            "--vae",
+            BACKEND,
+            "the VAE file for a single-file --model",
+            action="append",
+            metavar="FILE",
         ),
     )
     world_size: int = field(
@@ -269,6 +290,13 @@ class ServeConfig:
     """Finished jobs kept in the list."""
 
     def __post_init__(self) -> None:
+        # Files are absolute: the ranks a backend starts run in another folder.
+        for name in ("text_encoders", "vaes"):  # argparse's append gives a list (or None)
+            paths = tuple(_absolute(p) for p in getattr(self, name) or ())
+            object.__setattr__(self, name, paths)
+        if self.model.lower().endswith(CHECKPOINT_SUFFIXES):
+            model = ",".join(_absolute(p.strip()) for p in self.model.split(","))
+            object.__setattr__(self, "model", model)
         if not self.model:
             raise ValueError("--model is required: a preset, a diffusers folder or a hub id")
         if not 1 <= self.world_size <= 1024:
@@ -345,6 +373,9 @@ class ServeConfig:
             flag = f.metadata["flag"]
             if isinstance(f.default, bool):
                 argv.append(flag)  # the only bool is --no-shard, set when False
+            elif isinstance(value, tuple):  # a repeatable flag
+                for item in value:
+                    argv += [flag, str(item)]
             else:
                 argv += [flag, str(value)]
         return argv
@@ -362,6 +393,13 @@ class ServeConfig:
             "ring_degree": self.ring_degree,
             "shard_weights": self.shard_weights,
         }
+
+
+CHECKPOINT_SUFFIXES = (".safetensors", ".sft", ".gguf")
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().absolute())
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -478,6 +516,8 @@ def add_flags(parser: argparse.ArgumentParser, *groups: str, model_required: boo
         kwargs: dict[str, Any] = {"dest": f.name, "help": meta["help"], **meta["argparse"]}
         if isinstance(f.default, bool):
             kwargs |= {"action": "store_false" if f.default else "store_true"}
+        elif isinstance(f.default, tuple):
+            kwargs |= {"default": None}  # append: a fresh list per parse
         else:
             kind = {"int": int, "int | None": int, "float": float, "float | None": float}
             kind = kind.get(str(f.type), str)

@@ -13,20 +13,22 @@ import torch
 
 from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
 from .random_presets import RANDOM_PRESET_NAMES
+from .single_file.load import SEPARATOR, SingleFiles, build_pipeline, is_model_file, resolve
 
 if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
     from diffusers import DiffusionPipeline
 
 logger = logging.getLogger(__name__)
 
-SOURCE_KINDS: tuple[str, ...] = ("preset", "folder", "hub")
+SOURCE_KINDS: tuple[str, ...] = ("preset", "folder", "hub", "file")
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _RULE = (
     f"use a built-in preset ({', '.join(PRESET_NAMES)}), a random-weight preset of a real "
     f"architecture ({', '.join(RANDOM_PRESET_NAMES)}), an existing diffusers folder "
     "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
-    "of the form owner/name"
+    "of the form owner/name, or a single-file checkpoint (.safetensors or .gguf) with "
+    "--text-encoder FILE and --vae FILE"
 )
 
 
@@ -35,22 +37,45 @@ class ModelSource:
     """Where a pipeline comes from."""
 
     kind: str
-    """"preset", "folder" or "hub"."""
+    """"preset", "folder", "hub" or "file"."""
     name: str
-    """The preset name, the absolute folder path, or the repo id."""
+    """The preset name, the absolute folder path, the repo id, or the checkpoint file(s)
+    (absolute, comma-separated: Wan 2.2 A14B's high-noise expert first)."""
+    text_encoders: tuple[str, ...] = ()
+    """A single-file model's text encoder files (absolute paths)."""
+    vaes: tuple[str, ...] = ()
+    """A single-file model's VAE file."""
 
     def __post_init__(self) -> None:
         if self.kind not in SOURCE_KINDS:
             raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
         if not self.name:
             raise ValueError("name must not be empty")
+        if self.kind != "file" and (self.text_encoders or self.vaes):
+            raise ValueError(
+                "--text-encoder and --vae go with a single-file --model (.safetensors or "
+                f".gguf); {self.name} is a {self.kind} that brings its own"
+            )
 
     @classmethod
-    def parse(cls, model: str) -> ModelSource:
-        """Read a `--model` value: a preset name, then an existing folder, then owner/name."""
+    def parse(
+        cls, model: str, text_encoders: tuple[str, ...] = (), vaes: tuple[str, ...] = ()
+    ) -> ModelSource:
+        """Read a `--model` value: a preset name, checkpoint file(s), an existing folder, then
+        owner/name. Single files are recognised and checked here (headers only: fast), so a
+        bad file is refused before any rank starts."""
         text = model.strip() if isinstance(model, str) else ""
         if not text:
             raise ValueError(f"the model is empty: {_RULE}")
+        if is_model_file(text):
+            files = SingleFiles.parse(text, text_encoders, vaes)
+            resolve(files)  # ValueError naming the file and what was expected
+            return cls("file", SEPARATOR.join(files.models), files.text_encoders, files.vaes)
+        if text_encoders or vaes:
+            raise ValueError(
+                "--text-encoder and --vae go with a single-file --model (.safetensors or "
+                f".gguf); {text} brings its own"
+            )
         if is_preset(text):
             return cls("preset", text)
         path = os.path.expanduser(text)
@@ -62,13 +87,37 @@ class ModelSource:
                 )
             return cls("folder", os.path.abspath(path))
         if os.path.exists(path):
-            raise ValueError(f"{text!r} is a file, not a folder: {_RULE}")
+            raise ValueError(
+                f"{text!r} is a file but not a checkpoint (.safetensors, .sft or .gguf): {_RULE}"
+            )
         if _HUB_ID.fullmatch(text) and ".." not in text:
             return cls("hub", text)
         raise ValueError(f"model {text!r} is neither a preset nor an existing folder: {_RULE}")
 
     def __str__(self) -> str:
         return self.name
+
+    def single_files(self) -> SingleFiles:
+        """A single-file source's files (ValueError for other kinds)."""
+        if self.kind != "file":
+            raise ValueError(f"{self.name} is a {self.kind}, not single files")
+        return SingleFiles(tuple(self.name.split(SEPARATOR)), self.text_encoders, self.vaes)
+
+    def local_folder(self) -> str | None:
+        """The diffusers folder on this machine: a folder itself, or a hub id's snapshot in the
+        local Hugging Face cache (found without network, so `HF_HUB_OFFLINE=1` works); None
+        when a hub id is not cached (then `from_pretrained` downloads it)."""
+        if self.kind == "folder":
+            return self.name
+        if self.kind != "hub":
+            return None
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            return snapshot_download(self.name, local_files_only=True)
+        except (LocalEntryNotFoundError, OSError, ValueError):
+            return None
 
     @property
     def tiny(self) -> bool:
@@ -90,7 +139,11 @@ def load_pipeline(
         if dtype != torch.float32:
             pipe.to(dtype=dtype)  # tiny presets are built in float32
         return pipe
-    return _load_pretrained(source.name, skip, dtype)
+    if source.kind == "file":
+        resolved = resolve(source.single_files())
+        return build_pipeline(resolved, skip=skip, dtype=dtype)
+    # A cached hub id loads from its snapshot folder: the same path as a folder, offline.
+    return _load_pretrained(source.local_folder() or source.name, skip, dtype)
 
 
 def _load_pretrained(name: str, skip: frozenset[str], dtype: torch.dtype) -> DiffusionPipeline:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -35,20 +35,25 @@ INDEX_SUFFIX = ".safetensors.index.json"
 
 def empty_dit(folder: str | Path, component: str, dtype: torch.dtype) -> torch.nn.Module:
     """The pipeline's `component` DiT from its config, parameters on the meta device."""
+    path = Path(folder) / component
+    return empty_from_config(json.loads((path / "config.json").read_text()), dtype)
+
+
+def empty_from_config(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
+    """A diffusers model from its config (with `_class_name`), parameters on meta."""
     import diffusers
     from accelerate import init_empty_weights
 
-    path = Path(folder) / component
-    config = json.loads((path / "config.json").read_text())
     model_class = getattr(diffusers, config["_class_name"])
     with init_empty_weights(include_buffers=False):
         model = model_class.from_config(config)
-    model.to(dtype=dtype)
+    if dtype != torch.float32:
+        model.to(dtype=dtype)
     keep = getattr(model, "_keep_in_fp32_modules", None) or []
-    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)` keeps them
-        for name, module in model.named_modules():
+    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)`: by parameter name
+        for name, param in model.named_parameters():
             if any(part in keep for part in name.split(".")):
-                module.to(torch.float32)
+                param.data = param.data.to(torch.float32)
     return model.eval()
 
 
@@ -132,36 +137,66 @@ def _rows(param: torch.Tensor) -> tuple[int, int, torch.Tensor]:
     return offset[0] if offset else 0, rows, param.to_local()
 
 
-def fill_shards(model: torch.nn.Module, folder: str | Path, device: torch.device) -> int:
+class WeightSource(Protocol):
+    """Where `fill_shards` reads weights: rows of a named parameter into a given tensor."""
+
+    def names(self) -> set[str]: ...
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class FolderWeights:
+    """The safetensors files of a diffusers model folder (one component's)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.files = checkpoint_files(folder)
+        self._readers: dict[Path, SafetensorsFile] = {}
+
+    def names(self) -> set[str]:
+        return set(self.files)
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        file = self.files[name]
+        if file not in self._readers:
+            self._readers[file] = SafetensorsFile(file)
+        return self._readers[file].read_rows(name, start, out)
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+
+def fill_shards(
+    model: torch.nn.Module, source: str | Path | WeightSource, device: torch.device
+) -> int:
     """Give the sharded meta model memory on `device` and read this rank's rows of every
-    weight from `folder`'s safetensors files. Returns the bytes read."""
+    weight from `source` (a model folder, or e.g. a single-file checkpoint's
+    `models.single_file.DitWeights`). Returns the bytes read."""
+    weights = FolderWeights(source) if isinstance(source, (str, Path)) else source
     buffers = {name: buf.detach().clone() for name, buf in model.named_buffers()}
     model.to_empty(device=device)
     with torch.no_grad():
         for name, buf in model.named_buffers():
             buf.copy_(buffers[name])
-    files = checkpoint_files(folder)
-    missing = [name for name, _ in model.named_parameters() if name not in files]
+    names = weights.names()
+    missing = [name for name, _ in model.named_parameters() if name not in names]
     if missing:
-        raise ValueError(f"{folder} has no weights for {missing[:5]} ({len(missing)} in all)")
-    readers: dict[Path, SafetensorsFile] = {}
+        raise ValueError(f"{source} has no weights for {missing[:5]} ({len(missing)} in all)")
     read = 0
     try:
         with torch.no_grad():
             for name, param in model.named_parameters():
-                file = files[name]
-                if file not in readers:
-                    readers[file] = SafetensorsFile(file)
                 start, _, local = _rows(param)
                 if local.numel():
-                    read += readers[file].read_rows(name, start, local)
+                    read += weights.read_rows(name, start, local)
             for name, buf in model.named_buffers():
-                if name in files and buf.numel():  # a saved (persistent) buffer: all of it
-                    if files[name] not in readers:
-                        readers[files[name]] = SafetensorsFile(files[name])
-                    read += readers[files[name]].read_rows(name, 0, buf)
+                if name in names and buf.numel():  # a saved (persistent) buffer: all of it
+                    read += weights.read_rows(name, 0, buf)
     finally:
-        for reader in readers.values():
-            reader.close()
-    log.info("read %.1f MiB of %s (this rank's shards)", read / 2**20, Path(folder).name)
+        weights.close()
+    log.info("read %.1f MiB of %s (this rank's shards)", read / 2**20, source)
     return read

@@ -40,7 +40,7 @@ from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
-from ..parallel.sharded_load import empty_dit, fill_shards
+from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from .faults import Faults
@@ -65,6 +65,10 @@ def pipeline_class_name(source: ModelSource) -> str:
         from ..models.presets import preset_pipeline_class
 
         return preset_pipeline_class(source.name)
+    if source.kind == "file":
+        from ..models.single_file.load import resolve
+
+        return resolve(source.single_files()).pipeline_class
     from diffusers import DiffusionPipeline
 
     return DiffusionPipeline.load_config(source.name)["_class_name"]
@@ -116,9 +120,12 @@ class Runtime:
         plan_overrides: dict[str, Any],
         dtype: str,
         memory: MemorySettings | None = None,
+        *,
+        text_encoders: tuple[str, ...] = (),
+        vaes: tuple[str, ...] = (),
     ):
         self.group = group
-        self.source = ModelSource.parse(model)
+        self.source = ModelSource.parse(model, text_encoders, vaes)
         pipeline_class = pipeline_class_name(self.source)
         self.family: Family = family_for(pipeline_class)
         # What the process holds before the model: the libraries, imported here (the pipeline
@@ -149,7 +156,13 @@ class Runtime:
         lazy = self._lazy_dits(plan_overrides)
         self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
         for name in sorted(lazy):
-            self.pipe.register_modules(**{name: empty_dit(self.source.name, name, self.dtype)})
+            self.pipe.register_modules(**{name: self._empty_dit(name)})
+        self.model_files: dict[str, Any] | None = None
+        """A single-file model's files: variant, and each file's role, format and why."""
+        if self.source.kind == "file":
+            from ..models.single_file.load import resolve
+
+            self.model_files = resolve(self.source.single_files()).summary()
         self.pipe.set_progress_bar_config(disable=True)
         tile_vae_from_env(self.pipe, memory.vae_tile)  # --vae-tile, else PARADIT_VAE_TILE
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
@@ -178,7 +191,7 @@ class Runtime:
         for name in sorted(lazy):
             host = placement.fsdp_offload(self.layout, group.device)
             target = torch.device("cpu") if host else group.device
-            fill_shards(getattr(self.pipe, name), Path(self.source.name) / name, target)
+            fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
@@ -189,17 +202,41 @@ class Runtime:
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
     def _lazy_dits(self, plan_overrides: dict[str, Any]) -> frozenset[str]:
-        """The DiTs to build empty and fill shard by shard: those of a folder, when sharded."""
+        """The DiTs to build empty and fill shard by shard: those of a folder or of single
+        files, when sharded."""
         if not (
-            self.source.kind == "folder"
+            self.source.kind in ("folder", "file", "hub")
             and plan_overrides.get("shard_weights", True)
             and self.group.replica_size > 1
         ):
             return frozenset()
-        index = json.loads((Path(self.source.name) / "model_index.json").read_text())
+        if self.source.kind == "file":
+            return frozenset(DIT_COMPONENTS[: len(self.source.single_files().models)])
+        folder = self.source.local_folder()  # a hub id: its snapshot in the local cache
+        if folder is None or not (Path(folder) / "model_index.json").is_file():
+            return frozenset()
+        index = json.loads((Path(folder) / "model_index.json").read_text())
         return frozenset(
             name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
         )
+
+    def _empty_dit(self, name: str) -> torch.nn.Module:
+        if self.source.kind == "file":
+            from ..models.single_file.load import resolve
+
+            config = resolve(self.source.single_files()).dits[name].detection.config
+            return empty_from_config(config, self.dtype)
+        return empty_dit(self.source.local_folder(), name, self.dtype)
+
+    def _dit_weights(self, name: str) -> Any:
+        """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
+        if self.source.kind == "file":
+            from ..models.single_file.load import DitWeights, resolve
+
+            weights = DitWeights(resolve(self.source.single_files()).dits[name])
+            weights.check(getattr(self.pipe, name))
+            return weights
+        return Path(self.source.local_folder()) / name
 
     def _plan_memory(self, settings: MemorySettings, budget: Budget) -> Layout:
         """The memory layout, the same on every rank: each rank publishes its budget, rank 0

@@ -34,7 +34,15 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
     timeout = timedelta(seconds=config.timeout_s)
     group = join_group(env, device, timeout, store, abort, config.dp_degree)
     dtype = "bfloat16" if device.type == "cuda" else "float32"
-    runtime = Runtime(group, config.model, config.plan_overrides(), dtype, config.memory_settings())
+    runtime = Runtime(
+        group,
+        config.model,
+        config.plan_overrides(),
+        dtype,
+        config.memory_settings(),
+        text_encoders=config.text_encoders,
+        vaes=config.vaes,
+    )
     return group, runtime
 
 

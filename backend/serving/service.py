@@ -86,6 +86,8 @@ class Service:
             "plan": {**runtime.plan.to_dict(), "dp_degree": group.dp_degree},
             "limits": runtime.limits.to_dict(),
         }
+        if runtime.model_files is not None:  # a single-file model: what each file was read as
+            self.meta["model_files"] = runtime.model_files
         self.writer.attach(self.meta, [r.ranks for r in self.replicas], runtime.limits.fps)
         self.load_seconds = runtime.load_seconds
 

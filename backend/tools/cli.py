@@ -119,6 +119,10 @@ def build_parser() -> Parser:
     p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    p = sub.add_parser("models", help="what single-file models a ComfyUI models folder holds")
+    p.add_argument("folder", help="a ComfyUI models folder (or any folder of checkpoints)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -192,7 +196,8 @@ def backend_config(args: argparse.Namespace, **overrides: Any) -> ServeConfig | 
         return None
     if not args.model:
         raise UsageError("give --server URL or --model M")
-    ModelSource.parse(args.model)  # a bad model fails here, in one line
+    # a bad model (or a bad single file) fails here, in one line
+    ModelSource.parse(args.model, tuple(args.text_encoders or ()), tuple(args.vaes or ()))
     return ServeConfig.from_args(args, **overrides)
 
 
@@ -240,6 +245,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = LaunchEnv.from_environ()
     launched = {} if env is None else {"world_size": env.world_size}
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
+    from ..models.loading import ModelSource
+
+    ModelSource.parse(config.model, config.text_encoders, config.vaes)  # bad files: one line
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
@@ -310,6 +318,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if report["fits"] else 3
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from ..models.single_file.listing import list_models, render
+
+    entries = list_models(args.folder)
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+    else:
+        print(render(entries))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -337,6 +356,7 @@ COMMANDS = {
     "verify": cmd_verify,
     "batch": cmd_batch,
     "plan": cmd_plan,
+    "models": cmd_models,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }

@@ -1,0 +1,405 @@
+"""Which model a checkpoint holds, from its header alone (key names and shapes), with reasons.
+
+Nothing is downloaded and no config is guessed from a hub repo: the architecture is read off
+the shapes (layer counts from the block indices, widths from the weight shapes) and the only
+number a header cannot show, the attention head width, is 128 for every real Wan and Flux
+(the tiny test architectures of the built-in presets use 16). Every decision carries the
+reasons it was taken on, so `paradit models DIR` and the refusals can say why.
+
+Roles: "transformer" (a DiT: Wan 2.1/2.2 or Flux.1, in ComfyUI/Wan, BFL or diffusers key
+names), "text_encoder" (UMT5, T5, CLIP-L in Hugging Face key names), "vae" (Wan 2.1, Wan 2.2
+and Flux autoencoders), "lora", "clip_vision" and "unknown".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
+from .header import FileHeader
+
+REAL_HEAD_DIM = 128
+TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
+DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
+ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
+FAMILIES = ("wan", "flux")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What a file is, and why we think so."""
+
+    role: str
+    family: str | None = None
+    """"wan" or "flux" for a DiT or VAE; the encoder kind ("umt5", "t5", "clip") otherwise."""
+    variant: str = ""
+    """e.g. "wan2.1-t2v-14b", "wan2.2-ti2v-5b", "flux.1-dev", "umt5 4096"."""
+    layout: str = ""
+    """Key names: "wan" (original/ComfyUI), "bfl", "diffusers", "hf", "ldm"."""
+    prefix: str = ""
+    """Prefix stripped from every key (ComfyUI's `model.diffusion_model.`)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The diffusers/transformers config read off the shapes (DiTs, encoders, VAEs)."""
+    reasons: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+
+    def describe(self) -> str:
+        what = " ".join(x for x in (self.variant or self.family or "", self.role) if x)
+        return f"{what}: {'; '.join(self.reasons)}"
+
+
+def detect(header: FileHeader) -> Detection:
+    """Recognise a checkpoint from its header; role "unknown" with the reasons if nothing fits."""
+    keys = header.tensors
+    if any(_is_lora_key(k) for k in keys):
+        return Detection("lora", reasons=("has LoRA keys (lora_up/lora_down/lora_A/lora_B)",))
+    for prefix in ("", *DIT_PREFIXES):
+        if f"{prefix}blocks.0.self_attn.q.weight" in keys:
+            return _wan_dit(header, prefix, "wan")
+        if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
+            return _flux_dit(header, prefix)
+    if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
+        return _wan_dit(header, "", "diffusers")
+    if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
+        return _flux_dit_diffusers(header)
+    for detector in (_t5, _clip_text, _wan_vae, _kl_vae):
+        found = detector(header)
+        if found is not None:
+            return found
+    if any(k.startswith(("visual.", "vision_model.")) for k in keys):
+        return Detection("clip_vision", reasons=("has CLIP vision tower keys",))
+    sample = ", ".join(sorted(keys)[:3])
+    return Detection(
+        "unknown",
+        reasons=(
+            f"no known key layout (Wan blocks.N.self_attn.q, Flux double_blocks.N.img_attn.qkv, "
+            f"T5/UMT5 encoder.block.N, CLIP text_model, Wan/Flux VAE); first keys: {sample}",
+        ),
+    )
+
+
+def _is_lora_key(key: str) -> bool:
+    return any(
+        part in key for part in (".lora_down.", ".lora_up.", ".lora_A.", ".lora_B.", "lora_unet_")
+    )
+
+
+def _count(keys: Any, pattern: str) -> int:
+    """Number of distinct N in keys matching `pattern` (a regex with one (\\d+) group)."""
+    regex = re.compile(pattern)
+    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
+    return max(found) + 1 if found else 0
+
+
+def _head_dim(width: int) -> int:
+    if width % REAL_HEAD_DIM == 0:
+        return REAL_HEAD_DIM
+    if width == TINY_WIDTH:
+        return TINY_HEAD_DIM
+    raise ValueError(
+        f"a width of {width} is no known Wan or Flux model (real ones are multiples of 128)"
+    )
+
+
+# -- Wan --------------------------------------------------------------------------------------
+
+_WAN_NAMES = {
+    # (width, input channels, image embedding) -> variant
+    (1536, 16, False): "wan2.1-t2v-1.3b",
+    (5120, 16, False): "wan-t2v-14b",  # Wan 2.1 T2V 14B, or one expert of Wan 2.2 T2V A14B
+    (5120, 36, True): "wan2.1-i2v-14b",
+    (5120, 36, False): "wan2.2-i2v-a14b",  # one expert of the pair
+    (3072, 48, False): "wan2.2-ti2v-5b",
+    (TINY_WIDTH, 16, False): "tiny-wan",
+    (TINY_WIDTH, 36, True): "tiny-wan-i2v",
+}
+
+
+def _wan_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
+    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+    if layout == "diffusers":
+        names = {
+            "patch": "patch_embedding.weight",
+            "text": "condition_embedder.text_embedder.linear_1.weight",
+            "ffn": "blocks.0.ffn.net.0.proj.weight",
+            "head": "proj_out.weight",
+            "img": "condition_embedder.image_embedder.norm1.weight",
+            "freq": "condition_embedder.time_embedder.linear_1.weight",
+        }
+        block = r"blocks\.(\d+)\.attn1\.to_q\.weight$"
+    else:
+        names = {
+            "patch": "patch_embedding.weight",
+            "text": "text_embedding.0.weight",
+            "ffn": "blocks.0.ffn.0.weight",
+            "head": "head.head.weight",
+            "img": "img_emb.proj.0.weight",
+            "freq": "time_embedding.0.weight",
+        }
+        block = r"blocks\.(\d+)\.self_attn\.q\.weight$"
+    missing = [n for k, n in names.items() if k != "img" and n not in keys]
+    if missing:
+        return Detection(
+            "unknown", "wan", layout=layout, reasons=(f"Wan-like keys but no {missing[0]}",)
+        )
+    patch = keys[names["patch"]]
+    if len(patch) != 5:
+        return Detection("unknown", "wan", reasons=(f"patch_embedding has shape {patch}",))
+    width, in_channels, patch_size = patch[0], patch[1], tuple(patch[2:])
+    has_image = names["img"] in keys
+    num_layers = _count(keys, block)
+    reasons = [
+        f"Wan DiT keys ({'blocks.N.self_attn.q' if layout == 'wan' else 'blocks.N.attn1.to_q'})"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {width}, {num_layers} blocks, {in_channels} input channels"
+        + (", image embedding (img_emb)" if has_image else ""),
+    ]
+    variant = _WAN_NAMES.get((width, in_channels, has_image))
+    if variant is None:
+        return Detection(
+            "unknown",
+            "wan",
+            layout=layout,
+            reasons=(*reasons, "no Wan 2.1/2.2 variant has this width and channel count"),
+        )
+    head_dim = _head_dim(width)
+    config: dict[str, Any] = {
+        "_class_name": "WanTransformer3DModel",
+        "patch_size": list(patch_size),
+        "num_attention_heads": width // head_dim,
+        "attention_head_dim": head_dim,
+        "in_channels": in_channels,
+        "out_channels": keys[names["head"]][0] // (patch_size[0] * patch_size[1] * patch_size[2]),
+        "text_dim": keys[names["text"]][1],
+        "freq_dim": keys[names["freq"]][1],
+        "ffn_dim": keys[names["ffn"]][0],
+        "num_layers": num_layers,
+        "cross_attn_norm": True,
+        "qk_norm": "rms_norm_across_heads",
+        "eps": 1e-6,
+        "image_dim": keys[names["img"]][0] if has_image else None,
+        "added_kv_proj_dim": width if has_image else None,
+        "rope_max_seq_len": 1024,
+    }
+    if "img_emb.emb_pos" in keys:
+        config["pos_embed_seq_len"] = keys["img_emb.emb_pos"][1]
+    reasons.append(f"head width {head_dim} ({width // head_dim} heads)")
+    return Detection("transformer", "wan", variant, layout, prefix, config, tuple(reasons))
+
+
+# -- Flux -------------------------------------------------------------------------------------
+
+
+def _flux_config(
+    width: int, in_channels: int, layers: int, singles: int, joint: int, pooled: int, guided: bool
+) -> dict[str, Any]:
+    head_dim = _head_dim(width)
+    return {
+        "_class_name": "FluxTransformer2DModel",
+        "patch_size": 1,
+        "in_channels": in_channels,
+        "out_channels": None,
+        "num_layers": layers,
+        "num_single_layers": singles,
+        "attention_head_dim": head_dim,
+        "num_attention_heads": width // head_dim,
+        "joint_attention_dim": joint,
+        "pooled_projection_dim": pooled,
+        "guidance_embeds": guided,
+        "axes_dims_rope": [16, 56, 56] if head_dim == REAL_HEAD_DIM else [4, 6, 6],
+    }
+
+
+def _flux_dit(header: FileHeader, prefix: str) -> Detection:
+    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+    need = ("img_in.weight", "txt_in.weight", "vector_in.in_layer.weight")
+    missing = [n for n in need if n not in keys]
+    if missing:
+        return Detection("unknown", "flux", reasons=(f"Flux-like keys but no {missing[0]}",))
+    width, in_channels = keys["img_in.weight"]
+    guided = "guidance_in.in_layer.weight" in keys
+    layers = _count(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
+    singles = _count(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
+    joint, pooled = keys["txt_in.weight"][1], keys["vector_in.in_layer.weight"][1]
+    reasons = [
+        "Flux DiT keys in Black Forest Labs' layout (double_blocks.N.img_attn.qkv)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {width}, {layers} double + {singles} single blocks, "
+        + ("guidance embedding (dev)" if guided else "no guidance embedding (schnell)"),
+    ]
+    try:
+        config = _flux_config(width, in_channels, layers, singles, joint, pooled, guided)
+    except ValueError as exc:
+        return Detection("unknown", "flux", reasons=(*reasons, str(exc)))
+    variant = _flux_variant(width, guided)
+    return Detection("transformer", "flux", variant, "bfl", prefix, config, tuple(reasons))
+
+
+def _flux_dit_diffusers(header: FileHeader) -> Detection:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    width, in_channels = keys["x_embedder.weight"]
+    guided = "time_text_embed.guidance_embedder.linear_1.weight" in keys
+    layers = _count(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+    singles = _count(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+    joint = keys["context_embedder.weight"][1]
+    pooled = keys["time_text_embed.text_embedder.linear_1.weight"][1]
+    reasons = (
+        "Flux DiT keys in diffusers' layout (transformer_blocks.N.attn.to_q)",
+        f"width {width}, {layers} double + {singles} single blocks",
+    )
+    try:
+        config = _flux_config(width, in_channels, layers, singles, joint, pooled, guided)
+    except ValueError as exc:
+        return Detection("unknown", "flux", reasons=(*reasons, str(exc)))
+    variant = _flux_variant(width, guided)
+    return Detection("transformer", "flux", variant, "diffusers", "", config, reasons)
+
+
+def _flux_variant(width: int, guided: bool) -> str:
+    if width == TINY_WIDTH:
+        return "tiny-flux"
+    return "flux.1-dev" if guided else "flux.1-schnell"
+
+
+# -- text encoders ----------------------------------------------------------------------------
+
+
+def _t5(header: FileHeader) -> Detection | None:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (
+            p
+            for p in ("", "encoder.")
+            if f"{p}encoder.block.0.layer.0.SelfAttention.q.weight" in keys
+        ),
+        None,
+    )
+    if prefix is None:
+        return None
+    if prefix:  # some files nest the encoder once more
+        keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
+    embed = keys.get("shared.weight") or keys.get("encoder.embed_tokens.weight")
+    if embed is None:
+        return Detection("unknown", "t5", reasons=("T5-like keys but no token embedding",))
+    vocab, d_model = embed
+    layers = _count(keys, r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.q\.weight$")
+    bias = "encoder.block.{}.layer.0.SelfAttention.relative_attention_bias.weight"
+    umt5 = bias.format(1) in keys
+    buckets, heads = keys[bias.format(0)]
+    inner = keys["encoder.block.0.layer.0.SelfAttention.q.weight"][0]
+    gated = "encoder.block.0.layer.1.DenseReluDense.wi_0.weight" in keys
+    d_ff = keys[
+        "encoder.block.0.layer.1.DenseReluDense." + ("wi_0" if gated else "wi") + ".weight"
+    ][0]
+    kind = "umt5" if umt5 else "t5"
+    config = {
+        "_class_name": "UMT5EncoderModel" if umt5 else "T5EncoderModel",
+        "vocab_size": vocab,
+        "d_model": d_model,
+        "d_kv": inner // heads,
+        "d_ff": d_ff,
+        "num_layers": layers,
+        "num_heads": heads,
+        "relative_attention_num_buckets": buckets,
+        "relative_attention_max_distance": 128,
+        "feed_forward_proj": "gated-gelu" if gated else "relu",
+        "layer_norm_epsilon": 1e-6,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "decoder_start_token_id": 0,
+    }
+    reasons = (
+        f"{kind.upper()} encoder keys (encoder.block.N"
+        + (", relative attention bias in every block" if umt5 else "")
+        + ")",
+        f"width {d_model}, {layers} blocks, {heads} heads, vocabulary {vocab}",
+    )
+    return Detection("text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons)
+
+
+def _clip_text(header: FileHeader) -> Detection | None:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (p for p in ("text_model.", "") if f"{p}embeddings.token_embedding.weight" in keys), None
+    )
+    if prefix is None:
+        return None
+    vocab, hidden = keys[f"{prefix}embeddings.token_embedding.weight"]
+    positions = keys[f"{prefix}embeddings.position_embedding.weight"][0]
+    layers = _count(keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    intermediate = keys[f"{prefix}encoder.layers.0.mlp.fc1.weight"][0]
+    byte_vocab = vocab == VOCAB_SIZE  # the presets' reduced encoders (seeded.byte_tokenizer)
+    heads = hidden // (64 if hidden % 64 == 0 else 8)  # CLIP-L: 64-wide heads; tiny: 8
+    config = {
+        "_class_name": "CLIPTextModel",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "projection_dim": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "max_position_embeddings": positions,
+        "hidden_act": "quick_gelu",
+        # CLIP's pooled output is taken at the first end-of-text token
+        **(
+            {"pad_token_id": PAD_ID, "bos_token_id": EOS_ID, "eos_token_id": EOS_ID}
+            if byte_vocab
+            else {}
+        ),
+    }
+    reasons = (
+        "CLIP text model keys (text_model.encoder.layers.N)",
+        f"width {hidden}, {layers} layers, vocabulary {vocab}",
+    )
+    return Detection("text_encoder", "clip", f"clip {hidden}", "hf", "", config, reasons)
+
+
+# -- VAEs -------------------------------------------------------------------------------------
+
+
+def _wan_vae(header: FileHeader) -> Detection | None:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    if "encoder.conv1.weight" in keys and "decoder.conv1.weight" in keys and "conv2.weight" in keys:
+        layout, first, post = "wan", "encoder.conv1.weight", "conv2.weight"
+    elif "encoder.conv_in.weight" in keys and "post_quant_conv.weight" in keys:
+        layout, first, post = "diffusers", "encoder.conv_in.weight", "post_quant_conv.weight"
+        if len(keys[first]) != 5:
+            return None  # a 2D (Flux/SD) VAE in diffusers' layout
+    else:
+        return None
+    if len(keys[first]) != 5:
+        return None
+    base_dim, in_channels = keys[first][0], keys[first][1]
+    z_dim = keys[post][0]
+    version = "wan2.2" if z_dim == 48 else "wan2.1"
+    reasons = (
+        f"Wan video VAE keys ({layout} layout, 3D convolutions)",
+        f"{z_dim} latent channels, base width {base_dim}, {in_channels} input channels",
+    )
+    config = {"base_dim": base_dim, "z_dim": z_dim, "in_channels": in_channels}
+    return Detection("vae", "wan", f"{version} vae", layout, "", config, reasons)
+
+
+def _kl_vae(header: FileHeader) -> Detection | None:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    for layout, first, latent in (
+        ("ldm", "encoder.conv_in.weight", "encoder.conv_out.weight"),
+        ("diffusers", "encoder.conv_in.weight", "encoder.conv_out.weight"),
+    ):
+        if first in keys and len(keys[first]) == 4 and latent in keys:
+            layout = "ldm" if "encoder.down.0.block.0.conv1.weight" in keys else "diffusers"
+            z2 = keys[latent][0]
+            reasons = (
+                f"2D autoencoder keys ({layout} layout)",
+                f"{z2 // 2} latent channels, base width {keys[first][0]}",
+            )
+            family = "flux" if z2 == 32 else None
+            variant = "flux vae" if family else f"kl vae ({z2 // 2} channels)"
+            config = {"latent_channels": z2 // 2, "base_width": keys[first][0]}
+            return Detection("vae", family, variant, layout, "", config, reasons)
+    return None

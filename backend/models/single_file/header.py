@@ -1,0 +1,155 @@
+"""What a checkpoint file holds, read from its header alone: names, dtypes, shapes, offsets.
+
+Two formats: safetensors (an 8-byte little-endian header length, a JSON header, then the data)
+and GGUF (read with the `gguf` package, whose reader maps the file without reading tensor
+data). Nothing here reads a weight, so a 14B checkpoint is described in milliseconds, and a
+header can be tested without any weights behind it (`read_header(..., check_size=False)`).
+A file too short for the offsets its header names is refused here: truncated downloads are
+the commonest bad file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SAFETENSORS_SUFFIXES = (".safetensors", ".sft")
+GGUF_SUFFIX = ".gguf"
+GGUF_ORIG_SHAPE = "comfy.gguf.orig_shape."
+"""ComfyUI-GGUF's metadata key prefix for tensors stored with a different (<= 4-dim) shape."""
+_MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as its file stores it."""
+
+    dtype: str
+    """safetensors dtype ("BF16", "F8_E4M3", ...) or GGUF type name ("Q8_0", "F16", ...)."""
+    shape: tuple[int, ...]
+    """The logical shape (GGUF: numpy order, ComfyUI-GGUF's original shape where it gave one)."""
+    offset: int
+    """Absolute byte offset of the data in the file."""
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    """A checkpoint's tensors and metadata, without their data."""
+
+    path: Path
+    format: str
+    """"safetensors" or "gguf"."""
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.format not in ("safetensors", "gguf"):
+            raise ValueError(f"format must be safetensors or gguf, got {self.format!r}")
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def shape(self, key: str) -> tuple[int, ...] | None:
+        info = self.tensors.get(key)
+        return None if info is None else info.shape
+
+
+def read_header(path: str | Path, *, check_size: bool = True) -> FileHeader:
+    """The header of a .safetensors or .gguf file; ValueError naming the file when it is not
+    one, or is shorter than its header says (`check_size=False`: headers written alone)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"GGUF":
+        return _gguf_header(path, check_size)
+    if path.suffix.lower() == GGUF_SUFFIX:
+        raise ValueError(f"{path.name}: not a GGUF file (it does not start with 'GGUF')")
+    return _safetensors_header(path, check_size)
+
+
+def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if 0 < length <= _MAX_HEADER and length > size - 8 and f.read(1) == b"{":
+            raise ValueError(
+                f"{path.name} is truncated: its JSON header alone takes {length} bytes, the "
+                f"file has {size} (an interrupted download?)"
+            )
+        if not 0 < length <= min(_MAX_HEADER, size - 8):
+            raise ValueError(
+                f"{path.name}: not a safetensors file (expected an 8-byte header length and a "
+                f"JSON header; the file has {size} bytes)"
+            )
+        try:
+            raw = json.loads(f.read(length))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ValueError(
+                f"{path.name}: not a safetensors file (its header is not JSON)"
+            ) from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path.name}: not a safetensors file (its header is not a table)")
+    data_start = 8 + length
+    metadata = raw.pop("__metadata__", None) or {}
+    tensors: dict[str, TensorInfo] = {}
+    end = 0
+    for name, entry in raw.items():
+        try:
+            begin, stop = (int(x) for x in entry["data_offsets"])
+            tensors[name] = TensorInfo(
+                str(entry["dtype"]),
+                tuple(int(s) for s in entry["shape"]),
+                data_start + begin,
+                stop - begin,
+            )
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}") from None
+        end = max(end, data_start + stop)
+    if check_size and end > size:
+        raise ValueError(
+            f"{path.name} is truncated: its header names {end} bytes of data, the file has "
+            f"{size} (an interrupted download?)"
+        )
+    return FileHeader(path, "safetensors", tensors, dict(metadata))
+
+
+def _gguf_header(path: Path, check_size: bool) -> FileHeader:
+    try:
+        import gguf
+    except ImportError:  # a declared dependency; say so rather than a bare ImportError
+        raise ValueError(f"{path.name}: reading GGUF files needs the `gguf` package") from None
+    try:
+        reader = gguf.GGUFReader(path, "r")
+    except (ValueError, IndexError, OSError) as exc:
+        size = path.stat().st_size
+        raise ValueError(
+            f"{path.name}: unreadable GGUF file of {size} bytes (truncated or damaged: {exc})"
+        ) from None
+    metadata: dict[str, Any] = {}
+    for key, fld in reader.fields.items():
+        if key.startswith(GGUF_ORIG_SHAPE) or key in ("general.architecture",):
+            metadata[key] = fld.contents()
+    tensors: dict[str, TensorInfo] = {}
+    size = path.stat().st_size
+    for t in reader.tensors:
+        shape = tuple(int(s) for s in reversed(t.shape.tolist()))
+        orig = metadata.get(GGUF_ORIG_SHAPE + t.name)
+        if orig:
+            shape = tuple(int(s) for s in orig)
+        info = TensorInfo(t.tensor_type.name, shape, int(t.data_offset), int(t.n_bytes))
+        if check_size and info.offset + info.nbytes > size:
+            raise ValueError(f"{path.name} is truncated: tensor {t.name} runs past the end")
+        tensors[t.name] = info
+    return FileHeader(path, "gguf", tensors, metadata)

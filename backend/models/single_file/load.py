@@ -1,0 +1,534 @@
+"""Single-file models: check the files, build the pipeline, read each rank's rows.
+
+`SingleFiles` is what the user gave (`--model FILE[,FILE]`, `--text-encoder FILE`...,
+`--vae FILE`); `resolve` reads their headers, recognises each file and checks that they fit
+together (the DiT's text width against the encoder's, the VAE's latent channels against the
+DiT's, two experts of one architecture), refusing with the file's name and what was expected.
+`build_pipeline` assembles the diffusers pipeline: DiTs are built on the meta device and
+filled from their files through `DitWeights` (the same row reads that fill an FSDP2 shard),
+encoders and VAEs are read whole. Configs come from the headers (detect.py) and, for what a
+header cannot say (scheduler, VAE settings, pipeline settings), from the presets the package
+ships: the tiny presets for the tiny test architectures, the `random:` presets' JSON for real
+ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..seeded import VOCAB_SIZE
+from .convert import RowMap, dit_row_map, unused_keys
+from .detect import Detection, detect
+from .header import FileHeader, read_header
+from .quant import RowReader, check_readable, quantization
+
+if TYPE_CHECKING:
+    from diffusers import DiffusionPipeline
+
+log = logging.getLogger(__name__)
+
+MODEL_SUFFIXES = (".safetensors", ".sft", ".gguf")
+SEPARATOR = ","
+"""Wan 2.2 A14B's two experts are given as `--model HIGH,LOW`."""
+
+
+def is_model_file(text: str) -> bool:
+    """Whether a --model value names checkpoint files (`A.safetensors` or `HIGH,LOW`)."""
+    parts = [p.strip() for p in text.split(SEPARATOR)]
+    return all(p.lower().endswith(MODEL_SUFFIXES) for p in parts) and all(parts)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One file and what it was recognised as."""
+
+    header: FileHeader
+    detection: Detection
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "file": self.header.name,
+            "role": self.detection.role,
+            "variant": self.detection.variant,
+            "format": quantization(self.header),
+            "why": "; ".join(self.detection.reasons),
+        }
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Where the settings a header cannot hold come from, per recognised architecture."""
+
+    name: str
+    """A preset name (tiny or random:) whose scheduler, VAE config and pipeline settings apply."""
+    pipeline: str
+    encoders: tuple[str, ...]
+    """The encoder kinds the family needs, in component order ("umt5"; "clip", "t5")."""
+    pair_preset: str = ""
+    """The preset for two experts (Wan 2.2 A14B)."""
+
+
+_PRESETS = {
+    "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan"),
+    "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",)),
+    "wan-t2v-14b": Preset(
+        "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b"
+    ),
+    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5")),
+    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5")),
+}
+_ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
+_TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
+PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the real pair takes its preset's pipeline_config
+
+
+@dataclass(frozen=True)
+class SingleFiles:
+    """A single-file model as given: DiT file(s), text encoder file(s), VAE file."""
+
+    models: tuple[str, ...]
+    text_encoders: tuple[str, ...] = ()
+    vaes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.models) <= 2:
+            raise ValueError(
+                "--model takes one checkpoint file, or two for Wan 2.2 A14B (HIGH,LOW), "
+                f"got {len(self.models)}"
+            )
+        if len(self.vaes) > 1:
+            raise ValueError(f"--vae takes one file, got {len(self.vaes)}")
+
+    @classmethod
+    def parse(cls, model: str, text_encoders=(), vaes=()) -> SingleFiles:
+        models = tuple(str(Path(p.strip()).expanduser().absolute()) for p in model.split(SEPARATOR))
+        return cls(
+            models,
+            tuple(str(Path(p).expanduser().absolute()) for p in text_encoders),
+            tuple(str(Path(p).expanduser().absolute()) for p in vaes),
+        )
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The checked files of one pipeline."""
+
+    preset: Preset
+    dits: dict[str, Part]
+    """"transformer" (and "transformer_2": Wan 2.2 A14B's low-noise expert)."""
+    encoders: dict[str, Part]
+    """Pipeline component -> its text encoder file."""
+    vae: Part
+    variant: str
+
+    @property
+    def pipeline_class(self) -> str:
+        return self.preset.pipeline
+
+    def summary(self) -> dict[str, Any]:
+        parts = {**self.dits, **self.encoders, "vae": self.vae}
+        return {"variant": self.variant, "files": {k: p.summary() for k, p in parts.items()}}
+
+
+def recognise(path: str) -> Part:
+    header = read_header(path)
+    return Part(header, detect(header))
+
+
+def resolve(files: SingleFiles) -> Resolved:
+    """Read and check every file; ValueError naming the file and what was expected."""
+    dits = [recognise(p) for p in files.models]
+    for part in dits:
+        _expect(part, "transformer", "--model")
+        check_readable(part.header)
+    first = dits[0].detection
+    if len(dits) == 2 and first.config != dits[1].detection.config:
+        raise ValueError(
+            f"{dits[0].header.name} and {dits[1].header.name} are not two experts of one "
+            f"model: {first.variant} vs {dits[1].detection.variant}"
+        )
+    preset = _PRESETS.get(first.variant)
+    if preset is None or (len(dits) == 2 and not preset.pair_preset):
+        supported = ", ".join(k for k in _PRESETS)
+        raise ValueError(
+            f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
+            f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
+            f"files yet (runs: {supported}; two files: the Wan 14B T2V pair)"
+        )
+    if len(dits) == 2:
+        names = [d.header.name.lower() for d in dits]
+        if "low_noise" in names[0] and "high_noise" in names[1]:
+            raise ValueError(
+                f"--model takes the high-noise expert first: got {dits[0].header.name} first "
+                f"(give {dits[1].header.name},{dits[0].header.name})"
+            )
+        preset = Preset(preset.pair_preset, preset.pipeline, preset.encoders)
+    variant = first.variant + (" A14B pair" if len(dits) == 2 else "")
+    encoders = _encoders(files, preset, first)
+    vae = _vae(files, first)
+    components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
+    return Resolved(preset, components, encoders, vae, variant)
+
+
+def _expect(part: Part, role: str, flag: str) -> None:
+    found = part.detection
+    if found.role == role:
+        return
+    what = found.variant or f"{found.family or ''} {found.role}".strip()
+    raise ValueError(
+        f"{flag} {part.header.name}: expected a {role.replace('_', ' ')} checkpoint, but it is "
+        f"a {what} ({'; '.join(found.reasons)})"
+    )
+
+
+def _encoders(files: SingleFiles, preset: Preset, dit: Detection) -> dict[str, Part]:
+    need = " and ".join(preset.encoders)
+    if len(files.text_encoders) != len(preset.encoders):
+        raise ValueError(
+            f"{dit.variant} needs {len(preset.encoders)} text encoder file(s) ({need}): give "
+            f"--text-encoder FILE for each (got {len(files.text_encoders)})"
+        )
+    parts: dict[str, Part] = {}
+    for path in files.text_encoders:
+        part = recognise(path)
+        _expect(part, "text_encoder", "--text-encoder")
+        check_readable(part.header)
+        kind = part.detection.family or ""
+        if kind not in preset.encoders:
+            raise ValueError(
+                f"--text-encoder {part.header.name} is a {kind} encoder; {dit.variant} needs {need}"
+            )
+        parts[_ENCODER_SLOTS[kind]] = part
+    main = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"]
+    width = main.detection.config["d_model"]
+    expected = dit.config.get("text_dim") or dit.config.get("joint_attention_dim")
+    if width != expected:
+        raise ValueError(
+            f"--text-encoder {main.header.name} has width {width}; {dit.variant} takes text "
+            f"embeddings of width {expected}"
+        )
+    if dit.family == "flux":
+        pooled = parts["text_encoder"].detection.config["hidden_size"]
+        if pooled != dit.config["pooled_projection_dim"]:
+            raise ValueError(
+                f"--text-encoder {parts['text_encoder'].header.name} has width {pooled}; "
+                f"{dit.variant} takes pooled CLIP embeddings of width "
+                f"{dit.config['pooled_projection_dim']}"
+            )
+    return parts
+
+
+def _vae(files: SingleFiles, dit: Detection) -> Part:
+    if not files.vaes:
+        raise ValueError(f"{dit.variant} needs a VAE: give --vae FILE")
+    part = recognise(files.vaes[0])
+    _expect(part, "vae", "--vae")
+    check_readable(part.header)
+    latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
+    expected = dit.config.get("out_channels") or dit.config["in_channels"] // 4
+    if part.detection.family != dit.family or latent != expected:
+        raise ValueError(
+            f"--vae {part.header.name} is a {part.detection.variant} with {latent} latent "
+            f"channels; {dit.variant} needs a {dit.family} VAE with {expected}"
+        )
+    return part
+
+
+# -- reading weights --------------------------------------------------------------------------
+
+
+class DitWeights:
+    """A DiT's weights in one single file, by diffusers parameter name, read row block by row
+    block (what `parallel.sharded_load.fill_shards` reads each rank's shard through)."""
+
+    def __init__(self, part: Part):
+        self.part = part
+        self.row_map: RowMap = dit_row_map(part.header, part.detection)
+        extra = unused_keys(part.header, part.detection, self.row_map)
+        if extra:
+            raise ValueError(
+                f"{part.header.name}: {len(extra)} weight(s) no {part.detection.variant} "
+                f"parameter takes, e.g. {extra[:3]} (a different architecture?)"
+            )
+        self._reader: RowReader | None = None
+
+    def __str__(self) -> str:
+        return self.part.header.name
+
+    def __enter__(self) -> DitWeights:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def names(self) -> set[str]:
+        return set(self.row_map)
+
+    def check(self, model: torch.nn.Module) -> None:
+        """ValueError naming the file when a parameter is missing or its rows do not fit."""
+        name = self.part.header.name
+        missing = [n for n, _ in model.named_parameters() if n not in self.row_map]
+        if missing:
+            raise ValueError(
+                f"{name}: no weights for {missing[:3]} ({len(missing)} in all) of "
+                f"{self.part.detection.variant}"
+            )
+        tensors = self.part.header.tensors
+        for param_name, param in model.named_parameters():
+            rows = sum(s.rows for s in self.row_map[param_name])
+            row_items = 1
+            for size in param.shape[1:]:
+                row_items *= size
+            expected = param.shape[0] if param.dim() else 1
+            for seg in self.row_map[param_name]:
+                shape = tensors[seg.key].shape
+                items = 1
+                for size in shape[1:]:
+                    items *= size
+                if items != row_items or seg.start + seg.rows > (shape[0] if shape else 1):
+                    raise ValueError(
+                        f"{name}: {seg.key} has shape {list(shape)}, which does not fit "
+                        f"{param_name} of shape {list(param.shape)}"
+                    )
+            if rows != expected:
+                raise ValueError(f"{name}: {param_name} takes {expected} rows, the file has {rows}")
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        if self._reader is None:
+            self._reader = RowReader(self.part.header)
+        flat = out.reshape(1, *out.shape) if out.dim() == 0 else out
+        want_end, read, base = start + flat.shape[0], 0, 0
+        for seg in self.row_map[name]:
+            lo, hi = max(start, base), min(want_end, base + seg.rows)
+            if lo < hi:
+                read += self._reader.read_rows(
+                    seg.key, seg.start + lo - base, flat[lo - start : hi - start]
+                )
+            base += seg.rows
+        return read
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every weight tensor of a (small) file, dequantized to `dtype`, keys without `prefix`."""
+    reader = RowReader(part.header)
+    out: dict[str, torch.Tensor] = {}
+    try:
+        for key, info in part.header.tensors.items():
+            if key == "scaled_fp8" or key.endswith((".scale_weight", ".scale_input")):
+                continue
+            if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL"):
+                continue  # e.g. Comfy's UMT5 `spiece_model`: not a weight
+            target = torch.empty(info.shape, dtype=dtype)
+            reader.read_rows(key, 0, target)
+            out[key[len(prefix) :] if key.startswith(prefix) else key] = target
+    finally:
+        reader.close()
+    return out
+
+
+# -- the pipeline -----------------------------------------------------------------------------
+
+
+def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
+    """A diffusers model from its config, parameters on the meta device (as `empty_dit`)."""
+    from ...parallel.sharded_load import empty_from_config
+
+    return empty_from_config(config, dtype)
+
+
+def fill_whole(model: torch.nn.Module, weights: DitWeights) -> None:
+    """Read every row of every weight (world size 1, or a DiT that is not sharded)."""
+    from ...parallel.sharded_load import fill_shards
+
+    weights.check(model)
+    fill_shards(model, weights, torch.device("cpu"))
+
+
+def build_pipeline(
+    resolved: Resolved,
+    *,
+    skip: frozenset[str] = frozenset(),
+    dtype: torch.dtype = torch.float32,
+    empty: frozenset[str] = frozenset(),
+) -> DiffusionPipeline:
+    """The pipeline; components in `skip` are None, DiTs in `empty` stay on meta (the caller
+    fills their shards with `dit_weights`)."""
+    import diffusers
+
+    from ..presets import build_preset
+
+    preset = resolved.preset
+    parts: dict[str, Any] = {}
+    for name, part in resolved.dits.items():
+        if name in skip:
+            parts[name] = None
+            continue
+        model = empty_model(part.detection.config, dtype)
+        if name not in empty:
+            with DitWeights(part) as weights:
+                fill_whole(model, weights)
+        parts[name] = model
+    for slot, part in resolved.encoders.items():
+        wanted = slot not in skip
+        parts[slot] = _text_encoder(part, dtype) if wanted else None
+        tokenizer_slot = _TOKENIZER_SLOTS[slot]
+        parts[tokenizer_slot] = _tokenizer(part, preset, tokenizer_slot) if wanted else None
+    parts["vae"] = None if "vae" in skip else _vae_model(resolved.vae, preset, dtype)
+    parts["scheduler"] = build_preset(preset.name, components=frozenset({"scheduler"})).scheduler
+    settings: dict[str, Any] = {}
+    if len(resolved.dits) == 2:
+        settings = _pipeline_settings(preset.name)
+    pipeline_class = getattr(diffusers, preset.pipeline)
+    pipe = pipeline_class(**parts, **settings)
+    log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
+    return pipe
+
+
+def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
+    """A single-file model's pipeline on the meta device for planning: the DiT(s) as their
+    headers describe them (in the file's dtype: a quantized file is planned dequantized, as
+    it is held), the rest from the preset of the recognised architecture (its reduced text
+    encoders: the real ones live on rank 0 only)."""
+    from ..presets import build_preset
+
+    files = SingleFiles.parse(model)
+    dits = [recognise(p) for p in files.models]
+    for part in dits:
+        _expect(part, "transformer", "--model")
+    preset = _PRESETS.get(dits[0].detection.variant)
+    if preset is None:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: recognised, but not "
+            "runnable from single files yet, so there is nothing to plan"
+        )
+    name = preset.pair_preset if len(dits) == 2 else preset.name
+    pipe = build_preset(name, device="meta")
+    for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
+        pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+    return pipe
+
+
+def _pipeline_settings(preset_name: str) -> dict[str, Any]:
+    from ..random_presets import is_random_preset, random_preset_spec
+
+    if is_random_preset(preset_name):
+        return dict(random_preset_spec(preset_name).get("pipeline_config", {}))
+    return {"boundary_ratio": PAIR_BOUNDARY[preset_name]}
+
+
+def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
+    import transformers
+    from accelerate import init_empty_weights
+
+    config = dict(part.detection.config)
+    model_class = getattr(transformers, config.pop("_class_name"))
+    with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
+        model = model_class(model_class.config_class(**config))
+    state = read_whole(part, dtype, part.detection.prefix)
+    for tied in ("shared.weight", "encoder.embed_tokens.weight"):  # T5: one is enough
+        other = "encoder.embed_tokens.weight" if tied == "shared.weight" else "shared.weight"
+        if tied not in state and other in state:
+            state[tied] = state[other]
+    expected = set(model.state_dict())
+    for key in list(state):  # ComfyUI's clip_l keeps transformers' former `text_model.` prefix
+        bare = key.removeprefix("text_model.")
+        if key not in expected and bare in expected:
+            state[bare] = state.pop(key)
+    missing = sorted(expected - set(state))
+    if missing:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: no weights for {missing[:3]} "
+            f"({len(missing)} in all) of a {part.detection.variant} encoder"
+        )
+    state = {k: v for k, v in state.items() if k in expected}
+    model.load_state_dict(state, assign=True, strict=True)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return (model if dtype == torch.float32 else model.to(dtype)).eval()
+
+
+def _tokenizer(part: Part, preset: Preset, slot: str) -> Any:
+    from ..presets import build_preset
+
+    if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
+        return spiece_tokenizer(part)
+    if part.detection.config.get("vocab_size") == VOCAB_SIZE:  # the presets' byte vocabulary
+        return getattr(build_preset(preset.name, components=frozenset({slot})), slot)
+    raise ValueError(
+        f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
+        f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"
+    )
+
+
+SPIECE_KEY = "spiece_model"
+
+
+def spiece_tokenizer(part: Part) -> Any:
+    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
+    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
+    not carried over: text is taken as given, which differs only for unusual Unicode)."""
+    import sentencepiece
+    import transformers
+
+    info = part.header.tensors[SPIECE_KEY]
+    reader = RowReader(part.header)
+    try:
+        raw = reader._read(info.offset, info.nbytes)  # noqa: SLF001 - the bytes as stored
+    finally:
+        reader.close()
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its SentencePiece model ({SPIECE_KEY}) "
+            f"cannot be read: {exc}"
+        ) from None
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
+    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+    vocab = part.detection.config.get("vocab_size", 0)
+    if len(tokenizer) > vocab:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its tokenizer has {len(tokenizer)} tokens, "
+            f"more than the encoder's {vocab} embeddings"
+        )
+    return tokenizer
+
+
+def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Module:
+    from ..presets import build_preset
+
+    reference = build_preset(preset.name, components=frozenset({"vae"}), device="meta").vae
+    config = {**dict(reference.config), "_class_name": type(reference).__name__}
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = type(reference).from_config(config)
+    state = read_whole(part, torch.float32)
+    if part.detection.layout == "wan":
+        from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
+
+        state = convert_wan_vae_to_diffusers(state)
+    elif part.detection.layout == "ldm":
+        from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
+
+        state = convert_ldm_vae_checkpoint(state, dict(model.config))
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(state))
+    bad_shapes = [k for k in expected if k in state and state[k].shape != expected[k].shape]
+    if problems or bad_shapes:
+        raise ValueError(
+            f"--vae {part.header.name}: does not fit {part.detection.variant} "
+            f"(mismatched keys {(problems + bad_shapes)[:3]})"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return (model if dtype == torch.float32 else model.to(dtype)).eval()

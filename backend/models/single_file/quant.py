@@ -1,0 +1,184 @@
+"""Rows of a file tensor, as plain floating-point values: upcast, scaled or dequantized.
+
+Formats read: safetensors F32/F16/BF16 (and integers), F8_E4M3/F8_E5M2 (`fp8_e4m3fn` files:
+upcast), ComfyUI's `fp8_scaled` (fp8 weights times their layer's `scale_weight`; the
+`scale_input` tensors are only for fp8 matrix products and are not needed once the weight is
+dequantized), and GGUF tensors of every type the `gguf` package dequantizes (F32, F16, BF16,
+Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node pack's files).
+
+Decision (issue 20): nothing stays quantized in memory. Each rank dequantizes the rows of its
+FSDP2 shard to the compute dtype as it reads them, so the sharded DiT is an ordinary bf16/fp32
+model, its memory plan counts exactly what is held, and every rank runs the same kernels as for
+a diffusers folder (quantized files save disk and download, not device memory).
+
+Rows are read with plain file reads, never through a memory map (see parallel/sharded_load.py:
+mapped pages count in the rank's resident memory until the file closes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .header import FileHeader, TensorInfo
+
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+GGUF_PLAIN = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+
+
+def is_fp8_scaled(header: FileHeader) -> bool:
+    """ComfyUI's fp8_scaled marker (`scaled_fp8`) or per-layer `scale_weight` tensors."""
+    return "scaled_fp8" in header.tensors or any(
+        k.endswith(".scale_weight") for k in header.tensors
+    )
+
+
+def quantization(header: FileHeader) -> str:
+    """A one-word summary of a file's weight format: bf16, fp8_e4m3fn, fp8_scaled, Q8_0..."""
+    counts: dict[str, int] = {}
+    for info in header.tensors.values():
+        counts[info.dtype] = counts.get(info.dtype, 0) + info.numel
+    if not counts:
+        return "empty"
+    main = max(counts, key=counts.__getitem__)
+    quantized = {k: v for k, v in counts.items() if k not in ("F32", "F16", "BF16")}
+    if header.format == "gguf" and quantized:
+        return max(quantized, key=quantized.__getitem__)
+    if header.format == "safetensors" and main.startswith("F8"):
+        return "fp8_scaled" if is_fp8_scaled(header) else "fp8_e4m3fn"
+    return main.lower() if header.format == "safetensors" else main
+
+
+def check_readable(header: FileHeader) -> None:
+    """ValueError naming the file and tensor if any tensor has a type we cannot read."""
+    for key, info in header.tensors.items():
+        if header.format == "safetensors":
+            if info.dtype not in SAFETENSORS_DTYPES:
+                raise ValueError(
+                    f"{header.name}: tensor {key} has dtype {info.dtype}, which is not read "
+                    f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
+                )
+        else:
+            _gguf_type(header, key, info)
+
+
+def _gguf_type(header: FileHeader, key: str, info: TensorInfo):
+    import gguf
+    from gguf import quants
+
+    qtype = gguf.GGMLQuantizationType[info.dtype]
+    if info.dtype not in GGUF_PLAIN and qtype not in quants._type_traits:  # noqa: SLF001
+        raise ValueError(
+            f"{header.name}: tensor {key} is quantized as {info.dtype}, which the gguf package "
+            "cannot dequantize"
+        )
+    return qtype
+
+
+class RowReader:
+    """Reads row blocks of one file's tensors, dequantized, into caller-given tensors."""
+
+    def __init__(self, header: FileHeader):
+        self.header = header
+        self._file = open(header.path, "rb")  # noqa: SIM115 - closed by `close`
+        self._scales: dict[str, torch.Tensor] = {}
+
+    def close(self) -> None:
+        self._file.close()
+
+    def read_rows(self, key: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` (rows start..start+len(out) of tensor `key`, converted to out's dtype);
+        returns the bytes read."""
+        info = self.header.tensors[key]
+        rows = out.shape[0] if out.dim() else 1
+        row_items = math.prod(info.shape[1:]) if info.shape else 1
+        if out.numel() != rows * row_items:
+            raise ValueError(
+                f"{self.header.name}: {key} has shape {list(info.shape)}; "
+                f"the model expects rows of {out.numel() // max(rows, 1)} values"
+            )
+        if self.header.format == "gguf":
+            values, read = self._gguf_rows(key, info, start * row_items, rows * row_items)
+        else:
+            values, read = self._safetensors_rows(key, info, start, rows, row_items)
+        with torch.no_grad():
+            out.copy_(values.reshape(out.shape))
+        return read
+
+    def _read(self, offset: int, nbytes: int) -> np.ndarray:
+        raw = np.empty(nbytes, dtype=np.uint8)
+        self._file.seek(offset)
+        if nbytes and self._file.readinto(raw) != nbytes:
+            raise ValueError(f"{self.header.name} is truncated (a read ran past its end)")
+        return raw
+
+    def _safetensors_rows(
+        self, key: str, info: TensorInfo, start: int, rows: int, row_items: int
+    ) -> tuple[torch.Tensor, int]:
+        dtype = SAFETENSORS_DTYPES[info.dtype]
+        item = torch.empty((), dtype=dtype).element_size()
+        nbytes = rows * row_items * item
+        raw = self._read(info.offset + start * row_items * item, nbytes)
+        values = torch.from_numpy(raw).view(dtype)
+        if dtype in FP8:
+            values = values.to(torch.float32)
+            scale = self._scale(key)
+            if scale is not None:
+                values = values.view(rows, row_items) * _scale_rows(scale, start, rows)
+        return values, nbytes
+
+    def _scale(self, key: str) -> torch.Tensor | None:
+        """fp8_scaled: the layer's `scale_weight` (float32), read once."""
+        if not key.endswith(".weight"):
+            return None
+        scale_key = key[: -len("weight")] + "scale_weight"
+        if scale_key not in self.header.tensors:
+            return None
+        if scale_key not in self._scales:
+            info = self.header.tensors[scale_key]
+            raw = self._read(info.offset, info.nbytes)
+            dtype = SAFETENSORS_DTYPES[info.dtype]
+            self._scales[scale_key] = torch.from_numpy(raw).view(dtype).to(torch.float32)
+        return self._scales[scale_key]
+
+    def _gguf_rows(
+        self, key: str, info: TensorInfo, first: int, count: int
+    ) -> tuple[torch.Tensor, int]:
+        """Elements first..first+count of a GGUF tensor (row-major), dequantized."""
+        import gguf
+        from gguf import quants
+
+        qtype = _gguf_type(self.header, key, info)
+        block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+        begin, end = first // block, -(-(first + count) // block)
+        raw = self._read(info.offset + begin * block_bytes, (end - begin) * block_bytes)
+        if info.dtype in GGUF_PLAIN:
+            values = torch.from_numpy(raw).view(GGUF_PLAIN[info.dtype])
+        else:
+            dequantized = quants.dequantize(raw.reshape(end - begin, block_bytes), qtype)
+            values = torch.from_numpy(np.ascontiguousarray(dequantized, dtype=np.float32))
+        skip = first - begin * block
+        return values.reshape(-1)[skip : skip + count], raw.nbytes
+
+
+def _scale_rows(scale: torch.Tensor, start: int, rows: int) -> torch.Tensor:
+    """A per-tensor scale as is; a per-row (per output channel) scale cut to the rows read."""
+    if scale.numel() == 1:
+        return scale.reshape(1, 1)
+    return scale.reshape(-1)[start : start + rows].reshape(rows, 1)

@@ -1,0 +1,265 @@
+"""Tiny checkpoints in ComfyUI's own key layouts and formats, for the single-file tests.
+
+The inverse of diffusers' converters, written out independently here (so a mistake in the
+loader's key mapping cannot cancel against the same mistake in the files): diffusers names ->
+the original Wan names ComfyUI's files use, and -> Black Forest Labs' Flux names. Each writer
+returns the weights the file really holds, as diffusers' float32 state dict (fp8 and GGUF
+values dequantized the way the formats define them): the reference a folder is saved with.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+WAN_PREFIX = "model.diffusion_model."
+_WAN_INVERSE = (
+    ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
+    ("condition_embedder.time_embedder.linear_2", "time_embedding.2"),
+    ("condition_embedder.text_embedder.linear_1", "text_embedding.0"),
+    ("condition_embedder.text_embedder.linear_2", "text_embedding.2"),
+    ("condition_embedder.time_proj", "time_projection.1"),
+    ("condition_embedder.image_embedder.norm1", "img_emb.proj.0"),
+    ("condition_embedder.image_embedder.ff.net.0.proj", "img_emb.proj.1"),
+    ("condition_embedder.image_embedder.ff.net.2", "img_emb.proj.3"),
+    ("condition_embedder.image_embedder.norm2", "img_emb.proj.4"),
+    (".attn1.", ".self_attn."),
+    (".attn2.", ".cross_attn."),
+    (".to_out.0.", ".o."),
+    (".to_q.", ".q."),
+    (".to_k.", ".k."),
+    (".to_v.", ".v."),
+    (".add_k_proj.", ".k_img."),
+    (".add_v_proj.", ".v_img."),
+    (".norm_added_k.", ".norm_k_img."),
+    (".ffn.net.0.proj.", ".ffn.0."),
+    (".ffn.net.2.", ".ffn.2."),
+    (".norm2.", ".norm3."),
+)
+
+
+def wan_original_name(name: str) -> str:
+    """diffusers' WanTransformer3DModel name -> the original Wan / ComfyUI name."""
+    if name == "scale_shift_table":
+        return "head.modulation"
+    if name.startswith("proj_out."):
+        return "head.head." + name[len("proj_out.") :]
+    name = re.sub(r"^(blocks\.\d+)\.scale_shift_table$", r"\1.modulation", name)
+    for new, old in _WAN_INVERSE:
+        name = name.replace(new, old)
+    return name
+
+
+def wan_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {wan_original_name(k): v for k, v in state.items()}
+
+
+def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
+    """diffusers' FluxTransformer2DModel state dict -> Black Forest Labs' key layout."""
+    out: dict[str, torch.Tensor] = {}
+    s = dict(state)
+    simple = {
+        "time_text_embed.timestep_embedder.linear_1": "time_in.in_layer",
+        "time_text_embed.timestep_embedder.linear_2": "time_in.out_layer",
+        "time_text_embed.text_embedder.linear_1": "vector_in.in_layer",
+        "time_text_embed.text_embedder.linear_2": "vector_in.out_layer",
+        "time_text_embed.guidance_embedder.linear_1": "guidance_in.in_layer",
+        "time_text_embed.guidance_embedder.linear_2": "guidance_in.out_layer",
+        "context_embedder": "txt_in",
+        "x_embedder": "img_in",
+        "proj_out": "final_layer.linear",
+    }
+    for name in list(s):
+        stem, _, suffix = name.rpartition(".")
+        if stem in simple:
+            out[f"{simple[stem]}.{suffix}"] = s.pop(name)
+    for suffix in ("weight", "bias"):
+        shift_last = s.pop(f"norm_out.linear.{suffix}")
+        scale, shift = shift_last.chunk(2)
+        out[f"final_layer.adaLN_modulation.1.{suffix}"] = torch.cat([shift, scale])
+    blocks = {int(m.group(1)) for k in s if (m := re.match(r"transformer_blocks\.(\d+)\.", k))}
+    for i in sorted(blocks):
+        d, b = f"transformer_blocks.{i}.", f"double_blocks.{i}."
+        for suffix in ("weight", "bias"):
+            out[f"{b}img_attn.qkv.{suffix}"] = torch.cat(
+                [s.pop(f"{d}attn.to_{x}.{suffix}") for x in "qkv"]
+            )
+            out[f"{b}txt_attn.qkv.{suffix}"] = torch.cat(
+                [s.pop(f"{d}attn.add_{x}_proj.{suffix}") for x in "qkv"]
+            )
+            for src, dst in (
+                ("norm1.linear", "img_mod.lin"),
+                ("norm1_context.linear", "txt_mod.lin"),
+                ("ff.net.0.proj", "img_mlp.0"),
+                ("ff.net.2", "img_mlp.2"),
+                ("ff_context.net.0.proj", "txt_mlp.0"),
+                ("ff_context.net.2", "txt_mlp.2"),
+                ("attn.to_out.0", "img_attn.proj"),
+                ("attn.to_add_out", "txt_attn.proj"),
+            ):
+                out[f"{b}{dst}.{suffix}"] = s.pop(f"{d}{src}.{suffix}")
+        for src, dst in (
+            ("attn.norm_q", "img_attn.norm.query_norm"),
+            ("attn.norm_k", "img_attn.norm.key_norm"),
+            ("attn.norm_added_q", "txt_attn.norm.query_norm"),
+            ("attn.norm_added_k", "txt_attn.norm.key_norm"),
+        ):
+            out[f"{b}{dst}.scale"] = s.pop(f"{d}{src}.weight")
+    singles = {
+        int(m.group(1)) for k in s if (m := re.match(r"single_transformer_blocks\.(\d+)\.", k))
+    }
+    for i in sorted(singles):
+        d, b = f"single_transformer_blocks.{i}.", f"single_blocks.{i}."
+        for suffix in ("weight", "bias"):
+            out[f"{b}linear1.{suffix}"] = torch.cat(
+                [s.pop(f"{d}attn.to_{x}.{suffix}") for x in "qkv"]
+                + [s.pop(f"{d}proj_mlp.{suffix}")]
+            )
+            out[f"{b}modulation.lin.{suffix}"] = s.pop(f"{d}norm.linear.{suffix}")
+            out[f"{b}linear2.{suffix}"] = s.pop(f"{d}proj_out.{suffix}")
+        out[f"{b}norm.query_norm.scale"] = s.pop(f"{d}attn.norm_q.weight")
+        out[f"{b}norm.key_norm.scale"] = s.pop(f"{d}attn.norm_k.weight")
+    assert not s, f"unconverted: {sorted(s)}"
+    return out
+
+
+# -- formats: each returns the values the file holds (float32) under the file's keys ----------
+
+
+def _quantizable(name: str, tensor: torch.Tensor) -> bool:
+    return tensor.dim() == 2 and name.endswith(".weight") and "blocks." in name
+
+
+def write_safetensors(
+    path: Path, original: dict[str, torch.Tensor], fmt: str, prefix: str = ""
+) -> dict[str, torch.Tensor]:
+    """fmt: fp32, bf16, fp16, fp8_e4m3fn or fp8_scaled (ComfyUI's: fp8 block weights with a
+    float32 `scale_weight` each, a `scale_input`, and the `scaled_fp8` marker)."""
+    held: dict[str, torch.Tensor] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    plain = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    for name, value in original.items():
+        value = value.detach().float()
+        if fmt in plain or not _quantizable(name, value):
+            stored = value.to(plain.get(fmt, torch.bfloat16))
+            held[name] = stored.float()
+        elif fmt == "fp8_e4m3fn":
+            stored = value.to(torch.float8_e4m3fn)
+            held[name] = stored.float()
+        else:
+            scale = value.abs().max() / 448.0
+            stored = (value / scale).to(torch.float8_e4m3fn)
+            held[name] = stored.float() * scale
+            tensors[prefix + name[: -len("weight")] + "scale_weight"] = scale.reshape(())
+            tensors[prefix + name[: -len("weight")] + "scale_input"] = torch.ones(())
+        tensors[prefix + name] = stored.contiguous()
+    if fmt == "fp8_scaled":
+        tensors["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    save_file(tensors, str(path))
+    return held
+
+
+def write_gguf(
+    path: Path, original: dict[str, torch.Tensor], qtype_name: str
+) -> dict[str, torch.Tensor]:
+    """A GGUF file as the GGUF node pack's converter writes one: block weights quantized
+    (`qtype_name`: Q8_0, or a K-quant such as Q4_K: blocks of random valid bytes, as gguf-py
+    cannot quantize K-quants), the rest F32, 5-dim tensors flattened with their shape in
+    `comfy.gguf.orig_shape.<name>`."""
+    import gguf
+    from gguf import quants
+
+    qtype = gguf.GGMLQuantizationType[qtype_name]
+    block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    writer = gguf.GGUFWriter(str(path), "wan")
+    held: dict[str, torch.Tensor] = {}
+    rng = np.random.default_rng(7)
+    for name, value in original.items():
+        array = value.detach().float().numpy()
+        if value.dim() == 2 and name.endswith(".weight") and array.shape[-1] % block == 0:
+            if qtype_name == "Q8_0":
+                raw = quants.quantize(array, qtype)
+            else:
+                raw = _random_k_blocks(rng, array.shape, block, block_bytes)
+            writer.add_tensor(name, raw, raw_dtype=qtype)
+            held[name] = torch.from_numpy(quants.dequantize(raw, qtype).copy())
+            continue
+        if array.ndim > 4:
+            writer.add_array(f"comfy.gguf.orig_shape.{name}", list(array.shape))
+            array = array.reshape(array.shape[0], -1)
+        writer.add_tensor(name, np.ascontiguousarray(array))
+        held[name] = value.detach().float().clone()
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return held
+
+
+def _random_k_blocks(rng, shape, block: int, block_bytes: int) -> np.ndarray:
+    """Valid K-quant blocks: small finite fp16 super-block scales first, random bytes after."""
+    rows, n = shape[0], shape[-1] // block
+    raw = rng.integers(0, 256, size=(rows, n, block_bytes), dtype=np.uint8)
+    scales = np.array([0.002, 0.0005], dtype=np.float16).view(np.uint8)
+    raw[:, :, :4] = scales  # Q4_K/Q5_K: d, dmin; Q6_K's d is last (set below)
+    if block_bytes == 210:  # Q6_K: ql 128, qh 64, scales 16 int8, d fp16
+        raw[:, :, 208:] = np.array([0.0005], dtype=np.float16).view(np.uint8)
+        raw[:, :, 192:208] = rng.integers(-8, 8, size=(rows, n, 16)).astype(np.int8).view(np.uint8)
+    return raw.reshape(rows, n * block_bytes)
+
+
+# -- headers of real architectures (no weights) -----------------------------------------------
+
+_ST_DTYPES = {
+    torch.float32: "F32",
+    torch.bfloat16: "BF16",
+    torch.float16: "F16",
+    torch.float8_e4m3fn: "F8_E4M3",
+}
+
+
+def write_header_only(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
+    """A safetensors file with a real header and no data: the file is extended to the size the
+    header names as a sparse file (no disk or memory used), so it reads as complete."""
+    import json
+
+    item = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}[dtype]
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = item
+        for s in shape:
+            size *= s
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
+        }
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        f.truncate(8 + len(raw) + offset)
+
+
+def meta_shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def meta_model(class_name: str, config: dict) -> torch.nn.Module:
+    """A diffusers or transformers model on the meta device from a config dict."""
+    import diffusers
+    import transformers
+    from accelerate import init_empty_weights
+
+    config = {k: v for k, v in config.items() if not k.startswith("_")}
+    with init_empty_weights(include_buffers=True):
+        if hasattr(diffusers, class_name):
+            return getattr(diffusers, class_name).from_config(config)
+        model_class = getattr(transformers, class_name)
+        return model_class(model_class.config_class(**config))

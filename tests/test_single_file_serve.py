@@ -1,0 +1,68 @@
+"""A single-file model served on 2 ranks (each rank reads only its shard's rows of the ComfyUI
+file) makes the frames of its preset; `paradit models DIR` and the one-line refusals.
+
+Cost: about 28 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+from comfy_files import WAN_PREFIX, wan_original, write_safetensors
+from conftest import run_job
+from safetensors.torch import save_file
+
+from paradit.backend.models.presets import build_preset
+from paradit.backend.tools.cli import main
+
+BODY = {"prompt": "a single file", "seed": 3, "width": 32, "height": 32, "num_frames": 5}
+BODY |= {"num_inference_steps": 2, "guidance_scale": 3.0}
+
+
+def _comfy_files(root):
+    tiny = build_preset("tiny-wan")
+    model = root / "diffusion_models" / "wan2.1_t2v_tiny_fp32.safetensors"
+    encoder = root / "text_encoders" / "umt5_tiny.safetensors"
+    vae = root / "vae" / "wan_2.1_vae_tiny.safetensors"
+    for path in (model, encoder, vae):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_safetensors(model, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    state = tiny.text_encoder.state_dict()
+    save_file({k: v for k, v in state.items() if "embed_tokens" not in k}, str(encoder))
+    save_file(tiny.vae.state_dict(), str(vae))
+    full = sum(p.numel() * p.element_size() for p in tiny.transformer.parameters())
+    return model, encoder, vae, full
+
+
+def test_sharded_single_file_matches_the_preset(tmp_path, backends, references):
+    model, encoder, vae, full = _comfy_files(tmp_path)
+    client = backends.get(str(model), 2, "--text-encoder", str(encoder), "--vae", str(vae))
+    info = client.info()
+    assert info["model"] == str(model) and info["family"] == "wan-t2v"
+    files = info["model_files"]
+    assert files["variant"] == "tiny-wan"
+    assert files["files"]["transformer"]["format"] == "f32"
+    assert files["files"]["text_encoder"]["file"] == "umt5_tiny.safetensors"
+    assert all(r["dit_param_bytes"] <= 0.55 * full for r in info["ranks"])  # shards only
+    _, frames = run_job(client, BODY)
+    backends.stop(client)
+    assert frames == references.frames("tiny-wan", BODY)
+
+
+def test_models_lists_a_comfy_folder_and_refusals_are_one_line(tmp_path, capsys):
+    model, encoder, vae, _ = _comfy_files(tmp_path)
+    (tmp_path / "diffusion_models" / "cut.safetensors").write_bytes(model.read_bytes()[:5000])
+    assert main(["models", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "diffusion_models/wan2.1_t2v_tiny_fp32.safetensors  transformer  tiny-wan" in out
+    assert "text_encoders/umt5_tiny.safetensors" in out and "umt5 32" in out
+    assert "vae/wan_2.1_vae_tiny.safetensors" in out and "wan2.1 vae" in out
+    assert "cut.safetensors is truncated" in out
+    argv = ["generate", "x", "--out", str(tmp_path / "out"), "--model", str(vae)]
+    assert main([*argv, "--text-encoder", str(encoder), "--vae", str(vae)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --model wan_2.1_vae_tiny.safetensors: expected a transformer")
+    assert "\n" not in err
+    argv[-1] = str(model)
+    assert main(argv) == 2  # no encoder, no VAE
+    assert "needs 1 text encoder file(s) (umt5)" in capsys.readouterr().err
+    assert main(["generate", "x", "--out", "o", "--model", "tiny-wan", "--vae", str(vae)]) == 2
+    assert "--text-encoder and --vae go with a single-file --model" in capsys.readouterr().err
