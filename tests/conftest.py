@@ -29,6 +29,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from zygote import Zygote  # noqa: E402
+
 from paradit.backend.client import Client  # noqa: E402
 from paradit.backend.client.local import LocalBackend  # noqa: E402
 from paradit.backend.config import ServeConfig  # noqa: E402
@@ -52,6 +54,13 @@ class Backends:
         self._in_use: set[tuple] = set()  # keys asked for by the running test module
         self._module = ""
         self.started = 0  # groups started this session (tests/test_suite_budget.py reads it)
+        self._zygote: Zygote | None = None
+
+    def zygote(self) -> Zygote:
+        """This worker's zygote, started with the first backend."""
+        if self._zygote is None:
+            self._zygote = Zygote()
+        return self._zygote
 
     def get(self, model: str, world_size: int, *extra: str) -> Client:
         return self.start(model, world_size, *extra).client
@@ -78,7 +87,9 @@ class Backends:
             name = f"{model.replace('/', '_')[-40:]}-ws{world_size}-{digest}"
             spec = dataclasses.replace(base, output_dir=str(self.root / name))
             log_file = self.root / f"{name}.log"
-            backend = LocalBackend(spec, start_timeout_s=300, log_file=log_file, env=dict(env))
+            backend = WarmBackend(
+                self.zygote(), spec, start_timeout_s=300, log_file=log_file, env=dict(env)
+            )
             self.started += 1
             self._running[key] = backend
         self._running.move_to_end(key)
@@ -110,6 +121,27 @@ class Backends:
         for backend in self._running.values():
             backend.stop()
         self._running.clear()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+
+class WarmBackend(LocalBackend):
+    """A pool backend: the same `paradit serve`, forked from the worker's zygote instead of a
+    fresh interpreter (tests/zygote.py), so it starts without importing torch and diffusers."""
+
+    def __init__(self, zygote: Zygote, *args: Any, **kwargs: Any):
+        self._zygote = zygote
+        super().__init__(*args, **kwargs)
+
+    def _start(self, command: list[str], env: dict[str, str], workdir: Path):
+        assert command[1:4] == ["-m", "paradit", "serve"], command
+        read_end, write_end = os.pipe()
+        try:
+            proc = self._zygote.spawn(command[3:], env, str(workdir), write_end, self._log.fileno())
+        finally:
+            os.close(write_end)
+        return proc, open(read_end, encoding="utf-8", errors="replace")  # noqa: SIM115
 
 
 POOL = pytest.StashKey[Backends]()

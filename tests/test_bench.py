@@ -4,7 +4,7 @@ The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/
 small SMOKE workload; the others check the run plan, the CLI routing and the report's
 arithmetic on made-up results.
 
-Cost: about 98 s (in the suite's two-worker run on 2 cores).
+Cost: about 74 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py
 rebuilt after a lost rank is a new generation, which the faults leave alone unless they say
 `gen=`. Every backend here runs with a short `--hang-timeout` (`HANG_S`), all else default.
 
-Cost: about 350 s (in the suite's two-worker run on 2 cores).
+Cost: about 197 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

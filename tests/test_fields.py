@@ -1,6 +1,6 @@
 """The request table drives every frontend: a field declared once shows up everywhere.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Launchers: the same `paradit serve` under torchrun, or srun- and mpirun-style environments.
 
-Cost: about 76 s (in the suite's two-worker run on 2 cores).
+Cost: about 78 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

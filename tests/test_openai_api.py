@@ -1,7 +1,7 @@
 """The OpenAI-style endpoints, driven by the `openai` Python client: a tiny-wan video and a
 tiny-flux image end to end, cancel by DELETE, and field mapping errors.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

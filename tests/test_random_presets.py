@@ -4,7 +4,7 @@ the same configs cut down by `overrides` (the full-size modules are only ever bu
 
 The CogVideoX `random:` presets are tested in test_cogvideox.py.
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores).
+Cost: about 18 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ of each lossy format's frames to the original float32 model's is measured and bo
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 8 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A single-file model served on 2 ranks (each rank reads only its shard's rows of the ComfyUI
 file) makes the frames of its preset; `paradit models DIR` and the one-line refusals.
 
-Cost: about 28 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

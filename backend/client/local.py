@@ -92,8 +92,19 @@ class LocalBackend:
         # child's import path, and its top-level modules could shadow libraries.
         workdir = Path(config.output_dir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            serve_command(config),
+        self.proc, stdout = self._start(serve_command(config), env, workdir)
+        atexit.register(self.stop)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        pump = threading.Thread(target=self._pump, args=(stdout,), daemon=True)
+        pump.start()
+        self.url = self._wait_ready(start_timeout_s)
+        self.client = Client(self.url, token=config.token)
+
+    def _start(self, command: list[str], env: dict[str, str], workdir: Path):
+        """Start `command` in its own session: the process and its standard output (text).
+        Its standard error goes to the log."""
+        proc = subprocess.Popen(
+            command,
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,
@@ -101,15 +112,10 @@ class LocalBackend:
             start_new_session=True,
             cwd=workdir,
         )
-        atexit.register(self.stop)
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True, name="paradit-stdout").start()
-        self.url = self._wait_ready(start_timeout_s)
-        self.client = Client(self.url, token=config.token)
+        return proc, proc.stdout
 
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+    def _pump(self, stdout: IO[str]) -> None:
+        for line in stdout:
             self._lines.put(line)
         self._lines.put(None)
 

@@ -28,6 +28,8 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
+from ..models.single_file.quant import SAFETENSORS_DTYPES as DTYPES
+
 log = logging.getLogger(__name__)
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -72,20 +74,6 @@ def checkpoint_files(folder: str | Path) -> dict[str, Path]:
     if not files:
         raise ValueError(f"no safetensors weights in {folder}")
     return files
-
-
-DTYPES = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
-}
 
 
 class SafetensorsFile:

@@ -29,9 +29,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ... import __version__
 from ..contract import FINAL_STATES
-from .jobs import Job, QueueFull
+from .jobs import Job
 from .openai_api import add_openai_routes
 from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
+from .replies import error, submit_or_reply
 from .schema import (
     ErrorReply,
     JobCreated,
@@ -50,11 +51,6 @@ BODY_TIMEOUT_S = 30.0
 HEADER_TIMEOUT_S = 10.0
 SLOW_BODY = f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s"
 MAX_FRAME_INDEX = 999_999
-RETRY_AFTER_S = 5
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
 
 
 def _job_view(service: Service, job: Job) -> dict[str, Any]:
@@ -177,17 +173,10 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     )
     async def submit(body: Annotated[Any, Depends(job_body)]):
         """Queue a job; 429 when the queue is full, 503 when the backend is not healthy."""
-        try:
-            # Image decoding and the health check block: keep them off the event loop.
-            job = await run_in_threadpool(service.submit, body.fields())
-        except ValueError as exc:
-            return error(422, str(exc))
-        except QueueFull as exc:
-            reply = error(429, str(exc))
-            reply.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return reply
-        except RuntimeError as exc:
-            return error(503, str(exc))
+        # Image decoding and the health check block: keep them off the event loop.
+        job = await run_in_threadpool(submit_or_reply, service, body.fields())
+        if isinstance(job, JSONResponse):
+            return job
         return JobCreated(id=job.id, status=job.status)
 
     @app.get("/v1/jobs", response_model=JobList)

@@ -23,14 +23,14 @@ from starlette.concurrency import run_in_threadpool
 
 from ..contract import CANCELLED, FAILED, FINAL_STATES, QUEUED, RUNNING, SUCCEEDED, Limits
 from ..request import field_names, find_field
-from .jobs import Job, QueueFull
+from .jobs import Job
+from .replies import submit_or_reply
 
 VIDEO_STATES = {QUEUED: "queued", RUNNING: "in_progress", SUCCEEDED: "completed"}
 """paradit's job states as OpenAI's video states (failed and cancelled: "failed")."""
 OPENAI_FIELDS = ("model", "size", "seconds", "input_reference", "n", "response_format")
 MAX_IMAGES = 4
 IMAGE_WAIT_S = 3600.0
-RETRY_AFTER_S = 5
 
 
 ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 409: "invalid_request_error"}
@@ -184,16 +184,7 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
     """The OpenAI-style routes on `app`, over `service` (the same `submit` and book)."""
 
     def submit(body: dict[str, Any]) -> Job | JSONResponse:
-        try:
-            return service.submit(body)
-        except ValueError as exc:
-            return _error(422, str(exc))
-        except QueueFull as exc:
-            reply = _error(429, str(exc))
-            reply.headers["Retry-After"] = str(RETRY_AFTER_S)
-            return reply
-        except RuntimeError as exc:
-            return _error(503, str(exc))
+        return submit_or_reply(service, body, _error)
 
     def model_name(body: dict[str, Any]) -> str:
         return str(body.get("model") or service.config.model)
