@@ -18,8 +18,8 @@ BUDGET_S = 12 * 60
 """What the whole suite may take on 2 cores, in its README command (two workers): 12 minutes.
 Measured 9 min 23 s (380 tests, quiet machine); 16 min 57 s (321 tests, under load) when
 every rank imported torch and diffusers afresh, 13.5 min (380 tests) with ranks forked by
-`serve`, 9.4 min with the pool's backends also forked from a warm zygote (tests/zygote.py). A file that makes the suite
-outgrow the budget fails here first."""
+`serve`, 9.4 min with the pool's backends also forked from a warm zygote (tests/zygote.py).
+A file that makes the suite outgrow the budget fails here first."""
 WORKERS = 2
 
 
