@@ -77,11 +77,13 @@ def _state(pid: int) -> str:
         return ""
 
 
-def _status(client: Client) -> str:
+def _health_code(client: Client) -> int | None:
+    """/health's HTTP status (None: no answer at all)."""
     try:
-        return client.health()["status"]
-    except BackendError:
-        return "unavailable"
+        client.health()
+    except BackendError as exc:
+        return exc.status
+    return 200
 
 
 def _unhealthy_because(client: Client) -> str:
@@ -95,7 +97,7 @@ def _unhealthy_because(client: Client) -> str:
 
 def _recovered(client: Client, old_pid: int, timeout_s: float = 90) -> None:
     """503 first, healthy again within `timeout_s` with a new rank 1; the old one gone."""
-    wait_for(lambda: _status(client) == "ok", timeout_s, "the group to be rebuilt")
+    wait_for(lambda: _health_code(client) == 200, timeout_s, "the group to be rebuilt")
     new_pid = _rank_pids(client)[1]
     assert new_pid != old_pid and _gone(old_pid)
 
@@ -191,7 +193,7 @@ def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path):
         idle_pid = _rank_pids(client)[1]
         os.kill(idle_pid, signal.SIGKILL)
         started = time.monotonic()
-        wait_for(lambda: _status(client) != "ok", 10, "/health to turn 503")
+        wait_for(lambda: _health_code(client) == 503, 10, "/health to turn 503")
         assert time.monotonic() - started < 10
         _recovered(client, idle_pid)
         assert client.wait(client.submit({"prompt": "y"}))["status"] == "succeeded"
@@ -371,7 +373,7 @@ def test_with_no_rebuilds_left_the_backend_stays_down_and_says_why(tmp_path):
         client = backend.client
         rank_pid = _rank_pids(client)[1]
         os.kill(rank_pid, signal.SIGKILL)
-        wait_for(lambda: _status(client) != "ok", 10, "/health to turn 503")
+        wait_for(lambda: _health_code(client) == 503, 10, "/health to turn 503")
         time.sleep(2)  # no rebuild comes
         with pytest.raises(BackendError) as down:
             client.health()
