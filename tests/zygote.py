@@ -111,8 +111,9 @@ def _fork_backend(request: dict, fds: list[int]) -> int:
 
 
 def _run_backend(request: dict, fds: list[int], middle: int) -> None:
-    code = 1
-    try:
+    from paradit.backend.serving.forked import run_then_exit
+
+    def run() -> int:
         os.setsid()
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
@@ -132,17 +133,9 @@ def _run_backend(request: dict, fds: list[int], middle: int) -> None:
         os.environ.update(request["env"])
         from paradit.backend.tools.cli import main
 
-        code = main(request["argv"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        import traceback
+        return main(request["argv"])
 
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(code)
+    run_then_exit(run)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import NoReturn
 
 from ..config import ServeConfig
 from .child import die_with_parent
@@ -152,23 +154,13 @@ def fork_ranks(config: ServeConfig, argv: list[str]) -> dict[int, ForkedRank]:
     return ranks
 
 
-def _run_forked(read_fd: int, parent: int, argv: list[str]) -> None:
-    """The forked rank: its own session (as `Children` starts ranks), dies with rank 0,
-    waits for its environment, runs, and leaves with `os._exit` (rank 0's exit handlers and
-    buffers are not its own)."""
+def run_then_exit(run: Callable[[], int]) -> NoReturn:
+    """End a forked process: its exit code is `run()`'s (1 after an error, whose traceback
+    goes to stderr); it leaves with `os._exit`, since the exit handlers and buffers it
+    inherited are its parent's."""
     code = 1
     try:
-        os.setsid()
-        die_with_parent(parent)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)  # rank 0's handlers are not this rank's
-        with open(read_fd, "rb", closefd=True) as pipe:
-            data = pipe.read()
-        if data:  # empty: rank 0 gave up before starting the group
-            from .rank import child_main
-
-            os.environ.update(json.loads(data))
-            code = child_main(argv)
+        code = run()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -180,3 +172,24 @@ def _run_forked(read_fd: int, parent: int, argv: list[str]) -> None:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
+
+
+def _run_forked(read_fd: int, parent: int, argv: list[str]) -> NoReturn:
+    """The forked rank: its own session (as `Children` starts ranks), dies with rank 0,
+    waits for its environment, then runs like a rank that `child.py` started."""
+
+    def run() -> int:
+        os.setsid()
+        die_with_parent(parent)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)  # rank 0's handlers are not this rank's
+        with open(read_fd, "rb", closefd=True) as pipe:
+            data = pipe.read()
+        if not data:  # rank 0 gave up before starting the group
+            return 1
+        from .rank import child_main
+
+        os.environ.update(json.loads(data))
+        return child_main(argv)
+
+    run_then_exit(run)
