@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +25,9 @@ Abort = Callable[[], "str | None"]
 
 GENERATION_ENV = "PARADIT_GENERATION"
 """Which incarnation of the group a rank started by `serve` belongs to (rebuilds count up)."""
+
+DEFAULT_MASTER_PORT = 29500
+"""Rank 0's store port when MASTER_PORT is not set (torchrun's default too)."""
 
 STARTUP_TIMEOUT_S = 1800.0
 """How long ranks wait for each other while starting (imports, downloads, loading): start-up
@@ -80,22 +84,17 @@ class LaunchEnv:
                 continue  # an sbatch/salloc shell, not a task of an srun step
             if launcher == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
                 launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
-            addr = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR")
-            if not addr:
-                raise ValueError(
-                    f"{launcher} launch needs MASTER_ADDR: the address of rank 0's host"
-                )
-            port = int(env.get("MASTER_PORT", "29500"))
             size = int(env[size_key])
             local_size = env.get(local_size_key) or env.get("SLURM_STEP_TASKS_PER_NODE", "")
             local_size = local_size.split("(")[0].split(",")[0]
+            rank = int(env[rank_key])
             return cls(
-                rank=int(env[rank_key]),
+                rank=rank,
                 world_size=size,
                 local_rank=int(env.get(local_key, "0")),
                 local_world_size=int(local_size) if local_size.isdigit() else size,
-                master_addr=addr,
-                master_port=port,
+                master_addr=_master_addr(env, launcher, rank, local_size == str(size)),
+                master_port=int(env.get("MASTER_PORT") or DEFAULT_MASTER_PORT),
                 launcher=launcher,
                 agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
                 generation=int(
@@ -103,6 +102,37 @@ class LaunchEnv:
                 ),
             )
         return None
+
+
+def _master_addr(env: Mapping[str, str], launcher: str, rank: int, one_host: bool) -> str:
+    """Rank 0's address: MASTER_ADDR; else, when the launcher says every rank runs on this
+    host, 127.0.0.1; else, under srun, the first node of the step (where SLURM puts task 0)."""
+    if env.get("MASTER_ADDR"):
+        return env["MASTER_ADDR"]
+    if launcher == "slurm":
+        one_host = env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES")) == "1"
+    if one_host and launcher in ("slurm", "mpi"):
+        return "127.0.0.1"
+    first = first_host(env.get("SLURM_STEP_NODELIST", "")) if launcher == "slurm" else ""
+    if not first:
+        raise ValueError(
+            f"{launcher} started ranks on several hosts: set MASTER_ADDR (and MASTER_PORT) "
+            "to rank 0's host and a port open between the hosts "
+            "(mpirun -x MASTER_ADDR=node0 -x MASTER_PORT=29500 ...)"
+        )
+    here = env.get("SLURMD_NODENAME")
+    if rank == 0 and here and here != first:
+        raise ValueError(
+            f"task 0 runs on {here}, not on the step's first node {first}: "
+            "set MASTER_ADDR to task 0's host"
+        )
+    return first
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: `gpu[03-05,9],cpu1` -> `gpu03`."""
+    match = re.match(r"([^,\[]*)(?:\[([^],-]*))?", nodelist.strip())
+    return "".join(match.groups(default="")) if match else ""
 
 
 def pick_device(device: str, env: LaunchEnv) -> torch.device:
