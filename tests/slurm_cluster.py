@@ -27,8 +27,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def missing_programs(names: tuple[str, ...]) -> list[str]:
-    return [name for name in names if shutil.which(name) is None]
+def program(name: str) -> str | None:
+    """A program's path (daemons live in /usr/sbin, which a user's PATH may lack)."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}{os.pathsep}/usr/sbin:/sbin")
 
 
 class SlurmCluster:
@@ -43,7 +44,7 @@ class SlurmCluster:
         self.env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
 
     def start(self, timeout_s: float = 30.0) -> SlurmCluster:
-        missing = missing_programs(PROGRAMS)
+        missing = [name for name in PROGRAMS if program(name) is None]
         if missing:
             raise RuntimeError(
                 f"SLURM is not installed ({', '.join(missing)} missing): "
@@ -52,8 +53,8 @@ class SlurmCluster:
         try:
             self._start_munge()
             self._write_config()
-            for cmd in (["slurmctld", "-D", "-c", "-i"], ["slurmd", "-D"]):
-                self._daemon(cmd, cmd[0])
+            self._daemon([program("slurmctld"), "-D", "-c", "-i"], "slurmctld")
+            self._daemon([program("slurmd"), "-D"], "slurmd")
             self._wait_idle(timeout_s)
         except BaseException:
             self.stop()
@@ -78,7 +79,7 @@ class SlurmCluster:
         self.socket = munge / "socket"
         self._daemon(
             [
-                "munged",
+                program("munged"),
                 "--foreground",
                 "--force",  # root, and a socket folder only its owner may enter
                 f"--socket={self.socket}",

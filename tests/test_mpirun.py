@@ -107,7 +107,7 @@ def test_mpich_on_one_machine_without_master_addr(tmp_path, references):
     port = free_port()
     env = {k: v for k, v in launch_env(MASTER_PORT=str(port)).items() if k != "MASTER_ADDR"}
     # across hosts, no MASTER_ADDR is a clear error on every rank
-    two_hosts = ["-hosts", "node0,node1", "-launcher", "ssh", "-launcher-exec", _two_hosts(tmp_path)]
+    two_hosts = ["-hosts", "node0,node1", "-launcher-exec", _two_hosts(tmp_path)]
     failed = subprocess.run(
         [MPICH, "-np", "2", *two_hosts, sys.executable, *SERVE, "--output-dir", str(out)],
         env=env,
