@@ -170,8 +170,9 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, end the daemons, then kill whatever still carries this cluster's
         configuration in its environment (a job step's slurmstepd outlives slurmd)."""
-        if self.daemons and all(proc.poll() is None for proc in self.daemons):
-            subprocess.run(["scancel", "--full", *self.jobs()], env=self.env, check=False)
+        jobs = self.jobs() if self.daemons and all(p.poll() is None for p in self.daemons) else []
+        if jobs:
+            subprocess.run(["scancel", "--full", *jobs], env=self.env, check=False)
             with contextlib.suppress(RuntimeError):
                 self._wait(lambda: not self.jobs(), 30.0, "the jobs to end")
         for proc in reversed(self.daemons):
@@ -179,7 +180,7 @@ class SlurmCluster:
                 proc.send_signal(signal.SIGTERM)
         for proc in reversed(self.daemons):
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=2)  # a throw-away cluster: its state need not be saved
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()

@@ -65,7 +65,8 @@ def test_srun_serves_then_a_killed_task_makes_rank_0_exit_with_the_reason(
             r"exiting so that the launcher restarts the group",
             text,
         ), text
-        assert "task 1: Killed" in text, text  # srun's own word on the lost task
+        # srun's own words on the two tasks: rank 0 exited non-zero by itself
+        assert "task 1: Killed" in text and "task 0: Exited with exit code 1" in text, text
         wait_for(lambda: not [p for p in pids if alive(p)], 30, "the tasks to end")
         wait_for(lambda: not cluster.jobs(), 30, "the step's allocation to end")
     finally:
@@ -112,8 +113,16 @@ def test_sbatch_of_the_readme_script(cluster, tmp_path, references):
         assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
         pids = processes_of(out)
         assert {r["pid"] for r in info["ranks"]} <= set(pids)
+        # the script's srun --kill-on-bad-exit=1 ends the step, and so the job, at once
+        os.kill(info["ranks"][1]["pid"], signal.SIGKILL)
+        wait_for(lambda: not cluster.jobs(), 60, "the job to end")
     finally:
-        subprocess.run(["scancel", job_id], env=cluster.env, check=False)
-    wait_for(lambda: not cluster.jobs(), 60, "the cancelled job to end")
+        if cluster.jobs():
+            subprocess.run(["scancel", job_id], env=cluster.env, check=False)
+    job = subprocess.run(
+        ["scontrol", "show", "job", job_id], env=cluster.env, capture_output=True, text=True
+    ).stdout
+    assert "JobState=FAILED" in job, job
+    assert "task 1: Killed" in log.read_text()
     wait_for(lambda: not [p for p in pids if alive(p)], 30, "the tasks to end")
     assert processes_of(out) == []
