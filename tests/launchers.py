@@ -51,9 +51,10 @@ def launch_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PATH": path, **extra}
 
 
-def spawn(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """A launcher in its own session: stdout (the ready line) piped back, stderr to `log`."""
-    with open(log, "wb") as err:
+def spawn(cmd: list[str], env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
+    """A launcher in its own session: stdout (the ready line) piped back, stderr to `log`
+    (or nowhere)."""
+    with open(log or os.devnull, "wb") as err:
         return subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
         )

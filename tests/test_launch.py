@@ -7,14 +7,11 @@ Cost: about 25 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
 import sys
 
 import pytest
 from conftest import run_job
-from launchers import BODY, SERVE, free_port
+from launchers import BODY, SERVE, free_port, ready_url, spawn, stop
 
 from paradit.backend.client.http import Client
 from paradit.backend.runtime.launch_env import LaunchEnv, first_host
@@ -144,46 +141,11 @@ def test_rank0_address_without_master_addr():
         assert first_host(nodelist) == first
 
 
-_free_port = free_port  # tests/test_replicas.py's name for it
+# tests/test_replicas.py's names for them
+_free_port, _spawn, _ready_url, _stop = free_port, spawn, ready_url, stop
 
 
-def _spawn(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """A serve process in its own session, its stdout (the ready line) piped back."""
-    return subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-
-
-def _ready_url(proc: subprocess.Popen) -> str:
-    line = proc.stdout.readline()
-    match = re.search(r"ready at (http://\S+) .*world size (\d+)", line)
-    assert match, f"no ready line: {line!r}"
-    assert match.group(2) == "2"
-    return match.group(1)
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _reference(backends) -> list[bytes]:
-    return run_job(backends.get("tiny-wan", 1, "--save-latents"), BODY)[1]
-
-
-def test_under_torchrun(tmp_path, backends):
+def test_under_torchrun(tmp_path, references):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [
         *TORCHRUN,
@@ -199,6 +161,6 @@ def test_under_torchrun(tmp_path, backends):
     try:
         client = Client(_ready_url(proc))
         assert client.info()["world_size"] == 2
-        assert run_job(client, BODY)[1] == _reference(backends)
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
     finally:
         _stop([proc])
