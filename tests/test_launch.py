@@ -1,40 +1,24 @@
-"""Launchers: the same `paradit serve` under torchrun, or srun- and mpirun-style environments.
+"""Launchers: which rank a launcher's variables make a process, and the same `paradit serve`
+under torchrun (mpirun: tests/test_mpirun.py; srun and sbatch: tests/test_slurm.py).
 
-Cost: about 78 s (in the suite's two-worker run on 2 cores).
+Cost: about 25 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import signal
-import socket
-import subprocess
 import sys
 
 import pytest
 from conftest import run_job
+from launchers import BODY, SERVE, free_port, ready_url, spawn, stop
 
 from paradit.backend.client.http import Client
-from paradit.backend.runtime.group import LaunchEnv
+from paradit.backend.runtime.launch_env import LaunchEnv, first_host
 
-BODY = {"prompt": "launched elsewhere", "seed": 5}
 # torchrun is this module of the torch the tests run with: never missing from PATH, so the
 # tests that use it never skip
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-SERVE = [
-    "-m",
-    "paradit",
-    "serve",
-    "--model",
-    "tiny-wan",
-    "--device",
-    "cpu",
-    "--threads",
-    "1",
-    "--port",
-    "0",
-]
 
 
 @pytest.mark.fast
@@ -123,63 +107,45 @@ def test_launch_env_mpich_pmi_and_which_launcher_wins():
         {**by_hand, "PARADIT_LAUNCHER": "paradit", "PARADIT_GENERATION": "3"}
     )
     assert own.launcher == "paradit" and own.prefix == "paradit/3"
-    # srun without MASTER_ADDR: the node srun ran on
-    slurm = LaunchEnv.from_environ(
-        {
-            "SLURM_PROCID": "1",
-            "SLURM_NTASKS": "2",
-            "SLURM_STEP_ID": "0",
-            "SLURM_LAUNCH_NODE_IPADDR": "10.1.2.3",
-        }
+
+
+@pytest.mark.fast
+def test_rank0_address_without_master_addr():
+    """One host: 127.0.0.1; srun on several nodes: the step's first node; anything else
+    across hosts: an error that says to set MASTER_ADDR."""
+    srun = {"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0"}
+    one_node = LaunchEnv.from_environ({**srun, "SLURM_STEP_NUM_NODES": "1"})
+    assert (one_node.launcher, one_node.master_addr, one_node.master_port) == (
+        "slurm",
+        "127.0.0.1",
+        29500,
     )
-    assert (slurm.launcher, slurm.master_addr, slurm.local_world_size) == ("slurm", "10.1.2.3", 2)
-    with pytest.raises(ValueError, match="MASTER_ADDR"):
-        LaunchEnv.from_environ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"})
+    nodes = {**srun, "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NODELIST": "gpu[07-08]"}
+    assert LaunchEnv.from_environ(nodes).master_addr == "gpu07"
+    assert LaunchEnv.from_environ({**nodes, "SLURM_PROCID": "0", "SLURMD_NODENAME": "gpu07"})
+    with pytest.raises(ValueError, match="task 0 runs on gpu08, not on the step's first node"):
+        LaunchEnv.from_environ({**nodes, "SLURM_PROCID": "0", "SLURMD_NODENAME": "gpu08"})
+    assert LaunchEnv.from_environ({**nodes, "MASTER_ADDR": "10.0.0.7"}).master_addr == "10.0.0.7"
+    open_mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}
+    mpich = {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0"}
+    for env, local_size in ((open_mpi, "OMPI_COMM_WORLD_LOCAL_SIZE"), (mpich, "MPI_LOCALNRANKS")):
+        one_host = LaunchEnv.from_environ({**env, local_size: "2", "MASTER_PORT": "4321"})
+        assert (one_host.master_addr, one_host.master_port) == ("127.0.0.1", 4321)
+        with pytest.raises(ValueError, match="mpi started ranks on several hosts: set MASTER_ADDR"):
+            LaunchEnv.from_environ({**env, local_size: "1"})
+    with pytest.raises(ValueError, match="MASTER_ADDR"):  # no local size: no guess
+        LaunchEnv.from_environ(open_mpi)
+    with pytest.raises(ValueError, match="env launch needs MASTER_ADDR"):  # by hand: say where
+        LaunchEnv.from_environ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"})
+    for nodelist, first in (("n1", "n1"), ("a,b", "a"), ("gpu[03-05,9],cpu1", "gpu03")):
+        assert first_host(nodelist) == first
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# tests/test_replicas.py's names for them
+_free_port, _spawn, _ready_url, _stop = free_port, spawn, ready_url, stop
 
 
-def _spawn(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """A serve process in its own session, its stdout (the ready line) piped back."""
-    return subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-
-
-def _ready_url(proc: subprocess.Popen) -> str:
-    line = proc.stdout.readline()
-    match = re.search(r"ready at (http://\S+) .*world size (\d+)", line)
-    assert match, f"no ready line: {line!r}"
-    assert match.group(2) == "2"
-    return match.group(1)
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _reference(backends) -> list[bytes]:
-    return run_job(backends.get("tiny-wan", 1, "--save-latents"), BODY)[1]
-
-
-def test_under_torchrun(tmp_path, backends):
+def test_under_torchrun(tmp_path, references):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [
         *TORCHRUN,
@@ -195,47 +161,6 @@ def test_under_torchrun(tmp_path, backends):
     try:
         client = Client(_ready_url(proc))
         assert client.info()["world_size"] == 2
-        assert run_job(client, BODY)[1] == _reference(backends)
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
     finally:
         _stop([proc])
-
-
-def _launcher_vars(launcher: str, rank: int) -> dict[str, str]:
-    """What srun, or Open MPI's mpirun, gives each of two tasks on one node."""
-    if launcher == "srun":
-        return {
-            "SLURM_PROCID": str(rank),
-            "SLURM_NTASKS": "2",
-            "SLURM_LOCALID": str(rank),
-            "SLURM_NTASKS_PER_NODE": "2",
-            "SLURM_STEP_ID": "0",
-        }
-    return {
-        "OMPI_COMM_WORLD_RANK": str(rank),
-        "OMPI_COMM_WORLD_SIZE": "2",
-        "OMPI_COMM_WORLD_LOCAL_RANK": str(rank),
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
-    }
-
-
-@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
-def test_under_an_srun_or_mpirun_style_environment(tmp_path, backends, launcher):
-    """mpirun and srun are not installed here: their variables are set by hand."""
-    port = _free_port()
-    procs = []
-    for rank in (0, 1):
-        env = {
-            **{k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
-            **_launcher_vars(launcher, rank),
-            "OMP_NUM_THREADS": "1",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-        }
-        procs.append(_spawn([sys.executable, *SERVE, "--output-dir", str(tmp_path)], env))
-    try:
-        client = Client(_ready_url(procs[0]))
-        ranks = client.info()["ranks"]
-        assert [r["pid"] for r in ranks] == [p.pid for p in procs]
-        assert run_job(client, BODY)[1] == _reference(backends)
-    finally:
-        _stop(procs)

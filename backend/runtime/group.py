@@ -1,108 +1,27 @@
-"""Process-group setup: where a rank learns who it is and joins the group.
-
-Launchers: paradit itself (`serve --world-size N` on one machine), torchrun, SLURM's srun and
-Open MPI / MPICH's mpirun. Each gives rank, world size and local rank in its own environment
-variables; the master address and port come from MASTER_ADDR / MASTER_PORT.
-"""
+"""Process-group setup: a rank picks its device and joins the group (who it is in the group
+comes from `launch_env.py`)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from .launch_env import LaunchEnv
+
 log = logging.getLogger(__name__)
 
 Abort = Callable[[], "str | None"]
 
-GENERATION_ENV = "PARADIT_GENERATION"
-"""Which incarnation of the group a rank started by `serve` belongs to (rebuilds count up)."""
-
 STARTUP_TIMEOUT_S = 1800.0
 """How long ranks wait for each other while starting (imports, downloads, loading): start-up
 is not bound by the collective timeout, which is about lost peers during a job."""
-
-
-@dataclass(frozen=True)
-class LaunchEnv:
-    """Who this process is in the group and where rank 0's store listens."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-    master_addr: str
-    master_port: int
-    launcher: str
-    """"paradit", "torchrun", "slurm", "mpi" or "env" (RANK/WORLD_SIZE set by hand)."""
-    agent_store: bool = False
-    """torchrun's agent already serves the TCPStore on MASTER_PORT."""
-    generation: int = 0
-    """torchrun's restart count: keys of an earlier incarnation must not be read again."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"rank {self.rank} must be in [0, world size {self.world_size})")
-        if not 0 <= self.local_rank < max(self.local_world_size, 1):
-            raise ValueError(f"local rank {self.local_rank} out of range")
-
-    @property
-    def prefix(self) -> str:
-        return f"paradit/{self.generation}"
-
-    @classmethod
-    def from_environ(cls, env: Mapping[str, str] | None = None) -> LaunchEnv | None:
-        """Read a launcher's variables; None when no launcher started this process."""
-        env = os.environ if env is None else env
-        keys = [
-            ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
-            ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-            (
-                "mpi",
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "OMPI_COMM_WORLD_LOCAL_SIZE",
-            ),
-            ("mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-        ]
-        for launcher, rank_key, size_key, local_key, local_size_key in keys:
-            if rank_key not in env or size_key not in env:
-                continue
-            if launcher == "slurm" and not env.get("SLURM_STEP_ID", "").isdigit():
-                continue  # an sbatch/salloc shell, not a task of an srun step
-            if launcher == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
-                launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
-            addr = env.get("MASTER_ADDR") or env.get("SLURM_LAUNCH_NODE_IPADDR")
-            if not addr:
-                raise ValueError(
-                    f"{launcher} launch needs MASTER_ADDR: the address of rank 0's host"
-                )
-            port = int(env.get("MASTER_PORT", "29500"))
-            size = int(env[size_key])
-            local_size = env.get(local_size_key) or env.get("SLURM_STEP_TASKS_PER_NODE", "")
-            local_size = local_size.split("(")[0].split(",")[0]
-            return cls(
-                rank=int(env[rank_key]),
-                world_size=size,
-                local_rank=int(env.get(local_key, "0")),
-                local_world_size=int(local_size) if local_size.isdigit() else size,
-                master_addr=addr,
-                master_port=port,
-                launcher=launcher,
-                agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
-                generation=int(
-                    env.get("TORCHELASTIC_RESTART_COUNT") or env.get(GENERATION_ENV) or 0
-                ),
-            )
-        return None
 
 
 def pick_device(device: str, env: LaunchEnv) -> torch.device:

@@ -24,15 +24,8 @@ import torch
 import torch.distributed as dist
 
 from ..config import ServeConfig, is_loopback
-from ..runtime.group import (
-    GENERATION_ENV,
-    STARTUP_TIMEOUT_S,
-    Abort,
-    Group,
-    LaunchEnv,
-    open_store,
-    pick_device,
-)
+from ..runtime.group import STARTUP_TIMEOUT_S, Abort, Group, open_store, pick_device
+from ..runtime.launch_env import GENERATION_ENV, LaunchEnv
 from .child import PARENT_ENV
 from .forked import ForkedRank, can_fork, fork_ranks
 from .rank import run_worker, start_rank

@@ -13,7 +13,8 @@ import torch
 
 from ..config import ServeConfig
 from ..runtime.control import Worker, channel
-from ..runtime.group import Abort, Group, LaunchEnv, join_group, pick_device
+from ..runtime.group import Abort, Group, join_group, pick_device
+from ..runtime.launch_env import LaunchEnv
 from ..runtime.progress import Heartbeat
 
 log = logging.getLogger(__name__)

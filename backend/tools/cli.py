@@ -232,6 +232,11 @@ class ProgressLog:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ..runtime.launch_env import LaunchEnv
+
+    # Under torchrun / srun / mpirun the launcher's world size counts (--dp-degree divides
+    # it); a launch that cannot work fails here, before torch is imported.
+    env = LaunchEnv.from_environ()
     from ..serving.launch import serve
 
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
@@ -239,10 +244,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.token:
         log.warning("--token is visible in the process list: prefer --token-file or PARADIT_TOKEN")
     token = args.token or read_token(args.token_file)
-    # Under torchrun / srun / mpirun the launcher's world size counts (--dp-degree divides it).
-    from ..runtime.group import LaunchEnv
-
-    env = LaunchEnv.from_environ()
     launched = {} if env is None else {"world_size": env.world_size}
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
     from ..models.loading import ModelSource

@@ -1,0 +1,134 @@
+"""`paradit serve` under the real mpirun of Open MPI and of MPICH (Debian's `openmpi-bin` and
+`mpich`, installed by `.ci/run`): one group of two ranks whose job equals world size 1.
+
+Open MPI runs two "nodes": a hostfile names two hosts and mpirun reaches them through a
+stand-in for ssh that runs the command on this machine, so each host gets its own Open MPI
+daemon and its own process set (local size 1 each), as on two machines. MPICH runs both
+ranks on one machine without MASTER_ADDR (the one-machine default).
+
+Cost: about 48 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from conftest import run_job, wait_for
+from launchers import (
+    BODY,
+    SERVE,
+    alive,
+    descendants,
+    free_port,
+    launch_env,
+    processes_of,
+    ready_url,
+    require,
+    spawn,
+    stop,
+)
+
+from paradit.backend.client.http import Client
+
+OPEN_MPI = "mpirun.openmpi"
+MPICH = "mpirun.mpich"
+FAKE_SSH = """#!/bin/sh
+# Stands in for ssh: "on HOST, run COMMAND" runs COMMAND here.
+while [ "${1#-}" != "$1" ]; do shift; done
+shift
+exec sh -c "$*"
+"""
+
+
+def _two_hosts(tmp_path) -> str:
+    """A stand-in for ssh, which mpirun uses to reach hosts other than its own."""
+    ssh = tmp_path / "fake-ssh"
+    ssh.write_text(FAKE_SSH)
+    ssh.chmod(0o755)
+    return str(ssh)
+
+
+def test_open_mpi_on_two_nodes_then_a_killed_rank_ends_the_group(tmp_path, references):
+    require(OPEN_MPI, package="openmpi-bin")
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node0 slots=1\nnode1 slots=1\n")
+    out = tmp_path / "out"
+    cmd = [
+        OPEN_MPI,
+        "-np",
+        "2",
+        "--hostfile",
+        str(hostfile),
+        "--mca",
+        "plm_rsh_agent",
+        _two_hosts(tmp_path),
+        "-x",
+        "MASTER_ADDR=127.0.0.1",
+        "-x",
+        f"MASTER_PORT={free_port()}",
+        "-x",
+        "PYTHONPATH",
+        "-x",
+        "OMP_NUM_THREADS",
+        sys.executable,
+        *SERVE,
+        "--output-dir",
+        str(out),
+    ]
+    env = launch_env(
+        OMPI_ALLOW_RUN_AS_ROOT="1",  # root in CI containers
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        PMIX_MCA_gds="hash",  # two daemons on one host: no shared PMIx data store
+    )
+    log = tmp_path / "mpirun.log"
+    proc = spawn(cmd, env, log)
+    try:
+        client = Client(ready_url(proc))
+        ranks = client.info()["ranks"]
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
+        tree = descendants(proc.pid)  # both "nodes'" daemons and ranks
+        assert {r["pid"] for r in ranks} <= set(tree)
+        os.kill(ranks[1]["pid"], signal.SIGKILL)  # rank 1 ran the job: it had started
+        assert proc.wait(timeout=60) != 0
+        text = log.read_text()
+        assert "process rank 1" in text and "exited on signal 9 (Killed)" in text, text
+        wait_for(lambda: not [p for p in tree if alive(p)], 30, "the launch's processes to end")
+        assert processes_of(out) == []
+    finally:
+        stop([proc])
+
+
+def test_mpich_on_one_machine_without_master_addr(tmp_path, references):
+    require(MPICH, package="mpich")
+    out = tmp_path / "out"
+    port = free_port()
+    env = {k: v for k, v in launch_env(MASTER_PORT=str(port)).items() if k != "MASTER_ADDR"}
+    # across hosts, no MASTER_ADDR is a clear error on every rank
+    two_hosts = ["-hosts", "node0,node1", "-launcher-exec", _two_hosts(tmp_path)]
+    failed = subprocess.run(
+        [MPICH, "-np", "2", *two_hosts, sys.executable, *SERVE, "--output-dir", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 2, failed.stderr  # the one-line usage error's code
+    assert "error: mpi started ranks on several hosts: set MASTER_ADDR" in failed.stderr
+    proc = spawn(
+        [MPICH, "-np", "2", sys.executable, *SERVE, "--output-dir", str(out)],
+        env,
+        tmp_path / "mpirun.log",
+    )
+    try:
+        client = Client(ready_url(proc))
+        assert client.info()["world_size"] == 2
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
+        tree = descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the group stops cleanly
+        assert proc.wait(timeout=60) == 0, (tmp_path / "mpirun.log").read_text()
+        wait_for(lambda: not [p for p in tree if alive(p)], 30, "the launch's processes to end")
+    finally:
+        stop([proc])

@@ -1,0 +1,128 @@
+"""`paradit serve` under SLURM for real: a one-machine cluster (tests/slurm_cluster.py: munged,
+slurmctld and slurmd from Debian's `slurm-wlm` and `munge`, installed by `.ci/run`) runs
+`srun -n 2` and `sbatch` of the README's script; each job equals world size 1.
+
+Cost: about 50 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from conftest import run_job, wait_for
+from launchers import (
+    BODY,
+    SERVE,
+    alive,
+    free_port,
+    launch_env,
+    processes_of,
+    readme_block,
+    ready_url,
+    spawn,
+    stop,
+)
+from slurm_cluster import SlurmCluster
+
+from paradit.backend.client.http import Client
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
+    slurm = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=2).start()
+    yield slurm
+    slurm.stop()
+
+
+def _env(cluster: SlurmCluster, **extra: str) -> dict[str, str]:
+    return launch_env(SLURM_CONF=cluster.env["SLURM_CONF"], MASTER_PORT=str(free_port()), **extra)
+
+
+def test_srun_serves_then_a_killed_task_makes_rank_0_exit_with_the_reason(
+    cluster, tmp_path, references
+):
+    out = tmp_path / "out"
+    cmd = ["srun", "-n", "2", sys.executable, *SERVE, "--hang-timeout", "4"]
+    log = tmp_path / "srun.log"
+    proc = spawn([*cmd, "--output-dir", str(out)], _env(cluster), log)
+    try:
+        client = Client(ready_url(proc))
+        ranks = client.info()["ranks"]
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
+        pids = processes_of(out)
+        assert {r["pid"] for r in ranks} <= set(pids)
+        os.kill(ranks[1]["pid"], signal.SIGKILL)  # rank 1 ran the job: it had started
+        assert proc.wait(timeout=60) != 0
+        text = log.read_text()
+        assert re.search(
+            r"ranks \[1\] stopped answering \(no heartbeat for 4s, --hang-timeout\); "
+            r"exiting so that the launcher restarts the group",
+            text,
+        ), text
+        # srun's own words on the two tasks: rank 0 exited non-zero by itself
+        assert "task 1: Killed" in text and "task 0: Exited with exit code 1" in text, text
+        wait_for(lambda: not [p for p in pids if alive(p)], 30, "the tasks to end")
+        wait_for(lambda: not cluster.jobs(), 30, "the step's allocation to end")
+    finally:
+        stop([proc])
+
+
+def test_sbatch_of_the_readme_script(cluster, tmp_path, references):
+    script = tmp_path / "paradit.sbatch"
+    script.write_text(readme_block("#!/bin/bash\n#SBATCH"))
+    (tmp_path / "token").write_text("sbatch-test-token\n")
+    out = tmp_path / "out"
+    submit = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--nodes",
+            "1",
+            "--ntasks-per-node",
+            "2",
+            "--gpus-per-task",
+            "0",
+            "--chdir",
+            str(tmp_path),
+            str(script),
+            *("--device", "cpu", "--threads", "1", "--port", "0", "--output-dir", str(out)),
+        ],
+        env=_env(cluster, MODEL="tiny-wan"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert submit.returncode == 0, submit.stderr
+    job_id = submit.stdout.strip().split(";")[0]
+    log = tmp_path / f"paradit-{job_id}.log"
+
+    def url() -> str | None:
+        found = re.search(r"ready at (http://\S+)", log.read_text()) if log.exists() else None
+        return found.group(1) if found else None
+
+    try:
+        client = Client(wait_for(url, 180, "the job's ready line"), token="sbatch-test-token")
+        info = client.info()
+        assert info["world_size"] == 2 and info["model"] == "tiny-wan"
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
+        pids = processes_of(out)
+        assert {r["pid"] for r in info["ranks"]} <= set(pids)
+        # the script's srun --kill-on-bad-exit=1 ends the step, and so the job, at once
+        os.kill(info["ranks"][1]["pid"], signal.SIGKILL)
+        wait_for(lambda: not cluster.jobs(), 60, "the job to end")
+    finally:
+        if cluster.jobs():
+            subprocess.run(["scancel", job_id], env=cluster.env, check=False)
+    job = subprocess.run(
+        ["scontrol", "show", "job", job_id], env=cluster.env, capture_output=True, text=True
+    ).stdout
+    assert "JobState=FAILED" in job, job
+    assert "task 1: Killed" in log.read_text()
+    wait_for(lambda: not [p for p in pids if alive(p)], 30, "the tasks to end")
+    assert processes_of(out) == []
