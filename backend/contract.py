@@ -50,6 +50,9 @@ class Limits:
     max_image_bytes: int = 16 * 1024 * 1024
     max_image_pixels: int = 4096 * 4096
     needs_image: bool = False
+    accepts_image: bool = False
+    """The model takes a start image but does not need one: text- and image-to-video in one
+    model (Wan 2.2 TI2V-5B), whose `task` is text-to-video. `needs_image` implies it."""
     default_width: int = 64
     default_height: int = 64
     default_frames: int = 5

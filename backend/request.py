@@ -183,7 +183,7 @@ def _frames(value: int, limits: Limits) -> int:
 
 
 def _image(value: Any, limits: Limits) -> str:
-    if not limits.needs_image:
+    if not (limits.needs_image or limits.accepts_image):
         raise ValueError(f"image is only accepted by image-to-video models ({limits.task})")
     decode_image_png(value, limits)
     return value
@@ -336,8 +336,9 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "image",
         "image",
-        "Image-to-video models only (then required): the start image, a base64 PNG or JPEG "
-        "(a data: URL works too); the command line takes a file.",
+        "Image-to-video models (then required) and text-and-image-to-video ones (optional): "
+        "the start image, a base64 PNG or JPEG (a data: URL works too); the command line "
+        "takes a file.",
         rule=_image,
         tasks=(IMAGE_TO_VIDEO,),
         cli="--image",

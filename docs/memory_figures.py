@@ -14,7 +14,7 @@ from test_memory_plan import _plan, config_folder  # noqa: E402
 
 from paradit.backend.memory.settings import JobShape  # noqa: E402
 from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline  # noqa: E402
-from paradit.backend.models.families import family_for  # noqa: E402
+from paradit.backend.models.registry import family_of  # noqa: E402
 
 GIB = 2**30
 CASES = {
@@ -29,7 +29,7 @@ root = Path(tempfile.mkdtemp())
 for preset, cases in CASES.items():
     folder = config_folder(preset, root / preset.split(":")[1])
     pipe = meta_pipeline(str(folder))
-    sizes = sizes_of_pipeline(pipe, family_for(type(pipe).__name__), torch.bfloat16)
+    sizes = sizes_of_pipeline(pipe, family_of(pipe), torch.bfloat16)
     for gpus, gib, shape, ulysses in cases:
         planner = _plan(sizes, gpus, gib, shape, ulysses)
         job = planner.plan_job(shape)

@@ -217,7 +217,9 @@ class ParaDiTImageToVideo(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
         return task_schema(
-            IMAGE_TO_VIDEO, "Image to video on the paradit backend (Wan 2.1 I2V, CogVideoX I2V)."
+            IMAGE_TO_VIDEO,
+            "Image to video on the paradit backend (Wan 2.1 I2V, Wan 2.2 I2V-A14B and TI2V-5B, "
+            "CogVideoX I2V).",
         )
 
     @classmethod

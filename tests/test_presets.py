@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 5 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ PIPELINE_CLASSES = {
     "tiny-flux": FluxPipeline,
     "tiny-cogvideox": CogVideoXPipeline,
     "tiny-cogvideox-i2v": CogVideoXImageToVideoPipeline,
+    "tiny-wan2.2-ti2v-5b": WanPipeline,
+    "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
 }
+IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
+"""The presets whose pipeline needs a start image."""
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
 )
@@ -76,7 +80,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["true_cfg_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
-    if name.endswith("-i2v"):
+    if name in IMAGE_TO_VIDEO:
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
@@ -112,6 +116,8 @@ WEIGHT_DIGESTS = {
     "tiny-flux": "da18f16e9ac8d26d",
     "tiny-cogvideox": "c84859b877d77ff6",
     "tiny-cogvideox-i2v": "5692d925b7bdebf3",
+    "tiny-wan2.2-ti2v-5b": "413a46104db2613a",
+    "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
 }
 
 
@@ -132,6 +138,8 @@ def test_preset_names_and_bad_input():
         "tiny-flux",
         "tiny-cogvideox",
         "tiny-cogvideox-i2v",
+        "tiny-wan2.2-ti2v-5b",
+        "tiny-wan2.2-i2v-a14b",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -185,7 +193,7 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
     _assert_bit_equal(_state(preset), _state(loaded))
     assert loaded.tokenizer("héllo").input_ids == preset.tokenizer("héllo").input_ids
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
-    if not name.endswith("-i2v"):  # i2v runs in its own test
+    if name not in IMAGE_TO_VIDEO:  # i2v runs in its own test
         # Loaded weights are views at the file's offsets; CPU GEMV rounding depends on alignment.
         assert align_cpu_weights(loaded) > 0
         assert align_cpu_weights(loaded) == 0

@@ -93,9 +93,16 @@ def pick_seed(seed: Any, randomize: bool) -> int:
     return whole("seed", seed)
 
 
-def form_fields(task: str) -> tuple[RequestField, ...]:
-    """The request fields the form shows for a model of `task` (marked `form`, read by it)."""
-    return tuple(f for f in request_fields() if f.form and task in f.tasks)
+def form_fields(task: str, limits: dict[str, Any] | None = None) -> tuple[RequestField, ...]:
+    """The request fields the form shows for a model of `task` (marked `form`, read by it),
+    and the start image when the model's `limits` take one without needing it (text- and
+    image-to-video in one model: Wan 2.2 TI2V-5B)."""
+    optional_image = bool(limits and limits.get("accepts_image"))
+    return tuple(
+        f
+        for f in request_fields()
+        if f.form and (task in f.tasks or (optional_image and f.kind == "image"))
+    )
 
 
 def label(f: RequestField) -> str:

@@ -316,7 +316,7 @@ def _form(info: dict[str, Any]) -> Form:
     task = info.get("task", limits["task"])
     gr.Radio(list(TASKS), value=task, label="Mode", interactive=False)
     gr.Markdown(mode_note(info["model"], task))
-    shown = {f.name for f in form_fields(task)}
+    shown = {f.name for f in form_fields(task, limits)}
     inputs: dict[str, gr.components.Component] = {}
     preset = randomize = None
     for f in request_fields():

@@ -120,6 +120,11 @@ class Family:
     def finish(self, pipe: Any) -> None:
         """Undo what `prepare` set on the pipeline for one job (after it ends, on every rank)."""
 
+    def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
+        """The pipeline that runs `request`: the loaded one, or (Wan 2.2 TI2V-5B) another
+        pipeline class on its components."""
+        return pipe
+
     def frames(self, output: Any) -> np.ndarray:
         """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
         raise NotImplementedError
@@ -503,7 +508,10 @@ FAMILIES: tuple[Family, ...] = (
 
 
 def family_for(pipeline_class: str) -> Family:
-    """The adapter for a diffusers pipeline class name; ValueError for unsupported ones."""
+    """The adapter for a diffusers pipeline class name; ValueError for unsupported ones.
+
+    A loaded pipeline's settings may pick a more specific family: `registry.family_of`.
+    """
     for family in FAMILIES:
         if pipeline_class in family.pipeline_classes:
             return family

@@ -9,6 +9,15 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 (frames 4k+1), UMT5 text encoder (d_model 32), UniPC flow scheduler.
   tiny-wan-i2v  WanImageToVideoPipeline, the same plus a CLIP vision encoder (32x32 input,
                 17 tokens) and a transformer with 36 input channels (2 * z_dim + 4).
+  tiny-wan2.2-ti2v-5b   WanPipeline shaped like Wan 2.2 TI2V-5B: the Wan 2.2 VAE (48 latent
+                channels, 2x2 patches then 8x: 16x spatial / 4x temporal, the real latent
+                statistics), a transformer with 48 input channels, `expand_timesteps` (the
+                first latent frame can hold a start image: text- and image-to-video in one
+                model, see `wan22.py`), UniPC with shift 5. Sizes: multiples of 32.
+  tiny-wan2.2-i2v-a14b  WanImageToVideoPipeline shaped like Wan 2.2 I2V-A14B: two experts
+                (`transformer` for high noise, `transformer_2` below boundary_ratio 0.9 of the
+                timesteps), 36 input channels (the image latents and mask concatenated), no
+                CLIP image encoder, the tiny-wan VAE.
   tiny-flux     FluxPipeline, 4 heads x 16 dims, 2 double + 2 single blocks, no guidance
                 embedding (guidance is true CFG), CLIP (77 tokens) + T5 text encoders.
   tiny-cogvideox      CogVideoXPipeline shaped like CogVideoX-5B: 4 heads x 16 dims, 2 layers,
@@ -50,6 +59,8 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-flux",
     "tiny-cogvideox",
     "tiny-cogvideox-i2v",
+    "tiny-wan2.2-ti2v-5b",
+    "tiny-wan2.2-i2v-a14b",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -104,7 +115,7 @@ def build_preset(
         component: (build() if component in wanted else None)
         for component, build in builders.items()
     }
-    return getattr(diffusers, pipeline_class_name)(**parts)
+    return getattr(diffusers, pipeline_class_name)(**parts, **_PIPELINE_CONFIG.get(name, {}))
 
 
 def _preset(name: str) -> tuple[str, _Builders]:
@@ -220,34 +231,50 @@ def _wan_vae():
     )
 
 
-def _wan_transformer(image_to_video: bool):
+def _wan22_vae():
+    from diffusers import AutoencoderKLWan
+
+    from .random_presets import random_preset_spec
+
+    # Wan 2.2's VAE as TI2V-5B ships it (residual blocks, 2x2 patches, its latent statistics),
+    # 8 channels wide with one resnet per level.
+    shipped = random_preset_spec("random:wan2.2-ti2v-5b")["components"]["vae"]["config"]
+    config = {key: value for key, value in shipped.items() if not key.startswith("_")}
+    config.update(base_dim=8, decoder_base_dim=8, dim_mult=[1, 1, 1, 1], num_res_blocks=1)
+    return AutoencoderKLWan(**config)
+
+
+def _wan_transformer(image_to_video: bool, *, z_dim: int = _WAN_Z_DIM, clip: bool = True):
+    """`image_to_video`: 2 * z_dim + 4 input channels (Wan 2.1/2.2 I2V) and, with `clip`, the
+    CLIP image embedding (Wan 2.1 I2V only)."""
     from diffusers import WanTransformer3DModel
 
     inner_dim = _WAN_HEADS * _WAN_HEAD_DIM
+    image_embedding = image_to_video and clip
     return WanTransformer3DModel(
         patch_size=(1, 2, 2),
         num_attention_heads=_WAN_HEADS,
         attention_head_dim=_WAN_HEAD_DIM,
-        in_channels=2 * _WAN_Z_DIM + 4 if image_to_video else _WAN_Z_DIM,
-        out_channels=_WAN_Z_DIM,
+        in_channels=2 * z_dim + 4 if image_to_video else z_dim,
+        out_channels=z_dim,
         text_dim=_TEXT_DIM,
         freq_dim=256,
         ffn_dim=2 * inner_dim,
         num_layers=2,
         cross_attn_norm=True,
         qk_norm="rms_norm_across_heads",
-        image_dim=_CLIP_VISION_DIM if image_to_video else None,
-        added_kv_proj_dim=inner_dim if image_to_video else None,
+        image_dim=_CLIP_VISION_DIM if image_embedding else None,
+        added_kv_proj_dim=inner_dim if image_embedding else None,
         rope_max_seq_len=1024,
     )
 
 
-def _wan_scheduler():
+def _wan_scheduler(flow_shift: float = 3.0):
     from diffusers import UniPCMultistepScheduler
 
-    # What the Wan2.1 diffusers repos ship: UniPC on flow sigmas with shift 3.
+    # What the Wan diffusers repos ship: UniPC on flow sigmas with shift 3 (TI2V-5B: 5).
     return UniPCMultistepScheduler(
-        prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=3.0
+        prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=flow_shift
     )
 
 
@@ -377,6 +404,19 @@ _WAN_I2V: _Builders = {
     "transformer": lambda: _seeded(105, lambda: _wan_transformer(image_to_video=True)),
 }
 
+_WAN22_TI2V: _Builders = {
+    **_WAN_T2V,
+    "vae": lambda: _seeded(106, _wan22_vae),
+    "scheduler": lambda: _wan_scheduler(flow_shift=5.0),
+    "transformer": lambda: _seeded(107, lambda: _wan_transformer(False, z_dim=48)),
+}
+
+_WAN22_I2V: _Builders = {
+    **_WAN_T2V,
+    "transformer": lambda: _seeded(108, lambda: _wan_transformer(True, clip=False)),
+    "transformer_2": lambda: _seeded(109, lambda: _wan_transformer(True, clip=False)),
+}
+
 _FLUX: _Builders = {
     "tokenizer": lambda: byte_tokenizer(77),
     "text_encoder": lambda: _seeded(201, _clip_text_encoder),
@@ -407,7 +447,15 @@ _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-flux": ("FluxPipeline", _FLUX),
     "tiny-cogvideox": ("CogVideoXPipeline", _COGVIDEOX),
     "tiny-cogvideox-i2v": ("CogVideoXImageToVideoPipeline", _COGVIDEOX_I2V),
+    "tiny-wan2.2-ti2v-5b": ("WanPipeline", _WAN22_TI2V),
+    "tiny-wan2.2-i2v-a14b": ("WanImageToVideoPipeline", _WAN22_I2V),
 }
+
+_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {
+    "tiny-wan2.2-ti2v-5b": {"expand_timesteps": True},
+    "tiny-wan2.2-i2v-a14b": {"boundary_ratio": 0.9},
+}
+"""The pipeline's own settings, as the real repos' model_index.json has them."""
 
 
 def preset_pipeline_class(name: str) -> str:

@@ -13,6 +13,11 @@ and speed figures meaningful where no weights can be downloaded.
     random:wan2.1-t2v-14b      Wan-AI/Wan2.1-T2V-14B-Diffusers (14.3B DiT)
     random:wan2.2-t2v-a14b     Wan-AI/Wan2.2-T2V-A14B-Diffusers (two 14.3B experts: the
                                high-noise `transformer` above timestep 875, `transformer_2` below)
+    random:wan2.2-ti2v-5b      Wan-AI/Wan2.2-TI2V-5B-Diffusers (5.0B DiT, the Wan 2.2 VAE: 48
+                               latent channels, 16x spatial; `expand_timesteps`: text- and
+                               image-to-video in one model)
+    random:wan2.2-i2v-a14b     Wan-AI/Wan2.2-I2V-A14B-Diffusers (two 14.3B experts with 36 input
+                               channels, switched at boundary_ratio 0.9; no CLIP encoder)
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
 
 How they stay usable on a CPU machine:
@@ -61,6 +66,8 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:wan2.1-t2v-1.3b": "wan2.1-t2v-1.3b.json",
     "random:wan2.1-t2v-14b": "wan2.1-t2v-14b.json",
     "random:wan2.2-t2v-a14b": "wan2.2-t2v-a14b.json",
+    "random:wan2.2-ti2v-5b": "wan2.2-ti2v-5b.json",
+    "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
     "random:flux.1-dev": "flux.1-dev.json",
 }
 """Preset name -> its file in `configs/`."""

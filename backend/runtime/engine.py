@@ -36,6 +36,7 @@ from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..models.registry import family_of
 from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
@@ -164,6 +165,7 @@ class Runtime:
 
             self.model_files = resolve(self.source.single_files()).summary()
         self.pipe.set_progress_bar_config(disable=True)
+        self.family = family_of(self.pipe)  # the loaded pipeline's settings may say more
         tile_vae_from_env(self.pipe, memory.vae_tile)  # --vae-tile, else PARADIT_VAE_TILE
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
@@ -361,13 +363,14 @@ class Runtime:
             return {}
 
         kwargs = self.family.prepare(self.pipe, request, tensors)
+        runner = self.family.pipeline_for_job(self.pipe, request)
         generator = torch.Generator("cpu").manual_seed(request.seed)
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
         clock.start = time.perf_counter()
         try:
             with placement.steps(self.dits(), self.layout, self.group.device):
-                output = self.pipe(
+                output = runner(
                     **kwargs,
                     generator=generator,
                     output_type="np" if decodes_here else "latent",

@@ -34,7 +34,7 @@ def estimate(
     import torch
 
     from ..memory.sizes import meta_pipeline, sizes_of_pipeline
-    from ..models.families import family_for
+    from ..models.registry import family_of
     from ..parallel.plan import choose_plan
 
     if gpus < 1 or dp_degree < 1 or gpus % dp_degree:
@@ -44,7 +44,7 @@ def estimate(
     shape = JobShape(width, height, frames)
     settings = MemorySettings(gpu_memory_gib, offload, vae_tiling, f"{shape}")
     pipe = meta_pipeline(model)
-    family = family_for(type(pipe).__name__)
+    family = family_of(pipe)
     plan = choose_plan(
         gpus // dp_degree,
         supports_cfg=family.supports_cfg(pipe),
