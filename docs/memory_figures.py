@@ -14,7 +14,7 @@ from test_memory_plan import _plan, config_folder  # noqa: E402
 
 from paradit.backend.memory.settings import JobShape  # noqa: E402
 from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline  # noqa: E402
-from paradit.backend.models.registry import family_of  # noqa: E402
+from paradit.backend.models.families import family_of  # noqa: E402
 
 GIB = 2**30
 CASES = {

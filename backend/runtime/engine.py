@@ -34,9 +34,8 @@ from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline
-from ..models.families import Family, family_for
+from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
-from ..models.registry import family_of
 from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan

@@ -34,7 +34,7 @@ def estimate(
     import torch
 
     from ..memory.sizes import meta_pipeline, sizes_of_pipeline
-    from ..models.registry import family_of
+    from ..models.families import family_of
     from ..parallel.plan import choose_plan
 
     if gpus < 1 or dp_degree < 1 or gpus % dp_degree:

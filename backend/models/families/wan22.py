@@ -23,9 +23,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
-from ..request import JobRequest
-from .families import Family, Tensors, _Wan, _WanImageToVideo, request_image, video_kwargs
+from ...contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
+from ...request import JobRequest
+from .base import Family, Tensors, request_image, video_kwargs
+from .wan import WanImageToVideo, WanTextToVideo
 
 # The published defaults: TI2V-5B makes 1280x704 (720p) videos of 121 frames at 24 fps with 50
 # steps and guidance 5 (the model card and Wan 2.2's `ti2v_5B` config); I2V-A14B makes 81 frames
@@ -35,7 +36,7 @@ TI2V_WIDTH, TI2V_HEIGHT, TI2V_FRAMES, TI2V_FPS, TI2V_STEPS = 1280, 704, 121, 24,
 I2V_A14B_GUIDANCE = 3.5
 
 
-class WanTextImageToVideo(_Wan):
+class WanTextImageToVideo(WanTextToVideo):
     """Wan 2.2 TI2V-5B: text-to-video, or image-to-video when the request has an image."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
@@ -66,7 +67,7 @@ class WanTextImageToVideo(_Wan):
         return kwargs
 
 
-class Wan22ImageToVideo(_WanImageToVideo):
+class Wan22ImageToVideo(WanImageToVideo):
     """Wan 2.2 I2V-A14B: the Wan image-to-video family with the model's own guidance."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:

@@ -1,0 +1,90 @@
+"""Model adapters, one module per family: what paradit needs to know about each family of
+diffusers pipelines (limits, which components only the encoding rank needs, how to encode a
+request, which arguments the pipeline gets on every rank, how to decode in tiles).
+
+Before loading, the pipeline class name is all there is (`family_for`: which encoders to
+skip); once loaded, the pipeline's settings can say more (`family_of`: Wan 2.2 TI2V-5B and
+I2V-A14B, `wan22.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
+from .cogvideox import CogVideoX
+from .flux import Flux
+from .wan import WanImageToVideo, WanTextToVideo
+from .wan22 import specialize
+
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "Tensors",
+    "TiledDecode",
+    "family_for",
+    "family_of",
+    "request_image",
+    "video_kwargs",
+]
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+FAMILIES: tuple[Family, ...] = (
+    WanTextToVideo(
+        "wan-t2v",
+        TEXT_TO_VIDEO,
+        ("WanPipeline",),
+        _TEXT,
+        vae_float32=True,
+        decodes_in_job=True,
+    ),
+    WanImageToVideo(
+        "wan-i2v",
+        IMAGE_TO_VIDEO,
+        ("WanImageToVideoPipeline",),
+        _TEXT | {"image_encoder"},
+        vae_float32=True,
+        decodes_in_job=True,
+    ),
+    Flux(
+        "flux",
+        TEXT_TO_IMAGE,
+        ("FluxPipeline",),
+        frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+        decodes_in_job=True,
+    ),
+    CogVideoX(
+        "cogvideox-t2v",
+        TEXT_TO_VIDEO,
+        ("CogVideoXPipeline",),
+        _TEXT,
+        batched_cfg=True,
+        decodes_in_job=True,
+    ),
+    CogVideoX(
+        "cogvideox-i2v",
+        IMAGE_TO_VIDEO,
+        ("CogVideoXImageToVideoPipeline",),
+        _TEXT,
+        batched_cfg=True,
+        decodes_in_job=True,
+    ),
+)
+
+
+def family_for(pipeline_class: str) -> Family:
+    """The adapter for a diffusers pipeline class name; ValueError for unsupported ones.
+
+    A loaded pipeline's settings may pick a more specific family: `family_of`.
+    """
+    for family in FAMILIES:
+        if pipeline_class in family.pipeline_classes:
+            return family
+    supported = sorted(c for f in FAMILIES for c in f.pipeline_classes)
+    raise ValueError(f"unsupported pipeline {pipeline_class!r}; supported: {supported}")
+
+
+def family_of(pipe: Any) -> Family:
+    """The adapter for a loaded pipeline; ValueError for unsupported ones."""
+    return specialize(family_for(type(pipe).__name__), pipe)

@@ -1,0 +1,175 @@
+"""What paradit needs to know about a family of diffusers pipelines (`Family`), and the
+pieces every family shares: the tiled decode, the video pipelines' common arguments, the
+request's start image. A family knows nothing about distribution.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...contract import Limits
+from ...request import JobRequest
+
+Tensors = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TiledDecode:
+    """One job's VAE decode as independent tiles: any rank can decode any tile, and rank 0
+    assembles the decoded tiles (all of them, in order) into the frames."""
+
+    costs: tuple[int, ...]
+    """Relative cost of each tile (for dealing them out evenly)."""
+    decode_tile: Callable[[int], torch.Tensor]
+    assemble: Callable[[list[torch.Tensor]], np.ndarray]
+    """Decoded tiles -> float frames (F, H, W, 3) in 0..1, as the pipeline post-processes."""
+    dtype: torch.dtype
+
+    @property
+    def num_tiles(self) -> int:
+        return len(self.costs)
+
+
+def decode_in_tiles(
+    vae: Any,
+    z: torch.Tensor,
+    tiles: Any,
+    decode_tile: Callable[[Any, torch.Tensor, Any], torch.Tensor],
+    to_frames: Callable[[torch.Tensor], np.ndarray],
+    finish: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+) -> TiledDecode:
+    """`vae.decode(z)` as the tiles of `tiles` (a `vae_tiles.TileGrid`), then `to_frames`.
+
+    `decode_tile(vae, z, tile)` decodes one tile of a tiled grid and `finish(vae, z, blended)`
+    does what the VAE's tiled decode does after the blend. A grid of one tile (tiling off, or
+    latents that fit one tile) is decoded by `vae.decode(z)` itself: the pipeline's own call.
+    """
+    from ..vae_tiles import blend
+
+    def decode(index: int) -> torch.Tensor:
+        if not tiles.tiled:
+            return vae.decode(z, return_dict=False)[0]
+        return decode_tile(vae, z, tiles.tiles[index])
+
+    def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
+        sample = blend(vae, tiles, decoded)
+        if tiles.tiled and finish is not None:
+            sample = finish(vae, z, sample)
+        return to_frames(sample)
+
+    return TiledDecode(
+        costs=tuple(tile.cost for tile in tiles.tiles),
+        decode_tile=decode,
+        assemble=assemble,
+        dtype=vae.dtype,
+    )
+
+
+def video_frames(pipe: Any) -> Callable[[torch.Tensor], np.ndarray]:
+    """Decoded video -> float frames (F, H, W, 3), as the video pipelines post-process."""
+
+    def to_frames(video: torch.Tensor) -> np.ndarray:
+        frames = pipe.video_processor.postprocess_video(video=video, output_type="np")
+        return np.asarray(frames)[0]  # (batch, F, H, W, 3) -> the one video
+
+    return to_frames
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    task: str
+    pipeline_classes: tuple[str, ...]
+    encoder_components: frozenset[str]
+    """Components only the encoding rank (rank 0) loads."""
+    vae_float32: bool = False
+    """Keep the VAE in float32 when the rest runs in half precision (Wan's VAE wants it, and
+    its pipelines cast latents to the VAE's dtype; Flux's do not)."""
+    batched_cfg: bool = False
+    """The pipeline runs the unconditional and conditional branches as one batch of 2 through
+    the transformer (CogVideoX), not as two calls (Wan, Flux)."""
+    decodes_in_job: bool = False
+    """The pipeline stops at the latents on every rank and the job decodes them with
+    `tiled_decode` (tiles can be dealt to the ranks); otherwise rank 0's pipeline decodes."""
+
+    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        raise NotImplementedError
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        return True
+
+    def uses_cfg(self, pipe: Any, request: JobRequest) -> bool:
+        return self.supports_cfg(pipe) and request.uses_cfg
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        """Run the text (and image) encoders; rank 0 only."""
+        raise NotImplementedError
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        """Keyword arguments for `pipe(...)` on every rank, from the broadcast tensors."""
+        raise NotImplementedError
+
+    def finish(self, pipe: Any) -> None:
+        """Undo what `prepare` set on the pipeline for one job (after it ends, on every rank)."""
+
+    def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
+        """The pipeline that runs `request`: the loaded one, or (Wan 2.2 TI2V-5B) another
+        pipeline class on its components."""
+        return pipe
+
+    def frames(self, output: Any) -> np.ndarray:
+        """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
+        raise NotImplementedError
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        """The decode of the pipeline's final latents, cut into tiles (`decodes_in_job`)."""
+        raise NotImplementedError
+
+    # -- previews (see preview.py) --------------------------------------------------------
+
+    def latent_channels(self, pipe: Any) -> int:
+        raise NotImplementedError
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        """The step's latents as one (channels, h, w) picture (a video's first frame)."""
+        raise NotImplementedError
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        """VAE-decode a (1, channels, h, w) latent in the pipeline's latent space to
+        (3, 8h, 8w) in -1..1, as the pipeline itself would."""
+        raise NotImplementedError
+
+
+def text_len(tokenizer: Any, default: int = 512) -> int:
+    length = getattr(tokenizer, "model_max_length", default) or default
+    return int(min(default, length))
+
+
+def video_kwargs(request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+    """The pipeline arguments every video family passes the same way."""
+    return {
+        "prompt_embeds": tensors["prompt_embeds"],
+        "negative_prompt_embeds": tensors.get("negative_prompt_embeds"),
+        "height": request.height,
+        "width": request.width,
+        "num_frames": request.num_frames,
+        "num_inference_steps": request.num_inference_steps,
+        "guidance_scale": request.guidance_scale,
+    }
+
+
+def request_image(request: JobRequest):
+    """The request's start image as an RGB PIL image at the requested size."""
+    import base64
+
+    from PIL import Image
+
+    raw = base64.b64decode(request.image.split(",", 1)[-1])
+    with Image.open(io.BytesIO(raw)) as img:
+        return img.convert("RGB").resize((request.width, request.height))
