@@ -5,7 +5,7 @@ Model code stays single-device; `parallelize` turns a plan into hooks on the tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -13,9 +13,9 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
-from .sequence import apply_sequence_parallel
+from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
 
-__all__ = ["Parallelized", "parallelize", "local_param_bytes"]
+__all__ = ["PLAN", "SPREAD", "Parallelized", "parallelize", "local_param_bytes"]
 
 
 @dataclass
@@ -24,10 +24,30 @@ class Parallelized:
 
     plan: ParallelPlan
     cfg: list[CfgParallel]
+    layouts: list[SequenceLayouts] = field(default_factory=list)
+    """Each transformer's sequence layouts (none when the sequence is never split)."""
 
-    def begin_job(self, uses_cfg: bool) -> None:
+    def begin_job(self, uses_cfg: bool, tokens: int = 0) -> str:
+        """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
+
+        A job without CFG on a CFG-parallel plan spreads its sequence over the whole replica
+        when it has a token for every rank (`tokens`: its latent tokens); otherwise, and for
+        every job with CFG, the plan's own layout.
+        """
         for wrapper in self.cfg:
             wrapper.begin_job(uses_cfg)
+        spread = (
+            not uses_cfg
+            and tokens >= self.plan.world_size
+            and any(SPREAD in layouts.states for layouts in self.layouts)
+        )
+        layout = SPREAD if spread else PLAN
+        for layouts in self.layouts:
+            layouts.use(layout)
+        return layout
+
+    def end_job(self) -> None:
+        self.begin_job(False)
 
 
 def parallelize(
@@ -58,16 +78,21 @@ def parallelize(
     flat = None
     if plan.shard_weights:
         flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",))
-    wrappers = []
+    spread = None
+    if plan.cfg_degree > 1:  # jobs without CFG: Ulysses over the whole replica
+        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"))
+    wrappers, all_layouts = [], []
     for transformer in transformers:
-        apply_sequence_parallel(transformer, plan, mesh, device)
+        layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
+        if layouts is not None:
+            all_layouts.append(layouts)
         if flat is not None:
             shard_weights(transformer, flat, cpu_offload=cpu_offload)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
-    return Parallelized(plan, wrappers)
+    return Parallelized(plan, wrappers, all_layouts)
 
 
 def _replica_mesh(

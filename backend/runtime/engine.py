@@ -80,6 +80,9 @@ class StepClock:
 
     start: float = field(default_factory=time.perf_counter)
     marks: list[float] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """How the steps ran (`sequence_layout`, the step cache's `cache` record): job.json
+    carries them at its top level (`serving/writer.py`)."""
 
     def mark(self) -> None:
         self.marks.append(time.perf_counter())
@@ -99,7 +102,7 @@ class StepClock:
         if steps:
             out["mean_step_s"] = round(sum(steps) / len(steps), 4)
             out["decode_s"] = round(end - self.marks[-1], 4)
-        return out
+        return {**out, **self.notes}
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,8 @@ class Runtime:
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
         self.job_id = ""
+        self.sequence_layout = ""
+        """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
@@ -346,7 +351,10 @@ class Runtime:
         that decode in the job, the final latents on every rank (then call `decode`).
         """
         uses_cfg = self.family.uses_cfg(self.pipe, request)
-        self.parallel.begin_job(uses_cfg)
+        tokens = self.limits.tokens(request.width, request.height, request.num_frames)
+        self.sequence_layout = self.parallel.begin_job(uses_cfg, tokens)
+        if self.parallel.layouts:
+            clock.notes["sequence_layout"] = self.sequence_layout
         total = request.num_inference_steps
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
@@ -375,7 +383,7 @@ class Runtime:
                     return_dict=False,
                 )
         finally:
-            self.parallel.begin_job(False)
+            self.parallel.end_job()
             self.family.finish(self.pipe)
         if self.family.decodes_in_job:
             return output[0]
