@@ -14,6 +14,7 @@ from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
 from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
+from .step_cache import CacheSwitch, install_step_cache
 
 __all__ = ["PLAN", "SPREAD", "Parallelized", "parallelize", "local_param_bytes"]
 
@@ -26,6 +27,8 @@ class Parallelized:
     cfg: list[CfgParallel]
     layouts: list[SequenceLayouts] = field(default_factory=list)
     """Each transformer's sequence layouts (none when the sequence is never split)."""
+    caches: list[CacheSwitch | None] = field(default_factory=list)
+    """Each transformer's step-cache hooks (None: diffusers' cache does not know its blocks)."""
 
     def begin_job(self, uses_cfg: bool, tokens: int = 0) -> str:
         """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
@@ -67,8 +70,9 @@ def parallelize(
     runs both CFG branches as one batch of 2 (CogVideoX). `cpu_offload`: the shards live in
     host memory between uses (FSDP2's CPU offload policy; the memory plan's offload).
     """
+    caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
-        return Parallelized(plan, [])
+        return Parallelized(plan, [], [], caches)
     mesh = _replica_mesh(
         device,
         dp_degree,
@@ -92,7 +96,7 @@ def parallelize(
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
-    return Parallelized(plan, wrappers, all_layouts)
+    return Parallelized(plan, wrappers, all_layouts, caches)
 
 
 def _replica_mesh(

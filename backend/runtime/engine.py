@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..cache import CacheSettings
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
@@ -41,6 +42,7 @@ from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
+from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from .faults import Faults
@@ -147,6 +149,8 @@ class Runtime:
         started = time.perf_counter()
         self.job_id = ""
         self.sequence_layout = ""
+        self.cache_alone = False
+        """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
         """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
@@ -372,8 +376,10 @@ class Runtime:
         generator = torch.Generator("cpu").manual_seed(request.seed)
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
+        cache = None
         clock.start = time.perf_counter()
         try:
+            cache = self._start_cache(request, uses_cfg)
             with placement.steps(self.dits(), self.layout, self.group.device):
                 output = self.pipe(
                     **kwargs,
@@ -383,11 +389,38 @@ class Runtime:
                     return_dict=False,
                 )
         finally:
+            for switch in self.parallel.caches:
+                if switch is not None:
+                    switch.stop()
             self.parallel.end_job()
             self.family.finish(self.pipe)
+        if cache is not None:
+            clock.notes["cache"] = cache_record(*cache)
         if self.family.decodes_in_job:
             return output[0]
         return self.family.frames(output) if leader else None
+
+    def _start_cache(
+        self, request: JobRequest, uses_cfg: bool
+    ) -> tuple[CacheSettings, list[dict[str, Any]]] | None:
+        """Put the job's step cache on every DiT, deciding together over the replica
+        (`parallel/step_cache.py`); the settings and the per-step record it fills."""
+        settings = CacheSettings.parse(request.cache)
+        if settings is None:
+            return None
+        active = [wrapper for wrapper in self.parallel.cfg if wrapper.active]
+        branches = Branches(
+            uses_cfg,
+            cfg_rank=active[0].cfg_rank if active else None,
+            batched=self.family.batched_cfg,
+        )
+        group = self.group.ctrl if self.group.replica_size > 1 else None
+        if not self.parallel.caches or None in self.parallel.caches:
+            raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
+        record: list[dict[str, Any]] = []
+        for switch in self.parallel.caches:  # each expert its own hooks and state
+            switch.start(StepAgreement(settings, branches, group, record, alone=self.cache_alone))
+        return settings, record
 
     def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
         """Decode the final latents (families that decode in the job), on every rank.
