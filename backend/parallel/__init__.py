@@ -5,6 +5,7 @@ Model code stays single-device; `parallelize` turns a plan into hooks on the tra
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -15,6 +16,10 @@ from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
 from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
 from .step_cache import CacheSwitch, install_step_cache
+
+SPREAD_ENV = "PARADIT_UNGUIDED_SPREAD"
+"""Set to 0, jobs without CFG on a CFG-parallel plan run whole on both halves, as before they
+spread: only for `paradit bench --rows unguided` to measure the difference."""
 
 __all__ = ["PLAN", "SPREAD", "Parallelized", "parallelize", "local_param_bytes"]
 
@@ -83,7 +88,8 @@ def parallelize(
     if plan.shard_weights:
         flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",))
     spread = None
-    if plan.cfg_degree > 1:  # jobs without CFG: Ulysses over the whole replica
+    if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
+        # jobs without CFG: Ulysses over the whole replica
         spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"))
     wrappers, all_layouts = [], []
     for transformer in transformers:

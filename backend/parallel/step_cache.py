@@ -130,12 +130,12 @@ class StepAgreement:
         """Every rank checks that all took `compute`; all raise together when not."""
         if self.group is None:
             return
-        votes = torch.tensor([1.0 if compute else 0.0, 0.0 if compute else 1.0])
+        votes = torch.tensor([1.0 if compute else 0.0, 0.0 if compute else 1.0, step])
         dist.all_reduce(votes, op=dist.ReduceOp.MAX, group=self.group)
-        if votes.sum() > 1:
+        if votes[:2].sum() > 1:  # the same message on every rank: one error for the job
             raise DisagreementError(
                 f"step cache: the ranks of this replica took different skip decisions at "
-                f"step {step} (a rank decided alone); the job is stopped"
+                f"step {int(votes[2])} (a rank decided alone); the job is stopped"
             )
 
 
