@@ -17,8 +17,9 @@ collectives (a hang, or wrong output). Here the decision is replaced by `StepAgr
 - a second all-reduce checks that every rank took the same decision; if not, every rank
   raises the same error at the same step (no rank is left waiting in a collective).
 
-Each transformer (Wan 2.2's two experts) has its own hooks and state; the cache is applied
-at the start of a job and removed at its end, so no state outlives a job.
+Each transformer (Wan 2.2's two experts) has its own hooks and state. The hooks are installed
+once at load (`install_step_cache`), switched on for a job that asks for the cache and off
+after it, their state cleared: no state outlives a job.
 """
 
 from __future__ import annotations
