@@ -1,6 +1,6 @@
 """A tiny model saved to a folder and served by path gives the same frames as its preset.
 
-Cost: about 12 s (in the suite's two-worker run on 2 cores).
+Cost: about 15 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
