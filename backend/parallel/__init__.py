@@ -55,6 +55,7 @@ class Parallelized:
         return layout
 
     def end_job(self) -> None:
+        """Between jobs: CFG parallel off, the plan's own layout."""
         self.begin_job(False)
 
 
