@@ -5,7 +5,7 @@ settings are refused with the rule. Unguided jobs on a CFG plan spread over ever
 (Wan 2.2's two experts with the cache: tests/test_folder.py; unguided jobs against world
 size 1 at 2 and 4 ranks and on replicas: tests/test_equivalence.py, tests/test_replicas.py.)
 
-Cost: about 45 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -101,12 +101,16 @@ def test_world_size_4_takes_the_same_decisions(backends, references):
 
 def test_a_rank_deciding_alone_fails_the_job(backends):
     """The last rank decides on its own metric: the check after each decision stops the job on
-    every rank at the same step, and the backend serves the next job."""
-    backend = backends.start("tiny-wan", 2, env=((BREAK, "cache-alone"),))
+    every rank at the same step, and the backend serves the next job. The cache comes from
+    serve's `--cache` default here; a job's `"cache": null` turns it off."""
+    serve_default = ("--cache", "first-block:0.9")
+    backend = backends.start("tiny-wan", 2, *serve_default, env=((BREAK, "cache-alone"),))
     try:
         client = backend.client
-        with pytest.raises(JobFailed, match="took different skip decisions at step"):
-            client.wait(client.submit(GUIDED), timeout_s=120)
+        no_cache_field = {k: v for k, v in GUIDED.items() if k != "cache"}
+        with pytest.raises(JobFailed, match="took different skip decisions at step") as failed:
+            client.wait(client.submit(no_cache_field), timeout_s=120)
+        assert failed.value.job["request"]["cache"] == CACHE  # serve's default, filled in
         assert "DELIBERATELY COMPUTES WRONG RESULTS" in backend.log_path.read_text()
         job, _ = run_job(client, {**GUIDED, "cache": None})
         assert job["status"] == "succeeded" and "cache" not in job["timings"]
