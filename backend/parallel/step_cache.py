@@ -180,14 +180,18 @@ class CacheSwitch:
 def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
     """Put switchable First-Block-Cache hooks on `transformer`'s blocks (diffusers' own, with
     the decision replaced); None when diffusers does not know its block classes."""
-    head_class, block_class, state_class, state_manager_class, block_names = require(
-        "the step cache",
-        "first_block_cache.FBCHeadBlockHook",
-        "first_block_cache.FBCBlockHook",
-        "first_block_cache.FBCSharedBlockState",
-        "hooks.StateManager",
-        "_common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS",
-    )
+    try:
+        head_class, block_class, state_class, state_manager_class, block_names = require(
+            "the step cache",
+            "first_block_cache.FBCHeadBlockHook",
+            "first_block_cache.FBCBlockHook",
+            "first_block_cache.FBCSharedBlockState",
+            "hooks.StateManager",
+            "_common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS",
+        )
+    except RuntimeError as exc:  # another diffusers: the model still loads, jobs get no cache
+        log.warning("%s", exc)
+        return None
     from diffusers.hooks import HookRegistry
 
     blocks = [
