@@ -264,6 +264,16 @@ class ServeConfig:
             "(what `paradit verify` compares)",
         ),
     )
+    cache: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--cache",
+            SERVING,
+            "the step cache of jobs that ask for none: METHOD[:THRESHOLD], e.g. first-block:0.1 "
+            "(default: none; a job's own `cache` wins)",
+            metavar="METHOD[:THRESHOLD]",
+        ),
+    )
     max_queue: int = field(
         default=64, metadata=_flag("--max-queue", SERVING, "queued jobs before 429 (default 64)")
     )
@@ -331,11 +341,24 @@ class ServeConfig:
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
         self.memory_settings()  # the memory flags, checked there
+        self.default_cache()  # --cache, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:
             raise ValueError(
                 f"--dp-degree must be >= 1 and divide the world size {self.world_size}, "
                 f"got {self.dp_degree}"
             )
+
+    def default_cache(self) -> dict[str, Any] | None:
+        """`--cache` as a request's `cache` value (None: no default); ValueError if invalid."""
+        if not self.cache:
+            return None
+        from .cache import CacheSettings
+        from .request import parse_cache
+
+        try:
+            return CacheSettings.parse(parse_cache(self.cache)).to_dict()
+        except ValueError as exc:
+            raise ValueError(f"--cache: {exc}") from None
 
     @property
     def replica_size(self) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .cache import CacheSettings
 from .contract import (
     IMAGE_TO_VIDEO,
     MAX_SEED,
@@ -215,6 +216,12 @@ def parse_cache(text: str) -> dict[str, Any]:
         raise ValueError(f"--cache must be METHOD[:THRESHOLD], got {text!r}") from None
 
 
+def _cache(value: Any) -> dict[str, Any] | None:
+    """A request's `cache`, checked and with its defaults filled in (None: no cache)."""
+    settings = CacheSettings.parse(value)
+    return None if settings is None else settings.to_dict()
+
+
 def read_image(path: str) -> str:
     """`--image PATH` as the base64 the request carries."""
     import base64
@@ -359,8 +366,11 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "cache",
         "json",
-        "Step caching: {method, threshold, ...}.",
-        unsupported="cache is not supported by this backend yet",
+        "Step caching: {method, threshold}. method first-block (First-Block-Cache): a step's "
+        "remaining blocks are skipped while the first block's output changed by at most "
+        "threshold (0 < threshold <= 1, default 0.05) since the last computed step; every "
+        "rank takes the same decision, the conditional branch decides for both.",
+        rule=lambda value, _limits: _cache(value),
         cli="--cache",
         cli_type=parse_cache,
         cli_metavar="METHOD[:THRESHOLD]",

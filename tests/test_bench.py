@@ -249,3 +249,39 @@ def test_summary_arithmetic_and_targets():
     table = render_markdown(summary)
     assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table
     json.dumps(summary)  # JSON-able as a whole
+
+
+@pytest.mark.fast
+def test_fast_path_rows_render_medians_and_spread():
+    from paradit.backend.tools.bench.fastpaths import SMOKE as FAST_SMOKE
+    from paradit.backend.tools.bench.fastpaths import render
+
+    spread = {"median": 0.1, "min": 0.08, "max": 0.2}
+    section = {
+        "workload": FAST_SMOKE.__dict__,
+        "unguided": {
+            "runs": {"1 rank": {"step_s": spread}, "2 ranks, spread": {"step_s": spread}},
+            "speedup_vs_1_rank": {"2 ranks, spread": {"median": 2.5, "min": 2.0, "max": 3.0}},
+        },
+        "cache": [
+            {
+                "world_size": 2,
+                "cache": {"method": "first-block", "threshold": 0.9},
+                "num_steps": 8,
+                "num_skipped": 3,
+                "skipped_steps": [1, 2, 4],
+                "uncached_step_s": spread,
+                "computed_step_s": spread,
+                "computed_vs_uncached_step": {"median": 1.01, "min": 0.9, "max": 1.1},
+                "denoise_speedup": {"median": 1.5, "min": 1.4, "max": 1.6},
+                "frames": {"psnr": 31.25, "max_abs": 40},
+                "latent_rel_l2": 0.05,
+            }
+        ],
+    }
+    table = "\n".join(render(section))
+    assert "| 2 ranks, spread | 100 ms (80-200) | 2.5x (2-3) |" in table
+    assert "| 1 rank | 100 ms (80-200) | 1x |" in table
+    assert "| steps skipped | 3 of 8 (steps [1, 2, 4]) |" in table
+    assert "on 2 ranks (CFG, sharded) | value |" in table
+    assert "PSNR 31.2 dB" in table and "trained weights" in table

@@ -5,7 +5,7 @@ Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: f
 final latents against world size 1, float32 thresholds); the parallel transformer's output
 directly against the plain one, relative error <= 1e-5.
 
-Cost: about 99 s (in the suite's two-worker run on 2 cores).
+Cost: about 104 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -50,6 +50,15 @@ UNGUIDED = {
     "height": 80,
     "num_frames": 17,
     "num_inference_steps": 2,
+}
+
+# The step cache on the batched branches: the conditional row decides (random weights move
+# 0.8-1.3 between steps: threshold 1 skips some).
+CACHED = {
+    **UNGUIDED,
+    "guidance_scale": 6.0,
+    "num_inference_steps": 5,
+    "cache": {"method": "first-block", "threshold": 1.0},
 }
 
 
@@ -335,8 +344,8 @@ def _run_at(backends, model: str, world_size: int, bodies: list[dict], *extra: s
 
 @pytest.fixture(scope="module")
 def t2v_reference(backends):
-    """tiny-cogvideox at world size 1: GUIDED and UNGUIDED."""
-    return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED])
+    """tiny-cogvideox at world size 1: GUIDED, UNGUIDED and CACHED."""
+    return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED, CACHED])
 
 
 def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
@@ -350,11 +359,15 @@ def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
         "ulysses 3": (3, (), ["ulysses"]),
         "cfg 2 x ulysses 2": (4, (), ["cfg", "ulysses"]),
     }
+    skipped = reference[2][0]["timings"]["cache"]["skipped_steps"]
+    assert 0 < len(skipped) < 4, skipped
     for label, (world_size, flags, modes) in runs.items():
-        info, outputs = _run_at(backends, "tiny-cogvideox", world_size, [GUIDED, UNGUIDED], *flags)
+        bodies = [GUIDED, UNGUIDED, CACHED]
+        info, outputs = _run_at(backends, "tiny-cogvideox", world_size, bodies, *flags)
         assert info["plan"]["modes"] == [*modes, "fsdp", "vae"] and info["plan"]["vae_parallel"]
-        for body, ours, ref in zip([GUIDED, UNGUIDED], outputs, reference, strict=True):
+        for body, ours, ref in zip(bodies, outputs, reference, strict=True):
             assert_equivalent(ref, ours, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
+        assert outputs[2][0]["timings"]["cache"]["skipped_steps"] == skipped, label
 
 
 def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
@@ -365,7 +378,7 @@ def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
     pipe = build_preset("tiny-cogvideox")
     pipe.set_progress_bar_config(disable=True)
     pipe.vae.enable_tiling()
-    for job, frames, _latents in t2v_reference[1]:
+    for job, frames, _latents in t2v_reference[1][:2]:  # not CACHED: diffusers runs no cache
         request = job["request"]
         with torch.no_grad():
             direct = pipe(

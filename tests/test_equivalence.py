@@ -79,13 +79,15 @@ DEGREES = {  # mode: (cfg_degree, ulysses_degree)
     "ulysses-3": (1, 3),
     "cfg-x-ulysses": (2, 2),
 }
-# CFG parallel is bit-identical by construction on any CPU: with guidance each half of the
+# CFG parallel is bit-identical by construction on any CPU for guided jobs: each half of the
 # group runs one branch exactly as one process runs it (same inputs, same shapes, batch 1,
-# the same kernels; FSDP gathers the same weights into freshly allocated, aligned buffers),
-# and without guidance CFG is off and every rank runs the whole job. Sequence parallel
-# (Ulysses) runs the linear layers on sequence shards: matrix products with other row
-# counts, which some CPUs' kernels round differently (AMD EPYC: tiny-flux at 3 ranks).
+# the same kernels; FSDP gathers the same weights into freshly allocated, aligned buffers).
+# A job without guidance spreads its sequence over the whole replica (Ulysses over every
+# rank), and sequence parallel runs the linear layers on sequence shards: matrix products
+# with other row counts, which some CPUs' kernels round differently (AMD EPYC: tiny-flux at
+# 3 ranks).
 BYTE_IDENTICAL = {"cfg"}
+"""Modes whose guided jobs are byte-identical to world size 1."""
 # tiny-wan at world size 4 runs each guided branch, and every unguided job whole, on
 # Ulysses 2: that covers tiny-wan's Ulysses 2. tiny-flux runs Ulysses 2 on its own instead.
 SKIPPED = {("tiny-wan", "ulysses-2"), ("tiny-flux", "cfg-x-ulysses")}
@@ -214,7 +216,10 @@ def test_parallel_plan_equals_world_size_1(runs, model, mode):
         assert len(frames) == job["num_frames"] == expected
         result = compare(frames_1, frames, FLOAT32, latents_1, latents)
         where = f"{model} request {index} on {mode} ({plan['modes']}): {_summary(result)}"
-        if mode in BYTE_IDENTICAL:  # the frames, and the final latents byte for byte
+        guided = REQUESTS[model][index]["guidance_scale"] > 1
+        spread = plan["cfg_degree"] == 2 and not guided  # Ulysses over the whole replica
+        assert job["timings"]["sequence_layout"] == ("spread" if spread else "plan"), where
+        if mode in BYTE_IDENTICAL and guided:  # the frames, and the final latents byte for byte
             assert result.verdict == IDENTICAL, where
             assert (latents.dtype, latents.tobytes()) == (latents_1.dtype, latents_1.tobytes())
         else:

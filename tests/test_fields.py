@@ -154,9 +154,13 @@ def test_no_frontend_drifts_from_the_table():
 
 
 def test_declared_but_unsupported_fields_are_refused():
-    for name, value in (("loras", [{"name": "a", "strength": 1.0}]), ("cache", {"method": "x"})):
+    for name, value in (("loras", [{"name": "a", "strength": 1.0}]),):
         with pytest.raises(ValueError, match=f"{name} .* not supported by this backend yet"):
             JobRequest.from_body({"prompt": "x", name: value}, LIMITS)
+    with pytest.raises(ValueError, match="cache method must be one of"):  # supported: its rule
+        JobRequest.from_body({"prompt": "x", "cache": {"method": "x"}}, LIMITS)
+    cached = JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, LIMITS)
+    assert cached.cache == {"method": "first-block", "threshold": 0.05}  # the default filled in
     args = build_parser().parse_args(
         ["generate", "x", "--out", "o", "--lora", "a:0.5", "--lora", "b", "--cache", "tea:0.1"]
     )

@@ -1,6 +1,6 @@
 """A tiny model saved to a folder and served by path gives the same frames as its preset.
 
-Cost: about 12 s (in the suite's two-worker run on 2 cores).
+Cost: about 15 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -55,14 +55,27 @@ def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
         transformer_2=low_noise,
         boundary_ratio=0.9,  # the last steps of 4 run the low-noise expert
     ).save_pretrained(folder)
+    # With a step cache each expert keeps its own state: the low-noise expert's first step
+    # has no previous residual (no metric) and is computed, whatever the threshold.
+    cached = {**BODY, "cache": {"method": "first-block", "threshold": 1.0}}
     one = backends.get(str(folder), 1)
     full = one.info()["ranks"][0]["dit_param_bytes"]
     _, frames_one = run_job(one, BODY)
+    cached_one, cached_frames_one = run_job(one, cached)
     backends.stop(one)
     single_expert = references.frames("tiny-wan", BODY)
     assert frames_one != single_expert  # the low-noise expert really ran
+    steps = cached_one["timings"]["cache"]["steps"]
+    first_steps = [index for index, step in enumerate(steps) if step["metric"] is None]
+    assert len(first_steps) == 2 and first_steps[0] == 0, steps  # one first step per expert
+    assert all(steps[index]["computed"] for index in first_steps), steps
+    assert cached_one["timings"]["cache"]["num_skipped"] >= 1, steps
     two = backends.get(str(folder), 2)
     assert all(r["dit_param_bytes"] <= 0.55 * full for r in two.info()["ranks"])
     _, frames_two = run_job(two, BODY)
     assert frames_two == frames_one
+    cached_two, cached_frames_two = run_job(two, cached)  # CFG parallel: the same decisions
+    assert cached_frames_two == cached_frames_one
+    skipped = [s["computed"] for s in cached_two["timings"]["cache"]["steps"]]
+    assert skipped == [s["computed"] for s in steps]
     backends.stop(two)

@@ -170,7 +170,7 @@ def test_cancel_and_previews_reach_every_replica(backends):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("model", ["tiny-wan"])  # tiny-flux's replicas: the batch test's
 def test_world_size_four_as_two_replicas_of_two(backends, model):
-    from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, compare
+    from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
 
     client = backends.get(model, 4, "--dp-degree", "2", "--save-latents")
     info = client.info()
@@ -183,13 +183,21 @@ def test_world_size_four_as_two_replicas_of_two(backends, model):
     assert [r["ranks"] for r in info["replicas"]] == [[0, 1], [2, 3]]
     reference = backends.get(model, 1, "--save-latents")
     body = {**BODIES[model], "prompt": "a fox"}
-    ids = [client.submit({**body, "seed": seed}) for seed in (5, 6)]
+    # The second job has no guidance: its replica spreads its sequence over both of its ranks
+    # (Ulysses 2), compared within float32 rounding.
+    bodies = [{**body, "seed": 5}, {**body, "seed": 6, "guidance_scale": 1.0}]
+    ids = [client.submit(b) for b in bodies]
     jobs = [client.wait(job_id, timeout_s=600) for job_id in ids]
     assert {j["replica"] for j in jobs} == {0, 1}
-    for job in jobs:
-        ref_job, _ = run_job(reference, {**body, "seed": job["request"]["seed"]})
+    for job, job_body in zip(jobs, bodies, strict=True):
+        ref_job, _ = run_job(reference, job_body)
         ref, other = (_decoded(c, j) for c, j in ((reference, ref_job), (client, job)))
         result = compare(ref[0], other[0], FLOAT32, ref[1], other[1])
+        guided = "guidance_scale" not in job_body  # the default guidance uses CFG
+        assert job["timings"]["sequence_layout"] == ("plan" if guided else "spread"), job
+        if not guided:
+            assert result.verdict != DIFFERENT, result.reasons
+            continue
         assert result.verdict == IDENTICAL, result.reasons
         assert (other[1].dtype, other[1].tobytes()) == (ref[1].dtype, ref[1].tobytes())
 

@@ -5,7 +5,8 @@ Model code stays single-device; `parallelize` turns a plan into hooks on the tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -13,9 +14,14 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import local_param_bytes, shard_weights
 from .plan import ParallelPlan
-from .sequence import apply_sequence_parallel
+from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
+from .step_cache import CacheSwitch, install_step_cache
 
-__all__ = ["Parallelized", "parallelize", "local_param_bytes"]
+SPREAD_ENV = "PARADIT_UNGUIDED_SPREAD"
+"""Set to 0, jobs without CFG on a CFG-parallel plan run whole on both halves, as before they
+spread: only for `paradit bench --rows unguided` to measure the difference."""
+
+__all__ = ["PLAN", "SPREAD", "Parallelized", "parallelize", "local_param_bytes"]
 
 
 @dataclass
@@ -24,10 +30,33 @@ class Parallelized:
 
     plan: ParallelPlan
     cfg: list[CfgParallel]
+    layouts: list[SequenceLayouts] = field(default_factory=list)
+    """Each transformer's sequence layouts (none when the sequence is never split)."""
+    caches: list[CacheSwitch | None] = field(default_factory=list)
+    """Each transformer's step-cache hooks (None: diffusers' cache does not know its blocks)."""
 
-    def begin_job(self, uses_cfg: bool) -> None:
+    def begin_job(self, uses_cfg: bool, tokens: int = 0) -> str:
+        """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
+
+        A job without CFG on a CFG-parallel plan spreads its sequence over the whole replica
+        when it has a token for every rank (`tokens`: its latent tokens); otherwise, and for
+        every job with CFG, the plan's own layout.
+        """
         for wrapper in self.cfg:
             wrapper.begin_job(uses_cfg)
+        spread = (
+            not uses_cfg
+            and tokens >= self.plan.world_size
+            and any(SPREAD in layouts.states for layouts in self.layouts)
+        )
+        layout = SPREAD if spread else PLAN
+        for layouts in self.layouts:
+            layouts.use(layout)
+        return layout
+
+    def end_job(self) -> None:
+        """Between jobs: CFG parallel off, the plan's own layout."""
+        self.begin_job(False)
 
 
 def parallelize(
@@ -47,8 +76,9 @@ def parallelize(
     runs both CFG branches as one batch of 2 (CogVideoX). `cpu_offload`: the shards live in
     host memory between uses (FSDP2's CPU offload policy; the memory plan's offload).
     """
+    caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
-        return Parallelized(plan, [])
+        return Parallelized(plan, [], [], caches)
     mesh = _replica_mesh(
         device,
         dp_degree,
@@ -58,16 +88,22 @@ def parallelize(
     flat = None
     if plan.shard_weights:
         flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",))
-    wrappers = []
+    spread = None
+    if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
+        # jobs without CFG: Ulysses over the whole replica
+        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"))
+    wrappers, all_layouts = [], []
     for transformer in transformers:
-        apply_sequence_parallel(transformer, plan, mesh, device)
+        layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
+        if layouts is not None:
+            all_layouts.append(layouts)
         if flat is not None:
             shard_weights(transformer, flat, cpu_offload=cpu_offload)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
-    return Parallelized(plan, wrappers)
+    return Parallelized(plan, wrappers, all_layouts, caches)
 
 
 def _replica_mesh(

@@ -69,6 +69,7 @@ _HOOKS = "diffusers.hooks.context_parallel"
 _PARALLEL = "diffusers.models._modeling_parallel"
 _MODELING = "diffusers.models.modeling_utils"
 _EMBEDDINGS = "diffusers.models.embeddings"
+_FBC = "diffusers.hooks.first_block_cache"
 _WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
 
 INTERNALS: dict[str, Internal] = {
@@ -104,6 +105,18 @@ INTERNALS: dict[str, Internal] = {
             ("query", "key", "value", "backend", "parallel_config"),
         ),
         Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
+        # The step cache (step_cache.install_step_cache): diffusers' First-Block-Cache hooks,
+        # subclassed, with the decision replaced.
+        Internal(_FBC, "FBCHeadBlockHook", ("state_manager", "threshold")),
+        Internal(
+            _FBC, "FBCHeadBlockHook._should_compute_remaining_blocks", ("hidden_states_residual",)
+        ),
+        Internal(_FBC, "FBCBlockHook", ("state_manager", "is_tail")),
+        Internal(_FBC, "FBCSharedBlockState", ()),
+        Internal(
+            "diffusers.hooks.hooks", "StateManager", ("state_cls", "init_args", "init_kwargs")
+        ),
+        Internal("diffusers.hooks._common", "_ALL_TRANSFORMER_BLOCK_IDENTIFIERS", None),
         # Wan's VAE decoded tile by tile (models/wan_vae.py): its causal decoder called with
         # the feature cache that `clear_cache` resets (`_feat_map`, `_conv_idx`), as its own
         # tiled decode does, and the unpatchify that follows.

@@ -11,6 +11,9 @@ purpose when the environment variable PARADIT_BREAK_PLAN names a kind:
   dup-shard        when the sequence is gathered, rank 1's shard is replaced by rank 0's.
   text-other-rank  ranks other than 0 condition on other text: their copy of the broadcast
                    text (and image) embeddings is rolled by one along the feature dimension.
+  cache-alone      the last rank takes its step-cache skip decisions from its own shard's
+                   metric instead of the replica's (the check after each decision must stop
+                   the job on every rank).
 
 It is applied from outside the normal code paths, by one call at the end of loading
 (`break_plan_from_env`), which does nothing when the variable is unset. A backend started with
@@ -119,7 +122,14 @@ def _text_other_rank(runtime: Any) -> bool:
     return True
 
 
+def _cache_alone(runtime: Any) -> bool:
+    """The replica's last rank takes its step-cache decisions from its own shard alone."""
+    runtime.cache_alone = runtime.group.rank == runtime.group.world_size - 1
+    return runtime.group.replica_size > 1
+
+
 BREAKERS: dict[str, Callable[[Any], bool]] = {
+    "cache-alone": _cache_alone,
     "cfg-swap": _cfg_swap,
     "drop-shard": _shard_breaker("drop-shard"),
     "dup-shard": _shard_breaker("dup-shard"),

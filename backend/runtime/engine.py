@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..cache import CacheSettings
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
@@ -41,6 +42,7 @@ from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
+from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from .faults import Faults
@@ -80,6 +82,9 @@ class StepClock:
 
     start: float = field(default_factory=time.perf_counter)
     marks: list[float] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """How the steps ran (`sequence_layout`, the step cache's `cache` record): job.json
+    carries them at its top level (`serving/writer.py`)."""
 
     def mark(self) -> None:
         self.marks.append(time.perf_counter())
@@ -99,7 +104,7 @@ class StepClock:
         if steps:
             out["mean_step_s"] = round(sum(steps) / len(steps), 4)
             out["decode_s"] = round(end - self.marks[-1], 4)
-        return out
+        return {**out, **self.notes}
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,10 @@ class Runtime:
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
         self.job_id = ""
+        self.sequence_layout = ""
+        self.cache_alone = False
+        """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
+        """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
@@ -347,7 +356,10 @@ class Runtime:
         that decode in the job, the final latents on every rank (then call `decode`).
         """
         uses_cfg = self.family.uses_cfg(self.pipe, request)
-        self.parallel.begin_job(uses_cfg)
+        tokens = self.limits.tokens(request.width, request.height, request.num_frames)
+        self.sequence_layout = self.parallel.begin_job(uses_cfg, tokens)
+        if self.parallel.layouts:
+            clock.notes["sequence_layout"] = self.sequence_layout
         total = request.num_inference_steps
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
@@ -366,8 +378,10 @@ class Runtime:
         generator = torch.Generator("cpu").manual_seed(request.seed)
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
+        cache = None
         clock.start = time.perf_counter()
         try:
+            cache = self._start_cache(request, uses_cfg)
             with placement.steps(self.dits(), self.layout, self.group.device):
                 output = runner(
                     **kwargs,
@@ -377,11 +391,38 @@ class Runtime:
                     return_dict=False,
                 )
         finally:
-            self.parallel.begin_job(False)
+            for switch in self.parallel.caches:
+                if switch is not None:
+                    switch.stop()
+            self.parallel.end_job()
             self.family.finish(self.pipe)
+        if cache is not None:
+            clock.notes["cache"] = cache_record(*cache)
         if self.family.decodes_in_job:
             return output[0]
         return self.family.frames(output) if leader else None
+
+    def _start_cache(
+        self, request: JobRequest, uses_cfg: bool
+    ) -> tuple[CacheSettings, list[dict[str, Any]]] | None:
+        """Put the job's step cache on every DiT, deciding together over the replica
+        (`parallel/step_cache.py`); the settings and the per-step record it fills."""
+        settings = CacheSettings.parse(request.cache)
+        if settings is None:
+            return None
+        active = [wrapper for wrapper in self.parallel.cfg if wrapper.active]
+        branches = Branches(
+            uses_cfg,
+            cfg_rank=active[0].cfg_rank if active else None,
+            batched=self.family.batched_cfg,
+        )
+        group = self.group.ctrl if self.group.replica_size > 1 else None
+        if not self.parallel.caches or None in self.parallel.caches:
+            raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
+        record: list[dict[str, Any]] = []
+        for switch in self.parallel.caches:  # each expert its own hooks and state
+            switch.start(StepAgreement(settings, branches, group, record, alone=self.cache_alone))
+        return settings, record
 
     def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
         """Decode the final latents (families that decode in the job), on every rank.

@@ -125,6 +125,8 @@ class Service:
     def submit(self, body: Any) -> Job:
         """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
         request = JobRequest.from_body(body, self.limits)
+        if "cache" not in body and self.config.default_cache() is not None:
+            request = request.replace(cache=self.config.default_cache())  # serve's --cache
         planner = self.runtime.planner if self.runtime is not None else None
         if planner is not None:  # TooLarge (a ValueError: 422) names the largest size that fits
             planner.check(job_shape(request))

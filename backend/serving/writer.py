@@ -24,6 +24,9 @@ from .outputs import to_uint8, write_latents, write_outputs, write_record
 
 log = logging.getLogger(__name__)
 
+RUN_NOTES = ("sequence_layout", "cache")
+"""How a job's steps ran (`StepClock.notes`): copied from its timings to job.json's top level."""
+
 
 def versions() -> dict[str, str]:
     import diffusers
@@ -122,6 +125,7 @@ class OutputWriter:
             "num_frames": job.num_frames,
             "files": job.files,
             "timings": job.timings,
+            **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
             "memory": memory_record(job),
             "versions": versions(),
         }

@@ -131,10 +131,14 @@ def build_parser() -> Parser:
         "--rows",
         default="scaling",
         help="what to measure, comma-separated: scaling (scaling, overhead, latency, memory), "
-        "throughput (a batch of 8 on 2 replicas against 1 rank); default scaling",
+        "throughput (a batch of 8 on 2 replicas against 1 rank), unguided (a job without "
+        "guidance on a 2-rank CFG plan, now and before, against 1 rank), cache (the step "
+        "cache against none on 2 ranks); default scaling",
     )
     p.add_argument(
-        "--repeats", type=int, help="interleaved runs per backend of the throughput row (3)"
+        "--repeats",
+        type=int,
+        help="interleaved runs per backend (throughput row: 3; unguided, cache: 5)",
     )
 
     p = sub.add_parser("ui", help="the web app (Gradio)")

@@ -53,7 +53,8 @@ def _run(
         if args.out:
             client.download(job, Path(args.out) / f"world-size-{world_size}")
         info = client.info()
-        memory = client.record(job["id"]).get("memory") or {}
+        record = client.record(job["id"])
+        memory = record.get("memory") or {}
         run = {
             "vae_tiling": memory.get("vae_tiling", False),
             "decode": memory.get("decode"),
@@ -61,6 +62,7 @@ def _run(
             "device": info["device"],
             "plan": info["plan"],
             "mean_step_s": job["timings"].get("mean_step_s"),
+            **{key: record[key] for key in ("sequence_layout", "cache") if key in record},
         }
         return run, frames, latents
 

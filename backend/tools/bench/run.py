@@ -28,6 +28,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .fastpaths import ROWS as FAST_ROWS
+from .fastpaths import FastPathWorkload
+from .fastpaths import measure as measure_fast_paths
+from .fastpaths import render as render_fast_paths
 from .model import DirectPipeline, DirectResult, build_model_folder
 from .throughput import THROUGHPUT, ThroughputWorkload
 from .throughput import measure as measure_throughput
@@ -190,7 +194,7 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-ROWS = ("scaling", "throughput")
+ROWS = ("scaling", "throughput", *FAST_ROWS)
 
 
 def run_bench(
@@ -202,11 +206,13 @@ def run_bench(
     repeats: int | None = None,
     workload: Workload | None = None,
     throughput: ThroughputWorkload | None = None,
+    fast_paths: FastPathWorkload | None = None,
 ) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
     `rows`: "scaling" (scaling, overhead, latency, memory) and/or "throughput" (a batch on
-    data-parallel replicas against one rank, `repeats` interleaved runs of each).
+    data-parallel replicas against one rank, `repeats` interleaved runs of each), "unguided"
+    and "cache" (fastpaths.py: an unguided job on a 2-rank CFG plan, the step cache).
     `workload` / `throughput` override the built-in workloads (tests use the SMOKE ones).
     Returns 0 when every backend ran.
     """
@@ -245,7 +251,7 @@ def run_bench(
         )
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
-    results, setup_s, direct, batch_runs = [], 0.0, [], []
+    results, setup_s, direct, batch_runs, fast = [], 0.0, [], [], None
     try:
         if "scaling" in rows:
             folder = build_model_folder(workload.model, work / "model")
@@ -254,6 +260,13 @@ def run_bench(
             direct = bench.direct
         if "throughput" in rows:
             batch_runs = measure_throughput(throughput, device, num_devices, work, out / "logs")
+        fast_rows = tuple(row for row in rows if row in FAST_ROWS)
+        if fast_rows:
+            if fast_paths is None and repeats is not None:
+                fast_paths = replace(FastPathWorkload(), num_repeats=repeats)
+            fast = measure_fast_paths(
+                fast_rows, device, work / "fast-paths", fast_paths or FastPathWorkload()
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     common = {
@@ -271,7 +284,11 @@ def run_bench(
         summary = summarize_throughput_only(**common)
     if "throughput" in rows:
         add_throughput(summary, summarize_throughput(throughput, batch_runs))
+    if fast is not None:
+        summary["fast_paths"] = fast
     table = render_markdown(summary)
+    if fast is not None:
+        table += "\n".join(render_fast_paths(fast)) + "\n"
     (out / "bench.md").write_text(table)
     write_json(summary, out / "bench.json")
     if json_path:
