@@ -84,9 +84,12 @@ class SeededRows:
                 hi = min(start + rows, (block + 1) * ROW_BLOCK, shape[0] if shape else 1)
                 generator = torch.Generator().manual_seed(self._block_seed(name, block))
                 count = min(ROW_BLOCK, (shape[0] if shape else 1) - block * ROW_BLOCK)
-                noise = torch.randn((count, *row_shape), generator=generator)
-                part = noise[lo - block * ROW_BLOCK : hi - block * ROW_BLOCK].mul_(scale)
-                flat[lo - start : hi - start].copy_(part.add_(offset) if offset else part)
+                values = torch.empty((count, *row_shape)).normal_(
+                    offset, scale, generator=generator
+                )
+                flat[lo - start : hi - start].copy_(
+                    values[lo - block * ROW_BLOCK : hi - block * ROW_BLOCK]
+                )
         return flat.numel() * flat.element_size()
 
     def close(self) -> None:
