@@ -2,10 +2,13 @@
 
 No registry ships ComfyUI, so these tests write a minimal `comfy_api`, `comfy` and
 `folder_paths` (only what the pack touches, behaving as ComfyUI a125cd84 does: its progress hook
-raises InterruptProcessingException and clears the flag once Cancel was pressed) into a temp
-folder and put it on the path. The pack was also run by hand in a real ComfyUI.
+raises InterruptProcessingException and clears the flag once Cancel was pressed; its
+`folder_paths` lists and finds model files as ComfyUI's does: get_filename_list,
+get_full_path, get_folder_paths, the unet/clip legacy names) into a temp folder and put it on
+the path. The pack was also run by hand in a real ComfyUI (the Wan 2.2 single-file workflow
+included).
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 23 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
