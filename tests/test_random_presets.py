@@ -2,9 +2,11 @@
 size on the meta device (parameter counts, configs), and cheap real generations on the CPU with
 the same configs cut down by `overrides` (the full-size modules are only ever built on meta).
 
-The CogVideoX `random:` presets are tested in test_cogvideox.py.
+The CogVideoX `random:` presets are tested in test_cogvideox.py. Sharded, each rank draws only
+its own rows of a DiT (`seeded.SeededRows`): the last two tests check that the rows drawn alone
+are the weights a whole build draws.
 
-Cost: about 18 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -222,3 +224,37 @@ def test_each_ranks_rows_drawn_alone_give_the_whole_weights():
     rows = torch.empty((2, 4, 2, 2), dtype=torch.bfloat16)  # any dtype: drawn, then cast
     source.read_rows("patch.weight", ROW_BLOCK - 2, rows)
     assert torch.equal(rows, whole["patch.weight"][-2:].to(torch.bfloat16))
+
+
+def _check_sharded_draw(rank: int, world_size: int, config: dict) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from paradit.backend.models.seeded import SeededRows
+    from paradit.backend.parallel.fsdp import shard_weights
+    from paradit.backend.parallel.sharded_load import empty_from_config, fill_shards
+
+    whole = empty_from_config(config, torch.bfloat16)  # as a 1-rank build draws it
+    fill_shards(whole, SeededRows.of(whole, 7), torch.device("cpu"))
+    sharded = empty_from_config(config, torch.bfloat16)  # as the engine builds a sharded DiT
+    shard_weights(sharded, init_device_mesh("cpu", (world_size,)))
+    source = SeededRows.of(sharded, 7)
+    drawn = fill_shards(sharded, source, torch.device("cpu"))
+    total = sum(p.numel() * p.element_size() for p in whole.parameters())
+    assert drawn < 0.6 * total, (rank, drawn, total)  # its own rows only
+    for (name, param), (_, expected) in zip(
+        sharded.named_parameters(), whole.named_parameters(), strict=True
+    ):
+        assert param.dtype == expected.dtype, name  # float32 modules kept on both paths
+        assert torch.equal(param.full_tensor(), expected.data), name
+
+
+def test_two_ranks_draw_their_shards_of_the_weights_one_rank_draws():
+    """The engine's path for a sharded `random:` DiT (built empty, FSDP2-sharded, each rank
+    drawing its rows) in a real 2-rank gloo group gives the weights of a whole build."""
+    from conftest import spawn_gloo
+
+    from paradit.backend.models.presets import build_preset
+
+    config = {**build_preset("tiny-wan", components=frozenset({"transformer"})).transformer.config}
+    config["_class_name"] = "WanTransformer3DModel"
+    spawn_gloo(2, _check_sharded_draw, config)
