@@ -23,14 +23,17 @@ from .params import (
     BACKEND_PARAMS,
     BACKEND_TYPE,
     DEVICES,
+    FILE_PARAMS,
     IMAGE_TO_VIDEO,
     KNOWN_HUB_MODELS,
+    NO_FILE,
     TEXT_TO_IMAGE,
     TEXT_TO_VIDEO,
     Param,
     TaskNode,
 )
-from .pool import BackendHandle, BackendPool, find_diffusers_folders, resolve_settings
+from .pickers import ComfyFolders
+from .pool import BackendHandle, BackendPool, resolve_settings
 from .run import (
     Generation,
     Interrupted,
@@ -52,12 +55,23 @@ def pool() -> BackendPool:
     return BackendPool(os.path.join(folder_paths.get_temp_directory(), "paradit"))
 
 
+def comfy_folders() -> ComfyFolders:
+    return ComfyFolders(folder_paths)
+
+
 def local_folders() -> dict[str, str]:
-    return find_diffusers_folders(folder_paths.get_folder_paths("diffusers"))
+    return comfy_folders().local_folders()
 
 
-def model_options() -> list[str]:
-    return list(dict.fromkeys([*PRESET_NAMES, *local_folders(), *KNOWN_HUB_MODELS]))
+def backend_options() -> dict[str, list[str]]:
+    """The backend node's combo options: the presets, the user's diffusers folders, model
+    files and hub ids for `model`; each file picker's files after its "none"."""
+    folders = comfy_folders()
+    models = [*PRESET_NAMES, *folders.local_folders(), *folders.files("model"), *KNOWN_HUB_MODELS]
+    options = {"model": list(dict.fromkeys(models)), "device": list(DEVICES)}
+    for param in FILE_PARAMS:
+        options[param.name] = [NO_FILE, *folders.files(param.name)]
+    return options
 
 
 def widget(param: Param, options: list[str] | None = None) -> io.Input:
@@ -91,7 +105,7 @@ def widget(param: Param, options: list[str] | None = None) -> io.Input:
 class ParaDiTBackend(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
-        options = {"model": model_options(), "device": list(DEVICES)}
+        options = backend_options()
         return io.Schema(
             node_id=BACKEND_NODE_ID,
             display_name="ParaDiT Backend",
@@ -108,7 +122,10 @@ class ParaDiTBackend(io.ComfyNode):
 
     @classmethod
     def execute(cls, **values) -> io.NodeOutput:
-        settings = resolve_settings(**values, local_folders=local_folders())
+        folders = comfy_folders()
+        settings = resolve_settings(
+            **values, local_folders=folders.local_folders(), file_path=folders.full_path
+        )
         handle = pool().handle(settings)
         return io.NodeOutput(handle, backend_summary(handle.client().info()))
 

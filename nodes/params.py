@@ -60,6 +60,8 @@ class Param:
     """A combo's options when they are fixed."""
     field: str = ""
     """The request field or ServeConfig field the widget sets."""
+    folders: tuple[str, ...] = ()
+    """A file picker: the ComfyUI model folder kinds (`folder_paths` names) it lists."""
 
     def widget_values(self, value: object, control: str = "randomize") -> list[object]:
         """The value(s) this widget saves in a UI-format workflow's `widgets_values`."""
@@ -71,8 +73,11 @@ BACKEND_OWN_PARAMS: tuple[Param, ...] = (
         "model",
         "combo",
         KNOWN_HUB_MODELS[0],
-        "A built-in preset, a diffusers folder under ComfyUI's models/diffusers, or a "
-        "Hugging Face repo id.",
+        "A built-in preset, a diffusers folder under ComfyUI's models/diffusers or "
+        "models/CogVideo, a model file from models/diffusion_models (unet) or "
+        "models/checkpoints (then pick its text encoder(s) and VAE below), or a Hugging Face "
+        "repo id.",
+        folders=("diffusion_models", "checkpoints"),
     ),
     Param(
         "model_override",
@@ -94,7 +99,7 @@ BACKEND_OWN_PARAMS: tuple[Param, ...] = (
 
 def setting_params() -> tuple[Param, ...]:
     """The serve settings a node user sets (memory, replicas, plan), after the node's own."""
-    own = {p.name for p in BACKEND_OWN_PARAMS}
+    own = {p.name for p in (*BACKEND_OWN_PARAMS, *FILE_PARAMS)}
     return tuple(
         Param(
             s.widget,
@@ -113,8 +118,55 @@ def setting_params() -> tuple[Param, ...]:
     )
 
 
+NO_FILE = "none"
+"""A file picker's "no file" option."""
+
+FILE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "model_2",
+        "combo",
+        NO_FILE,
+        "Wan 2.2 A14B: the low-noise expert's file (`model` is the high-noise one).",
+        optional=True,
+        field="model",
+        folders=("diffusion_models", "checkpoints"),
+    ),
+    Param(
+        "text_encoder",
+        "combo",
+        NO_FILE,
+        "With a model file: its text encoder from models/text_encoders (clip): Wan "
+        "umt5_xxl, Flux clip_l.",
+        optional=True,
+        field="text_encoders",
+        folders=("text_encoders",),
+    ),
+    Param(
+        "text_encoder_2",
+        "combo",
+        NO_FILE,
+        "Flux: the second text encoder (t5xxl).",
+        optional=True,
+        field="text_encoders",
+        folders=("text_encoders",),
+    ),
+    Param(
+        "vae",
+        "combo",
+        NO_FILE,
+        "With a model file: its VAE from models/vae (Wan 2.1 VAE, Flux ae).",
+        optional=True,
+        field="vaes",
+        folders=("vae",),
+    ),
+)
+"""The backend node's file pickers for a single-file model, right after its own widgets and
+before the serve settings (widgets are positional in saved workflows: the settings' list may
+grow at its end without moving these)."""
+
+
 def backend_params() -> tuple[Param, ...]:
-    return (*BACKEND_OWN_PARAMS, *setting_params())
+    return (*BACKEND_OWN_PARAMS, *FILE_PARAMS, *setting_params())
 
 
 BACKEND_PARAMS = backend_params()

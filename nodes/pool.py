@@ -20,7 +20,8 @@ from typing import Any
 from ..backend.client import BackendError, Client
 from ..backend.client.connect import remote_client
 from ..backend.client.local import LocalBackend, serve_command
-from ..backend.config import ServeConfig, config_overrides
+from ..backend.config import CHECKPOINT_SUFFIXES, ServeConfig, config_overrides
+from .params import NO_FILE
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +88,17 @@ def resolve_settings(
     device: str = "auto",
     url: str = "",
     local_folders: dict[str, str] | None = None,
+    *,
+    model_2: str = NO_FILE,
+    text_encoder: str = NO_FILE,
+    text_encoder_2: str = NO_FILE,
+    vae: str = NO_FILE,
+    file_path: Callable[[str, str], str] | None = None,
     **settings: Any,
 ) -> BackendSettings:
-    """The node's widget values as settings; a local-folder label becomes its path.
+    """The node's widget values as settings; a local-folder label becomes its path, a model
+    file's name (and the picked text encoders and VAE) their paths through `file_path`
+    (widget, name) -> path (`pickers.ComfyFolders.full_path`).
 
     `settings` are the serve settings' widgets (`params.setting_params`), by widget name."""
     url = url.strip()
@@ -97,8 +106,38 @@ def resolve_settings(
         return BackendSettings(url=url.rstrip("/"))
     chosen = model_override.strip() or model.strip()
     chosen = (local_folders or {}).get(chosen, chosen)
-    serve = tuple(sorted(config_overrides(settings).items()))
-    return BackendSettings(model=chosen, world_size=gpus, device=device, serve=serve)
+    files = {"model_2": model_2, "text_encoder": text_encoder}
+    files |= {"text_encoder_2": text_encoder_2, "vae": vae}
+    picked = {widget: name for widget, name in files.items() if name and name != NO_FILE}
+
+    def path(widget: str, name: str) -> str:
+        if file_path is None or os.path.isabs(name) or os.path.isfile(name):
+            return name
+        return file_path(widget, name)
+
+    if picked and not is_file_name(chosen):
+        raise ValueError(
+            f"{', '.join(picked)} go with a model file (from diffusion_models or checkpoints); "
+            f"{chosen} brings its own: set them to {NO_FILE}"
+        )
+    if is_file_name(chosen):
+        chosen = path("model", chosen)
+        if "model_2" in picked:
+            chosen += "," + path("model_2", picked["model_2"])
+    serve = config_overrides(settings)
+    encoders = [path(w, picked[w]) for w in ("text_encoder", "text_encoder_2") if w in picked]
+    if encoders:
+        serve["text_encoders"] = tuple(encoders)
+    if "vae" in picked:
+        serve["vaes"] = (path("vae", picked["vae"]),)
+    return BackendSettings(
+        model=chosen, world_size=gpus, device=device, serve=tuple(sorted(serve.items()))
+    )
+
+
+def is_file_name(value: str) -> bool:
+    """Whether a model value names checkpoint file(s), not a preset, folder or hub id."""
+    return value.lower().endswith(CHECKPOINT_SUFFIXES)
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 No registry ships ComfyUI, so these tests write a minimal `comfy_api`, `comfy` and
 `folder_paths` (only what the pack touches, behaving as ComfyUI a125cd84 does: its progress hook
-raises InterruptProcessingException and clears the flag once Cancel was pressed) into a temp
-folder and put it on the path. The pack was also run by hand in a real ComfyUI.
+raises InterruptProcessingException and clears the flag once Cancel was pressed; its
+`folder_paths` lists and finds model files as ComfyUI's does: get_filename_list,
+get_full_path, get_folder_paths, the unet/clip legacy names) into a temp folder and put it on
+the path. The pack was also run by hand in a real ComfyUI (the Wan 2.2 single-file workflow
+included).
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 23 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -114,12 +118,43 @@ FAKE_FILES = {
     "folder_paths.py": """
         import os
 
+        # ComfyUI's model folder kinds: their folders under models/ and the file extensions
+        # get_filename_list lists (.gguf is not among them: the GGUF pack adds its own kinds).
+        models_dir = os.environ["FAKE_COMFY_MODELS"]
+        EXTENSIONS = {".ckpt", ".pt", ".pt2", ".bin", ".pth", ".safetensors", ".pkl", ".sft"}
+        KINDS = {
+            "checkpoints": ["checkpoints"],
+            "text_encoders": ["text_encoders", "clip"],
+            "diffusion_models": ["unet", "diffusion_models"],
+            "vae": ["vae"],
+            "loras": ["loras"],
+            "diffusers": ["diffusers"],
+        }
+        LEGACY = {"unet": "diffusion_models", "clip": "text_encoders"}
+
         def get_temp_directory():
             return os.environ["FAKE_COMFY_TEMP"]
 
         def get_folder_paths(name):
-            assert name == "diffusers", name
-            return [os.environ["FAKE_COMFY_MODELS"]]
+            return [os.path.join(models_dir, f) for f in KINDS[LEGACY.get(name, name)]]
+
+        def get_filename_list(name):
+            found = set()
+            for folder in get_folder_paths(name):
+                for dirpath, _, files in os.walk(folder, followlinks=True):
+                    for file in files:
+                        if os.path.splitext(file)[1].lower() in EXTENSIONS:
+                            found.add(os.path.relpath(os.path.join(dirpath, file), folder))
+            return sorted(found)
+
+        def get_full_path(name, filename):
+            if LEGACY.get(name, name) not in KINDS:
+                return None
+            for folder in get_folder_paths(name):
+                path = os.path.join(folder, filename)
+                if os.path.isfile(path):
+                    return path
+            return None
     """,
 }
 
@@ -130,8 +165,8 @@ def fake_comfy(tmp_path_factory) -> Path:
     for name, text in FAKE_FILES.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(textwrap.dedent(text))
-    (root / "models" / "my-wan").mkdir(parents=True)
-    (root / "models" / "my-wan" / "model_index.json").write_text("{}")
+    (root / "models" / "diffusers" / "my-wan").mkdir(parents=True)
+    (root / "models" / "diffusers" / "my-wan" / "model_index.json").write_text("{}")
     (root / "temp").mkdir()
     return root
 
@@ -228,7 +263,109 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
 @pytest.mark.fast
 def test_backend_node_resolves_a_local_folder(comfy_v3, fake_comfy):
     settings = comfy_v3.resolve_settings("my-wan", local_folders=comfy_v3.local_folders())
-    assert settings.model == str((fake_comfy / "models" / "my-wan").resolve())
+    assert settings.model == str((fake_comfy / "models" / "diffusers" / "my-wan").resolve())
+
+
+# -- model files picked through folder_paths ---------------------------------------------------
+
+WAN22 = json.loads((ROOT / "workflows" / "api" / "paradit_wan22_text_to_video.json").read_text())
+WAN22_FILES = {k: v for k, v in WAN22["1"]["inputs"].items() if str(v).endswith(".safetensors")}
+"""The file names the shipped Wan 2.2 workflow picks (ComfyUI's own Wan 2.2 template names)."""
+
+
+@pytest.fixture(scope="module")
+def comfy_models(fake_comfy) -> Path:
+    """ComfyUI's models folder with a tiny Wan 2.2 pair under the shipped workflow's names (the
+    high-noise expert in diffusion_models, the low-noise one in unet, both fp8_scaled), its text
+    encoder and VAE; and files the pickers must list or leave out."""
+    import copy
+
+    from comfy_files import WAN_PREFIX, wan_original, write_safetensors
+    from safetensors.torch import save_file
+
+    from paradit.backend.models.presets import build_preset
+
+    models = fake_comfy / "models"
+    tiny = build_preset("tiny-wan")
+    low = copy.deepcopy(tiny.transformer)
+    with torch.no_grad():
+        for param in low.parameters():
+            param.mul_(0.9)
+    places = {
+        "model": models / "diffusion_models" / WAN22_FILES["model"],
+        "model_2": models / "unet" / WAN22_FILES["model_2"],
+        "text_encoder": models / "text_encoders" / WAN22_FILES["text_encoder"],
+        "vae": models / "vae" / WAN22_FILES["vae"],
+    }
+    for path in places.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    for key, dit in (("model", tiny.transformer), ("model_2", low)):
+        write_safetensors(places[key], wan_original(dit.state_dict()), "fp8_scaled", WAN_PREFIX)
+    encoder = tiny.text_encoder.state_dict()
+    save_file({k: v for k, v in encoder.items() if "embed_tokens" not in k}, places["text_encoder"])
+    save_file(tiny.vae.state_dict(), str(places["vae"]))
+    others = {
+        "unet/quantized/wan2.1_t2v_14B-Q4_K_M.gguf": b"GGUF",
+        "clip/clip_l.safetensors": b"",
+        "checkpoints/flux1-dev-fp8.safetensors": b"",
+        "text_encoders/notes.txt": b"",
+        "CogVideo/CogVideoX-5b/model_index.json": b"{}",
+    }
+    for name, data in others.items():
+        (models / name).parent.mkdir(parents=True, exist_ok=True)
+        (models / name).write_bytes(data)
+    return models
+
+
+@pytest.mark.fast
+def test_backend_node_lists_comfyui_model_files(comfy_v3, comfy_models):
+    """As UNETLoader, CLIPLoader, VAELoader and CheckpointLoaderSimple list them (unet and
+    diffusion_models, clip and text_encoders are one kind each), plus .gguf files and the
+    diffusers folders under models/CogVideo."""
+    inputs = {i.id: i for i in comfy_v3.ParaDiTBackend.define_schema().inputs}
+    options = {name: inputs[name].options["options"] for name in WAN22_FILES}
+    gguf = os.path.join("quantized", "wan2.1_t2v_14B-Q4_K_M.gguf")
+    models = [WAN22_FILES["model"], WAN22_FILES["model_2"], gguf, "flux1-dev-fp8.safetensors"]
+    model_options = options["model"]
+    assert model_options[:3] == ["tiny-wan", "tiny-wan-i2v", "tiny-flux"]
+    assert {"my-wan", "CogVideoX-5b", *models} <= set(model_options)
+    assert model_options.index("my-wan") < model_options.index(models[0])
+    assert model_options[-1] == "THUDM/CogVideoX1.5-5B-I2V"  # the hub ids come last
+    assert sorted(options["model_2"]) == sorted(["none", *models])
+    encoders = ["none", "clip_l.safetensors", WAN22_FILES["text_encoder"]]
+    assert options["text_encoder"] == encoders
+    assert inputs["text_encoder_2"].options["options"] == encoders
+    assert options["vae"] == ["none", WAN22_FILES["vae"]]
+    assert all(inputs[name].options["optional"] for name in WAN22_FILES if name != "model")
+
+
+@pytest.mark.fast
+def test_picked_files_become_the_backends_flags(comfy_v3, comfy_models):
+    from paradit.backend.config import ServeConfig
+    from paradit.backend.models.loading import ModelSource
+
+    folders = comfy_v3.comfy_folders()
+    widgets = {"model_override": "", "gpus": 2, "device": "cpu", "url": "", **WAN22_FILES}
+    settings = comfy_v3.resolve_settings(
+        **widgets, local_folders=folders.local_folders(), file_path=folders.full_path
+    )
+    config = settings.config()
+    high = comfy_models / "diffusion_models" / WAN22_FILES["model"]
+    low = comfy_models / "unet" / WAN22_FILES["model_2"]
+    assert config.model == f"{high},{low}"
+    encoder = comfy_models / "text_encoders" / WAN22_FILES["text_encoder"]
+    assert config.text_encoders == (str(encoder),)
+    assert config.vaes == (str(comfy_models / "vae" / WAN22_FILES["vae"]),)
+    assert ServeConfig.from_argv(config.to_argv()) == config  # what `paradit serve` is given
+    source = ModelSource.parse(config.model, config.text_encoders, config.vaes)  # headers only
+    assert source.kind == "file" and source.name == config.model
+    cog = comfy_v3.resolve_settings("CogVideoX-5b", local_folders=folders.local_folders())
+    assert cog.model == str((comfy_models / "CogVideo" / "CogVideoX-5b").resolve())
+    with pytest.raises(ValueError, match="text_encoder, vae go with a model file .* tiny-wan"):
+        comfy_v3.resolve_settings("tiny-wan", text_encoder="clip_l.safetensors", vae="a.sft")
+    with pytest.raises(ValueError, match="'gone.safetensors' is in none of ComfyUI's vae"):
+        gone = {**widgets, "vae": "gone.safetensors"}
+        comfy_v3.resolve_settings(**gone, file_path=folders.full_path)
 
 
 @pytest.fixture(scope="module")
@@ -388,8 +525,6 @@ def run_api_workflow(comfy_v3, workflow: dict, core_nodes: dict) -> dict[str, tu
     ],
 )
 def test_cogvideox_workflows_run(comfy_v3, backends, name, model, world_size):
-    import json
-
     workflow = json.loads((ROOT / "workflows" / "api" / f"{name}.json").read_text())
     url = backends.get(model, world_size).url
     saved: dict[str, object] = {}
@@ -419,3 +554,41 @@ def test_cogvideox_workflows_run(comfy_v3, backends, name, model, world_size):
     assert images.shape == (9, 48, 80, 3) and images.dtype == torch.float32
     assert saved["video"].file.getvalue()[4:8] == b"ftyp", "SaveVideo got the mp4"
     assert f"{model} (" in saved["info"] and f"ranks: {world_size} x cpu" in saved["info"]
+
+
+def test_wan22_file_workflow_runs(comfy_v3, comfy_models, backends, monkeypatch, tmp_path):
+    """The shipped Wan 2.2 workflow, unchanged but for size and device, on ComfyUI's files: the
+    backend node resolves the picked files and the pool starts `paradit serve` with them (through
+    the suite's shared backends)."""
+    from types import SimpleNamespace
+
+    from paradit.nodes.pool import BackendPool
+
+    started = []
+
+    def shared(config, **_kwargs):
+        started.append(config)
+        backend = backends.start(config.model, config.world_size, *config.to_argv())
+        return SimpleNamespace(
+            config=config, client=backend.client, alive=backend.alive, stop=lambda: None
+        )
+
+    monkeypatch.setattr(comfy_v3, "pool", lambda: BackendPool(tmp_path, starter=shared))
+    workflow = json.loads(json.dumps(WAN22))
+    workflow["1"]["inputs"].update(gpus=1, device="cpu")
+    workflow["2"]["inputs"].update(width=32, height=32, frames=5, steps=2)
+    saved: dict[str, object] = {}
+    core_nodes = {
+        "SaveVideo": lambda video, **_: saved.setdefault("video", video) and (),
+        "PreviewAny": lambda source, **_: saved.setdefault("info", source) and (),
+    }
+    outputs = run_api_workflow(comfy_v3, workflow, core_nodes)
+    assert [c.model.count(",") for c in started] == [1]  # the two experts
+    info = outputs["1"][0].client().info()
+    assert info["model_files"]["variant"] == "tiny-wan A14B pair"
+    formats = {slot: f["format"] for slot, f in info["model_files"]["files"].items()}
+    assert formats["transformer"] == formats["transformer_2"] == "fp8_scaled"
+    assert f"files: tiny-wan A14B pair: transformer {WAN22_FILES['model']}" in outputs["1"][1]
+    assert outputs["2"][0].shape == (5, 32, 32, 3)
+    assert saved["video"].file.getvalue()[4:8] == b"ftyp"
+    assert "ranks: 1 x cpu" in saved["info"]

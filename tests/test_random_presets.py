@@ -2,9 +2,11 @@
 size on the meta device (parameter counts, configs), and cheap real generations on the CPU with
 the same configs cut down by `overrides` (the full-size modules are only ever built on meta).
 
-The CogVideoX `random:` presets are tested in test_cogvideox.py.
+The CogVideoX `random:` presets are tested in test_cogvideox.py. Sharded, each rank draws only
+its own rows of a DiT (`seeded.SeededRows`): the last two tests check that the rows drawn alone
+are the weights a whole build draws.
 
-Cost: about 18 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -184,3 +186,75 @@ def test_plan_counts_both_wan22_experts_and_the_reduced_encoders():
     flux = estimate(FLUX_DEV, gpus=2, gpu_memory_gib=80, width=1024, height=1024, frames=1)
     assert flux["plan"]["cfg_degree"] == 1  # guidance-distilled: nothing for CFG parallel
     assert flux["tokens"] == 64 * 64
+
+
+@pytest.mark.fast
+def test_each_ranks_rows_drawn_alone_give_the_whole_weights():
+    """A sharded `random:` preset draws only each rank's rows: at any world size FSDP2's row
+    blocks (dim 0 split in ceil-sized chunks) drawn one by one are the weights a whole build
+    draws, with seed_weights' scales."""
+    from paradit.backend.models.seeded import ROW_BLOCK, SeededRows
+
+    shapes = {
+        "blocks.0.ffn.weight": (3 * ROW_BLOCK + 5, 96),
+        "blocks.0.norm.weight": (130,),
+        "blocks.0.proj.bias": (70,),
+        "patch.weight": (ROW_BLOCK, 4, 2, 2),
+    }
+    source = SeededRows(shapes, 11)
+    whole = {name: torch.empty(shape) for name, shape in shapes.items()}
+    for name, value in whole.items():
+        source.read_rows(name, 0, value)
+    for name, shape in shapes.items():
+        for world_size in (2, 3, 5):
+            chunk = -(-shape[0] // world_size)
+            parts = []
+            for rank in range(world_size):
+                start = min(rank * chunk, shape[0])
+                part = torch.empty((min(chunk, shape[0] - start), *shape[1:]))
+                source.read_rows(name, start, part)
+                parts.append(part)
+            assert torch.equal(torch.cat(parts), whole[name]), (name, world_size)
+    assert abs(whole["blocks.0.ffn.weight"].std().item() - 96**-0.5) < 0.01  # N(0, 1/fan_in)
+    assert abs(whole["blocks.0.norm.weight"].mean().item() - 1.0) < 0.01  # gains around 1
+    assert whole["blocks.0.proj.bias"].abs().max() < 0.2  # biases N(0, 0.02^2)
+    other = torch.empty(shapes["patch.weight"])
+    SeededRows(shapes, 12).read_rows("patch.weight", 0, other)
+    assert not torch.equal(other, whole["patch.weight"])
+    rows = torch.empty((2, 4, 2, 2), dtype=torch.bfloat16)  # any dtype: drawn, then cast
+    source.read_rows("patch.weight", ROW_BLOCK - 2, rows)
+    assert torch.equal(rows, whole["patch.weight"][-2:].to(torch.bfloat16))
+
+
+def _check_sharded_draw(rank: int, world_size: int, config: dict) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from paradit.backend.models.seeded import SeededRows
+    from paradit.backend.parallel.fsdp import shard_weights
+    from paradit.backend.parallel.sharded_load import empty_from_config, fill_shards
+
+    whole = empty_from_config(config, torch.bfloat16)  # as a 1-rank build draws it
+    fill_shards(whole, SeededRows.of(whole, 7), torch.device("cpu"))
+    sharded = empty_from_config(config, torch.bfloat16)  # as the engine builds a sharded DiT
+    shard_weights(sharded, init_device_mesh("cpu", (world_size,)))
+    source = SeededRows.of(sharded, 7)
+    drawn = fill_shards(sharded, source, torch.device("cpu"))
+    total = sum(p.numel() * p.element_size() for p in whole.parameters())
+    assert drawn < 0.6 * total, (rank, drawn, total)  # its own rows only
+    for (name, param), (_, expected) in zip(
+        sharded.named_parameters(), whole.named_parameters(), strict=True
+    ):
+        assert param.dtype == expected.dtype, name  # float32 modules kept on both paths
+        assert torch.equal(param.full_tensor(), expected.data), name
+
+
+def test_two_ranks_draw_their_shards_of_the_weights_one_rank_draws():
+    """The engine's path for a sharded `random:` DiT (built empty, FSDP2-sharded, each rank
+    drawing its rows) in a real 2-rank gloo group gives the weights of a whole build."""
+    from conftest import spawn_gloo
+
+    from paradit.backend.models.presets import build_preset
+
+    config = {**build_preset("tiny-wan", components=frozenset({"transformer"})).transformer.config}
+    config["_class_name"] = "WanTransformer3DModel"
+    spawn_gloo(2, _check_sharded_draw, config)

@@ -289,6 +289,11 @@ def test_variants_we_cannot_run_yet_say_so(tmp_path, real_files):
     write_header_only(path, wan_header("wan2.2-ti2v-5b"))
     message = _refusal(str(path), [real_files["umt5"]], [real_files["wan_vae"]])
     assert "wan2.2-ti2v-5b" in message and "cannot be run from single files yet" in message
+    assert "needs the Wan 2.2 VAE (48 latent channels)" in message
+    path = tmp_path / "wan2.1_i2v_480p_14B_fp16.safetensors"
+    write_header_only(path, wan_header("wan2.1-i2v-14b"))
+    message = _refusal(str(path), [real_files["umt5"]], [real_files["wan_vae"]])
+    assert "needs its CLIP vision encoder (clip_vision_h)" in message
 
 
 def _write_gguf(path, qtype_name: str) -> None:

@@ -23,6 +23,7 @@ from paradit.nodes.params import (
     DEVICES,
     KNOWN_HUB_MODELS,
     MAX_SEED,
+    NO_FILE,
     TASK_NODES,
     Param,
 )
@@ -36,6 +37,7 @@ NAMES = (
     "paradit_text_to_image",
     "paradit_cogvideox_text_to_video",
     "paradit_cogvideox_image_to_video",
+    "paradit_wan22_text_to_video",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -43,6 +45,15 @@ DEFAULT_MODELS = {
     "paradit_text_to_image": "black-forest-labs/FLUX.1-dev",
     "paradit_cogvideox_text_to_video": "THUDM/CogVideoX-5b",
     "paradit_cogvideox_image_to_video": "THUDM/CogVideoX-5b-I2V",
+    "paradit_wan22_text_to_video": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors",
+}
+FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
+    "paradit_wan22_text_to_video": {
+        "model_2": "wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors",
+        "text_encoder": "umt5_xxl_fp8_e4m3fn_scaled.safetensors",
+        "text_encoder_2": NO_FILE,
+        "vae": "wan_2.1_vae.safetensors",
+    },
 }
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
@@ -100,6 +111,8 @@ def load(folder: str, name: str) -> dict:
 
 
 def check_param(param: Param, value, options: list | None) -> None:
+    if param.folders and (value == NO_FILE or value.endswith((".safetensors", ".gguf"))):
+        return  # a file picker: the user's files, listed when ComfyUI shows the node
     if param.kind == "combo":
         offered = options or list(param.choices)
         assert value in offered, f"{param.name}={value!r} is not one of the offered options"
@@ -251,7 +264,10 @@ def test_widget_values_are_valid(name):
             if param.control_after_generate:
                 assert values[f"{param.name}:control"] in SEED_CONTROLS
                 assert values[param.name] <= MAX_SEED
+        files = {p.name for p in spec.get("params", ()) if p.folders}
         for widget, allowed in options.items():
+            if widget in files and values[widget] not in allowed:
+                continue  # a file name, checked by check_param above
             assert values[widget] in allowed, f"{node['type']}.{widget}={values[widget]!r}"
         if node["type"] == "ParaDiTTextToVideo" or node["type"] == "ParaDiTImageToVideo":
             assert (values["frames"] - 1) % 4 == 0, "Wan and CogVideoX frame counts are 4k+1"
@@ -269,9 +285,13 @@ def test_workflow_defaults_to_a_real_model(name):
     values = saved_values(KNOWN[BACKEND_NODE_ID], backend, with_defaults=True)
     assert values["model"] == DEFAULT_MODELS[name]
     assert values["url"] == "" and values["model_override"] == ""
+    files = {widget: values[widget] for widget in ("model_2", "text_encoder", "text_encoder_2")}
+    files["vae"] = values["vae"]
+    assert files == FILE_WORKFLOWS.get(name, dict.fromkeys(files, NO_FILE))
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
-    task = name.removeprefix("paradit_").removeprefix("cogvideox_").replace("_", "-")
+    task = name.removeprefix("paradit_").removeprefix("cogvideox_").removeprefix("wan22_")
+    task = task.replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
 

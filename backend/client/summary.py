@@ -16,6 +16,12 @@ def backend_summary(info: dict[str, Any]) -> str:
         f"ranks: {info.get('world_size')} x {info.get('device')}; replicas: "
         f"{len(info.get('replicas') or [None])}; plan: {plan_text(info.get('plan', {}))}",
     ]
+    files = info.get("model_files")
+    if files:  # a single-file model: what each file was recognised as
+        described = ", ".join(
+            f"{slot} {f['file']} ({f['format']})" for slot, f in files["files"].items()
+        )
+        lines.append(f"files: {files['variant']}: {described}")
     memory = info.get("memory")
     if memory:
         lines += ["memory plan:", render(memory)]

@@ -136,8 +136,8 @@ def load_pipeline(
         components = preset_components(source.name) - skip
         pipe = build_preset(source.name, components=components, dtype=dtype)
         logger.info("built preset %s (skipped: %s)", source.name, _names(skip))
-        if dtype != torch.float32:
-            pipe.to(dtype=dtype)  # tiny presets are built in float32
+        if dtype != torch.float32 and is_tiny_preset(source.name):
+            pipe.to(dtype=dtype)  # tiny presets are built in float32, random ones in `dtype`
         return pipe
     if source.kind == "file":
         resolved = resolve(source.single_files())

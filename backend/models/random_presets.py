@@ -33,11 +33,16 @@ How they stay usable on a CPU machine:
   preset builds without memory: `paradit plan` and the tests count parameters that way.
 - `overrides` cut a build down for CPU runs while keeping the rest of the shipped configs, e.g.
   {"transformer": {"num_layers": 1}} (the tests' cheap generations do that).
+- One host copy: the weights are drawn row block by row block (`seeded.SeededRows`), so a
+  sharded backend builds each DiT empty and every rank draws only its own shard's rows, as it
+  reads them from a file for folders and single files. A DiT built whole is made the same way
+  (empty, then every row drawn; float32 where diffusers keeps a module in float32, as
+  `from_pretrained` does), so every world size runs the same weights.
 The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 84M.
 
 To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
-optional "seed" (weights drawn as in `seeded.seed_weights`) and free-text "reduced_from", or
+optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
 {"byte_level_max_length": N} for a tokenizer.
 """
 
@@ -51,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .seeded import byte_tokenizer, seed_weights
+from .seeded import SeededRows, byte_tokenizer, seed_rows
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -73,6 +78,8 @@ RANDOM_PRESETS: dict[str, str] = {
 """Preset name -> its file in `configs/`."""
 
 RANDOM_PRESET_NAMES: tuple[str, ...] = tuple(RANDOM_PRESETS)
+
+DIT_COMPONENTS = ("transformer", "transformer_2")
 
 
 def is_random_preset(name: str) -> bool:
@@ -131,7 +138,7 @@ def build_random_preset(
     overrides = overrides or {}
     parts = {
         component: (
-            _build(entry, overrides.get(component, {}), dtype, torch.device(device))
+            _build(component, entry, overrides.get(component, {}), dtype, torch.device(device))
             if component in wanted
             else None
         )
@@ -140,8 +147,31 @@ def build_random_preset(
     return getattr(diffusers, spec["pipeline"])(**parts, **spec.get("pipeline_config", {}))
 
 
+def random_dit_config(name: str, component: str) -> dict[str, Any]:
+    """A DiT's config (with `_class_name`) as the preset ships it."""
+    entries = random_preset_spec(name)["components"]
+    if component not in DIT_COMPONENTS or component not in entries:
+        raise ValueError(f"preset {name!r} has no DiT {component!r}")
+    return dict(entries[component]["config"])
+
+
+def random_dit_components(name: str) -> frozenset[str]:
+    """The DiTs of a preset (built empty and drawn shard by shard when sharded)."""
+    return frozenset(c for c in DIT_COMPONENTS if c in random_preset_spec(name)["components"])
+
+
+def random_dit_weights(name: str, component: str, model: torch.nn.Module) -> SeededRows:
+    """Where a (sharded) DiT of preset `name` draws its rows: `fill_shards` reads them."""
+    seed = int(random_preset_spec(name)["components"][component]["seed"])
+    return SeededRows.of(model, seed)
+
+
 def _build(
-    entry: dict[str, Any], override: dict[str, Any], dtype: torch.dtype, device: torch.device
+    component: str,
+    entry: dict[str, Any],
+    override: dict[str, Any],
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> Any:
     if "byte_level_max_length" in entry:
         return byte_tokenizer(int(entry["byte_level_max_length"]))
@@ -152,11 +182,17 @@ def _build(
         import diffusers
 
         return getattr(diffusers, class_name).from_config(config)
+    if component in DIT_COMPONENTS and device.type != "meta" and "seed" in entry:
+        from ..parallel.sharded_load import empty_from_config, fill_shards
+
+        module = empty_from_config({**config, "_class_name": class_name}, dtype)
+        fill_shards(module, SeededRows.of(module, int(entry["seed"])), device)
+        return module
     with torch.random.fork_rng(devices=[]), device, _default_dtype(dtype):
         torch.manual_seed(0)  # the library's own init; every weight is replaced below
         module = _construct(class_name, config)
     if device.type != "meta" and "seed" in entry:
-        seed_weights(module, int(entry["seed"]))
+        seed_rows(module, int(entry["seed"]))
     return module.eval()
 
 

@@ -4,9 +4,17 @@
 (which changes between versions): matrices get N(0, 1/fan_in), biases N(0, 0.02^2), norm gains
 1 + N(0, 0.02^2), drawn in float32 on the CPU one parameter at a time (in name order) and cast,
 so the same seed gives the same weights on every machine, in any dtype, on any device.
+
+`SeededRows` draws the same kinds of values block by block of rows instead, each block of
+`ROW_BLOCK` rows from its own generator (seeded from the seed, the parameter's name and the
+block's index), so any rows of a weight can be drawn alone: each rank of a sharded `random:`
+preset draws only its own shard's rows (a `parallel.sharded_load.WeightSource`), and every
+world size gets the same full weights.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import torch
 
@@ -36,6 +44,79 @@ def seed_weights(module: torch.nn.Module, seed: int) -> torch.nn.Module:
 def _is_gain(name: str, param: torch.Tensor) -> bool:
     """Norm gains: 1-D weights and the (C, 1, 1[, 1]) `gamma` of Wan's VAE RMS norms."""
     return name.endswith("gamma") or (param.ndim == 1 and name.endswith("weight"))
+
+
+ROW_BLOCK = 64
+"""Rows drawn from one generator by `SeededRows`."""
+
+
+class SeededRows:
+    """Seeded weights by parameter name, any block of rows drawn on its own (a WeightSource)."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], seed: int):
+        self.shapes = {name: tuple(shape) for name, shape in shapes.items()}
+        self.seed = seed
+
+    @classmethod
+    def of(cls, module: torch.nn.Module, seed: int) -> SeededRows:
+        """For every parameter of `module` (global shapes: a sharded parameter's whole)."""
+        return cls({name: tuple(p.shape) for name, p in module.named_parameters()}, seed)
+
+    def __str__(self) -> str:
+        return f"seeded weights (seed {self.seed})"
+
+    def names(self) -> set[str]:
+        return set(self.shapes)
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` with rows start..start+len(out) of parameter `name`; bytes written."""
+        shape = self.shapes[name]
+        flat = out.reshape(1, *out.shape) if out.dim() == 0 else out
+        rows, row_shape = flat.shape[0], tuple(shape[1:])
+        row_items = 1
+        for size in row_shape:
+            row_items *= size
+        scale, offset = _scale(name, shape, row_items)
+        first, last = start // ROW_BLOCK, (start + rows - 1) // ROW_BLOCK
+        with torch.no_grad():
+            for block in range(first, last + 1):
+                lo = max(start, block * ROW_BLOCK)
+                hi = min(start + rows, (block + 1) * ROW_BLOCK, shape[0] if shape else 1)
+                generator = torch.Generator().manual_seed(self._block_seed(name, block))
+                count = min(ROW_BLOCK, (shape[0] if shape else 1) - block * ROW_BLOCK)
+                values = torch.empty((count, *row_shape)).normal_(
+                    offset, scale, generator=generator
+                )
+                flat[lo - start : hi - start].copy_(
+                    values[lo - block * ROW_BLOCK : hi - block * ROW_BLOCK]
+                )
+        return flat.numel() * flat.element_size()
+
+    def close(self) -> None:
+        pass
+
+    def _block_seed(self, name: str, block: int) -> int:
+        digest = hashlib.sha256(f"{self.seed}/{name}/{block}".encode()).digest()
+        return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def _scale(name: str, shape: tuple[int, ...], row_items: int) -> tuple[float, float]:
+    """(scale, offset) of a parameter's values, as `seed_weights` draws them."""
+    if name.endswith("bias"):
+        return 0.02, 0.0
+    if name.endswith("gamma") or (len(shape) == 1 and name.endswith("weight")):
+        return 0.02, 1.0
+    return max(1, row_items) ** -0.5, 0.0
+
+
+def seed_rows(module: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Set every parameter of `module` from `SeededRows(seed)`: the same values a sharded
+    build draws rank by rank."""
+    source = SeededRows.of(module, seed)
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            source.read_rows(name, 0, param.data)
+    return module.eval()
 
 
 def byte_tokenizer(max_length: int):

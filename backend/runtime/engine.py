@@ -37,6 +37,12 @@ from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..models.random_presets import (
+    is_random_preset,
+    random_dit_components,
+    random_dit_config,
+    random_dit_weights,
+)
 from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
@@ -212,14 +218,17 @@ class Runtime:
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
     def _lazy_dits(self, plan_overrides: dict[str, Any]) -> frozenset[str]:
-        """The DiTs to build empty and fill shard by shard: those of a folder or of single
-        files, when sharded."""
+        """The DiTs to build empty and fill shard by shard: those of a folder, of single
+        files or of a `random:` preset (each rank draws its own rows), when sharded."""
+        random = self.source.kind == "preset" and is_random_preset(self.source.name)
         if not (
-            self.source.kind in ("folder", "file", "hub")
+            (self.source.kind in ("folder", "file", "hub") or random)
             and plan_overrides.get("shard_weights", True)
             and self.group.replica_size > 1
         ):
             return frozenset()
+        if random:
+            return random_dit_components(self.source.name)
         if self.source.kind == "file":
             return frozenset(DIT_COMPONENTS[: len(self.source.single_files().models)])
         folder = self.source.local_folder()  # a hub id: its snapshot in the local cache
@@ -236,6 +245,8 @@ class Runtime:
 
             config = resolve(self.source.single_files()).dits[name].detection.config
             return empty_from_config(config, self.dtype)
+        if self.source.kind == "preset":  # a random: preset
+            return empty_from_config(random_dit_config(self.source.name, name), self.dtype)
         return empty_dit(self.source.local_folder(), name, self.dtype)
 
     def _dit_weights(self, name: str) -> Any:
@@ -246,6 +257,8 @@ class Runtime:
             weights = DitWeights(resolve(self.source.single_files()).dits[name])
             weights.check(getattr(self.pipe, name))
             return weights
+        if self.source.kind == "preset":  # a random: preset: this rank's rows, drawn
+            return random_dit_weights(self.source.name, name, getattr(self.pipe, name))
         return Path(self.source.local_folder()) / name
 
     def _plan_memory(self, settings: MemorySettings, budget: Budget) -> Layout:

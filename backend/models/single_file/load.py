@@ -82,6 +82,17 @@ _PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5")),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5")),
 }
+_NOT_YET = {
+    "wan2.1-i2v-14b": "Wan image-to-video needs its CLIP vision encoder (clip_vision_h), which "
+    "paradit does not load from a single file yet: use Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
+    "wan2.2-i2v-a14b": "Wan 2.2 image-to-video from single files is not supported yet: use "
+    "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
+    "wan2.2-ti2v-5b": "it needs the Wan 2.2 VAE (48 latent channels), which paradit does not "
+    "have yet",
+    "tiny-wan-i2v": "Wan image-to-video needs a CLIP vision encoder, not loaded from a single "
+    "file yet",
+}
+"""Why a recognised variant is not run from single files yet."""
 _ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the real pair takes its preset's pipeline_config
@@ -155,10 +166,12 @@ def resolve(files: SingleFiles) -> Resolved:
     preset = _PRESETS.get(first.variant)
     if preset is None or (len(dits) == 2 and not preset.pair_preset):
         supported = ", ".join(k for k in _PRESETS)
+        why = _NOT_YET.get(first.variant, "")
         raise ValueError(
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
-            f"files yet (runs: {supported}; two files: the Wan 14B T2V pair)"
+            f"files yet{': ' + why if why else ''} (runs: {supported}; two files: the Wan 14B "
+            "T2V pair)"
         )
     if len(dits) == 2:
         names = [d.header.name.lower() for d in dits]
