@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
@@ -123,6 +124,7 @@ class Runtime:
         *,
         text_encoders: tuple[str, ...] = (),
         vaes: tuple[str, ...] = (),
+        loras: LoraLibrary | None = None,
     ):
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes)
@@ -197,6 +199,13 @@ class Runtime:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
+        dits = {
+            name: getattr(self.pipe, name)
+            for name in DIT_COMPONENTS
+            if getattr(self.pipe, name, None) is not None
+        }
+        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits)
+        """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)

@@ -9,6 +9,7 @@ Both leave the frames on rank 0 and raise `JobCancelled` or `JobFailedError` oth
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -89,8 +90,17 @@ class Executor:
 
     def _message(self, job: Job, tensors: dict[str, Any]) -> RunJob:
         tiled = job.memory is not None and job.memory.vae_tiling
+        loras = self.runtime.loras.resolve(job.request.loras)  # again: the files may change
+        job.loras = [
+            lora.record(item) for lora, item in zip(loras, job.request.loras or [], strict=True)
+        ]
         return RunJob(
-            job.id, job.request.to_dict(), tensor_meta(tensors), self.config.save_latents, tiled
+            job.id,
+            job.request.to_dict(),
+            tensor_meta(tensors),
+            self.config.save_latents,
+            tiled,
+            [dataclasses.asdict(lora) for lora in loras],
         )
 
 

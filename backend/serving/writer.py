@@ -123,5 +123,6 @@ class OutputWriter:
             "files": job.files,
             "timings": job.timings,
             "memory": memory_record(job),
+            "loras": job.loras,
             "versions": versions(),
         }
