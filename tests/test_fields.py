@@ -154,9 +154,16 @@ def test_no_frontend_drifts_from_the_table():
 
 
 def test_declared_but_unsupported_fields_are_refused():
-    for name, value in (("loras", [{"name": "a", "strength": 1.0}]), ("cache", {"method": "x"})):
+    for name, value in (("cache", {"method": "x"}),):
         with pytest.raises(ValueError, match=f"{name} .* not supported by this backend yet"):
             JobRequest.from_body({"prompt": "x", name: value}, LIMITS)
+    loras = [{"name": "a", "strength": 1}, {"name": "b"}, {"name": "c", "high": 0.5}]
+    request = JobRequest.from_body({"prompt": "x", "loras": loras}, LIMITS)
+    assert request.loras == [
+        {"name": "a", "strength": 1.0},
+        {"name": "b", "strength": 1.0},
+        {"name": "c", "high": 0.5, "low": 1.0},
+    ]
     args = build_parser().parse_args(
         ["generate", "x", "--out", "o", "--lora", "a:0.5", "--lora", "b", "--cache", "tea:0.1"]
     )

@@ -131,6 +131,10 @@ class LocalExecutor(Executor):
         replies = self._settle(seq, own_error)
         job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
         job.timings.update(hooks.clock.timings(begin, time.perf_counter()))
+        applied = runtime.loras.last if message.loras else None
+        if applied is not None:  # rank 0's share of the switch (every rank does its own)
+            job.timings["lora_apply_s"] = round(applied.apply_s, 4)
+            job.timings["lora_remove_s"] = round(applied.remove_s, 4)
         final = None if leader.latents is None else latents_array(leader.latents)
         return frames, final
 
