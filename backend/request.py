@@ -251,6 +251,24 @@ def lora_strengths(item: dict[str, Any]) -> dict[str, float]:
     return {"transformer": item["strength"], "transformer_2": item["strength"]}
 
 
+LORA_EXPERTS = ("both", "high", "low")
+"""What a frontend's LoRA picker offers: both experts, or one of Wan 2.2's two."""
+
+
+def lora_item(name: str, strength: float, expert: str = "both") -> dict[str, Any]:
+    """A frontend's LoRA pick (ComfyUI node, web form) as one `loras` item; `expert` "high"
+    or "low" gives the other expert strength 0 (a Wan 2.2 LoRA pair: one pick each)."""
+    if expert not in LORA_EXPERTS:
+        raise ValueError(f"expert must be one of {LORA_EXPERTS}, got {expert!r}")
+    name = (name or "").replace("\\", "/")  # ComfyUI lists Windows paths with backslashes
+    if not name:
+        raise ValueError("choose a LoRA (the backend's --lora-dir has none)")
+    if expert == "both":
+        return {"name": name, "strength": float(strength)}
+    high, low = (strength, 0.0) if expert == "high" else (0.0, strength)
+    return {"name": name, "high": float(high), "low": float(low)}
+
+
 def parse_lora(text: str) -> dict[str, Any]:
     """`--lora NAME[:STRENGTH]` as `{name, strength}` (strength 1.0 when left out);
     `NAME:HIGH,LOW` gives Wan 2.2's two experts a strength each."""

@@ -8,6 +8,7 @@ backend to die with its parent). No ComfyUI import here.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -87,9 +88,11 @@ def resolve_settings(
     device: str = "auto",
     url: str = "",
     local_folders: dict[str, str] | None = None,
+    lora_dirs: tuple[str, ...] = (),
     **settings: Any,
 ) -> BackendSettings:
-    """The node's widget values as settings; a local-folder label becomes its path.
+    """The node's widget values as settings; a local-folder label becomes its path; a local
+    backend reads its LoRAs from `lora_dirs` (ComfyUI's `loras` folders).
 
     `settings` are the serve settings' widgets (`params.setting_params`), by widget name."""
     url = url.strip()
@@ -97,7 +100,10 @@ def resolve_settings(
         return BackendSettings(url=url.rstrip("/"))
     chosen = model_override.strip() or model.strip()
     chosen = (local_folders or {}).get(chosen, chosen)
-    serve = tuple(sorted(config_overrides(settings).items()))
+    overrides = config_overrides(settings)
+    if lora_dirs:
+        overrides["lora_dirs"] = tuple(lora_dirs)
+    serve = tuple(sorted(overrides.items()))
     return BackendSettings(model=chosen, world_size=gpus, device=device, serve=serve)
 
 
@@ -111,12 +117,22 @@ class BackendHandle:
 
     settings: BackendSettings
     pool: BackendPool
+    loras: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    """The LoRAs the chained LoRA nodes added, in order (each a `loras` item's pairs)."""
 
     def client(self) -> Client:
         return self.pool.acquire(self.settings)
 
+    def with_lora(self, item: dict[str, Any]) -> BackendHandle:
+        """This backend with one more LoRA for its jobs (the node's input is not changed)."""
+        return dataclasses.replace(self, loras=(*self.loras, tuple(item.items())))
+
+    def lora_items(self) -> list[dict[str, Any]]:
+        return [dict(pairs) for pairs in self.loras]
+
     def __str__(self) -> str:
-        return f"paradit backend: {self.settings.describe()}"
+        names = ", ".join(item["name"] for item in self.lora_items())
+        return f"paradit backend: {self.settings.describe()}" + (f" + {names}" if names else "")
 
 
 class BackendPool:

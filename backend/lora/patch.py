@@ -78,6 +78,11 @@ class LoraPatcher:
             for component, dit in self.dits.items()
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """`GET /v1/info`'s `loras`: the folders, the cache, and the DiTs a LoRA can reach
+        (two: Wan 2.2's experts, which take `high`/`low` strengths)."""
+        return {**self.library.to_dict(), "experts": list(self.dits)}
+
     def resolve(self, items: list[dict[str, Any]] | None) -> list[JobLora]:
         """A request's `loras`, loaded and checked against the model; LoraError (a
         ValueError: 4xx) naming the LoRA and the reason."""

@@ -120,7 +120,7 @@ class Service:
             "load_seconds": round(self.load_seconds, 3),
             "memory": None if planner is None else planner.to_dict(),
             "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
-            "loras": None if self.runtime is None else self.runtime.loras.library.to_dict(),
+            "loras": None if self.runtime is None else self.runtime.loras.to_dict(),
         }
 
     def lora_names(self) -> list[str]:
