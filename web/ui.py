@@ -468,7 +468,7 @@ def build_ui(
         gr.Markdown(header_markdown(info))
         with gr.Tab("Generate"), gr.Row():
             with gr.Column():
-                form = _form(info, _lora_names(client))
+                form = _form(info, _lora_names(client, info))
             with gr.Column():
                 status = gr.HTML(idle_html("Ready."), label="Progress")
                 results = _results(with_video)
@@ -510,8 +510,10 @@ def build_ui(
     return demo
 
 
-def _lora_names(client: Client) -> list[str]:
-    """The backend's LoRAs (`GET /v1/loras`); none from a backend that lists none."""
+def _lora_names(client: Client, info: dict[str, Any]) -> list[str]:
+    """The backend's LoRAs (`GET /v1/loras`); none from a backend without a LoRA folder."""
+    if not (info.get(LORAS) or {}).get("folders"):
+        return []
     try:
         return client.loras()
     except BackendError as exc:

@@ -81,18 +81,23 @@ class LayerDelta:
         tensors = (self.a, self.b, self.diff, self.bias)
         return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
-    def weight_rows(
-        self, start: int, rows: int, strength: float, device: torch.device
-    ) -> torch.Tensor | None:
-        """The change of weight rows start..start+rows at `strength`, in float32 on `device`."""
-        delta = None
+    def weight_rows(self, start: int, rows: int, strength: float, out: torch.Tensor) -> bool:
+        """Write the change of weight rows start..start+rows at `strength` into `out` (float32,
+        their shape, on their device); False when the layer changes no weight.
+
+        `out` is a scratch buffer the caller reuses: a fresh tensor per layer would cost more
+        than the product itself (the allocator maps fresh pages for each large one)."""
         if self.a is not None:
-            b_rows = self.b[start : start + rows].to(device, torch.float32)
-            delta = (b_rows @ self.a.to(device, torch.float32)) * (self.scale * strength)
+            b_rows = self.b[start : start + rows].to(out.device, torch.float32)
+            torch.mm(b_rows, self.a.to(out.device, torch.float32), out=out)
+            out.mul_(self.scale * strength)  # as PEFT: (B @ A) * scaling
         if self.diff is not None:
-            diff = self.diff[start : start + rows].to(device, torch.float32) * strength
-            delta = diff if delta is None else delta + diff
-        return delta
+            diff = self.diff[start : start + rows].to(out.device, torch.float32)
+            if self.a is None:
+                torch.mul(diff, strength, out=out)
+            else:
+                out.add_(diff, alpha=strength)
+        return self.a is not None or self.diff is not None
 
     def bias_rows(
         self, start: int, rows: int, strength: float, device: torch.device

@@ -22,6 +22,7 @@ import torch
 
 from ..parallel.sharded_load import _rows as shard_rows
 from ..request import lora_strengths
+from .buffers import RankBuffers
 from .library import Lora, LoraLibrary
 from .parse import LayerDelta, LoraError
 
@@ -49,14 +50,9 @@ class Applied:
     """What one job changed on this rank, to be put back."""
 
     saved: list[tuple[torch.nn.Parameter, torch.Tensor]] = field(default_factory=list)
-    seen: set[int] = field(default_factory=set)
+    """Each changed parameter and the copy of this rank's rows of it, as they were."""
     apply_s: float = 0.0
     remove_s: float = 0.0
-
-    def save(self, param: torch.nn.Parameter, local: torch.Tensor) -> None:
-        if id(param) not in self.seen:
-            self.seen.add(id(param))
-            self.saved.append((param, local.detach().to("cpu", copy=True)))
 
     @property
     def saved_bytes(self) -> int:
@@ -67,11 +63,22 @@ class LoraPatcher:
     """A rank's LoRA work: resolve and check a job's LoRAs (rank 0, at submit and run time),
     apply them to the rank's rows and restore them (every rank of the job's replica)."""
 
-    def __init__(self, library: LoraLibrary, pipeline: type, dits: Mapping[str, torch.nn.Module]):
+    def __init__(
+        self,
+        library: LoraLibrary,
+        pipeline: type,
+        dits: Mapping[str, torch.nn.Module],
+        refuse: str = "",
+    ):
         self.library = library
+        self.refuse = refuse
+        """Why this backend takes no LoRA ("" when it does): the offload hooks of
+        `--offload group`/`sequential` keep their own copies of the weights."""
         self.pipeline = pipeline
         self.dits = dict(dits)
         self.last: Applied | None = None
+        self.buffers = RankBuffers()
+        """Host memory for saved rows and scratch, kept from job to job (`buffers.py`)."""
         """The last job's application (its timings and the bytes it saved)."""
         self._shapes = {
             component: {name: tuple(p.shape) for name, p in dit.named_parameters()}
@@ -81,13 +88,22 @@ class LoraPatcher:
     def to_dict(self) -> dict[str, Any]:
         """`GET /v1/info`'s `loras`: the folders, the cache, and the DiTs a LoRA can reach
         (two: Wan 2.2's experts, which take `high`/`low` strengths)."""
-        return {**self.library.to_dict(), "experts": list(self.dits)}
+        return {
+            **self.library.to_dict(),
+            "buffer_bytes": self.buffers.nbytes,
+            "experts": list(self.dits),
+        }
 
     def resolve(self, items: list[dict[str, Any]] | None) -> list[JobLora]:
         """A request's `loras`, loaded and checked against the model; LoraError (a
         ValueError: 4xx) naming the LoRA and the reason."""
         out = []
         for item in items or []:
+            if self.refuse:
+                raise LoraError(
+                    f"LoRA {item['name']!r}: {self.refuse} (start the backend with --offload "
+                    "none, model or auto on more GPUs)"
+                )
             if "high" in item and "transformer_2" not in self.dits:
                 raise LoraError(
                     f"LoRA {item['name']!r}: high/low strengths are for Wan 2.2's two experts; "
@@ -135,15 +151,14 @@ class LoraPatcher:
         begin = time.perf_counter()
         try:
             with torch.no_grad():
-                for job_lora in loras:
-                    lora = self.library.load(job_lora.name, self.pipeline)
-                    if lora.sha256 != job_lora.sha256:
-                        raise LoraError(
-                            f"LoRA {job_lora.name!r}: the file changed since it was checked"
-                        )
-                    for component, strength in job_lora.strengths.items():
-                        if strength:
-                            self._apply(lora, self.dits[component], strength, applied)
+                steps = self._steps(loras)
+                touched = self._touched(steps)
+                slots = self.buffers.rows_for([local for _, local in touched])
+                for (param, local), slot in zip(touched, slots, strict=True):
+                    slot.copy_(local)
+                    applied.saved.append((param, slot))
+                for lora, component, strength in steps:
+                    self._apply(lora, self.dits[component], strength)
             applied.apply_s = time.perf_counter() - begin
             yield applied
         finally:
@@ -161,7 +176,37 @@ class LoraPatcher:
                 applied.saved_bytes / 2**20,
             )
 
-    def _apply(self, lora: Lora, dit: torch.nn.Module, strength: float, applied: Applied) -> None:
+    def _steps(self, loras: list[JobLora]) -> list[tuple[Lora, str, float]]:
+        """(LoRA, DiT component, strength) in the order they apply; LoraError when a file is
+        not the one rank 0 checked."""
+        steps = []
+        for job_lora in loras:
+            lora = self.library.load(job_lora.name, self.pipeline)
+            if lora.sha256 != job_lora.sha256:
+                raise LoraError(f"LoRA {job_lora.name!r}: the file changed since it was checked")
+            steps += [(lora, c, s) for c, s in job_lora.strengths.items() if s]
+        return steps
+
+    def _touched(self, steps: list[tuple[Lora, str, float]]) -> list[tuple[Any, torch.Tensor]]:
+        """Every parameter the steps change on this rank (once each), with its local rows."""
+        touched: dict[int, tuple[Any, torch.Tensor]] = {}
+        for lora, component, _ in steps:
+            params = dict(self.dits[component].named_parameters())
+            for module, layer in lora.layers.items():
+                for kind, changes in (("weight", layer.weight_shape), ("bias", layer.bias)):
+                    param = params.get(f"{module}.{kind}")
+                    if param is None or changes is None or id(param) in touched:
+                        continue
+                    _, rows, local = shard_rows(param)
+                    if local.is_meta:
+                        raise LoraError(
+                            f"LoRA {lora.name!r}: the weights are not resident on this rank"
+                        )
+                    if rows:
+                        touched[id(param)] = (param, local)
+        return list(touched.values())
+
+    def _apply(self, lora: Lora, dit: torch.nn.Module, strength: float) -> None:
         params = dict(dit.named_parameters())
         for module, layer in lora.layers.items():
             for kind in ("weight", "bias"):
@@ -171,19 +216,17 @@ class LoraPatcher:
                 start, rows, local = shard_rows(param)
                 if not rows:
                     continue
-                if local.is_meta:
-                    raise LoraError(
-                        f"LoRA {lora.name!r}: the weights are not resident on this rank "
-                        "(--offload sequential): LoRAs need --offload none, model or auto"
-                    )
                 if kind == "weight":
-                    delta = layer.weight_rows(start, rows, strength, local.device)
+                    delta = self.buffers.scratch(local, torch.float32)
+                    if not layer.weight_rows(start, rows, strength, delta):
+                        continue
                 else:
                     delta = layer.bias_rows(start, rows, strength, local.device)
-                if delta is None:
-                    continue
-                applied.save(param, local)
-                local.add_(delta.to(local.dtype))
+                    if delta is None:
+                        continue
+                if local.dtype != delta.dtype:  # e.g. bf16 weights: the change rounded once
+                    delta = self.buffers.scratch(local, local.dtype).copy_(delta)
+                local.add_(delta)
 
 
 def _fits_names(module: str, layer: LayerDelta, shapes: Mapping[str, tuple]) -> bool:

@@ -188,7 +188,8 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             cpu_offload=placement.fsdp_offload(self.layout, group.device),
         )
-        if not self.plan.shard_weights or self.plan.world_size == 1:
+        sharded = self.plan.shard_weights and self.plan.world_size > 1
+        if not sharded:
             placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
             host = placement.fsdp_offload(self.layout, group.device)
@@ -204,7 +205,9 @@ class Runtime:
             for name in DIT_COMPONENTS
             if getattr(self.pipe, name, None) is not None
         }
-        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits)
+        hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
+        refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
+        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started

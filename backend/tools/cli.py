@@ -131,7 +131,8 @@ def build_parser() -> Parser:
         "--rows",
         default="scaling",
         help="what to measure, comma-separated: scaling (scaling, overhead, latency, memory), "
-        "throughput (a batch of 8 on 2 replicas against 1 rank); default scaling",
+        "throughput (a batch of 8 on 2 replicas against 1 rank), lora (switching LoRAs "
+        "between jobs against a reload, ~1 GB DiT); default scaling",
     )
     p.add_argument(
         "--repeats", type=int, help="interleaved runs per backend of the throughput row (3)"

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import lora_switch
 from .model import DirectPipeline, DirectResult, build_model_folder
 from .throughput import THROUGHPUT, ThroughputWorkload
 from .throughput import measure as measure_throughput
@@ -190,7 +191,7 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-ROWS = ("scaling", "throughput")
+ROWS = ("scaling", "throughput", "lora")
 
 
 def run_bench(
@@ -202,15 +203,19 @@ def run_bench(
     repeats: int | None = None,
     workload: Workload | None = None,
     throughput: ThroughputWorkload | None = None,
+    lora: lora_switch.LoraWorkload | None = None,
 ) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
     `rows`: "scaling" (scaling, overhead, latency, memory) and/or "throughput" (a batch on
     data-parallel replicas against one rank, `repeats` interleaved runs of each).
-    `workload` / `throughput` override the built-in workloads (tests use the SMOKE ones).
+    "lora": switching LoRAs between jobs against a reload (`lora_switch.py`).
+    `workload` / `throughput` / `lora` override the built-in workloads (tests use the SMOKE
+    ones).
     Returns 0 when every backend ran.
     """
     from .report import (
+        add_lora_switch,
         add_throughput,
         render_markdown,
         summarize,
@@ -245,7 +250,7 @@ def run_bench(
         )
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
-    results, setup_s, direct, batch_runs = [], 0.0, [], []
+    results, setup_s, direct, batch_runs, switching = [], 0.0, [], [], None
     try:
         if "scaling" in rows:
             folder = build_model_folder(workload.model, work / "model")
@@ -254,6 +259,9 @@ def run_bench(
             direct = bench.direct
         if "throughput" in rows:
             batch_runs = measure_throughput(throughput, device, num_devices, work, out / "logs")
+        if "lora" in rows:
+            workload_lora = lora or lora_switch.LORA
+            switching = lora_switch.measure(workload_lora, device, num_devices, work, out / "logs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     common = {
@@ -271,6 +279,10 @@ def run_bench(
         summary = summarize_throughput_only(**common)
     if "throughput" in rows:
         add_throughput(summary, summarize_throughput(throughput, batch_runs))
+    if switching is not None:
+        add_lora_switch(summary, switching)
+    if rows != ("scaling",):
+        summary["setup"]["command"] += " --rows " + ",".join(rows)
     table = render_markdown(summary)
     (out / "bench.md").write_text(table)
     write_json(summary, out / "bench.json")
