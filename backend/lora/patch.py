@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..parallel.sharded_load import _rows as shard_rows
+from ..parallel.sharded_load import shard_rows
 from ..request import lora_strengths
 from .buffers import RankBuffers
 from .library import Lora, LoraLibrary
@@ -53,6 +53,9 @@ class Applied:
     """Each changed parameter and the copy of this rank's rows of it, as they were."""
     apply_s: float = 0.0
     remove_s: float = 0.0
+    apply_cpu_s: float = 0.0
+    """CPU seconds of this thread while applying: on a shared CPU machine, what the work
+    itself took (the wall time also counts the other processes' turns)."""
 
     @property
     def saved_bytes(self) -> int:
@@ -148,7 +151,7 @@ class LoraPatcher:
             return
         applied = Applied()
         self.last = applied
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.thread_time()
         try:
             with torch.no_grad():
                 steps = self._steps(loras)
@@ -160,6 +163,7 @@ class LoraPatcher:
                 for lora, component, strength in steps:
                     self._apply(lora, self.dits[component], strength)
             applied.apply_s = time.perf_counter() - begin
+            applied.apply_cpu_s = time.thread_time() - cpu
             yield applied
         finally:
             begin = time.perf_counter()

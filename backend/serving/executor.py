@@ -135,6 +135,7 @@ class LocalExecutor(Executor):
         if applied is not None:  # rank 0's share of the switch (every rank does its own)
             job.timings["lora_apply_s"] = round(applied.apply_s, 4)
             job.timings["lora_remove_s"] = round(applied.remove_s, 4)
+            job.timings["lora_apply_cpu_s"] = round(applied.apply_cpu_s, 4)
         final = None if leader.latents is None else latents_array(leader.latents)
         return frames, final
 

@@ -88,6 +88,7 @@ class SwitchRun:
     start_s: float = 0.0
     first_use_s: float = 0.0
     apply_s: list[float] = field(default_factory=list)
+    apply_cpu_s: list[float] = field(default_factory=list)
     remove_s: list[float] = field(default_factory=list)
     job_lora_s: list[float] = field(default_factory=list)
     job_plain_s: list[float] = field(default_factory=list)
@@ -187,6 +188,7 @@ def _jobs(client: Any, workload: LoraWorkload, run: SwitchRun) -> None:
         timings = job["timings"]
         if job["request"]["loras"]:
             run.apply_s.append(timings["lora_apply_s"])
+            run.apply_cpu_s.append(timings["lora_apply_cpu_s"])
             run.remove_s.append(timings["lora_remove_s"])
             run.job_lora_s.append(timings["total_s"])
         else:
@@ -230,6 +232,7 @@ def summarize(workload: LoraWorkload, runs: list[SwitchRun], lora_bytes: int) ->
                 "reload_s": round(run.start_s, 3),
                 "first_use_s": round(run.first_use_s, 3),
                 "apply_s": _spread(run.apply_s),
+                "apply_cpu_s": _spread(run.apply_cpu_s),
                 "remove_s": _spread(run.remove_s),
                 "switch_s": _spread(switch),
                 "job_lora_s": _spread(run.job_lora_s),
@@ -266,18 +269,20 @@ def render(section: dict[str, Any]) -> list[str]:
         f"{w['width']}x{w['height']}, {w['num_frames']} frame(s), {w['num_inference_steps']} "
         f"steps, alternating LoRA a, LoRA b and none ({w['num_switches']} rounds). Reload: "
         "serve -> ready (what reloading the model per LoRA change costs). Switch: apply + "
-        "remove on rank 0 (median, min-max). First use: the submit that parses and checks "
-        "the LoRA (later uses come from the cache).",
+        "remove on rank 0 (median, min-max); apply CPU: the CPU seconds of applying (on a "
+        "loaded machine the wall time also counts other processes' turns). First use: the "
+        "submit that parses and checks the LoRA (later uses come from the cache).",
         "",
-        "| world size | DiT (GiB) | reload (s) | first use (s) | apply (s) | remove (s) "
-        "| switch (s) | reload / switch | job with LoRA (s) | job without (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| world size | DiT (GiB) | reload (s) | first use (s) | apply (s) | apply CPU (s) "
+        "| remove (s) | switch (s) | reload / switch | job with LoRA (s) | job without (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in section["rows"]:
         ratio = row["reload_over_switch"]
         lines.append(
             f"| {row['world_size']} | {row['dit_bytes'] / 2**30:.2f} | {row['reload_s']:.1f} | "
-            f"{row['first_use_s']:.2f} | {_fmt(row['apply_s'])} | {_fmt(row['remove_s'])} | "
+            f"{row['first_use_s']:.2f} | {_fmt(row['apply_s'])} | {_fmt(row['apply_cpu_s'])} | "
+            f"{_fmt(row['remove_s'])} | "
             f"{_fmt(row['switch_s'])} | {'-' if ratio is None else f'{ratio:.0f}x'} | "
             f"{_fmt(row['job_lora_s'], 2)} | {_fmt(row['job_plain_s'], 2)} |"
         )
