@@ -6,7 +6,8 @@ job costs more than the copies themselves: the allocator maps new pages for each
 and the kernel zeroes them on first touch (measured on this project's CPU machine: saving a
 1 GB DiT's rows took 2.2 s into fresh memory, a fraction of that into memory used before). So
 the rows go into one host buffer that grows to the largest set a job has needed and is kept,
-and the scratch is kept per device and dtype; `nbytes` says how much is held (`GET /v1/info`).
+and the host scratch is kept per dtype (a GPU's is given back after each job); `nbytes` says
+how much is held (`GET /v1/info`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class RankBuffers:
             buffer = torch.empty(like.numel(), dtype=dtype, device=like.device)
             self._scratch[key] = buffer
         return buffer[: like.numel()].view(like.shape)
+
+    def release_device_scratch(self) -> None:
+        """Give back the scratch on GPUs after a job (their caching allocator reuses memory
+        cheaply, and device memory is what the memory plan budgets); host scratch stays."""
+        for key in [k for k in self._scratch if k[0].type != "cpu"]:
+            del self._scratch[key]
 
     @property
     def nbytes(self) -> int:

@@ -164,6 +164,7 @@ class LoraPatcher:
                     self._apply(lora, self.dits[component], strength)
             applied.apply_s = time.perf_counter() - begin
             applied.apply_cpu_s = time.thread_time() - cpu
+            self.buffers.release_device_scratch()  # before the steps need the device memory
             yield applied
         finally:
             begin = time.perf_counter()
@@ -172,6 +173,7 @@ class LoraPatcher:
                     _, _, local = shard_rows(param)
                     local.copy_(saved)
             applied.remove_s = time.perf_counter() - begin
+            self.buffers.release_device_scratch()
             log.info(
                 "LoRAs %s: applied in %.3fs, removed in %.3fs (%.1f MiB of rows saved)",
                 [lora.name for lora in loras],
