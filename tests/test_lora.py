@@ -167,6 +167,10 @@ def test_world_size_1_equals_diffusers_fuse_lora_and_restores_the_weights(
         {"name": "kohya", "strength": 0.5, "sha256": sha256(loras / "kohya.safetensors")},
     ]
     assert record["timings"]["lora_apply_s"] >= 0 and record["timings"]["lora_remove_s"] >= 0
+    # rank 0 saved, once each, the 8 weights the two LoRAs change (the Kohya one's 6 are among
+    # them) and the Kohya one's 6 biases: 2 blocks of 3 64x64 and one 128x64, float32
+    weights, biases = 2 * (3 * 64 * 64 + 128 * 64), 2 * 3 * 64
+    assert record["memory"]["loras"]["saved_rows_bytes"] == 4 * (weights + biases)
     reference = run_pipeline(fused(wan, loras, STACKED), BODY)
     result = compare(frames_of(frames), reference, FLOAT32)
     assert result.verdict == IDENTICAL, result.overall

@@ -136,6 +136,11 @@ class LocalExecutor(Executor):
             job.timings["lora_apply_s"] = round(applied.apply_s, 4)
             job.timings["lora_remove_s"] = round(applied.remove_s, 4)
             job.timings["lora_apply_cpu_s"] = round(applied.apply_cpu_s, 4)
+            job.lora_memory = {
+                "saved_rows_bytes": applied.saved_bytes,
+                "buffer_bytes": runtime.loras.buffers.nbytes,
+                "cache_bytes": runtime.loras.library.cached_bytes(),
+            }
         final = None if leader.latents is None else latents_array(leader.latents)
         return frames, final
 
