@@ -5,7 +5,7 @@ No registry ships ComfyUI, so these tests write a minimal `comfy_api`, `comfy` a
 raises InterruptProcessingException and clears the flag once Cancel was pressed) into a temp
 folder and put it on the path. The pack was also run by hand in a real ComfyUI.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 17 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
