@@ -50,16 +50,14 @@ class Applied:
     """What one job changed on this rank, to be put back."""
 
     saved: list[tuple[torch.nn.Parameter, torch.Tensor]] = field(default_factory=list)
-    """Each changed parameter and the copy of this rank's rows of it, as they were."""
+    """Each changed parameter and the copy of this rank's rows of it, as they were (emptied
+    once they are back)."""
+    saved_bytes: int = 0
     apply_s: float = 0.0
     remove_s: float = 0.0
     apply_cpu_s: float = 0.0
     """CPU seconds of this thread while applying: on a shared CPU machine, what the work
     itself took (the wall time also counts the other processes' turns)."""
-
-    @property
-    def saved_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for _, t in self.saved)
 
 
 class LoraPatcher:
@@ -160,6 +158,7 @@ class LoraPatcher:
                 for (param, local), slot in zip(touched, slots, strict=True):
                     slot.copy_(local)
                     applied.saved.append((param, slot))
+                    applied.saved_bytes += slot.numel() * slot.element_size()
                 for lora, component, strength in steps:
                     self._apply(lora, self.dits[component], strength)
             applied.apply_s = time.perf_counter() - begin
@@ -172,6 +171,7 @@ class LoraPatcher:
                 for param, saved in applied.saved:
                     _, _, local = shard_rows(param)
                     local.copy_(saved)
+            applied.saved.clear()  # views of the kept buffer: not held past the job
             applied.remove_s = time.perf_counter() - begin
             self.buffers.release_device_scratch()
             log.info(
