@@ -5,6 +5,8 @@
 - `comfy_wan_lora`: ComfyUI/Kohya Wan keys (`diffusion_model.blocks.N.self_attn.q.lora_down`/
   `lora_up`, `alpha`, `diff_b`), as the Wan distillation LoRAs are; with `full_diff`, one layer
   as a full `diff` and an all-zero norm `diff` besides.
+- `kohya_flux_lora`: Kohya/sd-scripts Flux keys (`lora_unet_double_blocks_N_img_attn_qkv`,
+  fused q/k/v that diffusers' converter splits, with `alpha`; `..._img_attn_proj`).
 
 Seeded: the same arguments give the same bytes.
 """
@@ -84,4 +86,20 @@ def comfy_wan_lora(
             norm = weights[f"blocks.{index}.norm2.weight"].shape
             tensors[f"diffusion_model.blocks.{index}.norm3.diff"] = torch.zeros(norm)
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(path))
+    return path
+
+
+def kohya_flux_lora(path: Path, transformer: torch.nn.Module, *, seed: int, rank: int = 4) -> Path:
+    """A Kohya-format Flux LoRA on the double blocks' fused image q/k/v and output projection."""
+    generator = torch.Generator().manual_seed(seed)
+    hidden = transformer.transformer_blocks[0].attn.to_q.weight.shape[0]
+    tensors = {}
+    for index in range(len(transformer.transformer_blocks)):
+        key = f"lora_unet_double_blocks_{index}_img_attn"
+        down, up = _pair(generator, 3 * hidden, hidden, rank, 0.2)
+        tensors |= {f"{key}_qkv.lora_down.weight": down, f"{key}_qkv.lora_up.weight": up}
+        tensors[f"{key}_qkv.alpha"] = torch.tensor(rank / 2)
+        down, up = _pair(generator, hidden, hidden, rank, 0.2)
+        tensors |= {f"{key}_proj.lora_down.weight": down, f"{key}_proj.lora_up.weight": up}
+    save_file(tensors, str(path))
     return path

@@ -4,7 +4,7 @@ What is proven, on tiny LoRAs made here in both formats users hold (diffusers/PE
 ComfyUI/Kohya with alpha, diff_b and a full diff; `lora_files.py`):
 - world size 1 equals the diffusers pipeline with `load_lora_weights` + `fuse_lora` at the same
   strengths, byte for byte (frames), and the weights equal diffusers' fused ones (Wan, the Wan
-  2.2 pair with a strength per expert, Flux);
+  2.2 pair with a strength per expert, Flux in PEFT and Kohya format);
 - world size 3 (sharded, uneven rows) equals world size 1 within rounding, and 2 data-parallel
   replicas running a LoRA job and a plain job side by side each give world size 1's frames;
 - a job after LoRA jobs (succeeded, refused, cancelled) is byte-identical to the same job before
@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_FLAGS, run_job, wait_for
-from lora_files import FLUX_TARGETS, WAN_TARGETS, comfy_wan_lora, peft_lora
+from lora_files import FLUX_TARGETS, WAN_TARGETS, comfy_wan_lora, kohya_flux_lora, peft_lora
 
 from paradit.backend.client.http import BackendError
 from paradit.backend.lora import LoraError, LoraLibrary, LoraPatcher
@@ -266,17 +266,20 @@ def test_wan22_pair_takes_a_strength_per_expert(wan, loras):
         assert not _same(fused_state, ours[name]), f"{name} differs from diffusers'"
 
 
-def test_flux_lora_equals_diffusers_fuse_lora(loras):
+def test_flux_loras_equal_diffusers_fuse_lora(loras):
+    """PEFT format, and Kohya's fused q/k/v split by diffusers' converter, with alpha."""
     flux = build_preset("tiny-flux")
+    kohya_flux_lora(loras / "other" / "kohya_flux.safetensors", flux.transformer, seed=6)
     patcher = LoraPatcher(LoraLibrary((str(loras),)), type(flux), {"transformer": flux.transformer})
     base = _state(flux.transformer)
-    with patcher.applied(patcher.resolve([{"name": "other/flux", "strength": 0.6}])):
-        ours = _state(flux.transformer)
-    assert not _same(base, _state(flux.transformer))
-    reference = fused(flux, loras, [{"name": "other/flux", "strength": 0.6}])
-    changed = _same(base, ours)
-    assert len(changed) == 2 * len(FLUX_TARGETS)  # both double blocks' three layers
-    assert not _same(_state(reference.transformer), ours)
+    for name, layers in (("other/flux", 2 * len(FLUX_TARGETS)), ("other/kohya_flux", 2 * 4)):
+        items = [{"name": name, "strength": 0.6}]
+        with patcher.applied(patcher.resolve(items)):
+            ours = _state(flux.transformer)
+        assert not _same(base, _state(flux.transformer))
+        reference = fused(flux, loras, items)
+        assert len(_same(base, ours)) == layers  # both double blocks' layers
+        assert not _same(_state(reference.transformer), ours), name
 
 
 # -- names and formats (pure logic) ----------------------------------------------------------------
