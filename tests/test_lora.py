@@ -303,7 +303,8 @@ def test_names_resolve_only_inside_the_folders(tmp_path):
         ("../elsewhere/b", "no '..'"),
         (str(outside / "b.safetensors"), "no absolute path"),
         ("style\\a", "no absolute path"),
-        ("style/c", "no such LoRA"),
+        ("xyz", r"no such LoRA \(GET /v1/loras lists them\)$"),
+        ("style/b", "no such LoRA .*; did you mean style/a.safetensors\\?"),
     ]:
         with pytest.raises(LoraError, match=reason):
             library.resolve(name)

@@ -9,6 +9,7 @@ the file's path, size and modification time, so an edited file is read again.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -87,7 +88,11 @@ class LoraLibrary:
                     raise LoraError(f"LoRA {name!r}: it leads outside the LoRA folders")
                 if path.is_file() and path.name.endswith(SUFFIX):
                     return path
-        raise LoraError(f"LoRA {name!r}: no such LoRA (GET /v1/loras lists them)")
+        stems = {n.removesuffix(SUFFIX): n for n in self.names()}
+        wanted = name.removesuffix(SUFFIX)
+        close = [stems[s] for s in difflib.get_close_matches(wanted, stems, n=3, cutoff=0.5)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise LoraError(f"LoRA {name!r}: no such LoRA (GET /v1/loras lists them){hint}")
 
     def load(self, name: str, pipeline: type) -> Lora:
         """LoRA `name` parsed for diffusers pipeline class `pipeline` (from the cache when the
