@@ -84,6 +84,25 @@ class ServeConfig:
             metavar="FILE",
         ),
     )
+    lora_dirs: tuple[str, ...] = field(
+        default=(),
+        metadata=_flag(
+            "--lora-dir",
+            BACKEND,
+            "a folder of LoRA files (.safetensors) that jobs may name (repeat for several; "
+            "names are paths inside them, as GET /v1/loras lists them; nothing outside is read)",
+            action="append",
+            metavar="DIR",
+        ),
+    )
+    lora_cache_gib: float = field(
+        default=2.0,
+        metadata=_flag(
+            "--lora-cache-gib",
+            BACKEND,
+            "host memory per rank for parsed LoRAs, least recently used dropped first (default 2)",
+        ),
+    )
     world_size: int = field(
         default=1,
         metadata=_flag(
@@ -301,7 +320,11 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         # Files are absolute: the ranks a backend starts run in another folder.
-        for name in ("text_encoders", "vaes"):  # argparse's append gives a list (or None)
+        for name in (
+            "text_encoders",
+            "vaes",
+            "lora_dirs",
+        ):  # argparse's append gives a list (or None)
             paths = tuple(_absolute(p) for p in getattr(self, name) or ())
             object.__setattr__(self, name, paths)
         if self.model.lower().endswith(CHECKPOINT_SUFFIXES):
@@ -328,6 +351,10 @@ class ServeConfig:
             )
         if self.threads_per_rank is not None and self.threads_per_rank < 1:
             raise ValueError("--threads must be >= 1")
+        if not 0 <= self.lora_cache_gib <= 1024:
+            raise ValueError(
+                f"--lora-cache-gib must be between 0 and 1024, got {self.lora_cache_gib}"
+            )
         if self.max_queue < 1:
             raise ValueError("--max-queue must be >= 1")
         if not 1.0 <= self.hang_timeout_s <= 86400:

@@ -193,16 +193,99 @@ def _image(value: Any, limits: Limits) -> str:
 # -- the command line's formats for list and object fields ---------------------------------------
 
 
-def parse_lora(text: str) -> dict[str, Any]:
-    """`--lora NAME[:STRENGTH]` as `{name, strength}` (strength 1.0 when left out)."""
-    name, sep, strength = text.rpartition(":") if ":" in text else (text, "", "")
-    try:
-        value = float(strength) if sep else 1.0
-    except ValueError:
-        raise ValueError(f"--lora must be NAME[:STRENGTH], got {text!r}") from None
+MAX_LORAS = 16
+MAX_STRENGTH = 100.0
+LORA_STRENGTHS = ("strength", "high", "low")
+"""`strength` for every DiT; Wan 2.2's two experts may take `high` (the high-noise
+`transformer`) and `low` (the low-noise `transformer_2`) instead."""
+
+
+def _loras(value: Any, _limits: Limits) -> list[dict[str, Any]] | None:
+    """`[{name, strength}]` (or `{name, high, low}`), in order: each item with its name and
+    its strengths as numbers (a strength left out is 1.0; `high`/`low` left out take
+    `strength`)."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("loras must be a list of {name, strength} objects")
+    if len(value) > MAX_LORAS:
+        raise ValueError(f"loras takes at most {MAX_LORAS} LoRAs, got {len(value)}")
+    return [_lora_item(i, item) for i, item in enumerate(value)]
+
+
+def _lora_item(index: int, item: Any) -> dict[str, Any]:
+    where = f"loras[{index}]"
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} must be an object {{name, strength}}, got {item!r}")
+    unknown = sorted(set(item) - {"name", *LORA_STRENGTHS})
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; allowed: name, strength, high, low")
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{where}.name must be a LoRA name as GET /v1/loras lists it")
+    out: dict[str, Any] = {"name": name}
+    for key in LORA_STRENGTHS:
+        if key not in item:
+            continue
+        given = item[key]
+        ok = isinstance(given, (int, float)) and not isinstance(given, bool)
+        if not ok or not math.isfinite(given) or abs(given) > MAX_STRENGTH:
+            raise ValueError(
+                f"{where}.{key} must be a number between -{MAX_STRENGTH:g} and "
+                f"{MAX_STRENGTH:g}, got {given!r}"
+            )
+        out[key] = float(given)
+    strength = out.get("strength", 1.0)
+    if "high" in out or "low" in out:
+        out.setdefault("high", strength)
+        out.setdefault("low", strength)
+        out.pop("strength", None)
+    else:
+        out["strength"] = strength
+    return out
+
+
+def lora_strengths(item: dict[str, Any]) -> dict[str, float]:
+    """A validated LoRA item's strength per DiT component."""
+    if "high" in item:
+        return {"transformer": item["high"], "transformer_2": item["low"]}
+    return {"transformer": item["strength"], "transformer_2": item["strength"]}
+
+
+LORA_EXPERTS = ("both", "high", "low")
+"""What a frontend's LoRA picker offers: both experts, or one of Wan 2.2's two."""
+
+
+def lora_item(name: str, strength: float, expert: str = "both") -> dict[str, Any]:
+    """A frontend's LoRA pick (ComfyUI node, web form) as one `loras` item; `expert` "high"
+    or "low" gives the other expert strength 0 (a Wan 2.2 LoRA pair: one pick each)."""
+    if expert not in LORA_EXPERTS:
+        raise ValueError(f"expert must be one of {LORA_EXPERTS}, got {expert!r}")
+    name = (name or "").replace("\\", "/")  # ComfyUI lists Windows paths with backslashes
     if not name:
-        raise ValueError(f"--lora must be NAME[:STRENGTH], got {text!r}")
-    return {"name": name, "strength": value}
+        raise ValueError("choose a LoRA (the backend's --lora-dir has none)")
+    if expert == "both":
+        return {"name": name, "strength": float(strength)}
+    high, low = (strength, 0.0) if expert == "high" else (0.0, strength)
+    return {"name": name, "high": float(high), "low": float(low)}
+
+
+def parse_lora(text: str) -> dict[str, Any]:
+    """`--lora NAME[:STRENGTH]` as `{name, strength}` (strength 1.0 when left out);
+    `NAME:HIGH,LOW` gives Wan 2.2's two experts a strength each."""
+    usage = f"--lora must be NAME[:STRENGTH] or NAME:HIGH,LOW, got {text!r}"
+    name, sep, strength = text.rpartition(":") if ":" in text else (text, "", "")
+    if not name:
+        raise ValueError(usage)
+    try:
+        values = [float(part) for part in strength.split(",")] if sep else [1.0]
+    except ValueError:
+        raise ValueError(usage) from None
+    if len(values) == 2:
+        return {"name": name, "high": values[0], "low": values[1]}
+    if len(values) != 1:
+        raise ValueError(usage)
+    return {"name": name, "strength": values[0]}
 
 
 def parse_cache(text: str) -> dict[str, Any]:
@@ -355,8 +438,10 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "loras",
         "json",
-        "LoRAs to apply, in order: [{name, strength}] (names as GET /v1/loras lists them).",
-        unsupported="loras are not supported by this backend yet",
+        "LoRAs to apply, in order: [{name, strength}] (names as GET /v1/loras lists them; "
+        "strength 1.0 when left out; Wan 2.2's two experts: {name, high, low}, on the command "
+        "line NAME:HIGH,LOW).",
+        rule=_loras,
         cli="--lora",
         cli_type=parse_lora,
         cli_repeat=True,

@@ -18,6 +18,7 @@ import PIL.Image
 from comfy_api.latest import ComfyExtension, InputImpl, Types, io
 
 from ..backend.models.presets import PRESET_NAMES
+from ..backend.request import lora_item
 from .params import (
     BACKEND_NODE_ID,
     BACKEND_PARAMS,
@@ -26,6 +27,8 @@ from .params import (
     FILE_PARAMS,
     IMAGE_TO_VIDEO,
     KNOWN_HUB_MODELS,
+    LORA_NODE_ID,
+    LORA_PARAMS,
     NO_FILE,
     TEXT_TO_IMAGE,
     TEXT_TO_VIDEO,
@@ -72,6 +75,16 @@ def backend_options() -> dict[str, list[str]]:
     for param in FILE_PARAMS:
         options[param.name] = [NO_FILE, *folders.files(param.name)]
     return options
+
+
+def lora_folders() -> list[str]:
+    """ComfyUI's `loras` folders (models/loras and those extra_model_paths.yaml adds)."""
+    return list(folder_paths.get_folder_paths("loras"))
+
+
+def lora_options() -> list[str]:
+    """The LoRA files ComfyUI lists, as the backend names them ("/" between folders)."""
+    return [name.replace("\\", "/") for name in folder_paths.get_filename_list("loras")]
 
 
 def widget(param: Param, options: list[str] | None = None) -> io.Input:
@@ -124,7 +137,10 @@ class ParaDiTBackend(io.ComfyNode):
     def execute(cls, **values) -> io.NodeOutput:
         folders = comfy_folders()
         settings = resolve_settings(
-            **values, local_folders=folders.local_folders(), file_path=folders.full_path
+            **values,
+            local_folders=folders.local_folders(),
+            file_path=folders.full_path,
+            lora_dirs=tuple(lora_folders()),
         )
         handle = pool().handle(settings)
         return io.NodeOutput(handle, backend_summary(handle.client().info()))
@@ -171,6 +187,8 @@ class _ComfyProgress:
 
 def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -> Generation:
     request = build_request(node, values, None if image is None else image_to_png(image))
+    if backend.loras:  # what the chained ParaDiTLora nodes added
+        request["loras"] = backend.lora_items()
     progress = _ComfyProgress(int(values["steps"]))
     try:
         return generate(
@@ -254,11 +272,37 @@ class ParaDiTTextToImage(io.ComfyNode):
         return task_output(TEXT_TO_IMAGE, run_task(TEXT_TO_IMAGE, backend, values))
 
 
+class ParaDiTLora(io.ComfyNode):
+    """Chained like LoraLoaderModelOnly: backend in, the same backend with one more LoRA out."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        options = {"lora_name": lora_options()}
+        return io.Schema(
+            node_id=LORA_NODE_ID,
+            display_name="ParaDiT LoRA",
+            category=CATEGORY,
+            description="Adds a LoRA to the jobs of the paradit backend it is given (chain "
+            "several; they apply in order). The backend applies it to its loaded, sharded "
+            "weights for each job and removes it afterwards: switching LoRAs reloads nothing.",
+            inputs=[Backend.Input("backend")]
+            + [widget(p, options.get(p.name)) for p in LORA_PARAMS],
+            outputs=[Backend.Output(display_name="backend")],
+        )
+
+    @classmethod
+    def execute(
+        cls, backend: BackendHandle, lora_name: str, strength: float, expert: str = "both"
+    ) -> io.NodeOutput:
+        return io.NodeOutput(backend.with_lora(lora_item(lora_name, strength, expert)))
+
+
 NODES: list[type[io.ComfyNode]] = [
     ParaDiTBackend,
     ParaDiTTextToVideo,
     ParaDiTImageToVideo,
     ParaDiTTextToImage,
+    ParaDiTLora,
 ]
 
 

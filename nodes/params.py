@@ -14,7 +14,7 @@ from typing import Any
 
 from ..backend import contract
 from ..backend.config import frontend_settings
-from ..backend.request import RequestField, request_fields
+from ..backend.request import LORA_EXPERTS, RequestField, request_fields
 
 # Seeds stay exact in the browser (JavaScript numbers) and inside the backend's limit.
 MAX_SEED = 2**53 - 1
@@ -245,3 +245,26 @@ TASK_NODES: tuple[TaskNode, ...] = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE
 
 BACKEND_NODE_ID = "ParaDiTBackend"
 BACKEND_TYPE = "PARADIT_BACKEND"
+
+LORA_NODE_ID = "ParaDiTLora"
+LORA_PARAMS: tuple[Param, ...] = (
+    Param("lora_name", "combo", "", "A LoRA from ComfyUI's models/loras (the backend reads it)."),
+    Param(
+        "strength",
+        "float",
+        1.0,
+        "How strongly the LoRA applies (negative values invert it).",
+        -100.0,
+        100.0,
+        0.01,
+    ),
+    Param(
+        "expert",
+        "combo",
+        "both",
+        "Wan 2.2's two experts: both, only the high-noise one, or only the low-noise one "
+        "(e.g. a 4-step distillation LoRA pair: one node each).",
+        choices=LORA_EXPERTS,
+    ),
+)
+"""The LoRA node's widgets (it is chained like ComfyUI's LoraLoaderModelOnly)."""

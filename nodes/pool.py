@@ -8,6 +8,7 @@ backend to die with its parent). No ComfyUI import here.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -94,11 +95,13 @@ def resolve_settings(
     text_encoder_2: str = NO_FILE,
     vae: str = NO_FILE,
     file_path: Callable[[str, str], str] | None = None,
+    lora_dirs: tuple[str, ...] = (),
     **settings: Any,
 ) -> BackendSettings:
     """The node's widget values as settings; a local-folder label becomes its path, a model
     file's name (and the picked text encoders and VAE) their paths through `file_path`
-    (widget, name) -> path (`pickers.ComfyFolders.full_path`).
+    (widget, name) -> path (`pickers.ComfyFolders.full_path`); a local backend reads its
+    LoRAs from `lora_dirs` (ComfyUI's `loras` folders).
 
     `settings` are the serve settings' widgets (`params.setting_params`), by widget name."""
     url = url.strip()
@@ -130,6 +133,8 @@ def resolve_settings(
         serve["text_encoders"] = tuple(encoders)
     if "vae" in picked:
         serve["vaes"] = (path("vae", picked["vae"]),)
+    if lora_dirs:
+        serve["lora_dirs"] = tuple(lora_dirs)
     return BackendSettings(
         model=chosen, world_size=gpus, device=device, serve=tuple(sorted(serve.items()))
     )
@@ -150,12 +155,22 @@ class BackendHandle:
 
     settings: BackendSettings
     pool: BackendPool
+    loras: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    """The LoRAs the chained LoRA nodes added, in order (each a `loras` item's pairs)."""
 
     def client(self) -> Client:
         return self.pool.acquire(self.settings)
 
+    def with_lora(self, item: dict[str, Any]) -> BackendHandle:
+        """This backend with one more LoRA for its jobs (the node's input is not changed)."""
+        return dataclasses.replace(self, loras=(*self.loras, tuple(item.items())))
+
+    def lora_items(self) -> list[dict[str, Any]]:
+        return [dict(pairs) for pairs in self.loras]
+
     def __str__(self) -> str:
-        return f"paradit backend: {self.settings.describe()}"
+        names = ", ".join(item["name"] for item in self.lora_items())
+        return f"paradit backend: {self.settings.describe()}" + (f" + {names}" if names else "")
 
 
 class BackendPool:

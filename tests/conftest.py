@@ -55,6 +55,10 @@ class Backends:
         self._module = ""
         self.started = 0  # groups started this session (tests/test_suite_budget.py reads it)
         self._zygote: Zygote | None = None
+        self.lora_dir = root / "loras"
+        """Every pool backend's --lora-dir: a test writes the LoRAs its jobs name here (the
+        backend reads them when a job names them), so LoRA tests share the pool's backends."""
+        self.lora_dir.mkdir(exist_ok=True)
 
     def zygote(self) -> Zygote:
         """This worker's zygote, started with the first backend."""
@@ -71,7 +75,7 @@ class Backends:
         """A backend of `model` on `world_size` ranks with `serve` flags `extra` (in any
         order: the parsed config is the key) and extra environment variables `env`."""
         base = ServeConfig.from_argv(
-            list(extra),
+            ["--lora-dir", str(self.lora_dir), *extra],
             model=model,
             world_size=world_size,
             device="cpu",

@@ -167,6 +167,28 @@ def test_throughput_summary_medians_spread_and_targets():
 
 
 @pytest.mark.fast
+def test_lora_switch_summary_and_table():
+    from paradit.backend.tools.bench.lora_switch import LORA, SwitchRun
+    from paradit.backend.tools.bench.lora_switch import render as render_lora
+    from paradit.backend.tools.bench.lora_switch import summarize as summarize_lora
+
+    run = SwitchRun(1, start_s=30.0, first_use_s=0.5, dit_bytes=2**30)
+    run.apply_s, run.remove_s = [2.0, 1.0, 3.0], [0.5, 0.5, 1.0]
+    run.apply_cpu_s = [0.5, 0.4, 0.6]
+    run.job_lora_s, run.job_plain_s = [9.0, 8.0, 10.0], [6.0]
+    failed = SwitchRun(2, error="start failed")
+    section = summarize_lora(LORA, [run, failed], 30 * 2**20)
+    (row,) = section["rows"]
+    assert row["switch_s"] == {"median": 2.5, "min": 1.5, "max": 4.0}
+    assert row["apply_s"]["median"] == 2.0 and row["reload_over_switch"] == 12.0
+    assert section["errors"] == ["lora ws2: start failed"]
+    table = "\n".join(render_lora(section))
+    assert "| 1 | 1.00 | 30.0 | 0.50 | 2.000 (1.000-3.000) | 0.500 (0.400-0.600) |" in table
+    assert "| 0.500 (0.400-0.600) | 0.500 (0.500-1.000) | 2.500 (1.500-4.000) |" in table
+    assert "| 12x | 9.00 (8.00-10.00) | 6.00 (6.00-6.00) |" in table
+
+
+@pytest.mark.fast
 def test_plan_runs_follow_the_devices():
     labels = [run.label for run in plan_runs(QUICK, 1)]
     assert labels == ["1 rank"]

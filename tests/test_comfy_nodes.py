@@ -8,7 +8,7 @@ get_full_path, get_folder_paths, the unet/clip legacy names) into a temp folder 
 the path. The pack was also run by hand in a real ComfyUI (the Wan 2.2 single-file workflow
 included).
 
-Cost: about 23 s (in the suite's two-worker run on 2 cores).
+Cost: about 25 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ FAKE_FILES = {
             return os.environ["FAKE_COMFY_TEMP"]
 
         def get_folder_paths(name):
+            if name == "loras":  # a test may point it at the pool backends' --lora-dir
+                return [os.environ["FAKE_COMFY_LORAS"]]
             return [os.path.join(models_dir, f) for f in KINDS[LEGACY.get(name, name)]]
 
         def get_filename_list(name):
@@ -168,6 +170,7 @@ def fake_comfy(tmp_path_factory) -> Path:
     (root / "models" / "diffusers" / "my-wan").mkdir(parents=True)
     (root / "models" / "diffusers" / "my-wan" / "model_index.json").write_text("{}")
     (root / "temp").mkdir()
+    (root / "loras").mkdir()
     return root
 
 
@@ -177,6 +180,7 @@ def comfy_v3(fake_comfy):
     saved_path, before = list(sys.path), set(sys.modules)
     os.environ["FAKE_COMFY_TEMP"] = str(fake_comfy / "temp")
     os.environ["FAKE_COMFY_MODELS"] = str(fake_comfy / "models")
+    os.environ["FAKE_COMFY_LORAS"] = str(fake_comfy / "loras")
     sys.path.insert(0, str(fake_comfy))
     try:
         from paradit.nodes import comfy_v3
@@ -220,6 +224,7 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
         "PYTHONPATH": str(fake_comfy),
         "FAKE_COMFY_TEMP": str(tmp_path),
         "FAKE_COMFY_MODELS": str(fake_comfy / "models"),
+        "FAKE_COMFY_LORAS": str(fake_comfy / "loras"),
     }
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
@@ -231,7 +236,9 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage"
+    assert lines[0] == (
+        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage ParaDiTLora"
+    )
     assert lines[1].endswith(" True")
 
 
@@ -249,7 +256,7 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
     assert optional == [p.name for p in BACKEND_PARAMS[5:]]  # appended after the first five
     assert {"gpu_memory", "offload", "vae_tiling", "vae_tile", "dp_degree"} <= set(optional)
     assert {"cfg_degree", "ulysses_degree", "ring_degree", "no_shard", "plan_for"} <= set(optional)
-    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:], strict=True):
+    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:4], strict=True):
         schema = cls.define_schema()
         assert schema.node_id == node.node_id and schema.category == "paradit"
         links = ["backend", *(["image"] if node.needs_image else [])]
@@ -380,7 +387,9 @@ MEMORY_WIDGETS = {"gpu_memory": 4.0, "offload": "none", "vae_tiling": "on", "vae
 """What the test below sets on the backend node (tests/test_web.py sets the same)."""
 
 
-def test_backend_node_settings_reach_the_backend(comfy_v3, backends, monkeypatch, tmp_path):
+def test_backend_node_settings_reach_the_backend(
+    comfy_v3, fake_comfy, backends, monkeypatch, tmp_path
+):
     """The node's memory widgets become the started backend's flags; its text output is the
     backend's memory plan. The pool starts it through the suite's shared backends."""
     from types import SimpleNamespace
@@ -403,6 +412,7 @@ def test_backend_node_settings_reach_the_backend(comfy_v3, backends, monkeypatch
     ).args
     assert len(started) == 1
     config = started[0]
+    assert config.lora_dirs == (str(fake_comfy / "loras"),)  # ComfyUI's loras folders
     assert (config.gpu_memory_gib, config.offload, config.vae_tiling, config.vae_tile) == (
         4.0,
         "none",
@@ -454,6 +464,50 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
     assert single.shape == (1, 32, 32, 3)
     assert isinstance(still, comfy_v3.InputImpl.VideoFromComponents)
     assert still.components.frame_rate == 16 and still.components.images is single
+
+
+def test_lora_nodes_chain_onto_the_backend(comfy_v3, handle, backends, monkeypatch):
+    """Chained like LoraLoaderModelOnly: each node adds its LoRA to the jobs of the backend it
+    passes on (the one it was given is unchanged); the backend's refusal is the node's error."""
+    from safetensors.torch import save_file
+
+    from paradit.backend.client.http import BackendError
+    from paradit.nodes.params import LORA_PARAMS
+
+    monkeypatch.setenv("FAKE_COMFY_LORAS", str(backends.lora_dir))  # the pool backend's
+    (backends.lora_dir / "styles").mkdir(exist_ok=True)
+    generator = torch.Generator().manual_seed(3)
+    module = "transformer.blocks.0.attn1.to_q"  # tiny-wan: 64 wide
+    save_file(
+        {
+            f"{module}.lora_A.weight": torch.randn(4, 64, generator=generator) * 0.3,
+            f"{module}.lora_B.weight": torch.randn(64, 4, generator=generator) * 0.3,
+        },
+        str(backends.lora_dir / "styles" / "node.safetensors"),
+    )
+    schema = comfy_v3.ParaDiTLora.define_schema()
+    assert [i.id for i in schema.inputs] == ["backend", *(p.name for p in LORA_PARAMS)]
+    assert "styles/node.safetensors" in schema.inputs[1].options["options"]
+    assert [o.io_type for o in schema.outputs] == ["PARADIT_BACKEND"]
+    (first,) = comfy_v3.ParaDiTLora.execute(handle, "styles/node.safetensors", 0.5).args
+    (second,) = comfy_v3.ParaDiTLora.execute(first, "styles/node.safetensors", -0.25).args
+    assert handle.loras == () and [item["strength"] for item in second.lora_items()] == [
+        0.5,
+        -0.25,
+    ]
+    with_loras, _, _ = comfy_v3.ParaDiTTextToVideo.execute(second, **values()).args
+    client = handle.client()
+    record = client.record(client.jobs()[0]["id"])
+    assert [(item["name"], item["strength"]) for item in record["loras"]] == [
+        ("styles/node.safetensors", 0.5),
+        ("styles/node.safetensors", -0.25),
+    ]
+    plain, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    assert not torch.equal(with_loras, plain)
+    (high,) = comfy_v3.ParaDiTLora.execute(handle, "styles/node.safetensors", 1.0, "high").args
+    assert high.lora_items() == [{"name": "styles/node.safetensors", "high": 1.0, "low": 0.0}]
+    with pytest.raises(BackendError, match="high/low strengths are for Wan 2.2's two experts"):
+        comfy_v3.ParaDiTTextToVideo.execute(high, **values())
 
 
 def test_image_to_video_node_needs_an_i2v_model(comfy_v3, handle):

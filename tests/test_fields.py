@@ -153,14 +153,18 @@ def test_no_frontend_drifts_from_the_table():
     assert docs_table() in readme, "README's field table differs: paste docs_table() there"
 
 
-def test_declared_but_unsupported_fields_are_refused():
-    for name, value in (("loras", [{"name": "a", "strength": 1.0}]),):
-        with pytest.raises(ValueError, match=f"{name} .* not supported by this backend yet"):
-            JobRequest.from_body({"prompt": "x", name: value}, LIMITS)
+def test_loras_and_cache_are_checked_by_their_own_rules():
     with pytest.raises(ValueError, match="cache method must be one of"):  # supported: its rule
         JobRequest.from_body({"prompt": "x", "cache": {"method": "x"}}, LIMITS)
     cached = JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, LIMITS)
     assert cached.cache == {"method": "first-block", "threshold": 0.05}  # the default filled in
+    loras = [{"name": "a", "strength": 1}, {"name": "b"}, {"name": "c", "high": 0.5}]
+    request = JobRequest.from_body({"prompt": "x", "loras": loras}, LIMITS)
+    assert request.loras == [
+        {"name": "a", "strength": 1.0},
+        {"name": "b", "strength": 1.0},
+        {"name": "c", "high": 0.5, "low": 1.0},
+    ]
     args = build_parser().parse_args(
         ["generate", "x", "--out", "o", "--lora", "a:0.5", "--lora", "b", "--cache", "tea:0.1"]
     )

@@ -1,4 +1,5 @@
-"""A tiny model saved to a folder and served by path gives the same frames as its preset.
+"""A tiny model saved to a folder and served by path gives the same frames as its preset; a
+Wan 2.2-style pair of experts runs both in parallel, and takes a LoRA with a strength each.
 
 Cost: about 15 s (in the suite's two-worker run on 2 cores).
 """
@@ -6,6 +7,7 @@ Cost: about 15 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 from conftest import run_job
+from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.models.presets import build_preset
 
@@ -58,10 +60,17 @@ def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
     # With a step cache each expert keeps its own state: the low-noise expert's first step
     # has no previous residual (no metric) and is computed, whatever the threshold.
     cached = {**BODY, "cache": {"method": "first-block", "threshold": 1.0}}
+    # a LoRA for both experts, with a strength each (`high`: transformer, `low`: transformer_2)
+    peft_lora(backends.lora_dir / "wan22.safetensors", tiny.transformer, WAN_TARGETS, seed=22)
+    pair = {**BODY, "loras": [{"name": "wan22", "high": 0.8, "low": -0.6}]}
+    high_only = {**BODY, "loras": [{"name": "wan22", "high": 0.8, "low": 0.0}]}
     one = backends.get(str(folder), 1)
+    assert one.info()["loras"]["experts"] == ["transformer", "transformer_2"]
     full = one.info()["ranks"][0]["dit_param_bytes"]
     _, frames_one = run_job(one, BODY)
     cached_one, cached_frames_one = run_job(one, cached)
+    _, pair_one = run_job(one, pair)
+    _, high_one = run_job(one, high_only)
     backends.stop(one)
     single_expert = references.frames("tiny-wan", BODY)
     assert frames_one != single_expert  # the low-noise expert really ran
@@ -70,6 +79,7 @@ def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
     assert len(first_steps) == 2 and first_steps[0] == 0, steps  # one first step per expert
     assert all(steps[index]["computed"] for index in first_steps), steps
     assert cached_one["timings"]["cache"]["num_skipped"] >= 1, steps
+    assert len({tuple(frames_one), tuple(pair_one), tuple(high_one)}) == 3  # each expert's own
     two = backends.get(str(folder), 2)
     assert all(r["dit_param_bytes"] <= 0.55 * full for r in two.info()["ranks"])
     _, frames_two = run_job(two, BODY)
@@ -78,4 +88,8 @@ def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
     assert cached_frames_two == cached_frames_one
     skipped = [s["computed"] for s in cached_two["timings"]["cache"]["steps"]]
     assert skipped == [s["computed"] for s in steps]
+    _, pair_two = run_job(two, pair)  # CFG parallel: each branch as one process runs it
+    assert pair_two == pair_one
+    _, again = run_job(two, BODY)
+    assert again == frames_one  # both experts' rows restored
     backends.stop(two)

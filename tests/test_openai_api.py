@@ -69,7 +69,7 @@ def test_video_delete_cancels_and_bad_fields_are_refused(wan):
     assert wan.job(slow.id)["status"] == "cancelled"
     with pytest.raises(openai.UnprocessableEntityError, match="size must be WIDTHxHEIGHT"):
         api.videos.create(prompt="x", size="big")
-    with pytest.raises(openai.UnprocessableEntityError, match="loras are not supported"):
+    with pytest.raises(openai.UnprocessableEntityError, match="LoRA 'a': no such LoRA"):
         api.videos.create(prompt="x", extra_body={"loras": [{"name": "a", "strength": 1.0}]})
     with pytest.raises(openai.NotFoundError):
         api.videos.retrieve("nope")

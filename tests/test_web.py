@@ -3,7 +3,7 @@
 One app is served in this process for the module; `test_cli_*` runs `paradit ui` as its own
 process (login on, a backend it starts itself) and stops it with SIGTERM.
 
-Cost: about 63 s (in the suite's two-worker run on 2 cores).
+Cost: about 66 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -227,6 +227,39 @@ def test_named_api_takes_the_job_fields(ui):
     assert names == list(JOB_FIELDS)  # the fields of POST /v1/jobs, in order
     image = api["/generate"]["parameters"][-1]
     assert image["parameter_has_default"] and image["parameter_default"] is None
+
+
+def test_loras_picked_in_the_form_reach_the_job(ui, backends):
+    """The form's LoRA list is the `loras` field: a job given it records the LoRA applied."""
+    import torch
+    from safetensors.torch import save_file
+
+    from paradit.web.forms import add_lora
+
+    generator = torch.Generator().manual_seed(9)
+    module = "transformer.blocks.1.ffn.net.2"  # tiny-wan: 128 -> 64
+    save_file(
+        {
+            f"{module}.lora_A.weight": torch.randn(2, 128, generator=generator),
+            f"{module}.lora_B.weight": torch.randn(64, 2, generator=generator),
+        },
+        str(backends.lora_dir / "web.safetensors"),
+    )
+    assert "web.safetensors" in ui.backend.loras()
+    picked = add_lora(add_lora(None, "web.safetensors", 0.5, "both"), "web", None, "high")
+    assert picked == [
+        {"name": "web.safetensors", "strength": 0.5},
+        {"name": "web", "high": 1.0, "low": 0.0},
+    ]
+    with pytest.raises(ValueError, match="choose a LoRA"):
+        add_lora(picked, None, 1.0, "both")
+    status, *_, info, _ = gradio(ui).predict(
+        **job_args("a red fox", loras=picked[:1]), api_name="/generate"
+    )
+    assert status_of(status) == "succeeded"
+    assert [(item["name"], item["strength"]) for item in info["loras"]] == [
+        ("web.safetensors", 0.5)
+    ]
 
 
 def test_settings_of_a_backend_it_did_not_start_are_read_only(ui):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend.client import encode_image
-from ..backend.request import RequestField, request_fields
+from ..backend.request import RequestField, lora_item, request_fields
 
 CUSTOM = "custom"
 RANDOM_SEED_BOUND = 2**32
@@ -178,3 +178,13 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
         else:
             body[f.name] = _number(f, value)
     return body
+
+
+LORAS = "loras"
+"""The request field the LoRA picker fills (the form shows it when the backend has LoRAs)."""
+
+
+def add_lora(current: Any, name: str | None, strength: float | None, expert: str) -> list:
+    """The `loras` list with one more pick at the end (ValueError for an empty pick)."""
+    items = list(current) if isinstance(current, list) else []
+    return [*items, lora_item(name or "", 1.0 if strength is None else strength, expert)]

@@ -30,10 +30,12 @@ from ..backend.client.http import BackendError, Client
 from ..backend.client.summary import backend_summary
 from ..backend.config import config_overrides, frontend_settings
 from ..backend.contract import FINAL_STATES, TASKS
-from ..backend.request import RequestField, request_fields
+from ..backend.request import LORA_EXPERTS, RequestField, request_fields
 from .forms import (
     CUSTOM,
+    LORAS,
     SIZE_FIELDS,
+    add_lora,
     form_fields,
     job_body,
     label,
@@ -308,10 +310,10 @@ def pick_history_row(event: gr.SelectData) -> str:
 # -- layout ----------------------------------------------------------------------------------
 
 
-def _form(info: dict[str, Any]) -> Form:
+def _form(info: dict[str, Any], lora_names: list[str]) -> Form:
     """The mode, then an input per request field (REQUEST_FIELDS, in order): shown for the
     fields marked `form` that the model's task reads, hidden (still an API parameter) for the
-    others."""
+    others; the LoRA picker when the backend has a LoRA folder."""
     limits = info["limits"]
     task = info.get("task", limits["task"])
     gr.Radio(list(TASKS), value=task, label="Mode", interactive=False)
@@ -322,7 +324,9 @@ def _form(info: dict[str, Any]) -> Form:
     for f in request_fields():
         if f.name in inputs:
             continue
-        if f.name not in shown:
+        if f.name == LORAS and (info.get(LORAS) or {}).get("folders"):
+            inputs[f.name] = _lora_picker(f, lora_names, len(info[LORAS]["experts"]) > 1)
+        elif f.name not in shown:
             inputs[f.name] = _hidden_input(f)
         elif f.name in SIZE_FIELDS:
             preset, sizes = _size_inputs(
@@ -342,6 +346,33 @@ def _form(info: dict[str, Any]) -> Form:
         generate = gr.Button("Generate", variant="primary")
         cancel = gr.Button("Cancel", variant="stop")
     return Form(inputs, preset, randomize, generate, cancel)
+
+
+def _lora_picker(f: RequestField, names: list[str], two_experts: bool) -> gr.JSON:
+    """Pick a LoRA of the backend's list and a strength, Add (repeat to stack them), Clear.
+    The list they build is the `loras` field (what API callers give directly)."""
+    private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
+    with gr.Accordion(f"LoRAs ({len(names)} on the backend)", open=False):
+        with gr.Row():
+            name = gr.Dropdown(names, value=None, label="LoRA", allow_custom_value=True)
+            strength = gr.Number(1.0, label="Strength", minimum=-100, maximum=100, step=0.05)
+            expert = gr.Radio(
+                list(LORA_EXPERTS), value="both", label="Wan 2.2 expert", visible=two_experts
+            )
+        chosen = gr.JSON([], label="Applied in order")
+        with gr.Row():
+            add = gr.Button("Add LoRA", size="sm")
+            clear = gr.Button("Clear", size="sm")
+
+    def added(current: Any, picked: str | None, value: float | None, which: str) -> list:
+        try:
+            return add_lora(current, picked, value, which)
+        except ValueError as exc:
+            raise gr.Error(str(exc)) from None
+
+    add.click(added, [chosen, name, strength, expert], chosen, **private)
+    clear.click(lambda: [], None, chosen, **private)
+    return chosen
 
 
 def _hidden_input(f: RequestField) -> gr.components.Component:
@@ -437,7 +468,7 @@ def build_ui(
         gr.Markdown(header_markdown(info))
         with gr.Tab("Generate"), gr.Row():
             with gr.Column():
-                form = _form(info)
+                form = _form(info, _lora_names(client, info))
             with gr.Column():
                 status = gr.HTML(idle_html("Ready."), label="Progress")
                 results = _results(with_video)
@@ -477,6 +508,17 @@ def build_ui(
                 concurrency_limit=1,
             )
     return demo
+
+
+def _lora_names(client: Client, info: dict[str, Any]) -> list[str]:
+    """The backend's LoRAs (`GET /v1/loras`); none from a backend without a LoRA folder."""
+    if not (info.get(LORAS) or {}).get("folders"):
+        return []
+    try:
+        return client.loras()
+    except BackendError as exc:
+        log.warning("no LoRA list from the backend: %s", exc)
+        return []
 
 
 def _wire(

@@ -80,6 +80,10 @@ class Client:
     def info(self) -> dict[str, Any]:
         return self._json("GET", "/v1/info")
 
+    def loras(self) -> list[str]:
+        """The LoRA names the backend's jobs may use (`GET /v1/loras`)."""
+        return [item["name"] for item in self._json("GET", "/v1/loras")["loras"]]
+
     def submit(self, request: dict[str, Any]) -> str:
         return self._json("POST", "/v1/jobs", request)["id"]
 

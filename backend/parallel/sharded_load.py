@@ -114,7 +114,7 @@ class SafetensorsFile:
         self._file.close()
 
 
-def _rows(param: torch.Tensor) -> tuple[int, int, torch.Tensor]:
+def shard_rows(param: torch.Tensor) -> tuple[int, int, torch.Tensor]:
     """(first row, row count, local tensor) of this rank's part of `param`."""
     if not isinstance(param, DTensor):
         return 0, param.shape[0] if param.dim() else 0, param
@@ -178,7 +178,7 @@ def fill_shards(
     try:
         with torch.no_grad():
             for name, param in model.named_parameters():
-                start, _, local = _rows(param)
+                start, _, local = shard_rows(param)
                 if local.numel():
                     read += weights.read_rows(name, start, local)
             for name, buf in model.named_buffers():

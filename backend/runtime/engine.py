@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from ..cache import CacheSettings
+from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
@@ -134,6 +135,7 @@ class Runtime:
         *,
         text_encoders: tuple[str, ...] = (),
         vaes: tuple[str, ...] = (),
+        loras: LoraLibrary | None = None,
     ):
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes)
@@ -202,7 +204,8 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             cpu_offload=placement.fsdp_offload(self.layout, group.device),
         )
-        if not self.plan.shard_weights or self.plan.world_size == 1:
+        sharded = self.plan.shard_weights and self.plan.world_size > 1
+        if not sharded:
             placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
             host = placement.fsdp_offload(self.layout, group.device)
@@ -213,6 +216,15 @@ class Runtime:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
+        dits = {
+            name: getattr(self.pipe, name)
+            for name in DIT_COMPONENTS
+            if getattr(self.pipe, name, None) is not None
+        }
+        hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
+        refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
+        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
+        """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)

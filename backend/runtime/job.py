@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ..lora import JobLora
 from ..request import JobRequest
 from .engine import Runtime, StepClock
 from .messages import RunJob
@@ -58,7 +59,9 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     runtime.meter.reset()
     runtime.set_vae_tiling(message.vae_tiling)
     tensors = runtime.share(hooks.tensors, message.tensors)
-    result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
+    loras = [JobLora(**lora) for lora in message.loras]
+    with runtime.loras.applied(loras):  # on this rank's rows; restored however the job ends
+        result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
     if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
         result = runtime.decode(request, result)
     runtime.last_peak = runtime.meter.read()

@@ -9,6 +9,7 @@ Both leave the frames on rank 0 and raise `JobCancelled` or `JobFailedError` oth
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -89,8 +90,17 @@ class Executor:
 
     def _message(self, job: Job, tensors: dict[str, Any]) -> RunJob:
         tiled = job.memory is not None and job.memory.vae_tiling
+        loras = self.runtime.loras.resolve(job.request.loras)  # again: the files may change
+        job.loras = [
+            lora.record(item) for lora, item in zip(loras, job.request.loras or [], strict=True)
+        ]
         return RunJob(
-            job.id, job.request.to_dict(), tensor_meta(tensors), self.config.save_latents, tiled
+            job.id,
+            job.request.to_dict(),
+            tensor_meta(tensors),
+            self.config.save_latents,
+            tiled,
+            [dataclasses.asdict(lora) for lora in loras],
         )
 
 
@@ -121,6 +131,16 @@ class LocalExecutor(Executor):
         replies = self._settle(seq, own_error)
         job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
         job.timings.update(hooks.clock.timings(begin, time.perf_counter()))
+        applied = runtime.loras.last if message.loras else None
+        if applied is not None:  # rank 0's share of the switch (every rank does its own)
+            job.timings["lora_apply_s"] = round(applied.apply_s, 4)
+            job.timings["lora_remove_s"] = round(applied.remove_s, 4)
+            job.timings["lora_apply_cpu_s"] = round(applied.apply_cpu_s, 4)
+            job.lora_memory = {
+                "saved_rows_bytes": applied.saved_bytes,
+                "buffer_bytes": runtime.loras.buffers.nbytes,
+                "cache_bytes": runtime.loras.library.cached_bytes(),
+            }
         final = None if leader.latents is None else latents_array(leader.latents)
         return frames, final
 

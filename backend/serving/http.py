@@ -165,6 +165,11 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         """The model, world size, device, parallel plan, limits, versions and ranks."""
         return service.info()
 
+    @app.get("/v1/loras")
+    def loras():
+        """The LoRAs under --lora-dir, by the names jobs give them (`loras[].name`)."""
+        return {"loras": [{"name": name} for name in service.lora_names()]}
+
     @app.post(
         "/v1/jobs",
         status_code=202,

@@ -46,6 +46,10 @@ class Job:
     """The job's memory plan (`memory.planner.JobMemory`), when it runs."""
     measured: dict[int, Any] = field(default_factory=dict, repr=False)
     """Each rank's measured peak (`memory.measure.PeakMeter.read`)."""
+    loras: list[dict[str, Any]] = field(default_factory=list)
+    """The LoRAs applied: name, strengths and sha256 (job.json's `loras`)."""
+    lora_memory: dict[str, int] | None = None
+    """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,7 @@ def _threads(config: ServeConfig, env: LaunchEnv) -> int:
 
 def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
     """Join the group and load the model on this rank; `abort` ends start-up waits early."""
+    from ..lora import LoraLibrary
     from ..runtime.engine import Runtime
 
     torch.set_num_threads(_threads(config, env))
@@ -43,6 +44,7 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
         config.memory_settings(),
         text_encoders=config.text_encoders,
         vaes=config.vaes,
+        loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
     )
     return group, runtime
 

@@ -120,7 +120,12 @@ class Service:
             "load_seconds": round(self.load_seconds, 3),
             "memory": None if planner is None else planner.to_dict(),
             "queue": sum(1 for j in self.book.recent() if j.status == "queued"),
+            "loras": None if self.runtime is None else self.runtime.loras.to_dict(),
         }
+
+    def lora_names(self) -> list[str]:
+        """The LoRAs jobs may name (`GET /v1/loras`)."""
+        return [] if self.runtime is None else self.runtime.loras.library.names()
 
     def submit(self, body: Any) -> Job:
         """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
@@ -130,6 +135,8 @@ class Service:
         planner = self.runtime.planner if self.runtime is not None else None
         if planner is not None:  # TooLarge (a ValueError: 422) names the largest size that fits
             planner.check(job_shape(request))
+        if request.loras and self.runtime is not None:  # LoraError (422) names LoRA and reason
+            self.runtime.loras.resolve(request.loras)
         ok, detail = self.health()
         if not ok:
             raise RuntimeError(f"backend is not healthy: {detail.get('error', 'not ready')}")

@@ -46,7 +46,10 @@ def memory_record(job: Job) -> dict[str, Any] | None:
     if job.memory is None:
         return None
     measured = {str(rank): reading for rank, reading in sorted(job.measured.items()) if reading}
-    return {**job.memory.to_dict(), "measured": measured}
+    record = {**job.memory.to_dict(), "measured": measured}
+    if job.lora_memory is not None:  # host memory the plan does not predict (README: LoRAs)
+        record["loras"] = job.lora_memory
+    return record
 
 
 class OutputWriter:
@@ -127,5 +130,6 @@ class OutputWriter:
             "timings": job.timings,
             **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
             "memory": memory_record(job),
+            "loras": job.loras,
             "versions": versions(),
         }

@@ -133,7 +133,8 @@ def build_parser() -> Parser:
         help="what to measure, comma-separated: scaling (scaling, overhead, latency, memory), "
         "throughput (a batch of 8 on 2 replicas against 1 rank), unguided (a job without "
         "guidance on a 2-rank CFG plan, now and before, against 1 rank), cache (the step "
-        "cache against none on 2 ranks); default scaling",
+        "cache against none on 2 ranks), lora (switching LoRAs between jobs against a "
+        "reload, ~1 GB DiT); default scaling",
     )
     p.add_argument(
         "--repeats",

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .lora_switch import render as render_lora_switch
 from .throughput import render as render_throughput
 
 if TYPE_CHECKING:
@@ -223,9 +224,12 @@ def add_throughput(summary: dict[str, Any], section: dict[str, Any]) -> None:
     summary["throughput"] = section
     summary["targets"].update(section["targets"])
     summary["errors"] += section["errors"]
-    summary["setup"]["command"] += " --rows " + ",".join(
-        (["scaling"] if "scaling" in summary else []) + ["throughput"]
-    )
+
+
+def add_lora_switch(summary: dict[str, Any], section: dict[str, Any]) -> None:
+    """Put the LoRA switch section and its errors into `summary`."""
+    summary["lora_switch"] = section
+    summary["errors"] += section["errors"]
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:
@@ -263,6 +267,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
         )
     if "throughput" in summary:
         lines += render_throughput(summary["throughput"])
+    if "lora_switch" in summary:
+        lines += render_lora_switch(summary["lora_switch"])
     lines += ["", "### Targets", ""]
     rows = []
     for target in summary["targets"].values():

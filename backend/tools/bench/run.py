@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import lora_switch
 from .fastpaths import ROWS as FAST_ROWS
 from .fastpaths import FastPathWorkload
 from .fastpaths import measure as measure_fast_paths
@@ -194,7 +195,7 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-ROWS = ("scaling", "throughput", *FAST_ROWS)
+ROWS = ("scaling", "throughput", "lora", *FAST_ROWS)
 
 
 def run_bench(
@@ -207,16 +208,20 @@ def run_bench(
     workload: Workload | None = None,
     throughput: ThroughputWorkload | None = None,
     fast_paths: FastPathWorkload | None = None,
+    lora: lora_switch.LoraWorkload | None = None,
 ) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
     `rows`: "scaling" (scaling, overhead, latency, memory) and/or "throughput" (a batch on
     data-parallel replicas against one rank, `repeats` interleaved runs of each), "unguided"
-    and "cache" (fastpaths.py: an unguided job on a 2-rank CFG plan, the step cache).
-    `workload` / `throughput` override the built-in workloads (tests use the SMOKE ones).
+    and "cache" (fastpaths.py: an unguided job on a 2-rank CFG plan, the step cache), "lora"
+    (switching LoRAs between jobs against a reload, `lora_switch.py`). `workload` /
+    `throughput` / `fast_paths` / `lora` override the built-in workloads (tests use the SMOKE
+    ones).
     Returns 0 when every backend ran.
     """
     from .report import (
+        add_lora_switch,
         add_throughput,
         render_markdown,
         summarize,
@@ -251,7 +256,7 @@ def run_bench(
         )
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
-    results, setup_s, direct, batch_runs, fast = [], 0.0, [], [], None
+    results, setup_s, direct, batch_runs, fast, switching = [], 0.0, [], [], None, None
     try:
         if "scaling" in rows:
             folder = build_model_folder(workload.model, work / "model")
@@ -267,6 +272,9 @@ def run_bench(
             fast = measure_fast_paths(
                 fast_rows, device, work / "fast-paths", fast_paths or FastPathWorkload()
             )
+        if "lora" in rows:
+            workload_lora = lora or lora_switch.LORA
+            switching = lora_switch.measure(workload_lora, device, num_devices, work, out / "logs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     common = {
@@ -286,6 +294,10 @@ def run_bench(
         add_throughput(summary, summarize_throughput(throughput, batch_runs))
     if fast is not None:
         summary["fast_paths"] = fast
+    if switching is not None:
+        add_lora_switch(summary, switching)
+    if rows != ("scaling",):
+        summary["setup"]["command"] += " --rows " + ",".join(rows)
     table = render_markdown(summary)
     if fast is not None:
         table += "\n".join(render_fast_paths(fast)) + "\n"

@@ -1,0 +1,245 @@
+"""A job's LoRAs on this rank's own weights: checked, applied before its first step, removed
+after its last.
+
+FSDP2 shards dim 0 of every parameter, so a rank holds a block of rows of each weight (all of
+it when the weights are not sharded). For each weight a LoRA changes, the rank saves a copy of
+the rows it holds, adds `(B[rows] @ A) * scale * strength` to them, and after the job copies
+the saved rows back: the next job starts from the exact bytes it would have started from
+(subtracting the change again would leave rounding behind). Each data-parallel replica's ranks
+apply their own job's LoRAs; no rank ever gathers a whole weight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..parallel.sharded_load import shard_rows
+from ..request import lora_strengths
+from .buffers import RankBuffers
+from .library import Lora, LoraLibrary
+from .parse import LayerDelta, LoraError
+
+log = logging.getLogger(__name__)
+
+MAX_LISTED = 3
+
+
+@dataclass(frozen=True)
+class JobLora:
+    """One LoRA of a job as rank 0 resolved it (what the control message carries)."""
+
+    name: str
+    sha256: str
+    strengths: dict[str, float]
+    """DiT component ("transformer", "transformer_2") -> strength."""
+
+    def record(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """job.json's entry: the name, the strengths as the request gave them, the sha256."""
+        return {**item, "sha256": self.sha256}
+
+
+@dataclass
+class Applied:
+    """What one job changed on this rank, to be put back."""
+
+    saved: list[tuple[torch.nn.Parameter, torch.Tensor]] = field(default_factory=list)
+    """Each changed parameter and the copy of this rank's rows of it, as they were (emptied
+    once they are back)."""
+    saved_bytes: int = 0
+    apply_s: float = 0.0
+    remove_s: float = 0.0
+    apply_cpu_s: float = 0.0
+    """CPU seconds of this thread while applying: on a shared CPU machine, what the work
+    itself took (the wall time also counts the other processes' turns)."""
+
+
+class LoraPatcher:
+    """A rank's LoRA work: resolve and check a job's LoRAs (rank 0, at submit and run time),
+    apply them to the rank's rows and restore them (every rank of the job's replica)."""
+
+    def __init__(
+        self,
+        library: LoraLibrary,
+        pipeline: type,
+        dits: Mapping[str, torch.nn.Module],
+        refuse: str = "",
+    ):
+        self.library = library
+        self.refuse = refuse
+        """Why this backend takes no LoRA ("" when it does): the offload hooks of
+        `--offload group`/`sequential` keep their own copies of the weights."""
+        self.pipeline = pipeline
+        self.dits = dict(dits)
+        self.last: Applied | None = None
+        self.buffers = RankBuffers()
+        """Host memory for saved rows and scratch, kept from job to job (`buffers.py`)."""
+        """The last job's application (its timings and the bytes it saved)."""
+        self._shapes = {
+            component: {name: tuple(p.shape) for name, p in dit.named_parameters()}
+            for component, dit in self.dits.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """`GET /v1/info`'s `loras`: the folders, the cache, and the DiTs a LoRA can reach
+        (two: Wan 2.2's experts, which take `high`/`low` strengths)."""
+        return {
+            **self.library.to_dict(),
+            "buffer_bytes": self.buffers.nbytes,
+            "experts": list(self.dits),
+        }
+
+    def resolve(self, items: list[dict[str, Any]] | None) -> list[JobLora]:
+        """A request's `loras`, loaded and checked against the model; LoraError (a
+        ValueError: 4xx) naming the LoRA and the reason."""
+        out = []
+        for item in items or []:
+            if self.refuse:
+                raise LoraError(
+                    f"LoRA {item['name']!r}: {self.refuse} (start the backend with --offload "
+                    "none, model or auto on more GPUs)"
+                )
+            if "high" in item and "transformer_2" not in self.dits:
+                raise LoraError(
+                    f"LoRA {item['name']!r}: high/low strengths are for Wan 2.2's two experts; "
+                    "this model has one transformer: give strength"
+                )
+            lora = self.library.load(item["name"], self.pipeline)
+            self._check(lora)
+            strengths = {c: s for c, s in lora_strengths(item).items() if c in self.dits}
+            out.append(JobLora(lora.name, lora.sha256, strengths))
+        return out
+
+    def _check(self, lora: Lora) -> None:
+        """Every layer of the LoRA is a layer of the DiT, with the DiT's shapes."""
+        shapes = self._shapes["transformer"]
+        missing = [m for m, layer in lora.layers.items() if not _fits_names(m, layer, shapes)]
+        if missing:
+            raise LoraError(
+                f"LoRA {lora.name!r}: {len(missing)} of its {len(lora.layers)} layers are not "
+                f"layers of this model (e.g. {', '.join(sorted(missing)[:MAX_LISTED])}): it is "
+                "a LoRA for another model"
+            )
+        for module, layer in sorted(lora.layers.items()):
+            want = layer.weight_shape
+            have = shapes.get(f"{module}.weight")
+            if want is not None and want != have:
+                raise LoraError(
+                    f"LoRA {lora.name!r}: layer {module} changes a {_shape(want)} weight, the "
+                    f"model's is {_shape(have)}: it is a LoRA for another model"
+                )
+            if layer.bias is not None and (tuple(layer.bias.shape) != shapes.get(f"{module}.bias")):
+                raise LoraError(
+                    f"LoRA {lora.name!r}: layer {module}'s bias change does not fit the model's"
+                )
+
+    @contextlib.contextmanager
+    def applied(self, loras: list[JobLora]) -> Iterator[Applied | None]:
+        """The job's LoRAs on this rank's rows for the duration of the block (restored even
+        when the job fails or is cancelled)."""
+        if not loras:
+            self.last = None
+            yield None
+            return
+        applied = Applied()
+        self.last = applied
+        begin, cpu = time.perf_counter(), time.thread_time()
+        try:
+            with torch.no_grad():
+                steps = self._steps(loras)
+                touched = self._touched(steps)
+                slots = self.buffers.rows_for([local for _, local in touched])
+                for (param, local), slot in zip(touched, slots, strict=True):
+                    slot.copy_(local)
+                    applied.saved.append((param, slot))
+                    applied.saved_bytes += slot.numel() * slot.element_size()
+                for lora, component, strength in steps:
+                    self._apply(lora, self.dits[component], strength)
+            applied.apply_s = time.perf_counter() - begin
+            applied.apply_cpu_s = time.thread_time() - cpu
+            self.buffers.release_device_scratch()  # before the steps need the device memory
+            yield applied
+        finally:
+            begin = time.perf_counter()
+            with torch.no_grad():
+                for param, saved in applied.saved:
+                    _, _, local = shard_rows(param)
+                    local.copy_(saved)
+            applied.saved.clear()  # views of the kept buffer: not held past the job
+            applied.remove_s = time.perf_counter() - begin
+            self.buffers.release_device_scratch()
+            log.info(
+                "LoRAs %s: applied in %.3fs, removed in %.3fs (%.1f MiB of rows saved)",
+                [lora.name for lora in loras],
+                applied.apply_s,
+                applied.remove_s,
+                applied.saved_bytes / 2**20,
+            )
+
+    def _steps(self, loras: list[JobLora]) -> list[tuple[Lora, str, float]]:
+        """(LoRA, DiT component, strength) in the order they apply; LoraError when a file is
+        not the one rank 0 checked."""
+        steps = []
+        for job_lora in loras:
+            lora = self.library.load(job_lora.name, self.pipeline)
+            if lora.sha256 != job_lora.sha256:
+                raise LoraError(f"LoRA {job_lora.name!r}: the file changed since it was checked")
+            steps += [(lora, c, s) for c, s in job_lora.strengths.items() if s]
+        return steps
+
+    def _touched(self, steps: list[tuple[Lora, str, float]]) -> list[tuple[Any, torch.Tensor]]:
+        """Every parameter the steps change on this rank (once each), with its local rows."""
+        touched: dict[int, tuple[Any, torch.Tensor]] = {}
+        for lora, component, _ in steps:
+            params = dict(self.dits[component].named_parameters())
+            for module, layer in lora.layers.items():
+                for kind, changes in (("weight", layer.weight_shape), ("bias", layer.bias)):
+                    param = params.get(f"{module}.{kind}")
+                    if param is None or changes is None or id(param) in touched:
+                        continue
+                    _, rows, local = shard_rows(param)
+                    if local.is_meta:
+                        raise LoraError(
+                            f"LoRA {lora.name!r}: the weights are not resident on this rank"
+                        )
+                    if rows:
+                        touched[id(param)] = (param, local)
+        return list(touched.values())
+
+    def _apply(self, lora: Lora, dit: torch.nn.Module, strength: float) -> None:
+        params = dict(dit.named_parameters())
+        for module, layer in lora.layers.items():
+            for kind in ("weight", "bias"):
+                param = params.get(f"{module}.{kind}")
+                if param is None:
+                    continue
+                start, rows, local = shard_rows(param)
+                if not rows:
+                    continue
+                if kind == "weight":
+                    delta = self.buffers.scratch(local, torch.float32)
+                    if not layer.weight_rows(start, rows, strength, delta):
+                        continue
+                else:
+                    delta = layer.bias_rows(start, rows, strength, local.device)
+                    if delta is None:
+                        continue
+                if local.dtype != delta.dtype:  # e.g. bf16 weights: the change rounded once
+                    delta = self.buffers.scratch(local, local.dtype).copy_(delta)
+                local.add_(delta)
+
+
+def _fits_names(module: str, layer: LayerDelta, shapes: Mapping[str, tuple]) -> bool:
+    if layer.weight_shape is not None and f"{module}.weight" not in shapes:
+        return False
+    return layer.bias is None or f"{module}.bias" in shapes
+
+
+def _shape(shape: tuple | None) -> str:
+    return "missing" if shape is None else "x".join(str(s) for s in shape)
