@@ -413,16 +413,16 @@ SMALL.update({"height": 64, "num_frames": 9, "num_inference_steps": 2})
 
 
 def test_saved_folder_serves_like_its_preset(tmp_path, backends, t2v_reference):
-    """Loaded shard by shard at world size 2; an unguided job runs whole on every rank, so it
-    equals the preset's world-size-1 run byte for byte."""
+    """Loaded shard by shard at world size 2 and equal to the preset's world-size-1 run (an
+    unguided job on the CFG plan spreads its sequence over both ranks: within rounding)."""
     folder = tmp_path / "tiny-cogvideox"
     build_preset("tiny-cogvideox").save_pretrained(folder)
     info, (from_folder,) = _run_at(backends, str(folder), 2, [UNGUIDED])
     assert info["family"] == "cogvideox-t2v" and info["limits"]["default_width"] == 720
     assert info["plan"]["sharded"]
     from_preset = t2v_reference[1][1]  # UNGUIDED
-    assert compare(from_preset[1], from_folder[1], FLOAT32).verdict == IDENTICAL
-    np.testing.assert_array_equal(from_preset[2], from_folder[2])  # the latents too
+    assert from_folder[0]["timings"]["sequence_layout"] == "spread"
+    assert_equivalent(from_preset, from_folder, "a saved folder at world size 2")
 
 
 def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):
