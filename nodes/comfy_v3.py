@@ -17,12 +17,15 @@ import folder_paths
 import PIL.Image
 from comfy_api.latest import ComfyExtension, InputImpl, Types, io
 
+from ..backend.cache import CacheSettings
 from ..backend.models.presets import PRESET_NAMES
 from ..backend.request import lora_item
 from .params import (
     BACKEND_NODE_ID,
     BACKEND_PARAMS,
     BACKEND_TYPE,
+    CACHE_NODE_ID,
+    CACHE_PARAMS,
     DEVICES,
     FILE_PARAMS,
     IMAGE_TO_VIDEO,
@@ -189,6 +192,8 @@ def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -
     request = build_request(node, values, None if image is None else image_to_png(image))
     if backend.loras:  # what the chained ParaDiTLora nodes added
         request["loras"] = backend.lora_items()
+    if backend.cache:  # what a chained ParaDiTStepCache node set
+        request["cache"] = dict(backend.cache)
     progress = _ComfyProgress(int(values["steps"]))
     try:
         return generate(
@@ -297,12 +302,35 @@ class ParaDiTLora(io.ComfyNode):
         return io.NodeOutput(backend.with_lora(lora_item(lora_name, strength, expert)))
 
 
+class ParaDiTStepCache(io.ComfyNode):
+    """Chained like the LoRA node: backend in, the same backend with a step cache out."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id=CACHE_NODE_ID,
+            display_name="ParaDiT Step Cache",
+            category=CATEGORY,
+            description="Skips most of the transformer at steps where it would change little "
+            "(First-Block-Cache). Every rank takes the same decision; job.json records which "
+            "steps were computed.",
+            inputs=[Backend.Input("backend")] + [widget(p) for p in CACHE_PARAMS],
+            outputs=[Backend.Output(display_name="backend")],
+        )
+
+    @classmethod
+    def execute(cls, backend: BackendHandle, method: str, threshold: float) -> io.NodeOutput:
+        cache = CacheSettings.parse({"method": method, "threshold": threshold})
+        return io.NodeOutput(backend.with_cache(cache.to_dict()))
+
+
 NODES: list[type[io.ComfyNode]] = [
     ParaDiTBackend,
     ParaDiTTextToVideo,
     ParaDiTImageToVideo,
     ParaDiTTextToImage,
     ParaDiTLora,
+    ParaDiTStepCache,
 ]
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import contract
+from ..backend.cache import METHODS as CACHE_METHODS
 from ..backend.config import frontend_settings
 from ..backend.request import LORA_EXPERTS, RequestField, request_fields
 
@@ -268,3 +269,25 @@ LORA_PARAMS: tuple[Param, ...] = (
     ),
 )
 """The LoRA node's widgets (it is chained like ComfyUI's LoraLoaderModelOnly)."""
+
+CACHE_NODE_ID = "ParaDiTStepCache"
+CACHE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "method",
+        "combo",
+        next(iter(CACHE_METHODS)),
+        "first-block: diffusers' First-Block-Cache; every rank takes the same skip decision.",
+        choices=tuple(CACHE_METHODS),
+    ),
+    Param(
+        "threshold",
+        "float",
+        next(iter(CACHE_METHODS.values())),
+        "Skip a step's remaining blocks while the first block's output changed by at most this "
+        "since the last computed step (higher: faster, further from the uncached result).",
+        0.01,
+        1.0,
+        0.01,
+    ),
+)
+"""The step-cache node's widgets (chained like the LoRA node: backend in, backend out)."""

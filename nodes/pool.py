@@ -157,6 +157,9 @@ class BackendHandle:
     pool: BackendPool
     loras: tuple[tuple[tuple[str, Any], ...], ...] = ()
     """The LoRAs the chained LoRA nodes added, in order (each a `loras` item's pairs)."""
+    cache: tuple[tuple[str, Any], ...] = ()
+    """The step cache a chained step-cache node set (the `cache` field's pairs; none: the
+    backend's default)."""
 
     def client(self) -> Client:
         return self.pool.acquire(self.settings)
@@ -168,9 +171,18 @@ class BackendHandle:
     def lora_items(self) -> list[dict[str, Any]]:
         return [dict(pairs) for pairs in self.loras]
 
+    def with_cache(self, cache: dict[str, Any]) -> BackendHandle:
+        """This backend with a step cache for its jobs (the last chained node wins)."""
+        return dataclasses.replace(self, cache=tuple(cache.items()))
+
     def __str__(self) -> str:
         names = ", ".join(item["name"] for item in self.lora_items())
-        return f"paradit backend: {self.settings.describe()}" + (f" + {names}" if names else "")
+        cache = f" + cache {dict(self.cache)['method']}" if self.cache else ""
+        return (
+            f"paradit backend: {self.settings.describe()}"
+            + (f" + {names}" if names else "")
+            + cache
+        )
 
 
 class BackendPool:

@@ -237,7 +237,8 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == (
-        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage ParaDiTLora"
+        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage ParaDiTLora "
+        "ParaDiTStepCache"
     )
     assert lines[1].endswith(" True")
 
@@ -508,6 +509,27 @@ def test_lora_nodes_chain_onto_the_backend(comfy_v3, handle, backends, monkeypat
     assert high.lora_items() == [{"name": "styles/node.safetensors", "high": 1.0, "low": 0.0}]
     with pytest.raises(BackendError, match="high/low strengths are for Wan 2.2's two experts"):
         comfy_v3.ParaDiTTextToVideo.execute(high, **values())
+
+
+def test_step_cache_node_sets_the_jobs_cache(comfy_v3, handle):
+    """Chained like the LoRA node: the job it feeds runs with that cache (job.json records
+    each step); the node's input backend is left as it was."""
+    from paradit.nodes.params import CACHE_PARAMS
+
+    schema = comfy_v3.ParaDiTStepCache.define_schema()
+    assert [i.id for i in schema.inputs] == ["backend", *(p.name for p in CACHE_PARAMS)]
+    assert [o.io_type for o in schema.outputs] == ["PARADIT_BACKEND"]
+    with pytest.raises(ValueError, match="cache threshold must be a number > 0 and <= 1.0"):
+        comfy_v3.ParaDiTStepCache.execute(handle, "first-block", 1.5)
+    (cached,) = comfy_v3.ParaDiTStepCache.execute(handle, "first-block", 1.0).args
+    assert handle.cache == () and dict(cached.cache) == {"method": "first-block", "threshold": 1.0}
+    comfy_v3.ParaDiTTextToVideo.execute(cached, **values(steps=4))
+    client = handle.client()
+    record = client.record(client.jobs()[0]["id"])
+    cache = record["cache"]
+    assert (cache["method"], cache["threshold"]) == ("first-block", 1.0)
+    assert [step["computed"] for step in cache["steps"]][:1] == [True]  # the first always runs
+    assert cache["num_computed"] + cache["num_skipped"] == 4 and cache["num_skipped"] >= 1
 
 
 def test_image_to_video_node_needs_an_i2v_model(comfy_v3, handle):

@@ -362,6 +362,19 @@ def test_forms_presets_seed_and_body():
 
 
 @pytest.mark.fast
+def test_the_step_cache_pick_is_the_cache_field():
+    from paradit.web.forms import cache_value
+
+    assert cache_value("off", 0.5) is None and cache_value(None, None) is None
+    assert cache_value("first-block", None) == {"method": "first-block", "threshold": 0.05}
+    assert cache_value("first-block", 0.3) == {"method": "first-block", "threshold": 0.3}
+    with pytest.raises(ValueError, match="cache method must be one of"):
+        cache_value("teacache", 0.3)
+    with pytest.raises(ValueError, match="cache threshold must be a number > 0"):
+        cache_value("first-block", 0.0)
+
+
+@pytest.mark.fast
 def test_progress_estimate():
     clock = ProgressClock(started=100.0)
     job = {"id": "j", "status": "running", "progress": {"step": 2, "total": 10}}

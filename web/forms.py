@@ -12,6 +12,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from ..backend.cache import METHODS as CACHE_METHODS
+from ..backend.cache import CacheSettings
 from ..backend.client import encode_image
 from ..backend.request import RequestField, lora_item, request_fields
 
@@ -188,3 +190,19 @@ def add_lora(current: Any, name: str | None, strength: float | None, expert: str
     """The `loras` list with one more pick at the end (ValueError for an empty pick)."""
     items = list(current) if isinstance(current, list) else []
     return [*items, lora_item(name or "", 1.0 if strength is None else strength, expert)]
+
+
+CACHE = "cache"
+"""The request field the step-cache picker fills."""
+CACHE_OFF = "off"
+
+
+def cache_value(method: str | None, threshold: float | None) -> dict[str, Any] | None:
+    """The `cache` field for the form's step-cache pick: None when off, else {method,
+    threshold} (the method's default threshold when none is given); ValueError with the rule."""
+    if not method or method == CACHE_OFF:
+        return None
+    if method not in CACHE_METHODS:
+        raise ValueError(f"cache method must be one of {sorted(CACHE_METHODS)}, got {method!r}")
+    value = CACHE_METHODS[method] if threshold is None else float(threshold)
+    return CacheSettings(method, value).to_dict()

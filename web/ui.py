@@ -32,10 +32,14 @@ from ..backend.config import config_overrides, frontend_settings
 from ..backend.contract import FINAL_STATES, TASKS
 from ..backend.request import LORA_EXPERTS, RequestField, request_fields
 from .forms import (
+    CACHE,
+    CACHE_METHODS,
+    CACHE_OFF,
     CUSTOM,
     LORAS,
     SIZE_FIELDS,
     add_lora,
+    cache_value,
     form_fields,
     job_body,
     label,
@@ -326,6 +330,8 @@ def _form(info: dict[str, Any], lora_names: list[str]) -> Form:
             continue
         if f.name == LORAS and (info.get(LORAS) or {}).get("folders"):
             inputs[f.name] = _lora_picker(f, lora_names, len(info[LORAS]["experts"]) > 1)
+        elif f.name == CACHE:
+            inputs[f.name] = _cache_picker(f)
         elif f.name not in shown:
             inputs[f.name] = _hidden_input(f)
         elif f.name in SIZE_FIELDS:
@@ -372,6 +378,28 @@ def _lora_picker(f: RequestField, names: list[str], two_experts: bool) -> gr.JSO
 
     add.click(added, [chosen, name, strength, expert], chosen, **private)
     clear.click(lambda: [], None, chosen, **private)
+    return chosen
+
+
+def _cache_picker(f: RequestField) -> gr.JSON:
+    """The step cache: a method (or off) and its threshold; the value they make is the
+    `cache` field (what API callers give directly). Off sends none: the backend's default."""
+    private: dict[str, Any] = {"api_visibility": "private", "show_progress": "hidden"}
+    methods = [CACHE_OFF, *CACHE_METHODS]
+    with gr.Accordion("Step cache", open=False):
+        with gr.Row():
+            method = gr.Dropdown(methods, value=CACHE_OFF, label="Method", info=f.help)
+            threshold = gr.Slider(0.01, 1.0, value=0.05, step=0.01, label="Threshold")
+        chosen = gr.JSON(None, label="Sent as cache")
+
+    def picked(name: str | None, value: float | None) -> dict[str, Any] | None:
+        try:
+            return cache_value(name, value)
+        except ValueError as exc:
+            raise gr.Error(str(exc)) from None
+
+    for control in (method, threshold):
+        control.change(picked, [method, threshold], chosen, **private)
     return chosen
 
 
