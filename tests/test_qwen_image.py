@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import spawn_gloo
+from conftest import run_job, spawn_gloo
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -35,6 +35,7 @@ from paradit.backend.tools.equivalence import (
     WITHIN_ROUNDING,
     compare,
 )
+from paradit.backend.tools.verify import decode_png
 
 TINY, RANDOM = "tiny-qwen-image", "random:qwen-image"
 CPU = torch.device("cpu")
@@ -225,3 +226,24 @@ def test_parallel_jobs_equal_world_size_1(references, world_size, cfg_degree):
     """2: CFG parallel; 3: Ulysses over 3 (uneven image and text tokens, uneven heads);
     4: CFG x Ulysses 2."""
     spawn_gloo(world_size, _check_group, cfg_degree, references["outputs"])
+
+
+def test_served_model_equals_world_size_1(backends, references):
+    """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts, CFG
+    parallel, the decode's tiles dealt to both): each job byte-identical to the references."""
+    backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
+    try:
+        info = backend.client.info()
+        assert info["family"] == "qwen-image" and info["task"] == TEXT_TO_IMAGE
+        assert info["limits"]["default_guidance"] == 4.0
+        for label, body in JOBS.items():
+            job, pngs = run_job(backend.client, body)
+            assert job["status"] == "succeeded" and len(pngs) == 1
+            reference = references["outputs"][label]
+            latents = backend.client.latents(job["id"])
+            result = compare(
+                reference[0], decode_png(pngs[0])[None], FLOAT32, reference[1], latents
+            )
+            assert result.verdict == IDENTICAL, (label, result.overall)
+    finally:
+        backends.stop(backend)

@@ -58,8 +58,18 @@ class QwenImage(Family):
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         cfg = "negative_prompt_embeds" in tensors
+        masks = {}
+        for name in ("prompt_embeds", "negative_prompt_embeds"):
+            # Every token real: the pipeline drops an all-ones mask (as `encode_prompt` does)
+            # and without one warns on every job that it assumes so.
+            if name in tensors and f"{name}_mask" not in tensors:
+                embeds = tensors[name]
+                masks[f"{name}_mask"] = torch.ones(
+                    embeds.shape[:2], dtype=torch.long, device=embeds.device
+                )
         return {
             **tensors,
+            **masks,
             "true_cfg_scale": request.guidance_scale if cfg else 1.0,
             "height": request.height,
             "width": request.width,
