@@ -197,6 +197,24 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
 
+def test_previews_fit_the_vae_and_draw_the_latents(references):
+    """Live previews: the linear map fitted to the Qwen-Image VAE (16 channels and a bias to
+    RGB), drawn from a step's packed latents at 8 pixels per latent pixel."""
+    import io
+
+    from PIL import Image
+
+    from paradit.backend.runtime.preview import Previewer
+
+    pipe = references["pipe"]
+    previewer = Previewer.fit(family_of(pipe), pipe)
+    assert previewer is not None and tuple(previewer.weights.shape) == (17, 3)
+    request = JobRequest.from_body(GUIDED, family_of(pipe).limits(pipe, tiny=True))
+    latents = torch.from_numpy(references["outputs"]["guided"][1])
+    with Image.open(io.BytesIO(previewer.png(latents, request))) as image:
+        assert image.size == (112, 64) and np.asarray(image).std() > 0
+
+
 # -- world sizes 2, 3, 4 against world size 1 -----------------------------------------------------
 
 
