@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 8 s (in the suite's two-worker run on 2 cores).
+Cost: about 9 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
     FluxPipeline,
+    QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
 )
@@ -34,9 +35,12 @@ PIPELINE_CLASSES = {
     "tiny-cogvideox-i2v": CogVideoXImageToVideoPipeline,
     "tiny-wan2.2-ti2v-5b": WanPipeline,
     "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
+    "tiny-qwen-image": QwenImagePipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
+IMAGES = {"tiny-flux", "tiny-qwen-image"}
+"""The text-to-image presets (true CFG)."""
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
 )
@@ -76,7 +80,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         generator=torch.Generator().manual_seed(7),
         output_type="np",
     )
-    if name == "tiny-flux":
+    if name in IMAGES:
         kwargs["true_cfg_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
@@ -84,7 +88,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name == "tiny-flux" else out.frames)
+    return np.asarray(out.images if name in IMAGES else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +122,7 @@ WEIGHT_DIGESTS = {
     "tiny-cogvideox-i2v": "5692d925b7bdebf3",
     "tiny-wan2.2-ti2v-5b": "413a46104db2613a",
     "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
+    "tiny-qwen-image": "ccdf1f0b746d9d8a",
 }
 
 
@@ -140,6 +145,7 @@ def test_preset_names_and_bad_input():
         "tiny-cogvideox-i2v",
         "tiny-wan2.2-ti2v-5b",
         "tiny-wan2.2-i2v-a14b",
+        "tiny-qwen-image",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -176,9 +182,11 @@ def test_tokenizers_cover_any_text(name):
         pairs.append((pipe.tokenizer_2, pipe.text_encoder_2))
     text = "Ünïcødé 🦊 狐狸 \u200b tabs\tand\nnewlines"
     for tokenizer, encoder in pairs:
-        assert len(tokenizer) == encoder.config.vocab_size
+        config = getattr(encoder.config, "text_config", encoder.config)  # Qwen2.5-VL: nested
+        assert len(tokenizer) == config.vocab_size
         ids = tokenizer(text).input_ids
-        assert ids[-1] == tokenizer.eos_token_id
+        # Qwen2.5-VL's chat template ends its texts itself: no </s> (test_qwen_image.py)
+        assert (ids[-1] == tokenizer.eos_token_id) == (name != "tiny-qwen-image")
         assert tokenizer.unk_token_id not in ids
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
         batch = tokenizer([text, "x"], padding="max_length", max_length=64, truncation=True)

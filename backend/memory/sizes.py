@@ -36,6 +36,8 @@ output's growth (whole: the causal cache is warm after 3; tiled: the tiles' buff
 4 copies of the output: tiles kept per row with their overlap, blended rows, the joined video).
 Checked against full dry runs of Wan's VAE at 832x480x81 and 1280x720x81: within 10%."""
 OUTPUT_COPIES = {False: 1, True: 4}
+FRAME_AXIS_VAES = ("AutoencoderKLQwenImage",)
+"""Image VAEs whose latents keep a frame axis of one frame (Wan-style 3D VAEs)."""
 
 
 @dataclass
@@ -148,7 +150,8 @@ class ModelSizes:
         dry_height, dry_width = self._dry_area(shape, tiled)
         latent = (dry_height // self.spatial, dry_width // self.spatial)
         channels = int(self.vae.config.get("latent_channels") or self.vae.config.get("z_dim"))
-        z_shape = (1, channels, dry, *latent) if video else (1, channels, *latent)
+        frame_axis = video or type(self.vae).__name__ in FRAME_AXIS_VAES
+        z_shape = (1, channels, dry, *latent) if frame_axis else (1, channels, *latent)
 
         def run() -> Any:
             z = torch.empty(z_shape, dtype=self.vae_dtype, device="meta")
@@ -210,6 +213,17 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             img_ids=torch.empty((tokens, 3), device="meta"),
             txt_ids=torch.empty((sizes.text_tokens, 3), device="meta"),
             guidance=step if config.get("guidance_embeds") else None,
+            return_dict=False,
+        )
+    if kind.startswith("QwenImage"):
+        grid = (rows // 2, cols // 2)
+        return dit(
+            hidden_states=torch.empty((batch, grid[0] * grid[1], config["in_channels"]), **meta),
+            encoder_hidden_states=torch.empty(
+                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
+            ),
+            timestep=step,
+            img_shapes=[[(1, *grid)]] * batch,
             return_dict=False,
         )
     if kind.startswith("CogVideoX"):

@@ -26,6 +26,11 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
   tiny-cogvideox-i2v  CogVideoXImageToVideoPipeline: the same with 32 input channels (the
                 image latents are concatenated) and the DPM scheduler; rotary positions only,
                 so any size works (the real 5B-I2V's learned positions allow 720x480 only).
+  tiny-qwen-image     QwenImagePipeline: 4 heads x 16 dims, 2 layers, the Qwen-Image VAE
+                (Wan-style, 8x spatial, one frame; the real latent statistics), a Qwen2.5-VL
+                text encoder (hidden 32, 2 layers, a 1-layer vision tower it never uses for
+                text) with the chat-template tokenizer (`seeded.qwen_chat_tokenizer`),
+                FlowMatch Euler with Qwen-Image's shifts. Guidance is true CFG.
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -48,7 +53,15 @@ from .random_presets import (
     random_preset_pipeline_class,
     wanted_components,
 )
-from .seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer, seed_weights
+from .seeded import (
+    EOS_ID,
+    PAD_ID,
+    QWEN_CHAT_VOCAB_SIZE,
+    VOCAB_SIZE,
+    byte_tokenizer,
+    qwen_chat_tokenizer,
+    seed_weights,
+)
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -61,6 +74,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-cogvideox-i2v",
     "tiny-wan2.2-ti2v-5b",
     "tiny-wan2.2-i2v-a14b",
+    "tiny-qwen-image",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -74,6 +88,7 @@ _FLUX_LATENT_CHANNELS = 16
 _COG_HEADS, _COG_HEAD_DIM = 4, 16
 _COG_LATENT_CHANNELS = 16
 _COG_TEXT_TOKENS = 226  # what every CogVideoX pipeline pads its prompts to
+_QWEN_HEADS, _QWEN_HEAD_DIM = 4, 16
 
 
 def is_preset(name: str) -> bool:
@@ -385,6 +400,67 @@ def _cogvideox_scheduler(dpm: bool):
     )
 
 
+# --- Qwen-Image ------------------------------------------------------------------------------
+
+
+def _qwen_text_encoder():
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    config = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": QWEN_CHAT_VOCAB_SIZE,
+            "hidden_size": _TEXT_DIM,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]},
+            "bos_token_id": None,
+            "eos_token_id": None,
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_heads": 2,
+            "out_hidden_size": _TEXT_DIM,
+            "fullatt_block_indexes": [0],
+        },
+    )
+    return Qwen2_5_VLForConditionalGeneration(config)
+
+
+def _qwen_vae():
+    from diffusers import AutoencoderKLQwenImage
+
+    # The real latent statistics (the class's defaults), 8 channels wide, one resnet per level.
+    return AutoencoderKLQwenImage(base_dim=8, dim_mult=[1, 1, 1, 1], num_res_blocks=1)
+
+
+def _qwen_transformer():
+    from diffusers import QwenImageTransformer2DModel
+
+    return QwenImageTransformer2DModel(
+        patch_size=2,
+        in_channels=64,
+        out_channels=16,
+        num_layers=2,
+        attention_head_dim=_QWEN_HEAD_DIM,
+        num_attention_heads=_QWEN_HEADS,
+        joint_attention_dim=_TEXT_DIM,
+        axes_dims_rope=(4, 6, 6),
+    )
+
+
+def _qwen_scheduler():
+    import diffusers
+
+    from .random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:qwen-image")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
 # --- the table: pipeline class name and component builders, each with its own seed ----------
 
 _Builders = dict[str, Callable[[], Any]]
@@ -441,6 +517,14 @@ _COGVIDEOX_I2V: _Builders = {
     "transformer": lambda: _seeded(304, lambda: _cogvideox_transformer(image_to_video=True)),
 }
 
+_QWEN_IMAGE: _Builders = {
+    "tokenizer": qwen_chat_tokenizer,
+    "text_encoder": lambda: _seeded(401, _qwen_text_encoder),
+    "vae": lambda: _seeded(402, _qwen_vae),
+    "scheduler": _qwen_scheduler,
+    "transformer": lambda: _seeded(403, _qwen_transformer),
+}
+
 _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan": ("WanPipeline", _WAN_T2V),
     "tiny-wan-i2v": ("WanImageToVideoPipeline", _WAN_I2V),
@@ -449,6 +533,7 @@ _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-cogvideox-i2v": ("CogVideoXImageToVideoPipeline", _COGVIDEOX_I2V),
     "tiny-wan2.2-ti2v-5b": ("WanPipeline", _WAN22_TI2V),
     "tiny-wan2.2-i2v-a14b": ("WanImageToVideoPipeline", _WAN22_I2V),
+    "tiny-qwen-image": ("QwenImagePipeline", _QWEN_IMAGE),
 }
 
 _PIPELINE_CONFIG: dict[str, dict[str, Any]] = {

@@ -19,6 +19,8 @@ and speed figures meaningful where no weights can be downloaded.
     random:wan2.2-i2v-a14b     Wan-AI/Wan2.2-I2V-A14B-Diffusers (two 14.3B experts with 36 input
                                channels, switched at boundary_ratio 0.9; no CLIP encoder)
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
+    random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
+                               VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -43,7 +45,8 @@ The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 
 To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
 optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
-{"byte_level_max_length": N} for a tokenizer.
+{"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
+byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .seeded import SeededRows, byte_tokenizer, seed_rows
+from .seeded import SeededRows, byte_tokenizer, qwen_chat_tokenizer, seed_rows
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -74,6 +77,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:wan2.2-ti2v-5b": "wan2.2-ti2v-5b.json",
     "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
     "random:flux.1-dev": "flux.1-dev.json",
+    "random:qwen-image": "qwen-image.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -175,6 +179,8 @@ def _build(
 ) -> Any:
     if "byte_level_max_length" in entry:
         return byte_tokenizer(int(entry["byte_level_max_length"]))
+    if "qwen_chat_byte_level_max_length" in entry:
+        return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
     config = {key: value for key, value in config.items() if not key.startswith("_")}

@@ -119,8 +119,9 @@ def seed_rows(module: torch.nn.Module, seed: int) -> torch.nn.Module:
     return module.eval()
 
 
-def byte_tokenizer(max_length: int):
-    """Byte-level tokenizer: specials <pad>=0 </s>=1 <unk>=2, then one token per byte."""
+def byte_tokenizer(max_length: int, *, append_eos: bool = True):
+    """Byte-level tokenizer: specials <pad>=0 </s>=1 <unk>=2, then one token per byte;
+    `append_eos`: </s> ends every text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -130,9 +131,10 @@ def byte_tokenizer(max_length: int):
     backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    backend.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", EOS_ID)]
-    )
+    if append_eos:
+        backend.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", EOS_ID)]
+        )
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,
         pad_token="<pad>",
@@ -140,3 +142,32 @@ def byte_tokenizer(max_length: int):
         unk_token="<unk>",
         model_max_length=max_length,
     )
+
+
+# Qwen-Image's prompt template (`QwenImagePipeline.prompt_template_encode`) and the pieces the
+# real Qwen2 tokenizer cuts its system part into: the pipeline drops the first 34 tokens
+# (`prompt_template_encode_start_idx`), which must be exactly that part.
+QWEN_CHAT_SPECIALS = ("<|im_start|>", "<|im_end|>")
+QWEN_CHAT_WORDS = ("system", "user", "assistant", "Describe") + tuple(
+    " " + word
+    for word in (
+        *("the", "image", "by", "detailing", "color", "shape", "size", "texture"),
+        *("quantity", "text", "spatial", "relationships", "of", "objects", "and", "background"),
+    )
+)
+
+
+def qwen_chat_tokenizer(max_length: int = 1024):
+    """The byte-level tokenizer for Qwen2.5-VL's chat template: `<|im_start|>` and
+    `<|im_end|>` as special tokens and the template's words as whole tokens, so the template's
+    system part is 34 tokens as with the real tokenizer; no end-of-sequence token appended
+    (Qwen2's tokenizer appends none). Other text is bytes."""
+    from tokenizers import AddedToken
+
+    tokenizer = byte_tokenizer(max_length, append_eos=False)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_CHAT_SPECIALS)})
+    tokenizer.add_tokens([AddedToken(word, normalized=False) for word in QWEN_CHAT_WORDS])
+    return tokenizer
+
+
+QWEN_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(QWEN_CHAT_SPECIALS) + len(QWEN_CHAT_WORDS)

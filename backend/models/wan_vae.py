@@ -32,7 +32,7 @@ def _checked_internals() -> list[Any]:
 
 
 def _patch(vae: Any) -> int:
-    return int(vae.config.patch_size or 1)
+    return int(vae.config.get("patch_size") or 1)  # Qwen-Image's VAE has no patches
 
 
 def tile_grid(vae: Any, z: torch.Tensor) -> TileGrid:
@@ -83,6 +83,6 @@ def finish(vae: Any, z: torch.Tensor, blended: torch.Tensor) -> torch.Tensor:
     patch = _patch(vae)
     height, width = (size * vae.spatial_compression_ratio // patch for size in z.shape[-2:])
     video = blended[..., :height, :width]
-    if vae.config.patch_size is not None:
+    if vae.config.get("patch_size") is not None:
         video = unpatchify(video, patch_size=vae.config.patch_size)
     return torch.clamp(video, min=-1.0, max=1.0)

@@ -71,6 +71,7 @@ _MODELING = "diffusers.models.modeling_utils"
 _EMBEDDINGS = "diffusers.models.embeddings"
 _FBC = "diffusers.hooks.first_block_cache"
 _WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
+_QWEN_VAE = "diffusers.models.autoencoders.autoencoder_kl_qwenimage"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -123,6 +124,9 @@ INTERNALS: dict[str, Internal] = {
         Internal(_WAN_VAE, "AutoencoderKLWan.clear_cache", ()),
         Internal(_WAN_VAE, "WanDecoder3d.forward", ("x", "feat_cache", "feat_idx", "first_chunk")),
         Internal(_WAN_VAE, "unpatchify", ("x", "patch_size")),
+        # Qwen-Image's VAE decoded tile by tile (models/qwen_vae.py), as Wan's without patches.
+        Internal(_QWEN_VAE, "AutoencoderKLQwenImage.clear_cache", ()),
+        Internal(_QWEN_VAE, "QwenImageDecoder3d.forward", ("x", "feat_cache", "feat_idx")),
     )
 }
 

@@ -15,6 +15,7 @@ from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
+from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
 
@@ -52,6 +53,13 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_IMAGE,
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+        decodes_in_job=True,
+    ),
+    QwenImage(
+        "qwen-image",
+        TEXT_TO_IMAGE,
+        ("QwenImagePipeline",),
+        _TEXT,
         decodes_in_job=True,
     ),
     CogVideoX(

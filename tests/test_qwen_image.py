@@ -1,0 +1,267 @@
+"""Qwen-Image text-to-image: the presets, limits and defaults, the plan at real size, world
+size 1 against `QwenImagePipeline` called directly, and world sizes 2, 3 and 4 against world
+size 1.
+
+Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
+latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged with
+`paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
+latents). The parallel runs are real gloo groups (forked, one thread per rank).
+
+Cost: about 30 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_job, spawn_gloo
+
+from paradit.backend.contract import TEXT_TO_IMAGE
+from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.seeded import qwen_chat_tokenizer
+from paradit.backend.models.vae_tiles import enable_tiles
+from paradit.backend.parallel import parallelize
+from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.vae import decode_tiles
+from paradit.backend.request import JobRequest
+from paradit.backend.serving.outputs import to_uint8
+from paradit.backend.tools.equivalence import (
+    DIFFERENT,
+    FLOAT32,
+    IDENTICAL,
+    WITHIN_ROUNDING,
+    compare,
+)
+from paradit.backend.tools.verify import decode_png
+
+TINY, RANDOM = "tiny-qwen-image", "random:qwen-image"
+CPU = torch.device("cpu")
+TILE = 64  # sample pixels: 112x64 px are 14 x 8 latents, 2 x 3 tiles of 8 every 6
+
+# 112x64 px are 7 x 4 = 28 image tokens (2x2 patches of the 8x latents), which 3 ranks do not
+# divide (nor the 4 heads); the guided prompt is 27 text tokens after the template, which no
+# rank count here divides. The guided job runs true CFG (two branches); the other one branch.
+GUIDED = {"prompt": "a red fox in snow 🦊", "negative_prompt": "blurry", "seed": 5}
+GUIDED.update(width=112, height=64, num_inference_steps=2, guidance_scale=4.0)
+UNGUIDED = {"prompt": "ein Boot", "seed": 9, "width": 112, "height": 64}
+UNGUIDED.update(num_inference_steps=2, guidance_scale=1.0)
+JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
+
+# DiT parameters on the meta device: Qwen-Image's "20B MMDiT".
+QWEN_IMAGE_DIT = 20_430_401_088
+
+
+def _pipeline():
+    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
+    pipe = build_preset(TINY)
+    pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, TILE, TILE)
+    return pipe, family_of(pipe)
+
+
+def _run(pipe, family, body: dict, *, split_decode: bool = False):
+    """One job as the engine runs it: (image as uint8 on rank 0, else None; final latents)."""
+    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+    generator = torch.Generator().manual_seed(request.seed)
+    with torch.no_grad():
+        tensors = family.encode(pipe, request, CPU)
+        kwargs = family.prepare(pipe, request, tensors)
+        latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
+        tiles = family.tiled_decode(pipe, request, latents)
+        if split_decode:
+            decoded = decode_tiles(tiles, CPU)
+        else:
+            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
+    family.finish(pipe)
+    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
+    return frames, latents.numpy(), tiles.num_tiles
+
+
+@pytest.fixture(scope="module")
+def references() -> dict:
+    """World size 1, one thread: every job's (image, latents, tiles) and the DiT calls."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pipe, family = _pipeline()
+        calls = []
+        pipe.transformer.register_forward_hook(lambda *_args: calls.append(1))
+        outputs = {}
+        for label, body in JOBS.items():
+            calls.clear()
+            outputs[label] = _run(pipe, family, body)
+            outputs[label] += (len(calls),)
+    finally:
+        torch.set_num_threads(threads)
+    return {"outputs": outputs, "pipe": pipe}
+
+
+# -- presets, limits, real sizes ----------------------------------------------------------------
+
+
+@pytest.mark.fast
+def test_tokenizer_cuts_the_template_where_the_pipeline_drops_it():
+    """The pipeline drops the template's first 34 tokens: with this tokenizer they are its
+    whole system part and `<|im_start|>user\\n`, as with Qwen2.5-VL's own tokenizer."""
+    pipe = build_preset(TINY, components=frozenset({"tokenizer"}))
+    text, drop = pipe.prompt_template_encode, pipe.prompt_template_encode_start_idx
+    tokenizer = qwen_chat_tokenizer()
+    ids = tokenizer(text.format("狐 x")).input_ids
+    head = tokenizer.decode(ids[:drop])
+    assert drop == 34
+    assert head == text.split("{}")[0] and head.endswith("<|im_start|>user\n")
+    assert tokenizer.decode(ids[drop:]) == "狐 x<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizer.unk_token_id not in ids and tokenizer.eos_token_id not in ids
+
+
+def test_preset_structure_and_limits():
+    pipe = build_preset(TINY)
+    assert type(pipe).__name__ == "QwenImagePipeline"
+    assert type(pipe.vae).__name__ == "AutoencoderKLQwenImage"
+    assert (
+        pipe.transformer.config.joint_attention_dim
+        == pipe.text_encoder.config.text_config.hidden_size
+    )
+    assert len(pipe.tokenizer) == pipe.text_encoder.config.text_config.vocab_size
+    assert pipe.scheduler.config.time_shift_type == "exponential"
+    family = family_of(pipe)
+    assert family.name == "qwen-image" and family_for("QwenImagePipeline") is family
+    assert family.decodes_in_job and not family.batched_cfg
+    limits = family.limits(pipe, tiny=True)
+    assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
+    request = JobRequest.from_body({"prompt": "x"}, limits)
+    assert (request.width, request.height, request.num_inference_steps) == (64, 64, 4)
+    assert request.guidance_scale == 4.0 and request.uses_cfg
+    with pytest.raises(ValueError, match="multiple of 16, got 40"):
+        JobRequest.from_body({"prompt": "x", "width": 40}, limits)
+
+
+@pytest.mark.fast
+def test_random_preset_counts_the_published_parameters():
+    pipe = build_random_preset(RANDOM, device="meta")
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == QWEN_IMAGE_DIT
+    config = pipe.transformer.config
+    assert (config.num_layers, config.num_attention_heads, config.attention_head_dim) == (
+        60,
+        24,
+        128,
+    )
+    text_config = pipe.text_encoder.config.text_config
+    assert config.joint_attention_dim == text_config.hidden_size == 3584
+    assert len(pipe.tokenizer) == text_config.vocab_size  # the reduced encoder's vocabulary
+    limits = family_of(pipe).limits(pipe, tiny=False)
+    assert (limits.default_width, limits.default_height) == (1328, 1328)
+    assert (limits.default_steps, limits.default_guidance) == (50, 4.0)
+
+
+def test_plan_at_real_size():
+    """`paradit plan`: the model card's 1328x1328 image (83 x 83 tokens) on 4 GPUs of 80 GB:
+    CFG x Ulysses, the DiT sharded, its weights in bf16."""
+    from paradit.backend.tools.plan import estimate
+
+    report = estimate(RANDOM, 4, 80, 1328, 1328, 1)
+    assert report["tokens"] == 83 * 83 and report["fits"]
+    assert report["memory"]["weights_bytes"]["transformer"] == QWEN_IMAGE_DIT * 2
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+    assert report["memory"]["reference_job"]["parts_bytes"]["decode"] > 0
+
+
+# -- world size 1 against diffusers called directly ----------------------------------------------
+
+
+def test_world_size_1_equals_diffusers_called_directly(references):
+    """`QwenImagePipeline` as a user calls it (prompt, negative prompt, true_cfg_scale; the
+    VAE's own tiled decode) gives the same image, bit for bit."""
+    outputs, pipe = references["outputs"], references["pipe"]
+    assert outputs["guided"][2] == 6  # VAE tiles
+    assert (outputs["guided"][3], outputs["unguided"][3]) == (4, 2)  # DiT calls: CFG or not
+    torch.set_num_threads(1)
+    for label, body in JOBS.items():
+        extra = {"negative_prompt": body["negative_prompt"]} if "negative_prompt" in body else {}
+        with torch.no_grad():
+            direct = pipe(
+                prompt=body["prompt"],
+                true_cfg_scale=body["guidance_scale"],
+                height=body["height"],
+                width=body["width"],
+                num_inference_steps=body["num_inference_steps"],
+                generator=torch.Generator().manual_seed(body["seed"]),
+                output_type="np",
+                **extra,
+            ).images
+        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        assert result.verdict == IDENTICAL, (label, result.overall)
+    assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
+
+
+def test_previews_fit_the_vae_and_draw_the_latents(references):
+    """Live previews: the linear map fitted to the Qwen-Image VAE (16 channels and a bias to
+    RGB), drawn from a step's packed latents at 8 pixels per latent pixel."""
+    import io
+
+    from PIL import Image
+
+    from paradit.backend.runtime.preview import Previewer
+
+    pipe = references["pipe"]
+    previewer = Previewer.fit(family_of(pipe), pipe)
+    assert previewer is not None and tuple(previewer.weights.shape) == (17, 3)
+    request = JobRequest.from_body(GUIDED, family_of(pipe).limits(pipe, tiny=True))
+    latents = torch.from_numpy(references["outputs"]["guided"][1])
+    with Image.open(io.BytesIO(previewer.png(latents, request))) as image:
+        assert image.size == (112, 64) and np.asarray(image).std() > 0
+
+
+# -- world sizes 2, 3, 4 against world size 1 -----------------------------------------------------
+
+
+def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> None:
+    """Every job on this group's plan (FSDP2 over all ranks, the decode's tiles dealt to
+    them) against world size 1: CFG parallel byte-identical, sequence parallel within
+    rounding."""
+    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
+    pipe, family = _pipeline()
+    parallel = parallelize([pipe.transformer], plan, CPU)
+    for label, body in JOBS.items():
+        request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+        parallel.begin_job(family.uses_cfg(pipe, request))
+        frames, latents, _tiles = _run(pipe, family, body, split_decode=True)
+        parallel.begin_job(False)
+        if rank != 0:
+            assert frames is None
+            continue
+        reference = outputs[label]
+        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+        expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
+        assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
+
+
+@pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1), (4, 2)])
+def test_parallel_jobs_equal_world_size_1(references, world_size, cfg_degree):
+    """2: CFG parallel; 3: Ulysses over 3 (uneven image and text tokens, uneven heads);
+    4: CFG x Ulysses 2."""
+    spawn_gloo(world_size, _check_group, cfg_degree, references["outputs"])
+
+
+def test_served_model_equals_world_size_1(backends, references):
+    """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts, CFG
+    parallel, the decode's tiles dealt to both): each job byte-identical to the references."""
+    backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
+    try:
+        info = backend.client.info()
+        assert info["family"] == "qwen-image" and info["task"] == TEXT_TO_IMAGE
+        assert info["limits"]["default_guidance"] == 4.0
+        for label, body in JOBS.items():
+            job, pngs = run_job(backend.client, body)
+            assert job["status"] == "succeeded" and len(pngs) == 1
+            reference = references["outputs"][label]
+            latents = backend.client.latents(job["id"])
+            result = compare(
+                reference[0], decode_png(pngs[0])[None], FLOAT32, reference[1], latents
+            )
+            assert result.verdict == IDENTICAL, (label, result.overall)
+    finally:
+        backends.stop(backend)
