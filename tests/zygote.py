@@ -97,10 +97,11 @@ def _fork_backend(request: dict, fds: list[int]) -> int:
     middle = os.fork()
     if middle == 0:
         os.close(read_end)
+        me = os.getpid()  # not the backend's getppid(): this process may have exited by then
         backend = os.fork()
         if backend == 0:
             os.close(write_end)
-            _run_backend(request, fds, os.getppid())
+            _run_backend(request, fds, me)
         os.write(write_end, f"{backend}\n".encode())
         os._exit(0)
     os.close(write_end)
@@ -123,9 +124,7 @@ def _run_backend(request: dict, fds: list[int], middle: int) -> None:
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        # a bound for a middle process that never exits, not a timing: on a loaded machine
-        # its exit has taken over 10 s
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 60  # a bound for a middle process that never exits
         while os.getppid() == middle:  # wait to be adopted by the worker
             if time.monotonic() > deadline:
                 raise RuntimeError("the backend was not adopted by the pytest worker")
