@@ -201,7 +201,7 @@ def test_world_size_four_as_two_replicas_of_two(backends, model):
         if not guided:
             assert result.verdict != DIFFERENT, result.reasons
             ours, ones = job["timings"]["cache"], ref_job["timings"]["cache"]
-            assert ours["skipped_steps"] == ones["skipped_steps"] == [1], (ours, ones)
+            assert ours["skipped_steps"] == ones["skipped_steps"] and ones["num_skipped"] >= 1
             continue
         assert result.verdict == IDENTICAL, result.reasons
         assert (other[1].dtype, other[1].tobytes()) == (ref[1].dtype, ref[1].tobytes())
