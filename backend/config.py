@@ -432,7 +432,12 @@ class ServeConfig:
 
     def memory_settings(self) -> MemorySettings:
         return MemorySettings(
-            self.gpu_memory_gib, self.offload, self.vae_tiling, self.plan_for, self.vae_tile
+            self.gpu_memory_gib,
+            self.offload,
+            self.vae_tiling,
+            self.plan_for,
+            self.vae_tile,
+            self.lora_cache_gib if self.lora_dirs else None,
         )
 
     def plan_overrides(self) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from paradit.backend.client.local import LocalBackend  # noqa: E402
 from paradit.backend.config import ServeConfig  # noqa: E402
 
 REFERENCE_FLAGS = ("--save-latents",)
+POOL_LORA_CACHE_GIB = "0.01"
+"""The pool backends' --lora-cache-gib: the memory plan counts it (tests' LoRAs are small)."""
 """The world-size-1 references keep their final latents (equivalence is judged on them too);
 tests comparing with world size 1 ask for this backend, so they share it."""
 MAX_LIVE_RANKS = 6
@@ -75,7 +77,7 @@ class Backends:
         """A backend of `model` on `world_size` ranks with `serve` flags `extra` (in any
         order: the parsed config is the key) and extra environment variables `env`."""
         base = ServeConfig.from_argv(
-            ["--lora-dir", str(self.lora_dir), *extra],
+            ["--lora-dir", str(self.lora_dir), "--lora-cache-gib", POOL_LORA_CACHE_GIB, *extra],
             model=model,
             world_size=world_size,
             device="cpu",

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import POOL_LORA_CACHE_GIB
 
 from paradit.backend.memory.planner import GIB, Budget, MemoryPlanner, TooLarge, Topology
 from paradit.backend.memory.settings import JobShape, MemorySettings
@@ -131,12 +132,45 @@ def test_a_job_that_does_not_fit_names_the_largest_size_that_does(wan_sizes):
     assert planner.plan_job(JobShape(width, height, 81)).fits
 
 
+def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):
+    """With `--lora-dir` a rank keeps the parsed-LoRA cache (bounded by --lora-cache-gib),
+    the rows a job's LoRAs change (at most its DiT share) and a scratch of the largest layer.
+    On a CPU device that is the budget's memory: the plan counts it, and a job that fits
+    without LoRAs may not with them. On GPUs it is host memory beside the budget: reported."""
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    shape = JobShape(832, 480, 81)
+    share = sizes.dit_bytes // 2 + sizes.largest_leaf_bytes
+
+    def planner(device: str, gib: float, loras: float | None) -> MemoryPlanner:
+        settings = MemorySettings(gib, lora_cache_gib=loras)
+        budget = Budget(int(gib * GIB), f"--gpu-memory {gib}")
+        topology = Topology(device, 2, 1, cfg_parallel=True)
+        return MemoryPlanner(sizes, settings, budget, topology, shape)
+
+    plain = planner("cpu", 64, None).plan_job(shape).prediction
+    with_loras = planner("cpu", 64, 2.0).plan_job(shape).prediction
+    assert with_loras.parts["loras"] == 2 * GIB + share and "loras" not in plain.parts
+    assert with_loras.leader - plain.leader == with_loras.others - plain.others == 2 * GIB + share
+    least = planner("cpu", 1, None).plan_job(shape).prediction.peak  # every fallback taken
+    tight = (least + 1 * GIB) / GIB / 0.9  # fits without LoRAs, not with a 2 GiB cache
+    assert planner("cpu", tight, None).plan_job(shape).fits
+    assert not planner("cpu", tight, 2.0).plan_job(shape).fits
+    on_gpus = planner("cuda", 64, 2.0)
+    assert (
+        on_gpus.plan_job(shape).prediction.peak
+        == planner("cuda", 64, None).plan_job(shape).prediction.peak
+    )
+    assert on_gpus.to_dict()["lora_host_bytes"] == 2 * GIB + share
+
+
 @pytest.mark.fast
 def test_memory_settings_say_the_rule():
     with pytest.raises(ValueError, match="--offload must be one of auto, none"):
         MemorySettings(offload="disk")
     with pytest.raises(ValueError, match="--vae-tiling must be one of"):
         MemorySettings(vae_tiling="sometimes")
+    with pytest.raises(ValueError, match="--lora-cache-gib must be between 0 and 1024"):
+        MemorySettings(lora_cache_gib=-1)
     with pytest.raises(ValueError, match="--gpu-memory must be > 0"):
         MemorySettings(gpu_memory_gib=0)
     with pytest.raises(ValueError, match="--plan-for must be WxHxF"):
@@ -156,6 +190,7 @@ def test_info_and_job_json_show_the_plan_and_paradit_plan_agrees(backends):
     assert record["decode"] == "whole" and record["fits"]
     assert record["measured"]["0"]["peak_bytes"] > 0
     args = "--model tiny-wan --gpus 1 --gpu-memory 0.05 --device cpu --width 64 --height 64"
+    args += f" --lora-cache-gib {POOL_LORA_CACHE_GIB}"  # the pool's backends have a --lora-dir
     report = subprocess.run(
         [sys.executable, "-m", "paradit", "plan", *args.split(), "--frames", "5", "--json"],
         capture_output=True,

@@ -184,8 +184,11 @@ def test_world_size_four_as_two_replicas_of_two(backends, model):
     reference = backends.get(model, 1, "--save-latents")
     body = {**BODIES[model], "prompt": "a fox"}
     # The second job has no guidance: its replica spreads its sequence over both of its ranks
-    # (Ulysses 2), compared within float32 rounding.
-    bodies = [{**body, "seed": 5}, {**body, "seed": 6, "guidance_scale": 1.0}]
+    # (Ulysses 2), compared within float32 rounding; it runs the step cache too, and takes
+    # world size 1's decisions (the metric is reduced over its replica's ranks only).
+    cache = {"method": "first-block", "threshold": 0.9}
+    unguided = {**body, "seed": 6, "guidance_scale": 1.0, "num_inference_steps": 5}
+    bodies = [{**body, "seed": 5}, {**unguided, "cache": cache}]
     ids = [client.submit(b) for b in bodies]
     jobs = [client.wait(job_id, timeout_s=600) for job_id in ids]
     assert {j["replica"] for j in jobs} == {0, 1}
@@ -197,6 +200,8 @@ def test_world_size_four_as_two_replicas_of_two(backends, model):
         assert job["timings"]["sequence_layout"] == ("plan" if guided else "spread"), job
         if not guided:
             assert result.verdict != DIFFERENT, result.reasons
+            ours, ones = job["timings"]["cache"], ref_job["timings"]["cache"]
+            assert ours["skipped_steps"] == ones["skipped_steps"] and ones["num_skipped"] >= 1
             continue
         assert result.verdict == IDENTICAL, result.reasons
         assert (other[1].dtype, other[1].tobytes()) == (ref[1].dtype, ref[1].tobytes())

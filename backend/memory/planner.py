@@ -349,21 +349,36 @@ class MemoryPlanner:
         activations = sizes.activations(shape, topo.sequence_degree)
         decoding = sizes.decode(shape, tiled=decode != "whole")
         vae = sizes.vae_bytes
-        leader = max(steps_dit + activations, decode_dit + decoding) + encoders + vae
+        loras = self._lora_bytes(layout) if topo.device_type == "cpu" else 0
+        leader = max(steps_dit + activations, decode_dit + decoding) + encoders + vae + loras
         others = 0
         if topo.replica_size > 1 or topo.cfg_parallel:
             split = decoding if decode == "split" else 0
-            others = max(steps_dit + activations, decode_dit + split) + vae
+            others = max(steps_dit + activations, decode_dit + split) + vae + loras
         parts = {
-            "weights": steps_dit + encoders + vae,
+            "weights": steps_dit + encoders + vae + loras,
             "dit_steps": steps_dit,
             "dit_decode": decode_dit,
             "encoders": encoders,
             "vae": vae,
             "activations": activations,
             "decode": decoding,
+            **({"loras": loras} if loras else {}),
         }
         return Prediction(self.budget, parts, leader, others)
+
+    def _lora_bytes(self, layout: Layout) -> int:
+        """Host bytes one rank keeps for LoRAs (`--lora-dir`): the parsed-LoRA cache's bound,
+        the saved rows of the weights a job's LoRAs change (at most the rank's share of the
+        DiTs) and a scratch of the largest layer. Counted where host memory is the budget (a
+        CPU device); on GPUs it is host memory beside the budget (`to_dict`'s
+        `lora_host_bytes`). Offloaded DiTs (group, sequential) take no LoRAs."""
+        gib = self.settings.lora_cache_gib
+        if gib is None or layout.dit in ("offload-group", "offload-sequential"):
+            return 0
+        dit = self.sizes.dit_bytes
+        share = dit // self.topology.replica_size if layout.dit == "sharded" else dit
+        return int(gib * GIB) + share + self.sizes.largest_leaf_bytes
 
     def _dit_bytes(self, layout: Layout) -> tuple[int, int]:
         """(bytes during the steps, bytes during the decode) of the DiT(s) on one rank."""
@@ -392,6 +407,7 @@ class MemoryPlanner:
             "offload": self.layout.offload,
             "text_encoder": self.layout.text_encoder,
             "weights_bytes": dict(self.sizes.weights),
+            "lora_host_bytes": self._lora_bytes(self.layout),
             "reference_job": reference.to_dict(),
             "reasons": self.start_reasons,
         }

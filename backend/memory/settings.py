@@ -11,7 +11,7 @@ TILING_MODES = ("auto", "on", "off")
 @dataclass(frozen=True)
 class MemorySettings:
     """What the user asked for (`--gpu-memory`, `--offload`, `--vae-tiling`, `--plan-for`,
-    `--vae-tile`)."""
+    `--vae-tile`, `--lora-cache-gib` with `--lora-dir`)."""
 
     gpu_memory_gib: float | None = None
     offload: str = "auto"
@@ -20,6 +20,9 @@ class MemorySettings:
     """"WxHxF": the job the group's layout is chosen for (default: the model's default size)."""
     vae_tile: str | None = None
     """"HxW": the VAE's tile size in pixels when it tiles (default: the VAE's own)."""
+    lora_cache_gib: float | None = None
+    """LoRAs are on (`--lora-dir`): the bound of the parsed-LoRA cache (`--lora-cache-gib`),
+    which the plan counts with the rows a job's LoRAs save; None: no LoRAs."""
 
     def __post_init__(self) -> None:
         if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
@@ -32,6 +35,10 @@ class MemorySettings:
             JobShape.parse(self.plan_for)
         if self.vae_tile is not None:
             parse_tile(self.vae_tile, "--vae-tile")
+        if self.lora_cache_gib is not None and not 0 <= self.lora_cache_gib <= 1024:
+            raise ValueError(
+                f"--lora-cache-gib must be between 0 and 1024, got {self.lora_cache_gib}"
+            )
 
 
 def parse_tile(text: str, where: str) -> tuple[int, int]:

@@ -117,6 +117,11 @@ def build_parser() -> Parser:
     p.add_argument("--dp-degree", type=int, default=1, help="data-parallel replicas")
     p.add_argument("--offload", default="auto", choices=OFFLOAD_MODES, help="as serve's")
     p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
+    p.add_argument(
+        "--lora-cache-gib",
+        type=float,
+        help="plan for LoRAs (as serve with --lora-dir): the parsed-LoRA cache's bound in GiB",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("models", help="what single-file models a ComfyUI models folder holds")
@@ -319,6 +324,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         dp_degree=args.dp_degree,
         offload=args.offload,
         vae_tiling=args.vae_tiling,
+        lora_cache_gib=args.lora_cache_gib,
     )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3

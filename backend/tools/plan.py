@@ -29,8 +29,10 @@ def estimate(
     dp_degree: int = 1,
     offload: str = "auto",
     vae_tiling: str = "auto",
+    lora_cache_gib: float | None = None,
 ) -> dict[str, Any]:
-    """The plan for one job on `gpus` devices of `gpu_memory_gib` GiB each."""
+    """The plan for one job on `gpus` devices of `gpu_memory_gib` GiB each (with LoRAs when
+    `lora_cache_gib` is given: serve's `--lora-cache-gib` with a `--lora-dir`)."""
     import torch
 
     from ..memory.sizes import meta_pipeline, sizes_of_pipeline
@@ -42,7 +44,9 @@ def estimate(
     if device not in DTYPE_OF_DEVICE:
         raise ValueError(f"--device must be cuda or cpu, got {device!r}")
     shape = JobShape(width, height, frames)
-    settings = MemorySettings(gpu_memory_gib, offload, vae_tiling, f"{shape}")
+    settings = MemorySettings(
+        gpu_memory_gib, offload, vae_tiling, f"{shape}", lora_cache_gib=lora_cache_gib
+    )
     pipe = meta_pipeline(model)
     family = family_of(pipe)
     plan = choose_plan(
