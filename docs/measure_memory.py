@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from comfy_files import WAN_PREFIX, wan_original, write_safetensors  # noqa: E402
-from test_memory import _tree_rss  # noqa: E402
 
 from paradit.backend.client.local import LocalBackend  # noqa: E402
 from paradit.backend.config import ServeConfig  # noqa: E402
+from paradit.backend.memory.measure import tree_bytes  # noqa: E402
 
 RANDOM_PRESET = "random:wan2.1-t2v-1.3b"
 
@@ -57,24 +57,6 @@ def big_wan_files(folder: Path, fmt: str, blocks: int) -> tuple[str, tuple, tupl
     return str(model), (str(encoder),), (str(vae),), model.stat().st_size
 
 
-def tree_pss(marker: str) -> int:
-    """Proportional set size of every process whose command line mentions `marker`: pages
-    the forked ranks share with rank 0 (the imported libraries) count once in the sum."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker not in (entry / "cmdline").read_text():
-                continue
-            for line in (entry / "smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            continue
-    return total
-
-
 def peak_at_load(config: ServeConfig, marker: str, log_file: Path) -> tuple[int, int, float]:
     """The peak summed resident bytes (RSS) and proportional set size (PSS) of the processes
     whose command line holds `marker` until the backend is ready, and the seconds it took."""
@@ -82,8 +64,8 @@ def peak_at_load(config: ServeConfig, marker: str, log_file: Path) -> tuple[int,
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(marker))
-            pss[0] = max(pss[0], tree_pss(marker))
+            peak[0] = max(peak[0], tree_bytes(marker, "rss"))
+            pss[0] = max(pss[0], tree_bytes(marker, "pss"))
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)

@@ -15,6 +15,7 @@ import pytest
 
 from paradit.backend.client.local import LocalBackend
 from paradit.backend.config import ServeConfig
+from paradit.backend.memory.measure import tree_bytes
 from paradit.backend.models.presets import build_preset
 
 BODY = {"prompt": "memory", "width": 64, "height": 64, "num_frames": 5, "num_inference_steps": 1}
@@ -45,23 +46,6 @@ def _big_wan_folder(folder: Path) -> int:
     return sum(p.numel() * p.element_size() for p in transformer.parameters())
 
 
-def _tree_rss(marker: str) -> int:
-    """Resident bytes of every process whose command line mentions `marker`."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker not in (entry / "cmdline").read_text():
-                continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            continue
-    return total
-
-
 def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, int, dict]:
     """The peak summed resident memory of `serve` and its ranks while they load the model
     (until ready) and over start-up and one job, and the job's memory record (its plan and
@@ -70,7 +54,7 @@ def _peak_rss(folder: Path, world_size: int, out: Path) -> tuple[int, int, dict]
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(str(out)))
+            peak[0] = max(peak[0], tree_bytes(str(out), "rss"))
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -25,6 +26,29 @@ def resident_bytes(field: str = "VmRSS") -> int | None:
     except OSError:
         return None
     return None
+
+
+TREE_FIELDS = {"rss": ("status", "VmRSS:"), "pss": ("smaps_rollup", "Pss:")}
+
+
+def tree_bytes(marker: str, kind: str = "rss") -> int:
+    """Summed memory of every process whose command line mentions `marker` (a backend and its
+    ranks): "rss" (resident) or "pss" (proportional: pages the forked ranks share with rank 0
+    count once in the sum). Linux; 0 elsewhere."""
+    file, prefix = TREE_FIELDS[kind]
+    total = 0
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker not in (entry / "cmdline").read_text():
+                continue
+            for line in (entry / file).read_text().splitlines():
+                if line.startswith(prefix):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
 
 
 @dataclass
