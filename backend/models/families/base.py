@@ -173,3 +173,24 @@ def request_image(request: JobRequest):
     raw = base64.b64decode(request.image.split(",", 1)[-1])
     with Image.open(io.BytesIO(raw)) as img:
         return img.convert("RGB").resize((request.width, request.height))
+
+
+def image_limits(
+    task: str, size_multiple: int, *, size: int, steps: int, guidance: float, tiny: bool
+) -> Limits:
+    """An image model's limits: one frame, square `size` by default, sides 16..2048 in steps
+    of `size_multiple`; a tiny preset defaults to 64x64 and 4 steps."""
+    return Limits(
+        task=task,
+        size_multiple=size_multiple,
+        min_size=16,
+        max_size=2048,
+        frame_multiple=0,
+        max_frames=1,
+        default_width=64 if tiny else size,
+        default_height=64 if tiny else size,
+        default_frames=1,
+        default_steps=4 if tiny else steps,
+        default_guidance=guidance,
+        fps=1,
+    )

@@ -9,25 +9,15 @@ import torch
 
 from ...contract import Limits
 from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, text_len
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, text_len
 
 
 class Flux(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         guidance = 4.0 if self.supports_cfg(pipe) else 3.5
-        return Limits(
-            task=self.task,
-            size_multiple=int(pipe.vae_scale_factor * 2),
-            min_size=16,
-            max_size=2048,
-            frame_multiple=0,
-            max_frames=1,
-            default_width=64 if tiny else 1024,
-            default_height=64 if tiny else 1024,
-            default_frames=1,
-            default_steps=4 if tiny else 28,
-            default_guidance=guidance,
-            fps=1,
+        size_multiple = int(pipe.vae_scale_factor * 2)
+        return image_limits(
+            self.task, size_multiple, size=1024, steps=28, guidance=guidance, tiny=tiny
         )
 
     def supports_cfg(self, pipe: Any) -> bool:

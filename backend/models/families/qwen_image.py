@@ -17,7 +17,7 @@ import torch
 
 from ...contract import Limits
 from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
 
 # The model card's 1:1 size (1328x1328), 50 steps and true CFG scale 4.0; the pipeline's
 # default text length (512 tokens after the template).
@@ -27,19 +27,13 @@ MAX_TEXT_TOKENS = 512
 
 class QwenImage(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        return Limits(
-            task=self.task,
-            size_multiple=int(pipe.vae_scale_factor * 2),
-            min_size=16,
-            max_size=2048,
-            frame_multiple=0,
-            max_frames=1,
-            default_width=64 if tiny else DEFAULT_SIZE,
-            default_height=64 if tiny else DEFAULT_SIZE,
-            default_frames=1,
-            default_steps=4 if tiny else DEFAULT_STEPS,
-            default_guidance=DEFAULT_CFG,
-            fps=1,
+        return image_limits(
+            self.task,
+            int(pipe.vae_scale_factor * 2),
+            size=DEFAULT_SIZE,
+            steps=DEFAULT_STEPS,
+            guidance=DEFAULT_CFG,
+            tiny=tiny,
         )
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
