@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import POOL_LORA_CACHE_GIB
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -427,6 +428,7 @@ def test_backend_node_settings_reach_the_backend(
         "vae_tiling": "on",
         "plan_for": None,
         "vae_tile": "32x32",
+        "lora_cache_gib": float(POOL_LORA_CACHE_GIB),  # ComfyUI's loras folders: LoRAs on
     }
     assert info["memory"]["reference_job"]["decode"] == "tiled"  # --vae-tiling on
     assert text == backend_summary(info) and "memory plan:" in text and ": tiled" in text
