@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .casting import cast_pipeline
 from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
 from .random_presets import RANDOM_PRESET_NAMES
 from .single_file.load import SEPARATOR, SingleFiles, build_pipeline, is_model_file, resolve
@@ -137,7 +138,7 @@ def load_pipeline(
         pipe = build_preset(source.name, components=components, dtype=dtype)
         logger.info("built preset %s (skipped: %s)", source.name, _names(skip))
         if dtype != torch.float32 and is_tiny_preset(source.name):
-            pipe.to(dtype=dtype)  # tiny presets are built in float32, random ones in `dtype`
+            cast_pipeline(pipe, dtype)  # tiny presets are built in float32, random ones in `dtype`
         return pipe
     if source.kind == "file":
         resolved = resolve(source.single_files())

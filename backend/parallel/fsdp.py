@@ -29,6 +29,9 @@ def shard_weights(model: torch.nn.Module, mesh: DeviceMesh, *, cpu_offload: bool
     in host memory, copied in for each block's forward.
     """
     policy = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
+    # Inference only. FSDP2 asks trainable parameters of one unit for a single dtype, and a
+    # DiT in bfloat16 keeps some in float32 (`models.casting`): frozen, they shard as they are.
+    model.requires_grad_(False)
     blocks = transformer_blocks(model)
     for block in blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=True, offload_policy=policy)

@@ -28,6 +28,7 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
+from ..models.casting import cast_model
 from ..models.single_file.quant import SAFETENSORS_DTYPES as DTYPES
 
 log = logging.getLogger(__name__)
@@ -49,14 +50,7 @@ def empty_from_config(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Mo
     model_class = getattr(diffusers, config["_class_name"])
     with init_empty_weights(include_buffers=False):
         model = model_class.from_config(config)
-    if dtype != torch.float32:
-        model.to(dtype=dtype)
-    keep = getattr(model, "_keep_in_fp32_modules", None) or []
-    if dtype != torch.float32 and keep:  # as `from_pretrained(dtype=...)`: by parameter name
-        for name, param in model.named_parameters():
-            if any(part in keep for part in name.split(".")):
-                param.data = param.data.to(torch.float32)
-    return model.eval()
+    return cast_model(model, dtype).eval()
 
 
 def checkpoint_files(folder: str | Path) -> dict[str, Path]:

@@ -70,10 +70,13 @@ class Tolerance:
 # PSNR <= 39.5 dB, latent_rel_l2 >= 0.034. Each threshold sits far above the first (bigger
 # models and more steps drift more) and well below the second.
 FLOAT32 = Tolerance(max_abs=8.0, min_psnr=50.0, latent_rel_l2=1e-3)
-# Provisional, not yet measured on GPUs: bfloat16 keeps 8 significant bits (relative
-# rounding 2^-9 per operation), so CUDA runs drift far more than float32 ones; these are
-# looser guesses. Replace them with measured values (docs/equivalence.md says how).
-BFLOAT16 = Tolerance(max_abs=32.0, min_psnr=35.0, latent_rel_l2=1e-2)
+# Measured on an H100 (docs/gpu.md, docs/gpu/measured.json): legitimate bfloat16 variations
+# (world size 1 against diffusers called directly; the same pipeline on each of PyTorch's
+# attention kernels, as a parallel plan changes kernel shapes) gave at worst max_abs 35,
+# PSNR 38.0 dB, latent_rel_l2 0.0155. Frames cannot tell bf16 rounding from the mildest CPU
+# break (23, 39.5 dB), the latents can (0.034): latent_rel_l2 decides, 1.6x above the worst
+# legitimate and 1.4x below the mildest break; the frame thresholds catch gross breaks only.
+BFLOAT16 = Tolerance(max_abs=64.0, min_psnr=32.0, latent_rel_l2=0.025)
 DEFAULTS = {"float32": FLOAT32, "bfloat16": BFLOAT16, "float16": BFLOAT16}
 
 _KEYS = tuple(f.name for f in dataclasses.fields(Tolerance))

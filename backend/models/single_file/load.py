@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..casting import cast_model
 from ..seeded import VOCAB_SIZE
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Detection, detect
@@ -467,7 +468,7 @@ def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
     model.load_state_dict(state, assign=True, strict=True)
     if hasattr(model, "tie_weights"):
         model.tie_weights()
-    return (model if dtype == torch.float32 else model.to(dtype)).eval()
+    return cast_model(model, dtype).eval()
 
 
 def _tokenizer(part: Part, preset: Preset, slot: str) -> Any:
@@ -544,4 +545,4 @@ def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Modul
             f"(mismatched keys {(problems + bad_shapes)[:3]})"
         )
     model.load_state_dict(state, assign=True, strict=True)
-    return (model if dtype == torch.float32 else model.to(dtype)).eval()
+    return cast_model(model, dtype).eval()
