@@ -27,6 +27,7 @@ from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Detection, detect
 from .header import FileHeader, read_header
 from .quant import RowReader, check_readable, quantization
+from .tokenizers import COMFY_FOLDERS, find_tokenizer
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -476,8 +477,11 @@ def _tokenizer(part: Part, preset: Preset, slot: str) -> Any:
 
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
-    if part.detection.config.get("vocab_size") == VOCAB_SIZE:  # the presets' byte vocabulary
+    vocab = part.detection.config.get("vocab_size")
+    if vocab == VOCAB_SIZE:  # the presets' byte vocabulary
         return getattr(build_preset(preset.name, components=frozenset({slot})), slot)
+    if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
+        return find_tokenizer(part.detection.family, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
         f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"

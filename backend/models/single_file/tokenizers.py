@@ -1,0 +1,105 @@
+"""Tokenizers for single-file text encoders that do not carry their own, found offline.
+
+ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL and CLIP-L
+files (Flux's `t5xxl_fp16`, `clip_l`) carry none. Without a download, the tokenizer comes from:
+
+1. A ComfyUI install, which ships both: `comfy/text_encoders/t5_tokenizer` (T5) and
+   `comfy/sd1_tokenizer` (CLIP). It is found above the encoder file
+   (`ComfyUI/models/text_encoders/t5xxl_fp16.safetensors`) or above paradit itself when it runs
+   as a node pack (`ComfyUI/custom_nodes/paradit`).
+2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
+   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`.
+
+Anything else is a ValueError that names both places.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+COMFY_FOLDERS = {
+    "t5": Path("comfy/text_encoders/t5_tokenizer"),
+    "clip": Path("comfy/sd1_tokenizer"),
+}
+HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
+    "t5": (
+        ("black-forest-labs/FLUX.1-dev", "tokenizer_2"),
+        ("black-forest-labs/FLUX.1-schnell", "tokenizer_2"),
+        ("google/t5-v1_1-xxl", ""),
+    ),
+    "clip": (
+        ("black-forest-labs/FLUX.1-dev", "tokenizer"),
+        ("black-forest-labs/FLUX.1-schnell", "tokenizer"),
+        ("openai/clip-vit-large-patch14", ""),
+    ),
+}
+_CLASSES = {"t5": "T5TokenizerFast", "clip": "CLIPTokenizer"}  # what FluxPipeline takes
+_FILES = {"t5": (("tokenizer.json",), ("spiece.model",)), "clip": (("vocab.json", "merges.txt"),)}
+"""A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
+transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""
+_LEVELS = 4  # ComfyUI/models/text_encoders/sub/file: the install is at most this far up
+
+
+def holds_tokenizer(folder: Path, kind: str) -> bool:
+    return any(all((folder / name).is_file() for name in names) for names in _FILES[kind])
+
+
+def comfy_candidates(kind: str, encoder_file: Path, package_dir: Path) -> list[Path]:
+    """Where a ComfyUI install's tokenizer folder of `kind` may be, nearest first."""
+    folders: list[Path] = []
+    for start in (encoder_file.resolve().parent, package_dir.resolve()):
+        for root in [start, *start.parents][: _LEVELS + 1]:
+            folder = root / COMFY_FOLDERS[kind]
+            if folder not in folders:
+                folders.append(folder)
+    return folders
+
+
+def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
+    """The tokenizer of a T5 ("t5") or CLIP ("clip") encoder file; ValueError if none is found
+    offline or the one found has more tokens than the encoder has embeddings."""
+    import transformers
+
+    if kind not in COMFY_FOLDERS:
+        raise ValueError(f"no tokenizer lookup for {kind!r} encoders; known: {list(COMFY_FOLDERS)}")
+    tokenizer_class = getattr(transformers, _CLASSES[kind])
+    package_dir = Path(__file__).resolve().parents[3]  # the paradit package (the repo's root)
+    folder = next(
+        (f for f in comfy_candidates(kind, encoder_file, package_dir) if holds_tokenizer(f, kind)),
+        None,
+    )
+    source = str(folder) if folder else ""
+    if folder is None:
+        folder, source = _hub_cache_folder(kind)
+    tokenizer = tokenizer_class.from_pretrained(str(folder)) if folder else None
+    if tokenizer is None:
+        raise ValueError(
+            f"--text-encoder {encoder_file.name}: a {kind.upper()} file carries no tokenizer, "
+            f"and none was found offline: put the file inside a ComfyUI install (its "
+            f"{COMFY_FOLDERS[kind]} is used), or have one of "
+            f"{', '.join(repo for repo, _ in HUB_FOLDERS[kind])} in the Hugging Face cache"
+        )
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
+            f"{len(tokenizer)} tokens, more than the encoder's {vocab_size} embeddings"
+        )
+    log.info("tokenizer of %s: %s", encoder_file.name, source)
+    return tokenizer
+
+
+def _hub_cache_folder(kind: str) -> tuple[Path | None, str]:
+    """The first tokenizer folder of `HUB_FOLDERS` the local hub cache holds (no download)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for repo, subfolder in HUB_FOLDERS[kind]:
+        for names in _FILES[kind]:
+            cached = try_to_load_from_cache(repo, f"{subfolder}/{names[0]}".lstrip("/"))
+            if isinstance(cached, str) and holds_tokenizer(Path(cached).parent, kind):
+                where = f"{repo}/{subfolder}" if subfolder else repo
+                return Path(cached).parent, f"the hub cache's {where}"
+    return None, ""
