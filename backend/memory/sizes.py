@@ -324,7 +324,7 @@ def _folder_on_meta(folder: Path) -> Any:
             continue
         library, class_name = value
         path = folder / name
-        if class_name.endswith("Scheduler"):
+        if class_name.endswith(("Scheduler", "Guidance")):  # settings, no weights
             parts[name] = getattr(diffusers, class_name).from_config(
                 getattr(diffusers, class_name).load_config(path)
             )
