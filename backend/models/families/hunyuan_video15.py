@@ -75,7 +75,8 @@ class HunyuanVideo15(Family):
         tensors: Tensors = {}
         for prefix, prompt in prompts.items():
             encoded = pipe.encode_prompt(prompt=prompt, device=device, dtype=_dit_dtype(pipe))
-            tensors.update({prefix + name: t for name, t in zip(PROMPT_TENSORS, encoded)})
+            for name, tensor in zip(PROMPT_TENSORS, encoded, strict=True):
+                tensors[prefix + name] = tensor
         return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
