@@ -226,6 +226,8 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             img_shapes=[[(1, *grid)]] * batch,
             return_dict=False,
         )
+    if kind.startswith("HunyuanVideo15"):
+        return _hunyuan_video15_block(sizes, shape, sequence_degree)
     if kind.startswith("CogVideoX"):
         patch_t = config.get("patch_size_t") or 1
         frames = math.ceil(frames / patch_t) * patch_t
@@ -238,6 +240,28 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
         )
     raise ValueError(f"no dry run for {kind}")
+
+
+def _hunyuan_video15_block(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
+    """One dual-stream block of HunyuanVideo 1.5 at this rank's share of the video tokens
+    (patch 1 over the latents) and the whole text (~2000 tokens). The transformer's own
+    forward cannot run on meta (it picks the valid text tokens by their mask's values); its
+    blocks are where the peak is. diffusers' processor builds a (batch, 1, S, S) boolean mask
+    in every block, counted here; under sequence parallel paradit's processor has none, so
+    the estimate is then a little high (the mask of a rank's share)."""
+    dit, config = sizes.dit, sizes.dit.config
+    rows = math.ceil(shape.height // sizes.spatial / sequence_degree)
+    tokens = sizes.latent_frames(shape.frames) * rows * (shape.width // sizes.spatial)
+    inner = config["num_attention_heads"] * config["attention_head_dim"]
+    meta = {"device": "meta", "dtype": sizes.dtype}
+    rope = torch.empty((tokens, config["attention_head_dim"]), device="meta")
+    return dit.transformer_blocks[0](
+        torch.empty((shape.batch, tokens, inner), **meta),
+        torch.empty((shape.batch, sizes.text_tokens, inner), **meta),
+        torch.empty((shape.batch, inner), **meta),
+        torch.empty((shape.batch, sizes.text_tokens), device="meta", dtype=torch.bool),
+        (rope, rope),
+    )
 
 
 # -- building a model's sizes --------------------------------------------------------------
