@@ -75,16 +75,16 @@ class JointAttnProcessor:
     _parallel_config = None
 
     def __init__(self) -> None:
-        from diffusers.models.transformers.transformer_hunyuan_video15 import (
-            HunyuanVideo15AttnProcessor2_0,
-        )
-
-        dispatch, rotate = require(
-            FEATURE, "attention_dispatch.dispatch_attention_fn", "embeddings.apply_rotary_emb"
+        dispatch, rotate, whole_processor, _call = require(
+            FEATURE,
+            "attention_dispatch.dispatch_attention_fn",
+            "embeddings.apply_rotary_emb",
+            "transformer_hunyuan_video15.HunyuanVideo15AttnProcessor2_0",
+            "transformer_hunyuan_video15.HunyuanVideo15AttnProcessor2_0.__call__",
         )
         self._dispatch: Callable[..., torch.Tensor] = dispatch
         self._rotate: Callable[..., torch.Tensor] = rotate
-        self._whole = HunyuanVideo15AttnProcessor2_0()
+        self._whole = whole_processor()
 
     def cut_text(self, _block: torch.nn.Module, args: tuple, kwargs: dict) -> tuple | None:
         """Forward pre-hook of the first block: the text sequence without its padding, when
