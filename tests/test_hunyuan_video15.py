@@ -3,10 +3,10 @@ world size 1 against `HunyuanVideo15Pipeline` called directly, and world size 2 
 world size 1 (CFG parallel, and Ulysses over both ranks for the unguided job).
 
 Jobs run as a rank runs them (the family encodes both text encoders and prepares, the
-pipeline runs with the engine's step callback and stops at the latents, which are decoded as
-the pipeline decodes them), judged with `paradit verify`'s measure (tools/equivalence.py,
-float32 thresholds, frames and final latents). The parallel runs are real gloo groups
-(forked, one thread per rank).
+pipeline runs with the engine's step callback and stops at the latents, the VAE decodes tile
+by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measure
+(tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
+real gloo groups (forked, one thread per rank).
 
 Cost: about 18 s (in the suite's two-worker run on 2 cores).
 """
@@ -22,8 +22,10 @@ from paradit.backend.contract import TEXT_TO_VIDEO
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -36,6 +38,7 @@ from paradit.backend.tools.equivalence import (
 
 TINY, RANDOM = "tiny-hunyuanvideo1.5", "random:hunyuanvideo1.5-t2v"
 CPU = torch.device("cpu")
+TILE = 64  # sample pixels: 4 latent pixels every 3; 80 px wide are 2 tiles (of 64 and 32 px)
 
 # The guided job: 80x32 px and 5 frames are 2 latent frames of 2 x 5 tokens (16x, patch 1);
 # its prompt quotes a glyph text, so the ByT5 encoder runs too. The unguided job runs one
@@ -53,14 +56,16 @@ HUNYUAN_VIDEO15_DIT = 8_326_608_160
 
 
 def _pipeline():
+    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
     pipe = build_preset(TINY)
     pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """One job as the engine runs it: (frames as uint8, final latents, the steps the
-    callback saw)."""
+def _run(pipe, family, body: dict, *, split_decode: bool = False):
+    """One job as the engine runs it: (frames as uint8 on rank 0, else None; final latents;
+    the steps the callback saw; the decode's tiles)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     steps: list[int] = []
 
@@ -82,16 +87,19 @@ def _run(pipe, family, body: dict) -> tuple[np.ndarray, np.ndarray, list[int]]:
             )[0]
         finally:
             family.finish(pipe)
-        # as the pipeline decodes (rank 0's pipeline does this in a served job)
-        z = latents.to(pipe.vae.dtype) / pipe.vae.config.scaling_factor
-        video = pipe.vae.decode(z, return_dict=False)[0]
-        frames = pipe.video_processor.postprocess_video(video, output_type="np")[0]
-    return to_uint8(np.asarray(frames)), latents.numpy(), steps
+        tiles = family.tiled_decode(pipe, request, latents)
+        if split_decode:
+            decoded = decode_tiles(tiles, CPU)
+        else:
+            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
+    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
+    return frames, latents.numpy(), steps, tiles.num_tiles
 
 
 @pytest.fixture(scope="module")
 def references() -> dict:
-    """World size 1, one thread: every job's (frames, latents, steps) and its DiT calls."""
+    """World size 1, one thread: every job's (frames, latents, steps, tiles) and its DiT
+    calls."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -125,7 +133,7 @@ def test_preset_structure_and_limits(references):
     family = family_of(pipe)
     assert family.name == "hunyuanvideo1.5-t2v" and family_for("HunyuanVideo15Pipeline") is family
     assert {"text_encoder", "text_encoder_2"} <= family.encoder_components
-    assert not family.batched_cfg and not family.decodes_in_job
+    assert not family.batched_cfg and family.decodes_in_job
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (16, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -159,7 +167,8 @@ def test_random_preset_counts_the_published_parameters():
 
 def test_plan_at_real_size():
     """`paradit plan`: the model card's 848x480 video of 121 frames (31 latent frames of
-    30 x 53 tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded, its weights in bf16.
+    30 x 53 tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded, its weights in bf16,
+    the decode split over the ranks.
     A block's activations are dominated by the boolean mask (one value per query and key of
     a rank's 15 rows of tokens and the ~2000 text tokens, and its repeat) that diffusers'
     attention processor builds (counted though paradit's split processor has none)."""
@@ -168,7 +177,7 @@ def test_plan_at_real_size():
     report = estimate(RANDOM, 4, 80, 848, 480, 121)
     assert report["tokens"] == 31 * 30 * 53 and report["fits"]
     assert report["memory"]["weights_bytes"]["transformer"] == HUNYUAN_VIDEO15_DIT * 2
-    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp"]
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     parts = report["memory"]["reference_job"]["parts_bytes"]
     mask = (31 * 15 * 53 + 1000 + 256 + 729) ** 2
     assert parts["decode"] > 0 and 2 * mask < parts["activations"] < 4 * mask
@@ -179,10 +188,11 @@ def test_plan_at_real_size():
 
 def test_world_size_1_equals_diffusers_called_directly(references):
     """`HunyuanVideo15Pipeline` as a user calls it (prompt, negative prompt, the guider's
-    scale) gives the same video, bit for bit; the engine's step callback ran once per step
-    through the scheduler."""
+    scale; the VAE's own tiled decode) gives the same video, bit for bit; the engine's step
+    callback ran once per step through the scheduler."""
     outputs, pipe = references["outputs"], references["pipe"]
-    assert (outputs["guided"][3], outputs["unguided"][3]) == (4, 2)  # DiT calls: CFG or not
+    assert outputs["guided"][3] == outputs["unguided"][3] == 2  # VAE tiles
+    assert (outputs["guided"][4], outputs["unguided"][4]) == (4, 2)  # DiT calls: CFG or not
     assert outputs["guided"][2] == outputs["unguided"][2] == [0, 1]
     assert pipe.guider.guidance_scale == 6.0  # the model's again after the jobs
     torch.set_num_threads(1)
@@ -211,9 +221,10 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 
 
 def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> None:
-    """Every job on this group's plan (FSDP2 over all ranks) against world size 1: a job
-    that runs whole on its CFG half byte-identical, a split sequence within rounding."""
-    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, False)
+    """Every job on this group's plan (FSDP2 over all ranks, the decode's tiles dealt to
+    them) against world size 1: a job that runs whole on its CFG half byte-identical, a split
+    sequence within rounding."""
+    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
     pipe, family = _pipeline()
     parallel = parallelize([pipe.transformer], plan, CPU)
     limits = family.limits(pipe, tiny=True)
@@ -223,9 +234,10 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
         tokens = limits.tokens(request.width, request.height, request.num_frames)
         layout = parallel.begin_job(family.uses_cfg(pipe, request), tokens)
         layouts.append(layout)
-        frames, latents, _steps = _run(pipe, family, body)
+        frames, latents, _steps, _tiles = _run(pipe, family, body, split_decode=True)
         parallel.begin_job(False)
         if rank != 0:
+            assert frames is None
             continue
         reference = outputs[label]
         result = compare(reference[0], frames, FLOAT32, reference[1], latents)

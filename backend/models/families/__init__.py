@@ -84,6 +84,7 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_VIDEO,
         ("HunyuanVideo15Pipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2"},
+        decodes_in_job=True,
     ),
 )
 

@@ -14,7 +14,8 @@ What differs from the other video families:
 - The pipeline has no `callback_on_step_end`: `pipeline_for_job` returns `StepCallbacks`,
   which calls the engine's step callback after each scheduler step.
 - The transformer patches 1x1 over the 16x VAE, so a token is 16x16 pixels of a latent
-  frame; rank 0's pipeline decodes (with the VAE's own tiling when the memory plan asks).
+  frame. The pipeline stops at the latents and the job decodes them as the pipeline would,
+  tile by tile when tiling is on (`hunyuan_vae.py`: the tiles can be dealt to the ranks).
 - diffusers declares no context-parallel plan for the transformer: ours is in
   `parallel/hunyuan_video15.py`.
 """
@@ -29,7 +30,7 @@ import torch
 
 from ...contract import Limits
 from ...request import JobRequest
-from .base import Family, Tensors
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, video_frames
 
 # The 480p text-to-video model as diffusers' converter ships it and its model card runs it:
 # 848x480 (the pipeline's default for 16:9 at target size 640), 121 frames at 24 fps, 50
@@ -104,6 +105,15 @@ class HunyuanVideo15(Family):
 
     def frames(self, output: Any) -> np.ndarray:
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from .. import hunyuan_vae
+
+        vae = pipe.vae
+        # as the pipeline before its decode: to the VAE's dtype, then undo the scaling
+        z = latents.to(device=vae.device, dtype=vae.dtype) / vae.config.scaling_factor
+        tiles = hunyuan_vae.tile_grid(vae, z)
+        return decode_in_tiles(vae, z, tiles, hunyuan_vae.decode_tile, video_frames(pipe))
 
     def latent_channels(self, pipe: Any) -> int:
         return int(pipe.vae.config.latent_channels)
