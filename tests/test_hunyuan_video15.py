@@ -96,6 +96,25 @@ def _run(pipe, family, body: dict, *, split_decode: bool = False):
     return frames, latents.numpy(), steps, tiles.num_tiles
 
 
+def _one_text_token(pipe) -> dict:
+    """The transformer's inputs for a prompt of one valid text token (no glyphs, no image):
+    fewer than the ranks of a split sequence; 2 x 3 x 5 = 30 video tokens."""
+    config = pipe.transformer.config
+    generator = torch.Generator().manual_seed(3)
+    mask = torch.zeros(1, 1000)
+    mask[:, 0] = 1
+    return {
+        "hidden_states": torch.randn(1, config.in_channels, 2, 3, 5, generator=generator),
+        "timestep": torch.tensor([500.0]),
+        "encoder_hidden_states": torch.randn(1, 1000, config.text_embed_dim, generator=generator),
+        "encoder_attention_mask": mask,
+        "encoder_hidden_states_2": torch.zeros(1, 256, config.text_embed_2_dim),
+        "encoder_attention_mask_2": torch.zeros(1, 256),
+        "image_embeds": torch.zeros(1, 729, config.image_embed_dim),
+        "return_dict": False,
+    }
+
+
 @pytest.fixture(scope="module")
 def references() -> dict:
     """World size 1, one thread: every job's (frames, latents, steps, tiles) and its DiT
@@ -110,6 +129,8 @@ def references() -> dict:
         for label, body in JOBS.items():
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
+        with torch.no_grad():
+            outputs["one token"] = pipe.transformer(**_one_text_token(pipe))[0]
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "pipe": pipe}
@@ -246,9 +267,18 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
         assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
     assert layouts == ["plan", "spread"]  # guided: CFG halves; unguided: Ulysses 2
 
+    # A prompt of one valid text token on Ulysses 2: a padding token is kept for the other
+    # rank, and masked.
+    assert parallel.begin_job(False, 30) == "spread"
+    with torch.no_grad():
+        out = pipe.transformer(**_one_text_token(pipe))[0]
+    parallel.begin_job(False)
+    torch.testing.assert_close(out, outputs["one token"], rtol=1e-4, atol=1e-5)
+
 
 def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks, CFG parallel: the guided job's branches side by side (each whole on its
     rank: byte-identical); the unguided job spread over both as Ulysses 2 (uneven video and
-    text tokens: within rounding). `paradit verify` ran 3 and 4 ranks by hand."""
+    text tokens: within rounding), and a prompt of fewer text tokens than ranks.
+    `paradit verify` ran 3 and 4 ranks by hand."""
     spawn_gloo(2, _check_group, 2, references["outputs"])

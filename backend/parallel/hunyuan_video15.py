@@ -73,6 +73,8 @@ class JointAttnProcessor:
 
     _attention_backend = None
     _parallel_config = None
+    _key_mask: torch.Tensor | None = None
+    """This forward's key mask, in the order Ulysses gathers the sequence (None: all valid)."""
 
     def __init__(self) -> None:
         dispatch, rotate, whole_processor, _call = require(
@@ -93,11 +95,14 @@ class JointAttnProcessor:
         The block is called as (hidden_states, encoder_hidden_states, temb, attention_mask,
         freqs_cis); the mask's valid tokens come first in every row (the transformer orders
         them so). The later blocks get the whole mask again: `__call__` does not read it.
+        Every sequence rank needs a text token: a prompt with fewer valid tokens than ranks
+        keeps as many padding tokens as are missing, and `key_mask` hides them.
         """
+        self._key_mask = None
         if self._parallel_config is None:
             return None
         args = list(args)
-        text_BLC, mask_BL = args[1], args[3]
+        video_BNC, text_BLC, mask_BL = args[0], args[1], args[3]
         valid = mask_BL.bool().sum(dim=1)
         if valid.numel() > 1 and not bool((valid == valid[0]).all()):
             raise ValueError(
@@ -105,7 +110,17 @@ class JointAttnProcessor:
                 f"number of text tokens; got {valid.tolist()}"
             )
         count = int(valid[0])
-        args[1], args[3] = text_BLC[:, :count], mask_BL[:, :count]
+        config = self._parallel_config.context_parallel_config
+        degree = config.ulysses_degree * config.ring_degree
+        keep = max(count, degree)
+        if keep > count:
+            if config.ring_degree > 1:
+                raise ValueError(
+                    f"the prompt has {count} text tokens, fewer than the {degree} sequence "
+                    "ranks: use Ulysses alone (--ring-degree 1) for prompts this short"
+                )
+            self._key_mask = key_mask(video_BNC.size(1), count, keep, degree, video_BNC.device)
+        args[1], args[3] = text_BLC[:, :keep], mask_BL[:, :keep]
         return tuple(args), kwargs
 
     def __call__(
@@ -141,6 +156,7 @@ class JointAttnProcessor:
             torch.cat([v_BSHD, text_v], dim=1),
             dropout_p=0.0,
             is_causal=False,
+            attn_mask=self._key_mask,
             backend=self._attention_backend,
             parallel_config=self._parallel_config,
         )
@@ -148,6 +164,18 @@ class JointAttnProcessor:
         video_BSC, text_BSC = out_BSC[:, :video_len], out_BSC[:, video_len:]
         video_BSC = attn.to_out[1](attn.to_out[0](video_BSC))
         return video_BSC, attn.to_add_out(text_BSC)
+
+
+def key_mask(video: int, count: int, keep: int, degree: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, 1, video + keep): which keys of the whole sequence are real, in the order the
+    Ulysses all-to-all gathers it (rank by rank, each rank's video tokens then its text
+    tokens, both split as `tensor_split` splits them); the text tokens from `count` on are
+    padding."""
+    positions = torch.arange(video + keep, device=device)
+    video_parts = positions[:video].tensor_split(degree)
+    text_parts = positions[video:].tensor_split(degree)
+    order = torch.cat([part for pair in zip(video_parts, text_parts, strict=True) for part in pair])
+    return (order < video + count).view(1, 1, 1, -1)
 
 
 def prepare_hunyuan_video15(transformer: torch.nn.Module) -> dict[str, Any]:
