@@ -19,7 +19,12 @@ wrongly for uneven shards), so the plan removes what the mask is for instead:
   its sequence over all sequence ranks (`tensor_split`: uneven lengths are fine), the rotary
   tables (one row per video token) as the rope module returns them, and gathers the video
   tokens after the output projection (`proj_out`). The text stream's final states are not
-  used by the model, so they are never gathered.
+  used by the model, so they are never gathered;
+- every rank needs a text token: a prompt with fewer valid tokens than sequence ranks (a
+  few words on 8 GPUs) keeps padding tokens for the rest, and the processor hides them with
+  a key mask laid out in the order Ulysses gathers the sequence (`key_mask`; already whole,
+  so diffusers does not gather it). Ring attention takes no mask: such prompts are refused
+  under ring degrees above 1.
 
 A job that runs whole on a rank (no split: a CFG-parallel plan's guided jobs) runs diffusers'
 processor with its mask on the whole text, as a single process does. The token refiner (text
