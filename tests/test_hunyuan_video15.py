@@ -184,6 +184,15 @@ def test_random_preset_counts_the_published_parameters():
     assert (limits.default_width, limits.default_height, limits.default_frames) == (848, 480, 121)
     assert (limits.fps, limits.default_steps, limits.default_guidance) == (24, 50, 6.0)
     assert family.text_tokens(pipe) == 1000 + 256 + 729
+    # the 720p models (target size 960) default to 16:9 at 720p, as their pipeline does
+    hd = build_random_preset(
+        RANDOM,
+        components=frozenset({"transformer", "vae", "guider"}),
+        device="meta",
+        overrides={"transformer": {"target_size": 960}},
+    )
+    hd_limits = family.limits(hd, tiny=False)
+    assert (hd_limits.default_width, hd_limits.default_height) == (1280, 720)
 
 
 def test_plan_at_real_size():

@@ -32,10 +32,10 @@ from ...contract import Limits
 from ...request import JobRequest
 from .base import Family, Tensors, TiledDecode, decode_in_tiles, video_frames
 
-# The 480p text-to-video model as diffusers' converter ships it and its model card runs it:
-# 848x480 (the pipeline's default for 16:9 at target size 640), 121 frames at 24 fps, 50
-# steps, guidance 6 (the guider's scale).
-DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, FPS, DEFAULT_STEPS = 848, 480, 121, 24, 50
+# As the model card runs it: 121 frames at 24 fps, 50 steps; guidance is the guider's (6). The
+# size is the pipeline's own default, 16:9 at the transformer's target size: 848x480 for the
+# 480p models (target 640), 1280x720 for the 720p ones (960).
+DEFAULT_FRAMES, FPS, DEFAULT_STEPS = 121, 24, 50
 MAX_FRAMES = 257
 PROMPT_TENSORS = ("prompt_embeds", "prompt_embeds_mask", "prompt_embeds_2", "prompt_embeds_mask_2")
 """`encode_prompt`'s outputs, in its order: the Qwen2.5-VL embeddings and mask, then ByT5's."""
@@ -45,6 +45,9 @@ class HunyuanVideo15(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer.config.patch_size)
         multiple = int(pipe.vae_scale_factor_spatial) * patch
+        height, width = pipe.video_processor.calculate_default_height_width(
+            pipe.default_aspect_ratio[1], pipe.default_aspect_ratio[0], pipe.target_size
+        )
         return Limits(
             task=self.task,
             size_multiple=multiple,
@@ -52,8 +55,8 @@ class HunyuanVideo15(Family):
             max_size=2048,
             frame_multiple=int(pipe.vae_scale_factor_temporal),
             max_frames=MAX_FRAMES,
-            default_width=64 if tiny else DEFAULT_WIDTH,
-            default_height=64 if tiny else DEFAULT_HEIGHT,
+            default_width=64 if tiny else int(width),
+            default_height=64 if tiny else int(height),
             default_frames=5 if tiny else DEFAULT_FRAMES,
             default_steps=4 if tiny else DEFAULT_STEPS,
             default_guidance=float(pipe.guider.config.guidance_scale),
