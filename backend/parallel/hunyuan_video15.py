@@ -141,6 +141,27 @@ class JointAttnProcessor:
             return self._whole(
                 attn, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb
             )
+        return self.attend(
+            attn,
+            hidden_states,
+            encoder_hidden_states,
+            image_rotary_emb,
+            self._parallel_config,
+            self._key_mask,
+        )
+
+    def attend(
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None,
+        parallel_config: Any,
+        key_mask: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The joint attention over this rank's video and (cut) text tokens, through the
+        dispatch with `parallel_config` (None: on these tokens alone, as the memory plan's
+        dry run measures a rank's share)."""
         video_len = hidden_states.size(1)
         q_BSHD = attn.norm_q(attn.to_q(hidden_states).unflatten(2, (attn.heads, -1)))
         k_BSHD = attn.norm_k(attn.to_k(hidden_states).unflatten(2, (attn.heads, -1)))
@@ -161,9 +182,9 @@ class JointAttnProcessor:
             torch.cat([v_BSHD, text_v], dim=1),
             dropout_p=0.0,
             is_causal=False,
-            attn_mask=self._key_mask,
+            attn_mask=key_mask,
             backend=self._attention_backend,
-            parallel_config=self._parallel_config,
+            parallel_config=parallel_config,
         )
         out_BSC = out_BSHD.flatten(2, 3).to(q_BSHD.dtype)
         video_BSC, text_BSC = out_BSC[:, :video_len], out_BSC[:, video_len:]
