@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 9 s (in the suite's two-worker run on 2 cores).
+Cost: about 12 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
     FluxPipeline,
+    HunyuanVideo15Pipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
@@ -36,11 +37,17 @@ PIPELINE_CLASSES = {
     "tiny-wan2.2-ti2v-5b": WanPipeline,
     "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
     "tiny-qwen-image": QwenImagePipeline,
+    "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
+GUIDERS = {"tiny-hunyuanvideo1.5"}
+"""The presets whose guidance scale lives in their `guider` component, not in the call."""
+QWEN_CHAT = {"tiny-qwen-image", "tiny-hunyuanvideo1.5"}
+"""The presets with Qwen2.5-VL's chat tokenizer (no </s> appended)."""
+TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5"}
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
 )
@@ -82,6 +89,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
     )
     if name in IMAGES:
         kwargs["true_cfg_scale"] = 4.0
+    elif name in GUIDERS:
+        kwargs["num_frames"] = 5
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
     if name in IMAGE_TO_VIDEO:
@@ -123,6 +132,7 @@ WEIGHT_DIGESTS = {
     "tiny-wan2.2-ti2v-5b": "413a46104db2613a",
     "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
     "tiny-qwen-image": "ccdf1f0b746d9d8a",
+    "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
 }
 
 
@@ -146,6 +156,7 @@ def test_preset_names_and_bad_input():
         "tiny-wan2.2-ti2v-5b",
         "tiny-wan2.2-i2v-a14b",
         "tiny-qwen-image",
+        "tiny-hunyuanvideo1.5",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -178,7 +189,7 @@ def test_components_differ_between_seeds():
 def test_tokenizers_cover_any_text(name):
     pipe = build_preset(name)
     pairs = [(pipe.tokenizer, pipe.text_encoder)]
-    if name == "tiny-flux":
+    if name in TWO_TOKENIZERS:
         pairs.append((pipe.tokenizer_2, pipe.text_encoder_2))
     text = "Ünïcødé 🦊 狐狸 \u200b tabs\tand\nnewlines"
     for tokenizer, encoder in pairs:
@@ -186,7 +197,8 @@ def test_tokenizers_cover_any_text(name):
         assert len(tokenizer) == config.vocab_size
         ids = tokenizer(text).input_ids
         # Qwen2.5-VL's chat template ends its texts itself: no </s> (test_qwen_image.py)
-        assert (ids[-1] == tokenizer.eos_token_id) == (name != "tiny-qwen-image")
+        qwen_chat = name in QWEN_CHAT and tokenizer is pipe.tokenizer
+        assert (ids[-1] == tokenizer.eos_token_id) == (not qwen_chat)
         assert tokenizer.unk_token_id not in ids
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
         batch = tokenizer([text, "x"], padding="max_length", max_length=64, truncation=True)
@@ -201,12 +213,16 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
     _assert_bit_equal(_state(preset), _state(loaded))
     assert loaded.tokenizer("héllo").input_ids == preset.tokenizer("héllo").input_ids
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
+    if name in GUIDERS:
+        assert _public(loaded.guider.config) == _public(preset.guider.config)
     if name not in IMAGE_TO_VIDEO:  # i2v runs in its own test
         # Loaded weights are views at the file's offsets; CPU GEMV rounding depends on alignment.
         assert align_cpu_weights(loaded) > 0
         assert align_cpu_weights(loaded) == 0
         assert align_cpu_weights(preset) == 0
-        np.testing.assert_array_equal(_run(preset, name), _run(loaded, name))
+        steps = 1 if name in GUIDERS else 2  # HunyuanVideo 1.5: ~2000 text tokens a step
+        runs = [_run(pipe, name, steps=steps) for pipe in (preset, loaded)]
+        np.testing.assert_array_equal(*runs)
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)

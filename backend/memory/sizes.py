@@ -226,6 +226,8 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             img_shapes=[[(1, *grid)]] * batch,
             return_dict=False,
         )
+    if kind.startswith("HunyuanVideo15"):
+        return _hunyuan_video15_block(sizes, shape, sequence_degree)
     if kind.startswith("CogVideoX"):
         patch_t = config.get("patch_size_t") or 1
         frames = math.ceil(frames / patch_t) * patch_t
@@ -238,6 +240,57 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
         )
     raise ValueError(f"no dry run for {kind}")
+
+
+def _hunyuan_video15_block(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
+    """One dual-stream block of HunyuanVideo 1.5 at this rank's share of the video tokens
+    (patch 1 over the latents) and the whole text (~2000 tokens). The transformer's own
+    forward cannot run on meta (it picks the valid text tokens by their mask's values); its
+    blocks are where the peak is. On one rank diffusers' processor builds a (batch, 1, S, S)
+    boolean mask in every block, counted here; a split sequence runs paradit's processor
+    (`parallel/hunyuan_video15.py`), which needs none, on the rank's share (its text counted
+    whole: the valid tokens of a prompt are at most that many)."""
+    dit, config = sizes.dit, sizes.dit.config
+    rows = math.ceil(shape.height // sizes.spatial / sequence_degree)
+    tokens = sizes.latent_frames(shape.frames) * rows * (shape.width // sizes.spatial)
+    inner = config["num_attention_heads"] * config["attention_head_dim"]
+    meta = {"device": "meta", "dtype": sizes.dtype}
+    rope = torch.empty((tokens, config["attention_head_dim"]), device="meta")
+    block = dit.transformer_blocks[0]
+    whole = block.attn.processor
+    if sequence_degree > 1:
+        block.attn.processor = _share_of_split_sequence()
+    try:
+        return block(
+            torch.empty((shape.batch, tokens, inner), **meta),
+            torch.empty((shape.batch, sizes.text_tokens, inner), **meta),
+            torch.empty((shape.batch, inner), **meta),
+            torch.empty((shape.batch, sizes.text_tokens), device="meta", dtype=torch.bool),
+            (rope, rope),
+        )
+    finally:
+        block.attn.processor = whole
+
+
+def _share_of_split_sequence() -> Any:
+    """HunyuanVideo 1.5's split-sequence attention on one rank's tokens, without the
+    all-to-all (the dry run has no group)."""
+    from ..parallel.hunyuan_video15 import JointAttnProcessor
+
+    class ShareOfSplit(JointAttnProcessor):
+        def __call__(
+            self,
+            attn: Any,
+            hidden_states: torch.Tensor,
+            encoder_hidden_states: torch.Tensor,
+            attention_mask: torch.Tensor | None = None,
+            image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.attend(
+                attn, hidden_states, encoder_hidden_states, image_rotary_emb, None, None
+            )
+
+    return ShareOfSplit()
 
 
 # -- building a model's sizes --------------------------------------------------------------
@@ -324,7 +377,7 @@ def _folder_on_meta(folder: Path) -> Any:
             continue
         library, class_name = value
         path = folder / name
-        if class_name.endswith("Scheduler"):
+        if class_name.endswith(("Scheduler", "Guidance")):  # settings, no weights
             parts[name] = getattr(diffusers, class_name).from_config(
                 getattr(diffusers, class_name).load_config(path)
             )

@@ -31,6 +31,12 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 text encoder (hidden 32, 2 layers, a 1-layer vision tower it never uses for
                 text) with the chat-template tokenizer (`seeded.qwen_chat_tokenizer`),
                 FlowMatch Euler with Qwen-Image's shifts. Guidance is true CFG.
+  tiny-hunyuanvideo1.5  HunyuanVideo15Pipeline (text-to-video): 4 heads x 16 dims, 2 dual-stream
+                layers, 1 token-refiner layer, patch 1 over the HunyuanVideo 1.5 VAE (16x
+                spatial / 4x temporal, frames 4k+1; 8 latent channels, 8 wide), a Qwen2.5-VL
+                text model (hidden 32, 2 layers; the chat-template tokenizer) and a ByT5-style
+                T5 glyph encoder (d_model 32, bytes) for quoted text, classifier-free guidance
+                6 in the guider, FlowMatch Euler with shift 5 (the 480p model's).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -75,6 +81,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-wan2.2-ti2v-5b",
     "tiny-wan2.2-i2v-a14b",
     "tiny-qwen-image",
+    "tiny-hunyuanvideo1.5",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -89,6 +96,8 @@ _COG_HEADS, _COG_HEAD_DIM = 4, 16
 _COG_LATENT_CHANNELS = 16
 _COG_TEXT_TOKENS = 226  # what every CogVideoX pipeline pads its prompts to
 _QWEN_HEADS, _QWEN_HEAD_DIM = 4, 16
+_HY15_HEADS, _HY15_HEAD_DIM = 4, 16
+_HY15_LATENT_CHANNELS = 8
 
 
 def is_preset(name: str) -> bool:
@@ -461,6 +470,70 @@ def _qwen_scheduler():
     return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
 
 
+# --- HunyuanVideo 1.5 --------------------------------------------------------------------------
+
+
+def _hy15_text_encoder():
+    from transformers import Qwen2_5_VLTextConfig, Qwen2_5_VLTextModel
+
+    # The pipeline takes the third hidden state from the end: 2 layers give 3.
+    config = Qwen2_5_VLTextConfig(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=_TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]},
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    return Qwen2_5_VLTextModel(config)
+
+
+def _hy15_vae():
+    from diffusers import AutoencoderKLHunyuanVideo15
+
+    # The real compression (16x spatial over 5 levels, 4x temporal) 8 channels wide; the
+    # decoder's first width must be a multiple of the latent channels.
+    return AutoencoderKLHunyuanVideo15(
+        block_out_channels=(8, 8, 8, 8, 8),
+        layers_per_block=1,
+        latent_channels=_HY15_LATENT_CHANNELS,
+    )
+
+
+def _hy15_transformer():
+    from diffusers import HunyuanVideo15Transformer3DModel
+
+    # Input: the noise, the (zero) condition latents and their mask: 2 * channels + 1.
+    return HunyuanVideo15Transformer3DModel(
+        in_channels=2 * _HY15_LATENT_CHANNELS + 1,
+        out_channels=_HY15_LATENT_CHANNELS,
+        num_attention_heads=_HY15_HEADS,
+        attention_head_dim=_HY15_HEAD_DIM,
+        num_layers=2,
+        num_refiner_layers=1,
+        text_embed_dim=_TEXT_DIM,
+        text_embed_2_dim=_TEXT_DIM,
+        image_embed_dim=16,
+        rope_axes_dim=(4, 6, 6),
+        task_type="t2v",
+    )
+
+
+def _hy15_scheduler():
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    return FlowMatchEulerDiscreteScheduler(shift=5.0)  # the 480p text-to-video model's
+
+
+def _hy15_guider():
+    from diffusers import ClassifierFreeGuidance
+
+    return ClassifierFreeGuidance(guidance_scale=6.0)
+
+
 # --- the table: pipeline class name and component builders, each with its own seed ----------
 
 _Builders = dict[str, Callable[[], Any]]
@@ -525,6 +598,17 @@ _QWEN_IMAGE: _Builders = {
     "transformer": lambda: _seeded(403, _qwen_transformer),
 }
 
+_HUNYUAN_VIDEO15: _Builders = {
+    "tokenizer": lambda: qwen_chat_tokenizer(1108),  # 1000 prompt tokens after 108 dropped
+    "text_encoder": lambda: _seeded(501, _hy15_text_encoder),
+    "tokenizer_2": lambda: byte_tokenizer(256),
+    "text_encoder_2": lambda: _seeded(502, _t5_encoder),
+    "vae": lambda: _seeded(503, _hy15_vae),
+    "scheduler": _hy15_scheduler,
+    "transformer": lambda: _seeded(504, _hy15_transformer),
+    "guider": _hy15_guider,
+}
+
 _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan": ("WanPipeline", _WAN_T2V),
     "tiny-wan-i2v": ("WanImageToVideoPipeline", _WAN_I2V),
@@ -534,6 +618,7 @@ _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan2.2-ti2v-5b": ("WanPipeline", _WAN22_TI2V),
     "tiny-wan2.2-i2v-a14b": ("WanImageToVideoPipeline", _WAN22_I2V),
     "tiny-qwen-image": ("QwenImagePipeline", _QWEN_IMAGE),
+    "tiny-hunyuanvideo1.5": ("HunyuanVideo15Pipeline", _HUNYUAN_VIDEO15),
 }
 
 _PIPELINE_CONFIG: dict[str, dict[str, Any]] = {

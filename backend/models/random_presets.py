@@ -21,6 +21,9 @@ and speed figures meaningful where no weights can be downloaded.
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
     random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
                                VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
+    random:hunyuanvideo1.5-t2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v (8.3B
+                               DiT, patch 1 over the 16x VAE; reduced Qwen2.5-VL 3584 and ByT5
+                               1472 text encoders; guidance 6 in its guider)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -78,6 +81,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
+    "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -184,7 +188,7 @@ def _build(
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
     config = {key: value for key, value in config.items() if not key.startswith("_")}
-    if class_name.endswith("Scheduler"):
+    if class_name.endswith(("Scheduler", "Guidance")):  # settings, no weights
         import diffusers
 
         return getattr(diffusers, class_name).from_config(config)

@@ -161,13 +161,25 @@ def qwen_chat_tokenizer(max_length: int = 1024):
     """The byte-level tokenizer for Qwen2.5-VL's chat template: `<|im_start|>` and
     `<|im_end|>` as special tokens and the template's words as whole tokens, so the template's
     system part is 34 tokens as with the real tokenizer; no end-of-sequence token appended
-    (Qwen2's tokenizer appends none). Other text is bytes."""
+    (Qwen2's tokenizer appends none). Other text is bytes. It carries Qwen2.5-VL's chat
+    template (`QWEN_CHAT_TEMPLATE`) for pipelines that call `apply_chat_template`."""
     from tokenizers import AddedToken
 
     tokenizer = byte_tokenizer(max_length, append_eos=False)
     tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_CHAT_SPECIALS)})
     tokenizer.add_tokens([AddedToken(word, normalized=False) for word in QWEN_CHAT_WORDS])
+    tokenizer.chat_template = QWEN_CHAT_TEMPLATE
     return tokenizer
+
+
+QWEN_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""Qwen2.5-VL's chat template for text messages that bring their own system message
+(HunyuanVideo 1.5's `apply_chat_template` call): `<|im_start|>role\ncontent<|im_end|>\n`
+per message, then `<|im_start|>assistant\n`."""
 
 
 QWEN_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(QWEN_CHAT_SPECIALS) + len(QWEN_CHAT_WORDS)

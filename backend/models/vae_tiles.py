@@ -6,7 +6,7 @@ left. Nothing passes between tiles before that blend, so the tiles can be decode
 any order (`parallel/vae.py` deals them to ranks), and blended afterwards. This module holds
 what all such VAEs share: the tile grid and the blend in the VAE's own serial order with its
 own `blend_v` / `blend_h`. How one tile decodes is each VAE's own (`cogvideox_vae.py`,
-`wan_vae.py`, `kl_vae.py`).
+`wan_vae.py`, `kl_vae.py`, `hunyuan_vae.py`).
 
 Latents that fit in one tile, or a VAE with tiling off (`vae.use_tiling`), are one "tile"
 covering everything: the VAE's untiled decode.
@@ -129,8 +129,27 @@ def enable_tiles(vae: Any, height: int, width: int) -> None:
             tile_sample_stride_height=height * 3 // 4,
             tile_sample_stride_width=width * 3 // 4,
         )
+    elif kind == "AutoencoderKLHunyuanVideo15":
+        _enable_hunyuan_video15_tiles(vae, height, width)
     else:
         vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
+
+
+def _enable_hunyuan_video15_tiles(vae: Any, height: int, width: int) -> None:
+    """`AutoencoderKLHunyuanVideo15` keeps its latent tile size apart from its sample tile size
+    (it derives one from the other only when built): both are set, so tiles of a multiple of
+    its compression decode to exactly their size; ValueError for other sizes."""
+    ratio = vae.spatial_compression_ratio
+    if height % ratio or width % ratio:
+        raise ValueError(
+            f"HunyuanVideo 1.5's VAE tiles are multiples of {ratio} pixels, not {height}x{width}"
+        )
+    vae.enable_tiling(
+        tile_sample_min_height=height,
+        tile_sample_min_width=width,
+        tile_latent_min_height=height // ratio,
+        tile_latent_min_width=width // ratio,
+    )
 
 
 def _enable_square_tiles(vae: Any, height: int, width: int) -> None:

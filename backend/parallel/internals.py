@@ -72,6 +72,7 @@ _EMBEDDINGS = "diffusers.models.embeddings"
 _FBC = "diffusers.hooks.first_block_cache"
 _WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
 _QWEN_VAE = "diffusers.models.autoencoders.autoencoder_kl_qwenimage"
+_HUNYUAN15 = "diffusers.models.transformers.transformer_hunyuan_video15"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -106,6 +107,16 @@ INTERNALS: dict[str, Internal] = {
             ("query", "key", "value", "backend", "parallel_config"),
         ),
         Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
+        # Our plan for HunyuanVideo 1.5 (hunyuan_video15.py) calls diffusers' processor for
+        # jobs that run whole, by position: exactly these parameters.
+        Internal(_HUNYUAN15, "HunyuanVideo15AttnProcessor2_0", None),
+        Internal(
+            _HUNYUAN15,
+            "HunyuanVideo15AttnProcessor2_0.__call__",
+            ("attn", "hidden_states", "encoder_hidden_states", "attention_mask")
+            + ("image_rotary_emb",),
+            replaced=True,
+        ),
         # The step cache (step_cache.install_step_cache): diffusers' First-Block-Cache hooks,
         # subclassed, with the decision replaced.
         Internal(_FBC, "FBCHeadBlockHook", ("state_manager", "threshold")),

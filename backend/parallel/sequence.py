@@ -18,6 +18,7 @@ import torch
 from torch.distributed.device_mesh import DeviceMesh
 
 from .cogvideox import prepare_cogvideox
+from .hunyuan_video15 import prepare_hunyuan_video15
 from .internals import require
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
@@ -28,6 +29,7 @@ RING_BACKEND = "_native_cudnn"
 
 EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
     "CogVideoXTransformer3DModel": prepare_cogvideox,
+    "HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15,
 }
 """Transformer class name -> a function that prepares the model (e.g. swaps in attention
 processors that dispatch) and returns its context-parallel plan."""

@@ -15,6 +15,7 @@ from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
+from .hunyuan_video15 import HunyuanVideo15
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
@@ -76,6 +77,13 @@ FAMILIES: tuple[Family, ...] = (
         ("CogVideoXImageToVideoPipeline",),
         _TEXT,
         batched_cfg=True,
+        decodes_in_job=True,
+    ),
+    HunyuanVideo15(
+        "hunyuanvideo1.5-t2v",
+        TEXT_TO_VIDEO,
+        ("HunyuanVideo15Pipeline",),
+        _TEXT | {"text_encoder_2", "tokenizer_2"},
         decodes_in_job=True,
     ),
 )
