@@ -17,6 +17,7 @@ from diffusers import (
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
+    ZImagePipeline,
 )
 from PIL import Image
 
@@ -36,11 +37,14 @@ PIPELINE_CLASSES = {
     "tiny-wan2.2-ti2v-5b": WanPipeline,
     "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
     "tiny-qwen-image": QwenImagePipeline,
+    "tiny-z-image": ZImagePipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
+CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-z-image"}
+"""The presets whose chat template ends the text itself: no </s> appended."""
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
 )
@@ -82,13 +86,15 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
     )
     if name in IMAGES:
         kwargs["true_cfg_scale"] = 4.0
+    elif name == "tiny-z-image":
+        kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
     if name in IMAGE_TO_VIDEO:
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES else out.frames)
+    return np.asarray(out.images if name in IMAGES | {"tiny-z-image"} else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +129,7 @@ WEIGHT_DIGESTS = {
     "tiny-wan2.2-ti2v-5b": "413a46104db2613a",
     "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
     "tiny-qwen-image": "ccdf1f0b746d9d8a",
+    "tiny-z-image": "6878fb3f031ace96",
 }
 
 
@@ -146,6 +153,7 @@ def test_preset_names_and_bad_input():
         "tiny-wan2.2-ti2v-5b",
         "tiny-wan2.2-i2v-a14b",
         "tiny-qwen-image",
+        "tiny-z-image",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -185,8 +193,8 @@ def test_tokenizers_cover_any_text(name):
         config = getattr(encoder.config, "text_config", encoder.config)  # Qwen2.5-VL: nested
         assert len(tokenizer) == config.vocab_size
         ids = tokenizer(text).input_ids
-        # Qwen2.5-VL's chat template ends its texts itself: no </s> (test_qwen_image.py)
-        assert (ids[-1] == tokenizer.eos_token_id) == (name != "tiny-qwen-image")
+        # Qwen2.5-VL's and Qwen3's chat templates end their texts: no </s> (test_qwen_image.py)
+        assert (ids[-1] == tokenizer.eos_token_id) == (name not in CHAT_TEMPLATED)
         assert tokenizer.unk_token_id not in ids
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
         batch = tokenizer([text, "x"], padding="max_length", max_length=64, truncation=True)

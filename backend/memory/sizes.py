@@ -226,6 +226,13 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             img_shapes=[[(1, *grid)]] * batch,
             return_dict=False,
         )
+    if kind.startswith("ZImage"):
+        # Its refiners run over the whole image on every rank (the sequence is split only
+        # for the main layers, `parallel/z_image.py`): the peak is at the whole image.
+        full = (shape.height // sizes.spatial, shape.width // sizes.spatial)
+        image = torch.empty((config["in_channels"], 1, *full), **meta)
+        text = torch.empty((sizes.text_tokens, config["cap_feat_dim"]), **meta)
+        return dit([image] * batch, step, [text] * batch, return_dict=False)
     if kind.startswith("CogVideoX"):
         patch_t = config.get("patch_size_t") or 1
         frames = math.ceil(frames / patch_t) * patch_t

@@ -31,6 +31,12 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 text encoder (hidden 32, 2 layers, a 1-layer vision tower it never uses for
                 text) with the chat-template tokenizer (`seeded.qwen_chat_tokenizer`),
                 FlowMatch Euler with Qwen-Image's shifts. Guidance is true CFG.
+  tiny-z-image  ZImagePipeline shaped like Z-Image-Turbo: a single-stream DiT of 4 heads x
+                16 dims (2 refiner layers for the image and for the text, 2 main layers), Flux's
+                VAE (16 channels, 8x spatial), a Qwen3 text encoder (hidden 32, 2 layers; the
+                second-to-last hidden states are the text features) with Qwen3's chat template
+                (`seeded.qwen3_chat_tokenizer`), FlowMatch Euler with Z-Image-Turbo's shift 3.
+                Distilled: no CFG by default (see `families/z_image.py`).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -59,6 +65,7 @@ from .seeded import (
     QWEN_CHAT_VOCAB_SIZE,
     VOCAB_SIZE,
     byte_tokenizer,
+    qwen3_chat_tokenizer,
     qwen_chat_tokenizer,
     seed_weights,
 )
@@ -75,6 +82,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-wan2.2-ti2v-5b",
     "tiny-wan2.2-i2v-a14b",
     "tiny-qwen-image",
+    "tiny-z-image",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -89,6 +97,7 @@ _COG_HEADS, _COG_HEAD_DIM = 4, 16
 _COG_LATENT_CHANNELS = 16
 _COG_TEXT_TOKENS = 226  # what every CogVideoX pipeline pads its prompts to
 _QWEN_HEADS, _QWEN_HEAD_DIM = 4, 16
+_ZIMAGE_HEADS, _ZIMAGE_HEAD_DIM = 4, 16
 
 
 def is_preset(name: str) -> bool:
@@ -461,6 +470,54 @@ def _qwen_scheduler():
     return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
 
 
+# --- Z-Image ---------------------------------------------------------------------------------
+
+
+def _qwen3_text_encoder():
+    from transformers import Qwen3Config, Qwen3Model
+
+    config = Qwen3Config(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=_TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=PAD_ID,
+    )
+    return Qwen3Model(config)
+
+
+def _z_image_transformer():
+    from diffusers import ZImageTransformer2DModel
+
+    return ZImageTransformer2DModel(
+        all_patch_size=(2,),
+        all_f_patch_size=(1,),
+        in_channels=_FLUX_LATENT_CHANNELS,
+        dim=_ZIMAGE_HEADS * _ZIMAGE_HEAD_DIM,
+        n_layers=2,
+        n_refiner_layers=2,
+        n_heads=_ZIMAGE_HEADS,
+        n_kv_heads=_ZIMAGE_HEADS,
+        cap_feat_dim=_TEXT_DIM,
+        axes_dims=[4, 6, 6],  # sums to the head dim, as the real [32, 48, 48] to 128
+        axes_lens=[1536, 512, 512],
+    )
+
+
+def _z_image_scheduler():
+    import diffusers
+
+    from .random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
 # --- the table: pipeline class name and component builders, each with its own seed ----------
 
 _Builders = dict[str, Callable[[], Any]]
@@ -525,6 +582,14 @@ _QWEN_IMAGE: _Builders = {
     "transformer": lambda: _seeded(403, _qwen_transformer),
 }
 
+_Z_IMAGE: _Builders = {
+    "tokenizer": qwen3_chat_tokenizer,
+    "text_encoder": lambda: _seeded(501, _qwen3_text_encoder),
+    "vae": lambda: _seeded(502, _flux_vae),
+    "scheduler": _z_image_scheduler,
+    "transformer": lambda: _seeded(503, _z_image_transformer),
+}
+
 _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan": ("WanPipeline", _WAN_T2V),
     "tiny-wan-i2v": ("WanImageToVideoPipeline", _WAN_I2V),
@@ -534,6 +599,7 @@ _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan2.2-ti2v-5b": ("WanPipeline", _WAN22_TI2V),
     "tiny-wan2.2-i2v-a14b": ("WanImageToVideoPipeline", _WAN22_I2V),
     "tiny-qwen-image": ("QwenImagePipeline", _QWEN_IMAGE),
+    "tiny-z-image": ("ZImagePipeline", _Z_IMAGE),
 }
 
 _PIPELINE_CONFIG: dict[str, dict[str, Any]] = {

@@ -21,6 +21,9 @@ and speed figures meaningful where no weights can be downloaded.
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
     random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
                                VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
+    random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
+                               CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
+                               2560)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -46,7 +49,9 @@ To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component ent
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
 optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
 {"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
-byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`).
+byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
+{"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
+`seeded.qwen3_chat_tokenizer`).
 """
 
 from __future__ import annotations
@@ -59,7 +64,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .seeded import SeededRows, byte_tokenizer, qwen_chat_tokenizer, seed_rows
+from .seeded import (
+    SeededRows,
+    byte_tokenizer,
+    qwen3_chat_tokenizer,
+    qwen_chat_tokenizer,
+    seed_rows,
+)
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -78,6 +89,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
+    "random:z-image-turbo": "z-image-turbo.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -181,6 +193,8 @@ def _build(
         return byte_tokenizer(int(entry["byte_level_max_length"]))
     if "qwen_chat_byte_level_max_length" in entry:
         return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
+    if "qwen3_chat_byte_level_max_length" in entry:
+        return qwen3_chat_tokenizer(int(entry["qwen3_chat_byte_level_max_length"]))
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
     config = {key: value for key, value in config.items() if not key.startswith("_")}

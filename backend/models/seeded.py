@@ -171,3 +171,25 @@ def qwen_chat_tokenizer(max_length: int = 1024):
 
 
 QWEN_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(QWEN_CHAT_SPECIALS) + len(QWEN_CHAT_WORDS)
+
+
+# Qwen3's chat template for one conversation, as Z-Image's pipeline applies it
+# (`add_generation_prompt=True, enable_thinking=True`): each message as
+# `<|im_start|>{role}\n{content}<|im_end|>\n`, then `<|im_start|>assistant\n`; the empty
+# think block only when thinking is turned off, as Qwen3's own template does.
+QWEN3_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}"
+)
+
+
+def qwen3_chat_tokenizer(max_length: int = 512):
+    """`qwen_chat_tokenizer` with Qwen3's chat template (`QWEN3_CHAT_TEMPLATE`), for the
+    pipelines that call `apply_chat_template` (Z-Image); the same vocabulary."""
+    tokenizer = qwen_chat_tokenizer(max_length)
+    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    return tokenizer

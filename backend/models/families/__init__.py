@@ -18,6 +18,7 @@ from .flux import Flux
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
+from .z_image import ZImage
 
 __all__ = [
     "FAMILIES",
@@ -60,6 +61,14 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_IMAGE,
         ("QwenImagePipeline",),
         _TEXT,
+        decodes_in_job=True,
+    ),
+    ZImage(
+        "z-image",
+        TEXT_TO_IMAGE,
+        ("ZImagePipeline",),
+        _TEXT,
+        batched_cfg=True,
         decodes_in_job=True,
     ),
     CogVideoX(
