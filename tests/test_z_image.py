@@ -7,7 +7,7 @@ latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged
 `paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
 latents). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores).
+Cost: about 16 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import spawn_gloo
+from conftest import run_job, spawn_gloo
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -34,6 +34,7 @@ from paradit.backend.tools.equivalence import (
     WITHIN_ROUNDING,
     compare,
 )
+from paradit.backend.tools.verify import decode_png
 
 TINY, RANDOM = "tiny-z-image", "random:z-image-turbo"
 CPU = torch.device("cpu")
@@ -219,3 +220,26 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
 def test_sequence_parallel_equals_world_size_1(references, world_size):
     """2: Ulysses over both ranks (no CFG half to split); 3: uneven tokens and heads."""
     spawn_gloo(world_size, _check_group, references["outputs"])
+
+
+def test_served_model_equals_world_size_1(backends, references):
+    """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts the text
+    features, Ulysses over both ranks, the decode's tiles dealt to both): each job equal to the
+    references within rounding."""
+    backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
+    try:
+        info = backend.client.info()
+        assert info["family"] == "z-image" and info["task"] == TEXT_TO_IMAGE
+        assert info["limits"]["default_guidance"] == 1.0
+        assert info["plan"]["modes"] == ["ulysses", "fsdp", "vae"]
+        for label, body in JOBS.items():
+            job, pngs = run_job(backend.client, body)
+            assert job["status"] == "succeeded" and len(pngs) == 1
+            reference = references["outputs"][label]
+            latents = backend.client.latents(job["id"])
+            result = compare(
+                reference[0], decode_png(pngs[0])[None], FLOAT32, reference[1], latents
+            )
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    finally:
+        backends.stop(backend)
