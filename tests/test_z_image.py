@@ -1,6 +1,6 @@
 """Z-Image (Turbo) text-to-image: the presets, limits and defaults, the plan at real size,
-world size 1 against `ZImagePipeline` called directly, and sequence parallel at 2 and 3 ranks
-against world size 1.
+world size 1 against `ZImagePipeline` called directly, previews, and sequence parallel at 2
+and 3 ranks (gloo groups, and a served 2-rank backend) against world size 1.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
 latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged with
@@ -17,6 +17,7 @@ import pytest
 import torch
 from conftest import run_job, spawn_gloo
 
+from paradit.backend.client.http import JobFailed
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
@@ -196,6 +197,25 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
 
+def test_previews_fit_the_vae_and_draw_the_latents(references):
+    """Live previews: the linear map fitted to Flux's VAE (16 channels and a bias to RGB),
+    drawn from a step's latents (not packed) at 8 pixels per latent pixel."""
+    import io
+
+    from PIL import Image
+
+    from paradit.backend.runtime.preview import Previewer
+
+    pipe = references["pipe"]
+    previewer = Previewer.fit(family_of(pipe), pipe)
+    assert previewer is not None and tuple(previewer.weights.shape) == (17, 3)
+    request = JobRequest.from_body(GUIDED, family_of(pipe).limits(pipe, tiny=True))
+    latents = torch.from_numpy(references["outputs"]["guided"][1])
+    assert tuple(latents.shape) == (1, 16, 8, 14)
+    with Image.open(io.BytesIO(previewer.png(latents, request))) as image:
+        assert image.size == (112, 64) and np.asarray(image).std() > 0
+
+
 # -- world sizes 2 and 3 against world size 1 -----------------------------------------------------
 
 
@@ -225,7 +245,7 @@ def test_sequence_parallel_equals_world_size_1(references, world_size):
 def test_served_model_equals_world_size_1(backends, references):
     """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts the text
     features, Ulysses over both ranks, the decode's tiles dealt to both): each job equal to the
-    references within rounding."""
+    references within rounding; a job asking for the step cache is refused."""
     backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
     try:
         info = backend.client.info()
@@ -241,5 +261,9 @@ def test_served_model_equals_world_size_1(backends, references):
                 reference[0], decode_png(pngs[0])[None], FLOAT32, reference[1], latents
             )
             assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+        # diffusers' step cache reads a block input named `hidden_states`; Z-Image's is `x`
+        cached = backend.client.submit({**UNGUIDED, "cache": {"method": "first-block"}})
+        with pytest.raises(JobFailed, match="z-image has no step cache: leave `cache` out"):
+            backend.client.wait(cached)
     finally:
         backends.stop(backend)
