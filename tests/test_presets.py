@@ -13,6 +13,7 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2Pipeline,
     FluxPipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
@@ -38,12 +39,13 @@ PIPELINE_CLASSES = {
     "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
     "tiny-qwen-image": QwenImagePipeline,
     "tiny-z-image": ZImagePipeline,
+    "tiny-flux2": Flux2Pipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
-CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-z-image"}
+CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-z-image", "tiny-flux2"}
 """The presets whose chat template ends the text itself: no </s> appended."""
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
@@ -88,13 +90,16 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["true_cfg_scale"] = 4.0
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
+    elif name == "tiny-flux2":
+        del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
+        kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
     if name in IMAGE_TO_VIDEO:
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES | {"tiny-z-image"} else out.frames)
+    return np.asarray(out.images if name in IMAGES | {"tiny-z-image", "tiny-flux2"} else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +135,7 @@ WEIGHT_DIGESTS = {
     "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
     "tiny-qwen-image": "ccdf1f0b746d9d8a",
     "tiny-z-image": "6878fb3f031ace96",
+    "tiny-flux2": "593c592972a3f452",
 }
 
 
@@ -154,6 +160,7 @@ def test_preset_names_and_bad_input():
         "tiny-wan2.2-i2v-a14b",
         "tiny-qwen-image",
         "tiny-z-image",
+        "tiny-flux2",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

@@ -201,6 +201,19 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
             **kwargs,
         )
+    if kind.startswith("Flux2"):
+        tokens = (rows // 2) * (cols // 2)
+        return dit(
+            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
+            encoder_hidden_states=torch.empty(
+                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
+            ),
+            timestep=step,
+            img_ids=torch.empty((batch, tokens, 4), device="meta"),
+            txt_ids=torch.empty((batch, sizes.text_tokens, 4), device="meta"),
+            guidance=step if config.get("guidance_embeds") else None,
+            return_dict=False,
+        )
     if kind.startswith("Flux"):
         tokens = (rows // 2) * (cols // 2)
         return dit(

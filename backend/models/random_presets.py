@@ -21,6 +21,9 @@ and speed figures meaningful where no weights can be downloaded.
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
     random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
                                VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
+    random:flux.2-dev          black-forest-labs/FLUX.2-dev (32.2B DiT, guidance embedded; the
+                               Flux.2 VAE, 32 latent channels; a reduced Mistral 3 text encoder
+                               of the real width 5120, 31 layers)
     random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
                                CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
                                2560)
@@ -51,7 +54,8 @@ optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text 
 {"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
 byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
 {"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
-`seeded.qwen3_chat_tokenizer`).
+`seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat
+markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ import torch
 from .seeded import (
     SeededRows,
     byte_tokenizer,
+    mistral_chat_tokenizer,
     qwen3_chat_tokenizer,
     qwen_chat_tokenizer,
     seed_rows,
@@ -90,6 +95,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
     "random:z-image-turbo": "z-image-turbo.json",
+    "random:flux.2-dev": "flux.2-dev.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -193,6 +199,8 @@ def _build(
         return byte_tokenizer(int(entry["byte_level_max_length"]))
     if "qwen_chat_byte_level_max_length" in entry:
         return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
+    if "mistral_chat_byte_level_max_length" in entry:
+        return mistral_chat_tokenizer(int(entry["mistral_chat_byte_level_max_length"]))
     if "qwen3_chat_byte_level_max_length" in entry:
         return qwen3_chat_tokenizer(int(entry["qwen3_chat_byte_level_max_length"]))
     config = {**entry["config"], **override}

@@ -193,3 +193,31 @@ def qwen3_chat_tokenizer(max_length: int = 512):
     tokenizer = qwen_chat_tokenizer(max_length)
     tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
     return tokenizer
+
+
+# Mistral's chat markers (Mistral Small 3.1, Flux.2's text encoder) and a chat template for the
+# conversations `Flux2Pipeline` builds (a system message, then the user's text, each content a
+# list of one text part): `<s>[SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]`.
+MISTRAL_CHAT_SPECIALS = ("<s>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]")
+MISTRAL_CHAT_TEMPLATE = (
+    "{{ '<s>' }}{% for message in messages %}"
+    "{% if message['content'] is string %}{% set text = message['content'] %}"
+    "{% else %}{% set text = message['content'][0]['text'] %}{% endif %}"
+    "{% if message['role'] == 'system' %}{{ '[SYSTEM_PROMPT]' + text + '[/SYSTEM_PROMPT]' }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST]' + text + '[/INST]' }}"
+    "{% else %}{{ text }}{% endif %}{% endfor %}"
+)
+
+
+def mistral_chat_tokenizer(max_length: int = 512):
+    """The byte-level tokenizer with Mistral's chat markers as special tokens and
+    `MISTRAL_CHAT_TEMPLATE`; no end-of-sequence token appended. It stands in for the Pixtral
+    processor Flux.2 ships (which needs torchvision), whose `apply_chat_template` is all the
+    pipeline calls for text."""
+    tokenizer = byte_tokenizer(max_length, append_eos=False)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(MISTRAL_CHAT_SPECIALS)})
+    tokenizer.chat_template = MISTRAL_CHAT_TEMPLATE
+    return tokenizer
+
+
+MISTRAL_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(MISTRAL_CHAT_SPECIALS)

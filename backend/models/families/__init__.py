@@ -15,6 +15,7 @@ from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
+from .flux2 import Flux2
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
@@ -60,6 +61,13 @@ FAMILIES: tuple[Family, ...] = (
         "qwen-image",
         TEXT_TO_IMAGE,
         ("QwenImagePipeline",),
+        _TEXT,
+        decodes_in_job=True,
+    ),
+    Flux2(
+        "flux2",
+        TEXT_TO_IMAGE,
+        ("Flux2Pipeline",),
         _TEXT,
         decodes_in_job=True,
     ),
