@@ -20,7 +20,7 @@ from conftest import spawn_gloo
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
-from paradit.backend.models.presets import build_preset
+from paradit.backend.models.presets import build_preset, preset_components
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
@@ -53,9 +53,11 @@ for _body in JOBS.values():
 FLUX2_DEV_DIT = 32_223_281_152
 
 
-def _pipeline():
-    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
-    pipe = build_preset(TINY)
+def _pipeline(*, encoders: bool = True):
+    """The preset as a rank holds it (the ranks that do not encode: without the text encoder),
+    with the test's VAE tiles, and its family."""
+    skip = frozenset() if encoders else frozenset({"text_encoder", "tokenizer"})
+    pipe = build_preset(TINY, components=preset_components(TINY) - skip)
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
@@ -199,7 +201,7 @@ def _check_group(rank: int, world_size: int, references: dict) -> None:
     size 1, within rounding."""
     outputs, tensors = references["outputs"], references["tensors"]
     plan = ParallelPlan(1, world_size, 1, True, True)
-    pipe, family = _pipeline()
+    pipe, family = _pipeline(encoders=False)
     parallel = parallelize([pipe.transformer], plan, CPU)
     assert parallel.layouts, "the sequence is split"
     for label, body in JOBS.items():

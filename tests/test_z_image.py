@@ -1,13 +1,13 @@
 """Z-Image (Turbo) text-to-image: the presets, limits and defaults, the plan at real size,
-world size 1 against `ZImagePipeline` called directly, previews, and sequence parallel at 3
-ranks (a gloo group) and at 2 (a served backend) against world size 1.
+world size 1 against `ZImagePipeline` called directly, previews, and sequence parallel at 2
+and 3 ranks against world size 1.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
 latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
 latents). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 6 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import run_job, spawn_gloo
+from conftest import spawn_gloo
 
-from paradit.backend.client.http import JobFailed
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
-from paradit.backend.models.presets import build_preset
+from paradit.backend.models.presets import build_preset, preset_components
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
+from paradit.backend.parallel.step_cache import install_step_cache
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
@@ -35,7 +35,6 @@ from paradit.backend.tools.equivalence import (
     WITHIN_ROUNDING,
     compare,
 )
-from paradit.backend.tools.verify import decode_png
 
 TINY, RANDOM = "tiny-z-image", "random:z-image-turbo"
 CPU = torch.device("cpu")
@@ -56,20 +55,22 @@ JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 Z_IMAGE_DIT = 6_154_908_736
 
 
-def _pipeline():
-    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
-    pipe = build_preset(TINY)
+def _pipeline(*, encoders: bool = True):
+    """The preset as a rank holds it (the ranks that do not encode: without the text encoder),
+    with the test's VAE tiles, and its family."""
+    skip = frozenset() if encoders else frozenset({"text_encoder", "tokenizer"})
+    pipe = build_preset(TINY, components=preset_components(TINY) - skip)
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
-    """One job as the engine runs it: (image as uint8 on rank 0, else None; final latents)."""
+def _run(pipe, family, body: dict, tensors: dict, *, split_decode: bool = False):
+    """One job as the engine runs it, from rank 0's encoded `tensors`: (image as uint8 on
+    rank 0, else None; final latents)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     generator = torch.Generator().manual_seed(request.seed)
     with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
         kwargs = family.prepare(pipe, request, tensors)
         latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
         tiles = family.tiled_decode(pipe, request, latents)
@@ -84,8 +85,8 @@ def _run(pipe, family, body: dict, *, split_decode: bool = False):
 
 @pytest.fixture(scope="module")
 def references() -> dict:
-    """World size 1, one thread: every job's (image, latents, tiles) and, for each DiT call,
-    its batch and whether its main layers got a key mask."""
+    """World size 1, one thread: every job's encoded text and (image, latents, tiles) and,
+    for each DiT call, its batch and whether its main layers got a key mask."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -94,14 +95,17 @@ def references() -> dict:
         pipe.transformer.layers[0].register_forward_pre_hook(
             lambda _m, args: calls.append((len(args[0]), args[1] is not None))
         )
-        outputs = {}
+        limits = family.limits(pipe, tiny=True)
+        tensors, outputs = {}, {}
         for label, body in JOBS.items():
+            with torch.no_grad():
+                tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
             calls.clear()
-            outputs[label] = _run(pipe, family, body)
+            outputs[label] = _run(pipe, family, body, tensors[label])
             outputs[label] += (list(calls),)
     finally:
         torch.set_num_threads(threads)
-    return {"outputs": outputs, "pipe": pipe}
+    return {"outputs": outputs, "tensors": tensors, "pipe": pipe}
 
 
 # -- presets, limits, real sizes ----------------------------------------------------------------
@@ -134,6 +138,9 @@ def test_preset_structure_limits_and_plan():
     assert (plan.cfg_degree, plan.ulysses_degree) == (1, 4)
     with pytest.raises(ValueError, match="needs a model with classifier-free guidance"):
         choose_plan(2, supports_cfg=False, device_type="cpu", cfg_degree=2)
+    # diffusers' step cache reads a block input named `hidden_states`, Z-Image's is `x`: no
+    # cache, so the engine refuses a job that asks for one ("z-image has no step cache")
+    assert install_step_cache(pipe.transformer) is None
 
 
 @pytest.mark.fast
@@ -219,15 +226,17 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
 # -- world sizes 2 and 3 against world size 1 -----------------------------------------------------
 
 
-def _check_group(rank: int, world_size: int, outputs: dict) -> None:
+def _check_group(rank: int, world_size: int, references: dict) -> None:
     """Every job on Ulysses over all ranks (FSDP2 over all, the decode's tiles dealt to them)
-    against world size 1, within rounding."""
+    from world size 1's text features (rank 0 encodes for all in the engine) against world
+    size 1, within rounding."""
+    outputs, tensors = references["outputs"], references["tensors"]
     plan = ParallelPlan(1, world_size, 1, True, True)
-    pipe, family = _pipeline()
+    pipe, family = _pipeline(encoders=False)
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg)
     assert parallel.layouts, "the sequence is split"
     for label, body in JOBS.items():
-        frames, latents, _tiles = _run(pipe, family, body, split_decode=True)
+        frames, latents, _tiles = _run(pipe, family, body, tensors[label], split_decode=True)
         if rank != 0:
             assert frames is None
             continue
@@ -236,34 +245,9 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
         assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
 
 
-def test_sequence_parallel_on_3_ranks_equals_world_size_1(references):
-    """Ulysses over 3 ranks: uneven tokens (64 and 96 over 3) and heads (4 over 3). Two ranks
-    run in the served test below."""
-    spawn_gloo(3, _check_group, references["outputs"])
-
-
-def test_served_model_equals_world_size_1(backends, references):
-    """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts the text
-    features, Ulysses over both ranks, the decode's tiles dealt to both): each job equal to the
-    references within rounding; a job asking for the step cache is refused."""
-    backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
-    try:
-        info = backend.client.info()
-        assert info["family"] == "z-image" and info["task"] == TEXT_TO_IMAGE
-        assert info["limits"]["default_guidance"] == 1.0
-        assert info["plan"]["modes"] == ["ulysses", "fsdp", "vae"]
-        for label, body in JOBS.items():
-            job, pngs = run_job(backend.client, body)
-            assert job["status"] == "succeeded" and len(pngs) == 1
-            reference = references["outputs"][label]
-            latents = backend.client.latents(job["id"])
-            result = compare(
-                reference[0], decode_png(pngs[0])[None], FLOAT32, reference[1], latents
-            )
-            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
-        # diffusers' step cache reads a block input named `hidden_states`; Z-Image's is `x`
-        cached = backend.client.submit({**UNGUIDED, "cache": {"method": "first-block"}})
-        with pytest.raises(JobFailed, match="z-image has no step cache: leave `cache` out"):
-            backend.client.wait(cached)
-    finally:
-        backends.stop(backend)
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_sequence_parallel_equals_world_size_1(references, world_size):
+    """Ulysses over all ranks (no CFG half to split); at 3 uneven tokens (64 and 96 over 3)
+    and heads (4 over 3)."""
+    references = {key: references[key] for key in ("outputs", "tensors")}
+    spawn_gloo(world_size, _check_group, references)
