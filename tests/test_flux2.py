@@ -115,6 +115,9 @@ def test_preset_structure_and_limits():
     family = family_of(pipe)
     assert family.name == "flux2" and family_for("Flux2Pipeline") is family
     assert family.decodes_in_job and not family.supports_cfg(pipe)
+    # the pipeline calls the DiT outside diffusers' cache context: the engine refuses a job
+    # with a `cache` ("flux2 has no step cache")
+    assert not family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
     request = JobRequest.from_body({"prompt": "x"}, limits)

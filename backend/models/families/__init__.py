@@ -70,6 +70,7 @@ FAMILIES: tuple[Family, ...] = (
         ("Flux2Pipeline",),
         _TEXT,
         decodes_in_job=True,
+        step_cache=False,
     ),
     ZImage(
         "z-image",
