@@ -13,11 +13,13 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15Pipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
+    ZImagePipeline,
 )
 from PIL import Image
 
@@ -38,6 +40,8 @@ PIPELINE_CLASSES = {
     "tiny-wan2.2-i2v-a14b": WanImageToVideoPipeline,
     "tiny-qwen-image": QwenImagePipeline,
     "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
+    "tiny-z-image": ZImagePipeline,
+    "tiny-flux2": Flux2Pipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
@@ -45,8 +49,8 @@ IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
 GUIDERS = {"tiny-hunyuanvideo1.5"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
-QWEN_CHAT = {"tiny-qwen-image", "tiny-hunyuanvideo1.5"}
-"""The presets with Qwen2.5-VL's chat tokenizer (no </s> appended)."""
+CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-hunyuanvideo1.5", "tiny-z-image", "tiny-flux2"}
+"""The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
 TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5"}
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
@@ -91,13 +95,18 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["true_cfg_scale"] = 4.0
     elif name in GUIDERS:
         kwargs["num_frames"] = 5
+    elif name == "tiny-z-image":
+        kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
+    elif name == "tiny-flux2":
+        del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
+        kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
     if name in IMAGE_TO_VIDEO:
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES else out.frames)
+    return np.asarray(out.images if name in IMAGES | {"tiny-z-image", "tiny-flux2"} else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +142,8 @@ WEIGHT_DIGESTS = {
     "tiny-wan2.2-i2v-a14b": "9d646df75ed01819",
     "tiny-qwen-image": "ccdf1f0b746d9d8a",
     "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
+    "tiny-z-image": "6878fb3f031ace96",
+    "tiny-flux2": "593c592972a3f452",
 }
 
 
@@ -157,6 +168,8 @@ def test_preset_names_and_bad_input():
         "tiny-wan2.2-i2v-a14b",
         "tiny-qwen-image",
         "tiny-hunyuanvideo1.5",
+        "tiny-z-image",
+        "tiny-flux2",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -196,9 +209,9 @@ def test_tokenizers_cover_any_text(name):
         config = getattr(encoder.config, "text_config", encoder.config)  # Qwen2.5-VL: nested
         assert len(tokenizer) == config.vocab_size
         ids = tokenizer(text).input_ids
-        # Qwen2.5-VL's chat template ends its texts itself: no </s> (test_qwen_image.py)
-        qwen_chat = name in QWEN_CHAT and tokenizer is pipe.tokenizer
-        assert (ids[-1] == tokenizer.eos_token_id) == (not qwen_chat)
+        # Qwen2.5-VL's and Qwen3's chat templates end their texts: no </s> (test_qwen_image.py)
+        chat = name in CHAT_TEMPLATED and tokenizer is pipe.tokenizer
+        assert (ids[-1] == tokenizer.eos_token_id) == (not chat)
         assert tokenizer.unk_token_id not in ids
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
         batch = tokenizer([text, "x"], padding="max_length", max_length=64, truncation=True)

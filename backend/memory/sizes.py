@@ -201,6 +201,19 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
             **kwargs,
         )
+    if kind.startswith("Flux2"):
+        tokens = (rows // 2) * (cols // 2)
+        return dit(
+            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
+            encoder_hidden_states=torch.empty(
+                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
+            ),
+            timestep=step,
+            img_ids=torch.empty((batch, tokens, 4), device="meta"),
+            txt_ids=torch.empty((batch, sizes.text_tokens, 4), device="meta"),
+            guidance=step if config.get("guidance_embeds") else None,
+            return_dict=False,
+        )
     if kind.startswith("Flux"):
         tokens = (rows // 2) * (cols // 2)
         return dit(
@@ -228,6 +241,13 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
         )
     if kind.startswith("HunyuanVideo15"):
         return _hunyuan_video15_block(sizes, shape, sequence_degree)
+    if kind.startswith("ZImage"):
+        # Its refiners run over the whole image on every rank (the sequence is split only
+        # for the main layers, `parallel/z_image.py`): the peak is at the whole image.
+        full = (shape.height // sizes.spatial, shape.width // sizes.spatial)
+        image = torch.empty((config["in_channels"], 1, *full), **meta)
+        text = torch.empty((sizes.text_tokens, config["cap_feat_dim"]), **meta)
+        return dit([image] * batch, step, [text] * batch, return_dict=False)
     if kind.startswith("CogVideoX"):
         patch_t = config.get("patch_size_t") or 1
         frames = math.ceil(frames / patch_t) * patch_t

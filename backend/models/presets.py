@@ -37,6 +37,18 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 text model (hidden 32, 2 layers; the chat-template tokenizer) and a ByT5-style
                 T5 glyph encoder (d_model 32, bytes) for quoted text, classifier-free guidance
                 6 in the guider, FlowMatch Euler with shift 5 (the 480p model's).
+  tiny-z-image  ZImagePipeline shaped like Z-Image-Turbo: a single-stream DiT of 4 heads x
+                16 dims (2 refiner layers for the image and for the text, 2 main layers), Flux's
+                VAE (16 channels, 8x spatial), a Qwen3 text encoder (hidden 32, 2 layers; the
+                second-to-last hidden states are the text features) with Qwen3's chat template
+                (`seeded.qwen3_chat_tokenizer`), FlowMatch Euler with Z-Image-Turbo's shift 3.
+                Distilled: no CFG by default (see `families/z_image.py`).
+  tiny-flux2    Flux2Pipeline shaped like FLUX.2-dev: 4 heads x 16 dims, 2 double + 2 single
+                blocks, guidance embedded (no CFG), the Flux.2 VAE (32 latent channels, 2x2
+                patches normalised by its batch-norm statistics: 16x per token), a Mistral 3 text
+                encoder (hidden 32, 31 layers: the pipeline stacks hidden states 10, 20 and 30)
+                with Mistral's chat markers (`seeded.mistral_chat_tokenizer`, in place of the
+                Pixtral processor), FlowMatch Euler with Flux.2's empirical shift.
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -61,10 +73,13 @@ from .random_presets import (
 )
 from .seeded import (
     EOS_ID,
+    MISTRAL_CHAT_VOCAB_SIZE,
     PAD_ID,
     QWEN_CHAT_VOCAB_SIZE,
     VOCAB_SIZE,
     byte_tokenizer,
+    mistral_chat_tokenizer,
+    qwen3_chat_tokenizer,
     qwen_chat_tokenizer,
     seed_weights,
 )
@@ -82,6 +97,8 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-wan2.2-i2v-a14b",
     "tiny-qwen-image",
     "tiny-hunyuanvideo1.5",
+    "tiny-z-image",
+    "tiny-flux2",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -98,6 +115,7 @@ _COG_TEXT_TOKENS = 226  # what every CogVideoX pipeline pads its prompts to
 _QWEN_HEADS, _QWEN_HEAD_DIM = 4, 16
 _HY15_HEADS, _HY15_HEAD_DIM = 4, 16
 _HY15_LATENT_CHANNELS = 8
+_ZIMAGE_HEADS, _ZIMAGE_HEAD_DIM = 4, 16
 
 
 def is_preset(name: str) -> bool:
@@ -534,6 +552,135 @@ def _hy15_guider():
     return ClassifierFreeGuidance(guidance_scale=6.0)
 
 
+# --- Z-Image ---------------------------------------------------------------------------------
+
+
+def _qwen3_text_encoder():
+    from transformers import Qwen3Config, Qwen3Model
+
+    config = Qwen3Config(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=_TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=PAD_ID,
+    )
+    return Qwen3Model(config)
+
+
+def _z_image_transformer():
+    from diffusers import ZImageTransformer2DModel
+
+    return ZImageTransformer2DModel(
+        all_patch_size=(2,),
+        all_f_patch_size=(1,),
+        in_channels=_FLUX_LATENT_CHANNELS,
+        dim=_ZIMAGE_HEADS * _ZIMAGE_HEAD_DIM,
+        n_layers=2,
+        n_refiner_layers=2,
+        n_heads=_ZIMAGE_HEADS,
+        n_kv_heads=_ZIMAGE_HEADS,
+        cap_feat_dim=_TEXT_DIM,
+        axes_dims=[4, 6, 6],  # sums to the head dim, as the real [32, 48, 48] to 128
+        axes_lens=[1536, 512, 512],
+    )
+
+
+def _z_image_scheduler():
+    import diffusers
+
+    from .random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
+# --- Flux.2 ----------------------------------------------------------------------------------
+
+FLUX2_TEXT_LAYERS = 31  # the pipeline stacks hidden states 10, 20 and 30
+
+
+def _mistral3_text_encoder():
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
+
+    config = Mistral3Config(
+        text_config={
+            "model_type": "mistral",
+            "vocab_size": MISTRAL_CHAT_VOCAB_SIZE,
+            "hidden_size": _TEXT_DIM,
+            "intermediate_size": 64,
+            "num_hidden_layers": FLUX2_TEXT_LAYERS,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 8,
+            "bos_token_id": None,
+            "eos_token_id": None,
+            "pad_token_id": PAD_ID,
+        },
+        vision_config={
+            "model_type": "pixtral",
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "head_dim": 8,
+            "image_size": 32,
+            "patch_size": 8,
+        },
+    )
+    return Mistral3ForConditionalGeneration(config)
+
+
+def _flux2_vae():
+    from diffusers import AutoencoderKLFlux2
+
+    vae = AutoencoderKLFlux2(
+        block_out_channels=(8, 8, 8, 8),
+        layers_per_block=1,
+        norm_num_groups=4,
+        latent_channels=32,
+        sample_size=64,
+    )
+    # The latent statistics are buffers, not weights: seeded here, so that the pipeline's
+    # normalisation of the latents does something.
+    generator = torch.Generator().manual_seed(604)
+    with torch.no_grad():
+        size = vae.bn.running_mean.shape
+        vae.bn.running_mean.copy_(torch.randn(size, generator=generator) * 0.5)
+        vae.bn.running_var.copy_(torch.rand(size, generator=generator) + 0.5)
+    return vae
+
+
+def _flux2_transformer():
+    from diffusers import Flux2Transformer2DModel
+
+    return Flux2Transformer2DModel(
+        patch_size=1,
+        in_channels=4 * 32,  # the VAE's 32 channels in 2x2 patches
+        num_layers=2,
+        num_single_layers=2,
+        attention_head_dim=_FLUX_HEAD_DIM,
+        num_attention_heads=_FLUX_HEADS,
+        joint_attention_dim=3 * _TEXT_DIM,  # three of the text encoder's hidden states
+        axes_dims_rope=(4, 4, 4, 4),
+        guidance_embeds=True,
+    )
+
+
+def _flux2_scheduler():
+    import diffusers
+
+    from .random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:flux.2-dev")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
 # --- the table: pipeline class name and component builders, each with its own seed ----------
 
 _Builders = dict[str, Callable[[], Any]]
@@ -609,6 +756,22 @@ _HUNYUAN_VIDEO15: _Builders = {
     "guider": _hy15_guider,
 }
 
+_Z_IMAGE: _Builders = {
+    "tokenizer": qwen3_chat_tokenizer,
+    "text_encoder": lambda: _seeded(501, _qwen3_text_encoder),
+    "vae": lambda: _seeded(502, _flux_vae),
+    "scheduler": _z_image_scheduler,
+    "transformer": lambda: _seeded(503, _z_image_transformer),
+}
+
+_FLUX2: _Builders = {
+    "tokenizer": mistral_chat_tokenizer,
+    "text_encoder": lambda: _seeded(601, _mistral3_text_encoder),
+    "vae": lambda: _seeded(602, _flux2_vae),
+    "scheduler": _flux2_scheduler,
+    "transformer": lambda: _seeded(603, _flux2_transformer),
+}
+
 _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan": ("WanPipeline", _WAN_T2V),
     "tiny-wan-i2v": ("WanImageToVideoPipeline", _WAN_I2V),
@@ -619,6 +782,8 @@ _PRESETS: dict[str, tuple[str, _Builders]] = {
     "tiny-wan2.2-i2v-a14b": ("WanImageToVideoPipeline", _WAN22_I2V),
     "tiny-qwen-image": ("QwenImagePipeline", _QWEN_IMAGE),
     "tiny-hunyuanvideo1.5": ("HunyuanVideo15Pipeline", _HUNYUAN_VIDEO15),
+    "tiny-z-image": ("ZImagePipeline", _Z_IMAGE),
+    "tiny-flux2": ("Flux2Pipeline", _FLUX2),
 }
 
 _PIPELINE_CONFIG: dict[str, dict[str, Any]] = {

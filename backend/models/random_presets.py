@@ -24,6 +24,12 @@ and speed figures meaningful where no weights can be downloaded.
     random:hunyuanvideo1.5-t2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v (8.3B
                                DiT, patch 1 over the 16x VAE; reduced Qwen2.5-VL 3584 and ByT5
                                1472 text encoders; guidance 6 in its guider)
+    random:flux.2-dev          black-forest-labs/FLUX.2-dev (32.2B DiT, guidance embedded; the
+                               Flux.2 VAE, 32 latent channels; a reduced Mistral 3 text encoder
+                               of the real width 5120, 31 layers)
+    random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
+                               CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
+                               2560)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -49,7 +55,10 @@ To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component ent
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
 optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
 {"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
-byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`).
+byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
+{"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
+`seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat
+markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`).
 """
 
 from __future__ import annotations
@@ -62,7 +71,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .seeded import SeededRows, byte_tokenizer, qwen_chat_tokenizer, seed_rows
+from .seeded import (
+    SeededRows,
+    byte_tokenizer,
+    mistral_chat_tokenizer,
+    qwen3_chat_tokenizer,
+    qwen_chat_tokenizer,
+    seed_rows,
+)
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -82,6 +98,8 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
     "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
+    "random:z-image-turbo": "z-image-turbo.json",
+    "random:flux.2-dev": "flux.2-dev.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -185,6 +203,10 @@ def _build(
         return byte_tokenizer(int(entry["byte_level_max_length"]))
     if "qwen_chat_byte_level_max_length" in entry:
         return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
+    if "mistral_chat_byte_level_max_length" in entry:
+        return mistral_chat_tokenizer(int(entry["mistral_chat_byte_level_max_length"]))
+    if "qwen3_chat_byte_level_max_length" in entry:
+        return qwen3_chat_tokenizer(int(entry["qwen3_chat_byte_level_max_length"]))
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
     config = {key: value for key, value in config.items() if not key.startswith("_")}

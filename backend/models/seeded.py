@@ -183,3 +183,53 @@ per message, then `<|im_start|>assistant\n`."""
 
 
 QWEN_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(QWEN_CHAT_SPECIALS) + len(QWEN_CHAT_WORDS)
+
+
+# Qwen3's chat template for one conversation, as Z-Image's pipeline applies it
+# (`add_generation_prompt=True, enable_thinking=True`): each message as
+# `<|im_start|>{role}\n{content}<|im_end|>\n`, then `<|im_start|>assistant\n`; the empty
+# think block only when thinking is turned off, as Qwen3's own template does.
+QWEN3_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}"
+)
+
+
+def qwen3_chat_tokenizer(max_length: int = 512):
+    """`qwen_chat_tokenizer` with Qwen3's chat template (`QWEN3_CHAT_TEMPLATE`), for the
+    pipelines that call `apply_chat_template` (Z-Image); the same vocabulary."""
+    tokenizer = qwen_chat_tokenizer(max_length)
+    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    return tokenizer
+
+
+# Mistral's chat markers (Mistral Small 3.1, Flux.2's text encoder) and a chat template for the
+# conversations `Flux2Pipeline` builds (a system message, then the user's text, each content a
+# list of one text part): `<s>[SYSTEM_PROMPT]...[/SYSTEM_PROMPT][INST]...[/INST]`.
+MISTRAL_CHAT_SPECIALS = ("<s>", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]")
+MISTRAL_CHAT_TEMPLATE = (
+    "{{ '<s>' }}{% for message in messages %}"
+    "{% if message['content'] is string %}{% set text = message['content'] %}"
+    "{% else %}{% set text = message['content'][0]['text'] %}{% endif %}"
+    "{% if message['role'] == 'system' %}{{ '[SYSTEM_PROMPT]' + text + '[/SYSTEM_PROMPT]' }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST]' + text + '[/INST]' }}"
+    "{% else %}{{ text }}{% endif %}{% endfor %}"
+)
+
+
+def mistral_chat_tokenizer(max_length: int = 512):
+    """The byte-level tokenizer with Mistral's chat markers as special tokens and
+    `MISTRAL_CHAT_TEMPLATE`; no end-of-sequence token appended. It stands in for the Pixtral
+    processor Flux.2 ships (which needs torchvision), whose `apply_chat_template` is all the
+    pipeline calls for text."""
+    tokenizer = byte_tokenizer(max_length, append_eos=False)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(MISTRAL_CHAT_SPECIALS)})
+    tokenizer.chat_template = MISTRAL_CHAT_TEMPLATE
+    return tokenizer
+
+
+MISTRAL_CHAT_VOCAB_SIZE = VOCAB_SIZE + len(MISTRAL_CHAT_SPECIALS)

@@ -115,12 +115,12 @@ def blend(vae: Any, tiles: TileGrid, decoded: list[torch.Tensor]) -> torch.Tenso
 def enable_tiles(vae: Any, height: int, width: int) -> None:
     """Tiling on, with tiles of `height` x `width` sample pixels and the VAE's default share of
     overlap (Wan and Qwen-Image: a quarter, as 256 every 192; CogVideoX: its own factors).
-    `AutoencoderKL` (Flux) has square tiles only, of a size its tiles step through evenly (see
-    `_enable_square_tiles`): ValueError otherwise."""
+    `AutoencoderKL` (Flux; Flux.2's VAE tiles the same way) has square tiles only, of a size
+    its tiles step through evenly (see `_enable_square_tiles`): ValueError otherwise."""
     if height <= 0 or width <= 0:
         raise ValueError(f"tile size must be positive, got {height}x{width}")
     kind = type(vae).__name__
-    if kind == "AutoencoderKL":
+    if kind in ("AutoencoderKL", "AutoencoderKLFlux2"):
         _enable_square_tiles(vae, height, width)
     elif kind in ("AutoencoderKLWan", "AutoencoderKLQwenImage"):
         vae.enable_tiling(

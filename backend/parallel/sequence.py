@@ -22,6 +22,7 @@ from .hunyuan_video15 import prepare_hunyuan_video15
 from .internals import require
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
+from .z_image import z_image_cp_plan
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ RING_BACKEND = "_native_cudnn"
 EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
     "CogVideoXTransformer3DModel": prepare_cogvideox,
     "HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15,
+    "ZImageTransformer2DModel": z_image_cp_plan,
 }
 """Transformer class name -> a function that prepares the model (e.g. swaps in attention
 processors that dispatch) and returns its context-parallel plan."""
@@ -184,7 +186,8 @@ def apply_sequence_parallel(
 
 
 def _num_heads(transformer: torch.nn.Module) -> int:
-    heads = getattr(transformer.config, "num_attention_heads", None)
-    if heads is None:
+    config = transformer.config
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", None)
+    if heads is None:  # n_heads: Z-Image
         raise ValueError(f"{type(transformer).__name__} does not say its num_attention_heads")
     return int(heads)

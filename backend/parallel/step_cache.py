@@ -24,6 +24,7 @@ after it, their state cleared: no state outlives a job.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -201,6 +202,10 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
         for block in child
     ]
     if len(blocks) < 2:
+        return None
+    if "hidden_states" not in inspect.signature(type(blocks[0]).forward).parameters:
+        # diffusers' cache hooks read each block's input by that name (Z-Image's is `x`)
+        log.info("no step cache for %s: its blocks take no hidden_states", type(transformer))
         return None
     switch = CacheSwitch(state_manager_class(state_class, (), {}))
 

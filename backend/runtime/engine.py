@@ -442,7 +442,7 @@ class Runtime:
             batched=self.family.batched_cfg,
         )
         group = self.group.ctrl if self.group.replica_size > 1 else None
-        if not self.parallel.caches or None in self.parallel.caches:
+        if not self.family.step_cache or not self.parallel.caches or None in self.parallel.caches:
             raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
         record: list[dict[str, Any]] = []
         for switch in self.parallel.caches:  # each expert its own hooks and state

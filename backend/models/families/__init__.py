@@ -15,10 +15,12 @@ from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
+from .flux2 import Flux2
 from .hunyuan_video15 import HunyuanVideo15
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
+from .z_image import ZImage
 
 __all__ = [
     "FAMILIES",
@@ -61,6 +63,22 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_IMAGE,
         ("QwenImagePipeline",),
         _TEXT,
+        decodes_in_job=True,
+    ),
+    Flux2(
+        "flux2",
+        TEXT_TO_IMAGE,
+        ("Flux2Pipeline",),
+        _TEXT,
+        decodes_in_job=True,
+        step_cache=False,
+    ),
+    ZImage(
+        "z-image",
+        TEXT_TO_IMAGE,
+        ("ZImagePipeline",),
+        _TEXT,
+        batched_cfg=True,
         decodes_in_job=True,
     ),
     CogVideoX(

@@ -97,6 +97,9 @@ class Family:
     decodes_in_job: bool = False
     """The pipeline stops at the latents on every rank and the job decodes them with
     `tiled_decode` (tiles can be dealt to the ranks); otherwise rank 0's pipeline decodes."""
+    step_cache: bool = True
+    """diffusers' First-Block-Cache fits the pipeline's transformer calls (Flux.2's pipeline
+    calls it outside a cache context and its blocks' outputs are not the hooks' shape)."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         raise NotImplementedError
