@@ -117,6 +117,8 @@ _WAN_NAMES = {
     (3072, 48, False): "wan2.2-ti2v-5b",
     (TINY_WIDTH, 16, False): "tiny-wan",
     (TINY_WIDTH, 36, True): "tiny-wan-i2v",
+    (TINY_WIDTH, 36, False): "tiny-wan2.2-i2v-a14b",
+    (TINY_WIDTH, 48, False): "tiny-wan2.2-ti2v-5b",
 }
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..seeded import VOCAB_SIZE
-from .convert import RowMap, dit_row_map, unused_keys
+from .convert import RowMap, dit_row_map, unused_keys, wan22_vae_name
 from .detect import Detection, detect
 from .header import FileHeader, read_header
 from .quant import RowReader, check_readable, quantization
@@ -65,37 +65,54 @@ class Preset:
     """Where the settings a header cannot hold come from, per recognised architecture."""
 
     name: str
-    """A preset name (tiny or random:) whose scheduler, VAE config and pipeline settings apply."""
+    """A preset name (tiny or random:) whose scheduler, VAE config and pipeline settings apply;
+    empty when the architecture runs only as a pair of experts (Wan 2.2 I2V A14B)."""
     pipeline: str
     encoders: tuple[str, ...]
     """The encoder kinds the family needs, in component order ("umt5"; "clip", "t5")."""
     pair_preset: str = ""
     """The preset for two experts (Wan 2.2 A14B)."""
+    vae: str = ""
+    """The VAE the family needs, as a user knows it (ComfyUI's file name)."""
+
+    def __post_init__(self) -> None:
+        if not (self.name or self.pair_preset):
+            raise ValueError(f"a {self.pipeline} preset needs a name or a pair preset")
 
 
+_WAN21_VAE, _WAN22_VAE = "the Wan 2.1 VAE (wan_2.1_vae)", "the Wan 2.2 VAE (wan2.2_vae)"
+_FLUX_VAE = "the Flux VAE (ae)"
 _PRESETS = {
-    "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan"),
-    "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",)),
+    "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
+    "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
     "wan-t2v-14b": Preset(
-        "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b"
+        "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b", _WAN21_VAE
     ),
-    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5")),
-    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5")),
+    "tiny-wan2.2-ti2v-5b": Preset(
+        "tiny-wan2.2-ti2v-5b", "WanPipeline", ("umt5",), vae="the tiny Wan 2.2 VAE"
+    ),
+    "wan2.2-ti2v-5b": Preset("random:wan2.2-ti2v-5b", "WanPipeline", ("umt5",), vae=_WAN22_VAE),
+    "tiny-wan2.2-i2v-a14b": Preset(
+        "", "WanImageToVideoPipeline", ("umt5",), "tiny-wan2.2-i2v-a14b", _WAN21_VAE
+    ),
+    "wan2.2-i2v-a14b": Preset(
+        "", "WanImageToVideoPipeline", ("umt5",), "random:wan2.2-i2v-a14b", _WAN21_VAE
+    ),
+    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
 _NOT_YET = {
-    "wan2.1-i2v-14b": "Wan image-to-video needs its CLIP vision encoder (clip_vision_h), which "
-    "paradit does not load from a single file yet: use Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
-    "wan2.2-i2v-a14b": "Wan 2.2 image-to-video from single files is not supported yet: use "
-    "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
-    "wan2.2-ti2v-5b": "it needs the Wan 2.2 VAE (48 latent channels), which paradit does not "
-    "have yet",
-    "tiny-wan-i2v": "Wan image-to-video needs a CLIP vision encoder, not loaded from a single "
-    "file yet",
+    "wan2.1-i2v-14b": "Wan 2.1 image-to-video conditions on a CLIP ViT-H/14 image encoder "
+    "(ComfyUI's clip_vision_h), which paradit does not take as a file yet: use the diffusers "
+    "repo Wan-AI/Wan2.1-I2V-14B-480P-Diffusers (or a folder of it)",
+    "tiny-wan-i2v": "Wan 2.1 image-to-video conditions on a CLIP image encoder, which paradit "
+    "does not take as a file yet: use the tiny-wan-i2v preset",
 }
 """Why a recognised variant is not run from single files yet."""
 _ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
-PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the real pair takes its preset's pipeline_config
+PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
+_PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps")
 
 
 @dataclass(frozen=True)
@@ -171,7 +188,12 @@ def resolve(files: SingleFiles) -> Resolved:
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
             f"files yet{': ' + why if why else ''} (runs: {supported}; two files: the Wan 14B "
-            "T2V pair)"
+            "T2V and I2V pairs)"
+        )
+    if len(dits) == 1 and not preset.name:
+        raise ValueError(
+            f"{dits[0].header.name} is one expert of {first.variant}, which takes its two "
+            "experts as two files: give --model HIGH,LOW (the high-noise expert first)"
         )
     if len(dits) == 2:
         names = [d.header.name.lower() for d in dits]
@@ -180,10 +202,12 @@ def resolve(files: SingleFiles) -> Resolved:
                 f"--model takes the high-noise expert first: got {dits[0].header.name} first "
                 f"(give {dits[1].header.name},{dits[0].header.name})"
             )
-        preset = Preset(preset.pair_preset, preset.pipeline, preset.encoders)
-    variant = first.variant + (" A14B pair" if len(dits) == 2 else "")
+        preset = Preset(preset.pair_preset, preset.pipeline, preset.encoders, vae=preset.vae)
+    variant = first.variant
+    if len(dits) == 2:
+        variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     encoders = _encoders(files, preset, first)
-    vae = _vae(files, first)
+    vae = _vae(files, first, preset)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
     return Resolved(preset, components, encoders, vae, variant)
 
@@ -236,9 +260,10 @@ def _encoders(files: SingleFiles, preset: Preset, dit: Detection) -> dict[str, P
     return parts
 
 
-def _vae(files: SingleFiles, dit: Detection) -> Part:
+def _vae(files: SingleFiles, dit: Detection, preset: Preset) -> Part:
+    needs = f"{dit.variant} needs {preset.vae or 'a VAE'}"
     if not files.vaes:
-        raise ValueError(f"{dit.variant} needs a VAE: give --vae FILE")
+        raise ValueError(f"{needs}: give --vae FILE")
     part = recognise(files.vaes[0])
     _expect(part, "vae", "--vae")
     check_readable(part.header)
@@ -247,7 +272,7 @@ def _vae(files: SingleFiles, dit: Detection) -> Part:
     if part.detection.family != dit.family or latent != expected:
         raise ValueError(
             f"--vae {part.header.name} is a {part.detection.variant} with {latent} latent "
-            f"channels; {dit.variant} needs a {dit.family} VAE with {expected}"
+            f"channels; {needs}: a {dit.family} VAE with {expected}"
         )
     return part
 
@@ -397,10 +422,12 @@ def build_pipeline(
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = _tokenizer(part, preset, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else _vae_model(resolved.vae, preset, dtype)
-    parts["scheduler"] = build_preset(preset.name, components=frozenset({"scheduler"})).scheduler
-    settings: dict[str, Any] = {}
-    if len(resolved.dits) == 2:
-        settings = _pipeline_settings(preset.name)
+    reference = build_preset(preset.name, components=frozenset({"scheduler"}))
+    parts["scheduler"] = reference.scheduler
+    # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
+    settings = {k: reference.config[k] for k in _PIPELINE_SETTINGS if k in reference.config}
+    if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
+        settings["boundary_ratio"] = PAIR_BOUNDARY[preset.name]
     pipeline_class = getattr(diffusers, preset.pipeline)
     pipe = pipeline_class(**parts, **settings)
     log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
@@ -425,18 +452,15 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
             "runnable from single files yet, so there is nothing to plan"
         )
     name = preset.pair_preset if len(dits) == 2 else preset.name
+    if not name:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: "
+            + ("one expert; it takes two (HIGH,LOW)" if preset.pair_preset else "not a pair")
+        )
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
     return pipe
-
-
-def _pipeline_settings(preset_name: str) -> dict[str, Any]:
-    from ..random_presets import is_random_preset, random_preset_spec
-
-    if is_random_preset(preset_name):
-        return dict(random_preset_spec(preset_name).get("pipeline_config", {}))
-    return {"boundary_ratio": PAIR_BOUNDARY[preset_name]}
 
 
 def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
@@ -527,7 +551,9 @@ def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Modul
     with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(config)
     state = read_whole(part, torch.float32)
-    if part.detection.layout == "wan":
+    if part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
+        state = {wan22_vae_name(k): v for k, v in state.items()}
+    elif part.detection.layout == "wan":
         from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
 
         state = convert_wan_vae_to_diffusers(state)
