@@ -2,10 +2,12 @@
 (built on the meta device, written as header-only safetensors files: no weights), and the bad
 files that must be refused at start with the file's name and what was expected.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -349,13 +351,56 @@ def test_ti2v_5b_and_i2v_a14b_pair_resolve(tmp_path, real_files):
     assert "not two experts of one model" in _refusal(f"{high},{real_files['low']}", encoders, vaes)
 
 
-def test_wan21_i2v_says_what_it_needs(tmp_path, real_files):
+CLIP_VISION_H = {  # laion's CLIP ViT-H/14 vision tower (Wan 2.1 I2V's; ComfyUI's clip_vision_h)
+    "hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32,
+    "num_attention_heads": 16, "image_size": 224, "patch_size": 14, "hidden_act": "gelu",
+}  # fmt: skip
+
+
+def clip_vision_header(config: dict) -> dict[str, tuple[int, ...]]:
+    """As ComfyUI's clip_vision files hold it: `vision_model.` keys and the projection."""
+    shapes = meta_shapes(meta_model("CLIPVisionModel", config))
+    hidden = config["hidden_size"]
+    return {"vision_model." + k: v for k, v in shapes.items()} | {
+        "visual_projection.weight": (1024, hidden)
+    }
+
+
+def test_wan21_i2v_takes_its_clip_vision_file(tmp_path, real_files):
+    clip_h = tmp_path / "clip_vision_h.safetensors"
+    write_header_only(clip_h, clip_vision_header(CLIP_VISION_H))
+    found = detect(read_header(clip_h))
+    assert (found.role, found.variant) == ("clip_vision", "clip vision 1280")
+    assert {k: found.config[k] for k in CLIP_VISION_H} == CLIP_VISION_H
     path = tmp_path / "wan2.1_i2v_480p_14B_fp16.safetensors"
     write_header_only(path, wan_header("wan2.1-i2v-14b"))
-    message = _refusal(str(path), [real_files["umt5"]], [real_files["wan_vae"]])
-    assert "wan2.1-i2v-14b" in message and "cannot be run from single files yet" in message
-    assert "CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h)" in message
-    assert "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers" in message
+    encoders, vaes = [real_files["umt5"]], [real_files["wan_vae"]]
+    files = SingleFiles.parse(str(path), list(map(str, encoders)), list(map(str, vaes)))
+    resolved = resolve(dataclasses.replace(files, image_encoders=(str(clip_h),)))
+    assert (resolved.variant, resolved.pipeline_class) == (
+        "wan2.1-i2v-14b", "WanImageToVideoPipeline"
+    )  # fmt: skip
+    assert resolved.image_encoder.header.name == "clip_vision_h.safetensors"
+    assert "image_encoder" in resolved.summary()["files"]
+    assert _refusal(str(path), encoders, vaes) == (
+        "wan2.1-i2v-14b needs the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h): "
+        "give --image-encoder FILE"
+    )
+    clip_l = tmp_path / "clip_vision_l.safetensors"
+    vit_l = {**CLIP_VISION_H, "hidden_size": 1024, "intermediate_size": 4096}
+    write_header_only(clip_l, clip_vision_header({**vit_l, "num_hidden_layers": 2}))
+    with pytest.raises(ValueError) as info:
+        resolve(dataclasses.replace(files, image_encoders=(str(clip_l),)))
+    assert str(info.value) == (
+        "--image-encoder clip_vision_l.safetensors is a clip vision 1024; wan2.1-i2v-14b needs "
+        "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h): a CLIP vision tower of "
+        "width 1280"
+    )
+    with pytest.raises(ValueError, match="--image-encoder umt5.safetensors: expected a clip"):
+        resolve(dataclasses.replace(files, image_encoders=(str(real_files["umt5"]),)))
+    t2v = SingleFiles.parse(str(real_files["high"]), files.text_encoders, files.vaes)
+    with pytest.raises(ValueError, match="--image-encoder goes with Wan 2.1 image-to-video"):
+        resolve(dataclasses.replace(t2v, image_encoders=(str(clip_h),)))
 
 
 def _write_gguf(path, qtype_name: str) -> None:

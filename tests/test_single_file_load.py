@@ -6,10 +6,12 @@ Flux names) in every format: fp32, bf16, fp8_e4m3fn, fp8_scaled, GGUF Q8_0 and Q
 "The same weights" is what the file holds (bf16/fp8 values, fp8 times its scale, GGUF blocks
 dequantized as gguf-py defines them), so every format is compared byte for byte; the distance
 of each lossy format's frames to the original float32 model's is measured and bounded too.
+Wan 2.2 TI2V-5B with the Wan 2.2 VAE under its original names, the Wan 2.2 I2V-A14B pair and
+Wan 2.1 image-to-video with its CLIP vision file make their presets' frames byte for byte.
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -287,12 +289,36 @@ def test_wan22_i2v_pair_makes_the_frames_of_its_preset(tmp_path):
         ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
         assert all(torch.equal(ours[k], v) for k, v in theirs.items()), component
     image = Image.fromarray(np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3))
+    assert np.array_equal(_i2v_frames(pipe, image), _i2v_frames(tiny, image))
 
-    def frames(of) -> np.ndarray:
-        align_cpu_weights(of)
-        generator = torch.Generator().manual_seed(5)
-        return np.asarray(
-            of(image=image, prompt="two experts", generator=generator, **WAN_CALL).frames[0]
-        )
 
-    assert np.array_equal(frames(pipe), frames(tiny))
+def _i2v_frames(pipe, image) -> np.ndarray:
+    align_cpu_weights(pipe)
+    out = pipe(
+        image=image, prompt="from an image", generator=torch.Generator().manual_seed(5), **WAN_CALL
+    )
+    return np.asarray(out.frames[0])
+
+
+def test_wan21_i2v_files_with_their_clip_vision_file(tmp_path):
+    """Wan 2.1 image-to-video from files: the DiT (with its image embedding) in ComfyUI's
+    layout and the CLIP vision tower under ComfyUI's `vision_model.` names (`--image-encoder`)
+    make the preset's image-to-video frames, byte for byte."""
+    from PIL import Image
+
+    tiny = build_preset("tiny-wan-i2v")
+    model = tmp_path / "wan2.1_i2v_480p_tiny_fp32.safetensors"
+    write_safetensors(model, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    clip = tmp_path / "clip_vision_tiny.safetensors"
+    state = tiny.image_encoder.state_dict()
+    save_file({"vision_model." + k: v for k, v in state.items()}, str(clip))
+    vae = tmp_path / "wan_2.1_vae_tiny.safetensors"
+    save_file(tiny.vae.state_dict(), str(vae))
+    encoder = _encoder_file(tiny, tmp_path / "umt5_tiny.safetensors")
+    pipe = load_pipeline(ModelSource.parse(str(model), [encoder], [str(vae)], [str(clip)]))
+    assert pipe.image_encoder.config == tiny.image_encoder.config
+    ours = pipe.image_encoder.state_dict()
+    assert set(ours) == set(state) and all(torch.equal(ours[k], v) for k, v in state.items())
+    assert pipe.image_processor.to_dict() == tiny.image_processor.to_dict()
+    image = Image.fromarray(np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3))
+    assert np.array_equal(_i2v_frames(pipe, image), _i2v_frames(tiny, image))

@@ -14,6 +14,7 @@ ones.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,8 @@ class Preset:
     """The preset for two experts (Wan 2.2 A14B)."""
     vae: str = ""
     """The VAE the family needs, as a user knows it (ComfyUI's file name)."""
+    image_encoder: str = ""
+    """The CLIP image encoder the family needs (Wan 2.1 image-to-video), "" for none."""
 
     def __post_init__(self) -> None:
         if not (self.name or self.pair_preset):
@@ -82,11 +85,27 @@ class Preset:
 
 _WAN21_VAE, _WAN22_VAE = "the Wan 2.1 VAE (wan_2.1_vae)", "the Wan 2.2 VAE (wan2.2_vae)"
 _FLUX_VAE = "the Flux VAE (ae)"
+_CLIP_VISION_H = "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h)"
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
     "wan-t2v-14b": Preset(
         "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b", _WAN21_VAE
+    ),
+    "tiny-wan-i2v": Preset(
+        "tiny-wan-i2v",
+        "WanImageToVideoPipeline",
+        ("umt5",),
+        vae=_WAN21_VAE,
+        image_encoder="the tiny CLIP vision encoder",
+    ),
+    # Wan 2.1 I2V 14B: the T2V 14B preset's scheduler (UniPC, shift 3: the 480p model's) and VAE
+    "wan2.1-i2v-14b": Preset(
+        "random:wan2.1-t2v-14b",
+        "WanImageToVideoPipeline",
+        ("umt5",),
+        vae=_WAN21_VAE,
+        image_encoder=_CLIP_VISION_H,
     ),
     "tiny-wan2.2-ti2v-5b": Preset(
         "tiny-wan2.2-ti2v-5b", "WanPipeline", ("umt5",), vae="the tiny Wan 2.2 VAE"
@@ -101,14 +120,6 @@ _PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
-_NOT_YET = {
-    "wan2.1-i2v-14b": "Wan 2.1 image-to-video conditions on a CLIP ViT-H/14 image encoder "
-    "(ComfyUI's clip_vision_h), which paradit does not take as a file yet: use the diffusers "
-    "repo Wan-AI/Wan2.1-I2V-14B-480P-Diffusers (or a folder of it)",
-    "tiny-wan-i2v": "Wan 2.1 image-to-video conditions on a CLIP image encoder, which paradit "
-    "does not take as a file yet: use the tiny-wan-i2v preset",
-}
-"""Why a recognised variant is not run from single files yet."""
 _ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
@@ -122,6 +133,7 @@ class SingleFiles:
     models: tuple[str, ...]
     text_encoders: tuple[str, ...] = ()
     vaes: tuple[str, ...] = ()
+    image_encoders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.models) <= 2:
@@ -131,14 +143,18 @@ class SingleFiles:
             )
         if len(self.vaes) > 1:
             raise ValueError(f"--vae takes one file, got {len(self.vaes)}")
+        if len(self.image_encoders) > 1:
+            raise ValueError(f"--image-encoder takes one file, got {len(self.image_encoders)}")
 
     @classmethod
-    def parse(cls, model: str, text_encoders=(), vaes=()) -> SingleFiles:
+    def parse(cls, model: str, text_encoders=(), vaes=(), image_encoders=()) -> SingleFiles:
         models = tuple(str(Path(p.strip()).expanduser().absolute()) for p in model.split(SEPARATOR))
         return cls(
             models,
-            tuple(str(Path(p).expanduser().absolute()) for p in text_encoders),
-            tuple(str(Path(p).expanduser().absolute()) for p in vaes),
+            *(
+                tuple(str(Path(p).expanduser().absolute()) for p in paths)
+                for paths in (text_encoders, vaes, image_encoders)
+            ),
         )
 
 
@@ -153,6 +169,8 @@ class Resolved:
     """Pipeline component -> its text encoder file."""
     vae: Part
     variant: str
+    image_encoder: Part | None = None
+    """Wan 2.1 image-to-video's CLIP vision encoder."""
 
     @property
     def pipeline_class(self) -> str:
@@ -160,6 +178,8 @@ class Resolved:
 
     def summary(self) -> dict[str, Any]:
         parts = {**self.dits, **self.encoders, "vae": self.vae}
+        if self.image_encoder is not None:
+            parts["image_encoder"] = self.image_encoder
         return {"variant": self.variant, "files": {k: p.summary() for k, p in parts.items()}}
 
 
@@ -183,12 +203,10 @@ def resolve(files: SingleFiles) -> Resolved:
     preset = _PRESETS.get(first.variant)
     if preset is None or (len(dits) == 2 and not preset.pair_preset):
         supported = ", ".join(k for k in _PRESETS)
-        why = _NOT_YET.get(first.variant, "")
         raise ValueError(
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
-            f"files yet{': ' + why if why else ''} (runs: {supported}; two files: the Wan 14B "
-            "T2V and I2V pairs)"
+            f"files yet (runs: {supported}; two files: the Wan 2.2 A14B T2V and I2V pairs)"
         )
     if len(dits) == 1 and not preset.name:
         raise ValueError(
@@ -202,14 +220,15 @@ def resolve(files: SingleFiles) -> Resolved:
                 f"--model takes the high-noise expert first: got {dits[0].header.name} first "
                 f"(give {dits[1].header.name},{dits[0].header.name})"
             )
-        preset = Preset(preset.pair_preset, preset.pipeline, preset.encoders, vae=preset.vae)
+        preset = dataclasses.replace(preset, name=preset.pair_preset)
     variant = first.variant
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     encoders = _encoders(files, preset, first)
     vae = _vae(files, first, preset)
+    image_encoder = _image_encoder(files, first, preset)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
-    return Resolved(preset, components, encoders, vae, variant)
+    return Resolved(preset, components, encoders, vae, variant, image_encoder)
 
 
 def _expect(part: Part, role: str, flag: str) -> None:
@@ -273,6 +292,28 @@ def _vae(files: SingleFiles, dit: Detection, preset: Preset) -> Part:
         raise ValueError(
             f"--vae {part.header.name} is a {part.detection.variant} with {latent} latent "
             f"channels; {needs}: a {dit.family} VAE with {expected}"
+        )
+    return part
+
+
+def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part | None:
+    if not preset.image_encoder:
+        if files.image_encoders:
+            raise ValueError(
+                f"--image-encoder goes with Wan 2.1 image-to-video; {dit.variant} takes none"
+            )
+        return None
+    needs = f"{dit.variant} needs {preset.image_encoder}"
+    if not files.image_encoders:
+        raise ValueError(f"{needs}: give --image-encoder FILE")
+    part = recognise(files.image_encoders[0])
+    _expect(part, "clip_vision", "--image-encoder")
+    check_readable(part.header)
+    width, expected = part.detection.config["hidden_size"], dit.config["image_dim"]
+    if width != expected:
+        raise ValueError(
+            f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a CLIP "
+            f"vision tower of width {expected}"
         )
     return part
 
@@ -422,6 +463,14 @@ def build_pipeline(
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = _tokenizer(part, preset, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else _vae_model(resolved.vae, preset, dtype)
+    if resolved.image_encoder is not None:  # Wan 2.1 image-to-video
+        part = resolved.image_encoder
+        wanted = "image_encoder" not in skip
+        parts["image_encoder"] = _text_encoder(part, dtype, "--image-encoder") if wanted else None
+        size = part.detection.config["image_size"]
+        parts["image_processor"] = (
+            clip_image_processor(size) if "image_processor" not in skip else None
+        )
     reference = build_preset(preset.name, components=frozenset({"scheduler"}))
     parts["scheduler"] = reference.scheduler
     # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
@@ -463,7 +512,18 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
     return pipe
 
 
-def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
+def clip_image_processor(size: int) -> Any:
+    """CLIP's image processor (OpenAI's mean and std, bicubic, center crop) for `size`-px
+    images: what the Wan 2.1 image-to-video repos ship for their ViT-H/14 (224), and the tiny
+    preset's (32). The PIL backend where transformers has a choice, as the presets'."""
+    import transformers
+
+    processor_class = getattr(transformers, "CLIPImageProcessorPil", None)
+    processor_class = processor_class or transformers.CLIPImageProcessor
+    return processor_class(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+
+
+def _text_encoder(part: Part, dtype: torch.dtype, flag: str = "--text-encoder") -> torch.nn.Module:
     import transformers
     from accelerate import init_empty_weights
 
@@ -477,14 +537,14 @@ def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
         if tied not in state and other in state:
             state[tied] = state[other]
     expected = set(model.state_dict())
-    for key in list(state):  # ComfyUI's clip_l keeps transformers' former `text_model.` prefix
-        bare = key.removeprefix("text_model.")
+    for key in list(state):  # ComfyUI's CLIP files keep transformers' former prefixes
+        bare = key.removeprefix("text_model.").removeprefix("vision_model.")
         if key not in expected and bare in expected:
             state[bare] = state.pop(key)
     missing = sorted(expected - set(state))
     if missing:
         raise ValueError(
-            f"--text-encoder {part.header.name}: no weights for {missing[:3]} "
+            f"{flag} {part.header.name}: no weights for {missing[:3]} "
             f"({len(missing)} in all) of a {part.detection.variant} encoder"
         )
     state = {k: v for k, v in state.items() if k in expected}
