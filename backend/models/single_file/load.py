@@ -86,6 +86,16 @@ class Preset:
 _WAN21_VAE, _WAN22_VAE = "the Wan 2.1 VAE (wan_2.1_vae)", "the Wan 2.2 VAE (wan2.2_vae)"
 _FLUX_VAE = "the Flux VAE (ae)"
 _CLIP_VISION_H = "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h)"
+CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-Diffusers ship it
+    "hidden_size": 1280,
+    "intermediate_size": 5120,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 16,
+    "image_size": 224,
+    "patch_size": 14,
+    "hidden_act": "gelu",
+}
+"""What `paradit plan` counts for Wan 2.1 I2V's image encoder (the file is not given there)."""
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
@@ -509,6 +519,18 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+    if type(pipe).__name__ != preset.pipeline:  # Wan 2.1 I2V 14B on the T2V 14B's preset
+        import diffusers
+        from accelerate import init_empty_weights
+        from transformers import CLIPVisionConfig, CLIPVisionModel
+
+        with init_empty_weights(include_buffers=True):
+            image_encoder = CLIPVisionModel(CLIPVisionConfig(**CLIP_VISION_H))
+        pipe = getattr(diffusers, preset.pipeline)(
+            **pipe.components,
+            image_encoder=image_encoder,
+            image_processor=clip_image_processor(CLIP_VISION_H["image_size"]),
+        )
     return pipe
 
 
