@@ -398,6 +398,14 @@ def test_wan21_i2v_takes_its_clip_vision_file(tmp_path, real_files):
     )
     with pytest.raises(ValueError, match="--image-encoder umt5.safetensors: expected a clip"):
         resolve(dataclasses.replace(files, image_encoders=(str(real_files["umt5"]),)))
+    open_clip = tmp_path / "open_clip_vit_h.safetensors"
+    write_header_only(
+        open_clip, {"visual.transformer.resblocks.0.attn.in_proj_weight": (3840, 1280)}
+    )
+    with pytest.raises(
+        ValueError, match="open_clip_vit_h.safetensors: has CLIP vision tower keys, not in"
+    ):
+        resolve(dataclasses.replace(files, image_encoders=(str(open_clip),)))
     t2v = SingleFiles.parse(str(real_files["high"]), files.text_encoders, files.vaes)
     with pytest.raises(ValueError, match="--image-encoder goes with Wan 2.1 image-to-video"):
         resolve(dataclasses.replace(t2v, image_encoders=(str(clip_h),)))

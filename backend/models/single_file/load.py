@@ -319,6 +319,12 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
         raise ValueError(f"{needs}: give --image-encoder FILE")
     part = recognise(files.image_encoders[0])
     _expect(part, "clip_vision", "--image-encoder")
+    if not part.detection.config:  # e.g. open_clip's `visual.transformer.resblocks.N`
+        raise ValueError(
+            f"--image-encoder {part.header.name}: {'; '.join(part.detection.reasons)}; paradit "
+            "reads CLIP vision files with Hugging Face's names (vision_model.encoder.layers.N), "
+            "as ComfyUI's clip_vision_h has them"
+        )
     check_readable(part.header)
     width, expected = part.detection.config["hidden_size"], dit.config["image_dim"]
     if width != expected:
