@@ -71,7 +71,9 @@ def test_wan21_i2v_files_served_on_two_ranks(tmp_path, backends, references):
     info = client.info()
     assert (info["family"], info["model_files"]["variant"]) == ("wan-i2v", "tiny-wan-i2v")
     assert info["model_files"]["files"]["image_encoder"]["file"] == clip.name
-    body = {**BODY, "prompt": "the ball rolls", "image": _png(40, 24)}  # files: real defaults
+    assert (info["limits"]["default_width"], info["limits"]["default_steps"]) == (64, 4)
+    # test_http's job: a tiny architecture's files take its preset's tiny defaults
+    body = {"prompt": "the ball rolls", "image": _png(40, 24), "seed": 4}
     _, frames = run_job(client, body)
     backends.stop(client)
     assert frames == references.frames("tiny-wan-i2v", body)

@@ -138,7 +138,10 @@ class ModelSource:
 
     @property
     def tiny(self) -> bool:
-        """A tiny preset: tiny default sizes (random presets get the real model's)."""
+        """A tiny preset, or files of a tiny preset's architecture: tiny default sizes
+        (random presets and real files get the real model's)."""
+        if self.kind == "file":
+            return is_tiny_preset(resolve(self.single_files()).preset.name)
         return self.kind == "preset" and is_tiny_preset(self.name)
 
 
