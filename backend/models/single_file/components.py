@@ -4,16 +4,14 @@ row block: `load.DitWeights`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ..seeded import VOCAB_SIZE
 from .convert import wan22_vae_name
+from .detect import Part
 from .quant import RowReader
-
-if TYPE_CHECKING:
-    from .load import Part
 
 
 def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
-from .header import FileHeader
+from .header import FileHeader, read_header
+from .quant import quantization
 
 REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
@@ -51,6 +52,29 @@ class Detection:
     def describe(self) -> str:
         what = " ".join(x for x in (self.variant or self.family or "", self.role) if x)
         return f"{what}: {'; '.join(self.reasons)}"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One file and what it was recognised as."""
+
+    header: FileHeader
+    detection: Detection
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "file": self.header.name,
+            "role": self.detection.role,
+            "variant": self.detection.variant,
+            "format": quantization(self.header),
+            "why": "; ".join(self.detection.reasons),
+        }
+
+
+def recognise(path: str) -> Part:
+    """Read a file's header and recognise it."""
+    header = read_header(path)
+    return Part(header, detect(header))
 
 
 def detect(header: FileHeader) -> Detection:

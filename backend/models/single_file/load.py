@@ -25,9 +25,8 @@ import torch
 
 from .components import clip_image_processor, encoder_model, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
-from .detect import Detection, detect
-from .header import FileHeader, read_header
-from .quant import RowReader, check_readable, quantization
+from .detect import Detection, Part, recognise
+from .quant import RowReader, check_readable
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -43,23 +42,6 @@ def is_model_file(text: str) -> bool:
     """Whether a --model value names checkpoint files (`A.safetensors` or `HIGH,LOW`)."""
     parts = [p.strip() for p in text.split(SEPARATOR)]
     return all(p.lower().endswith(MODEL_SUFFIXES) for p in parts) and all(parts)
-
-
-@dataclass(frozen=True)
-class Part:
-    """One file and what it was recognised as."""
-
-    header: FileHeader
-    detection: Detection
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "file": self.header.name,
-            "role": self.detection.role,
-            "variant": self.detection.variant,
-            "format": quantization(self.header),
-            "why": "; ".join(self.detection.reasons),
-        }
 
 
 @dataclass(frozen=True)
@@ -192,11 +174,6 @@ class Resolved:
         if self.image_encoder is not None:
             parts["image_encoder"] = self.image_encoder
         return {"variant": self.variant, "files": {k: p.summary() for k, p in parts.items()}}
-
-
-def recognise(path: str) -> Part:
-    header = read_header(path)
-    return Part(header, detect(header))
 
 
 def resolve(files: SingleFiles) -> Resolved:
