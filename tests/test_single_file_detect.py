@@ -410,16 +410,13 @@ def test_wan21_i2v_takes_its_clip_vision_file(tmp_path, real_files):
     with pytest.raises(ValueError, match="--image-encoder goes with Wan 2.1 image-to-video"):
         resolve(dataclasses.replace(t2v, image_encoders=(str(clip_h),)))
     # `paradit plan --model FILE` (no encoder files there) counts ViT-H/14 on rank 0
-    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
-    from paradit.backend.models.families import family_for
+    from paradit.backend.memory.sizes import meta_pipeline
 
     planned = meta_pipeline(str(path))
     assert type(planned).__name__ == "WanImageToVideoPipeline"
-    assert planned.image_encoder.config.to_dict() | CLIP_VISION_H == (
-        planned.image_encoder.config.to_dict()
-    )
-    sizes = sizes_of_pipeline(planned, family_for("WanImageToVideoPipeline"), torch.bfloat16)
-    assert 1.2e9 < sizes.weights["image_encoder"] < 1.3e9  # 0.63B parameters in bf16
+    config = planned.image_encoder.config.to_dict()
+    assert config | CLIP_VISION_H == config
+    assert 0.63e9 < sum(p.numel() for p in planned.image_encoder.parameters()) < 0.64e9
 
 
 def _write_gguf(path, qtype_name: str) -> None:
