@@ -84,6 +84,16 @@ class ServeConfig:
             metavar="FILE",
         ),
     )
+    image_encoders: tuple[str, ...] = field(
+        default=(),
+        metadata=_flag(
+            "--image-encoder",
+            BACKEND,
+            "the CLIP vision file (clip_vision_h) for a single-file Wan 2.1 image-to-video --model",
+            action="append",
+            metavar="FILE",
+        ),
+    )
     lora_dirs: tuple[str, ...] = field(
         default=(),
         metadata=_flag(
@@ -323,6 +333,7 @@ class ServeConfig:
         for name in (
             "text_encoders",
             "vaes",
+            "image_encoders",
             "lora_dirs",
         ):  # argparse's append gives a list (or None)
             paths = tuple(_absolute(p) for p in getattr(self, name) or ())

@@ -155,10 +155,21 @@ FILE_PARAMS: tuple[Param, ...] = (
         "vae",
         "combo",
         NO_FILE,
-        "With a model file: its VAE from models/vae (Wan 2.1 VAE, Flux ae).",
+        "With a model file: its VAE from models/vae (Wan 2.1 VAE; Wan 2.2 TI2V-5B: Wan 2.2 "
+        "VAE; Flux ae).",
         optional=True,
         field="vaes",
         folders=("vae",),
+    ),
+    Param(
+        "image_encoder",
+        "combo",
+        NO_FILE,
+        "Wan 2.1 image-to-video from a model file: its CLIP vision encoder from "
+        "models/clip_vision (clip_vision_h).",
+        optional=True,
+        field="image_encoders",
+        folders=("clip_vision",),
     ),
 )
 """The backend node's file pickers for a single-file model, right after its own widgets and

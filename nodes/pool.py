@@ -94,6 +94,7 @@ def resolve_settings(
     text_encoder: str = NO_FILE,
     text_encoder_2: str = NO_FILE,
     vae: str = NO_FILE,
+    image_encoder: str = NO_FILE,
     file_path: Callable[[str, str], str] | None = None,
     lora_dirs: tuple[str, ...] = (),
     **settings: Any,
@@ -110,7 +111,7 @@ def resolve_settings(
     chosen = model_override.strip() or model.strip()
     chosen = (local_folders or {}).get(chosen, chosen)
     files = {"model_2": model_2, "text_encoder": text_encoder}
-    files |= {"text_encoder_2": text_encoder_2, "vae": vae}
+    files |= {"text_encoder_2": text_encoder_2, "vae": vae, "image_encoder": image_encoder}
     picked = {widget: name for widget, name in files.items() if name and name != NO_FILE}
 
     def path(widget: str, name: str) -> str:
@@ -133,6 +134,8 @@ def resolve_settings(
         serve["text_encoders"] = tuple(encoders)
     if "vae" in picked:
         serve["vaes"] = (path("vae", picked["vae"]),)
+    if "image_encoder" in picked:
+        serve["image_encoders"] = (path("image_encoder", picked["image_encoder"]),)
     if lora_dirs:
         serve["lora_dirs"] = tuple(lora_dirs)
     return BackendSettings(

@@ -58,6 +58,66 @@ def wan_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {wan_original_name(k): v for k, v in state.items()}
 
 
+_VAE_RESNET_PARTS = (
+    (".norm1.", ".residual.0."),
+    (".conv1.", ".residual.2."),
+    (".norm2.", ".residual.3."),
+    (".conv2.", ".residual.6."),
+    (".conv_shortcut.", ".shortcut."),
+)
+
+
+def wan22_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' Wan 2.2 `AutoencoderKLWan` (is_residual) state dict -> the original Wan 2.2
+    VAE names ComfyUI's `wan2.2_vae` keeps: each level's residual blocks and then its
+    resample in one list (`encoder.downsamples.I.downsamples.J`)."""
+    resnets: dict[str, int] = {}  # "encoder.down_blocks.I" -> its number of residual blocks
+    for name in state:
+        if m := re.match(r"^((?:en|de)coder\.(?:down|up)_blocks\.\d+)\.resnets\.(\d+)\.", name):
+            resnets[m.group(1)] = max(resnets.get(m.group(1), 0), int(m.group(2)) + 1)
+    out = {}
+    for name, value in state.items():
+        new = name
+        if ".resnets." in name or "mid_block.resnets" in name:
+            head, _, tail = name.rpartition(".resnets.")
+            index, _, rest = tail.partition(".")
+            rest = "." + rest
+            for diffusers_part, original in _VAE_RESNET_PARTS:
+                if rest.startswith(diffusers_part):
+                    rest = original + rest[len(diffusers_part) :]
+                    break
+            new = f"{head}.resnets.{index}{rest}"
+        m = re.match(
+            r"^(encoder|decoder)\.(down|up)_blocks\.(\d+)\.(resnets\.(\d+)|(down|up)sampler)\.", new
+        )
+        if m:
+            coder, way, level = m.group(1), m.group(2), m.group(3)
+            block = m.group(5) or str(resnets[f"{coder}.{way}_blocks.{level}"])
+            new = f"{coder}.{way}samples.{level}.{way}samples.{block}." + new[m.end() :]
+        for diffusers_name, original in (
+            ("quant_conv.", "conv1."),
+            ("post_quant_conv.", "conv2."),
+            ("encoder.conv_in.", "encoder.conv1."),
+            ("decoder.conv_in.", "decoder.conv1."),
+            ("encoder.norm_out.", "encoder.head.0."),
+            ("decoder.norm_out.", "decoder.head.0."),
+            ("encoder.conv_out.", "encoder.head.2."),
+            ("decoder.conv_out.", "decoder.head.2."),
+            ("encoder.mid_block.resnets.0.", "encoder.middle.0."),
+            ("decoder.mid_block.resnets.0.", "decoder.middle.0."),
+            ("encoder.mid_block.attentions.0.", "encoder.middle.1."),
+            ("decoder.mid_block.attentions.0.", "decoder.middle.1."),
+            ("encoder.mid_block.resnets.1.", "encoder.middle.2."),
+            ("decoder.mid_block.resnets.1.", "decoder.middle.2."),
+        ):
+            if new.startswith(diffusers_name):
+                new = original + new[len(diffusers_name) :]
+                break
+        assert new not in out, new
+        out[new] = value
+    return out
+
+
 def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
     """diffusers' FluxTransformer2DModel state dict -> Black Forest Labs' key layout."""
     out: dict[str, torch.Tensor] = {}

@@ -128,6 +128,7 @@ FAKE_FILES = {
             "text_encoders": ["text_encoders", "clip"],
             "diffusion_models": ["unet", "diffusion_models"],
             "vae": ["vae"],
+            "clip_vision": ["clip_vision"],
             "loras": ["loras"],
             "diffusers": ["diffusers"],
         }
@@ -189,8 +190,12 @@ def comfy_v3(fake_comfy):
         yield comfy_v3
     finally:
         sys.path[:] = saved_path
+        # Only the stand-in's modules and the node pack's: libraries first imported here
+        # (diffusers, torch._dynamo) stay, since importing them twice in one process fails.
         for name in set(sys.modules) - before:
-            del sys.modules[name]
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if name.startswith("paradit.nodes") or origin.startswith(str(fake_comfy)):
+                del sys.modules[name]
 
 
 def test_import_paradit_stays_cheap_and_exports_nothing_outside_comfyui():
@@ -317,6 +322,7 @@ def comfy_models(fake_comfy) -> Path:
         "unet/quantized/wan2.1_t2v_14B-Q4_K_M.gguf": b"GGUF",
         "clip/clip_l.safetensors": b"",
         "checkpoints/flux1-dev-fp8.safetensors": b"",
+        "clip_vision/clip_vision_h.safetensors": b"",
         "text_encoders/notes.txt": b"",
         "CogVideo/CogVideoX-5b/model_index.json": b"{}",
     }
@@ -345,7 +351,9 @@ def test_backend_node_lists_comfyui_model_files(comfy_v3, comfy_models):
     assert options["text_encoder"] == encoders
     assert inputs["text_encoder_2"].options["options"] == encoders
     assert options["vae"] == ["none", WAN22_FILES["vae"]]
-    assert all(inputs[name].options["optional"] for name in WAN22_FILES if name != "model")
+    assert inputs["image_encoder"].options["options"] == ["none", "clip_vision_h.safetensors"]
+    optional = [name for name in (*WAN22_FILES, "image_encoder") if name != "model"]
+    assert all(inputs[name].options["optional"] for name in optional)
 
 
 @pytest.mark.fast
@@ -372,6 +380,12 @@ def test_picked_files_become_the_backends_flags(comfy_v3, comfy_models):
     assert cog.model == str((comfy_models / "CogVideo" / "CogVideoX-5b").resolve())
     with pytest.raises(ValueError, match="text_encoder, vae go with a model file .* tiny-wan"):
         comfy_v3.resolve_settings("tiny-wan", text_encoder="clip_l.safetensors", vae="a.sft")
+    with_clip = {**widgets, "image_encoder": "clip_vision_h.safetensors"}
+    config = comfy_v3.resolve_settings(**with_clip, file_path=folders.full_path).config()
+    assert config.image_encoders == (
+        str(comfy_models / "clip_vision" / "clip_vision_h.safetensors"),
+    )
+    assert ServeConfig.from_argv(config.to_argv()) == config
     with pytest.raises(ValueError, match="'gone.safetensors' is in none of ComfyUI's vae"):
         gone = {**widgets, "vae": "gone.safetensors"}
         comfy_v3.resolve_settings(**gone, file_path=folders.full_path)

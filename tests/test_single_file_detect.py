@@ -2,10 +2,12 @@
 (built on the meta device, written as header-only safetensors files: no weights), and the bad
 files that must be refused at start with the file's name and what was expected.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -15,13 +17,14 @@ from comfy_files import (
     flux_bfl,
     meta_model,
     meta_shapes,
+    wan22_vae_original,
     wan_original_name,
     write_header_only,
 )
 from safetensors.torch import save_file
 
 from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
+from paradit.backend.models.single_file.convert import dit_row_map, unused_keys, wan22_vae_name
 from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
@@ -261,14 +264,16 @@ def test_text_encoder_of_the_wrong_width_or_kind_and_missing_parts(tmp_path, rea
         model, [t5], [real_files["wan_vae"]]
     )
     assert "needs 1 text encoder file(s) (umt5)" in _refusal(model, [], [real_files["wan_vae"]])
-    assert "needs a VAE: give --vae FILE" in _refusal(model, [real_files["umt5"]], [])
+    assert "needs the Wan 2.1 VAE (wan_2.1_vae): give --vae FILE" in _refusal(
+        model, [real_files["umt5"]], []
+    )
     flux_vae = tmp_path / "ae.safetensors"
     write_header_only(
         flux_vae,
         {"encoder.conv_in.weight": (128, 3, 3, 3), "encoder.conv_out.weight": (32, 512, 3, 3)},
     )
     message = _refusal(model, [real_files["umt5"]], [flux_vae])
-    assert "--vae ae.safetensors is a flux vae" in message and "needs a wan VAE with 16" in message
+    assert "--vae ae.safetensors is a flux vae" in message and "a wan VAE with 16" in message
 
 
 def test_experts_in_the_wrong_order_or_of_different_models(tmp_path, real_files):
@@ -284,16 +289,134 @@ def test_experts_in_the_wrong_order_or_of_different_models(tmp_path, real_files)
     assert "are not two experts of one model" in _refusal(f"{high},{small}", encoders, vaes)
 
 
-def test_variants_we_cannot_run_yet_say_so(tmp_path, real_files):
-    path = tmp_path / "wan2.2_ti2v_5B_fp16.safetensors"
-    write_header_only(path, wan_header("wan2.2-ti2v-5b"))
-    message = _refusal(str(path), [real_files["umt5"]], [real_files["wan_vae"]])
-    assert "wan2.2-ti2v-5b" in message and "cannot be run from single files yet" in message
-    assert "needs the Wan 2.2 VAE (48 latent channels)" in message
+def wan22_vae_header() -> dict[str, tuple[int, ...]]:
+    """ComfyUI's wan2.2_vae: the real Wan 2.2 VAE's shapes under the original Wan names."""
+    config = random_preset_spec("random:wan2.2-ti2v-5b")["components"]["vae"]["config"]
+    state = meta_model("AutoencoderKLWan", config).state_dict()
+    return {k: tuple(v.shape) for k, v in wan22_vae_original(state).items()}
+
+
+def test_wan22_vae_file_converts_to_diffusers_names(tmp_path):
+    """The real Wan 2.2 VAE under its original names (as ComfyUI's wan2.2_vae holds it) is
+    recognised, and every key converts to the diffusers parameter of the same shape."""
+    shapes = wan22_vae_header()
+    assert "decoder.upsamples.0.upsamples.0.residual.2.weight" in shapes  # ComfyUI's own marker
+    path = tmp_path / "wan2.2_vae.safetensors"
+    write_header_only(path, shapes)
+    found = detect(read_header(path))
+    assert (found.role, found.variant, found.layout) == ("vae", "wan2.2 vae", "wan")
+    assert found.config == {"base_dim": 160, "z_dim": 48, "in_channels": 12}
+    config = random_preset_spec("random:wan2.2-ti2v-5b")["components"]["vae"]["config"]
+    expected = meta_shapes(meta_model("AutoencoderKLWan", config))
+    converted = {wan22_vae_name(k): v for k, v in shapes.items()}
+    assert len(converted) == len(shapes) == len(expected) == 196
+    assert converted == expected
+
+
+def test_ti2v_5b_and_i2v_a14b_pair_resolve(tmp_path, real_files):
+    ti2v = tmp_path / "wan2.2_ti2v_5B_fp16.safetensors"
+    write_header_only(ti2v, wan_header("wan2.2-ti2v-5b"))
+    vae22 = tmp_path / "wan2.2_vae.safetensors"
+    write_header_only(vae22, wan22_vae_header())
+    resolved = resolve(SingleFiles.parse(str(ti2v), [str(real_files["umt5"])], [str(vae22)]))
+    assert (resolved.variant, resolved.preset.name) == ("wan2.2-ti2v-5b", "random:wan2.2-ti2v-5b")
+    assert (resolved.pipeline_class, set(resolved.dits)) == ("WanPipeline", {"transformer"})
+    assert resolved.vae.detection.variant == "wan2.2 vae"
+    message = _refusal(str(ti2v), [real_files["umt5"]], [real_files["wan_vae"]])
+    assert message == (
+        "--vae wan_vae.safetensors is a wan2.1 vae with 16 latent channels; wan2.2-ti2v-5b "
+        "needs the Wan 2.2 VAE (wan2.2_vae): a wan VAE with 48"
+    )
+    assert "wan2.2-ti2v-5b needs the Wan 2.2 VAE (wan2.2_vae): give --vae FILE" in _refusal(
+        str(ti2v), [real_files["umt5"]]
+    )
+    message = _refusal(str(real_files["high"]), [real_files["umt5"]], [vae22])
+    assert "is a wan2.2 vae with 48 latent channels; wan-t2v-14b needs the Wan 2.1 VAE" in message
+    high = tmp_path / "wan2.2_i2v_high_noise_14B_fp16.safetensors"
+    low = tmp_path / "wan2.2_i2v_low_noise_14B_fp16.safetensors"
+    write_header_only(high, wan_header("wan2.2-i2v-a14b"))
+    low.symlink_to(high)
+    encoders, vaes = [str(real_files["umt5"])], [str(real_files["wan_vae"])]
+    resolved = resolve(SingleFiles.parse(f"{high},{low}", encoders, vaes))
+    assert (resolved.variant, resolved.preset.name) == (
+        "wan2.2-i2v-a14b pair", "random:wan2.2-i2v-a14b"
+    )  # fmt: skip
+    assert resolved.pipeline_class == "WanImageToVideoPipeline"
+    assert set(resolved.dits) == {"transformer", "transformer_2"}
+    message = _refusal(str(high), encoders, vaes)
+    assert message == (
+        "wan2.2_i2v_high_noise_14B_fp16.safetensors is one expert of wan2.2-i2v-a14b, which "
+        "takes its two experts as two files: give --model HIGH,LOW (the high-noise expert first)"
+    )
+    assert "not two experts of one model" in _refusal(f"{high},{real_files['low']}", encoders, vaes)
+
+
+CLIP_VISION_H = {  # laion's CLIP ViT-H/14 vision tower (Wan 2.1 I2V's; ComfyUI's clip_vision_h)
+    "hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32,
+    "num_attention_heads": 16, "image_size": 224, "patch_size": 14, "hidden_act": "gelu",
+}  # fmt: skip
+
+
+def clip_vision_header(config: dict) -> dict[str, tuple[int, ...]]:
+    """As ComfyUI's clip_vision files hold it: `vision_model.` keys and the projection."""
+    shapes = meta_shapes(meta_model("CLIPVisionModel", config))
+    hidden = config["hidden_size"]
+    return {"vision_model." + k: v for k, v in shapes.items()} | {
+        "visual_projection.weight": (1024, hidden)
+    }
+
+
+def test_wan21_i2v_takes_its_clip_vision_file(tmp_path, real_files):
+    clip_h = tmp_path / "clip_vision_h.safetensors"
+    write_header_only(clip_h, clip_vision_header(CLIP_VISION_H))
+    found = detect(read_header(clip_h))
+    assert (found.role, found.variant) == ("clip_vision", "clip vision 1280")
+    assert {k: found.config[k] for k in CLIP_VISION_H} == CLIP_VISION_H
     path = tmp_path / "wan2.1_i2v_480p_14B_fp16.safetensors"
     write_header_only(path, wan_header("wan2.1-i2v-14b"))
-    message = _refusal(str(path), [real_files["umt5"]], [real_files["wan_vae"]])
-    assert "needs its CLIP vision encoder (clip_vision_h)" in message
+    encoders, vaes = [real_files["umt5"]], [real_files["wan_vae"]]
+    files = SingleFiles.parse(str(path), list(map(str, encoders)), list(map(str, vaes)))
+    resolved = resolve(dataclasses.replace(files, image_encoders=(str(clip_h),)))
+    assert (resolved.variant, resolved.pipeline_class) == (
+        "wan2.1-i2v-14b", "WanImageToVideoPipeline"
+    )  # fmt: skip
+    assert resolved.image_encoder.header.name == "clip_vision_h.safetensors"
+    assert "image_encoder" in resolved.summary()["files"]
+    assert _refusal(str(path), encoders, vaes) == (
+        "wan2.1-i2v-14b needs the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h): "
+        "give --image-encoder FILE"
+    )
+    clip_l = tmp_path / "clip_vision_l.safetensors"
+    vit_l = {**CLIP_VISION_H, "hidden_size": 1024, "intermediate_size": 4096}
+    write_header_only(clip_l, clip_vision_header({**vit_l, "num_hidden_layers": 2}))
+    with pytest.raises(ValueError) as info:
+        resolve(dataclasses.replace(files, image_encoders=(str(clip_l),)))
+    assert str(info.value) == (
+        "--image-encoder clip_vision_l.safetensors is a clip vision 1024; wan2.1-i2v-14b needs "
+        "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h): a CLIP vision tower of "
+        "width 1280"
+    )
+    with pytest.raises(ValueError, match="--image-encoder umt5.safetensors: expected a clip"):
+        resolve(dataclasses.replace(files, image_encoders=(str(real_files["umt5"]),)))
+    open_clip = tmp_path / "open_clip_vit_h.safetensors"
+    write_header_only(
+        open_clip, {"visual.transformer.resblocks.0.attn.in_proj_weight": (3840, 1280)}
+    )
+    with pytest.raises(
+        ValueError, match="open_clip_vit_h.safetensors: has CLIP vision tower keys, not in"
+    ):
+        resolve(dataclasses.replace(files, image_encoders=(str(open_clip),)))
+    t2v = SingleFiles.parse(str(real_files["high"]), files.text_encoders, files.vaes)
+    with pytest.raises(ValueError, match="--image-encoder goes with Wan 2.1 image-to-video"):
+        resolve(dataclasses.replace(t2v, image_encoders=(str(clip_h),)))
+    # `paradit plan --model FILE` (no encoder files there) counts ViT-H/14 on rank 0
+    from paradit.backend.memory.sizes import meta_pipeline
+
+    planned = meta_pipeline(str(path))
+    assert type(planned).__name__ == "WanImageToVideoPipeline"
+    config = planned.image_encoder.config.to_dict()
+    assert config | CLIP_VISION_H == config
+    assert 0.63e9 < sum(p.numel() for p in planned.image_encoder.parameters()) < 0.64e9
 
 
 def _write_gguf(path, qtype_name: str) -> None:
@@ -364,7 +487,8 @@ def test_umt5_file_carrying_its_sentencepiece_model(tmp_path):
     is built from it (and tokenizes as SentencePiece itself does)."""
     import sentencepiece as spm
 
-    from paradit.backend.models.single_file.load import recognise, spiece_tokenizer
+    from paradit.backend.models.single_file.components import spiece_tokenizer
+    from paradit.backend.models.single_file.load import recognise
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(["a red fox running through snow", "a quick brown dog"] * 40))

@@ -6,10 +6,13 @@ Flux names) in every format: fp32, bf16, fp8_e4m3fn, fp8_scaled, GGUF Q8_0 and Q
 "The same weights" is what the file holds (bf16/fp8 values, fp8 times its scale, GGUF blocks
 dequantized as gguf-py defines them), so every format is compared byte for byte; the distance
 of each lossy format's frames to the original float32 model's is measured and bounded too.
+Wan 2.2 TI2V-5B with the Wan 2.2 VAE under its original names and the Wan 2.2 I2V-A14B pair
+make their presets' frames byte for byte; Wan 2.1 image-to-video with its CLIP vision file
+loads to its preset's weights (its frames: test_single_file_serve.py).
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     flux_bfl,
+    wan22_vae_original,
     wan_original,
     wan_original_name,
     write_gguf,
@@ -233,3 +237,90 @@ def test_any_row_block_reads_as_the_whole_tensor_does(wan, flux, fmt):
                     part = torch.empty((stop - start, *param.shape[1:]))
                     weights.read_rows(name, start, part)
                     assert torch.equal(part, whole[start:stop]), (stem, name, start)
+
+
+# -- Wan 2.2 TI2V-5B with the Wan 2.2 VAE, and the Wan 2.2 I2V-A14B pair ----------------------
+
+
+def _encoder_file(pipe, path) -> str:
+    state = pipe.text_encoder.state_dict()
+    save_file({k: v for k, v in state.items() if "embed_tokens" not in k}, str(path))
+    return str(path)
+
+
+def test_ti2v_5b_files_make_the_frames_of_their_preset(tmp_path):
+    """TI2V-5B's DiT in ComfyUI's layout with the Wan 2.2 VAE under its original names (as
+    ComfyUI's wan2.2_vae holds them): every weight lands on diffusers' own name, the pipeline
+    has TI2V's expand_timesteps, and the frames are the preset's, byte for byte."""
+    from paradit.backend.models.families import family_of
+
+    tiny = build_preset("tiny-wan2.2-ti2v-5b")
+    model = tmp_path / "wan2.2_ti2v_5B_tiny_fp32.safetensors"
+    write_safetensors(model, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    vae = tmp_path / "wan2.2_vae_tiny.safetensors"
+    save_file(wan22_vae_original(tiny.vae.state_dict()), str(vae))
+    encoder = _encoder_file(tiny, tmp_path / "umt5_tiny.safetensors")
+    pipe = load_pipeline(ModelSource.parse(str(model), [encoder], [str(vae)]))
+    assert (type(pipe).__name__, pipe.config.expand_timesteps) == ("WanPipeline", True)
+    assert family_of(pipe).name == "wan2.2-ti2v"
+    for component in ("transformer", "vae", "text_encoder"):
+        ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), component
+    assert np.array_equal(_frames(pipe, **WAN_CALL), _frames(tiny, **WAN_CALL))
+
+
+def test_wan22_i2v_pair_makes_the_frames_of_its_preset(tmp_path):
+    """Wan 2.2 I2V-A14B's two experts as two ComfyUI files (high noise first) make the
+    image-to-video pipeline of the preset (boundary 0.9, no CLIP encoder), frame for frame."""
+    from PIL import Image
+
+    tiny = build_preset("tiny-wan2.2-i2v-a14b")
+    high = tmp_path / "wan2.2_i2v_high_noise_14B_tiny_fp32.safetensors"
+    low = tmp_path / "wan2.2_i2v_low_noise_14B_tiny_fp32.safetensors"
+    write_safetensors(high, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    write_safetensors(low, wan_original(tiny.transformer_2.state_dict()), "fp32", WAN_PREFIX)
+    vae = tmp_path / "wan_2.1_vae_tiny.safetensors"
+    save_file(tiny.vae.state_dict(), str(vae))
+    encoder = _encoder_file(tiny, tmp_path / "umt5_tiny.safetensors")
+    pipe = load_pipeline(ModelSource.parse(f"{high},{low}", [encoder], [str(vae)]))
+    assert type(pipe).__name__ == "WanImageToVideoPipeline"
+    assert (pipe.config.boundary_ratio, pipe.image_encoder) == (0.9, None)
+    for component in ("transformer", "transformer_2"):
+        ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
+        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), component
+    image = Image.fromarray(np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3))
+    assert np.array_equal(_i2v_frames(pipe, image), _i2v_frames(tiny, image))
+
+
+def _i2v_frames(pipe, image) -> np.ndarray:
+    align_cpu_weights(pipe)
+    out = pipe(
+        image=image, prompt="from an image", generator=torch.Generator().manual_seed(5), **WAN_CALL
+    )
+    return np.asarray(out.frames[0])
+
+
+def test_wan21_i2v_files_with_their_clip_vision_file(tmp_path):
+    """Wan 2.1 image-to-video from files: the DiT (with its image embedding) in ComfyUI's
+    layout and the CLIP vision tower under ComfyUI's `vision_model.` names (`--image-encoder`)
+    load to the preset's weights, configs and image processor (its frames, served on 2 ranks:
+    test_single_file_serve.py)."""
+    tiny = build_preset("tiny-wan-i2v")
+    model = tmp_path / "wan2.1_i2v_480p_tiny_fp32.safetensors"
+    write_safetensors(model, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    clip = tmp_path / "clip_vision_tiny.safetensors"
+    state = tiny.image_encoder.state_dict()
+    save_file({"vision_model." + k: v for k, v in state.items()}, str(clip))
+    vae = tmp_path / "wan_2.1_vae_tiny.safetensors"
+    save_file(tiny.vae.state_dict(), str(vae))
+    encoder = _encoder_file(tiny, tmp_path / "umt5_tiny.safetensors")
+    pipe = load_pipeline(ModelSource.parse(str(model), [encoder], [str(vae)], [str(clip)]))
+    assert pipe.image_encoder.config == tiny.image_encoder.config
+    ours = pipe.image_encoder.state_dict()
+    assert set(ours) == set(state) and all(torch.equal(ours[k], v) for k, v in state.items())
+    assert pipe.image_processor.to_dict() == tiny.image_processor.to_dict()
+    for component in ("transformer", "vae", "text_encoder"):
+        ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), component

@@ -1,13 +1,18 @@
 """A single-file model served on 2 ranks (each rank reads only its shard's rows of the ComfyUI
-file) makes the frames of its preset; `paradit models DIR` and the one-line refusals.
+file) makes the frames of its preset, Wan 2.1 image-to-video with its `--image-encoder` file
+too; `paradit models DIR` and the one-line refusals.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 10 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import base64
+import io
+
 from comfy_files import WAN_PREFIX, wan_original, write_safetensors
 from conftest import run_job
+from PIL import Image
 from safetensors.torch import save_file
 
 from paradit.backend.models.presets import build_preset
@@ -47,6 +52,39 @@ def test_sharded_single_file_matches_the_preset(tmp_path, backends, references):
     assert frames == references.frames("tiny-wan", BODY)
 
 
+def test_wan21_i2v_files_served_on_two_ranks(tmp_path, backends, references):
+    """`--image-encoder` reaches the ranks: Wan 2.1 image-to-video from ComfyUI-layout files
+    (the CLIP vision tower on rank 0 only, each rank reading its shard of the DiT) makes the
+    frames of the tiny-wan-i2v preset at world size 1."""
+    tiny = build_preset("tiny-wan-i2v")
+    model = tmp_path / "wan2.1_i2v_480p_tiny_fp32.safetensors"
+    encoder, vae = tmp_path / "umt5_tiny.safetensors", tmp_path / "wan_2.1_vae_tiny.safetensors"
+    clip = tmp_path / "clip_vision_tiny.safetensors"
+    write_safetensors(model, wan_original(tiny.transformer.state_dict()), "fp32", WAN_PREFIX)
+    state = tiny.text_encoder.state_dict()
+    save_file({k: v for k, v in state.items() if "embed_tokens" not in k}, str(encoder))
+    save_file(tiny.vae.state_dict(), str(vae))
+    state = tiny.image_encoder.state_dict()
+    save_file({"vision_model." + k: v for k, v in state.items()}, str(clip))
+    flags = ("--text-encoder", str(encoder), "--vae", str(vae), "--image-encoder", str(clip))
+    client = backends.get(str(model), 2, *flags)
+    info = client.info()
+    assert (info["family"], info["model_files"]["variant"]) == ("wan-i2v", "tiny-wan-i2v")
+    assert info["model_files"]["files"]["image_encoder"]["file"] == clip.name
+    assert (info["limits"]["default_width"], info["limits"]["default_steps"]) == (64, 4)
+    # test_http's job: a tiny architecture's files take its preset's tiny defaults
+    body = {"prompt": "the ball rolls", "image": _png(40, 24), "seed": 4}
+    _, frames = run_job(client, body)
+    backends.stop(client)
+    assert frames == references.frames("tiny-wan-i2v", body)
+
+
+def _png(width: int, height: int, colour: tuple[int, int, int] = (200, 30, 30)) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), colour).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
 def test_models_lists_a_comfy_folder_and_refusals_are_one_line(tmp_path, capsys):
     model, encoder, vae, _ = _comfy_files(tmp_path)
     (tmp_path / "diffusion_models" / "cut.safetensors").write_bytes(model.read_bytes()[:5000])
@@ -65,4 +103,6 @@ def test_models_lists_a_comfy_folder_and_refusals_are_one_line(tmp_path, capsys)
     assert main(argv) == 2  # no encoder, no VAE
     assert "needs 1 text encoder file(s) (umt5)" in capsys.readouterr().err
     assert main(["generate", "x", "--out", "o", "--model", "tiny-wan", "--vae", str(vae)]) == 2
-    assert "--text-encoder and --vae go with a single-file --model" in capsys.readouterr().err
+    assert "--text-encoder, --vae and --image-encoder go with a single-file --model" in (
+        capsys.readouterr().err
+    )

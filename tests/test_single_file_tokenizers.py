@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from comfy_files import meta_model, meta_shapes, write_header_only
 
-from paradit.backend.models.single_file.detect import detect
+from paradit.backend.models.single_file.components import tokenizer as tokenizer_of
+from paradit.backend.models.single_file.detect import Part, detect
 from paradit.backend.models.single_file.header import read_header
-from paradit.backend.models.single_file.load import Part, _tokenizer
 
 pytestmark = pytest.mark.fast
 
@@ -95,7 +95,7 @@ def test_flux_encoders_take_the_tokenizers_of_the_comfyui_install_they_sit_in(
     t5 = _encoder_file(folder / "flux" / "t5xxl_fp16.safetensors", "t5", t5_size + 28)
     assert (clip.detection.family, t5.detection.family) == ("clip", "t5")
 
-    clip_tokenizer = _tokenizer(clip, None, _slot("clip"))
+    clip_tokenizer = tokenizer_of(clip, None, _slot("clip"))
     assert type(clip_tokenizer).__name__ == "CLIPTokenizer"
     assert len(clip_tokenizer) == clip_size
     ids = clip_tokenizer("a cat on the mat")["input_ids"]
@@ -103,7 +103,7 @@ def test_flux_encoders_take_the_tokenizers_of_the_comfyui_install_they_sit_in(
     expected = ["<|startoftext|>", "a</w>", "cat</w>", "on</w>", "the</w>", "mat</w>"]
     assert ids == [vocab[t] for t in [*expected, "<|endoftext|>"]]
 
-    t5_tokenizer = _tokenizer(t5, None, _slot("t5"))
+    t5_tokenizer = tokenizer_of(t5, None, _slot("t5"))
     assert len(t5_tokenizer) == t5_size
     assert t5_tokenizer("a cat on the mat")["input_ids"] == [3, 4, 5, 6, 7, 1]  # words, </s>
 
@@ -115,7 +115,7 @@ def test_without_comfyui_the_hub_cache_is_used_offline(tmp_path, no_hub_cache):
     (repo / "refs" / "main").write_text(revision)
     size = _clip_tokenizer_files(repo / "snapshots" / revision)
     clip = _encoder_file(tmp_path / "elsewhere" / "clip_l.safetensors", "clip", size)
-    tokenizer = _tokenizer(clip, None, _slot("clip"))
+    tokenizer = tokenizer_of(clip, None, _slot("clip"))
     assert len(tokenizer) == size
     assert tokenizer("a dog")["input_ids"][1] == tokenizer.convert_tokens_to_ids("a</w>")
 
@@ -123,7 +123,7 @@ def test_without_comfyui_the_hub_cache_is_used_offline(tmp_path, no_hub_cache):
 def test_no_tokenizer_offline_or_one_too_big_is_a_clear_error(tmp_path, no_hub_cache):
     t5 = _encoder_file(tmp_path / "elsewhere" / "t5xxl_fp16.safetensors", "t5", 64)
     with pytest.raises(ValueError) as missing:
-        _tokenizer(t5, None, _slot("t5"))
+        tokenizer_of(t5, None, _slot("t5"))
     message = str(missing.value)
     assert "t5xxl_fp16.safetensors" in message and "carries no tokenizer" in message
     assert "comfy/text_encoders/t5_tokenizer" in message and "FLUX.1-dev" in message
@@ -132,4 +132,4 @@ def test_no_tokenizer_offline_or_one_too_big_is_a_clear_error(tmp_path, no_hub_c
     size = _t5_tokenizer_files(comfy / "comfy" / "text_encoders" / "t5_tokenizer")
     small = _encoder_file(comfy / "models" / "clip" / "t5_small.safetensors", "t5", size - 1)
     with pytest.raises(ValueError, match=f"has {size} tokens, more than the encoder's {size - 1}"):
-        _tokenizer(small, None, _slot("t5"))
+        tokenizer_of(small, None, _slot("t5"))

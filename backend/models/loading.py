@@ -29,8 +29,11 @@ _RULE = (
     f"architecture ({', '.join(RANDOM_PRESET_NAMES)}), an existing diffusers folder "
     "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
     "of the form owner/name, or a single-file checkpoint (.safetensors or .gguf) with "
-    "--text-encoder FILE and --vae FILE"
+    "--text-encoder FILE and --vae FILE (Wan 2.1 image-to-video: and --image-encoder FILE)"
 )
+
+
+_COMPONENT_FLAGS = "--text-encoder, --vae and --image-encoder"
 
 
 @dataclass(frozen=True)
@@ -46,21 +49,27 @@ class ModelSource:
     """A single-file model's text encoder files (absolute paths)."""
     vaes: tuple[str, ...] = ()
     """A single-file model's VAE file."""
+    image_encoders: tuple[str, ...] = ()
+    """A single-file Wan 2.1 image-to-video model's CLIP vision file."""
 
     def __post_init__(self) -> None:
         if self.kind not in SOURCE_KINDS:
             raise ValueError(f"kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
         if not self.name:
             raise ValueError("name must not be empty")
-        if self.kind != "file" and (self.text_encoders or self.vaes):
+        if self.kind != "file" and (self.text_encoders or self.vaes or self.image_encoders):
             raise ValueError(
-                "--text-encoder and --vae go with a single-file --model (.safetensors or "
+                f"{_COMPONENT_FLAGS} go with a single-file --model (.safetensors or "
                 f".gguf); {self.name} is a {self.kind} that brings its own"
             )
 
     @classmethod
     def parse(
-        cls, model: str, text_encoders: tuple[str, ...] = (), vaes: tuple[str, ...] = ()
+        cls,
+        model: str,
+        text_encoders: tuple[str, ...] = (),
+        vaes: tuple[str, ...] = (),
+        image_encoders: tuple[str, ...] = (),
     ) -> ModelSource:
         """Read a `--model` value: a preset name, checkpoint file(s), an existing folder, then
         owner/name. Single files are recognised and checked here (headers only: fast), so a
@@ -69,12 +78,18 @@ class ModelSource:
         if not text:
             raise ValueError(f"the model is empty: {_RULE}")
         if is_model_file(text):
-            files = SingleFiles.parse(text, text_encoders, vaes)
+            files = SingleFiles.parse(text, text_encoders, vaes, image_encoders)
             resolve(files)  # ValueError naming the file and what was expected
-            return cls("file", SEPARATOR.join(files.models), files.text_encoders, files.vaes)
-        if text_encoders or vaes:
+            return cls(
+                "file",
+                SEPARATOR.join(files.models),
+                files.text_encoders,
+                files.vaes,
+                files.image_encoders,
+            )
+        if text_encoders or vaes or image_encoders:
             raise ValueError(
-                "--text-encoder and --vae go with a single-file --model (.safetensors or "
+                f"{_COMPONENT_FLAGS} go with a single-file --model (.safetensors or "
                 f".gguf); {text} brings its own"
             )
         if is_preset(text):
@@ -102,7 +117,9 @@ class ModelSource:
         """A single-file source's files (ValueError for other kinds)."""
         if self.kind != "file":
             raise ValueError(f"{self.name} is a {self.kind}, not single files")
-        return SingleFiles(tuple(self.name.split(SEPARATOR)), self.text_encoders, self.vaes)
+        return SingleFiles(
+            tuple(self.name.split(SEPARATOR)), self.text_encoders, self.vaes, self.image_encoders
+        )
 
     def local_folder(self) -> str | None:
         """The diffusers folder on this machine: a folder itself, or a hub id's snapshot in the
@@ -122,7 +139,10 @@ class ModelSource:
 
     @property
     def tiny(self) -> bool:
-        """A tiny preset: tiny default sizes (random presets get the real model's)."""
+        """A tiny preset, or files of a tiny preset's architecture: tiny default sizes
+        (random presets and real files get the real model's)."""
+        if self.kind == "file":
+            return is_tiny_preset(resolve(self.single_files()).preset.name)
         return self.kind == "preset" and is_tiny_preset(self.name)
 
 

@@ -135,10 +135,11 @@ class Runtime:
         *,
         text_encoders: tuple[str, ...] = (),
         vaes: tuple[str, ...] = (),
+        image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
     ):
         self.group = group
-        self.source = ModelSource.parse(model, text_encoders, vaes)
+        self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
         pipeline_class = pipeline_class_name(self.source)
         self.family: Family = family_for(pipeline_class)
         # What the process holds before the model: the libraries, imported here (the pipeline

@@ -44,6 +44,7 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
         config.memory_settings(),
         text_encoders=config.text_encoders,
         vaes=config.vaes,
+        image_encoders=config.image_encoders,
         loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
     )
     return group, runtime

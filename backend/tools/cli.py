@@ -207,7 +207,8 @@ def backend_config(args: argparse.Namespace, **overrides: Any) -> ServeConfig | 
     if not args.model:
         raise UsageError("give --server URL or --model M")
     # a bad model (or a bad single file) fails here, in one line
-    ModelSource.parse(args.model, tuple(args.text_encoders or ()), tuple(args.vaes or ()))
+    files = (args.text_encoders, args.vaes, getattr(args, "image_encoders", None))
+    ModelSource.parse(args.model, *(tuple(paths or ()) for paths in files))
     return ServeConfig.from_args(args, **overrides)
 
 
@@ -258,7 +259,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig.from_args(args, BACKEND, SERVING, token=token, **launched)
     from ..models.loading import ModelSource
 
-    ModelSource.parse(config.model, config.text_encoders, config.vaes)  # bad files: one line
+    # bad files: one line
+    ModelSource.parse(config.model, config.text_encoders, config.vaes, config.image_encoders)
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
-from .header import FileHeader
+from .header import FileHeader, read_header
+from .quant import quantization
 
 REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
@@ -53,6 +54,29 @@ class Detection:
         return f"{what}: {'; '.join(self.reasons)}"
 
 
+@dataclass(frozen=True)
+class Part:
+    """One file and what it was recognised as."""
+
+    header: FileHeader
+    detection: Detection
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "file": self.header.name,
+            "role": self.detection.role,
+            "variant": self.detection.variant,
+            "format": quantization(self.header),
+            "why": "; ".join(self.detection.reasons),
+        }
+
+
+def recognise(path: str) -> Part:
+    """Read a file's header and recognise it."""
+    header = read_header(path)
+    return Part(header, detect(header))
+
+
 def detect(header: FileHeader) -> Detection:
     """Recognise a checkpoint from its header; role "unknown" with the reasons if nothing fits."""
     keys = header.tensors
@@ -67,12 +91,15 @@ def detect(header: FileHeader) -> Detection:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    for detector in (_t5, _clip_text, _wan_vae, _kl_vae):
+    for detector in (_t5, _clip_text, _wan_vae, _kl_vae, _clip_vision):
         found = detector(header)
         if found is not None:
             return found
     if any(k.startswith(("visual.", "vision_model.")) for k in keys):
-        return Detection("clip_vision", reasons=("has CLIP vision tower keys",))
+        return Detection(
+            "clip_vision",
+            reasons=("has CLIP vision tower keys, not in Hugging Face's layout (vision_model.)",),
+        )
     sample = ", ".join(sorted(keys)[:3])
     return Detection(
         "unknown",
@@ -117,6 +144,8 @@ _WAN_NAMES = {
     (3072, 48, False): "wan2.2-ti2v-5b",
     (TINY_WIDTH, 16, False): "tiny-wan",
     (TINY_WIDTH, 36, True): "tiny-wan-i2v",
+    (TINY_WIDTH, 36, False): "tiny-wan2.2-i2v-a14b",
+    (TINY_WIDTH, 48, False): "tiny-wan2.2-ti2v-5b",
 }
 
 
@@ -357,6 +386,53 @@ def _clip_text(header: FileHeader) -> Detection | None:
         f"width {hidden}, {layers} layers, vocabulary {vocab}",
     )
     return Detection("text_encoder", "clip", f"clip {hidden}", "hf", "", config, reasons)
+
+
+# CLIP vision towers: heads per width (ViT-B/16, ViT-L/14, ViT-H/14, ViT-bigG/14); the tiny
+# presets' towers have 8-wide heads. laion's ViT-H/14 (Wan 2.1 image-to-video's image encoder,
+# ComfyUI's clip_vision_h) uses GELU, OpenAI's towers and the presets' quick GELU.
+_CLIP_VISION_HEADS = {768: 12, 1024: 16, 1280: 16, 1664: 16}
+_CLIP_VISION_GELU = (1280,)
+
+
+def _clip_vision(header: FileHeader) -> Detection | None:
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    # ComfyUI's files keep transformers' former `vision_model.` prefix; transformers 5 drops it
+    prefix = next(
+        (p for p in ("vision_model.", "") if f"{p}embeddings.class_embedding" in keys), None
+    )
+    if prefix is None:
+        return None
+    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)} | {
+        k: v for k, v in keys.items() if k == "visual_projection.weight"
+    }
+    patch = keys["embeddings.patch_embedding.weight"]
+    hidden, channels, patch_size = patch[0], patch[1], patch[2]
+    positions = keys["embeddings.position_embedding.weight"][0]
+    side = round((positions - 1) ** 0.5)
+    layers = _count(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    intermediate = keys["encoder.layers.0.mlp.fc1.weight"][0]
+    heads = _CLIP_VISION_HEADS.get(hidden, hidden // 8)
+    config = {
+        "_class_name": "CLIPVisionModel",
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_channels": channels,
+        "image_size": side * patch_size,
+        "patch_size": patch_size,
+        "hidden_act": "gelu" if hidden in _CLIP_VISION_GELU else "quick_gelu",
+    }
+    projection = keys.get("visual_projection.weight")
+    if projection is not None:
+        config["projection_dim"] = projection[0]
+    reasons = (
+        f"CLIP vision tower keys ({prefix}encoder.layers.N)",
+        f"width {hidden}, {layers} layers, {heads} heads, {side * patch_size} px images in "
+        f"{patch_size}-px patches",
+    )
+    return Detection("clip_vision", "clip", f"clip vision {hidden}", "hf", "", config, reasons)
 
 
 # -- VAEs -------------------------------------------------------------------------------------

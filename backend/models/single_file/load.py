@@ -1,19 +1,21 @@
 """Single-file models: check the files, build the pipeline, read each rank's rows.
 
 `SingleFiles` is what the user gave (`--model FILE[,FILE]`, `--text-encoder FILE`...,
-`--vae FILE`); `resolve` reads their headers, recognises each file and checks that they fit
-together (the DiT's text width against the encoder's, the VAE's latent channels against the
-DiT's, two experts of one architecture), refusing with the file's name and what was expected.
+`--vae FILE`, `--image-encoder FILE`); `resolve` reads their headers, recognises each file and
+checks that they fit together (the DiT's text width against the encoder's, the VAE's latent
+channels against the DiT's, the image encoder's width against the DiT's image embedding, two
+experts of one architecture), refusing with the file's name and what was expected.
 `build_pipeline` assembles the diffusers pipeline: DiTs are built on the meta device and
 filled from their files through `DitWeights` (the same row reads that fill an FSDP2 shard),
-encoders and VAEs are read whole. Configs come from the headers (detect.py) and, for what a
-header cannot say (scheduler, VAE settings, pipeline settings), from the presets the package
-ships: the tiny presets for the tiny test architectures, the `random:` presets' JSON for real
-ones.
+encoders and VAEs are read whole (components.py). Configs come from the headers (detect.py)
+and, for what a header cannot say (scheduler, VAE settings, pipeline settings), from the
+presets the package ships: the tiny presets for the tiny test architectures, the `random:`
+presets' JSON for real ones.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..casting import cast_model
-from ..seeded import VOCAB_SIZE
+from .components import clip_image_processor, encoder_model, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
-from .detect import Detection, detect
-from .header import FileHeader, read_header
-from .quant import RowReader, check_readable, quantization
-from .tokenizers import COMFY_FOLDERS, find_tokenizer
+from .detect import Detection, Part, recognise
+from .quant import RowReader, check_readable
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -46,58 +45,78 @@ def is_model_file(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Part:
-    """One file and what it was recognised as."""
-
-    header: FileHeader
-    detection: Detection
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "file": self.header.name,
-            "role": self.detection.role,
-            "variant": self.detection.variant,
-            "format": quantization(self.header),
-            "why": "; ".join(self.detection.reasons),
-        }
-
-
-@dataclass(frozen=True)
 class Preset:
     """Where the settings a header cannot hold come from, per recognised architecture."""
 
     name: str
-    """A preset name (tiny or random:) whose scheduler, VAE config and pipeline settings apply."""
+    """A preset name (tiny or random:) whose scheduler, VAE config and pipeline settings apply;
+    empty when the architecture runs only as a pair of experts (Wan 2.2 I2V A14B)."""
     pipeline: str
     encoders: tuple[str, ...]
     """The encoder kinds the family needs, in component order ("umt5"; "clip", "t5")."""
     pair_preset: str = ""
     """The preset for two experts (Wan 2.2 A14B)."""
+    vae: str = ""
+    """The VAE the family needs, as a user knows it (ComfyUI's file name)."""
+    image_encoder: str = ""
+    """The CLIP image encoder the family needs (Wan 2.1 image-to-video), "" for none."""
+
+    def __post_init__(self) -> None:
+        if not (self.name or self.pair_preset):
+            raise ValueError(f"a {self.pipeline} preset needs a name or a pair preset")
 
 
+_WAN21_VAE, _WAN22_VAE = "the Wan 2.1 VAE (wan_2.1_vae)", "the Wan 2.2 VAE (wan2.2_vae)"
+_FLUX_VAE = "the Flux VAE (ae)"
+_CLIP_VISION_H = "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h)"
+CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-Diffusers ship it
+    "hidden_size": 1280,
+    "intermediate_size": 5120,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 16,
+    "image_size": 224,
+    "patch_size": 14,
+    "hidden_act": "gelu",
+}
+"""What `paradit plan` counts for Wan 2.1 I2V's image encoder (the file is not given there)."""
 _PRESETS = {
-    "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan"),
-    "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",)),
+    "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
+    "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
     "wan-t2v-14b": Preset(
-        "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b"
+        "random:wan2.1-t2v-14b", "WanPipeline", ("umt5",), "random:wan2.2-t2v-a14b", _WAN21_VAE
     ),
-    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5")),
-    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5")),
+    "tiny-wan-i2v": Preset(
+        "tiny-wan-i2v",
+        "WanImageToVideoPipeline",
+        ("umt5",),
+        vae=_WAN21_VAE,
+        image_encoder="the tiny CLIP vision encoder",
+    ),
+    # Wan 2.1 I2V 14B: the T2V 14B preset's scheduler (UniPC, shift 3: the 480p model's) and VAE
+    "wan2.1-i2v-14b": Preset(
+        "random:wan2.1-t2v-14b",
+        "WanImageToVideoPipeline",
+        ("umt5",),
+        vae=_WAN21_VAE,
+        image_encoder=_CLIP_VISION_H,
+    ),
+    "tiny-wan2.2-ti2v-5b": Preset(
+        "tiny-wan2.2-ti2v-5b", "WanPipeline", ("umt5",), vae="the tiny Wan 2.2 VAE"
+    ),
+    "wan2.2-ti2v-5b": Preset("random:wan2.2-ti2v-5b", "WanPipeline", ("umt5",), vae=_WAN22_VAE),
+    "tiny-wan2.2-i2v-a14b": Preset(
+        "", "WanImageToVideoPipeline", ("umt5",), "tiny-wan2.2-i2v-a14b", _WAN21_VAE
+    ),
+    "wan2.2-i2v-a14b": Preset(
+        "", "WanImageToVideoPipeline", ("umt5",), "random:wan2.2-i2v-a14b", _WAN21_VAE
+    ),
+    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
-_NOT_YET = {
-    "wan2.1-i2v-14b": "Wan image-to-video needs its CLIP vision encoder (clip_vision_h), which "
-    "paradit does not load from a single file yet: use Wan-AI/Wan2.1-I2V-14B-480P-Diffusers",
-    "wan2.2-i2v-a14b": "Wan 2.2 image-to-video from single files is not supported yet: use "
-    "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
-    "wan2.2-ti2v-5b": "it needs the Wan 2.2 VAE (48 latent channels), which paradit does not "
-    "have yet",
-    "tiny-wan-i2v": "Wan image-to-video needs a CLIP vision encoder, not loaded from a single "
-    "file yet",
-}
-"""Why a recognised variant is not run from single files yet."""
 _ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
-PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the real pair takes its preset's pipeline_config
+PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
+_PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps")
 
 
 @dataclass(frozen=True)
@@ -107,6 +126,7 @@ class SingleFiles:
     models: tuple[str, ...]
     text_encoders: tuple[str, ...] = ()
     vaes: tuple[str, ...] = ()
+    image_encoders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.models) <= 2:
@@ -116,14 +136,18 @@ class SingleFiles:
             )
         if len(self.vaes) > 1:
             raise ValueError(f"--vae takes one file, got {len(self.vaes)}")
+        if len(self.image_encoders) > 1:
+            raise ValueError(f"--image-encoder takes one file, got {len(self.image_encoders)}")
 
     @classmethod
-    def parse(cls, model: str, text_encoders=(), vaes=()) -> SingleFiles:
+    def parse(cls, model: str, text_encoders=(), vaes=(), image_encoders=()) -> SingleFiles:
         models = tuple(str(Path(p.strip()).expanduser().absolute()) for p in model.split(SEPARATOR))
         return cls(
             models,
-            tuple(str(Path(p).expanduser().absolute()) for p in text_encoders),
-            tuple(str(Path(p).expanduser().absolute()) for p in vaes),
+            *(
+                tuple(str(Path(p).expanduser().absolute()) for p in paths)
+                for paths in (text_encoders, vaes, image_encoders)
+            ),
         )
 
 
@@ -138,6 +162,8 @@ class Resolved:
     """Pipeline component -> its text encoder file."""
     vae: Part
     variant: str
+    image_encoder: Part | None = None
+    """Wan 2.1 image-to-video's CLIP vision encoder."""
 
     @property
     def pipeline_class(self) -> str:
@@ -145,12 +171,9 @@ class Resolved:
 
     def summary(self) -> dict[str, Any]:
         parts = {**self.dits, **self.encoders, "vae": self.vae}
+        if self.image_encoder is not None:
+            parts["image_encoder"] = self.image_encoder
         return {"variant": self.variant, "files": {k: p.summary() for k, p in parts.items()}}
-
-
-def recognise(path: str) -> Part:
-    header = read_header(path)
-    return Part(header, detect(header))
 
 
 def resolve(files: SingleFiles) -> Resolved:
@@ -168,12 +191,15 @@ def resolve(files: SingleFiles) -> Resolved:
     preset = _PRESETS.get(first.variant)
     if preset is None or (len(dits) == 2 and not preset.pair_preset):
         supported = ", ".join(k for k in _PRESETS)
-        why = _NOT_YET.get(first.variant, "")
         raise ValueError(
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
-            f"files yet{': ' + why if why else ''} (runs: {supported}; two files: the Wan 14B "
-            "T2V pair)"
+            f"files yet (runs: {supported}; two files: the Wan 2.2 A14B T2V and I2V pairs)"
+        )
+    if len(dits) == 1 and not preset.name:
+        raise ValueError(
+            f"{dits[0].header.name} is one expert of {first.variant}, which takes its two "
+            "experts as two files: give --model HIGH,LOW (the high-noise expert first)"
         )
     if len(dits) == 2:
         names = [d.header.name.lower() for d in dits]
@@ -182,12 +208,15 @@ def resolve(files: SingleFiles) -> Resolved:
                 f"--model takes the high-noise expert first: got {dits[0].header.name} first "
                 f"(give {dits[1].header.name},{dits[0].header.name})"
             )
-        preset = Preset(preset.pair_preset, preset.pipeline, preset.encoders)
-    variant = first.variant + (" A14B pair" if len(dits) == 2 else "")
+        preset = dataclasses.replace(preset, name=preset.pair_preset)
+    variant = first.variant
+    if len(dits) == 2:
+        variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     encoders = _encoders(files, preset, first)
-    vae = _vae(files, first)
+    vae = _vae(files, first, preset)
+    image_encoder = _image_encoder(files, first, preset)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
-    return Resolved(preset, components, encoders, vae, variant)
+    return Resolved(preset, components, encoders, vae, variant, image_encoder)
 
 
 def _expect(part: Part, role: str, flag: str) -> None:
@@ -238,9 +267,10 @@ def _encoders(files: SingleFiles, preset: Preset, dit: Detection) -> dict[str, P
     return parts
 
 
-def _vae(files: SingleFiles, dit: Detection) -> Part:
+def _vae(files: SingleFiles, dit: Detection, preset: Preset) -> Part:
+    needs = f"{dit.variant} needs {preset.vae or 'a VAE'}"
     if not files.vaes:
-        raise ValueError(f"{dit.variant} needs a VAE: give --vae FILE")
+        raise ValueError(f"{needs}: give --vae FILE")
     part = recognise(files.vaes[0])
     _expect(part, "vae", "--vae")
     check_readable(part.header)
@@ -249,7 +279,35 @@ def _vae(files: SingleFiles, dit: Detection) -> Part:
     if part.detection.family != dit.family or latent != expected:
         raise ValueError(
             f"--vae {part.header.name} is a {part.detection.variant} with {latent} latent "
-            f"channels; {dit.variant} needs a {dit.family} VAE with {expected}"
+            f"channels; {needs}: a {dit.family} VAE with {expected}"
+        )
+    return part
+
+
+def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part | None:
+    if not preset.image_encoder:
+        if files.image_encoders:
+            raise ValueError(
+                f"--image-encoder goes with Wan 2.1 image-to-video; {dit.variant} takes none"
+            )
+        return None
+    needs = f"{dit.variant} needs {preset.image_encoder}"
+    if not files.image_encoders:
+        raise ValueError(f"{needs}: give --image-encoder FILE")
+    part = recognise(files.image_encoders[0])
+    _expect(part, "clip_vision", "--image-encoder")
+    if not part.detection.config:  # e.g. open_clip's `visual.transformer.resblocks.N`
+        raise ValueError(
+            f"--image-encoder {part.header.name}: {'; '.join(part.detection.reasons)}; paradit "
+            "reads CLIP vision files with Hugging Face's names (vision_model.encoder.layers.N), "
+            "as ComfyUI's clip_vision_h has them"
+        )
+    check_readable(part.header)
+    width, expected = part.detection.config["hidden_size"], dit.config["image_dim"]
+    if width != expected:
+        raise ValueError(
+            f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a CLIP "
+            f"vision tower of width {expected}"
         )
     return part
 
@@ -333,24 +391,6 @@ class DitWeights:
             self._reader = None
 
 
-def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
-    """Every weight tensor of a (small) file, dequantized to `dtype`, keys without `prefix`."""
-    reader = RowReader(part.header)
-    out: dict[str, torch.Tensor] = {}
-    try:
-        for key, info in part.header.tensors.items():
-            if key == "scaled_fp8" or key.endswith((".scale_weight", ".scale_input")):
-                continue
-            if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL"):
-                continue  # e.g. Comfy's UMT5 `spiece_model`: not a weight
-            target = torch.empty(info.shape, dtype=dtype)
-            reader.read_rows(key, 0, target)
-            out[key[len(prefix) :] if key.startswith(prefix) else key] = target
-    finally:
-        reader.close()
-    return out
-
-
 # -- the pipeline -----------------------------------------------------------------------------
 
 
@@ -395,14 +435,24 @@ def build_pipeline(
         parts[name] = model
     for slot, part in resolved.encoders.items():
         wanted = slot not in skip
-        parts[slot] = _text_encoder(part, dtype) if wanted else None
+        parts[slot] = encoder_model(part, dtype) if wanted else None
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
-        parts[tokenizer_slot] = _tokenizer(part, preset, tokenizer_slot) if wanted else None
-    parts["vae"] = None if "vae" in skip else _vae_model(resolved.vae, preset, dtype)
-    parts["scheduler"] = build_preset(preset.name, components=frozenset({"scheduler"})).scheduler
-    settings: dict[str, Any] = {}
-    if len(resolved.dits) == 2:
-        settings = _pipeline_settings(preset.name)
+        parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
+    parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
+    if resolved.image_encoder is not None:  # Wan 2.1 image-to-video
+        part = resolved.image_encoder
+        wanted = "image_encoder" not in skip
+        parts["image_encoder"] = encoder_model(part, dtype, "--image-encoder") if wanted else None
+        size = part.detection.config["image_size"]
+        parts["image_processor"] = (
+            clip_image_processor(size) if "image_processor" not in skip else None
+        )
+    reference = build_preset(preset.name, components=frozenset({"scheduler"}))
+    parts["scheduler"] = reference.scheduler
+    # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
+    settings = {k: reference.config[k] for k in _PIPELINE_SETTINGS if k in reference.config}
+    if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
+        settings["boundary_ratio"] = PAIR_BOUNDARY[preset.name]
     pipeline_class = getattr(diffusers, preset.pipeline)
     pipe = pipeline_class(**parts, **settings)
     log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
@@ -427,126 +477,24 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
             "runnable from single files yet, so there is nothing to plan"
         )
     name = preset.pair_preset if len(dits) == 2 else preset.name
+    if not name:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: "
+            + ("one expert; it takes two (HIGH,LOW)" if preset.pair_preset else "not a pair")
+        )
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+    if type(pipe).__name__ != preset.pipeline:  # Wan 2.1 I2V 14B on the T2V 14B's preset
+        import diffusers
+        from accelerate import init_empty_weights
+        from transformers import CLIPVisionConfig, CLIPVisionModel
+
+        with init_empty_weights(include_buffers=True):
+            image_encoder = CLIPVisionModel(CLIPVisionConfig(**CLIP_VISION_H))
+        pipe = getattr(diffusers, preset.pipeline)(
+            **pipe.components,
+            image_encoder=image_encoder,
+            image_processor=clip_image_processor(CLIP_VISION_H["image_size"]),
+        )
     return pipe
-
-
-def _pipeline_settings(preset_name: str) -> dict[str, Any]:
-    from ..random_presets import is_random_preset, random_preset_spec
-
-    if is_random_preset(preset_name):
-        return dict(random_preset_spec(preset_name).get("pipeline_config", {}))
-    return {"boundary_ratio": PAIR_BOUNDARY[preset_name]}
-
-
-def _text_encoder(part: Part, dtype: torch.dtype) -> torch.nn.Module:
-    import transformers
-    from accelerate import init_empty_weights
-
-    config = dict(part.detection.config)
-    model_class = getattr(transformers, config.pop("_class_name"))
-    with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
-        model = model_class(model_class.config_class(**config))
-    state = read_whole(part, dtype, part.detection.prefix)
-    for tied in ("shared.weight", "encoder.embed_tokens.weight"):  # T5: one is enough
-        other = "encoder.embed_tokens.weight" if tied == "shared.weight" else "shared.weight"
-        if tied not in state and other in state:
-            state[tied] = state[other]
-    expected = set(model.state_dict())
-    for key in list(state):  # ComfyUI's clip_l keeps transformers' former `text_model.` prefix
-        bare = key.removeprefix("text_model.")
-        if key not in expected and bare in expected:
-            state[bare] = state.pop(key)
-    missing = sorted(expected - set(state))
-    if missing:
-        raise ValueError(
-            f"--text-encoder {part.header.name}: no weights for {missing[:3]} "
-            f"({len(missing)} in all) of a {part.detection.variant} encoder"
-        )
-    state = {k: v for k, v in state.items() if k in expected}
-    model.load_state_dict(state, assign=True, strict=True)
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
-    return cast_model(model, dtype).eval()
-
-
-def _tokenizer(part: Part, preset: Preset, slot: str) -> Any:
-    from ..presets import build_preset
-
-    if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
-        return spiece_tokenizer(part)
-    vocab = part.detection.config.get("vocab_size")
-    if vocab == VOCAB_SIZE:  # the presets' byte vocabulary
-        return getattr(build_preset(preset.name, components=frozenset({slot})), slot)
-    if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
-        return find_tokenizer(part.detection.family, part.header.path, vocab)
-    raise ValueError(
-        f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
-        f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"
-    )
-
-
-SPIECE_KEY = "spiece_model"
-
-
-def spiece_tokenizer(part: Part) -> Any:
-    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
-    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
-    not carried over: text is taken as given, which differs only for unusual Unicode)."""
-    import sentencepiece
-    import transformers
-
-    info = part.header.tensors[SPIECE_KEY]
-    reader = RowReader(part.header)
-    try:
-        raw = reader._read(info.offset, info.nbytes)  # noqa: SLF001 - the bytes as stored
-    finally:
-        reader.close()
-    try:
-        processor = sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
-    except (RuntimeError, OSError) as exc:
-        raise ValueError(
-            f"--text-encoder {part.header.name}: its SentencePiece model ({SPIECE_KEY}) "
-            f"cannot be read: {exc}"
-        ) from None
-    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
-    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
-    vocab = part.detection.config.get("vocab_size", 0)
-    if len(tokenizer) > vocab:
-        raise ValueError(
-            f"--text-encoder {part.header.name}: its tokenizer has {len(tokenizer)} tokens, "
-            f"more than the encoder's {vocab} embeddings"
-        )
-    return tokenizer
-
-
-def _vae_model(part: Part, preset: Preset, dtype: torch.dtype) -> torch.nn.Module:
-    from ..presets import build_preset
-
-    reference = build_preset(preset.name, components=frozenset({"vae"}), device="meta").vae
-    config = {**dict(reference.config), "_class_name": type(reference).__name__}
-    from accelerate import init_empty_weights
-
-    with init_empty_weights(include_buffers=False):
-        model = type(reference).from_config(config)
-    state = read_whole(part, torch.float32)
-    if part.detection.layout == "wan":
-        from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
-
-        state = convert_wan_vae_to_diffusers(state)
-    elif part.detection.layout == "ldm":
-        from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
-
-        state = convert_ldm_vae_checkpoint(state, dict(model.config))
-    expected = model.state_dict()
-    problems = sorted(set(expected) ^ set(state))
-    bad_shapes = [k for k in expected if k in state and state[k].shape != expected[k].shape]
-    if problems or bad_shapes:
-        raise ValueError(
-            f"--vae {part.header.name}: does not fit {part.detection.variant} "
-            f"(mismatched keys {(problems + bad_shapes)[:3]})"
-        )
-    model.load_state_dict(state, assign=True, strict=True)
-    return cast_model(model, dtype).eval()

@@ -1,0 +1,164 @@
+"""The parts of a single-file pipeline that are read whole: text encoders and their
+tokenizers, CLIP vision towers and their image processor, VAEs (the DiTs are read row block by
+row block: `load.DitWeights`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..casting import cast_model
+from ..seeded import VOCAB_SIZE
+from .convert import wan22_vae_name
+from .detect import Part
+from .quant import RowReader
+from .tokenizers import COMFY_FOLDERS, find_tokenizer
+
+
+def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Every weight tensor of a (small) file, dequantized to `dtype`, keys without `prefix`."""
+    reader = RowReader(part.header)
+    out: dict[str, torch.Tensor] = {}
+    try:
+        for key, info in part.header.tensors.items():
+            if key == "scaled_fp8" or key.endswith((".scale_weight", ".scale_input")):
+                continue
+            if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL"):
+                continue  # e.g. Comfy's UMT5 `spiece_model`: not a weight
+            target = torch.empty(info.shape, dtype=dtype)
+            reader.read_rows(key, 0, target)
+            out[key[len(prefix) :] if key.startswith(prefix) else key] = target
+    finally:
+        reader.close()
+    return out
+
+
+def clip_image_processor(size: int) -> Any:
+    """CLIP's image processor (OpenAI's mean and std, bicubic, center crop) for `size`-px
+    images: what the Wan 2.1 image-to-video repos ship for their ViT-H/14 (224), and the tiny
+    preset's (32). The PIL backend where transformers has a choice, as the presets'."""
+    import transformers
+
+    processor_class = getattr(transformers, "CLIPImageProcessorPil", None)
+    processor_class = processor_class or transformers.CLIPImageProcessor
+    return processor_class(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+
+
+def encoder_model(part: Part, dtype: torch.dtype, flag: str = "--text-encoder") -> torch.nn.Module:
+    """A text encoder or CLIP vision tower, read whole, with the config its header gave."""
+    import transformers
+    from accelerate import init_empty_weights
+
+    config = dict(part.detection.config)
+    model_class = getattr(transformers, config.pop("_class_name"))
+    with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
+        model = model_class(model_class.config_class(**config))
+    state = read_whole(part, dtype, part.detection.prefix)
+    for tied in ("shared.weight", "encoder.embed_tokens.weight"):  # T5: one is enough
+        other = "encoder.embed_tokens.weight" if tied == "shared.weight" else "shared.weight"
+        if tied not in state and other in state:
+            state[tied] = state[other]
+    expected = set(model.state_dict())
+    for key in list(state):  # ComfyUI's CLIP files keep transformers' former prefixes
+        bare = key.removeprefix("text_model.").removeprefix("vision_model.")
+        if key not in expected and bare in expected:
+            state[bare] = state.pop(key)
+    missing = sorted(expected - set(state))
+    if missing:
+        raise ValueError(
+            f"{flag} {part.header.name}: no weights for {missing[:3]} "
+            f"({len(missing)} in all) of a {part.detection.variant} encoder"
+        )
+    state = {k: v for k, v in state.items() if k in expected}
+    model.load_state_dict(state, assign=True, strict=True)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return cast_model(model, dtype).eval()
+
+
+def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
+    """The tokenizer of a text encoder file: the SentencePiece model it carries, the presets'
+    byte tokenizer for their reduced encoders, or for T5/CLIP files one found offline
+    (`tokenizers.find_tokenizer`)."""
+    from ..presets import build_preset
+
+    if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
+        return spiece_tokenizer(part)
+    vocab = part.detection.config.get("vocab_size")
+    if vocab == VOCAB_SIZE:  # the presets' byte vocabulary
+        return getattr(build_preset(preset_name, components=frozenset({slot})), slot)
+    if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
+        return find_tokenizer(part.detection.family, part.header.path, vocab)
+    raise ValueError(
+        f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
+        f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"
+    )
+
+
+SPIECE_KEY = "spiece_model"
+
+
+def spiece_tokenizer(part: Part) -> Any:
+    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
+    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
+    not carried over: text is taken as given, which differs only for unusual Unicode)."""
+    import sentencepiece
+    import transformers
+
+    info = part.header.tensors[SPIECE_KEY]
+    reader = RowReader(part.header)
+    try:
+        raw = reader._read(info.offset, info.nbytes)  # noqa: SLF001 - the bytes as stored
+    finally:
+        reader.close()
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
+    except (RuntimeError, OSError) as exc:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its SentencePiece model ({SPIECE_KEY}) "
+            f"cannot be read: {exc}"
+        ) from None
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
+    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+    vocab = part.detection.config.get("vocab_size", 0)
+    if len(tokenizer) > vocab:
+        raise ValueError(
+            f"--text-encoder {part.header.name}: its tokenizer has {len(tokenizer)} tokens, "
+            f"more than the encoder's {vocab} embeddings"
+        )
+    return tokenizer
+
+
+def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:
+    """The VAE of a file, with the config of the preset of its model (a header cannot hold
+    latent statistics or scale factors)."""
+    from ..presets import build_preset
+
+    reference = build_preset(preset_name, components=frozenset({"vae"}), device="meta").vae
+    config = {**dict(reference.config), "_class_name": type(reference).__name__}
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = type(reference).from_config(config)
+    state = read_whole(part, torch.float32)
+    if part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
+        state = {wan22_vae_name(k): v for k, v in state.items()}
+    elif part.detection.layout == "wan":
+        from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
+
+        state = convert_wan_vae_to_diffusers(state)
+    elif part.detection.layout == "ldm":
+        from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
+
+        state = convert_ldm_vae_checkpoint(state, dict(model.config))
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(state))
+    bad_shapes = [k for k in expected if k in state and state[k].shape != expected[k].shape]
+    if problems or bad_shapes:
+        raise ValueError(
+            f"--vae {part.header.name}: does not fit {part.detection.variant} "
+            f"(mismatched keys {(problems + bad_shapes)[:3]})"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return cast_model(model, dtype).eval()
