@@ -323,3 +323,65 @@ def meta_model(class_name: str, config: dict) -> torch.nn.Module:
             return getattr(diffusers, class_name).from_config(config)
         model_class = getattr(transformers, class_name)
         return model_class(model_class.config_class(**config))
+
+
+# -- all-in-one checkpoints (ComfyUI's models/checkpoints) ------------------------------------
+
+ALL_IN_ONE_PREFIXES = {
+    "clip_l": "text_encoders.clip_l.transformer.",
+    "t5xxl": "text_encoders.t5xxl.transformer.",
+    "vae": "vae.",
+}
+"""Where ComfyUI's checkpoint save puts a Flux model's parts besides the DiT (under
+`model.diffusion_model.`): its supported_models' text encoder and VAE key prefixes."""
+
+_LDM_ATTENTION = {
+    "group_norm": "norm",
+    "to_q": "q",
+    "to_k": "k",
+    "to_v": "v",
+    "to_out.0": "proj_out",
+}
+
+
+def vae_ldm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' AutoencoderKL state dict -> the original (ldm) names Flux's `ae` uses: levels
+    as `down.I.block.J`, the decoder's levels numbered from the smallest up, and the mid
+    attention's projections as 1x1 convolutions."""
+    ups = {int(m.group(1)) for k in state if (m := re.match(r"decoder\.up_blocks\.(\d+)\.", k))}
+    out = {}
+    for name, value in state.items():
+        new = name.replace(".conv_norm_out.", ".norm_out.")
+        new = re.sub(r"\.mid_block\.resnets\.(\d)\.", lambda m: f".mid.block_{int(m[1]) + 1}.", new)
+        if m := re.match(r"^(\w+)\.mid_block\.attentions\.0\.(.+)\.(weight|bias)$", name):
+            new = f"{m[1]}.mid.attn_1.{_LDM_ATTENTION[m[2]]}.{m[3]}"
+            if m[2] != "group_norm" and m[3] == "weight":
+                value = value.reshape(*value.shape, 1, 1)
+        new = re.sub(r"^encoder\.down_blocks\.(\d+)\.resnets\.", r"encoder.down.\1.block.", new)
+        new = re.sub(
+            r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", r"encoder.down.\1.downsample.", new
+        )
+        if m := re.match(r"^decoder\.up_blocks\.(\d+)\.(resnets|upsamplers\.0)\.", new):
+            level = len(ups) - 1 - int(m[1])
+            part = "block." if m[2] == "resnets" else "upsample."
+            new = f"decoder.up.{level}.{part}" + new[m.end() :]
+        new = new.replace(".conv_shortcut.", ".nin_shortcut.")
+        assert new not in out, new
+        out[new] = value
+    return out
+
+
+def write_all_in_one(path: Path, pipe) -> None:
+    """A Flux all-in-one checkpoint of `pipe`'s weights (float32) as ComfyUI saves one: the DiT
+    in Black Forest Labs' names under `model.diffusion_model.`, CLIP-L and T5 in Hugging Face's
+    names (T5 with `shared` only) and the VAE in ldm names under `ALL_IN_ONE_PREFIXES`."""
+    config = pipe.transformer.config
+    dit = flux_bfl(
+        pipe.transformer.state_dict(), config.num_attention_heads * config.attention_head_dim
+    )
+    clip = {"text_model." + k: v for k, v in pipe.text_encoder.state_dict().items()}
+    t5 = {k: v for k, v in pipe.text_encoder_2.state_dict().items() if "embed_tokens" not in k}
+    tensors = {WAN_PREFIX + k: v for k, v in dit.items()}
+    for name, part in (("clip_l", clip), ("t5xxl", t5), ("vae", vae_ldm(pipe.vae.state_dict()))):
+        tensors |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))

@@ -8,15 +8,18 @@ Cost: about 8 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
 import torch
 from comfy_files import (
+    ALL_IN_ONE_PREFIXES,
     WAN_PREFIX,
     flux_bfl,
     meta_model,
     meta_shapes,
+    vae_ldm,
     wan22_vae_original,
     wan_original_name,
     write_header_only,
@@ -523,3 +526,111 @@ def test_plan_of_a_single_file_counts_its_dit_as_held(tmp_path):
     preset = sizes_of_pipeline(meta_pipeline("random:wan2.1-t2v-1.3b"), family, torch.bfloat16)
     assert from_file.weights == preset.weights  # (the meta modules themselves differ by id)
     assert from_file.weights["transformer"] > 2 * 1.4e9  # bf16, not the file's fp8 bytes
+
+
+# -- all-in-one checkpoints (ComfyUI's models/checkpoints) ------------------------------------
+
+FLUX_VAE = random_preset_spec("random:flux.1-dev")["components"]["vae"]["config"]
+
+
+@functools.cache
+def _flux_all_in_one() -> tuple[frozenset[str], dict[str, tuple[int, ...]]]:
+    state = meta_model("FluxTransformer2DModel", FLUX_DEV).state_dict()
+    dit = flux_bfl(state, width=3072)
+    shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in dit.items()}
+    shapes[WAN_PREFIX + "scaled_fp8"] = (0,)
+    clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
+    vae = vae_ldm(meta_model("AutoencoderKL", FLUX_VAE).state_dict())
+    for name, part in (
+        ("clip_l", {"text_model." + k: v for k, v in clip.items()}),
+        ("t5xxl", encoder_header("T5EncoderModel", T5_XXL)),
+        ("vae", {k: tuple(v.shape) for k, v in vae.items()}),
+    ):
+        shapes |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
+    shapes["text_encoders.clip_l.logit_scale"] = ()  # ComfyUI keeps it beside the transformer
+    return frozenset(state), shapes
+
+
+def flux_all_in_one_header() -> dict[str, tuple[int, ...]]:
+    """flux1-dev-fp8's layout with the real shapes: the DiT in BFL names (with the fp8_scaled
+    marker under its prefix, as ComfyUI saves one), CLIP-L, T5-XXL, the Flux VAE in ldm names."""
+    return dict(_flux_all_in_one()[1])
+
+
+def test_flux_all_in_one_checkpoint_from_its_header(tmp_path):
+    """flux1-dev-fp8 alone: recognised and named with its parts, each part read as a file of
+    its own; the DiT's rows are every DiT parameter (the marker and the other parts unused)."""
+    from paradit.backend.client.summary import backend_summary
+    from paradit.backend.models.single_file.listing import list_models, render
+
+    path = tmp_path / "checkpoints" / "flux1-dev-fp8.safetensors"
+    path.parent.mkdir()
+    write_header_only(path, flux_all_in_one_header())
+    header = read_header(path)
+    found = detect(header)
+    label = "all-in-one flux.1-dev (DiT, clip_l, t5xxl, vae)"
+    assert (found.role, found.variant, found.label, found.prefix) == (
+        "transformer", "flux.1-dev", label, WAN_PREFIX
+    )  # fmt: skip
+    assert found.bundled == ("clip_l", "t5xxl", "vae")
+    row_map = dit_row_map(header, found)
+    assert set(row_map) == _flux_all_in_one()[0]
+    assert not unused_keys(header, found, row_map)
+    resolved = resolve(SingleFiles.parse(str(path)))  # no --text-encoder, no --vae
+    assert resolved.variant == label and resolved.preset.name == "random:flux.1-dev"
+    parts = {**resolved.dits, **resolved.encoders, "vae": resolved.vae}
+    parts = {k: (p.header.name, p.header.prefix, p.detection.variant) for k, p in parts.items()}
+    assert parts == {
+        "transformer": (path.name, "", "flux.1-dev"),
+        "text_encoder": (path.name, "text_encoders.clip_l.transformer.", "clip 768"),
+        "text_encoder_2": (path.name, "text_encoders.t5xxl.transformer.", "t5 4096"),
+        "vae": (path.name, "vae.", "flux vae"),
+    }
+    assert resolved.vae.detection.layout == "ldm"
+    summary = backend_summary({"model": str(path), "model_files": resolved.summary()})
+    assert f"files: {label}: transformer {path.name} (bf16), text_encoder {path.name}" in summary
+    (entry,) = list_models(tmp_path)
+    assert (entry.path, entry.role, entry.variant) == (
+        "checkpoints/flux1-dev-fp8.safetensors", "transformer", label
+    )  # fmt: skip
+    assert "all-in-one checkpoint: also holds clip_l (text_encoders.clip_l.transformer.)" in (
+        render([entry])
+    )
+
+
+def test_all_in_one_parts_given_as_files_win_and_wan_is_refused(tmp_path, real_files):
+    path = tmp_path / "flux1-dev-fp8.safetensors"
+    shapes = flux_all_in_one_header()
+    t5 = tmp_path / "t5xxl_fp16.safetensors"
+    t5_prefix = ALL_IN_ONE_PREFIXES["t5xxl"]
+    write_header_only(t5, {k[len(t5_prefix) :]: v for k, v in shapes.items() if t5_prefix in k})
+    flux_vae = tmp_path / "ae.safetensors"
+    write_header_only(flux_vae, {k[4:]: v for k, v in shapes.items() if k.startswith("vae.")})
+    write_header_only(path, shapes)
+    resolved = resolve(SingleFiles.parse(str(path), [str(t5)], [str(flux_vae)]))
+    assert resolved.encoders["text_encoder_2"].header.path == t5  # the files given win
+    assert resolved.vae.header.path == flux_vae
+    assert resolved.encoders["text_encoder"].header.prefix == "text_encoders.clip_l.transformer."
+    # a bundle without a T5: the refusal names what is missing
+    write_header_only(path, {k: v for k, v in shapes.items() if not k.startswith(t5_prefix)})
+    assert "needs clip and t5 text encoders; t5 is in none of the files" in _refusal(str(path))
+    # a bundled part of the wrong width is refused naming the file and the part
+    narrow = encoder_header("T5EncoderModel", {**T5_XXL, "d_model": 2048})
+    without_t5 = {k: v for k, v in shapes.items() if not k.startswith(t5_prefix)}
+    write_header_only(path, without_t5 | {t5_prefix + k: v for k, v in narrow.items()})
+    assert f"{path.name} (its {t5_prefix}) has width 2048; flux.1-dev takes text embeddings" in (
+        _refusal(str(path))
+    )
+    wan = tmp_path / "wan2.1_t2v_14B_aio.safetensors"
+    umt5 = encoder_header("UMT5EncoderModel", UMT5_XXL)
+    write_header_only(
+        wan,
+        wan_header("wan-t2v-14b")
+        | {"text_encoders.umt5xxl.transformer." + k: v for k, v in umt5.items()}
+        | {"vae." + k: v for k, v in WAN21_VAE.items()},
+    )
+    message = _refusal(str(wan), [real_files["umt5"]], [real_files["wan_vae"]])
+    assert message.startswith(
+        f"{wan.name} is an all-in-one wan-t2v-14b (DiT, umt5xxl, vae) checkpoint: paradit runs "
+        "all-in-one checkpoints of Flux.1 only"
+    ), message

@@ -46,10 +46,13 @@ RowMap = dict[str, tuple[Segment, ...]]
 
 def weight_keys(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
     """The file's weight tensors (prefix stripped), without fp8_scaled's scales and marker."""
+    # the marker sits under the DiT's prefix in an all-in-one checkpoint
     return {
         key[len(prefix) :]: info.shape
         for key, info in header.tensors.items()
-        if key.startswith(prefix) and key != SCALED_FP8_MARKER and not key.endswith(SCALED_FP8_KEYS)
+        if key.startswith(prefix)
+        and key[len(prefix) :] != SCALED_FP8_MARKER
+        and not key.endswith(SCALED_FP8_KEYS)
     }
 
 

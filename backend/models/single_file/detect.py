@@ -6,6 +6,12 @@ number a header cannot show, the attention head width, is 128 for every real Wan
 (the tiny test architectures of the built-in presets use 16). Every decision carries the
 reasons it was taken on, so `paradit models DIR` and the refusals can say why.
 
+An all-in-one checkpoint (ComfyUI's `models/checkpoints`, e.g. `flux1-dev-fp8`) holds its DiT
+under `model.diffusion_model.`, its text encoders under `text_encoders.NAME.transformer.` and
+its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and Wan): it is
+recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
+each as a file of its own (`FileHeader.view`).
+
 Roles: "transformer" (a DiT: Wan 2.1/2.2 or Flux.1, in ComfyUI/Wan, BFL or diffusers key
 names), "text_encoder" (UMT5, T5, CLIP-L in Hugging Face key names), "vae" (Wan 2.1, Wan 2.2
 and Flux autoencoders), "lora", "clip_vision" and "unknown".
@@ -13,6 +19,7 @@ and Flux autoencoders), "lora", "clip_vision" and "unknown".
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +33,9 @@ TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
 FAMILIES = ("wan", "flux")
+BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
+"""An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
+BUNDLED_VAE = "vae."
 
 
 @dataclass(frozen=True)
@@ -44,13 +54,25 @@ class Detection:
     config: dict[str, Any] = field(default_factory=dict)
     """The diffusers/transformers config read off the shapes (DiTs, encoders, VAEs)."""
     reasons: tuple[str, ...] = ()
+    bundled: tuple[str, ...] = ()
+    """An all-in-one checkpoint's parts besides the DiT: encoder names ("clip_l", "t5xxl") and
+    "vae", as the file names them (`bundled_parts` reads them)."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+        if self.bundled and self.role != "transformer":
+            raise ValueError(f"only a DiT checkpoint bundles other parts, not a {self.role}")
+
+    @property
+    def label(self) -> str:
+        """The variant, e.g. "all-in-one flux.1-dev (DiT, clip_l, t5xxl, vae)" for a bundle."""
+        if not self.bundled:
+            return self.variant
+        return f"all-in-one {self.variant} (DiT, {', '.join(self.bundled)})"
 
     def describe(self) -> str:
-        what = " ".join(x for x in (self.variant or self.family or "", self.role) if x)
+        what = " ".join(x for x in (self.label or self.family or "", self.role) if x)
         return f"{what}: {'; '.join(self.reasons)}"
 
 
@@ -65,7 +87,7 @@ class Part:
         return {
             "file": self.header.name,
             "role": self.detection.role,
-            "variant": self.detection.variant,
+            "variant": self.detection.label,
             "format": quantization(self.header),
             "why": "; ".join(self.detection.reasons),
         }
@@ -84,9 +106,9 @@ def detect(header: FileHeader) -> Detection:
         return Detection("lora", reasons=("has LoRA keys (lora_up/lora_down/lora_A/lora_B)",))
     for prefix in ("", *DIT_PREFIXES):
         if f"{prefix}blocks.0.self_attn.q.weight" in keys:
-            return _wan_dit(header, prefix, "wan")
+            return _with_bundle(header, _wan_dit(header, prefix, "wan"))
         if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
-            return _flux_dit(header, prefix)
+            return _with_bundle(header, _flux_dit(header, prefix))
     if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
@@ -108,6 +130,42 @@ def detect(header: FileHeader) -> Detection:
             f"T5/UMT5 encoder.block.N, CLIP text_model, Wan/Flux VAE); first keys: {sample}",
         ),
     )
+
+
+def bundled_prefixes(header: FileHeader) -> dict[str, str]:
+    """An all-in-one checkpoint's parts besides its DiT: name -> key prefix (encoders by name,
+    then "vae"); empty for a file of one part."""
+    found: dict[str, str] = {}
+    for key in header.tensors:
+        if m := BUNDLED_ENCODERS.match(key):
+            found.setdefault(m.group(1), m.group(0))
+    found = dict(sorted(found.items()))
+    if any(k.startswith(BUNDLED_VAE) for k in header.tensors):
+        found["vae"] = BUNDLED_VAE
+    return found
+
+
+def bundled_parts(part: Part) -> dict[str, Part]:
+    """The parts an all-in-one checkpoint holds besides its DiT, each recognised as a file of
+    its own (a view of the file's header: the same bytes are read)."""
+    out = {}
+    for name, prefix in bundled_prefixes(part.header).items():
+        view = part.header.view(prefix)
+        out[name] = Part(view, detect(view))
+    return out
+
+
+def _with_bundle(header: FileHeader, found: Detection) -> Detection:
+    """A DiT under ComfyUI's checkpoint prefix, with what else the file bundles."""
+    if found.role != "transformer" or found.prefix != DIT_PREFIXES[0]:
+        return found
+    bundled = bundled_prefixes(header)
+    if not bundled:
+        return found
+    reason = "all-in-one checkpoint: also holds " + ", ".join(
+        f"{name} ({prefix})" for name, prefix in bundled.items()
+    )
+    return dataclasses.replace(found, bundled=tuple(bundled), reasons=(*found.reasons, reason))
 
 
 def _is_lora_key(key: str) -> bool:

@@ -49,10 +49,21 @@ class FileHeader:
     """"safetensors" or "gguf"."""
     tensors: dict[str, TensorInfo]
     metadata: dict[str, Any] = field(default_factory=dict)
+    prefix: str = ""
+    """The key prefix this header is a view of (`view`): "" for a whole file, e.g.
+    "text_encoders.t5xxl.transformer." for the T5 inside an all-in-one checkpoint."""
 
     def __post_init__(self) -> None:
         if self.format not in ("safetensors", "gguf"):
             raise ValueError(f"format must be safetensors or gguf, got {self.format!r}")
+
+    def view(self, prefix: str) -> FileHeader:
+        """The tensors under `prefix`, keys without it (offsets unchanged: the same file is
+        read): one part of an all-in-one checkpoint, read as if it were a file of its own."""
+        if not prefix:
+            raise ValueError("a view needs a non-empty key prefix")
+        tensors = {k[len(prefix) :]: v for k, v in self.tensors.items() if k.startswith(prefix)}
+        return FileHeader(self.path, self.format, tensors, self.metadata, self.prefix + prefix)
 
     @property
     def name(self) -> str:

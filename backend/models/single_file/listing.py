@@ -73,9 +73,7 @@ def _entry(path: Path, relative: str) -> Entry:
     except ValueError as exc:
         return Entry(relative, "unreadable", "", "", str(exc))
     found = detect(header)
-    return Entry(
-        relative, found.role, found.variant, quantization(header), "; ".join(found.reasons)
-    )
+    return Entry(relative, found.role, found.label, quantization(header), "; ".join(found.reasons))
 
 
 def render(entries: list[Entry]) -> str:

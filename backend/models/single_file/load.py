@@ -11,6 +11,12 @@ encoders and VAEs are read whole (components.py). Configs come from the headers 
 and, for what a header cannot say (scheduler, VAE settings, pipeline settings), from the
 presets the package ships: the tiny presets for the tiny test architectures, the `random:`
 presets' JSON for real ones.
+
+An all-in-one Flux checkpoint (ComfyUI's `models/checkpoints`: DiT, CLIP-L, T5-XXL and VAE in
+one file) needs no --text-encoder or --vae: its parts fill every slot the command leaves
+empty, and a file given for a slot wins over the bundled part (to swap an fp8 T5 for an fp16
+one, say). Each part is read as a file of its own: the DiT row block by row block, the rest
+whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate files).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import torch
 
 from .components import clip_image_processor, encoder_model, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
-from .detect import Detection, Part, recognise
+from .detect import Detection, Part, bundled_parts, recognise
 from .quant import RowReader, check_readable
 
 if TYPE_CHECKING:
@@ -183,6 +189,17 @@ def resolve(files: SingleFiles) -> Resolved:
         _expect(part, "transformer", "--model")
         check_readable(part.header)
     first = dits[0].detection
+    if any(d.detection.bundled for d in dits) and first.family != "flux":
+        raise ValueError(
+            f"{dits[0].header.name} is an {first.label} checkpoint: paradit runs all-in-one "
+            "checkpoints of Flux.1 only (DiT, clip_l, t5xxl and vae in one file); give the "
+            "DiT as its own file (models/diffusion_models) with --text-encoder and --vae"
+        )
+    if len(dits) == 2 and any(d.detection.bundled for d in dits):
+        raise ValueError(
+            f"{dits[0].header.name}, {dits[1].header.name}: two files are a Wan 2.2 A14B "
+            "pair, never all-in-one checkpoints"
+        )
     if len(dits) == 2 and first.config != dits[1].detection.config:
         raise ValueError(
             f"{dits[0].header.name} and {dits[1].header.name} are not two experts of one "
@@ -209,76 +226,107 @@ def resolve(files: SingleFiles) -> Resolved:
                 f"(give {dits[1].header.name},{dits[0].header.name})"
             )
         preset = dataclasses.replace(preset, name=preset.pair_preset)
-    variant = first.variant
+    variant = first.label
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
-    encoders = _encoders(files, preset, first)
-    vae = _vae(files, first, preset)
+    bundle = bundled_parts(dits[0]) if first.bundled else {}
+    encoders = _encoders(files, preset, first, bundle)
+    vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
     return Resolved(preset, components, encoders, vae, variant, image_encoder)
+
+
+def _where(part: Part, flag: str) -> str:
+    """How a message names a file: "--vae ae.safetensors", or for a part of an all-in-one
+    checkpoint "flux1-dev-fp8.safetensors (its vae.)"."""
+    if part.header.prefix:
+        return f"{part.header.name} (its {part.header.prefix})"
+    return f"{flag} {part.header.name}"
 
 
 def _expect(part: Part, role: str, flag: str) -> None:
     found = part.detection
     if found.role == role:
         return
-    what = found.variant or f"{found.family or ''} {found.role}".strip()
+    what = found.label or f"{found.family or ''} {found.role}".strip()
     raise ValueError(
-        f"{flag} {part.header.name}: expected a {role.replace('_', ' ')} checkpoint, but it is "
+        f"{_where(part, flag)}: expected a {role.replace('_', ' ')} checkpoint, but it is "
         f"a {what} ({'; '.join(found.reasons)})"
     )
 
 
-def _encoders(files: SingleFiles, preset: Preset, dit: Detection) -> dict[str, Part]:
+def _encoders(
+    files: SingleFiles, preset: Preset, dit: Detection, bundle: dict[str, Part]
+) -> dict[str, Part]:
     need = " and ".join(preset.encoders)
-    if len(files.text_encoders) != len(preset.encoders):
+    if not bundle and len(files.text_encoders) != len(preset.encoders):
         raise ValueError(
             f"{dit.variant} needs {len(preset.encoders)} text encoder file(s) ({need}): give "
             f"--text-encoder FILE for each (got {len(files.text_encoders)})"
         )
     parts: dict[str, Part] = {}
-    for path in files.text_encoders:
-        part = recognise(path)
+    given = [recognise(path) for path in files.text_encoders]
+    # a file given for a slot wins over the bundled part; bundled parts no slot takes (the
+    # bundle's VAE, an encoder already given) are not read
+    inside = [p for p in bundle.values() if p.detection.role != "vae"]
+    for part, bundled in [(p, False) for p in given] + [(p, True) for p in inside]:
+        slot = _ENCODER_SLOTS.get(part.detection.family or "")
+        if bundled and slot in parts:
+            continue
         _expect(part, "text_encoder", "--text-encoder")
         check_readable(part.header)
         kind = part.detection.family or ""
         if kind not in preset.encoders:
             raise ValueError(
-                f"--text-encoder {part.header.name} is a {kind} encoder; {dit.variant} needs {need}"
+                f"{_where(part, '--text-encoder')} is a {kind} encoder; {dit.variant} needs {need}"
             )
-        parts[_ENCODER_SLOTS[kind]] = part
+        if slot in parts:
+            raise ValueError(
+                f"--text-encoder {part.header.name} and {parts[slot].header.name} are both "
+                f"{kind} encoders; {dit.variant} needs {need}, one file each"
+            )
+        parts[slot] = part
+    missing = [k for k in preset.encoders if _ENCODER_SLOTS[k] not in parts]
+    if missing:
+        raise ValueError(
+            f"{dit.label} needs {need} text encoders; {', '.join(missing)} is in none of the "
+            f"files: give --text-encoder FILE for it"
+        )
     main = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"]
     width = main.detection.config["d_model"]
     expected = dit.config.get("text_dim") or dit.config.get("joint_attention_dim")
     if width != expected:
         raise ValueError(
-            f"--text-encoder {main.header.name} has width {width}; {dit.variant} takes text "
+            f"{_where(main, '--text-encoder')} has width {width}; {dit.variant} takes text "
             f"embeddings of width {expected}"
         )
     if dit.family == "flux":
         pooled = parts["text_encoder"].detection.config["hidden_size"]
         if pooled != dit.config["pooled_projection_dim"]:
             raise ValueError(
-                f"--text-encoder {parts['text_encoder'].header.name} has width {pooled}; "
+                f"{_where(parts['text_encoder'], '--text-encoder')} has width {pooled}; "
                 f"{dit.variant} takes pooled CLIP embeddings of width "
                 f"{dit.config['pooled_projection_dim']}"
             )
     return parts
 
 
-def _vae(files: SingleFiles, dit: Detection, preset: Preset) -> Part:
+def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, Part]) -> Part:
     needs = f"{dit.variant} needs {preset.vae or 'a VAE'}"
-    if not files.vaes:
+    if files.vaes:  # a file given wins over the bundled VAE
+        part = recognise(files.vaes[0])
+    elif "vae" in bundle:
+        part = bundle["vae"]
+    else:
         raise ValueError(f"{needs}: give --vae FILE")
-    part = recognise(files.vaes[0])
     _expect(part, "vae", "--vae")
     check_readable(part.header)
     latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
     expected = dit.config.get("out_channels") or dit.config["in_channels"] // 4
     if part.detection.family != dit.family or latent != expected:
         raise ValueError(
-            f"--vae {part.header.name} is a {part.detection.variant} with {latent} latent "
+            f"{_where(part, '--vae')} is a {part.detection.variant} with {latent} latent "
             f"channels; {needs}: a {dit.family} VAE with {expected}"
         )
     return part
