@@ -61,7 +61,8 @@ class ServeConfig:
             "--model",
             BACKEND,
             "a preset (tiny-wan, tiny-wan-i2v, tiny-flux), a diffusers folder, a hub id, or a "
-            "single-file checkpoint (.safetensors/.gguf; Wan 2.2 A14B: HIGH,LOW)",
+            "single-file checkpoint (.safetensors/.gguf; Wan 2.2 A14B: HIGH,LOW; an all-in-one "
+            "Flux checkpoint brings its encoders and VAE)",
         ),
     )
     text_encoders: tuple[str, ...] = field(
@@ -69,7 +70,8 @@ class ServeConfig:
         metadata=_flag(
             "--text-encoder",
             BACKEND,
-            "a text encoder file for a single-file --model (repeat for Flux: CLIP-L and T5)",
+            "a text encoder file for a single-file --model (repeat for Flux: CLIP-L and T5; "
+            "replaces the one inside an all-in-one checkpoint)",
             action="append",
             metavar="FILE",
         ),
@@ -79,7 +81,7 @@ class ServeConfig:
         metadata=_flag(
             "--vae",
             BACKEND,
-            "the VAE file for a single-file --model",
+            "the VAE file for a single-file --model (replaces an all-in-one checkpoint's)",
             action="append",
             metavar="FILE",
         ),

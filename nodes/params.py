@@ -76,7 +76,8 @@ BACKEND_OWN_PARAMS: tuple[Param, ...] = (
         KNOWN_HUB_MODELS[0],
         "A built-in preset, a diffusers folder under ComfyUI's models/diffusers or "
         "models/CogVideo, a model file from models/diffusion_models (unet) or "
-        "models/checkpoints (then pick its text encoder(s) and VAE below), or a Hugging Face "
+        "models/checkpoints (then pick its text encoder(s) and VAE below; an all-in-one Flux "
+        "checkpoint needs none), or a Hugging Face "
         "repo id.",
         folders=("diffusion_models", "checkpoints"),
     ),

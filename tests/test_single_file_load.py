@@ -6,13 +6,15 @@ Flux names) in every format: fp32, bf16, fp8_e4m3fn, fp8_scaled, GGUF Q8_0 and Q
 "The same weights" is what the file holds (bf16/fp8 values, fp8 times its scale, GGUF blocks
 dequantized as gguf-py defines them), so every format is compared byte for byte; the distance
 of each lossy format's frames to the original float32 model's is measured and bounded too.
+A Flux all-in-one checkpoint (DiT, CLIP-L, T5, VAE in ldm names: ComfyUI's
+models/checkpoints layout) alone makes its preset's frames byte for byte.
 Wan 2.2 TI2V-5B with the Wan 2.2 VAE under its original names and the Wan 2.2 I2V-A14B pair
 make their presets' frames byte for byte; Wan 2.1 image-to-video with its CLIP vision file
 loads to its preset's weights (its frames: test_single_file_serve.py).
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 5 s (in the suite's two-worker run on 2 cores).
+Cost: about 6 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from comfy_files import (
     wan22_vae_original,
     wan_original,
     wan_original_name,
+    write_all_in_one,
     write_gguf,
     write_safetensors,
 )
@@ -216,6 +219,23 @@ def test_flux_bfl_file_makes_the_frames_of_its_weights(flux, fmt):
     for component in ("text_encoder", "text_encoder_2", "vae"):
         ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+
+
+def test_flux_all_in_one_file_makes_the_frames_of_its_preset(flux):
+    """ComfyUI's all-in-one layout (models/checkpoints): `--model FILE` alone reads the DiT
+    (BFL names under model.diffusion_model.), CLIP-L, T5 and the VAE (ldm names) from the one
+    file, to the preset's weights and frames byte for byte."""
+    tiny = flux["pipe"]
+    path = flux["root"] / "flux1-tiny-all-in-one.safetensors"
+    write_all_in_one(path, tiny)
+    source = ModelSource.parse(str(path))
+    assert (source.kind, source.text_encoders, source.vaes) == ("file", (), ())
+    pipe = load_pipeline(source)
+    for component in ("transformer", "text_encoder", "text_encoder_2", "vae"):
+        ours, theirs = getattr(pipe, component).state_dict(), getattr(tiny, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+    assert np.array_equal(_frames(pipe, **CALL), _frames(tiny, **CALL))
 
 
 @pytest.mark.parametrize("fmt", ["fp8_scaled", "Q4_K"])

@@ -2,7 +2,7 @@
 file) makes the frames of its preset, Wan 2.1 image-to-video with its `--image-encoder` file
 too; `paradit models DIR` and the one-line refusals.
 
-Cost: about 10 s (in the suite's two-worker run on 2 cores).
+Cost: about 16 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import io
 
-from comfy_files import WAN_PREFIX, wan_original, write_safetensors
+from comfy_files import WAN_PREFIX, wan_original, write_all_in_one, write_safetensors
 from conftest import run_job
 from PIL import Image
 from safetensors.torch import save_file
@@ -50,6 +50,29 @@ def test_sharded_single_file_matches_the_preset(tmp_path, backends, references):
     _, frames = run_job(client, BODY)
     backends.stop(client)
     assert frames == references.frames("tiny-wan", BODY)
+
+
+def test_flux_all_in_one_file_served_on_two_ranks(tmp_path, backends, references):
+    """`--model flux1-...safetensors` alone (ComfyUI's models/checkpoints layout): each rank
+    reads its shard of the DiT from under the file's `model.diffusion_model.` prefix, the
+    encoders and VAE come from the same file; the frames are the tiny-flux preset's."""
+    tiny = build_preset("tiny-flux")
+    path = tmp_path / "checkpoints" / "flux1-tiny-all-in-one.safetensors"
+    path.parent.mkdir()
+    write_all_in_one(path, tiny)
+    full = sum(p.numel() * p.element_size() for p in tiny.transformer.parameters())
+    client = backends.get(str(path), 2)
+    info = client.info()
+    files = info["model_files"]
+    assert files["variant"] == "all-in-one tiny-flux (DiT, clip_l, t5xxl, vae)"
+    assert {slot: f["file"] for slot, f in files["files"].items()} == dict.fromkeys(
+        ("transformer", "text_encoder", "text_encoder_2", "vae"), path.name
+    )
+    assert all(r["dit_param_bytes"] <= 0.55 * full for r in info["ranks"])  # shards only
+    body = {"prompt": "one file", "seed": 3, "width": 32, "height": 32, "num_inference_steps": 2}
+    _, frames = run_job(client, body)
+    backends.stop(client)
+    assert frames == references.frames("tiny-flux", body)
 
 
 def test_wan21_i2v_files_served_on_two_ranks(tmp_path, backends, references):

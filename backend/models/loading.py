@@ -29,7 +29,8 @@ _RULE = (
     f"architecture ({', '.join(RANDOM_PRESET_NAMES)}), an existing diffusers folder "
     "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
     "of the form owner/name, or a single-file checkpoint (.safetensors or .gguf) with "
-    "--text-encoder FILE and --vae FILE (Wan 2.1 image-to-video: and --image-encoder FILE)"
+    "--text-encoder FILE and --vae FILE (Wan 2.1 image-to-video: and --image-encoder FILE; "
+    "an all-in-one Flux checkpoint: alone)"
 )
 
 
