@@ -16,16 +16,15 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_job, spawn_gloo
+from image_jobs import CPU, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.seeded import qwen_chat_tokenizer
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -38,7 +37,6 @@ from paradit.backend.tools.equivalence import (
 from paradit.backend.tools.verify import decode_png
 
 TINY, RANDOM = "tiny-qwen-image", "random:qwen-image"
-CPU = torch.device("cpu")
 TILE = 64  # sample pixels: 112x64 px are 14 x 8 latents, 2 x 3 tiles of 8 every 6
 
 # 112x64 px are 7 x 4 = 28 image tokens (2x2 patches of the 8x latents), which 3 ranks do not
@@ -54,45 +52,19 @@ JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 QWEN_IMAGE_DIT = 20_430_401_088
 
 
-def _pipeline():
-    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
-    pipe = build_preset(TINY)
-    pipe.set_progress_bar_config(disable=True)
-    enable_tiles(pipe.vae, TILE, TILE)
-    return pipe, family_of(pipe)
-
-
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
-    """One job as the engine runs it: (image as uint8 on rank 0, else None; final latents)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    generator = torch.Generator().manual_seed(request.seed)
-    with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
-        tiles = family.tiled_decode(pipe, request, latents)
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    family.finish(pipe)
-    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
-    return frames, latents.numpy(), tiles.num_tiles
-
-
 @pytest.fixture(scope="module")
 def references() -> dict:
     """World size 1, one thread: every job's (image, latents, tiles) and the DiT calls."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        pipe, family = _pipeline()
+        pipe, family = preset_pipeline(TINY, TILE)
         calls = []
         pipe.transformer.register_forward_hook(lambda *_args: calls.append(1))
         outputs = {}
         for label, body in JOBS.items():
             calls.clear()
-            outputs[label] = _run(pipe, family, body)
+            outputs[label] = run_image_job(pipe, family, body)
             outputs[label] += (len(calls),)
     finally:
         torch.set_num_threads(threads)
@@ -223,12 +195,12 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
     them) against world size 1: CFG parallel byte-identical, sequence parallel within
     rounding."""
     plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
-    pipe, family = _pipeline()
+    pipe, family = preset_pipeline(TINY, TILE)
     parallel = parallelize([pipe.transformer], plan, CPU)
     for label, body in JOBS.items():
         request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
         parallel.begin_job(family.uses_cfg(pipe, request))
-        frames, latents, _tiles = _run(pipe, family, body, split_decode=True)
+        frames, latents, _tiles = run_image_job(pipe, family, body, split_decode=True)
         parallel.begin_job(False)
         if rank != 0:
             assert frames is None

@@ -16,16 +16,15 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
+from image_jobs import CPU, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
-from paradit.backend.models.presets import build_preset, preset_components
+from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
 from paradit.backend.parallel.step_cache import install_step_cache
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -37,7 +36,6 @@ from paradit.backend.tools.equivalence import (
 )
 
 TINY, RANDOM = "tiny-z-image", "random:z-image-turbo"
-CPU = torch.device("cpu")
 TILE = 64  # sample pixels: 112x64 px are 14 x 8 latents, tiles of 8 every 6
 
 # 112x64 px are 7 x 4 = 28 image tokens (2x2 patches of the 8x latents), padded to 32, then
@@ -55,34 +53,6 @@ JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 Z_IMAGE_DIT = 6_154_908_736
 
 
-def _pipeline(*, encoders: bool = True):
-    """The preset as a rank holds it (the ranks that do not encode: without the text encoder),
-    with the test's VAE tiles, and its family."""
-    skip = frozenset() if encoders else frozenset({"text_encoder", "tokenizer"})
-    pipe = build_preset(TINY, components=preset_components(TINY) - skip)
-    pipe.set_progress_bar_config(disable=True)
-    enable_tiles(pipe.vae, TILE, TILE)
-    return pipe, family_of(pipe)
-
-
-def _run(pipe, family, body: dict, tensors: dict, *, split_decode: bool = False):
-    """One job as the engine runs it, from rank 0's encoded `tensors`: (image as uint8 on
-    rank 0, else None; final latents)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    generator = torch.Generator().manual_seed(request.seed)
-    with torch.no_grad():
-        kwargs = family.prepare(pipe, request, tensors)
-        latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
-        tiles = family.tiled_decode(pipe, request, latents)
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    family.finish(pipe)
-    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
-    return frames, latents.numpy(), tiles.num_tiles
-
-
 @pytest.fixture(scope="module")
 def references() -> dict:
     """World size 1, one thread: every job's encoded text and (image, latents, tiles) and,
@@ -90,7 +60,7 @@ def references() -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        pipe, family = _pipeline()
+        pipe, family = preset_pipeline(TINY, TILE)
         calls = []
         pipe.transformer.layers[0].register_forward_pre_hook(
             lambda _m, args: calls.append((len(args[0]), args[1] is not None))
@@ -101,7 +71,7 @@ def references() -> dict:
             with torch.no_grad():
                 tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
             calls.clear()
-            outputs[label] = _run(pipe, family, body, tensors[label])
+            outputs[label] = run_image_job(pipe, family, body, tensors[label])
             outputs[label] += (list(calls),)
     finally:
         torch.set_num_threads(threads)
@@ -232,11 +202,13 @@ def _check_group(rank: int, world_size: int, references: dict) -> None:
     size 1, within rounding."""
     outputs, tensors = references["outputs"], references["tensors"]
     plan = ParallelPlan(1, world_size, 1, True, True)
-    pipe, family = _pipeline(encoders=False)
+    pipe, family = preset_pipeline(TINY, TILE, encoders=False)
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg)
     assert parallel.layouts, "the sequence is split"
     for label, body in JOBS.items():
-        frames, latents, _tiles = _run(pipe, family, body, tensors[label], split_decode=True)
+        frames, latents, _tiles = run_image_job(
+            pipe, family, body, tensors[label], split_decode=True
+        )
         if rank != 0:
             assert frames is None
             continue

@@ -1,0 +1,50 @@
+"""An image model's job run in this process the way the engine runs it: encode (or take rank 0's
+encoded text), the pipeline to latents, the family's tiled decode (split over the ranks or tile by
+tile). Shared by the tests of Qwen-Image, Z-Image and Flux.2."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from paradit.backend.models.families import family_of
+from paradit.backend.models.presets import build_preset, preset_components
+from paradit.backend.models.vae_tiles import enable_tiles
+from paradit.backend.parallel.vae import decode_tiles
+from paradit.backend.request import JobRequest
+from paradit.backend.serving.outputs import to_uint8
+
+CPU = torch.device("cpu")
+
+
+def preset_pipeline(name: str, tile: int, *, encoders: bool = True) -> tuple[Any, Any]:
+    """The preset as a rank holds it (the ranks that do not encode: without the text encoder),
+    with VAE tiles of `tile` pixels, and its family."""
+    skip = frozenset() if encoders else frozenset({"text_encoder", "tokenizer"})
+    pipe = build_preset(name, components=preset_components(name) - skip)
+    pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, tile, tile)
+    return pipe, family_of(pipe)
+
+
+def run_image_job(
+    pipe: Any, family: Any, body: dict, tensors: dict | None = None, *, split_decode: bool = False
+) -> tuple[Any, Any, int]:
+    """One job: (image as uint8 on rank 0, else None; final latents; number of VAE tiles).
+    `tensors` are rank 0's encoded text (encoded here when None)."""
+    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+    generator = torch.Generator().manual_seed(request.seed)
+    with torch.no_grad():
+        if tensors is None:
+            tensors = family.encode(pipe, request, CPU)
+        kwargs = family.prepare(pipe, request, tensors)
+        latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
+        tiles = family.tiled_decode(pipe, request, latents)
+        if split_decode:
+            decoded = decode_tiles(tiles, CPU)
+        else:
+            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
+    family.finish(pipe)
+    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
+    return frames, latents.numpy(), tiles.num_tiles
