@@ -1,0 +1,75 @@
+"""The tiny Z-Image preset (Z-Image-Turbo-shaped)."""
+
+from __future__ import annotations
+
+from ..seeded import (
+    PAD_ID,
+    QWEN_CHAT_VOCAB_SIZE,
+    qwen3_chat_tokenizer,
+)
+from .common import (
+    TEXT_DIM,
+    Builders,
+    seeded,
+)
+from .flux import FLUX_LATENT_CHANNELS, flux_vae
+
+_ZIMAGE_HEADS, _ZIMAGE_HEAD_DIM = 4, 16
+
+
+def _qwen3_text_encoder():
+    from transformers import Qwen3Config, Qwen3Model
+
+    config = Qwen3Config(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=PAD_ID,
+    )
+    return Qwen3Model(config)
+
+
+def _z_image_transformer():
+    from diffusers import ZImageTransformer2DModel
+
+    return ZImageTransformer2DModel(
+        all_patch_size=(2,),
+        all_f_patch_size=(1,),
+        in_channels=FLUX_LATENT_CHANNELS,
+        dim=_ZIMAGE_HEADS * _ZIMAGE_HEAD_DIM,
+        n_layers=2,
+        n_refiner_layers=2,
+        n_heads=_ZIMAGE_HEADS,
+        n_kv_heads=_ZIMAGE_HEADS,
+        cap_feat_dim=TEXT_DIM,
+        axes_dims=[4, 6, 6],  # sums to the head dim, as the real [32, 48, 48] to 128
+        axes_lens=[1536, 512, 512],
+    )
+
+
+def _z_image_scheduler():
+    import diffusers
+
+    from ..random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
+_Z_IMAGE: Builders = {
+    "tokenizer": qwen3_chat_tokenizer,
+    "text_encoder": lambda: seeded(501, _qwen3_text_encoder),
+    "vae": lambda: seeded(502, flux_vae),
+    "scheduler": _z_image_scheduler,
+    "transformer": lambda: seeded(503, _z_image_transformer),
+}
+
+PRESETS: dict[str, tuple[str, Builders]] = {
+    "tiny-z-image": ("ZImagePipeline", _Z_IMAGE),
+}
