@@ -1,10 +1,11 @@
 """`paradit bench` runs and reports what it promises; its numbers are not checked here.
 
 The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo) with the
-small SMOKE workload; the others check the run plan, the CLI routing and the report's
-arithmetic on made-up results.
+small SMOKE workload; the image row's test runs its interleaving on two pool backends
+(64x64, 2 steps); the others check the run plan, the CLI routing and the report's arithmetic
+on made-up results.
 
-Cost: about 74 s (in the suite's two-worker run on 2 cores).
+Cost: about 84 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def test_cli_bench_calls_run_bench(monkeypatch, tmp_path: Path):
     }
     assert main(["bench", "--rows", "scaling, throughput", "--repeats", "5"]) == 7
     assert seen["rows"] == ("scaling", "throughput") and seen["repeats"] == 5
+    assert main(["bench", "--rows", "image", "--quick"]) == 7 and seen["rows"] == ("image",)
     assert main(["bench", "--rows", "throughput", "--repeats", "0"]) == 2  # a one-line error
 
 
@@ -307,3 +309,74 @@ def test_fast_path_rows_render_medians_and_spread():
     assert "| steps skipped | 3 of 8 (steps [1, 2, 4]) |" in table
     assert "on 2 ranks (CFG, sharded) | value |" in table
     assert "PSNR 31.2 dB" in table and "trained weights" in table
+
+
+def _image_job(steps: list[float]) -> dict:
+    return {"timings": {"step_s": steps, "sequence_layout": None}}
+
+
+@pytest.mark.fast
+def test_image_row_summary_and_table():
+    """The image row's arithmetic on made-up jobs: first step left out, paired speed-ups."""
+    from paradit.backend.tools.bench.image import IMAGE, QUICK, ImageWorkload, plans, summarize
+    from paradit.backend.tools.bench.image import render as render_image
+
+    assert IMAGE.tokens == 16_384 and (IMAGE.width, IMAGE.height) == (2048, 2048)
+    assert QUICK.tokens == 4096 and IMAGE.model == "tiny-qwen-image"
+    assert [name for name, _ws, _flags in plans(1)] == ["1 rank"]
+    assert {name: flags for name, _ws, flags in plans(8)} == {
+        "1 rank": (),
+        "CFG 2": ("--cfg-degree", "2", "--ulysses-degree", "1"),
+        "Ulysses 2": ("--cfg-degree", "1", "--ulysses-degree", "2"),
+    }
+    with pytest.raises(ValueError, match="multiple of 16 in 16..2048"):
+        ImageWorkload(width=4096)
+    with pytest.raises(ValueError, match="true CFG"):
+        ImageWorkload(guidance_scale=1.0)
+    jobs = {
+        "1 rank": [_image_job([9.0, 8.0, 8.0]), _image_job([9.0, 10.0, 10.0])],
+        "CFG 2": [_image_job([9.0, 4.0, 4.0]), _image_job([1.0, 4.0, 6.0])],
+        "Ulysses 2": [_image_job([9.0, 5.0]), _image_job([9.0, 8.0])],
+    }
+    world_sizes = {"1 rank": 1, "CFG 2": 2, "Ulysses 2": 2}
+    modes = {"1 rank": [], "CFG 2": ["cfg", "fsdp", "vae"], "Ulysses 2": ["ulysses", "fsdp"]}
+    section = summarize(IMAGE, jobs, world_sizes, modes)
+    runs = {run["label"]: run for run in section["runs"]}
+    assert runs["1 rank"]["step_s"] == {"median": 9.0, "min": 8.0, "max": 10.0}
+    assert "speedup_vs_1_rank" not in runs["1 rank"]
+    assert runs["CFG 2"]["step_s"] == {"median": 4.5, "min": 4.0, "max": 5.0}
+    assert runs["CFG 2"]["speedup_vs_1_rank"] == {"median": 2.0, "min": 2.0, "max": 2.0}
+    assert runs["CFG 2"]["fraction_of_linear"] == {"median": 1.0, "min": 1.0, "max": 1.0}
+    ulysses = runs["Ulysses 2"]["speedup_vs_1_rank"]  # 8/5 and 10/8, paired by repeat
+    assert ulysses == {"median": pytest.approx(1.425), "min": 1.25, "max": 1.6}
+    assert runs["Ulysses 2"]["fraction_of_linear"]["min"] == 0.625
+    assert section["workload"]["tokens"] == 16_384
+    table = "\n".join(render_image(section))
+    assert "2048x2048, 16,384 image tokens, 4 steps, true CFG 4, 3 interleaved repeats" in table
+    assert "| 1 rank | 1 | - | 9 s (8-10) | 1x | - |" in table
+    assert "| CFG 2 | 2 | cfg, fsdp, vae | 4.5 s (4-5) | 2x (2-2) | 100% (100-100) |" in table
+    assert (
+        "| Ulysses 2 | 2 | ulysses, fsdp | 6.5 s (5-8) | 1.43x (1.25-1.6) | 71.2% (62.5-80) |"
+        in table
+    )
+    assert "~46% of linear" in table
+    json.dumps(section)
+
+
+@pytest.mark.timeout(300)
+def test_image_row_on_real_backends(backends):
+    """The row's interleaving and summary on real jobs (pool backends, 64x64, 2 steps)."""
+    from paradit.backend.tools.bench.image import PLANS, SMOKE, interleaved, summarize
+
+    chosen = [PLANS[0], PLANS[2]]  # 1 rank and Ulysses 2
+    clients = {name: backends.get(SMOKE.model, ws, *flags) for name, ws, flags in chosen}
+    jobs = interleaved(clients, SMOKE.body(), SMOKE.num_repeats)
+    assert {name: len(done) for name, done in jobs.items()} == {"1 rank": 1, "Ulysses 2": 1}
+    for done in jobs.values():
+        assert done[0]["status"] == "succeeded" and len(done[0]["timings"]["step_s"]) == 2
+    modes = {name: client.info()["plan"]["modes"] for name, client in clients.items()}
+    assert modes["Ulysses 2"][0] == "ulysses" and "cfg" not in modes["Ulysses 2"]
+    section = summarize(SMOKE, jobs, {"1 rank": 1, "Ulysses 2": 2}, modes)
+    (two,) = [run for run in section["runs"] if run["world_size"] == 2]
+    speedup = two["speedup_vs_1_rank"]["median"]
+    assert speedup > 0 and two["fraction_of_linear"]["median"] == speedup / 2

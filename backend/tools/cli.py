@@ -139,12 +139,14 @@ def build_parser() -> Parser:
         "throughput (a batch of 8 on 2 replicas against 1 rank), unguided (a job without "
         "guidance on a 2-rank CFG plan, now and before, against 1 rank), cache (the step "
         "cache against none on 2 ranks), lora (switching LoRAs between jobs against a "
-        "reload, ~1 GB DiT); default scaling",
+        "reload, ~1 GB DiT), image (a Qwen-Image job at 2048x2048, 16,384 tokens, on 1 rank, "
+        "CFG 2 and Ulysses 2: step time, speed-up, fraction of linear; 1024x1024 with "
+        "--quick); default scaling",
     )
     p.add_argument(
         "--repeats",
         type=int,
-        help="interleaved runs per backend (throughput row: 3; unguided, cache: 5)",
+        help="interleaved runs per backend (throughput, image rows: 3; unguided, cache: 5)",
     )
 
     p = sub.add_parser("ui", help="the web app (Gradio)")

@@ -269,7 +269,6 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines += render_throughput(summary["throughput"])
     if "lora_switch" in summary:
         lines += render_lora_switch(summary["lora_switch"])
-    lines += ["", "### Targets", ""]
     rows = []
     for target in summary["targets"].values():
         extra = ""
@@ -281,7 +280,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
             )
         met = {True: "met", False: "NOT met", None: "-"}[target["met"]]
         rows.append([target["what"], target["target"], _fmt(target["value"]) + extra, met])
-    lines += _table(["target", "goal", "measured", ""], rows)
+    if rows:  # rows without targets (image, unguided, cache, lora) leave the heading out
+        lines += ["", "### Targets", "", *_table(["target", "goal", "measured", ""], rows)]
     if summary["errors"]:
         lines += ["", "### Errors", ""] + [f"- {e}" for e in summary["errors"]]
     return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import image as image_row
 from . import lora_switch
 from .fastpaths import ROWS as FAST_ROWS
 from .fastpaths import FastPathWorkload
@@ -195,7 +196,7 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-ROWS = ("scaling", "throughput", "lora", *FAST_ROWS)
+ROWS = ("scaling", "throughput", "lora", "image", *FAST_ROWS)
 
 
 def run_bench(
@@ -209,15 +210,17 @@ def run_bench(
     throughput: ThroughputWorkload | None = None,
     fast_paths: FastPathWorkload | None = None,
     lora: lora_switch.LoraWorkload | None = None,
+    image: image_row.ImageWorkload | None = None,
 ) -> int:
     """The `paradit bench` command: measure, write table/plot/JSON, print the table.
 
     `rows`: "scaling" (scaling, overhead, latency, memory) and/or "throughput" (a batch on
     data-parallel replicas against one rank, `repeats` interleaved runs of each), "unguided"
     and "cache" (fastpaths.py: an unguided job on a 2-rank CFG plan, the step cache), "lora"
-    (switching LoRAs between jobs against a reload, `lora_switch.py`). `workload` /
-    `throughput` / `fast_paths` / `lora` override the built-in workloads (tests use the SMOKE
-    ones).
+    (switching LoRAs between jobs against a reload, `lora_switch.py`), "image" (a Qwen-Image
+    job at 2048x2048 on 1 rank, CFG 2 and Ulysses 2, `image.py`; 1024x1024 with `quick`).
+    `workload` / `throughput` / `fast_paths` / `lora` / `image` override the built-in
+    workloads (tests use the SMOKE ones).
     Returns 0 when every backend ran.
     """
     from .report import (
@@ -257,6 +260,7 @@ def run_bench(
     began = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
     results, setup_s, direct, batch_runs, fast, switching = [], 0.0, [], [], None, None
+    images = None
     try:
         if "scaling" in rows:
             folder = build_model_folder(workload.model, work / "model")
@@ -275,6 +279,12 @@ def run_bench(
         if "lora" in rows:
             workload_lora = lora or lora_switch.LORA
             switching = lora_switch.measure(workload_lora, device, num_devices, work, out / "logs")
+        if "image" in rows:
+            if image is None:
+                image = image_row.QUICK if quick else image_row.IMAGE
+                if repeats is not None:
+                    image = replace(image, num_repeats=repeats)
+            images = image_row.measure(image, device, num_devices, out / "logs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     common = {
@@ -296,11 +306,15 @@ def run_bench(
         summary["fast_paths"] = fast
     if switching is not None:
         add_lora_switch(summary, switching)
+    if images is not None:
+        summary["image"] = images
     if rows != ("scaling",):
         summary["setup"]["command"] += " --rows " + ",".join(rows)
     table = render_markdown(summary)
     if fast is not None:
         table += "\n".join(render_fast_paths(fast)) + "\n"
+    if images is not None:
+        table += "\n".join(image_row.render(images)) + "\n"
     (out / "bench.md").write_text(table)
     write_json(summary, out / "bench.json")
     if json_path:
