@@ -45,10 +45,11 @@ BODY = {
 def build_folder(num_layers: int, folder: Path) -> Path:
     from diffusers import CogVideoXTransformer3DModel
 
-    from ...models.presets import _seeded, build_preset
+    from ...models.presets import build_preset
+    from ...models.tiny.common import seeded
 
     pipe = build_preset("tiny-cogvideox")
-    pipe.transformer = _seeded(
+    pipe.transformer = seeded(
         310,
         lambda: CogVideoXTransformer3DModel(
             num_attention_heads=30,

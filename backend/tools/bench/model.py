@@ -58,7 +58,8 @@ def build_model_folder(spec: BenchModel, folder: Path) -> Path:
     """Write the benchmark pipeline to `folder` (save_pretrained layout); returns it."""
     from diffusers import WanTransformer3DModel
 
-    from ...models.presets import _seeded, build_preset
+    from ...models.presets import build_preset
+    from ...models.tiny.common import seeded
 
     def transformer() -> WanTransformer3DModel:
         return WanTransformer3DModel(
@@ -78,7 +79,7 @@ def build_model_folder(spec: BenchModel, folder: Path) -> Path:
 
     started = time.perf_counter()
     pipe = build_preset("tiny-wan")
-    pipe.transformer = _seeded(TRANSFORMER_SEED, transformer)
+    pipe.transformer = seeded(TRANSFORMER_SEED, transformer)
     pipe.save_pretrained(folder)
     log.info(
         "bench model (%s) written to %s in %.1fs",
