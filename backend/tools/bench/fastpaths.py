@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .stats import fmt_spread, spread
+
 log = logging.getLogger(__name__)
 
 ROWS = ("unguided", "cache")
@@ -67,10 +69,6 @@ def _steps(job: dict[str, Any]) -> list[float]:
     """The job's step times, its first (warm-up) step left out."""
     steps = job["timings"].get("step_s", [])
     return steps[1:] if len(steps) > 1 else steps
-
-
-def _median_spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
 def _start(stack: ExitStack, model: str, world_size: int, device: str, log_file: Path, **env: str):
@@ -123,14 +121,14 @@ def measure_unguided(workload: FastPathWorkload, device: str, log_dir: Path) -> 
     for name, done in jobs.items():
         per_job = [statistics.median(_steps(job)) for job in done]
         runs[name] = {
-            "step_s": _median_spread(per_job),
+            "step_s": spread(per_job),
             "sequence_layout": done[-1]["timings"].get("sequence_layout"),
         }
     one = [statistics.median(_steps(job)) for job in jobs["1 rank"]]
     ratios = {}
     for name in ("2 ranks, spread", "2 ranks, before"):
         other = [statistics.median(_steps(job)) for job in jobs[name]]
-        ratios[name] = _median_spread([a / b for a, b in zip(one, other, strict=True)])
+        ratios[name] = spread([a / b for a, b in zip(one, other, strict=True)])
     return {"body": body, "runs": runs, "speedup_vs_1_rank": ratios}
 
 
@@ -175,10 +173,10 @@ def measure_cache(
         "num_skipped": record["num_skipped"],
         "skipped_steps": record["skipped_steps"],
         "metric": [step["metric"] for step in record["steps"]],
-        "uncached_step_s": _median_spread([statistics.median(_steps(j)) for j in jobs["uncached"]]),
-        "computed_step_s": _median_spread(computed_steps) if computed_steps else None,
-        "computed_vs_uncached_step": _median_spread(overhead) if overhead else None,
-        "denoise_speedup": _median_spread(job_ratio),
+        "uncached_step_s": spread([statistics.median(_steps(j)) for j in jobs["uncached"]]),
+        "computed_step_s": spread(computed_steps) if computed_steps else None,
+        "computed_vs_uncached_step": spread(overhead) if overhead else None,
+        "denoise_speedup": spread(job_ratio),
         "frames": distances(frames["uncached"], frames["cached"]),
         "latent_rel_l2": relative_l2(latents["uncached"], latents["cached"]),
     }
@@ -195,13 +193,6 @@ def measure(rows: tuple[str, ...], device: str, log_dir: Path, workload: FastPat
         section["cache"] = [measure_cache(workload, device, log_dir, n) for n in (1, 2)]
     section["wall_s"] = round(time.perf_counter() - began, 1)
     return section
-
-
-def _fmt(spread: dict[str, float] | None, unit: str = "", scale: float = 1.0) -> str:
-    if spread is None:
-        return "-"
-    m, lo, hi = (spread[k] * scale for k in ("median", "min", "max"))
-    return f"{m:.3g}{unit} ({lo:.3g}-{hi:.3g})"
 
 
 def render(section: dict[str, Any]) -> list[str]:
@@ -223,8 +214,8 @@ def render(section: dict[str, Any]) -> list[str]:
         for name, run in u["runs"].items():
             ratio = u["speedup_vs_1_rank"].get(name)
             lines.append(
-                f"| {name} | {_fmt(run['step_s'], ' ms', 1e3)} | "
-                f"{_fmt(ratio, 'x') if ratio else '1x'} |"
+                f"| {name} | {fmt_spread(run['step_s'], ' ms', 1e3)} | "
+                f"{fmt_spread(ratio, 'x') if ratio else '1x'} |"
             )
     for c in section.get("cache", []):
         psnr = c["frames"]["psnr"]
@@ -235,10 +226,10 @@ def render(section: dict[str, Any]) -> list[str]:
             "|---|---|",
             f"| steps skipped | {c['num_skipped']} of {c['num_steps']} "
             f"(steps {c['skipped_steps']}) |",
-            f"| uncached step | {_fmt(c['uncached_step_s'], ' ms', 1e3)} |",
-            f"| computed step, cached job | {_fmt(c['computed_step_s'], ' ms', 1e3)} |",
-            f"| computed / uncached step | {_fmt(c['computed_vs_uncached_step'], 'x')} |",
-            f"| denoising speedup | {_fmt(c['denoise_speedup'], 'x')} |",
+            f"| uncached step | {fmt_spread(c['uncached_step_s'], ' ms', 1e3)} |",
+            f"| computed step, cached job | {fmt_spread(c['computed_step_s'], ' ms', 1e3)} |",
+            f"| computed / uncached step | {fmt_spread(c['computed_vs_uncached_step'], 'x')} |",
+            f"| denoising speedup | {fmt_spread(c['denoise_speedup'], 'x')} |",
             f"| cached vs uncached frames | PSNR {psnr:.1f} dB, max abs {c['frames']['max_abs']} |",
             f"| cached vs uncached latents | relative L2 {c['latent_rel_l2']:.3g} |",
         ]

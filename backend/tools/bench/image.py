@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .stats import fmt_spread, spread
+
 log = logging.getLogger(__name__)
 
 PLANS: tuple[tuple[str, int, tuple[str, ...]], ...] = (
@@ -98,10 +100,6 @@ def _job_step_s(job: dict[str, Any]) -> float:
     return statistics.median(steps[1:] if len(steps) > 1 else steps)
 
 
-def _spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def interleaved(clients: dict[str, Any], body: dict[str, Any], repeats: int) -> dict[str, list]:
     """One warm-up job per backend (not counted), then each backend's job once per repeat,
     in turn, the order reversed every other repeat; each backend's finished jobs."""
@@ -134,11 +132,11 @@ def summarize(
             "label": name,
             "world_size": world_sizes[name],
             "modes": modes[name],
-            "step_s": _spread(steps),
+            "step_s": spread(steps),
             "sequence_layout": done[-1]["timings"].get("sequence_layout"),
         }
         if name != "1 rank":
-            speedup = _spread([a / b for a, b in zip(one, steps, strict=True)])
+            speedup = spread([a / b for a, b in zip(one, steps, strict=True)])
             run["speedup_vs_1_rank"] = speedup
             run["fraction_of_linear"] = {k: v / world_sizes[name] for k, v in speedup.items()}
         runs.append(run)
@@ -191,13 +189,6 @@ def measure(
     return section
 
 
-def _fmt(spread: dict[str, float] | None, unit: str = "", scale: float = 1.0) -> str:
-    if spread is None:
-        return "-"
-    m, lo, hi = (spread[k] * scale for k in ("median", "min", "max"))
-    return f"{m:.3g}{unit} ({lo:.3g}-{hi:.3g})"
-
-
 def render(section: dict[str, Any]) -> list[str]:
     """Markdown lines for the section."""
     w = section["workload"]
@@ -215,8 +206,9 @@ def render(section: dict[str, Any]) -> list[str]:
         linear = run.get("fraction_of_linear")
         lines.append(
             f"| {run['label']} | {run['world_size']} | {', '.join(run['modes']) or '-'} | "
-            f"{_fmt(run['step_s'], ' s')} | {_fmt(speedup, 'x') if speedup else '1x'} | "
-            f"{_fmt(linear, '%', 100) if linear else '-'} |"
+            f"{fmt_spread(run['step_s'], ' s')} | "
+            f"{fmt_spread(speedup, 'x') if speedup else '1x'} | "
+            f"{fmt_spread(linear, '%', 100) if linear else '-'} |"
         )
     lines += ["", PUBLISHED]
     return lines
