@@ -129,6 +129,14 @@ INTERNALS: dict[str, Internal] = {
             "diffusers.hooks.hooks", "StateManager", ("state_cls", "init_args", "init_kwargs")
         ),
         Internal("diffusers.hooks._common", "_ALL_TRANSFORMER_BLOCK_IDENTIFIERS", None),
+        # ... and the registry of block layouts they read, for the blocks diffusers' own
+        # registrations leave out (step_cache.BLOCK_LAYOUTS).
+        Internal("diffusers.hooks._helpers", "TransformerBlockRegistry", None),
+        Internal(
+            "diffusers.hooks._helpers",
+            "TransformerBlockMetadata",
+            ("return_hidden_states_index", "return_encoder_hidden_states_index"),
+        ),
         # Wan's VAE decoded tile by tile (models/wan_vae.py): its causal decoder called with
         # the feature cache that `clear_cache` resets (`_feat_map`, `_conv_idx`), as its own
         # tiled decode does, and the unpatchify that follows.

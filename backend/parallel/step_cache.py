@@ -17,6 +17,10 @@ collectives (a hang, or wrong output). Here the decision is replaced by `StepAgr
 - a second all-reduce checks that every rank took the same decision; if not, every rank
   raises the same error at the same step (no rank is left waiting in a collective).
 
+diffusers' hooks read a block's inputs and outputs by the layout registered for its class
+(`TransformerBlockRegistry`); `BLOCK_LAYOUTS` registers the blocks diffusers does not list
+(HunyuanVideo 1.5's), so their transformers get the cache too.
+
 Each transformer (Wan 2.2's two experts) has its own hooks and state. The hooks are installed
 once at load (`install_step_cache`), switched on for a job that asks for the cache and off
 after it, their state cleared: no state outlives a job.
@@ -38,6 +42,14 @@ from .internals import require
 log = logging.getLogger(__name__)
 
 COND, UNCOND = "cond", "uncond"
+
+BLOCK_LAYOUTS: dict[str, tuple[int, int]] = {
+    # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
+    "HunyuanVideo15TransformerBlock": (0, 1),
+}
+"""Block classes diffusers' cache registry lacks -> the indices of the video and text states
+in what the block returns (its inputs are read by name: `hidden_states`,
+`encoder_hidden_states`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,26 @@ def _ratio(diff: torch.Tensor, prev: torch.Tensor) -> float | None:
     return None if prev <= 0 else float(diff / prev)
 
 
+def _register_block_layout(block_class: type) -> None:
+    """Tell diffusers' cache hooks how `block_class` returns its states, when `BLOCK_LAYOUTS`
+    knows it and diffusers does not (registering again changes nothing)."""
+    layout = BLOCK_LAYOUTS.get(block_class.__name__)
+    if layout is None:
+        return
+    registry, metadata = require(
+        "the step cache", "_helpers.TransformerBlockRegistry", "_helpers.TransformerBlockMetadata"
+    )
+    try:
+        registry.get(block_class)
+    except ValueError:  # not registered yet
+        registry.register(
+            model_class=block_class,
+            metadata=metadata(
+                return_hidden_states_index=layout[0], return_encoder_hidden_states_index=layout[1]
+            ),
+        )
+
+
 class CacheSwitch:
     """First-Block-Cache hooks on one transformer, installed once at load, on for a job.
 
@@ -207,6 +239,7 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
         # diffusers' cache hooks read each block's input by that name (Z-Image's is `x`)
         log.info("no step cache for %s: its blocks take no hidden_states", type(transformer))
         return None
+    _register_block_layout(type(blocks[0]))
     switch = CacheSwitch(state_manager_class(state_class, (), {}))
 
     class Head(head_class):
