@@ -1,6 +1,8 @@
-"""HunyuanVideo 1.5 text-to-video: the presets, limits and defaults, the plan at real size,
-world size 1 against `HunyuanVideo15Pipeline` called directly, and world size 2 against
-world size 1 (CFG parallel, and Ulysses over both ranks for the unguided job).
+"""HunyuanVideo 1.5 text- and image-to-video: the presets, limits and defaults, the plan at
+real size, world size 1 against `HunyuanVideo15Pipeline` and
+`HunyuanVideo15ImageToVideoPipeline` called directly, and world size 2 against world size 1
+(CFG parallel, and Ulysses over both ranks for the unguided jobs: the image tokens and the
+image's condition latents split with the rest), the step cache included.
 
 Jobs run as a rank runs them (the family encodes both text encoders and prepares, the
 pipeline runs with the engine's step callback and stops at the latents, the VAE decodes tile
@@ -8,17 +10,23 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 25 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import base64
+import io
+
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import spawn_gloo
+from PIL import Image
 
-from paradit.backend.contract import TEXT_TO_VIDEO
+from paradit.backend.cache import CacheSettings
+from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.memory.settings import JobShape
 from paradit.backend.memory.sizes import sizes_of_pipeline
 from paradit.backend.models.families import family_for, family_of
@@ -27,6 +35,7 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.step_cache import Branches, StepAgreement
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
@@ -39,6 +48,7 @@ from paradit.backend.tools.equivalence import (
 )
 
 TINY, RANDOM = "tiny-hunyuanvideo1.5", "random:hunyuanvideo1.5-t2v"
+TINY_I2V, RANDOM_I2V = "tiny-hunyuanvideo1.5-i2v", "random:hunyuanvideo1.5-i2v"
 CPU = torch.device("cpu")
 TILE = 64  # sample pixels: 4 latent pixels every 3; 80 px wide are 2 tiles (of 64 and 32 px)
 
@@ -53,27 +63,58 @@ UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1
 UNGUIDED.update(height=48, num_frames=1)
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 
+
+def _start_image(width: int, height: int) -> Image.Image:
+    rng = np.random.default_rng(11)
+    return Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+def _png_b64(image: Image.Image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+# Image-to-video at 80x48, the size bucket of the image's aspect ratio at the tiny
+# transformer's target size (64), so the pipeline called directly takes the same size: 5
+# frames are 2 latent frames of 3 x 5 tokens, the image's latents in the first. Its 16 SigLIP
+# tokens join the text. The cached job runs unguided over 6 steps; random weights change a
+# lot from step to step (the metric is 0.5-1.1 here), so a threshold near 1 skips some.
+IMAGE = _start_image(80, 48)
+I2V_GUIDED = {**GUIDED, "prompt": "a fox turns its head", "height": 48, "seed": 4}
+I2V_GUIDED["image"] = _png_b64(IMAGE)
+I2V_UNGUIDED = {**I2V_GUIDED, "prompt": "the fox runs away.", "guidance_scale": 1.0}
+I2V_CACHED = {**I2V_UNGUIDED, "num_inference_steps": 6}
+I2V_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
+I2V_JOBS = {"i2v guided": I2V_GUIDED, "i2v unguided": I2V_UNGUIDED, "i2v cached": I2V_CACHED}
+
 # DiT parameters on the meta device: HunyuanVideo 1.5's "8.3B parameters".
 HUNYUAN_VIDEO15_DIT = 8_326_608_160
 
 
-def _pipeline():
+def _pipeline(preset: str = TINY):
     """The preset as a rank holds it, with the test's VAE tiles, and its family."""
-    pipe = build_preset(TINY)
+    pipe = build_preset(preset)
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
+def _run(pipe, family, body: dict, *, split_decode: bool = False, parallel=None, group=None):
     """One job as the engine runs it: (frames as uint8 on rank 0, else None; final latents;
-    the steps the callback saw; the decode's tiles)."""
+    the steps the callback saw, or the step cache's record for a job with `cache`, its
+    decisions agreed over `group`; the decode's tiles)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    steps: list[int] = []
+    steps: list = []
+    cache = CacheSettings.parse(request.cache)
+    if cache is not None:  # as the engine starts it, on a job without CFG
+        (switch,) = parallel.caches
+        switch.start(StepAgreement(cache, Branches(False), group, steps))
 
     def step_end(_pipe, index, _t, kwargs):
         assert kwargs["latents"].shape[:2] == (1, 8)
-        steps.append(index)
+        if cache is None:
+            steps.append(index)
         return {}
 
     with torch.no_grad():
@@ -89,6 +130,8 @@ def _run(pipe, family, body: dict, *, split_decode: bool = False):
             )[0]
         finally:
             family.finish(pipe)
+            if cache is not None:
+                switch.stop()
         tiles = family.tiled_decode(pipe, request, latents)
         if split_decode:
             decoded = decode_tiles(tiles, CPU)
@@ -125,17 +168,24 @@ def references() -> dict:
     torch.set_num_threads(1)
     try:
         pipe, family = _pipeline()
+        i2v, i2v_family = _pipeline(TINY_I2V)
+        i2v_parallel = parallelize([i2v.transformer], ParallelPlan(1, 1, 1, False, False), CPU)
         calls = []
         pipe.transformer.register_forward_hook(lambda *_args: calls.append(1))
+        i2v.transformer.register_forward_hook(lambda *_args: calls.append(1))
         outputs = {}
         for label, body in JOBS.items():
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
+        for label, body in I2V_JOBS.items():
+            calls.clear()
+            run = _run(i2v, i2v_family, body, parallel=i2v_parallel)
+            outputs[label] = (*run, len(calls))
         with torch.no_grad():
             outputs["one token"] = pipe.transformer(**_one_text_token(pipe))[0]
     finally:
         torch.set_num_threads(threads)
-    return {"outputs": outputs, "pipe": pipe}
+    return {"outputs": outputs, "pipe": pipe, "i2v": i2v}
 
 
 # -- presets, limits, real sizes ----------------------------------------------------------------
@@ -168,6 +218,32 @@ def test_preset_structure_and_limits(references):
         JobRequest.from_body({"prompt": "x", "num_frames": 8}, limits)
 
 
+def test_image_to_video_preset_and_its_requests(references):
+    """The image-to-video preset: SigLIP tokens of the transformer's image width, a VAE that
+    encodes; the family needs an image (the text-to-video one refuses it)."""
+    pipe = references["i2v"]
+    assert type(pipe).__name__ == "HunyuanVideo15ImageToVideoPipeline"
+    assert type(pipe.image_encoder).__name__ == "SiglipVisionModel"
+    config = pipe.transformer.config
+    assert (config.task_type, config.target_size) == ("i2v", 64)
+    assert config.image_embed_dim == pipe.image_encoder.config.hidden_size
+    family = family_of(pipe)
+    assert family.name == "hunyuanvideo1.5-i2v"
+    assert family_for("HunyuanVideo15ImageToVideoPipeline") is family
+    assert {"text_encoder", "text_encoder_2", "image_encoder"} <= family.encoder_components
+    limits = family.limits(pipe, tiny=True)
+    assert limits.task == IMAGE_TO_VIDEO and limits.needs_image
+    request = JobRequest.from_body({"prompt": "x", "image": I2V_GUIDED["image"]}, limits)
+    assert (request.width, request.height, request.num_frames) == (64, 64, 5)
+    with pytest.raises(ValueError, match="image is required for image-to-video"):
+        JobRequest.from_body({"prompt": "x"}, limits)
+    with pytest.raises(ValueError, match="base64"):
+        JobRequest.from_body({"prompt": "x", "image": "not an image"}, limits)
+    t2v_limits = family_of(references["pipe"]).limits(references["pipe"], tiny=True)
+    with pytest.raises(ValueError, match="image is only accepted by image-to-video models"):
+        JobRequest.from_body({"prompt": "x", "image": I2V_GUIDED["image"]}, t2v_limits)
+
+
 @pytest.mark.fast
 def test_random_preset_counts_the_published_parameters():
     pipe = build_random_preset(RANDOM, device="meta")
@@ -195,6 +271,22 @@ def test_random_preset_counts_the_published_parameters():
     )
     hd_limits = family.limits(hd, tiny=False)
     assert (hd_limits.default_width, hd_limits.default_height) == (1280, 720)
+
+    # image-to-video (480p_i2v): the same DiT with task "i2v", and SigLIP's 729 tokens of 1152
+    i2v = build_random_preset(RANDOM_I2V, device="meta")
+    assert type(i2v).__name__ == "HunyuanVideo15ImageToVideoPipeline"
+    assert sum(p.numel() for p in i2v.transformer.parameters()) == HUNYUAN_VIDEO15_DIT
+    assert i2v.transformer.config.task_type == "i2v"
+    vision = i2v.image_encoder.config
+    assert vision.hidden_size == i2v.transformer.config.image_embed_dim == 1152
+    assert (vision.image_size // vision.patch_size) ** 2 == i2v.vision_num_semantic_tokens == 729
+    assert (i2v.feature_extractor.size["height"], i2v.feature_extractor.size["width"]) == (384, 384)
+    i2v_family = family_of(i2v)
+    assert i2v_family.name == "hunyuanvideo1.5-i2v"
+    i2v_limits = i2v_family.limits(i2v, tiny=False)
+    assert (i2v_limits.default_width, i2v_limits.default_height) == (848, 480)
+    assert i2v_limits.needs_image and i2v_family.text_tokens(i2v) == 1000 + 256 + 729
+    assert (i2v.scheduler.config.shift, i2v.guider.config.guidance_scale) == (5.0, 6.0)
 
     # A block's activations at 848x480x121 on one rank: diffusers' processor builds a
     # boolean mask of one value per query and key (and its repeat), which dominates. Split
@@ -254,6 +346,38 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
 
+def test_image_to_video_equals_diffusers_called_directly(references):
+    """`HunyuanVideo15ImageToVideoPipeline` as a user calls it (the image, which sizes the
+    video; no size) gives the job's video bit for bit, guided and not; and the cached job
+    skipped steps."""
+    outputs, pipe = references["outputs"], references["i2v"]
+    assert (outputs["i2v guided"][4], outputs["i2v unguided"][4]) == (4, 2)  # DiT calls
+    torch.set_num_threads(1)
+    for label in ("i2v guided", "i2v unguided"):
+        body = I2V_JOBS[label]
+        pipe.guider.guidance_scale = body["guidance_scale"]
+        try:
+            with torch.no_grad():
+                direct = pipe(
+                    image=IMAGE,
+                    prompt=body["prompt"],
+                    negative_prompt=body["negative_prompt"],
+                    num_frames=body["num_frames"],
+                    num_inference_steps=body["num_inference_steps"],
+                    generator=torch.Generator().manual_seed(body["seed"]),
+                    output_type="np",
+                ).frames[0]
+        finally:
+            pipe.guider.guidance_scale = pipe.guider.config.guidance_scale
+        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        assert result.verdict == IDENTICAL, (label, result.overall)
+    assert "encode_image" not in vars(pipe)  # the job's stand-ins are gone after it
+    assert "calculate_default_height_width" not in vars(pipe.video_processor)
+    record = outputs["i2v cached"][2]
+    skipped = [index for index, step in enumerate(record) if not step["computed"]]
+    assert len(record) == 6 and record[0]["computed"] and 0 < len(skipped) < 5, record
+
+
 # -- world size 2 against world size 1 -----------------------------------------------------
 
 
@@ -291,10 +415,35 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
     parallel.begin_job(False)
     torch.testing.assert_close(out, outputs["one token"], rtol=1e-4, atol=1e-5)
 
+    # Image-to-video on the same group: the guided job on its CFG halves, the unguided ones
+    # (the cached one too, its decisions agreed over both ranks) as Ulysses 2, with the image
+    # tokens among the text and the image's latents among the video tokens.
+    pipe, family = _pipeline(TINY_I2V)
+    parallel = parallelize([pipe.transformer], plan, CPU)
+    limits = family.limits(pipe, tiny=True)
+    for label, body in I2V_JOBS.items():
+        request = JobRequest.from_body(body, limits)
+        tokens = limits.tokens(request.width, request.height, request.num_frames)
+        layout = parallel.begin_job(family.uses_cfg(pipe, request), tokens)
+        assert layout == ("plan" if request.uses_cfg else "spread"), label
+        frames, latents, record, _tiles = _run(
+            pipe, family, body, split_decode=True, parallel=parallel, group=dist.group.WORLD
+        )
+        parallel.begin_job(False)
+        if "cache" in body:
+            reference = [step["computed"] for step in outputs[label][2]]
+            assert [step["computed"] for step in record] == reference, (record, reference)
+        if rank != 0:
+            continue
+        result = compare(outputs[label][0], frames, FLOAT32, outputs[label][1], latents)
+        expected = {IDENTICAL} if request.uses_cfg else {IDENTICAL, WITHIN_ROUNDING}
+        assert result.verdict in expected, (label, result.overall)
+
 
 def test_parallel_jobs_equal_world_size_1(references):
-    """2 ranks, CFG parallel: the guided job's branches side by side (each whole on its
-    rank: byte-identical); the unguided job spread over both as Ulysses 2 (uneven video and
-    text tokens: within rounding), and a prompt of fewer text tokens than ranks.
+    """2 ranks, CFG parallel: the guided jobs' branches side by side (each whole on its
+    rank: byte-identical); the unguided jobs spread over both as Ulysses 2 (uneven video and
+    text tokens: within rounding; the cached one skips world size 1's steps), and a prompt of
+    fewer text tokens than ranks.
     `paradit verify` ran 3 and 4 ranks by hand."""
     spawn_gloo(2, _check_group, 2, references["outputs"])

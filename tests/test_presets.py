@@ -15,6 +15,7 @@ from diffusers import (
     CogVideoXPipeline,
     Flux2Pipeline,
     FluxPipeline,
+    HunyuanVideo15ImageToVideoPipeline,
     HunyuanVideo15Pipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
@@ -42,16 +43,28 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
+    "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
 }
-IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
+IMAGE_TO_VIDEO = {
+    "tiny-wan-i2v",
+    "tiny-cogvideox-i2v",
+    "tiny-wan2.2-i2v-a14b",
+    "tiny-hunyuanvideo1.5-i2v",
+}
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
-GUIDERS = {"tiny-hunyuanvideo1.5"}
+GUIDERS = {"tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
-CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-hunyuanvideo1.5", "tiny-z-image", "tiny-flux2"}
+CHAT_TEMPLATED = {
+    "tiny-qwen-image",
+    "tiny-hunyuanvideo1.5",
+    "tiny-hunyuanvideo1.5-i2v",
+    "tiny-z-image",
+    "tiny-flux2",
+}
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
-TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5"}
+TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
 ENCODERS = frozenset(
     {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "image_encoder"}
 )
@@ -144,6 +157,7 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
+    "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
 }
 
 
@@ -170,6 +184,7 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5",
         "tiny-z-image",
         "tiny-flux2",
+        "tiny-hunyuanvideo1.5-i2v",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

@@ -37,6 +37,11 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 text model (hidden 32, 2 layers; the chat-template tokenizer) and a ByT5-style
                 T5 glyph encoder (d_model 32, bytes) for quoted text, classifier-free guidance
                 6 in the guider, FlowMatch Euler with shift 5 (the 480p model's).
+  tiny-hunyuanvideo1.5-i2v  HunyuanVideo15ImageToVideoPipeline: the same text encoders, a
+                VAE whose last level is 16 wide (its encoder needs it), a SigLIP vision encoder
+                (32x32 input, 16 tokens) for the start image, and a transformer of its own
+                (task "i2v", target size 64: the pipeline's size buckets are tiny, e.g. 80x48).
+                The start image's latents fill the first latent frame of the condition channels.
   tiny-z-image  ZImagePipeline shaped like Z-Image-Turbo: a single-stream DiT of 4 heads x
                 16 dims (2 refiner layers for the image and for the text, 2 main layers), Flux's
                 VAE (16 channels, 8x spatial), a Qwen3 text encoder (hidden 32, 2 layers; the
@@ -88,6 +93,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-hunyuanvideo1.5",
     "tiny-z-image",
     "tiny-flux2",
+    "tiny-hunyuanvideo1.5-i2v",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 

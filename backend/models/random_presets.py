@@ -24,6 +24,9 @@ and speed figures meaningful where no weights can be downloaded.
     random:hunyuanvideo1.5-t2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v (8.3B
                                DiT, patch 1 over the 16x VAE; reduced Qwen2.5-VL 3584 and ByT5
                                1472 text encoders; guidance 6 in its guider)
+    random:hunyuanvideo1.5-i2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v (the
+                               same 8.3B DiT as image-to-video; a reduced SigLIP vision encoder
+                               of the real width 1152 and 729 tokens at 384x384)
     random:flux.2-dev          black-forest-labs/FLUX.2-dev (32.2B DiT, guidance embedded; the
                                Flux.2 VAE, 32 latent channels; a reduced Mistral 3 text encoder
                                of the real width 5120, 31 layers)
@@ -58,7 +61,9 @@ optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text 
 byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
 {"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
 `seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat
-markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`).
+markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`). An
+image processor is a component entry without weights whose "_class_name" ends in
+"ImageProcessor" (transformers' PIL backend of it where there is one).
 """
 
 from __future__ import annotations
@@ -98,6 +103,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
     "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
+    "random:hunyuanvideo1.5-i2v": "hunyuanvideo1.5-i2v.json",
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
 }
@@ -214,6 +220,12 @@ def _build(
         import diffusers
 
         return getattr(diffusers, class_name).from_config(config)
+    if class_name.endswith("ImageProcessor"):  # settings, no weights
+        import transformers
+
+        # The PIL backend where transformers has a choice: torchvision must not change pixels.
+        processor = getattr(transformers, f"{class_name}Pil", None)
+        return (processor or getattr(transformers, class_name))(**config)
     if component in DIT_COMPONENTS and device.type != "meta" and "seed" in entry:
         from ..parallel.sharded_load import empty_from_config, fill_shards
 

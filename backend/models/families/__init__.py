@@ -16,7 +16,7 @@ from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
-from .hunyuan_video15 import HunyuanVideo15
+from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
@@ -102,6 +102,13 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_VIDEO,
         ("HunyuanVideo15Pipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2"},
+        decodes_in_job=True,
+    ),
+    HunyuanVideo15ImageToVideo(
+        "hunyuanvideo1.5-i2v",
+        IMAGE_TO_VIDEO,
+        ("HunyuanVideo15ImageToVideoPipeline",),
+        _TEXT | {"text_encoder_2", "tokenizer_2", "image_encoder"},
         decodes_in_job=True,
     ),
 )

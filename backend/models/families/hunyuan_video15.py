@@ -1,4 +1,5 @@
-"""HunyuanVideo 1.5 text-to-video (`HunyuanVideo15Pipeline`).
+"""HunyuanVideo 1.5 text-to-video (`HunyuanVideo15Pipeline`) and image-to-video
+(`HunyuanVideo15ImageToVideoPipeline`).
 
 What differs from the other video families:
 
@@ -18,6 +19,18 @@ What differs from the other video families:
   tile by tile when tiling is on (`hunyuan_vae.py`: the tiles can be dealt to the ranks).
 - diffusers declares no context-parallel plan for the transformer: ours is in
   `parallel/hunyuan_video15.py`.
+
+Image-to-video conditions twice on the start image: a SigLIP vision encoder's tokens join the
+text sequence (the image tokens the text-to-video model masks, all valid here), and the
+image's VAE latents fill the first latent frame of the condition channels (with a mask of
+ones there), concatenated to the noise token by token. The SigLIP encoder runs on the encoding
+rank only (`encode`); every rank encodes the image with the VAE inside the pipeline, as Wan's
+image-to-video does. The pipeline takes no size: it picks the size bucket of the image's
+aspect ratio at the transformer's target size (848x480 for a 16:9 image at 480p). paradit
+keeps the request's size instead (default 848x480, the text-to-video model's): the image is
+resized to it (`request_image`) and `prepare` hands the pipeline that size as its bucket for
+the job. A request whose size is the bucket of its image's aspect ratio is the pipeline's own
+call.
 """
 
 from __future__ import annotations
@@ -28,15 +41,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
+from ...contract import IMAGE_TO_VIDEO, Limits
 from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, video_frames
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, request_image, video_frames
 
 # As the model card runs it: 121 frames at 24 fps, 50 steps; guidance is the guider's (6). The
 # size is the pipeline's own default, 16:9 at the transformer's target size: 848x480 for the
 # 480p models (target 640), 1280x720 for the 720p ones (960).
 DEFAULT_FRAMES, FPS, DEFAULT_STEPS = 121, 24, 50
 MAX_FRAMES = 257
+ASPECT_RATIO = (16, 9)
+"""The text-to-video pipeline's default (width, height) ratio; the defaults of both tasks."""
 PROMPT_TENSORS = ("prompt_embeds", "prompt_embeds_mask", "prompt_embeds_2", "prompt_embeds_mask_2")
 """`encode_prompt`'s outputs, in its order: the Qwen2.5-VL embeddings and mask, then ByT5's."""
 
@@ -46,7 +61,7 @@ class HunyuanVideo15(Family):
         patch = int(pipe.transformer.config.patch_size)
         multiple = int(pipe.vae_scale_factor_spatial) * patch
         height, width = pipe.video_processor.calculate_default_height_width(
-            pipe.default_aspect_ratio[1], pipe.default_aspect_ratio[0], pipe.target_size
+            ASPECT_RATIO[1], ASPECT_RATIO[0], pipe.target_size
         )
         return Limits(
             task=self.task,
@@ -55,6 +70,7 @@ class HunyuanVideo15(Family):
             max_size=2048,
             frame_multiple=int(pipe.vae_scale_factor_temporal),
             max_frames=MAX_FRAMES,
+            needs_image=self.task == IMAGE_TO_VIDEO,
             default_width=64 if tiny else int(width),
             default_height=64 if tiny else int(height),
             default_frames=5 if tiny else DEFAULT_FRAMES,
@@ -65,7 +81,7 @@ class HunyuanVideo15(Family):
 
     def text_tokens(self, pipe: Any) -> int:
         """The text tokens every block attends to besides the video's: the prompt's, the
-        glyphs' and the (unused, masked) image tokens."""
+        glyphs' and the image tokens (masked in text-to-video; SigLIP's in image-to-video)."""
         return int(
             pipe.tokenizer_max_length
             + pipe.tokenizer_2_max_length
@@ -127,6 +143,43 @@ class HunyuanVideo15(Family):
     def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
         z = latent[:, :, None] / pipe.vae.config.scaling_factor  # as the pipeline decodes
         return pipe.vae.decode(z, return_dict=False)[0][0, :, 0]
+
+
+class HunyuanVideo15ImageToVideo(HunyuanVideo15):
+    """Image-to-video: the start image through SigLIP (encoding rank) and the VAE (every rank,
+    in the pipeline), at the request's size."""
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        tensors = super().encode(pipe, request, device)
+        # The class's method: `prepare` hands the pipeline a per-job stand-in.
+        tensors["image_embeds"] = type(pipe).encode_image(
+            pipe, _start_image(pipe, request), 1, device, _dit_dtype(pipe)
+        )
+        return tensors
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        kwargs = super().prepare(pipe, request, tensors)
+        # The pipeline takes no image embeddings and no size: this job's embeddings (from the
+        # encoding rank) and size stand in for its encoder and size buckets until `finish`.
+        embeds = kwargs.pop("image_embeds")
+        size = (kwargs.pop("height"), kwargs.pop("width"))
+        pipe.encode_image = lambda *_args, **_kwargs: embeds
+        pipe.video_processor.calculate_default_height_width = lambda *_args, **_kwargs: size
+        return {**kwargs, "image": _start_image(pipe, request)}
+
+    def finish(self, pipe: Any) -> None:
+        super().finish(pipe)
+        pipe.__dict__.pop("encode_image", None)
+        pipe.video_processor.__dict__.pop("calculate_default_height_width", None)
+
+
+def _start_image(pipe: Any, request: JobRequest) -> Any:
+    """The request's image at its size, as the pipeline crops it to its size before encoding
+    (at the same size: unchanged)."""
+    image = request_image(request)
+    return pipe.video_processor.resize(
+        image, height=request.height, width=request.width, resize_mode="crop"
+    )
 
 
 class StepCallbacks:
