@@ -314,3 +314,34 @@ def test_served_model_picks_the_pipeline_per_job(backends, references):
             assert result.verdict == IDENTICAL, (label, result.overall)
     finally:
         backends.stop(backend)
+
+
+def test_two_replicas_of_the_two_experts_equal_world_size_1(backends, references):
+    """Data-parallel replicas (`--dp-degree 2`, one rank each) of I2V-A14B, both experts on
+    each: two jobs run one per replica, each byte-identical to world size 1."""
+    backend = backends.start(
+        I2V, 2, "--dp-degree", "2", "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64"
+    )
+    try:
+        client = backend.client
+        assert client.info()["plan"]["dp_degree"] == 2
+        other = {**I2V_IMAGE, "seed": 10}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            expected = {9: references["outputs"]["i2v-a14b"]}
+            expected[10] = _run(*references["pipes"][I2V], other)
+        finally:
+            torch.set_num_threads(threads)
+        ids = [client.submit(body) for body in (I2V_IMAGE, other)]
+        jobs = [client.wait(job_id, timeout_s=300) for job_id in ids]
+        assert {job["replica"] for job in jobs} == {0, 1}
+        for job in jobs:
+            frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
+            frames = np.stack([decode_png(png) for png in frames])
+            reference = expected[job["request"]["seed"]]
+            latents = client.latents(job["id"])
+            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+            assert result.verdict == IDENTICAL, (job["request"]["seed"], result.overall)
+    finally:
+        backends.stop(backend)
