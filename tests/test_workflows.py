@@ -38,6 +38,8 @@ NAMES = (
     "paradit_cogvideox_text_to_video",
     "paradit_cogvideox_image_to_video",
     "paradit_wan22_text_to_video",
+    "paradit_hunyuanvideo15_text_to_video",
+    "paradit_hunyuanvideo15_image_to_video",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -46,6 +48,12 @@ DEFAULT_MODELS = {
     "paradit_cogvideox_text_to_video": "THUDM/CogVideoX-5b",
     "paradit_cogvideox_image_to_video": "THUDM/CogVideoX-5b-I2V",
     "paradit_wan22_text_to_video": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors",
+    "paradit_hunyuanvideo15_text_to_video": (
+        "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v"
+    ),
+    "paradit_hunyuanvideo15_image_to_video": (
+        "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v"
+    ),
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
@@ -274,6 +282,9 @@ def test_widget_values_are_valid(name):
             if "cogvideox" in name:  # CogVideoX 1.0: 720x480, at most 49 frames
                 assert (values["width"], values["height"]) == (720, 480)
                 assert values["frames"] <= 49
+            if "hunyuanvideo15" in name:  # the model card's 848x480, 121 frames, 50 steps
+                assert (values["width"], values["height"], values["frames"]) == (848, 480, 121)
+                assert (values["steps"], values["guidance"]) == (50, 6.0)
         if node["type"] in {n.node_id for n in TASK_NODES}:
             assert values["prompt"].strip(), "workflows ship with a prompt"
 
@@ -290,7 +301,9 @@ def test_workflow_defaults_to_a_real_model(name):
     assert files == FILE_WORKFLOWS.get(name, dict.fromkeys(files, NO_FILE))
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
-    task = name.removeprefix("paradit_").removeprefix("cogvideox_").removeprefix("wan22_")
+    task = name.removeprefix("paradit_")
+    for family in ("cogvideox_", "wan22_", "hunyuanvideo15_"):
+        task = task.removeprefix(family)
     task = task.replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
