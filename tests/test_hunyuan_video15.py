@@ -10,7 +10,7 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 25 s (in the suite's two-worker run on 2 cores).
+Cost: about 23 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
