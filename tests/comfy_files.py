@@ -385,3 +385,109 @@ def write_all_in_one(path: Path, pipe) -> None:
     for name, part in (("clip_l", clip), ("t5xxl", t5), ("vae", vae_ldm(pipe.vae.state_dict()))):
         tensors |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
     save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
+
+
+# -- HunyuanVideo 1.5 (Tencent's original names, which ComfyUI's files keep) -------------------
+
+_HY15_INVERSE = (
+    # whole-name prefixes: diffusers -> original
+    ("time_embed.timestep_embedder.linear_1.", "time_in.mlp.0."),
+    ("time_embed.timestep_embedder.linear_2.", "time_in.mlp.2."),
+    ("context_embedder.time_text_embed.timestep_embedder.linear_1.", "txt_in.t_embedder.mlp.0."),
+    ("context_embedder.time_text_embed.timestep_embedder.linear_2.", "txt_in.t_embedder.mlp.2."),
+    ("context_embedder.time_text_embed.text_embedder.", "txt_in.c_embedder."),
+    ("context_embedder.proj_in.", "txt_in.input_embedder."),
+    ("context_embedder.token_refiner.refiner_blocks.", "txt_in.individual_token_refiner.blocks."),
+    ("context_embedder_2.norm.", "byt5_in.layernorm."),
+    ("context_embedder_2.linear_", "byt5_in.fc"),
+    ("image_embedder.norm_in.", "vision_in.proj.0."),
+    ("image_embedder.linear_1.", "vision_in.proj.1."),
+    ("image_embedder.linear_2.", "vision_in.proj.3."),
+    ("image_embedder.norm_out.", "vision_in.proj.4."),
+    ("x_embedder.", "img_in."),
+    ("cond_type_embed.", "cond_type_embedding."),
+    ("proj_out.", "final_layer.linear."),
+    ("norm_out.linear.", "final_layer.adaLN_modulation.1."),
+    ("transformer_blocks.", "double_blocks."),
+)
+_HY15_BLOCK_INVERSE = {
+    "norm1.linear": "img_mod.linear",
+    "norm1_context.linear": "txt_mod.linear",
+    "attn.to_q": "img_attn_q",
+    "attn.to_k": "img_attn_k",
+    "attn.to_v": "img_attn_v",
+    "attn.norm_q": "img_attn_q_norm",
+    "attn.norm_k": "img_attn_k_norm",
+    "attn.to_out.0": "img_attn_proj",
+    "attn.add_q_proj": "txt_attn_q",
+    "attn.add_k_proj": "txt_attn_k",
+    "attn.add_v_proj": "txt_attn_v",
+    "attn.norm_added_q": "txt_attn_q_norm",
+    "attn.norm_added_k": "txt_attn_k_norm",
+    "attn.to_add_out": "txt_attn_proj",
+    "ff.net.0.proj": "img_mlp.fc1",
+    "ff.net.2": "img_mlp.fc2",
+    "ff_context.net.0.proj": "txt_mlp.fc1",
+    "ff_context.net.2": "txt_mlp.fc2",
+}
+_HY15_REFINER_INVERSE = {
+    "attn.to_out.0": "self_attn_proj",
+    "ff.net.0.proj": "mlp.fc1",
+    "ff.net.2": "mlp.fc2",
+    "norm_out.linear": "adaLN_modulation.1",
+}
+
+
+def hunyuan15_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' `HunyuanVideo15Transformer3DModel` state dict -> Tencent's original names
+    (ComfyUI's hunyuanvideo1.5_*.safetensors): the token refiner's q/k/v fused into
+    `self_attn_qkv`, the final modulation's halves as (shift, scale)."""
+    s = dict(state)
+    out: dict[str, torch.Tensor] = {}
+    refiner = "context_embedder.token_refiner.refiner_blocks."
+    blocks = {int(k.split(".")[3]) for k in s if k.startswith(refiner)}
+    for i in blocks:
+        d = f"{refiner}{i}.attn."
+        for suffix in ("weight", "bias"):
+            out[f"txt_in.individual_token_refiner.blocks.{i}.self_attn_qkv.{suffix}"] = torch.cat(
+                [s.pop(f"{d}{n}.{suffix}") for n in ("to_q", "to_k", "to_v")]
+            )
+    for name, value in s.items():
+        if name.startswith("norm_out.linear."):
+            scale, shift = value.chunk(2)
+            value = torch.cat([shift, scale])
+        new = name
+        if m := re.match(r"^transformer_blocks\.(\d+)\.(.+)\.(weight|bias)$", name):
+            new = f"double_blocks.{m[1]}.{_HY15_BLOCK_INVERSE[m[2]]}.{m[3]}"
+        elif m := re.match(rf"^{re.escape(refiner)}(\d+)\.(.+)\.(weight|bias)$", name):
+            part = _HY15_REFINER_INVERSE.get(m[2], m[2])
+            new = f"txt_in.individual_token_refiner.blocks.{m[1]}.{part}.{m[3]}"
+        else:
+            for old, original in _HY15_INVERSE:
+                if new.startswith(old):
+                    new = original + new[len(old) :]
+                    break
+        assert new not in out, new
+        out[new] = value
+    return out
+
+
+def hunyuan15_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' `AutoencoderKLHunyuanVideo15` state dict -> the original names
+    (`encoder.down.I.block.J`, `mid.block_1`, `mid.attn_1.q`; levels keep their numbers)."""
+    out = {}
+    for name, value in state.items():
+        new = re.sub(r"^encoder\.down_blocks\.(\d+)\.resnets\.", r"encoder.down.\1.block.", name)
+        new = re.sub(
+            r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", r"encoder.down.\1.downsample.", new
+        )
+        new = re.sub(r"^decoder\.up_blocks\.(\d+)\.resnets\.", r"decoder.up.\1.block.", new)
+        new = re.sub(
+            r"^decoder\.up_blocks\.(\d+)\.upsamplers\.0\.", r"decoder.up.\1.upsample.", new
+        )
+        new = re.sub(r"\.mid_block\.resnets\.(\d)\.", lambda m: f".mid.block_{int(m[1]) + 1}.", new)
+        new = re.sub(r"\.mid_block\.attentions\.0\.to_(q|k|v)\.", r".mid.attn_1.\1.", new)
+        new = new.replace(".mid_block.attentions.0.", ".mid.attn_1.")
+        assert new not in out, new
+        out[new] = value
+    return out

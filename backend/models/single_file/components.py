@@ -12,6 +12,7 @@ from ..casting import cast_model
 from ..seeded import VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
+from .hunyuan_video15 import vae_name as hunyuan_vae_name
 from .quant import RowReader
 from .tokenizers import COMFY_FOLDERS, find_tokenizer
 
@@ -142,7 +143,9 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(config)
     state = read_whole(part, torch.float32)
-    if part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
+    if part.detection.family == "hunyuanvideo1.5":
+        state = {hunyuan_vae_name(k): v for k, v in state.items()}
+    elif part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
         state = {wan22_vae_name(k): v for k, v in state.items()}
     elif part.detection.layout == "wan":
         from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers

@@ -65,6 +65,10 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         mapping = trace_converter(_wan_converter(), keys)
     elif detection.family == "flux":
         mapping = flux_bfl_row_map(keys, detection.config)
+    elif detection.family == "hunyuanvideo1.5":
+        from .hunyuan_video15 import row_map
+
+        mapping = row_map(keys, detection.config)
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
+from . import hunyuan_video15 as hunyuan
 from .header import FileHeader, read_header
 from .quant import quantization
 
@@ -32,7 +33,7 @@ REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
-FAMILIES = ("wan", "flux")
+FAMILIES = ("wan", "flux", "hunyuanvideo1.5")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
@@ -109,11 +110,15 @@ def detect(header: FileHeader) -> Detection:
             return _with_bundle(header, _wan_dit(header, prefix, "wan"))
         if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
             return _with_bundle(header, _flux_dit(header, prefix))
+        if f"{prefix}{hunyuan.MARKER}" in keys:
+            return _with_bundle(header, _hunyuan15_dit(header, prefix, "original"))
+    if hunyuan.DIFFUSERS_MARKER in keys and "x_embedder.proj.weight" in keys:
+        return _hunyuan15_dit(header, "", "diffusers")
     if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    for detector in (_t5, _clip_text, _wan_vae, _kl_vae, _clip_vision):
+    for detector in (_t5, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision):
         found = detector(header)
         if found is not None:
             return found
@@ -351,6 +356,61 @@ def _flux_variant(width: int, guided: bool) -> str:
     if width == TINY_WIDTH:
         return "tiny-flux"
     return "flux.1-dev" if guided else "flux.1-schnell"
+
+
+# -- HunyuanVideo 1.5 -------------------------------------------------------------------------
+
+
+def _hunyuan15_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
+    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+    patch = keys.get("img_in.proj.weight" if layout == "original" else "x_embedder.proj.weight")
+    if patch is None or len(patch) != 5:
+        return Detection(
+            "unknown", "hunyuanvideo1.5", reasons=(f"HunyuanVideo 1.5-like keys, patch {patch}",)
+        )
+    width = patch[0]
+    reasons = [
+        "HunyuanVideo 1.5 DiT keys "
+        + (
+            "in Tencent's original layout (double_blocks.N.img_attn_q, byt5_in, vision_in)"
+            if layout == "original"
+            else "in diffusers' layout (transformer_blocks.N, context_embedder_2)"
+        )
+        + (f" under {prefix!r}" if prefix else "")
+    ]
+    try:
+        head_dim = _head_dim(width)
+        read = hunyuan.dit_config if layout == "original" else hunyuan.diffusers_dit_config
+        config = read(keys, head_dim)
+    except (KeyError, ValueError) as exc:
+        return Detection("unknown", "hunyuanvideo1.5", reasons=(*reasons, f"no {exc}"))
+    task, resolution, named = hunyuan.task_and_resolution(header.name)
+    tiny = width == TINY_WIDTH
+    config["task_type"] = task
+    config["target_size"] = (
+        hunyuan.TINY_TARGET_SIZES[task] if tiny else hunyuan.TARGET_SIZES[resolution]
+    )
+    reasons.append(
+        f"width {width}, {config['num_layers']} double-stream blocks, "
+        f"{config['num_refiner_layers']} token-refiner blocks, {config['in_channels']} input "
+        f"channels, head width {head_dim}"
+    )
+    reasons.extend(named)
+    if tiny:
+        variant = "tiny-hunyuanvideo1.5" + ("-i2v" if task == "i2v" else "")
+    else:
+        variant = f"hunyuanvideo1.5-{resolution}-{task}"
+    return Detection(
+        "transformer", "hunyuanvideo1.5", variant, layout, prefix, config, tuple(reasons)
+    )
+
+
+def _hunyuan15_vae(header: FileHeader) -> Detection | None:
+    found = hunyuan.vae_facts(header)
+    if found is None:
+        return None
+    layout, config, reasons = found
+    return Detection("vae", "hunyuanvideo1.5", "hunyuanvideo1.5 vae", layout, "", config, reasons)
 
 
 # -- text encoders ----------------------------------------------------------------------------

@@ -85,6 +85,10 @@ CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-D
     "hidden_act": "gelu",
 }
 """What `paradit plan` counts for Wan 2.1 I2V's image encoder (the file is not given there)."""
+_HY15_T2V, _HY15_I2V = "HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipeline"
+_HY15_ENCODERS = ("qwen2.5-vl", "byt5")
+_HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
+_SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
@@ -116,6 +120,17 @@ _PRESETS = {
     "wan2.2-i2v-a14b": Preset(
         "", "WanImageToVideoPipeline", ("umt5",), "random:wan2.2-i2v-a14b", _WAN21_VAE
     ),
+    **{
+        variant: Preset(name, pipeline, _HY15_ENCODERS, vae=_HY15_VAE, image_encoder=image)
+        for variant, name, pipeline, image in (
+            ("tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5", _HY15_T2V, ""),
+            ("tiny-hunyuanvideo1.5-i2v", "tiny-hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+            ("hunyuanvideo1.5-480p-t2v", "random:hunyuanvideo1.5-t2v", _HY15_T2V, ""),
+            ("hunyuanvideo1.5-720p-t2v", "random:hunyuanvideo1.5-t2v", _HY15_T2V, ""),
+            ("hunyuanvideo1.5-480p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+            ("hunyuanvideo1.5-720p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+        )
+    },
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
@@ -207,11 +222,18 @@ def resolve(files: SingleFiles) -> Resolved:
         )
     preset = _PRESETS.get(first.variant)
     if preset is None or (len(dits) == 2 and not preset.pair_preset):
-        supported = ", ".join(k for k in _PRESETS)
+        supported = ", ".join(k for k in _PRESETS if "hunyuan" not in k)
         raise ValueError(
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
             f"files yet (runs: {supported}; two files: the Wan 2.2 A14B T2V and I2V pairs)"
+        )
+    if first.family == "hunyuanvideo1.5":
+        raise ValueError(
+            f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): its DiT "
+            "and VAE files are read, but its text encoders (Qwen2.5-VL 7B and ByT5: ComfyUI's "
+            "qwen_2.5_vl_7b and byt5_small_glyphxl files) are not read from single files yet: "
+            "run it from a diffusers folder (`paradit models DIR` lists the files)"
         )
     if len(dits) == 1 and not preset.name:
         raise ValueError(
