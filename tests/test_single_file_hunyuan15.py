@@ -3,15 +3,17 @@ names (hunyuanvideo1.5_720p_t2v_fp16, ..._480p_i2v_...) and the VAE (hunyuanvide
 in its original names, written from the tiny presets by the independent inverse naming of
 comfy_files.py: recognised from their headers (family, task and resolution from the file name,
 format) and read to exactly the preset's weights in fp32, bf16, fp8_scaled and GGUF Q8_0; at
-real size (meta models, header-only files) the 8.3B DiT's config read off its header is the
-real one and every one of its parameters is read from the file; `paradit models DIR` lists them;
-a run from these files is refused, naming the text encoders it cannot read yet.
+real size (meta models, header-only files) the 8.3B DiT's and Qwen2.5-VL 7B's configs read off
+their headers are the real ones and every DiT parameter is read from the file; `paradit models
+DIR` lists them; text-to-video files (DiT, VAE, Qwen2.5-VL and ByT5) load as the preset's
+pipeline; image-to-video is refused, naming the SigLIP file it cannot read yet.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 9 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import pytest
@@ -83,8 +85,26 @@ def test_real_dit_from_its_header(tmp_path, name, dtype, prefix, variant, fmt):
     assert not unused_keys(header, found, row_map)
     with DitWeights(recognise(str(path))) as weights:  # every parameter, rows that fit
         weights.check(real_dit())
-    with pytest.raises(ValueError, match=r"text encoders \(Qwen2.5-VL 7B and ByT5"):
-        resolve(SingleFiles.parse(str(path)))
+    encoders = real_encoder_files(tmp_path)
+    vae = tmp_path / "hunyuanvideo15_vae_fp16.safetensors"
+    write_header_only(vae, real_vae_header())
+    files = SingleFiles.parse(str(path), encoders, [str(vae)])
+    if task == "i2v":
+        with pytest.raises(ValueError, match=r"SigLIP image encoder \(sigclip_vision_patch14_384"):
+            resolve(files)
+    else:
+        resolved = resolve(files)
+        assert resolved.pipeline_class == "HunyuanVideo15Pipeline"
+        assert {k: p.detection.variant for k, p in resolved.encoders.items()} == {
+            "text_encoder": "qwen2.5-vl 3584",
+            "text_encoder_2": "t5 1472",
+        }
+        narrow = tmp_path / "t5_narrow.safetensors"
+        write_header_only(
+            narrow, meta_shapes(meta_model("T5EncoderModel", {**BYT5_SMALL, "d_model": 64}))
+        )
+        with pytest.raises(ValueError, match="has width 64; hunyuanvideo1.5-720p-t2v takes"):
+            resolve(SingleFiles.parse(str(path), [encoders[0], str(narrow)], [str(vae)]))
 
 
 @functools.cache
@@ -97,11 +117,54 @@ def meta_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: torch.empty(s, device="meta") for k, s in meta_shapes(model).items()}
 
 
-@pytest.mark.fast
-def test_real_vae_from_its_header(tmp_path):
+QWEN25_VL_7B = {  # the language model of Qwen2.5-VL 7B Instruct (its config.json)
+    "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "bos_token_id": 151643, "eos_token_id": 151645,
+}  # fmt: skip
+BYT5_SMALL = {  # ByT5-small (Glyph-SDXL's glyph encoder), as the diffusers repos ship it
+    "vocab_size": 1510, "d_model": 1472, "d_kv": 64, "d_ff": 3584, "num_layers": 12,
+    "num_heads": 6, "feed_forward_proj": "gated-gelu",
+}  # fmt: skip
+
+
+@functools.cache
+def real_vae_header() -> dict[str, tuple[int, ...]]:
     state = meta_state(meta_model("AutoencoderKLHunyuanVideo15", _real("vae")))
+    return {k: tuple(v.shape) for k, v in hunyuan15_vae_original(state).items()}
+
+
+def real_encoder_files(root) -> list[str]:
+    """ComfyUI's qwen_2.5_vl_7b (language model under `model.`, a vision tower under
+    `visual.`) and byt5_small_glyphxl, header only."""
+    qwen = {"model." + k: v for k, v in meta_shapes(real_qwen()).items()}
+    qwen["visual.patch_embed.proj.weight"] = (1280, 3, 2, 14, 14)
+    qwen["lm_head.weight"] = (152064, 3584)
+    byt5 = meta_shapes(meta_model("T5EncoderModel", BYT5_SMALL))
+    byt5.pop("encoder.embed_tokens.weight")
+    paths = [
+        root / "qwen_2.5_vl_7b_fp8_scaled.safetensors",
+        root / "byt5_small_glyphxl.safetensors",
+    ]
+    write_header_only(paths[0], qwen)
+    write_header_only(paths[1], byt5)
+    return [str(p) for p in paths]
+
+
+@functools.cache
+def real_qwen() -> torch.nn.Module:
+    return meta_model("Qwen2_5_VLTextModel", copy.deepcopy(QWEN25_VL_7B))  # it adds to rope_scaling
+
+
+@pytest.mark.fast
+def test_real_qwen25_vl_encoder_and_vae_from_their_headers(tmp_path):
+    qwen_path = real_encoder_files(tmp_path)[0]
+    found = detect(read_header(qwen_path))
+    assert (found.role, found.family, found.prefix) == ("text_encoder", "qwen2.5-vl", "model.")
+    assert {k: v for k, v in found.config.items() if k != "_class_name"} == QWEN25_VL_7B
     path = tmp_path / "hunyuanvideo15_vae_fp16.safetensors"
-    write_header_only(path, {k: tuple(v.shape) for k, v in hunyuan15_vae_original(state).items()})
+    write_header_only(path, real_vae_header())
     found = detect(read_header(path))
     assert (found.role, found.family, found.layout) == ("vae", "hunyuanvideo1.5", "original")
     assert found.config == {"latent_channels": 32, "base_width": 128}
@@ -164,3 +227,34 @@ def test_tiny_files_read_to_their_weights_and_are_listed(tmp_path, preset):
     assert {v[:2] for v in dits.values()} == {("transformer", preset)}
     assert sorted(v[2] for v in dits.values()) == sorted(FORMAT_NAMES[f] for f in formats)
     assert listed["vae/hunyuanvideo15_vae_fp16.safetensors"][:2] == ("vae", "hunyuanvideo1.5 vae")
+
+
+def test_tiny_t2v_files_load_as_the_preset(tmp_path):
+    """DiT, VAE, Qwen2.5-VL (ComfyUI's `model.` prefix) and ByT5 files make the preset's
+    pipeline: every component's weights byte for byte, its tokenizers, scheduler and guider
+    (so its frames: measured equal, 0.0, at 32x32, 5 frames, 2 steps; not rerun here, as
+    a step of the tiny model takes seconds on 2 cores)."""
+    from safetensors.torch import save_file
+
+    from paradit.backend.models.loading import ModelSource, load_pipeline
+
+    tiny = build_preset("tiny-hunyuanvideo1.5")
+    dit = tmp_path / "hunyuanvideo1.5_480p_t2v_fp16.safetensors"
+    write_safetensors(dit, hunyuan15_original(tiny.transformer.state_dict()), "fp32")
+    vae = tmp_path / "hunyuanvideo15_vae_fp16.safetensors"
+    write_safetensors(vae, hunyuan15_vae_original(tiny.vae.state_dict()), "fp32")
+    qwen, byt5 = tmp_path / "qwen_2.5_vl_7b.safetensors", tmp_path / "byt5.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(qwen))
+    t5 = tiny.text_encoder_2.state_dict()
+    save_file({k: v for k, v in t5.items() if k != "encoder.embed_tokens.weight"}, str(byt5))
+    pipe = load_pipeline(ModelSource.parse(str(dit), [str(qwen), str(byt5)], [str(vae)]))
+    assert type(pipe) is type(tiny)
+    for name in ("transformer", "vae", "text_encoder", "text_encoder_2"):
+        ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
+        assert set(ours) == set(theirs), name
+        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
+    for name in ("scheduler", "guider"):
+        assert dict(getattr(pipe, name).config) == dict(getattr(tiny, name).config), name
+    for name in ("tokenizer", "tokenizer_2"):
+        text = "a fox <|im_start|> 42"
+        assert getattr(pipe, name)(text).input_ids == getattr(tiny, name)(text).input_ids

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
-from ..seeded import VOCAB_SIZE
+from ..seeded import QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
@@ -82,13 +82,12 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     """The tokenizer of a text encoder file: the SentencePiece model it carries, the presets'
     byte tokenizer for their reduced encoders, or for T5/CLIP files one found offline
     (`tokenizers.find_tokenizer`)."""
-    from ..presets import build_preset
 
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
-    if vocab == VOCAB_SIZE:  # the presets' byte vocabulary
-        return getattr(build_preset(preset_name, components=frozenset({slot})), slot)
+    if vocab in (VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE):  # the presets' byte vocabularies
+        return getattr(preset_parts(preset_name, {slot}), slot)
     if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
         return find_tokenizer(part.detection.family, part.header.path, vocab)
     raise ValueError(
@@ -131,12 +130,22 @@ def spiece_tokenizer(part: Part) -> Any:
     return tokenizer
 
 
+def preset_parts(name: str, wanted: set[str]) -> Any:
+    """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
+    meta device: HunyuanVideo 1.5's pipelines read their VAE's config as they are made."""
+    from ..presets import build_preset, preset_components
+
+    available = preset_components(name)
+    return build_preset(
+        name, components=frozenset(wanted & available) | (available & {"vae"}), device="meta"
+    )
+
+
 def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:
     """The VAE of a file, with the config of the preset of its model (a header cannot hold
     latent statistics or scale factors)."""
-    from ..presets import build_preset
 
-    reference = build_preset(preset_name, components=frozenset({"vae"}), device="meta").vae
+    reference = preset_parts(preset_name, {"vae"}).vae
     config = {**dict(reference.config), "_class_name": type(reference).__name__}
     from accelerate import init_empty_weights
 

@@ -118,7 +118,7 @@ def detect(header: FileHeader) -> Detection:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    for detector in (_t5, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision):
+    for detector in (_t5, _qwen25_vl, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision):
         found = detector(header)
         if found is not None:
             return found
@@ -467,6 +467,56 @@ def _t5(header: FileHeader) -> Detection | None:
         f"width {d_model}, {layers} blocks, {heads} heads, vocabulary {vocab}",
     )
     return Detection("text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons)
+
+
+# Qwen2.5-VL's text model: rotary sections per head width (the 7B's 128; the presets' 8)
+_MROPE_SECTIONS = {128: [16, 24, 24], 8: [2, 1, 1]}
+_QWEN_PREFIXES = ("model.", "model.language_model.", "")
+
+
+def _qwen25_vl(header: FileHeader) -> Detection | None:
+    """Qwen2.5-VL's language model (ComfyUI's `qwen_2.5_vl_7b`, the text encoder of
+    HunyuanVideo 1.5 and Qwen-Image): `model.layers.N` with q/k/v biases; its vision tower
+    (`visual.`) and `lm_head` are not read."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (
+            p
+            for p in _QWEN_PREFIXES
+            if f"{p}layers.0.self_attn.q_proj.bias" in keys and f"{p}embed_tokens.weight" in keys
+        ),
+        None,
+    )
+    if prefix is None:
+        return None
+    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
+    vocab, hidden = keys["embed_tokens.weight"]
+    head_dim = REAL_HEAD_DIM if hidden % REAL_HEAD_DIM == 0 else 8
+    if head_dim not in _MROPE_SECTIONS:
+        return None
+    layers = _count(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    heads, kv_heads = hidden // head_dim, keys["layers.0.self_attn.k_proj.weight"][0] // head_dim
+    real = head_dim == REAL_HEAD_DIM
+    config = {
+        "_class_name": "Qwen2_5_VLTextModel",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": keys["layers.0.mlp.gate_proj.weight"][0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "rope_scaling": {"type": "mrope", "mrope_section": _MROPE_SECTIONS[head_dim]},
+        "bos_token_id": 151643 if real else None,
+        "eos_token_id": 151645 if real else None,
+    }
+    reasons = (
+        "Qwen2.5-VL language model keys (layers.N.self_attn.q_proj with biases)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value), vocabulary "
+        f"{vocab}",
+    )
+    variant = f"qwen2.5-vl {hidden}"
+    return Detection("text_encoder", "qwen2.5-vl", variant, "hf", prefix, config, reasons)
 
 
 def _clip_text(header: FileHeader) -> Detection | None:

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .components import clip_image_processor, encoder_model, tokenizer, vae_model
+from .components import (
+    clip_image_processor,
+    encoder_model,
+    preset_parts,
+    tokenizer,
+    vae_model,
+)
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Detection, Part, bundled_parts, recognise
 from .quant import RowReader, check_readable
@@ -86,7 +92,7 @@ CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-D
 }
 """What `paradit plan` counts for Wan 2.1 I2V's image encoder (the file is not given there)."""
 _HY15_T2V, _HY15_I2V = "HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipeline"
-_HY15_ENCODERS = ("qwen2.5-vl", "byt5")
+_HY15_ENCODERS = ("qwen2.5-vl", "t5")  # ByT5 is a T5 encoder
 _HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
 _SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
 _PRESETS = {
@@ -134,7 +140,12 @@ _PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
-_ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
+_ENCODER_SLOTS = {
+    "clip": "text_encoder",
+    "t5": "text_encoder_2",
+    "umt5": "text_encoder",
+    "qwen2.5-vl": "text_encoder",
+}
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
 _PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps")
@@ -228,12 +239,12 @@ def resolve(files: SingleFiles) -> Resolved:
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
             f"files yet (runs: {supported}; two files: the Wan 2.2 A14B T2V and I2V pairs)"
         )
-    if first.family == "hunyuanvideo1.5":
+    if first.family == "hunyuanvideo1.5" and preset.image_encoder:
         raise ValueError(
-            f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): its DiT "
-            "and VAE files are read, but its text encoders (Qwen2.5-VL 7B and ByT5: ComfyUI's "
-            "qwen_2.5_vl_7b and byt5_small_glyphxl files) are not read from single files yet: "
-            "run it from a diffusers folder (`paradit models DIR` lists the files)"
+            f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): its DiT, "
+            "VAE and text encoders are read, but its SigLIP image encoder "
+            "(sigclip_vision_patch14_384) is not read from single files yet: run "
+            "image-to-video from a diffusers folder"
         )
     if len(dits) == 1 and not preset.name:
         raise ValueError(
@@ -315,14 +326,21 @@ def _encoders(
             f"{dit.label} needs {need} text encoders; {', '.join(missing)} is in none of the "
             f"files: give --text-encoder FILE for it"
         )
-    main = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"]
-    width = main.detection.config["d_model"]
-    expected = dit.config.get("text_dim") or dit.config.get("joint_attention_dim")
-    if width != expected:
-        raise ValueError(
-            f"{_where(main, '--text-encoder')} has width {width}; {dit.variant} takes text "
-            f"embeddings of width {expected}"
+    if dit.family == "hunyuanvideo1.5":
+        widths = (
+            ("text_encoder", "hidden_size", "text_embed_dim"),
+            ("text_encoder_2", "d_model", "text_embed_2_dim"),
         )
+    else:
+        slot = "text_encoder" if dit.family == "wan" else "text_encoder_2"
+        widths = ((slot, "d_model", "text_dim" if dit.family == "wan" else "joint_attention_dim"),)
+    for slot, width_key, expected_key in widths:
+        width, expected = parts[slot].detection.config[width_key], dit.config[expected_key]
+        if width != expected:
+            raise ValueError(
+                f"{_where(parts[slot], '--text-encoder')} has width {width}; {dit.variant} "
+                f"takes text embeddings of width {expected}"
+            )
     if dit.family == "flux":
         pooled = parts["text_encoder"].detection.config["hidden_size"]
         if pooled != dit.config["pooled_projection_dim"]:
@@ -490,8 +508,6 @@ def build_pipeline(
     fills their shards with `dit_weights`)."""
     import diffusers
 
-    from ..presets import build_preset
-
     preset = resolved.preset
     parts: dict[str, Any] = {}
     for name, part in resolved.dits.items():
@@ -517,8 +533,13 @@ def build_pipeline(
         parts["image_processor"] = (
             clip_image_processor(size) if "image_processor" not in skip else None
         )
-    reference = build_preset(preset.name, components=frozenset({"scheduler"}))
+    reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
     parts["scheduler"] = reference.scheduler
+    if getattr(reference, "guider", None) is not None:
+        parts["guider"] = reference.guider
+    first = next(iter(resolved.dits.values())).detection
+    if first.family == "hunyuanvideo1.5":  # the 720p models' shift differs from the preset's
+        parts["scheduler"] = _hunyuan15_scheduler(reference.scheduler, first)
     # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
     settings = {k: reference.config[k] for k in _PIPELINE_SETTINGS if k in reference.config}
     if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
@@ -527,6 +548,18 @@ def build_pipeline(
     pipe = pipeline_class(**parts, **settings)
     log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
     return pipe
+
+
+def _hunyuan15_scheduler(scheduler: Any, dit: Detection) -> Any:
+    """The preset's scheduler with the flow shift of the file's resolution and task (the tiny
+    presets keep theirs)."""
+    from .hunyuan_video15 import SCHEDULER_SHIFTS
+
+    if dit.variant.startswith("tiny-"):
+        return scheduler
+    resolution = "720p" if "720p" in dit.variant else "480p"
+    shift = SCHEDULER_SHIFTS[(resolution, dit.config["task_type"])]
+    return type(scheduler).from_config(scheduler.config, shift=shift)
 
 
 def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
