@@ -1,4 +1,5 @@
-"""Tokenizers for T5 and CLIP single files (Flux's `t5xxl_fp16`, `clip_l`), which carry none:
+"""Tokenizers for T5 and CLIP single files (Flux's `t5xxl_fp16`, `clip_l`) and HunyuanVideo
+1.5's Qwen2.5-VL and ByT5 files, which carry none:
 taken from the ComfyUI install the file sits in, or from the local hub cache, offline.
 
 The ComfyUI tree and the hub cache are built here with tokenizers of our own (a small byte-level
@@ -133,3 +134,41 @@ def test_no_tokenizer_offline_or_one_too_big_is_a_clear_error(tmp_path, no_hub_c
     small = _encoder_file(comfy / "models" / "clip" / "t5_small.safetensors", "t5", size - 1)
     with pytest.raises(ValueError, match=f"has {size} tokens, more than the encoder's {size - 1}"):
         tokenizer_of(small, None, _slot("t5"))
+
+
+def test_hunyuan15_encoders_take_the_comfyui_qwen25_and_byt5_tokenizers(tmp_path, no_hub_cache):
+    """ComfyUI's qwen_2.5_vl_7b and byt5_small_glyphxl carry no tokenizer: ComfyUI's
+    qwen25_tokenizer (a byte-level BPE, given Qwen2.5-VL's chat template when it has none) and
+    byt5_tokenizer folders are used."""
+    import transformers
+
+    comfy = tmp_path / "ComfyUI"
+    size = _clip_tokenizer_files(comfy / "comfy" / "text_encoders" / "qwen25_tokenizer")
+    transformers.ByT5Tokenizer().save_pretrained(
+        comfy / "comfy" / "text_encoders" / "byt5_tokenizer"
+    )
+    folder = comfy / "models" / "text_encoders"
+    folder.mkdir(parents=True)
+    qwen_config = {
+        "vocab_size": size, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+        "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]},
+    }  # fmt: skip
+    shapes = meta_shapes(meta_model("Qwen2_5_VLTextModel", qwen_config))
+    write_header_only(
+        folder / "qwen_2.5_vl_7b.safetensors", {"model." + k: v for k, v in shapes.items()}
+    )
+    header = read_header(folder / "qwen_2.5_vl_7b.safetensors")
+    qwen = Part(header, detect(header))
+    assert qwen.detection.family == "qwen2.5-vl"
+    preset = "random:hunyuanvideo1.5-t2v"
+    tokenizer = tokenizer_of(qwen, preset, "tokenizer")
+    assert type(tokenizer).__name__ == "Qwen2Tokenizer" and len(tokenizer) == size
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": "a cat"}], tokenize=False)
+    assert chat == "<|im_start|>user\na cat<|im_end|>\n"
+    byt5 = _encoder_file(folder / "byt5_small_glyphxl.safetensors", "t5", 384)
+    byte_tokenizer = tokenizer_of(byt5, preset, "tokenizer_2")
+    assert type(byte_tokenizer).__name__ == "ByT5Tokenizer"
+    assert byte_tokenizer("ab")["input_ids"] == [ord("a") + 3, ord("b") + 3, 1]  # bytes, </s>
+    with pytest.raises(ValueError, match="t5_tokenizer"):  # for any other model: a T5 file
+        tokenizer_of(byt5, None, "tokenizer_2")

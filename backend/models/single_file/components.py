@@ -12,6 +12,7 @@ from ..casting import cast_model
 from ..seeded import QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
+from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
 from .quant import RowReader
 from .tokenizers import COMFY_FOLDERS, find_tokenizer
@@ -88,8 +89,11 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     vocab = part.detection.config.get("vocab_size")
     if vocab in (VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE):  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
-    if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
-        return find_tokenizer(part.detection.family, part.header.path, vocab)
+    kind = part.detection.family
+    if kind == "t5" and preset_name in BYT5_PRESETS:  # HunyuanVideo 1.5's second encoder
+        kind = "byt5"
+    if kind in COMFY_FOLDERS:  # T5-XXL, CLIP-L, Qwen2.5-VL, ByT5: from ComfyUI or the hub cache
+        return find_tokenizer(kind, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
         f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"

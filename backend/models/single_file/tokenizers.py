@@ -1,14 +1,18 @@
 """Tokenizers for single-file text encoders that do not carry their own, found offline.
 
 ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL and CLIP-L
-files (Flux's `t5xxl_fp16`, `clip_l`) carry none. Without a download, the tokenizer comes from:
+files (Flux's `t5xxl_fp16`, `clip_l`), Qwen2.5-VL (`qwen_2.5_vl_7b`) and ByT5
+(`byt5_small_glyphxl`, HunyuanVideo 1.5's) carry none. Without a download, the tokenizer comes from:
 
 1. A ComfyUI install, which ships both: `comfy/text_encoders/t5_tokenizer` (T5) and
-   `comfy/sd1_tokenizer` (CLIP). It is found above the encoder file
+   `comfy/sd1_tokenizer` (CLIP), `comfy/text_encoders/qwen25_tokenizer` (Qwen2.5-VL) and
+   `comfy/text_encoders/byt5_tokenizer` (ByT5). It is found above the encoder file
    (`ComfyUI/models/text_encoders/t5xxl_fp16.safetensors`) or above paradit itself when it runs
    as a node pack (`ComfyUI/custom_nodes/paradit`).
 2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
-   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`.
+   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; for Qwen2.5-VL and ByT5 the
+   HunyuanVideo 1.5 diffusers repos' `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or
+   `Qwen/Qwen2.5-VL-7B-Instruct`.
 
 Anything else is a ValueError that names both places.
 """
@@ -24,7 +28,11 @@ log = logging.getLogger(__name__)
 COMFY_FOLDERS = {
     "t5": Path("comfy/text_encoders/t5_tokenizer"),
     "clip": Path("comfy/sd1_tokenizer"),
+    "qwen2.5-vl": Path("comfy/text_encoders/qwen25_tokenizer"),
+    "byt5": Path("comfy/text_encoders/byt5_tokenizer"),
 }
+_HY15 = ("hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-" + v for v in ("480p_t2v", "720p_t2v"))
+_HY15_REPOS = tuple(_HY15)
 HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
     "t5": (
         ("black-forest-labs/FLUX.1-dev", "tokenizer_2"),
@@ -36,9 +44,25 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
         ("black-forest-labs/FLUX.1-schnell", "tokenizer"),
         ("openai/clip-vit-large-patch14", ""),
     ),
+    "qwen2.5-vl": (
+        *((repo, "tokenizer") for repo in _HY15_REPOS),
+        ("Qwen/Qwen-Image", "tokenizer"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", ""),
+    ),
+    "byt5": tuple((repo, "tokenizer_2") for repo in _HY15_REPOS),
 }
-_CLASSES = {"t5": "T5TokenizerFast", "clip": "CLIPTokenizer"}  # what FluxPipeline takes
-_FILES = {"t5": (("tokenizer.json",), ("spiece.model",)), "clip": (("vocab.json", "merges.txt"),)}
+_CLASSES = {  # what FluxPipeline and HunyuanVideo15Pipeline take
+    "t5": "T5TokenizerFast",
+    "clip": "CLIPTokenizer",
+    "qwen2.5-vl": "Qwen2Tokenizer",
+    "byt5": "ByT5Tokenizer",
+}
+_FILES = {
+    "t5": (("tokenizer.json",), ("spiece.model",)),
+    "clip": (("vocab.json", "merges.txt"),),
+    "qwen2.5-vl": (("tokenizer.json",), ("vocab.json", "merges.txt")),
+    "byt5": (("tokenizer_config.json",),),  # ByT5 reads bytes: its file names the added tokens
+}
 """A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
 transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""
 _LEVELS = 4  # ComfyUI/models/text_encoders/sub/file: the install is at most this far up
@@ -88,6 +112,10 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
             f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
             f"{len(tokenizer)} tokens, more than the encoder's {vocab_size} embeddings"
         )
+    if kind == "qwen2.5-vl" and not getattr(tokenizer, "chat_template", None):
+        from ..seeded import QWEN_CHAT_TEMPLATE  # HunyuanVideo 1.5 applies the chat template
+
+        tokenizer.chat_template = QWEN_CHAT_TEMPLATE
     log.info("tokenizer of %s: %s", encoder_file.name, source)
     return tokenizer
 
