@@ -5,8 +5,8 @@ comfy_files.py: recognised from their headers (family, task and resolution from 
 format) and read to exactly the preset's weights in fp32, bf16, fp8_scaled and GGUF Q8_0; at
 real size (meta models, header-only files) the 8.3B DiT's and Qwen2.5-VL 7B's configs read off
 their headers are the real ones and every DiT parameter is read from the file; `paradit models
-DIR` lists them; text-to-video files (DiT, VAE, Qwen2.5-VL and ByT5) load as the preset's
-pipeline; image-to-video is refused, naming the SigLIP file it cannot read yet.
+DIR` lists them; the files of text-to-video (DiT, VAE, Qwen2.5-VL and ByT5) and of
+image-to-video (and SigLIP) load as the preset's pipeline.
 
 Cost: about 9 s (in the suite's two-worker run on 2 cores).
 """
@@ -31,7 +31,6 @@ from comfy_files import (
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.components import vae_model
 from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
 from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.header import read_header
@@ -90,8 +89,17 @@ def test_real_dit_from_its_header(tmp_path, name, dtype, prefix, variant, fmt):
     write_header_only(vae, real_vae_header())
     files = SingleFiles.parse(str(path), encoders, [str(vae)])
     if task == "i2v":
-        with pytest.raises(ValueError, match=r"SigLIP image encoder \(sigclip_vision_patch14_384"):
+        with pytest.raises(ValueError, match=r"SigLIP image encoder .*: give --image-encoder"):
             resolve(files)
+        siglip = tmp_path / "sigclip_vision_patch14_384.safetensors"
+        shapes = meta_shapes(meta_model("SiglipVisionModel", SIGLIP_SO400M))
+        write_header_only(siglip, {"vision_model." + k: v for k, v in shapes.items()})
+        files = SingleFiles.parse(str(path), encoders, [str(vae)], [str(siglip)])
+        resolved = resolve(files)
+        assert resolved.pipeline_class == "HunyuanVideo15ImageToVideoPipeline"
+        found = resolved.image_encoder.detection
+        assert (found.family, found.prefix) == ("siglip", "vision_model.")
+        assert {k: v for k, v in found.config.items() if k != "_class_name"} == SIGLIP_SO400M
     else:
         resolved = resolve(files)
         assert resolved.pipeline_class == "HunyuanVideo15Pipeline"
@@ -126,6 +134,13 @@ QWEN25_VL_7B = {  # the language model of Qwen2.5-VL 7B Instruct (its config.jso
 BYT5_SMALL = {  # ByT5-small (Glyph-SDXL's glyph encoder), as the diffusers repos ship it
     "vocab_size": 1510, "d_model": 1472, "d_kv": 64, "d_ff": 3584, "num_layers": 12,
     "num_heads": 6, "feed_forward_proj": "gated-gelu",
+}  # fmt: skip
+
+
+SIGLIP_SO400M = {  # google/siglip-so400m-patch14-384's vision tower (sigclip_vision_patch14_384)
+    "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+    "num_attention_heads": 16, "num_channels": 3, "image_size": 384, "patch_size": 14,
+    "vision_use_head": True,
 }  # fmt: skip
 
 
@@ -174,8 +189,8 @@ FORMAT_NAMES = {"fp32": "f32", "bf16": "bf16", "fp8_scaled": "bf16", "Q8_0": "Q8
 """How `paradit models DIR` names each format written: the format of most of the weights,
 which in the tiny fp8_scaled file are the bf16 ones outside the blocks (ByT5's 2048-wide
 projection), in a real one its fp8 blocks (test_single_file_detect)."""
-PRESET_FILES = {  # preset -> (DiT file name, format, key prefix)
-    "tiny-hunyuanvideo1.5": ("hunyuanvideo1.5_480p_t2v_{}.safetensors", ("fp32", "bf16"), ""),
+PRESET_FILES = {  # preset -> (DiT file name, formats besides fp32, key prefix)
+    "tiny-hunyuanvideo1.5": ("hunyuanvideo1.5_480p_t2v_{}.safetensors", ("bf16",), ""),
     "tiny-hunyuanvideo1.5-i2v": (
         "hunyuanvideo1.5_720p_i2v_{}.safetensors",
         ("fp8_scaled", "Q8_0"),
@@ -184,22 +199,42 @@ PRESET_FILES = {  # preset -> (DiT file name, format, key prefix)
 }
 
 
+def _write_dit(folder, pattern: str, original: dict, fmt: str, prefix: str):
+    if fmt.startswith("Q"):
+        path = folder / pattern.replace(".safetensors", ".gguf").format(fmt)
+        return path, write_gguf(path, original, fmt)
+    path = folder / pattern.format(fmt)
+    return path, write_safetensors(path, original, fmt, prefix)
+
+
+def _settings(component) -> dict:
+    return {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in component.config.items()
+        if not k.startswith("_")
+    }
+
+
 @pytest.mark.parametrize("preset", sorted(PRESET_FILES))
-def test_tiny_files_read_to_their_weights_and_are_listed(tmp_path, preset):
-    pipe = build_preset(preset, components=frozenset({"transformer", "vae"}))
-    original = hunyuan15_original(pipe.transformer.state_dict())
+def test_tiny_files_load_as_the_preset_and_are_listed(tmp_path, preset):
+    """A folder of ComfyUI's files (DiT, VAE, Qwen2.5-VL under ComfyUI's `model.`, ByT5 and
+    for image-to-video SigLIP under `vision_model.`) makes the preset's pipeline: every
+    component's weights byte for byte, its tokenizers, scheduler, guider and image processor
+    (so its frames: measured equal, 0.0, at 32x32, 5 frames, 2 steps for text-to-video; not
+    rerun here, as a step of the tiny model takes seconds on 2 cores). Each other format reads
+    to exactly the values the file holds."""
+    from safetensors.torch import save_file
+
+    from paradit.backend.models.loading import ModelSource, load_pipeline
+
+    tiny = build_preset(preset)
+    original = hunyuan15_original(tiny.transformer.state_dict())
     pattern, formats, prefix = PRESET_FILES[preset]
     folder = tmp_path / "models"
-    (folder / "diffusion_models").mkdir(parents=True)
-    (folder / "vae").mkdir()
+    for sub in ("diffusion_models", "vae", "text_encoders", "clip_vision"):
+        (folder / sub).mkdir(parents=True)
     for fmt in formats:
-        if fmt.startswith("Q"):
-            path = folder / "diffusion_models" / pattern.replace(".safetensors", ".gguf")
-            path = path.with_name(path.name.format(fmt))
-            held = write_gguf(path, original, fmt)
-        else:
-            path = folder / "diffusion_models" / pattern.format(fmt)
-            held = write_safetensors(path, original, fmt, prefix)
+        path, held = _write_dit(folder / "diffusion_models", pattern, original, fmt, prefix)
         part = recognise(str(path))
         assert part.detection.variant == preset
         model = empty_model(part.detection.config, torch.float32)
@@ -209,52 +244,42 @@ def test_tiny_files_read_to_their_weights_and_are_listed(tmp_path, preset):
         assert set(reference) == set(held)
         for key, value in reference.items():  # exactly what the file holds
             assert torch.equal(value, held[key]), key
-        if fmt == "fp32":  # the preset's own weights
-            ours, theirs = model.state_dict(), pipe.transformer.state_dict()
-            assert all(torch.equal(ours[k], v) for k, v in theirs.items())
-        config = {k: v for k, v in part.detection.config.items() if k != "_class_name"}
-        assert config == {
-            k: list(v) if isinstance(v, tuple) else v
-            for k, v in pipe.transformer.config.items()
-            if not k.startswith("_")
-        }
-    vae_path = folder / "vae" / "hunyuanvideo15_vae_fp16.safetensors"
-    write_safetensors(vae_path, hunyuan15_vae_original(pipe.vae.state_dict()), "fp32")
-    vae = vae_model(recognise(str(vae_path)), preset, torch.float32)
-    assert all(torch.equal(vae.state_dict()[k], v) for k, v in pipe.vae.state_dict().items())
-    listed = {e.path: (e.role, e.variant, e.format) for e in list_models(folder)}
-    dits = {k: v for k, v in listed.items() if k.startswith("diffusion_models")}
-    assert {v[:2] for v in dits.values()} == {("transformer", preset)}
-    assert sorted(v[2] for v in dits.values()) == sorted(FORMAT_NAMES[f] for f in formats)
-    assert listed["vae/hunyuanvideo15_vae_fp16.safetensors"][:2] == ("vae", "hunyuanvideo1.5 vae")
-
-
-def test_tiny_t2v_files_load_as_the_preset(tmp_path):
-    """DiT, VAE, Qwen2.5-VL (ComfyUI's `model.` prefix) and ByT5 files make the preset's
-    pipeline: every component's weights byte for byte, its tokenizers, scheduler and guider
-    (so its frames: measured equal, 0.0, at 32x32, 5 frames, 2 steps; not rerun here, as
-    a step of the tiny model takes seconds on 2 cores)."""
-    from safetensors.torch import save_file
-
-    from paradit.backend.models.loading import ModelSource, load_pipeline
-
-    tiny = build_preset("tiny-hunyuanvideo1.5")
-    dit = tmp_path / "hunyuanvideo1.5_480p_t2v_fp16.safetensors"
-    write_safetensors(dit, hunyuan15_original(tiny.transformer.state_dict()), "fp32")
-    vae = tmp_path / "hunyuanvideo15_vae_fp16.safetensors"
+    dit, _ = _write_dit(folder / "diffusion_models", pattern, original, "fp32", prefix)
+    vae = folder / "vae" / "hunyuanvideo15_vae_fp16.safetensors"
     write_safetensors(vae, hunyuan15_vae_original(tiny.vae.state_dict()), "fp32")
-    qwen, byt5 = tmp_path / "qwen_2.5_vl_7b.safetensors", tmp_path / "byt5.safetensors"
+    qwen = folder / "text_encoders" / "qwen_2.5_vl_7b.safetensors"
     save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(qwen))
+    byt5 = folder / "text_encoders" / "byt5_small_glyphxl_fp16.safetensors"
     t5 = tiny.text_encoder_2.state_dict()
     save_file({k: v for k, v in t5.items() if k != "encoder.embed_tokens.weight"}, str(byt5))
-    pipe = load_pipeline(ModelSource.parse(str(dit), [str(qwen), str(byt5)], [str(vae)]))
+    names = ["transformer", "vae", "text_encoder", "text_encoder_2"]
+    image_encoders = []
+    if preset.endswith("i2v"):
+        siglip = folder / "clip_vision" / "sigclip_vision_patch14_384.safetensors"
+        state = tiny.image_encoder.state_dict()
+        save_file({"vision_model." + k: v for k, v in state.items()}, str(siglip))
+        image_encoders, names = [str(siglip)], [*names, "image_encoder"]
+    files = ModelSource.parse(str(dit), [str(qwen), str(byt5)], [str(vae)], image_encoders)
+    pipe = load_pipeline(files)
     assert type(pipe) is type(tiny)
-    for name in ("transformer", "vae", "text_encoder", "text_encoder_2"):
+    for name in names:
         ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
         assert set(ours) == set(theirs), name
         assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
-    for name in ("scheduler", "guider"):
-        assert dict(getattr(pipe, name).config) == dict(getattr(tiny, name).config), name
+    for name in ("scheduler", "guider", "transformer"):
+        assert _settings(getattr(pipe, name)) == _settings(getattr(tiny, name)), name
+    if image_encoders:
+        assert pipe.feature_extractor.to_dict() == tiny.feature_extractor.to_dict()
+        assert pipe.image_encoder.config.to_diff_dict() == tiny.image_encoder.config.to_diff_dict()
     for name in ("tokenizer", "tokenizer_2"):
         text = "a fox <|im_start|> 42"
         assert getattr(pipe, name)(text).input_ids == getattr(tiny, name)(text).input_ids
+    listed = {e.path: (e.role, e.variant, e.format) for e in list_models(folder)}
+    dits = {k: v for k, v in listed.items() if k.startswith("diffusion_models")}
+    assert {v[:2] for v in dits.values()} == {("transformer", preset)}
+    expected = sorted(FORMAT_NAMES[f] for f in ("fp32", *formats))
+    assert sorted(v[2] for v in dits.values()) == expected
+    assert listed["vae/hunyuanvideo15_vae_fp16.safetensors"][:2] == ("vae", "hunyuanvideo1.5 vae")
+    assert listed["text_encoders/qwen_2.5_vl_7b.safetensors"][:2] == (
+        "text_encoder", "qwen2.5-vl 32"
+    )  # fmt: skip

@@ -47,6 +47,17 @@ def clip_image_processor(size: int) -> Any:
     return processor_class(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
 
 
+def siglip_image_processor(size: int) -> Any:
+    """SigLIP's image processor for `size`-px images (mean and std 0.5, bicubic, no crop):
+    HunyuanVideo 1.5's feature extractor (384), the tiny preset's (32); the PIL backend where
+    transformers has a choice, as the preset's."""
+    import transformers
+
+    processor_class = getattr(transformers, "SiglipImageProcessorPil", None)
+    processor_class = processor_class or transformers.SiglipImageProcessor
+    return processor_class(size={"height": size, "width": size})
+
+
 def encoder_model(part: Part, dtype: torch.dtype, flag: str = "--text-encoder") -> torch.nn.Module:
     """A text encoder or CLIP vision tower, read whole, with the config its header gave."""
     import transformers

@@ -118,7 +118,8 @@ def detect(header: FileHeader) -> Detection:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    for detector in (_t5, _qwen25_vl, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision):
+    detectors = (_t5, _qwen25_vl, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision)
+    for detector in (*detectors, _siglip_vision):
         found = detector(header)
         if found is not None:
             return found
@@ -601,6 +602,56 @@ def _clip_vision(header: FileHeader) -> Detection | None:
         f"{patch_size}-px patches",
     )
     return Detection("clip_vision", "clip", f"clip vision {hidden}", "hf", "", config, reasons)
+
+
+# SigLIP vision towers: heads per width (so400m, HunyuanVideo 1.5's `sigclip_vision_patch14_384`);
+# the tiny preset's has 8-wide heads
+_SIGLIP_HEADS = {1152: 16, 768: 12}
+_SIGLIP_IMAGE_SIZES = {(27, 14): 384}
+"""Patches per side and patch size -> the image size SigLIP's config names, where the patches do
+not tile it (so400m-patch14-384: 27 patches of 14 px, the last 6 pixels never seen)."""
+
+
+def _siglip_vision(header: FileHeader) -> Detection | None:
+    """A SigLIP vision tower (no class embedding, unlike CLIP), with or without `vision_model.`."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (
+            p
+            for p in ("vision_model.", "")
+            if f"{p}embeddings.patch_embedding.weight" in keys
+            and f"{p}encoder.layers.0.layer_norm1.weight" in keys
+        ),
+        None,
+    )
+    if prefix is None or f"{prefix}embeddings.class_embedding" in keys:
+        return None
+    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
+    hidden, channels, patch_size = keys["embeddings.patch_embedding.weight"][:3]
+    side = round(keys["embeddings.position_embedding.weight"][0] ** 0.5)
+    layers = _count(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    heads = _SIGLIP_HEADS.get(hidden, hidden // 8)
+    image_size = _SIGLIP_IMAGE_SIZES.get((side, patch_size), side * patch_size)
+    config = {
+        "_class_name": "SiglipVisionModel",
+        "hidden_size": hidden,
+        "intermediate_size": keys["encoder.layers.0.mlp.fc1.weight"][0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_channels": channels,
+        "image_size": image_size,
+        "patch_size": patch_size,
+        "vision_use_head": "head.probe" in keys,
+    }
+    reasons = (
+        "SigLIP vision tower keys (encoder.layers.N, no class embedding)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {hidden}, {layers} layers, {heads} heads, {image_size} px images in "
+        f"{patch_size}-px patches",
+    )
+    return Detection(
+        "clip_vision", "siglip", f"siglip vision {hidden}", "hf", prefix, config, reasons
+    )
 
 
 # -- VAEs -------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .components import (
     clip_image_processor,
     encoder_model,
     preset_parts,
+    siglip_image_processor,
     tokenizer,
     vae_model,
 )
@@ -239,13 +240,6 @@ def resolve(files: SingleFiles) -> Resolved:
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
             f"files yet (runs: {supported}; two files: the Wan 2.2 A14B T2V and I2V pairs)"
         )
-    if first.family == "hunyuanvideo1.5" and preset.image_encoder:
-        raise ValueError(
-            f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): its DiT, "
-            "VAE and text encoders are read, but its SigLIP image encoder "
-            "(sigclip_vision_patch14_384) is not read from single files yet: run "
-            "image-to-video from a diffusers folder"
-        )
     if len(dits) == 1 and not preset.name:
         raise ValueError(
             f"{dits[0].header.name} is one expert of {first.variant}, which takes its two "
@@ -376,7 +370,8 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
     if not preset.image_encoder:
         if files.image_encoders:
             raise ValueError(
-                f"--image-encoder goes with Wan 2.1 image-to-video; {dit.variant} takes none"
+                "--image-encoder goes with Wan 2.1 image-to-video and HunyuanVideo 1.5's; "
+                f"{dit.variant} takes none"
             )
         return None
     needs = f"{dit.variant} needs {preset.image_encoder}"
@@ -391,11 +386,13 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
             "as ComfyUI's clip_vision_h has them"
         )
     check_readable(part.header)
-    width, expected = part.detection.config["hidden_size"], dit.config["image_dim"]
-    if width != expected:
+    kind = "siglip" if dit.family == "hunyuanvideo1.5" else "clip"
+    width = part.detection.config["hidden_size"]
+    expected = dit.config.get("image_dim") or dit.config["image_embed_dim"]
+    if width != expected or part.detection.family != kind:
         raise ValueError(
-            f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a CLIP "
-            f"vision tower of width {expected}"
+            f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a "
+            f"{'SigLIP' if kind == 'siglip' else 'CLIP'} vision tower of width {expected}"
         )
     return part
 
@@ -525,14 +522,15 @@ def build_pipeline(
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
-    if resolved.image_encoder is not None:  # Wan 2.1 image-to-video
+    if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
         part = resolved.image_encoder
         wanted = "image_encoder" not in skip
         parts["image_encoder"] = encoder_model(part, dtype, "--image-encoder") if wanted else None
         size = part.detection.config["image_size"]
-        parts["image_processor"] = (
-            clip_image_processor(size) if "image_processor" not in skip else None
-        )
+        siglip = part.detection.family == "siglip"
+        processor = "feature_extractor" if siglip else "image_processor"
+        make = siglip_image_processor if siglip else clip_image_processor
+        parts[processor] = make(size) if processor not in skip else None
     reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
     parts["scheduler"] = reference.scheduler
     if getattr(reference, "guider", None) is not None:
