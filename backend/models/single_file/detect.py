@@ -12,9 +12,10 @@ its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and 
 recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
 each as a file of its own (`FileHeader.view`).
 
-Roles: "transformer" (a DiT: Wan 2.1/2.2 or Flux.1, in ComfyUI/Wan, BFL or diffusers key
-names), "text_encoder" (UMT5, T5, CLIP-L in Hugging Face key names), "vae" (Wan 2.1, Wan 2.2
-and Flux autoencoders), "lora", "clip_vision" and "unknown".
+Roles: "transformer" (a DiT: Wan 2.1/2.2, Flux.1 or HunyuanVideo 1.5, in ComfyUI/Wan, BFL,
+Tencent's or diffusers' key names), "text_encoder" (UMT5, T5/ByT5, CLIP-L, Qwen2.5-VL in
+Hugging Face key names), "vae" (Wan 2.1, Wan 2.2, Flux and HunyuanVideo 1.5 autoencoders),
+"lora", "clip_vision" (CLIP and SigLIP towers) and "unknown".
 """
 
 from __future__ import annotations
