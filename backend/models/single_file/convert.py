@@ -22,6 +22,7 @@ import torch
 
 from .detect import Detection
 from .header import FileHeader
+from .hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
 
 _ROW_BITS = 32
 SCALED_FP8_KEYS = (".scale_weight", ".scale_input")
@@ -66,9 +67,7 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
     elif detection.family == "flux":
         mapping = flux_bfl_row_map(keys, detection.config)
     elif detection.family == "hunyuanvideo1.5":
-        from .hunyuan_video15 import row_map
-
-        mapping = row_map(keys, detection.config)
+        mapping = hunyuan15_row_map(keys, detection.config)
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {
@@ -190,6 +189,42 @@ def flux_bfl_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> Ro
         key = "final_layer.adaLN_modulation.1" + suffix
         if key in keys:
             half = _rows(keys[key]) // 2
+            mapping["norm_out.linear" + suffix] = (Segment(key, half, half), Segment(key, 0, half))
+    return mapping
+
+
+def hunyuan15_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
+    """Original key names -> diffusers' `HunyuanVideo15Transformer3DModel`, as a row map."""
+    mapping: RowMap = {}
+
+    def rows(key: str) -> int:
+        return keys[key][0] if keys[key] else 1
+
+    def whole(src: str, dst: str) -> None:
+        for suffix in (".weight", ".bias"):
+            if src + suffix in keys:
+                mapping[dst + suffix] = (Segment(src + suffix, 0, rows(src + suffix)),)
+
+    for src, dst in RENAMES:
+        whole(src, dst)
+    width = config["num_attention_heads"] * config["attention_head_dim"]
+    for i in range(config["num_refiner_layers"]):
+        s = f"txt_in.individual_token_refiner.blocks.{i}."
+        d = f"context_embedder.token_refiner.refiner_blocks.{i}."
+        for src, dst in REFINER_PARTS:
+            whole(s + src, d + dst)
+        for suffix in (".weight", ".bias"):
+            for j, name in enumerate(("to_q", "to_k", "to_v")):
+                mapping[f"{d}attn.{name}{suffix}"] = (
+                    Segment(f"{s}self_attn_qkv{suffix}", j * width, width),
+                )
+    for i in range(config["num_layers"]):
+        for src, dst in BLOCK_PARTS:
+            whole(f"double_blocks.{i}.{src}", f"transformer_blocks.{i}.{dst}")
+    for suffix in (".weight", ".bias"):  # (shift, scale) -> diffusers' (scale, shift)
+        key = "final_layer.adaLN_modulation.1" + suffix
+        if key in keys:
+            half = rows(key) // 2
             mapping["norm_out.linear" + suffix] = (Segment(key, half, half), Segment(key, 0, half))
     return mapping
 

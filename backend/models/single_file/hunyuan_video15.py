@@ -116,9 +116,9 @@ def _count(keys: Any, pattern: str) -> int:
     return max(found) + 1 if found else 0
 
 
-# -- the DiT's key mapping ---------------------------------------------------------------------
+# -- the DiT's key mapping (convert.hunyuan15_row_map applies it) ------------------------------
 
-_RENAMES = (
+RENAMES = (
     ("time_in.mlp.0", "time_embed.timestep_embedder.linear_1"),
     ("time_in.mlp.2", "time_embed.timestep_embedder.linear_2"),
     ("txt_in.t_embedder.mlp.0", "context_embedder.time_text_embed.timestep_embedder.linear_1"),
@@ -138,7 +138,7 @@ _RENAMES = (
     ("cond_type_embedding", "cond_type_embed"),
     ("final_layer.linear", "proj_out"),
 )
-_REFINER_PARTS = (
+REFINER_PARTS = (
     ("norm1", "norm1"),
     ("self_attn_proj", "attn.to_out.0"),
     ("norm2", "norm2"),
@@ -146,7 +146,7 @@ _REFINER_PARTS = (
     ("mlp.fc2", "ff.net.2"),
     ("adaLN_modulation.1", "norm_out.linear"),
 )
-_BLOCK_PARTS = (
+BLOCK_PARTS = (
     ("img_mod.linear", "norm1.linear"),
     ("txt_mod.linear", "norm1_context.linear"),
     ("img_attn_q", "attn.to_q"),
@@ -166,44 +166,6 @@ _BLOCK_PARTS = (
     ("txt_mlp.fc1", "ff_context.net.0.proj"),
     ("txt_mlp.fc2", "ff_context.net.2"),
 )
-
-
-def row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]):
-    """Original key names -> diffusers' `HunyuanVideo15Transformer3DModel`, as a row map."""
-    from .convert import Segment
-
-    mapping: dict[str, tuple[Segment, ...]] = {}
-
-    def rows(key: str) -> int:
-        return keys[key][0] if keys[key] else 1
-
-    def whole(src: str, dst: str) -> None:
-        for suffix in (".weight", ".bias"):
-            if src + suffix in keys:
-                mapping[dst + suffix] = (Segment(src + suffix, 0, rows(src + suffix)),)
-
-    for src, dst in _RENAMES:
-        whole(src, dst)
-    width = config["num_attention_heads"] * config["attention_head_dim"]
-    for i in range(config["num_refiner_layers"]):
-        s = f"txt_in.individual_token_refiner.blocks.{i}."
-        d = f"context_embedder.token_refiner.refiner_blocks.{i}."
-        for src, dst in _REFINER_PARTS:
-            whole(s + src, d + dst)
-        for suffix in (".weight", ".bias"):
-            for j, name in enumerate(("to_q", "to_k", "to_v")):
-                mapping[f"{d}attn.{name}{suffix}"] = (
-                    Segment(f"{s}self_attn_qkv{suffix}", j * width, width),
-                )
-    for i in range(config["num_layers"]):
-        for src, dst in _BLOCK_PARTS:
-            whole(f"double_blocks.{i}.{src}", f"transformer_blocks.{i}.{dst}")
-    for suffix in (".weight", ".bias"):  # (shift, scale) -> diffusers' (scale, shift)
-        key = "final_layer.adaLN_modulation.1" + suffix
-        if key in keys:
-            half = rows(key) // 2
-            mapping["norm_out.linear" + suffix] = (Segment(key, half, half), Segment(key, 0, half))
-    return mapping
 
 
 # -- the VAE -----------------------------------------------------------------------------------
