@@ -2,13 +2,14 @@
 names (hunyuanvideo1.5_720p_t2v_fp16, ..._480p_i2v_...) and the VAE (hunyuanvideo15_vae_fp16)
 in its original names, written from the tiny presets by the independent inverse naming of
 comfy_files.py: recognised from their headers (family, task and resolution from the file name,
-format) and read to exactly the preset's weights in fp32, bf16, fp8_scaled and GGUF Q8_0; at
+format) and read to exactly the preset's weights in fp32, bf16, fp8_scaled and GGUF Q8_0, in any
+rank's row block too (the token refiner's split q/k/v, the final modulation's swapped halves); at
 real size (meta models, header-only files) the 8.3B DiT's and Qwen2.5-VL 7B's configs read off
 their headers are the real ones and every DiT parameter is read from the file; `paradit models
 DIR` lists them; the files of text-to-video (DiT, VAE, Qwen2.5-VL and ByT5) and of
 image-to-video (and SigLIP) load as the preset's pipeline.
 
-Cost: about 9 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -244,6 +245,12 @@ def test_tiny_files_load_as_the_preset_and_are_listed(tmp_path, preset):
         assert set(reference) == set(held)
         for key, value in reference.items():  # exactly what the file holds
             assert torch.equal(value, held[key]), key
+        with DitWeights(part) as weights:  # any rank's row block (split and swapped rows too)
+            for name, value in model.state_dict().items():
+                for start in range(0, value.shape[0] if value.dim() else 0, 3):
+                    block = torch.empty_like(value[start : start + 3])
+                    weights.read_rows(name, start, block)
+                    assert torch.equal(block, value[start : start + 3]), (name, start)
     dit, _ = _write_dit(folder / "diffusion_models", pattern, original, "fp32", prefix)
     vae = folder / "vae" / "hunyuanvideo15_vae_fp16.safetensors"
     write_safetensors(vae, hunyuan15_vae_original(tiny.vae.state_dict()), "fp32")
