@@ -17,6 +17,7 @@ from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
 from .hunyuan_video15 import HunyuanVideo15
+from .ltx2 import LTX2
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
@@ -103,6 +104,14 @@ FAMILIES: tuple[Family, ...] = (
         ("HunyuanVideo15Pipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2"},
         decodes_in_job=True,
+    ),
+    LTX2(
+        "ltx2-t2v",
+        TEXT_TO_VIDEO,
+        ("LTX2Pipeline",),
+        _TEXT,
+        batched_cfg=True,
+        step_cache=False,
     ),
 )
 

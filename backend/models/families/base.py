@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...audio import Audio
 from ...contract import Limits
 from ...request import JobRequest
 
@@ -129,6 +130,11 @@ class Family:
     def frames(self, output: Any) -> np.ndarray:
         """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
         raise NotImplementedError
+
+    def audio(self, pipe: Any, output: Any) -> Audio | None:
+        """The audio track the pipeline generated with the frames (LTX-2), from rank 0's
+        decoded output; None for the models that make none."""
+        return None
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         """The decode of the pipeline's final latents, cut into tiles (`decodes_in_job`)."""

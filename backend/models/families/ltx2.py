@@ -1,0 +1,141 @@
+"""LTX-2 text-to-video with its audio track (`LTX2Pipeline`).
+
+What differs from the other video families:
+
+- One DiT runs two streams, video and audio tokens, with cross-attention both ways; each step
+  denoises both. The pipeline decodes the video with the video VAE and the audio with the
+  audio VAE and the vocoder: `audio` hands the waveform to the job, which writes `audio.wav`
+  and muxes it into `video.mp4` as an AAC track (`backend/audio.py`).
+- The text encoder (Gemma 3, rank 0) gives every hidden state, stacked; the text connectors
+  that turn them into the two streams' text tokens run inside the pipeline, on every rank.
+- CFG runs as one batch of 2 (negative first) through the DiT (`batched_cfg`): CFG parallel
+  gives each half of the group one row, video and audio together (`parallel/cfg.py`).
+- paradit runs plain CFG, with one guidance scale for both streams: diffusers' defaults
+  (those of LTX-2.3) add spatio-temporal guidance and modality-isolation guidance, one DiT
+  call each per step at batch 1, and a guidance rescale; `prepare` turns them off, as the
+  LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps).
+- Decode: rank 0's pipeline decodes the video (the VAE's own tiling under the memory plan) and
+  the audio. The audio stays on rank 0: its VAE and vocoder are small (about 1% of a
+  video decode's work: a second of audio is 25 latent frames of 128 features), and a split
+  would cost more in collectives than it saves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...audio import Audio
+from ...contract import Limits
+from ...request import JobRequest
+from .base import Family, Tensors, text_len
+
+# The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
+# predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
+DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, FPS = 768, 512, 121, 24
+DEFAULT_STEPS, DEFAULT_GUIDANCE, MAX_FRAMES = 40, 4.0, 481
+PROMPT_TENSORS = (
+    "prompt_embeds",
+    "prompt_attention_mask",
+    "negative_prompt_embeds",
+    "negative_prompt_attention_mask",
+)
+"""`encode_prompt`'s outputs, in its order."""
+PLAIN_CFG = {
+    "stg_scale": 0.0,
+    "audio_stg_scale": 0.0,
+    "modality_scale": 1.0,
+    "audio_modality_scale": 1.0,
+    "guidance_rescale": 0.0,
+    "audio_guidance_rescale": 0.0,
+}
+"""The pipeline's other guidance terms, off: each would add a DiT call per step."""
+
+
+class LTX2(Family):
+    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        patch = int(pipe.transformer_spatial_patch_size)
+        multiple = int(pipe.vae_spatial_compression_ratio) * patch
+        return Limits(
+            task=self.task,
+            size_multiple=multiple,
+            min_size=multiple,
+            max_size=2048,
+            frame_multiple=int(pipe.vae_temporal_compression_ratio),
+            max_frames=MAX_FRAMES,
+            default_width=64 if tiny else DEFAULT_WIDTH,
+            default_height=64 if tiny else DEFAULT_HEIGHT,
+            default_frames=9 if tiny else DEFAULT_FRAMES,
+            default_steps=4 if tiny else DEFAULT_STEPS,
+            default_guidance=DEFAULT_GUIDANCE,
+            fps=FPS,
+        )
+
+    def text_tokens(self, pipe: Any) -> int:
+        """The prompt's tokens (padded): each stream's cross-attention reads them."""
+        return text_len(pipe.tokenizer, 1024)
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        cfg = self.uses_cfg(pipe, request)
+        encoded = pipe.encode_prompt(
+            prompt=request.prompt,
+            negative_prompt=request.negative_prompt or "",
+            do_classifier_free_guidance=cfg,
+            max_sequence_length=self.text_tokens(pipe),
+            device=device,
+        )
+        return {
+            name: tensor
+            for name, tensor in zip(PROMPT_TENSORS, encoded, strict=True)
+            if tensor is not None
+        }
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        cfg = "negative_prompt_embeds" in tensors
+        guidance = request.guidance_scale if cfg else 1.0
+        return {
+            **tensors,
+            "height": request.height,
+            "width": request.width,
+            "num_frames": request.num_frames,
+            "frame_rate": float(FPS),
+            "num_inference_steps": request.num_inference_steps,
+            "guidance_scale": guidance,
+            "audio_guidance_scale": guidance,
+            **PLAIN_CFG,
+            "use_cross_timestep": use_cross_timestep(pipe),
+            "max_sequence_length": tensors["prompt_embeds"].shape[1],
+        }
+
+    def frames(self, output: Any) -> np.ndarray:
+        return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
+
+    def audio(self, pipe: Any, output: Any) -> Audio:
+        waveform = output[1][0].detach().to("cpu", torch.float32).numpy()  # (channels, samples)
+        return Audio(waveform, int(pipe.vocoder.config.output_sampling_rate))
+
+    # -- previews -------------------------------------------------------------------------
+
+    def latent_channels(self, pipe: Any) -> int:
+        return int(pipe.vae.config.latent_channels)
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        # the step's latents are packed tokens (batch, frames*h*w, channels), patch 1
+        ratio = int(pipe.vae_spatial_compression_ratio)
+        h, w = request.height // ratio, request.width // ratio
+        return latents[0, : h * w].reshape(h, w, -1).permute(2, 0, 1)
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        vae = pipe.vae
+        z = pipe._denormalize_latents(
+            latent[:, :, None], vae.latents_mean, vae.latents_std, vae.config.scaling_factor
+        )
+        return vae.decode(z.to(vae.dtype), None, return_dict=False)[0][0, :, 0]
+
+
+def use_cross_timestep(pipe: Any) -> bool:
+    """LTX-2.0's DiT (a caption projection inside it) modulates the cross-modal attention by
+    its own stream's timestep; LTX-2.3 and later by the other stream's (diffusers' default)."""
+    return not pipe.transformer.config.use_prompt_embeddings
