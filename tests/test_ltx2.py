@@ -1,7 +1,7 @@
 """LTX-2 text to video with its audio track: the presets, limits and defaults, world size 1
-against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG parallel)
-against world size 1, and the outputs: `audio.wav` and the mp4's AAC track, probed with the
-ffmpeg binary.
+against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG parallel and
+Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
+mp4's AAC track, probed with the ffmpeg binary.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
@@ -32,7 +32,6 @@ from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8, write_outputs
 from paradit.backend.tools.equivalence import (
-    DIFFERENT,
     FLOAT32,
     IDENTICAL,
     WITHIN_ROUNDING,
@@ -47,6 +46,7 @@ CPU = torch.device("cpu")
 GUIDED = {"prompt": "a drum solo in the rain", "negative_prompt": "silence", "seed": 5}
 GUIDED.update(width=96, height=64, num_frames=9, num_inference_steps=2, guidance_scale=4.0)
 UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
+UNGUIDED.update(height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 SAMPLES = 7920
 
@@ -183,41 +183,56 @@ def test_world_size_1_equals_diffusers_called_directly(references):
         frames, track = outputs[label][0], outputs[label][1]
         result = compare(frames, to_uint8(np.asarray(video[0])), FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
-        assert track.sample_rate == 24000 and track.waveform.shape == (2, SAMPLES)
+        assert track.sample_rate == 24000 and track.waveform.shape[0] == 2
         assert np.array_equal(track.waveform, audio[0].numpy()), label
-    assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
-    assert not np.array_equal(outputs["guided"][1].waveform, outputs["unguided"][1].waveform)
+    assert outputs["guided"][1].waveform.shape == (2, SAMPLES)
+    # 17 frames: 0.708 s, 18 audio latent frames, 69 mel frames of 240 samples
+    assert outputs["unguided"][1].waveform.shape == (2, 69 * 240)
 
 
 # -- world size 2 against world size 1 -----------------------------------------------------
 
 
-def _check_cfg(rank: int, world_size: int, outputs: dict) -> None:
-    """The guided job with its two CFG rows on the two ranks (FSDP2 over both): video and
-    audio equal to world size 1 within rounding on rank 0, which alone decodes."""
+def _check_group(rank: int, world_size: int, outputs: dict) -> None:
+    """A CFG-parallel group of 2 (FSDP2 over both): the guided job's two CFG rows on the two
+    ranks; the unguided job spread over both as Ulysses 2 (our plan: `parallel/ltx2.py`), its
+    9 video tokens uneven (5 + 4), the audio whole on both. Video and audio equal world size 1
+    within rounding on rank 0, which alone decodes."""
     plan = ParallelPlan(2, 1, 1, True, False)
     pipe, family = _pipeline()
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
-    request = JobRequest.from_body(GUIDED, family.limits(pipe, tiny=True))
-    parallel.begin_job(family.uses_cfg(pipe, request))
-    frames, audio, steps = _run(pipe, family, GUIDED, leader=rank == 0)
-    parallel.end_job()
-    assert steps == [0, 1]
-    if rank != 0:
-        return
-    # Each rank's DiT runs a batch of 1 where world size 1 runs 2: the kernels round apart
-    # (about 1e-6 on the DiT's outputs), nothing more.
-    reference = outputs["guided"]
-    result = compare(reference[0], frames, FLOAT32)
-    assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, result.overall
-    drift = np.abs(reference[1].waveform - audio.waveform).max()
-    assert drift < 1e-3 * np.abs(reference[1].waveform).max(), drift
+    limits = family.limits(pipe, tiny=True)
+    tokens = []
+    pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
+        lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
+    )
+    layouts = []
+    for label, body in JOBS.items():
+        request = JobRequest.from_body(body, limits)
+        count = limits.tokens(request.width, request.height, request.num_frames)
+        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
+        frames, audio, steps = _run(pipe, family, body, leader=rank == 0)
+        parallel.end_job()
+        assert steps == [0, 1]
+        if rank != 0:
+            continue
+        # Each rank's DiT runs a batch of 1 where world size 1 runs 2 (CFG), or a share of
+        # the tokens (Ulysses): the kernels round apart (about 1e-6 on the DiT's outputs).
+        reference = outputs[label]
+        result = compare(reference[0], frames, FLOAT32)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+        drift = np.abs(reference[1].waveform - audio.waveform).max()
+        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+    assert layouts == ["plan", "spread"]
+    # guided: each rank one CFG row of all 12 tokens; unguided: 27 tokens as 14 and 13
+    assert tokens[0] == (1, 12) and tokens[2] == (1, (14, 13)[rank]), tokens
 
 
-def test_cfg_parallel_equals_world_size_1(references):
-    """2 ranks, CFG parallel: the batch of 2 (uncond, cond) split by rows, video and audio
-    streams together. `paradit verify` ran more ranks by hand."""
-    spawn_gloo(2, _check_cfg, references["outputs"])
+def test_parallel_jobs_equal_world_size_1(references):
+    """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
+    streams together; an unguided job spreads its video tokens over both (uneven).
+    `paradit verify` ran 3 and 4 ranks by hand."""
+    spawn_gloo(2, _check_group, references["outputs"])
 
 
 # -- the outputs: audio.wav and the mp4's AAC track -------------------------------------------

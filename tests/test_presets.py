@@ -16,6 +16,7 @@ from diffusers import (
     Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15Pipeline,
+    LTX2Pipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
@@ -42,6 +43,7 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
+    "tiny-ltx2": LTX2Pipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
@@ -97,6 +99,9 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
+    elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
+        kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
+        kwargs["max_sequence_length"] = 32
     elif name == "tiny-flux2":
         del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
         kwargs["guidance_scale"] = 4.0
@@ -144,6 +149,7 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
+    "tiny-ltx2": "229ec387508f4102",
 }
 
 
@@ -170,6 +176,7 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5",
         "tiny-z-image",
         "tiny-flux2",
+        "tiny-ltx2",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

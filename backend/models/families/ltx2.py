@@ -61,7 +61,7 @@ class LTX2(Family):
         return Limits(
             task=self.task,
             size_multiple=multiple,
-            min_size=multiple,
+            min_size=2 * multiple,  # the decoder's reflect padding needs 2 latent rows
             max_size=2048,
             frame_multiple=int(pipe.vae_temporal_compression_ratio),
             max_frames=MAX_FRAMES,
