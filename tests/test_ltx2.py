@@ -7,7 +7,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
 
-Cost: about 12 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -149,6 +149,23 @@ def test_random_preset_counts_the_published_parameters():
     assert (limits.fps, limits.default_steps, limits.default_guidance) == (24, 40, 4.0)
     assert limits.tokens(768, 512, 121) == 16 * 24 * 16
     assert family.text_tokens(pipe) == 1024
+
+
+def test_plan_at_real_size():
+    """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
+    16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
+    bf16; every rank holds the VAE with the connectors, the audio VAE and the vocoder."""
+    from paradit.backend.tools.plan import estimate
+
+    report = estimate(RANDOM, 4, 80, 768, 512, 121)
+    assert report["tokens"] == 16 * 16 * 24 and report["fits"]
+    weights = report["memory"]["weights_bytes"]
+    assert weights["transformer"] == LTX2_DIT * 2
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp"]
+    parts = report["memory"]["reference_job"]["parts_bytes"]
+    others = ("vae", "connectors", "audio_vae", "vocoder")
+    assert parts["vae"] == sum(weights[name] for name in others)
+    assert parts["activations"] > 0 and parts["decode"] > 0
 
 
 # -- world size 1 against diffusers called directly ----------------------------------------------
