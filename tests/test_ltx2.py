@@ -307,3 +307,29 @@ def test_audio_refuses_what_is_not_a_track():
         Audio(np.zeros((2, 5), dtype=np.float32), 0)
     loud = Audio(np.array([[2.0, -2.0, 0.5]], dtype=np.float32), 8000)
     assert loud.pcm16().tolist() == [[32767], [-32767], [16384]]
+
+
+@pytest.mark.fast
+def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
+    """The nodes read the backend's `audio.wav` back into ComfyUI's AUDIO waveform
+    (float32, -1..1); `paradit verify` compares two tracks' 16-bit samples."""
+    from paradit.backend.audio import write_wav
+    from paradit.backend.tools.verify import compare_audio
+    from paradit.nodes.run import wav_track
+
+    rng = np.random.default_rng(0)
+    audio = Audio(rng.uniform(-1, 1, (2, 480)).astype(np.float32), 24000)
+    write_wav(tmp_path / AUDIO_FILE, audio)
+    data = (tmp_path / AUDIO_FILE).read_bytes()
+    waveform, rate = wav_track(data)
+    assert rate == 24000 and waveform.shape == (2, 480) and waveform.dtype == np.float32
+    assert np.abs(waveform - audio.waveform).max() <= 0.5 / 32767 + 1e-7  # 16-bit rounding
+    assert compare_audio(data, data) == {
+        "identical": True, "max_abs": 0, "snr_db": float("inf"), "samples": 480, "channels": 2
+    }  # fmt: skip
+    nudged = Audio(audio.waveform + 2 / 32767, 24000)
+    write_wav(tmp_path / "nudged.wav", nudged)
+    near = compare_audio(data, (tmp_path / "nudged.wav").read_bytes())
+    assert not near["identical"] and near["max_abs"] <= 3 and near["snr_db"] > 80
+    assert compare_audio(None, None) is None
+    assert compare_audio(data, None)["identical"] is False
