@@ -330,6 +330,6 @@ def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
     nudged = Audio(audio.waveform + 2 / 32767, 24000)
     write_wav(tmp_path / "nudged.wav", nudged)
     near = compare_audio(data, (tmp_path / "nudged.wav").read_bytes())
-    assert not near["identical"] and near["max_abs"] <= 3 and near["snr_db"] > 80
+    assert not near["identical"] and near["max_abs"] <= 3 and near["snr_db"] > 70
     assert compare_audio(None, None) is None
     assert compare_audio(data, None)["identical"] is False
