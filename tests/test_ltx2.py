@@ -12,6 +12,7 @@ Cost: about 20 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
+from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
 from paradit.backend.contract import TEXT_TO_VIDEO
@@ -30,6 +32,7 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.preview import Previewer
 from paradit.backend.serving.outputs import to_uint8, write_outputs
 from paradit.backend.tools.equivalence import (
     FLOAT32,
@@ -125,6 +128,16 @@ def test_preset_structure_and_limits(references):
     assert request.guidance_scale == 4.0 and request.uses_cfg
     with pytest.raises(ValueError, match="multiple of 32, got 48"):
         JobRequest.from_body({"prompt": "x", "width": 48}, limits)
+    with pytest.raises(ValueError, match="between 64 and 2048"):  # 2 latent rows at least
+        JobRequest.from_body({"prompt": "x", "height": 32}, limits)
+    # previews: the packed step latents' first latent frame (3 x 2 tokens) through the map
+    # fitted to this VAE
+    previewer = Previewer.fit(family, pipe)
+    assert previewer is not None
+    packed = torch.randn(1, 2 * 2 * 3, 8, generator=torch.Generator().manual_seed(1))
+    png = previewer.png(packed, JobRequest.from_body(GUIDED, limits))
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.size == (3 * 8, 2 * 8)
     with pytest.raises(ValueError, match="8k\\+1"):
         JobRequest.from_body({"prompt": "x", "num_frames": 5}, limits)
 
