@@ -29,8 +29,10 @@ from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.runtime.preview import Previewer
 from paradit.backend.serving.outputs import to_uint8, write_outputs
@@ -44,28 +46,34 @@ from paradit.backend.tools.equivalence import (
 TINY, RANDOM = "tiny-ltx2", "random:ltx-2"
 CPU = torch.device("cpu")
 
-# 96x64 px and 9 frames are 2 latent frames of 3 x 2 tokens (32x, patch 1); 9 frames at 24 fps
-# are 0.375 s: 9 audio latent frames (25 a second), 33 mel frames, 7920 samples at 24 kHz.
+# 192x128 px and 9 frames are 2 latent frames of 6 x 4 tokens (32x, patch 1), decoded in 2 x 3
+# tiles; 9 frames at 24 fps are 0.375 s: 9 audio latent frames (25 a second), 33 mel frames,
+# 7920 samples at 24 kHz.
 GUIDED = {"prompt": "a drum solo in the rain", "negative_prompt": "silence", "seed": 5}
-GUIDED.update(width=96, height=64, num_frames=9, num_inference_steps=2, guidance_scale=4.0)
+GUIDED.update(width=192, height=128, num_frames=9, num_inference_steps=2, guidance_scale=4.0)
 UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
-UNGUIDED.update(height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
+UNGUIDED.update(width=96, height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 SAMPLES = 7920
+TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
 
 # DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
 LTX2_DIT = 18_876_174_592
 
 
 def _pipeline():
+    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
     pipe = build_preset(TINY)
     pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, leader: bool = True):
-    """One job as the engine runs it: (frames as uint8, the audio) on the leader, the final
-    latents' shape elsewhere; and the steps the callback saw."""
+def _run(pipe, family, body: dict, *, split_decode: bool = False):
+    """One job as the engine runs it: the pipeline stops at the latents on every rank, the
+    video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
+    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw;
+    the decode's tiles)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     steps: list[int] = []
 
@@ -79,13 +87,19 @@ def _run(pipe, family, body: dict, *, leader: bool = True):
         output = family.pipeline_for_job(pipe, request)(
             **kwargs,
             generator=torch.Generator().manual_seed(request.seed),
-            output_type="np" if leader else "latent",
+            output_type="latent",
             return_dict=False,
             callback_on_step_end=step_end,
         )
-    if not leader:
-        return None, None, steps
-    return to_uint8(family.frames(output)), family.audio(pipe, output), steps
+        tiles = family.tiled_decode(pipe, request, output[0])
+        if split_decode:
+            decoded = decode_tiles(tiles, CPU)
+        else:
+            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
+    if decoded is None:
+        return None, None, steps, tiles.num_tiles
+    audio = family.audio(pipe, output)
+    return to_uint8(tiles.assemble(decoded)), audio, steps, tiles.num_tiles
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +134,7 @@ def test_preset_structure_and_limits(references):
     assert pipe.vocoder.config.output_sampling_rate == 24000
     family = family_of(pipe)
     assert family.name == "ltx2-t2v" and family_for("LTX2Pipeline") is family
-    assert family.batched_cfg and not family.decodes_in_job and not family.step_cache
+    assert family.batched_cfg and family.decodes_in_job and not family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (32, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -135,7 +149,7 @@ def test_preset_structure_and_limits(references):
     previewer = Previewer.fit(family, pipe)
     assert previewer is not None
     packed = torch.randn(1, 2 * 2 * 3, 8, generator=torch.Generator().manual_seed(1))
-    png = previewer.png(packed, JobRequest.from_body(GUIDED, limits))
+    png = previewer.png(packed, JobRequest.from_body({"prompt": "x", "width": 96}, limits))
     with Image.open(io.BytesIO(png)) as image:
         assert image.size == (3 * 8, 2 * 8)
     with pytest.raises(ValueError, match="8k\\+1"):
@@ -167,14 +181,15 @@ def test_random_preset_counts_the_published_parameters():
 def test_plan_at_real_size():
     """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
     16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
-    bf16; every rank holds the VAE with the connectors, the audio VAE and the vocoder."""
+    bf16, the decode split; every rank holds the VAE with the connectors, the audio VAE and
+    the vocoder."""
     from paradit.backend.tools.plan import estimate
 
     report = estimate(RANDOM, 4, 80, 768, 512, 121)
     assert report["tokens"] == 16 * 16 * 24 and report["fits"]
     weights = report["memory"]["weights_bytes"]
     assert weights["transformer"] == LTX2_DIT * 2
-    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp"]
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     parts = report["memory"]["reference_job"]["parts_bytes"]
     others = ("vae", "connectors", "audio_vae", "vocoder")
     assert parts["vae"] == sum(weights[name] for name in others)
@@ -185,10 +200,12 @@ def test_plan_at_real_size():
 
 
 def test_world_size_1_equals_diffusers_called_directly(references):
-    """`LTX2Pipeline` as a user calls it (prompt, negative prompt, plain CFG) gives the same
-    video and the same audio waveform, bit for bit; the step callback ran once per step."""
+    """`LTX2Pipeline` as a user calls it (prompt, negative prompt, plain CFG; the VAE's own
+    tiled decode) gives the same video and the same audio waveform, bit for bit; the step
+    callback ran once per step."""
     outputs, pipe = references["outputs"], references["pipe"]
-    assert (outputs["guided"][3], outputs["unguided"][3]) == (2, 2)  # CFG is one batch of 2
+    assert (outputs["guided"][3], outputs["unguided"][3]) == (6, 1)  # VAE tiles
+    assert (outputs["guided"][4], outputs["unguided"][4]) == (2, 2)  # CFG is one batch of 2
     assert outputs["guided"][2] == outputs["unguided"][2] == [0, 1]
     torch.set_num_threads(1)
     for label, body in JOBS.items():
@@ -224,11 +241,12 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 
 
 def _check_group(rank: int, world_size: int, outputs: dict) -> None:
-    """A CFG-parallel group of 2 (FSDP2 over both): the guided job's two CFG rows on the two
-    ranks; the unguided job spread over both as Ulysses 2 (our plan: `parallel/ltx2.py`), its
-    9 video tokens uneven (5 + 4), the audio whole on both. Video and audio equal world size 1
+    """A CFG-parallel group of 2 (FSDP2 over both, the decode's tiles dealt to both): the
+    guided job's two CFG rows on the two ranks; the unguided job spread over both as Ulysses
+    2 (our plan: `parallel/ltx2.py`), its 27 video tokens uneven (14 + 13), the audio whole on
+    both. Video and audio equal world size 1
     within rounding on rank 0, which alone decodes."""
-    plan = ParallelPlan(2, 1, 1, True, False)
+    plan = ParallelPlan(2, 1, 1, True, True)
     pipe, family = _pipeline()
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
     limits = family.limits(pipe, tiny=True)
@@ -241,10 +259,11 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
         request = JobRequest.from_body(body, limits)
         count = limits.tokens(request.width, request.height, request.num_frames)
         layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
-        frames, audio, steps = _run(pipe, family, body, leader=rank == 0)
+        frames, audio, steps, _tiles = _run(pipe, family, body, split_decode=True)
         parallel.end_job()
         assert steps == [0, 1]
         if rank != 0:
+            assert frames is None and audio is None
             continue
         # Each rank's DiT runs a batch of 1 where world size 1 runs 2 (CFG), or a share of
         # the tokens (Ulysses): the kernels round apart (about 1e-6 on the DiT's outputs).
@@ -254,8 +273,8 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
         drift = np.abs(reference[1].waveform - audio.waveform).max()
         assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
     assert layouts == ["plan", "spread"]
-    # guided: each rank one CFG row of all 12 tokens; unguided: 27 tokens as 14 and 13
-    assert tokens[0] == (1, 12) and tokens[2] == (1, (14, 13)[rank]), tokens
+    # guided: each rank one CFG row of all 48 tokens; unguided: 27 tokens as 14 and 13
+    assert tokens[0] == (1, 48) and tokens[2] == (1, (14, 13)[rank]), tokens
 
 
 def test_parallel_jobs_equal_world_size_1(references):

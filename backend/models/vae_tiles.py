@@ -6,7 +6,7 @@ left. Nothing passes between tiles before that blend, so the tiles can be decode
 any order (`parallel/vae.py` deals them to ranks), and blended afterwards. This module holds
 what all such VAEs share: the tile grid and the blend in the VAE's own serial order with its
 own `blend_v` / `blend_h`. How one tile decodes is each VAE's own (`cogvideox_vae.py`,
-`wan_vae.py`, `kl_vae.py`, `hunyuan_vae.py`).
+`wan_vae.py`, `kl_vae.py`, `hunyuan_vae.py`, `ltx2_vae.py`).
 
 Latents that fit in one tile, or a VAE with tiling off (`vae.use_tiling`), are one "tile"
 covering everything: the VAE's untiled decode.
@@ -131,6 +131,10 @@ def enable_tiles(vae: Any, height: int, width: int) -> None:
         )
     elif kind == "AutoencoderKLHunyuanVideo15":
         _enable_hunyuan_video15_tiles(vae, height, width)
+    elif kind == "AutoencoderKLLTX2Video":
+        from .ltx2_vae import enable_tiles as enable_ltx2_tiles
+
+        enable_ltx2_tiles(vae, height, width)
     else:
         vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
 

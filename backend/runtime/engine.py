@@ -427,12 +427,11 @@ class Runtime:
             self.family.finish(self.pipe)
         if cache is not None:
             clock.notes["cache"] = cache_record(*cache)
+        if leader:
+            self.last_audio = self.family.audio(self.pipe, output)
         if self.family.decodes_in_job:
             return output[0]
-        if not leader:
-            return None
-        self.last_audio = self.family.audio(self.pipe, output)
-        return self.family.frames(output)
+        return self.family.frames(output) if leader else None
 
     def _start_cache(
         self, request: JobRequest, uses_cfg: bool

@@ -111,6 +111,7 @@ FAMILIES: tuple[Family, ...] = (
         ("LTX2Pipeline",),
         _TEXT,
         batched_cfg=True,
+        decodes_in_job=True,
         step_cache=False,
     ),
 )

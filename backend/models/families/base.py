@@ -44,18 +44,20 @@ def decode_in_tiles(
     decode_tile: Callable[[Any, torch.Tensor, Any], torch.Tensor],
     to_frames: Callable[[torch.Tensor], np.ndarray],
     finish: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    decode_args: tuple[Any, ...] = (),
 ) -> TiledDecode:
     """`vae.decode(z)` as the tiles of `tiles` (a `vae_tiles.TileGrid`), then `to_frames`.
 
     `decode_tile(vae, z, tile)` decodes one tile of a tiled grid and `finish(vae, z, blended)`
     does what the VAE's tiled decode does after the blend. A grid of one tile (tiling off, or
-    latents that fit one tile) is decoded by `vae.decode(z)` itself: the pipeline's own call.
+    latents that fit one tile) is decoded by `vae.decode(z, *decode_args)` itself: the
+    pipeline's own call (LTX-2's passes its decode timestep).
     """
     from ..vae_tiles import blend
 
     def decode(index: int) -> torch.Tensor:
         if not tiles.tiled:
-            return vae.decode(z, return_dict=False)[0]
+            return vae.decode(z, *decode_args, return_dict=False)[0]
         return decode_tile(vae, z, tiles.tiles[index])
 
     def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
@@ -132,8 +134,8 @@ class Family:
         raise NotImplementedError
 
     def audio(self, pipe: Any, output: Any) -> Audio | None:
-        """The audio track the pipeline generated with the frames (LTX-2), from rank 0's
-        decoded output; None for the models that make none."""
+        """The audio track the pipeline generated with the frames (LTX-2), from the pipeline's
+        output on the replica's leader; None for the models that make none."""
         return None
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:

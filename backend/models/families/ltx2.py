@@ -14,23 +14,23 @@ What differs from the other video families:
   (those of LTX-2.3) add spatio-temporal guidance and modality-isolation guidance, one DiT
   call each per step at batch 1, and a guidance rescale; `prepare` turns them off, as the
   LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps).
-- Decode: rank 0's pipeline decodes the video (the VAE's own tiling under the memory plan) and
-  the audio. The audio stays on rank 0: its VAE and vocoder are small (0.11B parameters
-  against the video VAE's 1.22B, on 25 latent frames a second), and a split would add
-  collectives for little.
+- Decode: the pipeline stops at the latents (video and audio) on every rank; the job decodes
+  the video as the pipeline would, tile by tile when tiling is on (`ltx2_vae.py`: the tiles
+  can be dealt to the ranks), and rank 0 decodes the audio (`audio`). The audio stays there:
+  its VAE and vocoder are small (0.11B parameters against the video VAE's 1.22B, on 25
+  latent frames a second), and a split would add collectives for little.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from ...audio import Audio
 from ...contract import Limits
 from ...request import JobRequest
-from .base import Family, Tensors, text_len
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, text_len, video_frames
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
@@ -109,12 +109,30 @@ class LTX2(Family):
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
         }
 
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from .. import ltx2_vae
+
+        vae = pipe.vae
+        # the pipeline's "latent" output is denormalised already; the rest as its decode
+        z = latents.to(device=vae.device, dtype=vae.dtype)
+        temb = None
+        if vae.config.timestep_conditioning:  # decode timestep 0 (and no noise mixed in)
+            temb = torch.zeros(z.shape[0], device=z.device, dtype=z.dtype)
+        tiles = ltx2_vae.tile_grid(vae, z)
+        decode_tile = lambda vae, z, tile: ltx2_vae.decode_tile(vae, z, tile, temb)  # noqa: E731
+        return decode_in_tiles(
+            vae, z, tiles, decode_tile, video_frames(pipe), ltx2_vae.crop, (temb,)
+        )
 
     def audio(self, pipe: Any, output: Any) -> Audio:
-        waveform = output[1][0].detach().to("cpu", torch.float32).numpy()  # (channels, samples)
-        return Audio(waveform, int(pipe.vocoder.config.output_sampling_rate))
+        """The audio latents (the pipeline's "latent" output, denormalised) through the audio
+        VAE and the vocoder, as the pipeline decodes them; rank 0 only."""
+        audio_vae = pipe.audio_vae
+        with torch.no_grad():
+            mel = audio_vae.decode(output[1].to(audio_vae.dtype), return_dict=False)[0]
+            waveform = pipe.vocoder(mel)[0]
+        samples = waveform.detach().to("cpu", torch.float32).numpy()  # (channels, samples)
+        return Audio(samples, int(pipe.vocoder.config.output_sampling_rate))
 
     # -- previews -------------------------------------------------------------------------
 
