@@ -3,9 +3,9 @@
 What differs from the other video families:
 
 - One DiT runs two streams, video and audio tokens, with cross-attention both ways; each step
-  denoises both. The pipeline decodes the video with the video VAE and the audio with the
-  audio VAE and the vocoder: `audio` hands the waveform to the job, which writes `audio.wav`
-  and muxes it into `video.mp4` as an AAC track (`backend/audio.py`).
+  denoises both. The video decodes with the video VAE, the audio with the audio VAE and the
+  vocoder: `audio` hands the waveform to the job, which writes `audio.wav` and muxes it into
+  `video.mp4` as an AAC track (`backend/audio.py`).
 - The text encoder (Gemma 3, rank 0) gives every hidden state, stacked; the text connectors
   that turn them into the two streams' text tokens run inside the pipeline, on every rank.
 - CFG runs as one batch of 2 (negative first) through the DiT (`batched_cfg`): CFG parallel
@@ -23,6 +23,7 @@ What differs from the other video families:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -51,7 +52,8 @@ PLAIN_CFG = {
     "guidance_rescale": 0.0,
     "audio_guidance_rescale": 0.0,
 }
-"""The pipeline's other guidance terms, off: each would add a DiT call per step."""
+"""The pipeline's other guidance terms, off: spatio-temporal and modality-isolation guidance
+would each add a DiT call per step, and the guidance rescale is LTX-2.3's."""
 
 
 class LTX2(Family):
@@ -119,7 +121,7 @@ class LTX2(Family):
         if vae.config.timestep_conditioning:  # decode timestep 0 (and no noise mixed in)
             temb = torch.zeros(z.shape[0], device=z.device, dtype=z.dtype)
         tiles = ltx2_vae.tile_grid(vae, z)
-        decode_tile = lambda vae, z, tile: ltx2_vae.decode_tile(vae, z, tile, temb)  # noqa: E731
+        decode_tile = functools.partial(ltx2_vae.decode_tile, temb=temb)
         return decode_in_tiles(
             vae, z, tiles, decode_tile, video_frames(pipe), ltx2_vae.crop, (temb,)
         )
