@@ -132,9 +132,7 @@ def enable_tiles(vae: Any, height: int, width: int) -> None:
     elif kind == "AutoencoderKLHunyuanVideo15":
         _enable_hunyuan_video15_tiles(vae, height, width)
     elif kind == "AutoencoderKLLTX2Video":
-        from .ltx2_vae import enable_tiles as enable_ltx2_tiles
-
-        enable_ltx2_tiles(vae, height, width)
+        _enable_ltx2_tiles(vae, height, width)
     else:
         vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
 
@@ -153,6 +151,21 @@ def _enable_hunyuan_video15_tiles(vae: Any, height: int, width: int) -> None:
         tile_sample_min_width=width,
         tile_latent_min_height=height // ratio,
         tile_latent_min_width=width // ratio,
+    )
+
+
+def _enable_ltx2_tiles(vae: Any, height: int, width: int) -> None:
+    """`AutoencoderKLLTX2Video` (LTX-2): tiles of a multiple of its 32x compression that
+    overlap by 64 pixels, as its own 512 every 448 do (32 for tiles of 64); ValueError for
+    other sizes (`ltx2_vae.py` decodes them one by one)."""
+    ratio = vae.spatial_compression_ratio
+    if height % ratio or width % ratio:
+        raise ValueError(f"LTX-2's VAE tiles are multiples of {ratio} pixels, not {height}x{width}")
+    vae.enable_tiling(
+        tile_sample_min_height=height,
+        tile_sample_min_width=width,
+        tile_sample_stride_height=max(ratio, height - 2 * ratio),
+        tile_sample_stride_width=max(ratio, width - 2 * ratio),
     )
 
 
