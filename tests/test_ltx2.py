@@ -144,6 +144,11 @@ def test_preset_structure_and_limits(references):
         JobRequest.from_body({"prompt": "x", "width": 48}, limits)
     with pytest.raises(ValueError, match="between 64 and 2048"):  # 2 latent rows at least
         JobRequest.from_body({"prompt": "x", "height": 32}, limits)
+    # 160 px with tiles of 128 every 64: the third tile would be one latent pixel wide, which
+    # the decoder cannot pad; refused before the steps, on every rank alike
+    narrow = JobRequest.from_body({"prompt": "x", "width": 160, "height": 64}, limits)
+    with pytest.raises(ValueError, match="one latent pixel at 160x64"):
+        family.prepare(pipe, narrow, {"prompt_embeds": torch.zeros(1, 32, 96)})
     # previews: the packed step latents' first latent frame (3 x 2 tokens) through the map
     # fitted to this VAE
     previewer = Previewer.fit(family, pipe)

@@ -95,6 +95,12 @@ class LTX2(Family):
         }
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        from .. import ltx2_vae
+
+        # a tiled decode that would leave a one-pixel tile fails now, not after the steps
+        ratio = int(pipe.vae_spatial_compression_ratio)
+        latent_size = (request.height // ratio, request.width // ratio)
+        ltx2_vae.tile_grid(pipe.vae, torch.empty(1, 1, 1, *latent_size, device="meta"))
         cfg = "negative_prompt_embeds" in tensors
         guidance = request.guidance_scale if cfg else 1.0
         return {
