@@ -224,6 +224,8 @@ def task_schema(node: TaskNode, description: str) -> io.Schema:
     if node.makes_video:
         outputs.append(io.Video.Output(display_name="video"))
     outputs.append(io.String.Output(display_name="info"))
+    if node.gives_audio:
+        outputs.append(io.Audio.Output(display_name="audio"))
     return io.Schema(
         node_id=node.node_id,
         display_name=node.display_name,
@@ -234,18 +236,34 @@ def task_schema(node: TaskNode, description: str) -> io.Schema:
     )
 
 
+def audio_output(result: Generation) -> dict | None:
+    """ComfyUI's AUDIO: {"waveform": (1, channels, samples), "sample_rate"}; None when the
+    model made no audio track."""
+    if result.audio is None:
+        return None
+    import torch
+
+    waveform, rate = result.audio
+    return {"waveform": torch.from_numpy(waveform).unsqueeze(0), "sample_rate": rate}
+
+
 def task_output(node: TaskNode, result: Generation) -> io.NodeOutput:
     images = to_image_tensor(result.frames)
+    outputs = [images]
     if node.makes_video:
-        return io.NodeOutput(images, video_output(result, images), result.info)
-    return io.NodeOutput(images, result.info)
+        outputs.append(video_output(result, images))
+    outputs.append(result.info)
+    if node.gives_audio:
+        outputs.append(audio_output(result))
+    return io.NodeOutput(*outputs)
 
 
 class ParaDiTTextToVideo(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
         return task_schema(
-            TEXT_TO_VIDEO, "Text to video on the paradit backend (e.g. Wan 2.1, CogVideoX)."
+            TEXT_TO_VIDEO,
+            "Text to video on the paradit backend (e.g. Wan 2.1, CogVideoX; LTX-2 with its audio).",
         )
 
     @classmethod

@@ -232,6 +232,12 @@ class TaskNode:
     def makes_video(self) -> bool:
         return self.task != contract.TEXT_TO_IMAGE
 
+    @property
+    def gives_audio(self) -> bool:
+        """An AUDIO output after the others: the track a model generates with the video
+        (LTX-2), None from the models that make none."""
+        return self.task == contract.TEXT_TO_VIDEO
+
 
 _VIDEO_DEFAULTS = {
     "width": 832,

@@ -40,6 +40,9 @@ class Generation:
     fps: int
     job: dict[str, Any]
     info: str
+    audio: tuple[np.ndarray, int] | None = None
+    """The audio track generated with the video (LTX-2): float32 (channels, samples) in -1..1
+    and its sample rate; None for models that make none."""
 
 
 def build_request(node: TaskNode, values: dict[str, Any], image_png: bytes | None = None) -> dict:
@@ -158,7 +161,8 @@ def generate(
         raise
     frames, video = fetch_outputs(client, job)
     fps = int(info.get("limits", {}).get("fps", 16))
-    return Generation(frames, video, fps, job, describe(info, job))
+    audio = wav_track(client.audio(job["id"])) if "audio.wav" in job.get("files", ()) else None
+    return Generation(frames, video, fps, job, describe(info, job), audio)
 
 
 class _Previews:
@@ -198,6 +202,16 @@ def fetch_outputs(client: Client, job: dict[str, Any]) -> tuple[np.ndarray, byte
             frames.append(np.asarray(img.convert("RGB")))
     video = client.video(job["id"]) if job["num_frames"] > 1 else None
     return np.stack(frames), video
+
+
+def wav_track(data: bytes) -> tuple[np.ndarray, int]:
+    """The backend's 16-bit WAV as float32 (channels, samples) in -1..1 and its rate."""
+    import wave
+
+    with wave.open(io.BytesIO(data)) as wav:
+        channels, rate = wav.getnchannels(), wav.getframerate()
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    return (samples.reshape(-1, channels).T / 32767.0).astype(np.float32), rate  # as written
 
 
 def describe(info: dict[str, Any], job: dict[str, Any]) -> str:

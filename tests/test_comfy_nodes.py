@@ -70,7 +70,7 @@ FAKE_FILES = {
             Schema=lambda **fields: SimpleNamespace(**fields),
             **{name: _comfy_type(t) for name, t in [("Int", "INT"), ("Float", "FLOAT"),
                ("String", "STRING"), ("Combo", "COMBO"), ("Image", "IMAGE"), ("Video", "VIDEO"),
-               ("Boolean", "BOOLEAN")]},
+               ("Boolean", "BOOLEAN"), ("Audio", "AUDIO")]},
         )
         InputImpl = SimpleNamespace(VideoFromFile=VideoFromFile,
                                     VideoFromComponents=VideoFromComponents)
@@ -271,6 +271,7 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
         seed = next(i for i in schema.inputs if i.id == "seed")
         assert seed.options["control_after_generate"] is True
         expected = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        expected += ["AUDIO"] if node.gives_audio else []  # appended: older links stay valid
         assert [o.io_type for o in schema.outputs] == expected
 
 
@@ -470,7 +471,8 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
 
     comfy.utils.UPDATES.clear()
     comfy.utils.PREVIEWS.clear()
-    images, video, info = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    images, video, info, audio = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    assert audio is None, "tiny-wan makes no audio track"
     assert images.shape == (5, 32, 32, 3) and images.dtype == torch.float32
     assert isinstance(video, comfy_v3.InputImpl.VideoFromFile)
     assert video.file.getvalue()[4:8] == b"ftyp", "an mp4"
@@ -480,7 +482,7 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
     kind, picture, max_side = comfy.utils.PREVIEWS[-1]
     assert kind == "JPEG" and picture.size == (32, 32) and max_side == 512
 
-    single, still, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
+    single, still, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
     assert single.shape == (1, 32, 32, 3)
     assert isinstance(still, comfy_v3.InputImpl.VideoFromComponents)
     assert still.components.frame_rate == 16 and still.components.images is single
@@ -515,14 +517,14 @@ def test_lora_nodes_chain_onto_the_backend(comfy_v3, handle, backends, monkeypat
         0.5,
         -0.25,
     ]
-    with_loras, _, _ = comfy_v3.ParaDiTTextToVideo.execute(second, **values()).args
+    with_loras, _, _, _ = comfy_v3.ParaDiTTextToVideo.execute(second, **values()).args
     client = handle.client()
     record = client.record(client.jobs()[0]["id"])
     assert [(item["name"], item["strength"]) for item in record["loras"]] == [
         ("styles/node.safetensors", 0.5),
         ("styles/node.safetensors", -0.25),
     ]
-    plain, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    plain, _, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
     assert not torch.equal(with_loras, plain)
     (high,) = comfy_v3.ParaDiTLora.execute(handle, "styles/node.safetensors", 1.0, "high").args
     assert high.lora_items() == [{"name": "styles/node.safetensors", "high": 1.0, "low": 0.0}]

@@ -17,6 +17,7 @@ from diffusers import (
     FluxPipeline,
     HunyuanVideo15ImageToVideoPipeline,
     HunyuanVideo15Pipeline,
+    LTX2Pipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
@@ -44,6 +45,7 @@ PIPELINE_CLASSES = {
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
+    "tiny-ltx2": LTX2Pipeline,
 }
 IMAGE_TO_VIDEO = {
     "tiny-wan-i2v",
@@ -110,6 +112,9 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
+    elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
+        kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
+        kwargs["max_sequence_length"] = 32
     elif name == "tiny-flux2":
         del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
         kwargs["guidance_scale"] = 4.0
@@ -158,6 +163,7 @@ WEIGHT_DIGESTS = {
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
+    "tiny-ltx2": "229ec387508f4102",
 }
 
 
@@ -185,6 +191,7 @@ def test_preset_names_and_bad_input():
         "tiny-z-image",
         "tiny-flux2",
         "tiny-hunyuanvideo1.5-i2v",
+        "tiny-ltx2",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

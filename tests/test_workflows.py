@@ -107,6 +107,7 @@ def pack_nodes() -> dict[str, dict]:
     for node in TASK_NODES:
         links = {"backend": BACKEND_TYPE, **({"image": "IMAGE"} if node.needs_image else {})}
         outputs = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        outputs += ["AUDIO"] if node.gives_audio else []
         nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
     return nodes
 

@@ -33,6 +33,11 @@ and speed figures meaningful where no weights can be downloaded.
     random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
                                CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
                                2560)
+    random:ltx-2               Lightricks/LTX-2 (the 19B audio-video model: a DiT of a video
+                               and an audio stream; the video VAE, 32x spatial / 8x temporal;
+                               the audio VAE and the 24 kHz stereo vocoder; the text connectors;
+                               a reduced Gemma 3 text model of the real width 3840 and its 48
+                               layers)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -106,6 +111,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:hunyuanvideo1.5-i2v": "hunyuanvideo1.5-i2v.json",
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
+    "random:ltx-2": "ltx-2.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -244,6 +250,10 @@ def _construct(class_name: str, config: dict[str, Any]) -> torch.nn.Module:
     import diffusers
 
     model_class = getattr(diffusers, class_name, None)
+    if model_class is None:  # components that live with their pipeline (LTX-2's connectors)
+        from diffusers.pipelines import ltx2
+
+        model_class = getattr(ltx2, class_name, None) or getattr(ltx2.vocoder, class_name, None)
     if model_class is not None:
         return model_class.from_config(config)
     import transformers

@@ -76,7 +76,13 @@ def _first(output: Any) -> torch.Tensor:
     return output.sample
 
 
-BATCHED_INPUTS = ("hidden_states", "encoder_hidden_states", "timestep", "timestep_cond", "ofs")
+BATCHED_INPUTS = (
+    *("hidden_states", "encoder_hidden_states", "timestep", "timestep_cond", "ofs"),
+    # LTX-2: the audio stream, its text and both masks, the per-modality sigmas, positions
+    *("audio_hidden_states", "audio_encoder_hidden_states", "audio_timestep"),
+    *("sigma", "audio_sigma", "encoder_attention_mask", "audio_encoder_attention_mask"),
+    *("video_coords", "audio_coords"),
+)
 """Keyword arguments cut along the batch when their first dimension is the batch (CogVideoX
 I2V's `ofs` is a single value for both rows and stays whole)."""
 
@@ -99,7 +105,14 @@ class BatchedCfgParallel(CfgParallel):
             else value
             for name, value in kwargs.items()
         }
-        out = _first(self._forward(**mine)).contiguous()
-        rows = [torch.empty_like(out) for _ in range(2)]
-        dist.all_gather(rows, out, group=self.group)
-        return self._wrap(torch.cat(rows, dim=0), kwargs)
+        output = self._forward(**mine)
+        if isinstance(output, tuple) and len(output) > 1:  # LTX-2: (video, audio)
+            return tuple(self._both_rows(part) for part in output)
+        return self._wrap(self._both_rows(_first(output)), kwargs)
+
+    def _both_rows(self, mine: torch.Tensor) -> torch.Tensor:
+        """This half's row and the other's, as the batch of 2 (uncond, cond)."""
+        mine = mine.contiguous()
+        rows = [torch.empty_like(mine) for _ in range(2)]
+        dist.all_gather(rows, mine, group=self.group)
+        return torch.cat(rows, dim=0)

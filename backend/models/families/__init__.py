@@ -17,6 +17,7 @@ from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
 from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
+from .ltx2 import LTX2
 from .qwen_image import QwenImage
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
@@ -110,6 +111,15 @@ FAMILIES: tuple[Family, ...] = (
         ("HunyuanVideo15ImageToVideoPipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2", "image_encoder"},
         decodes_in_job=True,
+    ),
+    LTX2(
+        "ltx2-t2v",
+        TEXT_TO_VIDEO,
+        ("LTX2Pipeline",),
+        _TEXT,
+        batched_cfg=True,
+        decodes_in_job=True,
+        step_cache=False,
     ),
 )
 
