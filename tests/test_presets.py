@@ -13,6 +13,7 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2KleinPipeline,
     Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15Pipeline,
@@ -42,6 +43,7 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
+    "tiny-flux2-klein": Flux2KleinPipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
@@ -49,7 +51,13 @@ IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
 GUIDERS = {"tiny-hunyuanvideo1.5"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
-CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-hunyuanvideo1.5", "tiny-z-image", "tiny-flux2"}
+CHAT_TEMPLATED = {
+    "tiny-qwen-image",
+    "tiny-hunyuanvideo1.5",
+    "tiny-z-image",
+    "tiny-flux2",
+    "tiny-flux2-klein",
+}
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
 TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5"}
 ENCODERS = frozenset(
@@ -97,8 +105,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
-    elif name == "tiny-flux2":
-        del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
+    elif name in ("tiny-flux2", "tiny-flux2-klein"):
+        del kwargs["negative_prompt"]  # embedded guidance (dev), distilled (Klein): one branch
         kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
@@ -106,7 +114,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES | {"tiny-z-image", "tiny-flux2"} else out.frames)
+    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein"}
+    return np.asarray(out.images if name in images else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +153,7 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
+    "tiny-flux2-klein": "da9f63359456b6d5",
 }
 
 
@@ -170,6 +180,7 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5",
         "tiny-z-image",
         "tiny-flux2",
+        "tiny-flux2-klein",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

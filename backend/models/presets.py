@@ -49,6 +49,11 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 encoder (hidden 32, 31 layers: the pipeline stacks hidden states 10, 20 and 30)
                 with Mistral's chat markers (`seeded.mistral_chat_tokenizer`, in place of the
                 Pixtral processor), FlowMatch Euler with Flux.2's empirical shift.
+  tiny-flux2-klein  Flux2KleinPipeline shaped like FLUX.2-klein-4B (step-distilled): the
+                tiny-flux2 DiT without a guidance embedding, the Flux.2 VAE, a Qwen3 causal-LM
+                text encoder (hidden 32, 28 layers: the pipeline stacks hidden states 9, 18 and
+                27) with Qwen3's chat template, FlowMatch Euler with Flux.2's empirical shift.
+                Distilled: no CFG (see `families/flux2_klein.py`).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -70,7 +75,7 @@ from .random_presets import (
     random_preset_pipeline_class,
     wanted_components,
 )
-from .tiny import cogvideox, flux, hunyuan_video15, qwen_image, wan, z_image
+from .tiny import cogvideox, flux, flux2_klein, hunyuan_video15, qwen_image, wan, z_image
 from .tiny.common import Builders
 
 if TYPE_CHECKING:
@@ -88,6 +93,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-hunyuanvideo1.5",
     "tiny-z-image",
     "tiny-flux2",
+    "tiny-flux2-klein",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -150,8 +156,9 @@ _PRESETS: dict[str, tuple[str, Builders]] = {
     **qwen_image.PRESETS,
     **hunyuan_video15.PRESETS,
     **z_image.PRESETS,
+    **flux2_klein.PRESETS,
 }
-_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG}
+_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG, **flux2_klein.PIPELINE_CONFIG}
 """The pipeline's own settings, as the real repos' model_index.json has them."""
 
 

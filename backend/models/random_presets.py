@@ -30,6 +30,13 @@ and speed figures meaningful where no weights can be downloaded.
     random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
                                CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
                                2560)
+    random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
+                               steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
+                               Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
+    random:flux.2-klein-base-4b  black-forest-labs/FLUX.2-klein-base-4B (the same, undistilled:
+                               50 steps, true CFG)
+    random:flux.2-klein-9b     black-forest-labs/FLUX.2-klein-9B (9.1B DiT, distilled; a reduced
+                               Qwen3 of Qwen3-8B's width 4096)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -100,6 +107,9 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
+    "random:flux.2-klein-4b": "flux.2-klein-4b.json",
+    "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
+    "random:flux.2-klein-9b": "flux.2-klein-9b.json",
 }
 """Preset name -> its file in `configs/`."""
 
