@@ -385,3 +385,38 @@ def write_all_in_one(path: Path, pipe) -> None:
     for name, part in (("clip_l", clip), ("t5xxl", t5), ("vae", vae_ldm(pipe.vae.state_dict()))):
         tensors |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
     save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
+
+
+# -- Z-Image (z_image_turbo_bf16 and its Qwen3 text encoder, qwen_3_4b) -----------------------
+
+_Z_IMAGE_INVERSE = (
+    ("all_x_embedder.2-1.", "x_embedder."),
+    ("all_final_layer.2-1.", "final_layer."),
+    (".attention.to_out.0.", ".attention.out."),
+    (".attention.norm_q.", ".attention.q_norm."),
+    (".attention.norm_k.", ".attention.k_norm."),
+)
+
+
+def z_image_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' ZImageTransformer2DModel state dict -> the original names ComfyUI's
+    `z_image_turbo` file uses: q, k and v fused as `attention.qkv` (in that order), the output
+    projection `attention.out`, `x_embedder` and `final_layer` without diffusers' `2-1`."""
+    out = {}
+    for name, value in state.items():
+        if re.search(r"\.attention\.to_[kv]\.weight$", name):
+            continue
+        if m := re.match(r"^(.+\.attention)\.to_q\.weight$", name):
+            parts = [state[f"{m[1]}.to_{x}.weight"] for x in "qkv"]
+            out[f"{m[1]}.qkv.weight"] = torch.cat(parts)
+            continue
+        for new, old in _Z_IMAGE_INVERSE:
+            name = name.replace(new, old)
+        out[name] = value
+    return out
+
+
+def qwen3_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Qwen3Model state dict as ComfyUI's Qwen3 file holds it: Hugging Face's causal-LM
+    names (under `model.`), the output head tied (left out)."""
+    return {"model." + k: v for k, v in state.items()}

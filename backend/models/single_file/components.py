@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
-from ..seeded import VOCAB_SIZE
+from ..seeded import QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
 from .quant import RowReader
@@ -86,7 +86,8 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
-    if vocab == VOCAB_SIZE:  # the presets' byte vocabulary
+    tiny_qwen = part.detection.family == "qwen3" and vocab == QWEN_CHAT_VOCAB_SIZE
+    if vocab == VOCAB_SIZE or tiny_qwen:  # the presets' byte vocabularies
         return getattr(build_preset(preset_name, components=frozenset({slot})), slot)
     if part.detection.family in COMFY_FOLDERS:  # T5-XXL, CLIP-L: from ComfyUI or the hub cache
         return find_tokenizer(part.detection.family, part.header.path, vocab)

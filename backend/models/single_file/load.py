@@ -118,8 +118,17 @@ _PRESETS = {
     ),
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+    "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
 }
-_ENCODER_SLOTS = {"clip": "text_encoder", "t5": "text_encoder_2", "umt5": "text_encoder"}
+_ENCODER_SLOTS = {
+    "clip": "text_encoder",
+    "t5": "text_encoder_2",
+    "umt5": "text_encoder",
+    "qwen3": "text_encoder",
+}
+_VAE_FAMILY = {"z-image": "flux"}
+"""The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`)."""
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
 _PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps")
@@ -293,9 +302,13 @@ def _encoders(
             f"{dit.label} needs {need} text encoders; {', '.join(missing)} is in none of the "
             f"files: give --text-encoder FILE for it"
         )
-    main = parts["text_encoder" if dit.family == "wan" else "text_encoder_2"]
-    width = main.detection.config["d_model"]
-    expected = dit.config.get("text_dim") or dit.config.get("joint_attention_dim")
+    main = parts["text_encoder_2" if dit.family == "flux" else "text_encoder"]
+    width = main.detection.config.get("d_model") or main.detection.config["hidden_size"]
+    expected = (
+        dit.config.get("text_dim")
+        or dit.config.get("joint_attention_dim")
+        or dit.config.get("cap_feat_dim")
+    )
     if width != expected:
         raise ValueError(
             f"{_where(main, '--text-encoder')} has width {width}; {dit.variant} takes text "
@@ -324,10 +337,13 @@ def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, P
     check_readable(part.header)
     latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
     expected = dit.config.get("out_channels") or dit.config["in_channels"] // 4
-    if part.detection.family != dit.family or latent != expected:
+    if dit.family == "z-image":  # its in_channels are the latent's, before the 2x2 patches
+        expected = dit.config["in_channels"]
+    family = _VAE_FAMILY.get(dit.family or "", dit.family)
+    if part.detection.family != family or latent != expected:
         raise ValueError(
             f"{_where(part, '--vae')} is a {part.detection.variant} with {latent} latent "
-            f"channels; {needs}: a {dit.family} VAE with {expected}"
+            f"channels; {needs}: a {family} VAE with {expected}"
         )
     return part
 
