@@ -38,6 +38,9 @@ NAMES = (
     "paradit_cogvideox_text_to_video",
     "paradit_cogvideox_image_to_video",
     "paradit_wan22_text_to_video",
+    "paradit_qwen_image_text_to_image",
+    "paradit_z_image_text_to_image",
+    "paradit_flux2_text_to_image",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -46,6 +49,9 @@ DEFAULT_MODELS = {
     "paradit_cogvideox_text_to_video": "THUDM/CogVideoX-5b",
     "paradit_cogvideox_image_to_video": "THUDM/CogVideoX-5b-I2V",
     "paradit_wan22_text_to_video": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors",
+    "paradit_qwen_image_text_to_image": "Qwen/Qwen-Image",
+    "paradit_z_image_text_to_image": "z_image_turbo_bf16.safetensors",
+    "paradit_flux2_text_to_image": "black-forest-labs/FLUX.2-dev",
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
@@ -54,7 +60,15 @@ FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2
         "text_encoder_2": NO_FILE,
         "vae": "wan_2.1_vae.safetensors",
     },
+    "paradit_z_image_text_to_image": {  # ComfyUI's Z-Image-Turbo template's files
+        "model_2": NO_FILE,
+        "text_encoder": "qwen_3_4b.safetensors",
+        "text_encoder_2": NO_FILE,
+        "vae": "ae.safetensors",
+    },
 }
+MODEL_PREFIXES = ("cogvideox_", "wan22_", "qwen_image_", "z_image_", "flux2_")
+"""A workflow's name: paradit_[MODEL_]TASK."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 # ComfyUI core nodes the workflows use, checked against Comfy-Org/ComfyUI a125cd84 (nodes.py:
@@ -290,7 +304,9 @@ def test_workflow_defaults_to_a_real_model(name):
     assert files == FILE_WORKFLOWS.get(name, dict.fromkeys(files, NO_FILE))
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
-    task = name.removeprefix("paradit_").removeprefix("cogvideox_").removeprefix("wan22_")
+    task = name.removeprefix("paradit_")
+    for prefix in MODEL_PREFIXES:
+        task = task.removeprefix(prefix)
     task = task.replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
