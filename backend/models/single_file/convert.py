@@ -67,6 +67,8 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         mapping = flux_bfl_row_map(keys, detection.config)
     elif detection.family == "z-image":
         mapping = trace_converter(_z_image_converter(), keys)
+    elif detection.family == "flux2":
+        mapping = trace_converter(_flux2_converter(), keys)
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {
@@ -91,6 +93,14 @@ def _z_image_converter():
     )
 
     return convert_z_image_transformer_checkpoint_to_diffusers
+
+
+def _flux2_converter():
+    from diffusers.loaders.single_file_utils import (
+        convert_flux2_transformer_checkpoint_to_diffusers,
+    )
+
+    return convert_flux2_transformer_checkpoint_to_diffusers
 
 
 def trace_converter(converter, keys: Mapping[str, tuple[int, ...]]) -> RowMap:
