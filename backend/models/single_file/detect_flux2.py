@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ..random_presets import random_dit_config
+from .detection import Detection
 from .header import FileHeader
 
 FLUX2, QWEN_IMAGE = "flux2", "qwen-image"
@@ -50,8 +51,6 @@ def flux2_layout(keys: Any, prefix: str) -> str | None:
 
 def flux2_dit(header: FileHeader, prefix: str, layout: str):
     """The Detection of a Flux.2 DiT (role "unknown" with the reasons when a key is missing)."""
-    from .detect import Detection
-
     keys = _stripped(header, prefix)
     bfl = layout == "bfl"
     names = {
@@ -120,8 +119,6 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
 
 def flux2_vae(header: FileHeader):
     """The Detection of a Flux.2 VAE in diffusers' names, or None for other files."""
-    from .detect import Detection
-
     keys = {k: v.shape for k, v in header.tensors.items()}
     first = keys.get("encoder.conv_in.weight")
     if "bn.running_mean" not in keys or first is None or len(first) != 4:
@@ -137,8 +134,6 @@ def flux2_vae(header: FileHeader):
 
 def qwen_image_dit(header: FileHeader, prefix: str):
     """The Detection of a Qwen-Image DiT (diffusers' names), or None for other files."""
-    from .detect import Detection
-
     keys = _stripped(header, prefix)
     if "transformer_blocks.0.img_mod.1.weight" not in keys or "txt_norm.weight" not in keys:
         return None

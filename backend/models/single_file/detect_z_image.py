@@ -16,6 +16,7 @@ from typing import Any
 
 from ..random_presets import random_dit_config
 from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE
+from .detection import Detection
 from .header import FileHeader
 
 Z_IMAGE = "z-image"
@@ -43,8 +44,6 @@ def z_image_layout(keys: Any, prefix: str) -> str | None:
 
 def z_image_dit(header: FileHeader, prefix: str, layout: str):
     """The Detection of a Z-Image DiT (role "unknown" with the reasons when a key is missing)."""
-    from .detect import Detection
-
     keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
     comfy = layout == "comfy"
     names = {
@@ -96,8 +95,6 @@ def z_image_dit(header: FileHeader, prefix: str, layout: str):
 def qwen3_encoder(header: FileHeader):
     """The Detection of a Qwen3 text encoder (Hugging Face's names, under `model.` or not),
     or None for other files. Qwen3 has per-head q/k norms, which Qwen2/2.5 lack."""
-    from .detect import Detection
-
     keys = {k: v.shape for k, v in header.tensors.items()}
     prefix = next(
         (p for p in ("model.", "") if f"{p}layers.0.self_attn.q_norm.weight" in keys), None
