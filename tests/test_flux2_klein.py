@@ -1,6 +1,6 @@
 """Flux.2 Klein (FLUX.2-klein-4B/9B, distilled, and -base-4B) text-to-image: the presets,
-limits and defaults per variant, the plan at real size, world size 1 against
-`Flux2KleinPipeline` called directly, and sequence parallel at 3 ranks against world size 1.
+limits and defaults per variant, world size 1 against `Flux2KleinPipeline` called directly,
+and sequence parallel at 3 ranks against world size 1.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the VAE's
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
@@ -21,7 +21,7 @@ from image_jobs import CPU, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
-from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
@@ -50,7 +50,6 @@ for _body in JOBS.values():
 # DiT parameters on the meta device: the published "4B" and "9B".
 KLEIN_DITS = {
     "random:flux.2-klein-4b": (3_875_544_576, (5, 20, 24), 2560, True),
-    "random:flux.2-klein-base-4b": (3_875_544_576, (5, 20, 24), 2560, False),
     "random:flux.2-klein-9b": (9_078_581_248, (8, 24, 32), 4096, True),
 }
 
@@ -109,6 +108,13 @@ def test_preset_structure_and_limits(references):
     tensors = references["tensors"]
     assert set(tensors["base"]) == {"prompt_embeds", "negative_prompt_embeds"}
     assert set(tensors["distilled"]) == {"prompt_embeds"}
+    base = _variant(pipe, "base")
+    limits = family.limits(base, tiny=False)
+    assert (limits.default_steps, limits.default_guidance) == (50, 4.0)  # the -base model card
+    # random:flux.2-klein-base-4b: the 4B's components, undistilled
+    spec, base_spec = (random_preset_spec(f"random:flux.2-klein-{v}") for v in ("4b", "base-4b"))
+    assert base_spec["pipeline_config"] == {"is_distilled": False}
+    assert base_spec["components"] == spec["components"]
     assert tuple(tensors["base"]["prompt_embeds"].shape) == (1, 512, 3 * config.hidden_size)
 
 
@@ -128,17 +134,6 @@ def test_random_presets_count_the_published_parameters(name):
     assert (limits.default_width, limits.default_height) == (1024, 1024)
     want = (4, 1.0) if distilled else (50, 4.0)  # the model cards
     assert (limits.default_steps, limits.default_guidance) == want
-
-
-def test_plan_at_real_size():
-    """`paradit plan`: the model card's 1024x1024 image on 2 GPUs of 24 GB: Ulysses over both,
-    the DiT sharded, its weights in bf16."""
-    from paradit.backend.tools.plan import estimate
-
-    report = estimate("random:flux.2-klein-4b", 2, 24, 1024, 1024, 1)
-    assert report["tokens"] == 64 * 64 and report["fits"]
-    assert report["memory"]["weights_bytes"]["transformer"] == 3_875_544_576 * 2
-    assert (report["plan"]["cfg_degree"], report["plan"]["ulysses_degree"]) == (1, 2)
 
 
 # -- world size 1 against diffusers called directly ----------------------------------------------

@@ -6,7 +6,8 @@ The LoRAs (`lora_files.py`) are in each layout the models' diffusers mixins read
 Kohya (`lora_unet_…` with alphas) and ai-toolkit's (`diffusion_model.…`; for Flux.2 BFL's names
 with fused q/k/v). What is proven, per model:
 - the weights under a job's LoRA equal diffusers' `load_lora_weights` + `fuse_lora` at the
-  same strength, byte for byte, in every layout, and the base weights come back after;
+  same strength, byte for byte, in every layout, and the base weights come back after (also
+  for Flux.2 Klein, whose pipeline takes Flux.2's LoRAs);
 - world size 1's image with two stacked LoRAs equals the diffusers pipeline called directly
   with them fused, byte for byte, and differs from the base image;
 - at 3 ranks (Ulysses over all, FSDP2 rows uneven) the LoRA job is within rounding of world
@@ -95,7 +96,7 @@ def _patcher(pipe, folder: Path) -> LoraPatcher:
     return LoraPatcher(LoraLibrary((str(folder),)), type(pipe), {"transformer": pipe.transformer})
 
 
-@pytest.mark.parametrize("preset", list(WRITERS))
+@pytest.mark.parametrize("preset", [*WRITERS, "tiny-flux2-klein"])  # Klein: Flux.2's LoRAs
 def test_weights_equal_diffusers_fuse_lora_in_every_layout(loras, preset):
     pipe, _ = preset_pipeline(preset, TILE, encoders=False)
     patcher = _patcher(pipe, loras)
@@ -109,7 +110,7 @@ def test_weights_equal_diffusers_fuse_lora_in_every_layout(loras, preset):
         assert len(_changed(base, ours)) == CHANGED[name]
         reference = _state(_fused(pipe, loras, [(name, 0.7)]).transformer)
         assert not _changed(reference, ours), f"{name} differs from diffusers' fused weights"
-    other = "f2_peft" if preset == "tiny-z-image" else "z_peft"
+    other = "z_peft" if prefix == "f2_" else "f2_peft"
     with pytest.raises(ValueError, match=f"LoRA '{other}': .* not layers of this model"):
         patcher.resolve(_items([(other, 1.0)]))
 
