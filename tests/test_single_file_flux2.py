@@ -10,7 +10,8 @@
   are refused to run (their Mistral 3 / Qwen2.5-VL encoder files are not read yet), naming
   the file and what it is.
 - The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
-  hold and makes the image the preset makes with them, byte for byte.
+  hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
+  and in the original (ldm) names loads to the same weights.
 
 Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
@@ -28,6 +29,7 @@ from comfy_files import (
     meta_model,
     meta_shapes,
     qwen3_comfy,
+    vae_ldm,
     write_header_only,
     write_safetensors,
 )
@@ -138,6 +140,10 @@ def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     save_file({k: v.contiguous() for k, v in tiny.vae.state_dict().items()}, str(vae))
     pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
     assert type(pipe).__name__ == "Flux2KleinPipeline" and pipe.config.is_distilled
+    ldm = tmp_path / "flux2-vae-tiny-ldm.safetensors"  # the original names, as Flux's `ae`
+    save_file(vae_ldm(tiny.vae.state_dict()), str(ldm))
+    from_ldm = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(ldm)])).vae
+    assert all(torch.equal(from_ldm.state_dict()[k], v) for k, v in tiny.vae.state_dict().items())
     reference = copy.copy(tiny)
     module = copy.deepcopy(tiny.transformer)
     module.load_state_dict(rounded, strict=True)

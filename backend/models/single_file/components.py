@@ -161,7 +161,8 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     elif part.detection.layout == "ldm":
         from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-        state = convert_ldm_vae_checkpoint(state, dict(model.config))
+        statistics = {k: v for k, v in state.items() if k.startswith("bn.")}  # Flux.2's
+        state = {**convert_ldm_vae_checkpoint(state, dict(model.config)), **statistics}
     expected = model.state_dict()
     for key in expected:  # a batch norm's step count (Flux.2): an integer, not read
         if key.endswith("num_batches_tracked") and key not in state:

@@ -6,8 +6,9 @@
   guidance (`guidance_in`); Klein does not, and its text width says which Qwen3 feeds it
   (4B: 3 x 2560, 9B: 3 x 4096). Whether a Klein file is the distilled model or -base no
   weight shows: it is taken as the distilled one (its preset's settings).
-- The Flux.2 VAE in diffusers' names (`AutoencoderKLFlux2`: 32 latent channels and the
-  batch-norm statistics `bn.running_mean`/`running_var` the pipeline normalises with).
+- The Flux.2 VAE (`AutoencoderKLFlux2`: 32 latent channels and the batch-norm statistics
+  `bn.running_mean`/`running_var` the pipeline normalises with), in diffusers' names or the
+  original (ldm) ones Flux's `ae` uses.
 - The Qwen-Image DiT, whose files keep diffusers' names (`transformer_blocks.N.img_mod.1`,
   `txt_norm`), with or without ComfyUI's prefix.
 
@@ -118,18 +119,19 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
 
 
 def flux2_vae(header: FileHeader):
-    """The Detection of a Flux.2 VAE in diffusers' names, or None for other files."""
+    """The Detection of a Flux.2 VAE (diffusers' or ldm names), or None for other files."""
     keys = {k: v.shape for k, v in header.tensors.items()}
     first = keys.get("encoder.conv_in.weight")
     if "bn.running_mean" not in keys or first is None or len(first) != 4:
         return None
     latent = keys["bn.running_mean"][0] // 4  # statistics per channel of the 2x2 patches
+    layout = "ldm" if "encoder.down.0.block.0.conv1.weight" in keys else "diffusers"
     reasons = (
-        "Flux.2 VAE keys (diffusers' names; the batch-norm statistics bn.running_mean/var)",
+        f"Flux.2 VAE keys ({layout} names; the batch-norm statistics bn.running_mean/var)",
         f"{latent} latent channels, base width {first[0]}",
     )
     config = {"latent_channels": latent, "base_width": first[0]}
-    return Detection("vae", FLUX2, "flux.2 vae", "diffusers", "", config, reasons)
+    return Detection("vae", FLUX2, "flux.2 vae", layout, "", config, reasons)
 
 
 def qwen_image_dit(header: FileHeader, prefix: str):
