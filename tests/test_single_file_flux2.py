@@ -13,12 +13,13 @@
   hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
   and in the original (ldm) names loads to the same weights.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 
 import numpy as np
 import pytest
@@ -38,14 +39,22 @@ from safetensors.torch import save_file
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.components import vae_model
 from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
-from paradit.backend.models.single_file.detect import detect
+from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 
 
 def _dit_config(preset: str) -> dict:
     return random_preset_spec(preset)["components"]["transformer"]["config"]
+
+
+@functools.cache
+def _meta_dit(preset: str):
+    """The preset's DiT on the meta device (built once: a 32B one takes a while)."""
+    class_name = _dit_config(preset)["_class_name"]
+    return meta_model(class_name, _dit_config(preset))
 
 
 VARIANTS = {  # preset -> the variant its BFL file is recognised as
@@ -69,8 +78,7 @@ def _header_file(path, shapes: dict) -> str:
 @pytest.mark.fast
 @pytest.mark.parametrize("preset", list(VARIANTS))
 def test_flux2_dits_from_their_bfl_headers(tmp_path, preset):
-    config = _dit_config(preset)
-    model = meta_model("Flux2Transformer2DModel", config)
+    config, model = _dit_config(preset), _meta_dit(preset)
     bfl = flux2_bfl(model.state_dict())
     path = tmp_path / "flux2.safetensors"
     write_header_only(path, {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()})
@@ -92,7 +100,7 @@ def test_flux2_dits_from_their_bfl_headers(tmp_path, preset):
 
 @pytest.mark.fast
 def test_klein_resolves_and_dev_and_qwen_image_are_refused_by_name(tmp_path):
-    klein = meta_model("Flux2Transformer2DModel", _dit_config("random:flux.2-klein-4b"))
+    klein = _meta_dit("random:flux.2-klein-4b")
     dit = _header_file(
         tmp_path / "flux-2-klein-4b.safetensors",
         {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(klein.state_dict()).items()},
@@ -110,14 +118,14 @@ def test_klein_resolves_and_dev_and_qwen_image_are_refused_by_name(tmp_path):
     assert (resolved.preset.name, resolved.pipeline_class) == (
         "random:flux.2-klein-4b", "Flux2KleinPipeline"
     )  # fmt: skip
-    dev = meta_model("Flux2Transformer2DModel", _dit_config("random:flux.2-dev"))
+    dev = _meta_dit("random:flux.2-dev")
     dev_file = _header_file(
         tmp_path / "flux2_dev_fp8mixed.safetensors",
         {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dev.state_dict()).items()},
     )
     with pytest.raises(ValueError, match="flux2_dev_fp8mixed.safetensors is flux.2-dev .*cannot "):
         resolve(SingleFiles((dev_file,), (encoder,), (vae,)))
-    qwen_image = meta_model("QwenImageTransformer2DModel", _dit_config("random:qwen-image"))
+    qwen_image = _meta_dit("random:qwen-image")
     shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in qwen_image.state_dict().items()}
     qwen_file = _header_file(tmp_path / "qwen_image_bf16.safetensors", shapes)
     found = detect(read_header(qwen_file))
@@ -142,7 +150,7 @@ def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     assert type(pipe).__name__ == "Flux2KleinPipeline" and pipe.config.is_distilled
     ldm = tmp_path / "flux2-vae-tiny-ldm.safetensors"  # the original names, as Flux's `ae`
     save_file(vae_ldm(tiny.vae.state_dict()), str(ldm))
-    from_ldm = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(ldm)])).vae
+    from_ldm = vae_model(recognise(str(ldm)), "tiny-flux2-klein", torch.float32)
     assert all(torch.equal(from_ldm.state_dict()[k], v) for k, v in tiny.vae.state_dict().items())
     reference = copy.copy(tiny)
     module = copy.deepcopy(tiny.transformer)
