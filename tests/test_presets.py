@@ -13,6 +13,7 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2KleinPipeline,
     Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15ImageToVideoPipeline,
@@ -46,6 +47,7 @@ PIPELINE_CLASSES = {
     "tiny-flux2": Flux2Pipeline,
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
     "tiny-ltx2": LTX2Pipeline,
+    "tiny-flux2-klein": Flux2KleinPipeline,
 }
 IMAGE_TO_VIDEO = {
     "tiny-wan-i2v",
@@ -64,6 +66,7 @@ CHAT_TEMPLATED = {
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-z-image",
     "tiny-flux2",
+    "tiny-flux2-klein",
 }
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
 TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
@@ -115,8 +118,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
     elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
         kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
         kwargs["max_sequence_length"] = 32
-    elif name == "tiny-flux2":
-        del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
+    elif name in ("tiny-flux2", "tiny-flux2-klein"):
+        del kwargs["negative_prompt"]  # embedded guidance (dev), distilled (Klein): one branch
         kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
@@ -124,7 +127,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES | {"tiny-z-image", "tiny-flux2"} else out.frames)
+    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein"}
+    return np.asarray(out.images if name in images else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +168,7 @@ WEIGHT_DIGESTS = {
     "tiny-flux2": "593c592972a3f452",
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
     "tiny-ltx2": "229ec387508f4102",
+    "tiny-flux2-klein": "da9f63359456b6d5",
 }
 
 
@@ -192,6 +197,7 @@ def test_preset_names_and_bad_input():
         "tiny-flux2",
         "tiny-hunyuanvideo1.5-i2v",
         "tiny-ltx2",
+        "tiny-flux2-klein",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

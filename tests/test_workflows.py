@@ -40,6 +40,9 @@ NAMES = (
     "paradit_wan22_text_to_video",
     "paradit_hunyuanvideo15_text_to_video",
     "paradit_hunyuanvideo15_image_to_video",
+    "paradit_qwen_image_text_to_image",
+    "paradit_z_image_text_to_image",
+    "paradit_flux2_text_to_image",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -54,6 +57,9 @@ DEFAULT_MODELS = {
     "paradit_hunyuanvideo15_image_to_video": (
         "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v"
     ),
+    "paradit_qwen_image_text_to_image": "Qwen/Qwen-Image",
+    "paradit_z_image_text_to_image": "z_image_turbo_bf16.safetensors",
+    "paradit_flux2_text_to_image": "black-forest-labs/FLUX.2-dev",
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
@@ -62,7 +68,15 @@ FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2
         "text_encoder_2": NO_FILE,
         "vae": "wan_2.1_vae.safetensors",
     },
+    "paradit_z_image_text_to_image": {  # ComfyUI's Z-Image-Turbo template's files
+        "model_2": NO_FILE,
+        "text_encoder": "qwen_3_4b.safetensors",
+        "text_encoder_2": NO_FILE,
+        "vae": "ae.safetensors",
+    },
 }
+MODEL_PREFIXES = ("cogvideox_", "wan22_", "hunyuanvideo15_", "qwen_image_", "z_image_", "flux2_")
+"""A workflow's name: paradit_[MODEL_]TASK."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 # ComfyUI core nodes the workflows use, checked against Comfy-Org/ComfyUI a125cd84 (nodes.py:
@@ -303,8 +317,8 @@ def test_workflow_defaults_to_a_real_model(name):
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
     task = name.removeprefix("paradit_")
-    for family in ("cogvideox_", "wan22_", "hunyuanvideo15_"):
-        task = task.removeprefix(family)
+    for prefix in MODEL_PREFIXES:
+        task = task.removeprefix(prefix)
     task = task.replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"

@@ -61,6 +61,11 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 a Gemma 3 text model (hidden 32, 2 layers: every hidden state is stacked) with
                 the text connectors (8 learnable registers), 32 byte tokens, FlowMatch Euler
                 with LTX's token-dependent shift.
+  tiny-flux2-klein  Flux2KleinPipeline shaped like FLUX.2-klein-4B (step-distilled): the
+                tiny-flux2 DiT without a guidance embedding, the Flux.2 VAE, a Qwen3 causal-LM
+                text encoder (hidden 32, 28 layers: the pipeline stacks hidden states 9, 18 and
+                27) with Qwen3's chat template, FlowMatch Euler with Flux.2's empirical shift.
+                Distilled: no CFG (see `families/flux2_klein.py`).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -82,7 +87,7 @@ from .random_presets import (
     random_preset_pipeline_class,
     wanted_components,
 )
-from .tiny import cogvideox, flux, hunyuan_video15, ltx2, qwen_image, wan, z_image
+from .tiny import cogvideox, flux, flux2_klein, hunyuan_video15, ltx2, qwen_image, wan, z_image
 from .tiny.common import Builders
 
 if TYPE_CHECKING:
@@ -102,6 +107,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-flux2",
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2",
+    "tiny-flux2-klein",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -165,8 +171,9 @@ _PRESETS: dict[str, tuple[str, Builders]] = {
     **hunyuan_video15.PRESETS,
     **z_image.PRESETS,
     **ltx2.PRESETS,
+    **flux2_klein.PRESETS,
 }
-_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG}
+_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG, **flux2_klein.PIPELINE_CONFIG}
 """The pipeline's own settings, as the real repos' model_index.json has them."""
 
 

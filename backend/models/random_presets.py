@@ -38,6 +38,13 @@ and speed figures meaningful where no weights can be downloaded.
                                the audio VAE and the 24 kHz stereo vocoder; the text connectors;
                                a reduced Gemma 3 text model of the real width 3840 and its 48
                                layers)
+    random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
+                               steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
+                               Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
+    random:flux.2-klein-base-4b  black-forest-labs/FLUX.2-klein-base-4B (the same, undistilled:
+                               50 steps, true CFG)
+    random:flux.2-klein-9b     black-forest-labs/FLUX.2-klein-9B (9.1B DiT, distilled; a reduced
+                               Qwen3 of Qwen3-8B's width 4096)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -112,6 +119,9 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
     "random:ltx-2": "ltx-2.json",
+    "random:flux.2-klein-4b": "flux.2-klein-4b.json",
+    "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
+    "random:flux.2-klein-9b": "flux.2-klein-9b.json",
 }
 """Preset name -> its file in `configs/`."""
 

@@ -16,6 +16,7 @@ from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
+from .flux2_klein import Flux2Klein
 from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .ltx2 import LTX2
 from .qwen_image import QwenImage
@@ -70,6 +71,14 @@ FAMILIES: tuple[Family, ...] = (
         "flux2",
         TEXT_TO_IMAGE,
         ("Flux2Pipeline",),
+        _TEXT,
+        decodes_in_job=True,
+        step_cache=False,
+    ),
+    Flux2Klein(
+        "flux2-klein",
+        TEXT_TO_IMAGE,
+        ("Flux2KleinPipeline",),
         _TEXT,
         decodes_in_job=True,
         step_cache=False,

@@ -21,59 +21,23 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
+from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, qwen_image_dit
+from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
+from .detection import Detection
 from .header import FileHeader, read_header
 from .quant import quantization
 
 REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
-ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
-FAMILIES = ("wan", "flux")
+FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
-
-
-@dataclass(frozen=True)
-class Detection:
-    """What a file is, and why we think so."""
-
-    role: str
-    family: str | None = None
-    """"wan" or "flux" for a DiT or VAE; the encoder kind ("umt5", "t5", "clip") otherwise."""
-    variant: str = ""
-    """e.g. "wan2.1-t2v-14b", "wan2.2-ti2v-5b", "flux.1-dev", "umt5 4096"."""
-    layout: str = ""
-    """Key names: "wan" (original/ComfyUI), "bfl", "diffusers", "hf", "ldm"."""
-    prefix: str = ""
-    """Prefix stripped from every key (ComfyUI's `model.diffusion_model.`)."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """The diffusers/transformers config read off the shapes (DiTs, encoders, VAEs)."""
-    reasons: tuple[str, ...] = ()
-    bundled: tuple[str, ...] = ()
-    """An all-in-one checkpoint's parts besides the DiT: encoder names ("clip_l", "t5xxl") and
-    "vae", as the file names them (`bundled_parts` reads them)."""
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
-        if self.bundled and self.role != "transformer":
-            raise ValueError(f"only a DiT checkpoint bundles other parts, not a {self.role}")
-
-    @property
-    def label(self) -> str:
-        """The variant, e.g. "all-in-one flux.1-dev (DiT, clip_l, t5xxl, vae)" for a bundle."""
-        if not self.bundled:
-            return self.variant
-        return f"all-in-one {self.variant} (DiT, {', '.join(self.bundled)})"
-
-    def describe(self) -> str:
-        what = " ".join(x for x in (self.label or self.family or "", self.role) if x)
-        return f"{what}: {'; '.join(self.reasons)}"
 
 
 @dataclass(frozen=True)
@@ -107,13 +71,19 @@ def detect(header: FileHeader) -> Detection:
     for prefix in ("", *DIT_PREFIXES):
         if f"{prefix}blocks.0.self_attn.q.weight" in keys:
             return _with_bundle(header, _wan_dit(header, prefix, "wan"))
+        if layout := flux2_layout(keys, prefix):  # before Flux.1: the same double blocks
+            return flux2_dit(header, prefix, layout)
         if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
             return _with_bundle(header, _flux_dit(header, prefix))
+        if (found := qwen_image_dit(header, prefix)) is not None:
+            return found
+        if layout := z_image_layout(keys, prefix):
+            return z_image_dit(header, prefix, layout)
     if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    for detector in (_t5, _clip_text, _wan_vae, _kl_vae, _clip_vision):
+    for detector in (_t5, _clip_text, qwen3_encoder, _wan_vae, flux2_vae, _kl_vae, _clip_vision):
         found = detector(header)
         if found is not None:
             return found
@@ -127,7 +97,9 @@ def detect(header: FileHeader) -> Detection:
         "unknown",
         reasons=(
             f"no known key layout (Wan blocks.N.self_attn.q, Flux double_blocks.N.img_attn.qkv, "
-            f"T5/UMT5 encoder.block.N, CLIP text_model, Wan/Flux VAE); first keys: {sample}",
+            f"Flux.2 single_stream_modulation, Qwen-Image transformer_blocks.N.img_mod, Z-Image "
+            f"layers.N.attention, T5/UMT5 encoder.block.N, CLIP text_model, Qwen3, Wan/Flux/"
+            f"Flux.2 VAE); first keys: {sample}",
         ),
     )
 

@@ -1,14 +1,20 @@
 """Tokenizers for single-file text encoders that do not carry their own, found offline.
 
-ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL and CLIP-L
-files (Flux's `t5xxl_fp16`, `clip_l`) carry none. Without a download, the tokenizer comes from:
+ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL, CLIP-L
+and Qwen3 files (Flux's `t5xxl_fp16`, `clip_l`; Z-Image's `qwen_3_4b`) carry none. Without a
+download, the tokenizer comes from:
 
-1. A ComfyUI install, which ships both: `comfy/text_encoders/t5_tokenizer` (T5) and
-   `comfy/sd1_tokenizer` (CLIP). It is found above the encoder file
+1. A ComfyUI install, which ships them: `comfy/text_encoders/t5_tokenizer` (T5),
+   `comfy/sd1_tokenizer` (CLIP) and `comfy/text_encoders/qwen25_tokenizer` (Qwen2.5's BPE,
+   which Qwen3 shares; ComfyUI's Z-Image encoder reads it). It is found above the encoder file
    (`ComfyUI/models/text_encoders/t5xxl_fp16.safetensors`) or above paradit itself when it runs
    as a node pack (`ComfyUI/custom_nodes/paradit`).
 2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
-   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`.
+   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; of Z-Image-Turbo or
+   `Qwen/Qwen3-4B` for Qwen3.
+
+A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
+folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
 
 Anything else is a ValueError that names both places.
 """
@@ -24,6 +30,7 @@ log = logging.getLogger(__name__)
 COMFY_FOLDERS = {
     "t5": Path("comfy/text_encoders/t5_tokenizer"),
     "clip": Path("comfy/sd1_tokenizer"),
+    "qwen3": Path("comfy/text_encoders/qwen25_tokenizer"),
 }
 HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
     "t5": (
@@ -36,9 +43,21 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
         ("black-forest-labs/FLUX.1-schnell", "tokenizer"),
         ("openai/clip-vit-large-patch14", ""),
     ),
+    "qwen3": (
+        ("Tongyi-MAI/Z-Image-Turbo", "tokenizer"),
+        ("Qwen/Qwen3-4B", ""),
+    ),
 }
-_CLASSES = {"t5": "T5TokenizerFast", "clip": "CLIPTokenizer"}  # what FluxPipeline takes
-_FILES = {"t5": (("tokenizer.json",), ("spiece.model",)), "clip": (("vocab.json", "merges.txt"),)}
+_CLASSES = {  # what FluxPipeline and ZImagePipeline take
+    "t5": "T5TokenizerFast",
+    "clip": "CLIPTokenizer",
+    "qwen3": "Qwen2TokenizerFast",
+}
+_FILES = {
+    "t5": (("tokenizer.json",), ("spiece.model",)),
+    "clip": (("vocab.json", "merges.txt"),),
+    "qwen3": (("tokenizer.json",), ("vocab.json", "merges.txt")),
+}
 """A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
 transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""
 _LEVELS = 4  # ComfyUI/models/text_encoders/sub/file: the install is at most this far up
@@ -60,8 +79,8 @@ def comfy_candidates(kind: str, encoder_file: Path, package_dir: Path) -> list[P
 
 
 def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
-    """The tokenizer of a T5 ("t5") or CLIP ("clip") encoder file; ValueError if none is found
-    offline or the one found has more tokens than the encoder has embeddings."""
+    """The tokenizer of a T5 ("t5"), CLIP ("clip") or Qwen3 ("qwen3") encoder file; ValueError
+    if none is found offline or the one found has more tokens than the encoder has embeddings."""
     import transformers
 
     if kind not in COMFY_FOLDERS:
@@ -88,6 +107,10 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
             f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
             f"{len(tokenizer)} tokens, more than the encoder's {vocab_size} embeddings"
         )
+    if kind == "qwen3":
+        from ..seeded import QWEN3_CHAT_TEMPLATE
+
+        tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
     log.info("tokenizer of %s: %s", encoder_file.name, source)
     return tokenizer
 
