@@ -48,7 +48,14 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 patches normalised by its batch-norm statistics: 16x per token), a Mistral 3 text
                 encoder (hidden 32, 31 layers: the pipeline stacks hidden states 10, 20 and 30)
                 with Mistral's chat markers (`seeded.mistral_chat_tokenizer`, in place of the
-                Pixtral processor), FlowMatch Euler with Flux.2's empirical shift.
+                Pixtral processor), FlowMatch Euler with Flux.2's empirical shift. With
+                reference images it edits (task image-edit; `families/flux2.py`).
+  tiny-qwen-image-edit  QwenImageEditPlusPipeline (Qwen-Image-Edit-2509, image-edit, 1 to 3
+                input images): tiny-qwen-image's DiT and scheduler, a Qwen2.5-VL text encoder
+                whose vision tower (1 layer, width 16) reads the images through a
+                `Qwen2VLProcessor` built offline (`qwen_vl.py`), a Qwen-Image VAE 4 channels
+                wide without encoder resnets (the pipeline encodes every input image at about
+                1024x1024 pixels: 4096 reference tokens).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -88,6 +95,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-hunyuanvideo1.5",
     "tiny-z-image",
     "tiny-flux2",
+    "tiny-qwen-image-edit",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 

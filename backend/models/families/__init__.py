@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
 from .hunyuan_video15 import HunyuanVideo15
 from .qwen_image import QwenImage
+from .qwen_image_edit import QwenImageEdit
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
 from .z_image import ZImage
@@ -64,6 +65,14 @@ FAMILIES: tuple[Family, ...] = (
         ("QwenImagePipeline",),
         _TEXT,
         decodes_in_job=True,
+    ),
+    QwenImageEdit(
+        "qwen-image-edit",
+        IMAGE_EDIT,
+        ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
+        _TEXT | {"processor"},
+        decodes_in_job=True,
+        step_cache=False,
     ),
     Flux2(
         "flux2",
