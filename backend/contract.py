@@ -22,6 +22,19 @@ images): the request's `image` is the image to edit, `images` more references.""
 TASKS = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, IMAGE_EDIT)
 """What a model makes; `Limits.task` and `GET /v1/info`'s `task` are one of these."""
 
+IMAGE_TASK_OF = {TEXT_TO_VIDEO: IMAGE_TO_VIDEO, TEXT_TO_IMAGE: IMAGE_EDIT}
+"""What a text model that accepts an input image (`Limits.accepts_image`) does with one: Wan
+2.2 TI2V-5B turns it into a video, Flux.2 edits it."""
+
+
+def model_tasks(task: str, accepts_image: bool) -> tuple[str, ...]:
+    """The tasks a model serves: its own, and the image task of its kind when it takes an
+    image without needing one."""
+    if accepts_image and task in IMAGE_TASK_OF:
+        return (task, IMAGE_TASK_OF[task])
+    return (task,)
+
+
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "queued",
     "running",

@@ -16,6 +16,7 @@ from diffusers import (
     Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15Pipeline,
+    QwenImageEditPlusPipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
@@ -42,6 +43,7 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5": HunyuanVideo15Pipeline,
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
+    "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
 }
 IMAGE_TO_VIDEO = {"tiny-wan-i2v", "tiny-cogvideox-i2v", "tiny-wan2.2-i2v-a14b"}
 """The presets whose pipeline needs a start image."""
@@ -49,7 +51,13 @@ IMAGES = {"tiny-flux", "tiny-qwen-image"}
 """The text-to-image presets (true CFG)."""
 GUIDERS = {"tiny-hunyuanvideo1.5"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
-CHAT_TEMPLATED = {"tiny-qwen-image", "tiny-hunyuanvideo1.5", "tiny-z-image", "tiny-flux2"}
+CHAT_TEMPLATED = {
+    "tiny-qwen-image",
+    "tiny-hunyuanvideo1.5",
+    "tiny-z-image",
+    "tiny-flux2",
+    "tiny-qwen-image-edit",
+}
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
 TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5"}
 ENCODERS = frozenset(
@@ -144,6 +152,7 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5": "2794cbcae5bcb0e5",
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
+    "tiny-qwen-image-edit": "a107f66bc2542c26",
 }
 
 
@@ -170,6 +179,7 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5",
         "tiny-z-image",
         "tiny-flux2",
+        "tiny-qwen-image-edit",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -228,7 +238,8 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
     if name in GUIDERS:
         assert _public(loaded.guider.config) == _public(preset.guider.config)
-    if name not in IMAGE_TO_VIDEO:  # i2v runs in its own test
+    # i2v runs in its own test; the edit's 4096 reference tokens a step in test_image_edit.py
+    if name not in IMAGE_TO_VIDEO | {"tiny-qwen-image-edit"}:
         # Loaded weights are views at the file's offsets; CPU GEMV rounding depends on alignment.
         assert align_cpu_weights(loaded) > 0
         assert align_cpu_weights(loaded) == 0

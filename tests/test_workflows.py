@@ -97,7 +97,7 @@ def pack_nodes() -> dict[str, dict]:
         },
     }
     for node in TASK_NODES:
-        links = {"backend": BACKEND_TYPE, **({"image": "IMAGE"} if node.needs_image else {})}
+        links = {"backend": BACKEND_TYPE, **dict.fromkeys(node.image_inputs, "IMAGE")}
         outputs = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
         nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
     return nodes

@@ -67,6 +67,8 @@ def mode_note(model: str, task: str) -> str:
         "text-to-video": "a Wan or CogVideoX text-to-video model (e.g. `--model tiny-wan`)",
         "image-to-video": "a Wan or CogVideoX image-to-video model (e.g. `--model tiny-wan-i2v`)",
         "text-to-image": "a Flux model (e.g. `--model tiny-flux`)",
+        "image-edit": "an image-edit model (e.g. `--model tiny-qwen-image-edit`; Flux.2 edits "
+        "with reference images too)",
     }
     lines = [f"This backend serves **{model}**, a **{task}** model; the other modes are off."]
     lines += [
@@ -97,13 +99,19 @@ def pick_seed(seed: Any, randomize: bool) -> int:
 
 def form_fields(task: str, limits: dict[str, Any] | None = None) -> tuple[RequestField, ...]:
     """The request fields the form shows for a model of `task` (marked `form`, read by it),
-    and the start image when the model's `limits` take one without needing it (text- and
-    image-to-video in one model: Wan 2.2 TI2V-5B)."""
-    optional_image = bool(limits and limits.get("accepts_image"))
-    return tuple(
-        f
-        for f in request_fields()
-        if f.form and (task in f.tasks or (optional_image and f.kind == "image"))
+    and the input image when the model's `limits` take one without needing it (text- and
+    image-to-video in one model: Wan 2.2 TI2V-5B; Flux.2's reference images), with the
+    further images when the model takes several (`max_images`)."""
+    optional = {"image"} if limits and limits.get("accepts_image") else set()
+    if optional and limits.get("max_images", 1) > 1:
+        optional.add("images")
+    return tuple(f for f in request_fields() if f.form and (task in f.tasks or f.kind in optional))
+
+
+def image_label(task: str) -> str:
+    """What the form calls the request's `image` for a model of `task`."""
+    return {"image-edit": "Image to edit", "text-to-image": "Reference image"}.get(
+        task, "Start image"
     )
 
 
@@ -166,7 +174,8 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
     for f in request_fields():
         value = values.get(f.name)
         if f.kind == "image" and limits.get("needs_image") and not value:
-            raise ValueError("image-to-video needs a start image: upload a PNG or JPEG")
+            what = "an image to edit" if limits.get("task") == "image-edit" else "a start image"
+            raise ValueError(f"{limits.get('task')} needs {what}: upload a PNG or JPEG")
         if f.kind == "text":
             body[f.name] = value or ""
         elif f.random:
@@ -175,6 +184,9 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
             continue
         elif f.kind == "image":
             body[f.name] = encode_image(value)
+        elif f.kind == "images":  # uploaded files' paths
+            if value:
+                body[f.name] = [encode_image(path) for path in value]
         elif f.kind == "json":
             body[f.name] = value
         else:

@@ -41,6 +41,7 @@ from .forms import (
     add_lora,
     cache_value,
     form_fields,
+    image_label,
     job_body,
     label,
     mode_note,
@@ -408,6 +409,8 @@ def _hidden_input(f: RequestField) -> gr.components.Component:
     gives it."""
     if f.kind == "image":
         return gr.Image(label=label(f), type="filepath", visible=False)
+    if f.kind == "images":
+        return gr.File(label=label(f), file_count="multiple", type="filepath", visible=False)
     if f.kind == "json":
         return gr.JSON(None, label=label(f), visible=False)
     if f.kind == "text":
@@ -420,7 +423,14 @@ def _field_input(f: RequestField, limits: dict[str, Any]) -> gr.components.Compo
     if f.kind == "text":
         return gr.Textbox(label=label(f), placeholder=f.help, lines=3 if f.required else 1)
     if f.kind == "image":
-        return gr.Image(label="Start image", type="filepath", sources=["upload", "clipboard"])
+        return gr.Image(
+            label=image_label(limits["task"]), type="filepath", sources=["upload", "clipboard"]
+        )
+    if f.kind == "images":
+        return gr.File(
+            label=f"More reference images (at most {limits.get('max_images', 1) - 1})",
+            file_count="multiple", type="filepath", file_types=["image"],
+        )  # fmt: skip
     if f.kind == "json":
         return gr.JSON(None, label=label(f))
     box = number_input(f, limits)
