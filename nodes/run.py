@@ -79,7 +79,8 @@ def check_task(node: TaskNode, info: dict[str, Any]) -> None:
         return  # its own task, or the image task of a model that takes an image
     raise ValueError(
         f"{node.node_id} runs {node.task}, but the backend serves {info.get('model')!r} "
-        f"({task}); choose a {node.task} model in ParaDiTBackend"
+        f"({task}); choose {'an' if node.task[0] in 'aeiou' else 'a'} {node.task} model in "
+        "ParaDiTBackend"
     )
 
 

@@ -162,6 +162,110 @@ def test_random_preset_is_qwen_image_edit_2509_on_meta():
     assert (limits.default_steps, limits.default_guidance) == (40, 4.0)
 
 
+class _EditService:
+    """What `create_app` uses of `Service`, validating with the real rules for an edit model;
+    `stop`: refuse every job after recording it (the OpenAI route would wait for it)."""
+
+    def __init__(self, stop: bool = False):
+        from paradit.backend.serving.jobs import JobBook
+
+        self.limits, self.book, self.stop, self.received = EDIT, JobBook(1, 10), stop, []
+
+    def health(self) -> tuple[bool, dict]:
+        return True, {"status": "ok"}
+
+    def info(self) -> dict:
+        return {"limits": EDIT.to_dict()}
+
+    def submit(self, body: dict):
+        from pathlib import Path
+
+        from paradit.backend.serving.jobs import Job
+
+        self.received.append(body)
+        request = JobRequest.from_body(body, EDIT)
+        if self.stop:
+            raise ValueError("recorded")
+        return self.book.submit(Job(request=request, out_dir=Path("unused")))
+
+
+@pytest.mark.fast
+def test_http_refuses_bad_edits_with_422_naming_the_rule():
+    from fastapi.testclient import TestClient
+
+    from paradit.backend.serving.http import create_app
+
+    api = TestClient(create_app(_EditService()))
+    cases = [
+        ({"prompt": "x"}, "image is required for image-edit"),
+        ({"prompt": "x", "image": "aGk="}, "image could not be decoded"),
+        ({"prompt": "x", "image": _png(8, 8, 0), "images": "abc"}, "images"),
+        ({"prompt": "x", "image": _png(8, 8, 0), "images": [_png(8, 8, 0)] * 3},
+         "this model takes at most 3 input images"),
+    ]  # fmt: skip
+    for body, message in cases:
+        reply = api.post("/v1/jobs", json=body)
+        assert reply.status_code == 422 and message in reply.json()["error"], reply.text
+    good = api.post("/v1/jobs", json={"prompt": "x", "image": _png(64, 48, 0), "images": []})
+    assert good.status_code == 202, good.text
+    job = api.get(f"/v1/jobs/{good.json()['id']}").json()
+    assert (job["request"]["width"], job["request"]["height"]) == (1184, 880)
+
+
+@pytest.mark.fast
+def test_openai_images_edits_maps_the_uploaded_files():
+    """`POST /v1/images/edits` as the `openai` client sends several files (`image[]`): the
+    first is `image`, the others `images`; `mask` and a missing image are refused."""
+    from fastapi.testclient import TestClient
+
+    from paradit.backend.serving.http import create_app
+
+    service = _EditService(stop=True)
+    api = TestClient(create_app(service))
+    files = [
+        ("image[]", (f"{i}.png", base64.b64decode(_png(8, 8, i)), "image/png")) for i in range(3)
+    ]
+    reply = api.post("/v1/images/edits", data={"prompt": "red", "seed": "4"}, files=files)
+    assert reply.status_code == 422 and reply.json()["error"]["message"] == "recorded"
+    assert service.received == [
+        {
+            "prompt": "red",
+            "seed": 4,
+            "image": _png(8, 8, 0),
+            "images": [_png(8, 8, 1), _png(8, 8, 2)],
+        }
+    ]
+    for body, message in (
+        ({"prompt": "x", "image": _png(8, 8, 0), "mask": _png(8, 8, 0)}, "mask is not supported"),
+        ({"prompt": "x"}, "image is required"),
+    ):
+        reply = api.post("/v1/images/edits", json=body)
+        assert reply.status_code == 422 and message in reply.json()["error"]["message"]
+
+
+@pytest.mark.fast
+def test_comfyui_edit_node_sends_its_images_and_leaves_the_size_to_the_image():
+    from paradit.nodes.params import IMAGE_EDIT
+    from paradit.nodes.run import build_request, check_task
+
+    assert IMAGE_EDIT.image_inputs == ("image", "image_2", "image_3")
+    values = {p.name: p.default for p in IMAGE_EDIT.params} | {"prompt": "red"}
+    pngs = [base64.b64decode(_png(8, 8, i)) for i in range(3)]
+    body = build_request(IMAGE_EDIT, values, pngs[0], tuple(pngs[1:]))
+    assert "width" not in body and "height" not in body  # 0: from the image
+    assert body["image"] == _png(8, 8, 0) and body["images"] == [_png(8, 8, 1), _png(8, 8, 2)]
+    sized = build_request(IMAGE_EDIT, values | {"width": 512, "height": 384}, pngs[0])
+    assert (sized["width"], sized["height"]) == (512, 384) and "images" not in sized
+    flux2 = {"model": "tiny-flux2", "limits": {"task": TEXT_TO_IMAGE, "accepts_image": True}}
+    check_task(IMAGE_EDIT, flux2)  # a text-to-image model that edits
+    ti2v = {
+        "model": "tiny-wan2.2-ti2v-5b",
+        "limits": {"task": "text-to-video", "accepts_image": True},
+    }
+    with pytest.raises(ValueError, match="choose an image-edit model in ParaDiTBackend"):
+        check_task(IMAGE_EDIT, ti2v)
+
+
 # -- world size 1 against diffusers, 2 ranks against world size 1 -------------------------------
 
 
