@@ -266,6 +266,34 @@ def test_comfyui_edit_node_sends_its_images_and_leaves_the_size_to_the_image():
         check_task(IMAGE_EDIT, ti2v)
 
 
+@pytest.mark.fast
+def test_web_form_uploads_the_images_for_edit_models(tmp_path):
+    """The form shows the image and the further images for an edit model and for Flux.2 (a
+    text-to-image model that edits), not for Flux.1; the uploaded files become the body's."""
+    from paradit.web.forms import form_fields, image_label, job_body
+
+    def images(task: str, limits: dict | None) -> list[str]:
+        return [f.name for f in form_fields(task, limits) if f.kind in ("image", "images")]
+
+    flux2 = {**TEXT.to_dict(), "accepts_image": True, "max_images": 10}
+    assert images(IMAGE_EDIT, EDIT.to_dict()) == images(TEXT_TO_IMAGE, flux2) == ["image", "images"]
+    assert images(TEXT_TO_IMAGE, TEXT.to_dict()) == []
+    assert (image_label(IMAGE_EDIT), image_label(TEXT_TO_IMAGE)) == (
+        "Image to edit",
+        "Reference image",
+    )
+    paths = []
+    for index in range(2):
+        paths.append(tmp_path / f"{index}.png")
+        paths[-1].write_bytes(base64.b64decode(_png(8, 8, index)))
+    body = job_body(
+        limits=EDIT.to_dict(), prompt="red", seed=1, image=str(paths[0]), images=[str(paths[1])]
+    )
+    assert body["image"] == _png(8, 8, 0) and body["images"] == [_png(8, 8, 1)]
+    with pytest.raises(ValueError, match="image-edit needs an image to edit: upload a PNG or JPEG"):
+        job_body(limits=EDIT.to_dict(), prompt="red", seed=1)
+
+
 # -- world size 1 against diffusers, 2 ranks against world size 1 -------------------------------
 
 
