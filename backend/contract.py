@@ -62,6 +62,8 @@ class Limits:
     """Frame counts must be frame_multiple * k + 1 (Wan: 4k+1); 0 means single image only."""
     max_frames: int
     max_steps: int = 200
+    min_steps: int = 1
+    """Qwen-Image's scheduler (`shift_terminal`) divides by zero at 1 step: 2."""
     max_guidance: float = 30.0
     max_prompt_chars: int = 4000
     max_image_bytes: int = 16 * 1024 * 1024

@@ -190,6 +190,14 @@ def _frames(value: int, limits: Limits) -> int:
     return value
 
 
+def _steps(value: int, limits: Limits) -> int:
+    if value < limits.min_steps:
+        raise ValueError(
+            f"num_inference_steps must be at least {limits.min_steps} for this model, got {value}"
+        )
+    return value
+
+
 def _image(value: Any, limits: Limits) -> str:
     if not (limits.needs_image or limits.accepts_image):
         raise ValueError(
@@ -414,11 +422,12 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "num_inference_steps",
         "int",
-        "Denoising steps, at most the model's max_steps.",
+        "Denoising steps, at most the model's max_steps (at least its min_steps: Qwen-Image 2).",
         4,
         "default_steps",
         low=1,
         model_high="max_steps",
+        rule=_steps,
         cli="--steps",
         widget="steps",
         step=1,

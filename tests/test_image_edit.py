@@ -160,6 +160,11 @@ def test_random_preset_is_qwen_image_edit_2509_on_meta():
     limits = family_of(pipe).limits(pipe, tiny=False)
     assert (limits.task, limits.max_images, limits.edit_pixels) == (IMAGE_EDIT, 3, 1024 * 1024)
     assert (limits.default_steps, limits.default_guidance) == (40, 4.0)
+    # its scheduler's shift_terminal makes 1 step NaN: refused (Qwen-Image's too)
+    with pytest.raises(ValueError, match="num_inference_steps must be at least 2 for this model"):
+        JobRequest.from_body(
+            {"prompt": "x", "image": _png(64, 64, 0), "num_inference_steps": 1}, limits
+        )
 
 
 class _EditService:

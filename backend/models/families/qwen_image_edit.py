@@ -22,7 +22,7 @@ import torch
 from ...contract import Limits
 from ...request import JobRequest
 from .base import Tensors, image_limits, request_images
-from .qwen_image import MAX_TEXT_TOKENS, QwenImage
+from .qwen_image import MAX_TEXT_TOKENS, QwenImage, min_steps
 
 # The model cards: 40 steps for 2509 (50 for the first model), true CFG scale 4.0; the
 # pipelines' output area when no size is given (1024x1024 at the input's aspect).
@@ -50,6 +50,7 @@ class QwenImageEdit(QwenImage):
                 "accepts_image": True,
                 "max_images": PLUS_MAX_IMAGES if plus else 1,
                 "edit_pixels": 64 * 64 if tiny else EDIT_PIXELS,
+                "min_steps": min_steps(pipe),
             }
         )
 
