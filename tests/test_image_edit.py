@@ -1,13 +1,14 @@
 """The image-edit task: Qwen-Image-Edit-2509 (`tiny-qwen-image-edit`, `random:qwen-image-edit`)
-and Flux.2 with reference images (`tiny-flux2`): the request's rules (no process), world size 1
-against the diffusers edit pipelines called directly, and CFG parallel and Ulysses on 2 ranks
-against world size 1 (the reference-image tokens ride in the DiT's sequence).
+and Flux.2 with reference images (`tiny-flux2`): the request's rules and their HTTP replies, the
+OpenAI-style edit route, the command line, the ComfyUI node and the web form (no process);
+world size 1 against the diffusers edit pipelines called directly, and CFG parallel and Ulysses
+on 2 ranks against world size 1 (the reference-image tokens ride in the DiT's sequence).
 
 Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepares, the
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
 measure. The parallel runs share one real gloo group (forked, one thread per rank).
 
-Cost: about 25 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
