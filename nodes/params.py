@@ -30,6 +30,7 @@ KNOWN_HUB_MODELS: tuple[str, ...] = (
     "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
     "black-forest-labs/FLUX.1-dev",
     "black-forest-labs/FLUX.1-schnell",
+    "Qwen/Qwen-Image-Edit-2509",
     "THUDM/CogVideoX-2b",
     "THUDM/CogVideoX-5b",
     "THUDM/CogVideoX-5b-I2V",

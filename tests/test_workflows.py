@@ -38,6 +38,7 @@ NAMES = (
     "paradit_cogvideox_text_to_video",
     "paradit_cogvideox_image_to_video",
     "paradit_wan22_text_to_video",
+    "paradit_image_edit",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -46,6 +47,7 @@ DEFAULT_MODELS = {
     "paradit_cogvideox_text_to_video": "THUDM/CogVideoX-5b",
     "paradit_cogvideox_image_to_video": "THUDM/CogVideoX-5b-I2V",
     "paradit_wan22_text_to_video": "wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors",
+    "paradit_image_edit": "Qwen/Qwen-Image-Edit-2509",
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
@@ -100,6 +102,7 @@ def pack_nodes() -> dict[str, dict]:
         links = {"backend": BACKEND_TYPE, **dict.fromkeys(node.image_inputs, "IMAGE")}
         outputs = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
         nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
+        nodes[node.node_id]["optional_links"] = set(node.image_inputs[1:])
     return nodes
 
 
@@ -245,8 +248,10 @@ def test_ui_links_are_consistent(name):
         assert target["type"] in (link_type, "*"), f"link {link_id}: {link_type} -> {target}"
         assert nodes[src]["order"] < nodes[dst]["order"], "order must follow the links"
     for node in ui["nodes"]:
+        optional = KNOWN[node["type"]].get("optional_links", set())
         for slot in node["inputs"]:
-            assert slot["link"] is not None, f"{node['type']}.{slot['name']} is not connected"
+            connected = slot["link"] is not None or slot["name"] in optional
+            assert connected, f"{node['type']}.{slot['name']} is not connected"
         for output in node["outputs"]:
             for link_id in output["links"] or []:
                 assert link_id in link_ids
