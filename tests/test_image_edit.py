@@ -276,12 +276,19 @@ def test_comfyui_edit_node_sends_its_images_and_leaves_the_size_to_the_image():
 def test_web_form_uploads_the_images_for_edit_models(tmp_path):
     """The form shows the image and the further images for an edit model and for Flux.2 (a
     text-to-image model that edits), not for Flux.1; the uploaded files become the body's."""
-    from paradit.web.forms import form_fields, image_label, job_body
+    from paradit.web.forms import (
+        FROM_IMAGE,
+        form_fields,
+        image_label,
+        job_body,
+        parse_size,
+        size_presets,
+    )
 
     def images(task: str, limits: dict | None) -> list[str]:
         return [f.name for f in form_fields(task, limits) if f.kind in ("image", "images")]
 
-    flux2 = {**TEXT.to_dict(), "accepts_image": True, "max_images": 10}
+    flux2 = {**TEXT.to_dict(), "accepts_image": True, "max_images": 10, "edit_pixels": 64 * 64}
     assert images(IMAGE_EDIT, EDIT.to_dict()) == images(TEXT_TO_IMAGE, flux2) == ["image", "images"]
     assert images(TEXT_TO_IMAGE, TEXT.to_dict()) == []
     assert (image_label(IMAGE_EDIT), image_label(TEXT_TO_IMAGE)) == (
@@ -298,6 +305,12 @@ def test_web_form_uploads_the_images_for_edit_models(tmp_path):
     assert body["image"] == _png(8, 8, 0) and body["images"] == [_png(8, 8, 1)]
     with pytest.raises(ValueError, match="image-edit needs an image to edit: upload a PNG or JPEG"):
         job_body(limits=EDIT.to_dict(), prompt="red", seed=1)
+    # the size: from the image by default for an edit model (the body leaves it out)
+    presets = size_presets(EDIT.to_dict())
+    assert presets[0] == ("From the image (its aspect at 1024×1024 pixels)", FROM_IMAGE)
+    assert parse_size(FROM_IMAGE) == (None, None) and "width" not in body
+    assert size_presets(flux2)[1][1] == FROM_IMAGE  # offered, not the default, for Flux.2
+    assert FROM_IMAGE not in [value for _, value in size_presets(TEXT.to_dict())]
 
 
 # -- world size 1 against diffusers, 2 ranks against world size 1 -------------------------------

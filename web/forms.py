@@ -18,6 +18,9 @@ from ..backend.client import encode_image
 from ..backend.request import RequestField, lora_item, request_fields
 
 CUSTOM = "custom"
+FROM_IMAGE = "from-image"
+"""The size choice of edit models that leaves width and height out: the backend sizes the
+output from the first image (`Limits.edit_pixels`)."""
 RANDOM_SEED_BOUND = 2**32
 """Random seeds are drawn below this (it stays exact in a browser's float64 numbers)."""
 
@@ -43,6 +46,10 @@ def size_presets(limits: dict[str, Any]) -> list[tuple[str, str]]:
     if limits.get("fixed_width"):  # e.g. CogVideoX 1.0 image-to-video: 720x480 only
         return [(f"The only size ({width}×{height})", f"{width}x{height}"), ("Custom", CUSTOM)]
     choices = [(f"Default ({width}×{height})", f"{width}x{height}")]
+    if limits.get("edit_pixels"):  # an edit model: first (the default) when it needs an image
+        side = math.isqrt(limits["edit_pixels"])
+        from_image = (f"From the image (its aspect at {side}×{side} pixels)", FROM_IMAGE)
+        choices.insert(0 if limits.get("needs_image") else 1, from_image)
     area = width * height
     for label, ratio_w, ratio_h in _RATIOS:
         w = _snap(math.sqrt(area * ratio_w / ratio_h), limits)
@@ -52,8 +59,11 @@ def size_presets(limits: dict[str, Any]) -> list[tuple[str, str]]:
     return [*choices, ("Custom", CUSTOM)]
 
 
-def parse_size(value: str) -> tuple[int, int]:
-    """A preset value such as "832x480" as (width, height)."""
+def parse_size(value: str) -> tuple[int | None, int | None]:
+    """A preset value such as "832x480" as (width, height); FROM_IMAGE: (None, None), so the
+    body leaves both out."""
+    if value == FROM_IMAGE:
+        return None, None
     try:
         width, height = (int(part) for part in value.split("x"))
     except ValueError:

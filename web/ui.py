@@ -36,6 +36,7 @@ from .forms import (
     CACHE_METHODS,
     CACHE_OFF,
     CUSTOM,
+    FROM_IMAGE,
     LORAS,
     SIZE_FIELDS,
     add_lora,
@@ -452,13 +453,14 @@ def _size_inputs(
     """The size presets, then the width and height boxes side by side."""
     presets = size_presets(limits)
     preset = gr.Dropdown(presets, value=presets[0][1], label="Size")
+    from_image = presets[0][1] == FROM_IMAGE  # empty boxes: the backend sizes the output
     boxes = {}
     with gr.Row():
         for f in fields:
             box = number_input(f, limits)
             boxes[f.name] = gr.Number(
-                box.default, label=label(f), minimum=box.low, maximum=box.high, step=box.step,
-                precision=0,
+                None if from_image else box.default, label=label(f), minimum=box.low,
+                maximum=box.high, step=box.step, precision=0,
             )  # fmt: skip
     return preset, boxes
 
