@@ -28,6 +28,7 @@ from .params import (
     CACHE_PARAMS,
     DEVICES,
     FILE_PARAMS,
+    IMAGE_EDIT,
     IMAGE_TO_VIDEO,
     KNOWN_HUB_MODELS,
     LORA_NODE_ID,
@@ -188,8 +189,11 @@ class _ComfyProgress:
         return comfy.model_management.InterruptProcessingException()
 
 
-def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -> Generation:
-    request = build_request(node, values, None if image is None else image_to_png(image))
+def run_task(
+    node: TaskNode, backend: BackendHandle, values: dict, image=None, more_images=()
+) -> Generation:
+    more = tuple(image_to_png(other) for other in more_images if other is not None)
+    request = build_request(node, values, None if image is None else image_to_png(image), more)
     if backend.loras:  # what the chained ParaDiTLora nodes added
         request["loras"] = backend.lora_items()
     if backend.cache:  # what a chained ParaDiTStepCache node set
@@ -217,8 +221,13 @@ def video_output(result: Generation, images):
 
 def task_schema(node: TaskNode, description: str) -> io.Schema:
     inputs = [Backend.Input("backend")]
-    if node.needs_image:
-        inputs.append(io.Image.Input("image", tooltip="The start image (first of the batch)."))
+    for index, name in enumerate(node.image_inputs):
+        if index == 0:
+            what = "The image to edit" if node.task == IMAGE_EDIT.task else "The start image"
+            inputs.append(io.Image.Input(name, tooltip=f"{what} (first of the batch)."))
+        else:
+            tooltip = f"Reference image {index + 1} (optional; first of the batch)."
+            inputs.append(io.Image.Input(name, optional=True, tooltip=tooltip))
     inputs += [widget(p) for p in node.params]
     outputs = [io.Image.Output(display_name="images")]
     if node.makes_video:
@@ -295,6 +304,24 @@ class ParaDiTTextToImage(io.ComfyNode):
         return task_output(TEXT_TO_IMAGE, run_task(TEXT_TO_IMAGE, backend, values))
 
 
+class ParaDiTImageEdit(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return task_schema(
+            IMAGE_EDIT,
+            "Edit an image by instruction on the paradit backend (Qwen-Image-Edit; Flux.2 with "
+            "reference images). Width and height 0: the first image's aspect at the model's "
+            "pixel budget.",
+        )
+
+    @classmethod
+    def execute(
+        cls, backend: BackendHandle, image, image_2=None, image_3=None, **values
+    ) -> io.NodeOutput:
+        result = run_task(IMAGE_EDIT, backend, values, image, (image_2, image_3))
+        return task_output(IMAGE_EDIT, result)
+
+
 class ParaDiTLora(io.ComfyNode):
     """Chained like LoraLoaderModelOnly: backend in, the same backend with one more LoRA out."""
 
@@ -347,6 +374,7 @@ NODES: list[type[io.ComfyNode]] = [
     ParaDiTTextToVideo,
     ParaDiTImageToVideo,
     ParaDiTTextToImage,
+    ParaDiTImageEdit,
     ParaDiTLora,
     ParaDiTStepCache,
 ]

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..backend.client.http import BackendError, Client, JobFailed, encode_image
 from ..backend.client.summary import backend_summary, plan_text  # noqa: F401 (the node's plan)
-from .params import TaskNode
+from ..backend.contract import IMAGE_EDIT, model_tasks
+from .params import AUTO_SIZE_FIELDS, TaskNode
 
 if TYPE_CHECKING:
     import torch
@@ -45,18 +46,31 @@ class Generation:
     and its sample rate; None for models that make none."""
 
 
-def build_request(node: TaskNode, values: dict[str, Any], image_png: bytes | None = None) -> dict:
-    """The body of `POST /v1/jobs` from a node's widget values (the backend validates it)."""
+def build_request(
+    node: TaskNode,
+    values: dict[str, Any],
+    image_png: bytes | None = None,
+    more_pngs: tuple[bytes, ...] = (),
+) -> dict:
+    """The body of `POST /v1/jobs` from a node's widget values (the backend validates it);
+    `more_pngs`: the optional IMAGE inputs after `image` (an edit's `images`)."""
     if node.needs_image and image_png is None:
-        raise ValueError(f"{node.node_id} needs a start image: connect an IMAGE to `image`")
+        what = "an image to edit" if node.task == IMAGE_EDIT else "a start image"
+        raise ValueError(f"{node.node_id} needs {what}: connect an IMAGE to `image`")
     convert = {"int": int, "float": float, "text": str}
     body = {
         param.field: convert[param.kind](values[param.name])
         for param in node.params
         if param.name in values
     }
+    if node.auto_size:  # 0: the backend sizes the output from the image
+        for name in AUTO_SIZE_FIELDS:
+            if body.get(name) == 0:
+                del body[name]
     if image_png is not None:
         body["image"] = encode_image(image_png)
+    if more_pngs:
+        body["images"] = [encode_image(png) for png in more_pngs]
     return body
 
 
@@ -64,13 +78,13 @@ def check_task(node: TaskNode, info: dict[str, Any]) -> None:
     """ValueError unless the backend's model does what the node asks."""
     limits = info.get("limits", {})
     task = info.get("task") or limits.get("task")
-    if node.needs_image and limits.get("accepts_image"):
-        return  # text- and image-to-video in one model (Wan 2.2 TI2V-5B)
-    if task != node.task:
-        raise ValueError(
-            f"{node.node_id} runs {node.task}, but the backend serves {info.get('model')!r} "
-            f"({task}); choose a {node.task} model in ParaDiTBackend"
-        )
+    if node.task in model_tasks(task, bool(limits.get("accepts_image"))):
+        return  # its own task, or the image task of a model that takes an image
+    raise ValueError(
+        f"{node.node_id} runs {node.task}, but the backend serves {info.get('model')!r} "
+        f"({task}); choose {'an' if node.task[0] in 'aeiou' else 'a'} {node.task} model in "
+        "ParaDiTBackend"
+    )
 
 
 class _Watch:

@@ -243,8 +243,8 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == (
-        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage ParaDiTLora "
-        "ParaDiTStepCache"
+        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage "
+        "ParaDiTImageEdit ParaDiTLora ParaDiTStepCache"
     )
     assert lines[1].endswith(" True")
 
@@ -263,10 +263,10 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
     assert optional == [p.name for p in BACKEND_PARAMS[5:]]  # appended after the first five
     assert {"gpu_memory", "offload", "vae_tiling", "vae_tile", "dp_degree"} <= set(optional)
     assert {"cfg_degree", "ulysses_degree", "ring_degree", "no_shard", "plan_for"} <= set(optional)
-    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:4], strict=True):
+    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:5], strict=True):
         schema = cls.define_schema()
         assert schema.node_id == node.node_id and schema.category == "paradit"
-        links = ["backend", *(["image"] if node.needs_image else [])]
+        links = ["backend", *node.image_inputs]
         assert [i.id for i in schema.inputs] == links + [p.name for p in node.params]
         seed = next(i for i in schema.inputs if i.id == "seed")
         assert seed.options["control_after_generate"] is True

@@ -66,6 +66,14 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 text encoder (hidden 32, 28 layers: the pipeline stacks hidden states 9, 18 and
                 27) with Qwen3's chat template, FlowMatch Euler with Flux.2's empirical shift.
                 Distilled: no CFG (see `families/flux2_klein.py`).
+                Pixtral processor), FlowMatch Euler with Flux.2's empirical shift. With
+                reference images it edits (task image-edit; `families/flux2.py`).
+  tiny-qwen-image-edit  QwenImageEditPlusPipeline (Qwen-Image-Edit-2509, image-edit, 1 to 3
+                input images): tiny-qwen-image's DiT and scheduler, a Qwen2.5-VL text encoder
+                whose vision tower (1 layer, width 16) reads the images through a
+                `Qwen2VLProcessor` built offline (`qwen_vl.py`), a Qwen-Image VAE 4 channels
+                wide without encoder resnets (the pipeline encodes every input image at about
+                1024x1024 pixels: 4096 reference tokens).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -108,6 +116,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2",
     "tiny-flux2-klein",
+    "tiny-qwen-image-edit",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 

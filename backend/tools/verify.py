@@ -147,7 +147,7 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         "model": args.model,
         "world_size": args.world_size,
         "dtype": DTYPE_BY_DEVICE[args.device],
-        "request": {k: v for k, v in body.items() if k != "image"},
+        "request": {k: v for k, v in body.items() if k not in ("image", "images")},
         "num_frames": len(first_frames),
         "sha256": {
             "world_size_1": hashlib.sha256(b"".join(first_frames)).hexdigest(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
@@ -20,6 +20,7 @@ from .flux2_klein import Flux2Klein
 from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .ltx2 import LTX2
 from .qwen_image import QwenImage
+from .qwen_image_edit import QwenImageEdit
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
 from .z_image import ZImage
@@ -66,6 +67,14 @@ FAMILIES: tuple[Family, ...] = (
         ("QwenImagePipeline",),
         _TEXT,
         decodes_in_job=True,
+    ),
+    QwenImageEdit(
+        "qwen-image-edit",
+        IMAGE_EDIT,
+        ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
+        _TEXT | {"processor"},
+        decodes_in_job=True,
+        step_cache=False,
     ),
     Flux2(
         "flux2",

@@ -186,6 +186,20 @@ def request_image(request: JobRequest):
         return img.convert("RGB").resize((request.width, request.height))
 
 
+def request_images(request: JobRequest) -> list:
+    """The request's input images (`image`, then `images`) as RGB PIL images at their own
+    size (the edit pipelines resize them as their models want)."""
+    import base64
+
+    from PIL import Image
+
+    images = []
+    for data in (request.image, *(request.images or ())):
+        with Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[-1]))) as img:
+            images.append(img.convert("RGB"))
+    return images
+
+
 def image_limits(
     task: str, size_multiple: int, *, size: int, steps: int, guidance: float, tiny: bool
 ) -> Limits:
