@@ -16,15 +16,23 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE = "text-to-video", "image-to-video", "text-to-image"
-IMAGE_EDIT = "image-edit"
-"""An instruction applied to one or more input images (Qwen-Image-Edit; Flux.2 with reference
-images): the request's `image` is the image to edit, `images` more references."""
+IMAGE_EDIT = "edit"
+"""Image edit: an instruction applied to one or more input images (Qwen-Image-Edit; Flux.2 with
+reference images): the request's `image` is the image to edit, `images` more references."""
 TASKS = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, IMAGE_EDIT)
 """What a model makes; `Limits.task` and `GET /v1/info`'s `task` are one of these."""
+
+IMAGE_TASKS = (IMAGE_TO_VIDEO, IMAGE_EDIT)
+"""The tasks that take an input image (the request's `image`)."""
 
 IMAGE_TASK_OF = {TEXT_TO_VIDEO: IMAGE_TO_VIDEO, TEXT_TO_IMAGE: IMAGE_EDIT}
 """What a text model that accepts an input image (`Limits.accepts_image`) does with one: Wan
 2.2 TI2V-5B turns it into a video, Flux.2 edits it."""
+
+
+def task_name(task: str) -> str:
+    """A task as a sentence says it ("image edit" for `edit`)."""
+    return "image edit" if task == IMAGE_EDIT else task
 
 
 def model_tasks(task: str, accepts_image: bool) -> tuple[str, ...]:

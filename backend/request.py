@@ -21,6 +21,8 @@ from typing import Any
 from .cache import CacheSettings
 from .contract import (
     IMAGE_EDIT,
+    IMAGE_TASK_OF,
+    IMAGE_TASKS,
     IMAGE_TO_VIDEO,
     MAX_SEED,
     TASKS,
@@ -29,6 +31,8 @@ from .contract import (
     decode_image_png,
     edit_size,
     image_size,
+    model_tasks,
+    task_name,
 )
 
 KINDS = ("text", "int", "float", "image", "images", "json")
@@ -206,6 +210,29 @@ def _image(value: Any, limits: Limits) -> str:
         )
     decode_image_png(value, limits)
     return value
+
+
+def _task(value: Any, limits: Limits) -> str | None:
+    """The task a request names: one the model serves ("" or None: the model's own, or its
+    image task when the request has an image)."""
+    if value in (None, ""):
+        return None
+    served = model_tasks(limits.task, limits.accepts_image)
+    if value not in served:
+        raise ValueError(f"task must be one this model serves ({', '.join(served)}), got {value!r}")
+    return value
+
+
+def _check_task(values: dict[str, Any], limits: Limits) -> None:
+    """A named task and the request's image agree: the image tasks take one, the text ones
+    none. Without a name the image decides (as for a model that serves both)."""
+    task, has_image = values.get("task"), values.get("image") is not None
+    if task in IMAGE_TASKS and not has_image:
+        raise ValueError(f"image is required for {task_name(task)}: send a base64 PNG or JPEG")
+    if task is not None and task not in IMAGE_TASKS and has_image:
+        raise ValueError(
+            f"task {task} takes no image: leave the image out, or ask for {IMAGE_TASK_OF[task]}"
+        )
 
 
 def _images(value: Any, limits: Limits) -> list[str] | None:
@@ -478,6 +505,17 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_rest="images",
     ),
     RequestField(
+        "task",
+        "text",
+        "The task the job asks for, one of the model's (GET /v1/info `tasks`): `edit` on an "
+        "image-edit model or on a text-to-image model that edits (Flux.2), `image-to-video` on "
+        "a text-and-image-to-video model (Wan 2.2 TI2V-5B). Left out: the model's own task, "
+        "or its image task when the request has an image.",
+        rule=_task,
+        cli="--task",
+        form=False,
+    ),
+    RequestField(
         "images",
         "images",
         "Image-edit models that take several input images (Qwen-Image-Edit-2509, Flux.2): "
@@ -591,7 +629,7 @@ class JobRequest:
             if given is None and f.kind == "image":
                 if limits.needs_image:
                     raise ValueError(
-                        f"image is required for {limits.task}: send a base64 PNG or JPEG"
+                        f"image is required for {task_name(limits.task)}: send a base64 PNG or JPEG"
                     )
                 values[f.name] = None
             elif given is None and (f.unsupported or f.kind in ("json", "images")):
@@ -601,6 +639,7 @@ class JobRequest:
             else:
                 value = f.default_for(limits) if given is None else given
                 values[f.name] = f.check(value, limits)
+        _check_task(values, limits)
         if values.get("image") is not None and limits.edit_pixels:
             _edit_default_size(body, values, limits)
         request = cls(**values)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..backend.client.http import BackendError, Client, JobFailed, encode_image
 from ..backend.client.summary import backend_summary, plan_text  # noqa: F401 (the node's plan)
-from ..backend.contract import IMAGE_EDIT, model_tasks
+from ..backend.contract import IMAGE_EDIT, model_tasks, task_name
 from .params import AUTO_SIZE_FIELDS, TaskNode
 
 if TYPE_CHECKING:
@@ -80,9 +80,10 @@ def check_task(node: TaskNode, info: dict[str, Any]) -> None:
     task = info.get("task") or limits.get("task")
     if node.task in model_tasks(task, bool(limits.get("accepts_image"))):
         return  # its own task, or the image task of a model that takes an image
+    wanted = task_name(node.task)
     raise ValueError(
-        f"{node.node_id} runs {node.task}, but the backend serves {info.get('model')!r} "
-        f"({task}); choose {'an' if node.task[0] in 'aeiou' else 'a'} {node.task} model in "
+        f"{node.node_id} runs {wanted}, but the backend serves {info.get('model')!r} "
+        f"({task}); choose {'an' if wanted[0] in 'aeiou' else 'a'} {wanted} model in "
         "ParaDiTBackend"
     )
 

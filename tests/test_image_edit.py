@@ -75,7 +75,7 @@ TEXT = Limits(task=TEXT_TO_IMAGE, size_multiple=16, min_size=16, max_size=2048,
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ({"prompt": "x"}, "image is required for image-edit: send a base64 PNG or JPEG"),
+        ({"prompt": "x"}, "image is required for image edit: send a base64 PNG or JPEG"),
         ({"prompt": "x", "image": "aGk="}, "image could not be decoded: send a PNG or JPEG"),
         ({"prompt": "x", "image": "not base64!"}, "image is not valid base64"),
         ({"prompt": "x", "image": _png(8, 8, 0), "images": [_png(8, 8, 0), "aGk="]},
@@ -111,6 +111,36 @@ def test_images_are_refused_where_the_model_takes_none_or_one():
         JobRequest.from_body(
             {"prompt": "x", "image": _png(8, 8, 0), "images": [_png(8, 8, 0)]}, one
         )
+
+
+@pytest.mark.fast
+def test_a_request_may_name_its_task_as_the_issue_spells_it():
+    """`"task": "edit"` (the contract's value) on an edit model and on Flux.2, which also makes
+    images from text; a task the model does not serve, or one the image contradicts, is refused."""
+    image = _png(64, 48, 0)
+    assert (
+        JobRequest.from_body({"task": "edit", "prompt": "x", "image": image}, EDIT).task == "edit"
+    )
+    assert JobRequest.from_body({"prompt": "x", "image": image}, EDIT).task is None
+    flux2 = Limits(**{**EDIT.to_dict(), "task": TEXT_TO_IMAGE, "needs_image": False})
+    assert (
+        JobRequest.from_body({"task": "edit", "prompt": "x", "image": image}, flux2).task == "edit"
+    )
+    assert JobRequest.from_body({"task": "text-to-image", "prompt": "x"}, flux2).image is None
+    assert JobRequest.from_body({"task": "", "prompt": "x"}, flux2).task is None  # the web form's
+    refusals = [
+        ({"task": "edit", "prompt": "x"}, flux2, "image is required for image edit"),
+        ({"task": "text-to-image", "prompt": "x", "image": image}, flux2,
+         "task text-to-image takes no image: leave the image out, or ask for edit"),
+        ({"task": "image-to-video", "prompt": "x", "image": image}, flux2,
+         r"task must be one this model serves \(text-to-image, edit\), got 'image-to-video'"),
+        ({"task": "text-to-image", "prompt": "x", "image": image}, EDIT,
+         r"task must be one this model serves \(edit\)"),
+        ({"task": "edit", "prompt": "x"}, TEXT, r"serves \(text-to-image\), got 'edit'"),
+    ]  # fmt: skip
+    for body, limits, error in refusals:
+        with pytest.raises(ValueError, match=error):
+            JobRequest.from_body(body, limits)
 
 
 @pytest.mark.fast
@@ -203,7 +233,7 @@ def test_http_refuses_bad_edits_with_422_naming_the_rule():
 
     api = TestClient(create_app(_EditService()))
     cases = [
-        ({"prompt": "x"}, "image is required for image-edit"),
+        ({"prompt": "x"}, "image is required for image edit"),
         ({"prompt": "x", "image": "aGk="}, "image could not be decoded"),
         ({"prompt": "x", "image": _png(8, 8, 0), "images": "abc"}, "images"),
         ({"prompt": "x", "image": _png(8, 8, 0), "images": [_png(8, 8, 0)] * 3},
@@ -268,7 +298,10 @@ def test_comfyui_edit_node_sends_its_images_and_leaves_the_size_to_the_image():
         "model": "tiny-wan2.2-ti2v-5b",
         "limits": {"task": "text-to-video", "accepts_image": True},
     }
-    with pytest.raises(ValueError, match="choose an image-edit model in ParaDiTBackend"):
+    with pytest.raises(
+        ValueError,
+        match="ParaDiTImageEdit runs image edit, .* choose an image edit model in ParaDiTBackend",
+    ):
         check_task(IMAGE_EDIT, ti2v)
 
 
@@ -303,7 +336,9 @@ def test_web_form_uploads_the_images_for_edit_models(tmp_path):
         limits=EDIT.to_dict(), prompt="red", seed=1, image=str(paths[0]), images=[str(paths[1])]
     )
     assert body["image"] == _png(8, 8, 0) and body["images"] == [_png(8, 8, 1)]
-    with pytest.raises(ValueError, match="image-edit needs an image to edit: upload a PNG or JPEG"):
+    with pytest.raises(
+        ValueError, match="this edit model needs an image to edit: upload a PNG or JPEG"
+    ):
         job_body(limits=EDIT.to_dict(), prompt="red", seed=1)
     # the size: from the image by default for an edit model (the body leaves it out)
     presets = size_presets(EDIT.to_dict())

@@ -77,7 +77,7 @@ def mode_note(model: str, task: str) -> str:
         "text-to-video": "a Wan or CogVideoX text-to-video model (e.g. `--model tiny-wan`)",
         "image-to-video": "a Wan or CogVideoX image-to-video model (e.g. `--model tiny-wan-i2v`)",
         "text-to-image": "a Flux model (e.g. `--model tiny-flux`)",
-        "image-edit": "an image-edit model (e.g. `--model tiny-qwen-image-edit`; Flux.2 edits "
+        "edit": "an image-edit model (e.g. `--model tiny-qwen-image-edit`; Flux.2 edits "
         "with reference images too)",
     }
     lines = [f"This backend serves **{model}**, a **{task}** model; the other modes are off."]
@@ -120,9 +120,7 @@ def form_fields(task: str, limits: dict[str, Any] | None = None) -> tuple[Reques
 
 def image_label(task: str) -> str:
     """What the form calls the request's `image` for a model of `task`."""
-    return {"image-edit": "Image to edit", "text-to-image": "Reference image"}.get(
-        task, "Start image"
-    )
+    return {"edit": "Image to edit", "text-to-image": "Reference image"}.get(task, "Start image")
 
 
 def label(f: RequestField) -> str:
@@ -184,8 +182,10 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
     for f in request_fields():
         value = values.get(f.name)
         if f.kind == "image" and limits.get("needs_image") and not value:
-            what = "an image to edit" if limits.get("task") == "image-edit" else "a start image"
-            raise ValueError(f"{limits.get('task')} needs {what}: upload a PNG or JPEG")
+            what = "an image to edit" if limits.get("task") == "edit" else "a start image"
+            raise ValueError(f"this {limits.get('task')} model needs {what}: upload a PNG or JPEG")
+        if f.kind == "text" and not (value or f.form):
+            continue  # a text the form has no input for (the task) goes only when given
         if f.kind == "text":
             body[f.name] = value or ""
         elif f.random:
