@@ -218,9 +218,10 @@ def _decoded(client, job) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.timeout(600)
-def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path):
+def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path, backends):
+    from conftest import WarmBackend
+
     from paradit.backend.client import JobFailed
-    from paradit.backend.client.local import LocalBackend
     from paradit.backend.config import ServeConfig
 
     config = ServeConfig(
@@ -234,7 +235,10 @@ def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path):
         port=0,
     )
     env = {"PARADIT_FAULT": "rank=1,at=step:2,kind=exit"}  # replica 1's only rank
-    with LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log", env=env) as b:
+    log_file = tmp_path / "serve.log"  # forked from the worker's zygote, rebuilt afresh
+    with WarmBackend(
+        backends.zygote(), config, start_timeout_s=300, log_file=log_file, env=env
+    ) as b:
         client = b.client
         old_pid = client.info()["ranks"][1]["pid"]
         body = {**WAN, "prompt": "x", "num_inference_steps": 6}
