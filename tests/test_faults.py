@@ -7,7 +7,7 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 `paradit serve`, its ranks forked or started as without the zygote, minus `serve`'s imports;
 the start-up tests at the end start fresh interpreters.
 
-Cost: about 197 s (in the suite's two-worker run on 2 cores).
+Cost: about 153 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
