@@ -7,7 +7,7 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 `paradit serve`, its ranks forked or started as without the zygote, minus `serve`'s imports;
 the start-up tests at the end start fresh interpreters.
 
-Cost: about 153 s (in the suite's two-worker run on 2 cores).
+Cost: about 140 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from paradit.backend.runtime.faults import Fault, Faults
 from paradit.backend.runtime.progress import Heartbeat, Progress, RankWatch
 
 SLOW = {"prompt": "a long one", "num_inference_steps": 200, "guidance_scale": 1.0}
-HANG_S = 4.0
-"""The backends' --hang-timeout: a frozen or hung rank is lost after this long."""
+HANG_S = 2.0
+"""The backends' --hang-timeout: a frozen or hung rank is lost after this long. Heartbeats
+come every 0.5 s; the largest gap measured on a busy rank (jobs running, load 5.5 on 2 cores,
+60 s) was 0.55 s, so 2 s leaves the watchdog over 3x that."""
 
 
 def _backend(backends: Backends, tmp_path: Path, fault: str = "", *extra: str) -> LocalBackend:
