@@ -11,12 +11,37 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE = "text-to-video", "image-to-video", "text-to-image"
-TASKS = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE)
+IMAGE_EDIT = "edit"
+"""Image edit: an instruction applied to one or more input images (Qwen-Image-Edit; Flux.2 with
+reference images): the request's `image` is the image to edit, `images` more references."""
+TASKS = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, IMAGE_EDIT)
 """What a model makes; `Limits.task` and `GET /v1/info`'s `task` are one of these."""
+
+IMAGE_TASKS = (IMAGE_TO_VIDEO, IMAGE_EDIT)
+"""The tasks that take an input image (the request's `image`)."""
+
+IMAGE_TASK_OF = {TEXT_TO_VIDEO: IMAGE_TO_VIDEO, TEXT_TO_IMAGE: IMAGE_EDIT}
+"""What a text model that accepts an input image (`Limits.accepts_image`) does with one: Wan
+2.2 TI2V-5B turns it into a video, Flux.2 edits it."""
+
+
+def task_name(task: str) -> str:
+    """A task as a sentence says it ("image edit" for `edit`)."""
+    return "image edit" if task == IMAGE_EDIT else task
+
+
+def model_tasks(task: str, accepts_image: bool) -> tuple[str, ...]:
+    """The tasks a model serves: its own, and the image task of its kind when it takes an
+    image without needing one."""
+    if accepts_image and task in IMAGE_TASK_OF:
+        return (task, IMAGE_TASK_OF[task])
+    return (task,)
+
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "queued",
@@ -45,6 +70,8 @@ class Limits:
     """Frame counts must be frame_multiple * k + 1 (Wan: 4k+1); 0 means single image only."""
     max_frames: int
     max_steps: int = 200
+    min_steps: int = 1
+    """Qwen-Image's scheduler (`shift_terminal`) divides by zero at 1 step: 2."""
     max_guidance: float = 30.0
     max_prompt_chars: int = 4000
     max_image_bytes: int = 16 * 1024 * 1024
@@ -52,7 +79,19 @@ class Limits:
     needs_image: bool = False
     accepts_image: bool = False
     """The model takes a start image but does not need one: text- and image-to-video in one
-    model (Wan 2.2 TI2V-5B), whose `task` is text-to-video. `needs_image` implies it."""
+    model (Wan 2.2 TI2V-5B), whose `task` is text-to-video; a text-to-image model that also
+    edits (Flux.2 with reference images). `needs_image` implies it."""
+    min_image_side: int = 1
+    """Input images must be at least this many pixels wide and high (Flux.2: 64)."""
+    max_images: int = 1
+    """Input images one request may give (`image` plus `images`): an edit model's references
+    (Qwen-Image-Edit-2509: 3; Flux.2: 10); 1 for a start image."""
+    edit_pixels: int = 0
+    """An edit's default output area: when the request gives no width and height, the output
+    has the first image's aspect at this many pixels (Qwen-Image-Edit: 1024x1024), in steps
+    of size_multiple. 0: the model's default size, as for text."""
+    edit_keeps_smaller: bool = False
+    """An image smaller than edit_pixels keeps its own size (Flux.2) instead of being scaled up."""
     default_width: int = 64
     default_height: int = 64
     default_frames: int = 5
@@ -97,27 +136,61 @@ class Limits:
         )
 
 
-def decode_image_png(data: str, limits: Limits) -> bytes:
-    """Check a base64 image from a request and return its bytes; raise ValueError if unusable."""
+def decode_image_png(data: str, limits: Limits, name: str = "image") -> bytes:
+    """Check a base64 image from a request and return its bytes; raise ValueError if unusable
+    (`name`: the field, e.g. "images[1]", as the message names it)."""
+    return _decode_image(data, limits, name)[0]
+
+
+def image_size(data: str, limits: Limits, name: str = "image") -> tuple[int, int]:
+    """A request's base64 image's (width, height), checked as `decode_image_png` checks it."""
+    return _decode_image(data, limits, name)[1]
+
+
+def _decode_image(data: str, limits: Limits, name: str) -> tuple[bytes, tuple[int, int]]:
     from PIL import Image  # local: keep `paradit` import cheap
 
     if not isinstance(data, str):
-        raise ValueError("image must be a base64-encoded PNG or JPEG string")
+        raise ValueError(f"{name} must be a base64-encoded PNG or JPEG string")
     if data.startswith("data:"):
         data = data.split(",", 1)[-1]
     if len(data) > limits.max_image_bytes * 4 // 3 + 4:
-        raise ValueError(f"image must be at most {limits.max_image_bytes} bytes")
+        raise ValueError(f"{name} must be at most {limits.max_image_bytes} bytes")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError("image is not valid base64") from None
+        raise ValueError(f"{name} is not valid base64") from None
     try:
         with Image.open(io.BytesIO(raw)) as img:
             if img.width * img.height > limits.max_image_pixels:
-                raise ValueError(f"image must have at most {limits.max_image_pixels} pixels")
+                raise ValueError(f"{name} must have at most {limits.max_image_pixels} pixels")
+            if min(img.size) < limits.min_image_side:
+                raise ValueError(
+                    f"{name} must be at least {limits.min_image_side} pixels wide and high for "
+                    f"this model, got {img.width}x{img.height}"
+                )
             img.load()  # decode every pixel: a good CRC over corrupt data is still corrupt
+            size = img.size
     except ValueError:
         raise
     except Exception:  # PIL raises many types for corrupt files
-        raise ValueError("image could not be decoded: send a PNG or JPEG, base64-encoded") from None
-    return raw
+        raise ValueError(
+            f"{name} could not be decoded: send a PNG or JPEG, base64-encoded"
+        ) from None
+    return raw, size
+
+
+def edit_size(image_width: int, image_height: int, limits: Limits) -> tuple[int, int]:
+    """An edit's default output size: the image's aspect at `limits.edit_pixels` (not scaled
+    up when `edit_keeps_smaller` and the image is smaller), each side rounded to a multiple of
+    size_multiple within min_size..max_size."""
+    scale = math.sqrt(limits.edit_pixels / (image_width * image_height))
+    if limits.edit_keeps_smaller:
+        scale = min(scale, 1.0)
+    step = limits.size_multiple
+
+    def side(pixels: int) -> int:
+        rounded = round(pixels * scale / step) * step
+        return max(limits.min_size, min(limits.max_size, rounded))
+
+    return side(image_width), side(image_height)

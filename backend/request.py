@@ -20,16 +20,24 @@ from typing import Any
 
 from .cache import CacheSettings
 from .contract import (
+    IMAGE_EDIT,
+    IMAGE_TASK_OF,
+    IMAGE_TASKS,
     IMAGE_TO_VIDEO,
     MAX_SEED,
     TASKS,
     TEXT_TO_VIDEO,
     Limits,
     decode_image_png,
+    edit_size,
+    image_size,
+    model_tasks,
+    task_name,
 )
 
-KINDS = ("text", "int", "float", "image", "json")
-"""text: a string; int/float: a number; image: a base64 PNG/JPEG; json: a list or object."""
+KINDS = ("text", "int", "float", "image", "images", "json")
+"""text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
+json: a list or object."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class RequestField:
     cli_repeat: bool = False
     """The flag may be given several times; the JSON value is the list of them."""
     cli_metavar: str | None = None
+    cli_rest: str = ""
+    """The flag may be given several times: the first value is this field, the later ones
+    (a list) the field named here (`--image A --image B`: `image` A, `images` [B])."""
     widget: str = ""
     """The generation nodes' widget name ("" when the nodes have no widget for it)."""
     widget_range: tuple[float, float] | None = None
@@ -183,10 +194,65 @@ def _frames(value: int, limits: Limits) -> int:
     return value
 
 
+def _steps(value: int, limits: Limits) -> int:
+    if value < limits.min_steps:
+        raise ValueError(
+            f"num_inference_steps must be at least {limits.min_steps} for this model, got {value}"
+        )
+    return value
+
+
 def _image(value: Any, limits: Limits) -> str:
     if not (limits.needs_image or limits.accepts_image):
-        raise ValueError(f"image is only accepted by image-to-video models ({limits.task})")
+        raise ValueError(
+            f"image is only accepted by image-to-video models and image-edit models "
+            f"(this model: {limits.task})"
+        )
     decode_image_png(value, limits)
+    return value
+
+
+def _task(value: Any, limits: Limits) -> str | None:
+    """The task a request names: one the model serves ("" or None: the model's own, or its
+    image task when the request has an image)."""
+    if value in (None, ""):
+        return None
+    served = model_tasks(limits.task, limits.accepts_image)
+    if value not in served:
+        raise ValueError(f"task must be one this model serves ({', '.join(served)}), got {value!r}")
+    return value
+
+
+def _check_task(values: dict[str, Any], limits: Limits) -> None:
+    """A named task and the request's image agree: the image tasks take one, the text ones
+    none. Without a name the image decides (as for a model that serves both)."""
+    task, has_image = values.get("task"), values.get("image") is not None
+    if task in IMAGE_TASKS and not has_image:
+        raise ValueError(f"image is required for {task_name(task)}: send a base64 PNG or JPEG")
+    if task is not None and task not in IMAGE_TASKS and has_image:
+        raise ValueError(
+            f"task {task} takes no image: leave the image out, or ask for {IMAGE_TASK_OF[task]}"
+        )
+
+
+def _images(value: Any, limits: Limits) -> list[str] | None:
+    """More input images after `image` (an edit's references), each checked as `image` is."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("images must be a list of base64 PNG or JPEG strings")
+    if limits.max_images < 2:
+        raise ValueError(
+            f"images (more input images) is only accepted by image-edit models that take "
+            f"several (this model takes at most {limits.max_images} image)"
+        )
+    if 1 + len(value) > limits.max_images:
+        raise ValueError(
+            f"this model takes at most {limits.max_images} input images (image plus images), "
+            f"got {1 + len(value)}"
+        )
+    for index, item in enumerate(value):
+        decode_image_png(item, limits, f"images[{index}]")
     return value
 
 
@@ -383,11 +449,12 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "num_inference_steps",
         "int",
-        "Denoising steps, at most the model's max_steps.",
+        "Denoising steps, at most the model's max_steps (at least its min_steps: Qwen-Image 2).",
         4,
         "default_steps",
         low=1,
         model_high="max_steps",
+        rule=_steps,
         cli="--steps",
         widget="steps",
         step=1,
@@ -427,13 +494,35 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "image",
         "image",
         "Image-to-video models (then required) and text-and-image-to-video ones (optional): "
-        "the start image, a base64 PNG or JPEG (a data: URL works too); the command line "
-        "takes a file.",
+        "the start image; image-edit models (then required) and text-to-image models that "
+        "edit (Flux.2, optional): the image to edit. A base64 PNG or JPEG (a data: URL works "
+        "too); the command line takes a file.",
         rule=_image,
-        tasks=(IMAGE_TO_VIDEO,),
+        tasks=(IMAGE_TO_VIDEO, IMAGE_EDIT),
         cli="--image",
         cli_type=read_image,
         cli_metavar="PATH",
+        cli_rest="images",
+    ),
+    RequestField(
+        "task",
+        "text",
+        "The task the job asks for, one of the model's (GET /v1/info `tasks`): `edit` on an "
+        "image-edit model or on a text-to-image model that edits (Flux.2), `image-to-video` on "
+        "a text-and-image-to-video model (Wan 2.2 TI2V-5B). Left out: the model's own task, "
+        "or its image task when the request has an image.",
+        rule=_task,
+        cli="--task",
+        form=False,
+    ),
+    RequestField(
+        "images",
+        "images",
+        "Image-edit models that take several input images (Qwen-Image-Edit-2509, Flux.2): "
+        "the references after `image`, a list of base64 PNGs or JPEGs, at most the model's "
+        "max_images minus one; the command line repeats --image.",
+        rule=_images,
+        tasks=(IMAGE_EDIT,),
     ),
     RequestField(
         "loras",
@@ -528,6 +617,10 @@ class JobRequest:
         unknown = sorted(set(body) - {f.name for f in table})
         if unknown:
             raise ValueError(f"unknown fields {unknown}; allowed: {[f.name for f in table]}")
+        if body.get("images") and body.get("image") is None:
+            raise ValueError(
+                "images holds the input images after the first: send the first as image"
+            )
         values: dict[str, Any] = {}
         for f in table:
             given = body.get(f.name)
@@ -536,16 +629,19 @@ class JobRequest:
             if given is None and f.kind == "image":
                 if limits.needs_image:
                     raise ValueError(
-                        "image is required for image-to-video: send a base64 PNG or JPEG"
+                        f"image is required for {task_name(limits.task)}: send a base64 PNG or JPEG"
                     )
                 values[f.name] = None
-            elif given is None and (f.unsupported or f.kind == "json"):
+            elif given is None and (f.unsupported or f.kind in ("json", "images")):
                 values[f.name] = None
             elif f.name == "num_frames" and given is None and limits.frame_multiple == 0:
                 values[f.name] = 1
             else:
                 value = f.default_for(limits) if given is None else given
                 values[f.name] = f.check(value, limits)
+        _check_task(values, limits)
+        if values.get("image") is not None and limits.edit_pixels:
+            _edit_default_size(body, values, limits)
         request = cls(**values)
         request.check_shape(limits)
         return request
@@ -575,12 +671,24 @@ class JobRequest:
             for f in request_fields():
                 if f.kind == "image" and data.get(f.name) is not None:
                     data[f.name] = f"<{len(data[f.name])} base64 chars>"
+                if f.kind == "images" and data.get(f.name) is not None:
+                    data[f.name] = [f"<{len(item)} base64 chars>" for item in data[f.name]]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobRequest:
         """Rebuild a request that was already validated (control-plane messages)."""
         return cls(**{name: data[name] for name in field_names() if name in data})
+
+
+def _edit_default_size(body: dict[str, Any], values: dict[str, Any], limits: Limits) -> None:
+    """An edit without width and height: the first image's aspect at the model's pixel budget
+    (`Limits.edit_pixels`). A side given alone keeps the model's default for the other."""
+    if body.get("width") is not None or body.get("height") is not None:
+        return
+    width, height = edit_size(*image_size(values["image"], limits), limits)
+    values["width"] = find_field("width").check(width, limits)
+    values["height"] = find_field("height").check(height, limits)
 
 
 def docs_table() -> str:
@@ -592,8 +700,11 @@ def docs_table() -> str:
     for f in request_fields():
         default = "required" if f.required else "the model's" if f.model_default else f.default
         flag = f"`{f.cli} {f.metavar}`" if f.cli else "argument"
-        if f.cli_repeat:
+        if f.cli_repeat or f.cli_rest:
             flag += " (repeatable)"
+        rest_of = [g for g in request_fields() if g.cli_rest == f.name]
+        if rest_of:
+            flag = f"`{rest_of[0].cli} {rest_of[0].metavar}` after the first"
         tasks = "all" if set(f.tasks) == set(TASKS) else ", ".join(f.tasks)
         help_text = f.help + (f" Refused for now: {f.unsupported}." if f.unsupported else "")
         rows.append(

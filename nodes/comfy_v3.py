@@ -28,6 +28,7 @@ from .params import (
     CACHE_PARAMS,
     DEVICES,
     FILE_PARAMS,
+    IMAGE_EDIT,
     IMAGE_TO_VIDEO,
     KNOWN_HUB_MODELS,
     LORA_NODE_ID,
@@ -188,8 +189,11 @@ class _ComfyProgress:
         return comfy.model_management.InterruptProcessingException()
 
 
-def run_task(node: TaskNode, backend: BackendHandle, values: dict, image=None) -> Generation:
-    request = build_request(node, values, None if image is None else image_to_png(image))
+def run_task(
+    node: TaskNode, backend: BackendHandle, values: dict, image=None, more_images=()
+) -> Generation:
+    more = tuple(image_to_png(other) for other in more_images if other is not None)
+    request = build_request(node, values, None if image is None else image_to_png(image), more)
     if backend.loras:  # what the chained ParaDiTLora nodes added
         request["loras"] = backend.lora_items()
     if backend.cache:  # what a chained ParaDiTStepCache node set
@@ -217,13 +221,20 @@ def video_output(result: Generation, images):
 
 def task_schema(node: TaskNode, description: str) -> io.Schema:
     inputs = [Backend.Input("backend")]
-    if node.needs_image:
-        inputs.append(io.Image.Input("image", tooltip="The start image (first of the batch)."))
+    for index, name in enumerate(node.image_inputs):
+        if index == 0:
+            what = "The image to edit" if node.task == IMAGE_EDIT.task else "The start image"
+            inputs.append(io.Image.Input(name, tooltip=f"{what} (first of the batch)."))
+        else:
+            tooltip = f"Reference image {index + 1} (optional; first of the batch)."
+            inputs.append(io.Image.Input(name, optional=True, tooltip=tooltip))
     inputs += [widget(p) for p in node.params]
     outputs = [io.Image.Output(display_name="images")]
     if node.makes_video:
         outputs.append(io.Video.Output(display_name="video"))
     outputs.append(io.String.Output(display_name="info"))
+    if node.gives_audio:
+        outputs.append(io.Audio.Output(display_name="audio"))
     return io.Schema(
         node_id=node.node_id,
         display_name=node.display_name,
@@ -234,18 +245,34 @@ def task_schema(node: TaskNode, description: str) -> io.Schema:
     )
 
 
+def audio_output(result: Generation) -> dict | None:
+    """ComfyUI's AUDIO: {"waveform": (1, channels, samples), "sample_rate"}; None when the
+    model made no audio track."""
+    if result.audio is None:
+        return None
+    import torch
+
+    waveform, rate = result.audio
+    return {"waveform": torch.from_numpy(waveform).unsqueeze(0), "sample_rate": rate}
+
+
 def task_output(node: TaskNode, result: Generation) -> io.NodeOutput:
     images = to_image_tensor(result.frames)
+    outputs = [images]
     if node.makes_video:
-        return io.NodeOutput(images, video_output(result, images), result.info)
-    return io.NodeOutput(images, result.info)
+        outputs.append(video_output(result, images))
+    outputs.append(result.info)
+    if node.gives_audio:
+        outputs.append(audio_output(result))
+    return io.NodeOutput(*outputs)
 
 
 class ParaDiTTextToVideo(io.ComfyNode):
     @classmethod
     def define_schema(cls) -> io.Schema:
         return task_schema(
-            TEXT_TO_VIDEO, "Text to video on the paradit backend (e.g. Wan 2.1, CogVideoX)."
+            TEXT_TO_VIDEO,
+            "Text to video on the paradit backend (e.g. Wan 2.1, CogVideoX; LTX-2 with its audio).",
         )
 
     @classmethod
@@ -275,6 +302,24 @@ class ParaDiTTextToImage(io.ComfyNode):
     @classmethod
     def execute(cls, backend: BackendHandle, **values) -> io.NodeOutput:
         return task_output(TEXT_TO_IMAGE, run_task(TEXT_TO_IMAGE, backend, values))
+
+
+class ParaDiTImageEdit(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return task_schema(
+            IMAGE_EDIT,
+            "Edit an image by instruction on the paradit backend (Qwen-Image-Edit; Flux.2 with "
+            "reference images). Width and height 0: the first image's aspect at the model's "
+            "pixel budget.",
+        )
+
+    @classmethod
+    def execute(
+        cls, backend: BackendHandle, image, image_2=None, image_3=None, **values
+    ) -> io.NodeOutput:
+        result = run_task(IMAGE_EDIT, backend, values, image, (image_2, image_3))
+        return task_output(IMAGE_EDIT, result)
 
 
 class ParaDiTLora(io.ComfyNode):
@@ -329,6 +374,7 @@ NODES: list[type[io.ComfyNode]] = [
     ParaDiTTextToVideo,
     ParaDiTImageToVideo,
     ParaDiTTextToImage,
+    ParaDiTImageEdit,
     ParaDiTLora,
     ParaDiTStepCache,
 ]

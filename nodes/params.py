@@ -9,7 +9,7 @@ workflow file gives each node the right widgets in the right order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..backend import contract
@@ -30,6 +30,11 @@ KNOWN_HUB_MODELS: tuple[str, ...] = (
     "Wan-AI/Wan2.2-I2V-A14B-Diffusers",
     "black-forest-labs/FLUX.1-dev",
     "black-forest-labs/FLUX.1-schnell",
+    "black-forest-labs/FLUX.2-dev",
+    "black-forest-labs/FLUX.2-klein-4B",
+    "Qwen/Qwen-Image",
+    "Tongyi-MAI/Z-Image-Turbo",
+    "Qwen/Qwen-Image-Edit-2509",
     "THUDM/CogVideoX-2b",
     "THUDM/CogVideoX-5b",
     "THUDM/CogVideoX-5b-I2V",
@@ -218,19 +223,44 @@ class TaskNode:
     defaults: dict[str, Any] = field(default_factory=dict, compare=False)
     """Request field -> the widget's default for this node (else the table's default)."""
     needs_image: bool = False
+    extra_images: int = 0
+    """Optional IMAGE inputs after `image` (`image_2`, `image_3`, ...): the request's `images`."""
+    auto_size: bool = False
+    """Width and height may be 0 (their default): the node leaves them out and the backend
+    sizes the output (an edit: the first image's aspect at the model's pixel budget)."""
 
     @property
     def params(self) -> tuple[Param, ...]:
         """The widgets: the request fields of this node's task that have one, in table order."""
-        return tuple(
-            field_param(f, self.defaults.get(f.name, f.default))
-            for f in request_fields()
-            if f.widget and self.task in f.tasks
-        )
+        return tuple(self._param(f) for f in request_fields() if f.widget and self.task in f.tasks)
+
+    def _param(self, f: RequestField) -> Param:
+        param = field_param(f, self.defaults.get(f.name, f.default))
+        if self.auto_size and f.name in AUTO_SIZE_FIELDS:
+            tooltip = f"{param.tooltip} 0: from the first image ({AUTO_SIZE_HELP})."
+            return replace(param, default=0, low=0, tooltip=tooltip)
+        return param
+
+    @property
+    def image_inputs(self) -> tuple[str, ...]:
+        """The IMAGE inputs, in order: `image`, then the optional `image_2`, ..."""
+        if not self.needs_image:
+            return ()
+        return ("image", *(f"image_{i}" for i in range(2, self.extra_images + 2)))
 
     @property
     def makes_video(self) -> bool:
-        return self.task != contract.TEXT_TO_IMAGE
+        return self.task not in (contract.TEXT_TO_IMAGE, contract.IMAGE_EDIT)
+
+    @property
+    def gives_audio(self) -> bool:
+        """An AUDIO output after the others: the track a model generates with the video
+        (LTX-2), None from the models that make none."""
+        return self.task == contract.TEXT_TO_VIDEO
+
+
+AUTO_SIZE_FIELDS = ("width", "height")
+AUTO_SIZE_HELP = "its aspect at the model's pixel budget, e.g. Qwen-Image-Edit's 1024x1024"
 
 
 _VIDEO_DEFAULTS = {
@@ -256,7 +286,16 @@ TEXT_TO_IMAGE = TaskNode(
     contract.TEXT_TO_IMAGE,
     {"width": 1024, "height": 1024, "num_inference_steps": 28, "guidance_scale": 3.5},
 )
-TASK_NODES: tuple[TaskNode, ...] = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE)
+IMAGE_EDIT = TaskNode(
+    "ParaDiTImageEdit",
+    "ParaDiT Image Edit",
+    contract.IMAGE_EDIT,
+    {"num_inference_steps": 40, "guidance_scale": 4.0},
+    needs_image=True,
+    extra_images=2,
+    auto_size=True,
+)
+TASK_NODES: tuple[TaskNode, ...] = (TEXT_TO_VIDEO, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, IMAGE_EDIT)
 
 BACKEND_NODE_ID = "ParaDiTBackend"
 BACKEND_TYPE = "PARADIT_BACKEND"

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..backend.client.http import BackendError, Client, JobFailed, encode_image
 from ..backend.client.summary import backend_summary, plan_text  # noqa: F401 (the node's plan)
-from .params import TaskNode
+from ..backend.contract import IMAGE_EDIT, model_tasks, task_name
+from .params import AUTO_SIZE_FIELDS, TaskNode
 
 if TYPE_CHECKING:
     import torch
@@ -40,20 +41,36 @@ class Generation:
     fps: int
     job: dict[str, Any]
     info: str
+    audio: tuple[np.ndarray, int] | None = None
+    """The audio track generated with the video (LTX-2): float32 (channels, samples) in -1..1
+    and its sample rate; None for models that make none."""
 
 
-def build_request(node: TaskNode, values: dict[str, Any], image_png: bytes | None = None) -> dict:
-    """The body of `POST /v1/jobs` from a node's widget values (the backend validates it)."""
+def build_request(
+    node: TaskNode,
+    values: dict[str, Any],
+    image_png: bytes | None = None,
+    more_pngs: tuple[bytes, ...] = (),
+) -> dict:
+    """The body of `POST /v1/jobs` from a node's widget values (the backend validates it);
+    `more_pngs`: the optional IMAGE inputs after `image` (an edit's `images`)."""
     if node.needs_image and image_png is None:
-        raise ValueError(f"{node.node_id} needs a start image: connect an IMAGE to `image`")
+        what = "an image to edit" if node.task == IMAGE_EDIT else "a start image"
+        raise ValueError(f"{node.node_id} needs {what}: connect an IMAGE to `image`")
     convert = {"int": int, "float": float, "text": str}
     body = {
         param.field: convert[param.kind](values[param.name])
         for param in node.params
         if param.name in values
     }
+    if node.auto_size:  # 0: the backend sizes the output from the image
+        for name in AUTO_SIZE_FIELDS:
+            if body.get(name) == 0:
+                del body[name]
     if image_png is not None:
         body["image"] = encode_image(image_png)
+    if more_pngs:
+        body["images"] = [encode_image(png) for png in more_pngs]
     return body
 
 
@@ -61,13 +78,14 @@ def check_task(node: TaskNode, info: dict[str, Any]) -> None:
     """ValueError unless the backend's model does what the node asks."""
     limits = info.get("limits", {})
     task = info.get("task") or limits.get("task")
-    if node.needs_image and limits.get("accepts_image"):
-        return  # text- and image-to-video in one model (Wan 2.2 TI2V-5B)
-    if task != node.task:
-        raise ValueError(
-            f"{node.node_id} runs {node.task}, but the backend serves {info.get('model')!r} "
-            f"({task}); choose a {node.task} model in ParaDiTBackend"
-        )
+    if node.task in model_tasks(task, bool(limits.get("accepts_image"))):
+        return  # its own task, or the image task of a model that takes an image
+    wanted = task_name(node.task)
+    raise ValueError(
+        f"{node.node_id} runs {wanted}, but the backend serves {info.get('model')!r} "
+        f"({task}); choose {'an' if wanted[0] in 'aeiou' else 'a'} {wanted} model in "
+        "ParaDiTBackend"
+    )
 
 
 class _Watch:
@@ -158,7 +176,8 @@ def generate(
         raise
     frames, video = fetch_outputs(client, job)
     fps = int(info.get("limits", {}).get("fps", 16))
-    return Generation(frames, video, fps, job, describe(info, job))
+    audio = wav_track(client.audio(job["id"])) if "audio.wav" in job.get("files", ()) else None
+    return Generation(frames, video, fps, job, describe(info, job), audio)
 
 
 class _Previews:
@@ -198,6 +217,16 @@ def fetch_outputs(client: Client, job: dict[str, Any]) -> tuple[np.ndarray, byte
             frames.append(np.asarray(img.convert("RGB")))
     video = client.video(job["id"]) if job["num_frames"] > 1 else None
     return np.stack(frames), video
+
+
+def wav_track(data: bytes) -> tuple[np.ndarray, int]:
+    """The backend's 16-bit WAV as float32 (channels, samples) in -1..1 and its rate."""
+    import wave
+
+    with wave.open(io.BytesIO(data)) as wav:
+        channels, rate = wav.getnchannels(), wav.getframerate()
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    return (samples.reshape(-1, channels).T / 32767.0).astype(np.float32), rate  # as written
 
 
 def describe(info: dict[str, Any], job: dict[str, Any]) -> str:

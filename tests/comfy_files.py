@@ -491,3 +491,101 @@ def hunyuan15_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Te
         assert new not in out, new
         out[new] = value
     return out
+
+
+# -- Z-Image (z_image_turbo_bf16 and its Qwen3 text encoder, qwen_3_4b) -----------------------
+
+_Z_IMAGE_INVERSE = (
+    ("all_x_embedder.2-1.", "x_embedder."),
+    ("all_final_layer.2-1.", "final_layer."),
+    (".attention.to_out.0.", ".attention.out."),
+    (".attention.norm_q.", ".attention.q_norm."),
+    (".attention.norm_k.", ".attention.k_norm."),
+)
+
+
+def z_image_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' ZImageTransformer2DModel state dict -> the original names ComfyUI's
+    `z_image_turbo` file uses: q, k and v fused as `attention.qkv` (in that order), the output
+    projection `attention.out`, `x_embedder` and `final_layer` without diffusers' `2-1`."""
+    out = {}
+    for name, value in state.items():
+        if re.search(r"\.attention\.to_[kv]\.weight$", name):
+            continue
+        if m := re.match(r"^(.+\.attention)\.to_q\.weight$", name):
+            parts = [state[f"{m[1]}.to_{x}.weight"] for x in "qkv"]
+            out[f"{m[1]}.qkv.weight"] = torch.cat(parts)
+            continue
+        for new, old in _Z_IMAGE_INVERSE:
+            name = name.replace(new, old)
+        out[name] = value
+    return out
+
+
+def qwen3_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Qwen3Model state dict as ComfyUI's Qwen3 file holds it: Hugging Face's causal-LM
+    names (under `model.`), the output head tied (left out)."""
+    return {"model." + k: v for k, v in state.items()}
+
+
+# -- Flux.2 (Black Forest Labs' names, as ComfyUI's diffusion_models hold FLUX.2 and Klein) ---
+
+_FLUX2_WHOLE = {
+    "x_embedder": "img_in",
+    "context_embedder": "txt_in",
+    "time_guidance_embed.timestep_embedder.linear_1": "time_in.in_layer",
+    "time_guidance_embed.timestep_embedder.linear_2": "time_in.out_layer",
+    "time_guidance_embed.guidance_embedder.linear_1": "guidance_in.in_layer",
+    "time_guidance_embed.guidance_embedder.linear_2": "guidance_in.out_layer",
+    "double_stream_modulation_img.linear": "double_stream_modulation_img.lin",
+    "double_stream_modulation_txt.linear": "double_stream_modulation_txt.lin",
+    "single_stream_modulation.linear": "single_stream_modulation.lin",
+    "proj_out": "final_layer.linear",
+}
+_FLUX2_DOUBLE = {
+    "attn.norm_q.weight": "img_attn.norm.query_norm.scale",
+    "attn.norm_k.weight": "img_attn.norm.key_norm.scale",
+    "attn.norm_added_q.weight": "txt_attn.norm.query_norm.scale",
+    "attn.norm_added_k.weight": "txt_attn.norm.key_norm.scale",
+    "attn.to_out.0.weight": "img_attn.proj.weight",
+    "attn.to_add_out.weight": "txt_attn.proj.weight",
+    "ff.linear_in.weight": "img_mlp.0.weight",
+    "ff.linear_out.weight": "img_mlp.2.weight",
+    "ff_context.linear_in.weight": "txt_mlp.0.weight",
+    "ff_context.linear_out.weight": "txt_mlp.2.weight",
+}
+_FLUX2_SINGLE = {
+    "attn.to_qkv_mlp_proj.weight": "linear1.weight",
+    "attn.to_out.weight": "linear2.weight",
+    "attn.norm_q.weight": "norm.query_norm.scale",
+    "attn.norm_k.weight": "norm.key_norm.scale",
+}
+
+
+def flux2_bfl(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' Flux2Transformer2DModel state dict -> Black Forest Labs' Flux.2 names: q/k/v
+    fused per stream (`img_attn.qkv`, `txt_attn.qkv`), norms as `.scale`, the final
+    modulation as (shift, scale) where diffusers holds (scale, shift)."""
+    out = {}
+    for name, value in state.items():
+        if m := re.match(r"^transformer_blocks\.(\d+)\.(.+)$", name):
+            block, rest = f"double_blocks.{m[1]}.", m[2]
+            if rest in ("attn.to_q.weight", "attn.add_q_proj.weight"):
+                stream, parts = ("img", "to_{}") if "to_q" in rest else ("txt", "add_{}_proj")
+                qkv = [
+                    state[f"transformer_blocks.{m[1]}.attn.{parts.format(x)}.weight"] for x in "qkv"
+                ]
+                out[f"{block}{stream}_attn.qkv.weight"] = torch.cat(qkv)
+            elif rest in _FLUX2_DOUBLE:
+                out[block + _FLUX2_DOUBLE[rest]] = value
+            continue
+        if m := re.match(r"^single_transformer_blocks\.(\d+)\.(.+)$", name):
+            out[f"single_blocks.{m[1]}.{_FLUX2_SINGLE[m[2]]}"] = value
+            continue
+        if name == "norm_out.linear.weight":
+            scale, shift = value.chunk(2)
+            out["final_layer.adaLN_modulation.1.weight"] = torch.cat([shift, scale])
+            continue
+        module, _, kind = name.rpartition(".")
+        out[f"{_FLUX2_WHOLE[module]}.{kind}"] = value
+    return out

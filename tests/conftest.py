@@ -18,6 +18,8 @@ import json
 import os
 import re
 import socket
+import subprocess
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -101,6 +103,28 @@ class Backends:
         self._running.move_to_end(key)
         self._in_use.add(key)
         return backend
+
+    def paradit(
+        self, *args: str, env: dict[str, str], timeout: float = 300
+    ) -> subprocess.CompletedProcess:
+        """`paradit <args>` forked from this worker's zygote, as `subprocess.run` with
+        `capture_output=True, text=True` runs it: the real command (`cli.main`, the groups it
+        starts are fresh `paradit serve` processes), minus its own imports. For commands whose
+        files, exit code or report a test checks; a test of what a fresh interpreter prints
+        (one-line errors, start-up, signals) starts one."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = self.zygote().spawn(list(args), env, os.getcwd(), out.fileno(), err.fileno())
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode(errors="replace")
+            stderr = err.read().decode(errors="replace")
+        return subprocess.CompletedProcess(["paradit", *args], code, stdout, stderr)
 
     def _make_room(self, world_size: int) -> None:
         live = sum(b.config.world_size for b in self._running.values())

@@ -7,6 +7,10 @@
   as a full `diff` and an all-zero norm `diff` besides.
 - `kohya_flux_lora`: Kohya/sd-scripts Flux keys (`lora_unet_double_blocks_N_img_attn_qkv`,
   fused q/k/v that diffusers' converter splits, with `alpha`; `..._img_attn_proj`).
+- `z_image_loras`, `flux2_loras`: one Z-Image / Flux.2 LoRA in each layout their diffusers
+  mixins read (`ZImageLoraLoaderMixin`, `Flux2LoraLoaderMixin`): PEFT, Kohya (`lora_unet_…`,
+  `lora_down`/`lora_up`/`alpha`) and ai-toolkit's (`diffusion_model.…` `lora_A`/`lora_B`; for
+  Flux.2 in BFL's names, fused q/k/v and the single blocks' `linear1`/`linear2`).
 
 Seeded: the same arguments give the same bytes.
 """
@@ -103,3 +107,102 @@ def kohya_flux_lora(path: Path, transformer: torch.nn.Module, *, seed: int, rank
         tensors |= {f"{key}_proj.lora_down.weight": down, f"{key}_proj.lora_up.weight": up}
     save_file(tensors, str(path))
     return path
+
+
+def _write(path: Path, generator: torch.Generator, layers: dict[str, tuple], kohya: bool) -> Path:
+    """`layers`: file key of a layer -> (out_features, in_features[, alpha]); Kohya's keys
+    take `lora_down`/`lora_up` (and `alpha`), the others `lora_A`/`lora_B`."""
+    down, up = ("lora_down", "lora_up") if kohya else ("lora_A", "lora_B")
+    tensors = {}
+    for key, (out_f, in_f, *alpha) in layers.items():
+        a, b = _pair(generator, out_f, in_f, 4, 0.2)
+        tensors |= {f"{key}.{down}.weight": a, f"{key}.{up}.weight": b}
+        if alpha:
+            tensors[f"{key}.alpha"] = torch.tensor(float(alpha[0]))
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path))
+    return path
+
+
+def _shape(weights: dict[str, torch.Tensor], module: str) -> tuple[int, int]:
+    return tuple(weights[f"{module}.weight"].shape)
+
+
+def z_image_loras(folder: Path, transformer: torch.nn.Module, *, seed: int) -> dict[str, Path]:
+    """Z-Image LoRAs `z_peft`, `z_kohya` (main and refiner layers, alpha 2 at rank 4) and
+    `z_aitk` in `folder`, by layout."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = dict(transformer.named_parameters())
+    layers = range(len(transformer.layers))
+    peft = {
+        f"transformer.layers.{i}.{m}": _shape(weights, f"layers.{i}.{m}")
+        for i in layers
+        for m in ("attention.to_q", "attention.to_out.0", "feed_forward.w1")
+    }
+    kohya = {
+        f"lora_unet_layers_{i}_{theirs}": (*_shape(weights, f"layers.{i}.{ours}"), 2)
+        for i in layers
+        for ours, theirs in (
+            ("attention.to_k", "attention_to_k"),
+            ("attention.to_out.0", "attention_out"),
+            ("feed_forward.w2", "feed_forward_w2"),
+        )
+    }
+    kohya |= {
+        f"lora_unet_noise_refiner_{i}_attention_to_v": (
+            *_shape(weights, f"noise_refiner.{i}.attention.to_v"),
+            2,
+        )
+        for i in range(len(transformer.noise_refiner))
+    }
+    aitk = {
+        f"diffusion_model.layers.{i}.{m}": _shape(weights, f"layers.{i}.{m}")
+        for i in layers
+        for m in ("attention.to_q", "attention.to_v", "feed_forward.w3")
+    }
+    return {
+        "z_peft": _write(folder / "z_peft.safetensors", generator, peft, False),
+        "z_kohya": _write(folder / "z_kohya.safetensors", generator, kohya, True),
+        "z_aitk": _write(folder / "z_aitk.safetensors", generator, aitk, False),
+    }
+
+
+def flux2_loras(folder: Path, transformer: torch.nn.Module, *, seed: int) -> dict[str, Path]:
+    """Flux.2 LoRAs `f2_peft`, `f2_kohya` (fused image q/k/v, text projection and single
+    blocks' `linear2`, with alphas) and `f2_aitk` (BFL names: fused text q/k/v, image MLP out,
+    single blocks' fused `linear1`) in `folder`, by layout."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = dict(transformer.named_parameters())
+    double = range(len(transformer.transformer_blocks))
+    single = range(len(transformer.single_transformer_blocks))
+    hidden = transformer.transformer_blocks[0].attn.to_q.weight.shape[0]
+    peft = {
+        f"transformer.transformer_blocks.{i}.{m}": _shape(weights, f"transformer_blocks.{i}.{m}")
+        for i in double
+        for m in ("attn.to_q", "attn.add_k_proj", "ff.linear_in")
+    }
+    peft |= {
+        f"transformer.single_transformer_blocks.{i}.attn.to_qkv_mlp_proj": _shape(
+            weights, f"single_transformer_blocks.{i}.attn.to_qkv_mlp_proj"
+        )
+        for i in single
+    }
+    kohya = {}
+    for i in double:
+        kohya[f"lora_unet_double_blocks_{i}_img_attn_qkv"] = (3 * hidden, hidden, 2)
+        kohya[f"lora_unet_double_blocks_{i}_txt_attn_proj"] = (hidden, hidden, 2)
+    for i in single:
+        module = f"single_transformer_blocks.{i}.attn.to_out"
+        kohya[f"lora_unet_single_blocks_{i}_linear2"] = (*_shape(weights, module), 8)
+    aitk = {}
+    for i in double:
+        aitk[f"diffusion_model.double_blocks.{i}.txt_attn.qkv"] = (3 * hidden, hidden)
+        module = f"transformer_blocks.{i}.ff.linear_out"
+        aitk[f"diffusion_model.double_blocks.{i}.img_mlp.2"] = _shape(weights, module)
+    for i in single:
+        module = f"single_transformer_blocks.{i}.attn.to_qkv_mlp_proj"
+        aitk[f"diffusion_model.single_blocks.{i}.linear1"] = _shape(weights, module)
+    return {
+        "f2_peft": _write(folder / "f2_peft.safetensors", generator, peft, False),
+        "f2_kohya": _write(folder / "f2_kohya.safetensors", generator, kohya, True),
+        "f2_aitk": _write(folder / "f2_aitk.safetensors", generator, aitk, False),
+    }

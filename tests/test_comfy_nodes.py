@@ -70,7 +70,7 @@ FAKE_FILES = {
             Schema=lambda **fields: SimpleNamespace(**fields),
             **{name: _comfy_type(t) for name, t in [("Int", "INT"), ("Float", "FLOAT"),
                ("String", "STRING"), ("Combo", "COMBO"), ("Image", "IMAGE"), ("Video", "VIDEO"),
-               ("Boolean", "BOOLEAN")]},
+               ("Boolean", "BOOLEAN"), ("Audio", "AUDIO")]},
         )
         InputImpl = SimpleNamespace(VideoFromFile=VideoFromFile,
                                     VideoFromComponents=VideoFromComponents)
@@ -243,8 +243,8 @@ def test_comfyui_loads_the_pack_under_its_folder_name(fake_comfy, tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == (
-        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage ParaDiTLora "
-        "ParaDiTStepCache"
+        "ParaDiTBackend ParaDiTTextToVideo ParaDiTImageToVideo ParaDiTTextToImage "
+        "ParaDiTImageEdit ParaDiTLora ParaDiTStepCache"
     )
     assert lines[1].endswith(" True")
 
@@ -263,14 +263,15 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
     assert optional == [p.name for p in BACKEND_PARAMS[5:]]  # appended after the first five
     assert {"gpu_memory", "offload", "vae_tiling", "vae_tile", "dp_degree"} <= set(optional)
     assert {"cfg_degree", "ulysses_degree", "ring_degree", "no_shard", "plan_for"} <= set(optional)
-    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:4], strict=True):
+    for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:5], strict=True):
         schema = cls.define_schema()
         assert schema.node_id == node.node_id and schema.category == "paradit"
-        links = ["backend", *(["image"] if node.needs_image else [])]
+        links = ["backend", *node.image_inputs]
         assert [i.id for i in schema.inputs] == links + [p.name for p in node.params]
         seed = next(i for i in schema.inputs if i.id == "seed")
         assert seed.options["control_after_generate"] is True
         expected = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        expected += ["AUDIO"] if node.gives_audio else []  # appended: older links stay valid
         assert [o.io_type for o in schema.outputs] == expected
 
 
@@ -470,7 +471,8 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
 
     comfy.utils.UPDATES.clear()
     comfy.utils.PREVIEWS.clear()
-    images, video, info = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    images, video, info, audio = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    assert audio is None, "tiny-wan makes no audio track"
     assert images.shape == (5, 32, 32, 3) and images.dtype == torch.float32
     assert isinstance(video, comfy_v3.InputImpl.VideoFromFile)
     assert video.file.getvalue()[4:8] == b"ftyp", "an mp4"
@@ -480,7 +482,7 @@ def test_text_to_video_node_outputs(comfy_v3, handle):
     kind, picture, max_side = comfy.utils.PREVIEWS[-1]
     assert kind == "JPEG" and picture.size == (32, 32) and max_side == 512
 
-    single, still, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
+    single, still, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values(frames=1)).args
     assert single.shape == (1, 32, 32, 3)
     assert isinstance(still, comfy_v3.InputImpl.VideoFromComponents)
     assert still.components.frame_rate == 16 and still.components.images is single
@@ -515,14 +517,14 @@ def test_lora_nodes_chain_onto_the_backend(comfy_v3, handle, backends, monkeypat
         0.5,
         -0.25,
     ]
-    with_loras, _, _ = comfy_v3.ParaDiTTextToVideo.execute(second, **values()).args
+    with_loras, _, _, _ = comfy_v3.ParaDiTTextToVideo.execute(second, **values()).args
     client = handle.client()
     record = client.record(client.jobs()[0]["id"])
     assert [(item["name"], item["strength"]) for item in record["loras"]] == [
         ("styles/node.safetensors", 0.5),
         ("styles/node.safetensors", -0.25),
     ]
-    plain, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
+    plain, _, _, _ = comfy_v3.ParaDiTTextToVideo.execute(handle, **values()).args
     assert not torch.equal(with_loras, plain)
     (high,) = comfy_v3.ParaDiTLora.execute(handle, "styles/node.safetensors", 1.0, "high").args
     assert high.lora_items() == [{"name": "styles/node.safetensors", "high": 1.0, "low": 0.0}]

@@ -1,6 +1,6 @@
 """The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle, lost ranks.
 
-Cost: about 35 s (in the suite's two-worker run on 2 cores).
+Cost: about 28 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -205,18 +204,21 @@ def _is_zombie(pid: int) -> bool:
 
 
 @pytest.fixture
-def served_with_token(tmp_path) -> Iterator[Client]:
-    """`paradit serve --token s3cret` on tiny-flux (a LocalBackend never passes a token on)."""
+def served_with_token(tmp_path, backends) -> Iterator[Client]:
+    """`paradit serve --token s3cret` on tiny-flux (a LocalBackend never passes a token on),
+    forked from the worker's zygote (its own session, as a started one)."""
     flags = "--model tiny-flux --world-size 1 --device cpu --threads 1 --port 0 --token s3cret"
-    cmd = [sys.executable, "-m", "paradit", "serve", *flags.split()]
-    cmd += ["--output-dir", str(tmp_path / "out")]
+    argv = ["serve", *flags.split(), "--output-dir", str(tmp_path / "out")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-        start_new_session=True,
-    )  # fmt: skip
+    read_end, write_end = os.pipe()
+    with open(os.devnull, "wb") as devnull:
+        try:
+            proc = backends.zygote().spawn(argv, env, os.getcwd(), write_end, devnull.fileno())
+        finally:
+            os.close(write_end)
+    stdout = open(read_end, encoding="utf-8", errors="replace")  # noqa: SIM115
     try:
-        line = proc.stdout.readline()  # the ready line, or "" if it exited first
+        line = stdout.readline()  # the ready line, or "" if it exited first
         match = re.search(r"\bready\b.*?(http://\S+)", line)
         assert match, f"no ready line: {line!r}"
         yield Client(match.group(1))
@@ -227,6 +229,7 @@ def served_with_token(tmp_path) -> Iterator[Client]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        stdout.close()
 
 
 def test_token_is_required_when_set(served_with_token):

@@ -2,14 +2,13 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
 paths on CPU.
 
-Cost: about 52 s (in the suite's two-worker run on 2 cores).
+Cost: about 46 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -191,13 +190,10 @@ def test_info_and_job_json_show_the_plan_and_paradit_plan_agrees(backends):
     assert record["measured"]["0"]["peak_bytes"] > 0
     args = "--model tiny-wan --gpus 1 --gpu-memory 0.05 --device cpu --width 64 --height 64"
     args += f" --lora-cache-gib {POOL_LORA_CACHE_GIB}"  # the pool's backends have a --lora-dir
-    report = subprocess.run(
-        [sys.executable, "-m", "paradit", "plan", *args.split(), "--frames", "5", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    report = backends.paradit(
+        "plan", *args.split(), "--frames", "5", "--json", env=dict(os.environ)
     )
+    assert report.returncode == 0, report.stderr
     planned = json.loads(report.stdout)["memory"]
     for key in ("level", "dit", "text_encoder"):
         assert planned[key] == memory[key]

@@ -13,10 +13,13 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2KleinPipeline,
     Flux2Pipeline,
     FluxPipeline,
     HunyuanVideo15ImageToVideoPipeline,
     HunyuanVideo15Pipeline,
+    LTX2Pipeline,
+    QwenImageEditPlusPipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
     WanPipeline,
@@ -44,6 +47,9 @@ PIPELINE_CLASSES = {
     "tiny-z-image": ZImagePipeline,
     "tiny-flux2": Flux2Pipeline,
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
+    "tiny-ltx2": LTX2Pipeline,
+    "tiny-flux2-klein": Flux2KleinPipeline,
+    "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
 }
 IMAGE_TO_VIDEO = {
     "tiny-wan-i2v",
@@ -62,6 +68,8 @@ CHAT_TEMPLATED = {
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-z-image",
     "tiny-flux2",
+    "tiny-flux2-klein",
+    "tiny-qwen-image-edit",
 }
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
 TWO_TOKENIZERS = {"tiny-flux", "tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
@@ -110,8 +118,11 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
-    elif name == "tiny-flux2":
-        del kwargs["negative_prompt"]  # the guidance is embedded: no negative branch
+    elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
+        kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
+        kwargs["max_sequence_length"] = 32
+    elif name in ("tiny-flux2", "tiny-flux2-klein"):
+        del kwargs["negative_prompt"]  # embedded guidance (dev), distilled (Klein): one branch
         kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
@@ -119,7 +130,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    return np.asarray(out.images if name in IMAGES | {"tiny-z-image", "tiny-flux2"} else out.frames)
+    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein"}
+    return np.asarray(out.images if name in images else out.frames)
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +170,9 @@ WEIGHT_DIGESTS = {
     "tiny-z-image": "6878fb3f031ace96",
     "tiny-flux2": "593c592972a3f452",
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
+    "tiny-ltx2": "229ec387508f4102",
+    "tiny-flux2-klein": "da9f63359456b6d5",
+    "tiny-qwen-image-edit": "a107f66bc2542c26",
 }
 
 
@@ -185,6 +200,9 @@ def test_preset_names_and_bad_input():
         "tiny-z-image",
         "tiny-flux2",
         "tiny-hunyuanvideo1.5-i2v",
+        "tiny-ltx2",
+        "tiny-flux2-klein",
+        "tiny-qwen-image-edit",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -243,7 +261,8 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
     if name in GUIDERS:
         assert _public(loaded.guider.config) == _public(preset.guider.config)
-    if name not in IMAGE_TO_VIDEO:  # i2v runs in its own test
+    # i2v runs in its own test; the edit's 4096 reference tokens a step in test_image_edit.py
+    if name not in IMAGE_TO_VIDEO | {"tiny-qwen-image-edit"}:
         # Loaded weights are views at the file's offsets; CPU GEMV rounding depends on alignment.
         assert align_cpu_weights(loaded) > 0
         assert align_cpu_weights(loaded) == 0

@@ -4,7 +4,7 @@ Real `paradit serve` groups on CPU/gloo; a replica of one rank runs every kernel
 shapes of world size 1 and a CFG-only replica keeps them too, so those outputs (frames and,
 with --save-latents, the final latents) are compared byte for byte.
 
-Cost: about 102 s (in the suite's two-worker run on 2 cores).
+Cost: about 80 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_job, wait_for
-from test_cli import paradit
+from conftest import Backends, run_job, wait_for
+from test_cli import ENV
 
 BODY = {"width": 64, "height": 64, "num_inference_steps": 3}
 WAN = {**BODY, "num_frames": 5}
@@ -29,11 +29,12 @@ def _frames(folder: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted((folder / "frames").iterdir())]
 
 
-def _batch(out: Path, model: str, *backend: str) -> None:
+def _batch(backends: Backends, out: Path, model: str, *backend: str) -> None:
+    """`paradit batch` (forked from the worker's zygote) of PROMPTS x seeds 3-4 into `out`."""
     prompts = out.parent / f"{out.name}-prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n")
     body = BODIES[model]
-    result = paradit(
+    result = backends.paradit(
         "batch",
         "--prompts",
         str(prompts),
@@ -50,6 +51,7 @@ def _batch(out: Path, model: str, *backend: str) -> None:
         "--out",
         str(out),
         *backend,
+        env=ENV,
     )
     assert result.returncode == 0, result.stderr
 
@@ -61,12 +63,12 @@ FOLDERS = ["0000-seed3", "0000-seed4", "0001-seed3", "0001-seed4"]
 @pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux"])
 def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, model):
     one, two = tmp_path / "one", tmp_path / "two"
-    _batch(one, model, "--server", backends.get(model, 1).url)
+    _batch(backends, one, model, "--server", backends.get(model, 1).url)
     if model == "tiny-wan":  # the batch command starts its own two-replica group
         own = ("--model", model, "--world-size", "2", "--dp-degree", "2", "--device", "cpu")
-        _batch(two, model, *own, "--threads", "1")
+        _batch(backends, two, model, *own, "--threads", "1")
     else:
-        _batch(two, model, "--server", backends.get(model, 2, "--dp-degree", "2").url)
+        _batch(backends, two, model, "--server", backends.get(model, 2, "--dp-degree", "2").url)
     for out in (one, two):
         assert sorted(p.name for p in out.iterdir() if p.is_dir()) == FOLDERS
     for folder in FOLDERS:
@@ -94,11 +96,11 @@ def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, model):
 def test_batch_skips_items_already_complete(tmp_path, backends):
     url = backends.get("tiny-flux", 2, "--dp-degree", "2").url
     out = tmp_path / "out"
-    _batch(out, "tiny-flux", "--server", url)
+    _batch(backends, out, "tiny-flux", "--server", url)
     ids = {f: json.loads((out / f / "job.json").read_text())["id"] for f in FOLDERS}
     frames = _frames(out / FOLDERS[2])
     (out / FOLDERS[2] / "job.json").unlink()  # an item interrupted before it completed
-    _batch(out, "tiny-flux", "--server", url)
+    _batch(backends, out, "tiny-flux", "--server", url)
     again = {f: json.loads((out / f / "job.json").read_text())["id"] for f in FOLDERS}
     assert [f for f in FOLDERS if again[f] != ids[f]] == [FOLDERS[2]]
     assert _frames(out / FOLDERS[2]) == frames
@@ -216,9 +218,10 @@ def _decoded(client, job) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.timeout(600)
-def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path):
+def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path, backends):
+    from conftest import WarmBackend
+
     from paradit.backend.client import JobFailed
-    from paradit.backend.client.local import LocalBackend
     from paradit.backend.config import ServeConfig
 
     config = ServeConfig(
@@ -232,7 +235,10 @@ def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path):
         port=0,
     )
     env = {"PARADIT_FAULT": "rank=1,at=step:2,kind=exit"}  # replica 1's only rank
-    with LocalBackend(config, start_timeout_s=300, log_file=tmp_path / "serve.log", env=env) as b:
+    log_file = tmp_path / "serve.log"  # forked from the worker's zygote, rebuilt afresh
+    with WarmBackend(
+        backends.zygote(), config, start_timeout_s=300, log_file=log_file, env=env
+    ) as b:
         client = b.client
         old_pid = client.info()["ranks"][1]["pid"]
         body = {**WAN, "prompt": "x", "num_inference_steps": 6}

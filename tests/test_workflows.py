@@ -40,6 +40,10 @@ NAMES = (
     "paradit_wan22_text_to_video",
     "paradit_hunyuanvideo15_text_to_video",
     "paradit_hunyuanvideo15_image_to_video",
+    "paradit_qwen_image_text_to_image",
+    "paradit_z_image_text_to_image",
+    "paradit_flux2_text_to_image",
+    "paradit_image_edit",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -54,6 +58,10 @@ DEFAULT_MODELS = {
     "paradit_hunyuanvideo15_image_to_video": (
         "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v"
     ),
+    "paradit_qwen_image_text_to_image": "Qwen/Qwen-Image",
+    "paradit_z_image_text_to_image": "z_image_turbo_bf16.safetensors",
+    "paradit_flux2_text_to_image": "black-forest-labs/FLUX.2-dev",
+    "paradit_image_edit": "Qwen/Qwen-Image-Edit-2509",
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
@@ -62,7 +70,15 @@ FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2
         "text_encoder_2": NO_FILE,
         "vae": "wan_2.1_vae.safetensors",
     },
+    "paradit_z_image_text_to_image": {  # ComfyUI's Z-Image-Turbo template's files
+        "model_2": NO_FILE,
+        "text_encoder": "qwen_3_4b.safetensors",
+        "text_encoder_2": NO_FILE,
+        "vae": "ae.safetensors",
+    },
 }
+MODEL_PREFIXES = ("cogvideox_", "wan22_", "hunyuanvideo15_", "qwen_image_", "z_image_", "flux2_")
+"""A workflow's name: paradit_[MODEL_]TASK."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 # ComfyUI core nodes the workflows use, checked against Comfy-Org/ComfyUI a125cd84 (nodes.py:
@@ -105,9 +121,11 @@ def pack_nodes() -> dict[str, dict]:
         },
     }
     for node in TASK_NODES:
-        links = {"backend": BACKEND_TYPE, **({"image": "IMAGE"} if node.needs_image else {})}
+        links = {"backend": BACKEND_TYPE, **dict.fromkeys(node.image_inputs, "IMAGE")}
         outputs = ["IMAGE", *(["VIDEO"] if node.makes_video else []), "STRING"]
+        outputs += ["AUDIO"] if node.gives_audio else []
         nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
+        nodes[node.node_id]["optional_links"] = set(node.image_inputs[1:])
     return nodes
 
 
@@ -253,8 +271,10 @@ def test_ui_links_are_consistent(name):
         assert target["type"] in (link_type, "*"), f"link {link_id}: {link_type} -> {target}"
         assert nodes[src]["order"] < nodes[dst]["order"], "order must follow the links"
     for node in ui["nodes"]:
+        optional = KNOWN[node["type"]].get("optional_links", set())
         for slot in node["inputs"]:
-            assert slot["link"] is not None, f"{node['type']}.{slot['name']} is not connected"
+            connected = slot["link"] is not None or slot["name"] in optional
+            assert connected, f"{node['type']}.{slot['name']} is not connected"
         for output in node["outputs"]:
             for link_id in output["links"] or []:
                 assert link_id in link_ids
@@ -302,8 +322,8 @@ def test_workflow_defaults_to_a_real_model(name):
     task_ids = {n.task: n.node_id for n in TASK_NODES}
     used = {n["type"] for n in ui["nodes"]}
     task = name.removeprefix("paradit_")
-    for family in ("cogvideox_", "wan22_", "hunyuanvideo15_"):
-        task = task.removeprefix(family)
+    for prefix in MODEL_PREFIXES:
+        task = task.removeprefix(prefix)
     task = task.replace("_", "-")
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"

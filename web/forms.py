@@ -18,6 +18,9 @@ from ..backend.client import encode_image
 from ..backend.request import RequestField, lora_item, request_fields
 
 CUSTOM = "custom"
+FROM_IMAGE = "from-image"
+"""The size choice of edit models that leaves width and height out: the backend sizes the
+output from the first image (`Limits.edit_pixels`)."""
 RANDOM_SEED_BOUND = 2**32
 """Random seeds are drawn below this (it stays exact in a browser's float64 numbers)."""
 
@@ -43,6 +46,10 @@ def size_presets(limits: dict[str, Any]) -> list[tuple[str, str]]:
     if limits.get("fixed_width"):  # e.g. CogVideoX 1.0 image-to-video: 720x480 only
         return [(f"The only size ({width}×{height})", f"{width}x{height}"), ("Custom", CUSTOM)]
     choices = [(f"Default ({width}×{height})", f"{width}x{height}")]
+    if limits.get("edit_pixels"):  # an edit model: first (the default) when it needs an image
+        side = math.isqrt(limits["edit_pixels"])
+        from_image = (f"From the image (its aspect at {side}×{side} pixels)", FROM_IMAGE)
+        choices.insert(0 if limits.get("needs_image") else 1, from_image)
     area = width * height
     for label, ratio_w, ratio_h in _RATIOS:
         w = _snap(math.sqrt(area * ratio_w / ratio_h), limits)
@@ -52,8 +59,11 @@ def size_presets(limits: dict[str, Any]) -> list[tuple[str, str]]:
     return [*choices, ("Custom", CUSTOM)]
 
 
-def parse_size(value: str) -> tuple[int, int]:
-    """A preset value such as "832x480" as (width, height)."""
+def parse_size(value: str) -> tuple[int | None, int | None]:
+    """A preset value such as "832x480" as (width, height); FROM_IMAGE: (None, None), so the
+    body leaves both out."""
+    if value == FROM_IMAGE:
+        return None, None
     try:
         width, height = (int(part) for part in value.split("x"))
     except ValueError:
@@ -67,6 +77,8 @@ def mode_note(model: str, task: str) -> str:
         "text-to-video": "a Wan or CogVideoX text-to-video model (e.g. `--model tiny-wan`)",
         "image-to-video": "a Wan or CogVideoX image-to-video model (e.g. `--model tiny-wan-i2v`)",
         "text-to-image": "a Flux model (e.g. `--model tiny-flux`)",
+        "edit": "an image-edit model (e.g. `--model tiny-qwen-image-edit`; Flux.2 edits "
+        "with reference images too)",
     }
     lines = [f"This backend serves **{model}**, a **{task}** model; the other modes are off."]
     lines += [
@@ -97,14 +109,18 @@ def pick_seed(seed: Any, randomize: bool) -> int:
 
 def form_fields(task: str, limits: dict[str, Any] | None = None) -> tuple[RequestField, ...]:
     """The request fields the form shows for a model of `task` (marked `form`, read by it),
-    and the start image when the model's `limits` take one without needing it (text- and
-    image-to-video in one model: Wan 2.2 TI2V-5B)."""
-    optional_image = bool(limits and limits.get("accepts_image"))
-    return tuple(
-        f
-        for f in request_fields()
-        if f.form and (task in f.tasks or (optional_image and f.kind == "image"))
-    )
+    and the input image when the model's `limits` take one without needing it (text- and
+    image-to-video in one model: Wan 2.2 TI2V-5B; Flux.2's reference images), with the
+    further images when the model takes several (`max_images`)."""
+    optional = {"image"} if limits and limits.get("accepts_image") else set()
+    if optional and limits.get("max_images", 1) > 1:
+        optional.add("images")
+    return tuple(f for f in request_fields() if f.form and (task in f.tasks or f.kind in optional))
+
+
+def image_label(task: str) -> str:
+    """What the form calls the request's `image` for a model of `task`."""
+    return {"edit": "Image to edit", "text-to-image": "Reference image"}.get(task, "Start image")
 
 
 def label(f: RequestField) -> str:
@@ -166,7 +182,10 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
     for f in request_fields():
         value = values.get(f.name)
         if f.kind == "image" and limits.get("needs_image") and not value:
-            raise ValueError("image-to-video needs a start image: upload a PNG or JPEG")
+            what = "an image to edit" if limits.get("task") == "edit" else "a start image"
+            raise ValueError(f"this {limits.get('task')} model needs {what}: upload a PNG or JPEG")
+        if f.kind == "text" and not (value or f.form):
+            continue  # a text the form has no input for (the task) goes only when given
         if f.kind == "text":
             body[f.name] = value or ""
         elif f.random:
@@ -175,6 +194,9 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
             continue
         elif f.kind == "image":
             body[f.name] = encode_image(value)
+        elif f.kind == "images":  # uploaded files' paths
+            if value:
+                body[f.name] = [encode_image(path) for path in value]
         elif f.kind == "json":
             body[f.name] = value
         else:

@@ -1,9 +1,10 @@
 """Where the UI keeps things: one output folder per job, and the jobs each browser waits on.
 
 A job's folder `<output dir>/<job id>/` holds what the backend wrote (video.mp4 or image.png,
-frames/, job.json) plus frames.zip. Files are downloaded into a hidden temporary folder and
-moved into place one by one (atomic renames), frames.zip last: a folder with frames.zip is
-complete, and two browsers opening the same job at once cannot leave it half written. The
+frames/, audio.wav for LTX-2, job.json) plus frames.zip. Files are downloaded into a hidden
+temporary folder and moved into place one by one (atomic renames), frames.zip last: a folder
+with frames.zip is complete, and two browsers opening the same job at once cannot leave it
+half written. The
 folder may also be the backend's own output folder (same --output-dir on one machine).
 """
 
@@ -41,7 +42,7 @@ class JobOutputs:
 
     @property
     def downloads(self) -> list[Path]:
-        names = ("video.mp4", "image.png", "frames.zip", "job.json")
+        names = ("video.mp4", "audio.wav", "image.png", "frames.zip", "job.json")
         return [self.folder / name for name in names if (self.folder / name).is_file()]
 
 

@@ -36,11 +36,13 @@ from .forms import (
     CACHE_METHODS,
     CACHE_OFF,
     CUSTOM,
+    FROM_IMAGE,
     LORAS,
     SIZE_FIELDS,
     add_lora,
     cache_value,
     form_fields,
+    image_label,
     job_body,
     label,
     mode_note,
@@ -408,6 +410,8 @@ def _hidden_input(f: RequestField) -> gr.components.Component:
     gives it."""
     if f.kind == "image":
         return gr.Image(label=label(f), type="filepath", visible=False)
+    if f.kind == "images":
+        return gr.File(label=label(f), file_count="multiple", type="filepath", visible=False)
     if f.kind == "json":
         return gr.JSON(None, label=label(f), visible=False)
     if f.kind == "text":
@@ -420,7 +424,14 @@ def _field_input(f: RequestField, limits: dict[str, Any]) -> gr.components.Compo
     if f.kind == "text":
         return gr.Textbox(label=label(f), placeholder=f.help, lines=3 if f.required else 1)
     if f.kind == "image":
-        return gr.Image(label="Start image", type="filepath", sources=["upload", "clipboard"])
+        return gr.Image(
+            label=image_label(limits["task"]), type="filepath", sources=["upload", "clipboard"]
+        )
+    if f.kind == "images":
+        return gr.File(
+            label=f"More reference images (at most {limits.get('max_images', 1) - 1})",
+            file_count="multiple", type="filepath", file_types=["image"],
+        )  # fmt: skip
     if f.kind == "json":
         return gr.JSON(None, label=label(f))
     box = number_input(f, limits)
@@ -442,13 +453,14 @@ def _size_inputs(
     """The size presets, then the width and height boxes side by side."""
     presets = size_presets(limits)
     preset = gr.Dropdown(presets, value=presets[0][1], label="Size")
+    from_image = presets[0][1] == FROM_IMAGE  # empty boxes: the backend sizes the output
     boxes = {}
     with gr.Row():
         for f in fields:
             box = number_input(f, limits)
             boxes[f.name] = gr.Number(
-                box.default, label=label(f), minimum=box.low, maximum=box.high, step=box.step,
-                precision=0,
+                None if from_image else box.default, label=label(f), minimum=box.low,
+                maximum=box.high, step=box.step, precision=0,
             )  # fmt: skip
     return preset, boxes
 

@@ -116,6 +116,11 @@ class Client:
     def video(self, job_id: str) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/video")
 
+    def audio(self, job_id: str) -> bytes:
+        """A finished job's audio track as 16-bit WAV (LTX-2; 404 BackendError for a job of
+        a model that makes none)."""
+        return self._request("GET", f"/v1/jobs/{job_id}/audio")
+
     def record(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{job_id}/record")
 
@@ -152,7 +157,7 @@ class Client:
             time.sleep(poll_s)
 
     def download(self, job: dict[str, Any], out_dir: str | Path) -> Path:
-        """Write a finished job's output layout (video/image, frames, job.json) to `out_dir`."""
+        """Write a finished job's outputs (video or image, frames, audio, job.json) to `out_dir`."""
         out = Path(out_dir)
         (out / "frames").mkdir(parents=True, exist_ok=True)
         job_id = job["id"]
@@ -163,6 +168,8 @@ class Client:
         else:
             (out / "image.png").write_bytes((out / "frames" / "000000.png").read_bytes())
         record = self.record(job_id)
+        if "audio.wav" in record.get("files", ()):
+            (out / "audio.wav").write_bytes(self.audio(job_id))
         if "latents.npy" in record.get("files", ()):
             (out / "latents.npy").write_bytes(self._request("GET", f"/v1/jobs/{job_id}/latents"))
         (out / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ..models.families.ltx2 import FPS as FPS_OF_LTX2
 from .dryrun import peak_bytes
 from .settings import JobShape
 
@@ -67,7 +68,10 @@ class ModelSizes:
 
     @property
     def vae_bytes(self) -> int:
-        return self.weights.get("vae", 0)
+        """The VAE and every other module each rank holds besides the DiTs and the encoders
+        (LTX-2's text connectors, audio VAE and vocoder)."""
+        skip = (*DIT_COMPONENTS, *ENCODER_COMPONENTS)
+        return sum(size for name, size in self.weights.items() if name not in skip)
 
     @functools.cached_property
     def block_bytes(self) -> tuple[int, int]:
@@ -241,6 +245,8 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
         )
     if kind.startswith("HunyuanVideo15"):
         return _hunyuan_video15_block(sizes, shape, sequence_degree)
+    if kind.startswith("LTX2"):
+        return _ltx2_forward(sizes, shape, sequence_degree)
     if kind.startswith("ZImage"):
         # Its refiners run over the whole image on every rank (the sequence is split only
         # for the main layers, `parallel/z_image.py`): the peak is at the whole image.
@@ -292,6 +298,59 @@ def _hunyuan_video15_block(sizes: ModelSizes, shape: JobShape, sequence_degree: 
         block.attn.processor = whole
 
 
+def _ltx2_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
+    """LTX-2's DiT at this rank's share of the video tokens (patch 1 over the latents), the
+    whole audio stream (its latent frames for the job's seconds at the family's frame rate)
+    and the whole text, as `parallel/ltx2.py` splits them. Not counted: the video tokens its
+    audio-to-video attention gathers in each block under a split (one activation of the
+    whole video at a time)."""
+
+    dit, config = sizes.dit, sizes.dit.config
+    batch, meta = shape.batch, {"device": "meta", "dtype": sizes.dtype}
+    rows = math.ceil(shape.height // sizes.spatial / sequence_degree)
+    cols = shape.width // sizes.spatial
+    frames = sizes.latent_frames(shape.frames)
+    per_second = config["audio_sampling_rate"] / config["audio_hop_length"]
+    audio = max(1, round(shape.frames / FPS_OF_LTX2 * per_second / config["audio_scale_factor"]))
+    text = (batch, sizes.text_tokens, config["caption_channels"])
+    step = torch.empty((batch,), device="meta")
+    blocks = dit.transformer_blocks
+    dit.transformer_blocks = blocks[:1]  # one block's peak is every block's (on meta: 48x faster)
+    try:
+        return _ltx2_call(dit, config, batch, meta, (frames, rows, cols), audio, text, step)
+    finally:
+        dit.transformer_blocks = blocks
+
+
+def _ltx2_call(
+    dit: Any,
+    config: Any,
+    batch: int,
+    meta: dict[str, Any],
+    grid: tuple[int, int, int],
+    audio: int,
+    text: tuple[int, int, int],
+    step: torch.Tensor,
+) -> Any:
+    frames, rows, cols = grid
+    return dit(
+        hidden_states=torch.empty((batch, frames * rows * cols, config["in_channels"]), **meta),
+        audio_hidden_states=torch.empty((batch, audio, config["audio_in_channels"]), **meta),
+        encoder_hidden_states=torch.empty(text, **meta),
+        audio_encoder_hidden_states=torch.empty(text, **meta),
+        timestep=step,
+        sigma=step,
+        encoder_attention_mask=torch.empty(text[:2], **meta),
+        audio_encoder_attention_mask=torch.empty(text[:2], **meta),
+        num_frames=frames,
+        height=rows,
+        width=cols,
+        fps=float(FPS_OF_LTX2),
+        audio_num_frames=audio,
+        return_dict=False,
+    )
+
+
 def _share_of_split_sequence() -> Any:
     """HunyuanVideo 1.5's split-sequence attention on one rank's tokens, without the
     all-to-all (the dry run has no group)."""
@@ -335,9 +394,15 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
         for name, value in vars(pipe.vae).items():
             if name.startswith("tile_"):
                 setattr(vae, name, value)
-    temporal = int(getattr(pipe, "vae_scale_factor_temporal", 1) or 1)
+    temporal = int(
+        getattr(pipe, "vae_scale_factor_temporal", 0)
+        or getattr(pipe, "vae_temporal_compression_ratio", 1)  # LTX-2's name
+        or 1
+    )
     spatial = int(
-        getattr(pipe, "vae_scale_factor_spatial", 0) or getattr(pipe, "vae_scale_factor", 8)
+        getattr(pipe, "vae_scale_factor_spatial", 0)
+        or getattr(pipe, "vae_spatial_compression_ratio", 0)  # LTX-2's name
+        or getattr(pipe, "vae_scale_factor", 8)
     )
     text_tokens = int(getattr(family, "text_tokens", lambda _pipe: 512)(pipe))
     return ModelSizes(
@@ -401,8 +466,11 @@ def _folder_on_meta(folder: Path) -> Any:
             parts[name] = getattr(diffusers, class_name).from_config(
                 getattr(diffusers, class_name).load_config(path)
             )
-        elif library == "diffusers":
-            model_class = getattr(diffusers, class_name)
+        elif library == "diffusers" or hasattr(diffusers.pipelines, library):
+            # components that live with their pipeline: ("ltx2", "LTX2TextConnectors")
+            model_class = getattr(diffusers, class_name, None) or _pipeline_class(
+                library, class_name
+            )
             with torch.device("meta"):
                 parts[name] = model_class.from_config(model_class.load_config(path))
         elif library == "transformers" and not class_name.endswith(("Tokenizer", "TokenizerFast")):
@@ -416,3 +484,21 @@ def _folder_on_meta(folder: Path) -> Any:
         else:
             parts[name] = None
     return getattr(diffusers, index["_class_name"])(**parts)
+
+
+def _pipeline_class(library: str, class_name: str) -> Any:
+    """A component class that a pipeline package holds (LTX-2's connectors and vocoder)."""
+    import importlib
+
+    package = importlib.import_module(f"diffusers.pipelines.{library}")
+    found = getattr(package, class_name, None)
+    if found is None:  # LTX2Vocoder is only in its module
+        for module in ("vocoder", "connectors"):
+            try:
+                found = getattr(importlib.import_module(f"{package.__name__}.{module}"), class_name)
+                break
+            except (ImportError, AttributeError):
+                continue
+    if found is None:
+        raise ValueError(f"no class {class_name!r} in diffusers' {library} pipelines")
+    return found

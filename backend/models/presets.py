@@ -54,6 +54,26 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 encoder (hidden 32, 31 layers: the pipeline stacks hidden states 10, 20 and 30)
                 with Mistral's chat markers (`seeded.mistral_chat_tokenizer`, in place of the
                 Pixtral processor), FlowMatch Euler with Flux.2's empirical shift.
+  tiny-ltx2     LTX2Pipeline (text to video with its audio track): a DiT of two streams
+                (video 4 heads x 16, audio 4 heads x 8, 2 layers) over LTX-2's video VAE
+                (32x spatial / 8x temporal: sizes multiples of 32, frames 8k+1; 8 latent
+                channels) and its audio VAE (16 kHz mel, 16 bins, stereo) and vocoder (24 kHz),
+                a Gemma 3 text model (hidden 32, 2 layers: every hidden state is stacked) with
+                the text connectors (8 learnable registers), 32 byte tokens, FlowMatch Euler
+                with LTX's token-dependent shift.
+  tiny-flux2-klein  Flux2KleinPipeline shaped like FLUX.2-klein-4B (step-distilled): the
+                tiny-flux2 DiT without a guidance embedding, the Flux.2 VAE, a Qwen3 causal-LM
+                text encoder (hidden 32, 28 layers: the pipeline stacks hidden states 9, 18 and
+                27) with Qwen3's chat template, FlowMatch Euler with Flux.2's empirical shift.
+                Distilled: no CFG (see `families/flux2_klein.py`).
+                Pixtral processor), FlowMatch Euler with Flux.2's empirical shift. With
+                reference images it edits (task image-edit; `families/flux2.py`).
+  tiny-qwen-image-edit  QwenImageEditPlusPipeline (Qwen-Image-Edit-2509, image-edit, 1 to 3
+                input images): tiny-qwen-image's DiT and scheduler, a Qwen2.5-VL text encoder
+                whose vision tower (1 layer, width 16) reads the images through a
+                `Qwen2VLProcessor` built offline (`qwen_vl.py`), a Qwen-Image VAE 4 channels
+                wide without encoder resnets (the pipeline encodes every input image at about
+                1024x1024 pixels: 4096 reference tokens).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
 diffusers and transformers are imported only when a preset is built (they take seconds), so
@@ -75,7 +95,7 @@ from .random_presets import (
     random_preset_pipeline_class,
     wanted_components,
 )
-from .tiny import cogvideox, flux, hunyuan_video15, qwen_image, wan, z_image
+from .tiny import cogvideox, flux, flux2_klein, hunyuan_video15, ltx2, qwen_image, wan, z_image
 from .tiny.common import Builders
 
 if TYPE_CHECKING:
@@ -94,6 +114,9 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-z-image",
     "tiny-flux2",
     "tiny-hunyuanvideo1.5-i2v",
+    "tiny-ltx2",
+    "tiny-flux2-klein",
+    "tiny-qwen-image-edit",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
@@ -156,8 +179,10 @@ _PRESETS: dict[str, tuple[str, Builders]] = {
     **qwen_image.PRESETS,
     **hunyuan_video15.PRESETS,
     **z_image.PRESETS,
+    **ltx2.PRESETS,
+    **flux2_klein.PRESETS,
 }
-_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG}
+_PIPELINE_CONFIG: dict[str, dict[str, Any]] = {**wan.PIPELINE_CONFIG, **flux2_klein.PIPELINE_CONFIG}
 """The pipeline's own settings, as the real repos' model_index.json has them."""
 
 

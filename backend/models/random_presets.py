@@ -21,6 +21,9 @@ and speed figures meaningful where no weights can be downloaded.
     random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
     random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
                                VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
+    random:qwen-image-edit     Qwen/Qwen-Image-Edit-2509 (Edit-Plus: the same DiT, 1 to 3 input
+                               images; the reduced Qwen2.5-VL reads them through its vision
+                               tower and a `Qwen2VLProcessor` built offline, `qwen_vl.py`)
     random:hunyuanvideo1.5-t2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v (8.3B
                                DiT, patch 1 over the 16x VAE; reduced Qwen2.5-VL 3584 and ByT5
                                1472 text encoders; guidance 6 in its guider)
@@ -33,6 +36,18 @@ and speed figures meaningful where no weights can be downloaded.
     random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
                                CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
                                2560)
+    random:ltx-2               Lightricks/LTX-2 (the 19B audio-video model: a DiT of a video
+                               and an audio stream; the video VAE, 32x spatial / 8x temporal;
+                               the audio VAE and the 24 kHz stereo vocoder; the text connectors;
+                               a reduced Gemma 3 text model of the real width 3840 and its 48
+                               layers)
+    random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
+                               steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
+                               Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
+    random:flux.2-klein-base-4b  black-forest-labs/FLUX.2-klein-base-4B (the same, undistilled:
+                               50 steps, true CFG)
+    random:flux.2-klein-9b     black-forest-labs/FLUX.2-klein-9B (9.1B DiT, distilled; a reduced
+                               Qwen3 of Qwen3-8B's width 4096)
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -61,9 +76,11 @@ optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text 
 byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
 {"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
 `seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat
-markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`). An
-image processor is a component entry without weights whose "_class_name" ends in
-"ImageProcessor" (transformers' PIL backend of it where there is one).
+markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`;
+{"qwen_vl_byte_level_max_length": N} and {"qwen_vl_processor_max_length": N}: Qwen2.5-VL's
+tokenizer with its vision markers and its processor, `qwen_vl.py`). An image processor is a
+component entry without weights whose "_class_name" ends in "ImageProcessor" (transformers' PIL
+backend of it where there is one).
 """
 
 from __future__ import annotations
@@ -102,10 +119,15 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
     "random:flux.1-dev": "flux.1-dev.json",
     "random:qwen-image": "qwen-image.json",
+    "random:qwen-image-edit": "qwen-image-edit.json",
     "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
     "random:hunyuanvideo1.5-i2v": "hunyuanvideo1.5-i2v.json",
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
+    "random:ltx-2": "ltx-2.json",
+    "random:flux.2-klein-4b": "flux.2-klein-4b.json",
+    "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
+    "random:flux.2-klein-9b": "flux.2-klein-9b.json",
 }
 """Preset name -> its file in `configs/`."""
 
@@ -211,6 +233,12 @@ def _build(
         return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
     if "mistral_chat_byte_level_max_length" in entry:
         return mistral_chat_tokenizer(int(entry["mistral_chat_byte_level_max_length"]))
+    if "qwen_vl_byte_level_max_length" in entry or "qwen_vl_processor_max_length" in entry:
+        from .qwen_vl import qwen_vl_processor, qwen_vl_tokenizer
+
+        if "qwen_vl_processor_max_length" in entry:
+            return qwen_vl_processor(int(entry["qwen_vl_processor_max_length"]))
+        return qwen_vl_tokenizer(int(entry["qwen_vl_byte_level_max_length"]))
     if "qwen3_chat_byte_level_max_length" in entry:
         return qwen3_chat_tokenizer(int(entry["qwen3_chat_byte_level_max_length"]))
     config = {**entry["config"], **override}
@@ -244,6 +272,10 @@ def _construct(class_name: str, config: dict[str, Any]) -> torch.nn.Module:
     import diffusers
 
     model_class = getattr(diffusers, class_name, None)
+    if model_class is None:  # components that live with their pipeline (LTX-2's connectors)
+        from diffusers.pipelines import ltx2
+
+        model_class = getattr(ltx2, class_name, None) or getattr(ltx2.vocoder, class_name, None)
     if model_class is not None:
         return model_class.from_config(config)
     import transformers

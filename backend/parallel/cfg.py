@@ -5,7 +5,9 @@ negative prompt, and combine the two results afterwards. We wrap the transformer
 the first call only records its inputs and returns an empty tensor; on the second call the
 first half of the group runs the recorded (conditional) inputs while the second half runs the
 unconditional ones, an all-gather swaps the results, and the empty tensor from the first call
-is filled in place before the pipeline combines them. Each branch computes exactly what a
+is filled in place before the pipeline combines them (the empty tensor is shaped like the
+input, so a pipeline that cuts the reference tokens out of the first result before the second
+call, as the edit pipelines do, sees the fill through its view). Each branch computes exactly what a
 single process would, so the output is the same; every rank enters the same collectives in
 the same order (FSDP's gathers included) because every rank computes on the second call.
 
@@ -43,7 +45,10 @@ class CfgParallel:
             return self._forward(*args, **kwargs)
         if self._pending is None:
             ref = kwargs.get("hidden_states", args[0] if args else None)
-            placeholder = torch.empty(0, device=ref.device, dtype=ref.dtype)
+            # Shaped like the input: the edit pipelines (Qwen-Image-Edit, Flux.2 with
+            # references) cut the output tokens out of this prediction before the second call,
+            # and a view of it sees the fill only if the fill keeps its storage.
+            placeholder = torch.empty_like(ref)
             self._pending = (args, kwargs, placeholder)
             return self._wrap(placeholder, kwargs)
         cond_args, cond_kwargs, placeholder = self._pending
@@ -56,7 +61,9 @@ class CfgParallel:
         mine_t = _first(mine).contiguous()
         both = [torch.empty_like(mine_t) for _ in range(2)]
         dist.all_gather(both, mine_t, group=self.group)
-        placeholder.resize_(both[0].shape).copy_(both[0])
+        if placeholder.shape != both[0].shape:  # a DiT whose output differs from its input
+            placeholder.resize_(both[0].shape)
+        placeholder.copy_(both[0])
         return self._wrap(both[1], kwargs)
 
     @staticmethod
@@ -76,7 +83,13 @@ def _first(output: Any) -> torch.Tensor:
     return output.sample
 
 
-BATCHED_INPUTS = ("hidden_states", "encoder_hidden_states", "timestep", "timestep_cond", "ofs")
+BATCHED_INPUTS = (
+    *("hidden_states", "encoder_hidden_states", "timestep", "timestep_cond", "ofs"),
+    # LTX-2: the audio stream, its text and both masks, the per-modality sigmas, positions
+    *("audio_hidden_states", "audio_encoder_hidden_states", "audio_timestep"),
+    *("sigma", "audio_sigma", "encoder_attention_mask", "audio_encoder_attention_mask"),
+    *("video_coords", "audio_coords"),
+)
 """Keyword arguments cut along the batch when their first dimension is the batch (CogVideoX
 I2V's `ofs` is a single value for both rows and stays whole)."""
 
@@ -99,7 +112,14 @@ class BatchedCfgParallel(CfgParallel):
             else value
             for name, value in kwargs.items()
         }
-        out = _first(self._forward(**mine)).contiguous()
-        rows = [torch.empty_like(out) for _ in range(2)]
-        dist.all_gather(rows, out, group=self.group)
-        return self._wrap(torch.cat(rows, dim=0), kwargs)
+        output = self._forward(**mine)
+        if isinstance(output, tuple) and len(output) > 1:  # LTX-2: (video, audio)
+            return tuple(self._both_rows(part) for part in output)
+        return self._wrap(self._both_rows(_first(output)), kwargs)
+
+    def _both_rows(self, mine: torch.Tensor) -> torch.Tensor:
+        """This half's row and the other's, as the batch of 2 (uncond, cond)."""
+        mine = mine.contiguous()
+        rows = [torch.empty_like(mine) for _ in range(2)]
+        dist.all_gather(rows, mine, group=self.group)
+        return torch.cat(rows, dim=0)

@@ -107,6 +107,10 @@ INTERNALS: dict[str, Internal] = {
             ("query", "key", "value", "backend", "parallel_config"),
         ),
         Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
+        # Our plan for LTX-2 (ltx2.py): video keys gathered as the plan's split is undone.
+        Internal(_HOOKS, "PartitionAnythingSharder", None),
+        Internal(_HOOKS, "PartitionAnythingSharder.unshard_anything", ("tensor", "dim", "mesh")),
+        Internal(_PARALLEL, "ContextParallelConfig._flattened_mesh", None),
         # Our plan for HunyuanVideo 1.5 (hunyuan_video15.py) calls diffusers' processor for
         # jobs that run whole, by position: exactly these parameters.
         Internal(_HUNYUAN15, "HunyuanVideo15AttnProcessor2_0", None),

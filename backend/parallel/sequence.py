@@ -20,6 +20,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from .cogvideox import prepare_cogvideox
 from .hunyuan_video15 import prepare_hunyuan_video15
 from .internals import require
+from .ltx2 import prepare_ltx2
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
 from .z_image import z_image_cp_plan
@@ -32,9 +33,11 @@ EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
     "CogVideoXTransformer3DModel": prepare_cogvideox,
     "HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15,
     "ZImageTransformer2DModel": z_image_cp_plan,
+    "LTX2VideoTransformer3DModel": prepare_ltx2,
 }
 """Transformer class name -> a function that prepares the model (e.g. swaps in attention
-processors that dispatch) and returns its context-parallel plan."""
+processors that dispatch) and returns its context-parallel plan; ours replaces the model's
+own where it has one (LTX-2: `ltx2.py` says why)."""
 
 
 PLAN, SPREAD = "plan", "spread"
@@ -105,10 +108,10 @@ def apply_sequence_parallel(
         "modeling_utils.ModelMixin._cp_plan",
         "modeling_utils.ModelMixin._parallel_config",
     )
-    cp_plan = getattr(transformer, "_cp_plan", None)
     prepare = EXTERNAL_PLANS.get(type(transformer).__name__)
-    if cp_plan is None and prepare is not None:
-        cp_plan = prepare(transformer)
+    cp_plan = (
+        prepare(transformer) if prepare is not None else getattr(transformer, "_cp_plan", None)
+    )
     if cp_plan is None:
         if plan.sequence_degree == 1:
             return None  # unguided jobs keep running whole on both CFG halves

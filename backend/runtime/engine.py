@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..audio import Audio
 from ..cache import CacheSettings
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
@@ -152,6 +153,8 @@ class Runtime:
         # Measured before this rank loads anything: the model is part of what the plan counts.
         budget = Budget.of(group.device, memory.gpu_memory_gib, group.env.local_world_size)
         self.last_peak: dict[str, Any] | None = None
+        self.last_audio: Audio | None = None
+        """The last job's audio track on the replica's leader (LTX-2), else None."""
         """This rank's measured peak in its last job (`PeakMeter.read`)."""
         skip = frozenset() if group.is_rank0 else self.family.encoder_components
         self.dtype = DTYPES[dtype]
@@ -424,6 +427,8 @@ class Runtime:
             self.family.finish(self.pipe)
         if cache is not None:
             clock.notes["cache"] = cache_record(*cache)
+        if leader:
+            self.last_audio = self.family.audio(self.pipe, output)
         if self.family.decodes_in_job:
             return output[0]
         return self.family.frames(output) if leader else None

@@ -56,6 +56,7 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     request = JobRequest.from_dict(message.request)
     runtime.job_id = message.job_id
     runtime.last_peak = None
+    runtime.last_audio = None
     runtime.meter.reset()
     runtime.set_vae_tiling(message.vae_tiling)
     tensors = runtime.share(hooks.tensors, message.tensors)

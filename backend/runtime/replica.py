@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..audio import Audio
 from .job import latents_array
 
 
@@ -64,6 +65,26 @@ def take_frames(store: dist.Store, job_id: str) -> np.ndarray:
         store.delete_key(key)
     store.delete_key(_key(job_id, "frames"))
     return frames
+
+
+def put_audio(store: dist.Store, job_id: str, audio: Audio) -> None:
+    """The leader: the job's audio track (LTX-2), float32 samples and their shape and rate."""
+    samples = np.ascontiguousarray(audio.waveform, dtype=np.float32)
+    store.set(_key(job_id, "audio"), samples.tobytes())
+    header = {"shape": list(samples.shape), "sample_rate": audio.sample_rate}
+    store.set(_key(job_id, "audio_header"), json.dumps(header))
+
+
+def take_audio(store: dist.Store, job_id: str) -> Audio | None:
+    """Rank 0: the audio track the leader put for `job_id` (None if none), removed."""
+    key, header_key = _key(job_id, "audio"), _key(job_id, "audio_header")
+    if not store.check([header_key]):
+        return None
+    header = json.loads(store.get(header_key))
+    samples = np.frombuffer(store.get(key), dtype=np.float32).reshape(header["shape"]).copy()
+    store.delete_key(key)
+    store.delete_key(header_key)
+    return Audio(samples, int(header["sample_rate"]))
 
 
 def put_latents(store: dist.Store, job_id: str, latents: torch.Tensor) -> None:

@@ -11,7 +11,14 @@ from .control import Worker
 from .engine import JobCancelled, Runtime, release_freed_memory
 from .job import JobHooks, LeaderHooks, run_job
 from .messages import Message, Reply, RunJob, Shutdown, from_json
-from .replica import StoreReporter, put_frames, put_latents, put_timings, take_tensors
+from .replica import (
+    StoreReporter,
+    put_audio,
+    put_frames,
+    put_latents,
+    put_timings,
+    take_tensors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,8 @@ def _run(runtime: Runtime, message: RunJob) -> None:
     frames = run_job(runtime, message, hooks)
     put_timings(store, message.job_id, hooks.clock.timings(received, time.perf_counter()))
     put_frames(store, message.job_id, frames)
+    if runtime.last_audio is not None:
+        put_audio(store, message.job_id, runtime.last_audio)
     if leader.latents is not None:
         put_latents(store, message.job_id, leader.latents)
 

@@ -22,7 +22,14 @@ from ..runtime.control import RankLost, Sender, channel
 from ..runtime.engine import JobCancelled, Runtime, tensor_meta
 from ..runtime.job import LeaderHooks, latents_array, run_job
 from ..runtime.messages import Reply, RunJob, combine
-from ..runtime.replica import RemoteJob, put_tensors, take_frames, take_latents, take_timings
+from ..runtime.replica import (
+    RemoteJob,
+    put_tensors,
+    take_audio,
+    take_frames,
+    take_latents,
+    take_timings,
+)
 from .health import GroupHealth
 from .jobs import Job
 
@@ -130,6 +137,7 @@ class LocalExecutor(Executor):
             own_error = exc
         replies = self._settle(seq, own_error)
         job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
+        job.audio = runtime.last_audio
         job.timings.update(hooks.clock.timings(begin, time.perf_counter()))
         applied = runtime.loras.last if message.loras else None
         if applied is not None:  # rank 0's share of the switch (every rank does its own)
@@ -216,6 +224,7 @@ class RemoteExecutor(Executor):
             outcome = combine(leader, replies)
             if outcome.status == "succeeded":
                 frames = take_frames(sender.store, job.id)
+                job.audio = take_audio(sender.store, job.id)
                 final = take_latents(sender.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
                 timings.update(take_timings(sender.store, job.id, handed_over_s))

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ... import __version__
+from ..audio import AUDIO_FILE
 from ..contract import FINAL_STATES
 from .jobs import Job
 from .openai_api import add_openai_routes
@@ -220,6 +221,11 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/video")
     def video(job_id: str):
         return finished_file(job_id, "video.mp4", "video/mp4")
+
+    @app.get("/v1/jobs/{job_id}/audio")
+    def audio(job_id: str):
+        """The audio track generated with the video (LTX-2), as 16-bit WAV."""
+        return finished_file(job_id, AUDIO_FILE, "audio/wav")
 
     @app.get("/v1/jobs/{job_id}/image")
     def image(job_id: str):

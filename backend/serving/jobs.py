@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..audio import Audio
 from ..contract import FINAL_STATES
 from ..request import JobRequest
 from .store import JobStore
@@ -50,6 +51,8 @@ class Job:
     """The LoRAs applied: name, strengths and sha256 (job.json's `loras`)."""
     lora_memory: dict[str, int] | None = None
     """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
+    audio: Audio | None = field(default=None, repr=False)
+    """The audio track generated with the frames (LTX-2): `audio.wav`, the mp4's AAC track."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:

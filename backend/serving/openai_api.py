@@ -1,10 +1,12 @@
 """OpenAI-style endpoints beside paradit's own, on the same queue, token and limits.
 
 `POST /v1/videos` (then `GET /v1/videos/{id}`, `GET /v1/videos/{id}/content`,
-`DELETE /v1/videos/{id}`) and `POST /v1/images/generations`, as the `openai` Python client
-calls them (SGLang, vLLM-Omni, FastVideo and LightX2V serve the same). Their fields map to
-the request table's: `size` "WxH" to width and height, `seconds` to num_frames (at the model's
-frame rate, rounded to its frame rule), `input_reference` to image. paradit's own fields (seed,
+`DELETE /v1/videos/{id}`), `POST /v1/images/generations` and `POST /v1/images/edits`, as the
+`openai` Python client calls them (SGLang, vLLM-Omni, FastVideo and LightX2V serve the
+same). Their fields map to the request table's: `size` "WxH" to width and height, `seconds`
+to num_frames (at the model's frame rate, rounded to its frame rule), `input_reference` to
+image; an edit's `image` (one
+file, or several as `image[]`) to `image` and `images`. paradit's own fields (seed,
 num_inference_steps, guidance_scale, negative_prompt, loras, cache, ...) go in as extra body
 fields and win over the mapped ones; `model` is the client's label only (the backend serves
 one model). Every job is a paradit job: `GET /v1/jobs/{id}` shows it too.
@@ -116,8 +118,12 @@ async def read_body(request: Request) -> dict[str, Any]:
         form = await request.form()
         body: dict[str, Any] = {}
         for key, value in form.multi_items():
-            if hasattr(value, "read"):  # an uploaded file
-                body[key] = base64.b64encode(await value.read()).decode()
+            if hasattr(value, "read"):  # an uploaded file; `image[]`: one of several
+                data = base64.b64encode(await value.read()).decode()
+                if key.endswith("[]"):
+                    body.setdefault(key[:-2], []).append(data)
+                else:
+                    body[key] = data
             elif "[" in key:
                 _nest(body, key, value)
             else:
@@ -137,8 +143,21 @@ class BadBody(ValueError):
     """The body is not JSON or a form (400)."""
 
 
-def job_body(body: dict[str, Any], limits: Limits, *, video: bool) -> dict[str, Any]:
-    """An OpenAI-style body as a `POST /v1/jobs` body (ValueError for what cannot map)."""
+def job_body(
+    body: dict[str, Any], limits: Limits, *, video: bool, edit: bool = False
+) -> dict[str, Any]:
+    """An OpenAI-style body as a `POST /v1/jobs` body (ValueError for what cannot map);
+    `edit`: `POST /v1/images/edits`, whose `image` may be a list (the first is the image to
+    edit, the others go to `images`)."""
+    if edit:
+        if body.get("mask") is not None:
+            raise ValueError("mask is not supported: paradit's edit models take an instruction")
+        body = {key: value for key, value in body.items() if key != "mask"}
+        given = body.get("image")
+        if isinstance(given, list):
+            body["image"] = given[0] if given else None
+            if len(given) > 1:
+                body["images"] = [*given[1:], *(body.get("images") or [])]
     unknown = sorted(set(body) - set(OPENAI_FIELDS) - set(field_names()))
     if unknown:
         allowed = [*OPENAI_FIELDS, *field_names()]
@@ -248,6 +267,15 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
     async def generate_images(request: Request):
         """Make `n` images (seeds seed, seed+1, ...) and answer when they are done: each as
         `b64_json` (default) or as a `url` of `GET /v1/jobs/{id}/image`."""
+        return await make_images(request, edit=False)
+
+    @app.post("/v1/images/edits")
+    async def edit_images(request: Request):
+        """Edit `image` (a file, or several as `image[]`; JSON: base64, or a list of them) by
+        the prompt, as `/v1/images/generations` answers; `mask` is refused."""
+        return await make_images(request, edit=True)
+
+    async def make_images(request: Request, *, edit: bool):
         try:
             body = await read_body(request)
         except ValueError as exc:
@@ -258,9 +286,11 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
         if fmt not in ("b64_json", "url"):
             return _error(422, f"response_format must be b64_json or url, got {fmt!r}")
         try:
-            mapped = job_body(body, service.limits, video=False)
+            mapped = job_body(body, service.limits, video=False, edit=edit)
         except ValueError as exc:
             return _error(422, str(exc))
+        if edit and mapped.get("image") is None:
+            return _error(422, "image is required: the image to edit (a file or base64)")
         seed = mapped.get("seed", 0)
         jobs = []
         for index in range(count):

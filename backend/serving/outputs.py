@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..audio import AUDIO_FILE, Audio, mux_audio, write_wav
+
 FRAMES_DIR = "frames"
 LATENTS_FILE = "latents.npy"
 
@@ -59,13 +61,24 @@ def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
         writer.close()
 
 
-def write_outputs(out_dir: Path, frames: np.ndarray, fps: int) -> list[str]:
-    """Write the output layout for uint8 frames (F, H, W, 3); returns the files written."""
+def write_outputs(
+    out_dir: Path, frames: np.ndarray, fps: int, audio: Audio | None = None
+) -> list[str]:
+    """Write the output layout for uint8 frames (F, H, W, 3); returns the files written.
+
+    `audio` (LTX-2's track): `audio.wav`, and the mp4's AAC track.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     files = write_frames(out_dir, frames)
+    if audio is not None and len(frames) < 2:
+        raise ValueError("an audio track needs a video (more than one frame)")
     if len(frames) > 1:
         write_video(out_dir / "video.mp4", frames, fps)
         files.insert(0, "video.mp4")
+    if audio is not None:
+        write_wav(out_dir / AUDIO_FILE, audio)
+        mux_audio(out_dir / "video.mp4", out_dir / AUDIO_FILE)
+        files.insert(1, AUDIO_FILE)
     else:
         (out_dir / "image.png").write_bytes((out_dir / files[0]).read_bytes())
         files.insert(0, "image.png")

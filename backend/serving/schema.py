@@ -26,6 +26,7 @@ _TYPES: dict[str, Any] = {
     "int": int,
     "float": float,
     "image": str | None,
+    "images": list[str] | None,
     "json": list[dict[str, Any]] | dict[str, Any] | None,
 }
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ... import __version__
 from ..config import ServeConfig
+from ..contract import model_tasks
 from ..memory.settings import JobShape
 from ..request import JobRequest
 from ..runtime.control import Sender
@@ -81,6 +82,8 @@ class Service:
         self.meta = {
             "family": runtime.family.name,
             "task": runtime.family.task,
+            # its own task, and the image task of a text model that takes an image (Flux.2 edits)
+            "tasks": list(model_tasks(runtime.family.task, runtime.limits.accepts_image)),
             "world_size": group.world_size,
             "device": group.device.type,
             "plan": {**runtime.plan.to_dict(), "dp_degree": group.dp_degree},

@@ -92,7 +92,7 @@ class OutputWriter:
         timings = job.timings
         try:
             begin_write = time.perf_counter()
-            job.files = write_outputs(job.out_dir, to_uint8(frames), self.fps)
+            job.files = write_outputs(job.out_dir, to_uint8(frames), self.fps, job.audio)
             if latents is not None:
                 job.files.append(write_latents(job.out_dir, latents))
             job.num_frames = len(frames)
@@ -131,5 +131,6 @@ class OutputWriter:
             **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
             "memory": memory_record(job),
             "loras": job.loras,
+            **({"audio": job.audio.record()} if job.audio is not None else {}),
             "versions": versions(),
         }

@@ -47,7 +47,7 @@ def _add_job_flags(p: argparse.ArgumentParser) -> None:
         kwargs: dict[str, Any] = {"dest": f"job_{f.name}", "help": _flag_help(f)}
         kwargs["type"] = _cli_type(f)
         kwargs["metavar"] = f.metavar
-        if f.cli_repeat:
+        if f.cli_repeat or f.cli_rest:
             kwargs["action"] = "append"
         p.add_argument(f.cli, **kwargs)
 
@@ -195,8 +195,13 @@ def job_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
     body: dict[str, Any] = {"prompt": prompt}
     for f in request_fields():
         value = getattr(args, f"job_{f.name}", None)
-        if value is not None:
-            body[f.name] = value
+        if value is None:
+            continue
+        if f.cli_rest:  # the first value is this field, the later ones the other field
+            value, rest = value[0], value[1:]
+            if rest:
+                body[f.cli_rest] = rest
+        body[f.name] = value
     return body
 
 

@@ -3,7 +3,8 @@
 Runs the same job on a backend of world size N (with the plan flags given) and one of world
 size 1 (the reference, no plan flags, decoding as world size N did: tiled or whole), both with
 --save-latents and the same threads per rank, and compares the frames and the final latents
-with `equivalence.compare`.
+with `equivalence.compare`; an audio track (LTX-2) is compared as 16-bit samples
+(`compare_audio`) and is part of the verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from .equivalence import compare, json_safe, tolerance_for
+from .equivalence import (
+    DIFFERENT,
+    IDENTICAL,
+    WITHIN_ROUNDING,
+    compare,
+    json_safe,
+    tolerance_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +45,45 @@ REFERENCE = {"cfg_degree": None, "ulysses_degree": None, "ring_degree": None, "d
 """World size 1 is the reference: the plan flags apply to the other run only."""
 
 
+AUDIO_MIN_SNR_DB = 40.0
+"""An audio track (LTX-2) is `different` below this signal-to-difference ratio (16-bit PCM:
+rounding moves a sample by one step, ~90 dB below a full-scale signal)."""
+
+
+def wav_samples(data: bytes) -> np.ndarray:
+    """A 16-bit WAV file's samples as int16 (samples, channels)."""
+    import wave
+
+    with wave.open(io.BytesIO(data)) as wav:
+        raw = wav.readframes(wav.getnframes())
+        return np.frombuffer(raw, dtype="<i2").reshape(-1, wav.getnchannels())
+
+
+def compare_audio(first: bytes | None, other: bytes | None) -> dict[str, Any] | None:
+    """The two runs' audio tracks: identical, or how far apart; None when neither has one."""
+    if first is None and other is None:
+        return None
+    if first is None or other is None:
+        return {"identical": False, "reason": "only one run has an audio track"}
+    a, b = wav_samples(first), wav_samples(other)
+    if a.shape != b.shape:
+        return {"identical": False, "reason": f"audio shapes differ: {a.shape} vs {b.shape}"}
+    diff = a.astype(np.int64) - b.astype(np.int64)
+    power = float(np.mean(a.astype(np.float64) ** 2))
+    noise = float(np.mean(diff.astype(np.float64) ** 2))
+    snr = float("inf") if noise == 0 else 10 * np.log10(max(power, 1.0) / noise)
+    return {
+        "identical": bool(noise == 0),
+        "max_abs": int(np.abs(diff).max()),
+        "snr_db": snr,
+        "samples": int(a.shape[0]),
+        "channels": int(a.shape[1]),
+    }
+
+
 def _run(
     args: argparse.Namespace, world_size: int, body: dict[str, Any], **pinned: Any
-) -> tuple[dict[str, Any], list[bytes], np.ndarray]:
+) -> tuple[dict[str, Any], list[bytes], np.ndarray, bytes | None]:
     from ..client.connect import connect
     from ..config import ServeConfig
 
@@ -54,6 +98,7 @@ def _run(
             client.download(job, Path(args.out) / f"world-size-{world_size}")
         info = client.info()
         record = client.record(job["id"])
+        audio = client.audio(job["id"]) if "audio.wav" in record.get("files", ()) else None
         memory = record.get("memory") or {}
         run = {
             "vae_tiling": memory.get("vae_tiling", False),
@@ -64,7 +109,7 @@ def _run(
             "mean_step_s": job["timings"].get("mean_step_s"),
             **{key: record[key] for key in ("sequence_layout", "cache") if key in record},
         }
-        return run, frames, latents
+        return run, frames, latents, audio
 
 
 def _resolve_device(args: argparse.Namespace) -> None:
@@ -87,9 +132,9 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
     tolerance = tolerance_for(DTYPE_BY_DEVICE[args.device]).updated(args.tolerance)
     # World size N first: the reference decodes as it did (tiled when its decode was split
     # over ranks or tiled for memory, whole otherwise), so the comparison measures the plan.
-    other, other_frames, other_latents = _run(args, args.world_size, body)
+    other, other_frames, other_latents, other_audio = _run(args, args.world_size, body)
     tiling = "on" if other["vae_tiling"] else "off"
-    first, first_frames, first_latents = _run(args, 1, body, vae_tiling=tiling)
+    first, first_frames, first_latents, first_audio = _run(args, 1, body, vae_tiling=tiling)
     comparison = compare(
         np.stack([decode_png(f) for f in first_frames]),
         np.stack([decode_png(f) for f in other_frames]),
@@ -102,7 +147,7 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         "model": args.model,
         "world_size": args.world_size,
         "dtype": DTYPE_BY_DEVICE[args.device],
-        "request": {k: v for k, v in body.items() if k != "image"},
+        "request": {k: v for k, v in body.items() if k not in ("image", "images")},
         "num_frames": len(first_frames),
         "sha256": {
             "world_size_1": hashlib.sha256(b"".join(first_frames)).hexdigest(),
@@ -110,5 +155,17 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         },
         "runs": [first, other],
     }
-    log.info("verdict: %s", comparison.verdict)
+    audio = compare_audio(first_audio, other_audio)
+    if audio is not None:  # LTX-2's track: part of the verdict
+        report["audio"] = audio
+        report["identical"] = report["identical"] and audio["identical"]
+        if not audio["identical"] and not audio.get("snr_db", 0.0) >= AUDIO_MIN_SNR_DB:
+            report["verdict"] = DIFFERENT
+            report["reasons"] = [
+                *report.get("reasons", []),
+                audio.get("reason") or f"audio SNR {audio['snr_db']:.1f} dB < {AUDIO_MIN_SNR_DB}",
+            ]
+        elif not audio["identical"] and report["verdict"] == IDENTICAL:
+            report["verdict"] = WITHIN_ROUNDING
+    log.info("verdict: %s", report["verdict"])
     return json_safe(report)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contract import IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
 from .flux2 import Flux2
+from .flux2_klein import Flux2Klein
 from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
+from .ltx2 import LTX2
 from .qwen_image import QwenImage
+from .qwen_image_edit import QwenImageEdit
 from .wan import WanImageToVideo, WanTextToVideo
 from .wan22 import specialize
 from .z_image import ZImage
@@ -65,10 +68,26 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         decodes_in_job=True,
     ),
+    QwenImageEdit(
+        "qwen-image-edit",
+        IMAGE_EDIT,
+        ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
+        _TEXT | {"processor"},
+        decodes_in_job=True,
+        step_cache=False,
+    ),
     Flux2(
         "flux2",
         TEXT_TO_IMAGE,
         ("Flux2Pipeline",),
+        _TEXT,
+        decodes_in_job=True,
+        step_cache=False,
+    ),
+    Flux2Klein(
+        "flux2-klein",
+        TEXT_TO_IMAGE,
+        ("Flux2KleinPipeline",),
         _TEXT,
         decodes_in_job=True,
         step_cache=False,
@@ -110,6 +129,15 @@ FAMILIES: tuple[Family, ...] = (
         ("HunyuanVideo15ImageToVideoPipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2", "image_encoder"},
         decodes_in_job=True,
+    ),
+    LTX2(
+        "ltx2-t2v",
+        TEXT_TO_VIDEO,
+        ("LTX2Pipeline",),
+        _TEXT,
+        batched_cfg=True,
+        decodes_in_job=True,
+        step_cache=False,
     ),
 )
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...audio import Audio
 from ...contract import Limits
 from ...request import JobRequest
 
@@ -43,18 +44,20 @@ def decode_in_tiles(
     decode_tile: Callable[[Any, torch.Tensor, Any], torch.Tensor],
     to_frames: Callable[[torch.Tensor], np.ndarray],
     finish: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    decode_args: tuple[Any, ...] = (),
 ) -> TiledDecode:
     """`vae.decode(z)` as the tiles of `tiles` (a `vae_tiles.TileGrid`), then `to_frames`.
 
     `decode_tile(vae, z, tile)` decodes one tile of a tiled grid and `finish(vae, z, blended)`
     does what the VAE's tiled decode does after the blend. A grid of one tile (tiling off, or
-    latents that fit one tile) is decoded by `vae.decode(z)` itself: the pipeline's own call.
+    latents that fit one tile) is decoded by `vae.decode(z, *decode_args)` itself: the
+    pipeline's own call (LTX-2's passes its decode timestep).
     """
     from ..vae_tiles import blend
 
     def decode(index: int) -> torch.Tensor:
         if not tiles.tiled:
-            return vae.decode(z, return_dict=False)[0]
+            return vae.decode(z, *decode_args, return_dict=False)[0]
         return decode_tile(vae, z, tiles.tiles[index])
 
     def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
@@ -130,6 +133,11 @@ class Family:
         """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
         raise NotImplementedError
 
+    def audio(self, pipe: Any, output: Any) -> Audio | None:
+        """The audio track the pipeline generated with the frames (LTX-2), from the pipeline's
+        output on the replica's leader; None for the models that make none."""
+        return None
+
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         """The decode of the pipeline's final latents, cut into tiles (`decodes_in_job`)."""
         raise NotImplementedError
@@ -176,6 +184,20 @@ def request_image(request: JobRequest):
     raw = base64.b64decode(request.image.split(",", 1)[-1])
     with Image.open(io.BytesIO(raw)) as img:
         return img.convert("RGB").resize((request.width, request.height))
+
+
+def request_images(request: JobRequest) -> list:
+    """The request's input images (`image`, then `images`) as RGB PIL images at their own
+    size (the edit pipelines resize them as their models want)."""
+    import base64
+
+    from PIL import Image
+
+    images = []
+    for data in (request.image, *(request.images or ())):
+        with Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[-1]))) as img:
+            images.append(img.convert("RGB"))
+    return images
 
 
 def image_limits(

@@ -6,6 +6,10 @@ hidden states stacked per token), the Flux.2 VAE.
 The pipeline's latents are the VAE's 32 channels in 2x2 patches (128 per token), normalised by
 the VAE's batch-norm statistics and packed as (batch, tokens, 128); the job undoes that as the
 pipeline does before its decode, then decodes tile by tile (the Flux.2 VAE tiles as Flux's).
+
+With reference images (the request's `image` and `images`) the same model edits: every rank's
+pipeline VAE-encodes them (each at its own size, at most 1024x1024 pixels) and appends their
+tokens to the noise's; the text encoder does not see them. The sequence split covers them.
 """
 
 from __future__ import annotations
@@ -17,22 +21,38 @@ import torch
 
 from ...contract import Limits
 from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
+from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, request_images
 
 # The model card's 1024x1024, 50 steps and guidance 4; the pipeline's text length.
 DEFAULT_SIZE, DEFAULT_STEPS, DEFAULT_GUIDANCE = 1024, 50, 4.0
 MAX_TEXT_TOKENS = 512
+MAX_REFERENCES = 10
+"""FLUX.2's announcement: up to 10 reference images."""
+MIN_IMAGE_SIDE = 64
+"""The pipeline's image check refuses smaller references."""
 
 
 class Flux2(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        return image_limits(
+        base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
             size=DEFAULT_SIZE,
             steps=DEFAULT_STEPS,
             guidance=DEFAULT_GUIDANCE,
             tiny=tiny,
+        )
+        # Text-to-image that also edits: with reference images, a job is an image edit (the
+        # output is the first image's size, at most 1024x1024 pixels, as the pipeline does).
+        return Limits(
+            **{
+                **base.to_dict(),
+                "accepts_image": True,
+                "min_image_side": MIN_IMAGE_SIDE,
+                "max_images": MAX_REFERENCES,
+                "edit_pixels": 64 * 64 if tiny else DEFAULT_SIZE * DEFAULT_SIZE,
+                "edit_keeps_smaller": True,
+            }
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
@@ -52,6 +72,8 @@ class Flux2(Family):
             "width": request.width,
             "num_inference_steps": request.num_inference_steps,
             "max_sequence_length": MAX_TEXT_TOKENS,
+            # the reference images: every rank's pipeline VAE-encodes them after the noise
+            "image": request_images(request) if request.image is not None else None,
         }
 
     def frames(self, output: Any) -> np.ndarray:

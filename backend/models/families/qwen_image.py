@@ -27,7 +27,7 @@ MAX_TEXT_TOKENS = 512
 
 class QwenImage(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        return image_limits(
+        base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
             size=DEFAULT_SIZE,
@@ -35,6 +35,7 @@ class QwenImage(Family):
             guidance=DEFAULT_CFG,
             tiny=tiny,
         )
+        return Limits(**{**base.to_dict(), "min_steps": min_steps(pipe)})
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         tensors: Tensors = {}
@@ -116,3 +117,9 @@ class QwenImage(Family):
         std = torch.tensor(config.latents_std).view(shape).to(latent.device, latent.dtype)
         z = (latent * std + mean).unsqueeze(2)  # one frame
         return pipe.vae.decode(z, return_dict=False)[0][0, :, 0]
+
+
+def min_steps(pipe: Any) -> int:
+    """2 when the scheduler stretches its sigmas to `shift_terminal` (Qwen-Image's): at 1 step
+    the stretch divides by zero and the image is NaN."""
+    return 2 if pipe.scheduler.config.get("shift_terminal") else 1

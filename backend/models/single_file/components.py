@@ -58,13 +58,17 @@ def siglip_image_processor(size: int) -> Any:
     return processor_class(size={"height": size, "width": size})
 
 
-def encoder_model(part: Part, dtype: torch.dtype, flag: str = "--text-encoder") -> torch.nn.Module:
-    """A text encoder or CLIP vision tower, read whole, with the config its header gave."""
+def encoder_model(
+    part: Part, dtype: torch.dtype, flag: str = "--text-encoder", model_class: str | None = None
+) -> torch.nn.Module:
+    """A text encoder or CLIP vision tower, read whole, with the config its header gave (and
+    `model_class` in place of the header's class: Flux.2 Klein takes Qwen3 as a causal LM)."""
     import transformers
     from accelerate import init_empty_weights
 
     config = dict(part.detection.config)
-    model_class = getattr(transformers, config.pop("_class_name"))
+    model_class = getattr(transformers, model_class or config.pop("_class_name"))
+    config.pop("_class_name", None)
     with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
         model = model_class(model_class.config_class(**config))
     state = read_whole(part, dtype, part.detection.prefix)
@@ -77,6 +81,11 @@ def encoder_model(part: Part, dtype: torch.dtype, flag: str = "--text-encoder") 
         bare = key.removeprefix("text_model.").removeprefix("vision_model.")
         if key not in expected and bare in expected:
             state[bare] = state.pop(key)
+        elif key not in expected and f"model.{key}" in expected:  # a causal LM's body
+            state[f"model.{key}"] = state.pop(key)
+    embeddings = state.get("model.embed_tokens.weight")
+    if "lm_head.weight" in expected and "lm_head.weight" not in state and embeddings is not None:
+        state["lm_head.weight"] = embeddings  # tied, or (Qwen3-8B) unused for text features
     missing = sorted(expected - set(state))
     if missing:
         raise ValueError(
@@ -98,12 +107,13 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
-    if vocab in (VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE):  # the presets' byte vocabularies
+    tiny_qwen = part.detection.family in ("qwen3", "qwen2.5-vl") and vocab == QWEN_CHAT_VOCAB_SIZE
+    if vocab == VOCAB_SIZE or tiny_qwen:  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
     kind = part.detection.family
     if kind == "t5" and preset_name in BYT5_PRESETS:  # HunyuanVideo 1.5's second encoder
         kind = "byt5"
-    if kind in COMFY_FOLDERS:  # T5-XXL, CLIP-L, Qwen2.5-VL, ByT5: from ComfyUI or the hub cache
+    if kind in COMFY_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5: ComfyUI or hub cache
         return find_tokenizer(kind, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
@@ -178,8 +188,12 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     elif part.detection.layout == "ldm":
         from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-        state = convert_ldm_vae_checkpoint(state, dict(model.config))
+        statistics = {k: v for k, v in state.items() if k.startswith("bn.")}  # Flux.2's
+        state = {**convert_ldm_vae_checkpoint(state, dict(model.config)), **statistics}
     expected = model.state_dict()
+    for key in expected:  # a batch norm's step count (Flux.2): an integer, not read
+        if key.endswith("num_batches_tracked") and key not in state:
+            state[key] = expected[key]
     problems = sorted(set(expected) ^ set(state))
     bad_shapes = [k for k in expected if k in state and state[k].shape != expected[k].shape]
     if problems or bad_shapes:

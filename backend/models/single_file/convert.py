@@ -68,6 +68,10 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         mapping = flux_bfl_row_map(keys, detection.config)
     elif detection.family == "hunyuanvideo1.5":
         mapping = hunyuan15_row_map(keys, detection.config)
+    elif detection.family == "z-image":
+        mapping = trace_converter(_z_image_converter(), keys)
+    elif detection.family == "flux2":
+        mapping = trace_converter(_flux2_converter(), keys)
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {
@@ -84,6 +88,22 @@ def _wan_converter():
     from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
 
     return convert_wan_transformer_to_diffusers
+
+
+def _z_image_converter():
+    from diffusers.loaders.single_file_utils import (
+        convert_z_image_transformer_checkpoint_to_diffusers,
+    )
+
+    return convert_z_image_transformer_checkpoint_to_diffusers
+
+
+def _flux2_converter():
+    from diffusers.loaders.single_file_utils import (
+        convert_flux2_transformer_checkpoint_to_diffusers,
+    )
+
+    return convert_flux2_transformer_checkpoint_to_diffusers
 
 
 def trace_converter(converter, keys: Mapping[str, tuple[int, ...]]) -> RowMap:
@@ -231,11 +251,14 @@ def hunyuan15_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> R
 
 def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> list[str]:
     """File weights the row map never reads (a sign the architecture was misread)."""
+    from .detect_z_image import DROPPED
+
     used = {s.key for segments in row_map.values() for s in segments}
+    dropped = DROPPED if detection.family == "z-image" else ()
     return sorted(
         detection.prefix + k
         for k in weight_keys(header, detection.prefix)
-        if detection.prefix + k not in used
+        if detection.prefix + k not in used and k not in dropped
     )
 
 

@@ -13,69 +13,36 @@ recognised as its DiT with `bundled` naming the other parts, which `bundled_part
 each as a file of its own (`FileHeader.view`).
 
 Roles: "transformer" (a DiT: Wan 2.1/2.2, Flux.1 or HunyuanVideo 1.5, in ComfyUI/Wan, BFL,
-Tencent's or diffusers' key names), "text_encoder" (UMT5, T5/ByT5, CLIP-L, Qwen2.5-VL in
-Hugging Face key names), "vae" (Wan 2.1, Wan 2.2, Flux and HunyuanVideo 1.5 autoencoders),
-"lora", "clip_vision" (CLIP and SigLIP towers) and "unknown".
+Tencent's or diffusers' key names; Z-Image, Flux.2 and Qwen-Image in detect_z_image.py and
+detect_flux2.py), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face key names; Qwen3 and
+Qwen2.5-VL in detect_z_image.py and detect_hunyuan15.py), "vae" (Wan 2.1, Wan 2.2, Flux,
+Flux.2 and HunyuanVideo 1.5 autoencoders), "lora", "clip_vision" (CLIP towers; SigLIP in
+detect_hunyuan15.py) and "unknown".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from . import hunyuan_video15 as hunyuan
+from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, qwen_image_dit
+from .detect_hunyuan15 import hunyuan15_dit, hunyuan15_vae, qwen25_vl_encoder, siglip_vision
+from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
+from .detection import Detection
 from .header import FileHeader, read_header
 from .quant import quantization
 
 REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
-ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
-FAMILIES = ("wan", "flux", "hunyuanvideo1.5")
+FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image", "hunyuanvideo1.5")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
-
-
-@dataclass(frozen=True)
-class Detection:
-    """What a file is, and why we think so."""
-
-    role: str
-    family: str | None = None
-    """"wan" or "flux" for a DiT or VAE; the encoder kind ("umt5", "t5", "clip") otherwise."""
-    variant: str = ""
-    """e.g. "wan2.1-t2v-14b", "wan2.2-ti2v-5b", "flux.1-dev", "umt5 4096"."""
-    layout: str = ""
-    """Key names: "wan" (original/ComfyUI), "bfl", "diffusers", "hf", "ldm"."""
-    prefix: str = ""
-    """Prefix stripped from every key (ComfyUI's `model.diffusion_model.`)."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """The diffusers/transformers config read off the shapes (DiTs, encoders, VAEs)."""
-    reasons: tuple[str, ...] = ()
-    bundled: tuple[str, ...] = ()
-    """An all-in-one checkpoint's parts besides the DiT: encoder names ("clip_l", "t5xxl") and
-    "vae", as the file names them (`bundled_parts` reads them)."""
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
-        if self.bundled and self.role != "transformer":
-            raise ValueError(f"only a DiT checkpoint bundles other parts, not a {self.role}")
-
-    @property
-    def label(self) -> str:
-        """The variant, e.g. "all-in-one flux.1-dev (DiT, clip_l, t5xxl, vae)" for a bundle."""
-        if not self.bundled:
-            return self.variant
-        return f"all-in-one {self.variant} (DiT, {', '.join(self.bundled)})"
-
-    def describe(self) -> str:
-        what = " ".join(x for x in (self.label or self.family or "", self.role) if x)
-        return f"{what}: {'; '.join(self.reasons)}"
 
 
 @dataclass(frozen=True)
@@ -109,18 +76,25 @@ def detect(header: FileHeader) -> Detection:
     for prefix in ("", *DIT_PREFIXES):
         if f"{prefix}blocks.0.self_attn.q.weight" in keys:
             return _with_bundle(header, _wan_dit(header, prefix, "wan"))
+        if layout := flux2_layout(keys, prefix):  # before Flux.1: the same double blocks
+            return flux2_dit(header, prefix, layout)
         if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
             return _with_bundle(header, _flux_dit(header, prefix))
+        if (found := qwen_image_dit(header, prefix)) is not None:
+            return found
+        if layout := z_image_layout(keys, prefix):
+            return z_image_dit(header, prefix, layout)
         if f"{prefix}{hunyuan.MARKER}" in keys:
-            return _with_bundle(header, _hunyuan15_dit(header, prefix, "original"))
+            return _with_bundle(header, hunyuan15_dit(header, prefix, "original"))
     if hunyuan.DIFFUSERS_MARKER in keys and "x_embedder.proj.weight" in keys:
-        return _hunyuan15_dit(header, "", "diffusers")
+        return hunyuan15_dit(header, "", "diffusers")
     if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    detectors = (_t5, _qwen25_vl, _clip_text, _wan_vae, _hunyuan15_vae, _kl_vae, _clip_vision)
-    for detector in (*detectors, _siglip_vision):
+    encoders = (_t5, qwen25_vl_encoder, _clip_text, qwen3_encoder)
+    vaes = (_wan_vae, flux2_vae, hunyuan15_vae, _kl_vae)
+    for detector in (*encoders, *vaes, _clip_vision, siglip_vision):
         found = detector(header)
         if found is not None:
             return found
@@ -134,7 +108,10 @@ def detect(header: FileHeader) -> Detection:
         "unknown",
         reasons=(
             f"no known key layout (Wan blocks.N.self_attn.q, Flux double_blocks.N.img_attn.qkv, "
-            f"T5/UMT5 encoder.block.N, CLIP text_model, Wan/Flux VAE); first keys: {sample}",
+            f"Flux.2 single_stream_modulation, Qwen-Image transformer_blocks.N.img_mod, Z-Image "
+            f"layers.N.attention, HunyuanVideo 1.5 double_blocks.N.img_attn_q, T5/UMT5 "
+            f"encoder.block.N, CLIP text_model, Qwen3, Qwen2.5-VL, Wan/Flux/Flux.2/HunyuanVideo "
+            f"1.5 VAE, CLIP/SigLIP vision); first keys: {sample}",
         ),
     )
 
@@ -360,61 +337,6 @@ def _flux_variant(width: int, guided: bool) -> str:
     return "flux.1-dev" if guided else "flux.1-schnell"
 
 
-# -- HunyuanVideo 1.5 -------------------------------------------------------------------------
-
-
-def _hunyuan15_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
-    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
-    patch = keys.get("img_in.proj.weight" if layout == "original" else "x_embedder.proj.weight")
-    if patch is None or len(patch) != 5:
-        return Detection(
-            "unknown", "hunyuanvideo1.5", reasons=(f"HunyuanVideo 1.5-like keys, patch {patch}",)
-        )
-    width = patch[0]
-    reasons = [
-        "HunyuanVideo 1.5 DiT keys "
-        + (
-            "in Tencent's original layout (double_blocks.N.img_attn_q, byt5_in, vision_in)"
-            if layout == "original"
-            else "in diffusers' layout (transformer_blocks.N, context_embedder_2)"
-        )
-        + (f" under {prefix!r}" if prefix else "")
-    ]
-    try:
-        head_dim = _head_dim(width)
-        read = hunyuan.dit_config if layout == "original" else hunyuan.diffusers_dit_config
-        config = read(keys, head_dim)
-    except (KeyError, ValueError) as exc:
-        return Detection("unknown", "hunyuanvideo1.5", reasons=(*reasons, f"no {exc}"))
-    task, resolution, named = hunyuan.task_and_resolution(header.name)
-    tiny = width == TINY_WIDTH
-    config["task_type"] = task
-    config["target_size"] = (
-        hunyuan.TINY_TARGET_SIZES[task] if tiny else hunyuan.TARGET_SIZES[resolution]
-    )
-    reasons.append(
-        f"width {width}, {config['num_layers']} double-stream blocks, "
-        f"{config['num_refiner_layers']} token-refiner blocks, {config['in_channels']} input "
-        f"channels, head width {head_dim}"
-    )
-    reasons.extend(named)
-    if tiny:
-        variant = "tiny-hunyuanvideo1.5" + ("-i2v" if task == "i2v" else "")
-    else:
-        variant = f"hunyuanvideo1.5-{resolution}-{task}"
-    return Detection(
-        "transformer", "hunyuanvideo1.5", variant, layout, prefix, config, tuple(reasons)
-    )
-
-
-def _hunyuan15_vae(header: FileHeader) -> Detection | None:
-    found = hunyuan.vae_facts(header)
-    if found is None:
-        return None
-    layout, config, reasons = found
-    return Detection("vae", "hunyuanvideo1.5", "hunyuanvideo1.5 vae", layout, "", config, reasons)
-
-
 # -- text encoders ----------------------------------------------------------------------------
 
 
@@ -469,56 +391,6 @@ def _t5(header: FileHeader) -> Detection | None:
         f"width {d_model}, {layers} blocks, {heads} heads, vocabulary {vocab}",
     )
     return Detection("text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons)
-
-
-# Qwen2.5-VL's text model: rotary sections per head width (the 7B's 128; the presets' 8)
-_MROPE_SECTIONS = {128: [16, 24, 24], 8: [2, 1, 1]}
-_QWEN_PREFIXES = ("model.", "model.language_model.", "")
-
-
-def _qwen25_vl(header: FileHeader) -> Detection | None:
-    """Qwen2.5-VL's language model (ComfyUI's `qwen_2.5_vl_7b`, the text encoder of
-    HunyuanVideo 1.5 and Qwen-Image): `model.layers.N` with q/k/v biases; its vision tower
-    (`visual.`) and `lm_head` are not read."""
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in _QWEN_PREFIXES
-            if f"{p}layers.0.self_attn.q_proj.bias" in keys and f"{p}embed_tokens.weight" in keys
-        ),
-        None,
-    )
-    if prefix is None:
-        return None
-    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
-    vocab, hidden = keys["embed_tokens.weight"]
-    head_dim = REAL_HEAD_DIM if hidden % REAL_HEAD_DIM == 0 else 8
-    if head_dim not in _MROPE_SECTIONS:
-        return None
-    layers = _count(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
-    heads, kv_heads = hidden // head_dim, keys["layers.0.self_attn.k_proj.weight"][0] // head_dim
-    real = head_dim == REAL_HEAD_DIM
-    config = {
-        "_class_name": "Qwen2_5_VLTextModel",
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": keys["layers.0.mlp.gate_proj.weight"][0],
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "rope_scaling": {"type": "mrope", "mrope_section": _MROPE_SECTIONS[head_dim]},
-        "bos_token_id": 151643 if real else None,
-        "eos_token_id": 151645 if real else None,
-    }
-    reasons = (
-        "Qwen2.5-VL language model keys (layers.N.self_attn.q_proj with biases)"
-        + (f" under {prefix!r}" if prefix else ""),
-        f"width {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value), vocabulary "
-        f"{vocab}",
-    )
-    variant = f"qwen2.5-vl {hidden}"
-    return Detection("text_encoder", "qwen2.5-vl", variant, "hf", prefix, config, reasons)
 
 
 def _clip_text(header: FileHeader) -> Detection | None:
@@ -603,56 +475,6 @@ def _clip_vision(header: FileHeader) -> Detection | None:
         f"{patch_size}-px patches",
     )
     return Detection("clip_vision", "clip", f"clip vision {hidden}", "hf", "", config, reasons)
-
-
-# SigLIP vision towers: heads per width (so400m, HunyuanVideo 1.5's `sigclip_vision_patch14_384`);
-# the tiny preset's has 8-wide heads
-_SIGLIP_HEADS = {1152: 16, 768: 12}
-_SIGLIP_IMAGE_SIZES = {(27, 14): 384}
-"""Patches per side and patch size -> the image size SigLIP's config names, where the patches do
-not tile it (so400m-patch14-384: 27 patches of 14 px, the last 6 pixels never seen)."""
-
-
-def _siglip_vision(header: FileHeader) -> Detection | None:
-    """A SigLIP vision tower (no class embedding, unlike CLIP), with or without `vision_model.`."""
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in ("vision_model.", "")
-            if f"{p}embeddings.patch_embedding.weight" in keys
-            and f"{p}encoder.layers.0.layer_norm1.weight" in keys
-        ),
-        None,
-    )
-    if prefix is None or f"{prefix}embeddings.class_embedding" in keys:
-        return None
-    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
-    hidden, channels, patch_size = keys["embeddings.patch_embedding.weight"][:3]
-    side = round(keys["embeddings.position_embedding.weight"][0] ** 0.5)
-    layers = _count(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
-    heads = _SIGLIP_HEADS.get(hidden, hidden // 8)
-    image_size = _SIGLIP_IMAGE_SIZES.get((side, patch_size), side * patch_size)
-    config = {
-        "_class_name": "SiglipVisionModel",
-        "hidden_size": hidden,
-        "intermediate_size": keys["encoder.layers.0.mlp.fc1.weight"][0],
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_channels": channels,
-        "image_size": image_size,
-        "patch_size": patch_size,
-        "vision_use_head": "head.probe" in keys,
-    }
-    reasons = (
-        "SigLIP vision tower keys (encoder.layers.N, no class embedding)"
-        + (f" under {prefix!r}" if prefix else ""),
-        f"width {hidden}, {layers} layers, {heads} heads, {image_size} px images in "
-        f"{patch_size}-px patches",
-    )
-    return Detection(
-        "clip_vision", "siglip", f"siglip vision {hidden}", "hf", prefix, config, reasons
-    )
 
 
 # -- VAEs -------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ class Preset:
 
 _WAN21_VAE, _WAN22_VAE = "the Wan 2.1 VAE (wan_2.1_vae)", "the Wan 2.2 VAE (wan2.2_vae)"
 _FLUX_VAE = "the Flux VAE (ae)"
+_FLUX2_VAE = "the Flux.2 VAE (32 latent channels, in diffusers' names)"
 _CLIP_VISION_H = "the CLIP ViT-H/14 image encoder (ComfyUI's clip_vision_h)"
 CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-Diffusers ship it
     "hidden_size": 1280,
@@ -140,16 +141,32 @@ _PRESETS = {
     },
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+    "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+    "tiny-flux2-klein": Preset(
+        "tiny-flux2-klein", "Flux2KleinPipeline", ("qwen3",), vae=_FLUX2_VAE
+    ),
+    "flux.2-klein-4b": Preset(
+        "random:flux.2-klein-4b", "Flux2KleinPipeline", ("qwen3",), vae=_FLUX2_VAE
+    ),
+    "flux.2-klein-9b": Preset(
+        "random:flux.2-klein-9b", "Flux2KleinPipeline", ("qwen3",), vae=_FLUX2_VAE
+    ),
 }
+_ENCODER_CLASSES = {"Flux2KleinPipeline": {"Qwen3Model": "Qwen3ForCausalLM"}}
+"""The text encoder class a pipeline takes where it differs from the file's plain model."""
 _ENCODER_SLOTS = {
     "clip": "text_encoder",
     "t5": "text_encoder_2",
     "umt5": "text_encoder",
+    "qwen3": "text_encoder",
     "qwen2.5-vl": "text_encoder",
 }
+_VAE_FAMILY = {"z-image": "flux"}
+"""The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`)."""
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
-_PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps")
+_PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps", "is_distilled")
 
 
 @dataclass(frozen=True)
@@ -320,16 +337,23 @@ def _encoders(
             f"{dit.label} needs {need} text encoders; {', '.join(missing)} is in none of the "
             f"files: give --text-encoder FILE for it"
         )
-    if dit.family == "hunyuanvideo1.5":
+    if dit.family == "hunyuanvideo1.5":  # Qwen2.5-VL's and ByT5's widths
         widths = (
-            ("text_encoder", "hidden_size", "text_embed_dim"),
-            ("text_encoder_2", "d_model", "text_embed_2_dim"),
+            ("text_encoder", dit.config["text_embed_dim"]),
+            ("text_encoder_2", dit.config["text_embed_2_dim"]),
         )
     else:
-        slot = "text_encoder" if dit.family == "wan" else "text_encoder_2"
-        widths = ((slot, "d_model", "text_dim" if dit.family == "wan" else "joint_attention_dim"),)
-    for slot, width_key, expected_key in widths:
-        width, expected = parts[slot].detection.config[width_key], dit.config[expected_key]
+        expected = (
+            dit.config.get("text_dim")
+            or dit.config.get("joint_attention_dim")
+            or dit.config.get("cap_feat_dim")
+        )
+        if dit.family == "flux2":  # three of the encoder's hidden states, stacked per token
+            expected //= 3
+        widths = (("text_encoder_2" if dit.family == "flux" else "text_encoder", expected),)
+    for slot, expected in widths:
+        config = parts[slot].detection.config
+        width = config.get("d_model") or config["hidden_size"]
         if width != expected:
             raise ValueError(
                 f"{_where(parts[slot], '--text-encoder')} has width {width}; {dit.variant} "
@@ -358,10 +382,15 @@ def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, P
     check_readable(part.header)
     latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
     expected = dit.config.get("out_channels") or dit.config["in_channels"] // 4
-    if part.detection.family != dit.family or latent != expected:
+    if dit.family == "z-image":  # its in_channels are the latent's, before the 2x2 patches
+        expected = dit.config["in_channels"]
+    elif dit.family == "flux2":  # 2x2 patches of the latent's channels
+        expected = dit.config["in_channels"] // 4
+    family = _VAE_FAMILY.get(dit.family or "", dit.family)
+    if part.detection.family != family or latent != expected:
         raise ValueError(
             f"{_where(part, '--vae')} is a {part.detection.variant} with {latent} latent "
-            f"channels; {needs}: a {dit.family} VAE with {expected}"
+            f"channels; {needs}: a {family} VAE with {expected}"
         )
     return part
 
@@ -518,7 +547,9 @@ def build_pipeline(
         parts[name] = model
     for slot, part in resolved.encoders.items():
         wanted = slot not in skip
-        parts[slot] = encoder_model(part, dtype) if wanted else None
+        classes = _ENCODER_CLASSES.get(preset.pipeline, {})
+        model_class = classes.get(part.detection.config.get("_class_name", ""))
+        parts[slot] = encoder_model(part, dtype, model_class=model_class) if wanted else None
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)

@@ -1,18 +1,24 @@
 """Tokenizers for single-file text encoders that do not carry their own, found offline.
 
-ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL and CLIP-L
-files (Flux's `t5xxl_fp16`, `clip_l`), Qwen2.5-VL (`qwen_2.5_vl_7b`) and ByT5
-(`byt5_small_glyphxl`, HunyuanVideo 1.5's) carry none. Without a download, the tokenizer comes from:
+ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL, CLIP-L,
+Qwen3, Qwen2.5-VL and ByT5 files (Flux's `t5xxl_fp16`, `clip_l`; Z-Image's `qwen_3_4b`;
+HunyuanVideo 1.5's `qwen_2.5_vl_7b` and `byt5_small_glyphxl`) carry none. Without a download,
+the tokenizer comes from:
 
-1. A ComfyUI install, which ships both: `comfy/text_encoders/t5_tokenizer` (T5) and
-   `comfy/sd1_tokenizer` (CLIP), `comfy/text_encoders/qwen25_tokenizer` (Qwen2.5-VL) and
-   `comfy/text_encoders/byt5_tokenizer` (ByT5). It is found above the encoder file
+1. A ComfyUI install, which ships them: `comfy/text_encoders/t5_tokenizer` (T5),
+   `comfy/sd1_tokenizer` (CLIP), `comfy/text_encoders/qwen25_tokenizer` (Qwen2.5's BPE, which
+   Qwen3 shares; ComfyUI's Z-Image encoder reads it) and `comfy/text_encoders/byt5_tokenizer`
+   (ByT5). It is found above the encoder file
    (`ComfyUI/models/text_encoders/t5xxl_fp16.safetensors`) or above paradit itself when it runs
    as a node pack (`ComfyUI/custom_nodes/paradit`).
 2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
-   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; for Qwen2.5-VL and ByT5 the
-   HunyuanVideo 1.5 diffusers repos' `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or
-   `Qwen/Qwen2.5-VL-7B-Instruct`.
+   or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; of Z-Image-Turbo or
+   `Qwen/Qwen3-4B` for Qwen3; for Qwen2.5-VL and ByT5 the HunyuanVideo 1.5 diffusers repos'
+   `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or `Qwen/Qwen2.5-VL-7B-Instruct`.
+
+A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
+folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
+A Qwen2.5-VL tokenizer without a chat template gets Qwen's (`seeded.QWEN_CHAT_TEMPLATE`).
 
 Anything else is a ValueError that names both places.
 """
@@ -28,6 +34,7 @@ log = logging.getLogger(__name__)
 COMFY_FOLDERS = {
     "t5": Path("comfy/text_encoders/t5_tokenizer"),
     "clip": Path("comfy/sd1_tokenizer"),
+    "qwen3": Path("comfy/text_encoders/qwen25_tokenizer"),
     "qwen2.5-vl": Path("comfy/text_encoders/qwen25_tokenizer"),
     "byt5": Path("comfy/text_encoders/byt5_tokenizer"),
 }
@@ -44,6 +51,10 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
         ("black-forest-labs/FLUX.1-schnell", "tokenizer"),
         ("openai/clip-vit-large-patch14", ""),
     ),
+    "qwen3": (
+        ("Tongyi-MAI/Z-Image-Turbo", "tokenizer"),
+        ("Qwen/Qwen3-4B", ""),
+    ),
     "qwen2.5-vl": (
         *((repo, "tokenizer") for repo in _HY15_REPOS),
         ("Qwen/Qwen-Image", "tokenizer"),
@@ -51,15 +62,17 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
     ),
     "byt5": tuple((repo, "tokenizer_2") for repo in _HY15_REPOS),
 }
-_CLASSES = {  # what FluxPipeline and HunyuanVideo15Pipeline take
+_CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline take
     "t5": "T5TokenizerFast",
     "clip": "CLIPTokenizer",
+    "qwen3": "Qwen2TokenizerFast",
     "qwen2.5-vl": "Qwen2Tokenizer",
     "byt5": "ByT5Tokenizer",
 }
 _FILES = {
     "t5": (("tokenizer.json",), ("spiece.model",)),
     "clip": (("vocab.json", "merges.txt"),),
+    "qwen3": (("tokenizer.json",), ("vocab.json", "merges.txt")),
     "qwen2.5-vl": (("tokenizer.json",), ("vocab.json", "merges.txt")),
     "byt5": (("tokenizer_config.json",),),  # ByT5 reads bytes: its file names the added tokens
 }
@@ -84,8 +97,9 @@ def comfy_candidates(kind: str, encoder_file: Path, package_dir: Path) -> list[P
 
 
 def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
-    """The tokenizer of a T5 ("t5") or CLIP ("clip") encoder file; ValueError if none is found
-    offline or the one found has more tokens than the encoder has embeddings."""
+    """The tokenizer of a T5 ("t5"), CLIP ("clip"), Qwen3 ("qwen3"), Qwen2.5-VL ("qwen2.5-vl")
+    or ByT5 ("byt5") encoder file; ValueError
+    if none is found offline or the one found has more tokens than the encoder has embeddings."""
     import transformers
 
     if kind not in COMFY_FOLDERS:
@@ -112,7 +126,11 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
             f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
             f"{len(tokenizer)} tokens, more than the encoder's {vocab_size} embeddings"
         )
-    if kind == "qwen2.5-vl" and not getattr(tokenizer, "chat_template", None):
+    if kind == "qwen3":
+        from ..seeded import QWEN3_CHAT_TEMPLATE
+
+        tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    elif kind == "qwen2.5-vl" and not getattr(tokenizer, "chat_template", None):
         from ..seeded import QWEN_CHAT_TEMPLATE  # HunyuanVideo 1.5 applies the chat template
 
         tokenizer.chat_template = QWEN_CHAT_TEMPLATE

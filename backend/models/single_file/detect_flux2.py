@@ -1,0 +1,162 @@
+"""Flux.2 and Qwen-Image single files, recognised from their headers.
+
+- The Flux.2 DiT (FLUX.2-dev, FLUX.2-klein-4B/9B) in Black Forest Labs' names, as ComfyUI's
+  `diffusion_models` hold it (`double_blocks.N.img_attn.qkv`, `single_blocks.N.linear1`, and
+  the global `single_stream_modulation` Flux.1 lacks), or in diffusers' names. Dev embeds its
+  guidance (`guidance_in`); Klein does not, and its text width says which Qwen3 feeds it
+  (4B: 3 x 2560, 9B: 3 x 4096). Whether a Klein file is the distilled model or -base no
+  weight shows: it is taken as the distilled one (its preset's settings).
+- The Flux.2 VAE (`AutoencoderKLFlux2`: 32 latent channels and the batch-norm statistics
+  `bn.running_mean`/`running_var` the pipeline normalises with), in diffusers' names or the
+  original (ldm) ones Flux's `ae` uses.
+- The Qwen-Image DiT, whose files keep diffusers' names (`transformer_blocks.N.img_mod.1`,
+  `txt_norm`), with or without ComfyUI's prefix.
+
+Widths and counts are read off the shapes (head width from the q norm's gain); what no weight
+shows (rotary axes and theta, epsilon) comes from the published configs the `random:` presets
+ship, the tiny presets' rotary axes for their 16-wide heads.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..random_presets import random_dit_config
+from .detection import Detection
+from .header import FileHeader
+
+FLUX2, QWEN_IMAGE = "flux2", "qwen-image"
+REAL_HEAD_DIM = 128
+KLEIN_TEXT_WIDTHS = {3 * 2560: "flux.2-klein-4b", 3 * 4096: "flux.2-klein-9b"}
+
+
+def _count(keys: Any, pattern: str) -> int:
+    regex = re.compile(pattern)
+    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
+    return max(found) + 1 if found else 0
+
+
+def _stripped(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
+    return {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+
+
+def flux2_layout(keys: Any, prefix: str) -> str | None:
+    """ "bfl", "diffusers", or None when the keys are no Flux.2 DiT's."""
+    if f"{prefix}single_stream_modulation.lin.weight" in keys:
+        return "bfl"
+    if f"{prefix}single_stream_modulation.linear.weight" in keys:
+        return "diffusers"
+    return None
+
+
+def flux2_dit(header: FileHeader, prefix: str, layout: str):
+    """The Detection of a Flux.2 DiT (role "unknown" with the reasons when a key is missing)."""
+    keys = _stripped(header, prefix)
+    bfl = layout == "bfl"
+    names = {
+        "embed": "img_in.weight" if bfl else "x_embedder.weight",
+        "text": "txt_in.weight" if bfl else "context_embedder.weight",
+        "norm_q": "double_blocks.0.img_attn.norm.query_norm.scale"
+        if bfl
+        else "transformer_blocks.0.attn.norm_q.weight",
+        "mlp": "double_blocks.0.img_mlp.0.weight"
+        if bfl
+        else "transformer_blocks.0.ff.linear_in.weight",
+        "time": "time_in.in_layer.weight"
+        if bfl
+        else "time_guidance_embed.timestep_embedder.linear_1.weight",
+    }
+    missing = [n for n in names.values() if n not in keys]
+    if missing:
+        return Detection(
+            "unknown", FLUX2, layout=layout, reasons=(f"Flux.2-like keys but no {missing[0]}",)
+        )
+    width, in_channels = keys[names["embed"]]
+    head_dim = keys[names["norm_q"]][0]
+    joint = keys[names["text"]][1]
+    guided = (
+        "guidance_in.in_layer.weight"
+        if bfl
+        else "time_guidance_embed.guidance_embedder.linear_1.weight"
+    ) in keys
+    if bfl:
+        layers = _count(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
+        singles = _count(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
+    else:
+        layers = _count(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+        singles = _count(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_qkv_mlp_proj\.weight$")
+    tiny = head_dim != REAL_HEAD_DIM
+    if guided:
+        variant = "tiny-flux2" if tiny else "flux.2-dev"
+    else:
+        variant = "tiny-flux2-klein" if tiny else KLEIN_TEXT_WIDTHS.get(joint, "flux.2-klein")
+    published = random_dit_config("random:flux.2-dev", "transformer")
+    config = {
+        **published,
+        "in_channels": in_channels,
+        "num_layers": layers,
+        "num_single_layers": singles,
+        "attention_head_dim": head_dim,
+        "num_attention_heads": width // head_dim,
+        "joint_attention_dim": joint,
+        "mlp_ratio": keys[names["mlp"]][0] / (2 * width),  # SwiGLU: gate and value rows
+        "timestep_guidance_channels": keys[names["time"]][1],
+        "guidance_embeds": guided,
+    }
+    if tiny:
+        config["axes_dims_rope"] = [4, 4, 4, 4]  # the tiny presets' (16-wide heads)
+    reasons = (
+        "Flux.2 DiT keys ("
+        + ("Black Forest Labs' names, single_stream_modulation.lin" if bfl else "diffusers' names")
+        + ")"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {width}, {layers} double + {singles} single blocks, {width // head_dim} heads of "
+        f"{head_dim}, text width {joint}, "
+        + ("guidance embedding (dev)" if guided else "no guidance embedding (Klein)"),
+    )
+    return Detection("transformer", FLUX2, variant, layout, prefix, config, reasons)
+
+
+def flux2_vae(header: FileHeader):
+    """The Detection of a Flux.2 VAE (diffusers' or ldm names), or None for other files."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    first = keys.get("encoder.conv_in.weight")
+    if "bn.running_mean" not in keys or first is None or len(first) != 4:
+        return None
+    latent = keys["bn.running_mean"][0] // 4  # statistics per channel of the 2x2 patches
+    layout = "ldm" if "encoder.down.0.block.0.conv1.weight" in keys else "diffusers"
+    reasons = (
+        f"Flux.2 VAE keys ({layout} names; the batch-norm statistics bn.running_mean/var)",
+        f"{latent} latent channels, base width {first[0]}",
+    )
+    config = {"latent_channels": latent, "base_width": first[0]}
+    return Detection("vae", FLUX2, "flux.2 vae", layout, "", config, reasons)
+
+
+def qwen_image_dit(header: FileHeader, prefix: str):
+    """The Detection of a Qwen-Image DiT (diffusers' names), or None for other files."""
+    keys = _stripped(header, prefix)
+    if "transformer_blocks.0.img_mod.1.weight" not in keys or "txt_norm.weight" not in keys:
+        return None
+    width, in_channels = keys["img_in.weight"]
+    head_dim = keys["transformer_blocks.0.attn.norm_q.weight"][0]
+    config = {
+        **random_dit_config("random:qwen-image", "transformer"),
+        "in_channels": in_channels,
+        "out_channels": keys["proj_out.weight"][0] // 4,
+        "num_layers": _count(keys, r"transformer_blocks\.(\d+)\.img_mod\.1\.weight$"),
+        "attention_head_dim": head_dim,
+        "num_attention_heads": width // head_dim,
+        "joint_attention_dim": keys["txt_norm.weight"][0],
+    }
+    variant = "tiny-qwen-image" if head_dim != REAL_HEAD_DIM else "qwen-image"
+    if head_dim != REAL_HEAD_DIM:
+        config["axes_dims_rope"] = [4, 6, 6]  # the tiny preset's (16-wide heads)
+    reasons = (
+        "Qwen-Image DiT keys (transformer_blocks.N.img_mod, txt_norm)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {width}, {config['num_layers']} blocks, {width // head_dim} heads of {head_dim}, "
+        f"text width {config['joint_attention_dim']}",
+    )
+    return Detection("transformer", QWEN_IMAGE, variant, "diffusers", prefix, config, reasons)

@@ -1,0 +1,47 @@
+"""What a checkpoint file was recognised as (`Detection`), apart from the recognisers
+(detect.py and the per-model ones it calls) so that each of them can build one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("transformer", "text_encoder", "vae", "lora", "clip_vision", "unknown")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What a file is, and why we think so."""
+
+    role: str
+    family: str | None = None
+    """"wan" or "flux" for a DiT or VAE; the encoder kind ("umt5", "t5", "clip") otherwise."""
+    variant: str = ""
+    """e.g. "wan2.1-t2v-14b", "wan2.2-ti2v-5b", "flux.1-dev", "umt5 4096"."""
+    layout: str = ""
+    """Key names: "wan" (original/ComfyUI), "bfl", "diffusers", "hf", "ldm"."""
+    prefix: str = ""
+    """Prefix stripped from every key (ComfyUI's `model.diffusion_model.`)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The diffusers/transformers config read off the shapes (DiTs, encoders, VAEs)."""
+    reasons: tuple[str, ...] = ()
+    bundled: tuple[str, ...] = ()
+    """An all-in-one checkpoint's parts besides the DiT: encoder names ("clip_l", "t5xxl") and
+    "vae", as the file names them (`bundled_parts` reads them)."""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+        if self.bundled and self.role != "transformer":
+            raise ValueError(f"only a DiT checkpoint bundles other parts, not a {self.role}")
+
+    @property
+    def label(self) -> str:
+        """The variant, e.g. "all-in-one flux.1-dev (DiT, clip_l, t5xxl, vae)" for a bundle."""
+        if not self.bundled:
+            return self.variant
+        return f"all-in-one {self.variant} (DiT, {', '.join(self.bundled)})"
+
+    def describe(self) -> str:
+        what = " ".join(x for x in (self.label or self.family or "", self.role) if x)
+        return f"{what}: {'; '.join(self.reasons)}"

@@ -1,0 +1,73 @@
+"""The tiny Flux.2 Klein preset (FLUX.2-klein-4B-shaped: step-distilled)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE, qwen3_chat_tokenizer
+from .common import TEXT_DIM, Builders, seeded
+from .flux import _flux2_vae
+
+_HEADS, _HEAD_DIM = 4, 16
+KLEIN_TEXT_LAYERS = 28  # the pipeline stacks hidden states 9, 18 and 27 (of Qwen3-4B's 36)
+
+
+def _qwen3_causal_text_encoder():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    config = Qwen3Config(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=KLEIN_TEXT_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=True,  # as Qwen3-4B
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=PAD_ID,
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def _klein_transformer():
+    from diffusers import Flux2Transformer2DModel
+
+    return Flux2Transformer2DModel(
+        patch_size=1,
+        in_channels=4 * 32,  # the VAE's 32 channels in 2x2 patches
+        num_layers=2,
+        num_single_layers=2,
+        attention_head_dim=_HEAD_DIM,
+        num_attention_heads=_HEADS,
+        joint_attention_dim=3 * TEXT_DIM,  # three of the text encoder's hidden states
+        axes_dims_rope=(4, 4, 4, 4),
+        guidance_embeds=False,  # Klein: no guidance embedding (distilled, or true CFG)
+    )
+
+
+def _klein_scheduler():
+    import diffusers
+
+    from ..random_presets import random_preset_spec
+
+    entry = random_preset_spec("random:flux.2-klein-4b")["components"]["scheduler"]
+    shipped = dict(entry["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
+_KLEIN: Builders = {
+    "tokenizer": qwen3_chat_tokenizer,
+    "text_encoder": lambda: seeded(701, _qwen3_causal_text_encoder),
+    "vae": lambda: seeded(702, _flux2_vae),
+    "scheduler": _klein_scheduler,
+    "transformer": lambda: seeded(703, _klein_transformer),
+}
+
+PRESETS: dict[str, tuple[str, Builders]] = {
+    "tiny-flux2-klein": ("Flux2KleinPipeline", _KLEIN),
+}
+PIPELINE_CONFIG: dict[str, dict[str, Any]] = {
+    "tiny-flux2-klein": {"is_distilled": True},  # as FLUX.2-klein-4B's model_index.json
+}

@@ -1,0 +1,143 @@
+"""The tiny LTX-2 preset: text to video with its audio track (`LTX2Pipeline`)."""
+
+from __future__ import annotations
+
+from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer
+from .common import TEXT_DIM, Builders, seeded
+
+_TEXT_LAYERS = 2
+"""The pipeline stacks every hidden state of the text encoder (Gemma 3 12B: 48 layers + the
+embeddings = 49); the connectors' input is that stack, so their factor is layers + 1."""
+_LATENT_CHANNELS = 8
+_AUDIO_LATENT_CHANNELS, _MEL_BINS = 2, 16
+"""The audio VAE packs channels x (mel bins / 4) per audio token: 2 x 4 = 8 features (the real
+8 x 16 = 128), and its latent statistics have that length."""
+_AUDIO_TOKEN_FEATURES = _AUDIO_LATENT_CHANNELS * _MEL_BINS // 4
+
+
+def _text_encoder():
+    from transformers import Gemma3TextConfig, Gemma3TextModel
+
+    # Gemma 3's text model in Gemma-3-12B's role: the pipeline reads all its hidden states.
+    config = Gemma3TextConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=_TEXT_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=256,
+        sliding_window=64,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        bos_token_id=None,
+    )
+    return Gemma3TextModel(config)
+
+
+def _connectors():
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors
+
+    # The text stack -> the video and the audio branch's text tokens (4 heads x 8 = TEXT_DIM),
+    # 8 learnable registers in place of the padding (the real model has 128 for 1024 tokens).
+    return LTX2TextConnectors(
+        caption_channels=TEXT_DIM,
+        text_proj_in_factor=_TEXT_LAYERS + 1,
+        video_connector_num_attention_heads=4,
+        video_connector_attention_head_dim=8,
+        video_connector_num_layers=1,
+        video_connector_num_learnable_registers=8,
+        audio_connector_num_attention_heads=4,
+        audio_connector_attention_head_dim=8,
+        audio_connector_num_layers=1,
+        audio_connector_num_learnable_registers=8,
+        connector_rope_base_seq_len=32,
+    )
+
+
+def _transformer():
+    from diffusers import LTX2VideoTransformer3DModel
+
+    # Video 4 heads x 16, audio 4 heads x 8; their cross-attention widths are the streams'.
+    return LTX2VideoTransformer3DModel(
+        in_channels=_LATENT_CHANNELS,
+        out_channels=_LATENT_CHANNELS,
+        num_attention_heads=4,
+        attention_head_dim=16,
+        cross_attention_dim=64,
+        audio_in_channels=_AUDIO_TOKEN_FEATURES,
+        audio_out_channels=_AUDIO_TOKEN_FEATURES,
+        audio_num_attention_heads=4,
+        audio_attention_head_dim=8,
+        audio_cross_attention_dim=32,
+        num_layers=2,
+        caption_channels=TEXT_DIM,
+    )
+
+
+def _vae():
+    from diffusers import AutoencoderKLLTX2Video
+
+    # LTX-2's block structure (4x4 patches, then spatial, temporal and two spatio-temporal
+    # downsamples: 32x spatial, 8x temporal, frames 8k+1) 8 to 32 channels wide.
+    return AutoencoderKLLTX2Video(
+        latent_channels=_LATENT_CHANNELS,
+        block_out_channels=(8, 8, 8, 8),
+        decoder_block_out_channels=(8, 16, 32),
+        layers_per_block=(1, 1, 1, 1, 1),
+        decoder_layers_per_block=(1, 1, 1, 1),
+        decoder_causal=False,
+        spatial_compression_ratio=32,
+        temporal_compression_ratio=8,
+    )
+
+
+def _audio_vae():
+    from diffusers import AutoencoderKLLTX2Audio
+
+    # The real mel front end (16 kHz, hop 160, 4x in time and in mel bins: 25 latent frames a
+    # second), stereo, 16 mel bins.
+    return AutoencoderKLLTX2Audio(
+        base_channels=_AUDIO_TOKEN_FEATURES,
+        latent_channels=_AUDIO_LATENT_CHANNELS,
+        mel_bins=_MEL_BINS,
+        output_channels=2,
+        num_res_blocks=1,
+    )
+
+
+def _vocoder():
+    from diffusers.pipelines.ltx2.vocoder import LTX2Vocoder
+
+    # The real upsampling (x240: 100 mel frames a second -> 24 kHz stereo), 32 channels wide.
+    return LTX2Vocoder(in_channels=2 * _MEL_BINS, hidden_channels=32, out_channels=2)
+
+
+def _scheduler():
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    # LTX's: the shift follows the token count (`mu`), exponential, to a terminal 0.1.
+    return FlowMatchEulerDiscreteScheduler(
+        use_dynamic_shifting=True,
+        base_shift=0.95,
+        max_shift=2.05,
+        base_image_seq_len=1024,
+        max_image_seq_len=4096,
+        shift_terminal=0.1,
+        time_shift_type="exponential",
+    )
+
+
+_LTX2: Builders = {
+    "tokenizer": lambda: byte_tokenizer(32),
+    "text_encoder": lambda: seeded(601, _text_encoder),
+    "connectors": lambda: seeded(602, _connectors),
+    "transformer": lambda: seeded(603, _transformer),
+    "vae": lambda: seeded(604, _vae),
+    "audio_vae": lambda: seeded(605, _audio_vae),
+    "vocoder": lambda: seeded(606, _vocoder),
+    "scheduler": _scheduler,
+}
+
+PRESETS: dict[str, tuple[str, Builders]] = {"tiny-ltx2": ("LTX2Pipeline", _LTX2)}

@@ -1,0 +1,372 @@
+"""LTX-2 text to video with its audio track: the presets, limits and defaults, world size 1
+against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG parallel and
+Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
+mp4's AAC track, probed with the ffmpeg binary.
+
+Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
+callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
+(tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
+
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+from conftest import spawn_gloo
+from PIL import Image
+
+from paradit.backend.audio import AUDIO_FILE, Audio
+from paradit.backend.contract import TEXT_TO_VIDEO
+from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.vae_tiles import enable_tiles
+from paradit.backend.parallel import parallelize
+from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.vae import decode_tiles
+from paradit.backend.request import JobRequest
+from paradit.backend.runtime.preview import Previewer
+from paradit.backend.serving.outputs import to_uint8, write_outputs
+from paradit.backend.tools.equivalence import (
+    FLOAT32,
+    IDENTICAL,
+    WITHIN_ROUNDING,
+    compare,
+)
+
+TINY, RANDOM = "tiny-ltx2", "random:ltx-2"
+CPU = torch.device("cpu")
+
+# 192x128 px and 9 frames are 2 latent frames of 6 x 4 tokens (32x, patch 1), decoded in 2 x 3
+# tiles; 9 frames at 24 fps are 0.375 s: 9 audio latent frames (25 a second), 33 mel frames,
+# 7920 samples at 24 kHz.
+GUIDED = {"prompt": "a drum solo in the rain", "negative_prompt": "silence", "seed": 5}
+GUIDED.update(width=192, height=128, num_frames=9, num_inference_steps=2, guidance_scale=4.0)
+UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
+UNGUIDED.update(width=96, height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
+JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
+SAMPLES = 7920
+TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
+
+# DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
+LTX2_DIT = 18_876_174_592
+
+
+def _pipeline():
+    """The preset as a rank holds it, with the test's VAE tiles, and its family."""
+    pipe = build_preset(TINY)
+    pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, TILE, TILE)
+    return pipe, family_of(pipe)
+
+
+def _run(pipe, family, body: dict, *, split_decode: bool = False):
+    """One job as the engine runs it: the pipeline stops at the latents on every rank, the
+    video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
+    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw;
+    the decode's tiles)."""
+    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+    steps: list[int] = []
+
+    def step_end(_pipe, index, _t, kwargs):
+        steps.append(index)
+        return {}
+
+    with torch.no_grad():
+        tensors = family.encode(pipe, request, CPU)
+        kwargs = family.prepare(pipe, request, tensors)
+        output = family.pipeline_for_job(pipe, request)(
+            **kwargs,
+            generator=torch.Generator().manual_seed(request.seed),
+            output_type="latent",
+            return_dict=False,
+            callback_on_step_end=step_end,
+        )
+        tiles = family.tiled_decode(pipe, request, output[0])
+        if split_decode:
+            decoded = decode_tiles(tiles, CPU)
+        else:
+            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
+    if decoded is None:
+        return None, None, steps, tiles.num_tiles
+    audio = family.audio(pipe, output)
+    return to_uint8(tiles.assemble(decoded)), audio, steps, tiles.num_tiles
+
+
+@pytest.fixture(scope="module")
+def references() -> dict:
+    """World size 1, one thread: every job's (frames, audio, steps) and its DiT calls."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pipe, family = _pipeline()
+        calls = []
+        pipe.transformer.register_forward_hook(lambda *_args: calls.append(1))
+        outputs = {}
+        for label, body in JOBS.items():
+            calls.clear()
+            outputs[label] = (*_run(pipe, family, body), len(calls))
+    finally:
+        torch.set_num_threads(threads)
+    return {"outputs": outputs, "pipe": pipe}
+
+
+# -- presets, limits ---------------------------------------------------------------------------
+
+
+def test_preset_structure_and_limits(references):
+    pipe = references["pipe"]
+    assert type(pipe).__name__ == "LTX2Pipeline"
+    assert type(pipe.text_encoder).__name__ == "Gemma3TextModel"
+    text_config = pipe.text_encoder.config
+    assert pipe.connectors.config.text_proj_in_factor == text_config.num_hidden_layers + 1
+    assert pipe.connectors.config.caption_channels == text_config.hidden_size
+    assert pipe.vae_spatial_compression_ratio == 32 and pipe.vae_temporal_compression_ratio == 8
+    assert pipe.vocoder.config.output_sampling_rate == 24000
+    family = family_of(pipe)
+    assert family.name == "ltx2-t2v" and family_for("LTX2Pipeline") is family
+    assert family.batched_cfg and family.decodes_in_job and not family.step_cache
+    limits = family.limits(pipe, tiny=True)
+    assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (32, 24)
+    request = JobRequest.from_body({"prompt": "x"}, limits)
+    assert (request.width, request.num_frames, request.num_inference_steps) == (64, 9, 4)
+    assert request.guidance_scale == 4.0 and request.uses_cfg
+    with pytest.raises(ValueError, match="multiple of 32, got 48"):
+        JobRequest.from_body({"prompt": "x", "width": 48}, limits)
+    with pytest.raises(ValueError, match="between 64 and 2048"):  # 2 latent rows at least
+        JobRequest.from_body({"prompt": "x", "height": 32}, limits)
+    # 160 px with tiles of 128 every 64: the third tile would be one latent pixel wide, which
+    # the decoder cannot pad; refused before the steps, on every rank alike
+    narrow = JobRequest.from_body({"prompt": "x", "width": 160, "height": 64}, limits)
+    with pytest.raises(ValueError, match="one latent pixel at 160x64"):
+        family.prepare(pipe, narrow, {"prompt_embeds": torch.zeros(1, 32, 96)})
+    # previews: the packed step latents' first latent frame (3 x 2 tokens) through the map
+    # fitted to this VAE
+    previewer = Previewer.fit(family, pipe)
+    assert previewer is not None
+    packed = torch.randn(1, 2 * 2 * 3, 8, generator=torch.Generator().manual_seed(1))
+    png = previewer.png(packed, JobRequest.from_body({"prompt": "x", "width": 96}, limits))
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.size == (3 * 8, 2 * 8)
+    with pytest.raises(ValueError, match="8k\\+1"):
+        JobRequest.from_body({"prompt": "x", "num_frames": 5}, limits)
+
+
+@pytest.mark.fast
+def test_random_preset_counts_the_published_parameters():
+    pipe = build_random_preset(RANDOM, device="meta")
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == LTX2_DIT
+    config = pipe.transformer.config
+    assert (config.num_layers, config.num_attention_heads, config.audio_num_attention_heads) == (
+        48,
+        32,
+        32,
+    )
+    text_config = pipe.text_encoder.config
+    assert (text_config.hidden_size, text_config.num_hidden_layers + 1) == (3840, 49)
+    assert pipe.connectors.config.text_proj_in_factor == 49
+    assert len(pipe.tokenizer) == text_config.vocab_size
+    family = family_of(pipe)
+    limits = family.limits(pipe, tiny=False)
+    assert (limits.default_width, limits.default_height, limits.default_frames) == (768, 512, 121)
+    assert (limits.fps, limits.default_steps, limits.default_guidance) == (24, 40, 4.0)
+    assert limits.tokens(768, 512, 121) == 16 * 24 * 16
+    assert family.text_tokens(pipe) == 1024
+
+
+def test_plan_at_real_size():
+    """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
+    16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
+    bf16, the decode split; every rank holds the VAE with the connectors, the audio VAE and
+    the vocoder."""
+    from paradit.backend.tools.plan import estimate
+
+    report = estimate(RANDOM, 4, 80, 768, 512, 121)
+    assert report["tokens"] == 16 * 16 * 24 and report["fits"]
+    weights = report["memory"]["weights_bytes"]
+    assert weights["transformer"] == LTX2_DIT * 2
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+    parts = report["memory"]["reference_job"]["parts_bytes"]
+    others = ("vae", "connectors", "audio_vae", "vocoder")
+    assert parts["vae"] == sum(weights[name] for name in others)
+    assert parts["activations"] > 0 and parts["decode"] > 0
+
+
+# -- world size 1 against diffusers called directly ----------------------------------------------
+
+
+def test_world_size_1_equals_diffusers_called_directly(references):
+    """`LTX2Pipeline` as a user calls it (prompt, negative prompt, plain CFG; the VAE's own
+    tiled decode) gives the same video and the same audio waveform, bit for bit; the step
+    callback ran once per step."""
+    outputs, pipe = references["outputs"], references["pipe"]
+    assert (outputs["guided"][3], outputs["unguided"][3]) == (6, 1)  # VAE tiles
+    assert (outputs["guided"][4], outputs["unguided"][4]) == (2, 2)  # CFG is one batch of 2
+    assert outputs["guided"][2] == outputs["unguided"][2] == [0, 1]
+    torch.set_num_threads(1)
+    for label, body in JOBS.items():
+        with torch.no_grad():
+            video, audio = pipe(
+                prompt=body["prompt"],
+                negative_prompt=body["negative_prompt"],
+                height=body["height"],
+                width=body["width"],
+                num_frames=body["num_frames"],
+                frame_rate=24.0,
+                num_inference_steps=body["num_inference_steps"],
+                guidance_scale=body["guidance_scale"],
+                audio_guidance_scale=body["guidance_scale"],
+                use_cross_timestep=False,
+                max_sequence_length=32,
+                generator=torch.Generator().manual_seed(body["seed"]),
+                output_type="np",
+                return_dict=False,
+                **PLAIN_CFG,
+            )
+        frames, track = outputs[label][0], outputs[label][1]
+        result = compare(frames, to_uint8(np.asarray(video[0])), FLOAT32)
+        assert result.verdict == IDENTICAL, (label, result.overall)
+        assert track.sample_rate == 24000 and track.waveform.shape[0] == 2
+        assert np.array_equal(track.waveform, audio[0].numpy()), label
+    assert outputs["guided"][1].waveform.shape == (2, SAMPLES)
+    # 17 frames: 0.708 s, 18 audio latent frames, 69 mel frames of 240 samples
+    assert outputs["unguided"][1].waveform.shape == (2, 69 * 240)
+
+
+# -- world size 2 against world size 1 -----------------------------------------------------
+
+
+def _check_group(rank: int, world_size: int, outputs: dict) -> None:
+    """A CFG-parallel group of 2 (FSDP2 over both, the decode's tiles dealt to both): the
+    guided job's two CFG rows on the two ranks; the unguided job spread over both as Ulysses
+    2 (our plan: `parallel/ltx2.py`), its 27 video tokens uneven (14 + 13), the audio whole on
+    both. Video and audio equal world size 1
+    within rounding on rank 0, which alone decodes."""
+    plan = ParallelPlan(2, 1, 1, True, True)
+    pipe, family = _pipeline()
+    parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
+    limits = family.limits(pipe, tiny=True)
+    tokens = []
+    pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
+        lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
+    )
+    layouts = []
+    for label, body in JOBS.items():
+        request = JobRequest.from_body(body, limits)
+        count = limits.tokens(request.width, request.height, request.num_frames)
+        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
+        frames, audio, steps, _tiles = _run(pipe, family, body, split_decode=True)
+        parallel.end_job()
+        assert steps == [0, 1]
+        if rank != 0:
+            assert frames is None and audio is None
+            continue
+        # Each rank's DiT runs a batch of 1 where world size 1 runs 2 (CFG), or a share of
+        # the tokens (Ulysses): the kernels round apart (about 1e-6 on the DiT's outputs).
+        reference = outputs[label]
+        result = compare(reference[0], frames, FLOAT32)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+        drift = np.abs(reference[1].waveform - audio.waveform).max()
+        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+    assert layouts == ["plan", "spread"]
+    # guided: each rank one CFG row of all 48 tokens; unguided: 27 tokens as 14 and 13
+    assert tokens[0] == (1, 48) and tokens[2] == (1, (14, 13)[rank]), tokens
+
+
+def test_parallel_jobs_equal_world_size_1(references):
+    """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
+    streams together; an unguided job spreads its video tokens over both (uneven).
+    `paradit verify` ran 3 and 4 ranks by hand."""
+    spawn_gloo(2, _check_group, references["outputs"])
+
+
+# -- the outputs: audio.wav and the mp4's AAC track -------------------------------------------
+
+
+def test_outputs_carry_the_audio_track(references, tmp_path):
+    """`video.mp4` gets an AAC track of the waveform's length (probed with ffmpeg, decoded
+    back to samples); `audio.wav` holds the samples as 16-bit PCM; job.json's record."""
+    import wave
+
+    import imageio_ffmpeg
+
+    frames, audio = references["outputs"]["guided"][:2]
+    files = write_outputs(tmp_path, frames, 24, audio)
+    assert files[:2] == ["video.mp4", AUDIO_FILE] and len(files) == 2 + len(frames)
+    with wave.open(str(tmp_path / AUDIO_FILE)) as wav:
+        assert (wav.getnchannels(), wav.getframerate(), wav.getsampwidth()) == (2, 24000, 2)
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    assert np.array_equal(pcm.reshape(-1, 2), audio.pcm16())
+    assert json.loads(json.dumps(audio.record())) == {
+        "sample_rate": 24000,
+        "channels": 2,
+        "codec": "aac",
+        "seconds": round(SAMPLES / 24000, 4),
+        "file": AUDIO_FILE,
+    }
+
+    ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+    mp4 = str(tmp_path / "video.mp4")
+    probe = subprocess.run([ffmpeg, "-hide_banner", "-i", mp4], capture_output=True, text=True)
+    streams = re.findall(r"Stream #0:\d.*?: (Video|Audio): (\w+)(.*)", probe.stderr)
+    assert [(kind, codec) for kind, codec, _ in streams] == [("Video", "h264"), ("Audio", "aac")]
+    assert "24000 Hz, stereo" in streams[1][2]
+    decoded = subprocess.run(
+        [ffmpeg, "-v", "error", "-i", mp4, "-map", "0:a:0", "-f", "s16le", "-ac", "2", "-"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    samples = len(decoded) // 4  # 2 channels of 2 bytes
+    assert abs(samples - SAMPLES) <= 1024, samples  # one AAC frame at most
+    # the frames are still the video's: 9 of them
+    count = subprocess.run(
+        [ffmpeg, "-v", "error", "-i", mp4, "-map", "0:v:0", "-f", "null", "-"],
+        capture_output=True,
+        text=True,
+    )
+    assert count.returncode == 0
+
+
+@pytest.mark.fast
+def test_audio_refuses_what_is_not_a_track():
+    with pytest.raises(ValueError, match="channels, samples"):
+        Audio(np.zeros(5, dtype=np.float32), 24000)
+    with pytest.raises(ValueError, match="sample rate"):
+        Audio(np.zeros((2, 5), dtype=np.float32), 0)
+    loud = Audio(np.array([[2.0, -2.0, 0.5]], dtype=np.float32), 8000)
+    assert loud.pcm16().tolist() == [[32767], [-32767], [16384]]
+
+
+@pytest.mark.fast
+def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
+    """The nodes read the backend's `audio.wav` back into ComfyUI's AUDIO waveform
+    (float32, -1..1); `paradit verify` compares two tracks' 16-bit samples."""
+    from paradit.backend.audio import write_wav
+    from paradit.backend.tools.verify import compare_audio
+    from paradit.nodes.run import wav_track
+
+    rng = np.random.default_rng(0)
+    audio = Audio(rng.uniform(-1, 1, (2, 480)).astype(np.float32), 24000)
+    write_wav(tmp_path / AUDIO_FILE, audio)
+    data = (tmp_path / AUDIO_FILE).read_bytes()
+    waveform, rate = wav_track(data)
+    assert rate == 24000 and waveform.shape == (2, 480) and waveform.dtype == np.float32
+    assert np.abs(waveform - audio.waveform).max() <= 0.5 / 32767 + 1e-7  # 16-bit rounding
+    assert compare_audio(data, data) == {
+        "identical": True, "max_abs": 0, "snr_db": float("inf"), "samples": 480, "channels": 2
+    }  # fmt: skip
+    nudged = Audio(audio.waveform + 2 / 32767, 24000)
+    write_wav(tmp_path / "nudged.wav", nudged)
+    near = compare_audio(data, (tmp_path / "nudged.wav").read_bytes())
+    assert not near["identical"] and near["max_abs"] <= 3 and near["snr_db"] > 70
+    assert compare_audio(None, None) is None
+    assert compare_audio(data, None)["identical"] is False

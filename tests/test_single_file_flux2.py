@@ -1,0 +1,169 @@
+"""Flux.2 (dev and Klein) and Qwen-Image single files.
+
+- From headers alone (the real architectures on the meta device, written as header-only
+  files): FLUX.2-dev and FLUX.2-klein-4B/9B in Black Forest Labs' names (what ComfyUI's
+  `diffusion_models` hold) are recognised, their configs read off the shapes equal the
+  published ones and every parameter's rows are found (q/k/v a third of the fused rows each,
+  the final modulation's halves swapped); Klein 4B resolves with its Qwen3 encoder and the
+  Flux.2 VAE to the `random:flux.2-klein-4b` settings. Qwen-Image (diffusers' names under
+  ComfyUI's prefix) is recognised with the published config. FLUX.2-dev and Qwen-Image files
+  are refused to run (their Mistral 3 / Qwen2.5-VL encoder files are not read yet), naming
+  the file and what it is.
+- The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
+  hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
+  and in the original (ldm) names loads to the same weights.
+
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import numpy as np
+import pytest
+import torch
+from comfy_files import (
+    WAN_PREFIX,
+    flux2_bfl,
+    meta_model,
+    meta_shapes,
+    qwen3_comfy,
+    vae_ldm,
+    write_header_only,
+    write_safetensors,
+)
+from safetensors.torch import save_file
+
+from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.components import vae_model
+from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
+from paradit.backend.models.single_file.detect import detect, recognise
+from paradit.backend.models.single_file.header import read_header
+from paradit.backend.models.single_file.load import SingleFiles, resolve
+
+
+def _dit_config(preset: str) -> dict:
+    return random_preset_spec(preset)["components"]["transformer"]["config"]
+
+
+@functools.cache
+def _meta_dit(preset: str):
+    """The preset's DiT on the meta device (built once: a 32B one takes a while)."""
+    class_name = _dit_config(preset)["_class_name"]
+    return meta_model(class_name, _dit_config(preset))
+
+
+VARIANTS = {  # preset -> the variant its BFL file is recognised as
+    "random:flux.2-dev": "flux.2-dev",
+    "random:flux.2-klein-4b": "flux.2-klein-4b",
+    "random:flux.2-klein-9b": "flux.2-klein-9b",
+}
+QWEN3_4B = {
+    "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
+    "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 128, "tie_word_embeddings": True,
+}  # fmt: skip
+CALL = {"height": 32, "width": 32, "num_inference_steps": 2, "output_type": "np"}
+
+
+def _header_file(path, shapes: dict) -> str:
+    write_header_only(path, shapes)
+    return str(path)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("preset", list(VARIANTS))
+def test_flux2_dits_from_their_bfl_headers(tmp_path, preset):
+    config, model = _dit_config(preset), _meta_dit(preset)
+    bfl = flux2_bfl(model.state_dict())
+    path = tmp_path / "flux2.safetensors"
+    write_header_only(path, {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()})
+    header = read_header(path)
+    found = detect(header)
+    assert (found.role, found.family, found.variant, found.layout) == (
+        "transformer", "flux2", VARIANTS[preset], "bfl"
+    )  # fmt: skip
+    assert found.config == config  # every entry: read off the shapes or published
+    row_map = dit_row_map(header, found)
+    assert set(row_map) == set(model.state_dict()) and not unused_keys(header, found, row_map)
+    for name, param in model.state_dict().items():
+        assert sum(s.rows for s in row_map[name]) == param.shape[0], name
+    width = config["num_attention_heads"] * config["attention_head_dim"]
+    assert row_map["transformer_blocks.1.attn.add_v_proj.weight"][0].start == 2 * width
+    final = row_map["norm_out.linear.weight"]  # BFL (shift, scale) -> diffusers (scale, shift)
+    assert [(s.start, s.rows) for s in final] == [(width, width), (0, width)]
+
+
+@pytest.mark.fast
+def test_klein_resolves_and_dev_and_qwen_image_are_refused_by_name(tmp_path):
+    klein = _meta_dit("random:flux.2-klein-4b")
+    dit = _header_file(
+        tmp_path / "flux-2-klein-4b.safetensors",
+        {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(klein.state_dict()).items()},
+    )
+    qwen3 = meta_shapes(meta_model("Qwen3ForCausalLM", QWEN3_4B))
+    qwen3.pop("lm_head.weight")
+    encoder = _header_file(tmp_path / "qwen_3_4b.safetensors", qwen3)
+    vae_config = random_preset_spec("random:flux.2-klein-4b")["components"]["vae"]["config"]
+    vae = _header_file(
+        tmp_path / "flux2-vae.safetensors",
+        meta_shapes(meta_model("AutoencoderKLFlux2", vae_config)),
+    )
+    assert detect(read_header(vae)).variant == "flux.2 vae"
+    resolved = resolve(SingleFiles((dit,), (encoder,), (vae,)))
+    assert (resolved.preset.name, resolved.pipeline_class) == (
+        "random:flux.2-klein-4b", "Flux2KleinPipeline"
+    )  # fmt: skip
+    dev = _meta_dit("random:flux.2-dev")
+    dev_file = _header_file(
+        tmp_path / "flux2_dev_fp8mixed.safetensors",
+        {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dev.state_dict()).items()},
+    )
+    with pytest.raises(ValueError, match="flux2_dev_fp8mixed.safetensors is flux.2-dev .*cannot "):
+        resolve(SingleFiles((dev_file,), (encoder,), (vae,)))
+    qwen_image = _meta_dit("random:qwen-image")
+    shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in qwen_image.state_dict().items()}
+    qwen_file = _header_file(tmp_path / "qwen_image_bf16.safetensors", shapes)
+    found = detect(read_header(qwen_file))
+    assert (found.family, found.variant, found.prefix) == ("qwen-image", "qwen-image", WAN_PREFIX)
+    assert found.config == _dit_config("random:qwen-image")
+    with pytest.raises(ValueError, match="qwen_image_bf16.safetensors is qwen-image .*cannot "):
+        resolve(SingleFiles((qwen_file,), (encoder,), (vae,)))
+
+
+def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
+    tiny = build_preset("tiny-flux2-klein")
+    tiny.set_progress_bar_config(disable=True)
+    dit = tmp_path / "flux-2-klein-tiny-bf16.safetensors"
+    bfl = flux2_bfl(tiny.transformer.state_dict())
+    held = write_safetensors(dit, bfl, "bf16", WAN_PREFIX)
+    rounded = {k: v.to(torch.bfloat16).float() for k, v in tiny.transformer.state_dict().items()}
+    assert all(torch.equal(held[k], flux2_bfl(rounded)[k]) for k in held)
+    encoder, vae = tmp_path / "qwen_3_tiny.safetensors", tmp_path / "flux2-vae-tiny.safetensors"
+    save_file(qwen3_comfy(tiny.text_encoder.model.state_dict()), str(encoder))
+    save_file({k: v.contiguous() for k, v in tiny.vae.state_dict().items()}, str(vae))
+    pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
+    assert type(pipe).__name__ == "Flux2KleinPipeline" and pipe.config.is_distilled
+    ldm = tmp_path / "flux2-vae-tiny-ldm.safetensors"  # the original names, as Flux's `ae`
+    save_file(vae_ldm(tiny.vae.state_dict()), str(ldm))
+    from_ldm = vae_model(recognise(str(ldm)), "tiny-flux2-klein", torch.float32)
+    assert all(torch.equal(from_ldm.state_dict()[k], v) for k, v in tiny.vae.state_dict().items())
+    reference = copy.copy(tiny)
+    module = copy.deepcopy(tiny.transformer)
+    module.load_state_dict(rounded, strict=True)
+    reference.register_modules(transformer=module)
+    for component in ("transformer", "text_encoder", "vae"):
+        ours = getattr(pipe, component).state_dict()
+        theirs = getattr(reference, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+    images = []
+    for each in (pipe, reference):
+        align_cpu_weights(each)
+        out = each(prompt="a single file", generator=torch.Generator().manual_seed(5), **CALL)
+        images.append(np.asarray(out.images[0]))
+    assert np.array_equal(*images) and images[0].std() > 0
