@@ -325,6 +325,7 @@ def test_workflow_defaults_to_a_real_model(name):
     for prefix in MODEL_PREFIXES:
         task = task.removeprefix(prefix)
     task = task.replace("_", "-")
+    task = {"image-edit": "edit"}.get(task, task)  # paradit_image_edit serves task "edit"
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
 
