@@ -194,3 +194,21 @@ def edit_size(image_width: int, image_height: int, limits: Limits) -> tuple[int,
         return max(limits.min_size, min(limits.max_size, rounded))
 
     return side(image_width), side(image_height)
+
+
+def reference_sizes(images: list[str], limits: Limits) -> tuple[tuple[int, int], ...]:
+    """The (width, height) each input image of an edit has when the pipeline VAE-encodes it
+    and appends its tokens to the output's: Qwen-Image-Edit's about 1024x1024 pixels at the
+    image's aspect, Flux.2's own size (scaled down to 1024x1024 pixels when larger), as
+    `edit_size` sizes them. Empty for a model that does not edit (`edit_pixels` 0): a start
+    image is not a reference. The images are base64 ones a request already checked."""
+    if not limits.edit_pixels:
+        return ()
+    from PIL import Image  # local: keep `paradit` import cheap
+
+    sizes = []
+    for data in images:
+        raw = base64.b64decode(data.split(",", 1)[-1])
+        with Image.open(io.BytesIO(raw)) as img:  # the header only: the size
+            sizes.append(edit_size(img.width, img.height, limits))
+    return tuple(sizes)

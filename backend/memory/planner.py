@@ -27,7 +27,7 @@ of whichever phase (denoising, decoding) is higher.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .settings import JobShape, MemorySettings
@@ -173,8 +173,10 @@ class JobMemory:
         return self.prediction.fits
 
     def to_dict(self) -> dict[str, Any]:
+        references = [f"{w}x{h}" for w, h in self.shape.references]
         return {
             "size": str(self.shape),
+            **({"reference_images": references} if references else {}),
             "dit": self.layout.dit,
             "offload": self.layout.offload,
             "text_encoder": self.layout.text_encoder,
@@ -265,7 +267,7 @@ class MemoryPlanner:
 
     def _why(self, layout: Layout, job: JobMemory) -> str:
         return (
-            f"level {layout.level} ({self._describe(layout)}): {job.shape} needs "
+            f"level {layout.level} ({self._describe(layout)}): {job.shape.described} needs "
             f"{_gib(job.prediction.peak)} of {_gib(self.budget.usable)}"
         )
 
@@ -280,9 +282,15 @@ class MemoryPlanner:
         job = self.plan_job(shape)
         if job.fits:
             return job
+        counted = (
+            " (an edit's reference images are counted: their tokens follow the output's in "
+            "the sequence the DiT sees)"
+            if shape.references
+            else ""
+        )
         raise TooLarge(
-            f"{shape} needs {_gib(job.prediction.peak)} on a rank, over the budget of "
-            f"{_gib(self.budget.usable)} even with {self._describe(self.layout)}; "
+            f"{shape.described} needs {_gib(job.prediction.peak)} on a rank{counted}, over the "
+            f"budget of {_gib(self.budget.usable)} even with {self._describe(self.layout)}; "
             + self.largest_fit(shape)
         )
 
@@ -294,7 +302,10 @@ class MemoryPlanner:
         room = self.budget.usable - weights
         if room <= 0:
             return f"the weights alone need {_gib(weights)} on a rank: use more GPUs or offload"
-        factor = min(1.0, math.sqrt(room / variable))
+        # an edit's references keep their size: only the output's share of the tokens scales
+        share = self._output_share(shape)
+        fixed = variable * (1 - share)
+        factor = min(1.0, math.sqrt(max(0.0, room - fixed) / max(1.0, variable - fixed)))
         multiple = self.size_multiple
         for _ in range(64):
             candidate = shape.scaled(factor, multiple)
@@ -303,7 +314,19 @@ class MemoryPlanner:
             if candidate.width == multiple and candidate.height == multiple:
                 break
             factor *= 0.9
+        if shape.references:  # an edit's reference tokens are in the DiT's sequence too
+            return (
+                f"no output size fits with {len(shape.references)} reference image(s): "
+                "use fewer input images or more GPUs"
+            )
         return f"no size fits at {shape.frames} frames: use fewer frames or more GPUs"
+
+    def _output_share(self, shape: JobShape) -> float:
+        """The output's part of the tokens the DiT sees (1 without reference images)."""
+        step = self.size_multiple
+        output = shape.frames * (shape.width // step) * (shape.height // step)
+        references = sum((w // step) * (h // step) for w, h in shape.references)
+        return output / max(1, output + references)
 
     def _job(self, shape: JobShape, layout: Layout) -> JobMemory:
         topo, mode = self.topology, self.settings.vae_tiling
@@ -343,7 +366,7 @@ class MemoryPlanner:
 
     def _predict(self, shape: JobShape, layout: Layout, decode: str) -> Prediction:
         sizes, topo = self.sizes, self.topology
-        shape = JobShape(shape.width, shape.height, shape.frames, topo.batch())
+        shape = replace(shape, batch=topo.batch())
         steps_dit, decode_dit = self._dit_bytes(layout)
         encoders = sizes.encoder_bytes if layout.text_encoder == "device" else 0
         activations = sizes.activations(shape, topo.sequence_degree)

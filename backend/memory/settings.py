@@ -58,10 +58,25 @@ class JobShape:
     frames: int
     batch: int = 1
     """Rows in one DiT forward: 2 when the family batches CFG's branches on one rank."""
+    references: tuple[tuple[int, int], ...] = ()
+    """An edit's input images, (width, height) in pixels as the pipeline VAE-encodes them:
+    their tokens follow the output's in the sequence the DiT sees."""
 
     def __post_init__(self) -> None:
         if min(self.width, self.height, self.frames, self.batch) < 1:
             raise ValueError(f"width, height, frames and batch must be >= 1, got {self}")
+        if any(len(ref) != 2 or min(ref) < 1 for ref in self.references):
+            raise ValueError(
+                f"each reference image must be (width, height) >= 1 pixels, got {self.references}"
+            )
+
+    @property
+    def described(self) -> str:
+        """'WxHxF', with the edit's reference images when it has some."""
+        if not self.references:
+            return str(self)
+        sizes = ", ".join(f"{w}x{h}" for w, h in self.references)
+        return f"{self} with {len(self.references)} reference image(s) ({sizes})"
 
     @classmethod
     def parse(cls, text: str) -> JobShape:
@@ -76,10 +91,11 @@ class JobShape:
             raise ValueError(f"--plan-for must be WxHxF (e.g. 1280x720x81), got {text!r}") from None
 
     def scaled(self, factor: float, multiple: int) -> JobShape:
-        """The same aspect ratio with sides times `factor`, rounded down to `multiple`."""
+        """The same aspect ratio with sides times `factor`, rounded down to `multiple` (an
+        edit's reference images keep their size: it is the inputs', not the output's)."""
         width = max(multiple, int(self.width * factor) // multiple * multiple)
         height = max(multiple, int(self.height * factor) // multiple * multiple)
-        return JobShape(width, height, self.frames, self.batch)
+        return JobShape(width, height, self.frames, self.batch, self.references)
 
     def __str__(self) -> str:
         return f"{self.width}x{self.height}x{self.frames}"

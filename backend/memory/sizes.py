@@ -97,7 +97,8 @@ class ModelSizes:
 
     def activations(self, shape: JobShape, sequence_degree: int) -> int:
         """Peak activation bytes of one DiT forward on one rank (its share of the tokens)."""
-        key = ("dit", shape.width, shape.height, shape.frames, shape.batch, sequence_degree)
+        key = ("dit", shape.width, shape.height, shape.frames, shape.batch, shape.references)
+        key = (*key, sequence_degree)
         if key not in self._cache:
             try:
                 self._cache[key] = peak_bytes(lambda: _dit_forward(self, shape, sequence_degree))
@@ -111,9 +112,19 @@ class ModelSizes:
         hidden = config.get("num_attention_heads", 1) * config.get("attention_head_dim", 64)
         tokens = self.latent_frames(shape.frames) * (shape.height // (self.spatial * 2))
         tokens = tokens * (shape.width // (self.spatial * 2))
+        tokens += sum(rows * cols for rows, cols in self.reference_grids(shape))
         local = math.ceil(tokens / sequence_degree) + self.text_tokens
         size = torch.tensor([], dtype=self.dtype).element_size()
         return ACTIVATION_FACTOR * shape.batch * local * hidden * size
+
+    def reference_grids(self, shape: JobShape, sequence_degree: int = 1) -> list[tuple[int, int]]:
+        """(rows, columns) of tokens of each reference image of an edit (2x2 latent patches;
+        with sequence parallel, one rank's share of the rows), appended to the output's."""
+        patch = self.spatial * 2
+        return [
+            (max(1, math.ceil(height // patch / sequence_degree)), width // patch)
+            for width, height in shape.references
+        ]
 
     # -- decode -----------------------------------------------------------------------
 
@@ -205,8 +216,9 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
             **kwargs,
         )
+    references = sizes.reference_grids(shape, sequence_degree)
     if kind.startswith("Flux2"):
-        tokens = (rows // 2) * (cols // 2)
+        tokens = (rows // 2) * (cols // 2) + sum(r * c for r, c in references)
         return dit(
             hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
             encoder_hidden_states=torch.empty(
@@ -233,14 +245,15 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
             return_dict=False,
         )
     if kind.startswith("QwenImage"):
-        grid = (rows // 2, cols // 2)
+        grids = [(rows // 2, cols // 2), *references]  # the output's tokens, then the edit's
+        tokens = sum(r * c for r, c in grids)
         return dit(
-            hidden_states=torch.empty((batch, grid[0] * grid[1], config["in_channels"]), **meta),
+            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
             encoder_hidden_states=torch.empty(
                 (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
             ),
             timestep=step,
-            img_shapes=[[(1, *grid)]] * batch,
+            img_shapes=[[(1, *grid) for grid in grids]] * batch,
             return_dict=False,
         )
     if kind.startswith("HunyuanVideo15"):

@@ -24,7 +24,7 @@ from typing import Any
 
 from ... import __version__
 from ..config import ServeConfig
-from ..contract import model_tasks
+from ..contract import Limits, model_tasks, reference_sizes
 from ..memory.settings import JobShape
 from ..request import JobRequest
 from ..runtime.control import Sender
@@ -42,8 +42,12 @@ HEALTH_CHECK_S = 0.5
 """How often an idle replica 0 loop looks at the group's health."""
 
 
-def job_shape(request: JobRequest) -> JobShape:
-    return JobShape(request.width, request.height, request.num_frames)
+def job_shape(request: JobRequest, limits: Limits) -> JobShape:
+    """The job's size as the memory plan counts it: with an edit's input images, whose tokens
+    the DiT sees after the output's."""
+    images = [] if request.image is None else [request.image, *(request.images or ())]
+    references = reference_sizes(images, limits)
+    return JobShape(request.width, request.height, request.num_frames, references=references)
 
 
 class Service:
@@ -137,7 +141,7 @@ class Service:
             request = request.replace(cache=self.config.default_cache())  # serve's --cache
         planner = self.runtime.planner if self.runtime is not None else None
         if planner is not None:  # TooLarge (a ValueError: 422) names the largest size that fits
-            planner.check(job_shape(request))
+            planner.check(job_shape(request, self.limits))
         if request.loras and self.runtime is not None:  # LoraError (422) names LoRA and reason
             self.runtime.loras.resolve(request.loras)
         ok, detail = self.health()
@@ -201,7 +205,9 @@ class Service:
         job.timings = {"queued_s": round(job.started - job.created, 4)}
         job.replica = replica.index
         planner = self.runtime.planner
-        job.memory = None if planner is None else planner.plan_job(job_shape(job.request))
+        job.memory = (
+            None if planner is None else planner.plan_job(job_shape(job.request, self.limits))
+        )
         replica.busy_job = job.id
         started = time.perf_counter()
         try:

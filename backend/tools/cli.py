@@ -122,6 +122,12 @@ def build_parser() -> Parser:
         type=float,
         help="plan for LoRAs (as serve with --lora-dir): the parsed-LoRA cache's bound in GiB",
     )
+    p.add_argument(
+        "--images",
+        type=int,
+        default=0,
+        help="plan an image edit with N input images of the output's size (their tokens count)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("models", help="what single-file models a ComfyUI models folder holds")
@@ -334,6 +340,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         offload=args.offload,
         vae_tiling=args.vae_tiling,
         lora_cache_gib=args.lora_cache_gib,
+        images=args.images,
     )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..contract import Limits, edit_size
 from ..memory.planner import GIB, Budget, MemoryPlanner, TooLarge, Topology
 from ..memory.planner import render as render_memory
 from ..memory.settings import JobShape, MemorySettings
@@ -30,9 +31,12 @@ def estimate(
     offload: str = "auto",
     vae_tiling: str = "auto",
     lora_cache_gib: float | None = None,
+    images: int = 0,
 ) -> dict[str, Any]:
     """The plan for one job on `gpus` devices of `gpu_memory_gib` GiB each (with LoRAs when
-    `lora_cache_gib` is given: serve's `--lora-cache-gib` with a `--lora-dir`)."""
+    `lora_cache_gib` is given: serve's `--lora-cache-gib` with a `--lora-dir`). `images` > 0:
+    an edit with that many input images of the output's size, each counted as the model
+    VAE-encodes it (`contract.reference_sizes`: its tokens join the DiT's sequence)."""
     import torch
 
     from ..memory.sizes import meta_pipeline, sizes_of_pipeline
@@ -43,12 +47,19 @@ def estimate(
         raise ValueError("--gpus must be >= 1 and a multiple of --dp-degree")
     if device not in DTYPE_OF_DEVICE:
         raise ValueError(f"--device must be cuda or cpu, got {device!r}")
-    shape = JobShape(width, height, frames)
+    if images < 0:
+        raise ValueError(f"--images must be >= 0, got {images}")
     settings = MemorySettings(
-        gpu_memory_gib, offload, vae_tiling, f"{shape}", lora_cache_gib=lora_cache_gib
+        gpu_memory_gib,
+        offload,
+        vae_tiling,
+        f"{JobShape(width, height, frames)}",
+        lora_cache_gib=lora_cache_gib,
     )
     pipe = meta_pipeline(model)
     family = family_of(pipe)
+    limits = family.limits(pipe, tiny=False)
+    shape = JobShape(width, height, frames, references=_references(limits, width, height, images))
     plan = choose_plan(
         gpus // dp_degree,
         supports_cfg=family.supports_cfg(pipe),
@@ -64,7 +75,6 @@ def estimate(
         batched_cfg=family.batched_cfg,
         shard_weights=plan.shard_weights,
     )
-    limits = family.limits(pipe, tiny=False)
     planner = MemoryPlanner(
         sizes_of_pipeline(pipe, family, dtype),
         settings,
@@ -81,11 +91,24 @@ def estimate(
         "gpus": gpus,
         "dp_degree": dp_degree,
         "plan": plan.to_dict(),
-        "tokens": limits.tokens(width, height, frames),
+        "tokens": limits.tokens(width, height, frames)
+        + sum(limits.tokens(w, h, 1) for w, h in shape.references),
+        "images": images,
         "memory": memory,
         "fits": fits,
         "advice": [] if fits else [_advice(planner, shape)],
     }
+
+
+def _references(limits: Limits, width: int, height: int, images: int) -> tuple:
+    """`images` input images of the output's size, as the model VAE-encodes them."""
+    if not images:
+        return ()
+    if not limits.edit_pixels:
+        raise ValueError(f"--images is for image-edit models; this model's task: {limits.task}")
+    if images > limits.max_images:
+        raise ValueError(f"this model takes at most {limits.max_images} input images")
+    return (edit_size(width, height, limits),) * images
 
 
 def _advice(planner: MemoryPlanner, shape: JobShape) -> str:
@@ -100,7 +123,8 @@ def render(report: dict[str, Any]) -> str:
     plan = report["plan"]
     lines = [
         f"{report['model']} ({report['pipeline']}) on {report['gpus']} GPU(s), "
-        f"{report['tokens']} tokens",
+        f"{report['tokens']} tokens"
+        + (f" (with {report['images']} input image(s))" if report.get("images") else ""),
         f"plan: cfg {plan['cfg_degree']} x ulysses {plan['ulysses_degree']} x ring "
         f"{plan['ring_degree']} ({', '.join(plan['modes']) or 'single'})",
         render_memory(report["memory"]),
