@@ -47,6 +47,7 @@ from paradit.backend.tools.equivalence import (
 )
 
 TINY, TINY_I2V, RANDOM = "tiny-ltx2", "tiny-ltx2-i2v", "random:ltx-2"
+RANDOM_I2V = "random:ltx-2-i2v"
 CPU = torch.device("cpu")
 
 # 192x128 px and 9 frames are 2 latent frames of 6 x 4 tokens (32x, patch 1), decoded in 2 x 3
@@ -199,6 +200,16 @@ def test_random_preset_counts_the_published_parameters():
     assert (limits.fps, limits.default_steps, limits.default_guidance) == (24, 40, 4.0)
     assert limits.tokens(768, 512, 121) == 16 * 24 * 16
     assert family.text_tokens(pipe) == 1024
+
+
+@pytest.mark.fast
+def test_random_image_to_video_preset_is_ltx_2_under_its_pipeline():
+    from paradit.backend.models.random_presets import random_preset_spec
+
+    spec, t2v = random_preset_spec(RANDOM_I2V), random_preset_spec(RANDOM)
+    assert spec["pipeline"] == "LTX2ImageToVideoPipeline"
+    assert {**spec, "pipeline": t2v["pipeline"]} == t2v
+    assert family_for(spec["pipeline"]).name == "ltx2-i2v"
 
 
 def test_plan_at_real_size():
