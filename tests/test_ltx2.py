@@ -1,17 +1,20 @@
 """LTX-2 text to video with its audio track: the presets, limits and defaults, world size 1
 against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG parallel and
 Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
-mp4's AAC track, probed with the ffmpeg binary.
+mp4's AAC track, probed with the ffmpeg binary. Image to video (`tiny-ltx2-i2v`): world size 1
+against `LTX2ImageToVideoPipeline` called directly, Ulysses 2 (the conditioning frame's
+per-token timesteps split with the tokens) against world size 1, no image refused.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores).
+Cost: about 24 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -24,7 +27,7 @@ from conftest import spawn_gloo
 from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
-from paradit.backend.contract import TEXT_TO_VIDEO
+from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
@@ -43,7 +46,8 @@ from paradit.backend.tools.equivalence import (
     compare,
 )
 
-TINY, RANDOM = "tiny-ltx2", "random:ltx-2"
+TINY, TINY_I2V, RANDOM = "tiny-ltx2", "tiny-ltx2-i2v", "random:ltx-2"
+RANDOM_I2V = "random:ltx-2-i2v"
 CPU = torch.device("cpu")
 
 # 192x128 px and 9 frames are 2 latent frames of 6 x 4 tokens (32x, patch 1), decoded in 2 x 3
@@ -55,15 +59,28 @@ UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1
 UNGUIDED.update(width=96, height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 SAMPLES = 7920
+
+
+def _png(width: int, height: int) -> str:
+    """A seeded start image as base64 PNG."""
+    pixels = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# Unguided at 96x96, 17 frames: 27 video tokens, the first latent frame's 9 the image's
+# (timestep 0); Ulysses 2 gives rank 0 those 9 and 5 more, rank 1 the other 13.
+I2V = {**UNGUIDED, "prompt": "the boat sails off", "seed": 4, "image": _png(96, 96)}
 TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
 
 # DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
 LTX2_DIT = 18_876_174_592
 
 
-def _pipeline():
+def _pipeline(preset: str = TINY):
     """The preset as a rank holds it, with the test's VAE tiles, and its family."""
-    pipe = build_preset(TINY)
+    pipe = build_preset(preset)
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, TILE, TILE)
     return pipe, family_of(pipe)
@@ -115,9 +132,11 @@ def references() -> dict:
         for label, body in JOBS.items():
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
+        i2v_pipe, i2v_family = _pipeline(TINY_I2V)
+        outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
     finally:
         torch.set_num_threads(threads)
-    return {"outputs": outputs, "pipe": pipe}
+    return {"outputs": outputs, "pipe": pipe, "i2v_pipe": i2v_pipe}
 
 
 # -- presets, limits ---------------------------------------------------------------------------
@@ -183,6 +202,16 @@ def test_random_preset_counts_the_published_parameters():
     assert family.text_tokens(pipe) == 1024
 
 
+@pytest.mark.fast
+def test_random_image_to_video_preset_is_ltx_2_under_its_pipeline():
+    from paradit.backend.models.random_presets import random_preset_spec
+
+    spec, t2v = random_preset_spec(RANDOM_I2V), random_preset_spec(RANDOM)
+    assert spec["pipeline"] == "LTX2ImageToVideoPipeline"
+    assert {**spec, "pipeline": t2v["pipeline"]} == t2v
+    assert family_for(spec["pipeline"]).name == "ltx2-i2v"
+
+
 def test_plan_at_real_size():
     """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
     16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
@@ -242,6 +271,50 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert outputs["unguided"][1].waveform.shape == (2, 69 * 240)
 
 
+def test_image_to_video_equals_diffusers_called_directly(references):
+    """`tiny-ltx2-i2v`: `LTX2ImageToVideoPipeline` as a user calls it with the same image
+    (not re-compressed: `image_crf=0`) gives the same video and audio, bit for bit; the first
+    frame follows the image; a request without an image is refused."""
+    pipe = references["i2v_pipe"]
+    family = family_of(pipe)
+    assert type(pipe).__name__ == "LTX2ImageToVideoPipeline" and family.name == "ltx2-i2v"
+    limits = family.limits(pipe, tiny=True)
+    assert limits.task == IMAGE_TO_VIDEO and limits.needs_image
+    with pytest.raises(ValueError, match="image is required for image-to-video"):
+        JobRequest.from_body({k: v for k, v in I2V.items() if k != "image"}, limits)
+    image = Image.open(io.BytesIO(base64.b64decode(I2V["image"]))).convert("RGB")
+    call = dict(image=image, image_crf=0, prompt=I2V["prompt"], height=96, width=96)
+    call.update(num_frames=17, frame_rate=24.0, num_inference_steps=2, guidance_scale=1.0)
+    call.update(audio_guidance_scale=1.0, use_cross_timestep=False, max_sequence_length=32)
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        video, audio = pipe(
+            **call,
+            **PLAIN_CFG,
+            generator=torch.Generator().manual_seed(I2V["seed"]),
+            output_type="np",
+            return_dict=False,
+        )
+        latents = pipe(
+            **call,
+            **PLAIN_CFG,
+            generator=torch.Generator().manual_seed(I2V["seed"]),
+            output_type="latent",
+            return_dict=False,
+        )[0]
+        pixels = pipe.video_processor.preprocess(image, height=96, width=96)
+        encoded = pipe.vae.encode(pixels[:, :, None]).latent_dist.mode()
+    frames, track = references["outputs"]["i2v"][:2]
+    result = compare(frames, to_uint8(np.asarray(video[0])), FLOAT32)
+    assert result.verdict == IDENTICAL, result.overall
+    assert np.array_equal(track.waveform, audio[0].numpy())
+    assert track.waveform.shape == (2, 69 * 240)
+    # the first latent frame is the image's, never stepped (normalised and back: rounding)
+    assert latents.shape == (1, 8, 3, 3, 3)
+    assert torch.allclose(latents[:, :, 0], encoded[:, :, 0], atol=1e-5)
+    assert (latents[:, :, 1] - encoded[:, :, 0]).abs().max() > 0.1
+
+
 # -- world size 2 against world size 1 -----------------------------------------------------
 
 
@@ -277,9 +350,29 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
         assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
         drift = np.abs(reference[1].waveform - audio.waveform).max()
         assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
-    assert layouts == ["plan", "spread"]
-    # guided: each rank one CFG row of all 48 tokens; unguided: 27 tokens as 14 and 13
-    assert tokens[0] == (1, 48) and tokens[2] == (1, (14, 13)[rank]), tokens
+    # image to video on the same DiT, spread: the image's per-token timesteps split with the
+    # tokens (else the modulation would not fit this rank's tokens)
+    from diffusers import LTX2ImageToVideoPipeline
+
+    parts = ("scheduler", "vae", "audio_vae", "text_encoder", "tokenizer", "connectors")
+    parts += ("transformer", "vocoder")
+    i2v = LTX2ImageToVideoPipeline(**{name: getattr(pipe, name) for name in parts})
+    i2v.set_progress_bar_config(disable=True)
+    i2v_family = family_of(i2v)
+    request = JobRequest.from_body(I2V, i2v_family.limits(i2v, tiny=True))
+    layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
+    frames, audio, steps, _tiles = _run(i2v, i2v_family, I2V, split_decode=True)
+    parallel.end_job()
+    assert request.image is not None and steps == [0, 1]
+    if rank == 0:
+        reference = outputs["i2v"]
+        result = compare(reference[0], frames, FLOAT32)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("i2v", result.overall)
+        drift = np.abs(reference[1].waveform - audio.waveform).max()
+        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("i2v", drift)
+    assert layouts == ["plan", "spread", "spread"]
+    # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13
+    assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
 
 
 def test_parallel_jobs_equal_world_size_1(references):

@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 18 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from diffusers import (
     FluxPipeline,
     HunyuanVideo15ImageToVideoPipeline,
     HunyuanVideo15Pipeline,
+    LTX2ImageToVideoPipeline,
     LTX2Pipeline,
     QwenImageEditPlusPipeline,
     QwenImagePipeline,
@@ -48,6 +49,7 @@ PIPELINE_CLASSES = {
     "tiny-flux2": Flux2Pipeline,
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
     "tiny-ltx2": LTX2Pipeline,
+    "tiny-ltx2-i2v": LTX2ImageToVideoPipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
 }
@@ -56,6 +58,7 @@ IMAGE_TO_VIDEO = {
     "tiny-cogvideox-i2v",
     "tiny-wan2.2-i2v-a14b",
     "tiny-hunyuanvideo1.5-i2v",
+    "tiny-ltx2-i2v",
 }
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
@@ -171,6 +174,7 @@ WEIGHT_DIGESTS = {
     "tiny-flux2": "593c592972a3f452",
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
     "tiny-ltx2": "229ec387508f4102",
+    "tiny-ltx2-i2v": "229ec387508f4102",  # tiny-ltx2's components
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
 }
@@ -201,6 +205,7 @@ def test_preset_names_and_bad_input():
         "tiny-flux2",
         "tiny-hunyuanvideo1.5-i2v",
         "tiny-ltx2",
+        "tiny-ltx2-i2v",
         "tiny-flux2-klein",
         "tiny-qwen-image-edit",
     )

@@ -61,6 +61,8 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 a Gemma 3 text model (hidden 32, 2 layers: every hidden state is stacked) with
                 the text connectors (8 learnable registers), 32 byte tokens, FlowMatch Euler
                 with LTX's token-dependent shift.
+  tiny-ltx2-i2v  LTX2ImageToVideoPipeline: tiny-ltx2's components; the start image (through
+                the video VAE's encoder) is the first latent frame, kept clean.
   tiny-flux2-klein  Flux2KleinPipeline shaped like FLUX.2-klein-4B (step-distilled): the
                 tiny-flux2 DiT without a guidance embedding, the Flux.2 VAE, a Qwen3 causal-LM
                 text encoder (hidden 32, 28 layers: the pipeline stacks hidden states 9, 18 and
@@ -115,6 +117,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-flux2",
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2",
+    "tiny-ltx2-i2v",
     "tiny-flux2-klein",
     "tiny-qwen-image-edit",
 )

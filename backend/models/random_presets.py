@@ -41,6 +41,8 @@ and speed figures meaningful where no weights can be downloaded.
                                the audio VAE and the 24 kHz stereo vocoder; the text connectors;
                                a reduced Gemma 3 text model of the real width 3840 and its 48
                                layers)
+    random:ltx-2-i2v           Lightricks/LTX-2 as image-to-video (LTX2ImageToVideoPipeline:
+                               random:ltx-2's components, the same checkpoint)
     random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
                                steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
                                Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
@@ -125,6 +127,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:z-image-turbo": "z-image-turbo.json",
     "random:flux.2-dev": "flux.2-dev.json",
     "random:ltx-2": "ltx-2.json",
+    "random:ltx-2-i2v": "ltx-2-i2v.json",
     "random:flux.2-klein-4b": "flux.2-klein-4b.json",
     "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
     "random:flux.2-klein-9b": "flux.2-klein-9b.json",

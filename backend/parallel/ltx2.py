@@ -22,7 +22,10 @@ across ranks:
 
 The rotary tables of the video tokens (`rope` for self-attention, `cross_attn_rope` for the
 audio-video attention) are split as the rope modules return them; the video tokens are
-gathered after `proj_out`. `tensor_split` shards: any token count on any rank count (gloo's
+gathered after `proj_out`. Image-to-video gives the DiT a timestep per video token (0 on the
+conditioning frame's): split with the tokens, as the modulations it gives are per token (a
+text-to-video job's one timestep per row stays whole; diffusers logs once that it did not
+split it). `tensor_split` shards: any token count on any rank count (gloo's
 uneven gather is `patches.install_uneven_gather`). Only the interleaved rotary layout (LTX-2's)
 is planned; a split layout (one table per head) is refused. A split job equals a single
 process's within rounding (attention over fewer keys per kernel call).
@@ -50,7 +53,11 @@ def ltx2_cp_plan() -> dict[str, Any]:
     )
     rotary_table = cp_input(split_dim=1, expected_dims=3, split_output=True)  # (B, S, D)
     return {
-        "": {"hidden_states": cp_input(split_dim=1, expected_dims=3, split_output=False)},
+        "": {
+            "hidden_states": cp_input(split_dim=1, expected_dims=3, split_output=False),
+            # image-to-video: (B, S), one per video token; text-to-video's (B,) stays whole
+            "timestep": cp_input(split_dim=1, expected_dims=2, split_output=False),
+        },
         "rope": {0: rotary_table, 1: rotary_table},
         "cross_attn_rope": {0: rotary_table, 1: rotary_table},
         "proj_out": cp_output(gather_dim=1, expected_dims=3),

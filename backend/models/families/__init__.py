@@ -18,7 +18,7 @@ from .flux import Flux
 from .flux2 import Flux2
 from .flux2_klein import Flux2Klein
 from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
-from .ltx2 import LTX2
+from .ltx2 import LTX2, LTX2ImageToVideo
 from .qwen_image import QwenImage
 from .qwen_image_edit import QwenImageEdit
 from .wan import WanImageToVideo, WanTextToVideo
@@ -134,6 +134,15 @@ FAMILIES: tuple[Family, ...] = (
         "ltx2-t2v",
         TEXT_TO_VIDEO,
         ("LTX2Pipeline",),
+        _TEXT,
+        batched_cfg=True,
+        decodes_in_job=True,
+        step_cache=False,
+    ),
+    LTX2ImageToVideo(
+        "ltx2-i2v",
+        IMAGE_TO_VIDEO,
+        ("LTX2ImageToVideoPipeline",),
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,

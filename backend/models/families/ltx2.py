@@ -19,6 +19,11 @@ What differs from the other video families:
   can be dealt to the ranks), and rank 0 decodes the audio (`audio`). The audio stays there:
   its VAE and vocoder are small (0.11B parameters against the video VAE's 1.22B, on 25
   latent frames a second), and a split would add collectives for little.
+
+Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
+video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
+timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
+scheduler never steps them. The audio is generated as for text-to-video.
 """
 
 from __future__ import annotations
@@ -29,9 +34,17 @@ from typing import Any
 import torch
 
 from ...audio import Audio
-from ...contract import Limits
+from ...contract import IMAGE_TO_VIDEO, Limits
 from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, text_len, video_frames
+from .base import (
+    Family,
+    Tensors,
+    TiledDecode,
+    decode_in_tiles,
+    request_image,
+    text_len,
+    video_frames,
+)
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
@@ -73,6 +86,7 @@ class LTX2(Family):
             default_steps=4 if tiny else DEFAULT_STEPS,
             default_guidance=DEFAULT_GUIDANCE,
             fps=FPS,
+            needs_image=self.task == IMAGE_TO_VIDEO,
         )
 
     def text_tokens(self, pipe: Any) -> int:
@@ -159,6 +173,16 @@ class LTX2(Family):
             latent[:, :, None], vae.latents_mean, vae.latents_std, vae.config.scaling_factor
         )
         return vae.decode(z.to(vae.dtype), None, return_dict=False)[0][0, :, 0]
+
+
+class LTX2ImageToVideo(LTX2):
+    """Image-to-video: the request's image at the job's size conditions the first latent
+    frame. diffusers would first re-compress it as one H.264 frame (CRF 33 for LTX-2, as the
+    model was trained; it needs PyAV); paradit hands it over as sent (`image_crf=0`)."""
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        kwargs = super().prepare(pipe, request, tensors)
+        return {**kwargs, "image": request_image(request), "image_crf": 0}
 
 
 def use_cross_timestep(pipe: Any) -> bool:

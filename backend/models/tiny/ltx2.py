@@ -1,4 +1,5 @@
-"""The tiny LTX-2 preset: text to video with its audio track (`LTX2Pipeline`)."""
+"""The tiny LTX-2 presets: text to video with its audio track (`LTX2Pipeline`), and image to
+video with it (`LTX2ImageToVideoPipeline`: the same components)."""
 
 from __future__ import annotations
 
@@ -140,4 +141,7 @@ _LTX2: Builders = {
     "scheduler": _scheduler,
 }
 
-PRESETS: dict[str, tuple[str, Builders]] = {"tiny-ltx2": ("LTX2Pipeline", _LTX2)}
+PRESETS: dict[str, tuple[str, Builders]] = {
+    "tiny-ltx2": ("LTX2Pipeline", _LTX2),
+    "tiny-ltx2-i2v": ("LTX2ImageToVideoPipeline", _LTX2),
+}
