@@ -395,6 +395,12 @@ def test_outputs_carry_the_audio_track(references, tmp_path):
     frames, audio = references["outputs"]["guided"][:2]
     files = write_outputs(tmp_path, frames, 24, audio)
     assert files[:2] == ["video.mp4", AUDIO_FILE] and len(files) == 2 + len(frames)
+    assert not (tmp_path / "image.png").exists()  # the layout: image.png only for one frame
+    silent, still = tmp_path / "silent", tmp_path / "still"  # the same writer without audio
+    assert write_outputs(silent, frames, 24)[0] == "video.mp4"
+    assert sorted(p.name for p in silent.iterdir()) == ["frames", "video.mp4"]
+    assert write_outputs(still, frames[:1], 24) == ["image.png", "frames/000000.png"]
+    assert sorted(p.name for p in still.iterdir()) == ["frames", "image.png"]
     with wave.open(str(tmp_path / AUDIO_FILE)) as wav:
         assert (wav.getnchannels(), wav.getframerate(), wav.getsampwidth()) == (2, 24000, 2)
         pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")

@@ -75,13 +75,13 @@ def write_outputs(
     if len(frames) > 1:
         write_video(out_dir / "video.mp4", frames, fps)
         files.insert(0, "video.mp4")
+    else:
+        (out_dir / "image.png").write_bytes((out_dir / files[0]).read_bytes())
+        files.insert(0, "image.png")
     if audio is not None:
         write_wav(out_dir / AUDIO_FILE, audio)
         mux_audio(out_dir / "video.mp4", out_dir / AUDIO_FILE)
         files.insert(1, AUDIO_FILE)
-    else:
-        (out_dir / "image.png").write_bytes((out_dir / files[0]).read_bytes())
-        files.insert(0, "image.png")
     return files
 
 
