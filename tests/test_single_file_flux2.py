@@ -6,9 +6,9 @@
   published ones and every parameter's rows are found (q/k/v a third of the fused rows each,
   the final modulation's halves swapped); Klein 4B resolves with its Qwen3 encoder and the
   Flux.2 VAE to the `random:flux.2-klein-4b` settings. Qwen-Image (diffusers' names under
-  ComfyUI's prefix) is recognised with the published config. FLUX.2-dev and Qwen-Image files
-  are refused to run (their Mistral 3 / Qwen2.5-VL encoder files are not read yet), naming
-  the file and what it is.
+  ComfyUI's prefix) is recognised with the published config and refuses a Qwen3 encoder
+  (it runs with Qwen2.5-VL: test_single_file_qwen_image.py). FLUX.2-dev files are refused
+  to run (their Mistral 3 encoder files are not read yet), naming the file and what it is.
 - The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
   hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
   and in the original (ldm) names loads to the same weights.
@@ -99,7 +99,7 @@ def test_flux2_dits_from_their_bfl_headers(tmp_path, preset):
 
 
 @pytest.mark.fast
-def test_klein_resolves_and_dev_and_qwen_image_are_refused_by_name(tmp_path):
+def test_klein_resolves_dev_is_refused_by_name_and_qwen_image_refuses_qwen3(tmp_path):
     klein = _meta_dit("random:flux.2-klein-4b")
     dit = _header_file(
         tmp_path / "flux-2-klein-4b.safetensors",
@@ -131,7 +131,9 @@ def test_klein_resolves_and_dev_and_qwen_image_are_refused_by_name(tmp_path):
     found = detect(read_header(qwen_file))
     assert (found.family, found.variant, found.prefix) == ("qwen-image", "qwen-image", WAN_PREFIX)
     assert found.config == _dit_config("random:qwen-image")
-    with pytest.raises(ValueError, match="qwen_image_bf16.safetensors is qwen-image .*cannot "):
+    with pytest.raises(  # runnable now (test_single_file_qwen_image.py): its encoder is checked
+        ValueError, match="qwen_3_4b.safetensors is a qwen3 encoder; qwen-image needs qwen2.5-vl"
+    ):
         resolve(SingleFiles((qwen_file,), (encoder,), (vae,)))
 
 

@@ -97,6 +97,7 @@ _HY15_T2V, _HY15_I2V = "HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipe
 _HY15_ENCODERS = ("qwen2.5-vl", "t5")  # ByT5 is a T5 encoder
 _HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
 _SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
+_QWEN_IMAGE_VAE = "the Qwen-Image VAE (qwen_image_vae: the Wan 2.1 VAE's key names)"
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
@@ -152,6 +153,14 @@ _PRESETS = {
     "flux.2-klein-9b": Preset(
         "random:flux.2-klein-9b", "Flux2KleinPipeline", ("qwen3",), vae=_FLUX2_VAE
     ),
+    # Qwen-Image: the Qwen2.5-VL language model alone (text-to-image never runs its vision
+    # tower; the pipeline reads the last hidden states, which the text model gives as well)
+    "tiny-qwen-image": Preset(
+        "tiny-qwen-image", "QwenImagePipeline", ("qwen2.5-vl",), vae=_QWEN_IMAGE_VAE
+    ),
+    "qwen-image": Preset(
+        "random:qwen-image", "QwenImagePipeline", ("qwen2.5-vl",), vae=_QWEN_IMAGE_VAE
+    ),
 }
 _ENCODER_CLASSES = {"Flux2KleinPipeline": {"Qwen3Model": "Qwen3ForCausalLM"}}
 """The text encoder class a pipeline takes where it differs from the file's plain model."""
@@ -162,8 +171,9 @@ _ENCODER_SLOTS = {
     "qwen3": "text_encoder",
     "qwen2.5-vl": "text_encoder",
 }
-_VAE_FAMILY = {"z-image": "flux"}
-"""The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`)."""
+_VAE_FAMILY = {"z-image": "flux", "qwen-image": "wan"}
+"""The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`; Qwen-Image's
+VAE has the Wan 2.1 VAE's names and shapes, read as one)."""
 _TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
 _PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps", "is_distilled")

@@ -1,0 +1,139 @@
+"""Qwen-Image from the single files ComfyUI users hold: the DiT in diffusers' names
+(`qwen_image_bf16`), the Qwen2.5-VL text encoder (`qwen_2.5_vl_7b`: the language model under
+`model.`, the vision tower under `visual.`, `lm_head`) and the Qwen-Image VAE
+(`qwen_image_vae`: the Wan 2.1 VAE's key names).
+
+- From headers alone (the real architectures on the meta device, one block of each,
+  written as header-only files): the Qwen-Image VAE holds exactly the Wan 2.1 VAE's names
+  and shapes, so it is read as one; the three files resolve to the `random:qwen-image`
+  settings; a text encoder of another width and a Wan 2.2 VAE are refused naming the file
+  and what was expected.
+- The tiny preset saved in those layouts (the DiT in bf16, as the real file) loads to the
+  weights the files hold and makes the image the preset makes with them, byte for byte.
+
+Cost: about 1 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from comfy_files import meta_model, meta_shapes, write_header_only, write_safetensors
+from safetensors.torch import save_file
+
+from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.detect import detect
+from paradit.backend.models.single_file.header import read_header
+from paradit.backend.models.single_file.load import SingleFiles, resolve
+
+SPEC = random_preset_spec("random:qwen-image")["components"]
+QWEN25_VL_7B = {  # Qwen/Qwen2.5-VL-7B-Instruct's text config (the shapes that matter), 1 layer
+    "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 1, "num_attention_heads": 28, "num_key_value_heads": 4,
+}  # fmt: skip
+CALL = {"height": 32, "width": 32, "num_inference_steps": 2, "output_type": "np"}
+
+
+def _qwen25_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Qwen2_5_VLForConditionalGeneration state dict as ComfyUI's qwen_2.5_vl_7b holds it:
+    the language model under `model.`, the vision tower under `visual.`, `lm_head`."""
+    out = {}
+    for name, value in state.items():
+        name = name.replace("model.language_model.", "model.").replace("model.visual.", "visual.")
+        out[name] = value
+    return out
+
+
+def _qwen25_header(config: dict) -> dict[str, tuple[int, ...]]:
+    text_model = meta_model("Qwen2_5_VLTextModel", config)
+    shapes = {"model." + k: v for k, v in meta_shapes(text_model).items()}
+    shapes["visual.patch_embed.proj.weight"] = (1280, 3, 2, 14, 14)
+    return shapes
+
+
+@pytest.mark.fast
+def test_qwen_image_qwen25_vl_and_its_vae_from_their_headers(tmp_path):
+    real_widths = {**SPEC["transformer"]["config"], "num_layers": 1}  # 60 take seconds on meta
+    dit = meta_model("QwenImageTransformer2DModel", real_widths)
+    qwen_vae = meta_shapes(meta_model("AutoencoderKLQwenImage", SPEC["vae"]["config"]))
+    wan_vae = meta_shapes(meta_model("AutoencoderKLWan", {}))
+    assert qwen_vae == wan_vae  # the Wan 2.1 VAE's names and shapes: read as one
+    wan22 = meta_model("AutoencoderKLWan", random_preset_spec("random:wan2.2-ti2v-5b")[
+        "components"]["vae"]["config"])  # fmt: skip
+    shapes = {
+        "qwen_image_bf16": meta_shapes(dit),
+        "qwen_2.5_vl_7b": _qwen25_header(QWEN25_VL_7B),
+        "qwen_2.5_vl_3b": _qwen25_header(  # Qwen2.5-VL-3B's widths
+            {
+                **QWEN25_VL_7B,
+                "hidden_size": 2048,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 2,
+            }
+        ),
+        "qwen_image_vae": qwen_vae,
+        "wan2.2_vae": meta_shapes(wan22),
+    }
+    files = {}
+    for name, found in shapes.items():
+        files[name] = str(tmp_path / f"{name}.safetensors")
+        write_header_only(files[name], found)
+    assert detect(read_header(files["qwen_image_vae"])).variant == "wan2.1 vae"
+    resolved = resolve(
+        SingleFiles(
+            (files["qwen_image_bf16"],), (files["qwen_2.5_vl_7b"],), (files["qwen_image_vae"],)
+        )
+    )
+    assert (resolved.preset.name, resolved.pipeline_class, resolved.variant) == (
+        "random:qwen-image", "QwenImagePipeline", "qwen-image"
+    )  # fmt: skip
+    dit_file = (files["qwen_image_bf16"],)
+    with pytest.raises(ValueError, match="qwen_2.5_vl_3b.safetensors has width 2048; qwen-image "
+                       "takes text embeddings of width 3584"):  # fmt: skip
+        resolve(SingleFiles(dit_file, (files["qwen_2.5_vl_3b"],), (files["qwen_image_vae"],)))
+    with pytest.raises(ValueError, match=r"wan2.2_vae.safetensors is a wan2.2 vae with 48 latent "
+                       r"channels; qwen-image needs the Qwen-Image VAE"):  # fmt: skip
+        resolve(SingleFiles(dit_file, (files["qwen_2.5_vl_7b"],), (files["wan2.2_vae"],)))
+
+
+def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):
+    tiny = build_preset("tiny-qwen-image")
+    tiny.set_progress_bar_config(disable=True)
+    dit = tmp_path / "qwen_image_tiny_bf16.safetensors"
+    held = write_safetensors(dit, tiny.transformer.state_dict(), "bf16")
+    encoder = tmp_path / "qwen_2.5_vl_tiny.safetensors"
+    vae = tmp_path / "qwen_image_vae_tiny.safetensors"
+    save_file(_qwen25_comfy(tiny.text_encoder.state_dict()), str(encoder))
+    save_file(tiny.vae.state_dict(), str(vae))  # the tiny VAE's levels: diffusers' names
+    pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
+    assert type(pipe).__name__ == "QwenImagePipeline"
+    reference = copy.copy(tiny)
+    module = copy.deepcopy(tiny.transformer)
+    module.load_state_dict(held, strict=True)
+    reference.register_modules(transformer=module)
+    language = {  # the file's language model: the text encoder paradit builds
+        k.removeprefix("model.language_model."): v
+        for k, v in tiny.text_encoder.state_dict().items()
+        if k.startswith("model.language_model.")
+    }
+    for component, theirs in (
+        ("transformer", module.state_dict()),
+        ("text_encoder", language),
+        ("vae", tiny.vae.state_dict()),
+    ):
+        ours = getattr(pipe, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+    text = "a fox <|im_start|> 42"
+    assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
+    images = []
+    for each in (pipe, reference):
+        align_cpu_weights(each)
+        out = each("a single file", generator=torch.Generator().manual_seed(5), **CALL)
+        images.append(np.asarray(out.images[0]))
+    assert np.array_equal(*images) and images[0].std() > 0
