@@ -3,7 +3,8 @@ against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG para
 Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
 mp4's AAC track, probed with the ffmpeg binary. Image to video (`tiny-ltx2-i2v`): world size 1
 against `LTX2ImageToVideoPipeline` called directly, Ulysses 2 (the conditioning frame's
-per-token timesteps split with the tokens) against world size 1, no image refused.
+per-token timesteps split with the tokens) against world size 1, no image refused; `tiny-ltx2`
+(`LTX2Pipeline`, as the hub's LTX-2 loads) with an image makes the same job on its components.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
@@ -132,6 +133,7 @@ def references() -> dict:
         for label, body in JOBS.items():
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
+        outputs["t2v_with_image"] = _run(pipe, family, I2V)
         i2v_pipe, i2v_family = _pipeline(TINY_I2V)
         outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
     finally:
@@ -313,6 +315,34 @@ def test_image_to_video_equals_diffusers_called_directly(references):
     assert latents.shape == (1, 8, 3, 3, 3)
     assert torch.allclose(latents[:, :, 0], encoded[:, :, 0], atol=1e-5)
     assert (latents[:, :, 1] - encoded[:, :, 0]).abs().max() > 0.1
+
+
+def test_text_to_video_model_takes_an_image(references):
+    """`LTX2Pipeline` loaded (the hub's `Lightricks/LTX-2`): `GET /v1/info` lists both tasks, a
+    job with an image runs `LTX2ImageToVideoPipeline` on the loaded components and equals
+    `tiny-ltx2-i2v`'s job bit for bit (video and audio); a job without one keeps the pipeline."""
+    from paradit.backend.contract import model_tasks
+
+    pipe = references["pipe"]
+    family = family_of(pipe)
+    limits = family.limits(pipe, tiny=True)
+    assert limits.accepts_image and not limits.needs_image
+    assert model_tasks(limits.task, limits.accepts_image) == (TEXT_TO_VIDEO, IMAGE_TO_VIDEO)
+    i2v_limits = family_of(references["i2v_pipe"]).limits(references["i2v_pipe"], tiny=True)
+    assert not i2v_limits.accepts_image
+    runner = family.pipeline_for_job(pipe, JobRequest.from_body(I2V, limits))
+    assert type(runner).__name__ == "LTX2ImageToVideoPipeline"
+    assert runner.transformer is pipe.transformer and runner.vae is pipe.vae
+    assert family.pipeline_for_job(pipe, JobRequest.from_body(UNGUIDED, limits)) is pipe
+    (frames, track, steps, tiles), (i2v_frames, i2v_track, i2v_steps, i2v_tiles) = (
+        references["outputs"]["t2v_with_image"],
+        references["outputs"]["i2v"],
+    )
+    assert np.array_equal(frames, i2v_frames) and frames.shape == (17, 96, 96, 3)
+    assert np.array_equal(track.waveform, i2v_track.waveform)
+    assert (steps, tiles) == (i2v_steps, i2v_tiles) == ([0, 1], 1)
+    # the image conditions the video: without it, the same job differs
+    assert not np.array_equal(frames, references["outputs"]["unguided"][0])
 
 
 # -- world size 2 against world size 1 -----------------------------------------------------

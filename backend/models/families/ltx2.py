@@ -23,7 +23,10 @@ What differs from the other video families:
 Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
 video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
 timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
-scheduler never steps them. The audio is generated as for text-to-video.
+scheduler never steps them. The audio is generated as for text-to-video. The hub's
+`Lightricks/LTX-2` ships `LTX2Pipeline` and both pipelines take the same components, so the
+text-to-video family also takes an optional image, as Wan 2.2 TI2V-5B does: a job with one
+runs `LTX2ImageToVideoPipeline` on the loaded components (nothing reloaded or copied).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import torch
 
 from ...audio import Audio
-from ...contract import IMAGE_TO_VIDEO, Limits
+from ...contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
 from ...request import JobRequest
 from .base import (
     Family,
@@ -45,6 +48,7 @@ from .base import (
     text_len,
     video_frames,
 )
+from .wan22 import same_components_as
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
@@ -70,6 +74,9 @@ would each add a DiT call per step, and the guidance rescale is LTX-2.3's."""
 
 
 class LTX2(Family):
+    """Text-to-video with its audio track; with an image in the request, image-to-video on the
+    same components (`LTX2ImageToVideo`'s job)."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer_spatial_patch_size)
         multiple = int(pipe.vae_spatial_compression_ratio) * patch
@@ -87,7 +94,14 @@ class LTX2(Family):
             default_guidance=DEFAULT_GUIDANCE,
             fps=FPS,
             needs_image=self.task == IMAGE_TO_VIDEO,
+            accepts_image=self.task == TEXT_TO_VIDEO,
         )
+
+    def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
+        from diffusers import LTX2ImageToVideoPipeline, LTX2Pipeline
+
+        wanted = LTX2Pipeline if request.image is None else LTX2ImageToVideoPipeline
+        return same_components_as(pipe, wanted)
 
     def text_tokens(self, pipe: Any) -> int:
         """The prompt's tokens (padded): each stream's cross-attention reads them."""
@@ -129,6 +143,7 @@ class LTX2(Family):
             **PLAIN_CFG,
             "use_cross_timestep": use_cross_timestep(pipe),
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
+            **image_kwargs(request),
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
@@ -176,13 +191,17 @@ class LTX2(Family):
 
 
 class LTX2ImageToVideo(LTX2):
-    """Image-to-video: the request's image at the job's size conditions the first latent
-    frame. diffusers would first re-compress it as one H.264 frame (CRF 33 for LTX-2, as the
-    model was trained; it needs PyAV); paradit hands it over as sent (`image_crf=0`)."""
+    """Image-to-video (`LTX2ImageToVideoPipeline` loaded): the image is required."""
 
-    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        kwargs = super().prepare(pipe, request, tensors)
-        return {**kwargs, "image": request_image(request), "image_crf": 0}
+
+def image_kwargs(request: JobRequest) -> dict[str, Any]:
+    """The image-to-video pipeline's arguments for a request with an image (none without):
+    the image at the job's size conditions the first latent frame. diffusers would first
+    re-compress it as one H.264 frame (CRF 33 for LTX-2, as the model was trained; it needs
+    PyAV); paradit hands it over as sent (`image_crf=0`)."""
+    if request.image is None:
+        return {}
+    return {"image": request_image(request), "image_crf": 0}
 
 
 def use_cross_timestep(pipe: Any) -> bool:
