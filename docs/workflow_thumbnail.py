@@ -34,6 +34,7 @@ CORE_WIDGETS = {
     "LoadImage": ["image"],
     "SaveVideo": ["filename_prefix", "format", "codec"],
     "SaveImage": ["filename_prefix"],
+    "SaveAudio": ["filename_prefix"],
     "PreviewAny": [],
 }
 

@@ -42,6 +42,7 @@ KNOWN_HUB_MODELS: tuple[str, ...] = (
     "THUDM/CogVideoX1.5-5B-I2V",
     "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v",
     "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v",
+    "Lightricks/LTX-2",
 )
 """Hugging Face repo ids offered in the model list (downloaded by the backend on first use)."""
 

@@ -40,6 +40,8 @@ NAMES = (
     "paradit_wan22_text_to_video",
     "paradit_hunyuanvideo15_text_to_video",
     "paradit_hunyuanvideo15_image_to_video",
+    "paradit_ltx2_text_to_video",
+    "paradit_ltx2_image_to_video",
     "paradit_qwen_image_text_to_image",
     "paradit_z_image_text_to_image",
     "paradit_flux2_text_to_image",
@@ -58,6 +60,8 @@ DEFAULT_MODELS = {
     "paradit_hunyuanvideo15_image_to_video": (
         "hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v"
     ),
+    "paradit_ltx2_text_to_video": "Lightricks/LTX-2",
+    "paradit_ltx2_image_to_video": "Lightricks/LTX-2",  # LTX2Pipeline: takes an image too
     "paradit_qwen_image_text_to_image": "Qwen/Qwen-Image",
     "paradit_z_image_text_to_image": "z_image_turbo_bf16.safetensors",
     "paradit_flux2_text_to_image": "black-forest-labs/FLUX.2-dev",
@@ -77,7 +81,15 @@ FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2
         "vae": "ae.safetensors",
     },
 }
-MODEL_PREFIXES = ("cogvideox_", "wan22_", "hunyuanvideo15_", "qwen_image_", "z_image_", "flux2_")
+MODEL_PREFIXES = (
+    "cogvideox_",
+    "wan22_",
+    "hunyuanvideo15_",
+    "ltx2_",
+    "qwen_image_",
+    "z_image_",
+    "flux2_",
+)
 """A workflow's name: paradit_[MODEL_]TASK."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
@@ -85,6 +97,8 @@ SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 # LoadImage, SaveImage; comfy_extras/nodes_video.py: SaveVideo; comfy_extras/
 # nodes_preview_any.py: PreviewAny) and its frontend 1.27.10, which adds LoadImage's upload
 # widget (saved as "image") and PreviewAny's "preview" text (exported to the API as "").
+# SaveAudio (comfy_extras/nodes_audio.py): an AUDIO input and `filename_prefix` (its default
+# "audio/ComfyUI"), saved as FLAC.
 # links: link inputs and their types; widgets: widget names in `widgets_values` order.
 CORE_NODES: dict[str, dict] = {
     "LoadImage": {
@@ -100,6 +114,7 @@ CORE_NODES: dict[str, dict] = {
         "outputs": [],
         "options": {"format": ["auto", "mp4"], "codec": ["auto", "h264"]},
     },
+    "SaveAudio": {"links": {"audio": "AUDIO"}, "widgets": ["filename_prefix"], "outputs": []},
     "PreviewAny": {
         "links": {"source": "*"},
         "widgets": [],
@@ -305,6 +320,9 @@ def test_widget_values_are_valid(name):
             if "hunyuanvideo15" in name:  # the model card's 848x480, 121 frames, 50 steps
                 assert (values["width"], values["height"], values["frames"]) == (848, 480, 121)
                 assert (values["steps"], values["guidance"]) == (50, 6.0)
+            if "ltx2" in name:  # the model card's 768x512, 121 frames, 40 steps, guidance 4
+                assert (values["width"], values["height"], values["frames"]) == (768, 512, 121)
+                assert (values["steps"], values["guidance"]) == (40, 4.0)
         if node["type"] in {n.node_id for n in TASK_NODES}:
             assert values["prompt"].strip(), "workflows ship with a prompt"
 
@@ -328,6 +346,10 @@ def test_workflow_defaults_to_a_real_model(name):
     task = {"image-edit": "edit"}.get(task, task)  # paradit_image_edit serves task "edit"
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
+    if name == "paradit_ltx2_text_to_video":  # the audio track, saved on its own as well
+        audio = next(link for link in ui["links"] if link[5] == "AUDIO")
+        saver = next(n for n in ui["nodes"] if n["id"] == audio[3])
+        assert saver["type"] == "SaveAudio" and audio[2] == 3  # the task node's AUDIO output
 
 
 @pytest.mark.parametrize("name", NAMES)
