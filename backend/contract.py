@@ -27,7 +27,7 @@ IMAGE_TASKS = (IMAGE_TO_VIDEO, IMAGE_EDIT)
 
 IMAGE_TASK_OF = {TEXT_TO_VIDEO: IMAGE_TO_VIDEO, TEXT_TO_IMAGE: IMAGE_EDIT}
 """What a text model that accepts an input image (`Limits.accepts_image`) does with one: Wan
-2.2 TI2V-5B turns it into a video, Flux.2 edits it."""
+2.2 TI2V-5B and LTX-2 turn it into a video, Flux.2 edits it."""
 
 
 def task_name(task: str) -> str:

@@ -509,8 +509,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "text",
         "The task the job asks for, one of the model's (GET /v1/info `tasks`): `edit` on an "
         "image-edit model or on a text-to-image model that edits (Flux.2), `image-to-video` on "
-        "a text-and-image-to-video model (Wan 2.2 TI2V-5B). Left out: the model's own task, "
-        "or its image task when the request has an image.",
+        "a text-and-image-to-video model (Wan 2.2 TI2V-5B, LTX-2). Left out: the model's own "
+        "task, or its image task when the request has an image.",
         rule=_task,
         cli="--task",
         form=False,
