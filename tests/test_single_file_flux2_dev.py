@@ -5,7 +5,8 @@ the Mistral Small 3.1 text encoder (`mistral_3_small_flux2_bf16`: its language m
 - From headers alone (one layer of the real widths, header-only files): the Mistral file is
   recognised as a Mistral 3 encoder (no q/k/v biases: not Qwen2.5; no q/k norms: not Qwen3)
   and the three files resolve to the `random:flux.2-dev` settings; a Qwen3 encoder (Klein's)
-  is refused naming the rule.
+  is refused naming the rule; with no tokenizer in the (empty) hub cache, the Mistral file's
+  tokenizer is refused naming the repos it is looked for in.
 - The tiny-flux2 preset saved in those layouts (the DiT in bf16) loads to the weights the
   files hold (the encoder: the preset's language model, which gives the hidden states
   Flux2Pipeline stacks) and makes the image the preset makes with them, byte for byte.
@@ -34,6 +35,7 @@ from safetensors.torch import save_file
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.components import tokenizer as tokenizer_of
 from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
@@ -58,7 +60,7 @@ def _mistral_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.fast
-def test_flux2_dev_with_mistral3_resolves_and_a_qwen3_encoder_is_refused(tmp_path):
+def test_flux2_dev_with_mistral3_resolves_and_a_qwen3_encoder_is_refused(tmp_path, monkeypatch):
     real = {**SPEC["transformer"]["config"], "num_layers": 1, "num_single_layers": 1}
     dit = meta_model("Flux2Transformer2DModel", real)
     shapes = {
@@ -92,6 +94,16 @@ def test_flux2_dev_with_mistral3_resolves_and_a_qwen3_encoder_is_refused(tmp_pat
         ValueError, match="qwen_3_4b.safetensors is a qwen3 encoder; flux.2-dev needs mistral3"
     ):
         resolve(SingleFiles(dit_file, (files["qwen_3_4b"],), vae))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "no-cache"))
+    with pytest.raises(ValueError) as missing:
+        tokenizer_of(resolved.encoders["text_encoder"], "random:flux.2-dev", "tokenizer")
+    assert str(missing.value) == (
+        "--text-encoder mistral_3_small_flux2_bf16.safetensors: a MISTRAL3 file carries no "
+        "tokenizer, and none was found offline: have one of black-forest-labs/FLUX.2-dev, "
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503 in the Hugging Face cache"
+    )
 
 
 def test_tiny_flux2_files_make_the_image_of_their_weights(tmp_path):
