@@ -158,11 +158,19 @@ def qwen_image_dit(header: FileHeader, prefix: str):
     variant = "tiny-qwen-image" if head_dim != REAL_HEAD_DIM else "qwen-image"
     if head_dim != REAL_HEAD_DIM:
         config["axes_dims_rope"] = [4, 6, 6]  # the tiny preset's (16-wide heads)
+    # Qwen-Image-Edit's DiT has Qwen-Image's names and shapes: only the file name tells them apart
+    edit = "edit" in header.name.lower()
+    if edit:
+        variant = variant.replace("qwen-image", "qwen-image-edit")
     reasons = (
         "Qwen-Image DiT keys (transformer_blocks.N.img_mod, txt_norm)"
         + (f" under {prefix!r}" if prefix else ""),
         f"width {width}, {config['num_layers']} blocks, {width // head_dim} heads of {head_dim}, "
         f"text width {config['joint_attention_dim']}",
+        "Qwen-Image-Edit by its file name ('edit' in it: no weight tells the edit DiT from "
+        "Qwen-Image's)"
+        if edit
+        else "Qwen-Image (text-to-image): no 'edit' in the file name",
     )
     return Detection("transformer", QWEN_IMAGE, variant, "diffusers", prefix, config, reasons)
 
