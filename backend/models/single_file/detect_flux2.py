@@ -181,6 +181,7 @@ MISTRAL_SMALL_31 = {  # Mistral-Small-3.1-24B-Instruct-2503's text settings no s
     "rms_norm_eps": 1e-5,
     "rope_theta": 1000000000.0,
     "max_position_embeddings": 131072,
+    "sliding_window": None,  # full attention (MistralConfig's default window is 4096)
 }
 TINY_MISTRAL = {"head_dim": 8, "bos_token_id": None, "eos_token_id": None, "pad_token_id": PAD_ID}
 """The tiny-flux2 preset's encoder settings (its byte vocabulary with Mistral's chat markers)."""
