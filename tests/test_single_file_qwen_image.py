@@ -7,7 +7,8 @@
   written as header-only files): the Qwen-Image VAE holds exactly the Wan 2.1 VAE's names
   and shapes, so it is read as one; the three files resolve to the `random:qwen-image`
   settings; a text encoder of another width and a Wan 2.2 VAE are refused naming the file
-  and what was expected.
+  and what was expected; the same DiT in a file named `qwen_image_edit_2509_bf16` is
+  Qwen-Image-Edit (by the name alone), recognised and refused as not runnable yet.
 - The tiny preset saved in those layouts (the DiT in bf16, as the real file) loads to the
   weights the files hold and makes the image the preset makes with them, byte for byte.
 
@@ -99,6 +100,13 @@ def test_qwen_image_qwen25_vl_and_its_vae_from_their_headers(tmp_path):
     with pytest.raises(ValueError, match=r"wan2.2_vae.safetensors is a wan2.2 vae with 48 latent "
                        r"channels; qwen-image needs the Qwen-Image VAE"):  # fmt: skip
         resolve(SingleFiles(dit_file, (files["qwen_2.5_vl_7b"],), (files["wan2.2_vae"],)))
+    edit = str(tmp_path / "qwen_image_edit_2509_bf16.safetensors")  # the same DiT shapes
+    write_header_only(edit, shapes["qwen_image_bf16"])
+    assert detect(read_header(edit)).variant == "qwen-image-edit"
+    with pytest.raises(ValueError, match=r"qwen_image_edit_2509_bf16.safetensors is "
+                       r"qwen-image-edit \(.*Qwen-Image-Edit by its file name \('edit' in it.*"
+                       r"cannot be run from single files yet"):  # fmt: skip
+        resolve(SingleFiles((edit,), (files["qwen_2.5_vl_7b"],), (files["qwen_image_vae"],)))
 
 
 def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):

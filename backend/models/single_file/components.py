@@ -9,13 +9,13 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
-from ..seeded import QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
+from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
 from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
 from .quant import RowReader
-from .tokenizers import COMFY_FOLDERS, find_tokenizer
+from .tokenizers import HUB_FOLDERS, find_tokenizer
 
 
 def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -108,12 +108,13 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
     tiny_qwen = part.detection.family in ("qwen3", "qwen2.5-vl") and vocab == QWEN_CHAT_VOCAB_SIZE
-    if vocab == VOCAB_SIZE or tiny_qwen:  # the presets' byte vocabularies
+    tiny_mistral = part.detection.family == "mistral3" and vocab == MISTRAL_CHAT_VOCAB_SIZE
+    if vocab == VOCAB_SIZE or tiny_qwen or tiny_mistral:  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
     kind = part.detection.family
     if kind == "t5" and preset_name in BYT5_PRESETS:  # HunyuanVideo 1.5's second encoder
         kind = "byt5"
-    if kind in COMFY_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5: ComfyUI or hub cache
+    if kind in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
         return find_tokenizer(kind, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from . import hunyuan_video15 as hunyuan
-from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, qwen_image_dit
+from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, mistral3_encoder, qwen_image_dit
 from .detect_hunyuan15 import hunyuan15_dit, hunyuan15_vae, qwen25_vl_encoder, siglip_vision
 from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
 from .detection import Detection
@@ -92,7 +92,7 @@ def detect(header: FileHeader) -> Detection:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    encoders = (_t5, qwen25_vl_encoder, _clip_text, qwen3_encoder)
+    encoders = (_t5, qwen25_vl_encoder, _clip_text, qwen3_encoder, mistral3_encoder)
     vaes = (_wan_vae, flux2_vae, hunyuan15_vae, _kl_vae)
     for detector in (*encoders, *vaes, _clip_vision, siglip_vision):
         found = detector(header)
@@ -110,8 +110,8 @@ def detect(header: FileHeader) -> Detection:
             f"no known key layout (Wan blocks.N.self_attn.q, Flux double_blocks.N.img_attn.qkv, "
             f"Flux.2 single_stream_modulation, Qwen-Image transformer_blocks.N.img_mod, Z-Image "
             f"layers.N.attention, HunyuanVideo 1.5 double_blocks.N.img_attn_q, T5/UMT5 "
-            f"encoder.block.N, CLIP text_model, Qwen3, Qwen2.5-VL, Wan/Flux/Flux.2/HunyuanVideo "
-            f"1.5 VAE, CLIP/SigLIP vision); first keys: {sample}",
+            f"encoder.block.N, CLIP text_model, Qwen3, Qwen2.5-VL, Mistral 3, "
+            f"Wan/Flux/Flux.2/HunyuanVideo 1.5 VAE, CLIP/SigLIP vision); first keys: {sample}",
         ),
     )
 

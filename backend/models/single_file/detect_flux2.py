@@ -9,6 +9,10 @@
 - The Flux.2 VAE (`AutoencoderKLFlux2`: 32 latent channels and the batch-norm statistics
   `bn.running_mean`/`running_var` the pipeline normalises with), in diffusers' names or the
   original (ldm) ones Flux's `ae` uses.
+- FLUX.2-dev's text encoder: Mistral Small 3.1's language model as ComfyUI holds it
+  (`mistral_3_small_flux2_bf16`/`_fp8`: `model.layers.N` in Hugging Face's names, no q/k/v
+  biases (Qwen2.5's) and no q/k norms (Qwen3's)); its vision tower is not in the file and
+  Flux2Pipeline never runs one for text.
 - The Qwen-Image DiT, whose files keep diffusers' names (`transformer_blocks.N.img_mod.1`,
   `txt_norm`), with or without ComfyUI's prefix.
 
@@ -23,10 +27,11 @@ import re
 from typing import Any
 
 from ..random_presets import random_dit_config
+from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, PAD_ID
 from .detection import Detection
 from .header import FileHeader
 
-FLUX2, QWEN_IMAGE = "flux2", "qwen-image"
+FLUX2, QWEN_IMAGE, MISTRAL3 = "flux2", "qwen-image", "mistral3"
 REAL_HEAD_DIM = 128
 KLEIN_TEXT_WIDTHS = {3 * 2560: "flux.2-klein-4b", 3 * 4096: "flux.2-klein-9b"}
 
@@ -153,10 +158,71 @@ def qwen_image_dit(header: FileHeader, prefix: str):
     variant = "tiny-qwen-image" if head_dim != REAL_HEAD_DIM else "qwen-image"
     if head_dim != REAL_HEAD_DIM:
         config["axes_dims_rope"] = [4, 6, 6]  # the tiny preset's (16-wide heads)
+    # Qwen-Image-Edit's DiT has Qwen-Image's names and shapes: only the file name tells them apart
+    edit = "edit" in header.name.lower()
+    if edit:
+        variant = variant.replace("qwen-image", "qwen-image-edit")
     reasons = (
         "Qwen-Image DiT keys (transformer_blocks.N.img_mod, txt_norm)"
         + (f" under {prefix!r}" if prefix else ""),
         f"width {width}, {config['num_layers']} blocks, {width // head_dim} heads of {head_dim}, "
         f"text width {config['joint_attention_dim']}",
+        "Qwen-Image-Edit by its file name ('edit' in it: no weight tells the edit DiT from "
+        "Qwen-Image's)"
+        if edit
+        else "Qwen-Image (text-to-image): no 'edit' in the file name",
     )
     return Detection("transformer", QWEN_IMAGE, variant, "diffusers", prefix, config, reasons)
+
+
+_MISTRAL_PREFIXES = ("model.", "model.language_model.", "")
+MISTRAL_SMALL_31 = {  # Mistral-Small-3.1-24B-Instruct-2503's text settings no shape shows
+    "head_dim": 128,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 1000000000.0,
+    "max_position_embeddings": 131072,
+    "sliding_window": None,  # full attention (MistralConfig's default window is 4096)
+}
+TINY_MISTRAL = {"head_dim": 8, "bos_token_id": None, "eos_token_id": None, "pad_token_id": PAD_ID}
+"""The tiny-flux2 preset's encoder settings (its byte vocabulary with Mistral's chat markers)."""
+
+
+def mistral3_encoder(header: FileHeader) -> Detection | None:
+    """The Detection of a Mistral 3 language model (FLUX.2-dev's text encoder), or None."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (
+            p
+            for p in _MISTRAL_PREFIXES
+            if f"{p}layers.0.self_attn.q_proj.weight" in keys and f"{p}embed_tokens.weight" in keys
+        ),
+        None,
+    )
+    if prefix is None:
+        return None
+    keys = _stripped(header, prefix)
+    if "layers.0.self_attn.q_proj.bias" in keys or "layers.0.self_attn.q_norm.weight" in keys:
+        return None  # Qwen2.5 (biases), Qwen3 (q/k norms)
+    vocab, hidden = keys["embed_tokens.weight"]
+    settings = TINY_MISTRAL if vocab == MISTRAL_CHAT_VOCAB_SIZE else MISTRAL_SMALL_31
+    head_dim = settings["head_dim"]
+    layers = _count(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    heads = keys["layers.0.self_attn.q_proj.weight"][0] // head_dim
+    kv_heads = keys["layers.0.self_attn.k_proj.weight"][0] // head_dim
+    config = {
+        "_class_name": "MistralModel",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": keys["layers.0.mlp.gate_proj.weight"][0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        **settings,
+    }
+    reasons = (
+        "Mistral 3 language model keys (layers.N.self_attn.q_proj without biases or q/k norms)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value) of {head_dim}, "
+        f"vocabulary {vocab}",
+    )
+    return Detection("text_encoder", MISTRAL3, f"mistral3 {hidden}", "hf", prefix, config, reasons)

@@ -144,6 +144,10 @@ _PRESETS = {
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
     "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+    # FLUX.2-dev: Mistral Small 3.1's language model alone (the pipeline reads its hidden states
+    # 10, 20 and 30, which the text model gives as the full Mistral3ForConditionalGeneration does)
+    "tiny-flux2": Preset("tiny-flux2", "Flux2Pipeline", ("mistral3",), vae=_FLUX2_VAE),
+    "flux.2-dev": Preset("random:flux.2-dev", "Flux2Pipeline", ("mistral3",), vae=_FLUX2_VAE),
     "tiny-flux2-klein": Preset(
         "tiny-flux2-klein", "Flux2KleinPipeline", ("qwen3",), vae=_FLUX2_VAE
     ),
@@ -170,6 +174,7 @@ _ENCODER_SLOTS = {
     "umt5": "text_encoder",
     "qwen3": "text_encoder",
     "qwen2.5-vl": "text_encoder",
+    "mistral3": "text_encoder",
 }
 _VAE_FAMILY = {"z-image": "flux", "qwen-image": "wan"}
 """The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`; Qwen-Image's

@@ -2,7 +2,8 @@
 
 ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL, CLIP-L,
 Qwen3, Qwen2.5-VL and ByT5 files (Flux's `t5xxl_fp16`, `clip_l`; Z-Image's `qwen_3_4b`;
-HunyuanVideo 1.5's `qwen_2.5_vl_7b` and `byt5_small_glyphxl`) carry none. Without a download,
+HunyuanVideo 1.5's `qwen_2.5_vl_7b` and `byt5_small_glyphxl`; FLUX.2-dev's
+`mistral_3_small_flux2`) carry none. Without a download,
 the tokenizer comes from:
 
 1. A ComfyUI install, which ships them: `comfy/text_encoders/t5_tokenizer` (T5),
@@ -14,7 +15,9 @@ the tokenizer comes from:
 2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
    or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; of Z-Image-Turbo or
    `Qwen/Qwen3-4B` for Qwen3; for Qwen2.5-VL and ByT5 the HunyuanVideo 1.5 diffusers repos'
-   `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or `Qwen/Qwen2.5-VL-7B-Instruct`.
+   `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or `Qwen/Qwen2.5-VL-7B-Instruct`; for
+   Mistral 3 (no ComfyUI folder is read) FLUX.2-dev's `tokenizer` (Pixtral's processor, as
+   Flux2Pipeline takes it) or `mistralai/Mistral-Small-3.1-24B-Instruct-2503`.
 
 A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
 folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
@@ -61,6 +64,10 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
         ("Qwen/Qwen2.5-VL-7B-Instruct", ""),
     ),
     "byt5": tuple((repo, "tokenizer_2") for repo in _HY15_REPOS),
+    "mistral3": (
+        ("black-forest-labs/FLUX.2-dev", "tokenizer"),
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""),
+    ),
 }
 _CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline take
     "t5": "T5TokenizerFast",
@@ -68,6 +75,7 @@ _CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline tak
     "qwen3": "Qwen2TokenizerFast",
     "qwen2.5-vl": "Qwen2Tokenizer",
     "byt5": "ByT5Tokenizer",
+    "mistral3": "AutoProcessor",  # Flux2Pipeline's: Pixtral's processor and its chat template
 }
 _FILES = {
     "t5": (("tokenizer.json",), ("spiece.model",)),
@@ -75,6 +83,7 @@ _FILES = {
     "qwen3": (("tokenizer.json",), ("vocab.json", "merges.txt")),
     "qwen2.5-vl": (("tokenizer.json",), ("vocab.json", "merges.txt")),
     "byt5": (("tokenizer_config.json",),),  # ByT5 reads bytes: its file names the added tokens
+    "mistral3": (("tokenizer.json",),),
 }
 """A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
 transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""
@@ -86,8 +95,11 @@ def holds_tokenizer(folder: Path, kind: str) -> bool:
 
 
 def comfy_candidates(kind: str, encoder_file: Path, package_dir: Path) -> list[Path]:
-    """Where a ComfyUI install's tokenizer folder of `kind` may be, nearest first."""
+    """Where a ComfyUI install's tokenizer folder of `kind` may be, nearest first (none for
+    Mistral 3: paradit reads no ComfyUI folder for it)."""
     folders: list[Path] = []
+    if kind not in COMFY_FOLDERS:
+        return folders
     for start in (encoder_file.resolve().parent, package_dir.resolve()):
         for root in [start, *start.parents][: _LEVELS + 1]:
             folder = root / COMFY_FOLDERS[kind]
@@ -102,8 +114,8 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
     if none is found offline or the one found has more tokens than the encoder has embeddings."""
     import transformers
 
-    if kind not in COMFY_FOLDERS:
-        raise ValueError(f"no tokenizer lookup for {kind!r} encoders; known: {list(COMFY_FOLDERS)}")
+    if kind not in HUB_FOLDERS:
+        raise ValueError(f"no tokenizer lookup for {kind!r} encoders; known: {list(HUB_FOLDERS)}")
     tokenizer_class = getattr(transformers, _CLASSES[kind])
     package_dir = Path(__file__).resolve().parents[3]  # the paradit package (the repo's root)
     folder = next(
@@ -115,16 +127,21 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
         folder, source = _hub_cache_folder(kind)
     tokenizer = tokenizer_class.from_pretrained(str(folder)) if folder else None
     if tokenizer is None:
+        comfy = (
+            f"put the file inside a ComfyUI install (its {COMFY_FOLDERS[kind]} is used), or "
+            if kind in COMFY_FOLDERS
+            else ""
+        )
         raise ValueError(
             f"--text-encoder {encoder_file.name}: a {kind.upper()} file carries no tokenizer, "
-            f"and none was found offline: put the file inside a ComfyUI install (its "
-            f"{COMFY_FOLDERS[kind]} is used), or have one of "
+            f"and none was found offline: {comfy}have one of "
             f"{', '.join(repo for repo, _ in HUB_FOLDERS[kind])} in the Hugging Face cache"
         )
-    if len(tokenizer) > vocab_size:
+    tokens = len(getattr(tokenizer, "tokenizer", tokenizer))  # a processor holds its tokenizer
+    if tokens > vocab_size:
         raise ValueError(
             f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
-            f"{len(tokenizer)} tokens, more than the encoder's {vocab_size} embeddings"
+            f"{tokens} tokens, more than the encoder's {vocab_size} embeddings"
         )
     if kind == "qwen3":
         from ..seeded import QWEN3_CHAT_TEMPLATE
