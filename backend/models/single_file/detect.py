@@ -32,12 +32,10 @@ from . import hunyuan_video15 as hunyuan
 from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, mistral3_encoder, qwen_image_dit
 from .detect_hunyuan15 import hunyuan15_dit, hunyuan15_vae, qwen25_vl_encoder, siglip_vision
 from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
-from .detection import Detection
+from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
 from .header import FileHeader, read_header
 from .quant import quantization
 
-REAL_HEAD_DIM = 128
-TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image", "hunyuanvideo1.5")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
@@ -158,23 +156,6 @@ def _is_lora_key(key: str) -> bool:
     )
 
 
-def _count(keys: Any, pattern: str) -> int:
-    """Number of distinct N in keys matching `pattern` (a regex with one (\\d+) group)."""
-    regex = re.compile(pattern)
-    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
-    return max(found) + 1 if found else 0
-
-
-def _head_dim(width: int) -> int:
-    if width % REAL_HEAD_DIM == 0:
-        return REAL_HEAD_DIM
-    if width == TINY_WIDTH:
-        return TINY_HEAD_DIM
-    raise ValueError(
-        f"a width of {width} is no known Wan or Flux model (real ones are multiples of 128)"
-    )
-
-
 # -- Wan --------------------------------------------------------------------------------------
 
 _WAN_NAMES = {
@@ -223,7 +204,7 @@ def _wan_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         return Detection("unknown", "wan", reasons=(f"patch_embedding has shape {patch}",))
     width, in_channels, patch_size = patch[0], patch[1], tuple(patch[2:])
     has_image = names["img"] in keys
-    num_layers = _count(keys, block)
+    num_layers = count_indices(keys, block)
     reasons = [
         f"Wan DiT keys ({'blocks.N.self_attn.q' if layout == 'wan' else 'blocks.N.attn1.to_q'})"
         + (f" under {prefix!r}" if prefix else ""),
@@ -238,7 +219,7 @@ def _wan_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
             layout=layout,
             reasons=(*reasons, "no Wan 2.1/2.2 variant has this width and channel count"),
         )
-    head_dim = _head_dim(width)
+    head_dim = dit_head_dim(width, "Wan or Flux")
     config: dict[str, Any] = {
         "_class_name": "WanTransformer3DModel",
         "patch_size": list(patch_size),
@@ -269,7 +250,7 @@ def _wan_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
 def _flux_config(
     width: int, in_channels: int, layers: int, singles: int, joint: int, pooled: int, guided: bool
 ) -> dict[str, Any]:
-    head_dim = _head_dim(width)
+    head_dim = dit_head_dim(width, "Wan or Flux")
     return {
         "_class_name": "FluxTransformer2DModel",
         "patch_size": 1,
@@ -294,8 +275,8 @@ def _flux_dit(header: FileHeader, prefix: str) -> Detection:
         return Detection("unknown", "flux", reasons=(f"Flux-like keys but no {missing[0]}",))
     width, in_channels = keys["img_in.weight"]
     guided = "guidance_in.in_layer.weight" in keys
-    layers = _count(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
-    singles = _count(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
+    layers = count_indices(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
+    singles = count_indices(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
     joint, pooled = keys["txt_in.weight"][1], keys["vector_in.in_layer.weight"][1]
     reasons = [
         "Flux DiT keys in Black Forest Labs' layout (double_blocks.N.img_attn.qkv)"
@@ -315,8 +296,8 @@ def _flux_dit_diffusers(header: FileHeader) -> Detection:
     keys = {k: v.shape for k, v in header.tensors.items()}
     width, in_channels = keys["x_embedder.weight"]
     guided = "time_text_embed.guidance_embedder.linear_1.weight" in keys
-    layers = _count(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
-    singles = _count(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+    layers = count_indices(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+    singles = count_indices(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
     joint = keys["context_embedder.weight"][1]
     pooled = keys["time_text_embed.text_embedder.linear_1.weight"][1]
     reasons = (
@@ -358,7 +339,7 @@ def _t5(header: FileHeader) -> Detection | None:
     if embed is None:
         return Detection("unknown", "t5", reasons=("T5-like keys but no token embedding",))
     vocab, d_model = embed
-    layers = _count(keys, r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.q\.weight$")
+    layers = count_indices(keys, r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.q\.weight$")
     bias = "encoder.block.{}.layer.0.SelfAttention.relative_attention_bias.weight"
     umt5 = bias.format(1) in keys
     buckets, heads = keys[bias.format(0)]
@@ -402,7 +383,9 @@ def _clip_text(header: FileHeader) -> Detection | None:
         return None
     vocab, hidden = keys[f"{prefix}embeddings.token_embedding.weight"]
     positions = keys[f"{prefix}embeddings.position_embedding.weight"][0]
-    layers = _count(keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    layers = count_indices(
+        keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$"
+    )
     intermediate = keys[f"{prefix}encoder.layers.0.mlp.fc1.weight"][0]
     byte_vocab = vocab == VOCAB_SIZE  # the presets' reduced encoders (seeded.byte_tokenizer)
     heads = hidden // (64 if hidden % 64 == 0 else 8)  # CLIP-L: 64-wide heads; tiny: 8
@@ -452,7 +435,7 @@ def _clip_vision(header: FileHeader) -> Detection | None:
     hidden, channels, patch_size = patch[0], patch[1], patch[2]
     positions = keys["embeddings.position_embedding.weight"][0]
     side = round((positions - 1) ** 0.5)
-    layers = _count(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    layers = count_indices(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
     intermediate = keys["encoder.layers.0.mlp.fc1.weight"][0]
     heads = _CLIP_VISION_HEADS.get(hidden, hidden // 8)
     config = {

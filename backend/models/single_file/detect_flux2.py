@@ -23,23 +23,16 @@ ship, the tiny presets' rotary axes for their 16-wide heads.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..random_presets import random_dit_config
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, PAD_ID
-from .detection import Detection
+from .detection import Detection, count_indices
 from .header import FileHeader
 
 FLUX2, QWEN_IMAGE, MISTRAL3 = "flux2", "qwen-image", "mistral3"
 REAL_HEAD_DIM = 128
 KLEIN_TEXT_WIDTHS = {3 * 2560: "flux.2-klein-4b", 3 * 4096: "flux.2-klein-9b"}
-
-
-def _count(keys: Any, pattern: str) -> int:
-    regex = re.compile(pattern)
-    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
-    return max(found) + 1 if found else 0
 
 
 def _stripped(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
@@ -86,11 +79,13 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
         else "time_guidance_embed.guidance_embedder.linear_1.weight"
     ) in keys
     if bfl:
-        layers = _count(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
-        singles = _count(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
+        layers = count_indices(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
+        singles = count_indices(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
     else:
-        layers = _count(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
-        singles = _count(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_qkv_mlp_proj\.weight$")
+        layers = count_indices(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
+        singles = count_indices(
+            keys, r"single_transformer_blocks\.(\d+)\.attn\.to_qkv_mlp_proj\.weight$"
+        )
     tiny = head_dim != REAL_HEAD_DIM
     if guided:
         variant = "tiny-flux2" if tiny else "flux.2-dev"
@@ -150,7 +145,7 @@ def qwen_image_dit(header: FileHeader, prefix: str):
         **random_dit_config("random:qwen-image", "transformer"),
         "in_channels": in_channels,
         "out_channels": keys["proj_out.weight"][0] // 4,
-        "num_layers": _count(keys, r"transformer_blocks\.(\d+)\.img_mod\.1\.weight$"),
+        "num_layers": count_indices(keys, r"transformer_blocks\.(\d+)\.img_mod\.1\.weight$"),
         "attention_head_dim": head_dim,
         "num_attention_heads": width // head_dim,
         "joint_attention_dim": keys["txt_norm.weight"][0],
@@ -206,7 +201,7 @@ def mistral3_encoder(header: FileHeader) -> Detection | None:
     vocab, hidden = keys["embed_tokens.weight"]
     settings = TINY_MISTRAL if vocab == MISTRAL_CHAT_VOCAB_SIZE else MISTRAL_SMALL_31
     head_dim = settings["head_dim"]
-    layers = _count(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    layers = count_indices(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
     heads = keys["layers.0.self_attn.q_proj.weight"][0] // head_dim
     kv_heads = keys["layers.0.self_attn.k_proj.weight"][0] // head_dim
     config = {

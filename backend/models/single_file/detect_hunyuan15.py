@@ -9,33 +9,9 @@ the real model, 16 for the tiny preset (whose DiT is 64 wide).
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from . import hunyuan_video15 as hunyuan
-from .detection import Detection
+from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
 from .header import FileHeader
-
-REAL_HEAD_DIM = 128
-TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
-
-
-def _count(keys: Any, pattern: str) -> int:
-    """Number of distinct N in keys matching `pattern` (a regex with one (\\d+) group)."""
-    regex = re.compile(pattern)
-    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
-    return max(found) + 1 if found else 0
-
-
-def _head_dim(width: int) -> int:
-    if width % REAL_HEAD_DIM == 0:
-        return REAL_HEAD_DIM
-    if width == TINY_WIDTH:
-        return TINY_HEAD_DIM
-    raise ValueError(
-        f"a width of {width} is no known HunyuanVideo 1.5 model (real ones are multiples of 128)"
-    )
-
 
 # -- the DiT and the VAE ----------------------------------------------------------------------
 
@@ -60,7 +36,7 @@ def hunyuan15_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         + (f" under {prefix!r}" if prefix else "")
     ]
     try:
-        head_dim = _head_dim(width)
+        head_dim = dit_head_dim(width, "HunyuanVideo 1.5")
         read = hunyuan.dit_config if layout == "original" else hunyuan.diffusers_dit_config
         config = read(keys, head_dim)
     except (KeyError, ValueError) as exc:
@@ -122,7 +98,7 @@ def qwen25_vl_encoder(header: FileHeader) -> Detection | None:
     head_dim = REAL_HEAD_DIM if hidden % REAL_HEAD_DIM == 0 else 8
     if head_dim not in _MROPE_SECTIONS:
         return None
-    layers = _count(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    layers = count_indices(keys, r"layers\.(\d+)\.self_attn\.q_proj\.weight$")
     heads, kv_heads = hidden // head_dim, keys["layers.0.self_attn.k_proj.weight"][0] // head_dim
     real = head_dim == REAL_HEAD_DIM
     config = {
@@ -174,7 +150,7 @@ def siglip_vision(header: FileHeader) -> Detection | None:
     keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
     hidden, channels, patch_size = keys["embeddings.patch_embedding.weight"][:3]
     side = round(keys["embeddings.position_embedding.weight"][0] ** 0.5)
-    layers = _count(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    layers = count_indices(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
     heads = _SIGLIP_HEADS.get(hidden, hidden // 8)
     image_size = _SIGLIP_IMAGE_SIZES.get((side, patch_size), side * patch_size)
     config = {

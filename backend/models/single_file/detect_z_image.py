@@ -16,19 +16,13 @@ from typing import Any
 
 from ..random_presets import random_dit_config
 from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE
-from .detection import Detection
+from .detection import Detection, count_indices
 from .header import FileHeader
 
 Z_IMAGE = "z-image"
 TINY_AXES = [4, 6, 6]  # the tiny preset's rotary axes (its heads are 16 wide)
 DROPPED = ("norm_final.weight",)
 """Original Z-Image keys no diffusers parameter takes (diffusers' converter drops them)."""
-
-
-def _count(keys: Any, pattern: str) -> int:
-    regex = re.compile(pattern)
-    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
-    return max(found) + 1 if found else 0
 
 
 def z_image_layout(keys: Any, prefix: str) -> str | None:
@@ -73,8 +67,10 @@ def z_image_dit(header: FileHeader, prefix: str, layout: str):
         "dim": dim,
         "n_heads": heads,
         "n_kv_heads": kv_heads,
-        "n_layers": _count(keys, r"layers\.(\d+)\.adaLN_modulation\.0\.weight$"),
-        "n_refiner_layers": _count(keys, r"noise_refiner\.(\d+)\.adaLN_modulation\.0\.weight$"),
+        "n_layers": count_indices(keys, r"layers\.(\d+)\.adaLN_modulation\.0\.weight$"),
+        "n_refiner_layers": count_indices(
+            keys, r"noise_refiner\.(\d+)\.adaLN_modulation\.0\.weight$"
+        ),
         "cap_feat_dim": keys[names["caption"]][1],
         "in_channels": patch_items // (patch * patch * f_patch),
     }
@@ -108,7 +104,9 @@ def qwen3_encoder(header: FileHeader):
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": keys[f"{prefix}layers.0.mlp.gate_proj.weight"][0],
-        "num_hidden_layers": _count(keys, rf"{re.escape(prefix)}layers\.(\d+)\.self_attn\.q_norm"),
+        "num_hidden_layers": count_indices(
+            keys, rf"{re.escape(prefix)}layers\.(\d+)\.self_attn\.q_norm"
+        ),
         "num_attention_heads": keys[f"{prefix}layers.0.self_attn.q_proj.weight"][0] // head_dim,
         "num_key_value_heads": keys[f"{prefix}layers.0.self_attn.k_proj.weight"][0] // head_dim,
         "head_dim": head_dim,

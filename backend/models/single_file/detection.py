@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,3 +46,27 @@ class Detection:
     def describe(self) -> str:
         what = " ".join(x for x in (self.label or self.family or "", self.role) if x)
         return f"{what}: {'; '.join(self.reasons)}"
+
+
+def count_indices(keys: Any, pattern: str) -> int:
+    """How many blocks the keys hold: one more than the largest N of the keys matching
+    `pattern` (a regex with one (\\d+) group), 0 when none matches."""
+    regex = re.compile(pattern)
+    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
+    return max(found) + 1 if found else 0
+
+
+REAL_HEAD_DIM = 128
+TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
+
+
+def dit_head_dim(width: int, models: str) -> int:
+    """A DiT's attention head width from its width: 128 for the real models, 16 for the
+    tiny presets' 64; ValueError naming `models` for any other width."""
+    if width % REAL_HEAD_DIM == 0:
+        return REAL_HEAD_DIM
+    if width == TINY_WIDTH:
+        return TINY_HEAD_DIM
+    raise ValueError(
+        f"a width of {width} is no known {models} model (real ones are multiples of 128)"
+    )

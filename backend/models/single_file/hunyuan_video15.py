@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .detection import count_indices
 from .header import FileHeader
 
 MARKER = "double_blocks.0.img_attn_q.weight"
@@ -73,8 +74,8 @@ def dit_config(keys: Mapping[str, tuple[int, ...]], head_dim: int) -> dict[str, 
         "out_channels": out,
         "num_attention_heads": width // head_dim,
         "attention_head_dim": head_dim,
-        "num_layers": _count(keys, r"double_blocks\.(\d+)\.img_attn_q\.weight$"),
-        "num_refiner_layers": _count(
+        "num_layers": count_indices(keys, r"double_blocks\.(\d+)\.img_attn_q\.weight$"),
+        "num_refiner_layers": count_indices(
             keys, r"txt_in\.individual_token_refiner\.blocks\.(\d+)\.norm1\.weight$"
         ),
         "mlp_ratio": ffn / width,
@@ -102,18 +103,12 @@ def diffusers_dit_config(keys: Mapping[str, tuple[int, ...]], head_dim: int) -> 
         "byt5_in.layernorm.weight": keys["context_embedder_2.norm.weight"],
         "vision_in.proj.0.weight": keys["image_embedder.norm_in.weight"],
     }
-    for i in range(_count(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")):
+    for i in range(count_indices(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")):
         original[f"double_blocks.{i}.img_attn_q.weight"] = (width, width)
     refiner = r"context_embedder\.token_refiner\.refiner_blocks\.(\d+)\.norm1\.weight$"
-    for i in range(_count(keys, refiner)):
+    for i in range(count_indices(keys, refiner)):
         original[f"txt_in.individual_token_refiner.blocks.{i}.norm1.weight"] = (width,)
     return dit_config(original, head_dim)
-
-
-def _count(keys: Any, pattern: str) -> int:
-    regex = re.compile(pattern)
-    found = {int(m.group(1)) for k in keys if (m := regex.match(k))}
-    return max(found) + 1 if found else 0
 
 
 # -- the DiT's key mapping (convert.hunyuan15_row_map applies it) ------------------------------
