@@ -9,6 +9,7 @@ values dequantized the way the formats define them): the reference a folder is s
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
@@ -589,3 +590,35 @@ def flux2_bfl(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         module, _, kind = name.rpartition(".")
         out[f"{_FLUX2_WHOLE[module]}.{kind}"] = value
     return out
+
+
+def assert_files_make_the_presets_image(pipe, tiny, dit_state, text: str, call: dict) -> None:
+    """A pipeline loaded from single files holds the tiny preset's weights (its DiT as the
+    file held them, `dit_state`; its text encoder's language model; its VAE), tokenizes `text`
+    as the preset does, and makes the preset's image byte for byte (and not a blank one)."""
+    from paradit.backend.models.loading import align_cpu_weights
+
+    reference = copy.copy(tiny)
+    module = copy.deepcopy(tiny.transformer)
+    module.load_state_dict(dit_state, strict=True)
+    reference.register_modules(transformer=module)
+    language = {  # the file's language model: the text encoder paradit builds
+        k.removeprefix("model.language_model."): v
+        for k, v in tiny.text_encoder.state_dict().items()
+        if k.startswith("model.language_model.")
+    }
+    for component, theirs in (
+        ("transformer", module.state_dict()),
+        ("text_encoder", language),
+        ("vae", tiny.vae.state_dict()),
+    ):
+        ours = getattr(pipe, component).state_dict()
+        assert set(ours) == set(theirs), component
+        assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+    assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
+    images = []
+    for each in (pipe, reference):
+        align_cpu_weights(each)
+        out = each(prompt="a single file", generator=torch.Generator().manual_seed(5), **call)
+        images.append(np.asarray(out.images[0]))
+    assert np.array_equal(*images) and images[0].std() > 0

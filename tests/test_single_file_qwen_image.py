@@ -17,15 +17,18 @@ Cost: about 1 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
-import copy
-
-import numpy as np
 import pytest
 import torch
-from comfy_files import meta_model, meta_shapes, write_header_only, write_safetensors
+from comfy_files import (
+    assert_files_make_the_presets_image,
+    meta_model,
+    meta_shapes,
+    write_header_only,
+    write_safetensors,
+)
 from safetensors.torch import save_file
 
-from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
+from paradit.backend.models.loading import ModelSource, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
 from paradit.backend.models.single_file.detect import detect
@@ -120,28 +123,4 @@ def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):
     save_file(tiny.vae.state_dict(), str(vae))  # the tiny VAE's levels: diffusers' names
     pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
     assert type(pipe).__name__ == "QwenImagePipeline"
-    reference = copy.copy(tiny)
-    module = copy.deepcopy(tiny.transformer)
-    module.load_state_dict(held, strict=True)
-    reference.register_modules(transformer=module)
-    language = {  # the file's language model: the text encoder paradit builds
-        k.removeprefix("model.language_model."): v
-        for k, v in tiny.text_encoder.state_dict().items()
-        if k.startswith("model.language_model.")
-    }
-    for component, theirs in (
-        ("transformer", module.state_dict()),
-        ("text_encoder", language),
-        ("vae", tiny.vae.state_dict()),
-    ):
-        ours = getattr(pipe, component).state_dict()
-        assert set(ours) == set(theirs), component
-        assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
-    text = "a fox <|im_start|> 42"
-    assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
-    images = []
-    for each in (pipe, reference):
-        align_cpu_weights(each)
-        out = each("a single file", generator=torch.Generator().manual_seed(5), **CALL)
-        images.append(np.asarray(out.images[0]))
-    assert np.array_equal(*images) and images[0].std() > 0
+    assert_files_make_the_presets_image(pipe, tiny, held, "a fox <|im_start|> 42", CALL)
