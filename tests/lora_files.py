@@ -11,6 +11,9 @@
   mixins read (`ZImageLoraLoaderMixin`, `Flux2LoraLoaderMixin`): PEFT, Kohya (`lora_unet_…`,
   `lora_down`/`lora_up`/`alpha`) and ai-toolkit's (`diffusion_model.…` `lora_A`/`lora_B`; for
   Flux.2 in BFL's names, fused q/k/v and the single blocks' `linear1`/`linear2`).
+- `qwen_image_loras`: Qwen-Image (and Qwen-Image-Edit, the same DiT) LoRAs in the two layouts
+  `QwenImageLoraLoaderMixin` converts: Kohya (`lora_unet_transformer_blocks_N_attn_to_q`, with
+  `alpha`) and ComfyUI/ai-toolkit's (`diffusion_model.transformer_blocks.N.…` `lora_A`/`lora_B`).
 
 Seeded: the same arguments give the same bytes.
 """
@@ -205,4 +208,35 @@ def flux2_loras(folder: Path, transformer: torch.nn.Module, *, seed: int) -> dic
         "f2_peft": _write(folder / "f2_peft.safetensors", generator, peft, False),
         "f2_kohya": _write(folder / "f2_kohya.safetensors", generator, kohya, True),
         "f2_aitk": _write(folder / "f2_aitk.safetensors", generator, aitk, False),
+    }
+
+
+def qwen_image_loras(folder: Path, transformer: torch.nn.Module, *, seed: int) -> dict[str, Path]:
+    """Qwen-Image LoRAs `q_kohya` (image q, text k and image MLP out; alpha 2 at rank 4) and
+    `q_comfy` (output projections and text MLP in) in `folder`, by layout."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = dict(transformer.named_parameters())
+    blocks = range(len(transformer.transformer_blocks))
+    kohya = {
+        f"lora_unet_transformer_blocks_{i}_{theirs}": (
+            *_shape(weights, f"transformer_blocks.{i}.{ours}"),
+            2,
+        )
+        for i in blocks
+        for ours, theirs in (
+            ("attn.to_q", "attn_to_q"),
+            ("attn.add_k_proj", "attn_add_k_proj"),
+            ("img_mlp.net.2", "img_mlp_net_2"),
+        )
+    }
+    comfy = {
+        f"diffusion_model.transformer_blocks.{i}.{m}": _shape(
+            weights, f"transformer_blocks.{i}.{m}"
+        )
+        for i in blocks
+        for m in ("attn.to_out.0", "attn.to_add_out", "txt_mlp.net.0.proj")
+    }
+    return {
+        "q_kohya": _write(folder / "q_kohya.safetensors", generator, kohya, True),
+        "q_comfy": _write(folder / "q_comfy.safetensors", generator, comfy, False),
     }

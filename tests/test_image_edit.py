@@ -3,6 +3,10 @@ and Flux.2 with reference images (`tiny-flux2`): the request's rules and their H
 OpenAI-style edit route, the command line, the ComfyUI node and the web form (no process);
 world size 1 against the diffusers edit pipelines called directly, and CFG parallel and Ulysses
 on 2 ranks against world size 1 (the reference-image tokens ride in the DiT's sequence).
+LoRAs per edit job (two stacked, in the layouts users hold: Kohya and ComfyUI names for
+Qwen-Image-Edit, ai-toolkit's BFL names and Kohya for Flux.2): the weights under them equal
+diffusers' `fuse_lora`, the edit changes, and the pipelines called directly after the LoRA job
+give the image of the edit before it, byte for byte (the LoRA left nothing behind).
 
 Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepares, the
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
@@ -14,6 +18,7 @@ Cost: about 20 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import base64
+import copy
 import io
 
 import numpy as np
@@ -21,8 +26,10 @@ import pytest
 import torch
 from conftest import spawn_gloo
 from image_jobs import CPU, preset_pipeline, run_image_job
+from lora_files import flux2_loras, qwen_image_loras
 
 from paradit.backend.contract import IMAGE_EDIT, TEXT_TO_IMAGE, Limits, edit_size
+from paradit.backend.lora import LoraLibrary, LoraPatcher
 from paradit.backend.models.families import family_of
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import parallelize
@@ -351,19 +358,86 @@ def test_web_form_uploads_the_images_for_edit_models(tmp_path):
 # -- world size 1 against diffusers, 2 ranks against world size 1 -------------------------------
 
 
+LORA_WRITERS = {QWEN: qwen_image_loras, FLUX2: flux2_loras}
+STACKED = {  # two LoRAs per job, in two layouts
+    QWEN: [("q_kohya", 0.8), ("q_comfy", -0.5)],
+    FLUX2: [("f2_aitk", 0.8), ("f2_kohya", -0.5)],
+}
+CHANGED = {QWEN: 12, FLUX2: 20}  # weights the two LoRAs change on the tiny DiTs (2+2 blocks)
+
+
+def _items(stack: list[tuple[str, float]]) -> list[dict]:
+    return [{"name": name, "strength": strength} for name, strength in stack]
+
+
 @pytest.fixture(scope="module")
-def references() -> dict:
-    """World size 1, one thread: each model's edit job (image, latents, tiles)."""
+def references(tmp_path_factory) -> dict:
+    """World size 1, one thread: each model's edit job (image, latents, tiles), then the same
+    edit under two stacked LoRAs on the same pipeline, as a backend runs a LoRA job: what the
+    tests after it call runs on weights a LoRA job has changed and put back."""
+    folder = tmp_path_factory.mktemp("edit_loras")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        outputs, pipes = {}, {}
+        outputs, pipes, patchers, with_loras, saved = {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
             pipes[name], family = preset_pipeline(name, TILE)
-            outputs[name] = run_image_job(pipes[name], family, body)
+            request = JobRequest.from_body(body, family.limits(pipes[name], tiny=True))
+            with torch.no_grad():
+                tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
+            outputs[name] = run_image_job(pipes[name], family, body, tensors)
+            LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
+            patchers[name] = LoraPatcher(
+                LoraLibrary((str(folder),)),
+                type(pipes[name]),
+                {"transformer": pipes[name].transformer},
+            )
+            with patchers[name].applied(patchers[name].resolve(_items(STACKED[name]))) as job:
+                with_loras[name] = run_image_job(pipes[name], family, body, tensors)
+            saved[name] = job.saved_bytes
     finally:
         torch.set_num_threads(threads)
-    return {"outputs": outputs, "pipes": pipes}
+    return {
+        "outputs": outputs,
+        "pipes": pipes,
+        "patchers": patchers,
+        "with_loras": with_loras,
+        "saved_bytes": saved,
+        "folder": folder,
+    }
+
+
+def _fused(pipe, folder, stack: list[tuple[str, float]]) -> dict[str, torch.Tensor]:
+    """The DiT's weights with the LoRAs loaded by diffusers and fused at their strengths (on a
+    copy of the DiT)."""
+    pipe = copy.copy(pipe)
+    pipe.register_modules(transformer=copy.deepcopy(pipe.transformer))
+    names = [f"a{i}" for i in range(len(stack))]
+    for adapter, (lora, _) in zip(names, stack, strict=True):
+        pipe.load_lora_weights(str(folder / f"{lora}.safetensors"), adapter_name=adapter)
+    pipe.set_adapters(names, [strength for _, strength in stack])
+    pipe.fuse_lora(components=["transformer"], adapter_names=names)
+    pipe.unload_lora_weights()
+    return pipe.transformer.state_dict()
+
+
+def test_a_lora_per_edit_job_changes_the_edit_and_equals_diffusers_fuse_lora(references):
+    """Per model: the LoRA job's weights equal diffusers' `load_lora_weights` + `fuse_lora` at
+    the same strengths, byte for byte; its edit differs from the plain one; every weight is
+    back to the base bytes after it (the next job's image: the test below)."""
+    for name, pipe in references["pipes"].items():
+        patcher, stack = references["patchers"][name], STACKED[name]
+        base = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
+        with patcher.applied(patcher.resolve(_items(stack))):
+            ours = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
+        assert all(torch.equal(base[k], v) for k, v in pipe.transformer.state_dict().items())
+        changed = [k for k in base if not torch.equal(base[k], ours[k])]
+        assert len(changed) == CHANGED[name], (name, changed)
+        assert references["saved_bytes"][name] > 0
+        fused = _fused(pipe, references["folder"], stack)
+        assert all(torch.equal(fused[k], ours[k]) for k in base), f"{name}: not diffusers' fuse"
+        plain, with_loras = references["outputs"][name], references["with_loras"][name]
+        assert compare(plain[0], with_loras[0], FLOAT32).verdict == DIFFERENT, name
 
 
 def _images(body: dict) -> list:
@@ -377,7 +451,9 @@ def _images(body: dict) -> list:
 
 def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
     """`QwenImageEditPlusPipeline` and `Flux2Pipeline` as a user calls them with the images
-    (at the size the request's rule chose: 80x48 for Qwen): the same image, bit for bit."""
+    (at the size the request's rule chose: 80x48 for Qwen): the same image, bit for bit. The
+    pipelines have run a LoRA job since that image was made (`references`): the plain job
+    after a LoRA job equals the one before it, byte for byte."""
     torch.set_num_threads(1)
     outputs = references["outputs"]
     qwen, flux2 = references["pipes"][QWEN], references["pipes"][FLUX2]
