@@ -10,6 +10,7 @@ values dequantized the way the formats define them): the reference a folder is s
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -192,19 +193,34 @@ def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tens
 
 
 def _quantizable(name: str, tensor: torch.Tensor) -> bool:
-    return tensor.dim() == 2 and name.endswith(".weight") and "blocks." in name
+    """The blocks' linear weights (Wan's and Flux's `blocks.N`, Z-Image's `layers.N` and
+    refiners): what ComfyUI's fp8 files store in fp8."""
+    return (
+        tensor.dim() == 2
+        and name.endswith(".weight")
+        and any(part in name for part in ("blocks.", "layers.", "refiner."))
+    )
+
+
+FP8_COMFY_QUANT = json.dumps({"format": "float8_e4m3fn"})
+"""ComfyUI's per-layer description of an fp8 layer (the `comfy_quant` tensor's bytes)."""
 
 
 def write_safetensors(
     path: Path, original: dict[str, torch.Tensor], fmt: str, prefix: str = ""
 ) -> dict[str, torch.Tensor]:
-    """fmt: fp32, bf16, fp16, fp8_e4m3fn or fp8_scaled (ComfyUI's: fp8 block weights with a
-    float32 `scale_weight` each, a `scale_input`, and the `scaled_fp8` marker)."""
+    """fmt: fp32, bf16, fp16, fp8_e4m3fn, fp8_scaled (ComfyUI's older layout: fp8 block weights
+    with a float32 `scale_weight` each, a `scale_input`, and the `scaled_fp8` marker) or
+    fp8_comfy_quant (its current one, which it converts the older to and saves: a float32
+    `weight_scale` and `input_scale` and a `comfy_quant` JSON per fp8 layer, the layers listed
+    in the `_quantization_metadata` metadata)."""
     held: dict[str, torch.Tensor] = {}
     tensors: dict[str, torch.Tensor] = {}
+    layers: dict[str, dict] = {}
     plain = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     for name, value in original.items():
         value = value.detach().float()
+        layer = prefix + name[: -len("weight")]
         if fmt in plain or not _quantizable(name, value):
             stored = value.to(plain.get(fmt, torch.bfloat16))
             held[name] = stored.float()
@@ -215,12 +231,23 @@ def write_safetensors(
             scale = value.abs().max() / 448.0
             stored = (value / scale).to(torch.float8_e4m3fn)
             held[name] = stored.float() * scale
-            tensors[prefix + name[: -len("weight")] + "scale_weight"] = scale.reshape(())
-            tensors[prefix + name[: -len("weight")] + "scale_input"] = torch.ones(())
+            if fmt == "fp8_scaled":
+                tensors[layer + "scale_weight"] = scale.reshape(())
+                tensors[layer + "scale_input"] = torch.ones(())
+            else:
+                tensors[layer + "weight_scale"] = scale.reshape(())
+                tensors[layer + "input_scale"] = torch.ones(())
+                raw = torch.frombuffer(bytearray(FP8_COMFY_QUANT.encode()), dtype=torch.uint8)
+                tensors[layer + "comfy_quant"] = raw.clone()
+                layers[layer.removesuffix(".")] = json.loads(FP8_COMFY_QUANT)
         tensors[prefix + name] = stored.contiguous()
     if fmt == "fp8_scaled":
         tensors["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
-    save_file(tensors, str(path))
+    metadata = None
+    if layers:
+        quantization = {"format_version": "1.0", "layers": layers}
+        metadata = {"_quantization_metadata": json.dumps(quantization)}
+    save_file(tensors, str(path), metadata=metadata)
     return held
 
 

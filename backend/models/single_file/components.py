@@ -14,7 +14,7 @@ from .convert import wan22_vae_name
 from .detect import Part
 from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
-from .quant import RowReader
+from .quant import RowReader, is_scale_key
 from .tokenizers import HUB_FOLDERS, find_tokenizer
 
 
@@ -24,7 +24,7 @@ def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, to
     out: dict[str, torch.Tensor] = {}
     try:
         for key, info in part.header.tensors.items():
-            if key == "scaled_fp8" or key.endswith((".scale_weight", ".scale_input")):
+            if is_scale_key(key):
                 continue
             if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL"):
                 continue  # e.g. Comfy's UMT5 `spiece_model`: not a weight

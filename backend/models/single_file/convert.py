@@ -23,10 +23,9 @@ import torch
 from .detect import Detection
 from .header import FileHeader
 from .hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
+from .quant import is_scale_key
 
 _ROW_BITS = 32
-SCALED_FP8_KEYS = (".scale_weight", ".scale_input")
-SCALED_FP8_MARKER = "scaled_fp8"
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,7 @@ def weight_keys(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
     return {
         key[len(prefix) :]: info.shape
         for key, info in header.tensors.items()
-        if key.startswith(prefix)
-        and key[len(prefix) :] != SCALED_FP8_MARKER
-        and not key.endswith(SCALED_FP8_KEYS)
+        if key.startswith(prefix) and not is_scale_key(key[len(prefix) :])
     }
 
 

@@ -1,10 +1,13 @@
 """Rows of a file tensor, as plain floating-point values: upcast, scaled or dequantized.
 
 Formats read: safetensors F32/F16/BF16 (and integers), F8_E4M3/F8_E5M2 (`fp8_e4m3fn` files:
-upcast), ComfyUI's `fp8_scaled` (fp8 weights times their layer's `scale_weight`; the
-`scale_input` tensors are only for fp8 matrix products and are not needed once the weight is
-dequantized), and GGUF tensors of every type the `gguf` package dequantizes (F32, F16, BF16,
-Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node pack's files).
+upcast), ComfyUI's `fp8_scaled` in both its layouts (fp8 weights times their layer's scale:
+the older `scale_weight` with a `scaled_fp8` marker, and the current one ComfyUI converts that
+to and saves: `weight_scale`, with a `comfy_quant` JSON per quantized layer; the
+`scale_input`/`input_scale` tensors are only for fp8 matrix products and are not needed once
+the weight is dequantized), and GGUF tensors of every type the `gguf`
+package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
+pack's files). ComfyUI's other quantized layers (int8, nvfp4, block-scaled mxfp8) are refused.
 
 Decision (issue 20): nothing stays quantized in memory. Each rank dequantizes the rows of its
 FSDP2 shard to the compute dtype as it reads them, so the sharded DiT is an ordinary bf16/fp32
@@ -40,13 +43,33 @@ SAFETENSORS_DTYPES = {
 }
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 GGUF_PLAIN = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+SCALED_FP8_MARKER = "scaled_fp8"
+WEIGHT_SCALES = ("scale_weight", "weight_scale")
+"""A quantized layer's weight scale: the older fp8_scaled name, and ComfyUI's current one."""
+SCALE_SUFFIXES = (
+    *(f".{name}" for name in WEIGHT_SCALES),
+    ".scale_input",
+    ".input_scale",
+    ".comfy_quant",
+)
+"""Tensors that describe a quantized layer's weight, read with it and never as weights."""
+UNREAD_SCALES = (".weight_scale_2", ".pre_quant_scale")
+"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing)."""
+_FLOAT_SCALES = ("F32", "F16", "BF16")
+
+
+def is_scale_key(key: str) -> bool:
+    """A fp8_scaled scale, `comfy_quant` description or marker (under any key prefix)."""
+    return (
+        key == SCALED_FP8_MARKER
+        or key.endswith("." + SCALED_FP8_MARKER)
+        or key.endswith(SCALE_SUFFIXES)
+    )
 
 
 def is_fp8_scaled(header: FileHeader) -> bool:
-    """ComfyUI's fp8_scaled marker (`scaled_fp8`) or per-layer `scale_weight` tensors."""
-    return "scaled_fp8" in header.tensors or any(
-        k.endswith(".scale_weight") for k in header.tensors
-    )
+    """ComfyUI's fp8_scaled: the `scaled_fp8` marker, or per-layer weight scales."""
+    return any(is_scale_key(k) for k in header.tensors)
 
 
 def quantization(header: FileHeader) -> str:
@@ -74,8 +97,38 @@ def check_readable(header: FileHeader) -> None:
                     f"{header.name}: tensor {key} has dtype {info.dtype}, which is not read "
                     f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
                 )
+            _check_scale(header, key, info)
         else:
             _gguf_type(header, key, info)
+
+
+def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
+    """A weight scale of a quantized weight must scale an fp8 one, one value per tensor or per
+    row: ComfyUI's other quantized layers (int8, nvfp4, block-scaled mxfp8) would read as wrong
+    values."""
+    if key.endswith(UNREAD_SCALES):
+        raise ValueError(
+            f"{header.name}: {key} belongs to a quantization that is not read (fp8 layers with "
+            "one scale per tensor or per row are: ComfyUI's fp8_scaled)"
+        )
+    for name in WEIGHT_SCALES:
+        if not key.endswith("." + name):
+            continue
+        weight = header.tensors.get(key[: -len(name)] + "weight")
+        if weight is None or weight.dtype in _FLOAT_SCALES:
+            continue  # a float weight is read as it is (as before: the scale is for fp8 only)
+        rows = weight.shape[0] if weight.shape else 1
+        if (
+            weight.dtype not in ("F8_E4M3", "F8_E5M2")
+            or info.dtype not in _FLOAT_SCALES
+            or info.numel not in (1, rows)
+        ):
+            raise ValueError(
+                f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) scales a "
+                f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 weights with one "
+                "float scale per tensor or per row are read (ComfyUI's fp8_scaled); int8, "
+                "nvfp4 and block-scaled layers are not"
+            )
 
 
 def _gguf_type(header: FileHeader, key: str, info: TensorInfo):
@@ -144,11 +197,14 @@ class RowReader:
         return values, nbytes
 
     def _scale(self, key: str) -> torch.Tensor | None:
-        """fp8_scaled: the layer's `scale_weight` (float32), read once."""
+        """fp8_scaled: the layer's `scale_weight` or `weight_scale` (float32), read once."""
         if not key.endswith(".weight"):
             return None
-        scale_key = key[: -len("weight")] + "scale_weight"
-        if scale_key not in self.header.tensors:
+        layer = key[: -len("weight")]
+        scale_key = next(
+            (layer + n for n in WEIGHT_SCALES if layer + n in self.header.tensors), None
+        )
+        if scale_key is None:
             return None
         if scale_key not in self._scales:
             info = self.header.tensors[scale_key]
