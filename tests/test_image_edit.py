@@ -12,7 +12,7 @@ Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepar
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
 measure. The parallel runs share one real gloo group (forked, one thread per rank).
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores).
+Cost: about 24 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
