@@ -15,12 +15,16 @@ diffusers' names (`qwen_image_bf16`, `qwen_image_edit_2509_bf16`), the Qwen2.5-V
 - The tiny presets saved in those layouts (the DiT in bf16, as the real file) load to the
   weights the files hold and make the image the preset makes with them, byte for byte:
   Qwen-Image from a prompt, Qwen-Image-Edit-2509 from a prompt and an input image (its text
-  encoder whole: the vision tower and head included).
+  encoder whole: the vision tower and head included). An edit text encoder of another
+  vocabulary and without `lm_head` takes the tokenizer of the ComfyUI install it sits in and a
+  processor with Qwen2.5-VL's published settings, and encodes prompt and image as the preset.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 2 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pytest
@@ -37,10 +41,11 @@ from safetensors.torch import save_file
 from paradit.backend.models.loading import ModelSource, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.detect import detect
+from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.detect_hunyuan15 import qwen25_vl_vision
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
+from paradit.backend.models.single_file.qwen_image_edit import edit_text_parts
 
 SPEC = random_preset_spec("random:qwen-image")["components"]
 QWEN25_VL_7B = {  # Qwen/Qwen2.5-VL-7B-Instruct's text config (the shapes that matter), 1 layer
@@ -182,3 +187,33 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
     assert_files_make_the_presets_image(
         pipe, tiny, held, "a fox <|image_pad|> 42", call, whole_text_encoder=True
     )
+    # A Qwen2.5-VL file of a real vocabulary (here 6 tokens past the preset's) and without
+    # lm_head (ComfyUI's has none): the tokenizer of the ComfyUI install it sits in (here the
+    # preset's, saved there), a processor with Qwen2.5-VL's published pixel bounds, the
+    # tokenizer's vision marker ids. It encodes the prompt and image as the preset does.
+    comfy = tmp_path / "ComfyUI"
+    tiny.tokenizer.save_pretrained(comfy / "comfy" / "text_encoders" / "qwen25_tokenizer")
+    state = _qwen25_comfy(tiny.text_encoder.state_dict())
+    del state["lm_head.weight"]
+    state["model.embed_tokens.weight"] = torch.cat([state["model.embed_tokens.weight"]] * 2)[:320]
+    (comfy / "models" / "text_encoders").mkdir(parents=True)
+    real = comfy / "models" / "text_encoders" / "qwen_2.5_vl_7b.safetensors"
+    save_file(state, str(real))
+    parts = edit_text_parts(
+        recognise(str(real)), "tiny-qwen-image-edit", torch.float32, frozenset()
+    )
+    assert parts["processor"].image_processor.size.longest_edge == 12845056  # the preset's 1003520
+    assert parts["processor"].tokenizer is parts["tokenizer"]
+    encoder = parts["text_encoder"]
+    assert encoder.config.image_token_id == parts["tokenizer"].convert_tokens_to_ids(
+        "<|image_pad|>"
+    )
+    assert torch.equal(encoder.lm_head.weight, state["model.embed_tokens.weight"])
+    found = copy.copy(tiny)
+    found.register_modules(**parts)
+    shown = [pipe.image_processor.resize(call["image"][0], 56, 84)]
+    embeds = [
+        each.encode_prompt(prompt="make it blue", image=shown, device=torch.device("cpu"))[0]
+        for each in (found, tiny)
+    ]
+    assert torch.equal(*embeds)
