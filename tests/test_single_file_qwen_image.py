@@ -29,6 +29,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from accelerate import init_empty_weights
 from comfy_files import (
     assert_files_make_the_presets_image,
     meta_model,
@@ -37,15 +38,21 @@ from comfy_files import (
     write_safetensors,
 )
 from safetensors.torch import save_file
+from transformers import Qwen2_5_VLForConditionalGeneration
 
 from paradit.backend.models.loading import ModelSource, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.detect import detect, recognise
+from paradit.backend.models.single_file.detect import Part, detect, recognise
 from paradit.backend.models.single_file.detect_hunyuan15 import qwen25_vl_vision
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
-from paradit.backend.models.single_file.qwen_image_edit import edit_text_parts
+from paradit.backend.models.single_file.qwen_image_edit import (
+    TOKEN_IDS,
+    edit_text_parts,
+    qwen25_vl_config,
+    transformers_names,
+)
 
 SPEC = random_preset_spec("random:qwen-image")["components"]
 QWEN25_VL_7B = {  # Qwen/Qwen2.5-VL-7B-Instruct's text config (the shapes that matter), 1 layer
@@ -128,6 +135,13 @@ def test_qwen_image_qwen25_vl_and_its_vae_from_their_headers(tmp_path):
         "tokens_per_second": 2,
     }  # fmt: skip
     assert "a vision tower under 'visual.': 1 blocks of width 1280" in detect(encoder).describe()
+    ids = dict(zip(TOKEN_IDS, (151652, 151653, 151655, 151656), strict=True))  # Qwen2.5-VL's
+    with init_empty_weights(include_buffers=True):
+        built = Qwen2_5_VLForConditionalGeneration(
+            qwen25_vl_config(Part(encoder, detect(encoder)), ids)
+        )
+    held = {k: tuple(v.shape) for k, v in encoder.tensors.items()}
+    assert meta_shapes(built) == transformers_names(held, "model.")  # every weight, its shape
     text_only = str(tmp_path / "qwen_2.5_vl_7b_text.safetensors")
     write_header_only(text_only, _qwen25_header(QWEN25_VL_7B, vision=False))
     rest = ((files["qwen_2.5_vl_7b"],), (files["qwen_image_vae"],))
@@ -217,3 +231,12 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
         for each in (found, tiny)
     ]
     assert torch.equal(*embeds)
+    # ComfyUI's qwen_2.5_vl_7b_fp8_scaled: the vision tower's matrices are scaled fp8 too
+    scaled = tmp_path / "qwen_2.5_vl_tiny_fp8_scaled.safetensors"
+    held = write_safetensors(scaled, _qwen25_comfy(tiny.text_encoder.state_dict()), "fp8_scaled")
+    assert "visual.blocks.0.attn.qkv.scale_weight" in read_header(str(scaled)).tensors
+    skip = frozenset({"processor"})  # a component skipped is None
+    parts = edit_text_parts(recognise(str(scaled)), "tiny-qwen-image-edit", torch.float32, skip)
+    assert parts["processor"] is None
+    ours, theirs = parts["text_encoder"].state_dict(), transformers_names(held, "model.")
+    assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in theirs)

@@ -91,13 +91,10 @@ def qwen25_vl_model(part: Part, dtype: torch.dtype, token_ids: dict[str, int]) -
     """`Qwen2_5_VLForConditionalGeneration` of the file: the language model with the config its
     header gave, the vision tower as its shapes show, the tokenizer's vision marker ids."""
     from accelerate import init_empty_weights
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers import Qwen2_5_VLForConditionalGeneration
 
-    vision, _ = qwen25_vl_vision(part.header)
-    text = {k: v for k, v in part.detection.config.items() if k != "_class_name"}
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **token_ids)
     with init_empty_weights(include_buffers=False):
-        model = Qwen2_5_VLForConditionalGeneration(config)
+        model = Qwen2_5_VLForConditionalGeneration(qwen25_vl_config(part, token_ids))
     state = transformers_names(read_whole(part, dtype), part.detection.prefix)
     expected = set(model.state_dict())
     if "lm_head.weight" not in state:  # the pipelines read hidden states, never the logits
@@ -110,6 +107,16 @@ def qwen25_vl_model(part: Part, dtype: torch.dtype, token_ids: dict[str, int]) -
         )
     model.load_state_dict({k: state[k] for k in expected}, assign=True, strict=True)
     return cast_model(model, dtype).eval()
+
+
+def qwen25_vl_config(part: Part, token_ids: dict[str, int]) -> Any:
+    """transformers' Qwen2_5_VLConfig of a file: its language model's config as the header
+    gave it, its vision tower's as `qwen25_vl_vision` reads it, the vision markers' ids."""
+    from transformers import Qwen2_5_VLConfig
+
+    vision, _ = qwen25_vl_vision(part.header)
+    text = {k: v for k, v in part.detection.config.items() if k != "_class_name"}
+    return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **token_ids)
 
 
 def transformers_names(state: dict[str, torch.Tensor], text_prefix: str) -> dict[str, Any]:
