@@ -10,7 +10,8 @@ filled from their files through `DitWeights` (the same row reads that fill an FS
 encoders and VAEs are read whole (components.py). Configs come from the headers (detect.py)
 and, for what a header cannot say (scheduler, VAE settings, pipeline settings), from the
 presets the package ships: the tiny presets for the tiny test architectures, the `random:`
-presets' JSON for real ones.
+presets' JSON for real ones. Qwen-Image-Edit's text side (Qwen2.5-VL with its vision tower, its
+tokenizer and processor) is built in qwen_image_edit.py.
 
 An all-in-one Flux checkpoint (ComfyUI's `models/checkpoints`: DiT, CLIP-L, T5-XXL and VAE in
 one file) needs no --text-encoder or --vae: its parts fill every slot the command leaves
