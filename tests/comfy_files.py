@@ -619,10 +619,14 @@ def flux2_bfl(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def assert_files_make_the_presets_image(pipe, tiny, dit_state, text: str, call: dict) -> None:
+def assert_files_make_the_presets_image(
+    pipe, tiny, dit_state, text: str, call: dict, *, whole_text_encoder: bool = False
+) -> None:
     """A pipeline loaded from single files holds the tiny preset's weights (its DiT as the
-    file held them, `dit_state`; its text encoder's language model; its VAE), tokenizes `text`
-    as the preset does, and makes the preset's image byte for byte (and not a blank one)."""
+    file held them, `dit_state`; its text encoder's language model, or with
+    `whole_text_encoder` all of it: Qwen-Image-Edit's vision tower and head too; its VAE),
+    tokenizes `text` as the preset does, and makes the preset's image byte for byte (and not a
+    blank one)."""
     from paradit.backend.models.loading import align_cpu_weights
 
     reference = copy.copy(tiny)
@@ -636,7 +640,7 @@ def assert_files_make_the_presets_image(pipe, tiny, dit_state, text: str, call: 
     }
     for component, theirs in (
         ("transformer", module.state_dict()),
-        ("text_encoder", language),
+        ("text_encoder", tiny.text_encoder.state_dict() if whole_text_encoder else language),
         ("vae", tiny.vae.state_dict()),
     ):
         ours = getattr(pipe, component).state_dict()

@@ -7,7 +7,9 @@ vision markers and the edit template's words, so the template's system part is t
 the pipeline drops (`prompt_template_encode_start_idx`), as with the real tokenizer.
 
 transformers' `Qwen2VLProcessor` also wants a video processor, which needs torchvision (not a
-dependency); `ImageQwenVLProcessor` is the same processor for images only.
+dependency); `ImageQwenVLProcessor` is the same processor for images only. Single-file
+Qwen-Image-Edit puts it on the real tokenizer with Qwen2.5-VL's published image settings
+(`qwen25_vl_processor`).
 """
 
 from __future__ import annotations
@@ -65,3 +67,19 @@ def qwen_vl_processor(max_length: int = 1024) -> ImageQwenVLProcessor:
     )
 
     return ImageQwenVLProcessor(Qwen2VLImageProcessorPil(), qwen_vl_tokenizer(max_length))
+
+
+QWEN25_VL_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 3584 * 3584}
+"""Qwen2.5-VL-7B-Instruct's published image bounds (min_pixels 3136, max_pixels 12845056); the
+class's default longest edge (1280 merged tokens) is Qwen2-VL's."""
+
+
+def qwen25_vl_processor(tokenizer: Any) -> ImageQwenVLProcessor:
+    """The processor on a real Qwen2.5-VL tokenizer, with Qwen2.5-VL's published image settings:
+    14-pixel patches, 2 frames a temporal patch, merged 2x2, CLIP's mean and std, bicubic,
+    3136 to 12845056 pixels."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    return ImageQwenVLProcessor(Qwen2VLImageProcessorPil(size=dict(QWEN25_VL_PIXELS)), tokenizer)

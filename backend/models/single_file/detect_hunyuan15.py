@@ -1,13 +1,16 @@
 """HunyuanVideo 1.5's single files, recognised from their headers: the DiT (ComfyUI's
 `hunyuanvideo1.5_*`, in Tencent's original names, or in diffusers' names), its VAE, its
-Qwen2.5-VL text encoder (`qwen_2.5_vl_7b`, Hugging Face's names; ByT5 is a T5, recognised in
-detect.py) and the SigLIP vision tower of image-to-video (`sigclip_vision_patch14_384`).
+Qwen2.5-VL text encoder (`qwen_2.5_vl_7b`, Hugging Face's names, with the shapes of its vision
+tower, which Qwen-Image-Edit reads; ByT5 is a T5, recognised in detect.py) and the SigLIP
+vision tower of image-to-video (`sigclip_vision_patch14_384`).
 
 The name tables and the config readers are in hunyuan_video15.py; the head width is 128 for
 the real model, 16 for the tiny preset (whose DiT is 64 wide).
 """
 
 from __future__ import annotations
+
+import re
 
 from . import hunyuan_video15 as hunyuan
 from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
@@ -80,8 +83,9 @@ _QWEN_PREFIXES = ("model.", "model.language_model.", "")
 
 def qwen25_vl_encoder(header: FileHeader) -> Detection | None:
     """Qwen2.5-VL's language model (ComfyUI's `qwen_2.5_vl_7b`, the text encoder of
-    HunyuanVideo 1.5 and Qwen-Image): `model.layers.N` with q/k/v biases; its vision tower
-    (`visual.`) and `lm_head` are not read."""
+    HunyuanVideo 1.5, Qwen-Image and Qwen-Image-Edit): `model.layers.N` with q/k/v biases; the
+    reasons say whether the file holds the vision tower (`visual.`), which only Qwen-Image-Edit
+    reads (`qwen25_vl_vision`)."""
     keys = {k: v.shape for k, v in header.tensors.items()}
     prefix = next(
         (
@@ -118,12 +122,63 @@ def qwen25_vl_encoder(header: FileHeader) -> Detection | None:
         + (f" under {prefix!r}" if prefix else ""),
         f"width {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value), vocabulary "
         f"{vocab}",
+        qwen25_vl_vision(header)[1],
     )
     variant = f"qwen2.5-vl {hidden}"
     return Detection("text_encoder", "qwen2.5-vl", variant, "hf", prefix, config, reasons)
 
 
-# -- the vision tower -------------------------------------------------------------------------
+# -- Qwen2.5-VL's vision tower ----------------------------------------------------------------
+
+# Qwen2.5-VL's vision tower (Qwen-Image-Edit reads its input images through it): ComfyUI's
+# file holds it under `visual.` in the names of transformers' Qwen2_5_VisionTransformer
+# (patch_embed.proj, blocks.N.attn.qkv, merger.mlp.0); transformers 5 saves it under
+# `model.visual.`. What no shape shows: the heads (16 of 80 in the 1280-wide tower of every
+# Qwen2.5-VL; 2 in the presets' towers) and which blocks attend over the whole image instead
+# of 112-pixel windows (the published [7, 15, 23, 31]; the presets' one block).
+VISION_PREFIXES = ("visual.", "model.visual.")
+_VISION_TOWERS = {1280: {"num_heads": 16, "fullatt_block_indexes": [7, 15, 23, 31],
+                         "tokens_per_second": 2}}  # fmt: skip
+_PRESET_TOWER = {"num_heads": 2, "fullatt_block_indexes": [0]}
+_PRESET_TOWER_WIDTHS = (16, 32)  # tiny-qwen-image(-edit)'s and random:qwen-image-edit's
+
+
+def qwen25_vl_vision(header: FileHeader) -> tuple[dict | None, str]:
+    """The vision tower's config (transformers' Qwen2_5_VLVisionConfig) read off a Qwen2.5-VL
+    file's shapes, and a reason saying what was found; None when there is none to build."""
+    keys = header.tensors
+    prefix = next((p for p in VISION_PREFIXES if f"{p}patch_embed.proj.weight" in keys), None)
+    if prefix is None:
+        return None, "no vision tower (no visual. weights)"
+    names = ("patch_embed.proj.weight", "blocks.0.mlp.gate_proj.weight", "merger.mlp.0.weight",
+             "merger.mlp.2.weight")  # fmt: skip
+    missing = [prefix + n for n in names if prefix + n not in keys]
+    if missing:
+        return None, f"an incomplete vision tower under {prefix!r} (no {missing[0]})"
+    patch, gate, merge_in, merge_out = (keys[prefix + n].shape for n in names)
+    if len(patch) != 5:
+        return None, f"a vision tower under {prefix!r} whose patch embedding has shape {patch}"
+    width, channels, temporal, size = patch[0], patch[1], patch[2], patch[3]
+    depth = count_indices(keys, rf"{re.escape(prefix)}blocks\.(\d+)\.attn\.qkv\.weight$")
+    known = _VISION_TOWERS.get(width) or (_PRESET_TOWER if width in _PRESET_TOWER_WIDTHS else None)
+    found = f"a vision tower under {prefix!r}: {depth} blocks of width {width}"
+    if known is None:
+        return None, f"{found}, which no Qwen2.5-VL has (1280; the presets' 16 and 32)"
+    config = {
+        **known,
+        "depth": depth,
+        "hidden_size": width,
+        "intermediate_size": gate[0],
+        "in_channels": channels,
+        "patch_size": size,
+        "temporal_patch_size": temporal,
+        "spatial_merge_size": round((merge_in[1] // width) ** 0.5),
+        "out_hidden_size": merge_out[0],
+    }
+    return config, f"{found}, {config['num_heads']} heads, {size}-px patches"
+
+
+# -- the SigLIP vision tower ------------------------------------------------------------------
 
 # SigLIP vision towers: heads per width (so400m, HunyuanVideo 1.5's `sigclip_vision_patch14_384`);
 # the tiny preset's has 8-wide heads

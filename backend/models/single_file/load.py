@@ -10,7 +10,8 @@ filled from their files through `DitWeights` (the same row reads that fill an FS
 encoders and VAEs are read whole (components.py). Configs come from the headers (detect.py)
 and, for what a header cannot say (scheduler, VAE settings, pipeline settings), from the
 presets the package ships: the tiny presets for the tiny test architectures, the `random:`
-presets' JSON for real ones.
+presets' JSON for real ones. Qwen-Image-Edit's text side (Qwen2.5-VL with its vision tower, its
+tokenizer and processor) is built in qwen_image_edit.py.
 
 An all-in-one Flux checkpoint (ComfyUI's `models/checkpoints`: DiT, CLIP-L, T5-XXL and VAE in
 one file) needs no --text-encoder or --vae: its parts fill every slot the command leaves
@@ -73,6 +74,9 @@ class Preset:
     """The VAE the family needs, as a user knows it (ComfyUI's file name)."""
     image_encoder: str = ""
     """The CLIP image encoder the family needs (Wan 2.1 image-to-video), "" for none."""
+    vision: bool = False
+    """Qwen-Image-Edit: the Qwen2.5-VL text encoder is built with its vision tower, and a
+    processor hands it the input images (qwen_image_edit.py)."""
 
     def __post_init__(self) -> None:
         if not (self.name or self.pair_preset):
@@ -98,6 +102,7 @@ _HY15_ENCODERS = ("qwen2.5-vl", "t5")  # ByT5 is a T5 encoder
 _HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
 _SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
 _QWEN_IMAGE_VAE = "the Qwen-Image VAE (qwen_image_vae: the Wan 2.1 VAE's key names)"
+_EDIT_PLUS, _EDIT = "QwenImageEditPlusPipeline", "QwenImageEditPipeline"
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
@@ -165,6 +170,17 @@ _PRESETS = {
     "qwen-image": Preset(
         "random:qwen-image", "QwenImagePipeline", ("qwen2.5-vl",), vae=_QWEN_IMAGE_VAE
     ),
+    # Qwen-Image-Edit: Qwen-Image's DiT and VAE; Qwen2.5-VL with its vision tower reads the
+    # images. The file name tells the Edit-Plus releases (2509, 2511) from the first model.
+    **{
+        variant: Preset(name, pipeline, ("qwen2.5-vl",), vae=_QWEN_IMAGE_VAE, vision=True)
+        for variant, name, pipeline in (
+            ("tiny-qwen-image-edit-plus", "tiny-qwen-image-edit", _EDIT_PLUS),
+            ("tiny-qwen-image-edit", "tiny-qwen-image-edit", _EDIT),
+            ("qwen-image-edit-plus", "random:qwen-image-edit", _EDIT_PLUS),
+            ("qwen-image-edit", "random:qwen-image-edit", _EDIT),
+        )
+    },
 }
 _ENCODER_CLASSES = {"Flux2KleinPipeline": {"Qwen3Model": "Qwen3ForCausalLM"}}
 """The text encoder class a pipeline takes where it differs from the file's plain model."""
@@ -290,6 +306,10 @@ def resolve(files: SingleFiles) -> Resolved:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     bundle = bundled_parts(dits[0]) if first.bundled else {}
     encoders = _encoders(files, preset, first, bundle)
+    if preset.vision:
+        from .qwen_image_edit import check_vision_tower
+
+        check_vision_tower(encoders["text_encoder"], first)
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
@@ -561,6 +581,11 @@ def build_pipeline(
                 fill_whole(model, weights)
         parts[name] = model
     for slot, part in resolved.encoders.items():
+        if preset.vision:  # Qwen-Image-Edit: text encoder, tokenizer and processor
+            from .qwen_image_edit import edit_text_parts
+
+            parts.update(edit_text_parts(part, preset.name, dtype, skip))
+            continue
         wanted = slot not in skip
         classes = _ENCODER_CLASSES.get(preset.pipeline, {})
         model_class = classes.get(part.detection.config.get("_class_name", ""))
@@ -632,7 +657,11 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
-    if type(pipe).__name__ != preset.pipeline:  # Wan 2.1 I2V 14B on the T2V 14B's preset
+    if type(pipe).__name__ != preset.pipeline and not preset.image_encoder:
+        import diffusers  # the first Qwen-Image-Edit on the Edit-Plus preset's components
+
+        pipe = getattr(diffusers, preset.pipeline)(**pipe.components)
+    elif type(pipe).__name__ != preset.pipeline:  # Wan 2.1 I2V 14B on the T2V 14B's preset
         import diffusers
         from accelerate import init_empty_weights
         from transformers import CLIPVisionConfig, CLIPVisionModel

@@ -15,9 +15,10 @@ the tokenizer comes from:
 2. The local Hugging Face hub cache, offline: the tokenizer folders of FLUX.1-dev or -schnell,
    or `google/t5-v1_1-xxl` and `openai/clip-vit-large-patch14`; of Z-Image-Turbo or
    `Qwen/Qwen3-4B` for Qwen3; for Qwen2.5-VL and ByT5 the HunyuanVideo 1.5 diffusers repos'
-   `tokenizer`/`tokenizer_2`, Qwen-Image's `tokenizer` or `Qwen/Qwen2.5-VL-7B-Instruct`; for
-   Mistral 3 (no ComfyUI folder is read) FLUX.2-dev's `tokenizer` (Pixtral's processor, as
-   Flux2Pipeline takes it) or `mistralai/Mistral-Small-3.1-24B-Instruct-2503`.
+   `tokenizer`/`tokenizer_2`, Qwen-Image's or Qwen-Image-Edit's `tokenizer` or
+   `Qwen/Qwen2.5-VL-7B-Instruct`; for Mistral 3 (no ComfyUI folder is read) FLUX.2-dev's
+   `tokenizer` (Pixtral's processor, as Flux2Pipeline takes it) or
+   `mistralai/Mistral-Small-3.1-24B-Instruct-2503`.
 
 A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
 folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
@@ -61,6 +62,7 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
     "qwen2.5-vl": (
         *((repo, "tokenizer") for repo in _HY15_REPOS),
         ("Qwen/Qwen-Image", "tokenizer"),
+        *((f"Qwen/Qwen-Image-Edit{r}", "tokenizer") for r in ("-2511", "-2509", "")),
         ("Qwen/Qwen2.5-VL-7B-Instruct", ""),
     ),
     "byt5": tuple((repo, "tokenizer_2") for repo in _HY15_REPOS),
