@@ -214,11 +214,13 @@ def test_random_image_to_video_preset_is_ltx_2_under_its_pipeline():
     assert family_for(spec["pipeline"]).name == "ltx2-i2v"
 
 
+@pytest.mark.fast
 def test_plan_at_real_size():
     """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
     16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
     bf16, the decode split; every rank holds the VAE with the connectors, the audio VAE and
-    the vocoder."""
+    the vocoder. Under the split each rank also holds the whole video where the audio attends
+    to it (`gathered_video`, with its reason)."""
     from paradit.backend.tools.plan import estimate
 
     report = estimate(RANDOM, 4, 80, 768, 512, 121)
@@ -226,10 +228,31 @@ def test_plan_at_real_size():
     weights = report["memory"]["weights_bytes"]
     assert weights["transformer"] == LTX2_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
-    parts = report["memory"]["reference_job"]["parts_bytes"]
+    job = report["memory"]["reference_job"]
+    parts = job["parts_bytes"]
     others = ("vae", "connectors", "audio_vae", "vocoder")
     assert parts["vae"] == sum(weights[name] for name in others)
     assert parts["activations"] > 0 and parts["decode"] > 0
+
+    # CFG 2 x Ulysses 2: a rank's share is 8 of the 16 rows, one CFG row (batch 1). The
+    # video stream is 32 heads of 128 wide, the audio stream (and the audio-video rotary
+    # table) 32 of 64; rotary tables are float32, activations bf16; 128 output channels.
+    whole, share = 16 * 16 * 24, 16 * 8 * 24
+    video, audio, bf16, f32 = 32 * 128, 32 * 64, 2, 4
+    # the rope modules' whole tables (cosine, sine) stay alive beyond the rank's share
+    tables = 2 * (whole - share) * (video + audio) * f32
+    # in every block: the gathered video tokens and their key tables (cosine, sine), the
+    # keys and values of every video token; at the end the gathered output
+    gather = whole * video * bf16 + 2 * whole * audio * f32 + 2 * whole * audio * bf16
+    output = whole * 128 * bf16
+    least = tables + gather + output
+    # ... and the rotary embedding's float32 temporaries of the keys: at most 4 copies
+    most = least + 4 * whole * audio * f32
+    assert least < parts["gathered_video"] <= most, (least, parts["gathered_video"], most)
+    counted = parts["dit_steps"] + parts["activations"] + parts["gathered_video"] + parts["vae"]
+    assert job["predicted_bytes"]["other_ranks"] >= counted
+    (reason,) = (r for r in job["reasons"] if "gathered_video" in r)
+    assert "all 6144 video tokens" in reason and f"({tables / 1024**3:.2f} GiB more" in reason
 
 
 # -- world size 1 against diffusers called directly ----------------------------------------------
