@@ -73,6 +73,7 @@ def _png(width: int, height: int) -> str:
 # Unguided at 96x96, 17 frames: 27 video tokens, the first latent frame's 9 the image's
 # (timestep 0); Ulysses 2 gives rank 0 those 9 and 5 more, rank 1 the other 13.
 I2V = {**UNGUIDED, "prompt": "the boat sails off", "seed": 4, "image": _png(96, 96)}
+I2V_GUIDED = {**I2V, "seed": 6, "guidance_scale": 4.0}  # CFG: one batch of 2, or CFG halves
 TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
 
 # DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
@@ -136,6 +137,7 @@ def references() -> dict:
         outputs["t2v_with_image"] = _run(pipe, family, I2V)
         i2v_pipe, i2v_family = _pipeline(TINY_I2V)
         outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
+        outputs["i2v guided"] = _run(i2v_pipe, i2v_family, I2V_GUIDED)
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "pipe": pipe, "i2v_pipe": i2v_pipe}
@@ -412,25 +414,33 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     i2v = LTX2ImageToVideoPipeline(**{name: getattr(pipe, name) for name in parts})
     i2v.set_progress_bar_config(disable=True)
     i2v_family = family_of(i2v)
-    request = JobRequest.from_body(I2V, i2v_family.limits(i2v, tiny=True))
-    layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
-    frames, audio, steps, _tiles = _run(i2v, i2v_family, I2V, split_decode=True)
-    parallel.end_job()
-    assert request.image is not None and steps == [0, 1]
-    if rank == 0:
-        reference = outputs["i2v"]
-        result = compare(reference[0], frames, FLOAT32)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("i2v", result.overall)
-        drift = np.abs(reference[1].waveform - audio.waveform).max()
-        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("i2v", drift)
-    assert layouts == ["plan", "spread", "spread"]
-    # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13
+    # ... and guided, on the CFG halves: each rank one row of (uncond, cond) with its row of
+    # per-token timesteps
+    i2v_limits = i2v_family.limits(i2v, tiny=True)
+    for label, body in (("i2v", I2V), ("i2v guided", I2V_GUIDED)):
+        request = JobRequest.from_body(body, i2v_limits)
+        uses_cfg = i2v_family.uses_cfg(i2v, request)
+        layouts.append(parallel.begin_job(uses_cfg, limits.tokens(96, 96, 17)))
+        frames, audio, steps, _tiles = _run(i2v, i2v_family, body, split_decode=True)
+        parallel.end_job()
+        assert request.image is not None and steps == [0, 1]
+        if rank == 0:
+            reference = outputs[label]
+            result = compare(reference[0], frames, FLOAT32)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+            drift = np.abs(reference[1].waveform - audio.waveform).max()
+            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+    assert layouts == ["plan", "spread", "spread", "plan"]
+    # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13;
+    # guided i2v: one CFG row of all 27
     assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
+    assert tokens[6] == (1, 27), tokens
 
 
 def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
-    streams together; an unguided job spreads its video tokens over both (uneven).
+    streams together (image-to-video too, with its per-token timesteps); an unguided job
+    spreads its video tokens over both (uneven).
     `paradit verify` ran 3 and 4 ranks by hand."""
     spawn_gloo(2, _check_group, references["outputs"])
 
