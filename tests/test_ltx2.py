@@ -24,10 +24,12 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import spawn_gloo
 from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
+from paradit.backend.cache import CacheSettings
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
@@ -36,6 +38,12 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.step_cache import (
+    Branches,
+    DisagreementError,
+    StepAgreement,
+    install_step_cache,
+)
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.runtime.preview import Previewer
@@ -59,6 +67,12 @@ GUIDED.update(width=192, height=128, num_frames=9, num_inference_steps=2, guidan
 UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
 UNGUIDED.update(width=96, height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
+# The step cache on the unguided job over 4 steps. Random weights change a lot from step to
+# step (the metric is 0.47-0.57 here): at 0.535 world size 1 skips step 2 (0.532), where
+# rank 0's 14 of the 27 tokens alone would compute it (0.541), so a rank deciding alone
+# fails the job.
+CACHED = {**UNGUIDED, "num_inference_steps": 4}
+CACHED["cache"] = {"method": "first-block", "threshold": 0.535}
 SAMPLES = 7920
 
 
@@ -88,28 +102,39 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
+def _run(pipe, family, body: dict, *, split_decode: bool = False, cache=None, alone=False):
     """One job as the engine runs it: the pipeline stops at the latents on every rank, the
     video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
-    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw;
-    the decode's tiles)."""
+    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw,
+    or for a job with `cache` the step cache's record, its decisions agreed over the group
+    when there is one (`alone`: each rank on its own tokens, the sabotage); the decode's
+    tiles). `cache`: the transformer's step cache switch."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    steps: list[int] = []
+    steps: list = []
+    settings = CacheSettings.parse(request.cache)
+    if settings is not None:  # as the engine starts it, on a job without CFG
+        group = dist.group.WORLD if dist.is_initialized() else None
+        cache.start(StepAgreement(settings, Branches(False), group, steps, alone=alone))
 
     def step_end(_pipe, index, _t, kwargs):
-        steps.append(index)
+        if settings is None:
+            steps.append(index)
         return {}
 
     with torch.no_grad():
         tensors = family.encode(pipe, request, CPU)
         kwargs = family.prepare(pipe, request, tensors)
-        output = family.pipeline_for_job(pipe, request)(
-            **kwargs,
-            generator=torch.Generator().manual_seed(request.seed),
-            output_type="latent",
-            return_dict=False,
-            callback_on_step_end=step_end,
-        )
+        try:
+            output = family.pipeline_for_job(pipe, request)(
+                **kwargs,
+                generator=torch.Generator().manual_seed(request.seed),
+                output_type="latent",
+                return_dict=False,
+                callback_on_step_end=step_end,
+            )
+        finally:
+            if settings is not None:
+                cache.stop()
         tiles = family.tiled_decode(pipe, request, output[0])
         if split_decode:
             decoded = decode_tiles(tiles, CPU)
@@ -135,6 +160,8 @@ def references() -> dict:
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
         outputs["t2v_with_image"] = _run(pipe, family, I2V)
+        # the step cache's hooks on the same DiT (between jobs they call the blocks through)
+        outputs["cached"] = _run(pipe, family, CACHED, cache=install_step_cache(pipe.transformer))
         i2v_pipe, i2v_family = _pipeline(TINY_I2V)
         outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
         outputs["i2v guided"] = _run(i2v_pipe, i2v_family, I2V_GUIDED)
@@ -157,7 +184,7 @@ def test_preset_structure_and_limits(references):
     assert pipe.vocoder.config.output_sampling_rate == 24000
     family = family_of(pipe)
     assert family.name == "ltx2-t2v" and family_for("LTX2Pipeline") is family
-    assert family.batched_cfg and family.decodes_in_job and not family.step_cache
+    assert family.batched_cfg and family.decodes_in_job and family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (32, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -268,6 +295,11 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert (outputs["guided"][3], outputs["unguided"][3]) == (6, 1)  # VAE tiles
     assert (outputs["guided"][4], outputs["unguided"][4]) == (2, 2)  # CFG is one batch of 2
     assert outputs["guided"][2] == outputs["unguided"][2] == [0, 1]
+    # the cached job (LTX-2's block registered for the hooks: video and audio carried through
+    # a skipped step) skipped step 2 and computed the others
+    record = outputs["cached"][2]
+    assert [step["computed"] for step in record] == [True, True, False, True], record
+    assert outputs["cached"][1].waveform.shape == outputs["unguided"][1].waveform.shape
     torch.set_num_threads(1)
     for label, body in JOBS.items():
         with torch.no_grad():
@@ -430,7 +462,30 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
             assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
             drift = np.abs(reference[1].waveform - audio.waveform).max()
             assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
-    assert layouts == ["plan", "spread", "spread", "plan"]
+    # the step cache on the unguided job spread over both ranks: the ranks add up their
+    # shares' residual changes and take world size 1's decisions; a rank deciding on its own
+    # tokens alone fails the job on both, at the step where they part
+    (switch,) = parallel.caches
+    for alone in (False, True):
+        layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
+        try:
+            if alone:
+                with pytest.raises(DisagreementError, match="different skip decisions at step 3"):
+                    _run(pipe, family, CACHED, cache=switch, alone=True)
+                continue
+            frames, audio, record, _tiles = _run(
+                pipe, family, CACHED, split_decode=True, cache=switch
+            )
+        finally:
+            parallel.end_job()
+        reference = outputs["cached"]
+        assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
+        if rank == 0:
+            result = compare(reference[0], frames, FLOAT32)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached", result.overall)
+            drift = np.abs(reference[1].waveform - audio.waveform).max()
+            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached", drift)
+    assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread"]
     # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13;
     # guided i2v: one CFG row of all 27
     assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
