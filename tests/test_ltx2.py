@@ -3,14 +3,18 @@ against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG para
 Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
 mp4's AAC track, probed with the ffmpeg binary. Image to video (`tiny-ltx2-i2v`): world size 1
 against `LTX2ImageToVideoPipeline` called directly, Ulysses 2 (the conditioning frame's
-per-token timesteps split with the tokens) against world size 1, no image refused; `tiny-ltx2`
-(`LTX2Pipeline`, as the hub's LTX-2 loads) with an image makes the same job on its components.
+per-token timesteps split with the tokens) and CFG 2 against world size 1, no image refused;
+`tiny-ltx2` (`LTX2Pipeline`, as the hub's LTX-2 loads) with an image makes the same job on its
+components. The step cache (LTX-2's block registered for diffusers' first-block cache, the
+audio as its second stream): world size 2 takes world size 1's decisions (Ulysses 2, and the
+CFG halves), and a rank deciding alone fails the job. The memory plan at real size counts
+what a split keeps whole (`gathered_video`).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
 
-Cost: about 24 s (in the suite's two-worker run on 2 cores).
+Cost: about 28 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -73,6 +77,10 @@ JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
 # fails the job.
 CACHED = {**UNGUIDED, "num_inference_steps": 4}
 CACHED["cache"] = {"method": "first-block", "threshold": 0.535}
+# Guided, at 96x96 (18 tokens): the conditional row decides for the batch of 2; at 0.52 world
+# size 1 skips steps 1 (0.509) and 3, where the unconditional half alone would compute (0.743).
+CACHED_GUIDED = {**GUIDED, "width": 96, "height": 96, "num_inference_steps": 4}
+CACHED_GUIDED["cache"] = {"method": "first-block", "threshold": 0.52}
 SAMPLES = 7920
 
 
@@ -102,19 +110,21 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False, cache=None, alone=False):
+def _run(pipe, family, body: dict, *, split_decode=False, cache=None, cfg_rank=None, alone=False):
     """One job as the engine runs it: the pipeline stops at the latents on every rank, the
     video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
     audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw,
     or for a job with `cache` the step cache's record, its decisions agreed over the group
     when there is one (`alone`: each rank on its own tokens, the sabotage); the decode's
-    tiles). `cache`: the transformer's step cache switch."""
+    tiles). `cache`: the transformer's step cache switch; `cfg_rank`: this rank's CFG half
+    when the job runs on the halves."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     steps: list = []
     settings = CacheSettings.parse(request.cache)
-    if settings is not None:  # as the engine starts it, on a job without CFG
+    if settings is not None:  # as the engine starts it
         group = dist.group.WORLD if dist.is_initialized() else None
-        cache.start(StepAgreement(settings, Branches(False), group, steps, alone=alone))
+        branches = Branches(request.uses_cfg, cfg_rank=cfg_rank, batched=True)
+        cache.start(StepAgreement(settings, branches, group, steps, alone=alone))
 
     def step_end(_pipe, index, _t, kwargs):
         if settings is None:
@@ -161,7 +171,9 @@ def references() -> dict:
             outputs[label] = (*_run(pipe, family, body), len(calls))
         outputs["t2v_with_image"] = _run(pipe, family, I2V)
         # the step cache's hooks on the same DiT (between jobs they call the blocks through)
-        outputs["cached"] = _run(pipe, family, CACHED, cache=install_step_cache(pipe.transformer))
+        switch = install_step_cache(pipe.transformer)
+        outputs["cached"] = _run(pipe, family, CACHED, cache=switch)
+        outputs["cached guided"] = _run(pipe, family, CACHED_GUIDED, cache=switch)
         i2v_pipe, i2v_family = _pipeline(TINY_I2V)
         outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
         outputs["i2v guided"] = _run(i2v_pipe, i2v_family, I2V_GUIDED)
@@ -299,6 +311,8 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     # a skipped step) skipped step 2 and computed the others
     record = outputs["cached"][2]
     assert [step["computed"] for step in record] == [True, True, False, True], record
+    record = outputs["cached guided"][2]
+    assert [step["computed"] for step in record] == [True, False, True, False], record
     assert outputs["cached"][1].waveform.shape == outputs["unguided"][1].waveform.shape
     torch.set_num_threads(1)
     for label, body in JOBS.items():
@@ -485,7 +499,23 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
             assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached", result.overall)
             drift = np.abs(reference[1].waveform - audio.waveform).max()
             assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached", drift)
-    assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread"]
+    # ... and the guided one on the CFG halves: the unconditional half follows the
+    # conditional half's decision (alone it would compute the skipped steps)
+    layouts.append(parallel.begin_job(True, limits.tokens(96, 96, 9)))
+    try:
+        frames, audio, record, _tiles = _run(
+            pipe, family, CACHED_GUIDED, split_decode=True, cache=switch, cfg_rank=rank
+        )
+    finally:
+        parallel.end_job()
+    reference = outputs["cached guided"]
+    assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
+    if rank == 0:
+        result = compare(reference[0], frames, FLOAT32)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached guided", result.overall)
+        drift = np.abs(reference[1].waveform - audio.waveform).max()
+        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached guided", drift)
+    assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread", "plan"]
     # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13;
     # guided i2v: one CFG row of all 27
     assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
