@@ -62,6 +62,13 @@ class BlockLayout:
     second_input: str = "encoder_hidden_states"
     """The block's argument that takes the second stream."""
 
+    def __post_init__(self) -> None:
+        if min(self.first, self.second) < 0 or self.first == self.second:
+            raise ValueError(
+                f"a block's two streams are at two indices >= 0 of what it returns, got "
+                f"{self.first} and {self.second}"
+            )
+
 
 BLOCK_LAYOUTS: dict[str, BlockLayout] = {
     # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
