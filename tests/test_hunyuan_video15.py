@@ -1,5 +1,5 @@
-"""HunyuanVideo 1.5 text- and image-to-video: the presets, limits and defaults, the plan at
-real size, world size 1 against `HunyuanVideo15Pipeline` and
+"""HunyuanVideo 1.5 text- and image-to-video: the presets, limits and defaults, the plans at
+real size (image-to-video's: what the image adds), world size 1 against `HunyuanVideo15Pipeline` and
 `HunyuanVideo15ImageToVideoPipeline` called directly, and world size 2 against world size 1
 (CFG parallel, and Ulysses over both ranks for the unguided jobs: the image tokens and the
 image's condition latents split with the rest), the step cache included.
@@ -10,12 +10,13 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 23 s (in the suite's two-worker run on 2 cores).
+Cost: about 27 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 
 import numpy as np
@@ -321,6 +322,53 @@ def test_plan_at_real_size():
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     parts = report["memory"]["reference_job"]["parts_bytes"]
     assert parts["decode"] > 0 and parts["activations"] > 0
+
+
+@pytest.mark.fast
+def test_image_to_video_plan_at_real_size(monkeypatch):
+    """`paradit plan` of image-to-video at 848x480x121 on 4 GPUs of 80 GB (CFG x Ulysses 2):
+    what the start image adds, derived from the configs. Its VAE latents fill the first
+    latent frame of the condition channels (2 x 32 + 1 in): no token more. SigLIP (on the
+    encoding rank) gives 729 tokens, (384 / 14)^2, which join the text every block attends
+    to: the dry run counts 1000 + 256 + 729 text tokens, each at least its states, query,
+    key and value (4 rows of the 16 x 128 = 2048-wide stream in bf16)."""
+    from paradit.backend.memory import sizes as sizes_module
+    from paradit.backend.tools.plan import estimate
+
+    measured = []  # the plan's sizes, to measure the same DiT with fewer text tokens
+
+    def keep(*args, **kwargs):
+        measured.append(sizes_of_pipeline(*args, **kwargs))
+        return measured[-1]
+
+    monkeypatch.setattr(sizes_module, "sizes_of_pipeline", keep)
+    report = estimate(RANDOM_I2V, 4, 80, 848, 480, 121)
+    assert report["tokens"] == 31 * 30 * 53 and report["fits"]
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+    (sizes,) = measured
+    assert sizes.dit.config.in_channels == 2 * sizes.vae.config.latent_channels + 1
+    weights, job = report["memory"]["weights_bytes"], report["memory"]["reference_job"]
+    parts = job["parts_bytes"]
+    # SigLIP as configured (1152 wide, 2 layers with an MLP of 512, patches of 14 at 384 px,
+    # its attention-pooling head), in bf16 on rank 0 only
+    width, mlp, patches = 1152, 512, (384 // 14) ** 2
+    linear = width * width + width
+    mlp_weights = 2 * width * mlp + mlp + width
+    layer = 4 * linear + 2 * 2 * width + mlp_weights
+    embeddings = 3 * 14 * 14 * width + width + patches * width
+    head = width + 3 * linear + linear + 2 * width + mlp_weights
+    siglip = embeddings + 2 * layer + 2 * width + head
+    assert weights["image_encoder"] == 2 * siglip
+    assert parts["encoders"] == sum(
+        weights[name] for name in ("text_encoder", "text_encoder_2", "image_encoder")
+    )
+    # the image tokens in the text: the plan's activations are the dry run's with them
+    assert patches == 729 and sizes.text_tokens == 1000 + 256 + patches
+    shape = JobShape(848, 480, 121)
+    assert sizes.activations(shape, 2) == parts["activations"]
+    without = dataclasses.replace(sizes, text_tokens=1000 + 256, _cache={})
+    added = parts["activations"] - without.activations(shape, 2)
+    assert 4 * patches * 2048 * 2 <= added < 5 * patches * 2048 * 2, added
 
 
 # -- world size 1 against diffusers called directly ----------------------------------------------

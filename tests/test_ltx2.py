@@ -3,14 +3,18 @@ against `LTX2Pipeline` called directly (video and audio), world size 2 (CFG para
 Ulysses over uneven video tokens) against world size 1, and the outputs: `audio.wav` and the
 mp4's AAC track, probed with the ffmpeg binary. Image to video (`tiny-ltx2-i2v`): world size 1
 against `LTX2ImageToVideoPipeline` called directly, Ulysses 2 (the conditioning frame's
-per-token timesteps split with the tokens) against world size 1, no image refused; `tiny-ltx2`
-(`LTX2Pipeline`, as the hub's LTX-2 loads) with an image makes the same job on its components.
+per-token timesteps split with the tokens) and CFG 2 against world size 1, no image refused;
+`tiny-ltx2` (`LTX2Pipeline`, as the hub's LTX-2 loads) with an image makes the same job on its
+components. The step cache (LTX-2's block registered for diffusers' first-block cache, the
+audio as its second stream): world size 2 takes world size 1's decisions (Ulysses 2, and the
+CFG halves), and a rank deciding alone fails the job. The memory plan at real size counts
+what a split keeps whole (`gathered_video`).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
 
-Cost: about 24 s (in the suite's two-worker run on 2 cores).
+Cost: about 28 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import spawn_gloo
 from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
+from paradit.backend.cache import CacheSettings
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
@@ -36,6 +42,12 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.step_cache import (
+    Branches,
+    DisagreementError,
+    StepAgreement,
+    install_step_cache,
+)
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.runtime.preview import Previewer
@@ -59,6 +71,16 @@ GUIDED.update(width=192, height=128, num_frames=9, num_inference_steps=2, guidan
 UNGUIDED = {**GUIDED, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
 UNGUIDED.update(width=96, height=96, num_frames=17)  # 3 latent frames of 3 x 3 tokens: 27
 JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
+# The step cache on the unguided job over 4 steps. Random weights change a lot from step to
+# step (the metric is 0.47-0.57 here): at 0.535 world size 1 skips step 2 (0.532), where
+# rank 0's 14 of the 27 tokens alone would compute it (0.541), so a rank deciding alone
+# fails the job.
+CACHED = {**UNGUIDED, "num_inference_steps": 4}
+CACHED["cache"] = {"method": "first-block", "threshold": 0.535}
+# Guided, at 96x96 (18 tokens): the conditional row decides for the batch of 2; at 0.52 world
+# size 1 skips steps 1 (0.509) and 3, where the unconditional half alone would compute (0.743).
+CACHED_GUIDED = {**GUIDED, "width": 96, "height": 96, "num_inference_steps": 4}
+CACHED_GUIDED["cache"] = {"method": "first-block", "threshold": 0.52}
 SAMPLES = 7920
 
 
@@ -73,6 +95,7 @@ def _png(width: int, height: int) -> str:
 # Unguided at 96x96, 17 frames: 27 video tokens, the first latent frame's 9 the image's
 # (timestep 0); Ulysses 2 gives rank 0 those 9 and 5 more, rank 1 the other 13.
 I2V = {**UNGUIDED, "prompt": "the boat sails off", "seed": 4, "image": _png(96, 96)}
+I2V_GUIDED = {**I2V, "seed": 6, "guidance_scale": 4.0}  # CFG: one batch of 2, or CFG halves
 TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
 
 # DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
@@ -87,28 +110,41 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
+def _run(pipe, family, body: dict, *, split_decode=False, cache=None, cfg_rank=None, alone=False):
     """One job as the engine runs it: the pipeline stops at the latents on every rank, the
     video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
-    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw;
-    the decode's tiles)."""
+    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw,
+    or for a job with `cache` the step cache's record, its decisions agreed over the group
+    when there is one (`alone`: each rank on its own tokens, the sabotage); the decode's
+    tiles). `cache`: the transformer's step cache switch; `cfg_rank`: this rank's CFG half
+    when the job runs on the halves."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    steps: list[int] = []
+    steps: list = []
+    settings = CacheSettings.parse(request.cache)
+    if settings is not None:  # as the engine starts it
+        group = dist.group.WORLD if dist.is_initialized() else None
+        branches = Branches(request.uses_cfg, cfg_rank=cfg_rank, batched=True)
+        cache.start(StepAgreement(settings, branches, group, steps, alone=alone))
 
     def step_end(_pipe, index, _t, kwargs):
-        steps.append(index)
+        if settings is None:
+            steps.append(index)
         return {}
 
     with torch.no_grad():
         tensors = family.encode(pipe, request, CPU)
         kwargs = family.prepare(pipe, request, tensors)
-        output = family.pipeline_for_job(pipe, request)(
-            **kwargs,
-            generator=torch.Generator().manual_seed(request.seed),
-            output_type="latent",
-            return_dict=False,
-            callback_on_step_end=step_end,
-        )
+        try:
+            output = family.pipeline_for_job(pipe, request)(
+                **kwargs,
+                generator=torch.Generator().manual_seed(request.seed),
+                output_type="latent",
+                return_dict=False,
+                callback_on_step_end=step_end,
+            )
+        finally:
+            if settings is not None:
+                cache.stop()
         tiles = family.tiled_decode(pipe, request, output[0])
         if split_decode:
             decoded = decode_tiles(tiles, CPU)
@@ -134,8 +170,13 @@ def references() -> dict:
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
         outputs["t2v_with_image"] = _run(pipe, family, I2V)
+        # the step cache's hooks on the same DiT (between jobs they call the blocks through)
+        switch = install_step_cache(pipe.transformer)
+        outputs["cached"] = _run(pipe, family, CACHED, cache=switch)
+        outputs["cached guided"] = _run(pipe, family, CACHED_GUIDED, cache=switch)
         i2v_pipe, i2v_family = _pipeline(TINY_I2V)
         outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
+        outputs["i2v guided"] = _run(i2v_pipe, i2v_family, I2V_GUIDED)
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "pipe": pipe, "i2v_pipe": i2v_pipe}
@@ -155,7 +196,7 @@ def test_preset_structure_and_limits(references):
     assert pipe.vocoder.config.output_sampling_rate == 24000
     family = family_of(pipe)
     assert family.name == "ltx2-t2v" and family_for("LTX2Pipeline") is family
-    assert family.batched_cfg and family.decodes_in_job and not family.step_cache
+    assert family.batched_cfg and family.decodes_in_job and family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (32, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -214,11 +255,13 @@ def test_random_image_to_video_preset_is_ltx_2_under_its_pipeline():
     assert family_for(spec["pipeline"]).name == "ltx2-i2v"
 
 
+@pytest.mark.fast
 def test_plan_at_real_size():
     """`paradit plan`: the model card's 768x512 video of 121 frames (16 latent frames of
     16 x 24 tokens, 126 audio tokens) on 4 GPUs of 80 GB: CFG x Ulysses, the DiT sharded in
     bf16, the decode split; every rank holds the VAE with the connectors, the audio VAE and
-    the vocoder."""
+    the vocoder. Under the split each rank also holds the whole video where the audio attends
+    to it (`gathered_video`, with its reason)."""
     from paradit.backend.tools.plan import estimate
 
     report = estimate(RANDOM, 4, 80, 768, 512, 121)
@@ -226,10 +269,31 @@ def test_plan_at_real_size():
     weights = report["memory"]["weights_bytes"]
     assert weights["transformer"] == LTX2_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
-    parts = report["memory"]["reference_job"]["parts_bytes"]
+    job = report["memory"]["reference_job"]
+    parts = job["parts_bytes"]
     others = ("vae", "connectors", "audio_vae", "vocoder")
     assert parts["vae"] == sum(weights[name] for name in others)
     assert parts["activations"] > 0 and parts["decode"] > 0
+
+    # CFG 2 x Ulysses 2: a rank's share is 8 of the 16 rows, one CFG row (batch 1). The
+    # video stream is 32 heads of 128 wide, the audio stream (and the audio-video rotary
+    # table) 32 of 64; rotary tables are float32, activations bf16; 128 output channels.
+    whole, share = 16 * 16 * 24, 16 * 8 * 24
+    video, audio, bf16, f32 = 32 * 128, 32 * 64, 2, 4
+    # the rope modules' whole tables (cosine, sine) stay alive beyond the rank's share
+    tables = 2 * (whole - share) * (video + audio) * f32
+    # in every block: the gathered video tokens and their key tables (cosine, sine), the
+    # keys and values of every video token; at the end the gathered output
+    gather = whole * video * bf16 + 2 * whole * audio * f32 + 2 * whole * audio * bf16
+    output = whole * 128 * bf16
+    least = tables + gather + output
+    # ... and the rotary embedding's float32 temporaries of the keys: at most 4 copies
+    most = least + 4 * whole * audio * f32
+    assert least < parts["gathered_video"] <= most, (least, parts["gathered_video"], most)
+    counted = parts["dit_steps"] + parts["activations"] + parts["gathered_video"] + parts["vae"]
+    assert job["predicted_bytes"]["other_ranks"] >= counted
+    (reason,) = (r for r in job["reasons"] if "gathered_video" in r)
+    assert "all 6144 video tokens" in reason and f"({tables / 1024**3:.2f} GiB more" in reason
 
 
 # -- world size 1 against diffusers called directly ----------------------------------------------
@@ -243,6 +307,13 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert (outputs["guided"][3], outputs["unguided"][3]) == (6, 1)  # VAE tiles
     assert (outputs["guided"][4], outputs["unguided"][4]) == (2, 2)  # CFG is one batch of 2
     assert outputs["guided"][2] == outputs["unguided"][2] == [0, 1]
+    # the cached job (LTX-2's block registered for the hooks: video and audio carried through
+    # a skipped step) skipped step 2 and computed the others
+    record = outputs["cached"][2]
+    assert [step["computed"] for step in record] == [True, True, False, True], record
+    record = outputs["cached guided"][2]
+    assert [step["computed"] for step in record] == [True, False, True, False], record
+    assert outputs["cached"][1].waveform.shape == outputs["unguided"][1].waveform.shape
     torch.set_num_threads(1)
     for label, body in JOBS.items():
         with torch.no_grad():
@@ -389,25 +460,72 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     i2v = LTX2ImageToVideoPipeline(**{name: getattr(pipe, name) for name in parts})
     i2v.set_progress_bar_config(disable=True)
     i2v_family = family_of(i2v)
-    request = JobRequest.from_body(I2V, i2v_family.limits(i2v, tiny=True))
-    layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
-    frames, audio, steps, _tiles = _run(i2v, i2v_family, I2V, split_decode=True)
-    parallel.end_job()
-    assert request.image is not None and steps == [0, 1]
+    # ... and guided, on the CFG halves: each rank one row of (uncond, cond) with its row of
+    # per-token timesteps
+    i2v_limits = i2v_family.limits(i2v, tiny=True)
+    for label, body in (("i2v", I2V), ("i2v guided", I2V_GUIDED)):
+        request = JobRequest.from_body(body, i2v_limits)
+        uses_cfg = i2v_family.uses_cfg(i2v, request)
+        layouts.append(parallel.begin_job(uses_cfg, limits.tokens(96, 96, 17)))
+        frames, audio, steps, _tiles = _run(i2v, i2v_family, body, split_decode=True)
+        parallel.end_job()
+        assert request.image is not None and steps == [0, 1]
+        if rank == 0:
+            reference = outputs[label]
+            result = compare(reference[0], frames, FLOAT32)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+            drift = np.abs(reference[1].waveform - audio.waveform).max()
+            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+    # the step cache on the unguided job spread over both ranks: the ranks add up their
+    # shares' residual changes and take world size 1's decisions; a rank deciding on its own
+    # tokens alone fails the job on both, at the step where they part
+    (switch,) = parallel.caches
+    for alone in (False, True):
+        layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
+        try:
+            if alone:
+                with pytest.raises(DisagreementError, match="different skip decisions at step 3"):
+                    _run(pipe, family, CACHED, cache=switch, alone=True)
+                continue
+            frames, audio, record, _tiles = _run(
+                pipe, family, CACHED, split_decode=True, cache=switch
+            )
+        finally:
+            parallel.end_job()
+        reference = outputs["cached"]
+        assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
+        if rank == 0:
+            result = compare(reference[0], frames, FLOAT32)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached", result.overall)
+            drift = np.abs(reference[1].waveform - audio.waveform).max()
+            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached", drift)
+    # ... and the guided one on the CFG halves: the unconditional half follows the
+    # conditional half's decision (alone it would compute the skipped steps)
+    layouts.append(parallel.begin_job(True, limits.tokens(96, 96, 9)))
+    try:
+        frames, audio, record, _tiles = _run(
+            pipe, family, CACHED_GUIDED, split_decode=True, cache=switch, cfg_rank=rank
+        )
+    finally:
+        parallel.end_job()
+    reference = outputs["cached guided"]
+    assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
     if rank == 0:
-        reference = outputs["i2v"]
         result = compare(reference[0], frames, FLOAT32)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("i2v", result.overall)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached guided", result.overall)
         drift = np.abs(reference[1].waveform - audio.waveform).max()
-        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("i2v", drift)
-    assert layouts == ["plan", "spread", "spread"]
-    # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13
+        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached guided", drift)
+    assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread", "plan"]
+    # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13;
+    # guided i2v: one CFG row of all 27
     assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
+    assert tokens[6] == (1, 27), tokens
 
 
 def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
-    streams together; an unguided job spreads its video tokens over both (uneven).
+    streams together (image-to-video too, with its per-token timesteps); an unguided job
+    spreads its video tokens over both (uneven).
     `paradit verify` ran 3 and 4 ranks by hand."""
     spawn_gloo(2, _check_group, references["outputs"])
 

@@ -354,6 +354,9 @@ class MemoryPlanner:
                     f"the whole decode would need {_gib(whole.peak)} > {_gib(self.budget.usable)}"
                 )
         prediction = self._predict(shape, layout, decode)
+        gathered = self.sizes.gathered(replace(shape, batch=topo.batch()), topo.sequence_degree)
+        if gathered is not None:
+            reasons.append(gathered.reason)
         return JobMemory(shape, layout, decode, needed, prediction, reasons)
 
     def _spans_tiles(self, shape: JobShape) -> bool:
@@ -370,14 +373,18 @@ class MemoryPlanner:
         steps_dit, decode_dit = self._dit_bytes(layout)
         encoders = sizes.encoder_bytes if layout.text_encoder == "device" else 0
         activations = sizes.activations(shape, topo.sequence_degree)
+        gathered = sizes.gathered(shape, topo.sequence_degree)
+        # what a split keeps whole (LTX-2), on top of the share's peak: an upper bound
+        whole = gathered.total if gathered is not None else 0
+        steps = steps_dit + activations + whole
         decoding = sizes.decode(shape, tiled=decode != "whole")
         vae = sizes.vae_bytes
         loras = self._lora_bytes(layout) if topo.device_type == "cpu" else 0
-        leader = max(steps_dit + activations, decode_dit + decoding) + encoders + vae + loras
+        leader = max(steps, decode_dit + decoding) + encoders + vae + loras
         others = 0
         if topo.replica_size > 1 or topo.cfg_parallel:
             split = decoding if decode == "split" else 0
-            others = max(steps_dit + activations, decode_dit + split) + vae + loras
+            others = max(steps, decode_dit + split) + vae + loras
         parts = {
             "weights": steps_dit + encoders + vae + loras,
             "dit_steps": steps_dit,
@@ -385,6 +392,7 @@ class MemoryPlanner:
             "encoders": encoders,
             "vae": vae,
             "activations": activations,
+            **({"gathered_video": whole} if whole else {}),
             "decode": decoding,
             **({"loras": loras} if loras else {}),
         }

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..models.families.ltx2 import FPS as FPS_OF_LTX2
+from . import ltx2
 from .dryrun import peak_bytes
 from .settings import JobShape
 
@@ -56,7 +56,7 @@ class ModelSizes:
     temporal: int
     """VAE frames per latent frame (4; 1 for images)."""
     text_tokens: int = 512
-    _cache: dict[tuple, int] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     @property
     def dit_bytes(self) -> int:
@@ -105,6 +105,17 @@ class ModelSizes:
             except Exception as exc:  # a model the dry run does not know: the rule of thumb
                 log.debug("dry run of %s failed (%s): estimating", type(self.dit).__name__, exc)
                 self._cache[key] = self._activation_rule(shape, sequence_degree)
+        return self._cache[key]
+
+    def gathered(self, shape: JobShape, sequence_degree: int) -> ltx2.Gathered | None:
+        """What a rank holds of the whole video beyond its share of the tokens when the
+        sequence is split (LTX-2: `memory/ltx2.py`); None for the other DiTs, whose plans
+        split every activation that grows with the video."""
+        if sequence_degree <= 1 or not type(self.dit).__name__.startswith("LTX2"):
+            return None
+        key = ("gathered", shape.width, shape.height, shape.frames, shape.batch, sequence_degree)
+        if key not in self._cache:
+            self._cache[key] = ltx2.gathered(self, shape, sequence_degree)
         return self._cache[key]
 
     def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
@@ -259,7 +270,7 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
     if kind.startswith("HunyuanVideo15"):
         return _hunyuan_video15_block(sizes, shape, sequence_degree)
     if kind.startswith("LTX2"):
-        return _ltx2_forward(sizes, shape, sequence_degree)
+        return ltx2.forward(sizes, shape, sequence_degree)
     if kind.startswith("ZImage"):
         # Its refiners run over the whole image on every rank (the sequence is split only
         # for the main layers, `parallel/z_image.py`): the peak is at the whole image.
@@ -309,59 +320,6 @@ def _hunyuan_video15_block(sizes: ModelSizes, shape: JobShape, sequence_degree: 
         )
     finally:
         block.attn.processor = whole
-
-
-def _ltx2_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
-    """LTX-2's DiT at this rank's share of the video tokens (patch 1 over the latents), the
-    whole audio stream (its latent frames for the job's seconds at the family's frame rate)
-    and the whole text, as `parallel/ltx2.py` splits them. Not counted: the video tokens its
-    audio-to-video attention gathers in each block under a split (one activation of the
-    whole video at a time)."""
-
-    dit, config = sizes.dit, sizes.dit.config
-    batch, meta = shape.batch, {"device": "meta", "dtype": sizes.dtype}
-    rows = math.ceil(shape.height // sizes.spatial / sequence_degree)
-    cols = shape.width // sizes.spatial
-    frames = sizes.latent_frames(shape.frames)
-    per_second = config["audio_sampling_rate"] / config["audio_hop_length"]
-    audio = max(1, round(shape.frames / FPS_OF_LTX2 * per_second / config["audio_scale_factor"]))
-    text = (batch, sizes.text_tokens, config["caption_channels"])
-    step = torch.empty((batch,), device="meta")
-    blocks = dit.transformer_blocks
-    dit.transformer_blocks = blocks[:1]  # one block's peak is every block's (on meta: 48x faster)
-    try:
-        return _ltx2_call(dit, config, batch, meta, (frames, rows, cols), audio, text, step)
-    finally:
-        dit.transformer_blocks = blocks
-
-
-def _ltx2_call(
-    dit: Any,
-    config: Any,
-    batch: int,
-    meta: dict[str, Any],
-    grid: tuple[int, int, int],
-    audio: int,
-    text: tuple[int, int, int],
-    step: torch.Tensor,
-) -> Any:
-    frames, rows, cols = grid
-    return dit(
-        hidden_states=torch.empty((batch, frames * rows * cols, config["in_channels"]), **meta),
-        audio_hidden_states=torch.empty((batch, audio, config["audio_in_channels"]), **meta),
-        encoder_hidden_states=torch.empty(text, **meta),
-        audio_encoder_hidden_states=torch.empty(text, **meta),
-        timestep=step,
-        sigma=step,
-        encoder_attention_mask=torch.empty(text[:2], **meta),
-        audio_encoder_attention_mask=torch.empty(text[:2], **meta),
-        num_frames=frames,
-        height=rows,
-        width=cols,
-        fps=float(FPS_OF_LTX2),
-        audio_num_frames=audio,
-        return_dict=False,
-    )
 
 
 def _share_of_split_sequence() -> Any:

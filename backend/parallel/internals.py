@@ -139,7 +139,16 @@ INTERNALS: dict[str, Internal] = {
         Internal(
             "diffusers.hooks._helpers",
             "TransformerBlockMetadata",
-            ("return_hidden_states_index", "return_encoder_hidden_states_index"),
+            ("return_hidden_states_index", "return_encoder_hidden_states_index")
+            + ("encoder_hidden_states_argument_name",),
+        ),
+        # ... whose lookup of a block's input by name paradit's metadata routes through the
+        # argument name it declares (First-Block-Cache asks for "encoder_hidden_states")
+        Internal(
+            "diffusers.hooks._helpers",
+            "TransformerBlockMetadata._get_parameter_from_args_kwargs",
+            ("identifier", "args", "kwargs"),
+            replaced=True,
         ),
         # Wan's VAE decoded tile by tile (models/wan_vae.py): its causal decoder called with
         # the feature cache that `clear_cache` resets (`_feat_map`, `_conv_idx`), as its own

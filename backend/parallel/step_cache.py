@@ -19,7 +19,14 @@ collectives (a hang, or wrong output). Here the decision is replaced by `StepAgr
 
 diffusers' hooks read a block's inputs and outputs by the layout registered for its class
 (`TransformerBlockRegistry`); `BLOCK_LAYOUTS` registers the blocks diffusers does not list
-(HunyuanVideo 1.5's), so their transformers get the cache too.
+(HunyuanVideo 1.5's, LTX-2's), so their transformers get the cache too. The hooks carry two
+streams through a block: the first (`hidden_states`, whose residual decides) and a second
+they read as `encoder_hidden_states`. LTX-2's block returns its video and audio states (the
+text goes in unchanged): its layout names the audio as the second stream, and the metadata
+paradit registers (`_metadata_class`) looks the hooks' "encoder_hidden_states" up under that
+name, so a skipped step adds the cached residuals of both streams. The video's residual
+decides (under a split, every rank's share of it, summed as below); the audio, whole on every
+rank, follows.
 
 Each transformer (Wan 2.2's two experts) has its own hooks and state. The hooks are installed
 once at load (`install_step_cache`), switched on for a job that asks for the cache and off
@@ -43,13 +50,33 @@ log = logging.getLogger(__name__)
 
 COND, UNCOND = "cond", "uncond"
 
-BLOCK_LAYOUTS: dict[str, tuple[int, int]] = {
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """How a block returns its two streams, and the name of the second one's input."""
+
+    first: int = 0
+    """Index of the first stream (`hidden_states`: its residual decides) in what it returns."""
+    second: int = 1
+    """Index of the second stream in what it returns."""
+    second_input: str = "encoder_hidden_states"
+    """The block's argument that takes the second stream."""
+
+    def __post_init__(self) -> None:
+        if min(self.first, self.second) < 0 or self.first == self.second:
+            raise ValueError(
+                f"a block's two streams are at two indices >= 0 of what it returns, got "
+                f"{self.first} and {self.second}"
+            )
+
+
+BLOCK_LAYOUTS: dict[str, BlockLayout] = {
     # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
-    "HunyuanVideo15TransformerBlock": (0, 1),
+    "HunyuanVideo15TransformerBlock": BlockLayout(),
+    # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)
+    "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
 }
-"""Block classes diffusers' cache registry lacks -> the indices of the video and text states
-in what the block returns (its inputs are read by name: `hidden_states`,
-`encoder_hidden_states`)."""
+"""Block classes diffusers' cache registry lacks -> their layout."""
 
 
 @dataclass(frozen=True)
@@ -175,18 +202,43 @@ def _register_block_layout(block_class: type) -> None:
     layout = BLOCK_LAYOUTS.get(block_class.__name__)
     if layout is None:
         return
-    registry, metadata = require(
-        "the step cache", "_helpers.TransformerBlockRegistry", "_helpers.TransformerBlockMetadata"
+    registry, metadata, _lookup = require(
+        "the step cache",
+        "_helpers.TransformerBlockRegistry",
+        "_helpers.TransformerBlockMetadata",
+        "_helpers.TransformerBlockMetadata._get_parameter_from_args_kwargs",
     )
     try:
         registry.get(block_class)
     except ValueError:  # not registered yet
         registry.register(
             model_class=block_class,
-            metadata=metadata(
-                return_hidden_states_index=layout[0], return_encoder_hidden_states_index=layout[1]
+            metadata=_metadata_class(metadata)(
+                return_hidden_states_index=layout.first,
+                return_encoder_hidden_states_index=layout.second,
+                encoder_hidden_states_argument_name=layout.second_input,
             ),
         )
+
+
+def _metadata_class(base: type) -> type:
+    """diffusers' block metadata whose lookups by the hooks' names go to the block's own
+    argument names: First-Block-Cache asks for "encoder_hidden_states" whatever the metadata
+    declares (its newer hooks read `encoder_hidden_states_argument_name`)."""
+
+    class NamedStreams(base):
+        def _get_parameter_from_args_kwargs(
+            self, identifier: str, args: tuple = (), kwargs: dict | None = None
+        ) -> Any:
+            names = {
+                "hidden_states": self.hidden_states_argument_name,
+                "encoder_hidden_states": self.encoder_hidden_states_argument_name,
+            }
+            return super()._get_parameter_from_args_kwargs(
+                names.get(identifier, identifier), args, kwargs
+            )
+
+    return NamedStreams
 
 
 class CacheSwitch:
@@ -271,4 +323,7 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
     except ValueError as exc:  # a block class diffusers' cache hooks do not know
         log.info("no step cache for %s: %s", type(transformer).__name__, exc)
         return None
+    # the transformer's first cache context noted which of its modules carry hooks: renew
+    # that list, or a transformer that ran before gets no context set on these hooks
+    HookRegistry.check_if_exists_or_initialize(transformer).invalidate_child_registries_cache()
     return switch

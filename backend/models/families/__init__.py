@@ -137,7 +137,6 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,
-        step_cache=False,
     ),
     LTX2ImageToVideo(
         "ltx2-i2v",
@@ -146,7 +145,6 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,
-        step_cache=False,
     ),
 )
 
