@@ -20,12 +20,15 @@ from dataclasses import dataclass
 
 import torch
 
+from . import ltx2
 from .detect import Detection
 from .header import FileHeader
 from .hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
 
 _ROW_BITS = 32
-SCALED_FP8_KEYS = (".scale_weight", ".scale_input")
+SCALED_FP8_KEYS = (".scale_weight", ".scale_input", ".weight_scale", ".input_scale")
+"""fp8 scales beside their weights: ComfyUI's fp8_scaled names, and the names of Lightricks'
+fp8 checkpoints (`ltx-2-19b-dev-fp8`: `<layer>.weight_scale`, `<layer>.input_scale`)."""
 SCALED_FP8_MARKER = "scaled_fp8"
 
 
@@ -72,6 +75,8 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         mapping = trace_converter(_z_image_converter(), keys)
     elif detection.family == "flux2":
         mapping = trace_converter(_flux2_converter(), keys)
+    elif detection.family == "ltx2":
+        mapping = trace_converter(ltx2.dit_converter(), ltx2.dit_keys(keys))
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {
@@ -255,10 +260,11 @@ def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> li
 
     used = {s.key for segments in row_map.values() for s in segments}
     dropped = DROPPED if detection.family == "z-image" else ()
+    keys = weight_keys(header, detection.prefix)
+    if detection.family == "ltx2":  # the connectors beside the DiT: another component's
+        keys = ltx2.dit_keys(keys)
     return sorted(
-        detection.prefix + k
-        for k in weight_keys(header, detection.prefix)
-        if detection.prefix + k not in used and k not in dropped
+        detection.prefix + k for k in keys if detection.prefix + k not in used and k not in dropped
     )
 
 

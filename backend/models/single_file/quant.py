@@ -1,8 +1,9 @@
 """Rows of a file tensor, as plain floating-point values: upcast, scaled or dequantized.
 
 Formats read: safetensors F32/F16/BF16 (and integers), F8_E4M3/F8_E5M2 (`fp8_e4m3fn` files:
-upcast), ComfyUI's `fp8_scaled` (fp8 weights times their layer's `scale_weight`; the
-`scale_input` tensors are only for fp8 matrix products and are not needed once the weight is
+upcast), ComfyUI's `fp8_scaled` (fp8 weights times their layer's `scale_weight`, or
+`weight_scale` as Lightricks' fp8 checkpoints name it; the `scale_input`/`input_scale`
+tensors are only for fp8 matrix products and are not needed once the weight is
 dequantized), and GGUF tensors of every type the `gguf` package dequantizes (F32, F16, BF16,
 Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node pack's files).
 
@@ -42,10 +43,15 @@ FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 GGUF_PLAIN = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
 
+FP8_SCALES = ("scale_weight", "weight_scale")
+"""A weight's scale beside it: `<layer>.scale_weight` (ComfyUI's fp8_scaled) or
+`<layer>.weight_scale` (Lightricks' fp8 checkpoints, ComfyUI's newer files)."""
+
+
 def is_fp8_scaled(header: FileHeader) -> bool:
-    """ComfyUI's fp8_scaled marker (`scaled_fp8`) or per-layer `scale_weight` tensors."""
+    """ComfyUI's fp8_scaled marker (`scaled_fp8`) or per-layer scale tensors."""
     return "scaled_fp8" in header.tensors or any(
-        k.endswith(".scale_weight") for k in header.tensors
+        k.endswith(tuple("." + s for s in FP8_SCALES)) for k in header.tensors
     )
 
 
@@ -144,11 +150,12 @@ class RowReader:
         return values, nbytes
 
     def _scale(self, key: str) -> torch.Tensor | None:
-        """fp8_scaled: the layer's `scale_weight` (float32), read once."""
+        """An fp8 weight's scale (`scale_weight` or `weight_scale`, float32), read once."""
         if not key.endswith(".weight"):
             return None
-        scale_key = key[: -len("weight")] + "scale_weight"
-        if scale_key not in self.header.tensors:
+        layer = key[: -len("weight")]
+        scale_key = next((layer + s for s in FP8_SCALES if layer + s in self.header.tensors), None)
+        if scale_key is None:
             return None
         if scale_key not in self._scales:
             info = self.header.tensors[scale_key]
