@@ -283,19 +283,26 @@ _ST_DTYPES = {
 }
 
 
-def write_header_only(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
+def write_header_only(
+    path: Path,
+    shapes: dict[str, tuple[int, ...]],
+    dtype: str = "BF16",
+    dtypes: dict[str, str] | None = None,
+) -> None:
     """A safetensors file with a real header and no data: the file is extended to the size the
-    header names as a sparse file (no disk or memory used), so it reads as complete."""
+    header names as a sparse file (no disk or memory used), so it reads as complete. `dtypes`
+    gives some tensors another dtype than `dtype`."""
     import json
 
-    item = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}[dtype]
+    items = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "U8": 1}
     header, offset = {}, 0
     for name, shape in shapes.items():
-        size = item
+        kind = (dtypes or {}).get(name, dtype)
+        size = items[kind]
         for s in shape:
             size *= s
         header[name] = {
-            "dtype": dtype,
+            "dtype": kind,
             "shape": list(shape),
             "data_offsets": [offset, offset + size],
         }

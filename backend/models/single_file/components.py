@@ -12,8 +12,10 @@ from ..casting import cast_model
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import SCALED_FP8_KEYS, SCALED_FP8_MARKER, wan22_vae_name
 from .detect import Part
+from .detection import Detection
 from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
+from .ltx2 import component_state as ltx2_component_state
 from .ltx2 import vae_names as ltx2_vae_names
 from .quant import RowReader
 from .tokenizers import HUB_FOLDERS, find_tokenizer
@@ -252,6 +254,34 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
         raise ValueError(
             f"--vae {part.header.name}: does not fit {part.detection.variant} "
             f"(mismatched keys {(problems + bad_shapes)[:3]})"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return cast_model(model, dtype).eval()
+
+
+def ltx2_component(name: str, part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:
+    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") of the checkpoint `part`
+    (the DiT's file), as the diffusers model of the preset's config (ltx2.py names it)."""
+    from accelerate import init_empty_weights
+
+    header = part.header
+
+    def read(prefix: str) -> dict[str, torch.Tensor]:
+        if not any(k.startswith(prefix) for k in header.tensors):
+            return {}
+        return read_whole(Part(header.view(prefix), Detection("unknown")), torch.float32)
+
+    reference = getattr(preset_parts(preset_name, {name}), name)
+    with init_empty_weights(include_buffers=False):
+        model = type(reference).from_config(dict(reference.config))
+    state = ltx2_component_state(name, read, part.detection.prefix, header.name)
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(state))
+    problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
+    if problems:
+        raise ValueError(
+            f"{header.name}: its {name} does not fit LTX-2's ({preset_name}) "
+            f"(mismatched keys {problems[:3]})"
         )
     model.load_state_dict(state, assign=True, strict=True)
     return cast_model(model, dtype).eval()

@@ -32,6 +32,7 @@ import torch
 from .components import (
     clip_image_processor,
     encoder_model,
+    ltx2_component,
     preset_parts,
     siglip_image_processor,
     tokenizer,
@@ -262,8 +263,9 @@ def resolve(files: SingleFiles) -> Resolved:
     if any(d.detection.bundled for d in dits) and first.family not in BUNDLING_FAMILIES:
         raise ValueError(
             f"{dits[0].header.name} is an {first.label} checkpoint: paradit runs all-in-one "
-            "checkpoints of Flux.1 (DiT, clip_l, t5xxl and vae in one file) and LTX-2 only; "
-            "give the DiT as its own file (models/diffusion_models) with --text-encoder and --vae"
+            "checkpoints of Flux.1 and LTX-2 only (Flux.1's DiT, clip_l, t5xxl and vae in one "
+            "file; LTX-2's as Lightricks ships it); give the DiT as its own file "
+            "(models/diffusion_models) with --text-encoder and --vae"
         )
     if len(dits) == 2 and any(d.detection.bundled for d in dits):
         raise ValueError(
@@ -299,6 +301,8 @@ def resolve(files: SingleFiles) -> Resolved:
     variant = first.label
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
+    if first.family == "ltx2":
+        _ltx2_complete(dits[0], files)
     bundle = bundled_parts(dits[0]) if first.bundled else {}
     encoders = _encoders(files, preset, first, bundle)
     vae = _vae(files, first, preset, bundle)
@@ -308,13 +312,13 @@ def resolve(files: SingleFiles) -> Resolved:
     return Resolved(preset, components, encoders, vae, variant, image_encoder, extras)
 
 
-def _ltx2_extras(dit: Part, encoder: Part) -> dict[str, Part]:
-    """An LTX-2 checkpoint's connectors, audio VAE and vocoder (ValueError naming what it
-    lacks), after checking that the text projection reads the Gemma file's hidden states."""
+def _ltx2_complete(dit: Part, files: SingleFiles) -> None:
+    """ValueError naming what an LTX-2 checkpoint lacks (the video VAE may come as --vae)."""
     from . import ltx2
 
-    found = dit.detection
-    missing = [c for c in ltx2.describe_missing(found.bundled) if c != "vae"]
+    missing = ltx2.describe_missing(dit.detection.bundled)
+    if files.vaes:
+        missing = [c for c in missing if c != "vae"]
     if missing:
         raise ValueError(
             f"{dit.header.name} holds LTX-2's DiT but no {', '.join(missing)}: paradit runs "
@@ -322,6 +326,13 @@ def _ltx2_extras(dit: Part, encoder: Part) -> dict[str, Part]:
             "-distilled files: DiT, text connectors, video VAE, audio VAE and vocoder in one "
             "file); a DiT alone (a GGUF or transformer-only file) is not enough yet"
         )
+
+
+def _ltx2_extras(dit: Part, encoder: Part) -> dict[str, Part]:
+    """An LTX-2 checkpoint's connectors, audio VAE and vocoder, after checking that its text
+    projection reads the Gemma file's hidden states."""
+    from . import ltx2
+
     config = encoder.detection.config
     stacked = config["hidden_size"] * (config["num_hidden_layers"] + 1)
     reads = ltx2.text_projection_inputs(dit.header)
@@ -609,11 +620,8 @@ def build_pipeline(
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
     for name, part in resolved.extras.items():  # LTX-2's connectors, audio VAE and vocoder
-        from .ltx2 import component_model
-
-        header, prefix = part.header, part.detection.prefix
         wanted = name not in skip
-        parts[name] = component_model(name, header, prefix, preset.name, dtype) if wanted else None
+        parts[name] = ltx2_component(name, part, preset.name, dtype) if wanted else None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
         part = resolved.image_encoder
         wanted = "image_encoder" not in skip

@@ -17,18 +17,18 @@ to diffusers' components. detect_ltx2.py says what the file holds and where.
   (`text_embedding_projection.aggregate_embed`) is the connectors' `text_proj_in`.
 
 The settings no header holds (the VAEs' and vocoder's strides, the connectors' heads and
-registers) come from the preset of the recognised model, as for the other families' VAEs; a
-file whose shapes differ from them is refused with the first keys that do not fit.
+registers) come from the preset of the recognised model, as for the other families' VAEs
+(components.ltx2_component); a file whose shapes differ from them is refused with the first
+keys that do not fit.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
-from ..casting import cast_model
 from .detect_ltx2 import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
 from .header import FileHeader
 
@@ -94,65 +94,31 @@ def connector_name(key: str) -> str:
 
 
 def component_state(
-    name: str, header: FileHeader, dit_prefix: str, dtype: torch.dtype = torch.float32
+    name: str, read: Callable[[str], dict[str, torch.Tensor]], dit_prefix: str, file: str
 ) -> dict[str, torch.Tensor]:
-    """Component `name` ("connectors", "audio_vae" or "vocoder") of a checkpoint, read whole,
-    in diffusers' names."""
+    """Component `name` ("connectors", "audio_vae" or "vocoder") of checkpoint `file` in
+    diffusers' names; `read(prefix)` gives the file's tensors under a prefix, without it."""
     if name == "connectors":
         state = {}
         for connector in CONNECTORS:
-            part = _read(header, dit_prefix + connector, dtype)
+            part = read(dit_prefix + connector)
             state |= {connector_name(connector + k): v for k, v in part.items()}
-        projection = _read(header, TEXT_PROJECTION, dtype)
+        projection = read(TEXT_PROJECTION)
         state |= {
             k.replace("aggregate_embed.", "text_proj_in.", 1): v for k, v in projection.items()
         }
         return state
-    state = _read(header, BUNDLE_PREFIXES[name], dtype)
+    state = read(BUNDLE_PREFIXES[name])
     if name == "audio_vae":
         return audio_vae_names(state)
     if name == "vocoder":
         if any(k.startswith(_BWE_VOCODER) for k in state):
             raise ValueError(
-                f"{header.name}: its vocoder has a bandwidth extension (mel_stft, bwe_generator: "
+                f"{file}: its vocoder has a bandwidth extension (mel_stft, bwe_generator: "
                 "LTX-2.3's), not LTX-2.0's HiFi-GAN vocoder"
             )
         return {vocoder_name(k): v for k, v in state.items()}
     raise ValueError(f"no LTX-2 component {name!r}; known: {EXTRA_COMPONENTS}")
-
-
-def component_model(
-    name: str, header: FileHeader, dit_prefix: str, preset_name: str, dtype: torch.dtype
-) -> torch.nn.Module:
-    """Component `name` of a checkpoint as the diffusers model of the preset's config."""
-    from accelerate import init_empty_weights
-
-    from .components import preset_parts
-
-    reference = getattr(preset_parts(preset_name, {name}), name)
-    with init_empty_weights(include_buffers=False):
-        model = type(reference).from_config(dict(reference.config))
-    state = component_state(name, header, dit_prefix)
-    expected = model.state_dict()
-    problems = sorted(set(expected) ^ set(state))
-    problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
-    if problems:
-        raise ValueError(
-            f"{header.name}: its {name} does not fit LTX-2's ({preset_name}) "
-            f"(mismatched keys {problems[:3]})"
-        )
-    model.load_state_dict(state, assign=True, strict=True)
-    return cast_model(model, dtype).eval()
-
-
-def _read(header: FileHeader, prefix: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    from .components import read_whole
-    from .detect import Part
-    from .detection import Detection
-
-    if not any(k.startswith(prefix) for k in header.tensors):
-        return {}
-    return read_whole(Part(header.view(prefix), Detection("unknown")), dtype)
 
 
 def text_projection_inputs(header: FileHeader) -> int | None:
