@@ -121,7 +121,12 @@ def real_files(tmp_path_factory) -> dict:
     gate = LTX2_DIT_PREFIX + "transformer_blocks.0.attn1.to_gate_logits.weight"
     write_header_only(files["gated"], shapes | {gate: (32, 4096)})
     files["gemma"] = root / "gemma_3_12B_it.safetensors"
-    write_header_only(files["gemma"], _gemma_shapes(GEMMA3_12B))
+    gemma = _gemma_shapes(GEMMA3_12B)
+    write_header_only(files["gemma"], gemma)
+    files["fp4"] = root / "gemma_3_12B_it_fp4_mixed.safetensors"  # NVFP4: 2 values a byte
+    packed = "model.layers.0.self_attn.q_proj.weight"
+    fp4 = gemma | {packed: (4096, 1920), packed + "_scale": (4096, 240)}
+    write_header_only(files["fp4"], fp4, dtypes={packed: "U8", packed + "_scale": "F8_E4M3"})
     return files
 
 
@@ -166,6 +171,8 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
         resolve(SingleFiles((str(real_files["gated"]),), gemma_file))
     with pytest.raises(ValueError, match=r"needs gemma3 text encoders; gemma3 is in none"):
         resolve(SingleFiles((str(real_files["dev"]),)))
+    with pytest.raises(ValueError, match=r"q_proj.weight is packed U8 .*fp4/int8 mixed"):
+        resolve(SingleFiles((str(real_files["dev"]),), (str(real_files["fp4"]),)))
 
 
 def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):

@@ -48,6 +48,10 @@ FP8_SCALES = ("scale_weight", "weight_scale")
 `<layer>.weight_scale` (Lightricks' fp8 checkpoints, ComfyUI's newer files)."""
 
 
+PACKED_MARKERS = ("weight_scale", "weight_scale_2", "comfy_quant")
+"""Beside a uint8/int8 `.weight`: ComfyUI's quantized layers (NVFP4 blocks, int8)."""
+
+
 def is_fp8_scaled(header: FileHeader) -> bool:
     """ComfyUI's fp8_scaled marker (`scaled_fp8`) or per-layer scale tensors."""
     return "scaled_fp8" in header.tensors or any(
@@ -79,6 +83,14 @@ def check_readable(header: FileHeader) -> None:
                 raise ValueError(
                     f"{header.name}: tensor {key} has dtype {info.dtype}, which is not read "
                     f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
+                )
+            layer = key.removesuffix("weight")
+            packed = info.dtype in ("U8", "I8") and key.endswith(".weight")
+            if packed and any(layer + s in header.tensors for s in PACKED_MARKERS):
+                raise ValueError(
+                    f"{header.name}: {key} is packed {info.dtype} with scales beside it "
+                    "(ComfyUI's fp4/int8 mixed formats, e.g. gemma_3_12B_it_fp4_mixed), which "
+                    "paradit does not read: use the file in bf16, fp16 or fp8"
                 )
         else:
             _gguf_type(header, key, info)
