@@ -17,6 +17,11 @@ one file) needs no --text-encoder or --vae: its parts fill every slot the comman
 empty, and a file given for a slot wins over the bundled part (to swap an fp8 T5 for an fp16
 one, say). Each part is read as a file of its own: the DiT row block by row block, the rest
 whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate files).
+
+An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
+encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
+connectors, audio VAE and vocoder are `Resolved.extras`, built by components.ltx2_component;
+only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py).
 """
 
 from __future__ import annotations
