@@ -18,7 +18,8 @@ VAEs, its own names for the vocoder and the connectors).
   its video and its audio byte for byte; `paradit models DIR` lists both files; an fp8 DiT in
   Lightricks' names reads to the values the file holds.
 - A Gemma file's SentencePiece model makes a Gemma tokenizer that cuts text as SentencePiece
-  does, with `<bos>` first and the chat markers whole.
+  does, with `<bos>` first and the chat markers whole; a Gemma file without one takes
+  `Lightricks/LTX-2`'s tokenizer from the hub cache, offline, or is refused naming where.
 
 Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
@@ -259,8 +260,18 @@ def _rename_scales(path) -> None:
     save_file(renamed, str(path))
 
 
+@pytest.fixture
+def no_hub_cache(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
 @pytest.mark.fast
-def test_gemma_file_carries_its_tokenizer(tmp_path):
+def test_gemma_file_carries_its_tokenizer(tmp_path, no_hub_cache):
     """A Gemma-like SentencePiece model (BPE, byte fallback, no dummy prefix, chat markers as
     user-defined pieces) stored as the file's `spiece_model`: the tokenizer built from it cuts
     every text as SentencePiece does, after `<bos>`, and pads on the left for the pipeline."""
@@ -308,7 +319,19 @@ def test_gemma_file_carries_its_tokenizer(tmp_path):
         assert tokenizer(text).input_ids == [2, *processor.encode(text)], text
     tokenizer.padding_side = "left"
     padded = tokenizer(["a fox"], padding="max_length", max_length=8).input_ids[0]
-    assert padded == [0] * (8 - 1 - len(processor.encode("a fox"))) + [
-        2,
-        *processor.encode("a fox"),
-    ]
+    fox = processor.encode("a fox")
+    assert padded == [0] * (8 - 1 - len(fox)) + [2, *fox]
+    # without its spiece_model, a Gemma file takes LTX-2's tokenizer from the hub cache, offline
+    del state["spiece_model"]
+    save_file(state, str(path))
+    header = read_header(path)
+    with pytest.raises(ValueError, match=r"GEMMA3 file carries no tokenizer.*Lightricks/LTX-2"):
+        tokenizer_of(Part(header, detect(header)), "random:ltx-2", "tokenizer")
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = no_hub_cache / "models--Lightricks--LTX-2"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    tokenizer.save_pretrained(str(repo / "snapshots" / revision / "tokenizer"))
+    cached = tokenizer_of(Part(header, detect(header)), "random:ltx-2", "tokenizer")
+    text = "<start_of_turn>a red fox 🦊"
+    assert cached(text).input_ids == [2, *processor.encode(text)]
