@@ -13,7 +13,8 @@ the vocoder under `vocoder.` (ltx2.py maps each to diffusers' component).
 
 What a header cannot show: the head widths (128 for the video stream and 64 for the audio
 stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
-distilled (the same shapes: the file name tells, and only the reasons say so).
+distilled (the same shapes: the file name tells, and only the reasons say so; a distilled
+file runs with the dev model's schedule).
 """
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
     )
     if "distilled" in header.name.lower():
         reasons.append(
-            "distilled (the file name says so; the header cannot): run it with --steps 8 "
-            "--guidance 1 (the defaults are LTX-2 dev's 40 steps, guidance 4)"
+            "distilled (the file name says so; the header cannot): it runs as the dev model "
+            "does, with LTX2Pipeline's schedule at the steps and guidance given (defaults 40 "
+            "and 4); its own 8-step schedule (diffusers' DISTILLED_SIGMA_VALUES) is not "
+            "applied yet: give --steps 8 --guidance 1 for a short run"
         )
     found = bundle(header, prefix) if original else ()
     if found:
