@@ -85,7 +85,8 @@ BACKEND_OWN_PARAMS: tuple[Param, ...] = (
         "A built-in preset, a diffusers folder under ComfyUI's models/diffusers or "
         "models/CogVideo, a model file from models/diffusion_models (unet) or "
         "models/checkpoints (then pick its text encoder(s) and VAE below; an all-in-one Flux "
-        "checkpoint needs none), or a Hugging Face "
+        "checkpoint needs none, an LTX-2 checkpoint only its Gemma 3 text encoder), or a "
+        "Hugging Face "
         "repo id.",
         folders=("diffusion_models", "checkpoints"),
     ),

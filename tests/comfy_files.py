@@ -310,19 +310,26 @@ _ST_DTYPES = {
 }
 
 
-def write_header_only(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
+def write_header_only(
+    path: Path,
+    shapes: dict[str, tuple[int, ...]],
+    dtype: str = "BF16",
+    dtypes: dict[str, str] | None = None,
+) -> None:
     """A safetensors file with a real header and no data: the file is extended to the size the
-    header names as a sparse file (no disk or memory used), so it reads as complete."""
+    header names as a sparse file (no disk or memory used), so it reads as complete. `dtypes`
+    gives some tensors another dtype than `dtype`."""
     import json
 
-    item = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}[dtype]
+    items = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "U8": 1}
     header, offset = {}, 0
     for name, shape in shapes.items():
-        size = item
+        kind = (dtypes or {}).get(name, dtype)
+        size = items[kind]
         for s in shape:
             size *= s
         header[name] = {
-            "dtype": dtype,
+            "dtype": kind,
             "shape": list(shape),
             "data_offsets": [offset, offset + size],
         }
@@ -653,3 +660,97 @@ def assert_files_make_the_presets_image(
         out = each(prompt="a single file", generator=torch.Generator().manual_seed(5), **call)
         images.append(np.asarray(out.images[0]))
     assert np.array_equal(*images) and images[0].std() > 0
+
+
+# -- LTX-2 (Lightricks' names: ltx-2-19b-dev.safetensors, as ComfyUI's checkpoints hold it) ---
+
+LTX2_DIT_PREFIX = "model.diffusion_model."
+_LTX2_DIT_INVERSE = (
+    # diffusers' LTX2VideoTransformer3DModel -> Lightricks' LTXAVModel, whole name parts
+    (r"^proj_in\.", "patchify_proj."),
+    (r"^audio_proj_in\.", "audio_patchify_proj."),
+    (r"^time_embed\.", "adaln_single."),
+    (r"^audio_time_embed\.", "audio_adaln_single."),
+    (r"^av_cross_attn_video_scale_shift\.", "av_ca_video_scale_shift_adaln_single."),
+    (r"^av_cross_attn_video_a2v_gate\.", "av_ca_a2v_gate_adaln_single."),
+    (r"^av_cross_attn_audio_scale_shift\.", "av_ca_audio_scale_shift_adaln_single."),
+    (r"^av_cross_attn_audio_v2a_gate\.", "av_ca_v2a_gate_adaln_single."),
+    (r"\.video_a2v_cross_attn_scale_shift_table$", ".scale_shift_table_a2v_ca_video"),
+    (r"\.audio_a2v_cross_attn_scale_shift_table$", ".scale_shift_table_a2v_ca_audio"),
+    (r"\.norm_q\.", ".q_norm."),
+    (r"\.norm_k\.", ".k_norm."),
+)
+LTX2_UNREAD_STATISTICS = ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means")
+"""The video VAE's latent statistics diffusers keeps no buffer for (the real file has them)."""
+
+
+def ltx2_dit_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, value in state.items():
+        for pattern, original in _LTX2_DIT_INVERSE:
+            name = re.sub(pattern, original, name)
+        out[name] = value
+    return out
+
+
+def _ltx2_statistics(name: str) -> str:
+    return {
+        "latents_mean": "per_channel_statistics.mean-of-means",
+        "latents_std": "per_channel_statistics.std-of-means",
+    }.get(name, name)
+
+
+def ltx2_video_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' AutoencoderKLLTX2Video -> Lightricks' names: the encoder's levels and their
+    downsamplers one list (`down_blocks.2I` the level's `res_blocks`, `2I+1` its
+    downsampler), its mid block last; the decoder's mid block first (`up_blocks.0`), then
+    each level's upsampler (`2I+1`) and `res_blocks` (`2I+2`)."""
+    levels = {int(m[1]) for k in state if (m := re.match(r"encoder\.down_blocks\.(\d+)\.", k))}
+    mid = 2 * len(levels)
+    rules = (  # (pattern, original with {} for the list index, index = a * level + b)
+        (r"^encoder\.down_blocks\.(\d+)\.resnets\.", "encoder.down_blocks.{}.res_blocks.", 2, 0),
+        (r"^encoder\.down_blocks\.(\d+)\.downsamplers\.0\.", "encoder.down_blocks.{}.", 2, 1),
+        (r"^encoder\.mid_block()\.resnets\.", "encoder.down_blocks.{}.res_blocks.", 0, mid),
+        (r"^decoder\.mid_block()\.resnets\.", "decoder.up_blocks.{}.res_blocks.", 0, 0),
+        (r"^decoder\.up_blocks\.(\d+)\.upsamplers\.0\.", "decoder.up_blocks.{}.", 2, 1),
+        (r"^decoder\.up_blocks\.(\d+)\.resnets\.", "decoder.up_blocks.{}.res_blocks.", 2, 2),
+    )
+    out = {}
+    for name, value in state.items():
+        new = _ltx2_statistics(name)
+        for pattern, original, a, b in rules:  # the first that matches applies
+            if m := re.match(pattern, new):
+                new = original.format(a * int(m[1] or 0) + b) + new[m.end() :]
+                break
+        assert new not in out, new
+        out[new] = value
+    for extra in LTX2_UNREAD_STATISTICS:
+        out[f"per_channel_statistics.{extra}"] = torch.full_like(state["latents_mean"], 7.0)
+    return out
+
+
+def ltx2_checkpoint(pipe) -> dict[str, torch.Tensor]:
+    """A tiny LTX-2 pipeline's weights as Lightricks' checkpoint holds them: the DiT and the
+    connectors under `model.diffusion_model.`, the text projection at the top, the video VAE
+    under `vae.`, the audio VAE under `audio_vae.`, the vocoder under `vocoder.`."""
+    dit = ltx2_dit_original(pipe.transformer.state_dict())
+    out = {LTX2_DIT_PREFIX + k: v for k, v in dit.items()}
+    for name, value in pipe.connectors.state_dict().items():
+        if name.startswith("text_proj_in."):
+            out["text_embedding_projection.aggregate_embed." + name.split(".", 1)[1]] = value
+            continue
+        new = re.sub(r"^(video|audio)_connector\.", r"\1_embeddings_connector.", name)
+        new = new.replace(".transformer_blocks.", ".transformer_1d_blocks.")
+        new = new.replace(".norm_q.", ".q_norm.").replace(".norm_k.", ".k_norm.")
+        out[LTX2_DIT_PREFIX + new] = value
+    vae = ltx2_video_vae_original(pipe.vae.state_dict())
+    out |= {"vae." + k: v for k, v in vae.items()}
+    audio = pipe.audio_vae.state_dict()
+    out |= {"audio_vae." + _ltx2_statistics(k): v for k, v in audio.items()}
+    for name, value in pipe.vocoder.state_dict().items():
+        for new, old in (("conv_in.", "conv_pre."), ("conv_out.", "conv_post."),
+                         ("upsamplers.", "ups."), ("resnets.", "resblocks.")):  # fmt: skip
+            if name.startswith(new):
+                name = old + name[len(new) :]
+        out["vocoder." + name] = value
+    return {k: v.detach().contiguous() for k, v in out.items()}

@@ -632,5 +632,5 @@ def test_all_in_one_parts_given_as_files_win_and_wan_is_refused(tmp_path, real_f
     message = _refusal(str(wan), [real_files["umt5"]], [real_files["wan_vae"]])
     assert message.startswith(
         f"{wan.name} is an all-in-one wan-t2v-14b (DiT, umt5xxl, vae) checkpoint: paradit runs "
-        "all-in-one checkpoints of Flux.1 only"
+        "all-in-one checkpoints of Flux.1 and LTX-2 only"
     ), message

@@ -30,7 +30,8 @@ _RULE = (
     "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
     "of the form owner/name, or a single-file checkpoint (.safetensors or .gguf) with "
     "--text-encoder FILE and --vae FILE (Wan 2.1 image-to-video: and --image-encoder FILE; "
-    "an all-in-one Flux checkpoint: alone)"
+    "an all-in-one Flux checkpoint: alone; an LTX-2 checkpoint: with its Gemma 3 "
+    "--text-encoder FILE only)"
 )
 
 

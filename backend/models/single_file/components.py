@@ -12,8 +12,11 @@ from ..casting import cast_model
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
+from .detection import Detection
 from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
+from .ltx2 import component_state as ltx2_component_state
+from .ltx2 import vae_names as ltx2_vae_names
 from .quant import RowReader, is_scale_key
 from .tokenizers import HUB_FOLDERS, find_tokenizer
 
@@ -104,6 +107,8 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     byte tokenizer for their reduced encoders, or for T5/CLIP files one found offline
     (`tokenizers.find_tokenizer`)."""
 
+    if SPIECE_KEY in part.header.tensors and part.detection.family == "gemma3":
+        return gemma_tokenizer(part)  # ComfyUI's Gemma 3 carries its SentencePiece model too
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
@@ -125,12 +130,9 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
 SPIECE_KEY = "spiece_model"
 
 
-def spiece_tokenizer(part: Part) -> Any:
-    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
-    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
-    not carried over: text is taken as given, which differs only for unusual Unicode)."""
+def _sentencepiece(part: Part) -> Any:
+    """The SentencePiece model a file carries as a uint8 tensor (`spiece_model`)."""
     import sentencepiece
-    import transformers
 
     info = part.header.tensors[SPIECE_KEY]
     reader = RowReader(part.header)
@@ -139,20 +141,69 @@ def spiece_tokenizer(part: Part) -> Any:
     finally:
         reader.close()
     try:
-        processor = sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
+        return sentencepiece.SentencePieceProcessor(model_proto=raw.tobytes())
     except (RuntimeError, OSError) as exc:
         raise ValueError(
             f"--text-encoder {part.header.name}: its SentencePiece model ({SPIECE_KEY}) "
             f"cannot be read: {exc}"
         ) from None
-    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
-    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+
+
+def gemma_tokenizer(part: Part) -> Any:
+    """Gemma's tokenizer of the SentencePiece model a file carries (BPE with byte fallback):
+    its pieces in their order as the vocabulary, the merges in that order (transformers'
+    `generate_merges`, as the SentencePiece extractor orders them), the marker pieces
+    (`<start_of_turn>`, `<end_of_turn>`, `<image_soft_token>`...: pieces `<...>` that the
+    model never merges, score 0) as added tokens, and a `<bos>` before every text, as the
+    pipeline's Gemma tokenizer adds it. Reading the model's protobuf directly would need the
+    `protobuf` package, which paradit does not depend on."""
+    import transformers
+    from tokenizers import AddedToken
+    from transformers.tokenization_utils_tokenizers import generate_merges
+
+    processor = _sentencepiece(part)
+    count = processor.get_piece_size()
+    vocab = {processor.id_to_piece(i): i for i in range(count)}
+    special = {
+        processor.id_to_piece(i)
+        for i in range(count)
+        if processor.IsControl(i) or processor.IsUnknown(i)
+    }
+    markers = [
+        piece
+        for i in range(count)
+        if (piece := processor.id_to_piece(i)).startswith("<")
+        and piece.endswith(">")
+        and piece not in special
+        and not processor.IsByte(i)
+        and processor.get_score(i) == 0
+    ]
+    merges = generate_merges(vocab, skip_tokens=special | set(markers))
+    tokenizer = transformers.GemmaTokenizer(vocab=vocab, merges=merges, add_bos_token=True)
+    tokenizer.add_tokens([AddedToken(p, normalized=False, special=False) for p in markers])
+    _check_vocab(part, tokenizer)
+    return tokenizer
+
+
+def _check_vocab(part: Part, tokenizer: Any) -> None:
     vocab = part.detection.config.get("vocab_size", 0)
     if len(tokenizer) > vocab:
         raise ValueError(
             f"--text-encoder {part.header.name}: its tokenizer has {len(tokenizer)} tokens, "
             f"more than the encoder's {vocab} embeddings"
         )
+
+
+def spiece_tokenizer(part: Part) -> Any:
+    """The T5 tokenizer of the SentencePiece model a file carries as a uint8 tensor: its
+    pieces and scores as a Unigram model (SentencePiece's precompiled normalisation map is
+    not carried over: text is taken as given, which differs only for unusual Unicode)."""
+    import transformers
+
+    processor = _sentencepiece(part)
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(len(processor))]
+    tokenizer = transformers.T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
+    _check_vocab(part, tokenizer)
     return tokenizer
 
 
@@ -180,6 +231,8 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     state = read_whole(part, torch.float32)
     if part.detection.family == "hunyuanvideo1.5":
         state = {hunyuan_vae_name(k): v for k, v in state.items()}
+    elif part.detection.family == "ltx2":
+        state = ltx2_vae_names(state)
     elif part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
         state = {wan22_vae_name(k): v for k, v in state.items()}
     elif part.detection.layout == "wan":
@@ -201,6 +254,34 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
         raise ValueError(
             f"--vae {part.header.name}: does not fit {part.detection.variant} "
             f"(mismatched keys {(problems + bad_shapes)[:3]})"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return cast_model(model, dtype).eval()
+
+
+def ltx2_component(name: str, part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:
+    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") of the checkpoint `part`
+    (the DiT's file), as the diffusers model of the preset's config (ltx2.py names it)."""
+    from accelerate import init_empty_weights
+
+    header = part.header
+
+    def read(prefix: str) -> dict[str, torch.Tensor]:
+        if not any(k.startswith(prefix) for k in header.tensors):
+            return {}
+        return read_whole(Part(header.view(prefix), Detection("unknown")), torch.float32)
+
+    reference = getattr(preset_parts(preset_name, {name}), name)
+    with init_empty_weights(include_buffers=False):
+        model = type(reference).from_config(dict(reference.config))
+    state = ltx2_component_state(name, read, part.detection.prefix, header.name)
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(state))
+    problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
+    if problems:
+        raise ValueError(
+            f"{header.name}: its {name} does not fit LTX-2's ({preset_name}) "
+            f"(mismatched keys {problems[:3]})"
         )
     model.load_state_dict(state, assign=True, strict=True)
     return cast_model(model, dtype).eval()

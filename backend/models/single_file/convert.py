@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import ltx2
 from .detect import Detection
 from .header import FileHeader
 from .hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
@@ -69,6 +70,8 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         mapping = trace_converter(_z_image_converter(), keys)
     elif detection.family == "flux2":
         mapping = trace_converter(_flux2_converter(), keys)
+    elif detection.family == "ltx2":
+        mapping = trace_converter(ltx2.dit_converter(), ltx2.dit_keys(keys))
     else:
         raise ValueError(f"{header.name}: no key conversion for {detection.describe()}")
     return {
@@ -252,10 +255,11 @@ def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> li
 
     used = {s.key for segments in row_map.values() for s in segments}
     dropped = DROPPED if detection.family == "z-image" else ()
+    keys = weight_keys(header, detection.prefix)
+    if detection.family == "ltx2":  # the connectors beside the DiT: another component's
+        keys = ltx2.dit_keys(keys)
     return sorted(
-        detection.prefix + k
-        for k in weight_keys(header, detection.prefix)
-        if detection.prefix + k not in used and k not in dropped
+        detection.prefix + k for k in keys if detection.prefix + k not in used and k not in dropped
     )
 
 

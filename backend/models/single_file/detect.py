@@ -31,13 +31,16 @@ from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from . import hunyuan_video15 as hunyuan
 from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, mistral3_encoder, qwen_image_dit
 from .detect_hunyuan15 import hunyuan15_dit, hunyuan15_vae, qwen25_vl_encoder, siglip_vision
+from .detect_ltx2 import DIFFUSERS_MARKER as LTX2_DIFFUSERS_MARKER
+from .detect_ltx2 import MARKER as LTX2_MARKER
+from .detect_ltx2 import gemma3_encoder, ltx2_dit, ltx2_vae
 from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
 from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
 from .header import FileHeader, read_header
 from .quant import quantization
 
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
-FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image", "hunyuanvideo1.5")
+FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image", "hunyuanvideo1.5", "ltx2")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
@@ -84,14 +87,19 @@ def detect(header: FileHeader) -> Detection:
             return z_image_dit(header, prefix, layout)
         if f"{prefix}{hunyuan.MARKER}" in keys:
             return _with_bundle(header, hunyuan15_dit(header, prefix, "original"))
+        if f"{prefix}{LTX2_MARKER}" in keys:  # with what else the checkpoint holds
+            return ltx2_dit(header, prefix, "original")
+    if LTX2_DIFFUSERS_MARKER in keys:
+        return ltx2_dit(header, "", "diffusers")
     if hunyuan.DIFFUSERS_MARKER in keys and "x_embedder.proj.weight" in keys:
         return hunyuan15_dit(header, "", "diffusers")
     if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
         return _wan_dit(header, "", "diffusers")
     if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
         return _flux_dit_diffusers(header)
-    encoders = (_t5, qwen25_vl_encoder, _clip_text, qwen3_encoder, mistral3_encoder)
-    vaes = (_wan_vae, flux2_vae, hunyuan15_vae, _kl_vae)
+    # Gemma 3 before Qwen3: both have per-head q/k norms
+    encoders = (_t5, qwen25_vl_encoder, _clip_text, gemma3_encoder, qwen3_encoder, mistral3_encoder)
+    vaes = (_wan_vae, flux2_vae, hunyuan15_vae, ltx2_vae, _kl_vae)
     for detector in (*encoders, *vaes, _clip_vision, siglip_vision):
         found = detector(header)
         if found is not None:
@@ -107,9 +115,10 @@ def detect(header: FileHeader) -> Detection:
         reasons=(
             f"no known key layout (Wan blocks.N.self_attn.q, Flux double_blocks.N.img_attn.qkv, "
             f"Flux.2 single_stream_modulation, Qwen-Image transformer_blocks.N.img_mod, Z-Image "
-            f"layers.N.attention, HunyuanVideo 1.5 double_blocks.N.img_attn_q, T5/UMT5 "
-            f"encoder.block.N, CLIP text_model, Qwen3, Qwen2.5-VL, Mistral 3, "
-            f"Wan/Flux/Flux.2/HunyuanVideo 1.5 VAE, CLIP/SigLIP vision); first keys: {sample}",
+            f"layers.N.attention, HunyuanVideo 1.5 double_blocks.N.img_attn_q, LTX-2 "
+            f"av_ca_a2v_gate_adaln_single, T5/UMT5 encoder.block.N, CLIP text_model, Qwen3, "
+            f"Qwen2.5-VL, Mistral 3, Gemma 3, Wan/Flux/Flux.2/HunyuanVideo 1.5/LTX-2 VAE, "
+            f"CLIP/SigLIP vision); first keys: {sample}",
         ),
     )
 

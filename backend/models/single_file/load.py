@@ -18,6 +18,11 @@ one file) needs no --text-encoder or --vae: its parts fill every slot the comman
 empty, and a file given for a slot wins over the bundled part (to swap an fp8 T5 for an fp16
 one, say). Each part is read as a file of its own: the DiT row block by row block, the rest
 whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate files).
+
+An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
+encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
+connectors, audio VAE and vocoder are `Resolved.extras`, built by components.ltx2_component;
+only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import torch
 from .components import (
     clip_image_processor,
     encoder_model,
+    ltx2_component,
     preset_parts,
     siglip_image_processor,
     tokenizer,
@@ -103,6 +109,7 @@ _HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
 _SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
 _QWEN_IMAGE_VAE = "the Qwen-Image VAE (qwen_image_vae: the Wan 2.1 VAE's key names)"
 _EDIT_PLUS, _EDIT = "QwenImageEditPlusPipeline", "QwenImageEditPipeline"
+_LTX2_VAE = "the LTX-2 video VAE (in the checkpoint, under vae.)"
 _PRESETS = {
     "tiny-wan": Preset("tiny-wan", "WanPipeline", ("umt5",), "tiny-wan", _WAN21_VAE),
     "wan2.1-t2v-1.3b": Preset("random:wan2.1-t2v-1.3b", "WanPipeline", ("umt5",), vae=_WAN21_VAE),
@@ -181,7 +188,13 @@ _PRESETS = {
             ("qwen-image-edit", "random:qwen-image-edit", _EDIT),
         )
     },
+    # LTX-2: the checkpoint holds the DiT, connectors, video and audio VAEs and vocoder; Gemma 3's
+    # text model is the text encoder (the pipeline reads every hidden state it gives)
+    "tiny-ltx2": Preset("tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+    "ltx-2": Preset("random:ltx-2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
 }
+BUNDLING_FAMILIES = ("flux", "ltx2")
+"""Families whose checkpoints may hold their other parts (ComfyUI's `models/checkpoints`)."""
 _ENCODER_CLASSES = {"Flux2KleinPipeline": {"Qwen3Model": "Qwen3ForCausalLM"}}
 """The text encoder class a pipeline takes where it differs from the file's plain model."""
 _ENCODER_SLOTS = {
@@ -191,6 +204,7 @@ _ENCODER_SLOTS = {
     "qwen3": "text_encoder",
     "qwen2.5-vl": "text_encoder",
     "mistral3": "text_encoder",
+    "gemma3": "text_encoder",
 }
 _VAE_FAMILY = {"z-image": "flux", "qwen-image": "wan"}
 """The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`; Qwen-Image's
@@ -245,6 +259,9 @@ class Resolved:
     variant: str
     image_encoder: Part | None = None
     """Wan 2.1 image-to-video's CLIP vision encoder."""
+    extras: dict[str, Part] = dataclasses.field(default_factory=dict)
+    """Components read from the DiT's checkpoint besides its VAE (LTX-2: "connectors",
+    "audio_vae", "vocoder"), each the whole checkpoint's Part (ltx2.component_model)."""
 
     @property
     def pipeline_class(self) -> str:
@@ -264,11 +281,12 @@ def resolve(files: SingleFiles) -> Resolved:
         _expect(part, "transformer", "--model")
         check_readable(part.header)
     first = dits[0].detection
-    if any(d.detection.bundled for d in dits) and first.family != "flux":
+    if any(d.detection.bundled for d in dits) and first.family not in BUNDLING_FAMILIES:
         raise ValueError(
             f"{dits[0].header.name} is an {first.label} checkpoint: paradit runs all-in-one "
-            "checkpoints of Flux.1 only (DiT, clip_l, t5xxl and vae in one file); give the "
-            "DiT as its own file (models/diffusion_models) with --text-encoder and --vae"
+            "checkpoints of Flux.1 and LTX-2 only (Flux.1's DiT, clip_l, t5xxl and vae in one "
+            "file; LTX-2's as Lightricks ships it); give the DiT as its own file "
+            "(models/diffusion_models) with --text-encoder and --vae"
         )
     if len(dits) == 2 and any(d.detection.bundled for d in dits):
         raise ValueError(
@@ -304,6 +322,8 @@ def resolve(files: SingleFiles) -> Resolved:
     variant = first.label
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
+    if first.family == "ltx2":
+        _ltx2_complete(dits[0], files)
     bundle = bundled_parts(dits[0]) if first.bundled else {}
     encoders = _encoders(files, preset, first, bundle)
     if preset.vision:
@@ -312,8 +332,42 @@ def resolve(files: SingleFiles) -> Resolved:
         check_vision_tower(encoders["text_encoder"], first)
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
+    extras = _ltx2_extras(dits[0], encoders["text_encoder"]) if first.family == "ltx2" else {}
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
-    return Resolved(preset, components, encoders, vae, variant, image_encoder)
+    return Resolved(preset, components, encoders, vae, variant, image_encoder, extras)
+
+
+def _ltx2_complete(dit: Part, files: SingleFiles) -> None:
+    """ValueError naming what an LTX-2 checkpoint lacks (the video VAE may come as --vae)."""
+    from . import ltx2
+
+    missing = ltx2.describe_missing(dit.detection.bundled)
+    if files.vaes:
+        missing = [c for c in missing if c != "vae"]
+    if missing:
+        raise ValueError(
+            f"{dit.header.name} holds LTX-2's DiT but no {', '.join(missing)}: paradit runs "
+            "LTX-2 from its whole checkpoint (ltx-2-19b-dev.safetensors and its -fp8 and "
+            "-distilled files: DiT, text connectors, video VAE, audio VAE and vocoder in one "
+            "file); a DiT alone (a GGUF or transformer-only file) is not enough yet"
+        )
+
+
+def _ltx2_extras(dit: Part, encoder: Part) -> dict[str, Part]:
+    """An LTX-2 checkpoint's connectors, audio VAE and vocoder, after checking that its text
+    projection reads the Gemma file's hidden states."""
+    from . import ltx2
+
+    config = encoder.detection.config
+    stacked = config["hidden_size"] * (config["num_hidden_layers"] + 1)
+    reads = ltx2.text_projection_inputs(dit.header)
+    if reads != stacked:
+        raise ValueError(
+            f"--text-encoder {encoder.header.name} gives {config['num_hidden_layers'] + 1} "
+            f"hidden states of width {config['hidden_size']} ({stacked} values a token); the "
+            f"text projection of {dit.header.name} reads {reads}"
+        )
+    return {name: dit for name in ltx2.EXTRA_COMPONENTS}
 
 
 def _where(part: Part, flag: str) -> str:
@@ -385,6 +439,8 @@ def _encoders(
         )
         if dit.family == "flux2":  # three of the encoder's hidden states, stacked per token
             expected //= 3
+        if dit.family == "ltx2":  # Gemma's hidden states, through the connectors
+            expected = dit.config["caption_channels"]
         widths = (("text_encoder_2" if dit.family == "flux" else "text_encoder", expected),)
     for slot, expected in widths:
         config = parts[slot].detection.config
@@ -593,6 +649,9 @@ def build_pipeline(
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
+    for name, part in resolved.extras.items():  # LTX-2's connectors, audio VAE and vocoder
+        wanted = name not in skip
+        parts[name] = ltx2_component(name, part, preset.name, dtype) if wanted else None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
         part = resolved.image_encoder
         wanted = "image_encoder" not in skip

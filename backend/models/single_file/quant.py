@@ -3,7 +3,8 @@
 Formats read: safetensors F32/F16/BF16 (and integers), F8_E4M3/F8_E5M2 (`fp8_e4m3fn` files:
 upcast), ComfyUI's `fp8_scaled` in both its layouts (fp8 weights times their layer's scale:
 the older `scale_weight` with a `scaled_fp8` marker, and the current one ComfyUI converts that
-to and saves: `weight_scale`, with a `comfy_quant` JSON per quantized layer; the
+to and saves: `weight_scale`, with a `comfy_quant` JSON per quantized layer; Lightricks' fp8
+checkpoints name it `weight_scale` too; the
 `scale_input`/`input_scale` tensors are only for fp8 matrix products and are not needed once
 the weight is dequantized), and GGUF tensors of every type the `gguf`
 package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
@@ -45,7 +46,8 @@ FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 GGUF_PLAIN = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 SCALED_FP8_MARKER = "scaled_fp8"
 WEIGHT_SCALES = ("scale_weight", "weight_scale")
-"""A quantized layer's weight scale: the older fp8_scaled name, and ComfyUI's current one."""
+"""A quantized layer's weight scale: the older fp8_scaled name, and ComfyUI's current one
+(also Lightricks' fp8 checkpoints' name, `ltx-2-19b-dev-fp8`)."""
 SCALE_SUFFIXES = (
     *(f".{name}" for name in WEIGHT_SCALES),
     ".scale_input",
@@ -127,7 +129,8 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
                 f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) scales a "
                 f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 weights with one "
                 "float scale per tensor or per row are read (ComfyUI's fp8_scaled); int8, "
-                "nvfp4 and block-scaled layers are not"
+                "nvfp4 and block-scaled layers (ComfyUI's fp4/int8 mixed formats, e.g. "
+                "gemma_3_12B_it_fp4_mixed) are not: use the file in bf16, fp16 or fp8"
             )
 
 

@@ -3,7 +3,8 @@
 ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL, CLIP-L,
 Qwen3, Qwen2.5-VL and ByT5 files (Flux's `t5xxl_fp16`, `clip_l`; Z-Image's `qwen_3_4b`;
 HunyuanVideo 1.5's `qwen_2.5_vl_7b` and `byt5_small_glyphxl`; FLUX.2-dev's
-`mistral_3_small_flux2`) carry none. Without a download,
+`mistral_3_small_flux2`) carry none (nor does a Gemma 3 file other than ComfyUI's). Without a
+download,
 the tokenizer comes from:
 
 1. A ComfyUI install, which ships them: `comfy/text_encoders/t5_tokenizer` (T5),
@@ -18,7 +19,8 @@ the tokenizer comes from:
    `tokenizer`/`tokenizer_2`, Qwen-Image's or Qwen-Image-Edit's `tokenizer` or
    `Qwen/Qwen2.5-VL-7B-Instruct`; for Mistral 3 (no ComfyUI folder is read) FLUX.2-dev's
    `tokenizer` (Pixtral's processor, as Flux2Pipeline takes it) or
-   `mistralai/Mistral-Small-3.1-24B-Instruct-2503`.
+   `mistralai/Mistral-Small-3.1-24B-Instruct-2503`; for Gemma 3 (none either)
+   `Lightricks/LTX-2`'s `tokenizer` or `google/gemma-3-12b-it`.
 
 A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
 folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
@@ -70,6 +72,10 @@ HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
         ("black-forest-labs/FLUX.2-dev", "tokenizer"),
         ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""),
     ),
+    "gemma3": (  # a Gemma 3 file without its `spiece_model` (ComfyUI's carries one)
+        ("Lightricks/LTX-2", "tokenizer"),
+        ("google/gemma-3-12b-it", ""),
+    ),
 }
 _CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline take
     "t5": "T5TokenizerFast",
@@ -78,6 +84,7 @@ _CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline tak
     "qwen2.5-vl": "Qwen2Tokenizer",
     "byt5": "ByT5Tokenizer",
     "mistral3": "AutoProcessor",  # Flux2Pipeline's: Pixtral's processor and its chat template
+    "gemma3": "GemmaTokenizer",  # LTX2Pipeline's
 }
 _FILES = {
     "t5": (("tokenizer.json",), ("spiece.model",)),
@@ -86,6 +93,7 @@ _FILES = {
     "qwen2.5-vl": (("tokenizer.json",), ("vocab.json", "merges.txt")),
     "byt5": (("tokenizer_config.json",),),  # ByT5 reads bytes: its file names the added tokens
     "mistral3": (("tokenizer.json",),),
+    "gemma3": (("tokenizer.json",),),
 }
 """A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
 transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""

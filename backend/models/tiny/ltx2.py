@@ -16,6 +16,16 @@ _AUDIO_LATENT_CHANNELS, _MEL_BINS = 2, 16
 _AUDIO_TOKEN_FEATURES = _AUDIO_LATENT_CHANNELS * _MEL_BINS // 4
 
 
+TEXT_ENCODER_UNSEEN = {
+    "max_position_embeddings": 256,
+    "sliding_window": 64,
+    "pad_token_id": PAD_ID,
+    "eos_token_id": EOS_ID,
+    "bos_token_id": None,
+}
+"""The tiny text encoder's settings a file's header cannot show (single_file.detect_ltx2)."""
+
+
 def _text_encoder():
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
@@ -28,11 +38,7 @@ def _text_encoder():
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=8,
-        max_position_embeddings=256,
-        sliding_window=64,
-        pad_token_id=PAD_ID,
-        eos_token_id=EOS_ID,
-        bos_token_id=None,
+        **TEXT_ENCODER_UNSEEN,
     )
     return Gemma3TextModel(config)
 

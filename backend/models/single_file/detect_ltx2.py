@@ -1,0 +1,231 @@
+"""LTX-2's single files, recognised from their headers: the checkpoint as Lightricks ships it
+and ComfyUI users hold it (`ltx-2-19b-dev.safetensors`, `-fp8`, `-distilled`, GGUFs of its
+DiT), its video VAE (inside the checkpoint, under `vae.`) and the Gemma 3 text encoder file
+(`gemma_3_12B_it.safetensors`, Hugging Face's names under `model.`).
+
+The checkpoint holds every part of the model but the text encoder: the DiT under
+`model.diffusion_model.` (in Lightricks' names: `patchify_proj`, `adaln_single`,
+`av_ca_*_adaln_single`, `transformer_blocks.N.attn1.q_norm`...) with the two text connectors
+beside it (`model.diffusion_model.video_embeddings_connector.`, `audio_...`), the text
+projection at the top (`text_embedding_projection.aggregate_embed.weight`: the stacked Gemma
+hidden states to one width), the video VAE under `vae.`, the audio VAE under `audio_vae.` and
+the vocoder under `vocoder.` (ltx2.py maps each to diffusers' component).
+
+What a header cannot show: the head widths (128 for the video stream and 64 for the audio
+stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
+distilled (the same shapes: the file name tells, and only the reasons say so; a distilled
+file runs with the dev model's schedule).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .detection import TINY_WIDTH, Detection, count_indices
+from .header import FileHeader
+
+LTX2 = "ltx2"
+MARKER = "av_ca_a2v_gate_adaln_single.emb.timestep_embedder.linear_1.weight"
+"""The key that tells an LTX-2 DiT in Lightricks' names (diffusers' converter looks for it)."""
+DIFFUSERS_MARKER = "av_cross_attn_video_a2v_gate.emb.timestep_embedder.linear_1.weight"
+CONNECTORS = ("video_embeddings_connector.", "audio_embeddings_connector.")
+"""The text connectors' keys under the DiT's prefix: diffusers' `LTX2TextConnectors`, not
+part of its DiT."""
+TEXT_PROJECTION = "text_embedding_projection."
+BUNDLE_PREFIXES = {"vae": "vae.", "audio_vae": "audio_vae.", "vocoder": "vocoder."}
+"""The checkpoint's parts besides the DiT and the connectors, by diffusers component."""
+HEAD_DIMS = {TINY_WIDTH: (16, 8)}
+"""Video width -> (video head width, audio head width): the tiny preset's; the real model's
+are 128 and 64 (4096 = 32 x 128, 2048 = 32 x 64)."""
+REAL_HEAD_DIMS = (128, 64)
+
+
+def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
+    """The Detection of an LTX-2 DiT in Lightricks' names ("original", ComfyUI's) or
+    diffusers' (role "unknown" with the reasons when it does not fit)."""
+    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+    original = layout == "original"
+    names = {
+        "patch": "patchify_proj.weight" if original else "proj_in.weight",
+        "audio_patch": "audio_patchify_proj.weight" if original else "audio_proj_in.weight",
+    }
+    reasons = [
+        "LTX-2 DiT keys "
+        + (
+            "in Lightricks' names (av_ca_a2v_gate_adaln_single)"
+            if original
+            else "in diffusers' names"
+        )
+        + (f" under {prefix!r}" if prefix else "")
+    ]
+    gated = "transformer_blocks.0.attn1.to_gate_logits.weight" in keys
+    if gated or TEXT_PROJECTION + "video_aggregate_embed.weight" in header.tensors:
+        reasons.append(
+            "gated attention / one text projection per stream: LTX-2.3, which paradit does not "
+            "run from single files yet"
+        )
+        return Detection("transformer", LTX2, "ltx-2.3", layout, prefix, {}, tuple(reasons))
+    try:
+        config = _dit_config(keys, names)
+    except KeyError as exc:
+        return Detection("unknown", LTX2, reasons=(*reasons, f"no {exc}"))
+    width, audio_width = config.pop("width"), config.pop("audio_width")
+    heads = HEAD_DIMS.get(width)
+    if heads is None and width % REAL_HEAD_DIMS[0] == 0 and audio_width % REAL_HEAD_DIMS[1] == 0:
+        heads = REAL_HEAD_DIMS
+    if heads is None:
+        return Detection(
+            "unknown",
+            LTX2,
+            reasons=(*reasons, f"widths {width} and {audio_width} are no known LTX-2 model's"),
+        )
+    config.update(
+        num_attention_heads=width // heads[0],
+        attention_head_dim=heads[0],
+        audio_num_attention_heads=audio_width // heads[1],
+        audio_attention_head_dim=heads[1],
+    )
+    tiny = width == TINY_WIDTH
+    reasons.append(
+        f"video width {width} ({width // heads[0]} heads of {heads[0]}), audio width "
+        f"{audio_width} ({audio_width // heads[1]} heads of {heads[1]}), "
+        f"{config['num_layers']} layers, {config['in_channels']} latent channels, text width "
+        f"{config['caption_channels']}"
+    )
+    if "distilled" in header.name.lower():
+        reasons.append(
+            "distilled (the file name says so; the header cannot): it runs as the dev model "
+            "does, with LTX2Pipeline's schedule at the steps and guidance given (defaults 40 "
+            "and 4); its own 8-step schedule (diffusers' DISTILLED_SIGMA_VALUES) is not "
+            "applied yet: give --steps 8 --guidance 1 for a short run"
+        )
+    found = bundle(header, prefix) if original else ()
+    if found:
+        reasons.append("checkpoint: also holds " + ", ".join(found))
+    variant = "tiny-ltx2" if tiny else "ltx-2"
+    return Detection(
+        "transformer", LTX2, variant, layout, prefix, config, tuple(reasons), bundled=found
+    )
+
+
+def _dit_config(keys: dict[str, tuple[int, ...]], names: dict[str, str]) -> dict[str, Any]:
+    """diffusers' `LTX2VideoTransformer3DModel` config from the shapes (its other settings,
+    the defaults, are LTX-2.0's), with the two streams' widths to split into heads."""
+    width, in_channels = keys[names["patch"]]
+    audio_width, audio_in = keys[names["audio_patch"]]
+    return {
+        "_class_name": "LTX2VideoTransformer3DModel",
+        "in_channels": in_channels,
+        "out_channels": keys["proj_out.weight"][0],
+        "audio_in_channels": audio_in,
+        "audio_out_channels": keys["audio_proj_out.weight"][0],
+        "cross_attention_dim": keys["transformer_blocks.0.attn2.to_k.weight"][1],
+        "audio_cross_attention_dim": keys["transformer_blocks.0.audio_attn2.to_k.weight"][1],
+        "caption_channels": keys["caption_projection.linear_1.weight"][1],
+        "num_layers": count_indices(keys, r"transformer_blocks\.(\d+)\.attn1\.to_q\.weight$"),
+        "width": width,
+        "audio_width": audio_width,
+    }
+
+
+def bundle(header: FileHeader, prefix: str) -> tuple[str, ...]:
+    """The diffusers components a checkpoint holds besides its DiT: "connectors" (both
+    connectors and the text projection), "vae", "audio_vae", "vocoder"."""
+    keys = header.tensors
+    found = []
+    if all(any(k.startswith(prefix + c) for k in keys) for c in CONNECTORS) and any(
+        k.startswith(TEXT_PROJECTION) for k in keys
+    ):
+        found.append("connectors")
+    for name, part_prefix in BUNDLE_PREFIXES.items():
+        if any(k.startswith(part_prefix) for k in keys):
+            found.append(name)
+    return tuple(found)
+
+
+# -- the video VAE (under `vae.` in the checkpoint) -------------------------------------------
+
+VAE_STATISTICS = "per_channel_statistics.mean-of-means"
+
+
+def ltx2_vae(header: FileHeader) -> Detection | None:
+    """LTX-2's video VAE in Lightricks' names (`encoder.down_blocks.N.res_blocks.M`, causal
+    3D convolutions `conv.conv`, its latent statistics), or None for other files."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    first = keys.get("encoder.conv_in.conv.weight")
+    if first is None or len(first) != 5 or VAE_STATISTICS not in keys:
+        return None
+    if not any(".res_blocks." in k for k in keys):
+        return None
+    latent = keys[VAE_STATISTICS][0]
+    reasons = (
+        "LTX-2 video VAE keys in Lightricks' names (down_blocks.N.res_blocks, "
+        "per_channel_statistics)",
+        f"{latent} latent channels, base width {first[0]}",
+    )
+    config = {"latent_channels": latent, "base_width": first[0]}
+    return Detection("vae", LTX2, "ltx-2 video vae", "original", "", config, reasons)
+
+
+# -- Gemma 3 (the text encoder) ---------------------------------------------------------------
+
+GEMMA3_12B = {
+    "sliding_window": 1024,
+    "max_position_embeddings": 131072,
+    "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-6,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    },
+    "pad_token_id": 0,
+    "eos_token_id": 1,
+    "bos_token_id": 2,
+}
+"""What a header cannot show of google/gemma-3-12b-it's text model (its published config)."""
+_GEMMA_PREFIXES = ("model.", "model.language_model.", "language_model.model.", "")
+
+
+def gemma3_encoder(header: FileHeader) -> Detection | None:
+    """Gemma 3's language model (ComfyUI's `gemma_3_12B_it`: Hugging Face's names under
+    `model.`, perhaps a vision tower and the SentencePiece model `spiece_model` beside it,
+    which are not weights of it), or None for other files. Gemma has norms before and after
+    each feed-forward, which Qwen3 (also with per-head q/k norms) lacks."""
+    from ..seeded import VOCAB_SIZE
+    from ..tiny.ltx2 import TEXT_ENCODER_UNSEEN
+
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    prefix = next(
+        (
+            p
+            for p in _GEMMA_PREFIXES
+            if f"{p}layers.0.pre_feedforward_layernorm.weight" in keys
+            and f"{p}embed_tokens.weight" in keys
+        ),
+        None,
+    )
+    if prefix is None:
+        return None
+    vocab, hidden = keys[f"{prefix}embed_tokens.weight"]
+    head_dim = keys[f"{prefix}layers.0.self_attn.q_norm.weight"][0]
+    layers = count_indices(keys, rf"{re.escape(prefix)}layers\.(\d+)\.self_attn\.q_proj\.weight$")
+    config = {
+        "_class_name": "Gemma3TextModel",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": keys[f"{prefix}layers.0.mlp.gate_proj.weight"][0],
+        "num_hidden_layers": layers,
+        "num_attention_heads": keys[f"{prefix}layers.0.self_attn.q_proj.weight"][0] // head_dim,
+        "num_key_value_heads": keys[f"{prefix}layers.0.self_attn.k_proj.weight"][0] // head_dim,
+        "head_dim": head_dim,
+        **(TEXT_ENCODER_UNSEEN if vocab == VOCAB_SIZE else GEMMA3_12B),
+    }
+    reasons = (
+        "Gemma 3 text model keys (layers.N.pre_feedforward_layernorm)"
+        + (f" under {prefix!r}" if prefix else ""),
+        f"width {hidden}, {layers} layers, {config['num_attention_heads']} heads "
+        f"({config['num_key_value_heads']} key/value) of {head_dim}, vocabulary {vocab}"
+        + ("; carries its tokenizer (spiece_model)" if "spiece_model" in keys else ""),
+    )
+    return Detection("text_encoder", "gemma3", f"gemma3 {hidden}", "hf", prefix, config, reasons)

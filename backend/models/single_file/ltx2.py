@@ -1,0 +1,132 @@
+"""LTX-2's checkpoint (Lightricks' names, as ComfyUI users hold `ltx-2-19b-dev.safetensors`)
+to diffusers' components. detect_ltx2.py says what the file holds and where.
+
+- The DiT: diffusers' own converter (`convert_ltx2_transformer_to_diffusers`: renames only),
+  run on row traces like Wan's (convert.trace_converter), so each rank reads just its rows.
+  The connectors under the DiT's prefix are another component's: left out of its keys.
+- The video VAE and the audio VAE: diffusers' converters (`convert_ltx2_vae_to_diffusers`,
+  `convert_ltx2_audio_vae_to_diffusers`: the encoder's and decoder's numbered blocks to
+  diffusers' blocks, the latent statistics to `latents_mean`/`latents_std`); the statistics
+  diffusers has no buffer for (`channel`, `mean-of-stds`...) are not read.
+- The vocoder and the text connectors, which diffusers 0.42 has no single-file converter for,
+  mapped here from the module names of the two sides (ComfyUI's `Vocoder` and
+  `Embeddings1DConnector`, diffusers' `LTX2Vocoder` and `LTX2TextConnectors`): HiFi-GAN's
+  `conv_pre`/`ups`/`resblocks`/`conv_post` are `conv_in`/`upsamplers`/`resnets`/`conv_out`;
+  a connector's `transformer_1d_blocks.N.attn1.q_norm` is `transformer_blocks.N.attn1.norm_q`,
+  its `learnable_registers` keep their name, and the text projection
+  (`text_embedding_projection.aggregate_embed`) is the connectors' `text_proj_in`.
+
+The settings no header holds (the VAEs' and vocoder's strides, the connectors' heads and
+registers) come from the preset of the recognised model, as for the other families' VAEs
+(components.ltx2_component); a file whose shapes differ from them is refused with the first
+keys that do not fit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+import torch
+
+from .detect_ltx2 import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
+from .header import FileHeader
+
+EXTRA_COMPONENTS = ("connectors", "audio_vae", "vocoder")
+"""The checkpoint's components built here (the DiT is read row by row, the video VAE as the
+other families' VAEs are)."""
+_UNREAD_STATISTICS = re.compile(r"^per_channel_statistics\.(?!mean-of-means$|std-of-means$)")
+"""Latent statistics diffusers keeps no buffer for (`channel`, `mean-of-stds`...)."""
+_VOCODER_RENAMES = (
+    (re.compile(r"^conv_pre\."), "conv_in."),
+    (re.compile(r"^conv_post\."), "conv_out."),
+    (re.compile(r"^ups\."), "upsamplers."),
+    (re.compile(r"^resblocks\."), "resnets."),
+)
+_CONNECTOR_RENAMES = (
+    (re.compile(r"^(video|audio)_embeddings_connector\."), r"\1_connector."),
+    (re.compile(r"\.transformer_1d_blocks\."), ".transformer_blocks."),
+    (re.compile(r"\.q_norm\."), ".norm_q."),
+    (re.compile(r"\.k_norm\."), ".norm_k."),
+)
+_BWE_VOCODER = ("mel_stft.", "bwe_generator.")
+"""Keys of LTX-2.3's vocoder with bandwidth extension (`LTX2VocoderWithBWE`): not LTX-2.0's."""
+
+
+def dit_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The DiT's own keys of those under its prefix (not the connectors')."""
+    return {k: v for k, v in keys.items() if not k.startswith(CONNECTORS)}
+
+
+def dit_converter():
+    from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
+
+    return convert_ltx2_transformer_to_diffusers
+
+
+def vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The video VAE's tensors (the checkpoint's `vae.` stripped) in diffusers' names."""
+    from diffusers.loaders.single_file_utils import convert_ltx2_vae_to_diffusers
+
+    kept = {k: v for k, v in state.items() if not _UNREAD_STATISTICS.match(k)}
+    return convert_ltx2_vae_to_diffusers(kept)
+
+
+def audio_vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    from diffusers.loaders.single_file_utils import convert_ltx2_audio_vae_to_diffusers
+
+    kept = {k: v for k, v in state.items() if not _UNREAD_STATISTICS.match(k)}
+    return convert_ltx2_audio_vae_to_diffusers(kept)
+
+
+def vocoder_name(key: str) -> str:
+    """A vocoder key (`vocoder.` stripped) -> diffusers' `LTX2Vocoder` name."""
+    for pattern, replacement in _VOCODER_RENAMES:
+        key = pattern.sub(replacement, key, count=1)
+    return key
+
+
+def connector_name(key: str) -> str:
+    """A connector key (the DiT's prefix stripped) -> diffusers' `LTX2TextConnectors` name."""
+    for pattern, replacement in _CONNECTOR_RENAMES:
+        key = pattern.sub(replacement, key)
+    return key
+
+
+def component_state(
+    name: str, read: Callable[[str], dict[str, torch.Tensor]], dit_prefix: str, file: str
+) -> dict[str, torch.Tensor]:
+    """Component `name` ("connectors", "audio_vae" or "vocoder") of checkpoint `file` in
+    diffusers' names; `read(prefix)` gives the file's tensors under a prefix, without it."""
+    if name == "connectors":
+        state = {}
+        for connector in CONNECTORS:
+            part = read(dit_prefix + connector)
+            state |= {connector_name(connector + k): v for k, v in part.items()}
+        projection = read(TEXT_PROJECTION)
+        state |= {
+            k.replace("aggregate_embed.", "text_proj_in.", 1): v for k, v in projection.items()
+        }
+        return state
+    state = read(BUNDLE_PREFIXES[name])
+    if name == "audio_vae":
+        return audio_vae_names(state)
+    if name == "vocoder":
+        if any(k.startswith(_BWE_VOCODER) for k in state):
+            raise ValueError(
+                f"{file}: its vocoder has a bandwidth extension (mel_stft, bwe_generator: "
+                "LTX-2.3's), not LTX-2.0's HiFi-GAN vocoder"
+            )
+        return {vocoder_name(k): v for k, v in state.items()}
+    raise ValueError(f"no LTX-2 component {name!r}; known: {EXTRA_COMPONENTS}")
+
+
+def text_projection_inputs(header: FileHeader) -> int | None:
+    """The width the text projection reads (Gemma's width x its hidden states), if present."""
+    shape = header.shape(TEXT_PROJECTION + "aggregate_embed.weight")
+    return shape[1] if shape else None
+
+
+def describe_missing(found: tuple[str, ...]) -> list[str]:
+    """The components an LTX-2 job needs that a checkpoint lacks (in diffusers' names)."""
+    return [c for c in ("connectors", *BUNDLE_PREFIXES) if c not in found]
