@@ -72,6 +72,10 @@ class Limits:
     max_steps: int = 200
     min_steps: int = 1
     """Qwen-Image's scheduler (`shift_terminal`) divides by zero at 1 step: 2."""
+    sigmas: tuple[float, ...] = ()
+    """The model's own sigma schedule, when it runs only that one (LTX-2 distilled: diffusers'
+    `DISTILLED_SIGMA_VALUES`): every job takes exactly len(sigmas) steps (min_steps and
+    max_steps are that); () for the models whose scheduler spaces any step count."""
     max_guidance: float = 30.0
     max_prompt_chars: int = 4000
     max_image_bytes: int = 16 * 1024 * 1024

@@ -134,8 +134,16 @@ class RequestField:
             low, high = self.low, self.high_for(limits)
             outside = (low is not None and value < low) or (high is not None and value > high)
             if outside or not math.isfinite(value):
+                if self.rule is not None and _within(value, low, self.high):
+                    self.rule(value, limits)  # the model's own rule says what it takes
                 raise ValueError(f"{self.name} must be {_range(low, high)}, got {value}")
         return value if self.rule is None else self.rule(value, limits)
+
+
+def _within(value: float, low: float | None, high: float | None) -> bool:
+    """A finite value inside the bounds every model has (outside only a model's own)."""
+    above = low is None or value >= low
+    return math.isfinite(value) and above and (high is None or value <= high)
 
 
 def _range(low: float | None, high: float | None) -> str:
@@ -195,6 +203,12 @@ def _frames(value: int, limits: Limits) -> int:
 
 
 def _steps(value: int, limits: Limits) -> int:
+    if limits.sigmas and value != len(limits.sigmas):
+        count = len(limits.sigmas)
+        raise ValueError(
+            f"num_inference_steps must be {count} for this model: it runs its own {count}-step "
+            f"sigma schedule (limits.sigmas; no other step count), got {value}"
+        )
     if value < limits.min_steps:
         raise ValueError(
             f"num_inference_steps must be at least {limits.min_steps} for this model, got {value}"

@@ -111,6 +111,8 @@ def real_files(tmp_path_factory) -> dict:
     shapes = {k: tuple(v.shape) for k, v in ltx2_checkpoint(_real()).items()}
     files = {name: root / f"{name}.safetensors" for name in ("dev", "fp8", "dit_only", "gated")}
     write_header_only(files["dev"], shapes)
+    files["distilled"] = root / "ltx-2-19b-distilled.safetensors"
+    write_header_only(files["distilled"], shapes)
     # Lightricks' fp8 file: the blocks' matrices in fp8, a float32 scale (and input scale) each
     blocks = [k for k, s in shapes.items() if ".transformer_blocks." in k and k.endswith(".weight")]
     blocks = [k for k in blocks if len(shapes[k]) == 2]
@@ -165,6 +167,20 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
     assert resolved.vae.detection.config["latent_channels"] == 128
     assert sorted(resolved.extras) == ["audio_vae", "connectors", "vocoder"]
     gemma_file = (str(real_files["gemma"]),)
+    # the distilled file: the same shapes, named so; random:ltx-2-distilled's scheduler
+    distilled = resolve(SingleFiles((str(real_files["distilled"]),), gemma_file))
+    found = distilled.dits["transformer"].detection
+    assert (found.variant, found.config) == (
+        "ltx-2-distilled",
+        resolved.dits["transformer"].detection.config,
+    )
+    assert "8 steps at diffusers' DISTILLED_SIGMA_VALUES without CFG" in found.reasons[-2]
+    assert distilled.preset.name == "random:ltx-2-distilled"
+    spec = random_preset_spec("random:ltx-2-distilled")
+    scheduler = spec["components"].pop("scheduler")["config"]
+    dev_scheduler = SPEC["scheduler"]["config"]
+    assert spec["components"] == {k: v for k, v in SPEC.items() if k != "scheduler"}
+    assert scheduler == dev_scheduler | {"use_dynamic_shifting": False, "shift_terminal": None}
     with pytest.raises(ValueError, match=r"dit_only.safetensors holds LTX-2's DiT but no "
                        r"connectors, vae, audio_vae, vocoder"):  # fmt: skip
         resolve(SingleFiles((str(real_files["dit_only"]),), gemma_file))
@@ -247,6 +263,98 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     rows = dit_row_map(part.header, part.detection)
     for name, value in model.state_dict().items():  # one segment each: a rename
         assert torch.equal(value.reshape(held[rows[name][0].key].shape), held[rows[name][0].key])
+
+
+def test_distilled_file_runs_its_own_schedule(tmp_path):
+    """A tiny-ltx2 checkpoint named distilled loads with the distilled scheduler (sigmas as
+    given) and the distilled defaults (8 steps, guidance 1, that step count only); its job with
+    no steps or guidance given runs the 8 distilled sigmas and equals `LTX2Pipeline` called as
+    diffusers' docs call the distilled model (`sigmas=DISTILLED_SIGMA_VALUES`, guidance 1,
+    the scheduler without dynamic shifting), latents byte for byte. The dev file's pipeline
+    keeps the dev schedule and defaults."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, LTX2Pipeline
+    from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
+
+    from paradit.backend.models.families import family_of
+    from paradit.backend.request import JobRequest
+
+    tiny = build_preset("tiny-ltx2")
+    gemma = tmp_path / "gemma_3_12B_it.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+    pipes = {}
+    for name in ("dev", "distilled"):
+        checkpoint = tmp_path / f"ltx-2-19b-{name}.safetensors"
+        save_file(ltx2_checkpoint(tiny), str(checkpoint))
+        pipes[name] = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    assert recognise(str(checkpoint)).detection.variant == "tiny-ltx2-distilled"
+    dev, distilled = pipes["dev"], pipes["distilled"]
+    assert dev.scheduler.config.use_dynamic_shifting and dev.scheduler.config.shift_terminal == 0.1
+    limits = family_of(dev).limits(dev, tiny=True)
+    assert (limits.default_steps, limits.default_guidance, limits.sigmas) == (4, 4.0, ())
+    family = family_of(distilled)
+    limits = family.limits(distilled, tiny=True)
+    assert (limits.default_steps, limits.default_guidance) == (8, 1.0)
+    assert (limits.min_steps, limits.max_steps, limits.sigmas) == (
+        8,
+        8,
+        tuple(DISTILLED_SIGMA_VALUES),
+    )
+    body = {"prompt": "a fox in the snow", "width": 64, "height": 64, "num_frames": 9, "seed": 5}
+    for steps in (4, 30):
+        with pytest.raises(
+            ValueError, match=rf"must be 8 for this model: .*8-step sigma schedule.*got {steps}"
+        ):
+            JobRequest.from_body({**body, "num_inference_steps": steps}, limits)
+    request = JobRequest.from_body(body, limits)  # the distilled defaults
+    assert not request.uses_cfg
+    sigmas = []
+    reference = LTX2Pipeline(
+        **{
+            **tiny.components,
+            "scheduler": FlowMatchEulerDiscreteScheduler.from_config(
+                tiny.scheduler.config, use_dynamic_shifting=False, shift_terminal=None
+            ),
+        }
+    )
+    outputs = []
+    for pipe in (distilled, reference):
+        align_cpu_weights(pipe)
+        pipe.set_progress_bar_config(disable=True)
+    with torch.no_grad():
+        kwargs = family.prepare(distilled, request, family.encode(distilled, request, "cpu"))
+        outputs.append(
+            family.pipeline_for_job(distilled, request)(
+                **kwargs,
+                generator=torch.Generator().manual_seed(request.seed),
+                output_type="latent",
+                return_dict=False,
+                callback_on_step_end=lambda p, *_: sigmas.append(p.scheduler.sigmas) or {},
+            )
+        )
+        outputs.append(
+            reference(
+                prompt=body["prompt"],
+                height=64,
+                width=64,
+                num_frames=9,
+                frame_rate=24.0,
+                num_inference_steps=8,
+                sigmas=DISTILLED_SIGMA_VALUES,
+                guidance_scale=1.0,
+                audio_guidance_scale=1.0,
+                use_cross_timestep=False,
+                max_sequence_length=32,
+                generator=torch.Generator().manual_seed(5),
+                output_type="latent",
+                return_dict=False,
+                **PLAIN_CFG,
+            )
+        )
+    assert len(sigmas) == 8
+    assert sigmas[0].tolist() == torch.tensor([*DISTILLED_SIGMA_VALUES, 0.0]).tolist()
+    (video, audio), (their_video, their_audio) = outputs
+    assert torch.equal(video, their_video) and torch.equal(audio, their_audio)
+    assert video.std() > 0 and audio.std() > 0
 
 
 def _rename_scales(path) -> None:

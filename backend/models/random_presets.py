@@ -43,6 +43,9 @@ and speed figures meaningful where no weights can be downloaded.
                                layers)
     random:ltx-2-i2v           Lightricks/LTX-2 as image-to-video (LTX2ImageToVideoPipeline:
                                random:ltx-2's components, the same checkpoint)
+    random:ltx-2-distilled     Lightricks/LTX-2's distilled checkpoint (ltx-2-19b-distilled:
+                               random:ltx-2's shapes; its scheduler takes the sigmas as given,
+                               so it runs its own 8-step schedule without CFG, families/ltx2.py)
     random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
                                steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
                                Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
@@ -128,6 +131,7 @@ RANDOM_PRESETS: dict[str, str] = {
     "random:flux.2-dev": "flux.2-dev.json",
     "random:ltx-2": "ltx-2.json",
     "random:ltx-2-i2v": "ltx-2-i2v.json",
+    "random:ltx-2-distilled": "ltx-2-distilled.json",
     "random:flux.2-klein-4b": "flux.2-klein-4b.json",
     "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
     "random:flux.2-klein-9b": "flux.2-klein-9b.json",

@@ -20,6 +20,16 @@ What differs from the other video families:
   its VAE and vocoder are small (0.11B parameters against the video VAE's 1.22B, on 25
   latent frames a second), and a split would add collectives for little.
 
+The distilled model (`ltx-2-19b-distilled*.safetensors`, `random:ltx-2-distilled`) has the dev
+model's shapes and runs on its own schedule: 8 steps at the sigmas it was distilled for
+(diffusers' `DISTILLED_SIGMA_VALUES`, Lightricks' `ltx_pipelines.distilled`) taken as given,
+without CFG (guidance 1). Its pipeline says so in its scheduler: no token-dependent shift and
+no terminal stretch (`DISTILLED_SCHEDULER`, what diffusers' LTX-2 converter writes for the
+distilled checkpoint and its docs swap in to run sigmas "as is"). Its limits fix the step
+count at the table's length (`Limits.sigmas`): another count is refused, not resampled, as
+the model saw no other noise levels and Lightricks' distilled pipeline takes no step count.
+A request may still give guidance above 1 (CFG on the same schedule).
+
 Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
 video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
 timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
@@ -71,6 +81,22 @@ PLAIN_CFG = {
 }
 """The pipeline's other guidance terms, off: spatio-temporal and modality-isolation guidance
 would each add a DiT call per step, and the guidance rescale is LTX-2.3's."""
+DISTILLED_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
+"""The distilled model's scheduler settings over the dev model's FlowMatch Euler: the sigmas
+run as given (diffusers' `convert_ltx2_to_diffusers` writes these for a distilled checkpoint)."""
+DISTILLED_GUIDANCE = 1.0
+
+
+def distilled_sigmas() -> tuple[float, ...]:
+    """The distilled model's 8 sigmas (the scheduler appends the final 0)."""
+    from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
+
+    return tuple(DISTILLED_SIGMA_VALUES)
+
+
+def is_distilled(pipe: Any) -> bool:
+    """Whether `pipe` holds the distilled model: its scheduler takes the sigmas as given."""
+    return pipe.scheduler.config.get("use_dynamic_shifting") is False
 
 
 class LTX2(Family):
@@ -80,6 +106,12 @@ class LTX2(Family):
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer_spatial_patch_size)
         multiple = int(pipe.vae_spatial_compression_ratio) * patch
+        steps, guidance = 4 if tiny else DEFAULT_STEPS, DEFAULT_GUIDANCE
+        schedule: dict[str, Any] = {}
+        if is_distilled(pipe):  # its own schedule, whatever the size: see the module's docstring
+            sigmas = distilled_sigmas()
+            steps, guidance = len(sigmas), DISTILLED_GUIDANCE
+            schedule = {"sigmas": sigmas, "min_steps": steps, "max_steps": steps}
         return Limits(
             task=self.task,
             size_multiple=multiple,
@@ -90,11 +122,12 @@ class LTX2(Family):
             default_width=64 if tiny else DEFAULT_WIDTH,
             default_height=64 if tiny else DEFAULT_HEIGHT,
             default_frames=9 if tiny else DEFAULT_FRAMES,
-            default_steps=4 if tiny else DEFAULT_STEPS,
-            default_guidance=DEFAULT_GUIDANCE,
+            default_steps=steps,
+            default_guidance=guidance,
             fps=FPS,
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
+            **schedule,
         )
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
@@ -138,6 +171,7 @@ class LTX2(Family):
             "num_frames": request.num_frames,
             "frame_rate": float(FPS),
             "num_inference_steps": request.num_inference_steps,
+            **({"sigmas": list(distilled_sigmas())} if is_distilled(pipe) else {}),
             "guidance_scale": guidance,
             "audio_guidance_scale": guidance,
             **PLAIN_CFG,

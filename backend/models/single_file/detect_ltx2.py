@@ -13,8 +13,8 @@ the vocoder under `vocoder.` (ltx2.py maps each to diffusers' component).
 
 What a header cannot show: the head widths (128 for the video stream and 64 for the audio
 stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
-distilled (the same shapes: the file name tells, and only the reasons say so; a distilled
-file runs with the dev model's schedule).
+distilled (the same shapes: the file name tells; a distilled file's variant is
+`ltx-2-distilled`, which runs on its own 8-step schedule, families/ltx2.py).
 """
 
 from __future__ import annotations
@@ -93,17 +93,16 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         f"{config['num_layers']} layers, {config['in_channels']} latent channels, text width "
         f"{config['caption_channels']}"
     )
-    if "distilled" in header.name.lower():
+    distilled = "distilled" in header.name.lower()
+    if distilled:
         reasons.append(
-            "distilled (the file name says so; the header cannot): it runs as the dev model "
-            "does, with LTX2Pipeline's schedule at the steps and guidance given (defaults 40 "
-            "and 4); its own 8-step schedule (diffusers' DISTILLED_SIGMA_VALUES) is not "
-            "applied yet: give --steps 8 --guidance 1 for a short run"
+            "distilled (the file name says so; the header cannot): runs its own schedule, "
+            "8 steps at diffusers' DISTILLED_SIGMA_VALUES without CFG (guidance 1)"
         )
     found = bundle(header, prefix) if original else ()
     if found:
         reasons.append("checkpoint: also holds " + ", ".join(found))
-    variant = "tiny-ltx2" if tiny else "ltx-2"
+    variant = ("tiny-ltx2" if tiny else "ltx-2") + ("-distilled" if distilled else "")
     return Detection(
         "transformer", LTX2, variant, layout, prefix, config, tuple(reasons), bundled=found
     )

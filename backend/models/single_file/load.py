@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..families.ltx2 import DISTILLED_SCHEDULER
 from .components import (
     clip_image_processor,
     encoder_model,
@@ -83,6 +85,9 @@ class Preset:
     vision: bool = False
     """Qwen-Image-Edit: the Qwen2.5-VL text encoder is built with its vision tower, and a
     processor hands it the input images (qwen_image_edit.py)."""
+    scheduler: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Scheduler settings over the preset's, for a model that differs from it only there
+    (a tiny LTX-2 file named distilled: families.ltx2.DISTILLED_SCHEDULER)."""
 
     def __post_init__(self) -> None:
         if not (self.name or self.pair_preset):
@@ -192,6 +197,11 @@ _PRESETS = {
     # text model is the text encoder (the pipeline reads every hidden state it gives)
     "tiny-ltx2": Preset("tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
     "ltx-2": Preset("random:ltx-2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+    # the distilled model: the same shapes and parts, its own schedule (families/ltx2.py)
+    "tiny-ltx2-distilled": Preset(
+        "tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE, scheduler=DISTILLED_SCHEDULER
+    ),
+    "ltx-2-distilled": Preset("random:ltx-2-distilled", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
 }
 BUNDLING_FAMILIES = ("flux", "ltx2")
 """Families whose checkpoints may hold their other parts (ComfyUI's `models/checkpoints`)."""
@@ -668,6 +678,9 @@ def build_pipeline(
     first = next(iter(resolved.dits.values())).detection
     if first.family == "hunyuanvideo1.5":  # the 720p models' shift differs from the preset's
         parts["scheduler"] = _hunyuan15_scheduler(reference.scheduler, first)
+    if preset.scheduler:
+        scheduler = reference.scheduler
+        parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
     # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
     settings = {k: reference.config[k] for k in _PIPELINE_SETTINGS if k in reference.config}
     if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
