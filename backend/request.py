@@ -463,7 +463,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "num_inference_steps",
         "int",
-        "Denoising steps, at most the model's max_steps (at least its min_steps: Qwen-Image 2).",
+        "Denoising steps, at most the model's max_steps (at least its min_steps: Qwen-Image "
+        "2); a model with its own sigma schedule takes exactly its length (LTX-2 distilled: 8).",
         4,
         "default_steps",
         low=1,

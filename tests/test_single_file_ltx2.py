@@ -17,11 +17,16 @@ VAEs, its own names for the vocoder and the connectors).
 - The tiny preset's weights in those layouts load to exactly the preset's components and make
   its video and its audio byte for byte; `paradit models DIR` lists both files; an fp8 DiT in
   Lightricks' names reads to the values the file holds.
+- A file named distilled (`ltx-2-19b-distilled`: the dev model's shapes) is `ltx-2-distilled`
+  on `random:ltx-2-distilled` (random:ltx-2's components, its scheduler without dynamic
+  shifting); the tiny one's job, with no steps or guidance given, runs the 8 distilled sigmas
+  and equals `LTX2Pipeline` called with `sigmas=DISTILLED_SIGMA_VALUES` byte for byte; other
+  step counts are refused; the dev file keeps the dev schedule and defaults.
 - A Gemma file's SentencePiece model makes a Gemma tokenizer that cuts text as SentencePiece
   does, with `<bos>` first and the chat markers whole; a Gemma file without one takes
   `Lightricks/LTX-2`'s tokenizer from the hub cache, offline, or is refused naming where.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 9 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from comfy_files import (
 )
 from safetensors.torch import save_file
 
+from paradit.backend.models.families import family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
@@ -209,6 +215,10 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
     pipe = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
     assert type(pipe) is type(tiny)
+    # the dev file keeps the dev schedule (the token-dependent shift) and defaults
+    assert pipe.scheduler.config.use_dynamic_shifting and pipe.scheduler.config.shift_terminal
+    limits = family_of(pipe).limits(pipe, tiny=True)
+    assert (limits.default_steps, limits.default_guidance, limits.sigmas) == (4, 4.0, ())
     for name in (*COMPONENTS, "text_encoder"):
         ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
         assert set(ours) == set(theirs), name
@@ -270,27 +280,20 @@ def test_distilled_file_runs_its_own_schedule(tmp_path):
     given) and the distilled defaults (8 steps, guidance 1, that step count only); its job with
     no steps or guidance given runs the 8 distilled sigmas and equals `LTX2Pipeline` called as
     diffusers' docs call the distilled model (`sigmas=DISTILLED_SIGMA_VALUES`, guidance 1,
-    the scheduler without dynamic shifting), latents byte for byte. The dev file's pipeline
-    keeps the dev schedule and defaults."""
+    the scheduler without dynamic shifting), latents byte for byte (the dev file keeps the
+    dev schedule: test_tiny_checkpoint_makes_the_presets_video_and_audio)."""
     from diffusers import FlowMatchEulerDiscreteScheduler, LTX2Pipeline
     from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
 
-    from paradit.backend.models.families import family_of
     from paradit.backend.request import JobRequest
 
     tiny = build_preset("tiny-ltx2")
     gemma = tmp_path / "gemma_3_12B_it.safetensors"
     save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
-    pipes = {}
-    for name in ("dev", "distilled"):
-        checkpoint = tmp_path / f"ltx-2-19b-{name}.safetensors"
-        save_file(ltx2_checkpoint(tiny), str(checkpoint))
-        pipes[name] = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    checkpoint = tmp_path / "ltx-2-19b-distilled.safetensors"
+    save_file(ltx2_checkpoint(tiny), str(checkpoint))
     assert recognise(str(checkpoint)).detection.variant == "tiny-ltx2-distilled"
-    dev, distilled = pipes["dev"], pipes["distilled"]
-    assert dev.scheduler.config.use_dynamic_shifting and dev.scheduler.config.shift_terminal == 0.1
-    limits = family_of(dev).limits(dev, tiny=True)
-    assert (limits.default_steps, limits.default_guidance, limits.sigmas) == (4, 4.0, ())
+    distilled = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
     family = family_of(distilled)
     limits = family.limits(distilled, tiny=True)
     assert (limits.default_steps, limits.default_guidance) == (8, 1.0)
