@@ -174,6 +174,25 @@ class WarmBackend(LocalBackend):
         return proc, open(read_end, encoding="utf-8", errors="replace")  # noqa: SIM115
 
 
+@pytest.fixture
+def warm_local_backends(backends, monkeypatch) -> type[LocalBackend]:
+    """Every `LocalBackend` the product starts during the test is forked from this worker's
+    zygote (`WarmBackend`): the same `paradit serve`, without its 8 CPU-seconds of imports.
+    For tests of what a command does with the backends it starts (the bench's rows, the
+    ComfyUI pool), not of start-up itself (those start fresh interpreters). Returns the class,
+    for code that took `LocalBackend` before the test began (a default argument)."""
+    from paradit.backend.client import local
+
+    zygote = backends.zygote()
+
+    class FromZygote(WarmBackend):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(zygote, *args, **kwargs)
+
+    monkeypatch.setattr(local, "LocalBackend", FromZygote)
+    return FromZygote
+
+
 POOL = pytest.StashKey[Backends]()
 COST = re.compile(r"^Cost: about (\d+) s\b", re.MULTILINE)
 

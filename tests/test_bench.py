@@ -43,7 +43,7 @@ def _check_schema(data: dict) -> None:
     assert all(k.isdigit() and isinstance(v, int) and v > 0 for k, v in params.items())
 
 
-def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path):
+def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path, warm_local_backends):
     json_path, out = tmp_path / "result.json", tmp_path / "out"
     assert run_bench(quick=True, json_path=str(json_path), out_dir=str(out), workload=SMOKE) == 0
     data = json.loads(json_path.read_text())
@@ -103,7 +103,7 @@ def test_bench_refuses_unknown_rows(tmp_path: Path):
 
 
 @pytest.mark.timeout(600)
-def test_bench_throughput_row_end_to_end(tmp_path: Path):
+def test_bench_throughput_row_end_to_end(tmp_path: Path, warm_local_backends):
     """The row runs real 1-rank and 2-replica backends; its numbers are not checked."""
     out = tmp_path / "out"
     code = run_bench(
