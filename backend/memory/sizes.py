@@ -168,16 +168,7 @@ class ModelSizes:
         frame_axis = video or type(self.vae).__name__ in FRAME_AXIS_VAES
         z_shape = (1, channels, dry, *latent) if frame_axis else (1, channels, *latent)
 
-        def run() -> Any:
-            z = torch.empty(z_shape, dtype=self.vae_dtype, device="meta")
-            return self.vae.decode(z, return_dict=False)[0]
-
-        switch = self.vae.enable_tiling if tiled else self.vae.disable_tiling
-        switch()
-        try:
-            peak = peak_bytes(run)
-        finally:
-            self.vae.disable_tiling()
+        peak = self._dry_decode(z_shape, tiled)
         # the output (and its copies while tiles and frames are joined) grows beyond the dry run
         full = frames * shape.height * shape.width
         grown = full - dry * dry_height * dry_width
@@ -186,6 +177,25 @@ class ModelSizes:
             out_frames = self.temporal if video else 1
             peak += grown * 3 * out_frames * element * OUTPUT_COPIES[tiled]
         return peak
+
+    def _dry_decode(self, z_shape: tuple[int, ...], tiled: bool) -> int:
+        """The decode dry run's peak on latents of `z_shape`. Kept by the latents' shape, not
+        the job's: every job larger than 3 x 3 tiles runs the same tiled dry run, so finding
+        the largest size that fits (one plan per candidate size) runs it once, not per size."""
+        key = ("vae-dry", z_shape, tiled)
+        if key not in self._cache:
+
+            def run() -> Any:
+                z = torch.empty(z_shape, dtype=self.vae_dtype, device="meta")
+                return self.vae.decode(z, return_dict=False)[0]
+
+            switch = self.vae.enable_tiling if tiled else self.vae.disable_tiling
+            switch()
+            try:
+                self._cache[key] = peak_bytes(run)
+            finally:
+                self.vae.disable_tiling()
+        return self._cache[key]
 
 
 def _numel(module: torch.nn.Module) -> int:
