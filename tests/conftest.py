@@ -178,10 +178,11 @@ class WarmBackend(LocalBackend):
 def warm_local_backends(backends, monkeypatch) -> type[LocalBackend]:
     """Every `LocalBackend` the product starts during the test is forked from this worker's
     zygote (`WarmBackend`): the same `paradit serve`, without its 8 CPU-seconds of imports.
-    For tests of what a command does with the backends it starts (the bench's rows, the
-    ComfyUI pool), not of start-up itself (those start fresh interpreters). Returns the class,
-    for code that took `LocalBackend` before the test began (a default argument)."""
-    from paradit.backend.client import local
+    For tests of what a command does with the backends it starts (the bench's rows, `paradit
+    verify` run as `cli.main`, the ComfyUI pool), not of start-up itself (those start fresh
+    interpreters). Returns the class, for code that took `LocalBackend` before the test began
+    (a default argument)."""
+    from paradit.backend.client import connect, local
 
     zygote = backends.zygote()
 
@@ -189,7 +190,8 @@ def warm_local_backends(backends, monkeypatch) -> type[LocalBackend]:
         def __init__(self, *args: Any, **kwargs: Any):
             super().__init__(zygote, *args, **kwargs)
 
-    monkeypatch.setattr(local, "LocalBackend", FromZygote)
+    for module in (local, connect):  # connect.py (the CLI's own backends) imported the name
+        monkeypatch.setattr(module, "LocalBackend", FromZygote)
     return FromZygote
 
 

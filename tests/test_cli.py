@@ -297,11 +297,11 @@ def test_plan_reports_degrees_and_memory(backends):
         "--gpu-memory",
         "0.001",
         "--width",
-        "832",
+        "64",
         "--height",
-        "480",
+        "64",
         "--frames",
-        "81",
+        "5",
         env=ENV,
     )
     assert tight.returncode == 3 and "does NOT fit" in tight.stdout

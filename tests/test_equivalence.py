@@ -272,29 +272,43 @@ FAILING_CASE = [  # once differed by 1/255 in 4 of 26,880 values on an AMD EPYC 
 ]  # fmt: skip
 
 
-def paradit_verify(
-    *args: str, env: dict[str, str] | None = None, backends=None
-) -> tuple[int, dict, str]:
-    """`paradit verify --device cpu <args>`: forked from the worker's zygote with `backends`
-    (the command minus its imports; the groups it starts are fresh), else a fresh one."""
+def paradit_verify(*args: str) -> tuple[int, dict, str]:
+    """`paradit verify --device cpu <args>` in a fresh interpreter."""
     command = ["verify", "--device", "cpu", *args]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING", **(env or {})}
-    if backends is not None:
-        result = backends.paradit(*command, env=full_env, timeout=600)
-    else:
-        result = subprocess.run(
-            [sys.executable, "-m", "paradit", *command],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=full_env,
-        )
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+    result = subprocess.run(
+        [sys.executable, "-m", "paradit", *command],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=full_env,
+    )
     report = json.loads(result.stdout) if result.stdout.strip() else {}
     return result.returncode, report, result.stderr
 
 
-def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, backends):
-    code, report, stderr = paradit_verify(*FAILING_CASE, "--out", str(tmp_path), backends=backends)
+@pytest.fixture
+def verify_warm(warm_local_backends, capsys, monkeypatch):
+    """`paradit verify --device cpu <args>` as `cli.main` in this worker, with `env` added to
+    the environment its groups start with; the groups are the real `paradit serve`, forked
+    from the worker's zygote (`warm_local_backends`) instead of fresh interpreters (the
+    command's own imports are this worker's). Returns (exit code, report, stderr)."""
+    from paradit.backend.tools.cli import main
+
+    def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+        added = {"OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING", **(env or {})}
+        for key, value in added.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(["verify", "--device", "cpu", *args])
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if out.strip() else {}, err
+
+    return run
+
+
+def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, verify_warm):
+    code, report, stderr = verify_warm(*FAILING_CASE, "--out", str(tmp_path))
     assert code == 0, stderr
     assert report["verdict"] in (IDENTICAL, WITHIN_ROUNDING), report
     assert report["thresholds"] == FLOAT32.to_dict() and report["dtype"] == "float32"
@@ -312,9 +326,9 @@ def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, backends):
         assert np.load(kept / "latents.npy").dtype == np.float32
 
 
-def test_verify_cli_exits_1_on_a_broken_plan(backends):
+def test_verify_cli_exits_1_on_a_broken_plan(verify_warm):
     args = ["--model", "tiny-flux", "--world-size", "2", "--prompt", "a cat", "--guidance", "4"]
-    code, report, stderr = paradit_verify(*args, env={BREAK: "cfg-swap"}, backends=backends)
+    code, report, stderr = verify_warm(*args, env={BREAK: "cfg-swap"})
     assert code == 1, stderr
     assert report["verdict"] == DIFFERENT and report["reasons"], report
     assert report["runs"][1]["plan"]["cfg_degree"] == 2
