@@ -195,6 +195,26 @@ def warm_local_backends(backends, monkeypatch) -> type[LocalBackend]:
     return FromZygote
 
 
+@pytest.fixture
+def paradit_warm(warm_local_backends, capsys, monkeypatch):
+    """`paradit <args>` as `cli.main` in this worker, `env` added to the environment (so to
+    the groups it starts): as `subprocess.run(..., capture_output=True, text=True)` returns
+    it. The groups the command starts are the real `paradit serve`, forked from the worker's
+    zygote (`warm_local_backends`); the command's own imports are the worker's. For commands
+    whose files, exit code or report a test checks, not what a fresh interpreter prints."""
+    from paradit.backend.tools.cli import main
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        for key, value in {"OMP_NUM_THREADS": "1", **(env or {})}.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["paradit", *args], code, out, err)
+
+    return run
+
+
 POOL = pytest.StashKey[Backends]()
 COST = re.compile(r"^Cost: about (\d+) s\b", re.MULTILINE)
 

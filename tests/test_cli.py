@@ -38,9 +38,9 @@ def _layout(out: Path, frames: int) -> list[bytes]:
     return [(out / "frames" / n).read_bytes() for n in names]
 
 
-def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends):
+def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends, paradit_warm):
     out = tmp_path / "own"
-    result = backends.paradit(
+    result = paradit_warm(  # in the worker: the group it starts is forked from the zygote
         "generate",
         "a red fox",
         "--model",

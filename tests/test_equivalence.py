@@ -287,28 +287,21 @@ def paradit_verify(*args: str) -> tuple[int, dict, str]:
     return result.returncode, report, result.stderr
 
 
-@pytest.fixture
-def verify_warm(warm_local_backends, capsys, monkeypatch):
-    """`paradit verify --device cpu <args>` as `cli.main` in this worker, with `env` added to
-    the environment its groups start with; the groups are the real `paradit serve`, forked
-    from the worker's zygote (`warm_local_backends`) instead of fresh interpreters (the
-    command's own imports are this worker's). Returns (exit code, report, stderr)."""
-    from paradit.backend.tools.cli import main
-
-    def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
-        added = {"OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING", **(env or {})}
-        for key, value in added.items():
-            monkeypatch.setenv(key, value)
-        capsys.readouterr()
-        code = main(["verify", "--device", "cpu", *args])
-        out, err = capsys.readouterr()
-        return code, json.loads(out) if out.strip() else {}, err
-
-    return run
+def verify_warm(paradit_warm, *args: str, env: dict[str, str] | None = None):
+    """`paradit verify --device cpu <args>` in this worker, its groups forked from the
+    zygote (conftest `paradit_warm`): (exit code, report, stderr)."""
+    result = paradit_warm(
+        "verify", "--device", "cpu", *args, env={"PARADIT_LOG": "WARNING", **(env or {})}
+    )
+    return (
+        result.returncode,
+        json.loads(result.stdout) if result.stdout.strip() else {},
+        result.stderr,
+    )
 
 
-def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, verify_warm):
-    code, report, stderr = verify_warm(*FAILING_CASE, "--out", str(tmp_path))
+def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, paradit_warm):
+    code, report, stderr = verify_warm(paradit_warm, *FAILING_CASE, "--out", str(tmp_path))
     assert code == 0, stderr
     assert report["verdict"] in (IDENTICAL, WITHIN_ROUNDING), report
     assert report["thresholds"] == FLOAT32.to_dict() and report["dtype"] == "float32"
@@ -326,9 +319,9 @@ def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, verify_warm):
         assert np.load(kept / "latents.npy").dtype == np.float32
 
 
-def test_verify_cli_exits_1_on_a_broken_plan(verify_warm):
+def test_verify_cli_exits_1_on_a_broken_plan(paradit_warm):
     args = ["--model", "tiny-flux", "--world-size", "2", "--prompt", "a cat", "--guidance", "4"]
-    code, report, stderr = verify_warm(*args, env={BREAK: "cfg-swap"})
+    code, report, stderr = verify_warm(paradit_warm, *args, env={BREAK: "cfg-swap"})
     assert code == 1, stderr
     assert report["verdict"] == DIFFERENT and report["reasons"], report
     assert report["runs"][1]["plan"]["cfg_degree"] == 2
