@@ -163,6 +163,39 @@ def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux", "tiny-flux2", "tiny-cogvideox"])
+def test_one_block_dry_run_peaks_as_the_whole_forward(model):
+    """Where the activations' dry run keeps one block of each block list (ONE_BLOCK_EXACT),
+    its peak is the whole forward's, byte for byte (the tiny presets have 2 blocks a list),
+    and the DiT gets its blocks back."""
+    import torch
+
+    from paradit.backend.memory.dryrun import peak_bytes
+    from paradit.backend.memory.sizes import (
+        ONE_BLOCK_EXACT,
+        _dit_forward,
+        meta_pipeline,
+        sizes_of_pipeline,
+    )
+    from paradit.backend.models.families import family_for
+
+    pipe = meta_pipeline(model)
+    sizes = sizes_of_pipeline(pipe, family_for(type(pipe).__name__), torch.float32)
+    assert type(sizes.dit).__name__ in ONE_BLOCK_EXACT
+    lengths = {
+        n: len(c) for n, c in sizes.dit.named_children() if isinstance(c, torch.nn.ModuleList)
+    }
+    assert max(lengths.values()) > 1, lengths
+    shape = JobShape(64, 48, 5 if sizes.temporal > 1 else 1, batch=2)
+    for degree in (1, 2):
+        whole = peak_bytes(lambda degree=degree: _dit_forward(sizes, shape, degree))
+        assert sizes.activations(shape, degree) == whole, degree
+    assert lengths == {
+        n: len(c) for n, c in sizes.dit.named_children() if isinstance(c, torch.nn.ModuleList)
+    }
+
+
+@pytest.mark.fast
 def test_memory_settings_say_the_rule():
     with pytest.raises(ValueError, match="--offload must be one of auto, none"):
         MemorySettings(offload="disk")

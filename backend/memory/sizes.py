@@ -203,12 +203,19 @@ class ModelSizes:
         return self._cache[key]
 
 
-ONE_BLOCK_EXACT = ("Wan", "Flux", "CogVideoX")
-"""DiTs (class name prefixes; Flux covers FLUX.2) whose blocks of one list all peak alike:
-their dry run keeps the first block of each list, 15-30x faster, the same peak to the byte
-(checked against the whole forward for Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein,
-CogVideoX 5B and 1.5 at 832x480 and 1024x768, with and without sequence parallel). Not
-Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one block's."""
+ONE_BLOCK_EXACT = frozenset(
+    {
+        "WanTransformer3DModel",
+        "FluxTransformer2DModel",
+        "Flux2Transformer2DModel",
+        "CogVideoXTransformer3DModel",
+    }
+)
+"""DiTs whose blocks of one list all peak alike: their dry run keeps the first block of
+each list, 15-30x faster, the same peak to the byte (checked against the whole forward for
+Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and 1024x768,
+with and without sequence parallel; tests/test_memory_plan.py checks it on the tiny presets).
+Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one block's."""
 
 
 @contextlib.contextmanager
@@ -216,7 +223,7 @@ def _first_blocks(sizes: ModelSizes) -> Iterator[None]:
     """The meta DiT with its top-level block lists cut to their first block, where that is
     exact (`ONE_BLOCK_EXACT`)."""
     dit = sizes.dit
-    if not type(dit).__name__.startswith(ONE_BLOCK_EXACT):
+    if type(dit).__name__ not in ONE_BLOCK_EXACT:
         yield
         return
     _ = sizes.block_bytes, sizes.largest_leaf_bytes  # the whole DiT's, kept before the cut
