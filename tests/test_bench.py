@@ -1,11 +1,11 @@
 """`paradit bench` runs and reports what it promises; its numbers are not checked here.
 
-The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo) with the
-small SMOKE workload; the image row's test runs its interleaving on two pool backends
-(64x64, 2 steps); the others check the run plan, the CLI routing and the report's arithmetic
-on made-up results.
+The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo, forked
+from the worker's zygote: conftest `warm_local_backends`) with the small SMOKE workload; the
+image row's test runs its interleaving on two pool backends (64x64, 2 steps); the others check
+the run plan, the CLI routing and the report's arithmetic on made-up results.
 
-Cost: about 84 s (in the suite's two-worker run on 2 cores).
+Cost: about 30 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
