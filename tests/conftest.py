@@ -174,6 +174,47 @@ class WarmBackend(LocalBackend):
         return proc, open(read_end, encoding="utf-8", errors="replace")  # noqa: SIM115
 
 
+@pytest.fixture
+def warm_local_backends(backends, monkeypatch) -> type[LocalBackend]:
+    """Every `LocalBackend` the product starts during the test is forked from this worker's
+    zygote (`WarmBackend`): the same `paradit serve`, without its 8 CPU-seconds of imports.
+    For tests of what a command does with the backends it starts (the bench's rows, `paradit
+    verify` run as `cli.main`, the ComfyUI pool), not of start-up itself (those start fresh
+    interpreters). Returns the class, for code that took `LocalBackend` before the test began
+    (a default argument)."""
+    from paradit.backend.client import connect, local
+
+    zygote = backends.zygote()
+
+    class FromZygote(WarmBackend):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(zygote, *args, **kwargs)
+
+    for module in (local, connect):  # connect.py (the CLI's own backends) imported the name
+        monkeypatch.setattr(module, "LocalBackend", FromZygote)
+    return FromZygote
+
+
+@pytest.fixture
+def paradit_warm(warm_local_backends, capsys, monkeypatch):
+    """`paradit <args>` as `cli.main` in this worker, `env` added to the environment (so to
+    the groups it starts): as `subprocess.run(..., capture_output=True, text=True)` returns
+    it. The groups the command starts are the real `paradit serve`, forked from the worker's
+    zygote (`warm_local_backends`); the command's own imports are the worker's. For commands
+    whose files, exit code or report a test checks, not what a fresh interpreter prints."""
+    from paradit.backend.tools.cli import main
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        for key, value in {"OMP_NUM_THREADS": "1", **(env or {})}.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["paradit", *args], code, out, err)
+
+    return run
+
+
 POOL = pytest.StashKey[Backends]()
 COST = re.compile(r"^Cost: about (\d+) s\b", re.MULTILINE)
 

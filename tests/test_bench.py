@@ -1,11 +1,11 @@
 """`paradit bench` runs and reports what it promises; its numbers are not checked here.
 
-The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo) with the
-small SMOKE workload; the image row's test runs its interleaving on two pool backends
-(64x64, 2 steps); the others check the run plan, the CLI routing and the report's arithmetic
-on made-up results.
+The end-to-end test runs the real benchmark (real `paradit serve` groups on CPU/gloo, forked
+from the worker's zygote: conftest `warm_local_backends`) with the small SMOKE workload; the
+image row's test runs its interleaving on two pool backends (64x64, 2 steps); the others check
+the run plan, the CLI routing and the report's arithmetic on made-up results.
 
-Cost: about 84 s (in the suite's two-worker run on 2 cores).
+Cost: about 30 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _check_schema(data: dict) -> None:
     assert all(k.isdigit() and isinstance(v, int) and v > 0 for k, v in params.items())
 
 
-def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path):
+def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path, warm_local_backends):
     json_path, out = tmp_path / "result.json", tmp_path / "out"
     assert run_bench(quick=True, json_path=str(json_path), out_dir=str(out), workload=SMOKE) == 0
     data = json.loads(json_path.read_text())
@@ -103,7 +103,7 @@ def test_bench_refuses_unknown_rows(tmp_path: Path):
 
 
 @pytest.mark.timeout(600)
-def test_bench_throughput_row_end_to_end(tmp_path: Path):
+def test_bench_throughput_row_end_to_end(tmp_path: Path, warm_local_backends):
     """The row runs real 1-rank and 2-replica backends; its numbers are not checked."""
     out = tmp_path / "out"
     code = run_bench(

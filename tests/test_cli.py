@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 66 s (in the suite's two-worker run on 2 cores).
+Cost: about 55 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def _layout(out: Path, frames: int) -> list[bytes]:
     return [(out / "frames" / n).read_bytes() for n in names]
 
 
-def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends):
+def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends, paradit_warm):
     out = tmp_path / "own"
-    result = backends.paradit(
+    result = paradit_warm(  # in the worker: the group it starts is forked from the zygote
         "generate",
         "a red fox",
         "--model",
@@ -297,11 +297,11 @@ def test_plan_reports_degrees_and_memory(backends):
         "--gpu-memory",
         "0.001",
         "--width",
-        "832",
+        "64",
         "--height",
-        "480",
+        "64",
         "--frames",
-        "81",
+        "5",
         env=ENV,
     )
     assert tight.returncode == 3 and "does NOT fit" in tight.stdout

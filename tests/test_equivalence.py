@@ -5,7 +5,7 @@ The measure and its thresholds are `paradit verify`'s own (`paradit.backend.tool
 Byte identity is asserted only where it holds by construction on every CPU (see
 BYTE_IDENTICAL); elsewhere the verdict must not be `different`.
 
-Cost: about 90 s (in the suite's two-worker run on 2 cores).
+Cost: about 59 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -272,29 +272,36 @@ FAILING_CASE = [  # once differed by 1/255 in 4 of 26,880 values on an AMD EPYC 
 ]  # fmt: skip
 
 
-def paradit_verify(
-    *args: str, env: dict[str, str] | None = None, backends=None
-) -> tuple[int, dict, str]:
-    """`paradit verify --device cpu <args>`: forked from the worker's zygote with `backends`
-    (the command minus its imports; the groups it starts are fresh), else a fresh one."""
+def paradit_verify(*args: str) -> tuple[int, dict, str]:
+    """`paradit verify --device cpu <args>` in a fresh interpreter."""
     command = ["verify", "--device", "cpu", *args]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING", **(env or {})}
-    if backends is not None:
-        result = backends.paradit(*command, env=full_env, timeout=600)
-    else:
-        result = subprocess.run(
-            [sys.executable, "-m", "paradit", *command],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=full_env,
-        )
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+    result = subprocess.run(
+        [sys.executable, "-m", "paradit", *command],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=full_env,
+    )
     report = json.loads(result.stdout) if result.stdout.strip() else {}
     return result.returncode, report, result.stderr
 
 
-def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, backends):
-    code, report, stderr = paradit_verify(*FAILING_CASE, "--out", str(tmp_path), backends=backends)
+def verify_warm(paradit_warm, *args: str, env: dict[str, str] | None = None):
+    """`paradit verify --device cpu <args>` in this worker, its groups forked from the
+    zygote (conftest `paradit_warm`): (exit code, report, stderr)."""
+    result = paradit_warm(
+        "verify", "--device", "cpu", *args, env={"PARADIT_LOG": "WARNING", **(env or {})}
+    )
+    return (
+        result.returncode,
+        json.loads(result.stdout) if result.stdout.strip() else {},
+        result.stderr,
+    )
+
+
+def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, paradit_warm):
+    code, report, stderr = verify_warm(paradit_warm, *FAILING_CASE, "--out", str(tmp_path))
     assert code == 0, stderr
     assert report["verdict"] in (IDENTICAL, WITHIN_ROUNDING), report
     assert report["thresholds"] == FLOAT32.to_dict() and report["dtype"] == "float32"
@@ -312,9 +319,9 @@ def test_verify_cli_passes_sequence_parallel_rounding(tmp_path, backends):
         assert np.load(kept / "latents.npy").dtype == np.float32
 
 
-def test_verify_cli_exits_1_on_a_broken_plan(backends):
+def test_verify_cli_exits_1_on_a_broken_plan(paradit_warm):
     args = ["--model", "tiny-flux", "--world-size", "2", "--prompt", "a cat", "--guidance", "4"]
-    code, report, stderr = paradit_verify(*args, env={BREAK: "cfg-swap"}, backends=backends)
+    code, report, stderr = verify_warm(paradit_warm, *args, env={BREAK: "cfg-swap"})
     assert code == 1, stderr
     assert report["verdict"] == DIFFERENT and report["reasons"], report
     assert report["runs"][1]["plan"]["cfg_degree"] == 2

@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
 paths on CPU.
 
-Cost: about 46 s (in the suite's two-worker run on 2 cores).
+Cost: about 37 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -160,6 +160,39 @@ def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):
         == planner("cuda", 64, None).plan_job(shape).prediction.peak
     )
     assert on_gpus.to_dict()["lora_host_bytes"] == 2 * GIB + share
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux", "tiny-flux2", "tiny-cogvideox"])
+def test_one_block_dry_run_peaks_as_the_whole_forward(model):
+    """Where the activations' dry run keeps one block of each block list (ONE_BLOCK_EXACT),
+    its peak is the whole forward's, byte for byte (the tiny presets have 2 blocks a list),
+    and the DiT gets its blocks back."""
+    import torch
+
+    from paradit.backend.memory.dryrun import peak_bytes
+    from paradit.backend.memory.sizes import (
+        ONE_BLOCK_EXACT,
+        _dit_forward,
+        meta_pipeline,
+        sizes_of_pipeline,
+    )
+    from paradit.backend.models.families import family_for
+
+    pipe = meta_pipeline(model)
+    sizes = sizes_of_pipeline(pipe, family_for(type(pipe).__name__), torch.float32)
+    assert type(sizes.dit).__name__ in ONE_BLOCK_EXACT
+    lengths = {
+        n: len(c) for n, c in sizes.dit.named_children() if isinstance(c, torch.nn.ModuleList)
+    }
+    assert max(lengths.values()) > 1, lengths
+    shape = JobShape(64, 48, 5 if sizes.temporal > 1 else 1, batch=2)
+    for degree in (1, 2):
+        whole = peak_bytes(lambda degree=degree: _dit_forward(sizes, shape, degree))
+        assert sizes.activations(shape, degree) == whole, degree
+    assert lengths == {
+        n: len(c) for n, c in sizes.dit.named_children() if isinstance(c, torch.nn.ModuleList)
+    }
 
 
 @pytest.mark.fast

@@ -1,6 +1,6 @@
 """The ComfyUI node logic (nodes/pool.py, nodes/run.py) without ComfyUI, on real CPU backends.
 
-Cost: about 22 s (in the suite's two-worker run on 2 cores).
+Cost: about 10 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -247,8 +247,10 @@ def test_pool_start_failure_shows_the_backend_log(tmp_path):
     assert pool.local is None
 
 
-def test_pool_keeps_a_real_backend_while_inputs_are_unchanged(tmp_path):
-    pool = BackendPool(tmp_path, threads_per_rank=1, start_timeout_s=300)
+def test_pool_keeps_a_real_backend_while_inputs_are_unchanged(tmp_path, warm_local_backends):
+    pool = BackendPool(
+        tmp_path, threads_per_rank=1, start_timeout_s=300, starter=warm_local_backends
+    )
     try:
         cpu = BackendSettings(model="tiny-wan", world_size=1, device="cpu")
         handle = pool.handle(cpu)

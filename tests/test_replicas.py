@@ -4,18 +4,20 @@ Real `paradit serve` groups on CPU/gloo; a replica of one rank runs every kernel
 shapes of world size 1 and a CFG-only replica keeps them too, so those outputs (frames and,
 with --save-latents, the final latents) are compared byte for byte.
 
-Cost: about 80 s (in the suite's two-worker run on 2 cores).
+Cost: about 65 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Backends, run_job, wait_for
+from conftest import run_job, wait_for
 from test_cli import ENV
 
 BODY = {"width": 64, "height": 64, "num_inference_steps": 3}
@@ -29,12 +31,14 @@ def _frames(folder: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted((folder / "frames").iterdir())]
 
 
-def _batch(backends: Backends, out: Path, model: str, *backend: str) -> None:
-    """`paradit batch` (forked from the worker's zygote) of PROMPTS x seeds 3-4 into `out`."""
+def _batch(run: Callable[..., Any], out: Path, model: str, *backend: str) -> None:
+    """`paradit batch` of PROMPTS x seeds 3-4 into `out`, run by `run`: `Backends.paradit`
+    (forked from the worker's zygote) or conftest's `paradit_warm` (in the worker, the group
+    it starts forked from the zygote)."""
     prompts = out.parent / f"{out.name}-prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n")
     body = BODIES[model]
-    result = backends.paradit(
+    result = run(
         "batch",
         "--prompts",
         str(prompts),
@@ -61,14 +65,15 @@ FOLDERS = ["0000-seed3", "0000-seed4", "0001-seed3", "0001-seed4"]
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux"])
-def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, model):
+def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, paradit_warm, model):
     one, two = tmp_path / "one", tmp_path / "two"
-    _batch(backends, one, model, "--server", backends.get(model, 1).url)
+    _batch(backends.paradit, one, model, "--server", backends.get(model, 1).url)
     if model == "tiny-wan":  # the batch command starts its own two-replica group
         own = ("--model", model, "--world-size", "2", "--dp-degree", "2", "--device", "cpu")
-        _batch(backends, two, model, *own, "--threads", "1")
+        _batch(paradit_warm, two, model, *own, "--threads", "1")
     else:
-        _batch(backends, two, model, "--server", backends.get(model, 2, "--dp-degree", "2").url)
+        url = backends.get(model, 2, "--dp-degree", "2").url
+        _batch(backends.paradit, two, model, "--server", url)
     for out in (one, two):
         assert sorted(p.name for p in out.iterdir() if p.is_dir()) == FOLDERS
     for folder in FOLDERS:
@@ -96,11 +101,11 @@ def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, model):
 def test_batch_skips_items_already_complete(tmp_path, backends):
     url = backends.get("tiny-flux", 2, "--dp-degree", "2").url
     out = tmp_path / "out"
-    _batch(backends, out, "tiny-flux", "--server", url)
+    _batch(backends.paradit, out, "tiny-flux", "--server", url)
     ids = {f: json.loads((out / f / "job.json").read_text())["id"] for f in FOLDERS}
     frames = _frames(out / FOLDERS[2])
     (out / FOLDERS[2] / "job.json").unlink()  # an item interrupted before it completed
-    _batch(backends, out, "tiny-flux", "--server", url)
+    _batch(backends.paradit, out, "tiny-flux", "--server", url)
     again = {f: json.loads((out / f / "job.json").read_text())["id"] for f in FOLDERS}
     assert [f for f in FOLDERS if again[f] != ids[f]] == [FOLDERS[2]]
     assert _frames(out / FOLDERS[2]) == frames
