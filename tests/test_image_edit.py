@@ -14,7 +14,7 @@ pipeline stops at the latents, the VAE decodes tile by tile), judged with `parad
 measure. The parallel runs share one real gloo group of 4 (forked, one thread per rank): the
 world, then groups of its first 3 and first 2 ranks; rank 0 encodes for all, as in the engine.
 
-Cost: about 24 s (in the suite's two-worker run on 2 cores).
+Cost: about 16 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -47,7 +47,11 @@ from paradit.backend.tools.equivalence import (
 )
 
 QWEN, FLUX2, RANDOM = "tiny-qwen-image-edit", "tiny-flux2", "random:qwen-image-edit"
-TILE = 64
+# VAE tiles in sample pixels: Edit-Plus VAE-encodes each input at about 1024x1024 pixels on
+# every rank, 3 times faster in tiles of 128 than of 64 (Qwen's decode is then one tile; the
+# Qwen-Image VAE's decode split over the ranks: test_qwen_image.py); Flux.2's output, 112x64 px,
+# is 6 tiles of 64.
+TILES = {QWEN: 128, FLUX2: 64}
 
 
 def _png(width: int, height: int, seed: int) -> str:
@@ -374,16 +378,17 @@ def _items(stack: list[tuple[str, float]]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory) -> dict:
-    """World size 1, one thread: each model's edit job (image, latents, tiles), then the same
-    edit under two stacked LoRAs on the same pipeline, as a backend runs a LoRA job: what the
-    tests after it call runs on weights a LoRA job has changed and put back."""
+    """World size 1, one thread: each model's encoded text (rank 0's) and edit job (image,
+    latents, tiles), then the same edit under two stacked LoRAs on the same pipeline, as a
+    backend runs a LoRA job: what the tests after it call runs on weights a LoRA job has
+    changed and put back."""
     folder = tmp_path_factory.mktemp("edit_loras")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         outputs, pipes, patchers, with_loras, saved, encoded = {}, {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
-            pipes[name], family = preset_pipeline(name, TILE)
+            pipes[name], family = preset_pipeline(name, TILES[name])
             request = JobRequest.from_body(body, family.limits(pipes[name], tiny=True))
             with torch.no_grad():
                 tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
@@ -516,7 +521,7 @@ def _check_group(rank: int, world_size: int, outputs: dict, tensors: dict) -> No
     layout's ranks, the decode's tiles dealt to them."""
     for size, group in rank_groups(rank, world_size, LAYOUTS):
         for name, plan, expected in LAYOUTS[size]:
-            pipe, family = preset_pipeline(name, TILE, encoders=False)
+            pipe, family = preset_pipeline(name, TILES[name], encoders=False)
             parallel = parallelize([pipe.transformer], plan, CPU, group=group)
             request = JobRequest.from_body(BODIES[name], family.limits(pipe, tiny=True))
             parallel.begin_job(family.uses_cfg(pipe, request))
