@@ -4,9 +4,11 @@ tile). Shared by the tests of Qwen-Image, Z-Image and Flux.2."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.presets import build_preset, preset_components
@@ -28,11 +30,34 @@ def preset_pipeline(name: str, tile: int, *, encoders: bool = True) -> tuple[Any
     return pipe, family_of(pipe)
 
 
+def rank_groups(
+    rank: int, world_size: int, sizes: Sequence[int]
+) -> Iterator[tuple[int, dist.ProcessGroup | None]]:
+    """(n, the group of the first n ranks) for each n of `sizes` this rank belongs to, largest
+    first; None for the whole world (what the engine runs on). Every rank makes every group
+    (`new_group` is called by all ranks); the meshes `parallelize` then makes on a group are
+    made among its members alone. Group names count up in each process, so a rank must have
+    made the same groups as the others of the next group it joins: a rank that leaves a
+    layout joins none after it, hence largest first."""
+    sizes = sorted(sizes, reverse=True)
+    groups = {n: None if n == world_size else dist.new_group(list(range(n))) for n in sizes}
+    for n in sizes:
+        if rank < n:
+            yield n, groups[n]
+
+
 def run_image_job(
-    pipe: Any, family: Any, body: dict, tensors: dict | None = None, *, split_decode: bool = False
+    pipe: Any,
+    family: Any,
+    body: dict,
+    tensors: dict | None = None,
+    *,
+    split_decode: bool = False,
+    group: dist.ProcessGroup | None = None,
 ) -> tuple[Any, Any, int]:
     """One job: (image as uint8 on rank 0, else None; final latents; number of VAE tiles).
-    `tensors` are rank 0's encoded text (encoded here when None)."""
+    `tensors` are rank 0's encoded text (encoded here when None); `split_decode` deals the
+    decode's tiles to the ranks of `group` (the world when None)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     generator = torch.Generator().manual_seed(request.seed)
     with torch.no_grad():
@@ -42,7 +67,7 @@ def run_image_job(
         latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
         tiles = family.tiled_decode(pipe, request, latents)
         if split_decode:
-            decoded = decode_tiles(tiles, CPU)
+            decoded = decode_tiles(tiles, CPU, group)
         else:
             decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
     family.finish(pipe)

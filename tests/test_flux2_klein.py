@@ -1,14 +1,15 @@
 """Flux.2 Klein (FLUX.2-klein-4B/9B, distilled, and -base-4B) text-to-image: the presets,
 limits and defaults per variant, world size 1 against `Flux2KleinPipeline` called directly,
-and sequence parallel at 2 ranks against world size 1.
+and sequence parallel at 2, 3 and 4 ranks against world size 1.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the VAE's
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (float32 thresholds, image and final latents). The distilled job
 has no guidance; the base job runs true CFG (the unconditional branch as a second transformer
-call on every rank). The parallel run is a real gloo group (forked, one thread per rank).
+call on every rank). The parallel runs share a real gloo group of 4 (forked, one thread per
+rank): the world, then groups of its first 3 and first 2 ranks.
 
-Cost: about 8 s (in the suite's two-worker run on 2 cores).
+Cost: about 9 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, run_image_job
+from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -162,31 +163,34 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert compare(outputs["distilled"][0], outputs["base"][0], FLOAT32).verdict == DIFFERENT
 
 
-# -- 2 ranks against world size 1 ------------------------------------------------------------------
+# -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
 
 
 def _check_group(rank: int, world_size: int, references: dict) -> None:
-    """Every job on Ulysses over all ranks (FSDP2 over all, the decode's tiles dealt to them)
-    from world size 1's text features against world size 1, within rounding."""
+    """Every job on Ulysses over all 4 ranks, then over the first 3, then the first 2 (FSDP2
+    over the same ranks, the decode's tiles dealt to them) from world size 1's text features
+    against world size 1, within rounding."""
     outputs, tensors = references["outputs"], references["tensors"]
-    plan = ParallelPlan(1, world_size, 1, True, True)
-    pipe, _ = preset_pipeline(TINY, TILE, encoders=False)
-    parallel = parallelize([pipe.transformer], plan, CPU)
-    assert parallel.layouts, "the sequence is split"
-    for label, body in JOBS.items():
-        variant = _variant(pipe, label)
-        frames, latents, _tiles = run_image_job(
-            variant, family_of(variant), body, tensors[label], split_decode=True
-        )
-        if rank != 0:
-            assert frames is None
-            continue
-        reference = outputs[label]
-        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    for size, group in rank_groups(rank, world_size, (4, 3, 2)):
+        plan = ParallelPlan(1, size, 1, True, True)
+        pipe, _ = preset_pipeline(TINY, TILE, encoders=False)
+        parallel = parallelize([pipe.transformer], plan, CPU, group=group)
+        assert parallel.layouts, "the sequence is split"
+        for label, body in JOBS.items():
+            variant = _variant(pipe, label)
+            frames, latents, _tiles = run_image_job(
+                variant, family_of(variant), body, tensors[label], split_decode=True, group=group
+            )
+            if rank != 0:
+                assert frames is None
+                continue
+            reference = outputs[label]
+            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)
 
 
-def test_sequence_parallel_on_2_ranks_equals_world_size_1(references):
-    """diffusers' plan for the Flux.2 DiT with Ulysses over 2 ranks (3, with uneven tokens and
-    heads: test_flux2.py); the base job's two branches one after the other on every rank."""
-    spawn_gloo(2, _check_group, {key: references[key] for key in ("outputs", "tensors")})
+def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
+    """diffusers' plan for the Flux.2 DiT with Ulysses over 4 ranks (the world), 3 (uneven
+    image tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes;
+    the base job's two branches one after the other on every rank."""
+    spawn_gloo(4, _check_group, {key: references[key] for key in ("outputs", "tensors")})

@@ -1,8 +1,9 @@
 """The image-edit task: Qwen-Image-Edit-2509 (`tiny-qwen-image-edit`, `random:qwen-image-edit`)
 and Flux.2 with reference images (`tiny-flux2`): the request's rules and their HTTP replies, the
 OpenAI-style edit route, the command line, the ComfyUI node and the web form (no process);
-world size 1 against the diffusers edit pipelines called directly, and CFG parallel and Ulysses
-on 2 ranks against world size 1 (the reference-image tokens ride in the DiT's sequence).
+world size 1 against the diffusers edit pipelines called directly, and the automatic plans on 2,
+3 and 4 ranks (CFG parallel, Ulysses, both) against world size 1 (the reference-image tokens
+ride in the DiT's sequence).
 LoRAs per edit job (two stacked, in the layouts users hold: Kohya and ComfyUI names for
 Qwen-Image-Edit, ai-toolkit's BFL names and Kohya for Flux.2): the weights under them equal
 diffusers' `fuse_lora`, the edit changes, and the pipelines called directly after the LoRA job
@@ -10,9 +11,10 @@ give the image of the edit before it, byte for byte (the LoRA left nothing behin
 
 Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepares, the
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
-measure. The parallel runs share one real gloo group (forked, one thread per rank).
+measure. The parallel runs share one real gloo group of 4 (forked, one thread per rank): the
+world, then groups of its first 3 and first 2 ranks; rank 0 encodes for all, as in the engine.
 
-Cost: about 24 s (in the suite's two-worker run on 2 cores).
+Cost: about 16 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, run_image_job
+from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
 from lora_files import flux2_loras, qwen_image_loras
 
 from paradit.backend.contract import IMAGE_EDIT, TEXT_TO_IMAGE, Limits, edit_size
@@ -45,7 +47,11 @@ from paradit.backend.tools.equivalence import (
 )
 
 QWEN, FLUX2, RANDOM = "tiny-qwen-image-edit", "tiny-flux2", "random:qwen-image-edit"
-TILE = 64
+# VAE tiles in sample pixels: Edit-Plus VAE-encodes each input at about 1024x1024 pixels on
+# every rank, 3 times faster in tiles of 128 than of 64 (Qwen's decode is then one tile; the
+# Qwen-Image VAE's decode split over the ranks: test_qwen_image.py); Flux.2's output, 112x64 px,
+# is 6 tiles of 64.
+TILES = {QWEN: 128, FLUX2: 64}
 
 
 def _png(width: int, height: int, seed: int) -> str:
@@ -355,7 +361,7 @@ def test_web_form_uploads_the_images_for_edit_models(tmp_path):
     assert FROM_IMAGE not in [value for _, value in size_presets(TEXT.to_dict())]
 
 
-# -- world size 1 against diffusers, 2 ranks against world size 1 -------------------------------
+# -- world size 1 against diffusers, 2, 3 and 4 ranks against world size 1 -----------------------
 
 
 LORA_WRITERS = {QWEN: qwen_image_loras, FLUX2: flux2_loras}
@@ -372,19 +378,21 @@ def _items(stack: list[tuple[str, float]]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory) -> dict:
-    """World size 1, one thread: each model's edit job (image, latents, tiles), then the same
-    edit under two stacked LoRAs on the same pipeline, as a backend runs a LoRA job: what the
-    tests after it call runs on weights a LoRA job has changed and put back."""
+    """World size 1, one thread: each model's encoded text (rank 0's) and edit job (image,
+    latents, tiles), then the same edit under two stacked LoRAs on the same pipeline, as a
+    backend runs a LoRA job: what the tests after it call runs on weights a LoRA job has
+    changed and put back."""
     folder = tmp_path_factory.mktemp("edit_loras")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        outputs, pipes, patchers, with_loras, saved = {}, {}, {}, {}, {}
+        outputs, pipes, patchers, with_loras, saved, encoded = {}, {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
-            pipes[name], family = preset_pipeline(name, TILE)
+            pipes[name], family = preset_pipeline(name, TILES[name])
             request = JobRequest.from_body(body, family.limits(pipes[name], tiny=True))
             with torch.no_grad():
                 tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
+            encoded[name] = tensors
             outputs[name] = run_image_job(pipes[name], family, body, tensors)
             LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
             patchers[name] = LoraPatcher(
@@ -399,6 +407,7 @@ def references(tmp_path_factory) -> dict:
         torch.set_num_threads(threads)
     return {
         "outputs": outputs,
+        "tensors": encoded,
         "pipes": pipes,
         "patchers": patchers,
         "with_loras": with_loras,
@@ -489,28 +498,47 @@ def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
     assert compare(outputs[FLUX2][0], alone[0], FLOAT32).verdict == DIFFERENT
 
 
-def _check_group(rank: int, world_size: int, outputs: dict) -> None:
-    """Qwen-Image-Edit on CFG 2 (byte-identical) and on Ulysses 2 (within rounding), Flux.2's
-    edit on Ulysses 2: each against world size 1; FSDP2 over both ranks, tiles dealt out."""
-    runs = [
-        (QWEN, QWEN_JOB, ParallelPlan(2, 1, 1, True, True), {IDENTICAL}),
-        (QWEN, QWEN_JOB, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-        (FLUX2, FLUX2_JOB, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-    ]
-    for name, body, plan, expected in runs:
-        pipe, family = preset_pipeline(name, TILE)
-        parallel = parallelize([pipe.transformer], plan, CPU)
-        request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-        parallel.begin_job(family.uses_cfg(pipe, request))
-        frames, latents, _tiles = run_image_job(pipe, family, body, split_decode=True)
-        parallel.begin_job(False)
-        if rank != 0:
-            assert frames is None
-            continue
-        reference = outputs[name]
-        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        assert result.verdict in expected, (name, plan.to_dict()["modes"], result.overall)
+LAYOUTS = {  # ranks: each model's plan there (the automatic one) and the verdicts it may get
+    4: [
+        (QWEN, ParallelPlan(2, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
+        (FLUX2, ParallelPlan(1, 4, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
+    ],
+    3: [
+        (QWEN, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
+        (FLUX2, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
+    ],
+    2: [
+        (QWEN, ParallelPlan(2, 1, 1, True, True), {IDENTICAL}),
+        (FLUX2, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
+    ],
+}
+BODIES = {QWEN: QWEN_JOB, FLUX2: FLUX2_JOB}
 
 
-def test_two_ranks_equal_world_size_1(references):
-    spawn_gloo(2, _check_group, references["outputs"])
+def _check_group(rank: int, world_size: int, outputs: dict, tensors: dict) -> None:
+    """Each model's edit on each layout of `LAYOUTS` (the world of 4, then groups of its first
+    3 and first 2 ranks) from rank 0's encoded text against world size 1; FSDP2 over the
+    layout's ranks, the decode's tiles dealt to them."""
+    for size, group in rank_groups(rank, world_size, LAYOUTS):
+        for name, plan, expected in LAYOUTS[size]:
+            pipe, family = preset_pipeline(name, TILES[name], encoders=False)
+            parallel = parallelize([pipe.transformer], plan, CPU, group=group)
+            request = JobRequest.from_body(BODIES[name], family.limits(pipe, tiny=True))
+            parallel.begin_job(family.uses_cfg(pipe, request))
+            frames, latents, _tiles = run_image_job(
+                pipe, family, BODIES[name], tensors[name], split_decode=True, group=group
+            )
+            parallel.begin_job(False)
+            if rank != 0:
+                assert frames is None
+                continue
+            reference = outputs[name]
+            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+            assert result.verdict in expected, (name, plan.to_dict()["modes"], result.overall)
+
+
+def test_two_three_and_four_ranks_equal_world_size_1(references):
+    """Qwen-Image-Edit on CFG 2 x Ulysses 2 (4 ranks), Ulysses 3 (uneven: 15 + 4096 image
+    tokens, 4 heads) and CFG 2 (byte-identical); Flux.2's edit on Ulysses 4, 3 (uneven: 28 +
+    20 + 16 image tokens, 4 heads) and 2."""
+    spawn_gloo(4, _check_group, references["outputs"], references["tensors"])

@@ -1,11 +1,12 @@
 """Z-Image (Turbo) text-to-image: the presets, limits and defaults, the plan at real size,
-world size 1 against `ZImagePipeline` called directly, previews, and sequence parallel at 2
-and 3 ranks against world size 1.
+world size 1 against `ZImagePipeline` called directly, previews, and sequence parallel at 2,
+3 and 4 ranks against world size 1.
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
 latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
-latents). The parallel runs are real gloo groups (forked, one thread per rank).
+latents). The parallel runs share a real gloo group of 4 (forked, one thread per rank): the
+world, then groups of its first 3 and first 2 ranks.
 
 Cost: about 6 s (in the suite's two-worker run on 2 cores).
 """
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, run_image_job
+from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -193,33 +194,36 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
         assert image.size == (112, 64) and np.asarray(image).std() > 0
 
 
-# -- world sizes 2 and 3 against world size 1 -----------------------------------------------------
+# -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
 
 
 def _check_group(rank: int, world_size: int, references: dict) -> None:
-    """Every job on Ulysses over all ranks (FSDP2 over all, the decode's tiles dealt to them)
-    from world size 1's text features (rank 0 encodes for all in the engine) against world
-    size 1, within rounding."""
+    """Every job on Ulysses over all 4 ranks, then over the first 3, then the first 2 (FSDP2
+    over the same ranks, the decode's tiles dealt to them) from world size 1's text features
+    (rank 0 encodes for all in the engine) against world size 1, within rounding."""
     outputs, tensors = references["outputs"], references["tensors"]
-    plan = ParallelPlan(1, world_size, 1, True, True)
-    pipe, family = preset_pipeline(TINY, TILE, encoders=False)
-    parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg)
-    assert parallel.layouts, "the sequence is split"
-    for label, body in JOBS.items():
-        frames, latents, _tiles = run_image_job(
-            pipe, family, body, tensors[label], split_decode=True
+    for size, group in rank_groups(rank, world_size, (4, 3, 2)):
+        plan = ParallelPlan(1, size, 1, True, True)
+        pipe, family = preset_pipeline(TINY, TILE, encoders=False)
+        parallel = parallelize(
+            [pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg, group=group
         )
-        if rank != 0:
-            assert frames is None
-            continue
-        reference = outputs[label]
-        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+        assert parallel.layouts, "the sequence is split"
+        for label, body in JOBS.items():
+            frames, latents, _tiles = run_image_job(
+                pipe, family, body, tensors[label], split_decode=True, group=group
+            )
+            if rank != 0:
+                assert frames is None
+                continue
+            reference = outputs[label]
+            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)
 
 
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_sequence_parallel_equals_world_size_1(references, world_size):
-    """Ulysses over all ranks (no CFG half to split); at 3 uneven tokens (64 and 96 over 3)
-    and heads (4 over 3)."""
+def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
+    """Ulysses over all ranks of each layout (no CFG half to split), in one group of 4
+    processes: the world, its first 3 ranks (uneven tokens, 64 and 96 over 3, and heads, 4
+    over 3), its first 2."""
     references = {key: references[key] for key in ("outputs", "tensors")}
-    spawn_gloo(world_size, _check_group, references)
+    spawn_gloo(4, _check_group, references)

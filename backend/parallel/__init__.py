@@ -5,10 +5,12 @@ Model code stays single-device; `parallelize` turns a plan into hooks on the tra
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from .cfg import BatchedCfgParallel, CfgParallel
@@ -67,6 +69,7 @@ def parallelize(
     *,
     batched_cfg: bool = False,
     cpu_offload: bool = False,
+    group: dist.ProcessGroup | None = None,
 ) -> Parallelized:
     """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
 
@@ -75,6 +78,8 @@ def parallelize(
     divides one replica, and no collective of a job leaves it. `batched_cfg`: the pipeline
     runs both CFG branches as one batch of 2 (CogVideoX). `cpu_offload`: the shards live in
     host memory between uses (FSDP2's CPU offload policy; the memory plan's offload).
+    `group`: the ranks the plan divides (the world when None); only its members call this,
+    together, and its meshes' groups are made among them alone.
     """
     caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
@@ -84,14 +89,15 @@ def parallelize(
         dp_degree,
         (plan.cfg_degree, plan.ring_degree, plan.ulysses_degree),
         ("cfg", "ring", "ulysses"),
+        group,
     )
     flat = None
     if plan.shard_weights:
-        flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",))
+        flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",), group)
     spread = None
     if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
         # jobs without CFG: Ulysses over the whole replica
-        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"))
+        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"), group)
     wrappers, all_layouts = [], []
     for transformer in transformers:
         layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
@@ -107,10 +113,25 @@ def parallelize(
 
 
 def _replica_mesh(
-    device: torch.device, dp_degree: int, shape: tuple[int, ...], names: tuple[str, ...]
+    device: torch.device,
+    dp_degree: int,
+    shape: tuple[int, ...],
+    names: tuple[str, ...],
+    group: dist.ProcessGroup | None = None,
 ) -> DeviceMesh:
-    """This rank's replica's slice of a world mesh of shape (dp_degree, *shape)."""
+    """This rank's replica's slice of a mesh of shape (dp_degree, *shape) over the world, or
+    over `group`'s ranks in their order."""
+    full_shape, full_names = (dp_degree, *shape), ("dp", *names)
     if dp_degree == 1:
-        return init_device_mesh(device.type, shape, mesh_dim_names=names)
-    world = init_device_mesh(device.type, (dp_degree, *shape), mesh_dim_names=("dp", *names))
-    return world[names]
+        full_shape, full_names = shape, names
+    if group is None:
+        mesh = init_device_mesh(device.type, full_shape, mesh_dim_names=full_names)
+    else:
+        ranks = dist.get_process_group_ranks(group)
+        if len(ranks) != math.prod(full_shape):
+            raise ValueError(
+                f"the plan divides {math.prod(full_shape)} ranks, the group has {len(ranks)}"
+            )
+        layout = torch.tensor(ranks, dtype=torch.int).view(full_shape)
+        mesh = DeviceMesh(device.type, layout, mesh_dim_names=full_names)
+    return mesh if dp_degree == 1 else mesh[names]
