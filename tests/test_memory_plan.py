@@ -129,6 +129,8 @@ def test_a_job_that_does_not_fit_names_the_largest_size_that_does(wan_sizes):
     width, height = (int(n) for n in str(e.value).rsplit(" is ", 1)[1].split("x")[:2])
     assert width == height and width % 16 == 0 and width < 2048
     assert planner.plan_job(JobShape(width, height, 81)).fits
+    # the largest: one size_multiple more (the same aspect ratio) does not fit
+    assert not planner.plan_job(JobShape(width + 16, height + 16, 81)).fits
 
 
 def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):

@@ -305,21 +305,51 @@ class MemoryPlanner:
         # an edit's references keep their size: only the output's share of the tokens scales
         share = self._output_share(shape)
         fixed = variable * (1 - share)
-        factor = min(1.0, math.sqrt(max(0.0, room - fixed) / max(1.0, variable - fixed)))
-        multiple = self.size_multiple
-        for _ in range(64):
-            candidate = shape.scaled(factor, multiple)
-            if self.plan_job(candidate).fits:
-                return f"the largest size that fits at {shape.frames} frames is {candidate}"
-            if candidate.width == multiple and candidate.height == multiple:
-                break
-            factor *= 0.9
+        estimate = min(1.0, math.sqrt(max(0.0, room - fixed) / max(1.0, variable - fixed)))
+        best = self._largest_scale(shape, estimate)
+        if best is not None:
+            return f"the largest size that fits at {shape.frames} frames is {best}"
         if shape.references:  # an edit's reference tokens are in the DiT's sequence too
             return (
                 f"no output size fits with {len(shape.references)} reference image(s): "
                 "use fewer input images or more GPUs"
             )
         return f"no size fits at {shape.frames} frames: use fewer frames or more GPUs"
+
+    def _largest_scale(self, shape: JobShape, estimate: float) -> JobShape | None:
+        """The largest `shape.scaled(f)` that fits, f in (0, 1), or None when even the smallest
+        does not. From the estimate down in ever larger steps (0.9, 0.81, 0.66, ...) to a size
+        that fits, then a bisection between it and the last that did not, where the sizes
+        differ by one `size_multiple`: the next larger size does not fit. Each size is planned
+        once."""
+        multiple = self.size_multiple
+        fits: dict[tuple[int, int], bool] = {}
+
+        def candidate(factor: float) -> JobShape:
+            return shape.scaled(factor, multiple)
+
+        def fit(size: JobShape) -> bool:
+            key = (size.width, size.height)
+            if key not in fits:
+                fits[key] = self.plan_job(size).fits
+            return fits[key]
+
+        smallest = candidate(0.0)
+        high, low, step = 1.0, estimate, 0.9  # candidate(1.0): the job's size, which does not fit
+        while not fit(candidate(low)):
+            if candidate(low) == smallest:
+                return None
+            high, low, step = low, low * step, step * step
+        for _ in range(64):  # float halvings; only a new size is planned
+            middle = (low + high) / 2
+            size = candidate(middle)
+            if size == candidate(high) or not fit(size):
+                high = middle
+            else:
+                low = middle
+            if candidate(low) == candidate(high):
+                break
+        return candidate(low)
 
     def _output_share(self, shape: JobShape) -> float:
         """The output's part of the tokens the DiT sees (1 without reference images)."""
