@@ -137,7 +137,7 @@ def _run(pipe, family, body: dict, *, split_decode: bool = False, parallel=None,
                 switch.stop()
         tiles = family.tiled_decode(pipe, request, latents)
         if split_decode:
-            decoded = decode_tiles(tiles, CPU)
+            decoded = decode_tiles(tiles, CPU, group)
         else:
             decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
     frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
@@ -506,3 +506,63 @@ def test_parallel_jobs_equal_world_size_1(references):
     fewer text tokens than ranks.
     `paradit verify` ran 3 and 4 ranks by hand."""
     spawn_gloo(2, _check_group, 2, references["outputs"])
+
+
+# -- 3 and 4 ranks against world size 1 ---------------------------------------------------
+
+
+def _video_tokens(pipe) -> list:
+    """The video tokens each call of the second block gets on this rank (after the split)."""
+    tokens: list = []
+    pipe.transformer.transformer_blocks[1].register_forward_pre_hook(
+        lambda _m, args: tokens.append(args[0].shape[1])
+    )
+    return tokens
+
+
+def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
+    """4 ranks, CFG 2 x Ulysses 2: the guided job's CFG halves, each half's 20 video tokens
+    over 2 ranks; the unguided job spread as Ulysses 4 (15 tokens as 4 + 4 + 4 + 3, one head
+    a rank). Then ranks 0-2 alone as Ulysses 3: the guided job's 20 tokens as 7 + 7 + 6, its
+    4 heads over 3 ranks, both branches in turn; and a prompt of one text token, fewer than
+    the ranks. Each within rounding of world size 1 on rank 0."""
+    pipe, family = _pipeline()
+    parallel = parallelize([pipe.transformer], ParallelPlan(2, 2, 1, True, True), CPU)
+    tokens = _video_tokens(pipe)
+    limits = family.limits(pipe, tiny=True)
+    layouts = []
+    for label in ("guided", "unguided"):
+        request = JobRequest.from_body(JOBS[label], limits)
+        count = limits.tokens(request.width, request.height, request.num_frames)
+        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
+        frames, latents, _steps, _tiles = _run(pipe, family, JOBS[label], split_decode=True)
+        parallel.end_job()
+        if rank == 0:
+            result = compare(outputs[label][0], frames, FLOAT32, outputs[label][1], latents)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    assert layouts == ["plan", "spread"]
+    assert tokens == [10, 10, (4, 4, 4, 3)[rank], (4, 4, 4, 3)[rank]], tokens  # 2 steps each
+    # Ulysses 3 last: a rank outside a group must not create groups with it afterwards
+    three = dist.new_group([0, 1, 2])
+    if rank == 3:
+        dist.barrier()
+        return
+    pipe, family = _pipeline()
+    parallel = parallelize([pipe.transformer], ParallelPlan(1, 3, 1, True, True), CPU, group=three)
+    tokens = _video_tokens(pipe)
+    assert parallel.begin_job(True, 20) == "plan"
+    frames, latents, _steps, _tiles = _run(pipe, family, GUIDED, split_decode=True, group=three)
+    assert tokens == [(7, 7, 6)[rank]] * 4, tokens  # 2 steps of 2 branches
+    if rank == 0:
+        result = compare(outputs["guided"][0], frames, FLOAT32, outputs["guided"][1], latents)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("guided", result.overall)
+    with torch.no_grad():
+        out = pipe.transformer(**_one_text_token(pipe))[0]
+    torch.testing.assert_close(out, outputs["one token"], rtol=1e-4, atol=1e-5)
+    dist.barrier()
+
+
+def test_three_and_four_ranks_equal_world_size_1(references):
+    """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, then Ulysses 3 on 3 of
+    them (`parallelize`'s `group`); every job within rounding of world size 1."""
+    spawn_gloo(4, _check_three_and_four, references["outputs"])
