@@ -16,6 +16,7 @@ Cost: about 27 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import io
 
@@ -520,13 +521,15 @@ def _video_tokens(pipe) -> list:
     return tokens
 
 
-def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
+def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:
     """4 ranks, CFG 2 x Ulysses 2: the guided job's CFG halves, each half's 20 video tokens
     over 2 ranks; the unguided job spread as Ulysses 4 (15 tokens as 4 + 4 + 4 + 3, one head
     a rank). Then ranks 0-2 alone as Ulysses 3: the guided job's 20 tokens as 7 + 7 + 6, its
     4 heads over 3 ranks, both branches in turn; and a prompt of one text token, fewer than
-    the ranks. Each within rounding of world size 1 on rank 0."""
-    pipe, family = _pipeline()
+    the ranks. Each within rounding of world size 1 on rank 0. `pipe`: built before the
+    fork (once, not on every rank)."""
+    family = family_of(pipe)
+    whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
     parallel = parallelize([pipe.transformer], ParallelPlan(2, 2, 1, True, True), CPU)
     tokens = _video_tokens(pipe)
     limits = family.limits(pipe, tiny=True)
@@ -544,11 +547,18 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
     assert tokens == [10, 10, (4, 4, 4, 3)[rank], (4, 4, 4, 3)[rank]], tokens  # 2 steps each
     # Ulysses 3 last: a rank outside a group must not create groups with it afterwards
     three = dist.new_group([0, 1, 2])
+    plan = ParallelPlan(1, 3, 1, True, True)
     if rank == 3:
+        with pytest.raises(ValueError, match="this rank is not in the group"):
+            parallelize([whole], plan, CPU, group=three)
         dist.barrier()
         return
-    pipe, family = _pipeline()
-    parallel = parallelize([pipe.transformer], ParallelPlan(1, 3, 1, True, True), CPU, group=three)
+    with pytest.raises(ValueError, match="the plan needs 4 ranks, the group has 3"):
+        parallelize([whole], ParallelPlan(2, 2, 1, True, True), CPU, group=three)
+    with pytest.raises(ValueError, match="a group is one replica: dp_degree must be 1, got 3"):
+        parallelize([whole], ParallelPlan(1, 1, 1, False, False), CPU, 3, group=three)
+    pipe.register_modules(transformer=whole)
+    parallel = parallelize([pipe.transformer], plan, CPU, group=three)
     tokens = _video_tokens(pipe)
     assert parallel.begin_job(True, 20) == "plan"
     frames, latents, _steps, _tiles = _run(pipe, family, GUIDED, split_decode=True, group=three)
@@ -565,4 +575,4 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
 def test_three_and_four_ranks_equal_world_size_1(references):
     """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, then Ulysses 3 on 3 of
     them (`parallelize`'s `group`); every job within rounding of world size 1."""
-    spawn_gloo(4, _check_three_and_four, references["outputs"])
+    spawn_gloo(4, _check_three_and_four, references["outputs"], _pipeline()[0])

@@ -20,6 +20,7 @@ Cost: about 28 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import json
 import re
@@ -647,15 +648,17 @@ def _same_as_world_size_1(label: str, reference: tuple, frames, audio) -> None:
     assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
 
 
-def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
+def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:
     """4 ranks, CFG 2 x Ulysses 2: guided image to video, each CFG row's 27 video tokens
     over 2 ranks (14 + 13, the image's per-token timesteps with them); the unguided text to
     video spread as Ulysses 4 (27 tokens: 7 + 7 + 7 + 6, one head a rank). Then ranks 0-2
     alone as Ulysses 3: the smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks.
-    The audio whole on every rank throughout; video and audio checked on rank 0."""
+    The audio whole on every rank throughout; video and audio checked on rank 0. `pipe`:
+    built before the fork (once, not on every rank)."""
     from diffusers import LTX2ImageToVideoPipeline
 
-    pipe, family = _pipeline()
+    family = family_of(pipe)
+    whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
     plan = ParallelPlan(2, 2, 1, True, True)
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
     limits = family.limits(pipe, tiny=True)
@@ -684,7 +687,7 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
     if rank == 3:
         dist.barrier()
         return
-    pipe, family = _pipeline()
+    pipe.register_modules(transformer=whole)
     parallel = parallelize([pipe.transformer], ParallelPlan(1, 3, 1, True, True), CPU, group=three)
     tokens.clear()
     pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
@@ -700,4 +703,4 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict) -> None:
 def test_three_and_four_ranks_equal_world_size_1(references):
     """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, Ulysses 3 on 3 of them
     (`parallelize`'s `group`), video and audio within rounding of world size 1."""
-    spawn_gloo(4, _check_three_and_four, references["outputs"])
+    spawn_gloo(4, _check_three_and_four, references["outputs"], _pipeline()[0])

@@ -82,8 +82,8 @@ def parallelize(
     count kept in each process, so a rank outside `group` must not create groups together
     with these ranks afterwards.
     """
-    caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     ranks = _group_ranks(group, plan, dp_degree)
+    caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
         return Parallelized(plan, [], [], caches)
     mesh = _replica_mesh(
