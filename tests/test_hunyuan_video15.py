@@ -2,7 +2,11 @@
 real size (image-to-video's: what the image adds), world size 1 against `HunyuanVideo15Pipeline` and
 `HunyuanVideo15ImageToVideoPipeline` called directly, and world size 2 against world size 1
 (CFG parallel, and Ulysses over both ranks for the unguided jobs: the image tokens and the
-image's condition latents split with the rest), the step cache included.
+image's condition latents split with the rest), the step cache included. 3 and 4 ranks, in
+one group of 4, against world size 1: CFG 2 x Ulysses 2 (the guided job), Ulysses 4 (the
+unguided job's 15 video tokens as 4 + 4 + 4 + 3), and Ulysses 3 on 3 of the ranks
+(`parallelize`'s `group`: the guided job's 20 video tokens as 7 + 7 + 6, 4 heads over 3
+ranks; a prompt of one text token).
 
 Jobs run as a rank runs them (the family encodes both text encoders and prepares, the
 pipeline runs with the engine's step callback and stops at the latents, the VAE decodes tile
@@ -10,7 +14,7 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 27 s (in the suite's two-worker run on 2 cores).
+Cost: about 33 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -504,8 +508,8 @@ def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks, CFG parallel: the guided jobs' branches side by side (each whole on its
     rank: byte-identical); the unguided jobs spread over both as Ulysses 2 (uneven video and
     text tokens: within rounding; the cached one skips world size 1's steps), and a prompt of
-    fewer text tokens than ranks.
-    `paradit verify` ran 3 and 4 ranks by hand."""
+    fewer text tokens than ranks. 3 and 4 ranks:
+    `test_three_and_four_ranks_equal_world_size_1`."""
     spawn_gloo(2, _check_group, 2, references["outputs"])
 
 

@@ -8,13 +8,17 @@ per-token timesteps split with the tokens) and CFG 2 against world size 1, no im
 components. The step cache (LTX-2's block registered for diffusers' first-block cache, the
 audio as its second stream): world size 2 takes world size 1's decisions (Ulysses 2, and the
 CFG halves), and a rank deciding alone fails the job. The memory plan at real size counts
-what a split keeps whole (`gathered_video`).
+what a split keeps whole (`gathered_video`). 3 and 4 ranks, in one group of 4, against world
+size 1 (video and audio): CFG 2 x Ulysses 2 (guided image to video: each CFG row's 27 video
+tokens as 14 + 13, the image's per-token timesteps with them), Ulysses 4 (the unguided job's
+27 tokens as 7 + 7 + 7 + 6), and Ulysses 3 on 3 of the ranks (`parallelize`'s `group`: the
+smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
-(tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
+(tools/equivalence.py). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 28 s (in the suite's two-worker run on 2 cores).
+Cost: about 32 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -542,8 +546,8 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
 def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
     streams together (image-to-video too, with its per-token timesteps); an unguided job
-    spreads its video tokens over both (uneven).
-    `paradit verify` ran 3 and 4 ranks by hand."""
+    spreads its video tokens over both (uneven). 3 and 4 ranks:
+    `test_three_and_four_ranks_equal_world_size_1`."""
     spawn_gloo(2, _check_group, references["outputs"])
 
 
