@@ -175,7 +175,7 @@ def _check_group(rank: int, world_size: int, references: dict) -> None:
     outputs, tensors = references["outputs"], references["tensors"]
     for size, group in rank_groups(rank, world_size, (4, 3, 2)):
         if size == 3:  # a plan for another number of ranks than the group's is refused
-            with pytest.raises(ValueError, match="the plan divides 2 ranks, the group has 3"):
+            with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
                 parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
         plan = ParallelPlan(1, size, 1, True, True)
         pipe, family = preset_pipeline(TINY, TILE, encoders=False)

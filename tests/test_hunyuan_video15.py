@@ -2,7 +2,11 @@
 real size (image-to-video's: what the image adds), world size 1 against `HunyuanVideo15Pipeline` and
 `HunyuanVideo15ImageToVideoPipeline` called directly, and world size 2 against world size 1
 (CFG parallel, and Ulysses over both ranks for the unguided jobs: the image tokens and the
-image's condition latents split with the rest), the step cache included.
+image's condition latents split with the rest), the step cache included. 3 and 4 ranks, in
+one group of 4, against world size 1: CFG 2 x Ulysses 2 (the guided job), Ulysses 4 (the
+unguided job's 15 video tokens as 4 + 4 + 4 + 3), and Ulysses 3 on 3 of the ranks
+(`parallelize`'s `group`: the guided job's 20 video tokens as 7 + 7 + 6, 4 heads over 3
+ranks; a prompt of one text token).
 
 Jobs run as a rank runs them (the family encodes both text encoders and prepares, the
 pipeline runs with the engine's step callback and stops at the latents, the VAE decodes tile
@@ -10,12 +14,13 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 27 s (in the suite's two-worker run on 2 cores).
+Cost: about 33 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import io
 
@@ -137,7 +142,7 @@ def _run(pipe, family, body: dict, *, split_decode: bool = False, parallel=None,
                 switch.stop()
         tiles = family.tiled_decode(pipe, request, latents)
         if split_decode:
-            decoded = decode_tiles(tiles, CPU)
+            decoded = decode_tiles(tiles, CPU, group)
         else:
             decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
     frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
@@ -503,6 +508,75 @@ def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks, CFG parallel: the guided jobs' branches side by side (each whole on its
     rank: byte-identical); the unguided jobs spread over both as Ulysses 2 (uneven video and
     text tokens: within rounding; the cached one skips world size 1's steps), and a prompt of
-    fewer text tokens than ranks.
-    `paradit verify` ran 3 and 4 ranks by hand."""
+    fewer text tokens than ranks. 3 and 4 ranks:
+    `test_three_and_four_ranks_equal_world_size_1`."""
     spawn_gloo(2, _check_group, 2, references["outputs"])
+
+
+# -- 3 and 4 ranks against world size 1 ---------------------------------------------------
+
+
+def _video_tokens(pipe) -> list:
+    """The video tokens each call of the second block gets on this rank (after the split)."""
+    tokens: list = []
+    pipe.transformer.transformer_blocks[1].register_forward_pre_hook(
+        lambda _m, args: tokens.append(args[0].shape[1])
+    )
+    return tokens
+
+
+def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:
+    """4 ranks, CFG 2 x Ulysses 2: the guided job's CFG halves, each half's 20 video tokens
+    over 2 ranks; the unguided job spread as Ulysses 4 (15 tokens as 4 + 4 + 4 + 3, one head
+    a rank). Then ranks 0-2 alone as Ulysses 3: the guided job's 20 tokens as 7 + 7 + 6, its
+    4 heads over 3 ranks, both branches in turn; and a prompt of one text token, fewer than
+    the ranks. Each within rounding of world size 1 on rank 0. `pipe`: built before the
+    fork (once, not on every rank)."""
+    family = family_of(pipe)
+    whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
+    parallel = parallelize([pipe.transformer], ParallelPlan(2, 2, 1, True, True), CPU)
+    tokens = _video_tokens(pipe)
+    limits = family.limits(pipe, tiny=True)
+    layouts = []
+    for label in ("guided", "unguided"):
+        request = JobRequest.from_body(JOBS[label], limits)
+        count = limits.tokens(request.width, request.height, request.num_frames)
+        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
+        frames, latents, _steps, _tiles = _run(pipe, family, JOBS[label], split_decode=True)
+        parallel.end_job()
+        if rank == 0:
+            result = compare(outputs[label][0], frames, FLOAT32, outputs[label][1], latents)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    assert layouts == ["plan", "spread"]
+    assert tokens == [10, 10, (4, 4, 4, 3)[rank], (4, 4, 4, 3)[rank]], tokens  # 2 steps each
+    # Ulysses 3 last: a rank outside a group must not create groups with it afterwards
+    three = dist.new_group([0, 1, 2])
+    plan = ParallelPlan(1, 3, 1, True, True)
+    if rank == 3:
+        with pytest.raises(ValueError, match="this rank is not in the group"):
+            parallelize([whole], plan, CPU, group=three)
+        dist.barrier()
+        return
+    with pytest.raises(ValueError, match="the plan needs 4 ranks, the group has 3"):
+        parallelize([whole], ParallelPlan(2, 2, 1, True, True), CPU, group=three)
+    with pytest.raises(ValueError, match="a group is one replica: dp_degree must be 1, got 3"):
+        parallelize([whole], ParallelPlan(1, 1, 1, False, False), CPU, 3, group=three)
+    pipe.register_modules(transformer=whole)
+    parallel = parallelize([pipe.transformer], plan, CPU, group=three)
+    tokens = _video_tokens(pipe)
+    assert parallel.begin_job(True, 20) == "plan"
+    frames, latents, _steps, _tiles = _run(pipe, family, GUIDED, split_decode=True, group=three)
+    assert tokens == [(7, 7, 6)[rank]] * 4, tokens  # 2 steps of 2 branches
+    if rank == 0:
+        result = compare(outputs["guided"][0], frames, FLOAT32, outputs["guided"][1], latents)
+        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("guided", result.overall)
+    with torch.no_grad():
+        out = pipe.transformer(**_one_text_token(pipe))[0]
+    torch.testing.assert_close(out, outputs["one token"], rtol=1e-4, atol=1e-5)
+    dist.barrier()
+
+
+def test_three_and_four_ranks_equal_world_size_1(references):
+    """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, then Ulysses 3 on 3 of
+    them (`parallelize`'s `group`); every job within rounding of world size 1."""
+    spawn_gloo(4, _check_three_and_four, references["outputs"], _pipeline()[0])

@@ -8,18 +8,23 @@ per-token timesteps split with the tokens) and CFG 2 against world size 1, no im
 components. The step cache (LTX-2's block registered for diffusers' first-block cache, the
 audio as its second stream): world size 2 takes world size 1's decisions (Ulysses 2, and the
 CFG halves), and a rank deciding alone fails the job. The memory plan at real size counts
-what a split keeps whole (`gathered_video`).
+what a split keeps whole (`gathered_video`). 3 and 4 ranks, in one group of 4, against world
+size 1 (video and audio): CFG 2 x Ulysses 2 (guided image to video: each CFG row's 27 video
+tokens as 14 + 13, the image's per-token timesteps with them), Ulysses 4 (the unguided job's
+27 tokens as 7 + 7 + 7 + 6), and Ulysses 3 on 3 of the ranks (`parallelize`'s `group`: the
+smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
-(tools/equivalence.py). The parallel run is a real gloo group (forked, one thread per rank).
+(tools/equivalence.py). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 28 s (in the suite's two-worker run on 2 cores).
+Cost: about 32 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import json
 import re
@@ -96,6 +101,10 @@ def _png(width: int, height: int) -> str:
 # (timestep 0); Ulysses 2 gives rank 0 those 9 and 5 more, rank 1 the other 13.
 I2V = {**UNGUIDED, "prompt": "the boat sails off", "seed": 4, "image": _png(96, 96)}
 I2V_GUIDED = {**I2V, "seed": 6, "guidance_scale": 4.0}  # CFG: one batch of 2, or CFG halves
+# The smallest video: 64x64 px and 9 frames are 2 latent frames of 2 x 2 tokens, 8 in all,
+# which 3 ranks split as 3 + 3 + 2 (unguided, one tile).
+SMALL = {**UNGUIDED, "prompt": "waves on a pebble beach", "seed": 7}
+SMALL.update(width=64, height=64, num_frames=9)
 TILE = 128  # sample pixels: 4 latent pixels every 2; 96x96 fits one tile
 
 # DiT parameters on the meta device: LTX-2's "19B" (video and audio streams).
@@ -110,19 +119,30 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode=False, cache=None, cfg_rank=None, alone=False):
+def _run(
+    pipe,
+    family,
+    body: dict,
+    *,
+    split_decode=False,
+    cache=None,
+    cfg_rank=None,
+    alone=False,
+    group=None,
+):
     """One job as the engine runs it: the pipeline stops at the latents on every rank, the
     video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
     audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw,
     or for a job with `cache` the step cache's record, its decisions agreed over the group
     when there is one (`alone`: each rank on its own tokens, the sabotage); the decode's
     tiles). `cache`: the transformer's step cache switch; `cfg_rank`: this rank's CFG half
-    when the job runs on the halves."""
+    when the job runs on the halves; `group`: the ranks that run the job (None: all)."""
     request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
     steps: list = []
     settings = CacheSettings.parse(request.cache)
-    if settings is not None:  # as the engine starts it
+    if settings is not None and group is None:  # as the engine starts it
         group = dist.group.WORLD if dist.is_initialized() else None
+    if settings is not None:
         branches = Branches(request.uses_cfg, cfg_rank=cfg_rank, batched=True)
         cache.start(StepAgreement(settings, branches, group, steps, alone=alone))
 
@@ -147,7 +167,7 @@ def _run(pipe, family, body: dict, *, split_decode=False, cache=None, cfg_rank=N
                 cache.stop()
         tiles = family.tiled_decode(pipe, request, output[0])
         if split_decode:
-            decoded = decode_tiles(tiles, CPU)
+            decoded = decode_tiles(tiles, CPU, group)
         else:
             decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
     if decoded is None:
@@ -170,6 +190,7 @@ def references() -> dict:
             calls.clear()
             outputs[label] = (*_run(pipe, family, body), len(calls))
         outputs["t2v_with_image"] = _run(pipe, family, I2V)
+        outputs["small"] = _run(pipe, family, SMALL)
         # the step cache's hooks on the same DiT (between jobs they call the blocks through)
         switch = install_step_cache(pipe.transformer)
         outputs["cached"] = _run(pipe, family, CACHED, cache=switch)
@@ -525,8 +546,8 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
 def test_parallel_jobs_equal_world_size_1(references):
     """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
     streams together (image-to-video too, with its per-token timesteps); an unguided job
-    spreads its video tokens over both (uneven).
-    `paradit verify` ran 3 and 4 ranks by hand."""
+    spreads its video tokens over both (uneven). 3 and 4 ranks:
+    `test_three_and_four_ranks_equal_world_size_1`."""
     spawn_gloo(2, _check_group, references["outputs"])
 
 
@@ -617,3 +638,73 @@ def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
     assert not near["identical"] and near["max_abs"] <= 3 and near["snr_db"] > 70
     assert compare_audio(None, None) is None
     assert compare_audio(data, None)["identical"] is False
+
+
+# -- 3 and 4 ranks against world size 1 ---------------------------------------------------
+
+
+def _same_as_world_size_1(label: str, reference: tuple, frames, audio) -> None:
+    """Video within rounding of world size 1 (`paradit verify`'s measure), audio within
+    1e-3 of the track's peak."""
+    result = compare(reference[0], frames, FLOAT32)
+    drift = float(np.abs(reference[1].waveform - audio.waveform).max())
+    assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+
+
+def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:
+    """4 ranks, CFG 2 x Ulysses 2: guided image to video, each CFG row's 27 video tokens
+    over 2 ranks (14 + 13, the image's per-token timesteps with them); the unguided text to
+    video spread as Ulysses 4 (27 tokens: 7 + 7 + 7 + 6, one head a rank). Then ranks 0-2
+    alone as Ulysses 3: the smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks.
+    The audio whole on every rank throughout; video and audio checked on rank 0. `pipe`:
+    built before the fork (once, not on every rank)."""
+    from diffusers import LTX2ImageToVideoPipeline
+
+    family = family_of(pipe)
+    whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
+    plan = ParallelPlan(2, 2, 1, True, True)
+    parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
+    limits = family.limits(pipe, tiny=True)
+    tokens = []
+    pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
+        lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
+    )
+    parts = ("scheduler", "vae", "audio_vae", "text_encoder", "tokenizer", "connectors")
+    parts += ("transformer", "vocoder")
+    i2v = LTX2ImageToVideoPipeline(**{name: getattr(pipe, name) for name in parts})
+    i2v.set_progress_bar_config(disable=True)
+    runs = ((i2v, family_of(i2v), "i2v guided", I2V_GUIDED), (pipe, family, "unguided", UNGUIDED))
+    layouts = []
+    for runner, runner_family, label, body in runs:
+        request = JobRequest.from_body(body, runner_family.limits(runner, tiny=True))
+        uses_cfg = runner_family.uses_cfg(runner, request)
+        layouts.append(parallel.begin_job(uses_cfg, limits.tokens(96, 96, 17)))
+        frames, audio, _steps, _tiles = _run(runner, runner_family, body, split_decode=True)
+        parallel.end_job()
+        if rank == 0:
+            _same_as_world_size_1(f"4 ranks {label}", outputs[label], frames, audio)
+    assert layouts == ["plan", "spread"]
+    assert tokens[0] == (1, (14, 13)[rank % 2]) and tokens[2] == (1, (7, 7, 7, 6)[rank]), tokens
+    # Ulysses 3 last: a rank outside a group must not create groups with it afterwards
+    three = dist.new_group([0, 1, 2])
+    if rank == 3:
+        dist.barrier()
+        return
+    pipe.register_modules(transformer=whole)
+    parallel = parallelize([pipe.transformer], ParallelPlan(1, 3, 1, True, True), CPU, group=three)
+    tokens.clear()
+    pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
+        lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
+    )
+    frames, audio, _steps, _tiles = _run(pipe, family, SMALL, split_decode=True, group=three)
+    assert tokens[0] == (1, (3, 3, 2)[rank]), tokens
+    if rank == 0:
+        _same_as_world_size_1("3 ranks small", outputs["small"], frames, audio)
+    dist.barrier()
+
+
+def test_three_and_four_ranks_equal_world_size_1(references):
+    """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, Ulysses 3 on 3 of them
+    (`parallelize`'s `group`), video and audio within rounding of world size 1."""
+    spawn_gloo(4, _check_three_and_four, references["outputs"], _pipeline()[0])

@@ -5,7 +5,6 @@ Model code stays single-device; `parallelize` turns a plan into hooks on the tra
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -67,9 +66,9 @@ def parallelize(
     device: torch.device,
     dp_degree: int = 1,
     *,
+    group: dist.ProcessGroup | None = None,
     batched_cfg: bool = False,
     cpu_offload: bool = False,
-    group: dist.ProcessGroup | None = None,
 ) -> Parallelized:
     """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
 
@@ -78,9 +77,12 @@ def parallelize(
     divides one replica, and no collective of a job leaves it. `batched_cfg`: the pipeline
     runs both CFG branches as one batch of 2 (CogVideoX). `cpu_offload`: the shards live in
     host memory between uses (FSDP2's CPU offload policy; the memory plan's offload).
-    `group`: the ranks the plan divides (the world when None); only its members call this,
-    together, and its meshes' groups are made among them alone.
+    `group`: the ranks of one replica when it is not a slice of the world (`dp_degree` 1),
+    e.g. 3 of 4 ranks; only its ranks call this. torch names the groups it creates by a
+    count kept in each process, so a rank outside `group` must not create groups together
+    with these ranks afterwards.
     """
+    ranks = _group_ranks(group, plan, dp_degree)
     caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
         return Parallelized(plan, [], [], caches)
@@ -89,15 +91,15 @@ def parallelize(
         dp_degree,
         (plan.cfg_degree, plan.ring_degree, plan.ulysses_degree),
         ("cfg", "ring", "ulysses"),
-        group,
+        ranks,
     )
     flat = None
     if plan.shard_weights:
-        flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",), group)
+        flat = _replica_mesh(device, dp_degree, (plan.world_size,), ("fsdp",), ranks)
     spread = None
     if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
         # jobs without CFG: Ulysses over the whole replica
-        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"), group)
+        spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"), ranks)
     wrappers, all_layouts = [], []
     for transformer in transformers:
         layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
@@ -112,26 +114,36 @@ def parallelize(
     return Parallelized(plan, wrappers, all_layouts, caches)
 
 
+def _group_ranks(
+    group: dist.ProcessGroup | None, plan: ParallelPlan, dp_degree: int
+) -> list[int] | None:
+    """The global ranks of `group` (None: the world), checked against the plan."""
+    if group is None:
+        return None
+    if dp_degree != 1:
+        raise ValueError(f"a group is one replica: dp_degree must be 1, got {dp_degree}")
+    if group == dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("this rank is not in the group: only the group's ranks parallelize")
+    ranks = dist.get_process_group_ranks(group)
+    if len(ranks) != plan.world_size:
+        raise ValueError(
+            f"the plan needs {plan.world_size} ranks, the group has {len(ranks)}: {ranks}"
+        )
+    return ranks
+
+
 def _replica_mesh(
     device: torch.device,
     dp_degree: int,
     shape: tuple[int, ...],
     names: tuple[str, ...],
-    group: dist.ProcessGroup | None = None,
+    ranks: list[int] | None = None,
 ) -> DeviceMesh:
-    """This rank's replica's slice of a mesh of shape (dp_degree, *shape) over the world, or
-    over `group`'s ranks in their order."""
-    full_shape, full_names = (dp_degree, *shape), ("dp", *names)
+    """This rank's replica's slice of a world mesh of shape (dp_degree, *shape), or the
+    mesh of shape `shape` over `ranks`."""
+    if ranks is not None:
+        return DeviceMesh(device.type, torch.tensor(ranks).view(shape), mesh_dim_names=names)
     if dp_degree == 1:
-        full_shape, full_names = shape, names
-    if group is None:
-        mesh = init_device_mesh(device.type, full_shape, mesh_dim_names=full_names)
-    else:
-        ranks = dist.get_process_group_ranks(group)
-        if len(ranks) != math.prod(full_shape):
-            raise ValueError(
-                f"the plan divides {math.prod(full_shape)} ranks, the group has {len(ranks)}"
-            )
-        layout = torch.tensor(ranks, dtype=torch.int).view(full_shape)
-        mesh = DeviceMesh(device.type, layout, mesh_dim_names=full_names)
-    return mesh if dp_degree == 1 else mesh[names]
+        return init_device_mesh(device.type, shape, mesh_dim_names=names)
+    world = init_device_mesh(device.type, (dp_degree, *shape), mesh_dim_names=("dp", *names))
+    return world[names]
