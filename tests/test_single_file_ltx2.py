@@ -171,7 +171,10 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
         "ltx-2 video vae", "vae."
     )  # fmt: skip
     assert resolved.vae.detection.config["latent_channels"] == 128
-    assert sorted(resolved.extras) == ["audio_vae", "connectors", "vocoder"]
+    assert sorted(resolved.extras) == ["audio_vae", "connectors", "text_projection", "vocoder"]
+    assert {p.header.prefix for p in resolved.extras.values()} == {
+        "audio_vae.", "vocoder.", "text_embedding_projection.", "model.diffusion_model."
+    }  # fmt: skip
     gemma_file = (str(real_files["gemma"]),)
     # the distilled file: the same shapes, named so; random:ltx-2-distilled's scheduler
     distilled = resolve(SingleFiles((str(real_files["distilled"]),), gemma_file))
@@ -187,8 +190,9 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
     dev_scheduler = SPEC["scheduler"]["config"]
     assert spec["components"] == {k: v for k, v in SPEC.items() if k != "scheduler"}
     assert scheduler == dev_scheduler | {"use_dynamic_shifting": False, "shift_terminal": None}
-    with pytest.raises(ValueError, match=r"dit_only.safetensors holds LTX-2's DiT but no "
-                       r"connectors, vae, audio_vae, vocoder"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"dit_only.safetensors holds LTX-2's DiT; no file given "
+                       r"holds text_projection, vae, audio_vae, vocoder: give the text "
+                       r"projection .*; the video VAE .*; the audio VAE"):  # fmt: skip
         resolve(SingleFiles((str(real_files["dit_only"]),), gemma_file))
     with pytest.raises(ValueError, match=r"gated.safetensors is ltx-2.3 .*LTX-2.3"):
         resolve(SingleFiles((str(real_files["gated"]),), gemma_file))

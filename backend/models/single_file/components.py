@@ -4,6 +4,7 @@ row block: `load.DitWeights`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -12,7 +13,6 @@ from ..casting import cast_model
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
-from .detection import Detection
 from .hunyuan_video15 import BYT5_PRESETS
 from .hunyuan_video15 import vae_name as hunyuan_vae_name
 from .ltx2 import component_state as ltx2_component_state
@@ -259,28 +259,34 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     return cast_model(model, dtype).eval()
 
 
-def ltx2_component(name: str, part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:
-    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") of the checkpoint `part`
-    (the DiT's file), as the diffusers model of the preset's config (ltx2.py names it)."""
+_LTX2_PARTS_OF = {"connectors": ("connectors", "text_projection")}
+"""The parts (ltx2.PARTS) a component is read from, where they are not just the one."""
+
+
+def ltx2_component(
+    name: str, parts: Mapping[str, Part], preset_name: str, dtype: torch.dtype
+) -> torch.nn.Module:
+    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") from its parts (each a
+    view of the file that holds it: load._ltx2_parts), as the diffusers model of the preset's
+    config (ltx2.py names it)."""
     from accelerate import init_empty_weights
 
-    header = part.header
+    def read(part: str) -> dict[str, torch.Tensor]:
+        return read_whole(parts[part], torch.float32)
 
-    def read(prefix: str) -> dict[str, torch.Tensor]:
-        if not any(k.startswith(prefix) for k in header.tensors):
-            return {}
-        return read_whole(Part(header.view(prefix), Detection("unknown")), torch.float32)
-
+    header_name = ", ".join(
+        sorted({parts[p].header.name for p in _LTX2_PARTS_OF.get(name, (name,))})
+    )
     reference = getattr(preset_parts(preset_name, {name}), name)
     with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(dict(reference.config))
-    state = ltx2_component_state(name, read, part.detection.prefix, header.name)
+    state = ltx2_component_state(name, read, header_name)
     expected = model.state_dict()
     problems = sorted(set(expected) ^ set(state))
     problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
     if problems:
         raise ValueError(
-            f"{header.name}: its {name} does not fit LTX-2's ({preset_name}) "
+            f"{header_name}: its {name} does not fit LTX-2's ({preset_name}) "
             f"(mismatched keys {problems[:3]})"
         )
     model.load_state_dict(state, assign=True, strict=True)

@@ -47,7 +47,8 @@ from .components import (
     vae_model,
 )
 from .convert import RowMap, dit_row_map, unused_keys
-from .detect import Detection, Part, bundled_parts, recognise
+from .detect import Detection, Part, bundled_parts, detect, recognise
+from .ltx2 import EXTRA_COMPONENTS
 from .quant import RowReader, check_readable
 
 if TYPE_CHECKING:
@@ -239,8 +240,6 @@ class SingleFiles:
                 "--model takes one checkpoint file, or two for Wan 2.2 A14B (HIGH,LOW), "
                 f"got {len(self.models)}"
             )
-        if len(self.vaes) > 1:
-            raise ValueError(f"--vae takes one file, got {len(self.vaes)}")
         if len(self.image_encoders) > 1:
             raise ValueError(f"--image-encoder takes one file, got {len(self.image_encoders)}")
 
@@ -270,15 +269,17 @@ class Resolved:
     image_encoder: Part | None = None
     """Wan 2.1 image-to-video's CLIP vision encoder."""
     extras: dict[str, Part] = dataclasses.field(default_factory=dict)
-    """Components read from the DiT's checkpoint besides its VAE (LTX-2: "connectors",
-    "audio_vae", "vocoder"), each the whole checkpoint's Part (ltx2.component_model)."""
+    """LTX-2's parts besides the DiT and video VAE (ltx2.PARTS: "connectors",
+    "text_projection", "audio_vae", "vocoder"), each a view of the file that holds it, keys in
+    the part's own names; components.ltx2_component builds the connectors, audio VAE and
+    vocoder from them."""
 
     @property
     def pipeline_class(self) -> str:
         return self.preset.pipeline
 
     def summary(self) -> dict[str, Any]:
-        parts = {**self.dits, **self.encoders, "vae": self.vae}
+        parts = {**self.dits, **self.encoders, "vae": self.vae, **self.extras}
         if self.image_encoder is not None:
             parts["image_encoder"] = self.image_encoder
         return {"variant": self.variant, "files": {k: p.summary() for k, p in parts.items()}}
@@ -332,9 +333,14 @@ def resolve(files: SingleFiles) -> Resolved:
     variant = first.label
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
-    if first.family == "ltx2":
-        _ltx2_complete(dits[0], files)
-    bundle = bundled_parts(dits[0]) if first.bundled else {}
+    ltx2_parts: dict[str, Part] = {}
+    if first.family == "ltx2":  # its parts from whichever files hold them
+        files, ltx2_parts = _ltx2_parts(dits[0], files)
+        bundle = {"vae": ltx2_parts["vae"]} if "vae" in ltx2_parts else {}
+    else:
+        bundle = bundled_parts(dits[0]) if first.bundled else {}
+    if len(files.vaes) > 1:
+        raise ValueError(f"--vae takes one file, got {len(files.vaes)}")
     encoders = _encoders(files, preset, first, bundle)
     if preset.vision:
         from .qwen_image_edit import check_vision_tower
@@ -342,42 +348,63 @@ def resolve(files: SingleFiles) -> Resolved:
         check_vision_tower(encoders["text_encoder"], first)
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
-    extras = _ltx2_extras(dits[0], encoders["text_encoder"]) if first.family == "ltx2" else {}
+    extras = _ltx2_extras(ltx2_parts, encoders["text_encoder"]) if ltx2_parts else {}
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
     return Resolved(preset, components, encoders, vae, variant, image_encoder, extras)
 
 
-def _ltx2_complete(dit: Part, files: SingleFiles) -> None:
-    """ValueError naming what an LTX-2 checkpoint lacks (the video VAE may come as --vae)."""
+def _ltx2_parts(dit: Part, files: SingleFiles) -> tuple[SingleFiles, dict[str, Part]]:
+    """LTX-2's parts besides the DiT (ltx2.PARTS), found by their key names in the --vae and
+    --text-encoder files that hold any (ComfyUI's split files, or the whole checkpoint beside
+    a GGUF DiT), then in the DiT's own file; a file given wins over the DiT's file. Returns
+    the files left for the text encoder and video VAE checks (the Gemma file; a --vae file
+    holding no LTX-2 part, refused there by what it is) and the parts; ValueError naming the
+    parts no file holds and which files would."""
     from . import ltx2
 
-    missing = ltx2.describe_missing(dit.detection.bundled)
-    if files.vaes:
-        missing = [c for c in missing if c != "vae"]
+    encoders, vaes, found = [], [], {}
+    for flag, paths in (("--text-encoder", files.text_encoders), ("--vae", files.vaes)):
+        for path in paths:
+            part = recognise(path)
+            held = ltx2.find_parts(part.header) if part.detection.role != "text_encoder" else {}
+            if not held:
+                (encoders if flag == "--text-encoder" else vaes).append(path)
+            for name, header in held.items():
+                if name in found:
+                    raise ValueError(
+                        f"{flag} {part.header.name} and {found[name].header.name} both hold "
+                        f"LTX-2's {name}: give one file for each part"
+                    )
+                found[name] = Part(header, detect(header))
+    for name, header in ltx2.find_parts(dit.header).items():
+        found.setdefault(name, Part(header, detect(header)))
+    if vaes:
+        found.pop("vae", None)  # --vae FILE holding no LTX-2 part: refused by _vae as it is
+    missing = [name for name in ltx2.PARTS if name not in found and not (name == "vae" and vaes)]
     if missing:
         raise ValueError(
-            f"{dit.header.name} holds LTX-2's DiT but no {', '.join(missing)}: paradit runs "
-            "LTX-2 from its whole checkpoint (ltx-2-19b-dev.safetensors and its -fp8 and "
-            "-distilled files: DiT, text connectors, video VAE, audio VAE and vocoder in one "
-            "file); a DiT alone (a GGUF or transformer-only file) is not enough yet"
+            f"{dit.header.name} holds LTX-2's DiT; no file given holds {', '.join(missing)}: "
+            f"give {ltx2.describe_missing(missing)}"
         )
+    return dataclasses.replace(files, text_encoders=tuple(encoders), vaes=tuple(vaes)), found
 
 
-def _ltx2_extras(dit: Part, encoder: Part) -> dict[str, Part]:
-    """An LTX-2 checkpoint's connectors, audio VAE and vocoder, after checking that its text
-    projection reads the Gemma file's hidden states."""
+def _ltx2_extras(parts: dict[str, Part], encoder: Part) -> dict[str, Part]:
+    """LTX-2's parts for its connectors, audio VAE and vocoder (ltx2.PARTS but the video
+    VAE), after checking that the text projection reads the Gemma file's hidden states."""
     from . import ltx2
 
     config = encoder.detection.config
     stacked = config["hidden_size"] * (config["num_hidden_layers"] + 1)
-    reads = ltx2.text_projection_inputs(dit.header)
+    projection = parts["text_projection"].header
+    reads = ltx2.text_projection_inputs(projection)
     if reads != stacked:
         raise ValueError(
             f"--text-encoder {encoder.header.name} gives {config['num_hidden_layers'] + 1} "
             f"hidden states of width {config['hidden_size']} ({stacked} values a token); the "
-            f"text projection of {dit.header.name} reads {reads}"
+            f"text projection of {projection.name} reads {reads}"
         )
-    return {name: dit for name in ltx2.EXTRA_COMPONENTS}
+    return {name: part for name, part in parts.items() if name != "vae"}
 
 
 def _where(part: Part, flag: str) -> str:
@@ -659,9 +686,12 @@ def build_pipeline(
         tokenizer_slot = _TOKENIZER_SLOTS[slot]
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
-    for name, part in resolved.extras.items():  # LTX-2's connectors, audio VAE and vocoder
-        wanted = name not in skip
-        parts[name] = ltx2_component(name, part, preset.name, dtype) if wanted else None
+    if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder
+        for name in EXTRA_COMPONENTS:
+            if name not in skip:
+                parts[name] = ltx2_component(name, resolved.extras, preset.name, dtype)
+            else:
+                parts[name] = None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
         part = resolved.image_encoder
         wanted = "image_encoder" not in skip

@@ -24,8 +24,10 @@ keys that do not fit.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -94,21 +96,19 @@ def connector_name(key: str) -> str:
 
 
 def component_state(
-    name: str, read: Callable[[str], dict[str, torch.Tensor]], dit_prefix: str, file: str
+    name: str, read: Callable[[str], dict[str, torch.Tensor]], file: str
 ) -> dict[str, torch.Tensor]:
-    """Component `name` ("connectors", "audio_vae" or "vocoder") of checkpoint `file` in
-    diffusers' names; `read(prefix)` gives the file's tensors under a prefix, without it."""
+    """Component `name` ("connectors", "audio_vae" or "vocoder") in diffusers' names;
+    `read(part)` gives a part's tensors (one of PARTS) in its own names, without the
+    checkpoint's prefix (find_parts); `file` names the vocoder's file in a refusal."""
     if name == "connectors":
-        state = {}
-        for connector in CONNECTORS:
-            part = read(dit_prefix + connector)
-            state |= {connector_name(connector + k): v for k, v in part.items()}
-        projection = read(TEXT_PROJECTION)
+        state = {connector_name(k): v for k, v in read("connectors").items()}
+        projection = read("text_projection")
         state |= {
             k.replace("aggregate_embed.", "text_proj_in.", 1): v for k, v in projection.items()
         }
         return state
-    state = read(BUNDLE_PREFIXES[name])
+    state = read(name)
     if name == "audio_vae":
         return audio_vae_names(state)
     if name == "vocoder":
@@ -121,12 +121,89 @@ def component_state(
     raise ValueError(f"no LTX-2 component {name!r}; known: {EXTRA_COMPONENTS}")
 
 
-def text_projection_inputs(header: FileHeader) -> int | None:
-    """The width the text projection reads (Gemma's width x its hidden states), if present."""
-    shape = header.shape(TEXT_PROJECTION + "aggregate_embed.weight")
+def text_projection_inputs(projection: FileHeader) -> int | None:
+    """The width the text projection reads (Gemma's width x its hidden states), if present;
+    `projection` holds the part in its own names (`aggregate_embed.weight`)."""
+    shape = projection.shape("aggregate_embed.weight")
     return shape[1] if shape else None
 
 
-def describe_missing(found: tuple[str, ...]) -> list[str]:
-    """The components an LTX-2 job needs that a checkpoint lacks (in diffusers' names)."""
-    return [c for c in ("connectors", *BUNDLE_PREFIXES) if c not in found]
+# -- the parts, from whichever file holds them ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartRule:
+    """How one LTX-2 part is found in a file by its key names: its keys' first names (fixed
+    by the model code), the checkpoint's prefix for it, and a key only it has."""
+
+    prefix: str
+    roots: tuple[str, ...]
+    tell: Callable[[Mapping[str, tuple[int, ...]]], bool]
+    what: str
+    """The part as a user knows it, and which files hold it (the refusal's words)."""
+
+
+_STATISTICS = "per_channel_statistics.mean-of-means"
+_VAE_ROOTS = ("encoder.", "decoder.", "per_channel_statistics.")
+PARTS = {
+    "connectors": PartRule(
+        "model.diffusion_model.",
+        CONNECTORS,
+        lambda keys: all(any(k.startswith(c) for k in keys) for c in CONNECTORS),
+        "the text connectors (video_embeddings_connector., audio_embeddings_connector.: "
+        "--text-encoder with the embeddings connector file, e.g. "
+        "ltx-2-19b-embeddings_connector_dev_bf16.safetensors, or the whole checkpoint)",
+    ),
+    "text_projection": PartRule(
+        TEXT_PROJECTION,
+        ("aggregate_embed.",),
+        lambda keys: "aggregate_embed.weight" in keys,
+        "the text projection (text_embedding_projection.aggregate_embed: --text-encoder "
+        "with the embeddings connector file, or the whole checkpoint)",
+    ),
+    "vae": PartRule(
+        BUNDLE_PREFIXES["vae"],
+        _VAE_ROOTS,
+        lambda keys: _STATISTICS in keys and any(".res_blocks." in k for k in keys),
+        "the video VAE (vae.: --vae with the video VAE file, e.g. "
+        "LTX2_video_vae_bf16.safetensors, or the whole checkpoint)",
+    ),
+    "audio_vae": PartRule(
+        BUNDLE_PREFIXES["audio_vae"],
+        _VAE_ROOTS,
+        lambda keys: (
+            _STATISTICS in keys
+            and any(k.startswith(("encoder.down.", "decoder.up.")) for k in keys)
+        ),
+        "the audio VAE (audio_vae.: --vae with the audio VAE file, e.g. "
+        "LTX2_audio_vae_bf16.safetensors, or the whole checkpoint)",
+    ),
+    "vocoder": PartRule(
+        BUNDLE_PREFIXES["vocoder"],
+        ("conv_pre.", "ups.", "resblocks.", "conv_post.", *_BWE_VOCODER),
+        lambda keys: "conv_pre.weight" in keys,
+        "the vocoder (vocoder.: --vae with the audio VAE file that holds it beside the audio "
+        "VAE, or the whole checkpoint)",
+    ),
+}
+"""LTX-2's parts besides the DiT, each found by its own key names with or without the
+checkpoint's prefix for it (ComfyUI's split files; the all-in-one checkpoint holds them all)."""
+
+
+def find_parts(header: FileHeader) -> dict[str, FileHeader]:
+    """The LTX-2 parts (PARTS) a file holds, each as a header of its keys in its own names
+    (the same file and offsets): under the checkpoint's prefix for it, else without one."""
+    found = {}
+    for name, rule in PARTS.items():
+        for prefix in (rule.prefix, ""):
+            view = header.view(prefix) if prefix else header
+            tensors = {k: v for k, v in view.tensors.items() if k.startswith(rule.roots)}
+            if tensors and rule.tell({k: v.shape for k, v in tensors.items()}):
+                found[name] = dataclasses.replace(view, tensors=tensors)
+                break
+    return found
+
+
+def describe_missing(missing: list[str]) -> str:
+    """The parts an LTX-2 job lacks, and which files would hold them."""
+    return "; ".join(PARTS[name].what for name in missing)
