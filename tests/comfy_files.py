@@ -256,7 +256,7 @@ def write_gguf(
 ) -> dict[str, torch.Tensor]:
     """A GGUF file as the GGUF node pack's converter writes one: block weights quantized
     (`qtype_name`: Q8_0, or a K-quant such as Q4_K: blocks of random valid bytes, as gguf-py
-    cannot quantize K-quants), the rest F32, 5-dim tensors flattened with their shape in
+    cannot quantize K-quants; F32: none), the rest F32, 5-dim tensors flattened with their shape in
     `comfy.gguf.orig_shape.<name>`."""
     import gguf
     from gguf import quants
@@ -268,7 +268,8 @@ def write_gguf(
     rng = np.random.default_rng(7)
     for name, value in original.items():
         array = value.detach().float().numpy()
-        if value.dim() == 2 and name.endswith(".weight") and array.shape[-1] % block == 0:
+        quantized = qtype_name != "F32" and value.dim() == 2 and name.endswith(".weight")
+        if quantized and array.shape[-1] % block == 0:
             if qtype_name == "Q8_0":
                 raw = quants.quantize(array, qtype)
             else:

@@ -26,7 +26,7 @@ VAEs, its own names for the vocoder and the connectors).
   does, with `<bos>` first and the chat markers whole; a Gemma file without one takes
   `Lightricks/LTX-2`'s tokenizer from the hub cache, offline, or is refused naming where.
 
-Cost: about 9 s (in the suite's two-worker run on 2 cores).
+Cost: about 11 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ import torch
 from comfy_files import (
     LTX2_DIT_PREFIX,
     ltx2_checkpoint,
+    ltx2_dit_original,
     meta_shapes,
+    write_gguf,
     write_header_only,
     write_safetensors,
 )
@@ -55,6 +57,7 @@ from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
 from paradit.backend.models.single_file.convert import dit_row_map
 from paradit.backend.models.single_file.detect import detect, recognise
+from paradit.backend.models.single_file.detect_ltx2 import CONNECTORS
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import (
@@ -229,29 +232,7 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
         assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
     text = "a fox <bos> 42"
     assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
-    outputs = []
-    for each in (pipe, tiny):
-        align_cpu_weights(each)
-        each.set_progress_bar_config(disable=True)
-        with torch.no_grad():
-            video, audio = each(
-                prompt="a fox in the snow",
-                negative_prompt="rain",
-                height=32 * 2,
-                width=32 * 2,
-                num_frames=9,
-                frame_rate=24.0,
-                num_inference_steps=2,
-                guidance_scale=4.0,
-                audio_guidance_scale=4.0,
-                use_cross_timestep=False,
-                max_sequence_length=32,
-                generator=torch.Generator().manual_seed(5),
-                output_type="np",
-                return_dict=False,
-                **PLAIN_CFG,
-            )
-        outputs.append((np.asarray(video[0]), audio[0].numpy()))
+    outputs = [_render(each) for each in (pipe, tiny)]
     (video, audio), (their_video, their_audio) = outputs
     assert np.array_equal(video, their_video) and video.std() > 0
     assert np.array_equal(audio, their_audio) and audio.shape[0] == 2 and audio.std() > 0
@@ -277,6 +258,120 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     rows = dit_row_map(part.header, part.detection)
     for name, value in model.state_dict().items():  # one segment each: a rename
         assert torch.equal(value.reshape(held[rows[name][0].key].shape), held[rows[name][0].key])
+
+
+def test_gguf_dit_with_its_parts_in_separate_files(tmp_path):
+    """The tiny DiT alone as a GGUF (the DiT's own names, no prefix, as the GGUF node pack's
+    `ltx-2-19b-dev-Q4_K_M.gguf`) with the other parts as separate files, each with or without
+    the checkpoint's prefix (`model.diffusion_model.` for the connectors,
+    `text_embedding_projection.`, `vae.`, `audio_vae.`, `vocoder.`), given as --text-encoder
+    and --vae: with an F32 GGUF the pipeline holds exactly the preset's components and makes
+    its video and audio byte for byte; a Q8_0 GGUF beside the whole checkpoint (given as --vae,
+    the source of every other part) makes them within a measured tolerance. A part that no file
+    holds is refused by name with the files that would hold it; two files with one part too."""
+    tiny = build_preset("tiny-ltx2")
+    whole = ltx2_checkpoint(tiny)
+
+    def under(*prefixes: str, strip: bool = False) -> dict[str, torch.Tensor]:
+        picked = {k: v for k, v in whole.items() if k.startswith(prefixes)}
+        if not strip:
+            return picked
+        return {k.split(".", 1)[1] if k.startswith(prefixes[-1]) else k: v
+                for k, v in picked.items()}  # fmt: skip
+
+    connectors = tuple(LTX2_DIT_PREFIX + c for c in CONNECTORS)
+    dit = {
+        k[len(LTX2_DIT_PREFIX) :]: v
+        for k, v in under(LTX2_DIT_PREFIX).items()
+        if not k.startswith(connectors)
+    }
+    files = {}
+    for name, qtype in (("ltx-2-19b-dev-F32.gguf", "F32"), ("ltx-2-19b-dev-Q8_0.gguf", "Q8_0")):
+        files[qtype] = tmp_path / name
+        held = write_gguf(files[qtype], dit, qtype)
+    assert not all(torch.equal(held[k], v) for k, v in dit.items())  # Q8_0 changed values
+    parts = {  # the prefixed files, then the same parts without prefixes
+        "connectors": under(*connectors, "text_embedding_projection."),
+        "video_vae": under("vae."),
+        "audio": under("audio_vae.", "vocoder."),
+        "connectors_bare": {
+            **{k[len(LTX2_DIT_PREFIX) :]: v for k, v in under(*connectors).items()},
+            **under("text_embedding_projection.", strip=True),
+        },
+        "video_vae_bare": under("vae.", strip=True),
+        "audio_bare": {**under("audio_vae.", strip=True), **under("vocoder.", strip=True)},
+        "checkpoint": whole,
+    }
+    for name, state in parts.items():
+        save_file(state, str(tmp_path / f"{name}.safetensors"))
+    gemma = tmp_path / "gemma_3_12B_it.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+
+    def source(dit_file, encoders=(), vaes=()) -> ModelSource:
+        return ModelSource.parse(
+            str(dit_file),
+            [str(gemma), *(str(tmp_path / f"{e}.safetensors") for e in encoders)],
+            [str(tmp_path / f"{v}.safetensors") for v in vaes],
+        )
+
+    exact = load_pipeline(source(files["F32"], ["connectors"], ["video_vae", "audio_bare"]))
+    bare = load_pipeline(source(files["F32"], ["connectors_bare"], ["audio", "video_vae_bare"]))
+    for pipe in (exact, bare):
+        for name in COMPONENTS:
+            ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
+            assert set(ours) == set(theirs), name
+            assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
+    (video, audio), (their_video, their_audio) = _render(exact), _render(tiny)
+    assert np.array_equal(video, their_video) and video.std() > 0
+    assert np.array_equal(audio, their_audio) and audio.std() > 0
+    q8 = load_pipeline(source(files["Q8_0"], vaes=["checkpoint"]))
+    assert all(
+        torch.equal(value, held[name]) for name, value in ltx2_dit_original(
+            q8.transformer.state_dict()).items()
+    )  # fmt: skip
+    q8_video, q8_audio = _render(q8)
+    video_error = float(np.abs(q8_video - their_video).max())
+    audio_error = float(np.abs(q8_audio - their_audio).max())
+    print("Q8_0 max errors: video", video_error, "audio", audio_error)
+    assert 0 < video_error < 0.05 and 0 < audio_error < 0.05
+    with pytest.raises(
+        ValueError,
+        match=r"ltx-2-19b-dev-F32.gguf holds LTX-2's DiT; no file given holds connectors, "
+        r"text_projection, audio_vae, vocoder: give the text connectors .*embeddings_connector"
+        r".*; the audio VAE \(audio_vae.: --vae with the audio VAE file.*; the vocoder",
+    ):
+        source(files["F32"], vaes=["video_vae"])
+    with pytest.raises(
+        ValueError, match=r"--vae checkpoint.safetensors and video_vae.safetensors both hold "
+        r"LTX-2's vae: give one file for each part"
+    ):  # fmt: skip
+        source(files["F32"], vaes=["video_vae", "checkpoint"])
+
+
+def _render(pipe) -> tuple[np.ndarray, np.ndarray]:
+    """The video and audio of a tiny LTX-2 pipeline's fixed job (32x32 px latents of 64 px,
+    9 frames, 2 steps, CFG)."""
+    align_cpu_weights(pipe)
+    pipe.set_progress_bar_config(disable=True)
+    with torch.no_grad():
+        video, audio = pipe(
+            prompt="a fox in the snow",
+            negative_prompt="rain",
+            height=32 * 2,
+            width=32 * 2,
+            num_frames=9,
+            frame_rate=24.0,
+            num_inference_steps=2,
+            guidance_scale=4.0,
+            audio_guidance_scale=4.0,
+            use_cross_timestep=False,
+            max_sequence_length=32,
+            generator=torch.Generator().manual_seed(5),
+            output_type="np",
+            return_dict=False,
+            **PLAIN_CFG,
+        )
+    return np.asarray(video[0]), audio[0].numpy()
 
 
 def test_distilled_file_runs_its_own_schedule(tmp_path):
