@@ -81,7 +81,8 @@ class ServeConfig:
         metadata=_flag(
             "--vae",
             BACKEND,
-            "the VAE file for a single-file --model (replaces an all-in-one checkpoint's)",
+            "the VAE file for a single-file --model (replaces an all-in-one checkpoint's; LTX-2: "
+            "repeat for its video VAE, audio VAE and vocoder files beside a DiT alone)",
             action="append",
             metavar="FILE",
         ),

@@ -22,7 +22,10 @@ whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate fil
 An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
 encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
 connectors, audio VAE and vocoder are `Resolved.extras`, built by components.ltx2_component;
-only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py).
+only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py). A DiT alone (a GGUF, a
+transformer-only file) takes those parts from more --vae and --text-encoder files, each part
+found by its key names with or without the checkpoint's prefix (ltx2.find_parts: ComfyUI's
+split files, or the whole checkpoint beside a GGUF).
 """
 
 from __future__ import annotations
