@@ -268,7 +268,8 @@ def test_gguf_dit_with_its_parts_in_separate_files(tmp_path):
     and --vae: with an F32 GGUF the pipeline holds exactly the preset's components and makes
     its video and audio byte for byte; a Q8_0 GGUF beside the whole checkpoint (given as --vae,
     the source of every other part) makes them within a measured tolerance. A part that no file
-    holds is refused by name with the files that would hold it; two files with one part too."""
+    holds is refused by name with the files that would hold it; two files with one part too.
+    `paradit models DIR` lists the split files as LTX-2 parts."""
     tiny = build_preset("tiny-ltx2")
     whole = ltx2_checkpoint(tiny)
 
@@ -314,6 +315,13 @@ def test_gguf_dit_with_its_parts_in_separate_files(tmp_path):
             [str(tmp_path / f"{v}.safetensors") for v in vaes],
         )
 
+    listed = {e.path: (e.role, e.variant) for e in list_models(tmp_path)}
+    assert {k: listed[k] for k in ("connectors_bare.safetensors", "audio.safetensors")} == {
+        "connectors_bare.safetensors": ("part", "ltx-2 connectors, text_projection"),
+        "audio.safetensors": ("part", "ltx-2 audio_vae, vocoder"),
+    }
+    assert listed["video_vae_bare.safetensors"] == ("vae", "ltx-2 video vae")
+    assert listed["ltx-2-19b-dev-Q8_0.gguf"] == ("transformer", "tiny-ltx2")
     exact = load_pipeline(source(files["F32"], ["connectors"], ["video_vae", "audio_bare"]))
     bare = load_pipeline(source(files["F32"], ["connectors_bare"], ["audio", "video_vae_bare"]))
     for pipe in (exact, bare):

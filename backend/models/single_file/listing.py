@@ -10,6 +10,7 @@ from typing import Any
 from .detect import detect
 from .header import read_header
 from .load import MODEL_SUFFIXES
+from .ltx2 import find_parts
 from .quant import quantization
 
 COMFY_FOLDERS = (
@@ -73,6 +74,15 @@ def _entry(path: Path, relative: str) -> Entry:
     except ValueError as exc:
         return Entry(relative, "unreadable", "", "", str(exc))
     found = detect(header)
+    if found.role == "unknown" and (parts := find_parts(header)):  # LTX-2's split files
+        return Entry(
+            relative,
+            "part",
+            "ltx-2 " + ", ".join(parts),
+            quantization(header),
+            "LTX-2 parts by their key names (given with --vae or --text-encoder beside an "
+            "LTX-2 DiT)",
+        )
     return Entry(relative, found.role, found.label, quantization(header), "; ".join(found.reasons))
 
 
