@@ -182,12 +182,8 @@ def _tiny_files(folder, preset: str, dit_name: str, encoder_name: str) -> tuple:
 
 
 def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):
-    tiny, pipe, held = _tiny_files(
-        tmp_path,
-        "tiny-qwen-image",
-        "qwen_image_tiny_bf16.safetensors",
-        "qwen_2.5_vl_tiny.safetensors",
-    )
+    files = ("qwen_image_tiny_bf16.safetensors", "qwen_2.5_vl_tiny.safetensors")
+    tiny, pipe, held = _tiny_files(tmp_path, "tiny-qwen-image", *files)
     assert type(pipe).__name__ == "QwenImagePipeline"
     assert_files_make_the_presets_image(pipe, tiny, held, "a fox <|im_start|> 42", CALL)
 
@@ -199,12 +195,8 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
     # Edit-Plus VAE-encodes its inputs at about 1024x1024 pixels (4096 reference tokens a
     # step); both pipelines here encode them at 64x64 instead, the cost of a tiny test
     monkeypatch.setattr(plus, "VAE_IMAGE_SIZE", 64 * 64)
-    tiny, pipe, held = _tiny_files(
-        tmp_path,
-        "tiny-qwen-image-edit",
-        "qwen_image_edit_2509_tiny_bf16.safetensors",
-        "qwen_2.5_vl_tiny_vl.safetensors",
-    )
+    files = ("qwen_image_edit_2509_tiny_bf16.safetensors", "qwen_2.5_vl_tiny_vl.safetensors")
+    tiny, pipe, held = _tiny_files(tmp_path, "tiny-qwen-image-edit", *files)
     assert type(pipe).__name__ == "QwenImageEditPlusPipeline"
     assert pipe.processor.image_processor.to_dict() == tiny.processor.image_processor.to_dict()
     pixels = (np.random.RandomState(1).rand(48, 64, 3) * 255).astype(np.uint8)
