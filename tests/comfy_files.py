@@ -361,6 +361,38 @@ def meta_model(class_name: str, config: dict) -> torch.nn.Module:
         return model_class(model_class.config_class(**config))
 
 
+# -- reading files back and comparing what they load as ----------------------------------------
+
+
+def plain_config(config) -> dict:
+    """A config as its JSON holds it: no private (`_`) keys, tuples as lists."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in config.items()
+        if not k.startswith("_")
+    }
+
+
+def read_whole_dit(path: Path) -> tuple:
+    """(the file's `Part`, a float32 model of its detected config filled from it whole)."""
+    from paradit.backend.models.single_file.detect import recognise
+    from paradit.backend.models.single_file.load import DitWeights, empty_model, fill_whole
+
+    part = recognise(str(path))
+    model = empty_model(part.detection.config, torch.float32)
+    with DitWeights(part) as weights:
+        fill_whole(model, weights)
+    return part, model
+
+
+def assert_same_weights(pipe, tiny, names) -> None:
+    """Each component of `names` in `pipe` holds exactly `tiny`'s: the same keys, equal values."""
+    for name in names:
+        ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
+        assert set(ours) == set(theirs), name
+        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
+
+
 # -- all-in-one checkpoints (ComfyUI's models/checkpoints) ------------------------------------
 
 ALL_IN_ONE_PREFIXES = {

@@ -280,6 +280,17 @@ def references(backends) -> References:
     return References(backends)
 
 
+@pytest.fixture
+def no_hub_cache(tmp_path, monkeypatch) -> Path:
+    """An empty hub cache in `tmp_path`, in place of the user's."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
 def wait_for(check: Callable[[], Any], timeout_s: float = 60, what: str = "a condition") -> Any:
     """Poll `check` until it returns something true; fail the test after `timeout_s`."""
     deadline = time.monotonic() + timeout_s

@@ -1,10 +1,11 @@
 """An image model's job run in this process the way the engine runs it: encode (or take rank 0's
 encoded text), the pipeline to latents, the family's tiled decode (split over the ranks or tile by
-tile). Shared by the tests of Qwen-Image, Z-Image and Flux.2."""
+tile), and the check of sequence parallel at several numbers of ranks against world size 1.
+Shared by the tests of the image models."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -13,9 +14,12 @@ import torch.distributed as dist
 from paradit.backend.models.families import family_of
 from paradit.backend.models.presets import build_preset, preset_components
 from paradit.backend.models.vae_tiles import enable_tiles
+from paradit.backend.parallel import parallelize
+from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
+from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, WITHIN_ROUNDING, compare
 
 CPU = torch.device("cpu")
 
@@ -73,3 +77,44 @@ def run_image_job(
     family.finish(pipe)
     frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
     return frames, latents.numpy(), tiles.num_tiles
+
+
+def check_ulysses_layouts(
+    rank: int,
+    world_size: int,
+    references: dict,
+    *,
+    preset: str,
+    tile: int,
+    jobs: dict[str, dict],
+    sizes: Sequence[int] = (4, 3, 2),
+    variant: Callable[[Any, str], Any] | None = None,
+    on_group: Callable[[int, dist.ProcessGroup | None], None] | None = None,
+) -> None:
+    """One rank of `spawn_gloo`: every job of `jobs` on Ulysses over the first n ranks for each
+    n of `sizes`, largest first (FSDP2 over the same ranks, the DiT's CFG batched as its family
+    says, the decode's tiles dealt to them) from world size 1's text features
+    (`references["tensors"]`: rank 0 encodes for all in the engine) against world size 1
+    (`references["outputs"]`), within rounding. `variant(pipe, label)` is the pipeline a job
+    runs on (its family's); `on_group(n, group)` runs further checks on each group first."""
+    outputs, tensors = references["outputs"], references["tensors"]
+    for size, group in rank_groups(rank, world_size, sizes):
+        if on_group is not None:
+            on_group(size, group)
+        plan = ParallelPlan(1, size, 1, True, True)
+        pipe, family = preset_pipeline(preset, tile, encoders=False)
+        parallel = parallelize(
+            [pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg, group=group
+        )
+        assert parallel.layouts, "the sequence is split"
+        for label, body in jobs.items():
+            job_pipe = pipe if variant is None else variant(pipe, label)
+            frames, latents, _tiles = run_image_job(
+                job_pipe, family_of(job_pipe), body, tensors[label], split_decode=True, group=group
+            )
+            if rank != 0:
+                assert frames is None
+                continue
+            reference = outputs[label]
+            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)

@@ -15,12 +15,16 @@
   `QwenImageLoraLoaderMixin` converts: Kohya (`lora_unet_transformer_blocks_N_attn_to_q`, with
   `alpha`) and ComfyUI/ai-toolkit's (`diffusion_model.transformer_blocks.N.…` `lora_A`/`lora_B`).
 
-Seeded: the same arguments give the same bytes.
+Seeded: the same arguments give the same bytes. For the image models' LoRA tests besides:
+`lora_items` (a job's `loras`), `dit_patcher` (paradit's patcher of a pipeline's DiT) and
+`diffusers_fused` (the reference: diffusers' `load_lora_weights` + `fuse_lora`).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -240,3 +244,33 @@ def qwen_image_loras(folder: Path, transformer: torch.nn.Module, *, seed: int) -
         "q_kohya": _write(folder / "q_kohya.safetensors", generator, kohya, True),
         "q_comfy": _write(folder / "q_comfy.safetensors", generator, comfy, False),
     }
+
+
+# -- using them on an image model's DiT --------------------------------------------------------
+
+
+def lora_items(stack: list[tuple[str, float]]) -> list[dict]:
+    """A job's `loras` from (name, strength) pairs."""
+    return [{"name": name, "strength": strength} for name, strength in stack]
+
+
+def dit_patcher(pipe: Any, folder: Path) -> Any:
+    """paradit's LoRA patcher of `pipe`'s DiT with the LoRAs of `folder`."""
+    from paradit.backend.lora import LoraLibrary, LoraPatcher
+
+    return LoraPatcher(LoraLibrary((str(folder),)), type(pipe), {"transformer": pipe.transformer})
+
+
+def diffusers_fused(pipe: Any, folder: Path, stack: list[tuple[str, float]]) -> Any:
+    """A copy of `pipe` with its own copy of the DiT (the other components shared), the LoRAs
+    of `stack` ((name, strength) pairs, files in `folder`) loaded by diffusers into the DiT
+    and fused at their strengths."""
+    pipe = copy.copy(pipe)
+    pipe.register_modules(transformer=copy.deepcopy(pipe.transformer))
+    names = [f"a{i}" for i in range(len(stack))]
+    for adapter, (lora, _) in zip(names, stack, strict=True):
+        pipe.load_lora_weights(str(folder / f"{lora}.safetensors"), adapter_name=adapter)
+    pipe.set_adapters(names, [strength for _, strength in stack])
+    pipe.fuse_lora(components=["transformer"], adapter_names=names)
+    pipe.unload_lora_weights()
+    return pipe

@@ -13,11 +13,13 @@ Cost: about 7 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
+from image_jobs import CPU, check_ulysses_layouts, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -31,7 +33,6 @@ from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
     IDENTICAL,
-    WITHIN_ROUNDING,
     compare,
 )
 
@@ -168,32 +169,21 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
 # -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
 
 
-def _check_group(rank: int, world_size: int, references: dict) -> None:
-    """Every job on Ulysses over all 4 ranks, then over the first 3, then the first 2 (FSDP2
-    over the same ranks, the decode's tiles dealt to them) from world size 1's text features
-    (rank 0 encodes for all in the engine) against world size 1, within rounding."""
-    outputs, tensors = references["outputs"], references["tensors"]
-    for size, group in rank_groups(rank, world_size, (4, 3, 2)):
-        if size == 3:  # a plan for another number of ranks than the group's is refused
-            with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
-                parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
-        plan = ParallelPlan(1, size, 1, True, True)
-        pipe, family = preset_pipeline(TINY, TILE, encoders=False)
-        parallel = parallelize([pipe.transformer], plan, CPU, group=group)
-        assert parallel.layouts, "the sequence is split"
-        for label, body in JOBS.items():
-            frames, latents, _tiles = run_image_job(
-                pipe, family, body, tensors[label], split_decode=True, group=group
-            )
-            if rank != 0:
-                assert frames is None
-                continue
-            reference = outputs[label]
-            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)
+def _refuses_a_plan_for_other_ranks(size: int, group) -> None:
+    """A plan for another number of ranks than the group's is refused."""
+    if size == 3:
+        with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
+            parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
 
 
 def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
     """diffusers' plan for Flux.2 with Ulysses over 4 ranks (the world), 3 (uneven image
     tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes."""
-    spawn_gloo(4, _check_group, {key: references[key] for key in ("outputs", "tensors")})
+    check = functools.partial(
+        check_ulysses_layouts,
+        preset=TINY,
+        tile=TILE,
+        jobs=JOBS,
+        on_group=_refuses_a_plan_for_other_ranks,
+    )
+    spawn_gloo(4, check, {key: references[key] for key in ("outputs", "tensors")})

@@ -14,24 +14,23 @@ Cost: about 9 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
+from image_jobs import CPU, check_ulysses_layouts, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
-from paradit.backend.parallel import parallelize
-from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
     IDENTICAL,
-    WITHIN_ROUNDING,
     compare,
 )
 
@@ -166,31 +165,11 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 # -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
 
 
-def _check_group(rank: int, world_size: int, references: dict) -> None:
-    """Every job on Ulysses over all 4 ranks, then over the first 3, then the first 2 (FSDP2
-    over the same ranks, the decode's tiles dealt to them) from world size 1's text features
-    against world size 1, within rounding."""
-    outputs, tensors = references["outputs"], references["tensors"]
-    for size, group in rank_groups(rank, world_size, (4, 3, 2)):
-        plan = ParallelPlan(1, size, 1, True, True)
-        pipe, _ = preset_pipeline(TINY, TILE, encoders=False)
-        parallel = parallelize([pipe.transformer], plan, CPU, group=group)
-        assert parallel.layouts, "the sequence is split"
-        for label, body in JOBS.items():
-            variant = _variant(pipe, label)
-            frames, latents, _tiles = run_image_job(
-                variant, family_of(variant), body, tensors[label], split_decode=True, group=group
-            )
-            if rank != 0:
-                assert frames is None
-                continue
-            reference = outputs[label]
-            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)
-
-
 def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
     """diffusers' plan for the Flux.2 DiT with Ulysses over 4 ranks (the world), 3 (uneven
     image tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes;
     the base job's two branches one after the other on every rank."""
-    spawn_gloo(4, _check_group, {key: references[key] for key in ("outputs", "tensors")})
+    check = functools.partial(
+        check_ulysses_layouts, preset=TINY, tile=TILE, jobs=JOBS, variant=_variant
+    )
+    spawn_gloo(4, check, {key: references[key] for key in ("outputs", "tensors")})

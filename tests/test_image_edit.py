@@ -20,7 +20,6 @@ Cost: about 16 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import base64
-import copy
 import io
 
 import numpy as np
@@ -28,10 +27,9 @@ import pytest
 import torch
 from conftest import spawn_gloo
 from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
-from lora_files import flux2_loras, qwen_image_loras
+from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, qwen_image_loras
 
 from paradit.backend.contract import IMAGE_EDIT, TEXT_TO_IMAGE, Limits, edit_size
-from paradit.backend.lora import LoraLibrary, LoraPatcher
 from paradit.backend.models.families import family_of
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import parallelize
@@ -372,10 +370,6 @@ STACKED = {  # two LoRAs per job, in two layouts
 CHANGED = {QWEN: 12, FLUX2: 20}  # weights the two LoRAs change on the tiny DiTs (2+2 blocks)
 
 
-def _items(stack: list[tuple[str, float]]) -> list[dict]:
-    return [{"name": name, "strength": strength} for name, strength in stack]
-
-
 @pytest.fixture(scope="module")
 def references(tmp_path_factory) -> dict:
     """World size 1, one thread: each model's encoded text (rank 0's) and edit job (image,
@@ -395,12 +389,8 @@ def references(tmp_path_factory) -> dict:
             encoded[name] = tensors
             outputs[name] = run_image_job(pipes[name], family, body, tensors)
             LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
-            patchers[name] = LoraPatcher(
-                LoraLibrary((str(folder),)),
-                type(pipes[name]),
-                {"transformer": pipes[name].transformer},
-            )
-            with patchers[name].applied(patchers[name].resolve(_items(STACKED[name]))) as job:
+            patchers[name] = dit_patcher(pipes[name], folder)
+            with patchers[name].applied(patchers[name].resolve(lora_items(STACKED[name]))) as job:
                 with_loras[name] = run_image_job(pipes[name], family, body, tensors)
             saved[name] = job.saved_bytes
     finally:
@@ -416,20 +406,6 @@ def references(tmp_path_factory) -> dict:
     }
 
 
-def _fused(pipe, folder, stack: list[tuple[str, float]]) -> dict[str, torch.Tensor]:
-    """The DiT's weights with the LoRAs loaded by diffusers and fused at their strengths (on a
-    copy of the DiT)."""
-    pipe = copy.copy(pipe)
-    pipe.register_modules(transformer=copy.deepcopy(pipe.transformer))
-    names = [f"a{i}" for i in range(len(stack))]
-    for adapter, (lora, _) in zip(names, stack, strict=True):
-        pipe.load_lora_weights(str(folder / f"{lora}.safetensors"), adapter_name=adapter)
-    pipe.set_adapters(names, [strength for _, strength in stack])
-    pipe.fuse_lora(components=["transformer"], adapter_names=names)
-    pipe.unload_lora_weights()
-    return pipe.transformer.state_dict()
-
-
 def test_a_lora_per_edit_job_changes_the_edit_and_equals_diffusers_fuse_lora(references):
     """Per model: the LoRA job's weights equal diffusers' `load_lora_weights` + `fuse_lora` at
     the same strengths, byte for byte; its edit differs from the plain one; every weight is
@@ -437,13 +413,13 @@ def test_a_lora_per_edit_job_changes_the_edit_and_equals_diffusers_fuse_lora(ref
     for name, pipe in references["pipes"].items():
         patcher, stack = references["patchers"][name], STACKED[name]
         base = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
-        with patcher.applied(patcher.resolve(_items(stack))):
+        with patcher.applied(patcher.resolve(lora_items(stack))):
             ours = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
         assert all(torch.equal(base[k], v) for k, v in pipe.transformer.state_dict().items())
         changed = [k for k in base if not torch.equal(base[k], ours[k])]
         assert len(changed) == CHANGED[name], (name, changed)
         assert references["saved_bytes"][name] > 0
-        fused = _fused(pipe, references["folder"], stack)
+        fused = diffusers_fused(pipe, references["folder"], stack).transformer.state_dict()
         assert all(torch.equal(fused[k], ours[k]) for k in base), f"{name}: not diffusers' fuse"
         plain, with_loras = references["outputs"][name], references["with_loras"][name]
         assert compare(plain[0], with_loras[0], FLOAT32).verdict == DIFFERENT, name

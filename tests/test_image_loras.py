@@ -19,7 +19,6 @@ Cost: about 12 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +26,8 @@ import pytest
 import torch
 from conftest import spawn_gloo
 from image_jobs import CPU, preset_pipeline, run_image_job
-from lora_files import flux2_loras, z_image_loras
+from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, z_image_loras
 
-from paradit.backend.lora import LoraLibrary, LoraPatcher
 from paradit.backend.models.presets import build_preset
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
@@ -77,43 +75,23 @@ def _changed(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[str
     return [k for k in a if not torch.equal(a[k], b[k])]
 
 
-def _fused(pipe, folder: Path, stack: list[tuple[str, float]]):
-    """A copy of `pipe` with the LoRAs loaded by diffusers and fused at their strengths."""
-    pipe = copy.deepcopy(pipe)
-    names = [f"a{i}" for i in range(len(stack))]
-    for name, (lora, _) in zip(names, stack, strict=True):
-        pipe.load_lora_weights(str(folder / f"{lora}.safetensors"), adapter_name=name)
-    pipe.set_adapters(names, [strength for _, strength in stack])
-    pipe.fuse_lora(components=["transformer"], adapter_names=names)
-    pipe.unload_lora_weights()
-    return pipe
-
-
-def _items(stack: list[tuple[str, float]]) -> list[dict]:
-    return [{"name": name, "strength": strength} for name, strength in stack]
-
-
-def _patcher(pipe, folder: Path) -> LoraPatcher:
-    return LoraPatcher(LoraLibrary((str(folder),)), type(pipe), {"transformer": pipe.transformer})
-
-
 @pytest.mark.parametrize("preset", [*WRITERS, "tiny-flux2-klein"])  # Klein: Flux.2's LoRAs
 def test_weights_equal_diffusers_fuse_lora_in_every_layout(loras, preset):
     pipe, _ = preset_pipeline(preset, TILE, encoders=False)
-    patcher = _patcher(pipe, loras)
+    patcher = dit_patcher(pipe, loras)
     base = _state(pipe.transformer)
     prefix = "z_" if preset == "tiny-z-image" else "f2_"
     for layout in ("peft", "kohya", "aitk"):
         name = prefix + layout
-        with patcher.applied(patcher.resolve(_items([(name, 0.7)]))):
+        with patcher.applied(patcher.resolve(lora_items([(name, 0.7)]))):
             ours = _state(pipe.transformer)
         assert not _changed(base, _state(pipe.transformer)), f"{name}: not restored"
         assert len(_changed(base, ours)) == CHANGED[name]
-        reference = _state(_fused(pipe, loras, [(name, 0.7)]).transformer)
+        reference = _state(diffusers_fused(pipe, loras, [(name, 0.7)]).transformer)
         assert not _changed(reference, ours), f"{name} differs from diffusers' fused weights"
     other = "z_peft" if prefix == "f2_" else "f2_peft"
     with pytest.raises(ValueError, match=f"LoRA '{other}': .* not layers of this model"):
-        patcher.resolve(_items([(other, 1.0)]))
+        patcher.resolve(lora_items([(other, 1.0)]))
 
 
 def _direct(pipe, preset: str, body: dict) -> np.ndarray:
@@ -147,10 +125,10 @@ def references(loras) -> dict:
             with torch.no_grad():
                 tensors = family.encode(pipe, request, CPU)
             base = run_image_job(pipe, family, body, tensors)[:2]
-            patcher = _patcher(pipe, loras)
-            with patcher.applied(patcher.resolve(_items(STACKED[preset]))):
+            patcher = dit_patcher(pipe, loras)
+            with patcher.applied(patcher.resolve(lora_items(STACKED[preset]))):
                 lora = run_image_job(pipe, family, body, tensors)[:2]
-            direct = _direct(_fused(pipe, loras, STACKED[preset]), preset, body)
+            direct = _direct(diffusers_fused(pipe, loras, STACKED[preset]), preset, body)
             out[preset] = {"tensors": tensors, "base": base, "lora": lora, "direct": direct}
     finally:
         torch.set_num_threads(threads)
@@ -172,10 +150,10 @@ def _check_group(rank: int, world_size: int, references: dict, folder: Path) -> 
         pipe, family = preset_pipeline(preset, TILE, encoders=False)
         parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg)
         assert parallel.layouts, "the sequence is split"
-        patcher = _patcher(pipe, folder)
+        patcher = dit_patcher(pipe, folder)
         tensors = references[preset]["tensors"]
         before = run_image_job(pipe, family, body, tensors, split_decode=True)
-        with patcher.applied(patcher.resolve(_items(STACKED[preset]))) as applied:
+        with patcher.applied(patcher.resolve(lora_items(STACKED[preset]))) as applied:
             lora = run_image_job(pipe, family, body, tensors, split_decode=True)
         assert applied.saved_bytes > 0
         after = run_image_job(pipe, family, body, tensors, split_decode=True)

@@ -440,6 +440,23 @@ def test_text_to_video_model_takes_an_image(references):
 # -- world size 2 against world size 1 -----------------------------------------------------
 
 
+def _same_as_world_size_1(label: str, reference: tuple, frames, audio) -> None:
+    """Video within rounding of world size 1 (`paradit verify`'s measure), audio within
+    1e-3 of the track's peak."""
+    result = compare(reference[0], frames, FLOAT32)
+    drift = float(np.abs(reference[1].waveform - audio.waveform).max())
+    assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
+    assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+
+
+def _cached_as_world_size_1(rank: int, label: str, reference: tuple, frames, audio, record):
+    """The step cache computed the steps world size 1's computed (on every rank); on rank 0,
+    video and audio as `_same_as_world_size_1`."""
+    assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
+    if rank == 0:
+        _same_as_world_size_1(label, reference, frames, audio)
+
+
 def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     """A CFG-parallel group of 2 (FSDP2 over both, the decode's tiles dealt to both): the
     guided job's two CFG rows on the two ranks; the unguided job spread over both as Ulysses
@@ -467,11 +484,7 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
             continue
         # Each rank's DiT runs a batch of 1 where world size 1 runs 2 (CFG), or a share of
         # the tokens (Ulysses): the kernels round apart (about 1e-6 on the DiT's outputs).
-        reference = outputs[label]
-        result = compare(reference[0], frames, FLOAT32)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
-        drift = np.abs(reference[1].waveform - audio.waveform).max()
-        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+        _same_as_world_size_1(label, outputs[label], frames, audio)
     # image to video on the same DiT, spread: the image's per-token timesteps split with the
     # tokens (else the modulation would not fit this rank's tokens)
     from diffusers import LTX2ImageToVideoPipeline
@@ -492,11 +505,7 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
         parallel.end_job()
         assert request.image is not None and steps == [0, 1]
         if rank == 0:
-            reference = outputs[label]
-            result = compare(reference[0], frames, FLOAT32)
-            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
-            drift = np.abs(reference[1].waveform - audio.waveform).max()
-            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
+            _same_as_world_size_1(label, outputs[label], frames, audio)
     # the step cache on the unguided job spread over both ranks: the ranks add up their
     # shares' residual changes and take world size 1's decisions; a rank deciding on its own
     # tokens alone fails the job on both, at the step where they part
@@ -513,13 +522,7 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
             )
         finally:
             parallel.end_job()
-        reference = outputs["cached"]
-        assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
-        if rank == 0:
-            result = compare(reference[0], frames, FLOAT32)
-            assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached", result.overall)
-            drift = np.abs(reference[1].waveform - audio.waveform).max()
-            assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached", drift)
+        _cached_as_world_size_1(rank, "cached", outputs["cached"], frames, audio, record)
     # ... and the guided one on the CFG halves: the unconditional half follows the
     # conditional half's decision (alone it would compute the skipped steps)
     layouts.append(parallel.begin_job(True, limits.tokens(96, 96, 9)))
@@ -530,12 +533,7 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     finally:
         parallel.end_job()
     reference = outputs["cached guided"]
-    assert [step["computed"] for step in record] == [s["computed"] for s in reference[2]]
-    if rank == 0:
-        result = compare(reference[0], frames, FLOAT32)
-        assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, ("cached guided", result.overall)
-        drift = np.abs(reference[1].waveform - audio.waveform).max()
-        assert drift < 1e-3 * np.abs(reference[1].waveform).max(), ("cached guided", drift)
+    _cached_as_world_size_1(rank, "cached guided", reference, frames, audio, record)
     assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread", "plan"]
     # guided: each rank one CFG row of all 48 tokens; unguided and i2v: 27 tokens as 14 and 13;
     # guided i2v: one CFG row of all 27
@@ -641,15 +639,6 @@ def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
 
 
 # -- 3 and 4 ranks against world size 1 ---------------------------------------------------
-
-
-def _same_as_world_size_1(label: str, reference: tuple, frames, audio) -> None:
-    """Video within rounding of world size 1 (`paradit verify`'s measure), audio within
-    1e-3 of the track's peak."""
-    result = compare(reference[0], frames, FLOAT32)
-    drift = float(np.abs(reference[1].waveform - audio.waveform).max())
-    assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
-    assert drift < 1e-3 * np.abs(reference[1].waveform).max(), (label, drift)
 
 
 def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:

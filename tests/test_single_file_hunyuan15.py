@@ -21,10 +21,13 @@ import pytest
 import torch
 from comfy_files import (
     WAN_PREFIX,
+    assert_same_weights,
     hunyuan15_original,
     hunyuan15_vae_original,
     meta_model,
     meta_shapes,
+    plain_config,
+    read_whole_dit,
     write_gguf,
     write_header_only,
     write_safetensors,
@@ -36,13 +39,7 @@ from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
 from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
-from paradit.backend.models.single_file.load import (
-    DitWeights,
-    SingleFiles,
-    empty_model,
-    fill_whole,
-    resolve,
-)
+from paradit.backend.models.single_file.load import DitWeights, SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
 
 
@@ -77,9 +74,7 @@ def test_real_dit_from_its_header(tmp_path, name, dtype, prefix, variant, fmt):
     )  # fmt: skip
     task = variant.split("-")[1]
     expected = {**real, "task_type": task, "target_size": 960 if "720p" in variant else 640}
-    assert {k: v for k, v in found.config.items() if k != "_class_name"} == {
-        k: list(v) if isinstance(v, tuple) else v for k, v in expected.items()
-    }
+    assert {k: v for k, v in found.config.items() if k != "_class_name"} == plain_config(expected)
     assert quantization(header) == fmt
     row_map = dit_row_map(header, found)
     assert not unused_keys(header, found, row_map)
@@ -208,14 +203,6 @@ def _write_dit(folder, pattern: str, original: dict, fmt: str, prefix: str):
     return path, write_safetensors(path, original, fmt, prefix)
 
 
-def _settings(component) -> dict:
-    return {
-        k: list(v) if isinstance(v, tuple) else v
-        for k, v in component.config.items()
-        if not k.startswith("_")
-    }
-
-
 @pytest.mark.parametrize("preset", sorted(PRESET_FILES))
 def test_tiny_files_load_as_the_preset_and_are_listed(tmp_path, preset):
     """A folder of ComfyUI's files (DiT, VAE, Qwen2.5-VL under ComfyUI's `model.`, ByT5 and
@@ -236,11 +223,8 @@ def test_tiny_files_load_as_the_preset_and_are_listed(tmp_path, preset):
         (folder / sub).mkdir(parents=True)
     for fmt in formats:
         path, held = _write_dit(folder / "diffusion_models", pattern, original, fmt, prefix)
-        part = recognise(str(path))
+        part, model = read_whole_dit(path)
         assert part.detection.variant == preset
-        model = empty_model(part.detection.config, torch.float32)
-        with DitWeights(part) as weights:
-            fill_whole(model, weights)
         reference = hunyuan15_original(model.state_dict())
         assert set(reference) == set(held)
         for key, value in reference.items():  # exactly what the file holds
@@ -269,12 +253,10 @@ def test_tiny_files_load_as_the_preset_and_are_listed(tmp_path, preset):
     files = ModelSource.parse(str(dit), [str(qwen), str(byt5)], [str(vae)], image_encoders)
     pipe = load_pipeline(files)
     assert type(pipe) is type(tiny)
-    for name in names:
-        ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
-        assert set(ours) == set(theirs), name
-        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
+    assert_same_weights(pipe, tiny, names)
     for name in ("scheduler", "guider", "transformer"):
-        assert _settings(getattr(pipe, name)) == _settings(getattr(tiny, name)), name
+        ours, theirs = getattr(pipe, name).config, getattr(tiny, name).config
+        assert plain_config(ours) == plain_config(theirs), name
     if image_encoders:
         assert pipe.feature_extractor.to_dict() == tiny.feature_extractor.to_dict()
         assert pipe.image_encoder.config.to_diff_dict() == tiny.image_encoder.config.to_diff_dict()

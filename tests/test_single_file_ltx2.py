@@ -41,10 +41,13 @@ import pytest
 import torch
 from comfy_files import (
     LTX2_DIT_PREFIX,
+    assert_same_weights,
     ltx2_checkpoint,
     ltx2_dit_original,
     meta_shapes,
     write_gguf,
+    plain_config,
+    read_whole_dit,
     write_header_only,
     write_safetensors,
 )
@@ -60,13 +63,7 @@ from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.detect_ltx2 import CONNECTORS
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
-from paradit.backend.models.single_file.load import (
-    DitWeights,
-    SingleFiles,
-    empty_model,
-    fill_whole,
-    resolve,
-)
+from paradit.backend.models.single_file.load import DitWeights, SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
 
 SPEC = random_preset_spec("random:ltx-2")["components"]
@@ -106,12 +103,23 @@ def _gemma_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     return {"model." + k: v for k, v in meta_shapes(model).items()}
 
 
-def _settings(config) -> dict:
-    return {
-        k: list(v) if isinstance(v, tuple) else v
-        for k, v in config.items()
-        if not k.startswith("_")
-    }
+def _fox_in_the_snow(pipe, **call):
+    """`LTX2Pipeline` called as these tests call it: a fox in the snow, 64x64 px, 9 frames at
+    24 fps, seed 5, the DiT's text length 32, plain CFG, the rest (steps, guidance, output) as
+    `call` says."""
+    return pipe(
+        prompt="a fox in the snow",
+        height=64,
+        width=64,
+        num_frames=9,
+        frame_rate=24.0,
+        use_cross_timestep=False,
+        max_sequence_length=32,
+        generator=torch.Generator().manual_seed(5),
+        return_dict=False,
+        **PLAIN_CFG,
+        **call,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +165,7 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
     assert found["fp8"].config == found["dev"].config
     init = inspect.signature(type(real.transformer).__init__).parameters.values()
     defaults = {p.name: p.default for p in init if p.default is not inspect.Parameter.empty}
-    assert _settings(defaults | found["dev"].config) == _settings(real.transformer.config)
+    assert plain_config(defaults | found["dev"].config) == plain_config(real.transformer.config)
     # every parameter's rows, none of the file's DiT weights unread (the connectors are
     # another component's; DitWeights refuses unread weights, fp8 scales are not weights)
     with DitWeights(recognise(str(real_files["fp8"]))) as weights:
@@ -226,10 +234,7 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     assert pipe.scheduler.config.use_dynamic_shifting and pipe.scheduler.config.shift_terminal
     limits = family_of(pipe).limits(pipe, tiny=True)
     assert (limits.default_steps, limits.default_guidance, limits.sigmas) == (4, 4.0, ())
-    for name in (*COMPONENTS, "text_encoder"):
-        ours, theirs = getattr(pipe, name).state_dict(), getattr(tiny, name).state_dict()
-        assert set(ours) == set(theirs), name
-        assert all(torch.equal(ours[k], v) for k, v in theirs.items()), name
+    assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
     text = "a fox <bos> 42"
     assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
     outputs = [_render(each) for each in (pipe, tiny)]
@@ -250,11 +255,8 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     fp8 = tmp_path / "ltx-2-19b-dev-fp8.safetensors"
     held = write_safetensors(fp8, dit, "fp8_scaled")
     _rename_scales(fp8)
-    part = recognise(str(fp8))
+    part, model = read_whole_dit(fp8)
     assert (part.detection.variant, quantization(part.header)) == ("tiny-ltx2", "fp8_scaled")
-    model = empty_model(part.detection.config, torch.float32)
-    with DitWeights(part) as weights:
-        fill_whole(model, weights)
     rows = dit_row_map(part.header, part.detection)
     for name, value in model.state_dict().items():  # one segment each: a rename
         assert torch.equal(value.reshape(held[rows[name][0].key].shape), held[rows[name][0].key])
@@ -357,27 +359,18 @@ def test_gguf_dit_with_its_parts_in_separate_files(tmp_path):
 
 
 def _render(pipe) -> tuple[np.ndarray, np.ndarray]:
-    """The video and audio of a tiny LTX-2 pipeline's fixed job (32x32 px latents of 64 px,
-    9 frames, 2 steps, CFG)."""
+    """The video and audio of a tiny LTX-2 pipeline's fixed job (`_fox_in_the_snow`, 2 steps,
+    CFG 4 for both streams, a negative prompt)."""
     align_cpu_weights(pipe)
     pipe.set_progress_bar_config(disable=True)
     with torch.no_grad():
-        video, audio = pipe(
-            prompt="a fox in the snow",
+        video, audio = _fox_in_the_snow(
+            pipe,
             negative_prompt="rain",
-            height=32 * 2,
-            width=32 * 2,
-            num_frames=9,
-            frame_rate=24.0,
             num_inference_steps=2,
             guidance_scale=4.0,
             audio_guidance_scale=4.0,
-            use_cross_timestep=False,
-            max_sequence_length=32,
-            generator=torch.Generator().manual_seed(5),
             output_type="np",
-            return_dict=False,
-            **PLAIN_CFG,
         )
     return np.asarray(video[0]), audio[0].numpy()
 
@@ -442,22 +435,13 @@ def test_distilled_file_runs_its_own_schedule(tmp_path):
             )
         )
         outputs.append(
-            reference(
-                prompt=body["prompt"],
-                height=64,
-                width=64,
-                num_frames=9,
-                frame_rate=24.0,
+            _fox_in_the_snow(
+                reference,
                 num_inference_steps=8,
                 sigmas=DISTILLED_SIGMA_VALUES,
                 guidance_scale=1.0,
                 audio_guidance_scale=1.0,
-                use_cross_timestep=False,
-                max_sequence_length=32,
-                generator=torch.Generator().manual_seed(5),
                 output_type="latent",
-                return_dict=False,
-                **PLAIN_CFG,
             )
         )
     assert len(sigmas) == 8
@@ -478,16 +462,6 @@ def _rename_scales(path) -> None:
         if k != "scaled_fp8"
     }
     save_file(renamed, str(path))
-
-
-@pytest.fixture
-def no_hub_cache(tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    cache = tmp_path / "hub-cache"
-    cache.mkdir()
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
-    return cache
 
 
 @pytest.mark.fast

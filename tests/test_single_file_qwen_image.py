@@ -164,16 +164,26 @@ def test_qwen_image_qwen25_vl_and_its_vae_from_their_headers(tmp_path):
             resolve(SingleFiles((edit,), (text_only,), rest[1]))
 
 
-def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):
-    tiny = build_preset("tiny-qwen-image")
+def _tiny_files(folder, preset: str, dit_name: str, encoder_name: str) -> tuple:
+    """The preset (progress bar off), its DiT written in bf16 as `dit_name`, its text encoder
+    in ComfyUI's names as `encoder_name` and its VAE (the tiny VAE's levels: diffusers' names)
+    in `folder`: (the preset, the pipeline those files load as, the DiT's weights as the file
+    holds them)."""
+    tiny = build_preset(preset)
     tiny.set_progress_bar_config(disable=True)
-    dit = tmp_path / "qwen_image_tiny_bf16.safetensors"
+    dit = folder / dit_name
     held = write_safetensors(dit, tiny.transformer.state_dict(), "bf16")
-    encoder = tmp_path / "qwen_2.5_vl_tiny.safetensors"
-    vae = tmp_path / "qwen_image_vae_tiny.safetensors"
+    encoder = folder / encoder_name
+    vae = folder / "qwen_image_vae_tiny.safetensors"
     save_file(_qwen25_comfy(tiny.text_encoder.state_dict()), str(encoder))
-    save_file(tiny.vae.state_dict(), str(vae))  # the tiny VAE's levels: diffusers' names
+    save_file(tiny.vae.state_dict(), str(vae))
     pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
+    return tiny, pipe, held
+
+
+def test_tiny_qwen_image_files_make_the_image_of_their_weights(tmp_path):
+    files = ("qwen_image_tiny_bf16.safetensors", "qwen_2.5_vl_tiny.safetensors")
+    tiny, pipe, held = _tiny_files(tmp_path, "tiny-qwen-image", *files)
     assert type(pipe).__name__ == "QwenImagePipeline"
     assert_files_make_the_presets_image(pipe, tiny, held, "a fox <|im_start|> 42", CALL)
 
@@ -185,15 +195,8 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
     # Edit-Plus VAE-encodes its inputs at about 1024x1024 pixels (4096 reference tokens a
     # step); both pipelines here encode them at 64x64 instead, the cost of a tiny test
     monkeypatch.setattr(plus, "VAE_IMAGE_SIZE", 64 * 64)
-    tiny = build_preset("tiny-qwen-image-edit")
-    tiny.set_progress_bar_config(disable=True)
-    dit = tmp_path / "qwen_image_edit_2509_tiny_bf16.safetensors"
-    held = write_safetensors(dit, tiny.transformer.state_dict(), "bf16")
-    encoder = tmp_path / "qwen_2.5_vl_tiny_vl.safetensors"
-    vae = tmp_path / "qwen_image_vae_tiny.safetensors"
-    save_file(_qwen25_comfy(tiny.text_encoder.state_dict()), str(encoder))
-    save_file(tiny.vae.state_dict(), str(vae))
-    pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
+    files = ("qwen_image_edit_2509_tiny_bf16.safetensors", "qwen_2.5_vl_tiny_vl.safetensors")
+    tiny, pipe, held = _tiny_files(tmp_path, "tiny-qwen-image-edit", *files)
     assert type(pipe).__name__ == "QwenImageEditPlusPipeline"
     assert pipe.processor.image_processor.to_dict() == tiny.processor.image_processor.to_dict()
     pixels = (np.random.RandomState(1).rand(48, 64, 3) * 255).astype(np.uint8)

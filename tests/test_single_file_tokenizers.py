@@ -75,16 +75,6 @@ def _slot(kind: str) -> str:
     return {"clip": "tokenizer", "t5": "tokenizer_2"}[kind]
 
 
-@pytest.fixture
-def no_hub_cache(tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    cache = tmp_path / "hub-cache"
-    cache.mkdir()
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
-    return cache
-
-
 def test_flux_encoders_take_the_tokenizers_of_the_comfyui_install_they_sit_in(
     tmp_path, no_hub_cache
 ):
