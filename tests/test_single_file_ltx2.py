@@ -45,9 +45,9 @@ from comfy_files import (
     ltx2_checkpoint,
     ltx2_dit_original,
     meta_shapes,
-    write_gguf,
     plain_config,
     read_whole_dit,
+    write_gguf,
     write_header_only,
     write_safetensors,
 )
