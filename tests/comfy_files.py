@@ -375,8 +375,8 @@ def plain_config(config) -> dict:
 
 def read_whole_dit(path: Path) -> tuple:
     """(the file's `Part`, a float32 model of its detected config filled from it whole)."""
+    from paradit.backend.models.single_file.build import DitWeights, empty_model, fill_whole
     from paradit.backend.models.single_file.detect import recognise
-    from paradit.backend.models.single_file.load import DitWeights, empty_model, fill_whole
 
     part = recognise(str(path))
     model = empty_model(part.detection.config, torch.float32)

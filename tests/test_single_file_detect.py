@@ -491,7 +491,7 @@ def test_umt5_file_carrying_its_sentencepiece_model(tmp_path):
     import sentencepiece as spm
 
     from paradit.backend.models.single_file.components import spiece_tokenizer
-    from paradit.backend.models.single_file.load import recognise
+    from paradit.backend.models.single_file.detect import recognise
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(["a red fox running through snow", "a quick brown dog"] * 40))

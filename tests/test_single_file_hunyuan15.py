@@ -35,11 +35,12 @@ from comfy_files import (
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.build import DitWeights
 from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
 from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
-from paradit.backend.models.single_file.load import DitWeights, SingleFiles, resolve
+from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
 
 

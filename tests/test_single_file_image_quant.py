@@ -36,9 +36,9 @@ from safetensors.torch import save_file
 
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
+from paradit.backend.models.single_file.build import DitWeights, empty_model, fill_whole
 from paradit.backend.models.single_file.detect import recognise
 from paradit.backend.models.single_file.header import read_header
-from paradit.backend.models.single_file.load import DitWeights, empty_model, fill_whole
 from paradit.backend.models.single_file.quant import check_readable
 
 LAYOUTS = {"tiny-z-image": z_image_original, "tiny-flux2-klein": flux2_bfl}

@@ -242,7 +242,8 @@ def test_flux_all_in_one_file_makes_the_frames_of_its_preset(flux):
 def test_any_row_block_reads_as_the_whole_tensor_does(wan, flux, fmt):
     """What an FSDP2 shard reads (rows a..b of a parameter, across fused tensors' segments
     and quantization blocks) equals those rows of the whole parameter."""
-    from paradit.backend.models.single_file.load import DitWeights, recognise
+    from paradit.backend.models.single_file.build import DitWeights
+    from paradit.backend.models.single_file.detect import recognise
 
     cases = [(wan["pipe"].transformer, wan_original, "wan_rows")]
     cases.append((flux["pipe"].transformer, lambda s: flux_bfl(s, width=64), "flux_rows"))

@@ -58,12 +58,13 @@ from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.build import DitWeights
 from paradit.backend.models.single_file.convert import dit_row_map
 from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.detect_ltx2 import CONNECTORS
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
-from paradit.backend.models.single_file.load import DitWeights, SingleFiles, resolve
+from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
 
 SPEC = random_preset_spec("random:ltx-2")["components"]

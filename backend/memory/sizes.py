@@ -456,7 +456,8 @@ def meta_pipeline(model: str) -> Any:
     (weights need not be there). Hub ids are refused: nothing can be read without them."""
     from ..models.loading import ModelSource
     from ..models.presets import build_preset, is_tiny_preset
-    from ..models.single_file.load import is_model_file, meta_pipeline_of_files
+    from ..models.single_file.build import meta_pipeline_of_files
+    from ..models.single_file.load import is_model_file
 
     if is_model_file(model):  # the DiT(s) from the file headers; encoders as the presets'
         return meta_pipeline_of_files(model)

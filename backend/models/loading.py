@@ -14,7 +14,8 @@ import torch
 from .casting import cast_pipeline
 from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
 from .random_presets import RANDOM_PRESET_NAMES
-from .single_file.load import SEPARATOR, SingleFiles, build_pipeline, is_model_file, resolve
+from .single_file.build import build_pipeline
+from .single_file.load import SEPARATOR, SingleFiles, is_model_file, resolve
 
 if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
     from diffusers import DiffusionPipeline

@@ -268,7 +268,8 @@ class Runtime:
     def _dit_weights(self, name: str) -> Any:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
         if self.source.kind == "file":
-            from ..models.single_file.load import DitWeights, resolve
+            from ..models.single_file.build import DitWeights
+            from ..models.single_file.load import resolve
 
             weights = DitWeights(resolve(self.source.single_files()).dits[name])
             weights.check(getattr(self.pipe, name))

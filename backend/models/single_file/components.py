@@ -1,6 +1,6 @@
 """The parts of a single-file pipeline that are read whole: text encoders and their
 tokenizers, CLIP vision towers and their image processor, VAEs (the DiTs are read row block by
-row block: `load.DitWeights`)."""
+row block: `build.DitWeights`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Tokenizers for single-file text encoders that do not carry their own, found offline.
 
-ComfyUI's UMT5 file carries its SentencePiece model (load.spiece_tokenizer); T5-XXL, CLIP-L,
+ComfyUI's UMT5 file carries its SentencePiece model (components.spiece_tokenizer); T5-XXL, CLIP-L,
 Qwen3, Qwen2.5-VL and ByT5 files (Flux's `t5xxl_fp16`, `clip_l`; Z-Image's `qwen_3_4b`;
 HunyuanVideo 1.5's `qwen_2.5_vl_7b` and `byt5_small_glyphxl`; FLUX.2-dev's
 `mistral_3_small_flux2`) carry none (nor does a Gemma 3 file other than ComfyUI's). Without a

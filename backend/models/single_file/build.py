@@ -1,0 +1,270 @@
+"""Single-file models: build the pipeline from checked files, read each rank's rows.
+
+`build_pipeline` assembles the diffusers pipeline of a `load.Resolved`: DiTs are built on the
+meta device and filled from their files through `DitWeights` (the same row reads that fill an
+FSDP2 shard), encoders and VAEs are read whole (components.py). Configs come from the headers
+(detect.py) and, for what a header cannot say (scheduler, VAE settings, pipeline settings),
+from the presets the package ships (file_presets.py): the tiny presets for the tiny test
+architectures, the `random:` presets' JSON for real ones. Qwen-Image-Edit's text side
+(Qwen2.5-VL with its vision tower, its tokenizer and processor) is built in qwen_image_edit.py.
+`meta_pipeline_of_files` is the same pipeline on the meta device, for planning.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .components import (
+    clip_image_processor,
+    encoder_model,
+    ltx2_component,
+    preset_parts,
+    siglip_image_processor,
+    tokenizer,
+    vae_model,
+)
+from .convert import RowMap, dit_row_map, unused_keys
+from .detect import Detection, Part, recognise
+from .file_presets import (
+    CLIP_VISION_H,
+    ENCODER_CLASSES,
+    PAIR_BOUNDARY,
+    PIPELINE_SETTINGS,
+    PRESETS,
+    TOKENIZER_SLOTS,
+)
+from .load import Resolved, SingleFiles, expect_role
+from .ltx2 import EXTRA_COMPONENTS
+from .quant import RowReader
+
+if TYPE_CHECKING:
+    from diffusers import DiffusionPipeline
+
+log = logging.getLogger(__name__)
+
+
+# -- reading weights --------------------------------------------------------------------------
+
+
+class DitWeights:
+    """A DiT's weights in one single file, by diffusers parameter name, read row block by row
+    block (what `parallel.sharded_load.fill_shards` reads each rank's shard through)."""
+
+    def __init__(self, part: Part):
+        self.part = part
+        self.row_map: RowMap = dit_row_map(part.header, part.detection)
+        extra = unused_keys(part.header, part.detection, self.row_map)
+        if extra:
+            raise ValueError(
+                f"{part.header.name}: {len(extra)} weight(s) no {part.detection.variant} "
+                f"parameter takes, e.g. {extra[:3]} (a different architecture?)"
+            )
+        self._reader: RowReader | None = None
+
+    def __str__(self) -> str:
+        return self.part.header.name
+
+    def __enter__(self) -> DitWeights:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def names(self) -> set[str]:
+        return set(self.row_map)
+
+    def check(self, model: torch.nn.Module) -> None:
+        """ValueError naming the file when a parameter is missing or its rows do not fit."""
+        name = self.part.header.name
+        missing = [n for n, _ in model.named_parameters() if n not in self.row_map]
+        if missing:
+            raise ValueError(
+                f"{name}: no weights for {missing[:3]} ({len(missing)} in all) of "
+                f"{self.part.detection.variant}"
+            )
+        tensors = self.part.header.tensors
+        for param_name, param in model.named_parameters():
+            rows = sum(s.rows for s in self.row_map[param_name])
+            row_items = 1
+            for size in param.shape[1:]:
+                row_items *= size
+            expected = param.shape[0] if param.dim() else 1
+            for seg in self.row_map[param_name]:
+                shape = tensors[seg.key].shape
+                items = 1
+                for size in shape[1:]:
+                    items *= size
+                if items != row_items or seg.start + seg.rows > (shape[0] if shape else 1):
+                    raise ValueError(
+                        f"{name}: {seg.key} has shape {list(shape)}, which does not fit "
+                        f"{param_name} of shape {list(param.shape)}"
+                    )
+            if rows != expected:
+                raise ValueError(f"{name}: {param_name} takes {expected} rows, the file has {rows}")
+
+    def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        if self._reader is None:
+            self._reader = RowReader(self.part.header)
+        flat = out.reshape(1, *out.shape) if out.dim() == 0 else out
+        want_end, read, base = start + flat.shape[0], 0, 0
+        for seg in self.row_map[name]:
+            lo, hi = max(start, base), min(want_end, base + seg.rows)
+            if lo < hi:
+                read += self._reader.read_rows(
+                    seg.key, seg.start + lo - base, flat[lo - start : hi - start]
+                )
+            base += seg.rows
+        return read
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+# -- the pipeline -----------------------------------------------------------------------------
+
+
+def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
+    """A diffusers model from its config, parameters on the meta device (as `empty_dit`)."""
+    from ...parallel.sharded_load import empty_from_config
+
+    return empty_from_config(config, dtype)
+
+
+def fill_whole(model: torch.nn.Module, weights: DitWeights) -> None:
+    """Read every row of every weight (world size 1, or a DiT that is not sharded)."""
+    from ...parallel.sharded_load import fill_shards
+
+    weights.check(model)
+    fill_shards(model, weights, torch.device("cpu"))
+
+
+def build_pipeline(
+    resolved: Resolved,
+    *,
+    skip: frozenset[str] = frozenset(),
+    dtype: torch.dtype = torch.float32,
+    empty: frozenset[str] = frozenset(),
+) -> DiffusionPipeline:
+    """The pipeline; components in `skip` are None, DiTs in `empty` stay on meta (the caller
+    fills their shards with `dit_weights`)."""
+    import diffusers
+
+    preset = resolved.preset
+    parts: dict[str, Any] = {}
+    for name, part in resolved.dits.items():
+        if name in skip:
+            parts[name] = None
+            continue
+        model = empty_model(part.detection.config, dtype)
+        if name not in empty:
+            with DitWeights(part) as weights:
+                fill_whole(model, weights)
+        parts[name] = model
+    for slot, part in resolved.encoders.items():
+        if preset.vision:  # Qwen-Image-Edit: text encoder, tokenizer and processor
+            from .qwen_image_edit import edit_text_parts
+
+            parts.update(edit_text_parts(part, preset.name, dtype, skip))
+            continue
+        wanted = slot not in skip
+        classes = ENCODER_CLASSES.get(preset.pipeline, {})
+        model_class = classes.get(part.detection.config.get("_class_name", ""))
+        parts[slot] = encoder_model(part, dtype, model_class=model_class) if wanted else None
+        tokenizer_slot = TOKENIZER_SLOTS[slot]
+        parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
+    parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
+    if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder
+        for name in EXTRA_COMPONENTS:
+            if name not in skip:
+                parts[name] = ltx2_component(name, resolved.extras, preset.name, dtype)
+            else:
+                parts[name] = None
+    if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
+        part = resolved.image_encoder
+        wanted = "image_encoder" not in skip
+        parts["image_encoder"] = encoder_model(part, dtype, "--image-encoder") if wanted else None
+        size = part.detection.config["image_size"]
+        siglip = part.detection.family == "siglip"
+        processor = "feature_extractor" if siglip else "image_processor"
+        make = siglip_image_processor if siglip else clip_image_processor
+        parts[processor] = make(size) if processor not in skip else None
+    reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
+    parts["scheduler"] = reference.scheduler
+    if getattr(reference, "guider", None) is not None:
+        parts["guider"] = reference.guider
+    first = next(iter(resolved.dits.values())).detection
+    if first.family == "hunyuanvideo1.5":  # the 720p models' shift differs from the preset's
+        parts["scheduler"] = _hunyuan15_scheduler(reference.scheduler, first)
+    if preset.scheduler:
+        scheduler = reference.scheduler
+        parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
+    # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
+    settings = {k: reference.config[k] for k in PIPELINE_SETTINGS if k in reference.config}
+    if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
+        settings["boundary_ratio"] = PAIR_BOUNDARY[preset.name]
+    pipeline_class = getattr(diffusers, preset.pipeline)
+    pipe = pipeline_class(**parts, **settings)
+    log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
+    return pipe
+
+
+def _hunyuan15_scheduler(scheduler: Any, dit: Detection) -> Any:
+    """The preset's scheduler with the flow shift of the file's resolution and task (the tiny
+    presets keep theirs)."""
+    from .hunyuan_video15 import SCHEDULER_SHIFTS
+
+    if dit.variant.startswith("tiny-"):
+        return scheduler
+    resolution = "720p" if "720p" in dit.variant else "480p"
+    shift = SCHEDULER_SHIFTS[(resolution, dit.config["task_type"])]
+    return type(scheduler).from_config(scheduler.config, shift=shift)
+
+
+def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
+    """A single-file model's pipeline on the meta device for planning: the DiT(s) as their
+    headers describe them (in the file's dtype: a quantized file is planned dequantized, as
+    it is held), the rest from the preset of the recognised architecture (its reduced text
+    encoders: the real ones live on rank 0 only)."""
+    from ..presets import build_preset
+
+    files = SingleFiles.parse(model)
+    dits = [recognise(p) for p in files.models]
+    for part in dits:
+        expect_role(part, "transformer", "--model")
+    preset = PRESETS.get(dits[0].detection.variant)
+    if preset is None:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: recognised, but not "
+            "runnable from single files yet, so there is nothing to plan"
+        )
+    name = preset.pair_preset if len(dits) == 2 else preset.name
+    if not name:
+        raise ValueError(
+            f"{dits[0].header.name} is {dits[0].detection.variant}: "
+            + ("one expert; it takes two (HIGH,LOW)" if preset.pair_preset else "not a pair")
+        )
+    pipe = build_preset(name, device="meta")
+    for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
+        pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+    if type(pipe).__name__ != preset.pipeline and not preset.image_encoder:
+        import diffusers  # the first Qwen-Image-Edit on the Edit-Plus preset's components
+
+        pipe = getattr(diffusers, preset.pipeline)(**pipe.components)
+    elif type(pipe).__name__ != preset.pipeline:  # Wan 2.1 I2V 14B on the T2V 14B's preset
+        import diffusers
+        from accelerate import init_empty_weights
+        from transformers import CLIPVisionConfig, CLIPVisionModel
+
+        with init_empty_weights(include_buffers=True):
+            image_encoder = CLIPVisionModel(CLIPVisionConfig(**CLIP_VISION_H))
+        pipe = getattr(diffusers, preset.pipeline)(
+            **pipe.components,
+            image_encoder=image_encoder,
+            image_processor=clip_image_processor(CLIP_VISION_H["image_size"]),
+        )
+    return pipe
