@@ -30,16 +30,12 @@ from typing import Any
 
 from ..random_presets import random_dit_config
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, PAD_ID
-from .detection import Detection, count_indices
+from .detection import Detection, count_indices, language_model_prefix, stripped
 from .header import FileHeader
 
 FLUX2, QWEN_IMAGE, MISTRAL3 = "flux2", "qwen-image", "mistral3"
 REAL_HEAD_DIM = 128
 KLEIN_TEXT_WIDTHS = {3 * 2560: "flux.2-klein-4b", 3 * 4096: "flux.2-klein-9b"}
-
-
-def _stripped(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
-    return {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
 
 
 def flux2_layout(keys: Any, prefix: str) -> str | None:
@@ -53,7 +49,7 @@ def flux2_layout(keys: Any, prefix: str) -> str | None:
 
 def flux2_dit(header: FileHeader, prefix: str, layout: str):
     """The Detection of a Flux.2 DiT (role "unknown" with the reasons when a key is missing)."""
-    keys = _stripped(header, prefix)
+    keys = stripped(header, prefix)
     bfl = layout == "bfl"
     names = {
         "embed": "img_in.weight" if bfl else "x_embedder.weight",
@@ -139,7 +135,7 @@ def flux2_vae(header: FileHeader):
 
 def qwen_image_dit(header: FileHeader, prefix: str):
     """The Detection of a Qwen-Image DiT (diffusers' names), or None for other files."""
-    keys = _stripped(header, prefix)
+    keys = stripped(header, prefix)
     if "transformer_blocks.0.img_mod.1.weight" not in keys or "txt_norm.weight" not in keys:
         return None
     width, in_channels = keys["img_in.weight"]
@@ -208,18 +204,12 @@ TINY_MISTRAL = {"head_dim": 8, "bos_token_id": None, "eos_token_id": None, "pad_
 
 def mistral3_encoder(header: FileHeader) -> Detection | None:
     """The Detection of a Mistral 3 language model (FLUX.2-dev's text encoder), or None."""
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in _MISTRAL_PREFIXES
-            if f"{p}layers.0.self_attn.q_proj.weight" in keys and f"{p}embed_tokens.weight" in keys
-        ),
-        None,
+    prefix = language_model_prefix(
+        header.tensors, _MISTRAL_PREFIXES, "layers.0.self_attn.q_proj.weight"
     )
     if prefix is None:
         return None
-    keys = _stripped(header, prefix)
+    keys = stripped(header, prefix)
     if "layers.0.self_attn.q_proj.bias" in keys or "layers.0.self_attn.q_norm.weight" in keys:
         return None  # Qwen2.5 (biases), Qwen3 (q/k norms)
     vocab, hidden = keys["embed_tokens.weight"]

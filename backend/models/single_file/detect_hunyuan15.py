@@ -13,7 +13,15 @@ from __future__ import annotations
 import re
 
 from . import hunyuan_video15 as hunyuan
-from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
+from .detection import (
+    REAL_HEAD_DIM,
+    TINY_WIDTH,
+    Detection,
+    count_indices,
+    dit_head_dim,
+    language_model_prefix,
+    stripped,
+)
 from .header import FileHeader
 
 # -- the DiT and the VAE ----------------------------------------------------------------------
@@ -86,18 +94,10 @@ def qwen25_vl_encoder(header: FileHeader) -> Detection | None:
     HunyuanVideo 1.5, Qwen-Image and Qwen-Image-Edit): `model.layers.N` with q/k/v biases; the
     reasons say whether the file holds the vision tower (`visual.`), which only Qwen-Image-Edit
     reads (`qwen25_vl_vision`)."""
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in _QWEN_PREFIXES
-            if f"{p}layers.0.self_attn.q_proj.bias" in keys and f"{p}embed_tokens.weight" in keys
-        ),
-        None,
-    )
+    prefix = language_model_prefix(header.tensors, _QWEN_PREFIXES, "layers.0.self_attn.q_proj.bias")
     if prefix is None:
         return None
-    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
+    keys = stripped(header, prefix)
     vocab, hidden = keys["embed_tokens.weight"]
     head_dim = REAL_HEAD_DIM if hidden % REAL_HEAD_DIM == 0 else 8
     if head_dim not in _MROPE_SECTIONS:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .detection import TINY_WIDTH, Detection, count_indices
+from .detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
 from .header import FileHeader
 
 LTX2 = "ltx2"
@@ -195,14 +195,8 @@ def gemma3_encoder(header: FileHeader) -> Detection | None:
     from ..tiny.ltx2 import TEXT_ENCODER_UNSEEN
 
     keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in _GEMMA_PREFIXES
-            if f"{p}layers.0.pre_feedforward_layernorm.weight" in keys
-            and f"{p}embed_tokens.weight" in keys
-        ),
-        None,
+    prefix = language_model_prefix(
+        keys, _GEMMA_PREFIXES, "layers.0.pre_feedforward_layernorm.weight"
     )
     if prefix is None:
         return None

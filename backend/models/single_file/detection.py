@@ -56,6 +56,20 @@ def count_indices(keys: Any, pattern: str) -> int:
     return max(found) + 1 if found else 0
 
 
+def language_model_prefix(keys: Any, prefixes: tuple[str, ...], marker: str) -> str | None:
+    """The first of `prefixes` under which `keys` hold both `marker` (a layer-0 key that tells
+    the language model apart) and `embed_tokens.weight`, or None."""
+    return next(
+        (p for p in prefixes if f"{p}{marker}" in keys and f"{p}embed_tokens.weight" in keys),
+        None,
+    )
+
+
+def stripped(header: Any, prefix: str) -> dict[str, tuple[int, ...]]:
+    """The shapes of the header's tensors under `prefix`, by their names without it."""
+    return {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
+
+
 REAL_HEAD_DIM = 128
 TINY_WIDTH, TINY_HEAD_DIM = 64, 16  # the tiny presets' DiTs (presets.py)
 
