@@ -17,15 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .components import (
-    clip_image_processor,
-    encoder_model,
-    ltx2_component,
-    preset_parts,
-    siglip_image_processor,
-    tokenizer,
-    vae_model,
-)
+from ..image_processors import clip_image_processor, siglip_image_processor
+from .components import encoder_model, ltx2_component, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Detection, Part, recognise
 from .file_presets import (

@@ -1,5 +1,5 @@
 """The parts of a single-file pipeline that are read whole: text encoders and their
-tokenizers, CLIP vision towers and their image processor, VAEs (the DiTs are read row block by
+tokenizers, CLIP vision towers, VAEs (the DiTs are read row block by
 row block: `build.DitWeights`)."""
 
 from __future__ import annotations
@@ -37,28 +37,6 @@ def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, to
     finally:
         reader.close()
     return out
-
-
-def clip_image_processor(size: int) -> Any:
-    """CLIP's image processor (OpenAI's mean and std, bicubic, center crop) for `size`-px
-    images: what the Wan 2.1 image-to-video repos ship for their ViT-H/14 (224), and the tiny
-    preset's (32). The PIL backend where transformers has a choice, as the presets'."""
-    import transformers
-
-    processor_class = getattr(transformers, "CLIPImageProcessorPil", None)
-    processor_class = processor_class or transformers.CLIPImageProcessor
-    return processor_class(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
-
-
-def siglip_image_processor(size: int) -> Any:
-    """SigLIP's image processor for `size`-px images (mean and std 0.5, bicubic, no crop):
-    HunyuanVideo 1.5's feature extractor (384), the tiny preset's (32); the PIL backend where
-    transformers has a choice, as the preset's."""
-    import transformers
-
-    processor_class = getattr(transformers, "SiglipImageProcessorPil", None)
-    processor_class = processor_class or transformers.SiglipImageProcessor
-    return processor_class(size={"height": size, "width": size})
 
 
 def encoder_model(

@@ -16,7 +16,7 @@ from ..seeded import (
 )
 
 TEXT_DIM = 32  # hidden size of every tiny text encoder
-_CLIP_IMAGE_SIZE = 32
+CLIP_IMAGE_SIZE = 32
 CLIP_VISION_DIM = 32
 
 Builders = dict[str, Callable[[], Any]]
@@ -90,19 +90,7 @@ def clip_image_encoder():
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
-        image_size=_CLIP_IMAGE_SIZE,
+        image_size=CLIP_IMAGE_SIZE,
         patch_size=8,
     )
     return CLIPVisionModel(config)
-
-
-def clip_image_processor():
-    import transformers
-
-    # The PIL backend where transformers has a choice: torchvision must not change the pixels.
-    processor_class = getattr(transformers, "CLIPImageProcessorPil", None)
-    processor_class = processor_class or transformers.CLIPImageProcessor
-    return processor_class(
-        size={"shortest_edge": _CLIP_IMAGE_SIZE},
-        crop_size={"height": _CLIP_IMAGE_SIZE, "width": _CLIP_IMAGE_SIZE},
-    )

@@ -126,7 +126,8 @@ def _flux2_vae():
     return vae
 
 
-def _flux2_transformer():
+def _flux2_transformer(guidance_embeds: bool = True):
+    """The tiny Flux.2 DiT; Klein's (step-distilled, or true CFG) has no guidance embedding."""
     from diffusers import Flux2Transformer2DModel
 
     return Flux2Transformer2DModel(
@@ -138,7 +139,7 @@ def _flux2_transformer():
         num_attention_heads=_FLUX_HEADS,
         joint_attention_dim=3 * TEXT_DIM,  # three of the text encoder's hidden states
         axes_dims_rope=(4, 4, 4, 4),
-        guidance_embeds=True,
+        guidance_embeds=guidance_embeds,
     )
 
 

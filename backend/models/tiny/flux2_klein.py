@@ -6,9 +6,8 @@ from typing import Any
 
 from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE, qwen3_chat_tokenizer
 from .common import TEXT_DIM, Builders, seeded
-from .flux import _flux2_vae
+from .flux import _flux2_transformer, _flux2_vae
 
-_HEADS, _HEAD_DIM = 4, 16
 KLEIN_TEXT_LAYERS = 28  # the pipeline stacks hidden states 9, 18 and 27 (of Qwen3-4B's 36)
 
 
@@ -31,22 +30,6 @@ def _qwen3_causal_text_encoder():
     return Qwen3ForCausalLM(config)
 
 
-def _klein_transformer():
-    from diffusers import Flux2Transformer2DModel
-
-    return Flux2Transformer2DModel(
-        patch_size=1,
-        in_channels=4 * 32,  # the VAE's 32 channels in 2x2 patches
-        num_layers=2,
-        num_single_layers=2,
-        attention_head_dim=_HEAD_DIM,
-        num_attention_heads=_HEADS,
-        joint_attention_dim=3 * TEXT_DIM,  # three of the text encoder's hidden states
-        axes_dims_rope=(4, 4, 4, 4),
-        guidance_embeds=False,  # Klein: no guidance embedding (distilled, or true CFG)
-    )
-
-
 def _klein_scheduler():
     import diffusers
 
@@ -62,7 +45,7 @@ _KLEIN: Builders = {
     "text_encoder": lambda: seeded(701, _qwen3_causal_text_encoder),
     "vae": lambda: seeded(702, _flux2_vae),
     "scheduler": _klein_scheduler,
-    "transformer": lambda: seeded(703, _klein_transformer),
+    "transformer": lambda: seeded(703, lambda: _flux2_transformer(guidance_embeds=False)),
 }
 
 PRESETS: dict[str, tuple[str, Builders]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..image_processors import siglip_image_processor
 from ..seeded import (
     QWEN_CHAT_VOCAB_SIZE,
     byte_tokenizer,
@@ -92,15 +93,6 @@ def _siglip_image_encoder():
     return SiglipVisionModel(config)
 
 
-def _siglip_image_processor():
-    import transformers
-
-    # The PIL backend where transformers has a choice: torchvision must not change the pixels.
-    processor_class = getattr(transformers, "SiglipImageProcessorPil", None)
-    processor_class = processor_class or transformers.SiglipImageProcessor
-    return processor_class(size={"height": _SIGLIP_IMAGE_SIZE, "width": _SIGLIP_IMAGE_SIZE})
-
-
 def _hy15_scheduler():
     from diffusers import FlowMatchEulerDiscreteScheduler
 
@@ -132,7 +124,7 @@ _HUNYUAN_VIDEO15_I2V: Builders = {
     "vae": lambda: seeded(507, lambda: _hy15_vae((8, 8, 8, 8, 16))),
     "transformer": lambda: seeded(506, lambda: _hy15_transformer(task_type="i2v", target_size=64)),
     "image_encoder": lambda: seeded(505, _siglip_image_encoder),
-    "feature_extractor": _siglip_image_processor,
+    "feature_extractor": lambda: siglip_image_processor(_SIGLIP_IMAGE_SIZE),
 }
 
 PRESETS: dict[str, tuple[str, Builders]] = {

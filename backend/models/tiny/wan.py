@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..image_processors import clip_image_processor
 from ..seeded import (
     byte_tokenizer,
 )
 from .common import (
+    CLIP_IMAGE_SIZE,
     CLIP_VISION_DIM,
     TEXT_DIM,
     Builders,
     clip_image_encoder,
-    clip_image_processor,
     seeded,
     umt5_encoder,
 )
@@ -90,7 +91,7 @@ _WAN_T2V: Builders = {
 
 _WAN_I2V: Builders = {
     **_WAN_T2V,
-    "image_processor": clip_image_processor,
+    "image_processor": lambda: clip_image_processor(CLIP_IMAGE_SIZE),
     "image_encoder": lambda: seeded(104, clip_image_encoder),
     "transformer": lambda: seeded(105, lambda: _wan_transformer(image_to_video=True)),
 }
