@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -32,6 +33,22 @@ def preset_pipeline(name: str, tile: int, *, encoders: bool = True) -> tuple[Any
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, tile, tile)
     return pipe, family_of(pipe)
+
+
+def called_directly(pipe: Any, body: dict, **arguments: Any) -> np.ndarray:
+    """The diffusers pipeline as a user calls it with the job's prompt, size, steps and seed,
+    and `arguments` (its guidance under the pipeline's own name, a negative prompt); uint8."""
+    with torch.no_grad():
+        images = pipe(
+            prompt=body["prompt"],
+            height=body["height"],
+            width=body["width"],
+            num_inference_steps=body["num_inference_steps"],
+            generator=torch.Generator().manual_seed(body["seed"]),
+            output_type="np",
+            **arguments,
+        ).images
+    return to_uint8(np.asarray(images))
 
 
 def rank_groups(

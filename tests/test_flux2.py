@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -28,7 +28,6 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
-from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
@@ -132,17 +131,8 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert outputs["fox"][2] == 6  # VAE tiles
     torch.set_num_threads(1)
     for label, body in JOBS.items():
-        with torch.no_grad():
-            direct = pipe(
-                prompt=body["prompt"],
-                guidance_scale=body["guidance_scale"],
-                height=body["height"],
-                width=body["width"],
-                num_inference_steps=body["num_inference_steps"],
-                generator=torch.Generator().manual_seed(body["seed"]),
-                output_type="np",
-            ).images
-        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        direct = called_directly(pipe, body, guidance_scale=body["guidance_scale"])
+        result = compare(outputs[label][0], direct, FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["fox"][0], outputs["boat"][0], FLOAT32).verdict == DIFFERENT
 

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
 from paradit.backend.request import JobRequest
-from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
@@ -147,17 +145,8 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert outputs["distilled"][1].shape == (1, 32, 8, 14)  # the VAE's latents, not tokens
     torch.set_num_threads(1)
     for label, body in JOBS.items():
-        with torch.no_grad():
-            direct = _variant(pipe, label)(
-                prompt=body["prompt"],
-                guidance_scale=body["guidance_scale"],
-                height=body["height"],
-                width=body["width"],
-                num_inference_steps=body["num_inference_steps"],
-                generator=torch.Generator().manual_seed(body["seed"]),
-                output_type="np",
-            ).images
-        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        direct = called_directly(_variant(pipe, label), body, guidance_scale=body["guidance_scale"])
+        result = compare(outputs[label][0], direct, FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["distilled"][0], outputs["base"][0], FLOAT32).verdict == DIFFERENT
 

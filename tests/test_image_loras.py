@@ -25,14 +25,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, run_image_job
+from image_jobs import CPU, called_directly, preset_pipeline, run_image_job
 from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, z_image_loras
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
-from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
@@ -98,17 +97,7 @@ def _direct(pipe, preset: str, body: dict) -> np.ndarray:
     """The diffusers pipeline as a user calls it (Z-Image's own guidance scale is ours less
     one); uint8."""
     guidance = body["guidance_scale"] - 1.0 if preset == "tiny-z-image" else body["guidance_scale"]
-    with torch.no_grad():
-        images = pipe(
-            prompt=body["prompt"],
-            guidance_scale=guidance,
-            height=body["height"],
-            width=body["width"],
-            num_inference_steps=body["num_inference_steps"],
-            generator=torch.Generator().manual_seed(body["seed"]),
-            output_type="np",
-        ).images
-    return to_uint8(np.asarray(images))
+    return called_directly(pipe, body, guidance_scale=guidance)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -28,7 +28,6 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel.plan import choose_plan
 from paradit.backend.parallel.step_cache import install_step_cache
 from paradit.backend.request import JobRequest
-from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
@@ -159,18 +158,9 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     torch.set_num_threads(1)
     for label, body in JOBS.items():
         extra = {"negative_prompt": body["negative_prompt"]} if "negative_prompt" in body else {}
-        with torch.no_grad():
-            direct = pipe(
-                prompt=body["prompt"],
-                guidance_scale=max(body["guidance_scale"] - 1.0, 0.0),
-                height=body["height"],
-                width=body["width"],
-                num_inference_steps=body["num_inference_steps"],
-                generator=torch.Generator().manual_seed(body["seed"]),
-                output_type="np",
-                **extra,
-            ).images
-        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        guidance = max(body["guidance_scale"] - 1.0, 0.0)
+        direct = called_directly(pipe, body, guidance_scale=guidance, **extra)
+        result = compare(outputs[label][0], direct, FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
