@@ -379,6 +379,27 @@ def test_image_to_video_plan_at_real_size(monkeypatch):
 # -- world size 1 against diffusers called directly ----------------------------------------------
 
 
+def _called_directly(pipe, body: dict, **arguments) -> np.ndarray:
+    """The pipeline as a user calls it, its guider at the job's guidance scale for the call
+    (the model's again after): the job's prompts, frames, steps and seed, and `arguments`
+    (a size, or the image); uint8 frames."""
+    pipe.guider.guidance_scale = body["guidance_scale"]
+    try:
+        with torch.no_grad():
+            frames = pipe(
+                prompt=body["prompt"],
+                negative_prompt=body["negative_prompt"],
+                num_frames=body["num_frames"],
+                num_inference_steps=body["num_inference_steps"],
+                generator=torch.Generator().manual_seed(body["seed"]),
+                output_type="np",
+                **arguments,
+            ).frames[0]
+    finally:
+        pipe.guider.guidance_scale = pipe.guider.config.guidance_scale
+    return to_uint8(np.asarray(frames))
+
+
 def test_world_size_1_equals_diffusers_called_directly(references):
     """`HunyuanVideo15Pipeline` as a user calls it (prompt, negative prompt, the guider's
     scale; the VAE's own tiled decode) gives the same video, bit for bit; the engine's step
@@ -390,22 +411,8 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert pipe.guider.guidance_scale == 6.0  # the model's again after the jobs
     torch.set_num_threads(1)
     for label, body in JOBS.items():
-        pipe.guider.guidance_scale = body["guidance_scale"]
-        try:
-            with torch.no_grad():
-                direct = pipe(
-                    prompt=body["prompt"],
-                    negative_prompt=body["negative_prompt"],
-                    height=body["height"],
-                    width=body["width"],
-                    num_frames=body["num_frames"],
-                    num_inference_steps=body["num_inference_steps"],
-                    generator=torch.Generator().manual_seed(body["seed"]),
-                    output_type="np",
-                ).frames[0]
-        finally:
-            pipe.guider.guidance_scale = pipe.guider.config.guidance_scale
-        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        direct = _called_directly(pipe, body, height=body["height"], width=body["width"])
+        result = compare(outputs[label][0], direct, FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
@@ -419,21 +426,8 @@ def test_image_to_video_equals_diffusers_called_directly(references):
     torch.set_num_threads(1)
     for label in ("i2v guided", "i2v unguided"):
         body = I2V_JOBS[label]
-        pipe.guider.guidance_scale = body["guidance_scale"]
-        try:
-            with torch.no_grad():
-                direct = pipe(
-                    image=IMAGE,
-                    prompt=body["prompt"],
-                    negative_prompt=body["negative_prompt"],
-                    num_frames=body["num_frames"],
-                    num_inference_steps=body["num_inference_steps"],
-                    generator=torch.Generator().manual_seed(body["seed"]),
-                    output_type="np",
-                ).frames[0]
-        finally:
-            pipe.guider.guidance_scale = pipe.guider.config.guidance_scale
-        result = compare(outputs[label][0], to_uint8(np.asarray(direct)), FLOAT32)
+        direct = _called_directly(pipe, body, image=IMAGE)
+        result = compare(outputs[label][0], direct, FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)
     assert "encode_image" not in vars(pipe)  # the job's stand-ins are gone after it
     assert "calculate_default_height_width" not in vars(pipe.video_processor)
