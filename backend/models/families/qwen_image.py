@@ -38,18 +38,23 @@ class QwenImage(Family):
         return Limits(**{**base.to_dict(), "min_steps": min_steps(pipe)})
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        inputs = self._encoder_inputs(pipe, request)
         tensors: Tensors = {}
         prompts = {"prompt": request.prompt}
         if self.uses_cfg(pipe, request):
             prompts["negative_prompt"] = request.negative_prompt
         for name, prompt in prompts.items():
             embeds, mask = pipe.encode_prompt(
-                prompt=prompt, device=device, max_sequence_length=MAX_TEXT_TOKENS
+                prompt=prompt, device=device, max_sequence_length=MAX_TEXT_TOKENS, **inputs
             )
             tensors[f"{name}_embeds"] = embeds
             if mask is not None:  # None when every token is real (one prompt: always)
                 tensors[f"{name}_embeds_mask"] = mask
         return tensors
+
+    def _encoder_inputs(self, pipe: Any, request: JobRequest) -> dict[str, Any]:
+        """What the text encoder reads besides the prompt: nothing (Qwen-Image-Edit: images)."""
+        return {}
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         cfg = "negative_prompt_embeds" in tensors

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ...contract import Limits
 from ...request import JobRequest
 from .base import Tensors, image_limits, request_images
-from .qwen_image import MAX_TEXT_TOKENS, QwenImage, min_steps
+from .qwen_image import QwenImage, min_steps
 
 # The model cards: 40 steps for 2509 (50 for the first model), true CFG scale 4.0; the
 # pipelines' output area when no size is given (1024x1024 at the input's aspect).
@@ -58,20 +56,8 @@ class QwenImageEdit(QwenImage):
     def _plus(pipe: Any) -> bool:
         return type(pipe).__name__ == "QwenImageEditPlusPipeline"
 
-    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
-        shown = self._encoder_images(pipe, request_images(request))
-        tensors: Tensors = {}
-        prompts = {"prompt": request.prompt}
-        if self.uses_cfg(pipe, request):
-            prompts["negative_prompt"] = request.negative_prompt
-        for name, prompt in prompts.items():
-            embeds, mask = pipe.encode_prompt(
-                prompt=prompt, image=shown, device=device, max_sequence_length=MAX_TEXT_TOKENS
-            )
-            tensors[f"{name}_embeds"] = embeds
-            if mask is not None:
-                tensors[f"{name}_embeds_mask"] = mask
-        return tensors
+    def _encoder_inputs(self, pipe: Any, request: JobRequest) -> dict[str, Any]:
+        return {"image": self._encoder_images(pipe, request_images(request))}
 
     def _encoder_images(self, pipe: Any, images: list) -> Any:
         """The images as the pipeline resizes them for the text encoder: Edit-Plus each to
