@@ -305,9 +305,18 @@ def test_names_resolve_only_inside_the_folders(tmp_path):
         ("style\\a", "no absolute path"),
         ("xyz", r"no such LoRA \(GET /v1/loras lists them\)$"),
         ("style/b", "no such LoRA .*; did you mean style/a.safetensors\\?"),
+        # names no file can have: the file system's refusal (ENAMETOOLONG) was a server error
+        ("x" * 300, "each folder or file name in it .* at most 255 bytes .*got 312"),
+        ("style/" + "é" * 128 + ".safetensors", "got 268 in"),  # 2 bytes a character
+        ("é" * 128 + "/a", "got 256 in"),
+        ("a" * 244, "got 256 in"),  # looked up as a * 244 + .safetensors
+        ("a\0b", "a name holds no NUL character"),
     ]:
         with pytest.raises(LoraError, match=reason):
             library.resolve(name)
+    longest = inside / ("a" * 243 + ".safetensors")  # 255 bytes: a file may have it
+    longest.write_bytes(b"x")
+    assert library.resolve("a" * 243) == library.resolve(longest.name) == longest.resolve()
     with pytest.raises(LoraError, match="start it with --lora-dir"):
         LoraLibrary(()).resolve("a")
 

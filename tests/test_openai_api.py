@@ -82,6 +82,8 @@ def test_video_delete_cancels_and_bad_fields_are_refused(wan):
         api.videos.create(prompt="x", size="big")
     with pytest.raises(openai.UnprocessableEntityError, match="LoRA 'a': no such LoRA"):
         api.videos.create(prompt="x", extra_body={"loras": [{"name": "a", "strength": 1.0}]})
+    with pytest.raises(openai.UnprocessableEntityError, match="must be at most 255 bytes"):
+        api.videos.create(prompt="x", extra_body={"loras": [{"name": "a" * 300}]})
     with pytest.raises(openai.NotFoundError):
         api.videos.retrieve("nope")
 
