@@ -1,7 +1,7 @@
 """`paradit serve` under SLURM for real: a one-machine cluster (tests/slurm_cluster.py: munged,
 slurmctld and slurmd from Debian's `slurm-wlm` and `munge`, installed by `.ci/run`) runs
-`srun -n 2`, `sbatch` of the README's script, and Open MPI's and MPICH's mpirun inside an
-allocation; each job equals world size 1.
+`srun -n 2`, `sbatch` of docs/launchers.md's script, and Open MPI's and MPICH's mpirun inside
+an allocation; each job equals world size 1.
 
 The cluster's node is named `node0`, not after this host: to mpirun inside an allocation it
 is another machine, which it reaches through srun as it reaches the other machines of a
@@ -25,10 +25,10 @@ from launchers import (
     BODY,
     SERVE,
     alive,
+    docs_block,
     free_port,
     launch_env,
     processes_of,
-    readme_block,
     ready_url,
     require,
     spawn,
@@ -79,9 +79,9 @@ def test_srun_serves_then_a_killed_task_makes_rank_0_exit_with_the_reason(
         stop([proc])
 
 
-def test_sbatch_of_the_readme_script(cluster, tmp_path, references):
+def test_sbatch_of_the_documented_script(cluster, tmp_path, references):
     script = tmp_path / "paradit.sbatch"
-    script.write_text(readme_block("#!/bin/bash\n#SBATCH"))
+    script.write_text(docs_block("#!/bin/bash\n#SBATCH"))
     (tmp_path / "token").write_text("sbatch-test-token\n")
     out = tmp_path / "out"
     submit = subprocess.run(
