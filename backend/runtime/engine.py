@@ -420,6 +420,11 @@ class Runtime:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+        except BaseException:
+            # Whatever stopped the steps (JobCancelled included) may have stopped them inside
+            # a forward: back to the between-jobs weights before the LoRAs' rows go back.
+            self.parallel.recover()
+            raise
         finally:
             for switch in self.parallel.caches:
                 if switch is not None:
