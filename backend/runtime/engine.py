@@ -56,7 +56,7 @@ from ..request import JobRequest
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
-from .progress import Progress
+from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,8 @@ class Runtime:
         """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
         """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
+        self.in_job = False
+        """This rank is inside a job (`job.run_job`): the watchdogs look at it then."""
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
         self.fault = Faults.from_environ(  # tests only
@@ -219,6 +221,8 @@ class Runtime:
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
+        if self.fault is not None:  # tests only: faults inside blocks and collectives
+            self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         dits = {
             name: getattr(self.pipe, name)
@@ -337,6 +341,10 @@ class Runtime:
             for name in DIT_COMPONENTS
             if getattr(self.pipe, name, None) is not None
         ]
+
+    def place(self) -> str:
+        """Where this rank's main thread is (`progress.main_thread_place`), or between jobs."""
+        return main_thread_place() if self.in_job else BETWEEN_JOBS
 
     def rank_info(self) -> dict[str, Any]:
         return {

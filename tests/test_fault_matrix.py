@@ -1,0 +1,171 @@
+"""Failures inside a step: kind (raise, hang, out-of-memory) x place (before the first step,
+inside a block's forward, inside a collective, in the decode) x ranks (one, all).
+
+Each failing job ends within `--hang-timeout` + 10 s with the failing rank's own error (not
+rank 0's collective timeout); the next plain, LoRA and cached jobs give a fresh backend's
+frames byte for byte (the pool's tiny-wan on 2 ranks, which runs each reference job once);
+no rank of a replaced group is left running.
+
+The faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py): one
+table per backend, each job picking its case by a word of its prompt, so one backend serves
+many cases in a row. Cases where every rank fails the same way keep the group (one backend,
+no restart); a rank failing or hanging alone rebuilds it, each case a generation of the same
+backend (`gen=`), its rank 1 a fresh process. A hang on every rank is not in the matrix: rank
+0's own main thread would hang, which only a restart of the backend ends (docs/faults.md).
+Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
+
+Cost: about 75 s (in the suite's two-worker run on 2 cores): a backend start, about 30 small
+jobs and five rebuilds of rank 1.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Backends, wait_for
+from lora_files import WAN_TARGETS, peft_lora
+
+from paradit.backend.client import Client, JobFailed
+from paradit.backend.models.presets import build_preset
+
+HANG_S = 2.0
+JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
+NEXT = {
+    "plain": {**JOB, "prompt": "a plain job"},
+    "lora": {**JOB, "prompt": "a LoRA job", "loras": [{"name": "fault-matrix.safetensors"}]},
+    "cached": {
+        **JOB,
+        "prompt": "a cached job",
+        "num_inference_steps": 3,
+        "cache": {"method": "first-block", "threshold": 0.9},
+    },
+}
+"""The jobs that follow a failure, each compared with a fresh backend's."""
+PLACES = {
+    "start": ("at=start", "as the job starts"),
+    "block": ("at=block:3", "inside block 3"),
+    "collective": ("at=collective:5", "inside collective 5"),
+    "decode": ("at=decode", "at the decode"),
+}
+"""Where a case fails, and how its error says so (the 5th FSDP2 all-gather is inside the
+first step's forward)."""
+ERRORS = {"raise": "InjectedFault", "oom": "OutOfMemoryError"}
+ONE_RANK = [
+    ("raise", "block"),
+    ("oom", "collective"),
+    ("hang", "block"),
+    ("hang", "collective"),
+    ("raise", "start"),
+]
+"""Rank 1 alone: each case rebuilds the group (a fresh rank 1, ~10 s of CPU), so the one-rank
+half of the matrix is covered by these five; the step-end and decode-start places, alone,
+are tests/test_faults.py's."""
+
+
+@pytest.fixture(scope="module")
+def fresh(backends) -> dict[str, list[bytes]]:
+    """The pool's plain tiny-wan on 2 ranks: each next job's frames on a fresh backend."""
+    transformer = build_preset("tiny-wan").transformer
+    peft_lora(backends.lora_dir / "fault-matrix.safetensors", transformer, WAN_TARGETS, seed=3)
+    client = backends.get("tiny-wan", 2)
+    return {kind: _frames(client, body) for kind, body in NEXT.items()}
+
+
+def _frames(client: Client, body: dict) -> list[bytes]:
+    job = client.wait(client.submit(body), timeout_s=120)
+    return [client.frame(job["id"], index) for index in range(job["num_frames"])]
+
+
+def _start(backends: Backends, table: list[str]):
+    return backends.start(
+        "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(table)),)
+    )
+
+
+def _failed(client: Client, prompt: str) -> tuple[dict, float]:
+    """Run a job that must fail; its document and how long it took (server clock)."""
+    job_id = client.submit({**JOB, "prompt": prompt})
+    with pytest.raises(JobFailed) as failed:
+        client.wait(job_id, timeout_s=HANG_S + 60)
+    job = failed.value.job
+    return job, job["finished"] - job["created"]
+
+
+def _pids(client: Client) -> list[int]:
+    return [rank["pid"] for rank in client.info()["ranks"]]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def _healthy(client: Client) -> bool:
+    try:
+        return client.health()["status"] == "ok"
+    except Exception:  # 503 while the group is rebuilt
+        return False
+
+
+def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh):
+    """raise and out-of-memory on every rank at each place: the group stays (same ranks),
+    its model back as between jobs; the next jobs are a fresh backend's, byte for byte."""
+    cases = [(kind, place) for kind in ERRORS for place in PLACES]
+    table = [f"rank=all,{PLACES[p][0]},kind={k},prompt=all-{k}-{p}" for k, p in cases]
+    backend = _start(backends, table)
+    try:
+        client = backend.client
+        pids = _pids(client)
+        kinds = list(NEXT)
+        for index, (kind, place) in enumerate(cases):
+            job, took_s = _failed(client, f"all-{kind}-{place}")
+            error = job["error"]
+            assert ERRORS[kind] in error and PLACES[place][1] in error, (kind, place, error)
+            assert took_s < HANG_S + 10, (kind, place, took_s)
+            assert _healthy(client) and _pids(client) == pids, (kind, place)
+            after = kinds[index % len(kinds)]
+            assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
+        for kind, body in NEXT.items():
+            assert _frames(client, body) == fresh[kind], kind
+        assert "TEST-ONLY FAULT INJECTION IS ON" in backend.log_path.read_text()
+    finally:
+        backends.stop(backend)
+
+
+def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_timeout(
+    backends, fresh
+):
+    """Rank 1 alone, wherever it is: the job fails within `--hang-timeout` + 10 s naming rank 1
+    and its own error (or where it hung), the group is rebuilt, the old rank 1 is gone, and the
+    next jobs are a fresh backend's. Before, rank 0 waited in its collective until the
+    collective timeout (120 s here) and the error was rank 0's."""
+    table = [
+        f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=one-{kind}-{place}"
+        for gen, (kind, place) in enumerate(ONE_RANK)
+    ]
+    backend = _start(backends, table)
+    try:
+        client = backend.client
+        seen: list[int] = []
+        for kind, place in ONE_RANK:
+            pids = _pids(client)
+            seen += pids[1:]
+            job, took_s = _failed(client, f"one-{kind}-{place}")
+            error = job["error"]
+            assert "rank 1" in error or "ranks [1]" in error, (kind, place, error)
+            if kind == "hang":
+                assert "stopped progressing" in error and "faults.py" in error, error
+            else:
+                assert ERRORS[kind] in error and PLACES[place][1] in error, error
+            assert took_s < HANG_S + 10, (kind, place, took_s, error)
+            wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
+            assert all(_gone(pid) for pid in pids[1:]), (kind, place)
+            assert _frames(client, NEXT["plain"]) == fresh["plain"], (kind, place)
+        for kind, body in NEXT.items():
+            assert _frames(client, body) == fresh[kind], kind
+        seen += _pids(client)[1:]
+    finally:
+        backends.stop(backend)
+    wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank 1 to be gone")
