@@ -11,7 +11,8 @@ table per backend, each job picking its case by a word of its prompt, so one bac
 many cases in a row. Cases where every rank fails the same way keep the group (one backend,
 no restart); a rank failing or hanging alone rebuilds it, each case a generation of the same
 backend (`gen=`), its rank 1 a fresh process. A hang on every rank is not in the matrix: rank
-0's own main thread would hang, which only a restart of the backend ends (docs/faults.md).
+0's own main thread would hang, which only a restart of the backend ends; a hang on rank 0
+alone is shown to turn /health 503 naming it (docs/faults.md).
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
 Cost: about 75 s (in the suite's two-worker run on 2 cores): a backend start, about 30 small
@@ -20,11 +21,13 @@ jobs and five rebuilds of rank 1.
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from conftest import Backends, wait_for
+from conftest import Backends, spawn_gloo, wait_for
 from lora_files import WAN_TARGETS, peft_lora
 
-from paradit.backend.client import Client, JobFailed
+from paradit.backend.client import BackendError, Client, JobFailed
 from paradit.backend.models.presets import build_preset
 
 HANG_S = 2.0
@@ -145,6 +148,7 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
         f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=one-{kind}-{place}"
         for gen, (kind, place) in enumerate(ONE_RANK)
     ]
+    table.append(f"rank=0,at=block:3,kind=hang,gen={len(ONE_RANK)},prompt=zero-hang")
     backend = _start(backends, table)
     try:
         client = backend.client
@@ -166,6 +170,84 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
         for kind, body in NEXT.items():
             assert _frames(client, body) == fresh[kind], kind
         seen += _pids(client)[1:]
+        # rank 0 itself hangs: named in /health (its own job cannot end: a restart ends it)
+        client.submit({**JOB, "prompt": "zero-hang"})
+        started = time.monotonic()
+        reason = wait_for(lambda: _unhealthy_because(client), HANG_S + 30, "/health: 503")
+        assert "ranks [0] stopped progressing" in reason and "faults.py" in reason, reason
+        assert "restart the backend" in reason and time.monotonic() - started < HANG_S + 10
     finally:
+        backend.stop(grace_s=1.0)  # a hung rank 0 does not stop by itself
         backends.stop(backend)
     wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank 1 to be gone")
+
+
+def _unhealthy_because(client: Client) -> str:
+    """/health's error while it answers 503, "" while it answers 200."""
+    try:
+        client.health()
+    except BackendError as exc:
+        return str(exc)
+    return ""
+
+
+def _check_recover(rank: int, world_size: int, folder: str) -> None:
+    """One rank of `test_a_forward_that_raised_is_put_back_before_any_weight_is_written`."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+
+    from paradit.backend.lora import LoraLibrary, LoraPatcher
+    from paradit.backend.lora.patch import JobLora
+    from paradit.backend.parallel import ModelStateError, Parallelized
+    from paradit.backend.parallel.fsdp import shard_weights
+    from paradit.backend.parallel.plan import choose_plan
+
+    pipe = build_preset("tiny-wan")
+    dit = pipe.transformer
+    shard_weights(dit, init_device_mesh("cpu", (world_size,)))
+    parallel = Parallelized(choose_plan(world_size, supports_cfg=False, device_type="cpu"), [])
+    parallel.sharded = [dit]
+    patcher = LoraPatcher(LoraLibrary((folder,)), type(pipe), {"transformer": dit})
+    loras = patcher.resolve([{"name": "fault-matrix", "strength": 1.0}])
+    assert isinstance(loras[0], JobLora)
+    inputs = {
+        "hidden_states": torch.randn(1, 16, 1, 8, 8, generator=torch.Generator().manual_seed(1)),
+        "timestep": torch.tensor([500]),
+        "encoder_hidden_states": torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(2)),
+        "return_dict": False,
+    }
+    with torch.no_grad():
+        clean = dit(**inputs)[0]
+
+    def fail(*_args):
+        raise RuntimeError("inside block 1")
+
+    hook = dit.blocks[1].register_forward_pre_hook(fail)
+    with torch.no_grad(), pytest.raises(RuntimeError, match="inside block 1"):
+        dit(**inputs)
+    hook.remove()
+    # FSDP2 left the failing block and the root unsharded: plain tensors, not shards
+    loose = [name for name, p in dit.named_parameters() if not isinstance(p, DTensor)]
+    assert "blocks.1.attn1.to_q.weight" in loose and "patch_embedding.weight" in loose, loose
+    with pytest.raises(ModelStateError, match="not sharded"):
+        parallel.check_at_rest()
+    with pytest.raises(ModelStateError, match="LoRAs not applied"), patcher.applied(loras):
+        pass  # refused before any row is written
+    parallel.recover()
+    assert all(isinstance(p, DTensor) for p in dit.parameters())
+    with torch.no_grad():
+        assert torch.equal(dit(**inputs)[0], clean)
+        with patcher.applied(loras):
+            assert not torch.equal(dit(**inputs)[0], clean)
+        assert torch.equal(dit(**inputs)[0], clean)
+
+
+def test_a_forward_that_raised_is_put_back_before_any_weight_is_written(tmp_path):
+    """FSDP2 on 2 gloo ranks (forked): after an exception inside a block's forward the LoRA
+    patcher refuses the unsharded weights (it wrote into temporary copies, then into freed
+    storage: a segfault) until `Parallelized.recover` reshards; then a forward gives the clean
+    output again and a LoRA applies and comes off exactly."""
+    transformer = build_preset("tiny-wan").transformer
+    peft_lora(tmp_path / "fault-matrix.safetensors", transformer, WAN_TARGETS, seed=3)
+    spawn_gloo(2, _check_recover, str(tmp_path))

@@ -256,16 +256,18 @@ class GroupHealth:
         idle = set(watch.idle(self.hang_timeout_s))
         silent = set(watch.frozen(2 * BEAT_PERIOD_S))  # frozen, not hung: `lost` names it
         places = {rank: watch.place(rank) for rank in sender.ranks if rank in idle}
+        places[0] = runtime.place()  # rank 0 stands still: waiting, or hung itself
         hung = {
             rank: place
-            for rank, place in places.items()
+            for rank, place in sorted(places.items())
             if rank not in silent and place not in (IN_COLLECTIVE, BETWEEN_JOBS)
         }
         if hung and runtime.in_job:
             where = "; ".join(f"rank {rank} at {place}" for rank, place in hung.items())
+            stuck = "; rank 0's own job cannot end: restart the backend" if 0 in hung else ""
             self.stop_group(
-                f"ranks {sorted(hung)} stopped progressing inside the job ({where}): rank 0 "
-                f"waited {still_s:.0f}s for them (--hang-timeout)"
+                f"ranks {sorted(hung)} stopped progressing inside the job ({where}) for "
+                f"{still_s:.0f}s (--hang-timeout){stuck}"
             )
 
 
