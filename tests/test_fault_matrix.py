@@ -251,3 +251,32 @@ def test_a_forward_that_raised_is_put_back_before_any_weight_is_written(tmp_path
     transformer = build_preset("tiny-wan").transformer
     peft_lora(tmp_path / "fault-matrix.safetensors", transformer, WAN_TARGETS, seed=3)
     spawn_gloo(2, _check_recover, str(tmp_path))
+
+
+@pytest.mark.fast
+def test_a_fault_fires_in_the_jobs_its_prompt_picks_at_its_block():
+    import torch
+
+    from paradit.backend.runtime.faults import ENV, Fault, Faults, InjectedFault
+
+    table = "rank=1,at=block:2,kind=raise,prompt=boom;rank=all,at=start,kind=oom,prompt=early"
+    faults = Faults.from_environ(1, 0, {ENV: table})
+    model = torch.nn.Module()
+    model.blocks = torch.nn.ModuleList(torch.nn.Identity() for _ in range(3))
+    faults.watch([model])
+    x = torch.ones(1)
+    faults.begin_job("a quiet job")  # picked by neither
+    for block in [*model.blocks, *model.blocks]:
+        block(x)
+    faults.begin_job("a boom job")
+    model.blocks[0](x)
+    with pytest.raises(InjectedFault, match=r"injected fault \(raise\) inside block 2"):
+        model.blocks[1](x)
+    faults.end_job()
+    model.blocks[1](x)  # between jobs: nothing counts
+    with pytest.raises(torch.OutOfMemoryError, match="as the job starts"):
+        faults.begin_job("early")
+    assert Faults.from_environ(0, 0, {ENV: table}).faults[0].at == "start"
+    for bad in ("rank=1,at=block:0,kind=raise", "rank=1,at=collective,kind=hang"):
+        with pytest.raises(ValueError, match="must look like"):
+            Fault.parse(bad)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,9 +99,13 @@ class LoraPatcher:
         pipeline: type,
         dits: Mapping[str, torch.nn.Module],
         refuse: str = "",
+        tick: Callable[[], None] = lambda: None,
     ):
         self.library = library
         self.refuse = refuse
+        self.tick = tick
+        """The rank's work counter (`runtime.progress`), ticked per weight patched and put
+        back: a large LoRA is work, not a hang."""
         """Why this backend takes no LoRA ("" when it does): the offload hooks of
         `--offload group`/`sequential` keep their own copies of the weights."""
         self.pipeline = pipeline
@@ -205,6 +209,7 @@ class LoraPatcher:
                 with torch.no_grad():
                     for saved in applied.saved:
                         saved.restore()
+                        self.tick()
             finally:
                 applied.saved.clear()  # views of the kept buffer: not held past the job
             applied.remove_s = time.perf_counter() - begin
@@ -282,6 +287,7 @@ class LoraPatcher:
                 if local.dtype != delta.dtype:  # e.g. bf16 weights: the change rounded once
                     delta = self.buffers.scratch(local, local.dtype).copy_(delta)
                 local.add_(delta)
+                self.tick()
 
 
 def _fits_names(module: str, layer: LayerDelta, shapes: Mapping[str, tuple]) -> bool:

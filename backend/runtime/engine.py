@@ -46,7 +46,7 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.vae_tiles import enable_tiles
-from ..parallel import Parallelized, local_param_bytes, parallelize
+from ..parallel import ModelStateError, Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
@@ -231,7 +231,9 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
-        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
+        self.loras = LoraPatcher(
+            loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
+        )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
@@ -428,10 +430,13 @@ class Runtime:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
-        except BaseException:
+        except BaseException as exc:
             # Whatever stopped the steps (JobCancelled included) may have stopped them inside
             # a forward: back to the between-jobs weights before the LoRAs' rows go back.
-            self.parallel.recover()
+            try:
+                self.parallel.recover()
+            except ModelStateError as lost:  # the group is rebuilt; say what came first
+                raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
             raise
         finally:
             for switch in self.parallel.caches:
