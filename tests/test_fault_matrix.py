@@ -15,8 +15,9 @@ backend (`gen=`), its rank 1 a fresh process. A hang on every rank is not in the
 alone is shown to turn /health 503 naming it (docs/faults.md).
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
-Cost: about 75 s (in the suite's two-worker run on 2 cores): a backend start, about 30 small
-jobs and five rebuilds of rank 1.
+Cost: about 120 s (in the suite's two-worker run on 2 cores; estimated: 314 s alone at load
+10, about 80 s of CPU): a backend start, about 30 small jobs and five rebuilds of rank 1; the
+cases where every rank fails about 17 s of CPU, the one-rank ones about 60 s.
 """
 
 from __future__ import annotations
