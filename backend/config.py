@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .kernels import ATTENTION_CHOICES, KERNELS, device_refusal
 from .memory.settings import OFFLOAD_MODES, TILING_MODES, MemorySettings
 
 BACKEND = "backend"
@@ -261,6 +262,18 @@ class ServeConfig:
             frontend=True,
         ),
     )
+    attention: str = field(
+        default="auto",
+        metadata=_flag(
+            "--attention",
+            BACKEND,
+            "the DiT's attention kernel: auto (flash4 on sm90+ when installed, cudnn for ring, "
+            "else sdpa; never a lossy one), sdpa, math, cudnn, flash, efficient (CUDA), sage "
+            "(CUDA, lossy: paradit[sage]) or flash4 (sm90+: paradit[flash4])",
+            choices=ATTENTION_CHOICES,
+            frontend=True,
+        ),
+    )
     host: str = field(
         default="127.0.0.1", metadata=_flag("--host", SERVING, "address to listen on")
     )
@@ -381,6 +394,14 @@ class ServeConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        if self.attention not in ATTENTION_CHOICES:
+            raise ValueError(
+                f"--attention must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}"
+            )
+        if self.device == "cpu" and self.attention in KERNELS:
+            refusal = device_refusal(self.attention, "cpu")
+            if refusal is not None:
+                raise ValueError(refusal)
         self.memory_settings()  # the memory flags, checked there
         self.default_cache()  # --cache, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:

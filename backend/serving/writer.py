@@ -121,6 +121,7 @@ class OutputWriter:
             "request": job.request.to_dict(with_image=False),
             "seed": job.request.seed,
             "plan": self.group["plan"],
+            "attention": self.group.get("attention"),
             "replica": job.replica,
             "replica_ranks": self.replica_ranks[job.replica or 0],
             "world_size": self.group["world_size"],
