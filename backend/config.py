@@ -236,8 +236,8 @@ class ServeConfig:
         metadata=_flag(
             "--vae-tiling",
             BACKEND,
-            "auto (tiles when the whole decode does not fit, or to split it over a replica's "
-            "ranks), on, or off",
+            "auto (tiles when the whole decode does not fit, or when splitting it over a "
+            "replica's ranks is faster), on, or off",
             choices=TILING_MODES,
             frontend=True,
         ),
