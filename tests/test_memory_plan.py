@@ -106,17 +106,19 @@ def test_wan_14b_720p_on_8_gpus_of_80gb_is_sharded_and_resident(wan_sizes):
 @pytest.mark.parametrize(
     ("gpus", "size", "decode", "share"),
     [
-        (2, (384, 384), "split", 0.69),  # 4 tiles (256 every 192): 102,400 of 147,456 pixels
-        (1, (384, 384), "whole", 1.0),  # one rank: tiling only costs
-        (2, (256, 256), "whole", 1.0),  # one tile: nothing to split
-        (2, (320, 256), "whole", 0.80),  # 2 tiles, 256 and 128 columns wide: not faster
+        (2, (384, 384, 33), "split", 0.69),  # 4 tiles (256 every 192): 102,400 of 147,456 px
+        (1, (384, 384, 33), "whole", 1.0),  # one rank: tiling only costs
+        (2, (384, 384, 5), "whole", 0.69),  # 737,280 pixels in all: too short to split
+        (2, (256, 256, 33), "whole", 1.0),  # one tile: nothing to split
+        (2, (320, 256, 33), "whole", 0.80),  # 2 tiles, 256 and 128 columns wide: not faster
     ],
 )
 def test_auto_splits_the_decode_when_that_is_faster(wan_sizes, gpus, size, decode, share):
-    """The decode fits whole everywhere here; `auto` splits it over the replica when the
-    busiest rank's tiles are at most 3/4 of the whole decode's pixels (`SPLIT_FASTER`)."""
+    """The decode fits whole everywhere here; `auto` splits a large one (`SPLIT_MIN_PIXELS`)
+    over the replica when the busiest rank's tiles are at most 3/4 of the whole decode's
+    pixels (`SPLIT_FASTER`)."""
     sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
-    shape = JobShape(*size, 33)
+    shape = JobShape(*size)
     planner = _plan(sizes, gpus, 80, shape, ulysses=gpus)
     job = planner.plan_job(shape)
     assert not job.tiling_needed and job.decode == decode, job.reasons

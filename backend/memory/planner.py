@@ -19,8 +19,8 @@ already: levels 3-5 do not apply. `--offload` and `--vae-tiling` override the ch
 Each job then gets its decode: whole when it fits and the level does not tile (the decode one
 GPU computes, so the output equals a one-GPU run's), else tiled, and the tiles split over the
 replica's ranks when it has several (`--vae-tiling on` always tiles, so always splits). On a
-replica of several ranks a decode that fits whole is split too when that is faster: when the
-busiest rank's tiles are at most `SPLIT_FASTER` of the whole decode's pixels. A job
+replica of several ranks a large decode (`SPLIT_MIN_PIXELS`) that fits whole is split too when
+that is faster: when the busiest rank's tiles are at most `SPLIT_FASTER` of its pixels. A job
 that does not fit even so is refused, naming the largest size that fits. Predictions are
 bytes per rank: the DiT's share, the encoders on the rank that encodes, the VAE, and the peak
 of whichever phase (denoising, decoding) is higher.
@@ -44,6 +44,10 @@ SPLIT_FASTER = 0.75
 most this part of the whole decode's pixels (the rest of the time: the gather and the blend
 on rank 0). Measured on CPU: tiny-wan 384x384x33 on 2 ranks, a share of 0.69, decoded in
 26.2 s split against 33.1 s whole."""
+SPLIT_MIN_PIXELS = 2**20
+"""... and when the whole decode makes at least this many pixels (frames x height x width: a
+1024x1024 image, 256x256 x 16 frames): a smaller decode is over in moments, and splitting it
+would only trade the one-GPU output for a blended one."""
 
 
 @dataclass(frozen=True)
@@ -381,10 +385,11 @@ class MemoryPlanner:
         else:
             whole = self._predict(shape, layout, "whole")
             needed = not whole.fits
-            share = self.split_share(shape) if splits else 1.0
-            # Split when it must (memory) or when it is faster: the rank with the most tiles
-            # decodes at most SPLIT_FASTER of the whole decode's pixels. Not tiled on one
-            # rank unless it must: the whole decode is what one GPU computes.
+            large = shape.frames * shape.height * shape.width >= SPLIT_MIN_PIXELS
+            share = self.split_share(shape) if splits and large else 1.0
+            # Split when it must (memory) or when it is faster: a large decode whose busiest
+            # rank decodes at most SPLIT_FASTER of the whole decode's pixels. Not tiled on
+            # one rank unless it must: the whole decode is what one GPU computes.
             faster = share <= SPLIT_FASTER
             decode = ("split" if splits else "tiled") if needed or faster else "whole"
             if decode == "split":
