@@ -6,9 +6,11 @@
   and CogVideoX (whose processors are swapped), and the output equals SDPA's within rounding;
 - through real backends: `--attention math` at world sizes 1 and 2 (Ulysses, then CFG) gives
   world size 1's default output within rounding, every rank's attention calls went through
-  the math kernel, and /v1/info and job.json say which kernel ran.
+  the math kernel, and /v1/info and job.json say which kernel ran;
+- `paradit verify --against-kernel sdpa`: a kernel's distance at world size 1.
 
-Cost: about 60 s (two backends of tiny-wan with --attention math; the in-process pipelines).
+Cost: about 90 s (two backends of tiny-wan with --attention math, `paradit verify`'s two; the
+in-process pipelines).
 """
 
 from __future__ import annotations
@@ -210,3 +212,33 @@ def test_math_kernel_at_world_sizes_1_and_2_equals_world_size_1(
         np.testing.assert_allclose(
             math.latents(ours["id"]), reference.latents(theirs["id"]), rtol=1e-3, atol=1e-4
         )
+
+
+def test_verify_measures_a_kernel_against_sdpa_at_world_size_1(paradit_warm):
+    """`paradit verify --attention math --against-kernel sdpa`: both runs at world size 1,
+    one per kernel, judged by the measured kernel's thresholds (exact: rounding)."""
+    args = ("verify", "--model", "tiny-wan", "--device", "cpu", "--steps", "2", "--frames", "5")
+    run = paradit_warm(*args, "--attention", "math", "--against-kernel", "sdpa")
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(run.stdout)
+    assert (report["kernel"], report["against_kernel"]) == ("math", "sdpa")
+    assert report["verdict"] in ("identical", "equal within rounding"), report
+    assert [r["attention"]["kernel"] for r in report["runs"]] == ["sdpa", "math"]
+    assert [r["world_size"] for r in report["runs"]] == [1, 1]
+    assert set(report["sha256"]) == {"kernel_sdpa", "kernel_math"}
+    for refused, needle in (
+        (("--attention", "sdpa", "--against-kernel", "sdpa"), "needs --attention naming"),
+        (("--world-size", "2", "--attention", "math", "--against-kernel", "sdpa"), "world size 1"),
+    ):
+        run = paradit_warm(*args, *refused)
+        assert run.returncode != 0 and needle in run.stderr, run.stderr[-500:]
+
+
+@pytest.mark.fast
+def test_a_lossy_kernel_is_judged_by_its_own_thresholds():
+    from paradit.backend.tools.verify import kernel_tolerance, tolerance_for
+
+    exact = tolerance_for("bfloat16")
+    assert kernel_tolerance("math", "bfloat16") == exact
+    sage = kernel_tolerance("sage", "bfloat16")
+    assert sage.min_psnr < exact.min_psnr and sage.latent_rel_l2 > exact.latent_rel_l2
