@@ -16,6 +16,7 @@ in-process pipelines).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,13 +177,17 @@ def test_a_processor_the_switch_cannot_reach_is_refused():
         attention.reach(pipe.transformer, "math")
 
 
+@pytest.fixture(scope="module")
+def spy_dirs(tmp_path_factory) -> dict[int, Path]:
+    """Where each world size's backends write their ranks' attention counts (`Spy`)."""
+    return {size: tmp_path_factory.mktemp(f"spy{size}") for size in (1, 2)}
+
+
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_math_kernel_at_world_sizes_1_and_2_equals_world_size_1(
-    backends, tmp_path_factory, world_size
-):
+def test_math_kernel_at_world_sizes_1_and_2_equals_world_size_1(backends, spy_dirs, world_size):
     from conftest import REFERENCE_FLAGS
 
-    spy_dir = tmp_path_factory.mktemp(f"spy{world_size}")
+    spy_dir = spy_dirs[world_size]
     reference = backends.get("tiny-wan", 1, *REFERENCE_FLAGS)
     math = backends.start(
         "tiny-wan",
@@ -242,3 +247,46 @@ def test_a_lossy_kernel_is_judged_by_its_own_thresholds():
     assert kernel_tolerance("math", "bfloat16") == exact
     sage = kernel_tolerance("sage", "bfloat16")
     assert sage.min_psnr < exact.min_psnr and sage.latent_rel_l2 > exact.latent_rel_l2
+
+
+def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatch):
+    """`GPU_CHECK_DRY=1 python docs/gpu_check.py OUT speed`, its served backends taken from
+    the pool (the stage's own code otherwise): every setting is run or skipped with its
+    reason, and OUT/speed.json has the shape docs/speed.md describes."""
+    from conftest import REFERENCE_FLAGS
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs"))
+    import gpu_check
+    import speed_check
+
+    class PoolServed(gpu_check.Served):
+        def __init__(self, model, out, *, device, attention, **config):
+            assert device == "cpu" and not config, config
+            flags = (*REFERENCE_FLAGS, "--attention", attention)
+            env = (("PARADIT_ATTENTION_SPY", str(spy_dirs[1])),)
+            self.client = backends.start(model, 1, *flags, env=env).client
+            self.info = self.client.info()
+
+        def stop(self):  # the pool keeps it
+            pass
+
+    monkeypatch.setattr(speed_check, "Served", PoolServed)
+    monkeypatch.setenv("GPU_CHECK_DRY", "1")
+    monkeypatch.setenv("GPU_CHECK_WORK", str(tmp_path / "work"))
+    assert gpu_check.main([str(tmp_path), "speed"]) == 0
+    result = json.loads((tmp_path / "speed.json").read_text())
+    assert (result["stage"], result["device"], result["dry_run"]) == ("speed", "cpu", True)
+    case = result["cases"]["tiny-wan-64x64x5"]
+    assert case["bare_diffusers"]["median_step_s"] > 0
+    rows = {row["attention"]: row for row in case["rows"] if "attention" in row}
+    assert set(rows) == set(ATTENTION_CHOICES)
+    for kernel in ("cudnn", "flash", "efficient", "sage", "flash4"):
+        assert "needs a CUDA device" in rows[kernel]["skipped"]
+    assert rows["auto"]["kernel"] == "sdpa" and rows["sdpa"]["same_as"] == "auto"
+    math = rows["math"]
+    assert math["median_step_s"] > 0 and math["ratio_to_bare"] > 0
+    assert math["attention_in_force"]["kernel"] == "math"
+    for key in ("distance_vs_bare", "distance_vs_sdpa"):
+        assert math[key]["verdict"] in ("identical", "equal within rounding"), math[key]
+    assert case["best"]["kernel"] in ("sdpa", "math")
+    assert result["target"]["met"] is None  # no Wan 14B case in a dry run

@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
@@ -233,7 +234,10 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/record")
     def record(job_id: str):
-        return finished_file(job_id, "job.json", "application/json")
+        found = finished_file(job_id, "job.json", "application/json")
+        if isinstance(found, FileResponse):  # read whole: it is replaced once the frames are in
+            return Response(Path(found.path).read_bytes(), media_type="application/json")
+        return found
 
     @app.get("/v1/jobs/{job_id}/latents")
     def latents(job_id: str):
