@@ -9,7 +9,7 @@
   the math kernel, and /v1/info and job.json say which kernel ran;
 - `paradit verify --against-kernel sdpa`: a kernel's distance at world size 1.
 
-Cost: about 90 s (two backends of tiny-wan with --attention math, `paradit verify`'s two; the
+Cost: about 80 s (two backends of tiny-wan with --attention math, `paradit verify`'s two; the
 in-process pipelines).
 """
 
@@ -263,7 +263,8 @@ def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatc
         def __init__(self, model, out, *, device, attention, **config):
             assert device == "cpu" and not config, config
             flags = (*REFERENCE_FLAGS, "--attention", attention)
-            env = (("PARADIT_ATTENTION_SPY", str(spy_dirs[1])),)
+            # auto: the pool's world-size-1 reference; math: the one test_math_kernel used
+            env = (("PARADIT_ATTENTION_SPY", str(spy_dirs[1])),) if attention != "auto" else ()
             self.client = backends.start(model, 1, *flags, env=env).client
             self.info = self.client.info()
 

@@ -391,6 +391,8 @@ class MemoryPlanner:
             # rank decodes at most SPLIT_FASTER of the whole decode's pixels. Not tiled on
             # one rank unless it must: the whole decode is what one GPU computes.
             faster = share <= SPLIT_FASTER
+            if faster and not needed:  # a tiled decode holds more copies of the output
+                faster = self._predict(shape, layout, "split").fits
             decode = ("split" if splits else "tiled") if needed or faster else "whole"
             if decode == "split":
                 reasons.append(
