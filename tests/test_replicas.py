@@ -240,7 +240,7 @@ def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path, backends):
         port=0,
     )
     env = {"PARADIT_FAULT": "rank=1,at=step:2,kind=exit"}  # replica 1's only rank
-    log_file = tmp_path / "serve.log"  # forked from the worker's zygote, rebuilt afresh
+    log_file = tmp_path / "serve.log"  # forked from the worker's zygote; rebuilt by serve's
     with WarmBackend(
         backends.zygote(), config, start_timeout_s=300, log_file=log_file, env=env
     ) as b:
