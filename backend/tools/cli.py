@@ -134,6 +134,9 @@ def build_parser() -> Parser:
     p.add_argument("folder", help="a ComfyUI models folder (or any folder of checkpoints)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    p = sub.add_parser("recipes", help="the named sampling recipes a job may pick (--recipe)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -357,6 +360,16 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from ..sampling.recipes import RECIPES, recipes_table
+
+    if args.json:
+        print(json.dumps([r.to_dict() for r in RECIPES], indent=2))
+    else:
+        print(recipes_table())
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -385,6 +398,7 @@ COMMANDS = {
     "batch": cmd_batch,
     "plan": cmd_plan,
     "models": cmd_models,
+    "recipes": cmd_recipes,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }
