@@ -309,3 +309,72 @@ def test_the_4step_recipe_spreads_over_the_ranks(backends, references, world_siz
         )
     latents = client.latents(job["id"])
     assert np.abs(np.asarray(latents) - np.asarray(one_latents)).max() < 1e-4
+
+
+# Each sampler guided (two branches: CFG-parallel on 2 ranks), and with the step cache; the
+# expert switch at step 2 of 4 with shift 5 (the recipe's spacing). Random weights move the
+# first block's output a lot between steps (tests/test_step_cache.py): 8 steps and a threshold
+# near 1 make the cache skip some.
+GUIDED = {**RECIPE_JOB, "recipe": "", "guidance_scale": 3.5, "num_inference_steps": 4}
+GUIDED.update(shift=5.0, switch_step=2)
+CACHED = {**GUIDED, "num_inference_steps": 8, "switch_step": 4}
+CACHED["cache"] = {"method": "first-block", "threshold": 0.95}
+
+
+def _parallel_job(client, references, body: dict) -> tuple[dict, dict, bool]:
+    """Run `body`: (its record, world size 1's record, whether frames and latents are
+    byte-identical); fails unless within rounding."""
+    one_job, one_frames, one_latents = references.get(A14B_MODEL, body)
+    job, frames = run_job(client, body)
+    latents = np.asarray(client.latents(job["id"]))
+    assert np.abs(latents - np.asarray(one_latents)).max() < 1e-4, body["sampler"]
+    one = references.pool.get(A14B_MODEL, 1, *REFERENCE_FLAGS).record(one_job["id"])
+    same = frames == one_frames and np.array_equal(latents, np.asarray(one_latents))
+    return client.record(job["id"]), one, same
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_every_sampler_in_parallel_equals_world_size_1(backends, references, world_size):
+    """Guided: on 2 ranks the branches split (CFG-parallel: byte-identical), on 4 CFG x
+    Ulysses (within rounding); the same levels and switch step on every rank."""
+    client = backends.get(A14B_MODEL, world_size, *REFERENCE_FLAGS)
+    for sampler in SAMPLERS:
+        record, one, same = _parallel_job(client, references, {**GUIDED, "sampler": sampler})
+        assert record["sampling"] == one["sampling"], sampler
+        assert record["sampling"]["experts"] == ["high", "high", "low", "low"], sampler
+        assert record["plan"]["cfg_degree"] == 2
+        assert same or world_size == 4, sampler
+
+
+def test_the_step_cache_works_with_every_sampler(backends, references):
+    """A skipped step still gives the sampler an output (the first block's, plus the cached
+    residual of the others): a multistep sampler's history holds it as any other step's. Every
+    rank takes world size 1's skips; the output is CFG-parallel's byte-identical one."""
+    client = backends.get(A14B_MODEL, 2, *REFERENCE_FLAGS)
+    for sampler in SAMPLERS:
+        record, one, same = _parallel_job(client, references, {**CACHED, "sampler": sampler})
+        skipped = record["cache"]["skipped_steps"]
+        assert skipped == one["cache"]["skipped_steps"], (sampler, record["cache"])
+        # lcm re-noises every step with fresh noise: its inputs change too much to skip here
+        assert skipped or sampler == "lcm", (sampler, record["cache"])
+        assert record["sampling"]["experts"] == ["high"] * 4 + ["low"] * 4
+        assert same, sampler
+
+
+def test_bad_values_are_refused_and_the_next_job_is_unchanged(backends, references):
+    from paradit.backend.client.http import BackendError
+
+    client = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    before = client.jobs()
+    for bad, rule in (
+        ({"sampler": "heun"}, "sampler must be one of default, euler"),
+        ({"shift": -1}, "shift must be"),
+        ({"sigmas": [1, 0.7, 0.8, 0]}, "strictly decreasing"),
+        ({"switch_step": 9}, "switch_step must be between 0 and num_inference_steps"),
+    ):
+        with pytest.raises(BackendError, match=rule) as refused:
+            client.submit({**RECIPE_JOB, **bad})
+        assert refused.value.status == 422
+    assert client.jobs() == before  # nothing was queued
+    job, frames = run_job(client, RECIPE_JOB)
+    assert frames == references.frames(A14B_MODEL, RECIPE_JOB)
