@@ -11,6 +11,7 @@ ranks).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -378,3 +379,70 @@ def test_bad_values_are_refused_and_the_next_job_is_unchanged(backends, referenc
     assert client.jobs() == before  # nothing was queued
     job, frames = run_job(client, RECIPE_JOB)
     assert frames == references.frames(A14B_MODEL, RECIPE_JOB)
+
+
+def test_the_4step_recipe_with_two_loras_from_every_frontend(backends, tmp_path):
+    """ComfyUI's 4-step path with a LoRA per expert (high 1.0 / low 1.0) from HTTP, the node's
+    request (steps and cfg widgets at the node's defaults: the recipe sets them), the web
+    form's and the command line: one job, the same frames; job.json: the levels, the experts
+    high, high, low, low, and the LoRAs."""
+    import base64
+    import os
+
+    from lora_files import comfy_wan_lora
+
+    from paradit.backend.request import lora_item
+    from paradit.nodes.params import IMAGE_TO_VIDEO
+    from paradit.nodes.run import build_request
+    from paradit.web.forms import job_body
+
+    pipe = build_preset(A14B_MODEL)
+    names = ("lightx2v_4steps_high.safetensors", "lightx2v_4steps_low.safetensors")
+    experts = (pipe.transformer, pipe.transformer_2)
+    for name, expert, seed in zip(names, experts, (21, 22), strict=True):
+        comfy_wan_lora(backends.lora_dir / name, expert, seed=seed)
+    loras = [lora_item(names[0], 1.0, "high"), lora_item(names[1], 1.0, "low")]
+    client = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    http = {**RECIPE_JOB, "loras": loras}
+
+    image = tmp_path / "start.png"
+    image.write_bytes(base64.b64decode(RECIPE_JOB["image"]))
+    shape = {"width": 64, "height": 64}
+    widgets = {p.name: p.default for p in IMAGE_TO_VIDEO.params}
+    widgets.update(shape, prompt=RECIPE_JOB["prompt"], frames=5, seed=3)
+    widgets["recipe"] = RECIPE_JOB["recipe"]
+    assert (widgets["steps"], widgets["guidance"]) == (30, 5.0)  # the node's, not the recipe's
+    node = {**build_request(IMAGE_TO_VIDEO, widgets, image.read_bytes()), "loras": loras}
+    form_values = {**shape, "prompt": RECIPE_JOB["prompt"], "num_frames": 5, "seed": 3}
+    form_values.update(num_inference_steps=30, guidance_scale=5.0, image=str(image))
+    form_values.update(loras=loras, sampler="default", scheduler="", recipe=RECIPE_JOB["recipe"])
+    form = job_body(limits=client.info()["limits"], **form_values)
+
+    runs = {}
+    for label, body in (("http", http), ("node", node), ("form", form)):
+        job, frames = run_job(client, body)
+        runs[label] = (client.record(job["id"]), frames)
+    out = tmp_path / "cli"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+    result = backends.paradit(
+        "generate", RECIPE_JOB["prompt"], "--server", client.url, "--out", str(out),
+        "--recipe", RECIPE_JOB["recipe"], "--image", str(image), "--width", "64",
+        "--height", "64", "--frames", "5", "--seed", "3",
+        "--lora", f"{names[0]}:1,0", "--lora", f"{names[1]}:0,1",
+        env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    cli_frames = [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(5)]
+    runs["cli"] = (json.loads((out / "job.json").read_text()), cli_frames)
+
+    plain = run_job(client, RECIPE_JOB)[1]
+    for label, (record, frames) in runs.items():
+        sampling = record["sampling"]
+        assert sampling["experts"] == ["high", "high", "low", "low"], label
+        assert np.allclose(sampling["sigmas"], [1, 0.9375, 0.8333333, 0.625, 0], atol=1e-6)
+        assert record["request"]["num_inference_steps"] == 4, label
+        assert record["request"]["guidance_scale"] == 1.0, label
+        applied = [(item["name"], item["high"], item["low"]) for item in record["loras"]]
+        assert applied == [(names[0], 1.0, 0.0), (names[1], 0.0, 1.0)], label
+        assert frames == runs["http"][1], label
+    assert runs["http"][1] != plain  # the LoRAs took part
