@@ -270,6 +270,26 @@ def test_the_models_own_scheduler_is_recorded_as_it_ran(tiny_wan):
     assert len(record["sigmas"]) == 5 and record["sigmas"][-1] == 0.0
 
 
+def test_the_switch_step_picks_the_expert_of_each_step():
+    """Wan 2.2 A14B: the expert per step follows switch_step (the model's boundary 0.9 would
+    give the 4-step shift-5 levels two high steps whatever the switch), the low-noise guidance
+    reaches the pipeline, and the model's boundary is back after the job."""
+    pipe = build_preset(A14B_MODEL)
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    calls = []
+    for name in ("transformer", "transformer_2"):
+        getattr(pipe, name).register_forward_hook(lambda *_, name=name: calls.append(name))
+    body = {**RECIPE_JOB, "switch_step": 1, "guidance_scale": 2.0, "guidance_scale_low": 3.0}
+    request, _, _, record = _job(pipe, family, limits, body)
+    assert record["experts"] == ["high", "low", "low", "low"]
+    assert calls == ["transformer"] * 2 + ["transformer_2"] * 6  # two branches a step
+    assert pipe.config.boundary_ratio == 0.9 and pipe._guidance_scale_2 == 3.0
+
+
 # -- served: the Wan 2.2 4-step recipe on 1, 2 and 4 ranks -----------------------------------------
 
 A14B_MODEL = "tiny-wan2.2-i2v-a14b"
