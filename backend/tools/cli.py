@@ -134,6 +134,8 @@ def build_parser() -> Parser:
     p.add_argument("folder", help="a ComfyUI models folder (or any folder of checkpoints)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    _add_workflow_parsers(sub)
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -177,6 +179,22 @@ def build_parser() -> Parser:
         "run jobs, with the backend's token if it has one)",
     )
     return parser
+
+
+def _add_workflow_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workflow", help="a ComfyUI workflow (API or UI format) as a paradit job")
+    actions = p.add_subparsers(dest="workflow_command", required=True, parser_class=Parser)
+    comfyui = "the ComfyUI folder (or its models folder) the workflow's file names are in "
+    comfyui += "(default: the first one above FILE)"
+    p = actions.add_parser("import", help="print the request and serve settings it maps to")
+    p.add_argument("file", help="the workflow's .json")
+    p.add_argument("--comfyui-dir", help=comfyui)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = actions.add_parser("run", help="run it (job.json names the workflow and its sha256)")
+    p.add_argument("file", help="the workflow's .json")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--comfyui-dir", help=comfyui)
+    _add_backend_flags(p)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -357,6 +375,12 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workflow(args: argparse.Namespace) -> int:
+    from .workflow import cmd_import, cmd_run
+
+    return {"import": cmd_import, "run": cmd_run}[args.workflow_command](args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -385,6 +409,7 @@ COMMANDS = {
     "batch": cmd_batch,
     "plan": cmd_plan,
     "models": cmd_models,
+    "workflow": cmd_workflow,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }
