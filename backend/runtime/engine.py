@@ -53,6 +53,7 @@ from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
+from ..sampling.job import job_sampling, sampling_limits
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
@@ -195,7 +196,11 @@ class Runtime:
             tiled_decode=self.family.decodes_in_job,
             **plan_overrides,
         )
-        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.limits = dataclasses.replace(
+            limits,
+            min_tokens=self.plan.sequence_degree,
+            **sampling_limits(self.family.samplers, self.pipe),
+        )
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
@@ -412,14 +417,19 @@ class Runtime:
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
-            with placement.steps(self.dits(), self.layout, self.group.device):
+            with (
+                placement.steps(self.dits(), self.layout, self.group.device),
+                job_sampling(runner, request, self.limits) as sampling,
+            ):
                 output = runner(
                     **kwargs,
+                    **sampling.kwargs,
                     generator=generator,
                     output_type="np" if decodes_here else "latent",
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            clock.notes["sampling"] = sampling.record
         finally:
             for switch in self.parallel.caches:
                 if switch is not None:

@@ -24,7 +24,7 @@ from .outputs import to_uint8, write_latents, write_outputs, write_record
 
 log = logging.getLogger(__name__)
 
-RUN_NOTES = ("sequence_layout", "cache")
+RUN_NOTES = ("sequence_layout", "cache", "sampling")
 """How a job's steps ran (`StepClock.notes`): copied from its timings to job.json's top level."""
 
 

@@ -1,0 +1,311 @@
+"""Sampling per job (backend/sampling): ComfyUI's noise levels for every (sampler, scheduler)
+pair, each sampler against a reference integration written from its paper
+(tests/sampling_refs.py), the request fields' rules, recipes, a tiny model's job against the
+reference integration with the same model calls, and the 4-step Wan 2.2 recipe on 1, 2 and 4
+ranks.
+
+Cost: about 60 s (one tiny-wan pipeline in-process; tiny-wan2.2-i2v-a14b served on 1, 2 and 4
+ranks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from conftest import REFERENCE_FLAGS, run_job
+from sampling_refs import integrate, ref_levels, sigma_of
+
+from paradit.backend.contract import Limits
+from paradit.backend.models.families import family_of
+from paradit.backend.models.presets import build_preset
+from paradit.backend.request import JobRequest
+from paradit.backend.sampling import recipes
+from paradit.backend.sampling.job import boundary_ratio, job_sampling, sampling_limits
+from paradit.backend.sampling.names import DROPS_PENULTIMATE, SAMPLERS, SCHEDULERS
+from paradit.backend.sampling.rules import resolve
+from paradit.backend.sampling.samplers import FlowSampler
+from paradit.backend.sampling.schedules import levels
+
+CPU = torch.device("cpu")
+SHIFTS = (1.0, 3.1, 5.0, 8.0)
+STEPS = (1, 2, 3, 4, 7, 8, 20, 30)
+
+
+# -- noise levels ---------------------------------------------------------------------------------
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_levels_equal_the_formulas_for_every_pair(scheduler):
+    """Every sampler (its UniPC rule: one step more, the next-to-last level dropped) with
+    every scheduler, at several steps and shifts, equals the formula to 1e-6."""
+    for sampler in SAMPLERS:
+        drop = sampler in DROPS_PENULTIMATE
+        for shift in SHIFTS:
+            for steps in STEPS:
+                got = levels(scheduler, steps, shift, drop_penultimate=drop)
+                want = ref_levels(scheduler, steps, shift, drop)
+                assert len(got) == len(want), (sampler, scheduler, shift, steps)
+                assert np.allclose(got, want, rtol=0, atol=1e-6), (sampler, scheduler, shift, steps)
+                assert got[-1] == 0.0 and all(a > b for a, b in zip(got, got[1:], strict=False))
+
+
+@pytest.mark.fast
+def test_levels_of_the_wan22_template_recipes():
+    """The issue's cases by hand: 4 steps at shift 5 (σ = 5t/(1+4t) at t = 1, 3/4, 1/2, 1/4),
+    UniPC's 4 steps (5 computed: t = 1, .8, .6, .4, .2, the last dropped), 20 at shift 8;
+    diffusers' FlowMatchEuler spacing [1, 0.910, 0.717, 0.024] is not it."""
+    assert np.allclose(levels("simple", 4, 5.0), [1, 0.9375, 5 / 6, 0.625, 0], atol=1e-12)
+    unipc = levels("simple", 4, 5.0, drop_penultimate=True)
+    assert np.allclose(unipc, [1, 20 / 21, 15 / 17, 10 / 13, 0], atol=1e-12)
+    twenty = levels("simple", 20, 8.0)
+    assert len(twenty) == 21 and twenty[0] == 1.0 and twenty[-1] == 0.0
+    assert np.allclose(twenty[:-1], [sigma_of(1 - k / 20, 8.0) for k in range(20)], atol=1e-12)
+    assert abs(twenty[1] - 7.6 / 7.65) < 1e-12 and abs(twenty[10] - 4 / 4.5) < 1e-12
+    assert not np.allclose(levels("simple", 4, 5.0)[:4], [1, 0.910, 0.717, 0.024], atol=1e-2)
+
+
+# -- samplers against their reference integrations ------------------------------------------------
+
+
+def _toy_velocity():
+    torch.manual_seed(0)
+    weight, target = torch.randn(6, 6) * 0.3, torch.randn(2, 6)
+    return lambda x, s: torch.tanh(x.to(torch.float32) @ weight) * (1 + s) - 0.5 * target
+
+
+def _run_sampler(sampler: str, velocity, noise: torch.Tensor, sigmas: list[float], seed: int):
+    """As a pipeline calls a scheduler: set_timesteps, then one `step` per timestep."""
+    scheduler = FlowSampler(sampler, sigmas, seed)
+    scheduler.set_timesteps(len(sigmas) - 1)
+    x = noise.clone()
+    for t in scheduler.timesteps:
+        x = scheduler.step(velocity(x, float(t) / 1000), t, x, return_dict=False)[0]
+    return x
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_each_sampler_equals_its_reference_integration(sampler):
+    velocity, noise = _toy_velocity(), torch.randn(2, 6, generator=torch.Generator().manual_seed(1))
+    for scheduler, steps, shift in (("simple", 4, 5.0), ("beta", 8, 8.0), ("normal", 3, 3.1)):
+        sigmas = levels(scheduler, steps, shift, drop_penultimate=sampler in DROPS_PENULTIMATE)
+        got = _run_sampler(sampler, velocity, noise, sigmas, seed=7)
+        want = integrate(sampler, velocity, noise, sigmas, seed=7)
+        assert torch.allclose(got.double(), want, atol=2e-6), (sampler, scheduler, steps)
+    # The methods differ: a sampler equal to another would pass the above for the wrong one.
+    others = {
+        name: _run_sampler(name, velocity, noise, levels("simple", 4, 5.0), 7)
+        for name in SAMPLERS
+        if name != sampler
+    }
+    mine = _run_sampler(sampler, velocity, noise, levels("simple", 4, 5.0), 7)
+    assert all((mine - other).abs().max() > 1e-4 for other in others.values())
+
+
+# -- the request fields' rules and recipes --------------------------------------------------------
+
+VIDEO = {"task": "text-to-video", "size_multiple": 16, "min_size": 16, "max_size": 2048}
+VIDEO.update(frame_multiple=4, max_frames=81)
+FLOW = Limits(**VIDEO, samplers=SAMPLERS, schedulers=SCHEDULERS, default_shift=3.0)
+A14B = dataclasses.replace(FLOW, two_experts=True)
+OWN_ONLY = Limits(**VIDEO)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("limits", "body", "rule"),
+    [
+        (FLOW, {"sampler": "heun"}, "sampler must be one of default, euler"),
+        (FLOW, {"scheduler": "karras"}, "scheduler must be one of default, simple"),
+        (FLOW, {"shift": 0}, "shift must be above 0"),
+        (FLOW, {"shift": -2}, "shift must be between 0"),
+        (FLOW, {"sigmas": [1, 0.5, 0.6, 0]}, "strictly decreasing"),
+        (FLOW, {"sigmas": [0.9, 0.5, 0]}, "the first must be 1"),
+        (FLOW, {"sigmas": [1, 0.5]}, "the last 0"),
+        (FLOW, {"sigmas": [1, 0.5, 0], "num_inference_steps": 4}, "len\\(sigmas\\) - 1 = 2"),
+        (FLOW, {"sigmas": [1, 0.5, 0], "shift": 3}, "leave shift out"),
+        (FLOW, {"sampler": "uni_pc", "num_inference_steps": 1}, "at least 2 steps"),
+        (FLOW, {"switch_step": 1}, "only to models with a high- and a low-noise expert"),
+        (FLOW, {"guidance_scale_low": 2}, "only to models with a high- and a low-noise"),
+        (A14B, {"switch_step": 5, "num_inference_steps": 4}, "between 0 and num_inference_steps"),
+        (A14B, {"guidance_scale": 1, "guidance_scale_low": 3}, "needs guidance_scale above 1"),
+        (OWN_ONLY, {"sampler": "euler"}, "runs only its own scheduler"),
+        (OWN_ONLY, {"shift": 5}, "runs only its own scheduler"),
+        (OWN_ONLY, {"recipe": "wan2.1"}, "set by recipe wan2.1"),
+        (
+            FLOW,
+            {"recipe": "wan2.2-a14b-4step"},
+            "applies only to models with a high- .* recipe wan2.2-a14b-4step",
+        ),
+        (FLOW, {"recipe": "nope"}, "recipe must be one of wan2.2-a14b-4step"),
+    ],
+)
+def test_each_field_is_refused_with_its_rule(limits, body, rule):
+    with pytest.raises(ValueError, match=rule):
+        JobRequest.from_body({"prompt": "x", **body}, limits)
+
+
+@pytest.mark.fast
+def test_recipes_fill_what_the_request_leaves_out():
+    four = JobRequest.from_body({"prompt": "x", "recipe": "wan2.2-a14b-4step"}, A14B)
+    assert (four.num_inference_steps, four.guidance_scale, four.guidance_scale_low) == (4, 1, 1)
+    choice = resolve(four, A14B)
+    assert (choice.sampler, choice.scheduler, choice.shift, choice.switch_step) == (
+        "euler",
+        "simple",
+        5.0,
+        2,
+    )
+    assert np.allclose(choice.sigmas, [1, 0.9375, 5 / 6, 0.625, 0])
+    mine = JobRequest.from_body(
+        {"prompt": "x", "recipe": "wan2.2-a14b-20step", "shift": 6, "num_inference_steps": 10},
+        A14B,
+    )
+    assert (mine.shift, mine.num_inference_steps, mine.switch_step, mine.guidance_scale) == (
+        6.0,
+        10,
+        10,
+        3.5,
+    )
+    # Left at default: the model's own scheduler; a shift alone: ComfyUI's euler/simple.
+    assert resolve(JobRequest.from_body({"prompt": "x"}, FLOW), FLOW) is None
+    shifted = resolve(JobRequest.from_body({"prompt": "x", "shift": 5}, FLOW), FLOW)
+    assert (shifted.sampler, shifted.scheduler, shifted.shift) == ("euler", "simple", 5.0)
+    own_shift = resolve(JobRequest.from_body({"prompt": "x", "sampler": "lcm"}, FLOW), FLOW)
+    assert own_shift.shift == 3.0 and own_shift.scheduler == "simple"
+    manual = JobRequest.from_body({"prompt": "x", "sigmas": [1, 0.75, 0.5, 0]}, FLOW)
+    assert manual.num_inference_steps == 3 and resolve(manual, FLOW).sigmas == (1, 0.75, 0.5, 0)
+    assert "wan2.2-a14b-4step" in recipes.recipes_table()
+
+
+@pytest.mark.fast
+def test_the_boundary_hands_over_at_the_switch_step():
+    sigmas = tuple(levels("simple", 4, 5.0))
+    times = torch.tensor([s * 1000 for s in sigmas[:-1]], dtype=torch.float32)
+    for switch in range(5):
+        boundary = boundary_ratio(sigmas, switch) * 1000
+        experts = ["high" if t >= boundary else "low" for t in times]
+        assert experts == ["high"] * switch + ["low"] * (4 - switch)
+
+
+# -- a tiny model's job against the reference integration ------------------------------------------
+
+JOB = {"prompt": "a red fox", "seed": 11, "width": 64, "height": 64, "num_frames": 5}
+JOB.update(num_inference_steps=4, guidance_scale=1.0)
+
+
+@pytest.fixture(scope="module")
+def tiny_wan():
+    pipe = build_preset("tiny-wan")
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = family.limits(pipe, tiny=True)
+    limits = dataclasses.replace(limits, **sampling_limits(family.samplers, pipe))
+    return pipe, family, limits
+
+
+def _job(pipe, family, limits, body):
+    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling."""
+    request = JobRequest.from_body(body, limits)
+    with torch.no_grad():
+        tensors = family.encode(pipe, request, CPU)
+        kwargs = family.prepare(pipe, request, tensors)
+        runner = family.pipeline_for_job(pipe, request)
+        with job_sampling(runner, request, limits) as sampling:
+            latents = runner(
+                **kwargs,
+                **sampling.kwargs,
+                generator=torch.Generator().manual_seed(request.seed),
+                output_type="latent",
+                return_dict=False,
+            )[0]
+    family.finish(pipe)
+    return request, tensors, latents, sampling.record
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_a_tiny_models_job_equals_the_reference_integration(tiny_wan, sampler):
+    """The same model calls (the DiT at σ·1000 on the job's text), the same levels, the
+    sampler written independently: equal to float32 rounding; the model's own scheduler is
+    back after the job."""
+    pipe, family, limits = tiny_wan
+    own = pipe.scheduler
+    body = {**JOB, "sampler": sampler, "shift": 5.0}
+    request, tensors, latents, record = _job(pipe, family, limits, body)
+    assert pipe.scheduler is own
+    sigmas = levels("simple", 4, 5.0, drop_penultimate=sampler in DROPS_PENULTIMATE)
+    assert record == {
+        "sampler": sampler,
+        "scheduler": "simple",
+        "shift": 5.0,
+        "sigmas": pytest.approx(sigmas, abs=1e-8),
+    }
+
+    def velocity(x, sigma):
+        with torch.no_grad():
+            return pipe.transformer(
+                hidden_states=x.to(torch.float32),
+                timestep=torch.tensor([sigma * 1000], dtype=torch.float32),
+                encoder_hidden_states=tensors["prompt_embeds"],
+                return_dict=False,
+            )[0]
+
+    noise = pipe.prepare_latents(
+        1, 16, 64, 64, 5, torch.float32, CPU, torch.Generator().manual_seed(JOB["seed"])
+    )
+    want = integrate(sampler, velocity, noise, sigmas, request.seed)
+    assert torch.allclose(latents.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_models_own_scheduler_is_recorded_as_it_ran(tiny_wan):
+    pipe, family, limits = tiny_wan
+    _, _, _, record = _job(pipe, family, limits, JOB)
+    assert record["sampler"] == record["scheduler"] == "default"
+    assert record["shift"] == pipe.scheduler.config.flow_shift
+    assert len(record["sigmas"]) == 5 and record["sigmas"][-1] == 0.0
+
+
+# -- served: the Wan 2.2 4-step recipe on 1, 2 and 4 ranks -----------------------------------------
+
+A14B_MODEL = "tiny-wan2.2-i2v-a14b"
+
+
+def _start_png() -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    ramp = np.linspace(0, 255, 64 * 64 * 3).reshape(64, 64, 3).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(ramp).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+RECIPE_JOB = {"prompt": "a lighthouse", "seed": 3, "width": 64, "height": 64, "num_frames": 5}
+RECIPE_JOB.update(recipe="wan2.2-a14b-4step", image=_start_png())
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_the_4step_recipe_spreads_over_the_ranks(backends, references, world_size):
+    """cfg 1: every rank works on the one branch; the same levels, the same switch at step 2,
+    the output equal to world size 1 within rounding."""
+    one_job, one_frames, one_latents = references.get(A14B_MODEL, RECIPE_JOB)
+    client = backends.get(A14B_MODEL, world_size, *REFERENCE_FLAGS)
+    job, frames = run_job(client, RECIPE_JOB)
+    one = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    for record in (one.record(one_job["id"]), client.record(job["id"])):  # job.json
+        sampling = record["sampling"]
+        assert sampling["experts"] == ["high", "high", "low", "low"]
+        assert np.allclose(sampling["sigmas"], [1, 0.9375, 0.8333333, 0.625, 0], atol=1e-6)
+        assert (sampling["sampler"], sampling["scheduler"], sampling["shift"]) == (
+            "euler",
+            "simple",
+            5.0,
+        )
+    latents = client.latents(job["id"])
+    assert np.abs(np.asarray(latents) - np.asarray(one_latents)).max() < 1e-4
