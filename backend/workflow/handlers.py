@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..sampling.names import SAMPLERS, SCHEDULERS
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError
 from .nodes import SPECS
@@ -28,9 +29,6 @@ from .values import (
     Vae,
     Video,
 )
-
-SAMPLERS = ("euler", "uni_pc", "uni_pc_bh2", "dpmpp_2m", "lcm", "res_multistep")
-SCHEDULERS = ("simple", "normal", "beta", "sgm_uniform")
 
 # -- evaluation -------------------------------------------------------------------------------
 
@@ -345,6 +343,14 @@ def _ksampler(m: Mapper, node: Node) -> tuple[Any, ...]:
                 node, f"denoise {denoise:g}: paradit starts every job from pure noise (denoise 1)"
             )
     if isinstance(latent, Sampled):
+        if not (advanced and latent.stages[-1].node.type == "KSamplerAdvanced"):
+            source = latent.stages[-1].node
+            raise WorkflowError(
+                node,
+                f"latent_image comes from node {source.id} ({source.type}): a second pass on "
+                "a sampled latent; paradit starts every job from noise (two samplers only as "
+                "Wan 2.2 A14B's KSamplerAdvanced pair)",
+            )
         sampled = Sampled(latent.latent, (*latent.stages, stage))
     else:
         sampled = Sampled(latent, (stage,))

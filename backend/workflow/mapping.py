@@ -285,7 +285,11 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     except ValueError as exc:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
-    guided = [n for n in graph.nodes.values() if n.type == "FluxGuidance" and not n.bypassed]
+    guided = [  # the FluxGuidance nodes the job's graph runs
+        graph.nodes[i]
+        for i, t, _ in plan.lines
+        if t == "FluxGuidance" and not graph.nodes[i].bypassed
+    ]
     if guided and not embeds:
         raise WorkflowError(
             guided[0],
