@@ -24,6 +24,7 @@ from make_fixtures import GRAPHS, to_ui  # noqa: E402
 
 from paradit.backend.tools.cli import main  # noqa: E402
 from paradit.backend.tools.workflow import plan_of  # noqa: E402
+from paradit.backend.workflow.nodes import docs_table  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
@@ -136,6 +137,11 @@ def _absolute(comfy: Path, request: dict, serve: dict) -> tuple[dict, dict]:
         **{k: [str(models / p) for p in serve[k]] for k in serve if k != "model"},
     }
     return request, serve
+
+
+def test_the_docs_list_the_nodes_as_declared():
+    page = (Path(__file__).parents[1] / "docs" / "workflows.md").read_text()
+    assert docs_table() in page
 
 
 def test_every_graph_has_its_fixture_and_expectation():

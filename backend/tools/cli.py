@@ -376,9 +376,23 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_workflow(args: argparse.Namespace) -> int:
-    from .workflow import cmd_import, cmd_run
+    from . import workflow
 
-    return {"import": cmd_import, "run": cmd_run}[args.workflow_command](args)
+    plan, variant = workflow.plan_of(args.file, args.comfyui_dir)
+    if args.workflow_command == "import":
+        shown = {**plan.to_dict(), "variant": variant}
+        print(json.dumps(shown, indent=2) if args.json else workflow.render(plan, variant))
+        return 0
+    for node_id, kind, text in plan.lines:
+        log.info("node %s %s: %s", node_id, kind, text)
+    workflow.run_overrides(args, plan)
+    with backend_client(args) as client:
+        if args.server:
+            workflow.check_server(client.info(), plan, args.server)
+        job = client.generate(plan.body(), args.out, on_progress=ProgressLog())
+    workflow.name_the_workflow(args.out, plan, variant)
+    log.info("wrote %s (%d frames) from %s", args.out, job["num_frames"], args.file)
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,21 +1,18 @@
-"""`paradit workflow import FILE` and `paradit workflow run FILE --out DIR`: a ComfyUI workflow
-as a paradit job (backend/workflow maps it), printed or run; the run's job.json names the
-workflow file and its sha256."""
+"""What `paradit workflow import FILE` and `paradit workflow run FILE --out DIR` (tools/cli.py)
+do with a ComfyUI workflow: its plan (backend/workflow maps it, its files' headers checked),
+the text import prints, the backend flags a run takes from it, the check of a --server's
+model, and the workflow named in the run's job.json."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shlex
 from pathlib import Path
 from typing import Any
 
 from ..workflow import WorkflowPlan, check_files, load_graph, map_workflow
 from ..workflow.files import ComfyFolders
-from ..workflow.graph import WorkflowError
-
-log = logging.getLogger("paradit")
 
 FILE_FLAGS = ("model", "text_encoders", "vaes", "image_encoders")
 """Serve settings the workflow's loader nodes give (a flag for them is refused)."""
@@ -47,15 +44,6 @@ def render(plan: WorkflowPlan, variant: str) -> str:
     return "\n".join(lines)
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    plan, variant = plan_of(args.file, args.comfyui_dir)
-    if args.json:
-        print(json.dumps({**plan.to_dict(), "variant": variant}, indent=2))
-    else:
-        print(render(plan, variant))
-    return 0
-
-
 def run_overrides(args: argparse.Namespace, plan: WorkflowPlan) -> None:
     """The namespace's backend flags with the workflow's files (the user's flags for them
     refused: the workflow names its files); its LoRA folder added to any --lora-dir."""
@@ -85,23 +73,10 @@ def check_server(info: dict[str, Any], plan: WorkflowPlan, url: str) -> None:
         )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from .cli import ProgressLog, backend_client
-
-    plan, variant = plan_of(args.file, args.comfyui_dir)
-    for node_id, kind, text in plan.lines:
-        log.info("node %s %s: %s", node_id, kind, text)
-    run_overrides(args, plan)
-    with backend_client(args) as client:
-        if getattr(args, "server", None):
-            check_server(client.info(), plan, args.server)
-        job = client.generate(plan.body(), args.out, on_progress=ProgressLog())
-    record_path = Path(args.out) / "job.json"
+def name_the_workflow(out: str | Path, plan: WorkflowPlan, variant: str) -> None:
+    """Add the workflow (file, sha256, format, ComfyUI folder, variant) to a finished job's
+    job.json in `out`."""
+    record_path = Path(out) / "job.json"
     record = json.loads(record_path.read_text())
     record["workflow"] = {**plan.workflow, "variant": variant}
     record_path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    log.info("wrote %s (%d frames) from %s", args.out, job["num_frames"], args.file)
-    return 0
-
-
-__all__ = ["WorkflowError", "cmd_import", "cmd_run", "plan_of", "render"]

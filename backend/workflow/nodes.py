@@ -95,7 +95,11 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     ),
     _spec("CLIPVisionEncode", ("crop",), "the image encoder's input (crop `none`)"),
     _spec("LoadImage", ("image", "upload"), "`image` (the file, from ComfyUI's `input` folder)"),
-    _spec("KSampler", ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"), ""),
+    _spec(
+        "KSampler",
+        ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"),
+        "`seed`, `num_inference_steps`, `guidance_scale` (cfg), `sampler`, `scheduler` (denoise 1)",
+    ),
     _spec(
         "KSamplerAdvanced",
         (
@@ -109,7 +113,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
             "end_at_step",
             "return_with_leftover_noise",
         ),
-        "",
+        "alone: as KSampler; a pair on Wan 2.2 A14B's experts: `switch_step` (the first's "
+        "end_at_step), `guidance_scale` / `guidance_scale_low` (their cfg)",
     ),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec("CreateVideo", ("fps",), "`video.mp4` (at the model's frame rate)"),
@@ -138,3 +143,12 @@ def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:
             f"({', '.join(spec.widgets)}): a newer version of the node?"
         )
     return named
+
+
+def docs_table() -> str:
+    """docs/workflows.md's table of the nodes paradit maps (tests check it is there)."""
+    rows = ["| node | widgets | becomes |", "| --- | --- | --- |"]
+    for spec in NODE_SPECS:
+        widgets = ", ".join(spec.widgets) or "-"
+        rows.append(f"| `{spec.type}` | {widgets} | {spec.becomes} |")
+    return "\n".join(rows)
