@@ -391,7 +391,15 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     if node.inputs.get("audio") is not None:
         raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
     fps = m.widget(node, "fps", float)
-    m.say(node, f"fps {fps:g} (not mapped: video.mp4 takes the model's frame rate)")
+    depth = node.inputs.get("bit_depth", 8)
+    if depth != 8:
+        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames")
+    rest = ", ".join(f"{k} {node.inputs[k]}" for k in ("color_space", "codec") if k in node.inputs)
+    m.say(
+        node,
+        f"fps {fps:g}{', ' + rest if rest else ''} (not mapped: video.mp4 takes the model's "
+        "frame rate, H.264)",
+    )
     return (Video(decoded, fps),)
 
 

@@ -117,7 +117,11 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "end_at_step), `guidance_scale` / `guidance_scale_low` (their cfg)",
     ),
     _spec("VAEDecode", (), "the decode paradit runs"),
-    _spec("CreateVideo", ("fps",), "`video.mp4` (at the model's frame rate)"),
+    _spec(
+        "CreateVideo",
+        ("fps", "bit_depth", "color_space", "codec"),
+        "`video.mp4` (at the model's frame rate; bit_depth 8)",
+    ),
     _spec("SaveVideo", ("filename_prefix", "format", "codec"), "`--out DIR`: `video.mp4`, frames"),
     _spec("SaveImage", ("filename_prefix",), "`--out DIR`: `image.png`"),
     _spec("PreviewImage", (), "`--out DIR`: `image.png` or the frames"),
