@@ -4,7 +4,7 @@ graph give the same; each refusal (unknown node, a sampler or scheduler paradit 
 missing file, two models, ...) exits 2 with one line naming the node; the UI format's
 bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
 
-Cost: about 12 s (in the suite's two-worker run on 2 cores).
+Cost: about 15 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -200,6 +200,9 @@ def test_the_comfyui_folder_is_found_above_the_workflow(comfy, tmp_path, capsys)
     shutil.copy(FIXTURES / "wan21_t2v.ui.json", inside)
     assert main(["workflow", "import", str(inside)]) == 0
     assert f"models:   {comfy / 'models'}" in capsys.readouterr().out
+    models = ["workflow", "import", str(inside), "--comfyui-dir", str(comfy / "models")]
+    assert main(models) == 0  # or its models folder
+    assert f"models:   {comfy / 'models'}" in capsys.readouterr().out
     outside = tmp_path / "fox.json"
     shutil.copy(FIXTURES / "wan21_t2v.ui.json", outside)
     assert main(["workflow", "import", str(outside)]) == 2
@@ -323,6 +326,18 @@ def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, 
     assert captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith(f"error: node {node_id} ({node_type}): "), captured.err
     assert reason in captured.err
+
+
+def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
+    """`workflow run` takes its model files from the loaders: --model or --vae are refused,
+    before any backend starts."""
+    workflow = str(FIXTURES / "wan21_t2v.api.json")
+    argv = ["workflow", "run", workflow, "--out", str(tmp_path), "--comfyui-dir", str(comfy)]
+    assert main([*argv, "--model", "tiny-wan", "--vae", "x.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: --model, --vae: the workflow's loader nodes name its files; leave them out\n"
+    )
 
 
 def test_ui_refusals_name_the_node(comfy, tmp_path, capsys):

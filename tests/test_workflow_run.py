@@ -5,24 +5,20 @@ KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --s
 gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe; a --server
 running another model is refused.
 
-Cost: about 60 s (in the suite's two-worker run on 2 cores).
+Cost: about 70 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from comfy_workflow_files import write_comfyui
 from conftest import run_job
 
-sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
-
-from comfy_workflow_files import write_comfyui  # noqa: E402
-
-from paradit.backend.tools.workflow import plan_of  # noqa: E402
+from paradit.backend.tools.workflow import plan_of
 
 FIXTURES = Path(__file__).parent / "comfy_workflows"
 
@@ -69,8 +65,7 @@ def test_wan21_t2v_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, r
 @pytest.fixture(scope="module")
 def a14b_backend(comfy, backends):
     plan, _ = plan_of(str(FIXTURES / "wan22_i2v_a14b_4step.api.json"), str(comfy))
-    flags = [f for f in plan.serve_argv()[2:]]
-    return backends.get(plan.serve["model"], 1, *flags)
+    return backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
 
 
 def test_wan22_4step_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_warm, a14b_backend):

@@ -36,19 +36,13 @@ from .values import (
 class Mapper:
     """Evaluates nodes on demand (each once) and keeps one line per node."""
 
-    def __init__(self, graph: Graph, folders: ComfyFolders | None):
+    def __init__(self, graph: Graph, folders: ComfyFolders):
         self.graph = graph
-        self._folders = folders
+        self.folders = folders
         self.outputs: dict[str, tuple[Any, ...]] = {}
         self.lines: dict[str, tuple[str, str, str]] = {}
         self.loaders: dict[str, Node] = {}
         self._busy: set[str] = set()
-
-    @property
-    def folders(self) -> ComfyFolders:
-        if self._folders is None:
-            raise ValueError("internal: no ComfyUI folders")
-        return self._folders
 
     def evaluate(self, node: Node) -> tuple[Any, ...]:
         if node.id in self.outputs:

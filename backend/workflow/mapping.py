@@ -24,7 +24,7 @@ from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, 
 # -- the job ----------------------------------------------------------------------------------
 
 
-def map_workflow(graph: Graph, folders: ComfyFolders | None) -> WorkflowPlan:
+def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     """The request and serve settings `graph` maps to; WorkflowError naming the node that
     cannot be mapped faithfully."""
     for node in graph.nodes.values():
@@ -39,8 +39,6 @@ def map_workflow(graph: Graph, folders: ComfyFolders | None) -> WorkflowPlan:
             f"a second output node (node {outputs[0].id} is the first): a paradit job has one "
             "output; keep one save node",
         )
-    if folders is None:
-        raise WorkflowError(None, "no ComfyUI folder")
     mapper = Mapper(graph, folders)
     (decoded,) = mapper.evaluate(outputs[0])
     request, serve = _job(mapper, decoded)
