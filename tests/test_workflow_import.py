@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -172,6 +173,56 @@ def test_ui_and_api_forms_give_the_same_job(comfy, name):
     ui, _ = plan_of(str(FIXTURES / f"{name}.ui.json"), str(comfy))
     assert (ui.request, ui.serve) == (api.request, api.serve)
     assert [(t, text) for _, t, text in ui.lines] == [(t, text) for _, t, text in api.lines]
+
+
+def test_an_all_in_one_checkpoint_brings_its_clip_and_vae(comfy, tmp_path):
+    """CheckpointLoaderSimple's three outputs: the file is --model alone (its CLIP and VAE
+    are its own); a CLIP from another checkpoint is a second model, refused."""
+    from comfy_files import write_all_in_one
+
+    from paradit.backend.models.presets import build_preset
+
+    ckpt = comfy / "models" / "checkpoints" / "flux1-tiny-all-in-one.safetensors"
+    ckpt.parent.mkdir(exist_ok=True)
+    write_all_in_one(ckpt, build_preset("tiny-flux"))
+    graph = {
+        "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": ckpt.name}},
+        "30": {"class_type": "ModelSamplingFlux", "inputs": {
+            "model": ["4", 0], "max_shift": 1.15, "base_shift": 0.5, "width": 32,
+            "height": 32}},
+        "6": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": "a kite"}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": "rain"}},
+        "5": {"class_type": "EmptyLatentImage", "inputs": {
+            "width": 32, "height": 32, "batch_size": 1}},
+        "3": {"class_type": "KSampler", "inputs": {
+            "model": ["30", 0], "positive": ["6", 0], "negative": ["7", 0],
+            "latent_image": ["5", 0], "seed": 1, "steps": 3, "cfg": 3.5,
+            "sampler_name": "dpmpp_2m", "scheduler": "sgm_uniform", "denoise": 1.0}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+        "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0],
+                                                    "filename_prefix": "kite"}},
+    }  # fmt: skip
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps(graph))
+    plan, variant = plan_of(str(path), str(comfy))
+    # ModelSamplingFlux at 32x32 (4 tokens): mu = 0.5 + (1.15 - 0.5) (4 - 256) / 3840
+    mu = 0.5 + 0.65 * (4 - 256) / 3840
+    assert plan.request == {
+        "prompt": "a kite", "negative_prompt": "rain", "width": 32, "height": 32,
+        "num_frames": 1, "num_inference_steps": 3, "guidance_scale": 3.5, "seed": 1,
+        "sampler": "dpmpp_2m", "scheduler": "sgm_uniform", "shift": pytest.approx(math.exp(mu)),
+    }  # fmt: skip
+    assert plan.serve == {"model": str(ckpt), "text_encoders": [], "vaes": [],
+                          "image_encoders": [], "lora_dirs": []}  # fmt: skip
+    assert variant.startswith("all-in-one tiny-flux")
+    other = comfy / "models" / "checkpoints" / "other.safetensors"
+    shutil.copy(ckpt, other)
+    graph["40"] = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": other.name}}
+    graph["7"]["inputs"]["clip"] = ["40", 1]
+    graph["6"]["inputs"]["clip"] = ["40", 1]
+    path.write_text(json.dumps(graph))
+    with pytest.raises(ValueError, match=r"^node 40 \(CheckpointLoaderSimple\): a second model"):
+        plan_of(str(path), str(comfy))
 
 
 def test_import_prints_a_line_per_node_and_json(comfy, capsys):
