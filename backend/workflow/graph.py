@@ -66,8 +66,8 @@ class Graph:
         try:
             return self.nodes[node_id]
         except KeyError:
-            raise WorkflowError(wanted_by, f"an input links to node {node_id}, which is not in "
-                                "the workflow") from None  # fmt: skip
+            message = f"an input links to node {node_id}, which is not in the workflow"
+            raise WorkflowError(wanted_by, message) from None
 
 
 def load_graph(path: str | Path) -> Graph:

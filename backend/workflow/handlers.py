@@ -75,8 +75,11 @@ class Mapper:
         source = self.graph.node(value.node, node)
         outputs = self.evaluate(source)
         if not 0 <= value.output < len(outputs):
-            raise WorkflowError(node, f"input {name} links to output {value.output} of node "
-                                f"{source.id} ({source.type}), which has none")  # fmt: skip
+            raise WorkflowError(
+                node,
+                f"input {name} links to output {value.output} of node {source.id} "
+                f"({source.type}), which has none",
+            )
         got = outputs[value.output]
         if kind is not None and not isinstance(got, kind):
             raise WorkflowError(
