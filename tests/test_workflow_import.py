@@ -232,6 +232,7 @@ def test_import_prints_a_line_per_node_and_json(comfy, capsys):
     assert "node 57 KSamplerAdvanced     seed 5, 4 steps (runs 0 to 2), cfg 1, euler/simple" in out
     assert "node 60 LoraLoaderModelOnly  lightx2v_i2v_4steps_high_noise_tiny.safetensors" in out
     assert "model:    tiny-wan2.2-i2v-a14b pair" in out
+    assert "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep\n" in out
     serve = next(line for line in out.splitlines() if line.startswith("serve:"))
     assert "--lora-dir " + str(comfy / "models" / "loras") in serve
     assert main(["workflow", "import", path, "--comfyui-dir", str(comfy), "--json"]) == 0
@@ -389,6 +390,20 @@ def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
     assert err == (
         "error: --model, --vae: the workflow's loader nodes name its files; leave them out\n"
     )
+
+
+def test_run_refuses_a_sampler_the_model_does_not_run_before_starting_it(comfy, tmp_path, capsys):
+    """A model whose family runs only its own scheduler (Z-Image here): import says so, run
+    refuses naming the sampler node, before any backend starts (a fast test starts none)."""
+    workflow = str(FIXTURES / "z_image_turbo.api.json")
+    assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
+    out = capsys.readouterr().out
+    assert "samplers: none: its own scheduler only (not res_multistep: workflow run refuses" in out
+    argv = ["workflow", "run", workflow, "--out", str(tmp_path), "--comfyui-dir", str(comfy)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: node 3 (KSampler): sampler res_multistep: tiny-z-image runs "
+                          "its own scheduler only") and err.count("\n") == 1  # fmt: skip
 
 
 def test_ui_refusals_name_the_node(comfy, tmp_path, capsys):

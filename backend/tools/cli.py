@@ -380,15 +380,23 @@ def cmd_workflow(args: argparse.Namespace) -> int:
 
     plan, variant = workflow.plan_of(args.file, args.comfyui_dir)
     if args.workflow_command == "import":
-        shown = {**plan.to_dict(), "variant": variant}
-        print(json.dumps(shown, indent=2) if args.json else workflow.render(plan, variant))
+        samplers = workflow.model_samplers(plan)
+        if args.json:
+            shown = {**plan.to_dict(), "variant": variant, "samplers": list(samplers)}
+            print(json.dumps(shown, indent=2))
+        else:
+            print(workflow.render(plan, variant, samplers))
         return 0
     for node_id, kind, text in plan.lines:
         log.info("node %s %s: %s", node_id, kind, text)
     workflow.run_overrides(args, plan)
+    if not args.server:  # before a backend starts for it
+        workflow.check_runnable(plan, variant, None, None)
     with backend_client(args) as client:
         if args.server:
-            workflow.check_server(client.info(), plan, args.server)
+            info = client.info()
+            workflow.check_server(info, plan, args.server)
+            workflow.check_runnable(plan, variant, args.server, info)
         job = client.generate(plan.body(), args.out, on_progress=ProgressLog())
     workflow.name_the_workflow(args.out, plan, variant)
     log.info("wrote %s (%d frames) from %s", args.out, job["num_frames"], args.file)

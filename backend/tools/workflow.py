@@ -11,7 +11,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..workflow import WorkflowPlan, check_files, load_graph, map_workflow
+from ..workflow import (
+    WorkflowPlan,
+    check_files,
+    check_sampler,
+    load_graph,
+    map_workflow,
+    model_samplers,
+)
 from ..workflow.files import ComfyFolders
 
 FILE_FLAGS = ("model", "text_encoders", "vaes", "image_encoders")
@@ -27,14 +34,18 @@ def plan_of(path: str, comfyui_dir: str | None) -> tuple[WorkflowPlan, str]:
     return plan, check_files(plan, graph)
 
 
-def render(plan: WorkflowPlan, variant: str) -> str:
-    """The text `workflow import` prints: the file, a line per node, the request, the serve
-    command."""
+def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
+    """The text `workflow import` prints: the file, the model and the samplers it runs, a
+    line per node, the request, the serve command."""
     w = plan.workflow
+    runs = ", ".join(samplers) if samplers else "none: its own scheduler only"
+    if plan.request["sampler"] not in samplers:
+        runs += f" (not {plan.request['sampler']}: workflow run refuses this workflow)"
     lines = [
         f"workflow: {w['file']} ({w['format'].upper()} format, sha256 {w['sha256'][:16]}...)",
         f"models:   {w['comfyui_models']}",
         f"model:    {variant}",
+        f"samplers: {runs}",
     ]
     width = max(len(f"node {i} {t}") for i, t, _ in plan.lines)
     for node_id, kind, text in plan.lines:
@@ -57,6 +68,16 @@ def run_overrides(args: argparse.Namespace, plan: WorkflowPlan) -> None:
     for name in ("text_encoders", "vaes", "image_encoders"):
         setattr(args, name, list(plan.serve[name]))
     args.lora_dirs = list(args.lora_dirs or ()) + list(plan.serve["lora_dirs"])
+
+
+def check_runnable(plan: WorkflowPlan, variant: str, server: str | None, info: dict | None) -> None:
+    """The model runs the workflow's sampler: the --server's (its limits), or the files' own
+    family's before a backend is started for them; WorkflowError naming the sampler node."""
+    if server and info is not None:
+        samplers = tuple((info.get("limits") or {}).get("samplers") or ())
+        check_sampler(plan, samplers, f"--server {server}")
+    else:
+        check_sampler(plan, model_samplers(plan), variant)
 
 
 def check_server(info: dict[str, Any], plan: WorkflowPlan, url: str) -> None:

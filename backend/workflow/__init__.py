@@ -9,10 +9,18 @@ with its LoRAs and shift, a prompt, a latent size, a sampler), and builds the re
 serve settings, one line per node saying how it was mapped. Anything it cannot map
 faithfully is refused with the node's id and type (`WorkflowError`), never approximated.
 
-Torch-free except `check_files` (it reads the files' headers).
+Torch-free except `check_files` and `model_samplers` (they read the files' headers).
 """
 
 from .graph import WorkflowError, load_graph
-from .mapping import WorkflowPlan, check_files, map_workflow
+from .mapping import WorkflowPlan, check_files, check_sampler, map_workflow, model_samplers
 
-__all__ = ["WorkflowError", "WorkflowPlan", "check_files", "load_graph", "map_workflow"]
+__all__ = [
+    "WorkflowError",
+    "WorkflowPlan",
+    "check_files",
+    "check_sampler",
+    "load_graph",
+    "map_workflow",
+    "model_samplers",
+]

@@ -48,7 +48,9 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         "format": graph.format,
         "comfyui_models": str(folders.models),
     }
-    return WorkflowPlan(request, serve, tuple(mapper.lines.values()), workflow, mapper.loaders)
+    lines = tuple(mapper.lines.values())
+    sampler = decoded.sampled.stages[0].node
+    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler)
 
 
 def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -301,3 +303,29 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             "one (paradit's guidance_scale is that value)",
         )
     return resolved.variant
+
+
+def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:
+    """The samplers the plan's model runs (its family's; () for only its own scheduler)."""
+    from ..models.families import family_for
+    from ..models.single_file.load import SingleFiles, resolve
+
+    serve = plan.serve
+    files = SingleFiles.parse(
+        serve["model"], serve["text_encoders"], serve["vaes"], serve["image_encoders"]
+    )
+    return family_for(resolve(files).pipeline_class).samplers
+
+
+def check_sampler(plan: WorkflowPlan, samplers: tuple[str, ...], runner: str) -> None:
+    """WorkflowError naming the sampler node when `runner` (the model, a server) does not run
+    the plan's sampler."""
+    sampler = plan.request["sampler"]
+    if sampler in samplers:
+        return
+    runs = f"runs {', '.join(samplers)}" if samplers else "runs its own scheduler only"
+    raise WorkflowError(
+        plan.sampler,
+        f"sampler {sampler}: {runner} {runs} (GET /v1/info limits.samplers), so the "
+        "workflow cannot run as ComfyUI runs it",
+    )

@@ -141,6 +141,8 @@ class WorkflowPlan:
     """The file, its sha256 and format; the ComfyUI folders used."""
     loaders: dict[str, Node] = field(default_factory=dict)
     """A file of the serve settings -> the loader node that names it."""
+    sampler: Node | None = None
+    """The (first) sampler node."""
 
     def body(self) -> dict[str, Any]:
         """The request as POST /v1/jobs takes it (the image file as base64)."""
