@@ -100,6 +100,9 @@ class RequestField:
     e.g. 0 for `shift`; None when every widget value is sent."""
     form_group: str = ""
     """The web form's accordion that holds the field ("" for the main form)."""
+    needs: str = ""
+    """The `Limits` attribute that must be set for the field to apply (the web form shows the
+    field only then): "samplers", "two_experts"."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -590,6 +593,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         choices=(sampling_names.DEFAULT, *sampling_names.SAMPLERS),
         widget_unset=sampling_names.DEFAULT,
         form_group="Sampling",
+        needs="samplers",
     ),
     RequestField(
         "scheduler",
@@ -603,6 +607,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         choices=(sampling_names.DEFAULT, *sampling_names.SCHEDULERS),
         widget_unset=sampling_names.DEFAULT,
         form_group="Sampling",
+        needs="samplers",
     ),
     RequestField(
         "shift",
@@ -619,6 +624,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         widget_range=(0, 100),
         widget_unset=0.0,
         form_group="Sampling",
+        needs="samplers",
     ),
     RequestField(
         "sigmas",
@@ -630,6 +636,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_type=lambda text: parse_sigmas(text),
         cli_metavar="A,B,...,0",
         form=False,
+        needs="samplers",
     ),
     RequestField(
         "guidance_scale_low",
@@ -646,6 +653,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         widget_range=(-1, 30),
         widget_unset=-1.0,
         form_group="Sampling",
+        needs="two_experts",
     ),
     RequestField(
         "switch_step",
@@ -663,6 +671,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         widget_range=(-1, 200),
         widget_unset=-1,
         form_group="Sampling",
+        needs="two_experts",
     ),
     RequestField(
         "recipe",
@@ -676,6 +685,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         choices=(recipes.NO_RECIPE, *recipes.recipe_names()),
         widget_unset=recipes.NO_RECIPE,
         form_group="Sampling",
+        needs="samplers",
     ),
 )
 
@@ -692,6 +702,27 @@ def parse_sigmas(text: str) -> list[float]:
         return [float(part) for part in text.split(",")]
     except ValueError:
         raise ValueError(f"--sigmas must be numbers separated by commas, got {text!r}") from None
+
+
+def is_unset(name: str, value: Any) -> bool:
+    """A frontend's input left at the model's default: the request leaves field `name` out."""
+    f = find_field(name)
+    return value is None or (f.widget_unset is not None and value in (f.widget_unset, ""))
+
+
+def recipe_wins(body: dict[str, Any]) -> dict[str, Any]:
+    """A node's or the web form's body with a recipe: the fields whose inputs cannot be left
+    empty (steps, guidance) give way to the recipe's; inputs that can (the sampling ones)
+    still win when set."""
+    name = body.get("recipe")
+    if name in (None, "", recipes.NO_RECIPE):
+        return body
+    sets = recipes.find_recipe(name).fields
+    return {
+        key: value
+        for key, value in body.items()
+        if key not in sets or find_field(key).widget_unset is not None
+    }
 
 
 def request_fields() -> tuple[RequestField, ...]:

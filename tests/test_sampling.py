@@ -11,6 +11,7 @@ ranks).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -269,6 +270,26 @@ def test_the_models_own_scheduler_is_recorded_as_it_ran(tiny_wan):
     assert len(record["sigmas"]) == 5 and record["sigmas"][-1] == 0.0
 
 
+def test_the_switch_step_picks_the_expert_of_each_step():
+    """Wan 2.2 A14B: the expert per step follows switch_step (the model's boundary 0.9 would
+    give the 4-step shift-5 levels two high steps whatever the switch), the low-noise guidance
+    reaches the pipeline, and the model's boundary is back after the job."""
+    pipe = build_preset(A14B_MODEL)
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    calls = []
+    for name in ("transformer", "transformer_2"):
+        getattr(pipe, name).register_forward_hook(lambda *_, name=name: calls.append(name))
+    body = {**RECIPE_JOB, "switch_step": 1, "guidance_scale": 2.0, "guidance_scale_low": 3.0}
+    request, _, _, record = _job(pipe, family, limits, body)
+    assert record["experts"] == ["high", "low", "low", "low"]
+    assert calls == ["transformer"] * 2 + ["transformer_2"] * 6  # two branches a step
+    assert pipe.config.boundary_ratio == 0.9 and pipe._guidance_scale_2 == 3.0
+
+
 # -- served: the Wan 2.2 4-step recipe on 1, 2 and 4 ranks -----------------------------------------
 
 A14B_MODEL = "tiny-wan2.2-i2v-a14b"
@@ -309,3 +330,139 @@ def test_the_4step_recipe_spreads_over_the_ranks(backends, references, world_siz
         )
     latents = client.latents(job["id"])
     assert np.abs(np.asarray(latents) - np.asarray(one_latents)).max() < 1e-4
+
+
+# Each sampler guided (two branches: CFG-parallel on 2 ranks), and with the step cache; the
+# expert switch at step 2 of 4 with shift 5 (the recipe's spacing). Random weights move the
+# first block's output a lot between steps (tests/test_step_cache.py): 8 steps and a threshold
+# near 1 make the cache skip some.
+GUIDED = {**RECIPE_JOB, "recipe": "", "guidance_scale": 3.5, "num_inference_steps": 4}
+GUIDED.update(shift=5.0, switch_step=2)
+CACHED = {**GUIDED, "num_inference_steps": 8, "switch_step": 4}
+CACHED["cache"] = {"method": "first-block", "threshold": 0.95}
+
+
+def _parallel_job(client, references, body: dict) -> tuple[dict, dict, bool]:
+    """Run `body`: (its record, world size 1's record, whether frames and latents are
+    byte-identical); fails unless within rounding."""
+    one_job, one_frames, one_latents = references.get(A14B_MODEL, body)
+    job, frames = run_job(client, body)
+    latents = np.asarray(client.latents(job["id"]))
+    assert np.abs(latents - np.asarray(one_latents)).max() < 1e-4, body["sampler"]
+    one = references.pool.get(A14B_MODEL, 1, *REFERENCE_FLAGS).record(one_job["id"])
+    same = frames == one_frames and np.array_equal(latents, np.asarray(one_latents))
+    return client.record(job["id"]), one, same
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_every_sampler_in_parallel_equals_world_size_1(backends, references, world_size):
+    """Guided: on 2 ranks the branches split (CFG-parallel: byte-identical), on 4 CFG x
+    Ulysses (within rounding); the same levels and switch step on every rank."""
+    client = backends.get(A14B_MODEL, world_size, *REFERENCE_FLAGS)
+    for sampler in SAMPLERS:
+        record, one, same = _parallel_job(client, references, {**GUIDED, "sampler": sampler})
+        assert record["sampling"] == one["sampling"], sampler
+        assert record["sampling"]["experts"] == ["high", "high", "low", "low"], sampler
+        assert record["plan"]["cfg_degree"] == 2
+        assert same or world_size == 4, sampler
+
+
+def test_the_step_cache_works_with_every_sampler(backends, references):
+    """A skipped step still gives the sampler an output (the first block's, plus the cached
+    residual of the others): a multistep sampler's history holds it as any other step's. Every
+    rank takes world size 1's skips; the output is CFG-parallel's byte-identical one."""
+    client = backends.get(A14B_MODEL, 2, *REFERENCE_FLAGS)
+    for sampler in SAMPLERS:
+        record, one, same = _parallel_job(client, references, {**CACHED, "sampler": sampler})
+        skipped = record["cache"]["skipped_steps"]
+        assert skipped == one["cache"]["skipped_steps"], (sampler, record["cache"])
+        # lcm re-noises every step with fresh noise: its inputs change too much to skip here
+        assert skipped or sampler == "lcm", (sampler, record["cache"])
+        assert record["sampling"]["experts"] == ["high"] * 4 + ["low"] * 4
+        assert same, sampler
+
+
+def test_bad_values_are_refused_and_the_next_job_is_unchanged(backends, references):
+    from paradit.backend.client.http import BackendError
+
+    client = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    before = client.jobs()
+    for bad, rule in (
+        ({"sampler": "heun"}, "sampler must be one of default, euler"),
+        ({"shift": -1}, "shift must be"),
+        ({"sigmas": [1, 0.7, 0.8, 0]}, "strictly decreasing"),
+        ({"switch_step": 9}, "switch_step must be between 0 and num_inference_steps"),
+    ):
+        with pytest.raises(BackendError, match=rule) as refused:
+            client.submit({**RECIPE_JOB, **bad})
+        assert refused.value.status == 422
+    assert client.jobs() == before  # nothing was queued
+    job, frames = run_job(client, RECIPE_JOB)
+    assert frames == references.frames(A14B_MODEL, RECIPE_JOB)
+
+
+def test_the_4step_recipe_with_two_loras_from_every_frontend(backends, tmp_path):
+    """ComfyUI's 4-step path with a LoRA per expert (high 1.0 / low 1.0) from HTTP, the node's
+    request (steps and cfg widgets at the node's defaults: the recipe sets them), the web
+    form's and the command line: one job, the same frames; job.json: the levels, the experts
+    high, high, low, low, and the LoRAs."""
+    import base64
+    import os
+
+    from lora_files import comfy_wan_lora
+
+    from paradit.backend.request import lora_item
+    from paradit.nodes.params import IMAGE_TO_VIDEO
+    from paradit.nodes.run import build_request
+    from paradit.web.forms import job_body
+
+    pipe = build_preset(A14B_MODEL)
+    names = ("lightx2v_4steps_high.safetensors", "lightx2v_4steps_low.safetensors")
+    experts = (pipe.transformer, pipe.transformer_2)
+    for name, expert, seed in zip(names, experts, (21, 22), strict=True):
+        comfy_wan_lora(backends.lora_dir / name, expert, seed=seed)
+    loras = [lora_item(names[0], 1.0, "high"), lora_item(names[1], 1.0, "low")]
+    client = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    http = {**RECIPE_JOB, "loras": loras}
+
+    image = tmp_path / "start.png"
+    image.write_bytes(base64.b64decode(RECIPE_JOB["image"]))
+    shape = {"width": 64, "height": 64}
+    widgets = {p.name: p.default for p in IMAGE_TO_VIDEO.params}
+    widgets.update(shape, prompt=RECIPE_JOB["prompt"], frames=5, seed=3)
+    widgets["recipe"] = RECIPE_JOB["recipe"]
+    assert (widgets["steps"], widgets["guidance"]) == (30, 5.0)  # the node's, not the recipe's
+    node = {**build_request(IMAGE_TO_VIDEO, widgets, image.read_bytes()), "loras": loras}
+    form_values = {**shape, "prompt": RECIPE_JOB["prompt"], "num_frames": 5, "seed": 3}
+    form_values.update(num_inference_steps=30, guidance_scale=5.0, image=str(image))
+    form_values.update(loras=loras, sampler="default", scheduler="", recipe=RECIPE_JOB["recipe"])
+    form = job_body(limits=client.info()["limits"], **form_values)
+
+    runs = {}
+    for label, body in (("http", http), ("node", node), ("form", form)):
+        job, frames = run_job(client, body)
+        runs[label] = (client.record(job["id"]), frames)
+    out = tmp_path / "cli"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+    result = backends.paradit(
+        "generate", RECIPE_JOB["prompt"], "--server", client.url, "--out", str(out),
+        "--recipe", RECIPE_JOB["recipe"], "--image", str(image), "--width", "64",
+        "--height", "64", "--frames", "5", "--seed", "3",
+        "--lora", f"{names[0]}:1,0", "--lora", f"{names[1]}:0,1",
+        env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    cli_frames = [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(5)]
+    runs["cli"] = (json.loads((out / "job.json").read_text()), cli_frames)
+
+    plain = run_job(client, RECIPE_JOB)[1]
+    for label, (record, frames) in runs.items():
+        sampling = record["sampling"]
+        assert sampling["experts"] == ["high", "high", "low", "low"], label
+        assert np.allclose(sampling["sigmas"], [1, 0.9375, 0.8333333, 0.625, 0], atol=1e-6)
+        assert record["request"]["num_inference_steps"] == 4, label
+        assert record["request"]["guidance_scale"] == 1.0, label
+        applied = [(item["name"], item["high"], item["low"]) for item in record["loras"]]
+        assert applied == [(names[0], 1.0, 0.0), (names[1], 0.0, 1.0)], label
+        assert frames == runs["http"][1], label
+    assert runs["http"][1] != plain  # the LoRAs took part

@@ -11,6 +11,7 @@ every rank and replica.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from ..contract import Limits
 from .names import DEFAULT, SCHEDULERS
 from .rules import SamplingChoice, resolve
 from .samplers import NUM_TRAIN_TIMESTEPS, FlowSampler
+
+log = logging.getLogger(__name__)
 
 
 def two_experts(pipe: Any) -> bool:
@@ -92,7 +95,12 @@ def job_sampling(runner: Any, request: Any, limits: Limits) -> Iterator[JobSampl
                 ratio = boundary_ratio(choice.sigmas, choice.switch_step)
                 runner.register_to_config(boundary_ratio=ratio)
         yield state
-        state.record.update(_record(runner, choice))
+        try:
+            state.record.update(_record(runner, choice))
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a scheduler unlike
+            # the flow and DDIM ones: the job's output stands, its record says less
+            log.warning("sampling record incomplete: %s: %s", type(exc).__name__, exc)
+            state.record.update(sampler=DEFAULT, scheduler=DEFAULT)
     finally:
         runner.__dict__["scheduler"] = own
         if runner.config.get("boundary_ratio") != boundary:
@@ -110,8 +118,12 @@ def _record(runner: Any, choice: SamplingChoice | None) -> dict[str, Any]:
             "sampler": DEFAULT,
             "scheduler": DEFAULT,
             "shift": model_shift(scheduler.config) or None,
-            "sigmas": [round(float(s), 8) for s in torch.as_tensor(scheduler.sigmas).tolist()],
         }
+        # A flow scheduler's levels; a diffusion one (CogVideoX's DDIM) has timesteps only.
+        levels = getattr(scheduler, "sigmas", None)
+        name, values = ("sigmas", levels) if levels is not None else ("timesteps", None)
+        values = torch.as_tensor(scheduler.timesteps if values is None else values)
+        record[name] = [round(float(v), 8) for v in values.flatten().tolist()]
     if two_experts(runner):
         boundary = runner.config["boundary_ratio"] * scheduler.config.num_train_timesteps
         record["experts"] = ["high" if t >= boundary else "low" for t in scheduler.timesteps]

@@ -136,6 +136,9 @@ def build_parser() -> Parser:
 
     _add_workflow_parsers(sub)
 
+    p = sub.add_parser("recipes", help="the named sampling recipes a job may pick (--recipe)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -403,6 +406,16 @@ def cmd_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from ..sampling.recipes import RECIPES, recipes_table
+
+    if args.json:
+        print(json.dumps([r.to_dict() for r in RECIPES], indent=2))
+    else:
+        print(recipes_table())
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -432,6 +445,7 @@ COMMANDS = {
     "plan": cmd_plan,
     "models": cmd_models,
     "workflow": cmd_workflow,
+    "recipes": cmd_recipes,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }
