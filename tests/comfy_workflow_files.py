@@ -44,6 +44,7 @@ FLUX_VAE = {  # the keys that identify Flux's ae, with their real shapes
     "encoder.conv_out.weight": (32, 512, 3, 3),
 }
 START_IMAGE = "fox.png"
+WIDE_IMAGE = "fox_24x32.png"
 
 
 def _put(root: Path, relative: str) -> Path:
@@ -134,4 +135,5 @@ def write_comfyui(folder: Path) -> Path:
 
     pixels = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
     Image.fromarray(pixels).save(_put(folder, f"input/{START_IMAGE}"))
+    Image.fromarray(pixels[:, :24]).save(_put(folder, f"input/{WIDE_IMAGE}"))
     return folder

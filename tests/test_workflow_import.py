@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
 
-from comfy_workflow_files import START_IMAGE, write_comfyui  # noqa: E402
+from comfy_workflow_files import START_IMAGE, WIDE_IMAGE, write_comfyui  # noqa: E402
 from make_fixtures import GRAPHS, to_ui  # noqa: E402
 
 from paradit.backend.tools.cli import main  # noqa: E402
@@ -317,6 +317,10 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("wan21_i2v", _set("52", image="cat.png")),
         "52", "LoadImage", "cat.png: no such file in",
     ),
+    "crop none on a non-square image": (
+        _edit("wan21_i2v", _set("52", image=WIDE_IMAGE)),
+        "51", "CLIPVisionEncode", "crop none stretches the 24x32 image to a square",
+    ),
     "two models": (
         _edit("wan22_i2v_a14b_4step",
               _set("56", unet_name="wan2.1_t2v_tiny_fp32.safetensors")),
@@ -378,6 +382,16 @@ def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, 
     assert captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith(f"error: node {node_id} ({node_type}): "), captured.err
     assert reason in captured.err
+
+
+def test_crop_center_maps_for_any_image(comfy):
+    graph = GRAPHS["wan21_i2v"]()
+    graph["52"]["inputs"]["image"] = WIDE_IMAGE
+    graph["51"]["inputs"]["crop"] = "center"
+    path = comfy / "crop_center.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request["image"] == str(comfy / "input" / WIDE_IMAGE)
 
 
 def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):

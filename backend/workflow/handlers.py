@@ -293,12 +293,22 @@ def _clip_vision_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
     vision = m.input(node, "clip_vision", ClipVision)
     image = m.input(node, "image", Image)
     crop = node.inputs.get("crop", "none")
-    if crop != "none":
-        raise WorkflowError(
-            node,
-            f"crop {crop}: paradit hands the image encoder the whole image, as crop none does",
-        )
-    m.say(node, f"{image.file.name} through the image encoder")
+    # paradit's CLIP image processor scales the shortest side and centre-crops, as ComfyUI's
+    # crop center does; crop none stretches the whole image, the same only for a square one
+    if crop not in ("center", "none"):
+        raise WorkflowError(node, f"crop {crop}: paradit knows center and none")
+    if crop == "none":
+        from PIL import Image as PILImage
+
+        with PILImage.open(image.file) as opened:
+            width, height = opened.size
+        if width != height:
+            raise WorkflowError(
+                node,
+                f"crop none stretches the {width}x{height} image to a square for the image "
+                "encoder; paradit centre-crops it, as crop center does: set crop to center",
+            )
+    m.say(node, f"{image.file.name} through the image encoder (crop {crop})")
     return (ClipVisionOutput(vision, image),)
 
 

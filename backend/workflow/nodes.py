@@ -93,7 +93,11 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         ("width", "height", "length", "batch_size"),
         "`width`, `height`, `num_frames`; its start_image: `image`",
     ),
-    _spec("CLIPVisionEncode", ("crop",), "the image encoder's input (crop `none`)"),
+    _spec(
+        "CLIPVisionEncode",
+        ("crop",),
+        "the image encoder's input (crop `center`; `none` for a square image)",
+    ),
     _spec("LoadImage", ("image", "upload"), "`image` (the file, from ComfyUI's `input` folder)"),
     _spec(
         "KSampler",
