@@ -191,12 +191,12 @@ def _add_workflow_parsers(sub: argparse._SubParsersAction) -> None:
     comfyui += "(default: the first one above FILE)"
     p = actions.add_parser("import", help="print the request and serve settings it maps to")
     p.add_argument("file", help="the workflow's .json")
-    p.add_argument("--comfyui-dir", help=comfyui)
+    p.add_argument("--comfyui-dir", metavar="DIR", help=comfyui)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = actions.add_parser("run", help="run it (job.json names the workflow and its sha256)")
     p.add_argument("file", help="the workflow's .json")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--comfyui-dir", help=comfyui)
+    p.add_argument("--comfyui-dir", metavar="DIR", help=comfyui)
     _add_backend_flags(p)
 
 
