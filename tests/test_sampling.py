@@ -466,3 +466,36 @@ def test_the_4step_recipe_with_two_loras_from_every_frontend(backends, tmp_path)
         assert applied == [(names[0], 1.0, 0.0), (names[1], 0.0, 1.0)], label
         assert frames == runs["http"][1], label
     assert runs["http"][1] != plain  # the LoRAs took part
+
+
+@pytest.mark.parametrize(
+    ("preset", "recipe"),
+    [("tiny-qwen-image", "qwen-image"), ("tiny-z-image", "z-image-turbo"), ("tiny-flux", "")],
+)
+def test_the_image_families_run_the_samplers(preset, recipe):
+    """Qwen-Image, Z-Image and Flux call paradit's scheduler as their FlowMatch Euler one:
+    euler on the levels the model's own scheduler ran gives its output (to float32
+    rounding); their template recipe runs. Flux's shift follows the image size: a sampler
+    needs a shift."""
+    pipe = build_preset(preset)
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    assert limits.samplers == SAMPLERS and not limits.two_experts
+    body = {"prompt": "a red fox", "seed": 4, "num_inference_steps": 4}
+    _, _, own, record = _job(pipe, family, limits, body)
+    assert record["sampler"] == "default" and record["sigmas"][0] == 1.0
+    body_euler = {**body, "sampler": "euler", "sigmas": record["sigmas"]}
+    _, _, mine, record_euler = _job(pipe, family, limits, body_euler)
+    assert record_euler["scheduler"] == "manual"
+    assert torch.allclose(mine, own, rtol=1e-5, atol=1e-5)
+    if recipe:
+        request, _, _, record = _job(pipe, family, limits, {**body, "recipe": recipe})
+        fields = recipes.find_recipe(recipe).fields
+        assert (record["sampler"], record["shift"]) == (fields["sampler"], fields["shift"])
+    else:
+        assert limits.default_shift == 0.0
+        with pytest.raises(ValueError, match="give shift"):
+            JobRequest.from_body({**body, "sampler": "euler"}, limits)

@@ -85,6 +85,25 @@ RECIPES: tuple[Recipe, ...] = (
         "and guidance stay the model's)",
         {"sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
     ),
+    Recipe(
+        "qwen-image",
+        "Qwen-Image",
+        "ComfyUI's Qwen-Image template's sampling: euler/simple at the static shift 3.1 "
+        "(ModelSamplingAuraFlow; steps and guidance stay the model's)",
+        {"sampler": "euler", "scheduler": "simple", "shift": 3.1},
+    ),
+    Recipe(
+        "z-image-turbo",
+        "Z-Image-Turbo",
+        "ComfyUI's Z-Image-Turbo template: res_multistep/simple, 8 steps, shift 3, cfg 1",
+        {
+            "num_inference_steps": 8,
+            "guidance_scale": 1.0,
+            "sampler": "res_multistep",
+            "scheduler": "simple",
+            "shift": 3.0,
+        },
+    ),
 )
 
 

@@ -276,7 +276,17 @@ class FlowSampler:
     def set_begin_index(self, begin_index: int = 0) -> None:
         self._begin_index = begin_index
 
-    def set_timesteps(self, num_inference_steps: int | None = None, device: Any = None, **_: Any):
+    def set_timesteps(
+        self,
+        num_inference_steps: int | None = None,
+        device: Any = None,
+        sigmas: Any = None,
+        mu: Any = None,
+        timesteps: Any = None,
+        **_: Any,
+    ) -> None:
+        """The job's levels on `device`; a pipeline's own `sigmas`, `mu` or `timesteps` (its
+        spacing, which `retrieve_timesteps` checks this signature for) are not used."""
         if num_inference_steps is not None and num_inference_steps != self.num_steps:
             raise ValueError(
                 f"the pipeline asks for {num_inference_steps} steps; the job's levels are "

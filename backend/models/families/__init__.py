@@ -63,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     QwenImage(
         "qwen-image",
@@ -70,6 +71,7 @@ FAMILIES: tuple[Family, ...] = (
         ("QwenImagePipeline",),
         _TEXT,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     QwenImageEdit(
         "qwen-image-edit",
@@ -102,6 +104,7 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     CogVideoX(
         "cogvideox-t2v",
