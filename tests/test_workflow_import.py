@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
 from comfy_workflow_files import START_IMAGE, WIDE_IMAGE, write_comfyui  # noqa: E402
 from make_fixtures import GRAPHS, to_ui  # noqa: E402
 
+from paradit.backend.sampling.names import SAMPLERS  # noqa: E402
 from paradit.backend.tools.cli import main  # noqa: E402
 from paradit.backend.tools.workflow import plan_of  # noqa: E402
 from paradit.backend.workflow.nodes import docs_table  # noqa: E402
@@ -406,10 +407,18 @@ def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
     )
 
 
-def test_run_refuses_a_sampler_the_model_does_not_run_before_starting_it(comfy, tmp_path, capsys):
-    """A model whose family runs only its own scheduler (Z-Image here): import says so, run
-    refuses naming the sampler node, before any backend starts (a fast test starts none)."""
+def test_run_refuses_a_sampler_the_model_does_not_run_before_starting_it(
+    comfy, tmp_path, capsys, monkeypatch
+):
+    """A model whose family runs only its own scheduler (as CogVideoX's or LTX-2's do; here
+    Z-Image's family made to say so): import says so, run refuses naming the sampler node,
+    before any backend starts (a fast test starts none)."""
+    from paradit.backend.tools import workflow as tool
+
     workflow = str(FIXTURES / "z_image_turbo.api.json")
+    plan, _ = plan_of(workflow, str(comfy))
+    assert tool.model_samplers(plan) == SAMPLERS  # the family's own list
+    monkeypatch.setattr(tool, "model_samplers", lambda plan: ())
     assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
     out = capsys.readouterr().out
     assert "samplers: none: its own scheduler only (not res_multistep: workflow run refuses" in out

@@ -2,10 +2,11 @@
 tiny ComfyUI files and makes the frames of the same request on the tiny-wan preset at world
 size 1 (its job.json names the workflow file and its sha256, and the noise levels ComfyUI's
 KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
-gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe; a --server
-running another model is refused.
+gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the Z-Image
+Turbo fixture those of the `z-image-turbo` recipe; a --server running another model is
+refused.
 
-Cost: about 70 s (in the suite's two-worker run on 2 cores).
+Cost: about 85 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -104,3 +105,26 @@ def test_a_server_running_another_model_is_refused(comfy, tmp_path, paradit_warm
     assert result.stderr.count("\n") == 1, result.stderr
     assert "the workflow's model is wan2.1_t2v_tiny_fp32.safetensors" in result.stderr
     assert not (tmp_path / "job.json").exists()
+
+
+def test_z_image_turbo_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_warm, backends):
+    workflow = FIXTURES / "z_image_turbo.ui.json"
+    plan, _ = plan_of(str(workflow), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    assert record["workflow"]["variant"] == "tiny-z-image"
+    body = {k: plan.request[k] for k in ("prompt", "width", "height", "seed")}
+    job, frames = run_job(server, {**body, "recipe": "z-image-turbo"})
+    assert record["sampling"] == server.record(job["id"])["sampling"]
+    # res_multistep/simple at shift 3, 8 steps: every 125th shifted level from the top
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
+    )
+    assert (out / "image.png").read_bytes() == frames[0]
