@@ -16,6 +16,7 @@ Sources:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -44,9 +45,7 @@ def ref_levels(scheduler: str, steps: int, shift: float, drop: bool) -> list[flo
     elif scheduler == "beta":
         out, last = [], None
         for k in range(n):
-            q = mpmath.mpf(1) - mpmath.mpf(k) / n
-            x = 1.0 if q == 1 else float(_beta_quantile(q))
-            index = int(round(x * 999))  # ties to even, as numpy.rint
+            index = _beta_index(k, n)
             if index != last:
                 out.append(sigma_of((index + 1) / 1000, shift))
             last = index
@@ -54,6 +53,15 @@ def ref_levels(scheduler: str, steps: int, shift: float, drop: bool) -> list[flo
         raise AssertionError(scheduler)
     out.append(0.0)
     return out[:-2] + out[-1:] if drop else out
+
+
+@functools.cache
+def _beta_index(k: int, n: int) -> int:
+    """The table index at the (1 - k/n)-quantile of Beta(0.6, 0.6), rounded half to even (as
+    numpy.rint)."""
+    q = mpmath.mpf(1) - mpmath.mpf(k) / n
+    x = 1.0 if q == 1 else float(_beta_quantile(q))
+    return int(round(x * 999))
 
 
 def _beta_quantile(q):

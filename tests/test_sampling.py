@@ -4,8 +4,9 @@ pair, each sampler against a reference integration written from its paper
 reference integration with the same model calls, and the 4-step Wan 2.2 recipe on 1, 2 and 4
 ranks.
 
-Cost: about 60 s (one tiny-wan pipeline in-process; tiny-wan2.2-i2v-a14b served on 1, 2 and 4
-ranks).
+Cost: about 170 s (measured 226 s at load average 10 before the beta reference was cached;
+tiny pipelines in-process, tiny-wan2.2-i2v-a14b served on 1, 2 and 4 ranks: most of it is
+starting those three backends and running each sampler's 4-step job on them).
 """
 
 from __future__ import annotations
@@ -386,6 +387,9 @@ def test_bad_values_are_refused_and_the_next_job_is_unchanged(backends, referenc
     from paradit.backend.client.http import BackendError
 
     client = backends.get(A14B_MODEL, 1, *REFERENCE_FLAGS)
+    limits = client.info()["limits"]
+    assert (limits["samplers"], limits["schedulers"]) == (list(SAMPLERS), list(SCHEDULERS))
+    assert limits["two_experts"] and limits["default_shift"] > 0
     before = client.jobs()
     for bad, rule in (
         ({"sampler": "heun"}, "sampler must be one of default, euler"),
@@ -499,3 +503,30 @@ def test_the_image_families_run_the_samplers(preset, recipe):
         assert limits.default_shift == 0.0
         with pytest.raises(ValueError, match="give shift"):
             JobRequest.from_body({**body, "sampler": "euler"}, limits)
+
+
+@pytest.mark.fast
+def test_the_nodes_append_the_sampling_widgets_at_the_models_default():
+    """Appended after the widgets saved workflows hold (optional), each at a value that
+    leaves its field out; a picked recipe sets the node's steps and cfg."""
+    from paradit.nodes.params import TASK_NODES
+    from paradit.nodes.run import build_request
+
+    appended = ["sampler_name", "scheduler", "shift", "cfg_low", "switch_step", "recipe"]
+    for node in TASK_NODES:
+        params = node.params
+        assert [p.name for p in params[-6:]] == appended
+        assert all(p.optional for p in params[-6:])
+        assert params[-6].choices == ("default", *SAMPLERS) and params[-6].kind == "combo"
+        assert params[-5].choices == ("default", *SCHEDULERS)
+        values = {p.name: p.default for p in params} | {"prompt": "x"}
+        body = build_request(node, values, b"png" if node.needs_image else None)
+        assert not {"sampler", "scheduler", "shift", "guidance_scale_low", "switch_step"} & set(
+            body
+        )
+        assert "recipe" not in body and body["num_inference_steps"] == values["steps"]
+        picked = build_request(
+            node, {**values, "recipe": "wan2.2-a14b-4step", "shift": 6.0}, b"png"
+        )
+        assert picked["recipe"] == "wan2.2-a14b-4step" and picked["shift"] == 6.0
+        assert "num_inference_steps" not in picked and "guidance_scale" not in picked
