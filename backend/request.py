@@ -794,7 +794,12 @@ class JobRequest:
                 "images holds the input images after the first: send the first as image"
             )
         filled = recipes.with_recipe(body)
-        by_recipe = {name: filled["recipe"] for name in filled if body.get(name) is None}
+        recipe = body.get("recipe")
+        by_recipe = {  # the fields the recipe filled in, for the messages that refuse them
+            name: recipe
+            for name, value in filled.items()
+            if body.get(name) is None and value is not None and recipe
+        }
         body = filled
         values: dict[str, Any] = {}
         for f in table:

@@ -152,6 +152,12 @@ def test_each_field_is_refused_with_its_rule(limits, body, rule):
 
 
 @pytest.mark.fast
+def test_a_body_with_nulls_and_no_recipe_is_taken():
+    request = JobRequest.from_body({"prompt": "x", "cache": None, "shift": None}, FLOW)
+    assert request.recipe == "" and request.shift is None and request.cache is None
+
+
+@pytest.mark.fast
 def test_recipes_fill_what_the_request_leaves_out():
     four = JobRequest.from_body({"prompt": "x", "recipe": "wan2.2-a14b-4step"}, A14B)
     assert (four.num_inference_steps, four.guidance_scale, four.guidance_scale_low) == (4, 1, 1)

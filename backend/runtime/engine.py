@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from ..audio import Audio
 from ..cache import CacheSettings
+from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
@@ -46,7 +47,13 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.vae_tiles import enable_tiles
-from ..parallel import ModelStateError, Parallelized, local_param_bytes, parallelize
+from ..parallel import (
+    ModelStateError,
+    Parallelized,
+    attention,
+    local_param_bytes,
+    parallelize,
+)
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
@@ -139,6 +146,7 @@ class Runtime:
         vaes: tuple[str, ...] = (),
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
+        attention_kernel: str = "auto",
     ):
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
@@ -203,6 +211,17 @@ class Runtime:
             min_tokens=self.plan.sequence_degree,
             **sampling_limits(self.family.samplers, self.pipe),
         )
+        self.attention: Choice = choose_kernel(
+            attention_kernel,
+            device_type=group.device.type,
+            capability=attention.device_capability(group.device),
+            installed=attention.installed,
+            ring=self.plan.ring_degree > 1,
+        )
+        """The attention kernel every job's DiT runs with (`kernels.py`), and why."""
+        for dit in self.dits():  # before the plan's hooks: they keep the processors it installs
+            attention.reach(dit, self.attention.kernel)
+        self._attention_key = attention.backend_key(self.attention.kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
@@ -427,8 +446,12 @@ class Runtime:
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
+            spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
+            spy = attention.Spy(self._attention_key) if spy_dir else contextlib.nullcontext()
             with (
                 placement.steps(self.dits(), self.layout, self.group.device),
+                attention.active(self._attention_key),
+                spy,
                 job_sampling(runner, request, self.limits) as sampling,
             ):
                 output = runner(
@@ -440,6 +463,9 @@ class Runtime:
                     return_dict=False,
                 )
             clock.notes["sampling"] = sampling.record
+            if spy_dir:
+                record = json.dumps(spy.to_dict())
+                Path(spy_dir, f"rank{self.group.rank}.json").write_text(record)
         except BaseException as exc:
             # Whatever stopped the steps (JobCancelled included) may have stopped them inside
             # a forward: back to the between-jobs weights before the LoRAs' rows go back.
