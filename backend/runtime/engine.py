@@ -55,6 +55,7 @@ from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from .faults import Faults
 from .group import Group
+from .phases import PhaseClock
 from .preview import Previewer
 from .progress import Progress
 
@@ -167,6 +168,8 @@ class Runtime:
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
+        self.phases = PhaseClock.from_env()
+        """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
         self.fault = Faults.from_environ(  # tests only
             group.rank, group.env.generation, tick=self.progress.tick
         )
@@ -394,6 +397,7 @@ class Runtime:
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            self.phases.at_mark(index, total)
             self.progress.tick()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
@@ -409,6 +413,7 @@ class Runtime:
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
         cache = None
+        self.phases.begin_job()
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -421,6 +426,7 @@ class Runtime:
                     return_dict=False,
                 )
         finally:
+            self.phases.stop()
             for switch in self.parallel.caches:
                 if switch is not None:
                     switch.stop()
@@ -428,6 +434,8 @@ class Runtime:
             self.family.finish(self.pipe)
         if cache is not None:
             clock.notes["cache"] = cache_record(*cache)
+        if self.phases.result() is not None:
+            clock.notes["phases"] = self.phases.result()
         if leader:
             self.last_audio = self.family.audio(self.pipe, output)
         if self.family.decodes_in_job:
