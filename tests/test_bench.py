@@ -313,7 +313,6 @@ def _phases(step: float, attention: float, gathers: float, all_to_all: int) -> d
     return {"step": 4, "step_s": step, "seconds": seconds, "calls": calls, "cpu_s": step}
 
 
-@pytest.mark.fast
 def test_scaling_rows_pair_the_repeats_and_carry_the_phases():
     """Interleaved repeats: the step is the median of the jobs' medians, the speed-up is
     paired job by job; the profiled phases are the median per phase over the jobs."""
