@@ -3,8 +3,9 @@
 One run measures
 - scaling: the same job at world size 1 and 2 (4, 8 where devices allow) per parallel mode
   (sequence parallel only, CFG parallel only, both from world size 4), with and without
-  weight sharding; per-step time is the median of the job's own `timings.step_s` (the
-  server's step clock), skipping each job's first step;
+  weight sharding; per-step time is the median over the jobs of each job's median
+  `timings.step_s` (the server's step clock, each job's first step skipped), the jobs of all
+  backends interleaved; each job's last step profiled by phase (`runtime/phases.py`);
 - overhead: paradit at world size 1 against the diffusers pipeline called directly in this
   process on the same model folder (one thread on CPU), paired job by job;
 - latency: submit -> first denoising step on a warm server, and cold start (serve -> ready);
@@ -12,7 +13,8 @@ One run measures
 - with `--rows throughput`: a batch on data-parallel replicas against one rank (throughput.py).
 
 CPU ranks get one thread each (`--threads 1`); CUDA ranks get one device each. Every backend
-is a real `paradit serve` process group started with `LocalBackend`, one at a time.
+is a real `paradit serve` process group started with `LocalBackend`; the scaling rows' backends
+are started one at a time and stay up together while their jobs run in turn.
 """
 
 from __future__ import annotations
