@@ -495,6 +495,7 @@ class _Event:
 
     def __init__(self, name: str, total_us: float, parent: _Event | None = None):
         self.name, self.cpu_parent, self.children = name, parent, []
+        self.thread = 1
         self.cpu_time_total = total_us
         if parent is not None:
             parent.children.append(self)
@@ -519,7 +520,10 @@ def test_phases_count_each_event_once_in_its_nearest_named_phase():
     sizes = _Event("c10d::allgather_", 20_000, ulysses)  # the size exchange: a gather
     linear = _Event("aten::linear", 100_000, block)
     addmm = _Event("aten::addmm", 90_000, linear)
+    transfer = _Event("aten::addmm", 200_000)  # on another thread: not the step's
+    transfer.thread = 7
     events = [block, pre, gather, base, copy_out, ulysses, a2a, sdpa, sizes, linear, addmm]
+    events.append(transfer)
     seconds = split_phases(events, step_s=1.0)
     assert seconds == {
         "attention": 0.3,

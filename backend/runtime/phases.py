@@ -11,7 +11,8 @@ with at least two steps, from the step clock's mark before it to the one after i
   attention without its kernel: the all-to-alls, their reshuffling copies and waits),
   `hooks` (FSDP2's per-block pre/post-forward hooks without the gathers they start or wait
   for) and `other` (the rest: norms, modulation, RoPE, elementwise work, the scheduler, the
-  step callback, Python). Each profiled event's own time counts in the phase of its nearest
+  step callback, Python). Each profiled event's own time (events of the step's own thread;
+  gloo's threads record their transfers too) counts in the phase of its nearest
   named ancestor, so nothing counts twice and the phases add up to the step.
 - `calls`: collectives and hook runs in the step (all-gathers, all-to-alls, all-reduces,
   broadcasts, FSDP pre-forwards): counts that do not depend on the machine's load.
@@ -83,6 +84,17 @@ def phase_of(name: str) -> str | None:
     return None
 
 
+def main_thread(events: Any) -> list[Any]:
+    """The events of the thread that recorded most of them: the step's own thread (gloo's
+    threads record their `gloo:*` transfers too, which overlap the main thread's waits)."""
+    events = list(events)
+    threads = Counter(getattr(event, "thread", 0) for event in events)
+    if not threads:
+        return []
+    main = threads.most_common(1)[0][0]
+    return [event for event in events if getattr(event, "thread", 0) == main]
+
+
 def split_phases(events: Any, step_s: float) -> dict[str, float]:
     """Seconds per phase of a step `step_s` long, from the profiler's events of that step.
 
@@ -91,7 +103,7 @@ def split_phases(events: Any, step_s: float) -> dict[str, float]:
     phases add up to `step_s` (`other` is never below 0).
     """
     seconds = dict.fromkeys(PHASES, 0.0)
-    for event in events:
+    for event in main_thread(events):
         phase, node = None, event
         while node is not None and phase is None:
             phase = phase_of(node.name)
@@ -106,7 +118,7 @@ def split_phases(events: Any, step_s: float) -> dict[str, float]:
 def count_calls(events: Any) -> dict[str, int]:
     """How many collectives (and FSDP pre-forward hooks) the profiled events hold."""
     counts: Counter[str] = Counter()
-    for event in events:
+    for event in main_thread(events):
         for kind, prefixes in CALLS.items():
             if event.name.startswith(prefixes):
                 counts[kind] += 1
