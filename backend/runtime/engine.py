@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from ..audio import Audio
 from ..cache import CacheSettings
+from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
@@ -46,7 +47,13 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.vae_tiles import enable_tiles
-from ..parallel import Parallelized, local_param_bytes, parallelize
+from ..parallel import (
+    ModelStateError,
+    Parallelized,
+    attention,
+    local_param_bytes,
+    parallelize,
+)
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
@@ -57,7 +64,7 @@ from .faults import Faults
 from .group import Group
 from .phases import PhaseClock
 from .preview import Previewer
-from .progress import Progress
+from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +146,7 @@ class Runtime:
         vaes: tuple[str, ...] = (),
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
+        attention_kernel: str = "auto",
     ):
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
@@ -166,6 +174,8 @@ class Runtime:
         """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
         """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
+        self.in_job = False
+        """This rank is inside a job (`job.run_job`): the watchdogs look at it then."""
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
         self.phases = PhaseClock.from_env()
@@ -199,6 +209,17 @@ class Runtime:
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.attention: Choice = choose_kernel(
+            attention_kernel,
+            device_type=group.device.type,
+            capability=attention.device_capability(group.device),
+            installed=attention.installed,
+            ring=self.plan.ring_degree > 1,
+        )
+        """The attention kernel every job's DiT runs with (`kernels.py`), and why."""
+        for dit in self.dits():  # before the plan's hooks: they keep the processors it installs
+            attention.reach(dit, self.attention.kernel)
+        self._attention_key = attention.backend_key(self.attention.kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
@@ -222,6 +243,8 @@ class Runtime:
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
+        if self.fault is not None:  # tests only: faults inside blocks and collectives
+            self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         dits = {
             name: getattr(self.pipe, name)
@@ -230,7 +253,9 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
-        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
+        self.loras = LoraPatcher(
+            loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
+        )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
@@ -341,6 +366,10 @@ class Runtime:
             if getattr(self.pipe, name, None) is not None
         ]
 
+    def place(self) -> str:
+        """Where this rank's main thread is (`progress.main_thread_place`), or between jobs."""
+        return main_thread_place() if self.in_job else BETWEEN_JOBS
+
     def rank_info(self) -> dict[str, Any]:
         return {
             "rank": self.group.rank,
@@ -417,7 +446,13 @@ class Runtime:
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
-            with placement.steps(self.dits(), self.layout, self.group.device):
+            spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
+            spy = attention.Spy(self._attention_key) if spy_dir else contextlib.nullcontext()
+            with (
+                placement.steps(self.dits(), self.layout, self.group.device),
+                attention.active(self._attention_key),
+                spy,
+            ):
                 output = runner(
                     **kwargs,
                     generator=generator,
@@ -425,6 +460,17 @@ class Runtime:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            if spy_dir:
+                record = json.dumps(spy.to_dict())
+                Path(spy_dir, f"rank{self.group.rank}.json").write_text(record)
+        except BaseException as exc:
+            # Whatever stopped the steps (JobCancelled included) may have stopped them inside
+            # a forward: back to the between-jobs weights before the LoRAs' rows go back.
+            try:
+                self.parallel.recover()
+            except ModelStateError as lost:  # the group is rebuilt; say what came first
+                raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
+            raise
         finally:
             self.phases.stop()
             for switch in self.parallel.caches:
