@@ -63,6 +63,7 @@ from ..request import JobRequest
 from ..sampling.job import job_sampling, sampling_limits
 from .faults import Faults
 from .group import Group
+from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
@@ -178,6 +179,8 @@ class Runtime:
         """This rank is inside a job (`job.run_job`): the watchdogs look at it then."""
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
+        self.phases = PhaseClock.from_env()
+        """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
         self.fault = Faults.from_environ(  # tests only
             group.rank, group.env.generation, tick=self.progress.tick
         )
@@ -428,6 +431,7 @@ class Runtime:
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            self.phases.at_mark(index, total)
             self.progress.tick()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
@@ -443,6 +447,7 @@ class Runtime:
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
         cache = None
+        self.phases.begin_job()
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -475,6 +480,7 @@ class Runtime:
                 raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
             raise
         finally:
+            self.phases.stop()
             for switch in self.parallel.caches:
                 if switch is not None:
                     switch.stop()
@@ -482,6 +488,8 @@ class Runtime:
             self.family.finish(self.pipe)
         if cache is not None:
             clock.notes["cache"] = cache_record(*cache)
+        if self.phases.result() is not None:
+            clock.notes["phases"] = self.phases.result()
         if leader:
             self.last_audio = self.family.audio(self.pipe, output)
         if self.family.decodes_in_job:
