@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ...sampling.names import SAMPLERS
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
@@ -45,6 +46,7 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         vae_float32=True,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     WanImageToVideo(
         "wan-i2v",
@@ -53,6 +55,7 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT | {"image_encoder"},
         vae_float32=True,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     Flux(
         "flux",
@@ -60,6 +63,7 @@ FAMILIES: tuple[Family, ...] = (
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     QwenImage(
         "qwen-image",
@@ -67,6 +71,7 @@ FAMILIES: tuple[Family, ...] = (
         ("QwenImagePipeline",),
         _TEXT,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     QwenImageEdit(
         "qwen-image-edit",
@@ -99,6 +104,7 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,
+        samplers=SAMPLERS,
     ),
     CogVideoX(
         "cogvideox-t2v",
