@@ -99,6 +99,7 @@ FAMILIES: tuple[Family, ...] = (
         _TEXT,
         batched_cfg=True,
         decodes_in_job=True,
+        step_cache=False,
     ),
     CogVideoX(
         "cogvideox-t2v",

@@ -5,6 +5,7 @@ request's start image. A family knows nothing about distribution.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,9 +103,17 @@ class Family:
     `tiled_decode` (tiles can be dealt to the ranks); otherwise rank 0's pipeline decodes."""
     step_cache: bool = True
     """diffusers' First-Block-Cache fits the pipeline's transformer calls (Flux.2's pipeline
-    calls it outside a cache context and its blocks' outputs are not the hooks' shape)."""
+    calls it outside a cache context and its blocks' outputs are not the hooks' shape;
+    Z-Image's blocks take `x`, not the `hidden_states` the hooks read). The loaded model's
+    `Limits.step_cache` says it to the frontends, and a request with a `cache` is refused at
+    submit when it is False."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
+        return dataclasses.replace(self.model_limits(pipe, tiny=tiny), step_cache=self.step_cache)
+
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        """The loaded pipeline's sizes, frames, steps and defaults (`tiny`: a tiny preset's)."""
         raise NotImplementedError
 
     def supports_cfg(self, pipe: Any) -> bool:

@@ -49,7 +49,7 @@ class CogVideoX(Family):
     def _version(self, pipe: Any) -> _CogVersion:
         return _COG_15 if pipe.transformer.config.patch_size_t else _COG_10
 
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         config = pipe.transformer.config
         version = self._version(pipe)
         spatial = int(pipe.vae_scale_factor_spatial)

@@ -13,7 +13,7 @@ from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, t
 
 
 class Flux(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         guidance = 4.0 if self.supports_cfg(pipe) else 3.5
         size_multiple = int(pipe.vae_scale_factor * 2)
         return image_limits(

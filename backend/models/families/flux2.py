@@ -33,7 +33,7 @@ MIN_IMAGE_SIDE = 64
 
 
 class Flux2(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),

@@ -39,7 +39,7 @@ def is_distilled(pipe: Any) -> bool:
 
 
 class Flux2Klein(Flux2):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         distilled = is_distilled(pipe)
         return image_limits(
             self.task,

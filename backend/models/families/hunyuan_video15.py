@@ -57,7 +57,7 @@ PROMPT_TENSORS = ("prompt_embeds", "prompt_embeds_mask", "prompt_embeds_2", "pro
 
 
 class HunyuanVideo15(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer.config.patch_size)
         multiple = int(pipe.vae_scale_factor_spatial) * patch
         height, width = pipe.video_processor.calculate_default_height_width(

@@ -103,7 +103,7 @@ class LTX2(Family):
     """Text-to-video with its audio track; with an image in the request, image-to-video on the
     same components (`LTX2ImageToVideo`'s job)."""
 
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer_spatial_patch_size)
         multiple = int(pipe.vae_spatial_compression_ratio) * patch
         steps, guidance = 4 if tiny else DEFAULT_STEPS, DEFAULT_GUIDANCE

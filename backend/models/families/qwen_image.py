@@ -26,7 +26,7 @@ MAX_TEXT_TOKENS = 512
 
 
 class QwenImage(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),

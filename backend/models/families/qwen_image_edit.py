@@ -31,7 +31,7 @@ PLUS_MAX_IMAGES = 3
 
 
 class QwenImageEdit(QwenImage):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         plus = self._plus(pipe)
         base = image_limits(
             self.task,

@@ -23,7 +23,7 @@ from .base import (
 
 
 class WanTextToVideo(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = pipe.transformer.config.patch_size
         return Limits(
             task=self.task,

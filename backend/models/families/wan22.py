@@ -39,8 +39,8 @@ I2V_A14B_GUIDANCE = 3.5
 class WanTextImageToVideo(WanTextToVideo):
     """Wan 2.2 TI2V-5B: text-to-video, or image-to-video when the request has an image."""
 
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        wan = super().limits(pipe, tiny=tiny)
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        wan = super().model_limits(pipe, tiny=tiny)
         return Limits(
             **{
                 **wan.to_dict(),
@@ -70,8 +70,8 @@ class WanTextImageToVideo(WanTextToVideo):
 class Wan22ImageToVideo(WanImageToVideo):
     """Wan 2.2 I2V-A14B: the Wan image-to-video family with the model's own guidance."""
 
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        wan = super().limits(pipe, tiny=tiny)
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        wan = super().model_limits(pipe, tiny=tiny)
         return Limits(**{**wan.to_dict(), "default_guidance": I2V_A14B_GUIDANCE})
 
 

@@ -35,7 +35,7 @@ def pipeline_guidance(request: JobRequest) -> float:
 
 
 class ZImage(Family):
-    def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         return image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
