@@ -6,6 +6,7 @@ request's start image. A family knows nothing about distribution.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -228,3 +229,20 @@ def image_limits(
         default_guidance=guidance,
         fps=1,
     )
+
+
+def same_components_as(pipe: Any, pipeline_class: type) -> Any:
+    """`pipe` itself if it is a `pipeline_class`, else a `pipeline_class` on `pipe`'s
+    components and settings (the same module objects: nothing is copied)."""
+    if type(pipe) is pipeline_class:
+        return pipe
+    accepted = inspect.signature(pipeline_class.__init__).parameters
+    parts = {name: module for name, module in pipe.components.items() if name in accepted}
+    settings = {
+        name: pipe.config[name]
+        for name in ("boundary_ratio", "expand_timesteps")
+        if name in accepted and name in pipe.config
+    }
+    other = pipeline_class(**parts, **settings)
+    other.set_progress_bar_config(**getattr(pipe, "_progress_bar_config", {}))
+    return other

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Tensors, image_limits, request_images
-from .qwen_image import QwenImage, min_steps
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Tensors, image_limits, request_images
+from ..qwen_image.adapter import QwenImage, min_steps
 
 # The model cards: 40 steps for 2509 (50 for the first model), true CFG scale 4.0; the
 # pipelines' output area when no size is given (1024x1024 at the input's aspect).

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
 
 # The model card's 1:1 size (1328x1328), 50 steps and true CFG scale 4.0; the pipeline's
 # default text length (512 tokens after the template).
@@ -92,7 +92,7 @@ class QwenImage(Family):
         return z / inv_std + mean
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import qwen_vae
+        from ... import qwen_vae
 
         vae = pipe.vae
         z = self._latents_for_vae(pipe, latents, request)

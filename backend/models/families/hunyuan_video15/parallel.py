@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from .internals import require
+from ....parallel.internals import require
 
 FEATURE = "HunyuanVideo 1.5 sequence parallelism"
 

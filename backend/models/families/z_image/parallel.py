@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .internals import require
+from ....parallel.internals import require
 
 FEATURE = "Z-Image sequence parallelism"
 

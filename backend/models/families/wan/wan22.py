@@ -20,13 +20,12 @@ ranks: `wan_vae.py` handles the 2.2 VAE's patches).
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from ...contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
-from ...request import JobRequest
-from .base import Family, Tensors, request_image, video_kwargs
-from .wan import WanImageToVideo, WanTextToVideo
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, request_image, same_components_as, video_kwargs
+from .adapter import WanImageToVideo, WanTextToVideo
 
 # The published defaults: TI2V-5B makes 1280x704 (720p) videos of 121 frames at 24 fps with 50
 # steps and guidance 5 (the model card and Wan 2.2's `ti2v_5B` config); I2V-A14B makes 81 frames
@@ -105,20 +104,3 @@ def specialize(family: Family, pipe: Any) -> Family:
     if type(pipe).__name__ in WAN22_I2V.pipeline_classes and config.get("boundary_ratio"):
         return WAN22_I2V
     return family
-
-
-def same_components_as(pipe: Any, pipeline_class: type) -> Any:
-    """`pipe` itself if it is a `pipeline_class`, else a `pipeline_class` on `pipe`'s
-    components and settings (the same module objects: nothing is copied)."""
-    if type(pipe) is pipeline_class:
-        return pipe
-    accepted = inspect.signature(pipeline_class.__init__).parameters
-    parts = {name: module for name, module in pipe.components.items() if name in accepted}
-    settings = {
-        name: pipe.config[name]
-        for name in ("boundary_ratio", "expand_timesteps")
-        if name in accepted and name in pipe.config
-    }
-    other = pipeline_class(**parts, **settings)
-    other.set_progress_bar_config(**getattr(pipe, "_progress_bar_config", {}))
-    return other

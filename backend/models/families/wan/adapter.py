@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import IMAGE_TO_VIDEO, Limits
-from ...request import JobRequest
-from .base import (
+from ....contract import IMAGE_TO_VIDEO, Limits
+from ....request import JobRequest
+from ..base import (
     Family,
     Tensors,
     TiledDecode,
@@ -64,7 +64,7 @@ class WanTextToVideo(Family):
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import wan_vae
+        from ... import wan_vae
 
         vae = pipe.vae
         config = vae.config

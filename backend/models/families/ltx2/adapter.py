@@ -46,19 +46,19 @@ from typing import Any
 
 import torch
 
-from ...audio import Audio
-from ...contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
-from ...request import JobRequest
-from .base import (
+from ....audio import Audio
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
+from ....request import JobRequest
+from ..base import (
     Family,
     Tensors,
     TiledDecode,
     decode_in_tiles,
     request_image,
+    same_components_as,
     text_len,
     video_frames,
 )
-from .wan22 import same_components_as
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
@@ -156,7 +156,7 @@ class LTX2(Family):
         }
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        from .. import ltx2_vae
+        from ... import ltx2_vae
 
         # a tiled decode that would leave a one-pixel tile fails now, not after the steps
         ratio = int(pipe.vae_spatial_compression_ratio)
@@ -181,7 +181,7 @@ class LTX2(Family):
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import ltx2_vae
+        from ... import ltx2_vae
 
         vae = pipe.vae
         # the pipeline's "latent" output is denormalised already; the rest as its decode

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, request_images
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, request_images
 
 # The model card's 1024x1024, 50 steps and guidance 4; the pipeline's text length.
 DEFAULT_SIZE, DEFAULT_STEPS, DEFAULT_GUIDANCE = 1024, 50, 4.0
@@ -93,7 +93,7 @@ class Flux2(Family):
         return pipe._unpatchify_latents(patches).to(vae.dtype)
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import kl_vae
+        from ... import kl_vae
 
         vae = pipe.vae
         z = self._vae_latents(pipe, latents, request.height, request.width)

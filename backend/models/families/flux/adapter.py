@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, text_len
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits, text_len
 
 
 class Flux(Family):
@@ -60,7 +60,7 @@ class Flux(Family):
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import kl_vae
+        from ... import kl_vae
 
         vae = pipe.vae
         # as the pipeline before its decode: unpack (batch, seq, channels * 4) to (batch,

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Tensors, TiledDecode, decode_in_tiles, image_limits
-from .flux2 import MAX_TEXT_TOKENS, Flux2
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Tensors, TiledDecode, decode_in_tiles, image_limits
+from ..flux2.adapter import MAX_TEXT_TOKENS, Flux2
 
 # The model cards: 1024x1024; distilled 4 steps without guidance, base 50 steps at CFG 4.
 DEFAULT_SIZE = 1024
@@ -79,7 +79,7 @@ class Flux2Klein(Flux2):
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import kl_vae
+        from ... import kl_vae
 
         vae = pipe.vae
         z = latents.to(vae.dtype)  # already the VAE's latents (module docstring)

@@ -18,7 +18,7 @@ What differs from the other video families:
   frame. The pipeline stops at the latents and the job decodes them as the pipeline would,
   tile by tile when tiling is on (`hunyuan_vae.py`: the tiles can be dealt to the ranks).
 - diffusers declares no context-parallel plan for the transformer: ours is in
-  `parallel/hunyuan_video15.py`.
+  `families/hunyuan_video15/parallel.py`.
 
 Image-to-video conditions twice on the start image: a SigLIP vision encoder's tokens join the
 text sequence (the image tokens the text-to-video model masks, all valid here), and the
@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import IMAGE_TO_VIDEO, Limits
-from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, request_image, video_frames
+from ....contract import IMAGE_TO_VIDEO, Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode, decode_in_tiles, request_image, video_frames
 
 # As the model card runs it: 121 frames at 24 fps, 50 steps; guidance is the guider's (6). The
 # size is the pipeline's own default, 16:9 at the transformer's target size: 848x480 for the
@@ -126,7 +126,7 @@ class HunyuanVideo15(Family):
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import hunyuan_vae
+        from ... import hunyuan_vae
 
         vae = pipe.vae
         # as the pipeline before its decode: to the VAE's dtype, then undo the scaling

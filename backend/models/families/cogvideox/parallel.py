@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .internals import require
+from ....parallel.internals import require
 
 FEATURE = "CogVideoX sequence parallelism"
 

@@ -3,7 +3,7 @@ followed by the text tokens, Flux's VAE, a Qwen3 text encoder.
 
 Turbo is distilled (8-9 steps, the model card's guidance 0): one branch, so there is nothing
 for CFG parallel to split and the plan spends every rank on the sequence (`supports_cfg` is
-False; `parallel/z_image.py` is the sequence-parallel plan diffusers lacks for this model).
+False; `families/z_image/parallel.py` is the sequence-parallel plan diffusers lacks for this model).
 
 Guidance keeps paradit's meaning (above 1 runs the negative branch; 1 is none, the default):
 the pipeline's own scale is one less (its guided prediction is `pos + g * (pos - neg)`, i.e.
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...contract import Limits
-from ...request import JobRequest
-from .base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
 
 # The model card's 1024x1024, 9 steps (8 DiT calls of weight) and guidance 0 (here 1: none);
 # the pipeline's default text length.
@@ -80,7 +80,7 @@ class ZImage(Family):
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from .. import kl_vae
+        from ... import kl_vae
 
         vae = pipe.vae
         # as the pipeline before its decode: undo the scaling and shift of the (batch,

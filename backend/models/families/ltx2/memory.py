@@ -1,8 +1,9 @@
 """LTX-2's DiT in the memory plan: its dry run, and what a split sequence keeps whole.
 
-`parallel/ltx2.py` splits only the video tokens; the audio stream and the text stay whole on
-every rank. The dry run (`forward`) runs the DiT at one rank's share of the video tokens. Two
-things hold the whole video on every rank under a split, beyond that share (`gathered`):
+`families/ltx2/parallel.py` splits only the video tokens; the audio stream and the text
+stay whole on every rank. The dry run (`forward`) runs the DiT at one rank's share of the video
+tokens. Two things hold the whole video on every rank under a split, beyond that share
+(`gathered`):
 
 - the rotary tables: the rope modules compute them for every video token and the plan splits
   their output into views, which keep the whole tables alive for the forward (`rope` at the
@@ -25,9 +26,9 @@ from typing import Any
 
 import torch
 
-from ..models.families.ltx2 import FPS
-from .dryrun import peak_bytes
-from .settings import JobShape
+from ....memory.dryrun import peak_bytes
+from ....memory.settings import JobShape
+from .adapter import FPS
 
 FLOAT32 = 4
 """Bytes of a rotary table's elements (the rope modules compute in float32)."""
@@ -125,7 +126,7 @@ def _audio_to_whole_video(sizes: Any, batch: int, whole: Grid) -> Any:
 
 def forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
     """LTX-2's DiT at this rank's share of the video tokens, the whole audio stream and the
-    whole text, as `parallel/ltx2.py` splits them (what stays whole beyond the share:
+    whole text, as `families/ltx2/parallel.py` splits them (what stays whole beyond the share:
     `gathered`)."""
     dit, config = sizes.dit, sizes.dit.config
     batch, meta = shape.batch, {"device": "meta", "dtype": sizes.dtype}

@@ -1,0 +1,24 @@
+"""Flux.1 (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ...family_spec import FamilySpec
+from .adapter import Flux
+from .memory import dit_forward
+
+SPEC = FamilySpec(
+    "flux",
+    adapters=(
+        Flux(
+            "flux",
+            TEXT_TO_IMAGE,
+            ("FluxPipeline",),
+            frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("FluxTransformer2DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+)

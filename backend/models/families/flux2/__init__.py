@@ -1,0 +1,25 @@
+"""Flux.2 [dev] (text-to-image, edits with reference images; no step cache)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ...family_spec import FamilySpec
+from .adapter import Flux2
+from .memory import dit_forward
+
+SPEC = FamilySpec(
+    "flux2",
+    adapters=(
+        Flux2(
+            "flux2",
+            TEXT_TO_IMAGE,
+            ("Flux2Pipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            decodes_in_job=True,
+            step_cache=False,
+        ),
+    ),
+    transformer_classes=("Flux2Transformer2DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+)

@@ -1,0 +1,24 @@
+"""Qwen-Image (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ...family_spec import FamilySpec
+from .adapter import QwenImage
+from .memory import dit_forward
+
+SPEC = FamilySpec(
+    "qwen_image",
+    adapters=(
+        QwenImage(
+            "qwen-image",
+            TEXT_TO_IMAGE,
+            ("QwenImagePipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("QwenImageTransformer2DModel",),
+    dit_forward=dit_forward,
+    vae_frame_axis=True,
+)

@@ -1,0 +1,36 @@
+"""Wan 2.1 and 2.2 (text- and image-to-video; 2.2's TI2V-5B and two-expert I2V-A14B)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ...family_spec import FamilySpec
+from .adapter import WanImageToVideo, WanTextToVideo
+from .memory import dit_forward
+from .wan22 import specialize
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+SPEC = FamilySpec(
+    "wan",
+    adapters=(
+        WanTextToVideo(
+            "wan-t2v",
+            TEXT_TO_VIDEO,
+            ("WanPipeline",),
+            _TEXT,
+            vae_float32=True,
+            decodes_in_job=True,
+        ),
+        WanImageToVideo(
+            "wan-i2v",
+            IMAGE_TO_VIDEO,
+            ("WanImageToVideoPipeline",),
+            _TEXT | {"image_encoder"},
+            vae_float32=True,
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("WanTransformer3DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+    specialize=specialize,
+)

@@ -1,0 +1,97 @@
+"""What a model family declares once (`FamilySpec`), and the declarations generic code reads
+from it; torch-free.
+
+Each family is one folder under `families/` whose `__init__.py` builds its `SPEC`, and
+`families/__init__.py` lists the specs (one line per family). Generic code (the adapters'
+lookup, sequence parallelism, the step cache, ...) loops over the specs; it never asks which
+family a model is by name. `families/README.md` is the checklist for adding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .families.base import Family
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """How a transformer block returns its two streams, and the name of the second one's
+    input: what diffusers' step-cache hooks need to know of a block class they do not list."""
+
+    first: int = 0
+    """Index of the first stream (`hidden_states`: its residual decides) in what it returns."""
+    second: int = 1
+    """Index of the second stream in what it returns."""
+    second_input: str = "encoder_hidden_states"
+    """The block's argument that takes the second stream."""
+
+    def __post_init__(self) -> None:
+        if min(self.first, self.second) < 0 or self.first == self.second:
+            raise ValueError(
+                f"a block's two streams are at two indices >= 0 of what it returns, got "
+                f"{self.first} and {self.second}"
+            )
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One model family: its pipeline adapters and what generic code needs to know of it."""
+
+    name: str
+    """The family's folder under `families/` (e.g. "hunyuan_video15")."""
+    adapters: tuple[Family, ...]
+    """Its pipeline adapters (`families.base.Family`), one per task or variant, in the order
+    `family_for` tries them."""
+    transformer_classes: tuple[str, ...]
+    """The diffusers DiT classes its pipelines hold."""
+    cp_plans: Mapping[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict)
+    """DiT class -> a function that prepares that transformer for sequence parallelism and
+    returns its context-parallel plan, for the classes diffusers declares no (usable) plan
+    for; empty when diffusers' own `_cp_plan` serves."""
+    block_layouts: Mapping[str, BlockLayout] = field(default_factory=dict)
+    """Transformer block class -> its layout, for the blocks diffusers' step-cache registry
+    lacks (their transformers get the cache too)."""
+    dit_forward: Callable[[Any, Any, int], Any] | None = None
+    """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
+    sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
+    at one rank's share of the job `shape`'s tokens; None: the plan estimates activations by
+    a rule of thumb."""
+    dry_run_one_block: bool = False
+    """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
+    each list: 15-30x faster, the same peak to the byte (checked against the whole forward
+    for Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and
+    1024x768, with and without sequence parallel; tests/test_memory_plan.py checks it on the
+    tiny presets). Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one
+    block's."""
+    gathered: Callable[[Any, Any, int], Any] | None = None
+    """What a rank holds of the whole video beyond its share of the tokens under a split
+    sequence, `(sizes, shape, sequence_degree)` -> an object with `total` and `reason`
+    (LTX-2); None when the plan splits every activation that grows with the video."""
+    vae_frame_axis: bool = False
+    """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
+    Wan-style 3D VAE)."""
+    specialize: Callable[[Family, Any], Family] | None = None
+    """A loaded pipeline -> a more specific adapter when its settings say more than its class
+    (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.adapters or not self.transformer_classes:
+            raise ValueError(
+                f"a family spec names its folder, at least one adapter and one DiT class, "
+                f"got {self.name!r} with {len(self.adapters)} adapters and "
+                f"{len(self.transformer_classes)} DiT classes"
+            )
+        outside = sorted(set(self.cp_plans) - set(self.transformer_classes))
+        if outside:
+            raise ValueError(f"{self.name}: cp_plans for DiT classes it does not hold: {outside}")
+        object.__setattr__(self, "cp_plans", _frozen(self.cp_plans))
+        object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
