@@ -108,7 +108,7 @@ class CogVideoX(Family):
         return (patch_t - latent_frames % patch_t) % patch_t
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ...cogvideox_vae import decode_tile, tile_grid
+        from .vae import decode_tile, tile_grid
 
         latents = latents[:, self.padding_frames(pipe, request) :]
         # as the pipeline's decode_latents: (B, F, C, H, W) -> (B, C, F, H, W), then unscale

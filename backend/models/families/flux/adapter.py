@@ -60,7 +60,7 @@ class Flux(Family):
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import kl_vae
+        from . import vae as kl_vae
 
         vae = pipe.vae
         # as the pipeline before its decode: unpack (batch, seq, channels * 4) to (batch,

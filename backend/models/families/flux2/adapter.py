@@ -93,7 +93,7 @@ class Flux2(Family):
         return pipe._unpatchify_latents(patches).to(vae.dtype)
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import kl_vae
+        from ..flux import vae as kl_vae  # Flux.1's tiled decode
 
         vae = pipe.vae
         z = self._vae_latents(pipe, latents, request.height, request.width)

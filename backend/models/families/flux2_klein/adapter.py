@@ -79,7 +79,7 @@ class Flux2Klein(Flux2):
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import kl_vae
+        from ..flux import vae as kl_vae  # Flux.1's tiled decode
 
         vae = pipe.vae
         z = latents.to(vae.dtype)  # already the VAE's latents (module docstring)

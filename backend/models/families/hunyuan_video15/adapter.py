@@ -16,7 +16,7 @@ What differs from the other video families:
   which calls the engine's step callback after each scheduler step.
 - The transformer patches 1x1 over the 16x VAE, so a token is 16x16 pixels of a latent
   frame. The pipeline stops at the latents and the job decodes them as the pipeline would,
-  tile by tile when tiling is on (`hunyuan_vae.py`: the tiles can be dealt to the ranks).
+  tile by tile when tiling is on (`vae.py`: the tiles can be dealt to the ranks).
 - diffusers declares no context-parallel plan for the transformer: ours is in
   `families/hunyuan_video15/parallel.py`.
 
@@ -126,7 +126,7 @@ class HunyuanVideo15(Family):
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import hunyuan_vae
+        from . import vae as hunyuan_vae
 
         vae = pipe.vae
         # as the pipeline before its decode: to the VAE's dtype, then undo the scaling

@@ -15,7 +15,7 @@ What differs from the other video families:
   call each per step at batch 1, and a guidance rescale; `prepare` turns them off, as the
   LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps).
 - Decode: the pipeline stops at the latents (video and audio) on every rank; the job decodes
-  the video as the pipeline would, tile by tile when tiling is on (`ltx2_vae.py`: the tiles
+  the video as the pipeline would, tile by tile when tiling is on (`vae.py`: the tiles
   can be dealt to the ranks), and rank 0 decodes the audio (`audio`). The audio stays there:
   its VAE and vocoder are small (0.11B parameters against the video VAE's 1.22B, on 25
   latent frames a second), and a split would add collectives for little.
@@ -156,7 +156,7 @@ class LTX2(Family):
         }
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        from ... import ltx2_vae
+        from . import vae as ltx2_vae
 
         # a tiled decode that would leave a one-pixel tile fails now, not after the steps
         ratio = int(pipe.vae_spatial_compression_ratio)
@@ -181,7 +181,7 @@ class LTX2(Family):
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import ltx2_vae
+        from . import vae as ltx2_vae
 
         vae = pipe.vae
         # the pipeline's "latent" output is denormalised already; the rest as its decode

@@ -1,7 +1,7 @@
 """Qwen-Image text-to-image (`QwenImagePipeline`): true CFG with a negative prompt, so the
 two branches run on the two halves of the group (CFG parallel); a 20B MMDiT whose image and
 text tokens diffusers' context-parallel plan splits; the Wan-style VAE (one latent frame)
-decoded tile by tile (`qwen_vae.py`).
+decoded tile by tile (`vae.py`).
 
 The pipeline rescales the guided prediction to the conditional one's norm after combining the
 branches; CFG parallel hands the pipeline both branches as a single process computes them, so
@@ -92,7 +92,7 @@ class QwenImage(Family):
         return z / inv_std + mean
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import qwen_vae
+        from . import vae as qwen_vae
 
         vae = pipe.vae
         z = self._latents_for_vae(pipe, latents, request)

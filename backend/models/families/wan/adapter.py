@@ -64,7 +64,7 @@ class WanTextToVideo(Family):
         return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import wan_vae
+        from . import vae as wan_vae
 
         vae = pipe.vae
         config = vae.config

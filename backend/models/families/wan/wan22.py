@@ -15,7 +15,7 @@ image-to-video family runs it; only its defaults differ.
 
 Both experts, the per-token timesteps and the 48-channel VAE go through the same parallel path
 as Wan 2.1 (sequence parallel, CFG parallel, FSDP2 per expert, the VAE's tiles dealt to the
-ranks: `wan_vae.py` handles the 2.2 VAE's patches).
+ranks: `vae.py` handles the 2.2 VAE's patches).
 """
 
 from __future__ import annotations

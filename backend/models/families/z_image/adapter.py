@@ -80,7 +80,7 @@ class ZImage(Family):
         return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        from ... import kl_vae
+        from ..flux import vae as kl_vae  # Flux.1's tiled decode
 
         vae = pipe.vae
         # as the pipeline before its decode: undo the scaling and shift of the (batch,

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .vae_tiles import Tile, TileGrid, cut, grid, whole
+from ...vae_tiles import Tile, TileGrid, cut, grid, whole
 
 FRAMES_PER_CHUNK_ATTR = "num_latent_frames_batch_size"
 

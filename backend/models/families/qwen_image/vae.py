@@ -4,9 +4,9 @@
 The VAE is Wan 2.1's causal 3D VAE fine-tuned for images: an image is one latent frame. With
 tiling on it decodes overlapping spatial tiles one after another, each from a cleared feature
 cache, and blends them at the end (`vae_tiles.blend`); the tile grid is Wan's without patches
-(`wan_vae.tile_grid`). Unlike its untiled decode, its tiled decode crops to the sample size
-and does not clamp; `finish` does the same, so tile by tile equals `vae.enable_tiling();
-vae.decode(z)` exactly.
+(`families/wan/vae.py`'s `tile_grid`). Unlike its untiled decode, its tiled decode crops to the
+sample size and does not clamp; `finish` does the same, so tile by tile equals
+`vae.enable_tiling(); vae.decode(z)` exactly.
 
 Shapes: latents `z` are (batch, z_dim, frames, height, width), as `vae.decode` takes them.
 """
@@ -17,15 +17,15 @@ from typing import Any
 
 import torch
 
-from .vae_tiles import Tile, cut
-from .wan_vae import tile_grid
+from ...vae_tiles import Tile, cut
+from ..wan.vae import tile_grid
 
 __all__ = ["decode_tile", "finish", "tile_grid"]
 
 
 def decode_tile(vae: Any, z: torch.Tensor, tile: Tile) -> torch.Tensor:
     """Decode one tile of a tiled grid: its frames one by one, the causal cache cleared first."""
-    from ..parallel.internals import require
+    from ....parallel.internals import require
 
     require(
         "tiled Qwen-Image VAE decode",

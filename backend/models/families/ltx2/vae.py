@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .vae_tiles import Tile, TileGrid, cut, grid, whole
+from ...vae_tiles import Tile, TileGrid, cut, grid, whole
 
 
 def tile_grid(vae: Any, z: torch.Tensor) -> TileGrid:
