@@ -74,6 +74,31 @@ def test_every_spec_is_complete(spec: FamilySpec):
         assert isinstance(layout, BlockLayout) and block_layout_for(block) is layout
 
 
+NO_SINGLE_FILE = {"cogvideox"}
+"""Families with no single-file format (CogVideoX: no ComfyUI file, no diffusers loader)."""
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)
+def test_every_dit_is_recognised_and_mapped_in_single_files(spec: FamilySpec):
+    """A DiT class some family reads from single files has a recognition (in its own key
+    names) and the family name the recognition gives; its key mapping to diffusers' is the
+    spec's (None: the files use diffusers' names, Qwen-Image's)."""
+    readers = [
+        other
+        for other in SPECS
+        if other.detect_dit is not None
+        and set(other.transformer_classes) & set(spec.transformer_classes)
+    ]
+    if spec.name in NO_SINGLE_FILE:
+        assert not readers and spec.file_family == ""
+        return
+    assert readers, f"no spec recognises {spec.transformer_classes} in a single file"
+    for reader in readers:
+        assert reader.file_family, reader.name
+    orders = [other.detection_order for other in SPECS if other.detect_dit is not None]
+    assert len(orders) == len(set(orders)), "two recognitions share a detection_order"
+
+
 def test_no_adapter_name_or_pipeline_class_is_claimed_twice():
     names = [family.name for family in FAMILIES]
     classes = [c for family in FAMILIES for c in family.pipeline_classes]

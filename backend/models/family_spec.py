@@ -79,6 +79,32 @@ class FamilySpec:
     vae_frame_axis: bool = False
     """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
     Wan-style 3D VAE)."""
+    detect_dit: Callable[[Any, str], Any] | None = None
+    """Single files: `(header, prefix)` -> the `Detection` of this family's DiT when the file
+    holds one in the family's own key names under `prefix`, else None (`single_file.py` beside
+    the spec); None when another family's spec recognises the DiT (Klein's is Flux.2's)."""
+    detect_diffusers_dit: Callable[[Any], Any] | None = None
+    """Single files: `header` -> the `Detection` of this family's DiT in diffusers' key names,
+    else None; None when the family has no such format."""
+    detection_order: int = 0
+    """Single files: the specs' DiT recognitions are tried in this order, lowest first (for
+    every key prefix in turn, then the diffusers layouts): a family whose keys are a superset
+    of another's goes first (Flux.2 before Flux.1: the same double blocks)."""
+    all_in_one: bool = False
+    """Single files: the family's DiT may come in an all-in-one checkpoint (ComfyUI's
+    `models/checkpoints`) whose encoders and VAE sit beside it under their own prefixes."""
+    file_family: str = ""
+    """Single files: the family as the recognition names it (`Detection.family`, e.g.
+    "hunyuanvideo1.5"); "" when another spec reads the family's files."""
+    dit_row_map: Callable[[Any, Any], Any] | None = None
+    """Single files: `(keys, config)` -> the row map (`single_file.rows.RowMap`) from the
+    file's own key names (the prefix stripped) to diffusers'; None when the family's files use
+    diffusers' names (Qwen-Image's); diffusers' layout maps as it is."""
+    dit_file_keys: Callable[[Any], Any] | None = None
+    """Single files: the DiT's keys among a file's, where the file holds more (LTX-2's text
+    connectors beside it); None: all of them."""
+    dropped_keys: tuple[str, ...] = ()
+    """Single files: DiT weights diffusers' model has no place for (Z-Image's `norm_final`)."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""

@@ -6,6 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from .adapter import Flux
 from .memory import dit_forward
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
 
 SPEC = FamilySpec(
     "flux",
@@ -19,6 +20,12 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("FluxTransformer2DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=30,
+    file_family="flux",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
     dit_forward=dit_forward,
     dry_run_one_block=True,
 )

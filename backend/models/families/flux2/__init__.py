@@ -6,6 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from .adapter import Flux2
 from .memory import dit_forward
+from .single_file import detect_dit, dit_row_map
 
 SPEC = FamilySpec(
     "flux2",
@@ -20,6 +21,10 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=20,  # before Flux.1: the same double blocks
+    file_family="flux2",
+    dit_row_map=dit_row_map,
     dit_forward=dit_forward,
     dry_run_one_block=True,
 )

@@ -7,6 +7,7 @@ from ...family_spec import BlockLayout, FamilySpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
 SPEC = FamilySpec(
@@ -28,6 +29,12 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("HunyuanVideo15Transformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=60,
+    file_family="hunyuanvideo1.5",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
     dit_forward=dit_forward,
     cp_plans={"HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15},
     block_layouts={

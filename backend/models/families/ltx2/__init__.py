@@ -7,6 +7,7 @@ from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
+from .single_file import detect_diffusers_dit, detect_dit, dit_file_keys, dit_row_map
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
 
@@ -32,6 +33,12 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("LTX2VideoTransformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=70,
+    file_family="ltx2",
+    dit_row_map=dit_row_map,
+    dit_file_keys=dit_file_keys,
     dit_forward=forward,
     gathered=gathered,
     cp_plans={"LTX2VideoTransformer3DModel": prepare_ltx2},

@@ -6,6 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from .adapter import QwenImage
 from .memory import dit_forward
+from .single_file import detect_dit
 
 SPEC = FamilySpec(
     "qwen_image",
@@ -19,6 +20,9 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=40,
+    file_family="qwen-image",
     dit_forward=dit_forward,
     vae_frame_axis=True,
 )

@@ -6,6 +6,7 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ...family_spec import FamilySpec
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
 from .wan22 import specialize
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
@@ -30,6 +31,12 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("WanTransformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=10,
+    file_family="wan",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
     dit_forward=dit_forward,
     dry_run_one_block=True,
     specialize=specialize,

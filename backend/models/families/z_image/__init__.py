@@ -7,6 +7,7 @@ from ...family_spec import FamilySpec
 from .adapter import ZImage
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
+from .single_file import DROPPED, detect_dit, dit_row_map
 
 SPEC = FamilySpec(
     "z_image",
@@ -22,6 +23,11 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("ZImageTransformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=50,
+    file_family="z-image",
+    dit_row_map=dit_row_map,
+    dropped_keys=DROPPED,
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
 )

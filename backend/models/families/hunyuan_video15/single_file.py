@@ -1,0 +1,67 @@
+"""HunyuanVideo 1.5's DiT in a single file: `single_file/detect_hunyuan15.py` reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...single_file import hunyuan_video15 as hunyuan
+from ...single_file.detect_hunyuan15 import hunyuan15_dit
+from ...single_file.detection import Detection
+from ...single_file.header import FileHeader
+from ...single_file.hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
+from ...single_file.rows import RowMap, Segment
+
+
+def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
+    """A HunyuanVideo 1.5 DiT in Tencent's key names under `prefix`; None when the file has
+    none."""
+    if f"{prefix}{hunyuan.MARKER}" in header.tensors:
+        return hunyuan15_dit(header, prefix, "original")
+    return None
+
+
+def detect_diffusers_dit(header: FileHeader) -> Detection | None:
+    """A HunyuanVideo 1.5 DiT in diffusers' key names; None when the file has none."""
+    keys = header.tensors
+    if hunyuan.DIFFUSERS_MARKER in keys and "x_embedder.proj.weight" in keys:
+        return hunyuan15_dit(header, "", "diffusers")
+    return None
+
+
+def hunyuan15_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
+    """Original key names -> diffusers' `HunyuanVideo15Transformer3DModel`, as a row map."""
+    mapping: RowMap = {}
+
+    def rows(key: str) -> int:
+        return keys[key][0] if keys[key] else 1
+
+    def whole(src: str, dst: str) -> None:
+        for suffix in (".weight", ".bias"):
+            if src + suffix in keys:
+                mapping[dst + suffix] = (Segment(src + suffix, 0, rows(src + suffix)),)
+
+    for src, dst in RENAMES:
+        whole(src, dst)
+    width = config["num_attention_heads"] * config["attention_head_dim"]
+    for i in range(config["num_refiner_layers"]):
+        s = f"txt_in.individual_token_refiner.blocks.{i}."
+        d = f"context_embedder.token_refiner.refiner_blocks.{i}."
+        for src, dst in REFINER_PARTS:
+            whole(s + src, d + dst)
+        for suffix in (".weight", ".bias"):
+            for j, name in enumerate(("to_q", "to_k", "to_v")):
+                mapping[f"{d}attn.{name}{suffix}"] = (
+                    Segment(f"{s}self_attn_qkv{suffix}", j * width, width),
+                )
+    for i in range(config["num_layers"]):
+        for src, dst in BLOCK_PARTS:
+            whole(f"double_blocks.{i}.{src}", f"transformer_blocks.{i}.{dst}")
+    for suffix in (".weight", ".bias"):  # (shift, scale) -> diffusers' (scale, shift)
+        key = "final_layer.adaLN_modulation.1" + suffix
+        if key in keys:
+            half = rows(key) // 2
+            mapping["norm_out.linear" + suffix] = (Segment(key, half, half), Segment(key, 0, half))
+    return mapping
+
+
+dit_row_map = hunyuan15_row_map
