@@ -38,6 +38,19 @@ class BlockLayout:
             )
 
 
+def _text_widths(config: Any) -> tuple[tuple[str, int, str], ...]:
+    """One text encoder whose width is the DiT's text input's."""
+    width = (
+        config.get("text_dim") or config.get("joint_attention_dim") or config.get("cap_feat_dim")
+    )
+    return (("text_encoder", width, "text embeddings"),)
+
+
+def _vae_latent_channels(config: Any) -> int:
+    """The DiT's output channels, or a quarter of its input's (2x2 patches)."""
+    return config.get("out_channels") or config["in_channels"] // 4
+
+
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping))
 
@@ -105,6 +118,17 @@ class FamilySpec:
     connectors beside it); None: all of them."""
     dropped_keys: tuple[str, ...] = ()
     """Single files: DiT weights diffusers' model has no place for (Z-Image's `norm_final`)."""
+    text_widths: Callable[[Any], tuple[tuple[str, int, str], ...]] = _text_widths
+    """Single files: the DiT's config -> (encoder slot, width, what it takes) for each text
+    encoder file the DiT reads, checked against the encoder files' widths (Flux.1 also its
+    CLIP's pooled width; Flux.2 three hidden states stacked; HunyuanVideo 1.5 two encoders)."""
+    vae_latent_channels: Callable[[Any], int] = _vae_latent_channels
+    """Single files: the DiT's config -> the latent channels of the VAE file it takes."""
+    file_vae_family: str = ""
+    """Single files: the family as the recognition names its VAE files, when not its own
+    (Z-Image takes Flux's VAE, Qwen-Image Wan's)."""
+    image_encoder_kind: str = "clip"
+    """Single files: the vision tower its image encoder file is ("clip"; "siglip")."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""

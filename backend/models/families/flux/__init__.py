@@ -6,7 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from .adapter import Flux
 from .memory import dit_forward
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
 
 SPEC = FamilySpec(
     "flux",
@@ -23,6 +23,7 @@ SPEC = FamilySpec(
     detect_dit=detect_dit,
     detect_diffusers_dit=detect_diffusers_dit,
     detection_order=30,
+    text_widths=text_widths,
     file_family="flux",
     dit_row_map=dit_row_map,
     all_in_one=True,

@@ -181,3 +181,11 @@ def flux_bfl_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> Ro
 
 
 dit_row_map = flux_bfl_row_map
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """T5 (the second encoder) at the DiT's text width, CLIP at its pooled width."""
+    return (
+        ("text_encoder_2", config["joint_attention_dim"], "text embeddings"),
+        ("text_encoder", config["pooled_projection_dim"], "pooled CLIP embeddings"),
+    )

@@ -6,7 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from .adapter import Flux2
 from .memory import dit_forward
-from .single_file import detect_dit, dit_row_map
+from .single_file import detect_dit, dit_row_map, text_widths, vae_latent_channels
 
 SPEC = FamilySpec(
     "flux2",
@@ -23,6 +23,8 @@ SPEC = FamilySpec(
     transformer_classes=("Flux2Transformer2DModel",),
     detect_dit=detect_dit,
     detection_order=20,  # before Flux.1: the same double blocks
+    text_widths=text_widths,
+    vae_latent_channels=vae_latent_channels,
     file_family="flux2",
     dit_row_map=dit_row_map,
     dit_forward=dit_forward,

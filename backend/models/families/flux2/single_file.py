@@ -29,3 +29,13 @@ def _flux2_converter():
 def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
     """BFL's key names -> diffusers', as a row map: diffusers' converter on row traces."""
     return trace_converter(_flux2_converter(), keys)
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """Three of the encoder's hidden states, stacked per token, are the DiT's text input."""
+    return (("text_encoder", config["joint_attention_dim"] // 3, "text embeddings"),)
+
+
+def vae_latent_channels(config: Mapping) -> int:
+    """2x2 patches of the latent's channels are the DiT's input."""
+    return config["in_channels"] // 4

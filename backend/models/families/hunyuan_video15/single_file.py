@@ -65,3 +65,11 @@ def hunyuan15_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> R
 
 
 dit_row_map = hunyuan15_row_map
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """Qwen2.5-VL's and ByT5's widths."""
+    return (
+        ("text_encoder", config["text_embed_dim"], "text embeddings"),
+        ("text_encoder_2", config["text_embed_2_dim"], "text embeddings"),
+    )

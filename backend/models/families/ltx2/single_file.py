@@ -35,3 +35,8 @@ def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
 def dit_file_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """The DiT's keys of an LTX-2 checkpoint (not the text connectors beside it)."""
     return ltx2.dit_keys(keys)
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """Gemma's hidden states, through the connectors."""
+    return (("text_encoder", config["caption_channels"], "text embeddings"),)

@@ -22,6 +22,7 @@ SPEC = FamilySpec(
     transformer_classes=("QwenImageTransformer2DModel",),
     detect_dit=detect_dit,
     detection_order=40,
+    file_vae_family="wan",
     file_family="qwen-image",
     dit_forward=dit_forward,
     vae_frame_axis=True,

@@ -7,7 +7,7 @@ from ...family_spec import FamilySpec
 from .adapter import ZImage
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
-from .single_file import DROPPED, detect_dit, dit_row_map
+from .single_file import DROPPED, detect_dit, dit_row_map, vae_latent_channels
 
 SPEC = FamilySpec(
     "z_image",
@@ -25,6 +25,8 @@ SPEC = FamilySpec(
     transformer_classes=("ZImageTransformer2DModel",),
     detect_dit=detect_dit,
     detection_order=50,
+    vae_latent_channels=vae_latent_channels,
+    file_vae_family="flux",
     file_family="z-image",
     dit_row_map=dit_row_map,
     dropped_keys=DROPPED,

@@ -30,3 +30,8 @@ def _z_image_converter():
 def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
     """The original key names -> diffusers', as a row map: diffusers' converter on row traces."""
     return trace_converter(_z_image_converter(), keys)
+
+
+def vae_latent_channels(config: Mapping) -> int:
+    """Its in_channels are the latent's, before the 2x2 patches."""
+    return config["in_channels"]
