@@ -46,7 +46,7 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.vae_tiles import enable_tiles
-from ..parallel import Parallelized, local_param_bytes, parallelize
+from ..parallel import ModelStateError, Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
@@ -56,7 +56,7 @@ from ..request import JobRequest
 from .faults import Faults
 from .group import Group
 from .preview import Previewer
-from .progress import Progress
+from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,8 @@ class Runtime:
         """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
         """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
+        self.in_job = False
+        """This rank is inside a job (`job.run_job`): the watchdogs look at it then."""
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
         self.fault = Faults.from_environ(  # tests only
@@ -223,6 +225,8 @@ class Runtime:
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
+        if self.fault is not None:  # tests only: faults inside blocks and collectives
+            self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         dits = {
             name: getattr(self.pipe, name)
@@ -231,7 +235,9 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
-        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
+        self.loras = LoraPatcher(
+            loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
+        )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
@@ -342,6 +348,10 @@ class Runtime:
             if getattr(self.pipe, name, None) is not None
         ]
 
+    def place(self) -> str:
+        """Where this rank's main thread is (`progress.main_thread_place`), or between jobs."""
+        return main_thread_place() if self.in_job else BETWEEN_JOBS
+
     def rank_info(self) -> dict[str, Any]:
         return {
             "rank": self.group.rank,
@@ -424,6 +434,14 @@ class Runtime:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+        except BaseException as exc:
+            # Whatever stopped the steps (JobCancelled included) may have stopped them inside
+            # a forward: back to the between-jobs weights before the LoRAs' rows go back.
+            try:
+                self.parallel.recover()
+            except ModelStateError as lost:  # the group is rebuilt; say what came first
+                raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
+            raise
         finally:
             for switch in self.parallel.caches:
                 if switch is not None:

@@ -59,12 +59,20 @@ def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | 
     runtime.last_audio = None
     runtime.meter.reset()
     runtime.set_vae_tiling(message.vae_tiling)
-    tensors = runtime.share(hooks.tensors, message.tensors)
-    loras = [JobLora(**lora) for lora in message.loras]
-    with runtime.loras.applied(loras):  # on this rank's rows; restored however the job ends
-        result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
-    if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
-        result = runtime.decode(request, result)
+    runtime.in_job = True
+    try:
+        tensors = runtime.share(hooks.tensors, message.tensors)
+        loras = [JobLora(**lora) for lora in message.loras]
+        with runtime.loras.applied(loras):  # on this rank's rows; restored however it ends
+            if runtime.fault is not None:  # tests only
+                runtime.fault.begin_job(request.prompt or "")
+            result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
+        if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
+            result = runtime.decode(request, result)
+    finally:
+        runtime.in_job = False
+        if runtime.fault is not None:
+            runtime.fault.end_job()
     runtime.last_peak = runtime.meter.read()
     return result
 

@@ -47,7 +47,7 @@ def memory_record(job: Job) -> dict[str, Any] | None:
         return None
     measured = {str(rank): reading for rank, reading in sorted(job.measured.items()) if reading}
     record = {**job.memory.to_dict(), "measured": measured}
-    if job.lora_memory is not None:  # host memory the plan does not predict (README: LoRAs)
+    if job.lora_memory is not None:  # host memory the plan does not predict (docs/loras.md)
         record["loras"] = job.lora_memory
     return record
 
