@@ -129,6 +129,12 @@ class FamilySpec:
     (Z-Image takes Flux's VAE, Qwen-Image Wan's)."""
     image_encoder_kind: str = "clip"
     """Single files: the vision tower its image encoder file is ("clip"; "siglip")."""
+    vae_key_names: Callable[[Any], Any] | None = None
+    """Single files: a VAE file's state dict (the family's own key names) -> diffusers' names;
+    None when the VAE's layout says how (Wan's, the LDM one)."""
+    file_scheduler: Callable[[Any, Any], Any] | None = None
+    """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
+    runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""

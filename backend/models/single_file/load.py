@@ -33,6 +33,7 @@ from typing import Any
 from .detect import Detection, Part, bundled_parts, detect, recognise
 from .file_presets import BUNDLING_FAMILIES, ENCODER_SLOTS, PRESETS, Preset
 from .quant import check_readable
+from .spec import spec_for_file
 
 MODEL_SUFFIXES = (".safetensors", ".sft", ".gguf")
 SEPARATOR = ","
@@ -293,17 +294,6 @@ def _encoders(
                 f"takes {what} of width {expected}"
             )
     return parts
-
-
-def spec_for_file(family: str):
-    """The family spec whose single files `Detection.family` names (`FamilySpec.file_family`);
-    ValueError for a family no spec reads."""
-    from ..families import SPECS  # the families' single-file rules: their specs
-
-    for spec in SPECS:
-        if spec.file_family == family:
-            return spec
-    raise ValueError(f"no model family reads {family!r} single files")
 
 
 def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, Part]) -> Part:

@@ -7,7 +7,14 @@ from ...family_spec import BlockLayout, FamilySpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
+from .single_file import (
+    detect_diffusers_dit,
+    detect_dit,
+    dit_row_map,
+    file_scheduler,
+    text_widths,
+    vae_key_names,
+)
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
 SPEC = FamilySpec(
@@ -32,6 +39,8 @@ SPEC = FamilySpec(
     detect_dit=detect_dit,
     detect_diffusers_dit=detect_diffusers_dit,
     detection_order=60,
+    vae_key_names=vae_key_names,
+    file_scheduler=file_scheduler,
     text_widths=text_widths,
     image_encoder_kind="siglip",
     file_family="hunyuanvideo1.5",

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ...single_file import hunyuan_video15 as hunyuan
 from ...single_file.detect_hunyuan15 import hunyuan15_dit
 from ...single_file.detection import Detection
 from ...single_file.header import FileHeader
-from ...single_file.hunyuan_video15 import BLOCK_PARTS, REFINER_PARTS, RENAMES
+from ...single_file.hunyuan_video15 import (
+    BLOCK_PARTS,
+    REFINER_PARTS,
+    RENAMES,
+    SCHEDULER_SHIFTS,
+)
 from ...single_file.rows import RowMap, Segment
 
 
@@ -73,3 +79,18 @@ def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
         ("text_encoder", config["text_embed_dim"], "text embeddings"),
         ("text_encoder_2", config["text_embed_2_dim"], "text embeddings"),
     )
+
+
+def file_scheduler(scheduler: Any, dit: Detection) -> Any:
+    """The preset's scheduler with the flow shift of the file's resolution and task (the tiny
+    presets keep theirs)."""
+    if dit.variant.startswith("tiny-"):
+        return scheduler
+    resolution = "720p" if "720p" in dit.variant else "480p"
+    shift = SCHEDULER_SHIFTS[(resolution, dit.config["task_type"])]
+    return type(scheduler).from_config(scheduler.config, shift=shift)
+
+
+def vae_key_names(state: dict[str, Any]) -> dict[str, Any]:
+    """Tencent's VAE key names -> diffusers'."""
+    return {hunyuan.vae_name(key): value for key, value in state.items()}

@@ -7,7 +7,14 @@ from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
-from .single_file import detect_diffusers_dit, detect_dit, dit_file_keys, dit_row_map, text_widths
+from .single_file import (
+    detect_diffusers_dit,
+    detect_dit,
+    dit_file_keys,
+    dit_row_map,
+    text_widths,
+    vae_key_names,
+)
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
 
@@ -36,6 +43,7 @@ SPEC = FamilySpec(
     detect_dit=detect_dit,
     detect_diffusers_dit=detect_diffusers_dit,
     detection_order=70,
+    vae_key_names=vae_key_names,
     text_widths=text_widths,
     file_family="ltx2",
     dit_row_map=dit_row_map,

@@ -40,3 +40,8 @@ def dit_file_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, .
 def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
     """Gemma's hidden states, through the connectors."""
     return (("text_encoder", config["caption_channels"], "text embeddings"),)
+
+
+def vae_key_names(state: dict) -> dict:
+    """Lightricks' video VAE key names -> diffusers'."""
+    return ltx2.vae_names(state)
