@@ -70,6 +70,10 @@ class FamilySpec:
     """DiT class -> a function that prepares that transformer for sequence parallelism and
     returns its context-parallel plan, for the classes diffusers declares no (usable) plan
     for; empty when diffusers' own `_cp_plan` serves."""
+    attention_dispatch: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
+    """DiT class -> a function that swaps its processors that call torch's SDPA themselves for
+    ones that go through diffusers' `dispatch_attention_fn`, computing the same (CogVideoX's):
+    what attention kernels other than SDPA, and sequence parallelism, reach."""
     block_layouts: Mapping[str, BlockLayout] = field(default_factory=dict)
     """Transformer block class -> its layout, for the blocks diffusers' step-cache registry
     lacks (their transformers get the cache too)."""
@@ -151,3 +155,4 @@ class FamilySpec:
             raise ValueError(f"{self.name}: cp_plans for DiT classes it does not hold: {outside}")
         object.__setattr__(self, "cp_plans", _frozen(self.cp_plans))
         object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
+        object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))

@@ -23,7 +23,6 @@ from .plan import ParallelPlan
 
 log = logging.getLogger(__name__)
 
-RING_BACKEND = "_native_cudnn"
 
 PLAN, SPREAD = "plan", "spread"
 """The two sequence layouts of a CFG-parallel plan: the plan's own (the sequence split over
@@ -108,8 +107,7 @@ def apply_sequence_parallel(
             f"{type(transformer).__name__} has no context-parallel plan: "
             "use --ulysses-degree 1 --ring-degree 1 (CFG parallel and sharding still apply)"
         )
-    if plan.ring_degree > 1:
-        transformer.set_attention_backend(RING_BACKEND)
+    # Ring's attention kernel (one that returns the log-sum-exp) is the job's: attention.py.
     num_heads = _num_heads(transformer)
     ulysses_degrees = [plan.ulysses_degree]
     if spread_mesh is not None:

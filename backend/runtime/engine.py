@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from ..audio import Audio
 from ..cache import CacheSettings
+from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
@@ -46,7 +47,13 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.vae_tiles import enable_tiles
-from ..parallel import ModelStateError, Parallelized, local_param_bytes, parallelize
+from ..parallel import (
+    ModelStateError,
+    Parallelized,
+    attention,
+    local_param_bytes,
+    parallelize,
+)
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
@@ -138,6 +145,7 @@ class Runtime:
         vaes: tuple[str, ...] = (),
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
+        attention_kernel: str = "auto",
     ):
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
@@ -198,6 +206,17 @@ class Runtime:
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.attention: Choice = choose_kernel(
+            attention_kernel,
+            device_type=group.device.type,
+            capability=attention.device_capability(group.device),
+            installed=attention.installed,
+            ring=self.plan.ring_degree > 1,
+        )
+        """The attention kernel every job's DiT runs with (`kernels.py`), and why."""
+        for dit in self.dits():  # before the plan's hooks: they keep the processors it installs
+            attention.reach(dit, self.attention.kernel)
+        self._attention_key = attention.backend_key(self.attention.kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
@@ -426,7 +445,13 @@ class Runtime:
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
-            with placement.steps(self.dits(), self.layout, self.group.device):
+            spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
+            spy = attention.Spy(self._attention_key) if spy_dir else contextlib.nullcontext()
+            with (
+                placement.steps(self.dits(), self.layout, self.group.device),
+                attention.active(self._attention_key),
+                spy,
+            ):
                 output = runner(
                     **kwargs,
                     generator=generator,
@@ -434,6 +459,9 @@ class Runtime:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            if spy_dir:
+                record = json.dumps(spy.to_dict())
+                Path(spy_dir, f"rank{self.group.rank}.json").write_text(record)
         except BaseException as exc:
             # Whatever stopped the steps (JobCancelled included) may have stopped them inside
             # a forward: back to the between-jobs weights before the LoRAs' rows go back.

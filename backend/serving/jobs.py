@@ -53,6 +53,11 @@ class Job:
     """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
     audio: Audio | None = field(default=None, repr=False)
     """The audio track generated with the frames (LTX-2): `audio.wav`, the mp4's AAC track."""
+    frames: Any = field(default=None, repr=False)
+    """The finished job's uint8 frames (F, H, W, 3) while its PNG frames are being written
+    (`/frames/{i}` serves them from here meanwhile); None once they are on disk."""
+    frames_written: bool = False
+    """Every PNG frame is on disk (`frames/`); they are written after the job succeeded."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +80,7 @@ class Job:
             setattr(job, name, record.get(name))
         job.step, job.total = record["progress"]["step"], record["progress"]["total"]
         job.timings, job.files = record.get("timings", {}), record.get("files", [])
+        job.frames_written = record.get("frames_written", job.status == "succeeded")
         job.request_view = record["request"]
         return job
 
@@ -93,6 +99,7 @@ class Job:
             "num_frames": self.num_frames,
             "replica": self.replica,
             "files": list(self.files),
+            "frames_written": self.frames_written,
             "timings": dict(self.timings),
         }
 
@@ -169,6 +176,11 @@ class JobBook:
             job.request = job.request.replace(image=None)  # free the image
             self._save(job)
             self._cond.notify_all()
+
+    def update(self, job: Job) -> None:
+        """Keep a finished job's changed fields (its PNG frames written) in the store."""
+        with self._cond:
+            self._save(job)
 
     def cancel(self, job_id: str) -> Job | None:
         with self._cond:

@@ -35,6 +35,7 @@ __all__ = [
     "SPECS",
     "Family",
     "FamilySpec",
+    "attention_dispatch_for",
     "Tensors",
     "TiledDecode",
     "block_layout_for",
@@ -104,6 +105,16 @@ def spec_for_dit(transformer_class: str) -> FamilySpec | None:
     """The first spec whose pipelines hold a DiT of `transformer_class` (families that share
     a DiT class share its dry run); None when no family does."""
     return next((spec for spec in SPECS if transformer_class in spec.transformer_classes), None)
+
+
+def attention_dispatch_for(transformer_class: str) -> Callable[[Any], None] | None:
+    """The function that makes a DiT of `transformer_class` attend through diffusers'
+    dispatch, where its family supplies one (`FamilySpec.attention_dispatch`); None when its
+    processors dispatch already."""
+    for spec in SPECS:
+        if transformer_class in spec.attention_dispatch:
+            return spec.attention_dispatch[transformer_class]
+    return None
 
 
 def block_layout_for(block_class: str) -> BlockLayout | None:

@@ -6,7 +6,7 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ...family_spec import FamilySpec
 from .adapter import CogVideoX
 from .memory import dit_forward
-from .parallel import prepare_cogvideox
+from .parallel import prepare_cogvideox, use_joint_attention
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 SPEC = FamilySpec(
@@ -33,4 +33,5 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     dry_run_one_block=True,
     cp_plans={"CogVideoXTransformer3DModel": prepare_cogvideox},
+    attention_dispatch={"CogVideoXTransformer3DModel": use_joint_attention},
 )
