@@ -19,6 +19,7 @@ from paradit.backend.models.families import (
     FAMILIES,
     SPECS,
     Family,
+    attention_dispatch_for,
     block_layout_for,
     cp_plan_for,
     family_for,
@@ -69,6 +70,8 @@ def test_every_spec_is_complete(spec: FamilySpec):
         assert own is not None or name in spec.cp_plans, f"{name}: no context-parallel plan"
         if name in spec.cp_plans:
             assert cp_plan_for(name) is spec.cp_plans[name]
+    for name, install in spec.attention_dispatch.items():
+        assert name in spec.transformer_classes and attention_dispatch_for(name) is install
     assert spec.dit_forward is not None, "no memory dry run (FamilySpec.dit_forward)"
     for block, layout in spec.block_layouts.items():
         assert isinstance(layout, BlockLayout) and block_layout_for(block) is layout
