@@ -60,8 +60,10 @@ from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
+from ..sampling.job import job_sampling, sampling_limits
 from .faults import Faults
 from .group import Group
+from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
@@ -177,6 +179,8 @@ class Runtime:
         """This rank is inside a job (`job.run_job`): the watchdogs look at it then."""
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
+        self.phases = PhaseClock.from_env()
+        """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
         self.fault = Faults.from_environ(  # tests only
             group.rank, group.env.generation, tick=self.progress.tick
         )
@@ -205,7 +209,11 @@ class Runtime:
             tiled_decode=self.family.decodes_in_job,
             **plan_overrides,
         )
-        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.limits = dataclasses.replace(
+            limits,
+            min_tokens=self.plan.sequence_degree,
+            **sampling_limits(self.family.samplers, self.pipe),
+        )
         self.attention: Choice = choose_kernel(
             attention_kernel,
             device_type=group.device.type,
@@ -427,6 +435,7 @@ class Runtime:
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            self.phases.at_mark(index, total)
             self.progress.tick()
             if on_latents is not None:
                 on_latents(index + 1, kwargs["latents"])
@@ -442,6 +451,7 @@ class Runtime:
         leader = self.group.is_leader
         decodes_here = leader and not self.family.decodes_in_job
         cache = None
+        self.phases.begin_job()
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -451,14 +461,17 @@ class Runtime:
                 placement.steps(self.dits(), self.layout, self.group.device),
                 attention.active(self._attention_key),
                 spy,
+                job_sampling(runner, request, self.limits) as sampling,
             ):
                 output = runner(
                     **kwargs,
+                    **sampling.kwargs,
                     generator=generator,
                     output_type="np" if decodes_here else "latent",
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            clock.notes["sampling"] = sampling.record
             if spy_dir:
                 record = json.dumps(spy.to_dict())
                 Path(spy_dir, f"rank{self.group.rank}.json").write_text(record)
@@ -471,6 +484,7 @@ class Runtime:
                 raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
             raise
         finally:
+            self.phases.stop()
             for switch in self.parallel.caches:
                 if switch is not None:
                     switch.stop()
@@ -478,6 +492,8 @@ class Runtime:
             self.family.finish(self.pipe)
         if cache is not None:
             clock.notes["cache"] = cache_record(*cache)
+        if self.phases.result() is not None:
+            clock.notes["phases"] = self.phases.result()
         if leader:
             self.last_audio = self.family.audio(self.pipe, output)
         if self.family.decodes_in_job:

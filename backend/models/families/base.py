@@ -108,6 +108,10 @@ class Family:
     Z-Image's blocks take `x`, not the `hidden_states` the hooks read). The loaded model's
     `Limits.step_cache` says it to the frontends, and a request with a `cache` is refused at
     submit when it is False."""
+    samplers: tuple[str, ...] = ()
+    """paradit's samplers (backend/sampling) the pipeline runs in place of its own scheduler:
+    a flow model whose pipeline calls `scheduler.set_timesteps` and `step` as diffusers'
+    flow schedulers expect; () for only its own scheduler."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import Flux
 from .memory import dit_forward
@@ -17,6 +18,7 @@ SPEC = FamilySpec(
             ("FluxPipeline",),
             frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
             decodes_in_job=True,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("FluxTransformer2DModel",),

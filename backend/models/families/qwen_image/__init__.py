@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import QwenImage
 from .memory import dit_forward
@@ -17,6 +18,7 @@ SPEC = FamilySpec(
             ("QwenImagePipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             decodes_in_job=True,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
@@ -20,6 +21,7 @@ SPEC = FamilySpec(
             _TEXT,
             vae_float32=True,
             decodes_in_job=True,
+            samplers=SAMPLERS,
         ),
         WanImageToVideo(
             "wan-i2v",
@@ -28,6 +30,7 @@ SPEC = FamilySpec(
             _TEXT | {"image_encoder"},
             vae_float32=True,
             decodes_in_job=True,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("WanTransformer3DModel",),

@@ -24,6 +24,7 @@ from typing import Any
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
 from ....request import JobRequest
+from ....sampling.names import SAMPLERS
 from ..base import Family, Tensors, request_image, same_components_as, video_kwargs
 from .adapter import WanImageToVideo, WanTextToVideo
 
@@ -81,6 +82,7 @@ WAN22_TI2V = WanTextImageToVideo(
     frozenset({"text_encoder", "tokenizer"}),
     vae_float32=True,
     decodes_in_job=True,
+    samplers=SAMPLERS,
 )
 WAN22_I2V = Wan22ImageToVideo(
     "wan2.2-i2v",
@@ -89,6 +91,7 @@ WAN22_I2V = Wan22ImageToVideo(
     frozenset({"text_encoder", "tokenizer", "image_encoder"}),
     vae_float32=True,
     decodes_in_job=True,
+    samplers=SAMPLERS,
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import ZImage
 from .memory import dit_forward
@@ -20,6 +21,7 @@ SPEC = FamilySpec(
             batched_cfg=True,
             decodes_in_job=True,
             step_cache=False,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("ZImageTransformer2DModel",),
