@@ -123,6 +123,10 @@ class Limits:
     fixed_height: int = 0
     """The only size the model takes, when not 0 (CogVideoX 1.0 image-to-video's learned
     positional embeddings are for 720x480 only)."""
+    step_cache: bool = False
+    """The loaded model has a step cache (a request's `cache`): its family declares one and
+    the cache hooks fit its transformer's blocks. Without it a request with a `cache` is
+    refused at submit, `serve --cache` at start, and the frontends do not offer it."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -392,10 +392,18 @@ def parse_cache(text: str) -> dict[str, Any]:
         raise ValueError(f"--cache must be METHOD[:THRESHOLD], got {text!r}") from None
 
 
-def _cache(value: Any) -> dict[str, Any] | None:
-    """A request's `cache`, checked and with its defaults filled in (None: no cache)."""
+def _cache(value: Any, limits: Limits) -> dict[str, Any] | None:
+    """A request's `cache`, checked and with its defaults filled in (None: no cache); a
+    model without a step cache (`Limits.step_cache`) takes none."""
     settings = CacheSettings.parse(value)
-    return None if settings is None else settings.to_dict()
+    if settings is None:
+        return None
+    if not limits.step_cache:
+        raise ValueError(NO_STEP_CACHE)
+    return settings.to_dict()
+
+
+NO_STEP_CACHE = "this model has no step cache: leave `cache` out"
 
 
 def read_image(path: str) -> str:
@@ -572,7 +580,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "remaining blocks are skipped while the first block's output changed by at most "
         "threshold (0 < threshold <= 1, default 0.05) since the last computed step; every "
         "rank takes the same decision, the conditional branch decides for both.",
-        rule=lambda value, _limits: _cache(value),
+        rule=_cache,
         cli="--cache",
         cli_type=parse_cache,
         cli_metavar="METHOD[:THRESHOLD]",

@@ -366,6 +366,12 @@ class ParaDiTStepCache(io.ComfyNode):
     @classmethod
     def execute(cls, backend: BackendHandle, method: str, threshold: float) -> io.NodeOutput:
         cache = CacheSettings.parse({"method": method, "threshold": threshold})
+        info = backend.client().info()
+        if not info["limits"].get("step_cache"):  # the node's schema cannot know the model
+            raise ValueError(
+                f"the backend's model {info['model']!r} has no step cache: remove the "
+                "ParaDiT Step Cache node"
+            )
         return io.NodeOutput(backend.with_cache(cache.to_dict()))
 
 

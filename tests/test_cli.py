@@ -147,6 +147,17 @@ def test_impossible_request_is_one_line(backends):
     assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr
 
 
+def test_serve_cache_on_a_model_without_a_step_cache_fails_at_start(tmp_path, backends):
+    """Z-Image has no step cache: `serve --cache` stops once the model is known (it would fail
+    every job), with one line, not a traceback and not `ready`."""
+    args = ["serve", "--model", "tiny-z-image", "--cache", "first-block", "--device", "cpu"]
+    args += ["--world-size", "1", "--port", "0", "--output-dir", str(tmp_path)]
+    result = backends.paradit(*args, env=ENV, timeout=120)
+    assert result.returncode == 2 and "ready" not in result.stdout
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and "torchvision" not in ln]
+    assert lines == ["error: --cache: tiny-z-image has no step cache; leave --cache out"]
+
+
 def _serve_command(out: Path, *extra: str) -> list[str]:
     """`paradit serve` of tiny-wan on 2 CPU ranks, any free port."""
     return [

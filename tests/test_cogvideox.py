@@ -225,7 +225,7 @@ def test_limits_and_frame_rules_per_model(meta_pipes):
 
 @pytest.mark.fast
 def test_joint_processor_computes_what_diffusers_computes():
-    from paradit.backend.parallel.cogvideox import JointAttnProcessor
+    from paradit.backend.models.families.cogvideox.parallel import JointAttnProcessor
 
     pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
     inputs = _transformer_inputs(pipe)

@@ -553,6 +553,33 @@ def test_step_cache_node_sets_the_jobs_cache(comfy_v3, handle):
     assert cache["num_computed"] + cache["num_skipped"] == 4 and cache["num_skipped"] >= 1
 
 
+def test_step_cache_node_refuses_a_model_without_one(comfy_v3):
+    """The node's widgets cannot depend on the model; on a backend whose model has no step
+    cache (`limits.step_cache` false: Flux.2, Klein, Qwen-Image-Edit, Z-Image) it stops the
+    workflow at the node, naming it, before any job is sent."""
+    import dataclasses
+
+    from paradit.nodes.pool import BackendHandle
+
+    class StandIn:  # a pool whose backend serves Z-Image
+        def __init__(self):
+            self.jobs = []
+
+        def acquire(self, _settings):
+            return self
+
+        def info(self):
+            return {"model": "tiny-z-image", "limits": {"step_cache": False}}
+
+    handle = BackendHandle(settings=None, pool=StandIn())
+    with pytest.raises(ValueError, match="'tiny-z-image' has no step cache: remove the ParaDiT"):
+        comfy_v3.ParaDiTStepCache.execute(handle, "first-block", 0.5)
+    with_cache = dataclasses.replace(handle, pool=StandIn())
+    with_cache.pool.info = lambda: {"model": "tiny-wan", "limits": {"step_cache": True}}
+    (cached,) = comfy_v3.ParaDiTStepCache.execute(with_cache, "first-block", 0.5).args
+    assert dict(cached.cache) == {"method": "first-block", "threshold": 0.5}
+
+
 def test_image_to_video_node_needs_an_i2v_model(comfy_v3, handle):
     image = torch.from_numpy(np.array(Image.new("RGB", (16, 16), "red"))).float()[None] / 255
     with pytest.raises(ValueError, match="runs image-to-video, but the backend serves 'tiny-wan'"):

@@ -23,6 +23,8 @@ from paradit.nodes.run import build_request
 pytestmark = pytest.mark.fast
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(TEXT_TO_VIDEO, 16, 16, 256, 4, 33)
+CACHED = dataclasses.replace(LIMITS, step_cache=True)
+"""A model with a step cache (`Limits.step_cache`)."""
 MADE_UP = RequestField(
     "sharpness",
     "float",
@@ -161,8 +163,12 @@ def test_no_frontend_drifts_from_the_table():
 def test_loras_and_cache_are_checked_by_their_own_rules():
     with pytest.raises(ValueError, match="cache method must be one of"):  # supported: its rule
         JobRequest.from_body({"prompt": "x", "cache": {"method": "x"}}, LIMITS)
-    cached = JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, LIMITS)
+    cached = JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, CACHED)
     assert cached.cache == {"method": "first-block", "threshold": 0.05}  # the default filled in
+    # a model without a step cache refuses the field at submit (nothing reaches the ranks)
+    with pytest.raises(ValueError, match="this model has no step cache: leave `cache` out"):
+        JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, LIMITS)
+    assert JobRequest.from_body({"prompt": "x"}, LIMITS).cache is None
     loras = [{"name": "a", "strength": 1}, {"name": "b"}, {"name": "c", "high": 0.5}]
     request = JobRequest.from_body({"prompt": "x", "loras": loras}, LIMITS)
     assert request.loras == [

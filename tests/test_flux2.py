@@ -93,6 +93,8 @@ def test_preset_structure_and_limits():
     request = JobRequest.from_body({"prompt": "x"}, limits)
     assert (request.width, request.height, request.num_inference_steps) == (64, 64, 4)
     assert request.guidance_scale == 4.0
+    with pytest.raises(ValueError, match="this model has no step cache"):  # at submit
+        JobRequest.from_body({"prompt": "x", "cache": {"method": "first-block"}}, limits)
 
 
 @pytest.mark.fast

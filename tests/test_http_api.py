@@ -8,6 +8,7 @@ Cost: about 4 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ def test_json_is_read_whatever_the_content_type(api):
         ({"prompt": "x", "num_inference_steps": 201}, "num_inference_steps must be between 1"),
         ({"prompt": "lone \ud800 surrogate"}, "prompt must be valid Unicode text"),
         ({"prompt": "x", "image": "aGk="}, "image is only accepted by image-to-video models"),
+        # LIMITS has no step cache (Flux.2, Klein, Qwen-Image-Edit, Z-Image): refused at submit
+        ({"prompt": "x", "cache": {"method": "first-block"}}, "this model has no step cache"),
     ],
 )
 def test_invalid_fields_get_422_and_one_sentence(api, service, body, message):
@@ -131,6 +134,20 @@ def test_invalid_fields_get_422_and_one_sentence(api, service, body, message):
     assert error.startswith(message), error
     assert "\n" not in error and "Input should" not in error  # not pydantic's own list
     assert not service.book.recent()
+
+
+def test_a_cache_is_queued_where_the_model_has_a_step_cache(service):
+    cached = dataclasses.replace(LIMITS, step_cache=True)
+    service.limits = cached
+    service.submit = lambda body: service.book.submit(
+        Job(request=JobRequest.from_body(body, cached), out_dir=Path("unused"))
+    )
+    reply = TestClient(create_app(service)).post(
+        "/v1/jobs", json={"prompt": "x", "cache": {"method": "first-block", "threshold": 0.2}}
+    )
+    assert reply.status_code == 202, reply.text
+    (job,) = service.book.recent()
+    assert job.request.cache == {"method": "first-block", "threshold": 0.2}
 
 
 def test_not_json_gets_400(api):

@@ -460,8 +460,8 @@ def _cached_as_world_size_1(rank: int, label: str, reference: tuple, frames, aud
 def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     """A CFG-parallel group of 2 (FSDP2 over both, the decode's tiles dealt to both): the
     guided job's two CFG rows on the two ranks; the unguided job spread over both as Ulysses
-    2 (our plan: `parallel/ltx2.py`), its 27 video tokens uneven (14 + 13), the audio whole on
-    both. Video and audio equal world size 1
+    2 (our plan: `families/ltx2/parallel.py`), its 27 video tokens uneven (14 + 13), the audio
+    whole on both. Video and audio equal world size 1
     within rounding on rank 0, which alone decodes."""
     plan = ParallelPlan(2, 1, 1, True, True)
     pipe, family = _pipeline()

@@ -100,6 +100,7 @@ def test_world_size_4_takes_the_same_decisions(backends, references):
     with pytest.raises(BackendError, match="cache method must be one of") as refused:
         reference.submit({**GUIDED, "cache": {"method": "nope"}})
     assert refused.value.status == 422
+    assert reference.info()["limits"]["step_cache"]  # the loaded model's hooks fit: offered
     client = backends.get("tiny-wan", 4, "--save-latents")
     assert (client.info()["plan"]["cfg_degree"], client.info()["plan"]["ulysses_degree"]) == (2, 2)
     for body, layout in ((GUIDED, "plan"), (UNGUIDED, "spread")):

@@ -29,8 +29,9 @@ import torch.distributed as dist
 from conftest import run_job, spawn_gloo
 from PIL import Image
 
-from paradit.backend.models import kl_vae, wan_vae
 from paradit.backend.models.families import family_for
+from paradit.backend.models.families.flux import vae as kl_vae
+from paradit.backend.models.families.wan import vae as wan_vae
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.vae_tiles import blend, enable_tiles
 from paradit.backend.parallel.vae import decode_tiles

@@ -375,6 +375,26 @@ def test_the_step_cache_pick_is_the_cache_field():
 
 
 @pytest.mark.fast
+def test_the_form_offers_the_step_cache_only_where_the_model_has_one():
+    """The step-cache picker is in the form for a model with a step cache; for one without
+    (Z-Image's `limits.step_cache` false) the `cache` field is a hidden API input."""
+    import gradio as gr
+
+    from paradit.backend.contract import TEXT_TO_IMAGE, Limits
+    from paradit.web.ui import _form
+
+    def accordions(step_cache: bool) -> list[str]:
+        limits = Limits(TEXT_TO_IMAGE, 16, 16, 256, 0, 1, step_cache=step_cache).to_dict()
+        with gr.Blocks() as demo:
+            form = _form({"model": "tiny-z-image", "limits": limits}, [])
+        assert "cache" in form.inputs  # an API parameter either way
+        return [b.label for b in demo.blocks.values() if isinstance(b, gr.Accordion)]
+
+    assert "Step cache" in accordions(True)
+    assert "Step cache" not in accordions(False)
+
+
+@pytest.mark.fast
 def test_progress_estimate():
     clock = ProgressClock(started=100.0)
     job = {"id": "j", "status": "running", "progress": {"step": 2, "total": 10}}

@@ -111,6 +111,7 @@ def test_preset_structure_limits_and_plan():
     # diffusers' step cache reads a block input named `hidden_states`, Z-Image's is `x`: no
     # cache, so the engine refuses a job that asks for one ("z-image has no step cache")
     assert install_step_cache(pipe.transformer) is None
+    assert not family.step_cache and not limits.step_cache  # refused at submit
 
 
 @pytest.mark.fast

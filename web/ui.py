@@ -333,7 +333,7 @@ def _form(info: dict[str, Any], lora_names: list[str]) -> Form:
             continue
         if f.name == LORAS and (info.get(LORAS) or {}).get("folders"):
             inputs[f.name] = _lora_picker(f, lora_names, len(info[LORAS]["experts"]) > 1)
-        elif f.name == CACHE:
+        elif f.name == CACHE and limits.get("step_cache"):  # offered where the model has one
             inputs[f.name] = _cache_picker(f)
         elif f.name not in shown:
             inputs[f.name] = _hidden_input(f)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from . import ltx2
+from ..models.families import SPECS, spec_for_dit
 from .dryrun import peak_bytes
 from .settings import JobShape
 
@@ -39,8 +39,6 @@ output's growth (whole: the causal cache is warm after 3; tiled: the tiles' buff
 4 copies of the output: tiles kept per row with their overlap, blended rows, the joined video).
 Checked against full dry runs of Wan's VAE at 832x480x81 and 1280x720x81: within 10%."""
 OUTPUT_COPIES = {False: 1, True: 4}
-FRAME_AXIS_VAES = ("AutoencoderKLQwenImage",)
-"""Image VAEs whose latents keep a frame axis of one frame (Wan-style 3D VAEs)."""
 
 
 @dataclass
@@ -74,6 +72,12 @@ class ModelSizes:
         (LTX-2's text connectors, audio VAE and vocoder)."""
         skip = (*DIT_COMPONENTS, *ENCODER_COMPONENTS)
         return sum(size for name, size in self.weights.items() if name not in skip)
+
+    @functools.cached_property
+    def spec(self) -> Any:
+        """The family spec of this DiT (`FamilySpec`: its dry run and what else the plan
+        reads); None for a DiT no family holds."""
+        return spec_for_dit(type(self.dit).__name__)
 
     @functools.cached_property
     def block_bytes(self) -> tuple[int, int]:
@@ -112,15 +116,15 @@ class ModelSizes:
                 self._cache[key] = self._activation_rule(shape, sequence_degree)
         return self._cache[key]
 
-    def gathered(self, shape: JobShape, sequence_degree: int) -> ltx2.Gathered | None:
+    def gathered(self, shape: JobShape, sequence_degree: int) -> Any:
         """What a rank holds of the whole video beyond its share of the tokens when the
-        sequence is split (LTX-2: `memory/ltx2.py`); None for the other DiTs, whose plans
-        split every activation that grows with the video."""
-        if sequence_degree <= 1 or not type(self.dit).__name__.startswith("LTX2"):
+        sequence is split (`FamilySpec.gathered`: LTX-2's `families/ltx2/memory.py`); None for
+        the other DiTs, whose plans split every activation that grows with the video."""
+        if sequence_degree <= 1 or self.spec is None or self.spec.gathered is None:
             return None
         key = ("gathered", shape.width, shape.height, shape.frames, shape.batch, sequence_degree)
         if key not in self._cache:
-            self._cache[key] = ltx2.gathered(self, shape, sequence_degree)
+            self._cache[key] = self.spec.gathered(self, shape, sequence_degree)
         return self._cache[key]
 
     def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
@@ -200,7 +204,7 @@ class ModelSizes:
         dry_height, dry_width = self._dry_area(shape, tiled)
         latent = (dry_height // self.spatial, dry_width // self.spatial)
         channels = int(self.vae.config.get("latent_channels") or self.vae.config.get("z_dim"))
-        frame_axis = video or type(self.vae).__name__ in FRAME_AXIS_VAES
+        frame_axis = video or (self.spec is not None and self.spec.vae_frame_axis)
         z_shape = (1, channels, dry, *latent) if frame_axis else (1, channels, *latent)
 
         peak = self._dry_decode(z_shape, tiled)
@@ -234,26 +238,17 @@ class ModelSizes:
 
 
 ONE_BLOCK_EXACT = frozenset(
-    {
-        "WanTransformer3DModel",
-        "FluxTransformer2DModel",
-        "Flux2Transformer2DModel",
-        "CogVideoXTransformer3DModel",
-    }
+    name for spec in SPECS if spec.dry_run_one_block for name in spec.transformer_classes
 )
-"""DiTs whose blocks of one list all peak alike: their dry run keeps the first block of
-each list, 15-30x faster, the same peak to the byte (checked against the whole forward for
-Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and 1024x768,
-with and without sequence parallel; tests/test_memory_plan.py checks it on the tiny presets).
-Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one block's."""
+"""DiTs whose blocks of one list all peak alike (`FamilySpec.dry_run_one_block`)."""
 
 
 @contextlib.contextmanager
 def _first_blocks(sizes: ModelSizes) -> Iterator[None]:
     """The meta DiT with its top-level block lists cut to their first block, where that is
-    exact (`ONE_BLOCK_EXACT`)."""
+    exact (`FamilySpec.dry_run_one_block`)."""
     dit = sizes.dit
-    if type(dit).__name__ not in ONE_BLOCK_EXACT:
+    if sizes.spec is None or not sizes.spec.dry_run_one_block:
         yield
         return
     _ = sizes.block_bytes, sizes.largest_leaf_bytes  # the whole DiT's, kept before the cut
@@ -276,143 +271,12 @@ def _numel(module: torch.nn.Module) -> int:
 
 
 def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
-    """One forward of the meta DiT at this rank's share of the job's tokens."""
-    dit, config = sizes.dit, sizes.dit.config
-    batch, dtype = shape.batch, sizes.dtype
-    rows = shape.height // sizes.spatial
-    cols = shape.width // sizes.spatial
-    rows = max(2, math.ceil(rows / sequence_degree / 2) * 2)  # this rank's rows of patches
-    frames = sizes.latent_frames(shape.frames)
-    meta = {"device": "meta", "dtype": dtype}
-    step = torch.empty((batch,), device="meta")
-    kind = type(dit).__name__
-    if kind.startswith("Wan"):
-        kwargs = {}
-        if config.get("image_dim"):
-            kwargs["encoder_hidden_states_image"] = torch.empty(
-                (batch, 257, config["image_dim"]), **meta
-            )
-        return dit(
-            torch.empty((batch, config["in_channels"], frames, rows, cols), **meta),
-            step,
-            torch.empty((batch, sizes.text_tokens, config["text_dim"]), **meta),
-            return_dict=False,
-            **kwargs,
-        )
-    references = sizes.reference_grids(shape, sequence_degree)
-    if kind.startswith("Flux2"):
-        tokens = (rows // 2) * (cols // 2) + sum(r * c for r, c in references)
-        return dit(
-            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
-            encoder_hidden_states=torch.empty(
-                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
-            ),
-            timestep=step,
-            img_ids=torch.empty((batch, tokens, 4), device="meta"),
-            txt_ids=torch.empty((batch, sizes.text_tokens, 4), device="meta"),
-            guidance=step if config.get("guidance_embeds") else None,
-            return_dict=False,
-        )
-    if kind.startswith("Flux"):
-        tokens = (rows // 2) * (cols // 2)
-        return dit(
-            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
-            encoder_hidden_states=torch.empty(
-                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
-            ),
-            pooled_projections=torch.empty((batch, config["pooled_projection_dim"]), **meta),
-            timestep=step,
-            img_ids=torch.empty((tokens, 3), device="meta"),
-            txt_ids=torch.empty((sizes.text_tokens, 3), device="meta"),
-            guidance=step if config.get("guidance_embeds") else None,
-            return_dict=False,
-        )
-    if kind.startswith("QwenImage"):
-        grids = [(rows // 2, cols // 2), *references]  # the output's tokens, then the edit's
-        tokens = sum(r * c for r, c in grids)
-        return dit(
-            hidden_states=torch.empty((batch, tokens, config["in_channels"]), **meta),
-            encoder_hidden_states=torch.empty(
-                (batch, sizes.text_tokens, config["joint_attention_dim"]), **meta
-            ),
-            timestep=step,
-            img_shapes=[[(1, *grid) for grid in grids]] * batch,
-            return_dict=False,
-        )
-    if kind.startswith("HunyuanVideo15"):
-        return _hunyuan_video15_block(sizes, shape, sequence_degree)
-    if kind.startswith("LTX2"):
-        return ltx2.forward(sizes, shape, sequence_degree)
-    if kind.startswith("ZImage"):
-        # Its refiners run over the whole image on every rank (the sequence is split only
-        # for the main layers, `parallel/z_image.py`): the peak is at the whole image.
-        full = (shape.height // sizes.spatial, shape.width // sizes.spatial)
-        image = torch.empty((config["in_channels"], 1, *full), **meta)
-        text = torch.empty((sizes.text_tokens, config["cap_feat_dim"]), **meta)
-        return dit([image] * batch, step, [text] * batch, return_dict=False)
-    if kind.startswith("CogVideoX"):
-        patch_t = config.get("patch_size_t") or 1
-        frames = math.ceil(frames / patch_t) * patch_t
-        return dit(
-            hidden_states=torch.empty((batch, frames, config["in_channels"], rows, cols), **meta),
-            encoder_hidden_states=torch.empty(
-                (batch, sizes.text_tokens, config["text_embed_dim"]), **meta
-            ),
-            timestep=step,
-            return_dict=False,
-        )
-    raise ValueError(f"no dry run for {kind}")
-
-
-def _hunyuan_video15_block(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
-    """One dual-stream block of HunyuanVideo 1.5 at this rank's share of the video tokens
-    (patch 1 over the latents) and the whole text (~2000 tokens). The transformer's own
-    forward cannot run on meta (it picks the valid text tokens by their mask's values); its
-    blocks are where the peak is. On one rank diffusers' processor builds a (batch, 1, S, S)
-    boolean mask in every block, counted here; a split sequence runs paradit's processor
-    (`parallel/hunyuan_video15.py`), which needs none, on the rank's share (its text counted
-    whole: the valid tokens of a prompt are at most that many)."""
-    dit, config = sizes.dit, sizes.dit.config
-    rows = math.ceil(shape.height // sizes.spatial / sequence_degree)
-    tokens = sizes.latent_frames(shape.frames) * rows * (shape.width // sizes.spatial)
-    inner = config["num_attention_heads"] * config["attention_head_dim"]
-    meta = {"device": "meta", "dtype": sizes.dtype}
-    rope = torch.empty((tokens, config["attention_head_dim"]), device="meta")
-    block = dit.transformer_blocks[0]
-    whole = block.attn.processor
-    if sequence_degree > 1:
-        block.attn.processor = _share_of_split_sequence()
-    try:
-        return block(
-            torch.empty((shape.batch, tokens, inner), **meta),
-            torch.empty((shape.batch, sizes.text_tokens, inner), **meta),
-            torch.empty((shape.batch, inner), **meta),
-            torch.empty((shape.batch, sizes.text_tokens), device="meta", dtype=torch.bool),
-            (rope, rope),
-        )
-    finally:
-        block.attn.processor = whole
-
-
-def _share_of_split_sequence() -> Any:
-    """HunyuanVideo 1.5's split-sequence attention on one rank's tokens, without the
-    all-to-all (the dry run has no group)."""
-    from ..parallel.hunyuan_video15 import JointAttnProcessor
-
-    class ShareOfSplit(JointAttnProcessor):
-        def __call__(
-            self,
-            attn: Any,
-            hidden_states: torch.Tensor,
-            encoder_hidden_states: torch.Tensor,
-            attention_mask: torch.Tensor | None = None,
-            image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.attend(
-                attn, hidden_states, encoder_hidden_states, image_rotary_emb, None, None
-            )
-
-    return ShareOfSplit()
+    """One forward of the meta DiT at this rank's share of the job's tokens: its family's
+    dry run (`FamilySpec.dit_forward`)."""
+    spec = sizes.spec
+    if spec is None or spec.dit_forward is None:
+        raise ValueError(f"no dry run for {type(sizes.dit).__name__}")
+    return spec.dit_forward(sizes, shape, sequence_degree)
 
 
 # -- building a model's sizes --------------------------------------------------------------

@@ -5,8 +5,8 @@ after another, and only at the end blend each tile with the one above it and the
 left. Nothing passes between tiles before that blend, so the tiles can be decoded anywhere, in
 any order (`parallel/vae.py` deals them to ranks), and blended afterwards. This module holds
 what all such VAEs share: the tile grid and the blend in the VAE's own serial order with its
-own `blend_v` / `blend_h`. How one tile decodes is each VAE's own (`cogvideox_vae.py`,
-`wan_vae.py`, `kl_vae.py`, `hunyuan_vae.py`, `ltx2_vae.py`).
+own `blend_v` / `blend_h`. How one tile decodes is each VAE's own (`vae.py` in each family's
+folder, `families/<family>/vae.py`).
 
 Latents that fit in one tile, or a VAE with tiling off (`vae.use_tiling`), are one "tile"
 covering everything: the VAE's untiled decode.
@@ -157,7 +157,7 @@ def _enable_hunyuan_video15_tiles(vae: Any, height: int, width: int) -> None:
 def _enable_ltx2_tiles(vae: Any, height: int, width: int) -> None:
     """`AutoencoderKLLTX2Video` (LTX-2): tiles of a multiple of its 32x compression that
     overlap by 64 pixels, as its own 512 every 448 do (32 for tiles of 64); ValueError for
-    other sizes (`ltx2_vae.py` decodes them one by one)."""
+    other sizes (`families/ltx2/vae.py` decodes them one by one)."""
     ratio = vae.spatial_compression_ratio
     if height % ratio or width % ratio:
         raise ValueError(f"LTX-2's VAE tiles are multiples of {ratio} pixels, not {height}x{width}")

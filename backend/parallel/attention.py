@@ -20,8 +20,9 @@ dispatches, with or without sequence parallelism.
   reached through the active backend only, never through `set_attention_backend`.
 
 Processors that call torch's SDPA themselves (CogVideoX's) are swapped by `reach` for their
-family's dispatching processor (`DISPATCHING`); a kernel other than `sdpa` is refused for a
-model that still has one that does not dispatch (HunyuanVideo 1.5's token refiner).
+family's dispatching processor (`FamilySpec.attention_dispatch`); a kernel other than `sdpa` is
+refused for a model that still has one that does not dispatch (HunyuanVideo 1.5's token
+refiner).
 
 Shapes: B batch, S sequence, H heads, D head dim.
 """
@@ -36,7 +37,6 @@ from typing import Any
 
 import torch
 
-from .cogvideox import use_joint_attention
 from .internals import require
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,6 @@ Attend = Callable[
 DIFFUSERS_BACKENDS = {"sdpa": "native", "cudnn": "_native_cudnn", "flash": "_native_flash"}
 """Kernels diffusers registers itself, by its backend names."""
 OWN_PREFIX = "paradit_"
-
-DISPATCHING: dict[str, Callable[[torch.nn.Module], None]] = {
-    "CogVideoXTransformer3DModel": use_joint_attention,
-}
-"""Transformer class name -> a function that swaps its SDPA-calling processors for ones that
-go through `dispatch_attention_fn` (computing the same)."""
 
 FEATURE = "the attention kernel switch"
 
@@ -230,7 +224,9 @@ def reach(transformer: torch.nn.Module, kernel: str) -> None:
     stay as diffusers made them. ValueError naming the processor that cannot be reached."""
     if kernel == "sdpa":
         return
-    install = DISPATCHING.get(type(transformer).__name__)
+    from ..models.families import attention_dispatch_for  # the families': their specs
+
+    install = attention_dispatch_for(type(transformer).__name__)
     if install is not None:
         install(transformer)
     for name, module in transformer.named_modules():

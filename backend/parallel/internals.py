@@ -97,7 +97,7 @@ INTERNALS: dict[str, Internal] = {
         Internal(_PARALLEL, "ParallelConfig.setup", ("rank", "world_size", "device", "mesh")),
         Internal(_MODELING, "ModelMixin._cp_plan", None),
         Internal(_MODELING, "ModelMixin._parallel_config", None),
-        # Our context-parallel plan for CogVideoX (cogvideox.prepare_cogvideox): the plan's
+        # Our context-parallel plan for CogVideoX (families/cogvideox/parallel.py): the plan's
         # entries, and what its attention processor calls.
         Internal(_PARALLEL, "ContextParallelInput", ("split_dim", "expected_dims", "split_output")),
         Internal(_PARALLEL, "ContextParallelOutput", ("gather_dim", "expected_dims")),
@@ -107,12 +107,13 @@ INTERNALS: dict[str, Internal] = {
             ("query", "key", "value", "backend", "parallel_config"),
         ),
         Internal(_EMBEDDINGS, "apply_rotary_emb", ("x", "freqs_cis", "sequence_dim")),
-        # Our plan for LTX-2 (ltx2.py): video keys gathered as the plan's split is undone.
+        # Our plan for LTX-2 (families/ltx2/parallel.py): video keys gathered as the plan's
+        # split is undone.
         Internal(_HOOKS, "PartitionAnythingSharder", None),
         Internal(_HOOKS, "PartitionAnythingSharder.unshard_anything", ("tensor", "dim", "mesh")),
         Internal(_PARALLEL, "ContextParallelConfig._flattened_mesh", None),
-        # Our plan for HunyuanVideo 1.5 (hunyuan_video15.py) calls diffusers' processor for
-        # jobs that run whole, by position: exactly these parameters.
+        # Our plan for HunyuanVideo 1.5 (families/hunyuan_video15/parallel.py) calls
+        # diffusers' processor for jobs that run whole, by position: exactly these parameters.
         Internal(_HUNYUAN15, "HunyuanVideo15AttnProcessor2_0", None),
         Internal(
             _HUNYUAN15,
@@ -134,7 +135,7 @@ INTERNALS: dict[str, Internal] = {
         ),
         Internal("diffusers.hooks._common", "_ALL_TRANSFORMER_BLOCK_IDENTIFIERS", None),
         # ... and the registry of block layouts they read, for the blocks diffusers' own
-        # registrations leave out (step_cache.BLOCK_LAYOUTS).
+        # registrations leave out (FamilySpec.block_layouts).
         Internal("diffusers.hooks._helpers", "TransformerBlockRegistry", None),
         Internal(
             "diffusers.hooks._helpers",

@@ -1,41 +1,27 @@
 """Sequence parallelism (Ulysses / ring) through diffusers' context-parallel hooks.
 
-The model only declares its `_cp_plan` (or, for models diffusers gives none, a plan of ours in
-`EXTERNAL_PLANS` supplies it); this module builds the config on our own device mesh and hands
-it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
-derives the device from `torch.accelerator.device_count()`, which is 0 (a division by zero)
-on CPU-only machines, and it cannot take a mesh that also has a CFG dimension. The private
-diffusers names this needs are looked up and checked (`internals`) when it is applied.
+The model only declares its `_cp_plan` (or, for models diffusers gives none, a plan of ours
+from its family's spec supplies it: `FamilySpec.cp_plans`, in `models/families/<family>/`);
+this module builds the config on our own device mesh and hands it to diffusers'
+`apply_context_parallel`. We do not call `enable_parallelism`: it derives the device from
+`torch.accelerator.device_count()`, which is 0 (a division by zero) on CPU-only machines, and
+it cannot take a mesh that also has a CFG dimension. The private diffusers names this needs
+are looked up and checked (`internals`) when it is applied.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
-from .cogvideox import prepare_cogvideox
-from .hunyuan_video15 import prepare_hunyuan_video15
 from .internals import require
-from .ltx2 import prepare_ltx2
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
-from .z_image import z_image_cp_plan
 
 log = logging.getLogger(__name__)
-
-EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
-    "CogVideoXTransformer3DModel": prepare_cogvideox,
-    "HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15,
-    "ZImageTransformer2DModel": z_image_cp_plan,
-    "LTX2VideoTransformer3DModel": prepare_ltx2,
-}
-"""Transformer class name -> a function that prepares the model (e.g. swaps in attention
-processors that dispatch) and returns its context-parallel plan; ours replaces the model's
-own where it has one (LTX-2: `ltx2.py` says why)."""
 
 
 PLAN, SPREAD = "plan", "spread"
@@ -106,7 +92,11 @@ def apply_sequence_parallel(
         "modeling_utils.ModelMixin._cp_plan",
         "modeling_utils.ModelMixin._parallel_config",
     )
-    prepare = EXTERNAL_PLANS.get(type(transformer).__name__)
+    from ..models.families import cp_plan_for  # the families' plans: their specs
+
+    # a family's plan prepares the model (e.g. swaps in attention processors that dispatch)
+    # and replaces the model's own where it has one (LTX-2: families/ltx2/parallel.py says why)
+    prepare = cp_plan_for(type(transformer).__name__)
     cp_plan = (
         prepare(transformer) if prepare is not None else getattr(transformer, "_cp_plan", None)
     )

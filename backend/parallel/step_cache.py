@@ -18,8 +18,9 @@ collectives (a hang, or wrong output). Here the decision is replaced by `StepAgr
   raises the same error at the same step (no rank is left waiting in a collective).
 
 diffusers' hooks read a block's inputs and outputs by the layout registered for its class
-(`TransformerBlockRegistry`); `BLOCK_LAYOUTS` registers the blocks diffusers does not list
-(HunyuanVideo 1.5's, LTX-2's), so their transformers get the cache too. The hooks carry two
+(`TransformerBlockRegistry`); the blocks diffusers does not list (HunyuanVideo 1.5's,
+LTX-2's) are registered from their family spec's `block_layouts` (`family_spec.BlockLayout`),
+so their transformers get the cache too. The hooks carry two
 streams through a block: the first (`hidden_states`, whose residual decides) and a second
 they read as `encoder_hidden_states`. LTX-2's block returns its video and audio states (the
 text goes in unchanged): its layout names the audio as the second stream, and the metadata
@@ -49,34 +50,6 @@ from .internals import require
 log = logging.getLogger(__name__)
 
 COND, UNCOND = "cond", "uncond"
-
-
-@dataclass(frozen=True)
-class BlockLayout:
-    """How a block returns its two streams, and the name of the second one's input."""
-
-    first: int = 0
-    """Index of the first stream (`hidden_states`: its residual decides) in what it returns."""
-    second: int = 1
-    """Index of the second stream in what it returns."""
-    second_input: str = "encoder_hidden_states"
-    """The block's argument that takes the second stream."""
-
-    def __post_init__(self) -> None:
-        if min(self.first, self.second) < 0 or self.first == self.second:
-            raise ValueError(
-                f"a block's two streams are at two indices >= 0 of what it returns, got "
-                f"{self.first} and {self.second}"
-            )
-
-
-BLOCK_LAYOUTS: dict[str, BlockLayout] = {
-    # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
-    "HunyuanVideo15TransformerBlock": BlockLayout(),
-    # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)
-    "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
-}
-"""Block classes diffusers' cache registry lacks -> their layout."""
 
 
 @dataclass(frozen=True)
@@ -197,9 +170,12 @@ def _ratio(diff: torch.Tensor, prev: torch.Tensor) -> float | None:
 
 
 def _register_block_layout(block_class: type) -> None:
-    """Tell diffusers' cache hooks how `block_class` returns its states, when `BLOCK_LAYOUTS`
-    knows it and diffusers does not (registering again changes nothing)."""
-    layout = BLOCK_LAYOUTS.get(block_class.__name__)
+    """Tell diffusers' cache hooks how `block_class` returns its states, when its family
+    declares the layout (`FamilySpec.block_layouts`) and diffusers does not (registering
+    again changes nothing)."""
+    from ..models.families import block_layout_for  # the families' layouts: their specs
+
+    layout = block_layout_for(block_class.__name__)
     if layout is None:
         return
     registry, metadata, _lookup = require(

@@ -237,6 +237,10 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             cpu_offload=placement.fsdp_offload(self.layout, group.device),
         )
+        caches = self.parallel.caches
+        self.limits = dataclasses.replace(
+            self.limits, step_cache=self.limits.step_cache and bool(caches) and None not in caches
+        )
         sharded = self.plan.shard_weights and self.plan.world_size > 1
         if not sharded:
             placement.apply_offload(self.dits(), self.layout, group.device)
@@ -511,7 +515,7 @@ class Runtime:
             batched=self.family.batched_cfg,
         )
         group = self.group.ctrl if self.group.replica_size > 1 else None
-        if not self.family.step_cache or not self.parallel.caches or None in self.parallel.caches:
+        if not self.limits.step_cache:  # refused at submit already; each rank checks again
             raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
         record: list[dict[str, Any]] = []
         for switch in self.parallel.caches:  # each expert its own hooks and state

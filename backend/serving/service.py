@@ -71,6 +71,8 @@ class Service:
         self._encode_lock = threading.Lock()
         self.output_dir = Path(config.output_dir).resolve()
         self.attach(runtime, lost_children)
+        if config.default_cache() is not None and not self.limits.step_cache:
+            raise ValueError(f"--cache: {config.model} has no step cache; leave --cache out")
 
     def attach(self, runtime: Runtime, lost_children: Callable[[], str | None]) -> None:
         """Serve with `runtime` (a new group after a rebuild); ready after `wait_ready`."""

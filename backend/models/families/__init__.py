@@ -1,158 +1,69 @@
-"""Model adapters, one module per family: what paradit needs to know about each family of
-diffusers pipelines (limits, which components only the encoding rank needs, how to encode a
-request, which arguments the pipeline gets on every rank, how to decode in tiles).
+"""Model families, one folder each: what paradit needs to know about each family of diffusers
+pipelines (limits, which components only the encoding rank needs, how to encode a request,
+which arguments the pipeline gets on every rank, how to decode in tiles, its sequence-parallel
+plan and step-cache block layout), declared by the folder's `SPEC` (`family_spec.FamilySpec`).
+
+`SPECS` is the registration list: one line per family. Generic code loops over it (the
+lookups below, `cp_plan_for`, `block_layout_for`); `README.md` here is the checklist for adding
+a family.
 
 Before loading, the pipeline class name is all there is (`family_for`: which encoders to
 skip); once loaded, the pipeline's settings can say more (`family_of`: Wan 2.2 TI2V-5B and
-I2V-A14B, `wan22.py`).
+I2V-A14B, `wan/wan22.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
-from ...sampling.names import SAMPLERS
+from ..family_spec import BlockLayout, FamilySpec
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
-from .cogvideox import CogVideoX
-from .flux import Flux
-from .flux2 import Flux2
-from .flux2_klein import Flux2Klein
-from .hunyuan_video15 import HunyuanVideo15, HunyuanVideo15ImageToVideo
-from .ltx2 import LTX2, LTX2ImageToVideo
-from .qwen_image import QwenImage
-from .qwen_image_edit import QwenImageEdit
-from .wan import WanImageToVideo, WanTextToVideo
-from .wan22 import specialize
-from .z_image import ZImage
+from .cogvideox import SPEC as COGVIDEOX
+from .flux import SPEC as FLUX
+from .flux2 import SPEC as FLUX2
+from .flux2_klein import SPEC as FLUX2_KLEIN
+from .hunyuan_video15 import SPEC as HUNYUAN_VIDEO15
+from .ltx2 import SPEC as LTX2
+from .qwen_image import SPEC as QWEN_IMAGE
+from .qwen_image_edit import SPEC as QWEN_IMAGE_EDIT
+from .wan import SPEC as WAN
+from .z_image import SPEC as Z_IMAGE
 
 __all__ = [
     "FAMILIES",
+    "SPECS",
     "Family",
+    "FamilySpec",
+    "attention_dispatch_for",
     "Tensors",
     "TiledDecode",
+    "block_layout_for",
+    "cp_plan_for",
     "family_for",
     "family_of",
     "request_image",
+    "spec_for_dit",
+    "spec_of",
     "video_kwargs",
 ]
 
-_TEXT = frozenset({"text_encoder", "tokenizer"})
-FAMILIES: tuple[Family, ...] = (
-    WanTextToVideo(
-        "wan-t2v",
-        TEXT_TO_VIDEO,
-        ("WanPipeline",),
-        _TEXT,
-        vae_float32=True,
-        decodes_in_job=True,
-        samplers=SAMPLERS,
-    ),
-    WanImageToVideo(
-        "wan-i2v",
-        IMAGE_TO_VIDEO,
-        ("WanImageToVideoPipeline",),
-        _TEXT | {"image_encoder"},
-        vae_float32=True,
-        decodes_in_job=True,
-        samplers=SAMPLERS,
-    ),
-    Flux(
-        "flux",
-        TEXT_TO_IMAGE,
-        ("FluxPipeline",),
-        frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
-        decodes_in_job=True,
-        samplers=SAMPLERS,
-    ),
-    QwenImage(
-        "qwen-image",
-        TEXT_TO_IMAGE,
-        ("QwenImagePipeline",),
-        _TEXT,
-        decodes_in_job=True,
-        samplers=SAMPLERS,
-    ),
-    QwenImageEdit(
-        "qwen-image-edit",
-        IMAGE_EDIT,
-        ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
-        _TEXT | {"processor"},
-        decodes_in_job=True,
-        step_cache=False,
-    ),
-    Flux2(
-        "flux2",
-        TEXT_TO_IMAGE,
-        ("Flux2Pipeline",),
-        _TEXT,
-        decodes_in_job=True,
-        step_cache=False,
-    ),
-    Flux2Klein(
-        "flux2-klein",
-        TEXT_TO_IMAGE,
-        ("Flux2KleinPipeline",),
-        _TEXT,
-        decodes_in_job=True,
-        step_cache=False,
-    ),
-    ZImage(
-        "z-image",
-        TEXT_TO_IMAGE,
-        ("ZImagePipeline",),
-        _TEXT,
-        batched_cfg=True,
-        decodes_in_job=True,
-        samplers=SAMPLERS,
-    ),
-    CogVideoX(
-        "cogvideox-t2v",
-        TEXT_TO_VIDEO,
-        ("CogVideoXPipeline",),
-        _TEXT,
-        batched_cfg=True,
-        decodes_in_job=True,
-    ),
-    CogVideoX(
-        "cogvideox-i2v",
-        IMAGE_TO_VIDEO,
-        ("CogVideoXImageToVideoPipeline",),
-        _TEXT,
-        batched_cfg=True,
-        decodes_in_job=True,
-    ),
-    HunyuanVideo15(
-        "hunyuanvideo1.5-t2v",
-        TEXT_TO_VIDEO,
-        ("HunyuanVideo15Pipeline",),
-        _TEXT | {"text_encoder_2", "tokenizer_2"},
-        decodes_in_job=True,
-    ),
-    HunyuanVideo15ImageToVideo(
-        "hunyuanvideo1.5-i2v",
-        IMAGE_TO_VIDEO,
-        ("HunyuanVideo15ImageToVideoPipeline",),
-        _TEXT | {"text_encoder_2", "tokenizer_2", "image_encoder"},
-        decodes_in_job=True,
-    ),
-    LTX2(
-        "ltx2-t2v",
-        TEXT_TO_VIDEO,
-        ("LTX2Pipeline",),
-        _TEXT,
-        batched_cfg=True,
-        decodes_in_job=True,
-    ),
-    LTX2ImageToVideo(
-        "ltx2-i2v",
-        IMAGE_TO_VIDEO,
-        ("LTX2ImageToVideoPipeline",),
-        _TEXT,
-        batched_cfg=True,
-        decodes_in_job=True,
-    ),
+SPECS: tuple[FamilySpec, ...] = (
+    WAN,
+    FLUX,
+    QWEN_IMAGE,
+    QWEN_IMAGE_EDIT,
+    FLUX2,
+    FLUX2_KLEIN,
+    Z_IMAGE,
+    COGVIDEOX,
+    HUNYUAN_VIDEO15,
+    LTX2,
 )
+"""Every family paradit serves: one line per family (its folder's `SPEC`)."""
+
+FAMILIES: tuple[Family, ...] = tuple(adapter for spec in SPECS for adapter in spec.adapters)
+"""Every pipeline adapter, in the specs' order."""
 
 
 def family_for(pipeline_class: str) -> Family:
@@ -167,6 +78,49 @@ def family_for(pipeline_class: str) -> Family:
     raise ValueError(f"unsupported pipeline {pipeline_class!r}; supported: {supported}")
 
 
+def spec_of(family: Family) -> FamilySpec:
+    """The spec that declares `family` (an adapter of `FAMILIES` or one its spec specializes)."""
+    name = family_for(family.pipeline_classes[0]).name
+    return next(spec for spec in SPECS if name in {a.name for a in spec.adapters})
+
+
 def family_of(pipe: Any) -> Family:
     """The adapter for a loaded pipeline; ValueError for unsupported ones."""
-    return specialize(family_for(type(pipe).__name__), pipe)
+    family = family_for(type(pipe).__name__)
+    specialize = spec_of(family).specialize
+    return family if specialize is None else specialize(family, pipe)
+
+
+def cp_plan_for(transformer_class: str) -> Callable[[Any], dict[str, Any]] | None:
+    """The function that prepares a DiT of `transformer_class` for sequence parallelism and
+    returns its context-parallel plan, where a family supplies one (diffusers' own
+    `_cp_plan` serves the others); None when none does."""
+    for spec in SPECS:
+        if transformer_class in spec.cp_plans:
+            return spec.cp_plans[transformer_class]
+    return None
+
+
+def spec_for_dit(transformer_class: str) -> FamilySpec | None:
+    """The first spec whose pipelines hold a DiT of `transformer_class` (families that share
+    a DiT class share its dry run); None when no family does."""
+    return next((spec for spec in SPECS if transformer_class in spec.transformer_classes), None)
+
+
+def attention_dispatch_for(transformer_class: str) -> Callable[[Any], None] | None:
+    """The function that makes a DiT of `transformer_class` attend through diffusers'
+    dispatch, where its family supplies one (`FamilySpec.attention_dispatch`); None when its
+    processors dispatch already."""
+    for spec in SPECS:
+        if transformer_class in spec.attention_dispatch:
+            return spec.attention_dispatch[transformer_class]
+    return None
+
+
+def block_layout_for(block_class: str) -> BlockLayout | None:
+    """A transformer block's layout for diffusers' step-cache hooks, where a family declares
+    one (diffusers' registry lists the others)."""
+    for spec in SPECS:
+        if block_class in spec.block_layouts:
+            return spec.block_layouts[block_class]
+    return None

@@ -5,6 +5,8 @@ request's start image. A family knows nothing about distribution.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,13 +104,21 @@ class Family:
     `tiled_decode` (tiles can be dealt to the ranks); otherwise rank 0's pipeline decodes."""
     step_cache: bool = True
     """diffusers' First-Block-Cache fits the pipeline's transformer calls (Flux.2's pipeline
-    calls it outside a cache context and its blocks' outputs are not the hooks' shape)."""
+    calls it outside a cache context and its blocks' outputs are not the hooks' shape;
+    Z-Image's blocks take `x`, not the `hidden_states` the hooks read). The loaded model's
+    `Limits.step_cache` says it to the frontends, and a request with a `cache` is refused at
+    submit when it is False."""
     samplers: tuple[str, ...] = ()
     """paradit's samplers (backend/sampling) the pipeline runs in place of its own scheduler:
     a flow model whose pipeline calls `scheduler.set_timesteps` and `step` as diffusers'
     flow schedulers expect; () for only its own scheduler."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
+        return dataclasses.replace(self.model_limits(pipe, tiny=tiny), step_cache=self.step_cache)
+
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        """The loaded pipeline's sizes, frames, steps and defaults (`tiny`: a tiny preset's)."""
         raise NotImplementedError
 
     def supports_cfg(self, pipe: Any) -> bool:
@@ -223,3 +233,20 @@ def image_limits(
         default_guidance=guidance,
         fps=1,
     )
+
+
+def same_components_as(pipe: Any, pipeline_class: type) -> Any:
+    """`pipe` itself if it is a `pipeline_class`, else a `pipeline_class` on `pipe`'s
+    components and settings (the same module objects: nothing is copied)."""
+    if type(pipe) is pipeline_class:
+        return pipe
+    accepted = inspect.signature(pipeline_class.__init__).parameters
+    parts = {name: module for name, module in pipe.components.items() if name in accepted}
+    settings = {
+        name: pipe.config[name]
+        for name in ("boundary_ratio", "expand_timesteps")
+        if name in accepted and name in pipe.config
+    }
+    other = pipeline_class(**parts, **settings)
+    other.set_progress_bar_config(**getattr(pipe, "_progress_bar_config", {}))
+    return other

@@ -20,7 +20,7 @@ import torch
 from ..image_processors import clip_image_processor, siglip_image_processor
 from .components import encoder_model, ltx2_component, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
-from .detect import Detection, Part, recognise
+from .detect import Part, recognise
 from .file_presets import (
     CLIP_VISION_H,
     ENCODER_CLASSES,
@@ -32,6 +32,7 @@ from .file_presets import (
 from .load import Resolved, SingleFiles, expect_role
 from .ltx2 import EXTRA_COMPONENTS
 from .quant import RowReader
+from .spec import spec_for_file
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -191,8 +192,9 @@ def build_pipeline(
     if getattr(reference, "guider", None) is not None:
         parts["guider"] = reference.guider
     first = next(iter(resolved.dits.values())).detection
-    if first.family == "hunyuanvideo1.5":  # the 720p models' shift differs from the preset's
-        parts["scheduler"] = _hunyuan15_scheduler(reference.scheduler, first)
+    spec = spec_for_file(first.family or "")
+    if spec.file_scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
+        parts["scheduler"] = spec.file_scheduler(reference.scheduler, first)
     if preset.scheduler:
         scheduler = reference.scheduler
         parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
@@ -204,18 +206,6 @@ def build_pipeline(
     pipe = pipeline_class(**parts, **settings)
     log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
     return pipe
-
-
-def _hunyuan15_scheduler(scheduler: Any, dit: Detection) -> Any:
-    """The preset's scheduler with the flow shift of the file's resolution and task (the tiny
-    presets keep theirs)."""
-    from .hunyuan_video15 import SCHEDULER_SHIFTS
-
-    if dit.variant.startswith("tiny-"):
-        return scheduler
-    resolution = "720p" if "720p" in dit.variant else "480p"
-    shift = SCHEDULER_SHIFTS[(resolution, dit.config["task_type"])]
-    return type(scheduler).from_config(scheduler.config, shift=shift)
 
 
 def meta_pipeline_of_files(model: str) -> DiffusionPipeline:

@@ -14,10 +14,9 @@ from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .convert import wan22_vae_name
 from .detect import Part
 from .hunyuan_video15 import BYT5_PRESETS
-from .hunyuan_video15 import vae_name as hunyuan_vae_name
 from .ltx2 import component_state as ltx2_component_state
-from .ltx2 import vae_names as ltx2_vae_names
 from .quant import RowReader, is_scale_key
+from .spec import file_spec
 from .tokenizers import HUB_FOLDERS, find_tokenizer
 
 
@@ -207,10 +206,9 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(config)
     state = read_whole(part, torch.float32)
-    if part.detection.family == "hunyuanvideo1.5":
-        state = {hunyuan_vae_name(k): v for k, v in state.items()}
-    elif part.detection.family == "ltx2":
-        state = ltx2_vae_names(state)
+    spec = file_spec(part.detection.family or "")
+    if spec is not None and spec.vae_key_names is not None:  # the family's own VAE names
+        state = spec.vae_key_names(state)
     elif part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
         state = {wan22_vae_name(k): v for k, v in state.items()}
     elif part.detection.layout == "wan":

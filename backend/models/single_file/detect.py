@@ -28,19 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
-from . import hunyuan_video15 as hunyuan
-from .detect_flux2 import flux2_dit, flux2_layout, flux2_vae, mistral3_encoder, qwen_image_dit
-from .detect_hunyuan15 import hunyuan15_dit, hunyuan15_vae, qwen25_vl_encoder, siglip_vision
-from .detect_ltx2 import DIFFUSERS_MARKER as LTX2_DIFFUSERS_MARKER
-from .detect_ltx2 import MARKER as LTX2_MARKER
-from .detect_ltx2 import gemma3_encoder, ltx2_dit, ltx2_vae
-from .detect_z_image import qwen3_encoder, z_image_dit, z_image_layout
-from .detection import REAL_HEAD_DIM, TINY_WIDTH, Detection, count_indices, dit_head_dim
+from .detect_flux2 import flux2_vae, mistral3_encoder
+from .detect_hunyuan15 import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
+from .detect_ltx2 import gemma3_encoder, ltx2_vae
+from .detect_z_image import qwen3_encoder
+from .detection import Detection, count_indices
 from .header import FileHeader, read_header
 from .quant import quantization
 
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
-FAMILIES = ("wan", "flux", "z-image", "flux2", "qwen-image", "hunyuanvideo1.5", "ltx2")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
@@ -74,29 +70,8 @@ def detect(header: FileHeader) -> Detection:
     keys = header.tensors
     if any(_is_lora_key(k) for k in keys):
         return Detection("lora", reasons=("has LoRA keys (lora_up/lora_down/lora_A/lora_B)",))
-    for prefix in ("", *DIT_PREFIXES):
-        if f"{prefix}blocks.0.self_attn.q.weight" in keys:
-            return _with_bundle(header, _wan_dit(header, prefix, "wan"))
-        if layout := flux2_layout(keys, prefix):  # before Flux.1: the same double blocks
-            return flux2_dit(header, prefix, layout)
-        if f"{prefix}double_blocks.0.img_attn.qkv.weight" in keys:
-            return _with_bundle(header, _flux_dit(header, prefix))
-        if (found := qwen_image_dit(header, prefix)) is not None:
-            return found
-        if layout := z_image_layout(keys, prefix):
-            return z_image_dit(header, prefix, layout)
-        if f"{prefix}{hunyuan.MARKER}" in keys:
-            return _with_bundle(header, hunyuan15_dit(header, prefix, "original"))
-        if f"{prefix}{LTX2_MARKER}" in keys:  # with what else the checkpoint holds
-            return ltx2_dit(header, prefix, "original")
-    if LTX2_DIFFUSERS_MARKER in keys:
-        return ltx2_dit(header, "", "diffusers")
-    if hunyuan.DIFFUSERS_MARKER in keys and "x_embedder.proj.weight" in keys:
-        return hunyuan15_dit(header, "", "diffusers")
-    if "blocks.0.attn1.to_q.weight" in keys and "scale_shift_table" in keys:
-        return _wan_dit(header, "", "diffusers")
-    if "transformer_blocks.0.attn.to_q.weight" in keys and "x_embedder.weight" in keys:
-        return _flux_dit_diffusers(header)
+    if (found := _dit(header)) is not None:
+        return found
     # Gemma 3 before Qwen3: both have per-head q/k norms
     encoders = (_t5, qwen25_vl_encoder, _clip_text, gemma3_encoder, qwen3_encoder, mistral3_encoder)
     vaes = (_wan_vae, flux2_vae, hunyuan15_vae, ltx2_vae, _kl_vae)
@@ -121,6 +96,24 @@ def detect(header: FileHeader) -> Detection:
             f"CLIP/SigLIP vision); first keys: {sample}",
         ),
     )
+
+
+def _dit(header: FileHeader) -> Detection | None:
+    """The DiT a file holds, by the family specs' recognitions in their `detection_order`:
+    each family's own key names under every key prefix in turn, then diffusers' layouts."""
+    from ..families import SPECS  # the families' recognitions: their specs
+
+    specs = sorted(SPECS, key=lambda spec: spec.detection_order)
+    for prefix in ("", *DIT_PREFIXES):
+        for spec in specs:
+            found = None if spec.detect_dit is None else spec.detect_dit(header, prefix)
+            if found is not None:
+                return _with_bundle(header, found) if spec.all_in_one else found
+    for spec in specs:
+        found = None if spec.detect_diffusers_dit is None else spec.detect_diffusers_dit(header)
+        if found is not None:
+            return found
+    return None
 
 
 def bundled_prefixes(header: FileHeader) -> dict[str, str]:
@@ -163,168 +156,6 @@ def _is_lora_key(key: str) -> bool:
     return any(
         part in key for part in (".lora_down.", ".lora_up.", ".lora_A.", ".lora_B.", "lora_unet_")
     )
-
-
-# -- Wan --------------------------------------------------------------------------------------
-
-_WAN_NAMES = {
-    # (width, input channels, image embedding) -> variant
-    (1536, 16, False): "wan2.1-t2v-1.3b",
-    (5120, 16, False): "wan-t2v-14b",  # Wan 2.1 T2V 14B, or one expert of Wan 2.2 T2V A14B
-    (5120, 36, True): "wan2.1-i2v-14b",
-    (5120, 36, False): "wan2.2-i2v-a14b",  # one expert of the pair
-    (3072, 48, False): "wan2.2-ti2v-5b",
-    (TINY_WIDTH, 16, False): "tiny-wan",
-    (TINY_WIDTH, 36, True): "tiny-wan-i2v",
-    (TINY_WIDTH, 36, False): "tiny-wan2.2-i2v-a14b",
-    (TINY_WIDTH, 48, False): "tiny-wan2.2-ti2v-5b",
-}
-
-
-def _wan_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
-    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
-    if layout == "diffusers":
-        names = {
-            "patch": "patch_embedding.weight",
-            "text": "condition_embedder.text_embedder.linear_1.weight",
-            "ffn": "blocks.0.ffn.net.0.proj.weight",
-            "head": "proj_out.weight",
-            "img": "condition_embedder.image_embedder.norm1.weight",
-            "freq": "condition_embedder.time_embedder.linear_1.weight",
-        }
-        block = r"blocks\.(\d+)\.attn1\.to_q\.weight$"
-    else:
-        names = {
-            "patch": "patch_embedding.weight",
-            "text": "text_embedding.0.weight",
-            "ffn": "blocks.0.ffn.0.weight",
-            "head": "head.head.weight",
-            "img": "img_emb.proj.0.weight",
-            "freq": "time_embedding.0.weight",
-        }
-        block = r"blocks\.(\d+)\.self_attn\.q\.weight$"
-    missing = [n for k, n in names.items() if k != "img" and n not in keys]
-    if missing:
-        return Detection(
-            "unknown", "wan", layout=layout, reasons=(f"Wan-like keys but no {missing[0]}",)
-        )
-    patch = keys[names["patch"]]
-    if len(patch) != 5:
-        return Detection("unknown", "wan", reasons=(f"patch_embedding has shape {patch}",))
-    width, in_channels, patch_size = patch[0], patch[1], tuple(patch[2:])
-    has_image = names["img"] in keys
-    num_layers = count_indices(keys, block)
-    reasons = [
-        f"Wan DiT keys ({'blocks.N.self_attn.q' if layout == 'wan' else 'blocks.N.attn1.to_q'})"
-        + (f" under {prefix!r}" if prefix else ""),
-        f"width {width}, {num_layers} blocks, {in_channels} input channels"
-        + (", image embedding (img_emb)" if has_image else ""),
-    ]
-    variant = _WAN_NAMES.get((width, in_channels, has_image))
-    if variant is None:
-        return Detection(
-            "unknown",
-            "wan",
-            layout=layout,
-            reasons=(*reasons, "no Wan 2.1/2.2 variant has this width and channel count"),
-        )
-    head_dim = dit_head_dim(width, "Wan or Flux")
-    config: dict[str, Any] = {
-        "_class_name": "WanTransformer3DModel",
-        "patch_size": list(patch_size),
-        "num_attention_heads": width // head_dim,
-        "attention_head_dim": head_dim,
-        "in_channels": in_channels,
-        "out_channels": keys[names["head"]][0] // (patch_size[0] * patch_size[1] * patch_size[2]),
-        "text_dim": keys[names["text"]][1],
-        "freq_dim": keys[names["freq"]][1],
-        "ffn_dim": keys[names["ffn"]][0],
-        "num_layers": num_layers,
-        "cross_attn_norm": True,
-        "qk_norm": "rms_norm_across_heads",
-        "eps": 1e-6,
-        "image_dim": keys[names["img"]][0] if has_image else None,
-        "added_kv_proj_dim": width if has_image else None,
-        "rope_max_seq_len": 1024,
-    }
-    if "img_emb.emb_pos" in keys:
-        config["pos_embed_seq_len"] = keys["img_emb.emb_pos"][1]
-    reasons.append(f"head width {head_dim} ({width // head_dim} heads)")
-    return Detection("transformer", "wan", variant, layout, prefix, config, tuple(reasons))
-
-
-# -- Flux -------------------------------------------------------------------------------------
-
-
-def _flux_config(
-    width: int, in_channels: int, layers: int, singles: int, joint: int, pooled: int, guided: bool
-) -> dict[str, Any]:
-    head_dim = dit_head_dim(width, "Wan or Flux")
-    return {
-        "_class_name": "FluxTransformer2DModel",
-        "patch_size": 1,
-        "in_channels": in_channels,
-        "out_channels": None,
-        "num_layers": layers,
-        "num_single_layers": singles,
-        "attention_head_dim": head_dim,
-        "num_attention_heads": width // head_dim,
-        "joint_attention_dim": joint,
-        "pooled_projection_dim": pooled,
-        "guidance_embeds": guided,
-        "axes_dims_rope": [16, 56, 56] if head_dim == REAL_HEAD_DIM else [4, 6, 6],
-    }
-
-
-def _flux_dit(header: FileHeader, prefix: str) -> Detection:
-    keys = {k[len(prefix) :]: v.shape for k, v in header.tensors.items() if k.startswith(prefix)}
-    need = ("img_in.weight", "txt_in.weight", "vector_in.in_layer.weight")
-    missing = [n for n in need if n not in keys]
-    if missing:
-        return Detection("unknown", "flux", reasons=(f"Flux-like keys but no {missing[0]}",))
-    width, in_channels = keys["img_in.weight"]
-    guided = "guidance_in.in_layer.weight" in keys
-    layers = count_indices(keys, r"double_blocks\.(\d+)\.img_attn\.qkv\.weight$")
-    singles = count_indices(keys, r"single_blocks\.(\d+)\.linear1\.weight$")
-    joint, pooled = keys["txt_in.weight"][1], keys["vector_in.in_layer.weight"][1]
-    reasons = [
-        "Flux DiT keys in Black Forest Labs' layout (double_blocks.N.img_attn.qkv)"
-        + (f" under {prefix!r}" if prefix else ""),
-        f"width {width}, {layers} double + {singles} single blocks, "
-        + ("guidance embedding (dev)" if guided else "no guidance embedding (schnell)"),
-    ]
-    try:
-        config = _flux_config(width, in_channels, layers, singles, joint, pooled, guided)
-    except ValueError as exc:
-        return Detection("unknown", "flux", reasons=(*reasons, str(exc)))
-    variant = _flux_variant(width, guided)
-    return Detection("transformer", "flux", variant, "bfl", prefix, config, tuple(reasons))
-
-
-def _flux_dit_diffusers(header: FileHeader) -> Detection:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    width, in_channels = keys["x_embedder.weight"]
-    guided = "time_text_embed.guidance_embedder.linear_1.weight" in keys
-    layers = count_indices(keys, r"transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
-    singles = count_indices(keys, r"single_transformer_blocks\.(\d+)\.attn\.to_q\.weight$")
-    joint = keys["context_embedder.weight"][1]
-    pooled = keys["time_text_embed.text_embedder.linear_1.weight"][1]
-    reasons = (
-        "Flux DiT keys in diffusers' layout (transformer_blocks.N.attn.to_q)",
-        f"width {width}, {layers} double + {singles} single blocks",
-    )
-    try:
-        config = _flux_config(width, in_channels, layers, singles, joint, pooled, guided)
-    except ValueError as exc:
-        return Detection("unknown", "flux", reasons=(*reasons, str(exc)))
-    variant = _flux_variant(width, guided)
-    return Detection("transformer", "flux", variant, "diffusers", "", config, reasons)
-
-
-def _flux_variant(width: int, guided: bool) -> str:
-    if width == TINY_WIDTH:
-        return "tiny-flux"
-    return "flux.1-dev" if guided else "flux.1-schnell"
 
 
 # -- text encoders ----------------------------------------------------------------------------

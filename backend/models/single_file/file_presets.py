@@ -167,9 +167,6 @@ ENCODER_SLOTS = {
     "mistral3": "text_encoder",
     "gemma3": "text_encoder",
 }
-VAE_FAMILY = {"z-image": "flux", "qwen-image": "wan"}
-"""The VAE family of a DiT family that uses another's VAE (Z-Image: Flux's `ae`; Qwen-Image's
-VAE has the Wan 2.1 VAE's names and shapes, read as one)."""
 TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PAIR_BOUNDARY = {"tiny-wan": 0.875}  # the other pairs take their preset's boundary_ratio
 PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps", "is_distilled")

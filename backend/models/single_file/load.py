@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from .detect import Detection, Part, bundled_parts, detect, recognise
-from .file_presets import BUNDLING_FAMILIES, ENCODER_SLOTS, PRESETS, VAE_FAMILY, Preset
+from .file_presets import BUNDLING_FAMILIES, ENCODER_SLOTS, PRESETS, Preset
 from .quant import check_readable
+from .spec import spec_for_file
 
 MODEL_SUFFIXES = (".safetensors", ".sft", ".gguf")
 SEPARATOR = ","
@@ -283,37 +284,14 @@ def _encoders(
             f"{dit.label} needs {need} text encoders; {', '.join(missing)} is in none of the "
             f"files: give --text-encoder FILE for it"
         )
-    if dit.family == "hunyuanvideo1.5":  # Qwen2.5-VL's and ByT5's widths
-        widths = (
-            ("text_encoder", dit.config["text_embed_dim"]),
-            ("text_encoder_2", dit.config["text_embed_2_dim"]),
-        )
-    else:
-        expected = (
-            dit.config.get("text_dim")
-            or dit.config.get("joint_attention_dim")
-            or dit.config.get("cap_feat_dim")
-        )
-        if dit.family == "flux2":  # three of the encoder's hidden states, stacked per token
-            expected //= 3
-        if dit.family == "ltx2":  # Gemma's hidden states, through the connectors
-            expected = dit.config["caption_channels"]
-        widths = (("text_encoder_2" if dit.family == "flux" else "text_encoder", expected),)
-    for slot, expected in widths:
+    spec = spec_for_file(dit.family or "")
+    for slot, expected, what in spec.text_widths(dit.config):
         config = parts[slot].detection.config
         width = config.get("d_model") or config["hidden_size"]
         if width != expected:
             raise ValueError(
                 f"{_where(parts[slot], '--text-encoder')} has width {width}; {dit.variant} "
-                f"takes text embeddings of width {expected}"
-            )
-    if dit.family == "flux":
-        pooled = parts["text_encoder"].detection.config["hidden_size"]
-        if pooled != dit.config["pooled_projection_dim"]:
-            raise ValueError(
-                f"{_where(parts['text_encoder'], '--text-encoder')} has width {pooled}; "
-                f"{dit.variant} takes pooled CLIP embeddings of width "
-                f"{dit.config['pooled_projection_dim']}"
+                f"takes {what} of width {expected}"
             )
     return parts
 
@@ -329,12 +307,9 @@ def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, P
     expect_role(part, "vae", "--vae")
     check_readable(part.header)
     latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
-    expected = dit.config.get("out_channels") or dit.config["in_channels"] // 4
-    if dit.family == "z-image":  # its in_channels are the latent's, before the 2x2 patches
-        expected = dit.config["in_channels"]
-    elif dit.family == "flux2":  # 2x2 patches of the latent's channels
-        expected = dit.config["in_channels"] // 4
-    family = VAE_FAMILY.get(dit.family or "", dit.family)
+    spec = spec_for_file(dit.family or "")
+    expected = spec.vae_latent_channels(dit.config)
+    family = spec.file_vae_family or spec.file_family
     if part.detection.family != family or latent != expected:
         raise ValueError(
             f"{_where(part, '--vae')} is a {part.detection.variant} with {latent} latent "
@@ -363,7 +338,7 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
             "as ComfyUI's clip_vision_h has them"
         )
     check_readable(part.header)
-    kind = "siglip" if dit.family == "hunyuanvideo1.5" else "clip"
+    kind = spec_for_file(dit.family or "").image_encoder_kind
     width = part.detection.config["hidden_size"]
     expected = dit.config.get("image_dim") or dit.config["image_embed_dim"]
     if width != expected or part.detection.family != kind:

@@ -1,0 +1,37 @@
+"""CogVideoX 1.0 and 1.5 (text- and image-to-video)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ...family_spec import FamilySpec
+from .adapter import CogVideoX
+from .memory import dit_forward
+from .parallel import prepare_cogvideox, use_joint_attention
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+SPEC = FamilySpec(
+    "cogvideox",
+    adapters=(
+        CogVideoX(
+            "cogvideox-t2v",
+            TEXT_TO_VIDEO,
+            ("CogVideoXPipeline",),
+            _TEXT,
+            batched_cfg=True,
+            decodes_in_job=True,
+        ),
+        CogVideoX(
+            "cogvideox-i2v",
+            IMAGE_TO_VIDEO,
+            ("CogVideoXImageToVideoPipeline",),
+            _TEXT,
+            batched_cfg=True,
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("CogVideoXTransformer3DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+    cp_plans={"CogVideoXTransformer3DModel": prepare_cogvideox},
+    attention_dispatch={"CogVideoXTransformer3DModel": use_joint_attention},
+)

@@ -1,0 +1,34 @@
+"""Flux.1 (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
+from ...family_spec import FamilySpec
+from .adapter import Flux
+from .memory import dit_forward
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
+
+SPEC = FamilySpec(
+    "flux",
+    adapters=(
+        Flux(
+            "flux",
+            TEXT_TO_IMAGE,
+            ("FluxPipeline",),
+            frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+            decodes_in_job=True,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("FluxTransformer2DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=30,
+    text_widths=text_widths,
+    file_family="flux",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+)

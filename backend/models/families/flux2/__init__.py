@@ -1,0 +1,32 @@
+"""Flux.2 [dev] (text-to-image, edits with reference images; no step cache)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ...family_spec import FamilySpec
+from .adapter import Flux2
+from .memory import dit_forward
+from .single_file import detect_dit, dit_row_map, text_widths, vae_latent_channels
+
+SPEC = FamilySpec(
+    "flux2",
+    adapters=(
+        Flux2(
+            "flux2",
+            TEXT_TO_IMAGE,
+            ("Flux2Pipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            decodes_in_job=True,
+            step_cache=False,
+        ),
+    ),
+    transformer_classes=("Flux2Transformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=20,  # before Flux.1: the same double blocks
+    text_widths=text_widths,
+    vae_latent_channels=vae_latent_channels,
+    file_family="flux2",
+    dit_row_map=dit_row_map,
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+)

@@ -1,0 +1,41 @@
+"""Flux.2's DiT (dev and Klein) in a single file: `single_file/detect_flux2.py` reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...single_file.detect_flux2 import flux2_dit, flux2_layout
+from ...single_file.detection import Detection
+from ...single_file.header import FileHeader
+from ...single_file.rows import RowMap, trace_converter
+
+
+def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
+    """A Flux.2 DiT (dev, or Klein without guidance embedding) under `prefix`; None when the
+    file has none."""
+    if layout := flux2_layout(header.tensors, prefix):
+        return flux2_dit(header, prefix, layout)
+    return None
+
+
+def _flux2_converter():
+    from diffusers.loaders.single_file_utils import (
+        convert_flux2_transformer_checkpoint_to_diffusers,
+    )
+
+    return convert_flux2_transformer_checkpoint_to_diffusers
+
+
+def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
+    """BFL's key names -> diffusers', as a row map: diffusers' converter on row traces."""
+    return trace_converter(_flux2_converter(), keys)
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """Three of the encoder's hidden states, stacked per token, are the DiT's text input."""
+    return (("text_encoder", config["joint_attention_dim"] // 3, "text embeddings"),)
+
+
+def vae_latent_channels(config: Mapping) -> int:
+    """2x2 patches of the latent's channels are the DiT's input."""
+    return config["in_channels"] // 4

@@ -1,0 +1,25 @@
+"""Flux.2 [klein] 4B and 9B (text-to-image; no step cache)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ...family_spec import FamilySpec
+from ..flux2.memory import dit_forward  # the Flux.2 DiT's
+from .adapter import Flux2Klein
+
+SPEC = FamilySpec(
+    "flux2_klein",
+    adapters=(
+        Flux2Klein(
+            "flux2-klein",
+            TEXT_TO_IMAGE,
+            ("Flux2KleinPipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            decodes_in_job=True,
+            step_cache=False,
+        ),
+    ),
+    transformer_classes=("Flux2Transformer2DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+)

@@ -1,0 +1,91 @@
+"""Flux.2 Klein (`Flux2KleinPipeline`; FLUX.2-klein-4B / 9B and their -base models): the
+Flux.2 MMDiT without a guidance embedding, a Qwen3 text encoder (hidden states 9, 18 and 27
+stacked per token), the Flux.2 VAE.
+
+What differs from Flux.2 (dev), and how paradit treats it:
+- The distilled models (`is_distilled` in the pipeline's config: FLUX.2-klein-4B, -9B) run 4
+  steps with no guidance at all: guidance 1 is the default, and the pipeline ignores a larger
+  scale (it logs that it does). The -base models run 50 steps with true CFG at 4 (the model
+  card's): above 1 the pipeline runs an unconditional branch on an empty prompt (here the
+  request's negative prompt, empty unless given), as a second transformer call per step.
+- That second call runs on every rank, after the conditional one: the pipeline slices the
+  conditional prediction before it makes the unconditional call, which CFG parallel's deferred
+  result cannot serve, so `supports_cfg` is False and every rank goes to the sequence.
+- `output_type="latent"` gives the VAE's own latents (unpacked, the batch-norm normalisation
+  undone, 32 channels at 8x), not Flux2Pipeline's packed tokens: the decode takes them as
+  they are. The latents a step callback sees are packed as Flux.2's (previews as Flux.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Tensors, TiledDecode, decode_in_tiles, image_limits
+from ..flux2.adapter import MAX_TEXT_TOKENS, Flux2
+
+# The model cards: 1024x1024; distilled 4 steps without guidance, base 50 steps at CFG 4.
+DEFAULT_SIZE = 1024
+DISTILLED_STEPS, DISTILLED_GUIDANCE = 4, 1.0
+BASE_STEPS, BASE_GUIDANCE = 50, 4.0
+
+
+def is_distilled(pipe: Any) -> bool:
+    return bool(pipe.config.get("is_distilled", False))
+
+
+class Flux2Klein(Flux2):
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        distilled = is_distilled(pipe)
+        return image_limits(
+            self.task,
+            int(pipe.vae_scale_factor * 2),
+            size=DEFAULT_SIZE,
+            steps=DISTILLED_STEPS if distilled else BASE_STEPS,
+            guidance=DISTILLED_GUIDANCE if distilled else BASE_GUIDANCE,
+            tiny=tiny,
+        )
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        return False  # see the module's docstring: the branches run in turn on every rank
+
+    def guided(self, pipe: Any, request: JobRequest) -> bool:
+        """Whether the pipeline runs its unconditional branch for `request`."""
+        return request.uses_cfg and not is_distilled(pipe)
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        prompts = {"prompt_embeds": request.prompt}
+        if self.guided(pipe, request):
+            prompts["negative_prompt_embeds"] = request.negative_prompt or ""
+        tensors: Tensors = {}
+        for name, prompt in prompts.items():
+            tensors[name], _text_ids = pipe.encode_prompt(
+                prompt=prompt, device=device, max_sequence_length=MAX_TEXT_TOKENS
+            )
+        return tensors
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        return {
+            **tensors,
+            "guidance_scale": request.guidance_scale,
+            "height": request.height,
+            "width": request.width,
+            "num_inference_steps": request.num_inference_steps,
+            "max_sequence_length": MAX_TEXT_TOKENS,
+        }
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from ..flux import vae as kl_vae  # Flux.1's tiled decode
+
+        vae = pipe.vae
+        z = latents.to(vae.dtype)  # already the VAE's latents (module docstring)
+        tiles = kl_vae.tile_grid(vae, z)
+
+        def to_frames(image: torch.Tensor) -> np.ndarray:
+            return np.asarray(pipe.image_processor.postprocess(image, output_type="np"))[:1]
+
+        return decode_in_tiles(vae, z, tiles, kl_vae.decode_tile, to_frames)

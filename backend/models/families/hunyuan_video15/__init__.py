@@ -1,0 +1,55 @@
+"""HunyuanVideo 1.5 (text- and image-to-video)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ...family_spec import BlockLayout, FamilySpec
+from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
+from .memory import dit_forward
+from .parallel import prepare_hunyuan_video15
+from .single_file import (
+    detect_diffusers_dit,
+    detect_dit,
+    dit_row_map,
+    file_scheduler,
+    text_widths,
+    vae_key_names,
+)
+
+_TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
+SPEC = FamilySpec(
+    "hunyuan_video15",
+    adapters=(
+        HunyuanVideo15(
+            "hunyuanvideo1.5-t2v",
+            TEXT_TO_VIDEO,
+            ("HunyuanVideo15Pipeline",),
+            _TEXT,
+            decodes_in_job=True,
+        ),
+        HunyuanVideo15ImageToVideo(
+            "hunyuanvideo1.5-i2v",
+            IMAGE_TO_VIDEO,
+            ("HunyuanVideo15ImageToVideoPipeline",),
+            _TEXT | {"image_encoder"},
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("HunyuanVideo15Transformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=60,
+    vae_key_names=vae_key_names,
+    file_scheduler=file_scheduler,
+    text_widths=text_widths,
+    image_encoder_kind="siglip",
+    file_family="hunyuanvideo1.5",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
+    dit_forward=dit_forward,
+    cp_plans={"HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15},
+    block_layouts={
+        # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
+        "HunyuanVideo15TransformerBlock": BlockLayout(),
+    },
+)

@@ -1,0 +1,58 @@
+"""LTX-2 (text- and image-to-video with audio)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ...family_spec import BlockLayout, FamilySpec
+from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
+from .memory import forward, gathered
+from .parallel import prepare_ltx2
+from .single_file import (
+    detect_diffusers_dit,
+    detect_dit,
+    dit_file_keys,
+    dit_row_map,
+    text_widths,
+    vae_key_names,
+)
+
+__all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+SPEC = FamilySpec(
+    "ltx2",
+    adapters=(
+        LTX2(
+            "ltx2-t2v",
+            TEXT_TO_VIDEO,
+            ("LTX2Pipeline",),
+            _TEXT,
+            batched_cfg=True,
+            decodes_in_job=True,
+        ),
+        LTX2ImageToVideo(
+            "ltx2-i2v",
+            IMAGE_TO_VIDEO,
+            ("LTX2ImageToVideoPipeline",),
+            _TEXT,
+            batched_cfg=True,
+            decodes_in_job=True,
+        ),
+    ),
+    transformer_classes=("LTX2VideoTransformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=70,
+    vae_key_names=vae_key_names,
+    text_widths=text_widths,
+    file_family="ltx2",
+    dit_row_map=dit_row_map,
+    dit_file_keys=dit_file_keys,
+    dit_forward=forward,
+    gathered=gathered,
+    cp_plans={"LTX2VideoTransformer3DModel": prepare_ltx2},
+    block_layouts={
+        # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)
+        "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
+    },
+)

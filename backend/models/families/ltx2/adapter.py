@@ -1,0 +1,244 @@
+"""LTX-2 text-to-video with its audio track (`LTX2Pipeline`).
+
+What differs from the other video families:
+
+- One DiT runs two streams, video and audio tokens, with cross-attention both ways; each step
+  denoises both. The video decodes with the video VAE, the audio with the audio VAE and the
+  vocoder: `audio` hands the waveform to the job, which writes `audio.wav` and muxes it into
+  `video.mp4` as an AAC track (`backend/audio.py`).
+- The text encoder (Gemma 3, rank 0) gives every hidden state, stacked; the text connectors
+  that turn them into the two streams' text tokens run inside the pipeline, on every rank.
+- CFG runs as one batch of 2 (negative first) through the DiT (`batched_cfg`): CFG parallel
+  gives each half of the group one row, video and audio together (`parallel/cfg.py`).
+- paradit runs plain CFG, with one guidance scale for both streams: diffusers' defaults
+  (those of LTX-2.3) add spatio-temporal guidance and modality-isolation guidance, one DiT
+  call each per step at batch 1, and a guidance rescale; `prepare` turns them off, as the
+  LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps).
+- Decode: the pipeline stops at the latents (video and audio) on every rank; the job decodes
+  the video as the pipeline would, tile by tile when tiling is on (`vae.py`: the tiles
+  can be dealt to the ranks), and rank 0 decodes the audio (`audio`). The audio stays there:
+  its VAE and vocoder are small (0.11B parameters against the video VAE's 1.22B, on 25
+  latent frames a second), and a split would add collectives for little.
+
+The distilled model (`ltx-2-19b-distilled*.safetensors`, `random:ltx-2-distilled`) has the dev
+model's shapes and runs on its own schedule: 8 steps at the sigmas it was distilled for
+(diffusers' `DISTILLED_SIGMA_VALUES`, Lightricks' `ltx_pipelines.distilled`) taken as given,
+without CFG (guidance 1). Its pipeline says so in its scheduler: no token-dependent shift and
+no terminal stretch (`DISTILLED_SCHEDULER`, what diffusers' LTX-2 converter writes for the
+distilled checkpoint and its docs swap in to run sigmas "as is"). Its limits fix the step
+count at the table's length (`Limits.sigmas`): another count is refused, not resampled, as
+the model saw no other noise levels and Lightricks' distilled pipeline takes no step count.
+A request may still give guidance above 1 (CFG on the same schedule).
+
+Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
+video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
+timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
+scheduler never steps them. The audio is generated as for text-to-video. The hub's
+`Lightricks/LTX-2` ships `LTX2Pipeline` and both pipelines take the same components, so the
+text-to-video family also takes an optional image, as Wan 2.2 TI2V-5B does: a job with one
+runs `LTX2ImageToVideoPipeline` on the loaded components (nothing reloaded or copied).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ....audio import Audio
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
+from ....request import JobRequest
+from ..base import (
+    Family,
+    Tensors,
+    TiledDecode,
+    decode_in_tiles,
+    request_image,
+    same_components_as,
+    text_len,
+    video_frames,
+)
+
+# The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
+# predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
+DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, FPS = 768, 512, 121, 24
+DEFAULT_STEPS, DEFAULT_GUIDANCE, MAX_FRAMES = 40, 4.0, 481
+PROMPT_TENSORS = (
+    "prompt_embeds",
+    "prompt_attention_mask",
+    "negative_prompt_embeds",
+    "negative_prompt_attention_mask",
+)
+"""`encode_prompt`'s outputs, in its order."""
+PLAIN_CFG = {
+    "stg_scale": 0.0,
+    "audio_stg_scale": 0.0,
+    "modality_scale": 1.0,
+    "audio_modality_scale": 1.0,
+    "guidance_rescale": 0.0,
+    "audio_guidance_rescale": 0.0,
+}
+"""The pipeline's other guidance terms, off: spatio-temporal and modality-isolation guidance
+would each add a DiT call per step, and the guidance rescale is LTX-2.3's."""
+DISTILLED_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
+"""The distilled model's scheduler settings over the dev model's FlowMatch Euler: the sigmas
+run as given (diffusers' `convert_ltx2_to_diffusers` writes these for a distilled checkpoint)."""
+DISTILLED_GUIDANCE = 1.0
+
+
+def distilled_sigmas() -> tuple[float, ...]:
+    """The distilled model's 8 sigmas (the scheduler appends the final 0)."""
+    from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES
+
+    return tuple(DISTILLED_SIGMA_VALUES)
+
+
+def is_distilled(pipe: Any) -> bool:
+    """Whether `pipe` holds the distilled model: its scheduler takes the sigmas as given."""
+    return pipe.scheduler.config.get("use_dynamic_shifting") is False
+
+
+class LTX2(Family):
+    """Text-to-video with its audio track; with an image in the request, image-to-video on the
+    same components (`LTX2ImageToVideo`'s job)."""
+
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        patch = int(pipe.transformer_spatial_patch_size)
+        multiple = int(pipe.vae_spatial_compression_ratio) * patch
+        steps, guidance = 4 if tiny else DEFAULT_STEPS, DEFAULT_GUIDANCE
+        schedule: dict[str, Any] = {}
+        if is_distilled(pipe):  # its own schedule, whatever the size: see the module's docstring
+            sigmas = distilled_sigmas()
+            steps, guidance = len(sigmas), DISTILLED_GUIDANCE
+            schedule = {"sigmas": sigmas, "min_steps": steps, "max_steps": steps}
+        return Limits(
+            task=self.task,
+            size_multiple=multiple,
+            min_size=2 * multiple,  # the decoder's reflect padding needs 2 latent rows
+            max_size=2048,
+            frame_multiple=int(pipe.vae_temporal_compression_ratio),
+            max_frames=MAX_FRAMES,
+            default_width=64 if tiny else DEFAULT_WIDTH,
+            default_height=64 if tiny else DEFAULT_HEIGHT,
+            default_frames=9 if tiny else DEFAULT_FRAMES,
+            default_steps=steps,
+            default_guidance=guidance,
+            fps=FPS,
+            needs_image=self.task == IMAGE_TO_VIDEO,
+            accepts_image=self.task == TEXT_TO_VIDEO,
+            **schedule,
+        )
+
+    def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
+        from diffusers import LTX2ImageToVideoPipeline, LTX2Pipeline
+
+        wanted = LTX2Pipeline if request.image is None else LTX2ImageToVideoPipeline
+        return same_components_as(pipe, wanted)
+
+    def text_tokens(self, pipe: Any) -> int:
+        """The prompt's tokens (padded): each stream's cross-attention reads them."""
+        return text_len(pipe.tokenizer, 1024)
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        cfg = self.uses_cfg(pipe, request)
+        encoded = pipe.encode_prompt(
+            prompt=request.prompt,
+            negative_prompt=request.negative_prompt or "",
+            do_classifier_free_guidance=cfg,
+            max_sequence_length=self.text_tokens(pipe),
+            device=device,
+        )
+        return {
+            name: tensor
+            for name, tensor in zip(PROMPT_TENSORS, encoded, strict=True)
+            if tensor is not None
+        }
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        from . import vae as ltx2_vae
+
+        # a tiled decode that would leave a one-pixel tile fails now, not after the steps
+        ratio = int(pipe.vae_spatial_compression_ratio)
+        latent_size = (request.height // ratio, request.width // ratio)
+        ltx2_vae.tile_grid(pipe.vae, torch.empty(1, 1, 1, *latent_size, device="meta"))
+        cfg = "negative_prompt_embeds" in tensors
+        guidance = request.guidance_scale if cfg else 1.0
+        return {
+            **tensors,
+            "height": request.height,
+            "width": request.width,
+            "num_frames": request.num_frames,
+            "frame_rate": float(FPS),
+            "num_inference_steps": request.num_inference_steps,
+            **({"sigmas": list(distilled_sigmas())} if is_distilled(pipe) else {}),
+            "guidance_scale": guidance,
+            "audio_guidance_scale": guidance,
+            **PLAIN_CFG,
+            "use_cross_timestep": use_cross_timestep(pipe),
+            "max_sequence_length": tensors["prompt_embeds"].shape[1],
+            **image_kwargs(request),
+        }
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        from . import vae as ltx2_vae
+
+        vae = pipe.vae
+        # the pipeline's "latent" output is denormalised already; the rest as its decode
+        z = latents.to(device=vae.device, dtype=vae.dtype)
+        temb = None
+        if vae.config.timestep_conditioning:  # decode timestep 0 (and no noise mixed in)
+            temb = torch.zeros(z.shape[0], device=z.device, dtype=z.dtype)
+        tiles = ltx2_vae.tile_grid(vae, z)
+        decode_tile = functools.partial(ltx2_vae.decode_tile, temb=temb)
+        return decode_in_tiles(
+            vae, z, tiles, decode_tile, video_frames(pipe), ltx2_vae.crop, (temb,)
+        )
+
+    def audio(self, pipe: Any, output: Any) -> Audio:
+        """The audio latents (the pipeline's "latent" output, denormalised) through the audio
+        VAE and the vocoder, as the pipeline decodes them; rank 0 only."""
+        audio_vae = pipe.audio_vae
+        with torch.no_grad():
+            mel = audio_vae.decode(output[1].to(audio_vae.dtype), return_dict=False)[0]
+            waveform = pipe.vocoder(mel)[0]
+        samples = waveform.detach().to("cpu", torch.float32).numpy()  # (channels, samples)
+        return Audio(samples, int(pipe.vocoder.config.output_sampling_rate))
+
+    # -- previews -------------------------------------------------------------------------
+
+    def latent_channels(self, pipe: Any) -> int:
+        return int(pipe.vae.config.latent_channels)
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        # the step's latents are packed tokens (batch, frames*h*w, channels), patch 1
+        ratio = int(pipe.vae_spatial_compression_ratio)
+        h, w = request.height // ratio, request.width // ratio
+        return latents[0, : h * w].reshape(h, w, -1).permute(2, 0, 1)
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        vae = pipe.vae
+        z = pipe._denormalize_latents(
+            latent[:, :, None], vae.latents_mean, vae.latents_std, vae.config.scaling_factor
+        )
+        return vae.decode(z.to(vae.dtype), None, return_dict=False)[0][0, :, 0]
+
+
+class LTX2ImageToVideo(LTX2):
+    """Image-to-video (`LTX2ImageToVideoPipeline` loaded): the image is required."""
+
+
+def image_kwargs(request: JobRequest) -> dict[str, Any]:
+    """The image-to-video pipeline's arguments for a request with an image (none without):
+    the image at the job's size conditions the first latent frame. diffusers would first
+    re-compress it as one H.264 frame (CRF 33 for LTX-2, as the model was trained; it needs
+    PyAV); paradit hands it over as sent (`image_crf=0`)."""
+    if request.image is None:
+        return {}
+    return {"image": request_image(request), "image_crf": 0}
+
+
+def use_cross_timestep(pipe: Any) -> bool:
+    """LTX-2.0's DiT (a caption projection inside it) modulates the cross-modal attention by
+    its own stream's timestep; LTX-2.3 and later by the other stream's (diffusers' default)."""
+    return not pipe.transformer.config.use_prompt_embeddings

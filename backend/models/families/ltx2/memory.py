@@ -1,0 +1,157 @@
+"""LTX-2's DiT in the memory plan: its dry run, and what a split sequence keeps whole.
+
+`families/ltx2/parallel.py` splits only the video tokens; the audio stream and the text
+stay whole on every rank. The dry run (`forward`) runs the DiT at one rank's share of the video
+tokens. Two things hold the whole video on every rank under a split, beyond that share
+(`gathered`):
+
+- the rotary tables: the rope modules compute them for every video token and the plan splits
+  their output into views, which keep the whole tables alive for the forward (`rope` at the
+  video width and `cross_attn_rope` at the audio-video width, a cosine and a sine each, in
+  float32);
+- the audio's attention to the video (`video_to_audio_attn`, one block at a time): the video
+  tokens and their key rotary table are gathered, then projected to keys and values of every
+  video token. Its peak is measured by running that attention on meta at the whole video.
+
+The gathered output of `proj_out` (the video's output channels, every token) is added too.
+The sum is counted on top of the share's peak: an upper bound, as the gather happens while
+part of the share's activations are live.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ....memory.dryrun import peak_bytes
+from ....memory.settings import JobShape
+from .adapter import FPS
+
+FLOAT32 = 4
+"""Bytes of a rotary table's elements (the rope modules compute in float32)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A job's tokens as LTX-2's DiT sees them on one rank (patch 1 over the latents)."""
+
+    frames: int
+    rows: int
+    """This rank's rows of latent pixels (all of them when the sequence is whole)."""
+    cols: int
+    audio: int
+    """Audio latent frames (the job's seconds at the family's frame rate)."""
+
+    @property
+    def video(self) -> int:
+        return self.frames * self.rows * self.cols
+
+
+def grid(sizes: Any, shape: JobShape, sequence_degree: int = 1) -> Grid:
+    """The job's grid on one rank of a sequence split `sequence_degree` ways (by rows)."""
+    config = sizes.dit.config
+    per_second = config["audio_sampling_rate"] / config["audio_hop_length"]
+    audio = max(1, round(shape.frames / FPS * per_second / config["audio_scale_factor"]))
+    return Grid(
+        frames=sizes.latent_frames(shape.frames),
+        rows=math.ceil(shape.height // sizes.spatial / sequence_degree),
+        cols=shape.width // sizes.spatial,
+        audio=audio,
+    )
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What one rank holds of the whole video beyond its share, in bytes."""
+
+    video_tokens: int
+    rotary_tables: int
+    """The whole rotary tables beyond this rank's share of them."""
+    attention: int
+    """The peak of the audio's attention over the gathered video (inputs included)."""
+    output: int
+    """The gathered `proj_out` output."""
+
+    @property
+    def total(self) -> int:
+        return self.rotary_tables + self.attention + self.output
+
+    @property
+    def reason(self) -> str:
+        gib = 1024**3
+        return (
+            f"LTX-2's audio attends to all {self.video_tokens} video tokens: under the split "
+            f"each rank gathers them in every block ({self.attention / gib:.2f} GiB at the "
+            f"attention's peak) and keeps the whole rotary tables "
+            f"({self.rotary_tables / gib:.2f} GiB more than its share): gathered_video"
+        )
+
+
+def gathered(sizes: Any, shape: JobShape, sequence_degree: int) -> Gathered | None:
+    """What a split sequence keeps whole on every rank (None when the sequence is whole)."""
+    if sequence_degree <= 1:
+        return None
+    dit, config = sizes.dit, sizes.dit.config
+    whole, share = grid(sizes, shape), grid(sizes, shape, sequence_degree)
+    batch, element = shape.batch, torch.tensor([], dtype=sizes.dtype).element_size()
+    widths = dit.rope.dim + dit.cross_attn_rope.dim
+    rotary = 2 * batch * (whole.video - share.video) * widths * FLOAT32
+    output = batch * whole.video * config["out_channels"] * element
+    attention = peak_bytes(lambda: _audio_to_whole_video(sizes, batch, whole))
+    return Gathered(whole.video, rotary, attention, output)
+
+
+def _audio_to_whole_video(sizes: Any, batch: int, whole: Grid) -> Any:
+    """One block's `video_to_audio_attn` with its video keys' inputs gathered (made here, so
+    the measure counts them) and the audio queries whole (counted by the share's dry run)."""
+    dit = sizes.dit
+    attn = dit.transformer_blocks[0].video_to_audio_attn
+    meta = {"device": "meta", "dtype": sizes.dtype}
+    audio = torch.empty((batch, whole.audio, attn.to_q.in_features), **meta)
+    audio_rope = dit.cross_attn_audio_rope.dim
+    query_table = torch.empty((batch, whole.audio, audio_rope), device="meta")
+    video = torch.empty((batch, whole.video, attn.to_k.in_features), **meta)
+    key_rope = dit.cross_attn_rope.dim
+    key_tables = tuple(torch.empty((batch, whole.video, key_rope), device="meta") for _ in "cs")
+    return attn(
+        audio,
+        encoder_hidden_states=video,
+        query_rotary_emb=(query_table, query_table),
+        key_rotary_emb=key_tables,
+    )
+
+
+def forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+    """LTX-2's DiT at this rank's share of the video tokens, the whole audio stream and the
+    whole text, as `families/ltx2/parallel.py` splits them (what stays whole beyond the share:
+    `gathered`)."""
+    dit, config = sizes.dit, sizes.dit.config
+    batch, meta = shape.batch, {"device": "meta", "dtype": sizes.dtype}
+    share = grid(sizes, shape, sequence_degree)
+    text = (batch, sizes.text_tokens, config["caption_channels"])
+    audio = (batch, share.audio, config["audio_in_channels"])
+    step = torch.empty((batch,), device="meta")
+    blocks = dit.transformer_blocks
+    dit.transformer_blocks = blocks[:1]  # one block's peak is every block's (on meta: 48x faster)
+    try:
+        return dit(
+            hidden_states=torch.empty((batch, share.video, config["in_channels"]), **meta),
+            audio_hidden_states=torch.empty(audio, **meta),
+            encoder_hidden_states=torch.empty(text, **meta),
+            audio_encoder_hidden_states=torch.empty(text, **meta),
+            timestep=step,
+            sigma=step,
+            encoder_attention_mask=torch.empty(text[:2], **meta),
+            audio_encoder_attention_mask=torch.empty(text[:2], **meta),
+            num_frames=share.frames,
+            height=share.rows,
+            width=share.cols,
+            fps=float(FPS),
+            audio_num_frames=share.audio,
+            return_dict=False,
+        )
+    finally:
+        dit.transformer_blocks = blocks

@@ -1,0 +1,47 @@
+"""LTX-2's DiT in a single file (with whatever else the checkpoint holds):
+`single_file/detect_ltx2.py` reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...single_file import ltx2
+from ...single_file.detect_ltx2 import DIFFUSERS_MARKER, MARKER, ltx2_dit
+from ...single_file.detection import Detection
+from ...single_file.header import FileHeader
+from ...single_file.rows import RowMap, trace_converter
+
+
+def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
+    """An LTX-2 DiT in Lightricks' key names under `prefix`; None when the file has none."""
+    if f"{prefix}{MARKER}" in header.tensors:
+        return ltx2_dit(header, prefix, "original")
+    return None
+
+
+def detect_diffusers_dit(header: FileHeader) -> Detection | None:
+    """An LTX-2 DiT in diffusers' key names; None when the file has none."""
+    if DIFFUSERS_MARKER in header.tensors:
+        return ltx2_dit(header, "", "diffusers")
+    return None
+
+
+def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
+    """The original key names -> diffusers', as a row map: `single_file/ltx2.py`'s converter
+    on row traces of the DiT's keys (the connectors beside it are another component's)."""
+    return trace_converter(ltx2.dit_converter(), ltx2.dit_keys(keys))
+
+
+def dit_file_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The DiT's keys of an LTX-2 checkpoint (not the text connectors beside it)."""
+    return ltx2.dit_keys(keys)
+
+
+def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
+    """Gemma's hidden states, through the connectors."""
+    return (("text_encoder", config["caption_channels"], "text embeddings"),)
+
+
+def vae_key_names(state: dict) -> dict:
+    """Lightricks' video VAE key names -> diffusers'."""
+    return ltx2.vae_names(state)

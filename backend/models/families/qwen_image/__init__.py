@@ -1,0 +1,31 @@
+"""Qwen-Image (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
+from ...family_spec import FamilySpec
+from .adapter import QwenImage
+from .memory import dit_forward
+from .single_file import detect_dit
+
+SPEC = FamilySpec(
+    "qwen_image",
+    adapters=(
+        QwenImage(
+            "qwen-image",
+            TEXT_TO_IMAGE,
+            ("QwenImagePipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            decodes_in_job=True,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("QwenImageTransformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=40,
+    file_vae_family="wan",
+    file_family="qwen-image",
+    dit_forward=dit_forward,
+    vae_frame_axis=True,
+)

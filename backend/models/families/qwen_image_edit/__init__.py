@@ -1,0 +1,25 @@
+"""Qwen-Image-Edit and Edit-2509 (image edit; no step cache)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_EDIT
+from ...family_spec import FamilySpec
+from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
+from .adapter import QwenImageEdit
+
+SPEC = FamilySpec(
+    "qwen_image_edit",
+    adapters=(
+        QwenImageEdit(
+            "qwen-image-edit",
+            IMAGE_EDIT,
+            ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
+            frozenset({"text_encoder", "tokenizer", "processor"}),
+            decodes_in_job=True,
+            step_cache=False,
+        ),
+    ),
+    transformer_classes=("QwenImageTransformer2DModel",),
+    dit_forward=dit_forward,
+    vae_frame_axis=True,
+)

@@ -1,0 +1,46 @@
+"""Wan 2.1 and 2.2 (text- and image-to-video; 2.2's TI2V-5B and two-expert I2V-A14B)."""
+
+from __future__ import annotations
+
+from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....sampling.names import SAMPLERS
+from ...family_spec import FamilySpec
+from .adapter import WanImageToVideo, WanTextToVideo
+from .memory import dit_forward
+from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
+from .wan22 import specialize
+
+_TEXT = frozenset({"text_encoder", "tokenizer"})
+SPEC = FamilySpec(
+    "wan",
+    adapters=(
+        WanTextToVideo(
+            "wan-t2v",
+            TEXT_TO_VIDEO,
+            ("WanPipeline",),
+            _TEXT,
+            vae_float32=True,
+            decodes_in_job=True,
+            samplers=SAMPLERS,
+        ),
+        WanImageToVideo(
+            "wan-i2v",
+            IMAGE_TO_VIDEO,
+            ("WanImageToVideoPipeline",),
+            _TEXT | {"image_encoder"},
+            vae_float32=True,
+            decodes_in_job=True,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("WanTransformer3DModel",),
+    detect_dit=detect_dit,
+    detect_diffusers_dit=detect_diffusers_dit,
+    detection_order=10,
+    file_family="wan",
+    dit_row_map=dit_row_map,
+    all_in_one=True,
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+    specialize=specialize,
+)

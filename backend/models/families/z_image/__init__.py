@@ -1,0 +1,37 @@
+"""Z-Image (Turbo) (text-to-image; no step cache)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
+from ...family_spec import FamilySpec
+from .adapter import ZImage
+from .memory import dit_forward
+from .parallel import z_image_cp_plan
+from .single_file import DROPPED, detect_dit, dit_row_map, vae_latent_channels
+
+SPEC = FamilySpec(
+    "z_image",
+    adapters=(
+        ZImage(
+            "z-image",
+            TEXT_TO_IMAGE,
+            ("ZImagePipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            batched_cfg=True,
+            decodes_in_job=True,
+            step_cache=False,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("ZImageTransformer2DModel",),
+    detect_dit=detect_dit,
+    detection_order=50,
+    vae_latent_channels=vae_latent_channels,
+    file_vae_family="flux",
+    file_family="z-image",
+    dit_row_map=dit_row_map,
+    dropped_keys=DROPPED,
+    dit_forward=dit_forward,
+    cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
+)

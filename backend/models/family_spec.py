@@ -1,0 +1,158 @@
+"""What a model family declares once (`FamilySpec`), and the declarations generic code reads
+from it; torch-free.
+
+Each family is one folder under `families/` whose `__init__.py` builds its `SPEC`, and
+`families/__init__.py` lists the specs (one line per family). Generic code (the adapters'
+lookup, sequence parallelism, the step cache, ...) loops over the specs; it never asks which
+family a model is by name. `families/README.md` is the checklist for adding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .families.base import Family
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """How a transformer block returns its two streams, and the name of the second one's
+    input: what diffusers' step-cache hooks need to know of a block class they do not list."""
+
+    first: int = 0
+    """Index of the first stream (`hidden_states`: its residual decides) in what it returns."""
+    second: int = 1
+    """Index of the second stream in what it returns."""
+    second_input: str = "encoder_hidden_states"
+    """The block's argument that takes the second stream."""
+
+    def __post_init__(self) -> None:
+        if min(self.first, self.second) < 0 or self.first == self.second:
+            raise ValueError(
+                f"a block's two streams are at two indices >= 0 of what it returns, got "
+                f"{self.first} and {self.second}"
+            )
+
+
+def _text_widths(config: Any) -> tuple[tuple[str, int, str], ...]:
+    """One text encoder whose width is the DiT's text input's."""
+    width = (
+        config.get("text_dim") or config.get("joint_attention_dim") or config.get("cap_feat_dim")
+    )
+    return (("text_encoder", width, "text embeddings"),)
+
+
+def _vae_latent_channels(config: Any) -> int:
+    """The DiT's output channels, or a quarter of its input's (2x2 patches)."""
+    return config.get("out_channels") or config["in_channels"] // 4
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One model family: its pipeline adapters and what generic code needs to know of it."""
+
+    name: str
+    """The family's folder under `families/` (e.g. "hunyuan_video15")."""
+    adapters: tuple[Family, ...]
+    """Its pipeline adapters (`families.base.Family`), one per task or variant, in the order
+    `family_for` tries them."""
+    transformer_classes: tuple[str, ...]
+    """The diffusers DiT classes its pipelines hold."""
+    cp_plans: Mapping[str, Callable[[Any], dict[str, Any]]] = field(default_factory=dict)
+    """DiT class -> a function that prepares that transformer for sequence parallelism and
+    returns its context-parallel plan, for the classes diffusers declares no (usable) plan
+    for; empty when diffusers' own `_cp_plan` serves."""
+    attention_dispatch: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
+    """DiT class -> a function that swaps its processors that call torch's SDPA themselves for
+    ones that go through diffusers' `dispatch_attention_fn`, computing the same (CogVideoX's):
+    what attention kernels other than SDPA, and sequence parallelism, reach."""
+    block_layouts: Mapping[str, BlockLayout] = field(default_factory=dict)
+    """Transformer block class -> its layout, for the blocks diffusers' step-cache registry
+    lacks (their transformers get the cache too)."""
+    dit_forward: Callable[[Any, Any, int], Any] | None = None
+    """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
+    sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
+    at one rank's share of the job `shape`'s tokens; None: the plan estimates activations by
+    a rule of thumb."""
+    dry_run_one_block: bool = False
+    """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
+    each list: 15-30x faster, the same peak to the byte (checked against the whole forward
+    for Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and
+    1024x768, with and without sequence parallel; tests/test_memory_plan.py checks it on the
+    tiny presets). Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one
+    block's."""
+    gathered: Callable[[Any, Any, int], Any] | None = None
+    """What a rank holds of the whole video beyond its share of the tokens under a split
+    sequence, `(sizes, shape, sequence_degree)` -> an object with `total` and `reason`
+    (LTX-2); None when the plan splits every activation that grows with the video."""
+    vae_frame_axis: bool = False
+    """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
+    Wan-style 3D VAE)."""
+    detect_dit: Callable[[Any, str], Any] | None = None
+    """Single files: `(header, prefix)` -> the `Detection` of this family's DiT when the file
+    holds one in the family's own key names under `prefix`, else None (`single_file.py` beside
+    the spec); None when another family's spec recognises the DiT (Klein's is Flux.2's)."""
+    detect_diffusers_dit: Callable[[Any], Any] | None = None
+    """Single files: `header` -> the `Detection` of this family's DiT in diffusers' key names,
+    else None; None when the family has no such format."""
+    detection_order: int = 0
+    """Single files: the specs' DiT recognitions are tried in this order, lowest first (for
+    every key prefix in turn, then the diffusers layouts): a family whose keys are a superset
+    of another's goes first (Flux.2 before Flux.1: the same double blocks)."""
+    all_in_one: bool = False
+    """Single files: the family's DiT may come in an all-in-one checkpoint (ComfyUI's
+    `models/checkpoints`) whose encoders and VAE sit beside it under their own prefixes."""
+    file_family: str = ""
+    """Single files: the family as the recognition names it (`Detection.family`, e.g.
+    "hunyuanvideo1.5"); "" when another spec reads the family's files."""
+    dit_row_map: Callable[[Any, Any], Any] | None = None
+    """Single files: `(keys, config)` -> the row map (`single_file.rows.RowMap`) from the
+    file's own key names (the prefix stripped) to diffusers'; None when the family's files use
+    diffusers' names (Qwen-Image's); diffusers' layout maps as it is."""
+    dit_file_keys: Callable[[Any], Any] | None = None
+    """Single files: the DiT's keys among a file's, where the file holds more (LTX-2's text
+    connectors beside it); None: all of them."""
+    dropped_keys: tuple[str, ...] = ()
+    """Single files: DiT weights diffusers' model has no place for (Z-Image's `norm_final`)."""
+    text_widths: Callable[[Any], tuple[tuple[str, int, str], ...]] = _text_widths
+    """Single files: the DiT's config -> (encoder slot, width, what it takes) for each text
+    encoder file the DiT reads, checked against the encoder files' widths (Flux.1 also its
+    CLIP's pooled width; Flux.2 three hidden states stacked; HunyuanVideo 1.5 two encoders)."""
+    vae_latent_channels: Callable[[Any], int] = _vae_latent_channels
+    """Single files: the DiT's config -> the latent channels of the VAE file it takes."""
+    file_vae_family: str = ""
+    """Single files: the family as the recognition names its VAE files, when not its own
+    (Z-Image takes Flux's VAE, Qwen-Image Wan's)."""
+    image_encoder_kind: str = "clip"
+    """Single files: the vision tower its image encoder file is ("clip"; "siglip")."""
+    vae_key_names: Callable[[Any], Any] | None = None
+    """Single files: a VAE file's state dict (the family's own key names) -> diffusers' names;
+    None when the VAE's layout says how (Wan's, the LDM one)."""
+    file_scheduler: Callable[[Any, Any], Any] | None = None
+    """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
+    runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
+    specialize: Callable[[Family, Any], Family] | None = None
+    """A loaded pipeline -> a more specific adapter when its settings say more than its class
+    (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.adapters or not self.transformer_classes:
+            raise ValueError(
+                f"a family spec names its folder, at least one adapter and one DiT class, "
+                f"got {self.name!r} with {len(self.adapters)} adapters and "
+                f"{len(self.transformer_classes)} DiT classes"
+            )
+        outside = sorted(set(self.cp_plans) - set(self.transformer_classes))
+        if outside:
+            raise ValueError(f"{self.name}: cp_plans for DiT classes it does not hold: {outside}")
+        object.__setattr__(self, "cp_plans", _frozen(self.cp_plans))
+        object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
+        object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))
