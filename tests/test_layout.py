@@ -116,3 +116,37 @@ def test_nothing_on_a_rank_imports_http_or_the_frontends():
         if source.exists():
             text = source.read_text()
             assert "fastapi" not in text and "uvicorn" not in text, module
+
+
+def _self_fields(path: Path) -> set[str]:
+    """The attributes `path`'s methods set on `self`."""
+    return {
+        node.attr
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+
+
+@pytest.mark.fast
+def test_a_job_returns_its_results():
+    """A job's results come back from `run_on_rank` as a `RankResult`: neither the runtime nor
+    the LoRA patcher keeps a field for the last job."""
+    for relative in ("backend/runtime/engine.py", "backend/lora/patch.py"):
+        left = {name for name in _self_fields(ROOT / relative) if name.startswith("last")}
+        assert not left, (relative, left)
+
+
+@pytest.mark.fast
+def test_no_test_copies_the_job_sequence():
+    """A test that runs the pipeline to the latents and then decodes them with the family's
+    tiles carries a copy of the job sequence: it calls `runtime.job.run_on_rank` instead
+    (`tests/image_jobs.py`)."""
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text()
+        decodes = "tiled_decode(" in text or "decode_tiles(" in text
+        assert not ('output_type="latent"' in text and decodes), path.name

@@ -1,12 +1,8 @@
-"""One rank's model and how a job runs on it.
+"""One rank's model: loaded, planned and parallelized at start-up (`Runtime`).
 
 Every rank holds the same pipeline with the parallel plan applied to its transformer. Rank 0
-alone holds the text/image encoders: it encodes each request once and the embeddings reach the
-job's replica (a broadcast from its leader, which got them from rank 0); every rank of the
-replica then runs the diffusers pipeline's own denoising loop. Families that decode in the job
-(Wan, Flux, CogVideoX: all of them today) stop at the latents everywhere and `decode` splits
-the VAE's tiles over the replica's ranks (`plan.vae_parallel`); for any other family only the
-replica's leader (its first rank; rank 0 when there is one replica) decodes with the VAE.
+alone holds the text/image encoders. What a job runs on is `Runtime.rank_model`; how a job runs
+is `job.run_on_rank`.
 """
 
 from __future__ import annotations
@@ -20,17 +16,12 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-import torch.distributed as dist
 
-from ..audio import Audio
-from ..cache import CacheSettings
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
@@ -50,23 +41,16 @@ from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
-from ..parallel.step_cache import Branches, StepAgreement, cache_record
-from ..parallel.vae import decode_share, gather_tiles
-from ..request import JobRequest
 from .faults import Faults
 from .group import Group
+from .job import DIT_COMPONENTS, RankModel, dits_of
 from .preview import Previewer
 from .progress import Progress
 
 log = logging.getLogger(__name__)
 
-DIT_COMPONENTS = ("transformer", "transformer_2")
 VAE_TILE_ENV = "PARADIT_VAE_TILE"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class JobCancelled(Exception):
-    """Raised on every rank at the same step boundary when a job is cancelled."""
 
 
 def pipeline_class_name(source: ModelSource) -> str:
@@ -82,37 +66,6 @@ def pipeline_class_name(source: ModelSource) -> str:
     from diffusers import DiffusionPipeline
 
     return DiffusionPipeline.load_config(source.name)["_class_name"]
-
-
-@dataclass
-class StepClock:
-    """Wall time of each denoising step, measured at the step callbacks."""
-
-    start: float = field(default_factory=time.perf_counter)
-    marks: list[float] = field(default_factory=list)
-    notes: dict[str, Any] = field(default_factory=dict)
-    """How the steps ran (`sequence_layout`, the step cache's `cache` record): job.json
-    carries them at its top level (`serving/writer.py`)."""
-
-    def mark(self) -> None:
-        self.marks.append(time.perf_counter())
-
-    def step_seconds(self) -> list[float]:
-        points = [self.start, *self.marks]
-        return [b - a for a, b in zip(points, points[1:], strict=False)]
-
-    def timings(self, begin: float, end: float) -> dict[str, Any]:
-        """A job's step timings (`job.json`): `begin` is when the job started on this rank,
-        `end` when its frames were decoded (perf_counter seconds)."""
-        steps = self.step_seconds()
-        out: dict[str, Any] = {
-            "first_step_start_s": round(self.start - begin, 4),
-            "step_s": [round(s, 4) for s in steps],
-        }
-        if steps:
-            out["mean_step_s"] = round(sum(steps) / len(steps), 4)
-            out["decode_s"] = round(end - self.marks[-1], 4)
-        return {**out, **self.notes}
 
 
 @dataclass(frozen=True)
@@ -152,18 +105,9 @@ class Runtime:
         memory = memory or MemorySettings()
         # Measured before this rank loads anything: the model is part of what the plan counts.
         budget = Budget.of(group.device, memory.gpu_memory_gib, group.env.local_world_size)
-        self.last_peak: dict[str, Any] | None = None
-        self.last_audio: Audio | None = None
-        """The last job's audio track on the replica's leader (LTX-2), else None."""
-        """This rank's measured peak in its last job (`PeakMeter.read`)."""
         skip = frozenset() if group.is_rank0 else self.family.encoder_components
         self.dtype = DTYPES[dtype]
         started = time.perf_counter()
-        self.job_id = ""
-        self.sequence_layout = ""
-        self.cache_alone = False
-        """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
-        """The last job's sequence layout (`parallel.PLAN` or `parallel.SPREAD`)."""
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
@@ -192,7 +136,7 @@ class Runtime:
             group.replica_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
             device_type=group.device.type,
-            tiled_decode=self.family.decodes_in_job,
+            tiled_decode=True,
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
@@ -229,6 +173,25 @@ class Runtime:
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
         self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
+        self.rank_model = RankModel(
+            self.pipe,
+            self.family,
+            self.parallel,
+            self.limits,
+            group.device,
+            group.ctrl,
+            group.leader,
+            group.replica_size,
+            group.is_leader,
+            self.plan.vae_parallel,
+            self.layout,
+            self.loras,
+            self.meter,
+            self.progress,
+            self.fault,
+            waiting=self.waiting,
+        )
+        """What `job.run_on_rank` runs a job on."""
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
@@ -332,11 +295,7 @@ class Runtime:
 
     def dits(self) -> list[torch.nn.Module]:
         """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""
-        return [
-            getattr(self.pipe, name)
-            for name in DIT_COMPONENTS
-            if getattr(self.pipe, name, None) is not None
-        ]
+        return dits_of(self.pipe)
 
     def rank_info(self) -> dict[str, Any]:
         return {
@@ -346,162 +305,13 @@ class Runtime:
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
         }
 
-    # -- a job, on every rank -------------------------------------------------------------
-
-    def encode(self, request: JobRequest) -> dict[str, torch.Tensor]:
-        """Rank 0: run the encoders once for the whole group."""
-        device = placement.encoder_device(self.layout, self.group.device)
-        with torch.no_grad():
-            tensors = self.family.encode(self.pipe, request, device)
-        return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
-
-    def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list]) -> dict:
-        """Broadcast the leader's encoder outputs over the replica's control group; returns
-        them on device."""
-        out = {}
-        for name, shape, dtype in meta:
-            tensor = (
-                tensors[name]
-                if tensors is not None
-                else torch.empty(shape, dtype=getattr(torch, dtype))
-            )
-            if self.group.replica_size > 1:
-                with self.waiting("share"):
-                    dist.broadcast(tensor, src=self.group.leader, group=self.group.ctrl)
-            out[name] = tensor.to(self.group.device)
-        return out
-
-    def denoise(
-        self,
-        request: JobRequest,
-        tensors: dict[str, torch.Tensor],
-        on_step: Callable[[int, int], bool],
-        clock: StepClock,
-        on_latents: Callable[[int, torch.Tensor], None] | None = None,
-    ) -> np.ndarray | torch.Tensor | None:
-        """Run the pipeline; `on_step(step, total)` returns True to cancel (rank 0 decides);
-        `on_latents(step, latents)` sees the latents after each step (previews).
-
-        Returns float frames (F, H, W, 3) on the replica's leader, None elsewhere; for families
-        that decode in the job, the final latents on every rank (then call `decode`).
-        """
-        uses_cfg = self.family.uses_cfg(self.pipe, request)
-        tokens = self.limits.tokens(request.width, request.height, request.num_frames)
-        self.sequence_layout = self.parallel.begin_job(uses_cfg, tokens)
-        if self.parallel.layouts:
-            clock.notes["sequence_layout"] = self.sequence_layout
-        total = request.num_inference_steps
-
-        def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
-            clock.mark()
-            self.progress.tick()
-            if on_latents is not None:
-                on_latents(index + 1, kwargs["latents"])
-            if self.fault is not None:
-                self.fault.at_step(index + 1)
-            if self._agree_cancel(on_step(index + 1, total), index + 1):
-                raise JobCancelled(f"cancelled after step {index + 1} of {total}")
-            return {}
-
-        kwargs = self.family.prepare(self.pipe, request, tensors)
-        runner = self.family.pipeline_for_job(self.pipe, request)
-        generator = torch.Generator("cpu").manual_seed(request.seed)
-        leader = self.group.is_leader
-        decodes_here = leader and not self.family.decodes_in_job
-        cache = None
-        clock.start = time.perf_counter()
-        try:
-            cache = self._start_cache(request, uses_cfg)
-            with placement.steps(self.dits(), self.layout, self.group.device):
-                output = runner(
-                    **kwargs,
-                    generator=generator,
-                    output_type="np" if decodes_here else "latent",
-                    callback_on_step_end=step_end,
-                    return_dict=False,
-                )
-        finally:
-            for switch in self.parallel.caches:
-                if switch is not None:
-                    switch.stop()
-            self.parallel.end_job()
-            self.family.finish(self.pipe)
-        if cache is not None:
-            clock.notes["cache"] = cache_record(*cache)
-        if leader:
-            self.last_audio = self.family.audio(self.pipe, output)
-        if self.family.decodes_in_job:
-            return output[0]
-        return self.family.frames(output) if leader else None
-
-    def _start_cache(
-        self, request: JobRequest, uses_cfg: bool
-    ) -> tuple[CacheSettings, list[dict[str, Any]]] | None:
-        """Put the job's step cache on every DiT, deciding together over the replica
-        (`parallel/step_cache.py`); the settings and the per-step record it fills."""
-        settings = CacheSettings.parse(request.cache)
-        if settings is None:
-            return None
-        active = [wrapper for wrapper in self.parallel.cfg if wrapper.active]
-        branches = Branches(
-            uses_cfg,
-            cfg_rank=active[0].cfg_rank if active else None,
-            batched=self.family.batched_cfg,
-        )
-        group = self.group.ctrl if self.group.replica_size > 1 else None
-        if not self.family.step_cache or not self.parallel.caches or None in self.parallel.caches:
-            raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
-        record: list[dict[str, Any]] = []
-        for switch in self.parallel.caches:  # each expert its own hooks and state
-            switch.start(StepAgreement(settings, branches, group, record, alone=self.cache_alone))
-        return settings, record
-
-    def decode(self, request: JobRequest, latents: torch.Tensor) -> np.ndarray | None:
-        """Decode the final latents (families that decode in the job), on every rank.
-
-        With `plan.vae_parallel` the tiles are dealt to all ranks and gathered on rank 0;
-        otherwise rank 0 decodes them one after another. Float frames on rank 0, else None.
-        """
-        if self.fault is not None:
-            self.fault.at_decode()
-        with torch.no_grad():
-            tiles = self.family.tiled_decode(self.pipe, request, latents)
-            if self.plan.vae_parallel:
-                # Within the job's replica, over the gloo control group (tiles go through host
-                # memory on CUDA too: a gather of decoded tiles once per job).
-                group = self.group.ctrl
-                mine = decode_share(tiles, group)
-                with self.waiting("decode"):  # the hang watchdog knows who is still decoding
-                    decoded = gather_tiles(tiles, mine, torch.device("cpu"), group)
-            elif self.group.is_leader:
-                decoded = [tiles.decode_tile(index) for index in range(tiles.num_tiles)]
-            else:
-                decoded = None
-            return None if decoded is None else tiles.assemble(decoded)
-
-    def set_vae_tiling(self, tiled: bool) -> None:
-        """The job's decode: tiled (or split, which is tiled) or whole (the memory plan's)."""
-        vae = getattr(self.pipe, "vae", None)
-        if vae is not None and hasattr(vae, "enable_tiling"):
-            vae.enable_tiling() if tiled else vae.disable_tiling()
-
-    def _agree_cancel(self, wants: bool, step: int) -> bool:
-        """All ranks of the replica take its leader's decision, so all stop at the same step."""
-        if self.group.replica_size == 1:
-            return wants
-        flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
-        with self.waiting(f"step {step}"):
-            dist.broadcast(flag, src=self.group.leader, group=self.group.ctrl)
-        return bool(flag.item())
-
     @contextlib.contextmanager
-    def waiting(self, point: str):
-        """Mark that this rank waits for the others at `point` of the current job.
+    def waiting(self, key: str):
+        """Mark that this rank waits for the others at `key` ("<job id>:<point>").
 
         Each rank publishes its last point in the store; rank 0's watchdog compares them when
         it has waited too long, to name the rank that stopped progressing
         (`serving/health.py`)."""
-        key = f"{self.job_id}:{point}"
         self.group.store.set(f"wait/{self.group.rank}", key)
         self.wait_point = WaitPoint(key, time.monotonic())
         try:
@@ -538,12 +348,3 @@ def release_freed_memory(*, collect: bool = False) -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
             ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def tensor_meta(tensors: dict[str, torch.Tensor]) -> list[list]:
-    """JSON-able (name, shape, dtype) for the spec, so receivers can allocate."""
-    return [[n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()]
-
-
-def dumps(message: dict) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode()

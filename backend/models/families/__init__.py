@@ -44,7 +44,6 @@ FAMILIES: tuple[Family, ...] = (
         ("WanPipeline",),
         _TEXT,
         vae_float32=True,
-        decodes_in_job=True,
     ),
     WanImageToVideo(
         "wan-i2v",
@@ -52,28 +51,24 @@ FAMILIES: tuple[Family, ...] = (
         ("WanImageToVideoPipeline",),
         _TEXT | {"image_encoder"},
         vae_float32=True,
-        decodes_in_job=True,
     ),
     Flux(
         "flux",
         TEXT_TO_IMAGE,
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
-        decodes_in_job=True,
     ),
     QwenImage(
         "qwen-image",
         TEXT_TO_IMAGE,
         ("QwenImagePipeline",),
         _TEXT,
-        decodes_in_job=True,
     ),
     QwenImageEdit(
         "qwen-image-edit",
         IMAGE_EDIT,
         ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
         _TEXT | {"processor"},
-        decodes_in_job=True,
         step_cache=False,
     ),
     Flux2(
@@ -81,7 +76,6 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_IMAGE,
         ("Flux2Pipeline",),
         _TEXT,
-        decodes_in_job=True,
         step_cache=False,
     ),
     Flux2Klein(
@@ -89,7 +83,6 @@ FAMILIES: tuple[Family, ...] = (
         TEXT_TO_IMAGE,
         ("Flux2KleinPipeline",),
         _TEXT,
-        decodes_in_job=True,
         step_cache=False,
     ),
     ZImage(
@@ -98,7 +91,6 @@ FAMILIES: tuple[Family, ...] = (
         ("ZImagePipeline",),
         _TEXT,
         batched_cfg=True,
-        decodes_in_job=True,
     ),
     CogVideoX(
         "cogvideox-t2v",
@@ -106,7 +98,6 @@ FAMILIES: tuple[Family, ...] = (
         ("CogVideoXPipeline",),
         _TEXT,
         batched_cfg=True,
-        decodes_in_job=True,
     ),
     CogVideoX(
         "cogvideox-i2v",
@@ -114,21 +105,18 @@ FAMILIES: tuple[Family, ...] = (
         ("CogVideoXImageToVideoPipeline",),
         _TEXT,
         batched_cfg=True,
-        decodes_in_job=True,
     ),
     HunyuanVideo15(
         "hunyuanvideo1.5-t2v",
         TEXT_TO_VIDEO,
         ("HunyuanVideo15Pipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2"},
-        decodes_in_job=True,
     ),
     HunyuanVideo15ImageToVideo(
         "hunyuanvideo1.5-i2v",
         IMAGE_TO_VIDEO,
         ("HunyuanVideo15ImageToVideoPipeline",),
         _TEXT | {"text_encoder_2", "tokenizer_2", "image_encoder"},
-        decodes_in_job=True,
     ),
     LTX2(
         "ltx2-t2v",
@@ -136,7 +124,6 @@ FAMILIES: tuple[Family, ...] = (
         ("LTX2Pipeline",),
         _TEXT,
         batched_cfg=True,
-        decodes_in_job=True,
     ),
     LTX2ImageToVideo(
         "ltx2-i2v",
@@ -144,7 +131,6 @@ FAMILIES: tuple[Family, ...] = (
         ("LTX2ImageToVideoPipeline",),
         _TEXT,
         batched_cfg=True,
-        decodes_in_job=True,
     ),
 )
 
