@@ -23,9 +23,9 @@ from PIL import Image
 from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
 from paradit.backend.models.families import family_for
+from paradit.backend.models.preset_names import RANDOM_PRESET_NAMES
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
-    RANDOM_PRESET_NAMES,
     build_random_preset,
     random_preset_spec,
 )

@@ -21,12 +21,29 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every paradit module `path` imports, at module level or inside functions."""
+def _top_level(tree: ast.Module) -> list[ast.stmt]:
+    """The statements run when the module is imported (`try` blocks included; what runs only
+    for type checkers or inside functions not)."""
+    out: list[ast.stmt] = []
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Try):
+            todo.extend([*node.body, *node.orelse, *node.finalbody])
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            todo.extend([*node.body, *node.orelse])
+        else:
+            out.append(node)
+    return out
+
+
+def _imports(path: Path, *, lazy: bool = True) -> set[str]:
+    """Every paradit module `path` imports, at module level or (`lazy`) inside functions."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if lazy else _top_level(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -43,10 +60,14 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, lazy: bool = True) -> dict[str, set[str]]:
+    """Module -> the paradit modules it imports (`lazy`: inside functions too)."""
     files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
     modules = {_module_name(p): p for p in files}
-    return {name: {m for m in _imports(path) if m in modules} for name, path in modules.items()}
+    return {
+        name: {m for m in _imports(path, lazy=lazy) if m in modules}
+        for name, path in modules.items()
+    }
 
 
 @pytest.mark.fast
@@ -75,14 +96,30 @@ def test_no_import_cycles():
     assert not cycle, " -> ".join(cycle)
 
 
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every paradit module `start` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for module in graph[todo.pop()] - seen:
+            seen.add(module)
+            todo.append(module)
+    return seen
+
+
 def test_frontend_side_imports_no_torch():
-    """The contract, the config, the client and the frontends' logic load without torch:
-    ComfyUI and the web app stay light, and the CLI starts fast."""
+    """The contract, the config, the client, the presets' names and the frontends' logic load
+    without torch: ComfyUI and the web app stay light, and the CLI starts fast. The ComfyUI
+    node module itself needs ComfyUI: every paradit module it reaches is imported instead."""
+    graph = _graph(lazy=False)  # what importing it runs
+    comfy = sorted(_reached(graph, "paradit.nodes.comfy_v3") - {"paradit.nodes.comfy_v3"})
+    assert "paradit.backend.models.preset_names" in comfy  # the model choices' table
     code = (
-        "import sys\n"
+        "import importlib, sys\n"
         "import paradit.backend.contract, paradit.backend.config, paradit.backend.client\n"
         "import paradit.backend.client.connect, paradit.nodes.pool, paradit.nodes.run\n"
         "import paradit.web.forms, paradit.web.progress, paradit.backend.tools.cli\n"
+        "import paradit.backend.models.preset_names, paradit.backend.diffusers_internals\n"
+        f"for name in {comfy!r}: importlib.import_module(name)\n"
         "print('torch' in sys.modules, 'diffusers' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -90,13 +127,17 @@ def test_frontend_side_imports_no_torch():
     assert out.stdout.split() == ["False", "False"]
 
 
+RANK_PACKAGES = ("runtime", "models", "parallel", "lora", "memory", "processes")
+"""The folders whose code runs on every rank (README: where each part lives)."""
+
+
 @pytest.mark.fast
 def test_nothing_on_a_rank_imports_http_or_the_frontends():
+    """Nor rank 0's `serving/`: ranks 1..N-1 run none of it (their start-up and worker loop
+    are `processes/`'s)."""
     graph = _graph()
-    ranks = [
-        m for m in graph if m.startswith(("paradit.backend.runtime", "paradit.backend.models"))
-    ]
-    ranks += [m for m in graph if m.startswith("paradit.backend.parallel")]
+    ranks = [m for m in graph if m.startswith(tuple(f"paradit.backend.{p}" for p in RANK_PACKAGES))]
+    assert len({m.split(".")[2] for m in ranks}) == len(RANK_PACKAGES)
     for module in ranks:
         bad = {
             m
@@ -150,3 +191,64 @@ def test_no_test_copies_the_job_sequence():
         text = path.read_text()
         decodes = "tiled_decode(" in text or "decode_tiles(" in text
         assert not ('output_type="latent"' in text and decodes), path.name
+
+
+FRONTEND_IMPORTS = (
+    "paradit.backend.contract",
+    "paradit.backend.request",
+    "paradit.backend.config",
+    "paradit.backend.cache",
+    "paradit.backend.client",
+    "paradit.backend.models.preset_names",
+)
+"""What `nodes/` (ComfyUI) and `web/` (Gradio) may import from the backend: torch-free."""
+
+
+@pytest.mark.fast
+def test_frontends_import_only_the_torch_free_backend():
+    graph = _graph()
+    for module, imported in graph.items():
+        if not module.startswith(("paradit.nodes", "paradit.web")):
+            continue
+        backend = {m for m in imported if m.startswith("paradit.backend.")}
+        bad = {m for m in backend if not m.startswith(FRONTEND_IMPORTS)}
+        assert not bad, (module, bad)
+
+
+def _package(module: str) -> str:
+    """The backend folder (or top-level module) `module` is in: "models", "contract", ..."""
+    parts = module.split(".")
+    return parts[2] if parts[1] == "backend" and len(parts) > 2 else parts[1]
+
+
+FLOORS: dict[str, tuple[str, ...]] = {
+    "diffusers_internals": ("*",),
+    "contract": ("*",),
+    "models": ("parallel", "lora", "memory", "runtime", "processes", "serving", "tools"),
+    "lora": ("parallel", "memory", "runtime", "processes", "serving", "tools"),
+    "parallel": ("lora", "memory", "runtime", "processes", "serving", "tools"),
+    "memory": ("lora", "runtime", "processes", "serving", "tools"),
+    "runtime": ("processes", "serving", "tools"),
+    "processes": ("serving", "tools"),
+    "serving": ("tools",),
+}
+"""What each backend folder must not import (`*`: no other paradit module): the floors,
+bottom up. The diffusers-compatibility table and the contract stand alone; the models
+(loading, reading each rank's rows included) know nothing of parallelism, LoRAs or memory
+plans; a rank's job (`runtime/`) nothing of how its process started (`processes/`), which
+knows nothing of rank 0's serving. None imports the command line, the client or the
+frontends (checked above)."""
+
+
+@pytest.mark.fast
+def test_each_floor_imports_only_the_floors_below():
+    graph = _graph()
+    for module, imported in graph.items():
+        forbidden = FLOORS.get(_package(module))
+        if forbidden is None:
+            continue
+        others = {m for m in imported if _package(m) != _package(module)}
+        others.discard("paradit.backend")
+        bad = others if forbidden == ("*",) else {m for m in others if _package(m) in forbidden}
+        assert not bad, (module, bad)
+

@@ -229,8 +229,8 @@ def _check_sharded_draw(rank: int, world_size: int, config: dict) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from paradit.backend.models.seeded import SeededRows
+    from paradit.backend.models.sharded_load import empty_from_config, fill_shards
     from paradit.backend.parallel.fsdp import shard_weights
-    from paradit.backend.parallel.sharded_load import empty_from_config, fill_shards
 
     whole = empty_from_config(config, torch.bfloat16)  # as a 1-rank build draws it
     fill_shards(whole, SeededRows.of(whole, 7), torch.device("cpu"))

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ..parallel.sharded_load import shard_rows
+from ..models.sharded_load import shard_rows
 from ..request import lora_strengths
 from .buffers import RankBuffers
 from .library import Lora, LoraLibrary

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from .casting import cast_pipeline
-from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
-from .random_presets import RANDOM_PRESET_NAMES
+from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_preset, is_tiny_preset
+from .presets import build_preset, preset_components
 from .single_file.build import build_pipeline
 from .single_file.load import SEPARATOR, SingleFiles, is_model_file, resolve
 

@@ -5,7 +5,7 @@ The model only declares its `_cp_plan` (or, for models diffusers gives none, a p
 it to diffusers' `apply_context_parallel`. We do not call `enable_parallelism`: it
 derives the device from `torch.accelerator.device_count()`, which is 0 (a division by zero)
 on CPU-only machines, and it cannot take a mesh that also has a CFG dimension. The private
-diffusers names this needs are looked up and checked (`internals`) when it is applied.
+diffusers names this needs are looked up and checked (`diffusers_internals`) when it is applied.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
+from ..diffusers_internals import require
 from .cogvideox import prepare_cogvideox
 from .hunyuan_video15 import prepare_hunyuan_video15
-from .internals import require
 from .ltx2 import prepare_ltx2
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan

@@ -30,17 +30,17 @@ from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline
 from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..models.preset_names import is_random_preset
 from ..models.random_presets import (
-    is_random_preset,
     random_dit_components,
     random_dit_config,
     random_dit_weights,
 )
+from ..models.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
-from ..parallel.sharded_load import empty_dit, empty_from_config, fill_shards
 from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
@@ -117,7 +117,7 @@ class Runtime:
         if self.fault is not None:
             self.fault.at_load()
         # One host copy: a sharded DiT from a folder is built empty and each rank reads only
-        # its shards after `parallelize` (parallel/sharded_load.py).
+        # its shards after `parallelize` (models/sharded_load.py).
         lazy = self._lazy_dits(plan_overrides)
         self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
         for name in sorted(lazy):
