@@ -6,6 +6,7 @@ Cost: about 1 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -252,3 +253,30 @@ def test_each_floor_imports_only_the_floors_below():
         bad = others if forbidden == ("*",) else {m for m in others if _package(m) in forbidden}
         assert not bad, (module, bad)
 
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _named_paths(text: str) -> set[str]:
+    """The repository paths a page names in backticks (`backend/runtime/job.py`, `nodes/`)."""
+    names = set(re.findall(r"`([\w./-]+)`", text))
+    return {n for n in names if "/" in n and n.split("/")[0] in (*PACKAGES, "tests", "docs")}
+
+
+@pytest.mark.fast
+def test_architecture_names_only_paths_that_exist():
+    named = _named_paths(ARCHITECTURE.read_text())
+    assert len(named) > 30, sorted(named)
+    missing = sorted(n for n in named if not (ROOT / n).exists())
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+@pytest.mark.fast
+def test_architecture_names_every_part():
+    """Every backend folder and top-level module, and each frontend, has its line."""
+    named = _named_paths(ARCHITECTURE.read_text())
+    parts = [f"{p.parent.relative_to(ROOT)}/" for p in (ROOT / "backend").glob("*/__init__.py")]
+    parts += [str(p.relative_to(ROOT)) for p in (ROOT / "backend").glob("*.py")]
+    parts += ["nodes/", "web/"]
+    missing = sorted(p for p in parts if p not in named and p != "backend/__init__.py")
+    assert not missing, f"docs/architecture.md does not say where these live: {missing}"
