@@ -60,9 +60,7 @@ def pipeline_class_name(source: ModelSource) -> str:
 
         return preset_pipeline_class(source.name)
     if source.kind == "file":
-        from ..models.single_file.load import resolve
-
-        return resolve(source.single_files()).pipeline_class
+        return source.resolved_files().pipeline_class
     from diffusers import DiffusionPipeline
 
     return DiffusionPipeline.load_config(source.name)["_class_name"]
@@ -92,22 +90,18 @@ class Runtime:
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
     ):
+        """Start-up, in named steps: identify the model (single files are resolved once,
+        here, and every later step reads `source.resolved`), load it, choose the plan, plan
+        the memory, place it, parallelize it, then what jobs need."""
+        started = time.perf_counter()
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
-        pipeline_class = pipeline_class_name(self.source)
-        self.family: Family = family_for(pipeline_class)
-        # What the process holds before the model: the libraries, imported here (the pipeline
-        # module imports its models'), so that job.json's `above_start` is the model's share.
-        import diffusers
-
-        getattr(diffusers, pipeline_class)
+        self.family: Family = family_for(self._import_pipeline())
         self.meter = PeakMeter(group.device, resident_bytes())
         memory = memory or MemorySettings()
         # Measured before this rank loads anything: the model is part of what the plan counts.
         budget = Budget.of(group.device, memory.gpu_memory_gib, group.env.local_world_size)
-        skip = frozenset() if group.is_rank0 else self.family.encoder_components
         self.dtype = DTYPES[dtype]
-        started = time.perf_counter()
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
@@ -116,21 +110,48 @@ class Runtime:
         )
         if self.fault is not None:
             self.fault.at_load()
-        # One host copy: a sharded DiT from a folder is built empty and each rank reads only
-        # its shards after `parallelize` (models/sharded_load.py).
+        lazy = self._load(plan_overrides, memory)
+        self._choose_plan(plan_overrides)
+        self.planner: MemoryPlanner | None = None
+        self.layout: Layout = self._plan_memory(memory, budget)
+        self._place(group.device)
+        group.barrier("loaded")  # loading takes different times; meshes need everyone
+        self._parallelize(lazy)
+        self._prepare_jobs(loras)
+        break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
+        self.load_seconds = time.perf_counter() - started
+        log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def _import_pipeline(self) -> str:
+        """The model's pipeline class, its module imported: what the process holds before
+        the model is the libraries', so that job.json's `above_start` is the model's share."""
+        pipeline_class = pipeline_class_name(self.source)
+        import diffusers
+
+        getattr(diffusers, pipeline_class)  # the pipeline module imports its models'
+        return pipeline_class
+
+    def _load(self, plan_overrides: dict[str, Any], memory: MemorySettings) -> frozenset[str]:
+        """Load the pipeline on this rank (the encoders on rank 0 only); returns the DiTs built
+        empty, to be filled shard by shard after `parallelize` (one host copy:
+        models/sharded_load.py)."""
+        skip = frozenset() if self.group.is_rank0 else self.family.encoder_components
         lazy = self._lazy_dits(plan_overrides)
         self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: self._empty_dit(name)})
         self.model_files: dict[str, Any] | None = None
         """A single-file model's files: variant, and each file's role, format and why."""
-        if self.source.kind == "file":
-            from ..models.single_file.load import resolve
-
-            self.model_files = resolve(self.source.single_files()).summary()
+        if self.source.resolved is not None:
+            self.model_files = self.source.resolved.summary()
         self.pipe.set_progress_bar_config(disable=True)
         self.family = family_of(self.pipe)  # the loaded pipeline's settings may say more
         tile_vae_from_env(self.pipe, memory.vae_tile)  # --vae-tile, else PARADIT_VAE_TILE
+        return lazy
+
+    def _choose_plan(self, plan_overrides: dict[str, Any]) -> None:
+        """The parallel plan for this replica's ranks, and the model's limits under it."""
+        group = self.group
         limits = self.family.limits(self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.replica_size,
@@ -140,10 +161,11 @@ class Runtime:
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
-        self.planner: MemoryPlanner | None = None
-        self.layout: Layout = self._plan_memory(memory, budget)
-        self._place(group.device)
-        group.barrier("loaded")  # loading takes different times; meshes need everyone
+
+    def _parallelize(self, lazy: frozenset[str]) -> None:
+        """Apply the plan to the DiTs (every rank together), offload what the memory layout
+        says, and fill the DiTs built empty with this rank's rows."""
+        group = self.group
         self.parallel: Parallelized = parallelize(
             self.dits(),
             self.plan,
@@ -152,14 +174,18 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             cpu_offload=placement.fsdp_offload(self.layout, group.device),
         )
-        sharded = self.plan.shard_weights and self.plan.world_size > 1
-        if not sharded:
+        if not self._sharded():
             placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
             host = placement.fsdp_offload(self.layout, group.device)
             target = torch.device("cpu") if host else group.device
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
+
+    def _prepare_jobs(self, loras: LoraLibrary | None) -> None:
+        """What jobs need besides the model: the work counter on its modules, previews on
+        the leader, the LoRA patcher, and the `RankModel` that `job.run_on_rank` runs on."""
+        group = self.group
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
@@ -169,7 +195,7 @@ class Runtime:
             for name in DIT_COMPONENTS
             if getattr(self.pipe, name, None) is not None
         }
-        hooked = self.layout.dit in ("offload-group", "offload-sequential") and not sharded
+        hooked = self.layout.dit in ("offload-group", "offload-sequential") and not self._sharded()
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
         self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
@@ -192,9 +218,10 @@ class Runtime:
             waiting=self.waiting,
         )
         """What `job.run_on_rank` runs a job on."""
-        break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
-        self.load_seconds = time.perf_counter() - started
-        log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
+
+    def _sharded(self) -> bool:
+        """The DiTs' weights are sharded over the replica's ranks (FSDP2)."""
+        return self.plan.shard_weights and self.plan.world_size > 1
 
     def _lazy_dits(self, plan_overrides: dict[str, Any]) -> frozenset[str]:
         """The DiTs to build empty and fill shard by shard: those of a folder, of single
@@ -220,9 +247,7 @@ class Runtime:
 
     def _empty_dit(self, name: str) -> torch.nn.Module:
         if self.source.kind == "file":
-            from ..models.single_file.load import resolve
-
-            config = resolve(self.source.single_files()).dits[name].detection.config
+            config = self.source.resolved_files().dits[name].detection.config
             return empty_from_config(config, self.dtype)
         if self.source.kind == "preset":  # a random: preset
             return empty_from_config(random_dit_config(self.source.name, name), self.dtype)
@@ -232,9 +257,8 @@ class Runtime:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
         if self.source.kind == "file":
             from ..models.single_file.build import DitWeights
-            from ..models.single_file.load import resolve
 
-            weights = DitWeights(resolve(self.source.single_files()).dits[name])
+            weights = DitWeights(self.source.resolved_files().dits[name])
             weights.check(getattr(self.pipe, name))
             return weights
         if self.source.kind == "preset":  # a random: preset: this rank's rows, drawn
@@ -282,7 +306,7 @@ class Runtime:
         each parameter to the device as it shards it, so no rank ever holds a whole DiT there.
         What the memory layout keeps in host memory stays there.
         """
-        sharded = self.plan.shard_weights and self.plan.world_size > 1
+        sharded = self._sharded()
         for name, module in self.pipe.components.items():
             if not isinstance(module, torch.nn.Module) or (sharded and name in DIT_COMPONENTS):
                 continue
