@@ -5,7 +5,7 @@ kind, bounds, default, help, the tasks that use it and how each frontend shows i
 flag, its ComfyUI widget, whether the web form has it). Everything else is derived from it at
 the time it is used: the HTTP schema (`serving/schema.py`), `JobRequest` and `job.json`, the
 job flags of `generate`/`batch`/`verify` (`tools/cli.py`), the generation nodes' widgets
-(`nodes/params.py`), the Gradio form (`web/ui.py`) and README's field table (`docs_table`).
+(`nodes/params.py`), the Gradio form (`web/ui.py`) and docs/api.md's field table (`docs_table`).
 Adding a field is one declaration here; tests/test_fields.py fails when a frontend drifts.
 
 Torch-free: the frontends import it.
@@ -707,7 +707,7 @@ def _edit_default_size(body: dict[str, Any], values: dict[str, Any], limits: Lim
 
 
 def docs_table() -> str:
-    """README's table of the request fields (tests/test_fields.py checks README has it)."""
+    """docs/api.md's table of the request fields (tests/test_fields.py checks it is there)."""
     rows = [
         "| field | type | default | command line | ComfyUI widget | tasks | what it is |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -228,6 +228,31 @@ def file_cost_s(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
+RECORDED_VERSIONS = (
+    "torch", "diffusers", "transformers", "accelerate", "gradio", "fastapi", "uvicorn",
+    "numpy", "pillow", "gguf", "peft", "pytest", "pytest-xdist", "ruff",
+)  # fmt: skip
+"""Printed in the suite's header: the versions the suite last ran with are in its output."""
+
+
+def installed_versions(names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """name -> installed version (`missing` where the package is not installed)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "missing"
+    return versions
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    found = installed_versions(RECORDED_VERSIONS)
+    return "paradit ran with: " + " ".join(f"{name}=={v}" for name, v in found.items())
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Most costly files first (a stable sort: tests keep their order within a file)."""
     costs: dict[Path, int] = {}

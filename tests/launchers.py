@@ -26,7 +26,7 @@ SERVE = [
     "--port",
     "0",
 ]
-README = Path(__file__).parent.parent / "README.md"
+LAUNCHERS_PAGE = Path(__file__).parent.parent / "docs" / "launchers.md"
 
 
 def free_port() -> int:
@@ -126,9 +126,10 @@ def processes_of(output_dir: Path) -> list[int]:
     return found
 
 
-def readme_block(first_line: str) -> str:
-    """The README's ```bash block that starts with `first_line`."""
-    blocks = re.findall(r"^```bash\n(.*?)^```$", README.read_text(), re.MULTILINE | re.DOTALL)
+def docs_block(first_line: str) -> str:
+    """The ```bash block of docs/launchers.md that starts with `first_line`."""
+    text = LAUNCHERS_PAGE.read_text()
+    blocks = re.findall(r"^```bash\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
     found = [block for block in blocks if block.startswith(first_line)]
-    assert len(found) == 1, f"README.md has {len(found)} bash blocks starting {first_line!r}"
+    assert len(found) == 1, f"{LAUNCHERS_PAGE} has {len(found)} bash blocks: {first_line!r}"
     return found[0]

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from paradit.backend.tools.bench import run as bench_run
+from paradit.backend.tools.bench.load import LoadWindow
 from paradit.backend.tools.bench.model import DirectResult
-from paradit.backend.tools.bench.report import render_markdown, summarize
+from paradit.backend.tools.bench.report import judge_load, render_markdown, summarize
 from paradit.backend.tools.bench.run import run_bench
 from paradit.backend.tools.bench.throughput import THROUGHPUT, THROUGHPUT_SMOKE, ThroughputRun
 from paradit.backend.tools.bench.throughput import render as render_throughput
@@ -236,7 +237,7 @@ def _result(spec: RunSpec, steps: list[float], total: float, bytes_: int) -> Run
     return result
 
 
-def test_summary_arithmetic_and_targets():
+def _smoke_summary() -> dict:
     results = [
         _result(RunSpec("baseline", 1), [9.0, 2.0, 2.0, 2.2], 10.5, 1000),
         _result(RunSpec("sequence", 2, 1, 2), [9.0, 1.25, 1.25], 6.5, 500),
@@ -244,7 +245,7 @@ def test_summary_arithmetic_and_targets():
         _result(RunSpec("sequence", 2, 1, 2, sharded=False), [9.0, 1.0, 1.1], 5.5, 1000),
     ]
     direct = [DirectResult(total_s=9.8, step_s=[9.0, 2.0, 2.0])]
-    summary = summarize(
+    return summarize(
         workload=SMOKE,
         results=results,
         direct=direct,
@@ -255,6 +256,10 @@ def test_summary_arithmetic_and_targets():
         load_avg={},
         wall_s=1.0,
     )
+
+
+def test_summary_arithmetic_and_targets():
+    summary = _smoke_summary()
     rows = {(r["mode"], r["world_size"], r["sharded"]): r for r in summary["scaling"]}
     assert rows[("sequence", 1, False)]["step_s"] == 2.0  # first step skipped, median
     assert rows[("sequence", 2, True)]["speedup"] == 1.6
@@ -273,6 +278,31 @@ def test_summary_arithmetic_and_targets():
     table = render_markdown(summary)
     assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table
     json.dumps(summary)  # JSON-able as a whole
+
+
+def test_a_row_measured_above_the_core_count_gets_no_verdict():
+    """The load around each row is recorded; above the core count the row is noisy: its
+    figures are shown, its targets are not judged (a quiet row keeps its verdicts)."""
+    quiet = LoadWindow(cores=2, start=[0.4, 0.5, 0.6], end=[1.9, 0.9, 0.7])
+    busy = LoadWindow(cores=2, start=[0.4, 0.5, 0.6], end=[2.6, 1.2, 0.8])
+    assert (quiet.peak, quiet.noisy, busy.peak, busy.noisy) == (1.9, False, 2.6, True)
+    assert not LoadWindow(cores=2).noisy  # no reading: nothing to judge by
+
+    summary = _smoke_summary()
+    judge_load(summary, {"scaling": quiet.to_json()})
+    assert summary["targets"]["cfg_speedup_x2"]["met"] is True
+    assert "noisy" not in render_markdown(summary).lower()
+
+    summary = _smoke_summary()
+    judge_load(summary, {"scaling": busy.to_json()})
+    for target in summary["targets"].values():
+        assert target["met"] is None and target["met_no_shard"] is None and target["noisy"]
+    table = render_markdown(summary)
+    assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table  # figures still shown
+    assert table.count("noisy: not judged") == len(summary["targets"])
+    assert "- scaling: load average 0.4 -> 2.6 (2 cores) — NOISY" in table
+    assert summary["load"]["scaling"]["noisy"] is True
+    json.dumps(summary)
 
 
 @pytest.mark.fast

@@ -6,12 +6,12 @@ Cost: about 1 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_docs import repo_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("backend", "nodes", "web")
@@ -257,24 +257,11 @@ def test_each_floor_imports_only_the_floors_below():
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
-def _named_paths(text: str) -> set[str]:
-    """The repository paths a page names in backticks (`backend/runtime/job.py`, `nodes/`)."""
-    names = set(re.findall(r"`([\w./-]+)`", text))
-    return {n for n in names if "/" in n and n.split("/")[0] in (*PACKAGES, "tests", "docs")}
-
-
-@pytest.mark.fast
-def test_architecture_names_only_paths_that_exist():
-    named = _named_paths(ARCHITECTURE.read_text())
-    assert len(named) > 30, sorted(named)
-    missing = sorted(n for n in named if not (ROOT / n).exists())
-    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
-
-
 @pytest.mark.fast
 def test_architecture_names_every_part():
-    """Every backend folder and top-level module, and each frontend, has its line."""
-    named = _named_paths(ARCHITECTURE.read_text())
+    """docs/architecture.md gives every backend folder and top-level module, and each
+    frontend, its line (that the paths it names exist is `test_docs`'s check)."""
+    named = set(repo_paths(ARCHITECTURE.read_text()))
     parts = [f"{p.parent.relative_to(ROOT)}/" for p in (ROOT / "backend").glob("*/__init__.py")]
     parts += [str(p.relative_to(ROOT)) for p in (ROOT / "backend").glob("*.py")]
     parts += ["nodes/", "web/"]

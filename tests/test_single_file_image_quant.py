@@ -54,9 +54,9 @@ Measured on these DiTs: 0.036 (fp8) and 0.0040 (Q8_0)."""
 CALL = {"height": 32, "width": 32, "num_inference_steps": 2, "output_type": "np"}
 IMAGE_BOUNDS = {"tiny-z-image": 0.18, "tiny-flux2-klein": 0.011}
 """The largest difference in [0, 1] pixel values from the float32 preset's image (32x32, 2
-steps; README's table has every format). Measured: Z-Image fp8_scaled 0.089 (its random tiny
-DiT is the more sensitive: bf16 0.015 there), Klein Q8_0 0.0054; bounds about twice that. A
-scale left out or misapplied makes another image (fp8 values ~448/max|w| too large)."""
+steps; docs/single-files.md's table has every format). Measured: Z-Image fp8_scaled 0.089 (its
+random tiny DiT is the more sensitive: bf16 0.015 there), Klein Q8_0 0.0054; bounds about twice
+that. A scale left out or misapplied makes another image (fp8 values ~448/max|w| too large)."""
 JOBS = {"tiny-z-image": "fp8_comfy_quant", "tiny-flux2-klein": "Q8_0"}
 
 

@@ -1,6 +1,6 @@
 """`paradit serve` under SLURM for real: a one-machine cluster (tests/slurm_cluster.py: munged,
 slurmctld and slurmd from Debian's `slurm-wlm` and `munge`, installed by `.ci/run`) runs
-`srun -n 2` and `sbatch` of the README's script; each job equals world size 1.
+`srun -n 2` and `sbatch` of docs/launchers.md's script; each job equals world size 1.
 
 Cost: about 50 s (in the suite's two-worker run on 2 cores).
 """
@@ -20,10 +20,10 @@ from launchers import (
     BODY,
     SERVE,
     alive,
+    docs_block,
     free_port,
     launch_env,
     processes_of,
-    readme_block,
     ready_url,
     spawn,
     stop,
@@ -73,9 +73,9 @@ def test_srun_serves_then_a_killed_task_makes_rank_0_exit_with_the_reason(
         stop([proc])
 
 
-def test_sbatch_of_the_readme_script(cluster, tmp_path, references):
+def test_sbatch_of_the_documented_script(cluster, tmp_path, references):
     script = tmp_path / "paradit.sbatch"
-    script.write_text(readme_block("#!/bin/bash\n#SBATCH"))
+    script.write_text(docs_block("#!/bin/bash\n#SBATCH"))
     (tmp_path / "token").write_text("sbatch-test-token\n")
     out = tmp_path / "out"
     submit = subprocess.run(

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -70,16 +71,28 @@ def test_the_wheel_holds_the_package_and_nothing_else(built):
     assert all(f"{d}/__init__.py" in shipped for d in py_dirs), py_dirs
 
 
+def _see_the_running_environment(venv: Path) -> None:
+    """torch, diffusers, ... are not reinstalled: the new venv sees the site-packages of the
+    environment running the tests (a user's venv, or the interpreter's own), not those of the
+    base interpreter behind it (`--system-site-packages` would give those, where a venv user has
+    no torch). A `.pth` line adds each folder as a plain path after the venv's own
+    site-packages, so the wheel installed there comes first and the folders' own `.pth` files
+    (the editable install's finder of the source tree) are not run."""
+    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    (purelib,) = {
+        Path(p)
+        for p in (venv / "lib").glob("python*/site-packages")  # the new venv's only one
+    }
+    (purelib / "running-environment.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+
+
 def test_installed_from_the_wheel_it_imports_and_generates(built, tmp_path):
     wheel, _ = built
     venv = tmp_path / "venv"
-    # system site packages: torch and diffusers are not reinstalled (that is where the
-    # editable install of the source lives too; the venv's own site-packages come first)
     subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-        check=True,
-        timeout=120,
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
     )
+    _see_the_running_environment(venv)
     python, script = venv / "bin" / "python", venv / "bin" / "paradit"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["OMP_NUM_THREADS"] = "1"

@@ -45,7 +45,7 @@ def memory_record(job: Job, output: JobOutput) -> dict[str, Any] | None:
         return None
     measured = {str(rank): value for rank, value in sorted(output.measured.items()) if value}
     record = {**job.memory.to_dict(), "measured": measured}
-    if output.lora_memory is not None:  # host memory the plan does not predict (README: LoRAs)
+    if output.lora_memory is not None:  # host memory the plan does not predict (docs/loras.md)
         record["loras"] = output.lora_memory
     return record
 

@@ -125,7 +125,7 @@ def _resolve_device(args: argparse.Namespace) -> None:
 
 
 def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
-    """Run `body` at world size 1 and `args.world_size`; the report (see README)."""
+    """Run `body` at world size 1 and `args.world_size`; the report (see docs/equivalence.md)."""
     if args.world_size < 2:
         raise ValueError("--world-size must be at least 2 to compare with world size 1")
     _resolve_device(args)

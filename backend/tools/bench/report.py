@@ -143,6 +143,7 @@ def _targets(scaling: list[dict], overhead_ratio: float | None, warm_ms: float |
         met_no_shard = None if no_shard is None else no_shard >= goal
         out[key] = {
             "what": what,
+            "row": "scaling",
             "target": f"{op} {goal}",
             "value": value,
             "met": met,
@@ -232,6 +233,14 @@ def add_lora_switch(summary: dict[str, Any], section: dict[str, Any]) -> None:
     summary["errors"] += section["errors"]
 
 
+def judge_load(summary: dict[str, Any], loads: dict[str, dict[str, Any]]) -> None:
+    """Record each row's load window; a target of a noisy row gets no verdict (`met` None)."""
+    summary["load"] = loads
+    for target in summary["targets"].values():
+        if loads.get(target.get("row"), {}).get("noisy"):
+            target.update(noisy=True, met=None, met_no_shard=None)
+
+
 def write_json(summary: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2) + "\n")
@@ -250,6 +259,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render_markdown(summary: dict[str, Any]) -> str:
+    from .load import describe as describe_load
+
     setup = summary["setup"]
     if "scaling" in summary:
         lines = _render_scaling(summary)
@@ -273,13 +284,15 @@ def render_markdown(summary: dict[str, Any]) -> str:
     for target in summary["targets"].values():
         extra = ""
         if target["value_no_shard"] is not None:
-            extra = (
-                f" (no-shard: {target['value_no_shard']:.2f}, "
-                + ("met" if target["met_no_shard"] else "not met")
-                + ")"
-            )
+            judged = {True: "met", False: "not met", None: "not judged"}[target["met_no_shard"]]
+            extra = f" (no-shard: {target['value_no_shard']:.2f}, {judged})"
         met = {True: "met", False: "NOT met", None: "-"}[target["met"]]
+        if target.get("noisy"):
+            met = "noisy: not judged"
         rows.append([target["what"], target["target"], _fmt(target["value"]) + extra, met])
+    if summary.get("load"):
+        lines += ["", "### Load", ""]
+        lines += [f"- {row}: {describe_load(window)}" for row, window in summary["load"].items()]
     if rows:  # rows without targets (image, unguided, cache, lora) leave the heading out
         lines += ["", "### Targets", "", *_table(["target", "goal", "measured", ""], rows)]
     if summary["errors"]:

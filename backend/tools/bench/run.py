@@ -18,7 +18,6 @@ is a real `paradit serve` process group started with `LocalBackend`, one at a ti
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import statistics
 import sys
@@ -34,6 +33,7 @@ from .fastpaths import ROWS as FAST_ROWS
 from .fastpaths import FastPathWorkload
 from .fastpaths import measure as measure_fast_paths
 from .fastpaths import render as render_fast_paths
+from .load import LoadWindow, load_avg, num_cores, watch
 from .model import DirectPipeline, DirectResult, build_model_folder
 from .throughput import THROUGHPUT, ThroughputWorkload
 from .throughput import measure as measure_throughput
@@ -49,9 +49,7 @@ def detect_devices() -> tuple[str, int]:
 
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         return "cuda", torch.cuda.device_count()
-    return "cpu", len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1
-    )
+    return "cpu", num_cores()
 
 
 def peak_rss_bytes(pid: int) -> int | None:
@@ -192,10 +190,6 @@ class Bench:
 # -- the whole run ----------------------------------------------------------------------------
 
 
-def _load_avg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
-
-
 ROWS = ("scaling", "throughput", "lora", "image", *FAST_ROWS)
 
 
@@ -226,6 +220,7 @@ def run_bench(
     from .report import (
         add_lora_switch,
         add_throughput,
+        judge_load,
         render_markdown,
         summarize,
         summarize_throughput_only,
@@ -243,7 +238,7 @@ def run_bench(
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     device, num_devices = detect_devices()
-    load_start = _load_avg()
+    load_start = load_avg()
     log.info(
         "bench (%s) on %d %s device(s), load average %s",
         ", ".join(rows),
@@ -261,37 +256,45 @@ def run_bench(
     work = Path(tempfile.mkdtemp(prefix="paradit-bench-"))
     results, setup_s, direct, batch_runs, fast, switching = [], 0.0, [], [], None, None
     images = None
+    windows: dict[str, LoadWindow] = {}  # row -> the load average around it
     try:
         if "scaling" in rows:
-            folder = build_model_folder(workload.model, work / "model")
-            bench = Bench(workload, str(folder), device, work, out / "logs")
-            results, setup_s = _run_all(bench, plan_runs(workload, num_devices), folder, device)
-            direct = bench.direct
+            with watch() as windows["scaling"]:
+                folder = build_model_folder(workload.model, work / "model")
+                bench = Bench(workload, str(folder), device, work, out / "logs")
+                results, setup_s = _run_all(bench, plan_runs(workload, num_devices), folder, device)
+                direct = bench.direct
         if "throughput" in rows:
-            batch_runs = measure_throughput(throughput, device, num_devices, work, out / "logs")
+            with watch() as windows["throughput"]:
+                batch_runs = measure_throughput(throughput, device, num_devices, work, out / "logs")
         fast_rows = tuple(row for row in rows if row in FAST_ROWS)
         if fast_rows:
             if fast_paths is None and repeats is not None:
                 fast_paths = replace(FastPathWorkload(), num_repeats=repeats)
-            fast = measure_fast_paths(
-                fast_rows, device, work / "fast-paths", fast_paths or FastPathWorkload()
-            )
+            with watch() as windows["fast_paths"]:
+                fast = measure_fast_paths(
+                    fast_rows, device, work / "fast-paths", fast_paths or FastPathWorkload()
+                )
         if "lora" in rows:
             workload_lora = lora or lora_switch.LORA
-            switching = lora_switch.measure(workload_lora, device, num_devices, work, out / "logs")
+            with watch() as windows["lora"]:
+                switching = lora_switch.measure(
+                    workload_lora, device, num_devices, work, out / "logs"
+                )
         if "image" in rows:
             if image is None:
                 image = image_row.QUICK if quick else image_row.IMAGE
                 if repeats is not None:
                     image = replace(image, num_repeats=repeats)
-            images = image_row.measure(image, device, num_devices, out / "logs")
+            with watch() as windows["image"]:
+                images = image_row.measure(image, device, num_devices, out / "logs")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     common = {
         "device": device,
         "num_devices": num_devices,
         "quick": quick,
-        "load_avg": {"start": load_start, "end": _load_avg()},
+        "load_avg": {"start": load_start, "end": load_avg()},
         "wall_s": time.perf_counter() - began,
     }
     if results:
@@ -310,6 +313,7 @@ def run_bench(
         summary["image"] = images
     if rows != ("scaling",):
         summary["setup"]["command"] += " --rows " + ",".join(rows)
+    judge_load(summary, {row: window.to_json() for row, window in windows.items()})
     table = render_markdown(summary)
     if fast is not None:
         table += "\n".join(render_fast_paths(fast)) + "\n"

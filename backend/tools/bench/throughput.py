@@ -247,6 +247,7 @@ def summarize(workload: ThroughputWorkload, runs: list[ThroughputRun]) -> dict[s
         value = speedup["jobs" if name == "throughput_jobs" else "with_startup"]["of_medians"]
         targets[name] = {
             "what": what,
+            "row": "throughput",
             "target": f"{op} {goal}",
             "value": value,
             "met": None if value is None else value >= goal,
