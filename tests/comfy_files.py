@@ -207,13 +207,20 @@ FP8_COMFY_QUANT = json.dumps({"format": "float8_e4m3fn"})
 
 
 def write_safetensors(
-    path: Path, original: dict[str, torch.Tensor], fmt: str, prefix: str = ""
+    path: Path,
+    original: dict[str, torch.Tensor],
+    fmt: str,
+    prefix: str = "",
+    *,
+    per_row: bool = False,
 ) -> dict[str, torch.Tensor]:
     """fmt: fp32, bf16, fp16, fp8_e4m3fn, fp8_scaled (ComfyUI's older layout: fp8 block weights
     with a float32 `scale_weight` each, a `scale_input`, and the `scaled_fp8` marker) or
     fp8_comfy_quant (its current one, which it converts the older to and saves: a float32
     `weight_scale` and `input_scale` and a `comfy_quant` JSON per fp8 layer, the layers listed
-    in the `_quantization_metadata` metadata)."""
+    in the `_quantization_metadata` metadata). `per_row`: the fp8 formats' weight scales are
+    one per row (per output channel, shape `(rows,)`) instead of one per tensor, so a reader
+    that takes the wrong rows' scales reads wrong values."""
     held: dict[str, torch.Tensor] = {}
     tensors: dict[str, torch.Tensor] = {}
     layers: dict[str, dict] = {}
@@ -228,14 +235,18 @@ def write_safetensors(
             stored = value.to(torch.float8_e4m3fn)
             held[name] = stored.float()
         else:
-            scale = value.abs().max() / 448.0
+            if per_row:  # each row's own largest value maps to fp8's largest, 448
+                scale = (value.abs().amax(dim=1, keepdim=True) / 448.0).clamp_min(1e-12)
+            else:
+                scale = value.abs().max() / 448.0
             stored = (value / scale).to(torch.float8_e4m3fn)
             held[name] = stored.float() * scale
+            scale = scale.reshape(-1) if per_row else scale.reshape(())
             if fmt == "fp8_scaled":
-                tensors[layer + "scale_weight"] = scale.reshape(())
+                tensors[layer + "scale_weight"] = scale
                 tensors[layer + "scale_input"] = torch.ones(())
             else:
-                tensors[layer + "weight_scale"] = scale.reshape(())
+                tensors[layer + "weight_scale"] = scale
                 tensors[layer + "input_scale"] = torch.ones(())
                 raw = torch.frombuffer(bytearray(FP8_COMFY_QUANT.encode()), dtype=torch.uint8)
                 tensors[layer + "comfy_quant"] = raw.clone()

@@ -1,7 +1,9 @@
 """A one-machine SLURM cluster for the tests: munged, slurmctld and slurmd started as local
 daemons (in the foreground, children of the test) with their key, configuration, state, spool
-and logs in one temporary folder. One node named after this host, its CPUs as configured;
-processes tracked by /proc (no cgroups), no task plugin, no accounting.
+and logs in one temporary folder. One node, named after this host or as the
+caller says, its CPUs as configured; processes tracked by /proc (no cgroups), no task plugin,
+no accounting. A node named unlike this host is, to mpirun inside an allocation, another
+machine: it starts its processes there through srun, as across machines.
 
 Debian's packages (`slurm-wlm`, `munge`) provide the daemons; `.ci/run` installs them.
 """
@@ -36,10 +38,10 @@ class SlurmCluster:
     """`start()` brings the cluster up (its one node idle), `stop()` ends every daemon;
     `env` is what a client (srun, sbatch, scontrol) needs to reach it."""
 
-    def __init__(self, root: Path, cpus: int = 2):
+    def __init__(self, root: Path, cpus: int = 2, node: str | None = None):
         self.root = root
         self.cpus = cpus
-        self.node = socket.gethostname()
+        self.node = node or socket.gethostname()
         self.daemons: list[subprocess.Popen] = []
         self.env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
 
@@ -54,7 +56,7 @@ class SlurmCluster:
             self._start_munge()
             self._write_config()
             self._daemon([program("slurmctld"), "-D", "-c", "-i"], "slurmctld")
-            self._daemon([program("slurmd"), "-D"], "slurmd")
+            self._daemon([program("slurmd"), "-D", "-N", self.node], "slurmd")
             self._wait_idle(timeout_s)
         except BaseException:
             self.stop()

@@ -134,6 +134,7 @@ def test_a_slow_fault_ticks_the_work_counter_while_it_works():
     faults = Faults.from_environ(
         1, 0, {"PARADIT_FAULT": "rank=1,at=decode,kind=slow,secs=0.6"}, tick=progress.tick
     )
+    faults.begin_job("a job")  # faults fire inside jobs only
     faults.at_step(1)  # not its moment
     assert progress.ticks == 0
     faults.at_decode()

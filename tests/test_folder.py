@@ -1,15 +1,19 @@
 """A tiny model saved to a folder and served by path gives the same frames as its preset; a
-Wan 2.2-style pair of experts runs both in parallel, and takes a LoRA with a strength each.
+Wan 2.2-style pair of experts runs both in parallel, and takes a LoRA with a strength each; a
+truncated shard fails every rank's load, not only the ranks that read past its end.
 
-Cost: about 15 s (in the suite's two-worker run on 2 cores).
+Cost: about 17 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import pytest
+import torch
 from conftest import run_job
 from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.models.presets import build_preset
+from paradit.backend.models.sharded_load import FolderWeights, fill_shards
 
 # Explicit sizes: a folder model gets the real-model defaults (832x480, 81 frames).
 BODY = {
@@ -93,3 +97,24 @@ def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
     _, again = run_job(two, BODY)
     assert again == frames_one  # both experts' rows restored
     backends.stop(two)
+
+
+@pytest.mark.fast
+def test_a_truncated_shard_is_refused_before_any_rank_reads(tmp_path):
+    """Each rank reads only its own rows of each weight (`fill_shards`), so a shard cut short
+    was noticed only by the ranks whose rows lie past the cut. Every rank checks every file
+    against its header before reading: the rank reading rows before the cut refuses too."""
+    transformer = build_preset("tiny-wan", components=frozenset({"transformer"})).transformer
+    transformer.save_pretrained(tmp_path, max_shard_size="40KB")  # several shards + an index
+    shards = sorted(tmp_path.glob("*.safetensors"))
+    assert len(shards) >= 3 and (tmp_path / "diffusion_pytorch_model.safetensors.index.json")
+    whole = FolderWeights(tmp_path)
+    first = next(name for name, file in whole.files.items() if file == shards[0])
+    whole.close()
+    last = shards[-1]
+    last.write_bytes(last.read_bytes()[:-4])  # the last 4 bytes of its last tensor are gone
+    rows = torch.empty((1, *transformer.state_dict()[first].shape[1:]))
+    with pytest.raises(ValueError, match=f"{last.name} is truncated: its header names"):
+        FolderWeights(tmp_path).read_rows(first, 0, rows)  # a rank with rows in shard 1 only
+    with pytest.raises(ValueError, match=f"{last.name} is truncated"):
+        fill_shards(transformer, tmp_path, torch.device("cpu"))

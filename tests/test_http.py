@@ -1,6 +1,6 @@
 """The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle, lost ranks.
 
-Cost: about 28 s (in the suite's two-worker run on 2 cores).
+Cost: about 32 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -250,6 +250,29 @@ def test_token_is_required_when_set(served_with_token):
     job, frames = run_job(authed, {"prompt": "an image"})
     assert job["num_frames"] == 1 and frames[0][:4] == b"\x89PNG"
     assert _image(authed.preview(job["id"])).size == (64, 64)  # Flux latents are packed
+    # the OpenAI-style routes, as the `openai` client calls them, with its api_key as token
+    import openai
+
+    def api(key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{client.url}/v1", api_key=key, max_retries=0)
+
+    extra = {"num_inference_steps": 2, "seed": 3}
+    image = api("s3cret").images.generate(prompt="a cube", size="32x32", extra_body=extra)
+    assert base64.b64decode(image.data[0].b64_json)[:4] == b"\x89PNG"
+    video = api("s3cret").videos.create(prompt="a cube", size="32x32", extra_body=extra)
+    assert api("s3cret").videos.retrieve(video.id).id == video.id
+    for call in (
+        lambda wrong: wrong.images.generate(prompt="x", size="32x32", extra_body=extra),
+        lambda wrong: wrong.images.edit(image=b"x", prompt="x"),
+        lambda wrong: wrong.videos.create(prompt="x"),
+        lambda wrong: wrong.videos.retrieve(video.id),
+        lambda wrong: wrong.videos.download_content(video.id),
+        lambda wrong: wrong.videos.delete(video.id),
+    ):
+        with pytest.raises(openai.AuthenticationError) as refused:  # 401
+            call(api("wrong"))
+        assert "missing or wrong token" in refused.value.response.text
+    assert len(authed.jobs()) == 3  # the refused calls queued nothing
 
 
 def test_image_to_video(backends, references):

@@ -59,6 +59,9 @@ class StandInService:
     def cancel(self, job_id: str) -> Job | None:
         return self.book.cancel(job_id)
 
+    def lora_names(self) -> list[str]:
+        return []
+
 
 @pytest.fixture
 def service() -> StandInService:
@@ -196,6 +199,43 @@ def test_docs_and_schema_need_the_token_when_one_is_set():
     # refused before the body is looked at
     big = {"Content-Length": str(40 * 1024 * 1024)}
     assert _refused(api.post("/v1/jobs", content=b"{}", headers=big), 401)
+
+
+OPENAI_ROUTES = {
+    ("POST", "/v1/videos"),
+    ("GET", "/v1/videos/{video_id}"),
+    ("DELETE", "/v1/videos/{video_id}"),
+    ("GET", "/v1/videos/{video_id}/content"),
+    ("POST", "/v1/images/generations"),
+    ("POST", "/v1/images/edits"),
+}
+
+
+def test_every_route_but_health_needs_the_token_the_openai_ones_too():
+    """Every route the app serves, found in the app itself (a route added later is checked
+    too): without the token 401 before anything else, with it anything but 401."""
+    app = create_app(StandInService(), token="s3cret")
+    routes = {
+        (method, route.path)
+        for route in app.routes
+        for method in getattr(route, "methods", None) or ()
+        if method != "HEAD"
+    }
+    assert routes >= OPENAI_ROUTES
+    api = TestClient(app)
+    good = {"Authorization": "Bearer s3cret"}
+    for method, path in sorted(routes):
+        url = path.replace("{", "").replace("}", "")  # /v1/videos/video_id, ...
+        if path == "/health":
+            assert api.request(method, url).status_code == 200
+            continue
+        body = {"n": 0}  # refused at once by the image routes, which would wait for a job
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            reply = api.request(method, url, json=body, headers=headers)
+            assert reply.status_code == 401, (method, path, headers, reply.text)
+            assert "Authorization: Bearer" in reply.json()["error"]
+        reply = api.request(method, url, json=body, headers=good)
+        assert reply.status_code != 401, (method, path)
 
 
 def test_fastapis_own_validation_errors_keep_the_shape():

@@ -110,6 +110,61 @@ def test_launch_env_mpich_pmi_and_which_launcher_wins():
 
 
 @pytest.mark.fast
+def test_mpirun_inside_slurm_is_named_by_mpi_and_srun_by_its_own_pmi():
+    """The innermost launcher names the process. mpirun inside an allocation starts its
+    processes through srun, so they inherit that step's SLURM_PROCID (0 on every rank of a
+    node): their MPI variables win. srun --mpi=pmi2 sets PMI_RANK equal to SLURM_PROCID:
+    srun launched the process, and its node list gives rank 0's address."""
+    # MPICH's mpirun under `salloc -n 2` on one node, as tests/test_slurm.py's cluster shows
+    # it: Hydra's proxy ran as the one task of an srun step (SLURM_NTASKS is the allocation's)
+    step = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+        "SLURM_LOCALID": "0",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_NUM_TASKS": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "1",
+    }
+    for rank in (0, 1):
+        hydra = {"PMI_RANK": str(rank), "PMI_SIZE": "2", "MPI_LOCALRANKID": str(rank)}
+        mpich = LaunchEnv.from_environ({**step, **hydra, "MPI_LOCALNRANKS": "2"})
+        assert (mpich.launcher, mpich.rank, mpich.world_size) == ("mpi", rank, 2)
+        assert (mpich.local_rank, mpich.local_world_size, mpich.master_addr) == (
+            rank,
+            2,
+            "127.0.0.1",
+        )
+        # Open MPI's daemon on another node was started by srun: its ranks carry the step's
+        # variables, and the step's tasks per node is no rank count
+        daemon = {**step, "SLURM_NTASKS": "1", "MASTER_ADDR": "node0"}
+        ompi = {"OMPI_COMM_WORLD_RANK": str(2 + rank), "OMPI_COMM_WORLD_SIZE": "4"}
+        open_mpi = LaunchEnv.from_environ({**daemon, **ompi, "OMPI_COMM_WORLD_LOCAL_RANK": "0"})
+        assert (open_mpi.launcher, open_mpi.rank, open_mpi.world_size) == ("mpi", 2 + rank, 4)
+        assert open_mpi.local_world_size == 4  # no local size given: not the step's "1"
+    # srun --mpi=pmi2: PMI_RANK/PMI_SIZE are srun's own, so srun is the launcher
+    pmi2 = {
+        **step,
+        "SLURM_PROCID": "1",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_STEP_NODELIST": "gpu[07-08]",
+        "PMI_RANK": "1",
+        "PMI_SIZE": "2",
+    }
+    srun = LaunchEnv.from_environ(pmi2)
+    assert (srun.launcher, srun.rank, srun.world_size, srun.master_addr) == (
+        "slurm",
+        1,
+        2,
+        "gpu07",
+    )
+    # an sbatch script's mpirun: the batch shell is no srun step, so MPI names the ranks
+    batch = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "MASTER_ADDR": "a"}
+    assert LaunchEnv.from_environ({**batch, "PMI_RANK": "1", "PMI_SIZE": "2"}).rank == 1
+
+
+@pytest.mark.fast
 def test_rank0_address_without_master_addr():
     """One host: 127.0.0.1; srun on several nodes: the step's first node; anything else
     across hosts: an error that says to set MASTER_ADDR."""

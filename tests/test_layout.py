@@ -229,7 +229,7 @@ FLOORS: dict[str, tuple[str, ...]] = {
     "diffusers_internals": ("*",),
     "contract": ("*",),
     "models": ("parallel", "lora", "memory", "runtime", "processes", "serving", "tools"),
-    "lora": ("parallel", "memory", "runtime", "processes", "serving", "tools"),
+    "lora": ("memory", "runtime", "processes", "serving", "tools"),
     "parallel": ("lora", "memory", "runtime", "processes", "serving", "tools"),
     "memory": ("lora", "runtime", "processes", "serving", "tools"),
     "runtime": ("processes", "serving", "tools"),
@@ -239,9 +239,9 @@ FLOORS: dict[str, tuple[str, ...]] = {
 """What each backend folder must not import (`*`: no other paradit module): the floors,
 bottom up. The diffusers-compatibility table and the contract stand alone; the models
 (loading, reading each rank's rows included) know nothing of parallelism, LoRAs or memory
-plans; a rank's job (`runtime/`) nothing of how its process started (`processes/`), which
-knows nothing of rank 0's serving. None imports the command line, the client or the
-frontends (checked above)."""
+plans; parallelism nothing of LoRAs; a rank's job (`runtime/`) nothing of how its process
+started (`processes/`), which knows nothing of rank 0's serving. None imports the command
+line, the client or the frontends (checked above)."""
 
 
 @pytest.mark.fast

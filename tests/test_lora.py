@@ -5,14 +5,15 @@ ComfyUI/Kohya with alpha, diff_b and a full diff; `lora_files.py`):
 - world size 1 equals the diffusers pipeline with `load_lora_weights` + `fuse_lora` at the same
   strengths, byte for byte (frames), and the weights equal diffusers' fused ones (Wan, the Wan
   2.2 pair with a strength per expert, Flux in PEFT and Kohya format);
-- world size 3 (sharded, uneven rows) equals world size 1 within rounding, and 2 data-parallel
-  replicas running a LoRA job and a plain job side by side each give world size 1's frames;
+- world size 3 (sharded, uneven rows) equals world size 1 within rounding, and each of 2
+  data-parallel replicas (pinned: the other one held by a long job) runs a LoRA job beside a
+  plain job and gives world size 1's frames, then world size 1's plain frames;
 - a job after LoRA jobs (succeeded, refused, cancelled) is byte-identical to the same job before
   them (frames and latents) on the same backend;
 - bad LoRAs (missing, outside the folder, another model's, wrong shapes, corrupt) get 422 naming
   the LoRA and the reason before the job runs.
 
-Cost: about 45 s (in the suite's two-worker run on 2 cores).
+Cost: about 51 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -213,18 +214,43 @@ def test_world_size_3_equals_world_size_1_and_cancel_restores(backends, ws1):
 
 
 def test_two_replicas_apply_their_own_jobs_loras(backends, ws1):
+    """Each replica in turn takes a LoRA job and then a plain job while the other replica is
+    held by a long plain job, so which replica runs which job is pinned, not a race: the
+    LoRA's frames on each (replica 1's ranks apply it from rank 0's message), world size 1's
+    plain frames after it."""
     backend = backends.start("tiny-wan", 2, "--dp-degree", "2")
     client = backend.client
+    long_job = {**BODY, "width": 256, "height": 256, "num_frames": 17, "num_inference_steps": 200}
+
+    def running(job_id: str) -> dict:
+        return wait_for(
+            lambda: (job := client.job(job_id))["status"] == "running" and job,
+            what=f"job {job_id} to run",
+        )
+
+    def on(replica: int, body: dict) -> list[bytes]:
+        """`body`'s frames, run on `replica` (the only free one)."""
+        job = client.wait(client.submit(body), timeout_s=120)
+        assert job["replica"] == replica, job
+        return [client.frame(job["id"], i) for i in range(job["num_frames"])]
+
+    def cancel(job_id: str) -> None:
+        client.cancel(job_id)
+        wait_for(lambda: client.job(job_id)["status"] != "running", what=f"job {job_id} to end")
+        assert client.job(job_id)["status"] == "cancelled"  # it held its replica until now
+
     try:
-        with_lora = client.submit({**BODY, "loras": STACKED[:1]})
-        plain = client.submit(BODY)  # on the other replica, at the same time
-        jobs = [client.wait(job_id, timeout_s=120) for job_id in (with_lora, plain)]
-        assert {job["replica"] for job in jobs} == {0, 1}
-        frames = [[client.frame(j["id"], i) for i in range(j["num_frames"])] for j in jobs]
-        assert frames[0] == ws1["peft"][1]  # replicas of one rank: world size 1's kernels
-        assert frames[1] == ws1["base"][1]
-        _, again = run_job(client, BODY)
-        assert again == ws1["base"][1]
+        first_hold = client.submit(long_job)
+        held = running(first_hold)["replica"]
+        free = 1 - held
+        assert on(free, {**BODY, "loras": STACKED[:1]}) == ws1["peft"][1]
+        assert on(free, BODY) == ws1["base"][1]  # its rows restored
+        second_hold = client.submit(long_job)
+        assert running(second_hold)["replica"] == free
+        cancel(first_hold)
+        assert on(held, {**BODY, "loras": STACKED[:1]}) == ws1["peft"][1]
+        assert on(held, BODY) == ws1["base"][1]
+        cancel(second_hold)
     finally:
         backends.stop(backend)
 
@@ -305,9 +331,18 @@ def test_names_resolve_only_inside_the_folders(tmp_path):
         ("style\\a", "no absolute path"),
         ("xyz", r"no such LoRA \(GET /v1/loras lists them\)$"),
         ("style/b", "no such LoRA .*; did you mean style/a.safetensors\\?"),
+        # names no file can have: the file system's refusal (ENAMETOOLONG) was a server error
+        ("x" * 300, "each folder or file name in it .* at most 255 bytes .*got 312"),
+        ("style/" + "é" * 128 + ".safetensors", "got 268 in"),  # 2 bytes a character
+        ("é" * 128 + "/a", "got 256 in"),
+        ("a" * 244, "got 256 in"),  # looked up as a * 244 + .safetensors
+        ("a\0b", "a name holds no NUL character"),
     ]:
         with pytest.raises(LoraError, match=reason):
             library.resolve(name)
+    longest = inside / ("a" * 243 + ".safetensors")  # 255 bytes: a file may have it
+    longest.write_bytes(b"x")
+    assert library.resolve("a" * 243) == library.resolve(longest.name) == longest.resolve()
     with pytest.raises(LoraError, match="start it with --lora-dir"):
         LoraLibrary(()).resolve("a")
 

@@ -255,6 +255,48 @@ def test_truncated_files_are_refused(tmp_path):
     assert "wan_cut.gguf" in message and "truncated" in message
 
 
+def _raw_safetensors(path, header: dict, data: bytes) -> None:
+    import json
+
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+def test_a_header_that_does_not_describe_its_data_is_refused(tmp_path):
+    """A tensor whose shape needs more (or fewer) bytes than its byte range, or ranges that
+    overlap or leave a gap: the safetensors library refuses such files, and so does the
+    header reader (each rank's row reads would take another tensor's bytes)."""
+    from safetensors import SafetensorError, safe_open
+
+    path = tmp_path / "wan_lies.safetensors"
+    q, k = "blocks.0.self_attn.q.weight", "blocks.0.self_attn.k.weight"
+    data = np.arange(8, dtype=np.float32).tobytes()  # 32 bytes: two 2x2 tensors
+    good = {
+        q: {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+        k: {"dtype": "F32", "shape": [2, 2], "data_offsets": [16, 32]},
+    }
+    _raw_safetensors(path, good, data)
+    assert read_header(path).tensors[q].nbytes == 16
+    with safe_open(str(path), "pt") as f:  # the library reads the honest file
+        assert f.get_tensor(k).tolist() == [[4, 5], [6, 7]]
+    cases = [
+        # q says 4x2 (32 bytes) over its 16: rows 2-3 would be k's
+        ({q: {**good[q], "shape": [4, 2]}}, f"tensor '{q}' \\(F32, shape \\[4, 2\\]\\) needs 32 "
+         "bytes but its data_offsets give 16: the header does not match the data", data),
+        ({q: {**good[q], "dtype": "BF16"}}, "needs 8 bytes but its data_offsets give 16", data),
+        ({k: {**good[k], "data_offsets": [8, 24]}}, "overlapping or missing bytes", data[:24]),
+        ({k: {**good[k], "data_offsets": [24, 40]}}, "overlapping or missing bytes",
+         data + bytes(8)),  # a gap between q and k
+    ]  # fmt: skip
+    for change, message, raw in cases:
+        _raw_safetensors(path, {**good, **change}, raw)
+        with pytest.raises(ValueError, match=message):
+            read_header(path)
+        with pytest.raises(SafetensorError), safe_open(str(path), "pt") as f:  # the library's
+            f.get_tensor(q)
+        assert "wan_lies.safetensors" in _refusal(str(path))
+
+
 def test_text_encoder_of_the_wrong_width_or_kind_and_missing_parts(tmp_path, real_files):
     narrow = tmp_path / "umt5_small.safetensors"
     write_header_only(narrow, encoder_header("UMT5EncoderModel", {**UMT5_XXL, "d_model": 2048}))

@@ -1,8 +1,13 @@
 """`paradit serve` under SLURM for real: a one-machine cluster (tests/slurm_cluster.py: munged,
 slurmctld and slurmd from Debian's `slurm-wlm` and `munge`, installed by `.ci/run`) runs
-`srun -n 2` and `sbatch` of docs/launchers.md's script; each job equals world size 1.
+`srun -n 2`, `sbatch` of docs/launchers.md's script, and Open MPI's and MPICH's mpirun inside
+an allocation; each job equals world size 1.
 
-Cost: about 50 s (in the suite's two-worker run on 2 cores).
+The cluster's node is named `node0`, not after this host: to mpirun inside an allocation it
+is another machine, which it reaches through srun as it reaches the other machines of a
+real cluster (Open MPI starts its daemon there with srun, MPICH's Hydra its proxy).
+
+Cost: about 75 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from launchers import (
     launch_env,
     processes_of,
     ready_url,
+    require,
     spawn,
     stop,
 )
@@ -35,7 +41,7 @@ from paradit.backend.client.http import Client
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
-    slurm = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=2).start()
+    slurm = SlurmCluster(tmp_path_factory.mktemp("slurm"), cpus=2, node="node0").start()
     yield slurm
     slurm.stop()
 
@@ -126,3 +132,44 @@ def test_sbatch_of_the_documented_script(cluster, tmp_path, references):
     assert "task 1: Killed" in log.read_text()
     wait_for(lambda: not [p for p in pids if alive(p)], 30, "the tasks to end")
     assert processes_of(out) == []
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        items = [item.decode(errors="replace") for item in f.read().split(b"\0") if item]
+    return dict(item.split("=", 1) for item in items if "=" in item)
+
+
+@pytest.mark.parametrize("mpirun", ["mpirun.openmpi", "mpirun.mpich"])
+def test_mpirun_inside_an_allocation_numbers_the_ranks_by_mpi(
+    cluster, tmp_path, references, mpirun
+):
+    """`salloc -n 2 mpirun -np 2 ... serve`: mpirun starts its ranks through srun (Open MPI its
+    daemon on the node, MPICH's Hydra its proxy), so both ranks inherit SLURM_PROCID=0 of that
+    one-task srun step; MPI's variables, the innermost launcher's, must number them 0 and 1."""
+    require(mpirun, package="openmpi-bin" if "openmpi" in mpirun else "mpich")
+    out = tmp_path / "out"
+    forward = [] if "mpich" in mpirun else ["-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS"]
+    env = _env(
+        cluster,
+        OMPI_ALLOW_RUN_AS_ROOT="1",  # root in CI containers
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        PMIX_MCA_gds="hash",  # mpirun's and the node's daemon on one host
+    )
+    if "openmpi" in mpirun:
+        forward += ["-x", f"MASTER_PORT={env['MASTER_PORT']}"]
+    cmd = ["salloc", "-n", "2", mpirun, "-np", "2", *forward, sys.executable, *SERVE]
+    log = tmp_path / "salloc.log"
+    proc = spawn([*cmd, "--output-dir", str(out)], env, log)
+    try:
+        client = Client(ready_url(proc))  # world size 2, not two groups of one
+        ranks = client.info()["ranks"]
+        assert [r["rank"] for r in ranks] == [0, 1]
+        inherited = [_environ(r["pid"]) for r in ranks]
+        assert [e.get("SLURM_PROCID") for e in inherited] == ["0", "0"], inherited
+        assert all(e.get("SLURM_STEP_ID", "").isdigit() for e in inherited), inherited
+        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
+    finally:
+        stop([proc])  # SIGINT: salloc gives the allocation back, srun ends its steps
+    wait_for(lambda: not processes_of(out), 60, "the ranks to end")
+    wait_for(lambda: not cluster.jobs(), 60, "the allocation to end")

@@ -17,10 +17,12 @@ import re
 import numpy as np
 import pytest
 from conftest import run_job
+from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.cache import CacheSettings
 from paradit.backend.client import BackendError, JobFailed
 from paradit.backend.config import ServeConfig
+from paradit.backend.models.presets import build_preset
 from paradit.backend.parallel.step_cache import COND, UNCOND, Branches
 from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, compare
 from paradit.backend.tools.verify import decode_png
@@ -40,6 +42,14 @@ GUIDED = {
 }
 UNGUIDED = {**GUIDED, "guidance_scale": 1.0}
 BREAK = "PARADIT_BREAK_PLAN"
+LORA_JOB = {**GUIDED, "cache": None, "loras": [{"name": "step-cache.safetensors"}]}
+
+
+@pytest.fixture(scope="module")
+def lora(backends) -> None:
+    """A LoRA on tiny-wan's DiT in the pool's --lora-dir (`LORA_JOB` names it)."""
+    transformer = build_preset("tiny-wan").transformer
+    peft_lora(backends.lora_dir / "step-cache.safetensors", transformer, WAN_TARGETS, seed=9)
 
 
 @pytest.mark.fast
@@ -109,7 +119,7 @@ def test_world_size_4_takes_the_same_decisions(backends, references):
     backends.stop(client)
 
 
-def test_a_rank_deciding_alone_fails_the_job(backends):
+def test_a_rank_deciding_alone_fails_the_job(backends, lora):
     """The last rank decides on its own metric: the check after each decision stops the job on
     every rank at the same step, and the backend serves the next job. The cache comes from
     serve's `--cache` default here; a job's `"cache": null` turns it off."""
@@ -124,6 +134,14 @@ def test_a_rank_deciding_alone_fails_the_job(backends):
         assert "DELIBERATELY COMPUTES WRONG RESULTS" in backend.log_path.read_text()
         job, _ = run_job(client, {**GUIDED, "cache": None})
         assert job["status"] == "succeeded" and "cache" not in job["timings"]
+        # The failure came from inside the DiT's forward on every rank (FSDP2 left blocks
+        # unsharded): a LoRA job then gives a fresh backend's frames, and the backend lives on.
+        with pytest.raises(JobFailed, match="took different skip decisions at step"):
+            client.wait(client.submit(GUIDED), timeout_s=120)
+        _, after = run_job(client, LORA_JOB)
+        _, fresh = run_job(backends.get("tiny-wan", 2), LORA_JOB)
+        assert after == fresh
+        assert client.health()["status"] == "ok"
     finally:
         backends.stop(backend)
 

@@ -79,14 +79,19 @@ class LoraLibrary:
                 f"LoRA {name!r}: a name is a path inside the LoRA folders (no absolute path, "
                 "no '..')"
             )
+        _check_name_parts(name, parts)
         candidates = [name] if name.endswith(SUFFIX) else [name, name + SUFFIX]
         for folder in self.folders:
             root = folder.resolve()
             for candidate in candidates:
-                path = (folder / candidate).resolve()
+                try:
+                    path = (folder / candidate).resolve()
+                    found = path.is_file()
+                except OSError as exc:  # a path the file system refuses to look up
+                    raise LoraError(f"LoRA {_short(name)}: cannot be looked up: {exc}") from None
                 if not path.is_relative_to(root):
                     raise LoraError(f"LoRA {name!r}: it leads outside the LoRA folders")
-                if path.is_file() and path.name.endswith(SUFFIX):
+                if found and path.name.endswith(SUFFIX):
                     return path
         stems = {n.removesuffix(SUFFIX): n for n in self.names()}
         wanted = name.removesuffix(SUFFIX)
@@ -127,6 +132,31 @@ class LoraLibrary:
             "cache_bytes": self.cached_bytes(),
             "cache_limit_bytes": self.cache_bytes,
         }
+
+
+MAX_NAME_PART_BYTES = 255
+"""The longest folder or file name, in UTF-8 bytes: a file name's limit (255 bytes on Linux,
+macOS and Windows' file systems). A last part without `.safetensors` has that much less."""
+
+
+def _short(name: str) -> str:
+    return repr(name if len(name) <= 60 else name[:57] + "...")
+
+
+def _check_name_parts(name: str, parts: tuple[str, ...]) -> None:
+    """LoraError for a name no file can have: a NUL, or a folder or file name over
+    MAX_NAME_PART_BYTES (the file system's refusal would be an error of the server's)."""
+    if "\0" in name:
+        raise LoraError(f"LoRA {_short(name)}: a name holds no NUL character")
+    for index, part in enumerate(parts):
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if index == len(parts) - 1 and not part.endswith(SUFFIX):
+            size += len(SUFFIX)  # looked up as part + .safetensors
+        if size > MAX_NAME_PART_BYTES:
+            raise LoraError(
+                f"LoRA {_short(name)}: each folder or file name in it (with .safetensors) must "
+                f"be at most {MAX_NAME_PART_BYTES} bytes (UTF-8), got {size} in {_short(part)}"
+            )
 
 
 def _read(name: str, path: Path, pipeline: type) -> Lora:

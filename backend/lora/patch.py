@@ -14,13 +14,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from ..models.sharded_load import shard_rows
+from ..parallel.fsdp import ModelStateError
 from ..request import lora_strengths
 from .buffers import RankBuffers
 from .library import Lora, LoraLibrary
@@ -45,11 +47,38 @@ class JobLora:
         return {**item, "sha256": self.sha256}
 
 
+@dataclass(frozen=True)
+class SavedRows:
+    """One changed parameter's rows on this rank, as they were before the job's LoRAs."""
+
+    where: tuple[torch.nn.Module, str]
+    """The DiT and the parameter's name in it."""
+    param: torch.Tensor
+    rows: torch.Tensor
+    """The copy (a view of the kept buffer)."""
+    storage: int
+    """The address of the parameter's local rows when they were saved."""
+
+    def restore(self) -> None:
+        """Copy the rows back; ModelStateError, writing nothing, when the parameter is no
+        longer the one saved from or its rows moved (a forward left it unsharded)."""
+        dit, name = self.where
+        _, _, local = shard_rows(self.param)
+        if dict(dit.named_parameters()).get(name) is not self.param or (
+            local.data_ptr() != self.storage
+        ):
+            raise ModelStateError(
+                f"LoRA rows of {name} not restored: the parameter is not the one they were "
+                "saved from (the model left its between-jobs state)"
+            )
+        local.copy_(self.rows)
+
+
 @dataclass
 class Applied:
     """What one job changed on this rank, to be put back."""
 
-    saved: list[tuple[torch.nn.Parameter, torch.Tensor]] = field(default_factory=list)
+    saved: list[SavedRows] = field(default_factory=list)
     """Each changed parameter and the copy of this rank's rows of it, as they were (emptied
     once they are back)."""
     saved_bytes: int = 0
@@ -70,9 +99,13 @@ class LoraPatcher:
         pipeline: type,
         dits: Mapping[str, torch.nn.Module],
         refuse: str = "",
+        tick: Callable[[], None] = lambda: None,
     ):
         self.library = library
         self.refuse = refuse
+        self.tick = tick
+        """The rank's work counter (`runtime.progress`), ticked per weight patched and put
+        back: a large LoRA is work, not a hang."""
         """Why this backend takes no LoRA ("" when it does): the offload hooks of
         `--offload group`/`sequential` keep their own copies of the weights."""
         self.pipeline = pipeline
@@ -83,6 +116,11 @@ class LoraPatcher:
             component: {name: tuple(p.shape) for name, p in dit.named_parameters()}
             for component, dit in self.dits.items()
         }
+        self._sharded = {
+            component: {name for name, p in dit.named_parameters() if isinstance(p, DTensor)}
+            for component, dit in self.dits.items()
+        }
+        """The parameters FSDP2 shards: between jobs each must be a DTensor."""
 
     def to_dict(self) -> dict[str, Any]:
         """`GET /v1/info`'s `loras`: the folders, the cache, and the DiTs a LoRA can reach
@@ -151,24 +189,26 @@ class LoraPatcher:
             with torch.no_grad():
                 steps = self._steps(loras)
                 touched = self._touched(steps)
-                slots = self.buffers.rows_for([local for _, local in touched])
-                for (param, local), slot in zip(touched, slots, strict=True):
+                slots = self.buffers.rows_for([local for _, _, local in touched])
+                for (where, param, local), slot in zip(touched, slots, strict=True):
                     slot.copy_(local)
-                    applied.saved.append((param, slot))
+                    applied.saved.append(SavedRows(where, param, slot, local.data_ptr()))
                     applied.saved_bytes += slot.numel() * slot.element_size()
                 for lora, component, strength in steps:
-                    self._apply(lora, self.dits[component], strength)
+                    self._apply(lora, component, strength)
             applied.apply_s = time.perf_counter() - begin
             applied.apply_cpu_s = time.thread_time() - cpu
             self.buffers.release_device_scratch()  # before the steps need the device memory
             yield applied
         finally:
             begin = time.perf_counter()
-            with torch.no_grad():
-                for param, saved in applied.saved:
-                    _, _, local = shard_rows(param)
-                    local.copy_(saved)
-            applied.saved.clear()  # views of the kept buffer: not held past the job
+            try:
+                with torch.no_grad():
+                    for saved in applied.saved:
+                        saved.restore()
+                        self.tick()
+            finally:
+                applied.saved.clear()  # views of the kept buffer: not held past the job
             applied.remove_s = time.perf_counter() - begin
             self.buffers.release_device_scratch()
             log.info(
@@ -190,14 +230,16 @@ class LoraPatcher:
             steps += [(lora, c, s) for c, s in job_lora.strengths.items() if s]
         return steps
 
-    def _touched(self, steps: list[tuple[Lora, str, float]]) -> list[tuple[Any, torch.Tensor]]:
-        """Every parameter the steps change on this rank (once each), with its local rows."""
-        touched: dict[int, tuple[Any, torch.Tensor]] = {}
+    def _touched(self, steps: list[tuple[Lora, str, float]]) -> list[tuple[Any, Any, torch.Tensor]]:
+        """Every parameter the steps change on this rank (once each): (its DiT and name, the
+        parameter, its local rows)."""
+        touched: dict[int, tuple[Any, Any, torch.Tensor]] = {}
         for lora, component, _ in steps:
-            params = dict(self.dits[component].named_parameters())
+            params = self._params(component)
             for module, layer in lora.layers.items():
                 for kind, changes in (("weight", layer.weight_shape), ("bias", layer.bias)):
-                    param = params.get(f"{module}.{kind}")
+                    name = f"{module}.{kind}"
+                    param = params.get(name)
                     if param is None or changes is None or id(param) in touched:
                         continue
                     _, rows, local = shard_rows(param)
@@ -206,11 +248,23 @@ class LoraPatcher:
                             f"LoRA {lora.name!r}: the weights are not resident on this rank"
                         )
                     if rows:
-                        touched[id(param)] = (param, local)
+                        touched[id(param)] = ((self.dits[component], name), param, local)
         return list(touched.values())
 
-    def _apply(self, lora: Lora, dit: torch.nn.Module, strength: float) -> None:
-        params = dict(dit.named_parameters())
+    def _params(self, component: str) -> dict[str, Any]:
+        """The DiT's parameters by name; ModelStateError when one that FSDP2 shards is not
+        sharded (a forward that raised left it unsharded): its rows are a temporary copy."""
+        params = dict(self.dits[component].named_parameters())
+        loose = [n for n in self._sharded[component] if not isinstance(params.get(n), DTensor)]
+        if loose:
+            raise ModelStateError(
+                f"LoRAs not applied: {len(loose)} parameters of the {component} are not "
+                f"sharded as between jobs (e.g. {sorted(loose)[0]})"
+            )
+        return params
+
+    def _apply(self, lora: Lora, component: str, strength: float) -> None:
+        params = self._params(component)
         for module, layer in lora.layers.items():
             for kind in ("weight", "bias"):
                 param = params.get(f"{module}.{kind}")
@@ -230,6 +284,7 @@ class LoraPatcher:
                 if local.dtype != delta.dtype:  # e.g. bf16 weights: the change rounded once
                     delta = self.buffers.scratch(local, local.dtype).copy_(delta)
                 local.add_(delta)
+                self.tick()
 
 
 def _fits_names(module: str, layer: LayerDelta, shapes: Mapping[str, tuple]) -> bool:

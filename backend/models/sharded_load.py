@@ -29,6 +29,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from .casting import cast_model
+from .single_file.header import read_header
 from .single_file.quant import SAFETENSORS_DTYPES as DTYPES
 
 log = logging.getLogger(__name__)
@@ -54,17 +55,21 @@ def empty_from_config(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Mo
 
 
 def checkpoint_files(folder: str | Path) -> dict[str, Path]:
-    """Which safetensors file holds each weight of a diffusers model folder."""
+    """Which safetensors file holds each weight of a diffusers model folder. Every file's
+    header is checked against its size and its data (`read_header`) here, on every rank,
+    before any rank reads: a truncated shard fails the load on all ranks alike, not only on
+    the ranks whose rows lie past its end."""
     folder = Path(folder)
     indexes = sorted(folder.glob(f"*{INDEX_SUFFIX}"))
     if indexes:
         weight_map = json.loads(indexes[0].read_text())["weight_map"]
-        return {name: folder / file for name, file in weight_map.items()}
-    files: dict[str, Path] = {}
+        files = {name: folder / file for name, file in weight_map.items()}
+        for file in sorted(set(files.values())):
+            read_header(file)
+        return files
+    files = {}
     for file in sorted(folder.glob("*.safetensors")):
-        reader = SafetensorsFile(file)
-        reader.close()
-        files.update(dict.fromkeys((k for k in reader.header if k != "__metadata__"), file))
+        files.update(dict.fromkeys(read_header(file).tensors, file))
     if not files:
         raise ValueError(f"no safetensors weights in {folder}")
     return files
@@ -75,24 +80,21 @@ class SafetensorsFile:
 
     def __init__(self, path: Path):
         self.path = path
+        self.header = read_header(path)
         self._file = open(path, "rb")  # noqa: SIM115 - closed by `close`
-        size = int.from_bytes(self._file.read(8), "little")
-        self.header: dict[str, dict[str, Any]] = json.loads(self._file.read(size))
-        self.data_start = 8 + size
 
     def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
         """Fill `out` with rows start..start+len(out) of tensor `name`; bytes read."""
-        entry = self.header[name]
-        dtype = DTYPES.get(entry["dtype"])
+        info = self.header.tensors[name]
+        dtype = DTYPES.get(info.dtype)
         if dtype is None:
-            raise ValueError(f"{self.path.name}: {name} has unsupported dtype {entry['dtype']}")
-        shape = entry["shape"]
+            raise ValueError(f"{self.path.name}: {name} has unsupported dtype {info.dtype}")
         row_items = 1
-        for size in shape[1:]:
+        for size in info.shape[1:]:
             row_items *= size
         rows = out.shape[0] if out.dim() else 1
         item = torch.empty((), dtype=dtype).element_size()
-        offset = self.data_start + entry["data_offsets"][0] + start * row_items * item
+        offset = info.offset + start * row_items * item
         target = out if out.dtype == dtype and out.is_contiguous() and out.is_cpu else None
         block = target if target is not None else torch.empty(out.shape, dtype=dtype)
         raw = block.view(-1).view(torch.uint8).numpy() if block.numel() else None

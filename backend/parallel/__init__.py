@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import DTensor
 
 from .cfg import BatchedCfgParallel, CfgParallel
-from .fsdp import local_param_bytes, shard_weights
+from .fsdp import ModelStateError, local_param_bytes, reset_after_exception, shard_weights
 from .plan import ParallelPlan
 from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
 from .step_cache import CacheSwitch, install_step_cache
@@ -22,7 +23,14 @@ SPREAD_ENV = "PARADIT_UNGUIDED_SPREAD"
 """Set to 0, jobs without CFG on a CFG-parallel plan run whole on both halves, as before they
 spread: only for `paradit bench --rows unguided` to measure the difference."""
 
-__all__ = ["PLAN", "SPREAD", "Parallelized", "parallelize", "local_param_bytes"]
+__all__ = [
+    "PLAN",
+    "SPREAD",
+    "ModelStateError",
+    "Parallelized",
+    "parallelize",
+    "local_param_bytes",
+]
 
 
 @dataclass
@@ -35,6 +43,8 @@ class Parallelized:
     """Each transformer's sequence layouts (none when the sequence is never split)."""
     caches: list[CacheSwitch | None] = field(default_factory=list)
     """Each transformer's step-cache hooks (None: diffusers' cache does not know its blocks)."""
+    sharded: list[torch.nn.Module] = field(default_factory=list)
+    """The transformers sharded with FSDP2 (each the root of its blocks' units)."""
 
     def begin_job(self, uses_cfg: bool, tokens: int = 0) -> str:
         """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
@@ -58,6 +68,24 @@ class Parallelized:
     def end_job(self) -> None:
         """Between jobs: CFG parallel off, the plan's own layout."""
         self.begin_job(False)
+
+    def recover(self) -> None:
+        """After an exception inside a forward: every FSDP2 unit resharded and its
+        per-forward state cleared (FSDP2's post-forward has no exception path), then
+        `check_at_rest`. Collective-free: each rank does its own."""
+        for root in self.sharded:
+            reset_after_exception(root)
+        self.check_at_rest()
+
+    def check_at_rest(self) -> None:
+        """ModelStateError unless every sharded transformer holds only its shards."""
+        for root in self.sharded:
+            loose = [name for name, p in root.named_parameters() if not isinstance(p, DTensor)]
+            if loose:
+                raise ModelStateError(
+                    f"{len(loose)} parameters of {type(root).__name__} are not sharded "
+                    f"between jobs (e.g. {loose[0]})"
+                )
 
 
 def parallelize(
@@ -100,18 +128,19 @@ def parallelize(
     if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
         # jobs without CFG: Ulysses over the whole replica
         spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"), ranks)
-    wrappers, all_layouts = [], []
+    wrappers, all_layouts, sharded = [], [], []
     for transformer in transformers:
         layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
         if layouts is not None:
             all_layouts.append(layouts)
         if flat is not None:
             shard_weights(transformer, flat, cpu_offload=cpu_offload)
+            sharded.append(transformer)
         if plan.cfg_degree > 1:
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
-    return Parallelized(plan, wrappers, all_layouts, caches)
+    return Parallelized(plan, wrappers, all_layouts, caches, sharded)
 
 
 def _group_ranks(

@@ -6,7 +6,7 @@ import logging
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,29 @@ def shard_weights(model: torch.nn.Module, mesh: DeviceMesh, *, cpu_offload: bool
         fully_shard(block, mesh=mesh, reshard_after_forward=True, offload_policy=policy)
     fully_shard(model, mesh=mesh, reshard_after_forward=True, offload_policy=policy)
     log.info("sharded %d blocks over %d ranks", len(blocks), mesh.size())
+
+
+class ModelStateError(RuntimeError):
+    """A rank's model is not in its between-jobs state (weights not sharded as loaded, a
+    saved row's storage gone): no job may run or write weights on it; the group is rebuilt."""
+
+
+def reset_after_exception(root: torch.nn.Module) -> None:
+    """Put a sharded DiT back as between jobs after an exception inside its forward.
+
+    FSDP2's post-forward hook never runs for the unit that raised nor for the root: their
+    parameters stay unsharded (plain tensors registered in place of the DTensors) and the
+    root's per-forward state stays set. torch's `reset_iter_state` (on the root) reshards
+    every unit and clears that state; an older torch without it gets each unit resharded.
+    """
+    if not isinstance(root, FSDPModule):
+        return
+    if hasattr(root, "reset_iter_state"):
+        root.reset_iter_state()
+        return
+    for module in root.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
 
 
 def local_param_bytes(model: torch.nn.Module) -> int:

@@ -57,7 +57,8 @@ def run_worker(config: ServeConfig, env: LaunchEnv) -> int:
     group: Group | None = None
     try:
         group, runtime = start_rank(config, env)
-        heartbeat = Heartbeat(group.store_client(), env.rank, runtime.progress).start()
+        store = group.store_client()
+        heartbeat = Heartbeat(store, env.rank, runtime.progress, place=runtime.place).start()
         prefix = channel(group.replica, group.dp_degree)
         serve_worker(runtime, Worker(group.store, env.rank, prefix))
         heartbeat.stop()

@@ -45,7 +45,7 @@ from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
 from .preview import Previewer
-from .progress import Progress
+from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,8 @@ class Runtime:
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
                 self.progress.watch(module)  # a slow step still ticks; a hung one does not
+        if self.fault is not None:  # tests only: faults inside blocks and collectives
+            self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
         dits = {
             name: getattr(self.pipe, name)
@@ -197,7 +199,9 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not self._sharded()
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
-        self.loras = LoraPatcher(loras or LoraLibrary(()), type(self.pipe), dits, refuse)
+        self.loras = LoraPatcher(
+            loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
+        )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
         self.rank_model = RankModel(
             self.pipe,
@@ -320,6 +324,15 @@ class Runtime:
     def dits(self) -> list[torch.nn.Module]:
         """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""
         return dits_of(self.pipe)
+
+    @property
+    def in_job(self) -> bool:
+        """This rank is inside a job (`job.run_on_rank`): the watchdogs look at it then."""
+        return self.rank_model.in_job
+
+    def place(self) -> str:
+        """Where this rank's main thread is (`progress.main_thread_place`), or between jobs."""
+        return main_thread_place() if self.in_job else BETWEEN_JOBS
 
     def rank_info(self) -> dict[str, Any]:
         return {

@@ -41,7 +41,7 @@ from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
 from ..models.families import Family, family_of
-from ..parallel import Parallelized
+from ..parallel import ModelStateError, Parallelized
 from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
@@ -178,6 +178,8 @@ class RankModel:
     waiting: Callable[[str], AbstractContextManager[None]] = _not_watched
     """Marks where this rank waits for the others ("<job id>:<point>") for the hang watchdog
     (`Runtime.waiting`)."""
+    in_job: bool = False
+    """This rank is inside a job (`run_on_rank`): the watchdogs look at it then."""
 
     @classmethod
     def here(
@@ -273,6 +275,14 @@ class RankModel:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+        except BaseException as exc:
+            # Whatever stopped the steps (JobCancelled included) may have stopped them inside
+            # a forward: back to the between-jobs weights before the LoRAs' rows go back.
+            try:
+                self.parallel.recover()
+            except ModelStateError as lost:  # the group is rebuilt; say what came first
+                raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
+            raise
         finally:
             for switch in self.parallel.caches:
                 if switch is not None:
@@ -361,15 +371,23 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
     if model.meter is not None:
         model.meter.reset()
     model.set_vae_tiling(message.vae_tiling)
-    tensors = model.share(hooks.tensors, message.tensors, message.job_id)
-    loras = [JobLora(**lora) for lora in message.loras]
-    if loras and model.loras is None:
-        raise ValueError("this model takes no LoRA")
-    patching = model.loras.applied(loras) if model.loras is not None else _no_loras()
-    with patching as applied:  # on this rank's rows; restored however the job ends
-        output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
-    audio = model.family.audio(model.pipe, output) if model.is_leader else None
-    frames, num_tiles = model.decode(request, output[0], message.job_id)
+    model.in_job = True
+    try:
+        tensors = model.share(hooks.tensors, message.tensors, message.job_id)
+        loras = [JobLora(**lora) for lora in message.loras]
+        if loras and model.loras is None:
+            raise ValueError("this model takes no LoRA")
+        patching = model.loras.applied(loras) if model.loras is not None else _no_loras()
+        with patching as applied:  # on this rank's rows; restored however the job ends
+            if model.fault is not None:  # tests only
+                model.fault.begin_job(request.prompt or "")
+            output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
+        audio = model.family.audio(model.pipe, output) if model.is_leader else None
+        frames, num_tiles = model.decode(request, output[0], message.job_id)
+    finally:
+        model.in_job = False
+        if model.fault is not None:
+            model.fault.end_job()
     peak = model.meter.read() if model.meter is not None else None
     clock = hooks.clock
     return RankResult(frames, output[0], audio, peak, applied, clock, layout, cache, num_tiles)

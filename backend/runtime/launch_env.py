@@ -49,45 +49,79 @@ class LaunchEnv:
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str] | None = None) -> LaunchEnv | None:
-        """Read a launcher's variables; None when no launcher started this process."""
+        """Read a launcher's variables; None when no launcher started this process.
+
+        The innermost launcher names the process (`innermost`): launchers nest, and an inner
+        one's processes inherit the outer one's variables."""
         env = os.environ if env is None else env
-        keys = [
-            ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
-            ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-            (
-                "mpi",
-                "OMPI_COMM_WORLD_RANK",
-                "OMPI_COMM_WORLD_SIZE",
-                "OMPI_COMM_WORLD_LOCAL_RANK",
-                "OMPI_COMM_WORLD_LOCAL_SIZE",
-            ),
-            ("mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-        ]
-        for launcher, rank_key, size_key, local_key, local_size_key in keys:
-            if rank_key not in env or size_key not in env:
-                continue
-            if launcher == "slurm" and not env.get("SLURM_STEP_ID", "").isdigit():
-                continue  # an sbatch/salloc shell, not a task of an srun step
-            if launcher == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
-                launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
-            size = int(env[size_key])
-            local_size = env.get(local_size_key) or env.get("SLURM_STEP_TASKS_PER_NODE", "")
-            local_size = local_size.split("(")[0].split(",")[0]
-            rank = int(env[rank_key])
-            return cls(
-                rank=rank,
-                world_size=size,
-                local_rank=int(env.get(local_key, "0")),
-                local_world_size=int(local_size) if local_size.isdigit() else size,
-                master_addr=_master_addr(env, launcher, rank, local_size == str(size)),
-                master_port=int(env.get("MASTER_PORT") or DEFAULT_MASTER_PORT),
-                launcher=launcher,
-                agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
-                generation=int(
-                    env.get("TORCHELASTIC_RESTART_COUNT") or env.get(GENERATION_ENV) or 0
-                ),
-            )
-        return None
+        found = innermost(env)
+        if found is None:
+            return None
+        launcher, (rank_key, size_key, local_key, local_size_key) = found
+        if launcher == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
+            launcher = "paradit" if env.get("PARADIT_LAUNCHER") == "paradit" else "env"
+        size = int(env[size_key])
+        local_size = env.get(local_size_key, "")
+        if launcher == "slurm":
+            local_size = local_size or env.get("SLURM_STEP_TASKS_PER_NODE", "")
+        local_size = local_size.split("(")[0].split(",")[0]
+        rank = int(env[rank_key])
+        return cls(
+            rank=rank,
+            world_size=size,
+            local_rank=int(env.get(local_key, "0")),
+            local_world_size=int(local_size) if local_size.isdigit() else size,
+            master_addr=_master_addr(env, launcher, rank, local_size == str(size)),
+            master_port=int(env.get("MASTER_PORT") or DEFAULT_MASTER_PORT),
+            launcher=launcher,
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+            generation=int(env.get("TORCHELASTIC_RESTART_COUNT") or env.get(GENERATION_ENV) or 0),
+        )
+
+
+LAUNCHER_KEYS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
+    "torchrun": (("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),),
+    "mpi": (
+        (
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+        ),
+        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ),
+    "slurm": (("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),),
+}
+"""Each launcher's rank, world size, local rank and local world size variables (Open MPI's,
+then MPICH / Intel MPI's Hydra)."""
+
+
+def innermost(env: Mapping[str, str]) -> tuple[str, tuple[str, str, str, str]] | None:
+    """The launcher that started this process, and its variables: torchrun's (or RANK and
+    WORLD_SIZE set by hand), else mpirun's, else srun's.
+
+    mpirun inside a SLURM allocation starts its processes through srun (MPICH's Hydra its
+    proxies, Open MPI its daemons on the other nodes), so they inherit that srun step's
+    SLURM_PROCID (0 on every rank of a node): MPI's variables win. But srun itself sets
+    PMI_RANK and PMI_SIZE (`--mpi=pmi2`) to its task's rank and its step's task count: then
+    srun is the launcher, and its node list says where rank 0 is."""
+    found: dict[str, tuple[str, str, str, str]] = {}
+    for launcher, options in LAUNCHER_KEYS.items():
+        given = [keys for keys in options if keys[0] in env and keys[1] in env]
+        if given:
+            found[launcher] = given[0]
+    slurm = found.get("slurm")
+    if slurm and not env.get("SLURM_STEP_ID", "").isdigit():
+        del found["slurm"]  # an sbatch/salloc shell, not a task of an srun step
+    mpi = found.get("mpi")
+    if mpi and "slurm" in found:
+        step_size = env.get("SLURM_STEP_NUM_TASKS") or env[slurm[1]]
+        if (env[mpi[0]], env[mpi[1]]) == (env[slurm[0]], step_size):
+            del found["mpi"]  # srun's own PMI: the rank and size of srun's step
+    for launcher in LAUNCHER_KEYS:
+        if launcher in found:
+            return launcher, found[launcher]
+    return None
 
 
 def _master_addr(env: Mapping[str, str], launcher: str, rank: int, one_host: bool) -> str:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+MODEL_STATE_ERROR = "ModelStateError"
+"""The error type of a rank whose model is not in its between-jobs state
+(`parallel.fsdp.ModelStateError`)."""
+
 
 @dataclass(frozen=True)
 class RunJob:
@@ -103,6 +107,9 @@ class Outcome:
     """Every rank entered the same collectives. False when ranks failed differently (one
     rank alone, a timeout, cancel on some ranks only): the group must not be trusted with
     another job."""
+    at_rest: bool = True
+    """Every rank's model is back in its between-jobs state. False when a rank could not put
+    it back (`ModelStateError`): the group must not run another job either."""
 
 
 def combine(own: Reply, replies: dict[int, Reply]) -> Outcome:
@@ -115,7 +122,8 @@ def combine(own: Reply, replies: dict[int, Reply]) -> Outcome:
     if own.cancelled and all(r.cancelled for r in replies.values()):
         return Outcome("cancelled", own.message)
     in_step = all(own.same_failure(r) for r in replies.values())
+    at_rest = all(r.error_type != MODEL_STATE_ERROR for r in (own, *failed))
     culprit = next((r for r in (own, *failed) if not r.ok and not r.cancelled), None)
     culprit = culprit or (own if not own.ok else failed[0])
     message = culprit.error if culprit.rank == 0 else f"rank {culprit.rank}: {culprit.error}"
-    return Outcome("failed", message, in_step)
+    return Outcome("failed", message, in_step, at_rest)

@@ -12,14 +12,22 @@ the control store every half second:
   heartbeat whose ticks stand still while the others wait for it is a *hung* rank (a stuck
   kernel that leaves the process's other threads running).
 
-Rank 0 reads both through `RankWatch` (see `serving/health.py` for the rules).
+With them, `where/<rank>`: where the rank's main thread is (`main_thread_place`): between
+jobs, waiting in a collective (its innermost Python frame is in torch.distributed), or at a
+file and line of its own work. Inside a job, a rank whose work counter stands still and which
+is not waiting in a collective is the one the others wait for.
+
+Rank 0 reads them through `RankWatch` (see `serving/health.py` for the rules).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +36,22 @@ import torch.distributed as dist
 log = logging.getLogger(__name__)
 
 BEAT_PERIOD_S = 0.5
+BETWEEN_JOBS = "between jobs"
+IN_COLLECTIVE = "in a collective"
+_DISTRIBUTED = f"{os.sep}torch{os.sep}distributed{os.sep}"
+
+
+def main_thread_place() -> str:
+    """Where this process's main thread is: `IN_COLLECTIVE` when its innermost Python frame
+    is torch.distributed's (a collective, or FSDP2 or a functional collective waiting on
+    one), else `file:line in function` of that frame."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return "unknown"
+    code = frame.f_code
+    if _DISTRIBUTED in code.co_filename:
+        return IN_COLLECTIVE
+    return f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"
 
 
 class Progress:
@@ -60,9 +84,12 @@ class Heartbeat:
         rank: int,
         progress: Progress | None = None,
         period_s: float = BEAT_PERIOD_S,
+        place: Callable[[], str] = lambda: BETWEEN_JOBS,
     ):
         self.store, self.rank, self.period_s = store, rank, period_s
         self.progress = progress or Progress()
+        self.place = place
+        """Where the rank's main thread is (`Runtime.place`), published as `where/<rank>`."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{rank}", daemon=True)
 
@@ -78,6 +105,7 @@ class Heartbeat:
         while not self._stop.wait(self.period_s):
             try:
                 self.store.add(f"hb/{self.rank}", 1)
+                self.store.set(f"where/{self.rank}", self.place())
                 ticks = self.progress.ticks
                 if ticks != published:
                     self.store.add(f"ticks/{self.rank}", ticks - published)
@@ -114,3 +142,8 @@ class RankWatch:
     def idle(self, after_s: float) -> list[int]:
         """Ranks whose work counter has not moved for `after_s` seconds."""
         return [rank for rank, still in self._still_s("ticks").items() if still > after_s]
+
+    def place(self, rank: int) -> str:
+        """Where `rank`'s main thread was at its last heartbeat (`main_thread_place`)."""
+        key = f"where/{rank}"
+        return self.store.get(key).decode() if self.store.check([key]) else BETWEEN_JOBS

@@ -195,6 +195,8 @@ class LocalExecutor(Executor):
             return replies
         if outcome.status == "cancelled":
             raise own_error
+        if not outcome.at_rest:
+            health.mark_broken(f"a rank's model left its between-jobs state ({outcome.message})")
         if replies and not outcome.in_step:
             health.mark_broken(f"ranks disagreed about the last job ({outcome.message})")
         raise JobFailedError(outcome.message)
@@ -242,6 +244,11 @@ class RemoteExecutor(Executor):
             remote.clear()
         if outcome.status == "cancelled":
             raise JobCancelled(outcome.message)
+        if not outcome.at_rest:
+            self.health.mark_broken(
+                f"replica {self.index}: a rank's model left its between-jobs state "
+                f"({outcome.message})"
+            )
         if replies and not outcome.in_step:
             self.health.mark_broken(f"replica {self.index}: ranks disagreed ({outcome.message})")
         raise JobFailedError(outcome.message)

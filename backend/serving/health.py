@@ -12,7 +12,13 @@ A rank is lost when it:
   (ticked before every DiT/VAE block) has not moved for `--hang-timeout`. A slow rank (a long
   decode, an offloaded step) keeps ticking, so it is never taken for a hung one;
 - **failed alone**: it replied with an error while rank 0 is still inside the job, where rank
-  0 would wait for it in a collective until the collective timeout.
+  0 would wait for it in a collective until the collective timeout. At a step boundary this
+  is seen at once; elsewhere (rank 0 inside a block's collective: an FSDP2 all-gather, a
+  Ulysses all-to-all, the CFG gather) once rank 0's own work counter has stood still for
+  `--hang-timeout` (rank 0 failing the same way a moment later keeps the group);
+- **hung inside a step**: rank 0's work counter has stood still for `--hang-timeout` inside a
+  job, and so has the rank's, whose main thread is not waiting in a collective
+  (`progress.main_thread_place`): the others wait for it wherever they are.
 
 The first of these to be noticed (by `/health`, a replica's loop or the watchdog thread, every
 0.5 s) marks the group broken and calls `on_hang`: the supervisor kills the ranks (SIGKILL
@@ -35,7 +41,7 @@ import torch.distributed as dist
 from ..runtime.control import RankLost, Sender
 from ..runtime.engine import Runtime
 from ..runtime.messages import Reply
-from ..runtime.progress import BEAT_PERIOD_S, RankWatch
+from ..runtime.progress import BEAT_PERIOD_S, BETWEEN_JOBS, IN_COLLECTIVE, RankWatch
 from .jobs import JobBook
 
 log = logging.getLogger(__name__)
@@ -79,6 +85,8 @@ class GroupHealth:
         self._lock = threading.Lock()  # one group at a time, swapped by attach/detach
         self._stopped = False  # the group was stopped for the current break
         self._closed = threading.Event()
+        self._rank0_moved: tuple[int, float] = (-1, 0.0)
+        """Rank 0's work counter inside the running job, and since when it stands there."""
         self._thread = threading.Thread(target=self._watch_loop, name="hang-watchdog", daemon=True)
         self._thread.start()
 
@@ -188,6 +196,8 @@ class GroupHealth:
             try:
                 if not self.lost():
                     self._check_rank0_waits()
+                if not self._stopped:
+                    self._check_inside_job()
             except Exception:  # a watchdog that dies silently watches nothing
                 log.exception("hang watchdog")
 
@@ -214,6 +224,50 @@ class GroupHealth:
             self.stop_group(
                 f"ranks {hung} stopped progressing: rank 0 waited {waited:.0f}s for them at "
                 f"{point.key.partition(':')[2]} (--hang-timeout)"
+            )
+
+    def _rank0_still_s(self, runtime: Runtime) -> float:
+        """How long rank 0's work counter has stood still inside the running job."""
+        now, ticks = time.monotonic(), runtime.progress.ticks
+        seen, since = self._rank0_moved
+        if ticks != seen:
+            self._rank0_moved = (ticks, now)
+            return 0.0
+        return now - since
+
+    def _check_inside_job(self) -> None:
+        """Rank 0 stands still inside a job: a rank that failed alone, or one that stopped
+        working outside any collective, is what it waits for (see the module doc)."""
+        with self._lock:
+            runtime, sender, watch = self._runtime, self._sender, self._watch
+        if runtime is None or sender is None or watch is None or sender.pending is None:
+            return
+        if not runtime.in_job:
+            self._rank0_moved = (-1, 0.0)
+            return
+        still_s = self._rank0_still_s(runtime)
+        if still_s < self.hang_timeout_s:
+            return
+        failed = _failed_replies(watch.store, sender)
+        if failed and runtime.in_job:
+            first = failed[0]
+            self.stop_group(f"rank {first.rank} failed alone: {first.error}")
+            return
+        idle = set(watch.idle(self.hang_timeout_s))
+        silent = set(watch.frozen(2 * BEAT_PERIOD_S))  # frozen, not hung: `lost` names it
+        places = {rank: watch.place(rank) for rank in sender.ranks if rank in idle}
+        places[0] = runtime.place()  # rank 0 stands still: waiting, or hung itself
+        hung = {
+            rank: place
+            for rank, place in sorted(places.items())
+            if rank not in silent and place not in (IN_COLLECTIVE, BETWEEN_JOBS)
+        }
+        if hung and runtime.in_job:
+            where = "; ".join(f"rank {rank} at {place}" for rank, place in hung.items())
+            stuck = "; rank 0's own job cannot end: restart the backend" if 0 in hung else ""
+            self.stop_group(
+                f"ranks {sorted(hung)} stopped progressing inside the job ({where}) for "
+                f"{still_s:.0f}s (--hang-timeout){stuck}"
             )
 
 

@@ -10,12 +10,18 @@ file, or several as `image[]`) to `image` and `images`. paradit's own fields (se
 num_inference_steps, guidance_scale, negative_prompt, loras, cache, ...) go in as extra body
 fields and win over the mapped ones; `model` is the client's label only (the backend serves
 one model). Every job is a paradit job: `GET /v1/jobs/{id}` shows it too.
+
+The image routes answer when their jobs are done: they await them on the event loop, never
+in a worker thread, so any number of waiting requests leaves `/health` and every other route
+answering (the server's thread pool is small and shared by every synchronous route).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import math
 import time
 from typing import Any
 
@@ -23,7 +29,16 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from ..contract import CANCELLED, FAILED, FINAL_STATES, QUEUED, RUNNING, SUCCEEDED, Limits
+from ..contract import (
+    CANCELLED,
+    FAILED,
+    FINAL_STATES,
+    MAX_SEED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Limits,
+)
 from ..request import field_names, find_field
 from .jobs import Job
 from .replies import submit_or_reply
@@ -31,8 +46,12 @@ from .replies import submit_or_reply
 VIDEO_STATES = {QUEUED: "queued", RUNNING: "in_progress", SUCCEEDED: "completed"}
 """paradit's job states as OpenAI's video states (failed and cancelled: "failed")."""
 OPENAI_FIELDS = ("model", "size", "seconds", "input_reference", "n", "response_format")
+OPENAI_INTS = ("n",)
+"""OpenAI fields that are whole numbers (a multipart form sends them as text)."""
 MAX_IMAGES = 4
 IMAGE_WAIT_S = 3600.0
+WAIT_POLL_S = 0.05
+"""How often a waiting image request looks at its jobs (on the event loop, no thread)."""
 
 
 ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 409: "invalid_request_error"}
@@ -60,17 +79,18 @@ def frames_for(seconds: Any, limits: Limits) -> int:
         value = float(seconds)
     except (TypeError, ValueError):
         raise ValueError(f"seconds must be a number, got {seconds!r}") from None
-    if not value > 0:
-        raise ValueError(f"seconds must be > 0, got {seconds!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
     multiple = limits.frame_multiple or 1
     return max(1, round(value * limits.fps / multiple)) * multiple + 1
 
 
 def _form_value(name: str, value: Any) -> Any:
-    """A multipart form field (text) as the request field's JSON value."""
-    if not isinstance(value, str) or name not in field_names():
+    """A multipart form field (text) as the request field's JSON value (or the OpenAI
+    field's: `n`)."""
+    if not isinstance(value, str) or name not in (*field_names(), *OPENAI_INTS):
         return value
-    kind = find_field(name).kind
+    kind = "int" if name in OPENAI_INTS else find_field(name).kind
     try:
         if kind == "int":
             return int(value)
@@ -79,7 +99,8 @@ def _form_value(name: str, value: Any) -> Any:
         if kind == "json":
             return json.loads(value)
     except ValueError:
-        raise ValueError(f"{name} must be a {kind}, got {value!r}") from None
+        what = {"int": "a whole number", "float": "a number"}.get(kind, "JSON")
+        raise ValueError(f"{name} must be {what}, got {value!r}") from None
     return value
 
 
@@ -280,7 +301,8 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
             body = await read_body(request)
         except ValueError as exc:
             return _error(400 if isinstance(exc, BadBody) else 422, str(exc))
-        count, fmt = body.get("n", 1), body.get("response_format") or "b64_json"
+        count = 1 if body.get("n") is None else body["n"]
+        fmt = body.get("response_format") or "b64_json"
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_IMAGES:
             return _error(422, f"n must be between 1 and {MAX_IMAGES}, got {count!r}")
         if fmt not in ("b64_json", "url"):
@@ -291,18 +313,22 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
             return _error(422, str(exc))
         if edit and mapped.get("image") is None:
             return _error(422, "image is required: the image to edit (a file or base64)")
-        seed = mapped.get("seed", 0)
-        jobs = []
-        for index in range(count):
-            job = await run_in_threadpool(
-                submit, {**mapped, "seed": seed + index} if index else mapped
+        seed = mapped.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool) and seed + count - 1 > MAX_SEED:
+            return _error(
+                422, f"seed + n - 1 must be at most {MAX_SEED} (image i takes seed + i), got {seed}"
             )
+        jobs: list[Job] = []
+        for index in range(count):
+            # image i takes the first job's seed + i: its seed as checked (null: the default)
+            body_i = {**mapped, "seed": jobs[0].request.seed + index} if index else mapped
+            job = await run_in_threadpool(submit, body_i)
             if isinstance(job, JSONResponse):
                 for queued in jobs:
                     service.cancel(queued.id)
                 return job
             jobs.append(job)
-        await run_in_threadpool(_wait, jobs)
+        await wait_final(jobs)
         data = []
         for job in jobs:
             if job.status != SUCCEEDED:
@@ -319,7 +345,9 @@ def add_openai_routes(app: FastAPI, service: Any) -> None:
         return {"created": int(jobs[0].created), "data": data}
 
 
-def _wait(jobs: list[Job], poll_s: float = 0.05) -> None:
-    deadline = time.monotonic() + IMAGE_WAIT_S
+async def wait_final(jobs: list[Job], timeout_s: float = IMAGE_WAIT_S) -> None:
+    """Until every job is finished (or `timeout_s` passes), on the event loop: a waiting
+    request holds no thread."""
+    deadline = time.monotonic() + timeout_s
     while any(job.status not in FINAL_STATES for job in jobs) and time.monotonic() < deadline:
-        time.sleep(poll_s)
+        await asyncio.sleep(WAIT_POLL_S)

@@ -5,7 +5,10 @@ and GGUF (read with the `gguf` package, whose reader maps the file without readi
 data). Nothing here reads a weight, so a 14B checkpoint is described in milliseconds, and a
 header can be tested without any weights behind it (`read_header(..., check_size=False)`).
 A file too short for the offsets its header names is refused here: truncated downloads are
-the commonest bad file.
+the commonest bad file. So is a safetensors header that does not describe its data (a
+tensor's byte range shorter or longer than its dtype and shape need, ranges that overlap or
+leave gaps), as the safetensors library refuses it: such a tensor would be read from its
+neighbour's bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ GGUF_ORIG_SHAPE = "comfy.gguf.orig_shape."
 _MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
 HEADERS_KEPT = 64
 """Headers a process keeps (a model is at most a dozen files; a folder listing more)."""
+SAFETENSORS_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}  # fmt: skip
+"""Bits per element of each safetensors dtype (the format's own table)."""
 
 
 @dataclass(frozen=True)
@@ -140,13 +150,39 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
             )
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}") from None
+        if not 0 <= begin <= stop or any(s < 0 for s in tensors[name].shape):
+            raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}")
         end = max(end, data_start + stop)
+    _check_layout(path, tensors, data_start)
     if check_size and end > size:
         raise ValueError(
             f"{path.name} is truncated: its header names {end} bytes of data, the file has "
             f"{size} (an interrupted download?)"
         )
     return FileHeader(path, "safetensors", tensors, dict(metadata))
+
+
+def _check_layout(path: Path, tensors: dict[str, TensorInfo], data_start: int) -> None:
+    """Each tensor's byte range holds exactly its dtype and shape, and the ranges follow one
+    another from the start of the data without overlap or gap (the safetensors library's
+    rules): otherwise a tensor would be read from another's bytes."""
+    for name, info in tensors.items():
+        bits = SAFETENSORS_BITS.get(info.dtype)
+        if bits is not None and info.numel * bits != 8 * info.nbytes:
+            raise ValueError(
+                f"{path.name}: tensor {name!r} ({info.dtype}, shape {list(info.shape)}) needs "
+                f"{info.numel * bits / 8:g} bytes but its data_offsets give {info.nbytes}: "
+                "the header does not match the data (the safetensors library refuses it too)"
+            )
+    expected = data_start
+    for name, info in sorted(tensors.items(), key=lambda item: (item[1].offset, item[1].nbytes)):
+        if info.offset != expected:
+            raise ValueError(
+                f"{path.name}: tensor {name!r}'s data starts at byte {info.offset - data_start} "
+                f"of the data, where the tensors before it end at {expected - data_start}: "
+                "overlapping or missing bytes (the safetensors library refuses it too)"
+            )
+        expected = info.offset + info.nbytes
 
 
 def _gguf_header(path: Path, check_size: bool) -> FileHeader:
