@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .kernels import ATTENTION_CHOICES, KERNELS, device_refusal
 from .memory.settings import OFFLOAD_MODES, TILING_MODES, MemorySettings
 
 BACKEND = "backend"
@@ -235,8 +236,8 @@ class ServeConfig:
         metadata=_flag(
             "--vae-tiling",
             BACKEND,
-            "auto (tiles when the whole decode does not fit, or to split it over a replica's "
-            "ranks), on, or off",
+            "auto (tiles when the whole decode does not fit, or when splitting it over a "
+            "replica's ranks is faster), on, or off",
             choices=TILING_MODES,
             frontend=True,
         ),
@@ -258,6 +259,18 @@ class ServeConfig:
             BACKEND,
             "WxHxF: the job size the memory plan chooses the layout for at start (default: "
             "the model's default size); every job is still checked",
+            frontend=True,
+        ),
+    )
+    attention: str = field(
+        default="auto",
+        metadata=_flag(
+            "--attention",
+            BACKEND,
+            "the DiT's attention kernel: auto (flash4 on sm90+ when installed, cudnn for ring, "
+            "else sdpa; never a lossy one), sdpa, math, cudnn, flash, efficient (CUDA), sage "
+            "(CUDA, lossy: paradit[sage]) or flash4 (sm90+: paradit[flash4])",
+            choices=ATTENTION_CHOICES,
             frontend=True,
         ),
     )
@@ -381,6 +394,14 @@ class ServeConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        if self.attention not in ATTENTION_CHOICES:
+            raise ValueError(
+                f"--attention must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}"
+            )
+        if self.device == "cpu" and self.attention in KERNELS:
+            refusal = device_refusal(self.attention, "cpu")
+            if refusal is not None:
+                raise ValueError(refusal)
         self.memory_settings()  # the memory flags, checked there
         self.default_cache()  # --cache, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:

@@ -150,6 +150,22 @@ INTERNALS: dict[str, Internal] = {
             ("identifier", "args", "kwargs"),
             replaced=True,
         ),
+        # The attention kernel switch (attention.py): the registry's active backend, our own
+        # backends registered in it, and run between Ulysses' all-to-alls.
+        Internal(_DISPATCH, "AttentionBackendName", None),
+        Internal(_DISPATCH, "_AttentionBackendRegistry", None),
+        Internal(
+            _DISPATCH,
+            "_AttentionBackendRegistry.register",
+            ("backend", "constraints", "supports_context_parallel"),
+        ),
+        Internal(_DISPATCH, "_AttentionBackendRegistry.set_active_backend", ("backend",)),
+        Internal(
+            _DISPATCH,
+            "_templated_context_parallel_attention",
+            ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
+            + ("enable_gqa", "return_lse", "forward_op", "backward_op", "_parallel_config"),
+        ),
         # Wan's VAE decoded tile by tile (models/wan_vae.py): its causal decoder called with
         # the feature cache that `clear_cache` resets (`_feat_map`, `_conv_idx`), as its own
         # tiled decode does, and the unpatchify that follows.

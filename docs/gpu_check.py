@@ -18,6 +18,10 @@ Stages (docs/gpu.md holds the figures they gave):
             offload and tiling, step times, and the measured peak against the budget.
 - kernels   one Wan 14B block at 1280x720x81: attention backends, regional torch.compile, and
             the per-rank work of 8 GPUs (projected scaling).
+- speed     Wan 2.1 14B at 1280x720x81 and 1.3B at 832x480x81 served with every attention
+            kernel x compile x fp8 setting this build has, against bare diffusers in the same
+            run: step times, speed-ups and distances (`speed_check.py`; GPU_CHECK_DRY=1: tiny
+            sizes on the CPU, to check the stage itself).
 
 Steps: each served job's first step is not counted (it pays one-time costs); the served and
 direct runs of one model alternate, so drift falls on both.
@@ -71,14 +75,14 @@ def body(**fields: Any) -> dict[str, Any]:
 class Served:
     """A local `paradit serve` on the GPU, kept for several jobs."""
 
-    def __init__(self, model: str, out: Path, **config: Any):
+    def __init__(self, model: str, out: Path, *, device: str = "cuda", **config: Any):
         from paradit.backend.client.local import LocalBackend
         from paradit.backend.config import ServeConfig
 
         self.config = ServeConfig(
             model=model,
             world_size=1,
-            device="cuda",
+            device=device,
             output_dir=str(out / "outputs"),
             save_latents=True,
             timeout_s=1800.0,
@@ -135,11 +139,15 @@ def memory_summary(record: dict[str, Any]) -> dict[str, Any]:
 class Direct:
     """The same model's pipeline loaded in this process on the GPU in bfloat16."""
 
-    def __init__(self, model: str):
-        from paradit.backend.models.loading import ModelSource, load_pipeline
+    def __init__(self, model: str, device: str = "cuda"):
+        from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 
         started = time.perf_counter()
-        self.pipe = load_pipeline(ModelSource.parse(model), dtype=torch.bfloat16).to("cuda")
+        self.device = device
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32  # as a served rank
+        self.pipe = load_pipeline(ModelSource.parse(model), dtype=dtype).to(device)
+        if device == "cpu":
+            align_cpu_weights(self.pipe)  # as a served rank: results must match its layout
         self.pipe.set_progress_bar_config(disable=True)
         self.load_s = time.perf_counter() - started
         self.kind = type(self.pipe).__name__
@@ -148,8 +156,11 @@ class Direct:
         marks: list[float] = []
         last: dict[str, Any] = {}
 
+        cuda = self.device == "cuda"
+
         def on_step(_pipe: Any, _index: int, _t: Any, kwargs: dict) -> dict:
-            torch.cuda.synchronize()
+            if cuda:
+                torch.cuda.synchronize()
             marks.append(time.perf_counter())
             last["latents"] = kwargs["latents"]
             return {}
@@ -169,12 +180,14 @@ class Direct:
         else:
             args["guidance_scale"] = request["guidance_scale"]
             args["num_frames"] = request["num_frames"]
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         started = time.perf_counter()
         with torch.no_grad():
             output = self.pipe(**args)
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
         images = output.images if hasattr(output, "images") else output.frames[0]
         frames = np.asarray(images)
         if frames.ndim == 3:
@@ -187,7 +200,7 @@ class Direct:
             "latents": last["latents"].float().cpu().numpy(),
             "step_s": [b - a for a, b in zip(points, points[1:], strict=False)],
             "total_s": time.perf_counter() - started,
-            "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         }
 
     def set_attention(self, backend: str) -> None:
@@ -201,14 +214,17 @@ class Direct:
         # the default, or every later model in this process runs the last kernel tried.
         self.set_attention("native")
         del self.pipe
-        torch.cuda.empty_cache()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
 
 
-def distance(reference: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+def distance(
+    reference: dict[str, Any], other: dict[str, Any], dtype: str = "bfloat16"
+) -> dict[str, Any]:
     result = compare(
         reference["frames"],
         other["frames"],
-        tolerance_for("bfloat16"),
+        tolerance_for(dtype),
         reference["latents"],
         np.asarray(other["latents"]).reshape(np.shape(reference["latents"])),
     )
@@ -384,6 +400,7 @@ def main(argv: list[str]) -> int:
     work = Path(os.environ.get("GPU_CHECK_WORK") or out / "work")  # outputs and serve logs
     work.mkdir(parents=True, exist_ok=True)
     from kernels_check import stage_kernels  # beside this file
+    from speed_check import stage_speed
 
     known = {
         "env": stage_env,
@@ -392,6 +409,7 @@ def main(argv: list[str]) -> int:
         "big": stage_big,
         "fallback": stage_fallback,
         "kernels": stage_kernels,
+        "speed": stage_speed,
     }
     failed = 0
     for name in stages:

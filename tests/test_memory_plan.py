@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
 paths on CPU.
 
-Cost: about 37 s (in the suite's two-worker run on 2 cores).
+Cost: about 45 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -97,8 +97,33 @@ def test_wan_14b_720p_on_8_gpus_of_80gb_is_sharded_and_resident(wan_sizes):
     job = planner.plan_job(JobShape(1280, 720, 81))
     assert planner.layout.level == 0
     assert (planner.layout.dit, planner.layout.text_encoder) == ("sharded", "device")
-    assert not job.tiling_needed and job.decode == "whole" and not job.vae_tiling
+    # the whole decode fits, but 8 ranks decode it faster in tiles: split, and says why
+    assert not job.tiling_needed and job.decode == "split" and job.vae_tiling
+    assert any("decode split over 8 ranks" in reason for reason in job.reasons), job.reasons
     assert job.prediction.parts["dit_steps"] < sizes.dit_bytes / 4
+
+
+@pytest.mark.parametrize(
+    ("gpus", "size", "decode", "share"),
+    [
+        (2, (384, 384, 33), "split", 0.69),  # 4 tiles (256 every 192): 102,400 of 147,456 px
+        (1, (384, 384, 33), "whole", 1.0),  # one rank: tiling only costs
+        (2, (384, 384, 5), "whole", 0.69),  # 737,280 pixels in all: too short to split
+        (2, (256, 256, 33), "whole", 1.0),  # one tile: nothing to split
+        (2, (320, 256, 33), "whole", 0.80),  # 2 tiles, 256 and 128 columns wide: not faster
+    ],
+)
+def test_auto_splits_the_decode_when_that_is_faster(wan_sizes, gpus, size, decode, share):
+    """The decode fits whole everywhere here; `auto` splits a large one (`SPLIT_MIN_PIXELS`)
+    over the replica when the busiest rank's tiles are at most 3/4 of the whole decode's
+    pixels (`SPLIT_FASTER`)."""
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    shape = JobShape(*size)
+    planner = _plan(sizes, gpus, 80, shape, ulysses=gpus)
+    job = planner.plan_job(shape)
+    assert not job.tiling_needed and job.decode == decode, job.reasons
+    if gpus > 1 and len(sizes.tile_costs(shape)) > 1:
+        assert planner.split_share(shape) == pytest.approx(share, abs=0.005)
 
 
 def test_wan_1_3b_480p_on_one_24gb_gpu_is_resident(wan_sizes):

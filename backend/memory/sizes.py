@@ -157,22 +157,41 @@ class ModelSizes:
         """Pixels (height, width) the decode dry run covers. A tiled decode's working set is
         a few tiles whatever the size (the VAE's tiles are decoded one by one): it runs on 3 x 3
         tiles at most, and the output's growth beyond them is added, as for frames."""
-        if not tiled:
+        geometry = self._tile_geometry() if tiled else None
+        if geometry is None:
             return shape.height, shape.width
+        (tile_h, tile_w), (stride_h, stride_w) = geometry
+        step = self.spatial
+        height = min(shape.height, (tile_h + 2 * stride_h) // step * step)
+        width = min(shape.width, (tile_w + 2 * stride_w) // step * step)
+        return height, width
+
+    def _tile_geometry(self) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The VAE's tiles: (height, width) and strides in sample pixels; None: no tiling."""
         vae = self.vae
         tile_h = getattr(vae, "tile_sample_min_height", None) or getattr(
             vae, "tile_sample_min_size", None
         )
         tile_w = getattr(vae, "tile_sample_min_width", None) or tile_h
         if not tile_h or not tile_w:
-            return shape.height, shape.width
+            return None
         overlap = getattr(vae, "tile_overlap_factor", 0.25)
         stride_h = getattr(vae, "tile_sample_stride_height", None) or int(tile_h * (1 - overlap))
         stride_w = getattr(vae, "tile_sample_stride_width", None) or int(tile_w * (1 - overlap))
-        step = self.spatial
-        height = min(shape.height, (tile_h + 2 * stride_h) // step * step)
-        width = min(shape.width, (tile_w + 2 * stride_w) // step * step)
-        return height, width
+        return (tile_h, tile_w), (stride_h, stride_w)
+
+    def tile_costs(self, shape: JobShape) -> list[int]:
+        """Each tile's pixels in a tiled decode of `shape` (tiles every stride, the last ones
+        ragged, as `vae_tiles.grid` cuts them); one entry: the decode is one tile."""
+        geometry = None if self.vae is None else self._tile_geometry()
+        if geometry is None:
+            return [shape.height * shape.width]
+        (tile_h, tile_w), (stride_h, stride_w) = geometry
+        if shape.height <= tile_h and shape.width <= tile_w:
+            return [shape.height * shape.width]
+        rows = [min(tile_h, shape.height - top) for top in range(0, shape.height, stride_h)]
+        cols = [min(tile_w, shape.width - left) for left in range(0, shape.width, stride_w)]
+        return [rows_px * cols_px for rows_px in rows for cols_px in cols]
 
     def _decode(self, shape: JobShape, tiled: bool) -> int:
         frames = self.latent_frames(shape.frames)

@@ -109,10 +109,16 @@ class JointAttnProcessor:
         return torch.cat([x_BSHD[:, :text_len], video], dim=1)
 
 
+def use_joint_attention(transformer: torch.nn.Module) -> None:
+    """Install `JointAttnProcessor` on every attention layer (sequence parallelism and the
+    attention kernels other than SDPA reach it through the dispatch)."""
+    if any(getattr(m, "fused_projections", False) for m in transformer.modules()):
+        raise ValueError("CogVideoX's attention dispatch needs unfused q/k/v projections")
+    transformer.set_attn_processor(JointAttnProcessor())
+
+
 def prepare_cogvideox(transformer: torch.nn.Module) -> dict[str, Any]:
     """Install `JointAttnProcessor` on every attention layer; return the plan to apply."""
-    if any(getattr(m, "fused_projections", False) for m in transformer.modules()):
-        raise ValueError("sequence parallel needs CogVideoX's unfused q/k/v projections")
     plan = cogvideox_cp_plan()
-    transformer.set_attn_processor(JointAttnProcessor())
+    use_joint_attention(transformer)
     return plan

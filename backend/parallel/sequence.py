@@ -27,8 +27,6 @@ from .z_image import z_image_cp_plan
 
 log = logging.getLogger(__name__)
 
-RING_BACKEND = "_native_cudnn"
-
 EXTERNAL_PLANS: dict[str, Callable[[torch.nn.Module], dict[str, Any]]] = {
     "CogVideoXTransformer3DModel": prepare_cogvideox,
     "HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15,
@@ -119,8 +117,7 @@ def apply_sequence_parallel(
             f"{type(transformer).__name__} has no context-parallel plan: "
             "use --ulysses-degree 1 --ring-degree 1 (CFG parallel and sharding still apply)"
         )
-    if plan.ring_degree > 1:
-        transformer.set_attention_backend(RING_BACKEND)
+    # Ring's attention kernel (one that returns the log-sum-exp) is the job's: attention.py.
     num_heads = _num_heads(transformer)
     ulysses_degrees = [plan.ulysses_degree]
     if spread_mesh is not None:

@@ -12,6 +12,7 @@ from datetime import timedelta
 import torch
 
 from ..config import ServeConfig
+from ..kernels import KERNELS, device_refusal
 from ..runtime.control import Worker, channel
 from ..runtime.group import Abort, Group, join_group, pick_device
 from ..runtime.launch_env import LaunchEnv
@@ -33,6 +34,9 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)
+    refusal = device_refusal(config.attention, device.type) if config.attention in KERNELS else None
+    if refusal is not None:  # before loading anything (auto's device is known only here)
+        raise ValueError(refusal)
     timeout = timedelta(seconds=config.timeout_s)
     group = join_group(env, device, timeout, store, abort, config.dp_degree)
     dtype = "bfloat16" if device.type == "cuda" else "float32"
@@ -46,6 +50,7 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
         vaes=config.vaes,
         image_encoders=config.image_encoders,
         loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
+        attention_kernel=config.attention,
     )
     return group, runtime
 

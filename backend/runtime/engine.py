@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
@@ -38,7 +39,7 @@ from ..models.random_presets import (
 )
 from ..models.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..models.vae_tiles import enable_tiles
-from ..parallel import Parallelized, local_param_bytes, parallelize
+from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from .faults import Faults
@@ -89,6 +90,7 @@ class Runtime:
         vaes: tuple[str, ...] = (),
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
+        attention_kernel: str = "auto",
     ):
         """Start-up, in named steps: identify the model (single files are resolved once,
         here, and every later step reads `source.resolved`), load it, choose the plan, plan
@@ -112,6 +114,7 @@ class Runtime:
             self.fault.at_load()
         lazy = self._load(plan_overrides, memory)
         self._choose_plan(plan_overrides)
+        self._choose_attention(attention_kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
@@ -161,6 +164,21 @@ class Runtime:
             **plan_overrides,
         )
         self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+
+    def _choose_attention(self, kernel: str) -> None:
+        """The attention kernel every job's DiT runs with (`kernels.py`), installed on the
+        DiTs before the plan's hooks (they keep the processors it installs)."""
+        group = self.group
+        self.attention: Choice = choose_kernel(
+            kernel,
+            device_type=group.device.type,
+            capability=attention.device_capability(group.device),
+            installed=attention.installed,
+            ring=self.plan.ring_degree > 1,
+        )
+        """The attention kernel every job's DiT runs with (`kernels.py`), and why."""
+        for dit in self.dits():
+            attention.reach(dit, self.attention.kernel)
 
     def _parallelize(self, lazy: frozenset[str]) -> None:
         """Apply the plan to the DiTs (every rank together), offload what the memory layout
@@ -220,6 +238,8 @@ class Runtime:
             self.progress,
             self.fault,
             waiting=self.waiting,
+            attention_key=attention.backend_key(self.attention.kernel),
+            rank=group.rank,
         )
         """What `job.run_on_rank` runs a job on."""
 

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,7 +44,7 @@ from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
 from ..models.families import Family, family_of
-from ..parallel import ModelStateError, Parallelized
+from ..parallel import ModelStateError, Parallelized, attention
 from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
@@ -180,6 +183,11 @@ class RankModel:
     (`Runtime.waiting`)."""
     in_job: bool = False
     """This rank is inside a job (`run_on_rank`): the watchdogs look at it then."""
+    attention_key: Any = None
+    """The attention backend the DiTs' steps run with (`parallel.attention.backend_key`);
+    None: diffusers' own default."""
+    rank: int = 0
+    """This process's global rank (the attention spy's file name, tests only)."""
 
     @classmethod
     def here(
@@ -267,7 +275,14 @@ class RankModel:
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
-            with placement.steps(dits_of(pipe), self.layout, self.device):
+            spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
+            spy = attention.Spy(self.attention_key) if spy_dir else contextlib.nullcontext()
+            kernel = (
+                contextlib.nullcontext()
+                if self.attention_key is None
+                else attention.active(self.attention_key)
+            )
+            with placement.steps(dits_of(pipe), self.layout, self.device), kernel, spy:
                 output = runner(
                     **kwargs,
                     generator=generator,
@@ -275,6 +290,9 @@ class RankModel:
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            if spy_dir:
+                record = json.dumps(spy.to_dict())
+                Path(spy_dir, f"rank{self.rank}.json").write_text(record)
         except BaseException as exc:
             # Whatever stopped the steps (JobCancelled included) may have stopped them inside
             # a forward: back to the between-jobs weights before the LoRAs' rows go back.

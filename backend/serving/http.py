@@ -14,6 +14,7 @@ import logging
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import uvicorn
@@ -233,7 +234,10 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}/record")
     def record(job_id: str):
-        return finished_file(job_id, "job.json", "application/json")
+        found = finished_file(job_id, "job.json", "application/json")
+        if isinstance(found, FileResponse):  # read whole: it is replaced once the frames are in
+            return Response(Path(found.path).read_bytes(), media_type="application/json")
+        return found
 
     @app.get("/v1/jobs/{job_id}/latents")
     def latents(job_id: str):
@@ -261,6 +265,11 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             return error(400, "the frame index must be a whole number >= 0")
         if len(index) > len(str(MAX_FRAME_INDEX)) or int(index) > MAX_FRAME_INDEX:
             return error(404, f"job {job_id} has no frame {index[:20]}")
+        found = service.book.get(job_id)
+        if found is not None and found.status == "succeeded":
+            png = service.writer.frame_png(found, int(index))  # not on disk yet
+            if png is not None:
+                return Response(png, media_type="image/png")
         return finished_file(job_id, f"{FRAMES_DIR}/{frame_name(int(index))}", "image/png")
 
     add_openai_routes(app, service)  # /v1/videos and /v1/images/generations

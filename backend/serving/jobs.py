@@ -63,6 +63,11 @@ class Job:
     """The job's memory plan (`memory.planner.JobMemory`), when it runs."""
     loras: list[dict[str, Any]] = field(default_factory=list)
     """The LoRAs applied: name, strengths and sha256 (job.json's `loras`)."""
+    frames: Any = field(default=None, repr=False)
+    """The finished job's uint8 frames (F, H, W, 3) while its PNG frames are being written
+    (`/frames/{i}` serves them from here meanwhile); None once they are on disk."""
+    frames_written: bool = False
+    """Every PNG frame is on disk (`frames/`); they are written after the job succeeded."""
     request_view: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +90,7 @@ class Job:
             setattr(job, name, record.get(name))
         job.step, job.total = record["progress"]["step"], record["progress"]["total"]
         job.timings, job.files = record.get("timings", {}), record.get("files", [])
+        job.frames_written = record.get("frames_written", job.status == "succeeded")
         job.request_view = record["request"]
         return job
 
@@ -103,6 +109,7 @@ class Job:
             "num_frames": self.num_frames,
             "replica": self.replica,
             "files": list(self.files),
+            "frames_written": self.frames_written,
             "timings": dict(self.timings),
         }
 
@@ -179,6 +186,11 @@ class JobBook:
             job.request = job.request.replace(image=None)  # free the image
             self._save(job)
             self._cond.notify_all()
+
+    def update(self, job: Job) -> None:
+        """Keep a finished job's changed fields (its PNG frames written) in the store."""
+        with self._cond:
+            self._save(job)
 
     def cancel(self, job_id: str) -> Job | None:
         with self._cond:

@@ -1,7 +1,11 @@
-"""Writing a finished job: frames as lossless PNGs, the video, and job.json."""
+"""Writing a finished job: the video (or image), job.json, and the frames as lossless PNGs.
+
+The result (`write_result`: the mp4 or the image, the audio) is written before the job is
+reported as succeeded; the PNG frames (`write_frames`) after it (`writer.py`)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -23,17 +27,34 @@ def frame_name(index: int) -> str:
     return f"{index:06d}.png"
 
 
-def write_frames(out_dir: Path, frames: np.ndarray) -> list[str]:
+def frame_names(num_frames: int) -> list[str]:
+    """The PNG frames' paths inside a job's folder."""
+    return [f"{FRAMES_DIR}/{frame_name(index)}" for index in range(num_frames)]
+
+
+def png_bytes(frame: np.ndarray) -> bytes:
+    """One uint8 (H, W, 3) frame as a lossless PNG."""
     from PIL import Image
 
+    buffer = io.BytesIO()
+    Image.fromarray(frame, mode="RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def write_frames(out_dir: Path, frames: np.ndarray) -> list[str]:
+    """Every frame as `frames/NNNNNN.png`; each appears whole (written, then renamed)."""
     frame_dir = out_dir / FRAMES_DIR
     frame_dir.mkdir(parents=True, exist_ok=True)
-    names = []
-    for index, frame in enumerate(frames):
-        name = f"{FRAMES_DIR}/{frame_name(index)}"
-        Image.fromarray(frame, mode="RGB").save(out_dir / name, format="PNG")
-        names.append(name)
+    names = frame_names(len(frames))
+    for name, frame in zip(names, frames, strict=True):
+        _write_whole(out_dir / name, png_bytes(frame))
     return names
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)
 
 
 def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
@@ -61,28 +82,32 @@ def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
         writer.close()
 
 
-def write_outputs(
+def write_result(
     out_dir: Path, frames: np.ndarray, fps: int, audio: Audio | None = None
 ) -> list[str]:
-    """Write the output layout for uint8 frames (F, H, W, 3); returns the files written.
-
-    `audio` (LTX-2's track): `audio.wav`, and the mp4's AAC track.
-    """
+    """The job's result for uint8 frames (F, H, W, 3): `video.mp4` (with `audio`, LTX-2's
+    track: `audio.wav` and the mp4's AAC track) or `image.png`; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = write_frames(out_dir, frames)
     if audio is not None and len(frames) < 2:
         raise ValueError("an audio track needs a video (more than one frame)")
     if len(frames) > 1:
         write_video(out_dir / "video.mp4", frames, fps)
-        files.insert(0, "video.mp4")
+        files = ["video.mp4"]
     else:
-        (out_dir / "image.png").write_bytes((out_dir / files[0]).read_bytes())
-        files.insert(0, "image.png")
+        _write_whole(out_dir / "image.png", png_bytes(frames[0]))
+        files = ["image.png"]
     if audio is not None:
         write_wav(out_dir / AUDIO_FILE, audio)
         mux_audio(out_dir / "video.mp4", out_dir / AUDIO_FILE)
-        files.insert(1, AUDIO_FILE)
+        files.append(AUDIO_FILE)
     return files
+
+
+def write_outputs(
+    out_dir: Path, frames: np.ndarray, fps: int, audio: Audio | None = None
+) -> list[str]:
+    """The whole output layout at once: the result, then the PNG frames; the files written."""
+    return write_result(out_dir, frames, fps, audio) + write_frames(out_dir, frames)
 
 
 def write_latents(out_dir: Path, latents: np.ndarray) -> str:
@@ -93,5 +118,7 @@ def write_latents(out_dir: Path, latents: np.ndarray) -> str:
 
 
 def write_record(out_dir: Path, record: dict[str, Any]) -> None:
+    """job.json, replaced whole (it is written again once the PNG frames are on disk)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    _write_whole(out_dir / "job.json", text.encode())

@@ -92,6 +92,7 @@ class Service:
             "world_size": group.world_size,
             "device": group.device.type,
             "plan": {**runtime.plan.to_dict(), "dp_degree": group.dp_degree},
+            "attention": runtime.attention.to_dict(),
             "limits": runtime.limits.to_dict(),
         }
         if runtime.model_files is not None:  # a single-file model: what each file was read as

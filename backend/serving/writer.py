@@ -1,8 +1,12 @@
-"""Finishing jobs on rank 0: a job's outputs and job.json, then its final status.
+"""Finishing jobs on rank 0: a job's result and job.json, then its final status, then its
+PNG frames.
 
 Replica 0's jobs are written on the thread that ran them; with several replicas, the others'
 jobs are written on one writer thread (`OutputWriter.submit`), so that a replica takes its next
-job as soon as its frames are in.
+job as soon as its frames are in. A job succeeds once its video (or image) and job.json are
+written: its lossless PNG frames follow on a thread of their own (`frames/`), and meanwhile
+`/v1/jobs/{id}/frames/{i}` serves them from memory (`frame_png`). When they are all on disk
+the job says `frames_written: true` (`GET /v1/jobs/{id}` and job.json, written again).
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ from ... import __version__
 from ..config import ServeConfig
 from .health import GroupHealth
 from .jobs import Job, JobBook, JobOutput
-from .outputs import to_uint8, write_latents, write_outputs, write_record
+from .outputs import (
+    frame_names,
+    png_bytes,
+    to_uint8,
+    write_frames,
+    write_latents,
+    write_record,
+    write_result,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +72,8 @@ class OutputWriter:
         self.replica_ranks: list[list[int]] = []
         self.fps = 16
         self._pool: ThreadPoolExecutor | None = None
+        self._frames = ThreadPoolExecutor(1, "frame-writer")
+        """Writes finished jobs' PNG frames, one job after another."""
 
     def attach(self, group: dict[str, Any], replica_ranks: list[list[int]], fps: int) -> None:
         self.group, self.replica_ranks, self.fps = group, replica_ranks, fps
@@ -69,10 +83,15 @@ class OutputWriter:
         self._pool = ThreadPoolExecutor(1, "output-writer")
 
     def stop(self) -> None:
-        """Every job handed over gets its outputs and its status."""
+        """Every job handed over gets its outputs and its status, and its PNG frames."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        self.flush()
+
+    def flush(self) -> None:
+        """Wait until every succeeded job's PNG frames are on disk."""
+        self._frames.submit(lambda: None).result()
 
     def submit(self, job: Job, output: JobOutput, started: float) -> None:
         """Write on the writer thread when there is one (else here)."""
@@ -86,11 +105,13 @@ class OutputWriter:
         timings = job.timings
         try:
             begin_write = time.perf_counter()
-            frames = to_uint8(output.frames)
-            job.files = write_outputs(job.out_dir, frames, self.fps, output.audio)
+            pixels = to_uint8(output.frames)
+            job.files = write_result(job.out_dir, pixels, self.fps, output.audio)
             if output.latents is not None:
                 job.files.append(write_latents(job.out_dir, output.latents))
-            job.num_frames = len(frames)
+            job.files += frame_names(len(pixels))  # on disk once `frames_written`
+            job.num_frames = len(pixels)
+            job.frames = pixels
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
             self.finish(job, "succeeded", output=output)
@@ -98,6 +119,32 @@ class OutputWriter:
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self.finish(job, "failed", self.health.explain(exc))
+            return
+        self._frames.submit(self.write_frames, job, output)
+
+    def write_frames(self, job: Job, output: JobOutput) -> None:
+        """A succeeded job's PNG frames, then `frames_written` (job.json written again)."""
+        begin = time.perf_counter()
+        try:
+            write_frames(job.out_dir, job.frames)
+        except Exception as exc:  # the job's result stands; say what is missing
+            log.exception("job %s: its PNG frames could not be written", job.id)
+            job.timings["frames_error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            job.timings["frames_write_s"] = round(time.perf_counter() - begin, 4)
+            job.frames_written = True
+            job.frames = None
+        write_record(job.out_dir, self.record(job, job.status, output))
+        self.book.update(job)
+
+    @staticmethod
+    def frame_png(job: Job, index: int) -> bytes | None:
+        """Frame `index` of a succeeded job whose PNG frames are not all on disk yet, encoded
+        from memory; None when it is on disk (or the job has no such frame)."""
+        frames = job.frames
+        if frames is None or job.frames_written or not 0 <= index < len(frames):
+            return None
+        return png_bytes(frames[index])
 
     def finish(
         self, job: Job, status: str, error: str | None = None, output: JobOutput | None = None
@@ -119,12 +166,14 @@ class OutputWriter:
             "request": job.request.to_dict(with_image=False),
             "seed": job.request.seed,
             "plan": self.group["plan"],
+            "attention": self.group.get("attention"),
             "replica": job.replica,
             "replica_ranks": self.replica_ranks[job.replica or 0],
             "world_size": self.group["world_size"],
             "device": self.group["device"],
             "num_frames": job.num_frames,
             "files": job.files,
+            "frames_written": job.frames_written,
             "timings": job.timings,
             **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
             "memory": memory_record(job, output),

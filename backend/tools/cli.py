@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
+from ..kernels import KERNELS
 from ..memory.settings import OFFLOAD_MODES, TILING_MODES
 from ..request import RequestField, request_fields
 
@@ -96,6 +97,12 @@ def build_parser() -> Parser:
     )
     p.add_argument("--out", help="keep both runs' outputs here (world-size-1/, world-size-N/)")
     p.add_argument("--tolerance", type=_tolerance, default={}, help=TOLERANCE_HELP)
+    p.add_argument(
+        "--against-kernel",
+        choices=tuple(KERNELS),
+        help="measure the --attention kernel against this one (e.g. sdpa), both at world "
+        "size 1, instead of world size N against 1",
+    )
     _add_backend_flags(p, server=False)
     _add_job_flags(p)
 

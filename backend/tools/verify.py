@@ -5,6 +5,10 @@ size 1 (the reference, no plan flags, decoding as world size N did: tiled or who
 --save-latents and the same threads per rank, and compares the frames and the final latents
 with `equivalence.compare`; an audio track (LTX-2) is compared as 16-bit samples
 (`compare_audio`) and is part of the verdict.
+
+With `--against-kernel K` it measures an attention kernel instead of a plan: both runs at
+world size 1, one with `--attention` as given, the reference with `--attention K`, judged
+by the thresholds of the kernel measured (`kernel_tolerance`: a lossy kernel's own).
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ def _run(
             "world_size": world_size,
             "device": info["device"],
             "plan": info["plan"],
+            "attention": info.get("attention"),
             "mean_step_s": job["timings"].get("mean_step_s"),
             **{key: record[key] for key in ("sequence_layout", "cache") if key in record},
         }
@@ -124,17 +129,54 @@ def _resolve_device(args: argparse.Namespace) -> None:
         args.threads_per_rank = max(1, (os.cpu_count() or 1) // args.world_size)
 
 
-def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
-    """Run `body` at world size 1 and `args.world_size`; the report (see docs/equivalence.md)."""
-    if args.world_size < 2:
-        raise ValueError("--world-size must be at least 2 to compare with world size 1")
-    _resolve_device(args)
-    tolerance = tolerance_for(DTYPE_BY_DEVICE[args.device]).updated(args.tolerance)
+LOSSY_TOLERANCE: dict[str, dict[str, float]] = {
+    "sage": {"max_abs": 255.0, "min_psnr": 20.0, "latent_rel_l2": 0.15},
+}
+"""A lossy kernel's thresholds against `sdpa` (docs/equivalence.md): its int8 Q.K moves every
+value a little, so only a gross break fails. Provisional: not yet measured on a GPU."""
+
+
+def kernel_tolerance(kernel: str, dtype: str) -> Any:
+    """The thresholds a kernel's distance from the reference kernel is judged by: the dtype's
+    rounding for an exact kernel, the kernel's own for a lossy one."""
+    return tolerance_for(dtype).updated(LOSSY_TOLERANCE.get(kernel, {}))
+
+
+def _runs(args: argparse.Namespace, body: dict[str, Any]) -> tuple[tuple, tuple, list[str]]:
+    """The reference run, the run measured, and their labels."""
+    if args.against_kernel:
+        # Both at world size 1: the distance is the kernel's alone.
+        other = _run(args, 1, body)
+        tiling = "on" if other[0]["vae_tiling"] else "off"
+        first = _run(args, 1, body, attention=args.against_kernel, vae_tiling=tiling)
+        return first, other, [f"kernel_{args.against_kernel}", f"kernel_{args.attention}"]
     # World size N first: the reference decodes as it did (tiled when its decode was split
     # over ranks or tiled for memory, whole otherwise), so the comparison measures the plan.
-    other, other_frames, other_latents, other_audio = _run(args, args.world_size, body)
-    tiling = "on" if other["vae_tiling"] else "off"
-    first, first_frames, first_latents, first_audio = _run(args, 1, body, vae_tiling=tiling)
+    other = _run(args, args.world_size, body)
+    tiling = "on" if other[0]["vae_tiling"] else "off"
+    first = _run(args, 1, body, vae_tiling=tiling)
+    return first, other, ["world_size_1", f"world_size_{args.world_size}"]
+
+
+def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """Run `body` at world size 1 and `args.world_size` (or at world size 1 with two attention
+    kernels: `args.against_kernel`); the report (see docs/equivalence.md)."""
+    against = getattr(args, "against_kernel", None)
+    args.against_kernel = against
+    if against:
+        if args.world_size != 1:
+            raise ValueError("--against-kernel compares kernels at world size 1: no --world-size")
+        if args.attention == against:
+            raise ValueError(f"--against-kernel {against} needs --attention naming another kernel")
+    elif args.world_size < 2:
+        raise ValueError("--world-size must be at least 2 to compare with world size 1")
+    _resolve_device(args)
+    dtype = DTYPE_BY_DEVICE[args.device]
+    tolerance = kernel_tolerance(args.attention, dtype) if against else tolerance_for(dtype)
+    tolerance = tolerance.updated(args.tolerance)
+    first_run, other_run, labels = _runs(args, body)
+    first, first_frames, first_latents, first_audio = first_run
+    other, other_frames, other_latents, other_audio = other_run
     comparison = compare(
         np.stack([decode_png(f) for f in first_frames]),
         np.stack([decode_png(f) for f in other_frames]),
@@ -150,10 +192,11 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
         "request": {k: v for k, v in body.items() if k not in ("image", "images")},
         "num_frames": len(first_frames),
         "sha256": {
-            "world_size_1": hashlib.sha256(b"".join(first_frames)).hexdigest(),
-            f"world_size_{args.world_size}": hashlib.sha256(b"".join(other_frames)).hexdigest(),
+            labels[0]: hashlib.sha256(b"".join(first_frames)).hexdigest(),
+            labels[1]: hashlib.sha256(b"".join(other_frames)).hexdigest(),
         },
         "runs": [first, other],
+        **({"kernel": args.attention, "against_kernel": against} if against else {}),
     }
     audio = compare_audio(first_audio, other_audio)
     if audio is not None:  # LTX-2's track: part of the verdict
