@@ -76,6 +76,17 @@ class Limits:
     """The model's own sigma schedule, when it runs only that one (LTX-2 distilled: diffusers'
     `DISTILLED_SIGMA_VALUES`): every job takes exactly len(sigmas) steps (min_steps and
     max_steps are that); () for the models whose scheduler spaces any step count."""
+    samplers: tuple[str, ...] = ()
+    """The samplers a job may name besides `default` (ComfyUI's names, backend/sampling);
+    () for a model that runs only its own scheduler."""
+    schedulers: tuple[str, ...] = ()
+    """The noise-level spacings a job may name besides `default` (ComfyUI's names)."""
+    default_shift: float = 0.0
+    """The flow shift a job that names a sampler but no shift gets (the model's own
+    scheduler's); 0 when the model's shift follows the image size (then a job gives one)."""
+    two_experts: bool = False
+    """A high- and a low-noise expert (Wan 2.2 A14B): `guidance_scale_low` and `switch_step`
+    apply."""
     max_guidance: float = 30.0
     max_prompt_chars: int = 4000
     max_image_bytes: int = 16 * 1024 * 1024

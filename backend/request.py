@@ -34,6 +34,8 @@ from .contract import (
     model_tasks,
     task_name,
 )
+from .sampling import names as sampling_names
+from .sampling import recipes, rules
 
 KINDS = ("text", "int", "float", "image", "images", "json")
 """text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
@@ -90,6 +92,17 @@ class RequestField:
     """A seed: the node offers "control after generate", the web form "randomize"."""
     form: bool = True
     """The web form has an input for it."""
+    choices: tuple[str, ...] = ()
+    """A text field's allowed names (the node's combo, the form's dropdown); the model's rule
+    may allow fewer."""
+    widget_unset: Any = None
+    """The widget's value that leaves the field out of the request (the model's default),
+    e.g. 0 for `shift`; None when every widget value is sent."""
+    form_group: str = ""
+    """The web form's accordion that holds the field ("" for the main form)."""
+    needs: str = ""
+    """The `Limits` attribute that must be set for the field to apply (the web form shows the
+    field only then): "samplers", "two_experts"."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -565,7 +578,151 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_metavar="METHOD[:THRESHOLD]",
         form=False,
     ),
+    # -- sampling (backend/sampling; docs/sampling.md): appended, so the nodes' saved widget
+    # values keep their places
+    RequestField(
+        "sampler",
+        "text",
+        "The sampler, with ComfyUI's name: euler, uni_pc (UniPC bh1, ComfyUI's), uni_pc_bh2, "
+        "dpmpp_2m, lcm, res_multistep; default: the model's own scheduler (GET /v1/info "
+        "limits.samplers lists what the model runs).",
+        sampling_names.DEFAULT,
+        rule=rules.sampler_rule,
+        cli="--sampler",
+        widget="sampler_name",
+        choices=(sampling_names.DEFAULT, *sampling_names.SAMPLERS),
+        widget_unset=sampling_names.DEFAULT,
+        form_group="Sampling",
+        needs="samplers",
+    ),
+    RequestField(
+        "scheduler",
+        "text",
+        "How the noise levels are spaced, with ComfyUI's name: simple, normal, beta, "
+        "sgm_uniform; default: the model's own (simple when a sampler is named).",
+        sampling_names.DEFAULT,
+        rule=rules.scheduler_rule,
+        cli="--scheduler",
+        widget="scheduler",
+        choices=(sampling_names.DEFAULT, *sampling_names.SCHEDULERS),
+        widget_unset=sampling_names.DEFAULT,
+        form_group="Sampling",
+        needs="samplers",
+    ),
+    RequestField(
+        "shift",
+        "float",
+        "The flow shift (static, as ComfyUI's ModelSamplingSD3 sets it), above 0; replaces "
+        "the model's own (its limits.default_shift). The node's 0: the model's.",
+        None,
+        low=0,
+        high=100,
+        rule=rules.shift_rule,
+        cli="--shift",
+        widget="shift",
+        step=0.01,
+        widget_range=(0, 100),
+        widget_unset=0.0,
+        form_group="Sampling",
+        needs="samplers",
+    ),
+    RequestField(
+        "sigmas",
+        "json",
+        "Explicit noise levels from 1 down to 0, strictly decreasing (ComfyUI's "
+        "ManualSigmas): they fix the step count; on the command line a,b,...,0.",
+        rule=lambda value, limits: rules.sigmas_rule(value, limits),
+        cli="--sigmas",
+        cli_type=lambda text: parse_sigmas(text),
+        cli_metavar="A,B,...,0",
+        form=False,
+        needs="samplers",
+    ),
+    RequestField(
+        "guidance_scale_low",
+        "float",
+        "Wan 2.2 A14B: the low-noise expert's guidance (guidance_scale is the high-noise "
+        "one's); default: guidance_scale. The node's -1: that default.",
+        None,
+        low=0,
+        model_high="max_guidance",
+        rule=rules.two_experts_rule("guidance_scale_low"),
+        cli="--guidance-low",
+        widget="cfg_low",
+        step=0.1,
+        widget_range=(-1, 30),
+        widget_unset=-1.0,
+        form_group="Sampling",
+        needs="two_experts",
+    ),
+    RequestField(
+        "switch_step",
+        "int",
+        "Wan 2.2 A14B: the first step of the low-noise expert (ComfyUI's KSamplerAdvanced "
+        "split), 0 to the step count; default: the model's boundary decides. The node's -1: "
+        "that default.",
+        None,
+        low=0,
+        model_high="max_steps",
+        rule=rules.two_experts_rule("switch_step"),
+        cli="--switch-step",
+        widget="switch_step",
+        step=1,
+        widget_range=(-1, 200),
+        widget_unset=-1,
+        form_group="Sampling",
+        needs="two_experts",
+    ),
+    RequestField(
+        "recipe",
+        "text",
+        "A named set of the fields above, steps and guidance (`paradit recipes` lists them); "
+        "the fields a request gives itself win.",
+        "",
+        rule=lambda value, _limits: _recipe(value),
+        cli="--recipe",
+        widget="recipe",
+        choices=(recipes.NO_RECIPE, *recipes.recipe_names()),
+        widget_unset=recipes.NO_RECIPE,
+        form_group="Sampling",
+        needs="samplers",
+    ),
 )
+
+
+def _recipe(value: str) -> str:
+    if value in ("", recipes.NO_RECIPE):
+        return ""
+    return recipes.find_recipe(value).name
+
+
+def parse_sigmas(text: str) -> list[float]:
+    """`--sigmas a,b,...,0` as the list of levels."""
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--sigmas must be numbers separated by commas, got {text!r}") from None
+
+
+def is_unset(name: str, value: Any) -> bool:
+    """A frontend's input left at the model's default: the request leaves field `name` out."""
+    f = find_field(name)
+    return value is None or (f.widget_unset is not None and value in (f.widget_unset, ""))
+
+
+def recipe_wins(body: dict[str, Any]) -> dict[str, Any]:
+    """A node's or the web form's body with a recipe: the fields whose inputs cannot be left
+    empty (steps, guidance) give way to the recipe's; inputs that can (the sampling ones)
+    still win when set."""
+    name = body.get("recipe")
+    if name in (None, "", recipes.NO_RECIPE):
+        return body
+    sets = recipes.find_recipe(name).fields
+    return {
+        key: value
+        for key, value in body.items()
+        if key not in sets or find_field(key).widget_unset is not None
+    }
 
 
 def request_fields() -> tuple[RequestField, ...]:
@@ -636,6 +793,14 @@ class JobRequest:
             raise ValueError(
                 "images holds the input images after the first: send the first as image"
             )
+        filled = recipes.with_recipe(body)
+        recipe = body.get("recipe")
+        by_recipe = {  # the fields the recipe filled in, for the messages that refuse them
+            name: recipe
+            for name, value in filled.items()
+            if body.get(name) is None and value is not None and recipe
+        }
+        body = filled
         values: dict[str, Any] = {}
         for f in table:
             given = body.get(f.name)
@@ -651,10 +816,13 @@ class JobRequest:
                 values[f.name] = None
             elif f.name == "num_frames" and given is None and limits.frame_multiple == 0:
                 values[f.name] = 1
+            elif given is None and f.number and f.default is None and not f.model_default:
+                values[f.name] = None  # an optional number: the model decides
             else:
                 value = f.default_for(limits) if given is None else given
-                values[f.name] = f.check(value, limits)
+                values[f.name] = _checked(f, value, limits, by_recipe.get(f.name))
         _check_task(values, limits)
+        rules.check_across(values, body, limits)
         if values.get("image") is not None and limits.edit_pixels:
             _edit_default_size(body, values, limits)
         request = cls(**values)
@@ -694,6 +862,16 @@ class JobRequest:
     def from_dict(cls, data: Mapping[str, Any]) -> JobRequest:
         """Rebuild a request that was already validated (control-plane messages)."""
         return cls(**{name: data[name] for name in field_names() if name in data})
+
+
+def _checked(f: RequestField, value: Any, limits: Limits, recipe: str | None) -> Any:
+    """`f.check`, saying so when the value came from the request's recipe."""
+    try:
+        return f.check(value, limits)
+    except ValueError as exc:
+        if recipe is None:
+            raise
+        raise ValueError(f"{exc} (set by recipe {recipe})") from None
 
 
 def _edit_default_size(body: dict[str, Any], values: dict[str, Any], limits: Limits) -> None:

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-from paradit.nodes.params import BACKEND_NODE_ID, BACKEND_PARAMS, TASK_NODES
+from paradit.nodes.params import (
+    BACKEND_NODE_ID,
+    BACKEND_PARAMS,
+    LORA_NODE_ID,
+    LORA_PARAMS,
+    TASK_NODES,
+)
 
 WIDTH = 640
 MARGIN = 20
@@ -44,7 +50,9 @@ def widget_names(node_type: str) -> list[str]:
     if node_type in CORE_WIDGETS:
         return CORE_WIDGETS[node_type]
     params = BACKEND_PARAMS
-    if node_type != BACKEND_NODE_ID:
+    if node_type == LORA_NODE_ID:
+        params = LORA_PARAMS
+    elif node_type != BACKEND_NODE_ID:
         params = next(node for node in TASK_NODES if node.node_id == node_type).params
     names = []
     for param in params:

@@ -201,9 +201,11 @@ _KINDS = {"text": "text", "int": "int", "float": "float"}
 def field_param(f: RequestField, default: Any) -> Param:
     """A request field as a generation node's widget."""
     low, high = f.widget_range or (f.low, f.high)
+    if f.widget_unset is not None:
+        default = f.widget_unset  # the model's default until the user picks
     return Param(
         f.widget,
-        _KINDS[f.kind],
+        "combo" if f.choices else _KINDS[f.kind],
         default,
         f.help,
         low,
@@ -211,6 +213,7 @@ def field_param(f: RequestField, default: Any) -> Param:
         f.step,
         control_after_generate=f.random,
         optional=not f.widget_required,
+        choices=f.choices,
         field=f.name,
     )
 

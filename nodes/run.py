@@ -20,6 +20,7 @@ import numpy as np
 from ..backend.client.http import BackendError, Client, JobFailed, encode_image
 from ..backend.client.summary import backend_summary, plan_text  # noqa: F401 (the node's plan)
 from ..backend.contract import IMAGE_EDIT, model_tasks, task_name
+from ..backend.request import is_unset, recipe_wins
 from .params import AUTO_SIZE_FIELDS, TaskNode
 
 if TYPE_CHECKING:
@@ -57,12 +58,13 @@ def build_request(
     if node.needs_image and image_png is None:
         what = "an image to edit" if node.task == IMAGE_EDIT else "a start image"
         raise ValueError(f"{node.node_id} needs {what}: connect an IMAGE to `image`")
-    convert = {"int": int, "float": float, "text": str}
+    convert = {"int": int, "float": float, "text": str, "combo": str}
     body = {
         param.field: convert[param.kind](values[param.name])
         for param in node.params
-        if param.name in values
+        if param.name in values and not is_unset(param.field, values[param.name])
     }
+    body = recipe_wins(body)
     if node.auto_size:  # 0: the backend sizes the output from the image
         for name in AUTO_SIZE_FIELDS:
             if body.get(name) == 0:

@@ -44,6 +44,35 @@ def _check_schema(data: dict) -> None:
     assert all(k.isdigit() and isinstance(v, int) and v > 0 for k, v in params.items())
 
 
+def _check_phases(phases: dict[str, dict]) -> None:
+    """Every row's profiled step (rank 0) splits into phases that add up to it, and the
+    collectives each plan makes in a step are there: SMOKE's DiT has 2 blocks + the root
+    (3 FSDP units), one transformer call per CFG branch."""
+    assert set(phases) == {"1 rank", "sequence x2", "cfg x2"}
+    for label, row in phases.items():
+        seconds = row["seconds"]
+        assert set(seconds) == {"attention", "linear", "gathers", "all_to_alls", "hooks", "other"}
+        assert all(value >= 0 for value in seconds.values()), (label, seconds)
+        assert sum(seconds.values()) == pytest.approx(row["step_s"], rel=0.01, abs=1e-3)
+        assert seconds["attention"] > 0 and seconds["linear"] > 0, (label, seconds)
+        assert row["cpu_s"] > 0
+    one, seq, cfg = phases["1 rank"], phases["sequence x2"], phases["cfg x2"]
+    assert one["calls"]["all_gather"] == one["calls"]["all_to_all"] == 0
+    assert one["calls"]["fsdp_pre_forward"] == 0
+    assert one["seconds"]["gathers"] == one["seconds"]["all_to_alls"] == 0
+    # sequence x2, per step: 2 calls x (3 FSDP units' gathers + 2 Ulysses attentions x 4
+    # size exchanges + the output gather's size and data) = 26 all-gathers; 2 x 2 x 4
+    # all-to-alls (q, k, v, out)
+    assert seq["calls"]["fsdp_pre_forward"] == 6
+    assert seq["calls"]["all_gather"] == 26 and seq["calls"]["all_to_all"] == 16
+    assert seq["seconds"]["gathers"] > 0 and seq["seconds"]["all_to_alls"] > 0
+    assert seq["seconds"]["hooks"] > 0
+    # cfg x2: one computing call per rank and step (3 gathers, the output gather over one
+    # rank's mesh, the swap of the branches); the recording call runs the root's FSDP hook
+    assert cfg["calls"]["all_to_all"] == 0
+    assert cfg["calls"]["all_gather"] == 6 and cfg["calls"]["fsdp_pre_forward"] == 4
+
+
 def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path, warm_local_backends):
     json_path, out = tmp_path / "result.json", tmp_path / "out"
     assert run_bench(quick=True, json_path=str(json_path), out_dir=str(out), workload=SMOKE) == 0
@@ -66,9 +95,11 @@ def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path, warm_l
     for run in data["memory"]:
         assert len(run["ranks"]) == run["world_size"]
         assert all(rank["peak_rss_bytes"] > rank["dit_param_bytes"] for rank in run["ranks"])
+    _check_phases({row["label"]: row["phases"] for row in data["scaling"]})
     table = (out / "bench.md").read_text()
     for heading in ("### Scaling", "### Overhead", "### Latency", "### Memory", "### Targets"):
         assert heading in table
+    assert "### Phases of one step" in table and "| sequence x2 |" in table
     assert (out / "bench.png").read_bytes()[:8] == PNG_MAGIC
     assert list((out / "logs").glob("*.log"))
 
@@ -276,8 +307,54 @@ def test_summary_arithmetic_and_targets():
     assert targets["overhead_ratio"]["met"] is True
     assert targets["warm_first_step_ms"]["met"] is True
     table = render_markdown(summary)
-    assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table
+    assert "| sequence | 2 | sharded | 1.25 s (1.25-1.25) | 1.6x (1.6-1.6) | 80% |" in table
     json.dumps(summary)  # JSON-able as a whole
+
+
+def _phases(step: float, attention: float, gathers: float, all_to_all: int) -> dict:
+    seconds = {"attention": attention, "linear": 0.3, "gathers": gathers, "all_to_alls": 0.1}
+    seconds |= {"hooks": 0.01, "other": round(step - attention - gathers - 0.41, 4)}
+    calls = {"all_gather": 46, "all_to_all": all_to_all, "fsdp_pre_forward": 10}
+    return {"step": 4, "step_s": step, "seconds": seconds, "calls": calls, "cpu_s": step}
+
+
+def test_scaling_rows_pair_the_repeats_and_carry_the_phases():
+    """Interleaved repeats: the step is the median of the jobs' medians, the speed-up is
+    paired job by job; the profiled phases are the median per phase over the jobs."""
+    base = _result(RunSpec("baseline", 1), [9.0, 2.0, 2.0], 10.0, 1000)
+    base.jobs += [{"step_s": [9.0, 3.0, 3.0]}, {"step_s": [9.0, 2.5, 2.5]}]
+    seq = _result(RunSpec("sequence", 2, 1, 2), [9.0, 1.0, 1.0], 6.0, 500)
+    seq.jobs += [{"step_s": [9.0, 2.0, 2.0]}, {"step_s": [9.0, 1.25, 1.25]}]
+    for job, (step, attention, gathers) in zip(
+        seq.jobs, [(1.0, 0.2, 0.1), (2.0, 0.4, 0.5), (1.25, 0.3, 0.2)], strict=True
+    ):
+        job["phases"] = _phases(step, attention, gathers, 32)
+    summary = summarize(
+        workload=SMOKE,
+        results=[base, seq],
+        direct=[],
+        setup_s=0.0,
+        device="cpu",
+        num_devices=2,
+        quick=True,
+        load_avg={},
+        wall_s=1.0,
+    )
+    rows = {(r["mode"], r["world_size"]): r for r in summary["scaling"]}
+    row = rows[("sequence", 2)]
+    assert row["step_s"] == 1.25 and rows[("sequence", 1)]["step_s"] == 2.5
+    assert row["step_spread"] == {"median": 1.25, "min": 1.0, "max": 2.0}
+    assert row["speedup_spread"] == {"median": 2.0, "min": 1.5, "max": 2.0}  # 2/1, 3/2, 2.5/1.25
+    phases = row["phases"]
+    assert phases["step_s"] == 1.25
+    assert phases["seconds"]["attention"] == 0.3 and phases["seconds"]["gathers"] == 0.2
+    assert phases["calls"]["all_to_all"] == 32
+    assert rows[("sequence", 1)]["phases"] is None
+    table = render_markdown(summary)
+    assert "### Phases of one step" in table
+    assert "| sequence x2 | 1.250 | 0.300 | 0.300 | 0.200 | 0.100 | 0.010 | 0.340 | 46 / 32 |" in (
+        table
+    )
 
 
 def test_a_row_measured_above_the_core_count_gets_no_verdict():
@@ -298,7 +375,8 @@ def test_a_row_measured_above_the_core_count_gets_no_verdict():
     for target in summary["targets"].values():
         assert target["met"] is None and target["met_no_shard"] is None and target["noisy"]
     table = render_markdown(summary)
-    assert "| sequence | 2 | sharded | 1.250 | 1.60x | 80% |" in table  # figures still shown
+    # the figures are still shown
+    assert "| sequence | 2 | sharded | 1.25 s (1.25-1.25) | 1.6x (1.6-1.6) | 80% |" in table
     assert table.count("noisy: not judged") == len(summary["targets"])
     assert "- scaling: load average 0.4 -> 2.6 (2 cores) — NOISY" in table
     assert summary["load"]["scaling"]["noisy"] is True
@@ -410,3 +488,56 @@ def test_image_row_on_real_backends(backends):
     (two,) = [run for run in section["runs"] if run["world_size"] == 2]
     speedup = two["speedup_vs_1_rank"]["median"]
     assert speedup > 0 and two["fraction_of_linear"]["median"] == speedup / 2
+
+
+class _Event:
+    """The fields of a profiler event `split_phases` reads (a FunctionEvent's)."""
+
+    def __init__(self, name: str, total_us: float, parent: _Event | None = None):
+        self.name, self.cpu_parent, self.children = name, parent, []
+        self.thread = 1
+        self.cpu_time_total = total_us
+        if parent is not None:
+            parent.children.append(self)
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        return self.cpu_time_total - sum(child.cpu_time_total for child in self.children)
+
+
+@pytest.mark.fast
+def test_phases_count_each_event_once_in_its_nearest_named_phase():
+    from paradit.backend.runtime.phases import count_calls, split_phases
+
+    block = _Event("WanTransformerBlock", 900_000)  # not named: its own time is "other"
+    pre = _Event("FSDP::pre_forward (blocks.0)", 300_000, block)
+    gather = _Event("FSDP::all_gather (blocks.0)", 250_000, pre)  # inside a hook: a gather
+    base = _Event("c10d::_allgather_base_", 200_000, gather)
+    copy_out = _Event("aten::copy_", 30_000, gather)
+    ulysses = _Event("TemplatedUlyssesAnythingAttention", 400_000, block)
+    a2a = _Event("c10d::alltoall_base_", 50_000, ulysses)
+    sdpa = _Event("aten::_scaled_dot_product_flash_attention_for_cpu", 300_000, ulysses)
+    sizes = _Event("c10d::allgather_", 20_000, ulysses)  # the size exchange: a gather
+    linear = _Event("aten::linear", 100_000, block)
+    addmm = _Event("aten::addmm", 90_000, linear)
+    transfer = _Event("aten::addmm", 200_000)  # on another thread: not the step's
+    transfer.thread = 7
+    events = [block, pre, gather, base, copy_out, ulysses, a2a, sdpa, sizes, linear, addmm]
+    events.append(transfer)
+    seconds = split_phases(events, step_s=1.0)
+    assert seconds == {
+        "attention": 0.3,
+        "linear": 0.1,
+        "gathers": 0.27,  # the FSDP gather with its copy-out, and the size exchange
+        "all_to_alls": 0.08,  # Ulysses without its kernel and its size exchange
+        "hooks": 0.05,  # the pre-forward without the gather it waits for
+        "other": 0.2,  # the block's own time and the 0.1 s outside the block
+    }
+    assert sum(seconds.values()) == pytest.approx(1.0)
+    assert count_calls(events) == {
+        "all_gather": 2,
+        "all_to_all": 1,
+        "all_reduce": 0,
+        "broadcast": 0,
+        "fsdp_pre_forward": 1,
+    }

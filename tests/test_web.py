@@ -225,7 +225,7 @@ def test_named_api_takes_the_job_fields(ui):
     assert sorted(api) == ["/cancel", "/generate", "/job"]
     names = [p["parameter_name"] for p in api["/generate"]["parameters"]]
     assert names == list(JOB_FIELDS)  # the fields of POST /v1/jobs, in order
-    image = api["/generate"]["parameters"][-1]
+    image = next(p for p in api["/generate"]["parameters"] if p["parameter_name"] == "image")
     assert image["parameter_has_default"] and image["parameter_default"] is None
 
 

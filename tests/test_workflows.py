@@ -22,6 +22,8 @@ from paradit.nodes.params import (
     BACKEND_TYPE,
     DEVICES,
     KNOWN_HUB_MODELS,
+    LORA_NODE_ID,
+    LORA_PARAMS,
     MAX_SEED,
     NO_FILE,
     TASK_NODES,
@@ -46,6 +48,7 @@ NAMES = (
     "paradit_z_image_text_to_image",
     "paradit_flux2_text_to_image",
     "paradit_image_edit",
+    "paradit_wan22_4step",
 )
 DEFAULT_MODELS = {
     "paradit_text_to_video": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -66,10 +69,17 @@ DEFAULT_MODELS = {
     "paradit_z_image_text_to_image": "z_image_turbo_bf16.safetensors",
     "paradit_flux2_text_to_image": "black-forest-labs/FLUX.2-dev",
     "paradit_image_edit": "Qwen/Qwen-Image-Edit-2509",
+    "paradit_wan22_4step": "wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors",
 }
 FILE_WORKFLOWS = {  # a model from single files: the names ComfyUI's own Wan 2.2 templates use
     "paradit_wan22_text_to_video": {
         "model_2": "wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors",
+        "text_encoder": "umt5_xxl_fp8_e4m3fn_scaled.safetensors",
+        "text_encoder_2": NO_FILE,
+        "vae": "wan_2.1_vae.safetensors",
+    },
+    "paradit_wan22_4step": {  # ComfyUI's Wan 2.2 A14B image-to-video template's files
+        "model_2": "wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors",
         "text_encoder": "umt5_xxl_fp8_e4m3fn_scaled.safetensors",
         "text_encoder_2": NO_FILE,
         "vae": "wan_2.1_vae.safetensors",
@@ -90,7 +100,9 @@ MODEL_PREFIXES = (
     "z_image_",
     "flux2_",
 )
-"""A workflow's name: paradit_[MODEL_]TASK."""
+"""A workflow's name: paradit_[MODEL_]TASK (or a recipe's name: RECIPE_WORKFLOWS)."""
+RECIPE_WORKFLOWS = {"paradit_wan22_4step": ("image-to-video", "wan2.2-a14b-4step")}
+"""Workflows named for the recipe they run: their task and recipe."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 # ComfyUI core nodes the workflows use, checked against Comfy-Org/ComfyUI a125cd84 (nodes.py:
@@ -141,6 +153,12 @@ def pack_nodes() -> dict[str, dict]:
         outputs += ["AUDIO"] if node.gives_audio else []
         nodes[node.node_id] = {"links": links, "params": node.params, "outputs": outputs}
         nodes[node.node_id]["optional_links"] = set(node.image_inputs[1:])
+    nodes[LORA_NODE_ID] = {
+        "links": {"backend": BACKEND_TYPE},
+        "params": LORA_PARAMS,
+        "outputs": [BACKEND_TYPE],
+        "files": {"lora_name"},  # the user's models/loras, listed when ComfyUI shows the node
+    }
     return nodes
 
 
@@ -303,6 +321,8 @@ def test_widget_values_are_valid(name):
         values = saved_values(spec, node, with_defaults=True)
         options = spec.get("options", {})
         for param in spec.get("params", ()):
+            if param.name in spec.get("files", ()) and values[param.name].endswith(".safetensors"):
+                continue
             check_param(param, values[param.name], options.get(param.name))
             if param.control_after_generate:
                 assert values[f"{param.name}:control"] in SEED_CONTROLS
@@ -342,7 +362,7 @@ def test_workflow_defaults_to_a_real_model(name):
     task = name.removeprefix("paradit_")
     for prefix in MODEL_PREFIXES:
         task = task.removeprefix(prefix)
-    task = task.replace("_", "-")
+    task = RECIPE_WORKFLOWS[name][0] if name in RECIPE_WORKFLOWS else task.replace("_", "-")
     task = {"image-edit": "edit"}.get(task, task)  # paradit_image_edit serves task "edit"
     assert task_ids[task] in used
     assert {"SaveVideo", "SaveImage"} & used, "every workflow saves its output"
@@ -361,3 +381,25 @@ def test_api_workflow_matches_the_ui_form(name):
             if isinstance(value, list):
                 assert value[0] in api and isinstance(value[1], int), f"dangling link {value}"
     assert api == ui_to_api(load("workflows/ui", name))
+
+
+def test_the_4step_workflow_runs_the_recipe_with_a_lora_per_expert():
+    """ComfyUI's Wan 2.2 A14B 4-step path: the recipe, and the lightx2v LoRA pair chained
+    before the generation node, each at strength 1.0 on its own expert."""
+    ui = load("workflows/ui", "paradit_wan22_4step")
+    nodes = {node["id"]: node for node in ui["nodes"]}
+    task = next(n for n in ui["nodes"] if n["type"] == "ParaDiTImageToVideo")
+    values = saved_values(KNOWN["ParaDiTImageToVideo"], task, with_defaults=True)
+    assert values["recipe"] == RECIPE_WORKFLOWS["paradit_wan22_4step"][1]
+    assert (values["steps"], values["guidance"]) == (4, 1.0)
+    chain, node = [], task
+    while True:  # follow the backend input back to the backend node
+        link = next(link for link in ui["links"] if link[3] == node["id"] and link[4] == 0)
+        node = nodes[link[1]]
+        if node["type"] != LORA_NODE_ID:
+            break
+        chain.append(saved_values(KNOWN[LORA_NODE_ID], node))
+    assert node["type"] == BACKEND_NODE_ID
+    experts = sorted((lora["expert"], lora["strength"]) for lora in chain)
+    assert experts == [("high", 1.0), ("low", 1.0)]
+    assert all("lightx2v_4steps" in lora["lora_name"] for lora in chain)

@@ -15,7 +15,7 @@ from typing import Any
 from ..backend.cache import METHODS as CACHE_METHODS
 from ..backend.cache import CacheSettings
 from ..backend.client import encode_image
-from ..backend.request import RequestField, lora_item, request_fields
+from ..backend.request import RequestField, is_unset, lora_item, recipe_wins, request_fields
 
 CUSTOM = "custom"
 FROM_IMAGE = "from-image"
@@ -115,7 +115,22 @@ def form_fields(task: str, limits: dict[str, Any] | None = None) -> tuple[Reques
     optional = {"image"} if limits and limits.get("accepts_image") else set()
     if optional and limits.get("max_images", 1) > 1:
         optional.add("images")
-    return tuple(f for f in request_fields() if f.form and (task in f.tasks or f.kind in optional))
+    return tuple(
+        f
+        for f in request_fields()
+        if f.form
+        and (task in f.tasks or f.kind in optional)
+        and (not f.needs or (limits or {}).get(f.needs))
+    )
+
+
+def field_choices(f: RequestField, limits: dict[str, Any]) -> list[str]:
+    """A text field's options for the loaded model: the table's, narrowed to the model's list
+    where the model has one (`limits.samplers`, `limits.schedulers`)."""
+    allowed = limits.get({"sampler": "samplers", "scheduler": "schedulers"}.get(f.name, ""))
+    if not allowed:
+        return list(f.choices)
+    return [c for c in f.choices if c == f.widget_unset or c in allowed]
 
 
 def image_label(task: str) -> str:
@@ -181,6 +196,8 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
     body: dict[str, Any] = {}
     for f in request_fields():
         value = values.get(f.name)
+        if f.widget_unset is not None and is_unset(f.name, value):
+            continue  # left at the model's default
         if f.kind == "image" and limits.get("needs_image") and not value:
             what = "an image to edit" if limits.get("task") == "edit" else "a start image"
             raise ValueError(f"this {limits.get('task')} model needs {what}: upload a PNG or JPEG")
@@ -201,7 +218,7 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
             body[f.name] = value
         else:
             body[f.name] = _number(f, value)
-    return body
+    return recipe_wins(body)
 
 
 LORAS = "loras"

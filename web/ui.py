@@ -41,6 +41,7 @@ from .forms import (
     SIZE_FIELDS,
     add_lora,
     cache_value,
+    field_choices,
     form_fields,
     image_label,
     job_body,
@@ -336,6 +337,12 @@ def _form(info: dict[str, Any], lora_names: list[str]) -> Form:
             inputs[f.name] = _cache_picker(f)
         elif f.name not in shown:
             inputs[f.name] = _hidden_input(f)
+        elif f.form_group:
+            group = [g for g in request_fields() if g.form_group == f.form_group]
+            with gr.Accordion(f.form_group, open=False):
+                for g in group:
+                    shows = g.name in shown
+                    inputs[g.name] = _field_input(g, limits) if shows else _hidden_input(g)
         elif f.name in SIZE_FIELDS:
             preset, sizes = _size_inputs(
                 [g for g in request_fields() if g.name in SIZE_FIELDS], limits
@@ -420,7 +427,17 @@ def _hidden_input(f: RequestField) -> gr.components.Component:
 
 
 def _field_input(f: RequestField, limits: dict[str, Any]) -> gr.components.Component:
-    """A shown field's input: text box, start image, slider (bounded number) or number box."""
+    """A shown field's input: text box, start image, slider (bounded number) or number box;
+    a dropdown for named choices, an empty box for a number the model decides when unset."""
+    if f.choices:
+        return gr.Dropdown(
+            field_choices(f, limits), value=f.widget_unset, label=label(f), info=f.help
+        )
+    if f.widget_unset is not None and f.number:
+        return gr.Number(
+            None, label=f"{label(f)} (empty: the model's)", info=f.help,
+            precision=0 if f.kind == "int" else None, minimum=f.low,
+        )  # fmt: skip
     if f.kind == "text":
         return gr.Textbox(label=label(f), placeholder=f.help, lines=3 if f.required else 1)
     if f.kind == "image":

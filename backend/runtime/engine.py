@@ -42,9 +42,11 @@ from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
+from ..sampling.job import sampling_limits
 from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
+from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
 
@@ -107,6 +109,8 @@ class Runtime:
         self.wait_point: WaitPoint | None = None
         self.progress = Progress()
         """This rank's work counter, published by its heartbeat (`progress.py`)."""
+        self.phases = PhaseClock.from_env()
+        """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
         self.fault = Faults.from_environ(  # tests only
             group.rank, group.env.generation, tick=self.progress.tick
         )
@@ -163,7 +167,11 @@ class Runtime:
             tiled_decode=True,
             **plan_overrides,
         )
-        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        self.limits = dataclasses.replace(
+            limits,
+            min_tokens=self.plan.sequence_degree,
+            **sampling_limits(self.family.samplers, self.pipe),
+        )
 
     def _choose_attention(self, kernel: str) -> None:
         """The attention kernel every job's DiT runs with (`kernels.py`), installed on the
@@ -240,6 +248,7 @@ class Runtime:
             waiting=self.waiting,
             attention_key=attention.backend_key(self.attention.kernel),
             rank=group.rank,
+            phases=self.phases,
         )
         """What `job.run_on_rank` runs a job on."""
 

@@ -49,8 +49,10 @@ from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
+from ..sampling.job import job_sampling
 from .faults import Faults
 from .messages import RunJob
+from .phases import PhaseClock
 from .progress import Progress
 
 PREVIEW_PERIOD_S = 0.25
@@ -188,6 +190,8 @@ class RankModel:
     None: diffusers' own default."""
     rank: int = 0
     """This process's global rank (the attention spy's file name, tests only)."""
+    phases: PhaseClock = field(default_factory=PhaseClock.from_env)
+    """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
 
     @classmethod
     def here(
@@ -259,6 +263,7 @@ class RankModel:
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
             clock.mark()
+            self.phases.at_mark(index, total)
             self.progress.tick()
             if hooks.on_latents is not None:
                 hooks.on_latents(index + 1, kwargs["latents"])
@@ -272,6 +277,7 @@ class RankModel:
         runner = family.pipeline_for_job(pipe, request)
         generator = torch.Generator("cpu").manual_seed(request.seed)
         cache = None
+        self.phases.begin_job()
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -282,14 +288,21 @@ class RankModel:
                 if self.attention_key is None
                 else attention.active(self.attention_key)
             )
-            with placement.steps(dits_of(pipe), self.layout, self.device), kernel, spy:
+            with (
+                placement.steps(dits_of(pipe), self.layout, self.device),
+                kernel,
+                spy,
+                job_sampling(runner, request, self.limits) as sampling,
+            ):
                 output = runner(
                     **kwargs,
+                    **sampling.kwargs,
                     generator=generator,
                     output_type="latent",
                     callback_on_step_end=step_end,
                     return_dict=False,
                 )
+            clock.notes["sampling"] = sampling.record
             if spy_dir:
                 record = json.dumps(spy.to_dict())
                 Path(spy_dir, f"rank{self.rank}.json").write_text(record)
@@ -302,6 +315,7 @@ class RankModel:
                 raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
             raise
         finally:
+            self.phases.stop()
             for switch in self.parallel.caches:
                 if switch is not None:
                     switch.stop()
@@ -310,6 +324,8 @@ class RankModel:
         record = None if cache is None else cache_record(*cache)
         if record is not None:
             clock.notes["cache"] = record
+        if self.phases.result() is not None:
+            clock.notes["phases"] = self.phases.result()
         return output, layout, record
 
     def _start_cache(

@@ -27,7 +27,7 @@ _TYPES: dict[str, Any] = {
     "float": float,
     "image": str | None,
     "images": list[str] | None,
-    "json": list[dict[str, Any]] | dict[str, Any] | None,
+    "json": list[dict[str, Any]] | list[float] | dict[str, Any] | None,
 }
 
 
@@ -50,6 +50,8 @@ def _body_field(f: RequestField) -> tuple[Any, Any]:
         return _TYPES[f.kind], Field(
             None, description=description, json_schema_extra=_no_default, **bounds
         )
+    if f.number and f.default is None:  # an optional number: null or left out, the model's
+        return _TYPES[f.kind] | None, Field(None, description=f.help, **bounds)
     return _TYPES[f.kind], Field(f.default, description=f.help, **bounds)
 
 

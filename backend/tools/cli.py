@@ -141,6 +141,11 @@ def build_parser() -> Parser:
     p.add_argument("folder", help="a ComfyUI models folder (or any folder of checkpoints)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
+    _add_workflow_parsers(sub)
+
+    p = sub.add_parser("recipes", help="the named sampling recipes a job may pick (--recipe)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     p = sub.add_parser("bench", help="measure scaling, overhead, latency and memory")
     p.add_argument("--quick", action="store_true", help="a small workload (about 90 s)")
     p.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -184,6 +189,22 @@ def build_parser() -> Parser:
         "run jobs, with the backend's token if it has one)",
     )
     return parser
+
+
+def _add_workflow_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workflow", help="a ComfyUI workflow (API or UI format) as a paradit job")
+    actions = p.add_subparsers(dest="workflow_command", required=True, parser_class=Parser)
+    comfyui = "the ComfyUI folder (or its models folder) the workflow's file names are in "
+    comfyui += "(default: the first one above FILE)"
+    p = actions.add_parser("import", help="print the request and serve settings it maps to")
+    p.add_argument("file", help="the workflow's .json")
+    p.add_argument("--comfyui-dir", metavar="DIR", help=comfyui)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = actions.add_parser("run", help="run it (job.json names the workflow and its sha256)")
+    p.add_argument("file", help="the workflow's .json")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--comfyui-dir", metavar="DIR", help=comfyui)
+    _add_backend_flags(p)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -364,6 +385,44 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workflow(args: argparse.Namespace) -> int:
+    from . import workflow
+
+    plan, variant = workflow.plan_of(args.file, args.comfyui_dir)
+    if args.workflow_command == "import":
+        samplers = workflow.model_samplers(plan)
+        if args.json:
+            shown = {**plan.to_dict(), "variant": variant, "samplers": list(samplers)}
+            print(json.dumps(shown, indent=2))
+        else:
+            print(workflow.render(plan, variant, samplers))
+        return 0
+    for node_id, kind, text in plan.lines:
+        log.info("node %s %s: %s", node_id, kind, text)
+    workflow.run_overrides(args, plan)
+    if not args.server:  # before a backend starts for it
+        workflow.check_runnable(plan, variant, None, None)
+    with backend_client(args) as client:
+        if args.server:
+            info = client.info()
+            workflow.check_server(info, plan, args.server)
+            workflow.check_runnable(plan, variant, args.server, info)
+        job = client.generate(plan.body(), args.out, on_progress=ProgressLog())
+    workflow.name_the_workflow(args.out, plan, variant)
+    log.info("wrote %s (%d frames) from %s", args.out, job["num_frames"], args.file)
+    return 0
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from ..sampling.recipes import RECIPES, recipes_table
+
+    if args.json:
+        print(json.dumps([r.to_dict() for r in RECIPES], indent=2))
+    else:
+        print(recipes_table())
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.run import run_bench
 
@@ -392,6 +451,8 @@ COMMANDS = {
     "batch": cmd_batch,
     "plan": cmd_plan,
     "models": cmd_models,
+    "workflow": cmd_workflow,
+    "recipes": cmd_recipes,
     "bench": cmd_bench,
     "ui": cmd_ui,
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...contract import IMAGE_EDIT, IMAGE_TO_VIDEO, TEXT_TO_IMAGE, TEXT_TO_VIDEO
+from ...sampling.names import SAMPLERS
 from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
 from .cogvideox import CogVideoX
 from .flux import Flux
@@ -44,6 +45,7 @@ FAMILIES: tuple[Family, ...] = (
         ("WanPipeline",),
         _TEXT,
         vae_float32=True,
+        samplers=SAMPLERS,
     ),
     WanImageToVideo(
         "wan-i2v",
@@ -51,18 +53,21 @@ FAMILIES: tuple[Family, ...] = (
         ("WanImageToVideoPipeline",),
         _TEXT | {"image_encoder"},
         vae_float32=True,
+        samplers=SAMPLERS,
     ),
     Flux(
         "flux",
         TEXT_TO_IMAGE,
         ("FluxPipeline",),
         frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
+        samplers=SAMPLERS,
     ),
     QwenImage(
         "qwen-image",
         TEXT_TO_IMAGE,
         ("QwenImagePipeline",),
         _TEXT,
+        samplers=SAMPLERS,
     ),
     QwenImageEdit(
         "qwen-image-edit",
@@ -91,6 +96,7 @@ FAMILIES: tuple[Family, ...] = (
         ("ZImagePipeline",),
         _TEXT,
         batched_cfg=True,
+        samplers=SAMPLERS,
     ),
     CogVideoX(
         "cogvideox-t2v",

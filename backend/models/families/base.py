@@ -100,6 +100,10 @@ class Family:
     step_cache: bool = True
     """diffusers' First-Block-Cache fits the pipeline's transformer calls (Flux.2's pipeline
     calls it outside a cache context and its blocks' outputs are not the hooks' shape)."""
+    samplers: tuple[str, ...] = ()
+    """paradit's samplers (backend/sampling) the pipeline runs in place of its own scheduler:
+    a flow model whose pipeline calls `scheduler.set_timesteps` and `step` as diffusers'
+    flow schedulers expect; () for only its own scheduler."""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         raise NotImplementedError

@@ -25,6 +25,7 @@ from typing import Any
 
 from ...contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
 from ...request import JobRequest
+from ...sampling.names import SAMPLERS
 from .base import Family, Tensors, request_image, video_kwargs
 from .wan import WanImageToVideo, WanTextToVideo
 
@@ -81,6 +82,7 @@ WAN22_TI2V = WanTextImageToVideo(
     ("WanPipeline", "WanImageToVideoPipeline"),
     frozenset({"text_encoder", "tokenizer"}),
     vae_float32=True,
+    samplers=SAMPLERS,
 )
 WAN22_I2V = Wan22ImageToVideo(
     "wan2.2-i2v",
@@ -88,6 +90,7 @@ WAN22_I2V = Wan22ImageToVideo(
     ("WanImageToVideoPipeline",),
     frozenset({"text_encoder", "tokenizer", "image_encoder"}),
     vae_float32=True,
+    samplers=SAMPLERS,
 )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .lora_switch import render as render_lora_switch
+from .stats import fmt_spread, spread
 from .throughput import render as render_throughput
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def _scaling(results: list[RunResult]) -> list[dict[str, Any]]:
         step, e2e = result.step_s, result.e2e_s
         if step is None:
             continue
+        paired = [a / b for a, b in zip(base.job_steps_s, result.job_steps_s, strict=False)]
         for mode in modes if result is base else [result.spec.mode]:
             speedup = base_step / step
             rows.append(
@@ -60,9 +62,16 @@ def _scaling(results: list[RunResult]) -> list[dict[str, Any]]:
                     "efficiency": round(speedup / result.spec.world_size, 3),
                     "e2e_s": _round(e2e),
                     "e2e_speedup": _round(base_e2e / e2e if base_e2e and e2e else None, 3),
+                    "step_spread": _rounded(spread(result.job_steps_s)),
+                    "speedup_spread": _rounded(spread(paired), 3) if paired else None,
+                    "phases": result.phases,
                 }
             )
     return rows
+
+
+def _rounded(values: dict[str, float], digits: int = 4) -> dict[str, float]:
+    return {key: round(value, digits) for key, value in values.items()}
 
 
 def _overhead(base: RunResult, direct: list[DirectResult]) -> dict[str, Any]:
@@ -188,7 +197,11 @@ def summarize(
             "tokens": workload.tokens,
             "job": workload.body(),
             "measured_jobs_per_backend": workload.num_jobs,
-            "step_time": "median of the server's timings.step_s, first step of each job skipped",
+            "step_time": (
+                "median over the jobs of each job's median timings.step_s (first step "
+                "skipped); jobs interleaved over the backends; (min-max) over the jobs, "
+                "speed-up paired job by job"
+            ),
         },
     }
 
@@ -322,8 +335,10 @@ def _render_scaling(summary: dict[str, Any]) -> list[str]:
             r["mode"],
             str(r["world_size"]),
             "sharded" if r["sharded"] else "full",
-            _fmt(r["step_s"], "{:.3f}"),
-            _fmt(r["speedup"], "{:.2f}x"),
+            fmt_spread(r.get("step_spread"), " s") if r.get("step_spread") else _fmt(r["step_s"]),
+            fmt_spread(r.get("speedup_spread"), "x")
+            if r.get("speedup_spread")
+            else _fmt(r["speedup"], "{:.2f}x"),
             _fmt(r["efficiency"], "{:.0%}"),
             _fmt(r["e2e_s"]),
             _fmt(r["e2e_speedup"], "{:.2f}x"),
@@ -343,6 +358,7 @@ def _render_scaling(summary: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
+    lines += render_phases(summary["scaling"])
     over = summary["overhead"]
     lines += ["", "### Overhead: paradit (1 rank) vs the diffusers pipeline called directly", ""]
     lines += _table(
@@ -415,6 +431,49 @@ def _render_scaling(summary: dict[str, Any]) -> list[str]:
             )
     lines += _table(["backend", "rank", "DiT params (MiB)", "peak RSS (MiB)", "GPU (MiB)"], rows)
     return lines
+
+
+PHASE_COLUMNS = ("attention", "linear", "gathers", "all_to_alls", "hooks", "other")
+
+
+def render_phases(scaling: list[dict[str, Any]]) -> list[str]:
+    """The per-phase table of the profiled step (rank 0), one line per backend."""
+    rows, seen = [], set()
+    for row in scaling:
+        phases = row.get("phases")
+        if not phases or row["label"] in seen:
+            continue
+        seen.add(row["label"])
+        calls = phases["calls"]
+        rows.append(
+            [
+                row["label"],
+                _fmt(phases["step_s"], "{:.3f}"),
+                *(_fmt(phases["seconds"].get(name), "{:.3f}") for name in PHASE_COLUMNS),
+                f"{calls.get('all_gather', 0)} / {calls.get('all_to_all', 0)}",
+                _fmt(phases.get("cpu_s"), "{:.3f}"),
+                _fmt(phases.get("cpu_wait_s"), "{:.3f}"),
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "",
+        "### Phases of one step (rank 0, the last step of each job profiled; median over "
+        "the jobs; seconds)",
+        "",
+        *_table(
+            [
+                "backend",
+                "step",
+                *(name.replace("_", "-") for name in PHASE_COLUMNS),
+                "all-gathers / all-to-alls",
+                "CPU",
+                "waiting for a CPU",
+            ],
+            rows,
+        ),
+    ]
 
 
 # -- plot -------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 One run measures
 - scaling: the same job at world size 1 and 2 (4, 8 where devices allow) per parallel mode
   (sequence parallel only, CFG parallel only, both from world size 4), with and without
-  weight sharding; per-step time is the median of the job's own `timings.step_s` (the
-  server's step clock), skipping each job's first step;
+  weight sharding; per-step time is the median over the jobs of each job's median
+  `timings.step_s` (the server's step clock, each job's first step skipped), the jobs of all
+  backends interleaved; each job's last step profiled by phase (`runtime/phases.py`);
 - overhead: paradit at world size 1 against the diffusers pipeline called directly in this
   process on the same model folder (one thread on CPU), paired job by job;
 - latency: submit -> first denoising step on a warm server, and cold start (serve -> ready);
@@ -12,21 +13,25 @@ One run measures
 - with `--rows throughput`: a batch on data-parallel replicas against one rank (throughput.py).
 
 CPU ranks get one thread each (`--threads 1`); CUDA ranks get one device each. Every backend
-is a real `paradit serve` process group started with `LocalBackend`, one at a time.
+is a real `paradit serve` process group started with `LocalBackend`; the scaling rows' backends
+are started one at a time and stay up together while their jobs run in turn.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...runtime.phases import PHASES_ENV
 from . import image as image_row
 from . import lora_switch
 from .fastpaths import ROWS as FAST_ROWS
@@ -105,14 +110,17 @@ def _latency_parts(job: dict[str, Any]) -> dict[str, float]:
 
 
 class Bench:
-    """Runs the plan of backends one after another; rank 0 of each serves on localhost."""
+    """Starts the plan's backends (one after another, each left up), then runs their measured
+    jobs interleaved; rank 0 of each serves on localhost."""
 
     def __init__(self, workload: Workload, model: str, device: str, work_dir: Path, log_dir: Path):
         self.workload, self.model, self.device = workload, model, device
         self.work_dir, self.log_dir = work_dir, log_dir
         self.direct: list[DirectResult] = []
 
-    def run(self, spec: RunSpec, direct: DirectPipeline | None = None) -> RunResult:
+    def start(self, stack: ExitStack, spec: RunSpec) -> tuple[RunResult, Any]:
+        """Start `spec`'s backend (stopped when `stack` closes), take its cold start, info and
+        warm latency; the result and its client (None when it failed)."""
         from ...client.local import LocalBackend
         from ...config import ServeConfig
 
@@ -128,26 +136,28 @@ class Bench:
         )
         log_file = self.log_dir / f"{spec.label.replace(' ', '-')}.log"
         log.info("%s: starting `paradit serve` (%s)", spec.label, " ".join(spec.serve_args()))
+        env = {**os.environ, PHASES_ENV: "1"}  # the last step of each job profiled by phase
         started = time.perf_counter()
         try:
-            backend = LocalBackend(local, start_timeout_s=900.0, log_file=log_file)
+            backend = LocalBackend(local, start_timeout_s=900.0, log_file=log_file, env=env)
         except Exception as exc:  # recorded in the report; the other runs go on
             result.error = f"start failed: {exc} (see {log_file})"
             log.error("%s: %s", spec.label, result.error)
-            return result
+            return result, None
+        stack.callback(backend.stop)
         result.cold_start_s = time.perf_counter() - started
         try:
-            self._measure(backend.client, result, direct)
+            self._probe(backend.client, result)
         except Exception as exc:  # recorded in the report; the other runs go on
             result.error = f"{type(exc).__name__}: {exc} (see {log_file})"
             log.error("%s: %s", spec.label, result.error)
-        finally:
-            backend.stop()
-        return result
+            return result, None
+        return result, backend.client
 
-    def _measure(self, client: Any, result: RunResult, direct: DirectPipeline | None) -> None:
+    def _probe(self, client: Any, result: RunResult) -> None:
         info = client.info()
         result.plan = info["plan"]
+        result.ranks = list(info["ranks"])
         workload = self.workload
         _timed_job(client, workload.probe_body(), 0.05)  # the first job pays one-time costs
         warm = []
@@ -157,34 +167,47 @@ class Bench:
         result.latency_ms = [latency for _job, latency in warm]
         parts = [_latency_parts(job) for job, _latency in warm]
         result.latency_parts_ms = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
-        if direct is not None:
-            direct.run(workload.probe_body())  # the same warm-up for the direct pipeline
-        for index in range(workload.num_jobs):
-            direct_first = index % 2 == 0  # pairs alternate their order against drift
-            if direct is not None and direct_first:
-                self.direct.append(direct.run(workload.body()))
-            job, _latency = _timed_job(client, workload.body(), 0.25)
-            if direct is not None and not direct_first:
-                self.direct.append(direct.run(workload.body()))
-            result.jobs.append(job["timings"])
-            log.info(
-                "%s: job %d/%d, steps %s",
-                result.spec.label,
-                index + 1,
-                workload.num_jobs,
-                job["timings"].get("step_s"),
-            )
+
+    def job(self, client: Any, result: RunResult, repeat: int) -> None:
+        """One measured job of `result`'s backend (its `repeat`-th); errors go to the result."""
+        try:
+            job, _latency = _timed_job(client, self.workload.body(), 0.25)
+        except Exception as exc:  # recorded in the report; the other runs go on
+            result.error = f"{type(exc).__name__}: {exc}"
+            log.error("%s: %s", result.spec.label, result.error)
+            return
+        result.jobs.append(job["timings"])
+        log.info(
+            "%s: job %d/%d, steps %s",
+            result.spec.label,
+            repeat + 1,
+            self.workload.num_jobs,
+            job["timings"].get("step_s"),
+        )
+
+    def direct_pair(
+        self, client: Any, result: RunResult, direct: DirectPipeline, repeat: int
+    ) -> None:
+        """The 1-rank job and the direct pipeline call, their order alternating by repeat."""
+        if repeat % 2 == 0:
+            self.direct.append(direct.run(self.workload.body()))
+        self.job(client, result, repeat)
+        if repeat % 2 == 1:
+            self.direct.append(direct.run(self.workload.body()))
+
+    def finish(self, result: RunResult) -> None:
+        """Each rank's peak memory after the backend's jobs (while it is still up)."""
         gpu = gpu_memory_bytes() if self.device == "cuda" else {}
-        for rank in info["ranks"]:
-            result.ranks.append(
-                {
-                    "rank": rank["rank"],
-                    "pid": rank["pid"],
-                    "dit_param_bytes": rank["dit_param_bytes"],
-                    "peak_rss_bytes": peak_rss_bytes(rank["pid"]),
-                    "gpu_bytes": gpu.get(rank["pid"]),
-                }
-            )
+        result.ranks = [
+            {
+                "rank": rank["rank"],
+                "pid": rank["pid"],
+                "dit_param_bytes": rank["dit_param_bytes"],
+                "peak_rss_bytes": peak_rss_bytes(rank["pid"]),
+                "gpu_bytes": gpu.get(rank["pid"]),
+            }
+            for rank in result.ranks
+        ]
 
 
 # -- the whole run ----------------------------------------------------------------------------
@@ -235,6 +258,8 @@ def run_bench(
     if repeats is not None:
         throughput = replace(throughput, num_repeats=repeats)
     workload = workload or (QUICK if quick else FULL)
+    if repeats is not None:
+        workload = replace(workload, num_jobs=repeats)
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     device, num_devices = detect_devices()
@@ -333,7 +358,9 @@ def run_bench(
 def _run_all(
     bench: Bench, runs: list[RunSpec], folder: Path, device: str
 ) -> tuple[list[RunResult], float]:
-    """World size 1 with the paired direct pipeline first, then every other backend."""
+    """Every backend started and left up; then `num_jobs` repeats, each running one measured
+    job per backend in turn (the order reversed every other repeat), so a change in the
+    machine's load falls on every row alike; world size 1 pairs each job with a direct call."""
     import torch
 
     threads = torch.get_num_threads()
@@ -342,9 +369,22 @@ def _run_all(
     try:
         direct = DirectPipeline(folder, device)
         setup_s = direct.setup_seconds(bench.workload.body())
-        results = [bench.run(runs[0], direct)]
+        direct.run(bench.workload.probe_body())  # the same warm-up as the backends get
+        with ExitStack() as stack:
+            started = [bench.start(stack, spec) for spec in runs]
+            live = [(result, client) for result, client in started if client is not None]
+            for repeat in range(bench.workload.num_jobs):
+                order = live if repeat % 2 == 0 else live[::-1]
+                for result, client in order:
+                    if result.error is not None:
+                        continue
+                    if result.spec.world_size == 1:
+                        bench.direct_pair(client, result, direct, repeat)
+                    else:
+                        bench.job(client, result, repeat)
+            for result, _client in live:
+                bench.finish(result)
         direct.close()
     finally:
         torch.set_num_threads(threads)
-    results += [bench.run(spec) for spec in runs[1:]]
-    return results, setup_s
+    return [result for result, _client in started], setup_s

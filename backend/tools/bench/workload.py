@@ -20,7 +20,8 @@ class Workload:
     num_inference_steps: int
     """Steps of the measured job; the first step of every job is not counted."""
     num_jobs: int
-    """Measured jobs per backend (and direct pipeline calls at world size 1)."""
+    """Measured jobs per backend (and direct pipeline calls at world size 1): the repeats,
+    interleaved over the backends, which stay up together."""
     num_probes: int
     """Small jobs per backend for the warm-latency median (the first one warms up and is
     not counted; each other one is submitted to an idle server)."""
@@ -65,7 +66,7 @@ QUICK = Workload(
     512,
     1,
     num_inference_steps=5,
-    num_jobs=1,
+    num_jobs=3,
     num_probes=3,
     no_shard_modes=("sequence",),
     max_world_size=4,
@@ -148,9 +149,39 @@ class RunResult:
     error: str | None = None
 
     @property
+    def job_steps_s(self) -> list[float]:
+        """Each measured job's median step (its first step left out), in job order."""
+        steps = [measured_steps(job.get("step_s", [])) for job in self.jobs]
+        return [statistics.median(s) for s in steps if s]
+
+    @property
     def step_s(self) -> float | None:
-        steps = [s for job in self.jobs for s in measured_steps(job.get("step_s", []))]
+        """The median of the jobs' median steps."""
+        steps = self.job_steps_s
         return statistics.median(steps) if steps else None
+
+    @property
+    def phases(self) -> dict[str, Any] | None:
+        """rank 0's profiled step by phase (`runtime/phases.py`), the median of each phase
+        over the jobs; the collective counts, CPU and CPU wait of the last job; None when no
+        job carries phases."""
+        profiled = [job["phases"] for job in self.jobs if job.get("phases")]
+        if not profiled:
+            return None
+        last = profiled[-1]
+        seconds = {
+            phase: round(statistics.median(p["seconds"][phase] for p in profiled), 4)
+            for phase in last["seconds"]
+        }
+        out = {
+            "step_s": round(statistics.median(p["step_s"] for p in profiled), 4),
+            "seconds": seconds,
+            "calls": last["calls"],
+        }
+        for key in ("cpu_s", "cpu_wait_s"):
+            if all(key in p for p in profiled):
+                out[key] = round(statistics.median(p[key] for p in profiled), 4)
+        return out
 
     @property
     def e2e_s(self) -> float | None:

@@ -1,0 +1,33 @@
+"""The sampling names every frontend shows, torch-free: samplers, schedulers, the word for the
+model's own, and the rule on which samplers compute one step more (ComfyUI's)."""
+
+from __future__ import annotations
+
+from .schedules import SCHEDULERS
+
+DEFAULT = "default"
+"""`sampler` / `scheduler`: the model's own scheduler, as diffusers ships it."""
+
+SAMPLERS = ("euler", "uni_pc", "uni_pc_bh2", "dpmpp_2m", "lcm", "res_multistep")
+"""The samplers paradit runs, with ComfyUI's names (`uni_pc` is UniPC bh1, as ComfyUI's)."""
+
+DROPS_PENULTIMATE = frozenset({"uni_pc", "uni_pc_bh2"})
+"""Samplers that ComfyUI's KSampler runs on levels computed for one step more, the
+next-to-last one dropped."""
+
+MIN_STEPS = {"uni_pc": 2, "uni_pc_bh2": 2}
+"""UniPC's first step only evaluates the model: one step would not move x."""
+
+FALLBACK_SAMPLER, FALLBACK_SCHEDULER = "euler", "simple"
+"""What a job gets when it names a scheduler, shift, levels or switch step but leaves the
+sampler (or the scheduler) at `default`: ComfyUI's KSampler's first choices."""
+
+__all__ = [
+    "DEFAULT",
+    "DROPS_PENULTIMATE",
+    "FALLBACK_SAMPLER",
+    "FALLBACK_SCHEDULER",
+    "MIN_STEPS",
+    "SAMPLERS",
+    "SCHEDULERS",
+]

@@ -1,0 +1,461 @@
+"""The node handlers: one per node type of `nodes.NODE_SPECS`, each turning its node's inputs
+into a value of `values.py` (or refusing the node), and `Mapper`, which evaluates a graph from
+its output node back, each node once, keeping one line per node saying how it was mapped.
+Torch-free."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..sampling.names import SAMPLERS, SCHEDULERS
+from .files import ComfyFolders
+from .graph import Graph, Link, Node, WorkflowError
+from .nodes import SPECS
+from .values import (
+    Clip,
+    ClipVision,
+    ClipVisionOutput,
+    Conditioning,
+    Decoded,
+    Image,
+    Latent,
+    Model,
+    Sampled,
+    Stage,
+    Vae,
+    Video,
+)
+
+# -- evaluation -------------------------------------------------------------------------------
+
+
+class Mapper:
+    """Evaluates nodes on demand (each once) and keeps one line per node."""
+
+    def __init__(self, graph: Graph, folders: ComfyFolders):
+        self.graph = graph
+        self.folders = folders
+        self.outputs: dict[str, tuple[Any, ...]] = {}
+        self.lines: dict[str, tuple[str, str, str]] = {}
+        self.loaders: dict[str, Node] = {}
+        self._busy: set[str] = set()
+
+    def evaluate(self, node: Node) -> tuple[Any, ...]:
+        if node.id in self.outputs:
+            return self.outputs[node.id]
+        if node.id in self._busy:
+            raise WorkflowError(node, "its inputs loop back to it")
+        self._busy.add(node.id)
+        out = self._bypass(node) if node.bypassed else HANDLERS[node.type](self, node)
+        self._busy.discard(node.id)
+        self.outputs[node.id] = out
+        return out
+
+    def _bypass(self, node: Node) -> tuple[Any, ...]:
+        spec = SPECS[node.type]
+        if not spec.bypass:
+            raise WorkflowError(node, "bypassed, and paradit cannot pass it through: un-bypass it")
+        self.say(node, "bypassed: passes its input through")
+        return tuple(self.input(node, name) for _, name in sorted(spec.bypass.items()))
+
+    def say(self, node: Node, text: str) -> None:
+        self.lines[node.id] = (node.id, node.type, text)
+
+    def input(self, node: Node, name: str, kind: type | tuple[type, ...] | None = None) -> Any:
+        """A linked input's value (its node evaluated); WorkflowError when missing."""
+        value = node.inputs.get(name)
+        if value is None:
+            raise WorkflowError(node, f"input {name} is not connected")
+        if not isinstance(value, Link):
+            raise WorkflowError(node, f"input {name} must be a link, got {value!r}")
+        source = self.graph.node(value.node, node)
+        outputs = self.evaluate(source)
+        if not 0 <= value.output < len(outputs):
+            raise WorkflowError(
+                node,
+                f"input {name} links to output {value.output} of node {source.id} "
+                f"({source.type}), which has none",
+            )
+        got = outputs[value.output]
+        if kind is not None and not isinstance(got, kind):
+            raise WorkflowError(
+                node,
+                f"input {name} comes from node {source.id} ({source.type}) where paradit expects "
+                f"{_names(kind)}",
+            )
+        return got
+
+    def optional(self, node: Node, name: str, kind: type | tuple[type, ...]) -> Any:
+        return self.input(node, name, kind) if node.inputs.get(name) is not None else None
+
+    def widget(self, node: Node, name: str, kind: type | tuple[type, ...]) -> Any:
+        """A widget's value, of `kind` (int accepted for float)."""
+        if name not in node.inputs:
+            raise WorkflowError(node, f"widget {name} has no value")
+        value = node.inputs[name]
+        if isinstance(value, Link):
+            source = self.graph.node(value.node, node)
+            raise WorkflowError(
+                node,
+                f"widget {name} comes from node {source.id} ({source.type}); paradit maps "
+                "widget values only",
+            )
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds:
+            kinds = (*kinds, int)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            raise WorkflowError(node, f"widget {name} must be {_names(kind)}, got {value!r}")
+        return float(value) if kind is float else value
+
+    def model_file(self, node: Node, kind: str, widget: str) -> Path:
+        name = self.widget(node, widget, str)
+        path = self.folders.model_file(kind, name)
+        if path is None:
+            raise WorkflowError(node, f"{name}: no such file in {self.folders.where(kind)}")
+        self.loaders.setdefault(str(path), node)
+        return path
+
+    def relative(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.folders.models))
+        except ValueError:
+            return str(path)
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    words = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+    return " or ".join(words.get(k, k.__name__) for k in kinds)
+
+
+# -- handlers: one per node type --------------------------------------------------------------
+
+Handler = Callable[[Mapper, Node], tuple[Any, ...]]
+
+
+def _unet(m: Mapper, node: Node) -> tuple[Any, ...]:
+    path = m.model_file(node, "diffusion_models", "unet_name")
+    dtype = node.inputs.get("weight_dtype", "default")
+    if dtype != "default":
+        raise WorkflowError(
+            node,
+            f"weight_dtype {dtype}: ComfyUI casts the weights on loading, which paradit does "
+            "not; set it to default (paradit keeps the file's weights as its memory plan "
+            "decides)",
+        )
+    m.say(node, f"{m.relative(path)} -> --model")
+    return (Model((path,), node),)
+
+
+def _checkpoint(m: Mapper, node: Node) -> tuple[Any, ...]:
+    path = m.model_file(node, "checkpoints", "ckpt_name")
+    m.say(node, f"{m.relative(path)} -> --model (its CLIP and VAE: the file's own)")
+    return (
+        Model((path,), node, checkpoint=True),
+        Clip((), node, checkpoint=path),
+        Vae(None, node, checkpoint=path),
+    )
+
+
+def _clip_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
+    names = ("clip_name1", "clip_name2") if node.type == "DualCLIPLoader" else ("clip_name",)
+    paths = tuple(m.model_file(node, "text_encoders", name) for name in names)
+    kind = node.inputs.get("type", "")
+    shown = ", ".join(m.relative(p) for p in paths)
+    m.say(node, f"{shown} (type {kind}) -> --text-encoder")
+    return (Clip(paths, node),)
+
+
+def _vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
+    path = m.model_file(node, "vae", "vae_name")
+    m.say(node, f"{m.relative(path)} -> --vae")
+    return (Vae(path, node),)
+
+
+def _clip_vision_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
+    path = m.model_file(node, "clip_vision", "clip_name")
+    m.say(node, f"{m.relative(path)} -> --image-encoder")
+    return (ClipVision(path, node),)
+
+
+def _lora(m: Mapper, node: Node) -> tuple[Any, ...]:
+    model = m.input(node, "model", Model)
+    path = m.model_file(node, "loras", "lora_name")
+    strength = m.widget(node, "strength_model", float)
+    name = str(path.relative_to(m.folders.models / "loras")).replace("\\", "/")
+    m.say(node, f"{name} at {strength:g} -> loras")
+    return (dataclasses.replace(model, loras=(*model.loras, (name, strength))),)
+
+
+def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
+    model = m.input(node, "model", Model)
+    if node.type == "ModelSamplingFlux":
+        high = m.widget(node, "max_shift", float)
+        base = m.widget(node, "base_shift", float)
+        width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+        # ComfyUI's ModelSamplingFlux: mu linear in the latent tokens (16x16 pixels each)
+        # between 256 tokens (base_shift) and 4096 (max_shift); its levels are
+        # exp(mu) / (exp(mu) + 1/t - 1), the static shift exp(mu)
+        slope = (high - base) / (4096 - 256)
+        mu = width * height / 256 * slope + base - slope * 256
+        shift = math.exp(mu)
+        m.say(node, f"mu {mu:.6g} for {width}x{height} -> shift {shift:.6g} (exp(mu))")
+    else:
+        shift = m.widget(node, "shift", float)
+        m.say(node, f"shift {shift:g} -> shift")
+    if not shift > 0:
+        raise WorkflowError(node, f"shift must be above 0, got {shift}")
+    if model.shift_node is not None:
+        raise WorkflowError(
+            node, f"a second ModelSampling node on one model (after node {model.shift_node.id})"
+        )
+    return (dataclasses.replace(model, shift=shift, shift_node=node),)
+
+
+def _text_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
+    clip = m.input(node, "clip", Clip)
+    text = m.widget(node, "text", str)
+    m.say(node, f"{_quote(text)}")
+    return (Conditioning(text, clip),)
+
+
+def _zero_out(m: Mapper, node: Node) -> tuple[Any, ...]:
+    m.input(node, "conditioning", Conditioning)
+    m.say(node, "empty negative prompt")
+    return (Conditioning("", None),)
+
+
+def _flux_guidance(m: Mapper, node: Node) -> tuple[Any, ...]:
+    cond = m.input(node, "conditioning", Conditioning)
+    guidance = m.widget(node, "guidance", float)
+    m.say(node, f"guidance {guidance:g} -> guidance_scale")
+    return (dataclasses.replace(cond, guidance=guidance, guidance_node=node),)
+
+
+def _batch_of_one(m: Mapper, node: Node) -> None:
+    batch = m.widget(node, "batch_size", int) if "batch_size" in node.inputs else 1
+    if batch != 1:
+        raise WorkflowError(
+            node, f"batch_size {batch}: a paradit job makes one output (use paradit batch)"
+        )
+
+
+def _empty_latent(m: Mapper, node: Node) -> tuple[Any, ...]:
+    width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+    frames = m.widget(node, "length", int) if "length" in SPECS[node.type].widgets else 1
+    _batch_of_one(m, node)
+    if node.type == "Wan22ImageToVideoLatent":
+        vae = m.input(node, "vae", Vae)
+        image = m.optional(node, "start_image", Image)
+        latent = Latent(node, width, height, frames, image=image, vae=vae)
+    else:
+        latent = Latent(node, width, height, frames)
+    m.say(node, _size_line(latent))
+    return (latent,)
+
+
+def _wan_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
+    positive = m.input(node, "positive", Conditioning)
+    negative = m.input(node, "negative", Conditioning)
+    vae = m.input(node, "vae", Vae)
+    width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+    frames = m.widget(node, "length", int)
+    _batch_of_one(m, node)
+    image = m.optional(node, "start_image", Image)
+    vision = m.optional(node, "clip_vision_output", ClipVisionOutput)
+    if vision is not None and image is not None and vision.image.file != image.file:
+        raise WorkflowError(
+            node, "its clip_vision_output encodes another image than its start_image"
+        )
+    latent = Latent(node, width, height, frames, image, vision, vae, in_conditioning=True)
+    m.say(node, _size_line(latent))
+    return (
+        dataclasses.replace(positive, start=latent),
+        dataclasses.replace(negative, start=latent),
+        latent,
+    )
+
+
+def _size_line(latent: Latent) -> str:
+    size = (
+        f"{latent.width}x{latent.height}, {latent.frames} frame{'s' if latent.frames > 1 else ''}"
+    )
+    fields = "width, height, num_frames" if latent.frames != 1 else "width, height"
+    image = f"; start image {latent.image.file.name} -> image" if latent.image else ""
+    return f"{size} -> {fields}{image}"
+
+
+def _clip_vision_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
+    vision = m.input(node, "clip_vision", ClipVision)
+    image = m.input(node, "image", Image)
+    crop = node.inputs.get("crop", "none")
+    # paradit's CLIP image processor scales the shortest side and centre-crops, as ComfyUI's
+    # crop center does; crop none stretches the whole image, the same only for a square one
+    if crop not in ("center", "none"):
+        raise WorkflowError(node, f"crop {crop}: paradit knows center and none")
+    if crop == "none":
+        from PIL import Image as PILImage
+
+        with PILImage.open(image.file) as opened:
+            width, height = opened.size
+        if width != height:
+            raise WorkflowError(
+                node,
+                f"crop none stretches the {width}x{height} image to a square for the image "
+                "encoder; paradit centre-crops it, as crop center does: set crop to center",
+            )
+    m.say(node, f"{image.file.name} through the image encoder (crop {crop})")
+    return (ClipVisionOutput(vision, image),)
+
+
+def _load_image(m: Mapper, node: Node) -> tuple[Any, ...]:
+    name = m.widget(node, "image", str)
+    path = m.folders.input_file(name)
+    if path is None:
+        raise WorkflowError(node, f"{name}: no such file in {m.folders.input}")
+    m.say(node, f"{path.name} -> image")
+    return (Image(path, node), None)
+
+
+def _ksampler(m: Mapper, node: Node) -> tuple[Any, ...]:
+    latent = m.input(node, "latent_image", (Latent, Sampled))  # a first stage's lines first
+    model = m.input(node, "model", Model)
+    positive = m.input(node, "positive", Conditioning)
+    negative = m.input(node, "negative", Conditioning)
+    advanced = node.type == "KSamplerAdvanced"
+    steps = m.widget(node, "steps", int)
+    stage = Stage(
+        node,
+        model,
+        positive,
+        negative,
+        seed=m.widget(node, "noise_seed" if advanced else "seed", int),
+        steps=steps,
+        cfg=m.widget(node, "cfg", float),
+        sampler=_choice(m, node, "sampler_name", SAMPLERS, "sampler"),
+        scheduler=_choice(m, node, "scheduler", SCHEDULERS, "scheduler"),
+        start=m.widget(node, "start_at_step", int) if advanced else 0,
+        end=m.widget(node, "end_at_step", int) if advanced else steps,
+        add_noise=_switch(m, node, "add_noise") if advanced else True,
+        leftover=_switch(m, node, "return_with_leftover_noise") if advanced else False,
+    )
+    if not advanced:
+        denoise = m.widget(node, "denoise", float)
+        if denoise != 1.0:
+            raise WorkflowError(
+                node, f"denoise {denoise:g}: paradit starts every job from pure noise (denoise 1)"
+            )
+    if isinstance(latent, Sampled):
+        if not (advanced and latent.stages[-1].node.type == "KSamplerAdvanced"):
+            source = latent.stages[-1].node
+            raise WorkflowError(
+                node,
+                f"latent_image comes from node {source.id} ({source.type}): a second pass on "
+                "a sampled latent; paradit starts every job from noise (two samplers only as "
+                "Wan 2.2 A14B's KSamplerAdvanced pair)",
+            )
+        sampled = Sampled(latent.latent, (*latent.stages, stage))
+    else:
+        sampled = Sampled(latent, (stage,))
+    m.say(node, _stage_line(stage))
+    return (sampled,)
+
+
+def _choice(m: Mapper, node: Node, widget: str, allowed: tuple[str, ...], what: str) -> str:
+    value = m.widget(node, widget, str)
+    if value not in allowed:
+        raise WorkflowError(node, f"{what} {value}: paradit runs the {what}s {', '.join(allowed)}")
+    return value
+
+
+def _switch(m: Mapper, node: Node, widget: str) -> bool:
+    value = m.widget(node, widget, str)
+    if value not in ("enable", "disable"):
+        raise WorkflowError(node, f"widget {widget} must be enable or disable, got {value!r}")
+    return value == "enable"
+
+
+def _stage_line(stage: Stage) -> str:
+    steps = f"{stage.steps} steps"
+    if stage.start or stage.end < stage.steps:
+        steps += f" (runs {stage.start} to {min(stage.end, stage.steps)})"
+    return f"seed {stage.seed}, {steps}, cfg {stage.cfg:g}, {stage.sampler}/{stage.scheduler}"
+
+
+def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
+    sampled = m.input(node, "samples", Sampled)
+    vae = m.input(node, "vae", Vae)
+    m.say(node, "the decode paradit runs")
+    return (Decoded(sampled, vae, node),)
+
+
+def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
+    decoded = m.input(node, "images", Decoded)
+    if node.inputs.get("audio") is not None:
+        raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
+    fps = m.widget(node, "fps", float)
+    depth = node.inputs.get("bit_depth", 8)
+    if depth != 8:
+        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames")
+    rest = ", ".join(f"{k} {node.inputs[k]}" for k in ("color_space", "codec") if k in node.inputs)
+    m.say(
+        node,
+        f"fps {fps:g}{', ' + rest if rest else ''} (not mapped: video.mp4 takes the model's "
+        "frame rate, H.264)",
+    )
+    return (Video(decoded, fps),)
+
+
+def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
+    if node.type == "SaveVideo":
+        video = m.input(node, "video", Video)
+        m.say(node, "-> --out DIR: video.mp4, frames/, job.json")
+        return (video.decoded,)
+    decoded = m.input(node, "images", Decoded)
+    m.say(node, "-> --out DIR: image.png (or video.mp4), frames/, job.json")
+    return (decoded,)
+
+
+HANDLERS: dict[str, Handler] = {
+    "UNETLoader": _unet,
+    "UnetLoaderGGUF": _unet,
+    "CheckpointLoaderSimple": _checkpoint,
+    "CLIPLoader": _clip_loader,
+    "DualCLIPLoader": _clip_loader,
+    "VAELoader": _vae_loader,
+    "CLIPVisionLoader": _clip_vision_loader,
+    "LoraLoaderModelOnly": _lora,
+    "ModelSamplingSD3": _model_sampling,
+    "ModelSamplingAuraFlow": _model_sampling,
+    "ModelSamplingFlux": _model_sampling,
+    "CLIPTextEncode": _text_encode,
+    "ConditioningZeroOut": _zero_out,
+    "FluxGuidance": _flux_guidance,
+    "EmptyLatentImage": _empty_latent,
+    "EmptySD3LatentImage": _empty_latent,
+    "EmptyHunyuanLatentVideo": _empty_latent,
+    "Wan22ImageToVideoLatent": _empty_latent,
+    "WanImageToVideo": _wan_image_to_video,
+    "CLIPVisionEncode": _clip_vision_encode,
+    "LoadImage": _load_image,
+    "KSampler": _ksampler,
+    "KSamplerAdvanced": _ksampler,
+    "VAEDecode": _vae_decode,
+    "CreateVideo": _create_video,
+    "SaveVideo": _save,
+    "SaveImage": _save,
+    "PreviewImage": _save,
+}
+OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage")
+
+if set(HANDLERS) != set(SPECS):  # one table each, kept together
+    raise RuntimeError(f"workflow handlers and specs differ: {set(HANDLERS) ^ set(SPECS)}")
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")

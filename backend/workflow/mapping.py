@@ -1,0 +1,331 @@
+"""A workflow graph as a paradit job: the request, the serve settings, one line per node.
+
+The graph is evaluated from its one output node back, as ComfyUI runs it; each node type's
+handler (handlers.py, one per `nodes.NODE_SPECS` entry) turns its inputs into a value paradit
+knows: a `Model` (its files, LoRAs and shift), a `Clip`, a `Vae`, a `Conditioning` (a prompt),
+a `Latent` (a size), `Sampled` (the sampler's settings, one stage or Wan 2.2 A14B's two),
+and so on (values.py). `_job` then reads the job off the output's value. A node, a value or a
+combination paradit would run differently from ComfyUI is refused (`WorkflowError` naming the
+node): an unknown node, a sampler or scheduler paradit lacks, a missing file, two models in
+one graph, a denoise below 1, a batch above 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .files import ComfyFolders
+from .graph import Graph, Node, WorkflowError, unknown_node
+from .handlers import OUTPUT_NODES, Mapper
+from .nodes import SPECS
+from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
+
+# -- the job ----------------------------------------------------------------------------------
+
+
+def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
+    """The request and serve settings `graph` maps to; WorkflowError naming the node that
+    cannot be mapped faithfully."""
+    for node in graph.nodes.values():
+        if node.type not in SPECS:
+            raise unknown_node(node)
+    outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES and not n.bypassed]
+    if not outputs:
+        raise WorkflowError(None, f"{graph.path.name}: no output node ({', '.join(OUTPUT_NODES)})")
+    if len(outputs) > 1:
+        raise WorkflowError(
+            outputs[1],
+            f"a second output node (node {outputs[0].id} is the first): a paradit job has one "
+            "output; keep one save node",
+        )
+    mapper = Mapper(graph, folders)
+    (decoded,) = mapper.evaluate(outputs[0])
+    request, serve = _job(mapper, decoded)
+    workflow = {
+        "file": str(graph.path.absolute()),
+        "sha256": graph.sha256,
+        "format": graph.format,
+        "comfyui_models": str(folders.models),
+    }
+    lines = tuple(mapper.lines.values())
+    sampler = decoded.sampled.stages[0].node
+    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler)
+
+
+def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
+    sampled = decoded.sampled
+    first = _stages(sampled)
+    last = sampled.stages[-1]
+    positive, negative = first.positive, first.negative
+    for stage in sampled.stages[1:]:
+        if (stage.positive, stage.negative) != (positive, negative):
+            raise WorkflowError(
+                stage.node, "other prompts than the first sampler's: paradit runs one prompt"
+            )
+    clip = positive.clip
+    if clip is None:
+        raise WorkflowError(first.node, "a zeroed positive conditioning: give it a prompt")
+    if negative.clip is not None and negative.clip != clip:
+        raise WorkflowError(
+            first.node,
+            f"its negative prompt is encoded by node {negative.clip.loader.id}, the positive by "
+            f"node {clip.loader.id}: paradit encodes both with one text encoder",
+        )
+    latent = sampled.latent
+    request: dict[str, Any] = {
+        "prompt": positive.text,
+        "negative_prompt": negative.text,
+        "width": latent.width,
+        "height": latent.height,
+        "num_frames": latent.frames,
+        "num_inference_steps": first.steps,
+        "guidance_scale": first.cfg,
+        "seed": first.seed,
+        "sampler": first.sampler,
+        "scheduler": first.scheduler,
+    }
+    image = _start_image(first, latent)
+    if image is not None:
+        request["image"] = str(image.file)
+    guidance = _guidance(positive, first)
+    if guidance is not None:
+        request["guidance_scale"] = guidance
+    models = [first.model] + ([last.model] if last is not first else [])
+    request["shift"] = _shift(models, first)
+    if len(sampled.stages) == 2:
+        request["guidance_scale_low"] = last.cfg
+        request["switch_step"] = first.end
+    loras = _loras(models)
+    if loras:
+        request["loras"] = loras
+    serve = _serve(m, models, clip, decoded, latent)
+    return request, serve
+
+
+def _stages(sampled: Sampled) -> Stage:
+    """The first stage, after checking the chain runs as one paradit job: one sampler node, or
+    Wan 2.2 A14B's pair (the high-noise expert from step 0 to the switch, the low-noise one
+    from there to the end)."""
+    stages = sampled.stages
+    first = stages[0]
+    if len(stages) > 2:
+        raise WorkflowError(
+            stages[2].node, "a third sampler: paradit runs one or two (Wan 2.2 A14B)"
+        )
+    if first.start != 0 or not first.add_noise:
+        raise WorkflowError(
+            first.node, "the first sampler must add noise and start at step 0 (a job starts from "
+            "pure noise)"
+        )  # fmt: skip
+    if len(stages) == 1:
+        if first.end < first.steps or first.leftover:
+            raise WorkflowError(
+                first.node,
+                f"it stops at step {first.end} of {first.steps} with noise left and no second "
+                "sampler takes over",
+            )
+        return first
+    second = stages[1]
+    if not first.leftover or first.end >= first.steps:
+        raise WorkflowError(
+            first.node,
+            "two samplers: the first must stop before the last step and return with leftover "
+            "noise (Wan 2.2 A14B's high-noise expert)",
+        )
+    if second.add_noise or second.leftover or second.end < second.steps:
+        raise WorkflowError(
+            second.node,
+            "the second sampler must add no noise, return none and run to the last step (Wan "
+            "2.2 A14B's low-noise expert)",
+        )
+    if second.start != first.end:
+        raise WorkflowError(
+            second.node,
+            f"it starts at step {second.start} where the first stops at {first.end}: paradit "
+            "switches experts at one step",
+        )
+    for name in ("steps", "sampler", "scheduler"):
+        if getattr(second, name) != getattr(first, name):
+            raise WorkflowError(
+                second.node,
+                f"{name} {getattr(second, name)} where the first sampler has "
+                f"{getattr(first, name)}: paradit runs both experts on one schedule",
+            )
+    if second.model.files == first.model.files:
+        raise WorkflowError(
+            second.node,
+            "both samplers run one model: paradit splits steps only between Wan 2.2 A14B's "
+            "two experts",
+        )
+    return first
+
+
+def _start_image(first: Stage, latent: Latent) -> Image | None:
+    starts = {first.positive.start, first.negative.start}
+    if latent.in_conditioning:
+        if starts != {latent}:
+            raise WorkflowError(
+                first.node,
+                f"the latent of node {latent.node.id} ({latent.node.type}) without its "
+                "positive and negative outputs: connect all three to the sampler",
+            )
+    elif starts != {None}:
+        start = next(s for s in starts if s is not None)
+        raise WorkflowError(
+            first.node,
+            f"conditioning from node {start.node.id} ({start.node.type}) with another latent: "
+            "connect its latent output to the sampler",
+        )
+    return latent.image
+
+
+def _guidance(positive: Conditioning, first: Stage) -> float | None:
+    if positive.guidance is None:
+        return None
+    if first.cfg != 1.0:
+        raise WorkflowError(
+            first.node,
+            f"cfg {first.cfg:g} with FluxGuidance (node {positive.guidance_node.id}): paradit "
+            "runs Flux dev with its distilled guidance only; set cfg to 1",
+        )
+    return positive.guidance
+
+
+def _shift(models: list[Model], first: Stage) -> float:
+    shifts = {model.shift for model in models}
+    if None in shifts:
+        raise WorkflowError(
+            first.node,
+            "no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux node sets the "
+            "shift of its model: ComfyUI then takes the shift the model's own config gives, "
+            "which paradit does not read from the file; add one with the shift",
+        )
+    if len(shifts) > 1:
+        raise WorkflowError(
+            models[1].shift_node,
+            f"shift {models[1].shift:g} where the high-noise expert's is {models[0].shift:g}: "
+            "paradit runs both experts on one schedule",
+        )
+    return shifts.pop()
+
+
+def _loras(models: list[Model]) -> list[dict[str, Any]]:
+    if len(models) == 1:
+        return [{"name": name, "strength": s} for name, s in models[0].loras]
+    high, low = (dict(model.loras) for model in models)
+    for model in models:
+        names = [name for name, _ in model.loras]
+        if len(set(names)) != len(names):
+            raise WorkflowError(model.loader, "one LoRA twice on one expert")
+    order = [name for name, _ in models[0].loras]
+    order += [name for name, _ in models[1].loras if name not in high]
+    return [{"name": n, "high": high.get(n, 0.0), "low": low.get(n, 0.0)} for n in order]
+
+
+def _serve(
+    m: Mapper, models: list[Model], clip: Clip, decoded: Decoded, latent: Latent
+) -> dict[str, Any]:
+    files = tuple(f for model in models for f in model.files)
+    checkpoint = files[0] if models[0].checkpoint else None
+    for part in (clip, decoded.vae):
+        if part.checkpoint is not None and part.checkpoint != checkpoint:
+            raise WorkflowError(
+                part.loader,
+                "a second model in one graph: its CLIP or VAE comes from another checkpoint "
+                "than the model's",
+            )
+    if latent.vae is not None and latent.vae != decoded.vae:
+        raise WorkflowError(latent.node, f"another VAE than the decode's (node {decoded.node.id})")
+    serve: dict[str, Any] = {
+        "model": ",".join(str(f) for f in files),
+        "text_encoders": [str(f) for f in clip.files],
+        "vaes": [str(decoded.vae.file)] if decoded.vae.file is not None else [],
+        "image_encoders": [],
+        "lora_dirs": [],
+    }
+    if latent.clip_vision is not None:
+        serve["image_encoders"] = [str(latent.clip_vision.vision.file)]
+    if any(model.loras for model in models):
+        serve["lora_dirs"] = [str(m.folders.models / "loras")]
+    return serve
+
+
+# -- the files' headers -----------------------------------------------------------------------
+
+
+def check_files(plan: WorkflowPlan, graph: Graph) -> str:
+    """Read the serve settings' files as `paradit serve` would (headers only) and check what
+    the graph asks of them; returns the model's variant. WorkflowError naming the loader node
+    of the file that does not fit (two different models, a FluxGuidance on a DiT without a
+    guidance embedding, a Flux dev DiT without FluxGuidance...)."""
+    from ..models.single_file.detect import recognise
+    from ..models.single_file.load import SingleFiles, resolve
+
+    def node_of(path: str) -> Node | None:
+        return plan.loaders.get(path)
+
+    models = plan.serve["model"].split(",")
+    detections = [recognise(p).detection for p in models]
+    if len(models) == 2 and detections[0].config != detections[1].config:
+        raise WorkflowError(
+            node_of(models[1]),
+            f"two different models in one graph: {Path(models[0]).name} is "
+            f"{detections[0].variant}, {Path(models[1]).name} is {detections[1].variant}; "
+            "paradit runs one model per job (two files only as Wan 2.2 A14B's experts)",
+        )
+    files = SingleFiles.parse(
+        plan.serve["model"],
+        plan.serve["text_encoders"],
+        plan.serve["vaes"],
+        plan.serve["image_encoders"],
+    )
+    try:
+        resolved = resolve(files)
+    except ValueError as exc:
+        raise WorkflowError(node_of(models[0]), str(exc)) from None
+    embeds = bool(detections[0].config.get("guidance_embeds"))
+    guided = [  # the FluxGuidance nodes the job's graph runs
+        graph.nodes[i]
+        for i, t, _ in plan.lines
+        if t == "FluxGuidance" and not graph.nodes[i].bypassed
+    ]
+    if guided and not embeds:
+        raise WorkflowError(
+            guided[0],
+            f"{resolved.variant} has no guidance embedding (FluxGuidance changes nothing "
+            "there in ComfyUI): remove it and set the sampler's cfg",
+        )
+    if embeds and not guided:
+        raise WorkflowError(
+            node_of(models[0]),
+            f"{resolved.variant} embeds its guidance, and no FluxGuidance node sets it: add "
+            "one (paradit's guidance_scale is that value)",
+        )
+    return resolved.variant
+
+
+def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:
+    """The samplers the plan's model runs (its family's; () for only its own scheduler)."""
+    from ..models.families import family_for
+    from ..models.single_file.load import SingleFiles, resolve
+
+    serve = plan.serve
+    files = SingleFiles.parse(
+        serve["model"], serve["text_encoders"], serve["vaes"], serve["image_encoders"]
+    )
+    return family_for(resolve(files).pipeline_class).samplers
+
+
+def check_sampler(plan: WorkflowPlan, samplers: tuple[str, ...], runner: str) -> None:
+    """WorkflowError naming the sampler node when `runner` (the model, a server) does not run
+    the plan's sampler."""
+    sampler = plan.request["sampler"]
+    if sampler in samplers:
+        return
+    runs = f"runs {', '.join(samplers)}" if samplers else "runs its own scheduler only"
+    raise WorkflowError(
+        plan.sampler,
+        f"sampler {sampler}: {runner} {runs} (GET /v1/info limits.samplers), so the "
+        "workflow cannot run as ComfyUI runs it",
+    )

@@ -1,0 +1,162 @@
+"""The ComfyUI core nodes paradit maps, declared once: each node type's widgets in the order
+ComfyUI lists them (the UI format saves widget values by position, the API format by name),
+the input a bypassed node passes through, and what it becomes in a paradit job (for the
+messages and docs/workflows.md). Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+SEED_WIDGETS = ("seed", "noise_seed")
+"""Widgets the UI follows with a "control after generate" value in `widgets_values`."""
+SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
+
+UI_ONLY = ("Note", "MarkdownNote", "Reroute", "PrimitiveNode")
+"""UI-format nodes that are no part of the prompt ComfyUI runs: notes, reroutes (their link
+passes through), primitives (their value is the widget value of the node they feed)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node type paradit maps."""
+
+    type: str
+    widgets: tuple[str, ...]
+    """Widget names in the order of the UI format's `widgets_values` (a seed's control value
+    not counted)."""
+    becomes: str
+    """What the node becomes in paradit, in words (docs/workflows.md's table)."""
+    bypass: Mapping[int, str] = field(default_factory=dict)
+    """Output index -> the input a bypassed node (UI mode 4) passes through to it; a bypassed
+    node without one is refused."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bypass", MappingProxyType(dict(self.bypass)))
+
+
+def _spec(type_: str, widgets: tuple[str, ...], becomes: str, **kwargs) -> NodeSpec:
+    return NodeSpec(type_, widgets, becomes, **kwargs)
+
+
+NODE_SPECS: tuple[NodeSpec, ...] = (
+    _spec("UNETLoader", ("unet_name", "weight_dtype"), "`--model` (weight_dtype `default`)"),
+    _spec("UnetLoaderGGUF", ("unet_name",), "`--model` (a `.gguf` file)"),
+    _spec(
+        "CheckpointLoaderSimple",
+        ("ckpt_name",),
+        "`--model` (an all-in-one checkpoint: its CLIP and VAE outputs are the file's own)",
+    ),
+    _spec("CLIPLoader", ("clip_name", "type", "device"), "`--text-encoder`"),
+    _spec("DualCLIPLoader", ("clip_name1", "clip_name2", "type", "device"), "two `--text-encoder`"),
+    _spec("VAELoader", ("vae_name",), "`--vae`"),
+    _spec("CLIPVisionLoader", ("clip_name",), "`--image-encoder`"),
+    _spec(
+        "LoraLoaderModelOnly",
+        ("lora_name", "strength_model"),
+        "`loras` (on Wan 2.2 A14B's experts: `high`/`low` strengths), `--lora-dir` the "
+        "models folder's `loras`",
+        bypass={0: "model"},
+    ),
+    _spec("ModelSamplingSD3", ("shift",), "`shift`", bypass={0: "model"}),
+    _spec("ModelSamplingAuraFlow", ("shift",), "`shift`", bypass={0: "model"}),
+    _spec(
+        "ModelSamplingFlux",
+        ("max_shift", "base_shift", "width", "height"),
+        "`shift` (exp of the shift it computes for its width and height)",
+        bypass={0: "model"},
+    ),
+    _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
+    _spec("ConditioningZeroOut", (), "an empty `negative_prompt`", bypass={0: "conditioning"}),
+    _spec(
+        "FluxGuidance",
+        ("guidance",),
+        "`guidance_scale` (the distilled guidance; the sampler's cfg must be 1)",
+        bypass={0: "conditioning"},
+    ),
+    _spec("EmptyLatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
+    _spec("EmptySD3LatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
+    _spec(
+        "EmptyHunyuanLatentVideo",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`",
+    ),
+    _spec(
+        "Wan22ImageToVideoLatent",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`; its start_image: `image`",
+    ),
+    _spec(
+        "WanImageToVideo",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`; its start_image: `image`",
+    ),
+    _spec(
+        "CLIPVisionEncode",
+        ("crop",),
+        "the image encoder's input (crop `center`; `none` for a square image)",
+    ),
+    _spec("LoadImage", ("image", "upload"), "`image` (the file, from ComfyUI's `input` folder)"),
+    _spec(
+        "KSampler",
+        ("seed", "steps", "cfg", "sampler_name", "scheduler", "denoise"),
+        "`seed`, `num_inference_steps`, `guidance_scale` (cfg), `sampler`, `scheduler` (denoise 1)",
+    ),
+    _spec(
+        "KSamplerAdvanced",
+        (
+            "add_noise",
+            "noise_seed",
+            "steps",
+            "cfg",
+            "sampler_name",
+            "scheduler",
+            "start_at_step",
+            "end_at_step",
+            "return_with_leftover_noise",
+        ),
+        "alone: as KSampler; a pair on Wan 2.2 A14B's experts: `switch_step` (the first's "
+        "end_at_step), `guidance_scale` / `guidance_scale_low` (their cfg)",
+    ),
+    _spec("VAEDecode", (), "the decode paradit runs"),
+    _spec(
+        "CreateVideo",
+        ("fps", "bit_depth", "color_space", "codec"),
+        "`video.mp4` (at the model's frame rate; bit_depth 8)",
+    ),
+    _spec("SaveVideo", ("filename_prefix", "format", "codec"), "`--out DIR`: `video.mp4`, frames"),
+    _spec("SaveImage", ("filename_prefix",), "`--out DIR`: `image.png`"),
+    _spec("PreviewImage", (), "`--out DIR`: `image.png` or the frames"),
+)
+
+SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
+
+
+def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:
+    """A UI node's positional `widgets_values` by widget name (a seed's "control after
+    generate" value skipped); ValueError when there are more values than widgets."""
+    named: dict[str, object] = {}
+    rest = list(values)
+    for name in spec.widgets:
+        if not rest:
+            break
+        named[name] = rest.pop(0)
+        if name in SEED_WIDGETS and rest and rest[0] in SEED_CONTROLS:
+            rest.pop(0)
+    if rest:
+        raise ValueError(
+            f"{len(values)} widget values where paradit knows {len(spec.widgets)} widgets "
+            f"({', '.join(spec.widgets)}): a newer version of the node?"
+        )
+    return named
+
+
+def docs_table() -> str:
+    """docs/workflows.md's table of the nodes paradit maps (tests check it is there)."""
+    rows = ["| node | widgets | becomes |", "| --- | --- | --- |"]
+    for spec in NODE_SPECS:
+        widgets = ", ".join(spec.widgets) or "-"
+        rows.append(f"| `{spec.type}` | {widgets} | {spec.becomes} |")
+    return "\n".join(rows)

@@ -1,0 +1,173 @@
+"""The values a workflow's nodes produce as paradit reads them (a model with its LoRAs and
+shift, a prompt, a latent size, a sampler's settings), and `WorkflowPlan`, what a workflow
+maps to. Torch-free."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .graph import Node
+
+# -- the values nodes produce -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Model:
+    files: tuple[Path, ...]
+    """The DiT file (as a tuple: the serve setting joins Wan 2.2 A14B's two)."""
+    loader: Node
+    checkpoint: bool = False
+    """An all-in-one checkpoint (its CLIP and VAE outputs come from the same file)."""
+    loras: tuple[tuple[str, float], ...] = ()
+    shift: float | None = None
+    shift_node: Node | None = None
+
+
+@dataclass(frozen=True)
+class Clip:
+    files: tuple[Path, ...]
+    """The text encoder files (empty: the checkpoint's own)."""
+    loader: Node
+    checkpoint: Path | None = None
+
+
+@dataclass(frozen=True)
+class Vae:
+    file: Path | None
+    """None: the checkpoint's own."""
+    loader: Node
+    checkpoint: Path | None = None
+
+
+@dataclass(frozen=True)
+class ClipVision:
+    file: Path
+    loader: Node
+
+
+@dataclass(frozen=True)
+class Image:
+    file: Path
+    loader: Node
+
+
+@dataclass(frozen=True)
+class ClipVisionOutput:
+    vision: ClipVision
+    image: Image
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    text: str
+    clip: Clip | None
+    """None for a zeroed conditioning (ConditioningZeroOut)."""
+    guidance: float | None = None
+    """FluxGuidance's value."""
+    guidance_node: Node | None = None
+    start: Latent | None = None
+    """WanImageToVideo's latent: its start image rides in the conditioning."""
+
+
+@dataclass(frozen=True)
+class Latent:
+    node: Node
+    width: int
+    height: int
+    frames: int
+    image: Image | None = None
+    clip_vision: ClipVisionOutput | None = None
+    vae: Vae | None = None
+    in_conditioning: bool = False
+    """WanImageToVideo: the start image is in the positive and negative conditioning."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One sampler node's settings (KSampler, or one KSamplerAdvanced of a chain)."""
+
+    node: Node
+    model: Model
+    positive: Conditioning
+    negative: Conditioning
+    seed: int
+    steps: int
+    cfg: float
+    sampler: str
+    scheduler: str
+    start: int
+    end: int
+    add_noise: bool
+    leftover: bool
+
+
+@dataclass(frozen=True)
+class Sampled:
+    latent: Latent
+    """The empty latent the first stage starts from."""
+    stages: tuple[Stage, ...]
+
+
+@dataclass(frozen=True)
+class Decoded:
+    sampled: Sampled
+    vae: Vae
+    node: Node
+
+
+@dataclass(frozen=True)
+class Video:
+    decoded: Decoded
+    fps: float
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkflowPlan:
+    """What a workflow maps to."""
+
+    request: dict[str, Any]
+    """The job's fields; `image` is the file's path here (`body` sends its bytes)."""
+    serve: dict[str, Any]
+    """ServeConfig fields: model, text_encoders, vaes, image_encoders, lora_dirs."""
+    lines: tuple[tuple[str, str, str], ...]
+    """(node id, node type, how it was mapped), in the order the graph was evaluated."""
+    workflow: dict[str, Any] = field(default_factory=dict)
+    """The file, its sha256 and format; the ComfyUI folders used."""
+    loaders: dict[str, Node] = field(default_factory=dict)
+    """A file of the serve settings -> the loader node that names it."""
+    sampler: Node | None = None
+    """The (first) sampler node."""
+
+    def body(self) -> dict[str, Any]:
+        """The request as POST /v1/jobs takes it (the image file as base64)."""
+        body = dict(self.request)
+        if body.get("image"):
+            body["image"] = base64.b64encode(Path(body["image"]).read_bytes()).decode("ascii")
+        return body
+
+    def serve_argv(self) -> list[str]:
+        """The `paradit serve` flags of the serve settings."""
+        argv = ["--model", self.serve["model"]]
+        for key, flag in (
+            ("text_encoders", "--text-encoder"),
+            ("vaes", "--vae"),
+            ("image_encoders", "--image-encoder"),
+            ("lora_dirs", "--lora-dir"),
+        ):
+            for value in self.serve.get(key, ()):
+                argv += [flag, value]
+        return argv
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "request": self.request,
+            "serve": self.serve,
+            "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
+        }

@@ -1,0 +1,139 @@
+"""A ComfyUI folder holding the files the workflow fixtures (tests/comfy_workflows/) name:
+the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts), the
+lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, and Flux.1
+dev's real architecture as headers only (no tiny preset embeds Flux's guidance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from comfy_files import (
+    WAN_PREFIX,
+    flux_bfl,
+    meta_model,
+    meta_shapes,
+    qwen3_comfy,
+    vae_ldm,
+    wan22_vae_original,
+    wan_original,
+    write_header_only,
+    write_safetensors,
+    z_image_original,
+)
+from lora_files import comfy_wan_lora
+from PIL import Image
+from safetensors.torch import save_file
+
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import random_preset_spec
+
+FLUX_DEV = random_preset_spec("random:flux.1-dev")["components"]["transformer"]["config"]
+CLIP_L = {
+    "vocab_size": 49408, "hidden_size": 768, "intermediate_size": 3072,
+    "num_hidden_layers": 12, "num_attention_heads": 12, "max_position_embeddings": 77,
+}  # fmt: skip
+T5_XXL = {
+    "vocab_size": 32128, "d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24,
+    "num_heads": 64, "feed_forward_proj": "gated-gelu",
+}  # fmt: skip
+FLUX_VAE = {  # the keys that identify Flux's ae, with their real shapes
+    "encoder.conv_in.weight": (128, 3, 3, 3),
+    "encoder.down.0.block.0.conv1.weight": (128, 128, 3, 3),
+    "encoder.conv_out.weight": (32, 512, 3, 3),
+}
+START_IMAGE = "fox.png"
+WIDE_IMAGE = "fox_24x32.png"
+
+
+def _put(root: Path, relative: str) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _wan_dit(root: Path, name: str, transformer) -> None:
+    write_safetensors(
+        _put(root, f"diffusion_models/{name}"),
+        wan_original(transformer.state_dict()),
+        "fp32",
+        WAN_PREFIX,
+    )
+
+
+def _qwen25_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Qwen2.5-VL as ComfyUI's qwen_2.5_vl_7b holds it: the language model under `model.`."""
+    return {
+        k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
+        for k, v in state.items()
+    }
+
+
+def write_comfyui(folder: Path) -> Path:
+    """`folder`/models/... and `folder`/input/fox.png; returns `folder`."""
+    models = folder / "models"
+    wan = build_preset("tiny-wan")
+    _wan_dit(models, "wan2.1_t2v_tiny_fp32.safetensors", wan.transformer)
+    state = wan.text_encoder.state_dict()
+    save_file(
+        {k: v for k, v in state.items() if "embed_tokens" not in k},
+        str(_put(models, "text_encoders/umt5_tiny.safetensors")),
+    )
+    save_file(wan.vae.state_dict(), str(_put(models, "vae/wan_2.1_vae_tiny.safetensors")))
+
+    i2v = build_preset("tiny-wan-i2v")
+    _wan_dit(models, "wan2.1_i2v_480p_tiny_fp32.safetensors", i2v.transformer)
+    state = i2v.image_encoder.state_dict()
+    save_file(
+        {"vision_model." + k: v for k, v in state.items()},
+        str(_put(models, "clip_vision/clip_vision_tiny.safetensors")),
+    )
+
+    a14b = build_preset("tiny-wan2.2-i2v-a14b")
+    for expert, dit in (("high", a14b.transformer), ("low", a14b.transformer_2)):
+        _wan_dit(models, f"wan2.2_i2v_{expert}_noise_14B_tiny_fp32.safetensors", dit)
+        lora = _put(models, f"loras/lightx2v_i2v_4steps_{expert}_noise_tiny.safetensors")
+        comfy_wan_lora(lora, dit, seed=11 if expert == "high" else 12)
+
+    ti2v = build_preset("tiny-wan2.2-ti2v-5b")
+    _wan_dit(models, "wan2.2_ti2v_5B_tiny_fp32.safetensors", ti2v.transformer)
+    save_file(
+        wan22_vae_original(ti2v.vae.state_dict()),
+        str(_put(models, "vae/wan2.2_vae_tiny.safetensors")),
+    )
+
+    qwen = build_preset("tiny-qwen-image")
+    path = _put(models, "diffusion_models/qwen_image_tiny_bf16.safetensors")
+    write_safetensors(path, qwen.transformer.state_dict(), "bf16")
+    save_file(
+        _qwen25_comfy(qwen.text_encoder.state_dict()),
+        str(_put(models, "text_encoders/qwen_2.5_vl_tiny.safetensors")),
+    )
+    save_file(qwen.vae.state_dict(), str(_put(models, "vae/qwen_image_vae_tiny.safetensors")))
+
+    z_image = build_preset("tiny-z-image")
+    path = _put(models, "diffusion_models/z_image_turbo_tiny_bf16.safetensors")
+    write_safetensors(path, z_image_original(z_image.transformer.state_dict()), "bf16", WAN_PREFIX)
+    save_file(
+        qwen3_comfy(z_image.text_encoder.state_dict()),
+        str(_put(models, "text_encoders/qwen_3_tiny.safetensors")),
+    )
+    save_file(vae_ldm(z_image.vae.state_dict()), str(_put(models, "vae/ae_tiny.safetensors")))
+
+    dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": True})
+    bfl = flux_bfl(dit.state_dict(), width=3072)
+    shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
+    write_header_only(_put(models, "diffusion_models/flux1-dev.safetensors"), shapes)
+    clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
+    clip = {k if k.startswith("text_model.") else "text_model." + k: v for k, v in clip.items()}
+    write_header_only(_put(models, "text_encoders/clip_l.safetensors"), clip)
+    t5 = meta_shapes(meta_model("T5EncoderModel", T5_XXL))
+    t5.pop("encoder.embed_tokens.weight", None)
+    write_header_only(_put(models, "text_encoders/t5xxl_fp16.safetensors"), t5)
+    write_header_only(_put(models, "vae/ae.safetensors"), FLUX_VAE)
+
+    pixels = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
+    Image.fromarray(pixels).save(_put(folder, f"input/{START_IMAGE}"))
+    Image.fromarray(pixels[:, :24]).save(_put(folder, f"input/{WIDE_IMAGE}"))
+    return folder

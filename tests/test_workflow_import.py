@@ -1,0 +1,522 @@
+"""`paradit workflow import`: each fixture of tests/comfy_workflows/ (ComfyUI's API and UI
+formats) maps to its request and serve settings, every field checked; the two formats of a
+graph give the same; each refusal (unknown node, a sampler or scheduler paradit lacks, a
+missing file, two models, ...) exits 2 with one line naming the node; the UI format's
+bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
+
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+
+from comfy_workflow_files import START_IMAGE, WIDE_IMAGE, write_comfyui  # noqa: E402
+from make_fixtures import GRAPHS, to_ui  # noqa: E402
+
+from paradit.backend.sampling.names import SAMPLERS  # noqa: E402
+from paradit.backend.tools.cli import main  # noqa: E402
+from paradit.backend.tools.workflow import plan_of  # noqa: E402
+from paradit.backend.workflow.nodes import docs_table  # noqa: E402
+
+pytestmark = pytest.mark.fast
+
+FIXTURES = Path(__file__).parent / "comfy_workflows"
+WAN_NEGATIVE = "static, blurry, low quality, worst quality, deformed"
+FLUX_SHIFT = 3.158192909689768
+"""exp(1.15): ComfyUI's ModelSamplingFlux at 1024x1024 (4096 tokens) sets mu = max_shift =
+1.15 and spaces the levels as exp(mu) / (exp(mu) + 1/t - 1), which is the static shift
+s t / (1 + (s - 1) t) with s = exp(mu) (ComfyUI's flux_time_shift and time_snr_shift)."""
+
+
+def _wan(prompt: str, seed: int, **more) -> dict:
+    return {"prompt": prompt, "negative_prompt": WAN_NEGATIVE, "width": 32, "height": 32,
+            "num_frames": 5, "seed": seed, **more}  # fmt: skip
+
+
+UMT5 = ["text_encoders/umt5_tiny.safetensors"]
+WAN21_VAE = ["vae/wan_2.1_vae_tiny.safetensors"]
+A14B = "diffusion_models/wan2.2_i2v_{}_noise_14B_tiny_fp32.safetensors"
+EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or input/)
+    "wan21_t2v": (
+        "tiny-wan",
+        _wan("a red fox running through snow", 3, num_inference_steps=4, guidance_scale=6.0,
+             sampler="uni_pc", scheduler="simple", shift=8.0),
+        {"model": "diffusion_models/wan2.1_t2v_tiny_fp32.safetensors", "text_encoders": UMT5,
+         "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "wan21_i2v": (
+        "tiny-wan-i2v",
+        _wan("the fox turns its head", 4, num_inference_steps=4, guidance_scale=6.0,
+             sampler="uni_pc", scheduler="simple", shift=8.0, image=START_IMAGE),
+        {"model": "diffusion_models/wan2.1_i2v_480p_tiny_fp32.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE,
+         "image_encoders": ["clip_vision/clip_vision_tiny.safetensors"], "lora_dirs": []},
+    ),
+    "wan22_i2v_a14b_4step": (
+        "tiny-wan2.2-i2v-a14b pair",
+        _wan("the fox jumps over a log", 5, num_inference_steps=4, guidance_scale=1.0,
+             guidance_scale_low=1.0, sampler="euler", scheduler="simple", shift=5.0,
+             switch_step=2, image=START_IMAGE,
+             loras=[{"name": "lightx2v_i2v_4steps_high_noise_tiny.safetensors", "high": 1.0,
+                     "low": 0.0},
+                    {"name": "lightx2v_i2v_4steps_low_noise_tiny.safetensors", "high": 0.0,
+                     "low": 1.0}]),
+        {"model": f"{A14B.format('high')},{A14B.format('low')}", "text_encoders": UMT5,
+         "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": ["loras"]},
+    ),
+    "wan22_i2v_a14b_20step": (
+        "tiny-wan2.2-i2v-a14b pair",
+        _wan("the fox jumps over a log", 5, num_inference_steps=20, guidance_scale=3.5,
+             guidance_scale_low=3.5, sampler="euler", scheduler="simple", shift=8.0,
+             switch_step=10, image=START_IMAGE),
+        {"model": f"{A14B.format('high')},{A14B.format('low')}", "text_encoders": UMT5,
+         "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "wan22_ti2v_5b": (
+        "tiny-wan2.2-ti2v-5b",
+        _wan("a paper boat on a pond", 6, num_inference_steps=4, guidance_scale=5.0,
+             sampler="uni_pc", scheduler="simple", shift=8.0, image=START_IMAGE),
+        {"model": "diffusion_models/wan2.2_ti2v_5B_tiny_fp32.safetensors",
+         "text_encoders": UMT5, "vaes": ["vae/wan2.2_vae_tiny.safetensors"],
+         "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_dev": (
+        "flux.1-dev",
+        {"prompt": "a cup of coffee on a wooden table", "negative_prompt": "", "width": 1024,
+         "height": 1024, "num_frames": 1, "num_inference_steps": 20, "guidance_scale": 3.5,
+         "seed": 7, "sampler": "euler", "scheduler": "simple", "shift": FLUX_SHIFT},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "qwen_image": (
+        "tiny-qwen-image",
+        {"prompt": 'a shop sign that reads "paradit"', "negative_prompt": "", "width": 32,
+         "height": 32, "num_frames": 1, "num_inference_steps": 4, "guidance_scale": 2.5,
+         "seed": 8, "sampler": "euler", "scheduler": "simple", "shift": 3.1},
+        {"model": "diffusion_models/qwen_image_tiny_bf16.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_tiny.safetensors"],
+         "vaes": ["vae/qwen_image_vae_tiny.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    "z_image_turbo": (
+        "tiny-z-image",
+        {"prompt": "a lighthouse at dusk", "negative_prompt": "", "width": 32, "height": 32,
+         "num_frames": 1, "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 9,
+         "sampler": "res_multistep", "scheduler": "simple", "shift": 3.0},
+        {"model": "diffusion_models/z_image_turbo_tiny_bf16.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_tiny.safetensors"],
+         "vaes": ["vae/ae_tiny.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def comfy(tmp_path_factory) -> Path:
+    """A ComfyUI folder with every file the fixtures name."""
+    return write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
+
+
+def _absolute(comfy: Path, request: dict, serve: dict) -> tuple[dict, dict]:
+    """The expected request and serve settings with their files under `comfy`."""
+    models = comfy / "models"
+    request = dict(request)
+    if "image" in request:
+        request["image"] = str(comfy / "input" / request["image"])
+    serve = {
+        "model": ",".join(str(models / p) for p in serve["model"].split(",")),
+        **{k: [str(models / p) for p in serve[k]] for k in serve if k != "model"},
+    }
+    return request, serve
+
+
+def test_the_docs_list_the_nodes_as_declared():
+    page = (Path(__file__).parents[1] / "docs" / "workflows.md").read_text()
+    assert docs_table() in page
+
+
+def test_every_graph_has_its_fixture_and_expectation():
+    assert set(EXPECTED) == set(GRAPHS)
+    for name, graph in GRAPHS.items():  # the committed files are what make_fixtures writes
+        assert json.loads((FIXTURES / f"{name}.api.json").read_text()) == graph()
+        assert json.loads((FIXTURES / f"{name}.ui.json").read_text()) == to_ui(graph())
+
+
+@pytest.mark.parametrize("form", ["api", "ui"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_maps_to_its_request(comfy, name, form):
+    plan, variant = plan_of(str(FIXTURES / f"{name}.{form}.json"), str(comfy))
+    expected_variant, request, serve = EXPECTED[name]
+    request, serve = _absolute(comfy, request, serve)
+    assert plan.request == request
+    assert plan.serve == serve
+    assert variant == expected_variant
+    assert plan.workflow["format"] == form
+    graph = json.loads((FIXTURES / f"{name}.{form}.json").read_text())
+    nodes = len(graph) if form == "api" else len(graph["nodes"]) - 1  # the UI's note
+    assert len(plan.lines) == nodes  # one line per node
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_ui_and_api_forms_give_the_same_job(comfy, name):
+    api, _ = plan_of(str(FIXTURES / f"{name}.api.json"), str(comfy))
+    ui, _ = plan_of(str(FIXTURES / f"{name}.ui.json"), str(comfy))
+    assert (ui.request, ui.serve) == (api.request, api.serve)
+    assert [(t, text) for _, t, text in ui.lines] == [(t, text) for _, t, text in api.lines]
+
+
+def test_an_all_in_one_checkpoint_brings_its_clip_and_vae(comfy, tmp_path):
+    """CheckpointLoaderSimple's three outputs: the file is --model alone (its CLIP and VAE
+    are its own); a CLIP from another checkpoint is a second model, refused."""
+    from comfy_files import write_all_in_one
+
+    from paradit.backend.models.presets import build_preset
+
+    ckpt = comfy / "models" / "checkpoints" / "flux1-tiny-all-in-one.safetensors"
+    ckpt.parent.mkdir(exist_ok=True)
+    write_all_in_one(ckpt, build_preset("tiny-flux"))
+    graph = {
+        "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": ckpt.name}},
+        "30": {"class_type": "ModelSamplingFlux", "inputs": {
+            "model": ["4", 0], "max_shift": 1.15, "base_shift": 0.5, "width": 32,
+            "height": 32}},
+        "6": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": "a kite"}},
+        "7": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1], "text": "rain"}},
+        "5": {"class_type": "EmptyLatentImage", "inputs": {
+            "width": 32, "height": 32, "batch_size": 1}},
+        "3": {"class_type": "KSampler", "inputs": {
+            "model": ["30", 0], "positive": ["6", 0], "negative": ["7", 0],
+            "latent_image": ["5", 0], "seed": 1, "steps": 3, "cfg": 3.5,
+            "sampler_name": "dpmpp_2m", "scheduler": "sgm_uniform", "denoise": 1.0}},
+        "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+        "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0],
+                                                    "filename_prefix": "kite"}},
+    }  # fmt: skip
+    path = tmp_path / "checkpoint.json"
+    path.write_text(json.dumps(graph))
+    plan, variant = plan_of(str(path), str(comfy))
+    # ModelSamplingFlux at 32x32 (4 tokens): mu = 0.5 + (1.15 - 0.5) (4 - 256) / 3840
+    mu = 0.5 + 0.65 * (4 - 256) / 3840
+    assert plan.request == {
+        "prompt": "a kite", "negative_prompt": "rain", "width": 32, "height": 32,
+        "num_frames": 1, "num_inference_steps": 3, "guidance_scale": 3.5, "seed": 1,
+        "sampler": "dpmpp_2m", "scheduler": "sgm_uniform", "shift": pytest.approx(math.exp(mu)),
+    }  # fmt: skip
+    assert plan.serve == {"model": str(ckpt), "text_encoders": [], "vaes": [],
+                          "image_encoders": [], "lora_dirs": []}  # fmt: skip
+    assert variant.startswith("all-in-one tiny-flux")
+    other = comfy / "models" / "checkpoints" / "other.safetensors"
+    shutil.copy(ckpt, other)
+    graph["40"] = {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": other.name}}
+    graph["7"]["inputs"]["clip"] = ["40", 1]
+    graph["6"]["inputs"]["clip"] = ["40", 1]
+    path.write_text(json.dumps(graph))
+    with pytest.raises(ValueError, match=r"^node 40 \(CheckpointLoaderSimple\): a second model"):
+        plan_of(str(path), str(comfy))
+
+
+def test_import_prints_a_line_per_node_and_json(comfy, capsys):
+    path = str(FIXTURES / "wan22_i2v_a14b_4step.api.json")
+    assert main(["workflow", "import", path, "--comfyui-dir", str(comfy)]) == 0
+    out = capsys.readouterr().out
+    assert "node 57 KSamplerAdvanced     seed 5, 4 steps (runs 0 to 2), cfg 1, euler/simple" in out
+    assert "node 60 LoraLoaderModelOnly  lightx2v_i2v_4steps_high_noise_tiny.safetensors" in out
+    assert "model:    tiny-wan2.2-i2v-a14b pair" in out
+    assert "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep\n" in out
+    serve = next(line for line in out.splitlines() if line.startswith("serve:"))
+    assert "--lora-dir " + str(comfy / "models" / "loras") in serve
+    assert main(["workflow", "import", path, "--comfyui-dir", str(comfy), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["request"]["switch_step"] == 2 and report["variant"].endswith("pair")
+    assert (
+        report["workflow"]["sha256"]
+        == __import__("hashlib").sha256(Path(path).read_bytes()).hexdigest()
+    )
+    low = "seed 0, 4 steps (runs 2 to 4), cfg 1, euler/simple"
+    assert {"id": "58", "type": "KSamplerAdvanced", "mapped": low} in report["nodes"]
+
+
+def test_the_comfyui_folder_is_found_above_the_workflow(comfy, tmp_path, capsys):
+    inside = comfy / "user" / "default" / "workflows" / "fox.json"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "wan21_t2v.ui.json", inside)
+    assert main(["workflow", "import", str(inside)]) == 0
+    assert f"models:   {comfy / 'models'}" in capsys.readouterr().out
+    models = ["workflow", "import", str(inside), "--comfyui-dir", str(comfy / "models")]
+    assert main(models) == 0  # or its models folder
+    assert f"models:   {comfy / 'models'}" in capsys.readouterr().out
+    outside = tmp_path / "fox.json"
+    shutil.copy(FIXTURES / "wan21_t2v.ui.json", outside)
+    assert main(["workflow", "import", str(outside)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --comfyui-dir DIR" in err
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _edit(name: str, change) -> dict:
+    graph = GRAPHS[name]()
+    change(graph)
+    return graph
+
+
+def _set(node: str, **inputs):
+    def change(graph: dict) -> None:
+        graph[node]["inputs"].update(inputs)
+
+    return change
+
+
+def _add(node: str, item: dict):
+    def change(graph: dict) -> None:
+        graph[node] = item
+
+    return change
+
+
+def _second_pass(graph: dict) -> None:
+    """A KSampler on the first one's output (a hires-fix style second pass)."""
+    graph["4"] = copy.deepcopy(graph["3"])
+    graph["4"]["inputs"]["latent_image"] = ["3", 0]
+    graph["8"]["inputs"]["samples"] = ["4", 0]
+
+
+REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
+    "unknown node": (
+        _edit("wan21_t2v", _add("99", {"class_type": "WanVideoSampler", "inputs": {}})),
+        "99", "WanVideoSampler", "not a node paradit maps",
+    ),
+    "unsupported sampler": (
+        _edit("wan21_t2v", _set("3", sampler_name="dpmpp_sde")),
+        "3", "KSampler", "sampler dpmpp_sde: paradit runs the samplers euler, uni_pc",
+    ),
+    "unsupported scheduler": (
+        _edit("wan21_t2v", _set("3", scheduler="karras")),
+        "3", "KSampler", "scheduler karras",
+    ),
+    "missing model file": (
+        _edit("wan21_t2v", _set("37", unet_name="wan2.1_t2v_14B_bf16.safetensors")),
+        "37", "UNETLoader", "wan2.1_t2v_14B_bf16.safetensors: no such file in",
+    ),
+    "missing LoRA file": (
+        _edit("wan22_i2v_a14b_4step", _set("61", lora_name="gone.safetensors")),
+        "61", "LoraLoaderModelOnly", "gone.safetensors: no such file in",
+    ),
+    "missing image": (
+        _edit("wan21_i2v", _set("52", image="cat.png")),
+        "52", "LoadImage", "cat.png: no such file in",
+    ),
+    "crop none on a non-square image": (
+        _edit("wan21_i2v", _set("52", image=WIDE_IMAGE)),
+        "51", "CLIPVisionEncode", "crop none stretches the 24x32 image to a square",
+    ),
+    "two models": (
+        _edit("wan22_i2v_a14b_4step",
+              _set("56", unet_name="wan2.1_t2v_tiny_fp32.safetensors")),
+        "56", "UNETLoader", "two different models in one graph",
+    ),
+    "two outputs": (
+        _edit("wan21_t2v", _add("90", {"class_type": "PreviewImage",
+                                       "inputs": {"images": ["8", 0]}})),
+        "90", "PreviewImage", "a second output node",
+    ),
+    "partial denoise": (
+        _edit("wan21_t2v", _set("3", denoise=0.6)), "3", "KSampler", "denoise 0.6",
+    ),
+    "a batch": (
+        _edit("wan21_t2v", _set("40", batch_size=2)),
+        "40", "EmptyHunyuanLatentVideo", "batch_size 2",
+    ),
+    "no ModelSampling": (
+        _edit("wan21_t2v", _set("3", model=["37", 0])),
+        "3", "KSampler", "no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux",
+    ),
+    "fp8 cast on loading": (
+        _edit("wan21_t2v", _set("37", weight_dtype="fp8_e4m3fn")),
+        "37", "UNETLoader", "weight_dtype fp8_e4m3fn",
+    ),
+    "cfg with FluxGuidance": (
+        _edit("flux_dev", _set("3", cfg=3.0)), "3", "KSampler", "cfg 3 with FluxGuidance",
+    ),
+    "Flux dev without FluxGuidance": (
+        _edit("flux_dev", _set("3", positive=["6", 0])),
+        "12", "UNETLoader", "embeds its guidance, and no FluxGuidance node sets it",
+    ),
+    "experts switch at two steps": (
+        _edit("wan22_i2v_a14b_4step", _set("58", start_at_step=3)),
+        "58", "KSamplerAdvanced", "starts at step 3 where the first stops at 2",
+    ),
+    "experts on two shifts": (
+        _edit("wan22_i2v_a14b_4step", _set("55", shift=8.0)),
+        "55", "ModelSamplingSD3", "shift 8 where the high-noise expert's is 5",
+    ),
+    "a second pass": (
+        _edit("wan21_t2v", _second_pass), "4", "KSampler", "latent_image comes from node 3",
+    ),
+    "one model for both samplers": (
+        _edit("wan22_i2v_a14b_4step", _set("58", model=["54", 0])),
+        "58", "KSamplerAdvanced", "both samplers run one model",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, case):
+    graph, node_id, node_type, reason = REFUSALS[case]
+    path = tmp_path / "workflow.json"
+    path.write_text(json.dumps(graph))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"error: node {node_id} ({node_type}): "), captured.err
+    assert reason in captured.err
+
+
+def test_crop_center_maps_for_any_image(comfy):
+    graph = GRAPHS["wan21_i2v"]()
+    graph["52"]["inputs"]["image"] = WIDE_IMAGE
+    graph["51"]["inputs"]["crop"] = "center"
+    path = comfy / "crop_center.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request["image"] == str(comfy / "input" / WIDE_IMAGE)
+
+
+def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
+    """`workflow run` takes its model files from the loaders: --model or --vae are refused,
+    before any backend starts."""
+    workflow = str(FIXTURES / "wan21_t2v.api.json")
+    argv = ["workflow", "run", workflow, "--out", str(tmp_path), "--comfyui-dir", str(comfy)]
+    assert main([*argv, "--model", "tiny-wan", "--vae", "x.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: --model, --vae: the workflow's loader nodes name its files; leave them out\n"
+    )
+
+
+def test_run_refuses_a_sampler_the_model_does_not_run_before_starting_it(
+    comfy, tmp_path, capsys, monkeypatch
+):
+    """A model whose family runs only its own scheduler (as CogVideoX's or LTX-2's do; here
+    Z-Image's family made to say so): import says so, run refuses naming the sampler node,
+    before any backend starts (a fast test starts none)."""
+    from paradit.backend.tools import workflow as tool
+
+    workflow = str(FIXTURES / "z_image_turbo.api.json")
+    plan, _ = plan_of(workflow, str(comfy))
+    assert tool.model_samplers(plan) == SAMPLERS  # the family's own list
+    monkeypatch.setattr(tool, "model_samplers", lambda plan: ())
+    assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
+    out = capsys.readouterr().out
+    assert "samplers: none: its own scheduler only (not res_multistep: workflow run refuses" in out
+    argv = ["workflow", "run", workflow, "--out", str(tmp_path), "--comfyui-dir", str(comfy)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: node 3 (KSampler): sampler res_multistep: tiny-z-image runs "
+                          "its own scheduler only") and err.count("\n") == 1  # fmt: skip
+
+
+def test_ui_refusals_name_the_node(comfy, tmp_path, capsys):
+    ui = to_ui(GRAPHS["wan21_t2v"]())
+    for kind, reason in (
+        ("WanVideoModelLoader", "not a node paradit maps"),
+        ("0d3e2c1a-5b6f-4a7e-9c8d-1f2e3a4b5c6d", "a subgraph: paradit reads core nodes only"),
+    ):
+        edited = copy.deepcopy(ui)
+        edited["nodes"][0]["type"] = kind
+        path = tmp_path / "workflow.json"
+        path.write_text(json.dumps(edited))
+        assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"error: node 1 ({kind}): "), err
+        assert reason in err
+
+
+# -- the UI format's own nodes and modes ------------------------------------------------------
+
+
+def _ui_node(ui: dict, kind: str, index: int = 0) -> dict:
+    return [n for n in ui["nodes"] if n["type"] == kind][index]
+
+
+def test_ui_bypass_reroute_primitive_and_mute_read_as_comfyui_runs_them(comfy, tmp_path):
+    ui = to_ui(GRAPHS["wan22_i2v_a14b_4step"]())
+    # the high-noise LoRA bypassed: its model passes through, the LoRA is not applied
+    _ui_node(ui, "LoraLoaderModelOnly", 0)["mode"] = 4
+    # a reroute between the CLIP loader and the positive prompt
+    positive = _ui_node(ui, "CLIPTextEncode", 0)
+    clip_link = next(i for i in positive["inputs"] if i["name"] == "clip")
+    link = next(item for item in ui["links"] if item[0] == clip_link["link"])
+    reroute_id, new_link = 100, 100
+    reroute = {"id": reroute_id, "type": "Reroute", "mode": 0,
+               "inputs": [{"name": "", "type": "*", "link": link[0]}],
+               "outputs": [{"name": "", "type": "CLIP", "links": [new_link]}]}  # fmt: skip
+    ui["nodes"].append(reroute)
+    link[3], link[4] = reroute_id, 0
+    ui["links"].append([new_link, reroute_id, 0, positive["id"], 0, "CLIP"])
+    clip_link["link"] = new_link
+    # a primitive feeding the first sampler's seed (its value is the widget's own)
+    sampler = _ui_node(ui, "KSamplerAdvanced", 0)
+    ui["nodes"].append({"id": 101, "type": "PrimitiveNode", "mode": 0, "inputs": [],
+                        "outputs": [{"name": "INT", "type": "INT", "links": [101]}],
+                        "widgets_values": [5, "fixed"]})  # fmt: skip
+    sampler["inputs"].append({"name": "noise_seed", "type": "INT", "link": 101,
+                              "widget": {"name": "noise_seed"}})  # fmt: skip
+    ui["links"].append([101, 101, 0, sampler["id"], len(sampler["inputs"]) - 1, "INT"])
+    # a muted node is left out, as the frontend leaves it out of the prompt
+    ui["nodes"].append({"id": 102, "type": "SaveImage", "mode": 2, "inputs": [],
+                        "outputs": [], "widgets_values": ["muted"]})  # fmt: skip
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(ui))
+    plan, _ = plan_of(str(path), str(comfy))
+    _, request, _ = EXPECTED["wan22_i2v_a14b_4step"]
+    expected, _ = _absolute(comfy, request, EXPECTED["wan22_i2v_a14b_4step"][2])
+    expected["loras"] = [{"name": "lightx2v_i2v_4steps_low_noise_tiny.safetensors",
+                          "high": 0.0, "low": 1.0}]  # fmt: skip
+    assert plan.request == expected
+    lora_line = next(text for _, t, text in plan.lines if t == "LoraLoaderModelOnly")
+    assert lora_line == "bypassed: passes its input through"
+
+
+def test_newer_create_video_widgets_are_read_and_a_deeper_bit_depth_refused(comfy, tmp_path):
+    """Newer ComfyUI saves CreateVideo's fps, bit_depth and color_space; 8 bits is what
+    paradit writes, 10 is refused naming the node."""
+    ui = to_ui(GRAPHS["wan21_t2v"]())
+    create = _ui_node(ui, "CreateVideo")
+    create["widgets_values"] = [16, 8, "sRGB"]
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(ui))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request["num_frames"] == 5
+    create["widgets_values"] = [16, 10, "sRGB"]
+    path.write_text(json.dumps(ui))
+    with pytest.raises(ValueError, match=rf"^node {create['id']} \(CreateVideo\): bit_depth 10"):
+        plan_of(str(path), str(comfy))
+    create["widgets_values"] = [16, 8, "sRGB", "auto", "more"]
+    path.write_text(json.dumps(ui))
+    with pytest.raises(ValueError, match="5 widget values where paradit knows 4 widgets"):
+        plan_of(str(path), str(comfy))
+
+
+def test_a_bypassed_node_that_cannot_pass_through_is_refused(comfy, tmp_path, capsys):
+    ui = to_ui(GRAPHS["wan21_t2v"]())
+    _ui_node(ui, "EmptyHunyuanLatentVideo")["mode"] = 4
+    path = tmp_path / "bypassed.json"
+    path.write_text(json.dumps(ui))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    err = capsys.readouterr().err
+    node = _ui_node(ui, "EmptyHunyuanLatentVideo")["id"]
+    assert err.startswith(f"error: node {node} (EmptyHunyuanLatentVideo): bypassed"), err

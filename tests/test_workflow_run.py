@@ -1,0 +1,130 @@
+"""`paradit workflow run`: the Wan 2.1 T2V fixture runs on 2 ranks it starts itself from the
+tiny ComfyUI files and makes the frames of the same request on the tiny-wan preset at world
+size 1 (its job.json names the workflow file and its sha256, and the noise levels ComfyUI's
+KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
+gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the Z-Image
+Turbo fixture those of the `z-image-turbo` recipe; a --server running another model is
+refused.
+
+Cost: about 40 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from comfy_workflow_files import write_comfyui
+from conftest import run_job
+
+from paradit.backend.tools.workflow import plan_of
+
+FIXTURES = Path(__file__).parent / "comfy_workflows"
+
+
+@pytest.fixture(scope="module")
+def comfy(tmp_path_factory) -> Path:
+    return write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
+
+
+def _shifted(t: float, shift: float) -> float:
+    """A flow model's noise level at time t under a static shift (ComfyUI's time_snr_shift,
+    as ModelSamplingSD3 sets it): shift t / (1 + (shift - 1) t)."""
+    return shift * t / (1 + (shift - 1) * t)
+
+
+def test_wan21_t2v_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, references):
+    workflow = FIXTURES / "wan21_t2v.api.json"
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--world-size", "2", "--device", "cpu", "--threads", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["file"] == str(workflow)
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    assert record["workflow"]["format"] == "api"
+    plan, _ = plan_of(str(workflow), str(comfy))
+    assert {k: record["request"][k] for k in plan.request} == plan.request
+    # KSampler's uni_pc at 4 steps: the simple scheduler's levels for 5 steps (every 200th
+    # of the 1000 shifted levels from the top, t = 1, 0.8, 0.6, 0.4, 0.2), the next-to-last
+    # dropped, then 0 (ComfyUI's simple_scheduler and its KSampler's UniPC rule)
+    levels = [_shifted(t, 8.0) for t in (1.0, 0.8, 0.6, 0.4)] + [0.0]
+    sampling = record["sampling"]
+    assert (sampling["sampler"], sampling["scheduler"], sampling["shift"]) == (
+        "uni_pc", "simple", 8.0
+    )  # fmt: skip
+    assert sampling["sigmas"] == pytest.approx(levels, abs=1e-6)
+    assert (out / "video.mp4").stat().st_size > 0
+    frames = [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(5)]
+    assert frames == references.frames("tiny-wan", plan.body())
+
+
+@pytest.fixture(scope="module")
+def a14b_backend(comfy, backends):
+    plan, _ = plan_of(str(FIXTURES / "wan22_i2v_a14b_4step.api.json"), str(comfy))
+    return backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+
+
+def test_wan22_4step_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_warm, a14b_backend):
+    workflow = FIXTURES / "wan22_i2v_a14b_4step.ui.json"
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", a14b_backend.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    plan, _ = plan_of(str(workflow), str(comfy))
+    body = plan.body()
+    recipe = {k: body[k] for k in ("prompt", "negative_prompt", "width", "height",
+                                   "num_frames", "seed", "image", "loras")}  # fmt: skip
+    job, frames = run_job(a14b_backend, {**recipe, "recipe": "wan2.2-a14b-4step"})
+    by_recipe = a14b_backend.record(job["id"])
+    assert record["sampling"] == by_recipe["sampling"]
+    # euler/simple at shift 5: [1, 0.9375, 0.8333, 0.625, 0]; high-noise expert for 0-2
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(t, 5.0) for t in (1.0, 0.75, 0.5, 0.25)] + [0.0], abs=1e-6
+    )
+    assert record["sampling"]["experts"] == ["high", "high", "low", "low"]
+    assert [f["name"] for f in record["loras"]] == [item["name"] for item in plan.request["loras"]]
+    ours = [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(5)]
+    assert ours == frames
+
+
+def test_a_server_running_another_model_is_refused(comfy, tmp_path, paradit_warm, a14b_backend):
+    result = paradit_warm(
+        "workflow", "run", str(FIXTURES / "wan21_t2v.api.json"), "--out", str(tmp_path),
+        "--comfyui-dir", str(comfy), "--server", a14b_backend.url,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "the workflow's model is wan2.1_t2v_tiny_fp32.safetensors" in result.stderr
+    assert not (tmp_path / "job.json").exists()
+
+
+def test_z_image_turbo_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_warm, backends):
+    workflow = FIXTURES / "z_image_turbo.ui.json"
+    plan, _ = plan_of(str(workflow), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    assert record["workflow"]["variant"] == "tiny-z-image"
+    body = {k: plan.request[k] for k in ("prompt", "width", "height", "seed")}
+    job, frames = run_job(server, {**body, "recipe": "z-image-turbo"})
+    assert record["sampling"] == server.record(job["id"])["sampling"]
+    # res_multistep/simple at shift 3, 8 steps: every 125th shifted level from the top
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
+    )
+    assert (out / "image.png").read_bytes() == frames[0]
