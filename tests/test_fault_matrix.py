@@ -10,14 +10,14 @@ The faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/fault
 table per backend, each job picking its case by a word of its prompt, so one backend serves
 many cases in a row. Cases where every rank fails the same way keep the group (one backend,
 no restart); a rank failing or hanging alone rebuilds it, each case a generation of the same
-backend (`gen=`), its rank 1 a fresh process. A hang on every rank is not in the matrix: rank
+backend (`gen=`), its rank 1 a new process. A hang on every rank is not in the matrix: rank
 0's own main thread would hang, which only a restart of the backend ends; a hang on rank 0
 alone is shown to turn /health 503 naming it (docs/faults.md).
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
-Cost: about 120 s (in the suite's two-worker run on 2 cores; estimated: 314 s alone at load
-10, about 80 s of CPU): a backend start, about 30 small jobs and five rebuilds of rank 1; the
-cases where every rank fails about 17 s of CPU, the one-rank ones about 60 s.
+Cost: about 65 s (in the suite's two-worker run on 2 cores; 120 s while a rebuilt rank 1 was a
+fresh interpreter: 78 CPU-seconds for this file alone then, 41 now that `serve`'s zygote
+forks it): a backend start, about 30 small jobs and five rebuilds of rank 1.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ ONE_RANK = [
     ("hang", "collective"),
     ("raise", "start"),
 ]
-"""Rank 1 alone: each case rebuilds the group (a fresh rank 1, ~10 s of CPU), so the one-rank
-half of the matrix is covered by these five; the step-end and decode-start places, alone,
-are tests/test_faults.py's."""
+"""Rank 1 alone: each case rebuilds the group (a new rank 1, forked by `serve`'s zygote), so
+the one-rank half of the matrix is covered by these five; the step-end and decode-start
+places, alone, are tests/test_faults.py's."""
 
 
 @pytest.fixture(scope="module")

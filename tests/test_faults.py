@@ -5,13 +5,16 @@ rebuilt after a lost rank is a new generation, which the faults leave alone unle
 `gen=`. Every backend here runs with a short `--hang-timeout` (`HANG_S`), all else default.
 Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): the real
 `paradit serve`, its ranks forked or started as without the zygote, minus `serve`'s imports;
-the start-up tests at the end start fresh interpreters.
+the ranks of its rebuilds come from `serve`'s own zygote (backend/serving/forked.py), as for
+users; the start-up tests at the end start fresh interpreters.
 
-Cost: about 140 s (in the suite's two-worker run on 2 cores).
+Cost: about 60 s (in the suite's two-worker run on 2 cores; 140 s before rebuilt ranks were
+forked: 129 CPU-seconds for this file alone then, 54 now).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -81,6 +84,20 @@ def _state(pid: int) -> str:
             return stat.read().split(")")[-1].split()[0]
     except OSError:
         return ""
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().split(")")[-1].split()[1])
+
+
+def _children(pid: int) -> set[int]:
+    """The live children of `pid` (every thread's)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found |= {int(child) for child in (task / "children").read_text().split()}
+    return {child for child in found if not _gone(child)}
 
 
 def _health_code(client: Client) -> int | None:
@@ -189,12 +206,20 @@ def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path, backends):
     # rank 1 fails alone at step 2 of the first job: the ranks disagree, the group is rebuilt
     with _backend(backends, tmp_path, "rank=1,at=step:2,kind=oom") as backend:
         client = backend.client
-        first_pid = _rank_pids(client)[1]
+        serve_pid, first_pid = _rank_pids(client)
+        # serve keeps a zygote for rebuilds: its one child besides rank 1
+        (zygote,) = _children(serve_pid) - {first_pid}
         job = _ended(client, client.submit({"prompt": "x", "seed": 1}))
         assert job["status"] == "failed" and "rank 1" in job["error"]
         assert "OutOfMemoryError" in job["error"]
         _recovered(client, first_pid)
         assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
+        # the rebuilt rank was forked by the zygote (not a fresh interpreter running
+        # processes.child) and is serve's own child, which supervises it
+        rebuilt = _rank_pids(client)[1]
+        assert _parent(rebuilt) == serve_pid
+        assert b"processes.child" not in Path(f"/proc/{rebuilt}/cmdline").read_bytes()
+        assert _children(serve_pid) == {zygote, rebuilt}
 
         # killed while idle: 503 within 10 s, healthy again, the next job succeeds
         idle_pid = _rank_pids(client)[1]
@@ -219,6 +244,7 @@ def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path, backends):
         assert _gone(busy_pid)
         pids = _rank_pids(client)
     assert all(_gone(pid) for pid in pids[1:])  # no process of any group is left
+    assert _gone(zygote)
 
 
 def test_the_same_failure_on_every_rank_keeps_the_group(tmp_path, backends):
@@ -323,7 +349,8 @@ def _processes_of(output_dir: Path) -> list[int]:
 @pytest.mark.parametrize("stage", ["before the ranks start", "once the ranks run"])
 def test_serve_killed_during_start_up_leaves_no_rank(tmp_path, stage):
     """SIGKILL to `serve` (nothing of it runs after that): its ranks die with it, whether
-    killed before it started them or while they join and load (seen running, then gone)."""
+    killed before it started them or while they join and load (seen running, then gone);
+    so does the zygote it keeps for rebuilds (forked with the ranks)."""
     cmd = [sys.executable, "-m", "paradit", "serve", "--model", "tiny-wan"]
     cmd += ["--world-size", "3", "--device", "cpu", "--port", "0", "--threads", "1"]
     cmd += ["--output-dir", str(tmp_path)]
@@ -337,14 +364,14 @@ def test_serve_killed_during_start_up_leaves_no_rank(tmp_path, stage):
             time.sleep(0.5)  # the interpreter is still importing: no rank exists yet
             assert not ranks(), "ranks already run 0.5 s after serve started"
         else:
-            seen = wait_for(lambda: len(ranks()) == 2 and ranks(), 120, "ranks 1 and 2")
+            seen = wait_for(lambda: len(ranks()) == 3 and ranks(), 120, "ranks 1, 2, zygote")
             assert serve.poll() is None, "serve ended before it was killed"
     finally:
         serve.kill()
         serve.wait()
     wait_for(lambda: not ranks(), 10, "every rank to be gone with serve")
     if stage == "once the ranks run":
-        wait_for(lambda: all(_gone(pid) for pid in seen), 10, "ranks 1 and 2 to be gone")
+        wait_for(lambda: all(_gone(pid) for pid in seen), 10, "ranks 1, 2, zygote to be gone")
 
 
 def test_restart_with_the_same_output_folder_keeps_the_jobs(tmp_path, backends):

@@ -4,7 +4,8 @@ Real `paradit serve` groups on CPU/gloo; a replica of one rank runs every kernel
 shapes of world size 1 and a CFG-only replica keeps them too, so those outputs (frames and,
 with --save-latents, the final latents) are compared byte for byte.
 
-Cost: about 65 s (in the suite's two-worker run on 2 cores).
+Cost: about 57 s (in the suite's two-worker run on 2 cores; 65 s while the lost-rank test's
+rebuilt rank was a fresh interpreter: 96 CPU-seconds for this file alone then, 84 now).
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def test_a_lost_rank_in_one_replica_rebuilds_the_group(tmp_path, backends):
         port=0,
     )
     env = {"PARADIT_FAULT": "rank=1,at=step:2,kind=exit"}  # replica 1's only rank
-    log_file = tmp_path / "serve.log"  # forked from the worker's zygote, rebuilt afresh
+    log_file = tmp_path / "serve.log"  # forked from the worker's zygote; rebuilt by serve's
     with WarmBackend(
         backends.zygote(), config, start_timeout_s=300, log_file=log_file, env=env
     ) as b:

@@ -7,18 +7,27 @@ in memory (shared copy-on-write), so a group of N ranks imports once instead of 
 
 Forking is safe only while rank 0 has one thread and no accelerator context: `serve` forks
 before it opens the group's store (whose server runs a thread), and each forked rank waits
-on a pipe for its environment (the store's port is known only after the fork). Rebuilds, GPU
-ranks and processes that already run threads start fresh interpreters instead (`Children`).
-`PARADIT_FORK_RANKS=0` turns forking off.
+on a pipe for its environment (the store's port is known only after the fork).
+
+A rebuild (after a lost rank) happens while rank 0 runs threads, so it cannot fork itself
+again: `serve` keeps a zygote instead (`RankZygote`), a single-threaded copy of itself
+forked at the same moment as the first ranks, which forks each rebuilt rank on request.
+The rank reaches rank 0 as its child: the zygote forks a middle process that forks the
+rank and exits, and rank 0 is a child subreaper (`PR_SET_CHILD_SUBREAPER`), so the orphaned
+rank is adopted by rank 0, which waits for it like any other child. GPU ranks and processes
+that already run threads start fresh interpreters instead (`Children`).
+`PARADIT_FORK_RANKS=0` turns forking (and the zygote) off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,7 +47,7 @@ class ForkedRank:
     """A forked rank waiting for its environment, then running; the part of
     `subprocess.Popen` that `Children` uses (poll, wait, send_signal, kill, returncode)."""
 
-    def __init__(self, pid: int, env_fd: int):
+    def __init__(self, pid: int, env_fd: int | None):
         self.pid = pid
         self.returncode: int | None = None
         self._env_fd: int | None = env_fd
@@ -190,6 +199,123 @@ def _run_forked(read_fd: int, parent: int, argv: list[str]) -> NoReturn:
         from .rank import child_main
 
         os.environ.update(json.loads(data))
+        return child_main(argv)
+
+    run_then_exit(run)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class RankZygote:
+    """A single-threaded, warm copy of rank 0 that forks the ranks of later rebuilds.
+
+    Made by `start` (in rank 0 while it has one thread, after the imports); `spawn(env)`
+    returns a started rank, already rank 0's child. `close` ends the zygote; it also ends
+    by itself when rank 0 dies (its death signal) or hangs up its socket."""
+
+    def __init__(self, pid: int, sock: socket.socket):
+        self.pid = pid
+        self._sock = sock
+
+    @classmethod
+    def start(cls, argv: list[str], inherited: dict[int, ForkedRank]) -> RankZygote:
+        """Fork the zygote; `inherited`: forked ranks whose pipes it must not hold open."""
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the zygote: never returns
+            ours.close()
+            for rank in inherited.values():
+                if rank._env_fd is not None:
+                    os.close(rank._env_fd)
+            _zygote_main(theirs, parent, argv)
+        theirs.close()
+        log.info("kept a zygote (pid %d) to fork the ranks of rebuilds", pid)
+        return cls(pid, ours)
+
+    def spawn(self, env: dict[str, str]) -> ForkedRank:
+        """A rank forked from the zygote that runs `child_main(argv)` with `env`."""
+        self._sock.sendall(json.dumps(env).encode() + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = self._sock.recv(64)
+            if not chunk:
+                raise OSError("the rank zygote exited")
+            reply += chunk
+        return ForkedRank(int(reply), env_fd=None)
+
+    def close(self) -> None:
+        """Hang up (the zygote exits) and reap it."""
+        self._sock.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def _zygote_main(sock: socket.socket, parent: int, argv: list[str]) -> NoReturn:
+    """The zygote: its own session (a Ctrl-C reaches rank 0 only), dies with rank 0, then
+    forks one rank per request until rank 0 hangs up."""
+
+    def run() -> int:
+        os.setsid()
+        die_with_parent(parent)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        buffered = b""
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:  # rank 0 is gone or done
+                return 0
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                pid = _fork_adopted(sock, parent, argv, json.loads(line))
+                sock.sendall(f"{pid}\n".encode())
+
+    run_then_exit(run)
+
+
+def _fork_adopted(sock: socket.socket, parent: int, argv: list[str], env: dict) -> int:
+    """Fork a middle process that forks the rank and exits; the rank's pid. Once the middle
+    process is reaped, the rank belongs to `parent` (a child subreaper)."""
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.close(read_end)
+        me = os.getpid()
+        rank = os.fork()
+        if rank == 0:
+            os.close(write_end)
+            sock.close()
+            _run_adopted(me, parent, argv, env)
+        os.write(write_end, f"{rank}\n".encode())
+        os._exit(0)
+    os.close(write_end)
+    with open(read_end, "rb") as pipe:
+        pid = int(pipe.read())
+    os.waitpid(middle, 0)
+    return pid
+
+
+def _run_adopted(middle: int, parent: int, argv: list[str], env: dict) -> NoReturn:
+    """A rank forked by the zygote: waits to be adopted by rank 0, then dies with it and
+    runs like a rank that `child.py` started."""
+
+    def run() -> int:
+        deadline = time.monotonic() + 60  # a bound for a middle process that never exits
+        while os.getppid() == middle:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the rank was not adopted by rank 0")
+            time.sleep(0.001)
+        die_with_parent(parent)  # exits at once if it was adopted by anyone else
+        from .rank import child_main
+
+        os.environ.update(env)
         return child_main(argv)
 
     run_then_exit(run)

@@ -22,18 +22,23 @@ from ..config import ServeConfig
 from ..runtime.group import STARTUP_TIMEOUT_S, Abort, Group, open_store
 from ..runtime.launch_env import GENERATION_ENV, LaunchEnv
 from .child import PARENT_ENV
-from .forked import ForkedRank, can_fork, fork_ranks
+from .forked import ForkedRank, RankZygote, can_fork, fork_ranks
 from .rank import start_rank
 
 log = logging.getLogger(__name__)
 
 
 class Children:
-    """Ranks 1..N-1 started by this process, supervised through their exit codes: fresh
-    interpreters, or ranks forked earlier (`forked`) that are handed their environment."""
+    """Ranks 1..N-1 started by this process, supervised through their exit codes: ranks
+    forked earlier (`forked`) that are handed their environment, ranks forked by `zygote`,
+    or fresh interpreters."""
 
     def __init__(
-        self, config: ServeConfig, env: LaunchEnv, forked: dict[int, ForkedRank] | None = None
+        self,
+        config: ServeConfig,
+        env: LaunchEnv,
+        forked: dict[int, ForkedRank] | None = None,
+        zygote: RankZygote | None = None,
     ):
         self.procs: dict[int, subprocess.Popen | ForkedRank] = {}
         forked = forked or {}
@@ -58,6 +63,13 @@ class Children:
                     forked[rank].release(child_env)
                     self.procs[rank] = forked.pop(rank)
                     continue
+                if zygote is not None:
+                    try:
+                        self.procs[rank] = zygote.spawn(child_env)
+                        continue
+                    except OSError as exc:  # a fresh interpreter then, slower but the same
+                        log.warning("the zygote failed (%s); rank %d starts afresh", exc, rank)
+                        zygote = None
                 # Own session: a Ctrl-C in the terminal reaches rank 0 only, which stops the
                 # group in order; the children die with rank 0 in any case (PDEATHSIG).
                 self.procs[rank] = subprocess.Popen(
@@ -111,8 +123,16 @@ class OwnGroup:
 
     def __init__(self, config: ServeConfig, device_type: str):
         self.config = config
-        # Forked before the store starts its thread; used by the first start only.
-        self.forked = fork_ranks(config, config.to_argv()) if can_fork(config, device_type) else {}
+        # Forked before the store starts its thread: the ranks of the first start, and the
+        # zygote that forks the ranks of rebuilds.
+        self.forked: dict[int, ForkedRank] = {}
+        self.zygote: RankZygote | None = None
+        if can_fork(config, device_type):
+            self.forked = fork_ranks(config, config.to_argv())
+            try:
+                self.zygote = RankZygote.start(config.to_argv(), self.forked)
+            except OSError as exc:  # rebuilds start fresh interpreters then
+                log.warning("no zygote for rebuilds: %s", exc)
         self.store = open_store(solo_env(config), timedelta(seconds=STARTUP_TIMEOUT_S))
         self.env = LaunchEnv(
             0, config.world_size, 0, config.world_size, "127.0.0.1", self.store.port, "paradit"
@@ -127,7 +147,7 @@ class OwnGroup:
     def start(self, abort: Abort, generation: int = 0):
         self.env = dataclasses.replace(self.env, generation=generation)
         if self.config.world_size > 1:
-            self.children = Children(self.config, self.env, self.forked)
+            self.children = Children(self.config, self.env, self.forked, self.zygote)
         self.group, runtime = start_rank(self.config, self.env, self.store, abort)
         return runtime
 
@@ -140,9 +160,13 @@ class OwnGroup:
         if self.children is not None:
             self.children.kill()
 
-    def close(self, *, kill: bool = False) -> None:
+    def close(self, *, kill: bool = False, final: bool = True) -> None:
         """Stop the children (at once with `kill`: a broken group's survivors may never
-        leave their loops) and leave the process group."""
+        leave their loops) and leave the process group; the zygote too unless a rebuild
+        follows (`final=False`)."""
+        if final and self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
         for unused in self.forked.values():  # a start that failed before handing them out
             unused.discard()
         self.forked = {}

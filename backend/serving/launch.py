@@ -118,7 +118,7 @@ def _rebuild(group: OwnGroup, service, config: ServeConfig, stop, abort) -> bool
         health.note = f"rebuilding the group (attempt {attempt} of {config.max_rebuilds})"
         log.warning("%s after: %s", health.note, reason)
         service.detach()
-        group.close(kill=True)
+        group.close(kill=True, final=False)
         release_freed_memory(collect=True)  # the old model, before loading the new one
         try:
             runtime = group.start(abort, generation=group.generation + 1)
