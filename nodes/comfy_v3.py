@@ -18,7 +18,7 @@ import PIL.Image
 from comfy_api.latest import ComfyExtension, InputImpl, Types, io
 
 from ..backend.cache import CacheSettings
-from ..backend.models.presets import PRESET_NAMES
+from ..backend.models.preset_names import PRESET_NAMES
 from ..backend.request import lora_item
 from .params import (
     BACKEND_NODE_ID,

@@ -1,7 +1,7 @@
-"""An image model's job run in this process the way the engine runs it: encode (or take rank 0's
-encoded text), the pipeline to latents, the family's tiled decode (split over the ranks or tile by
-tile), and the check of sequence parallel at several numbers of ranks against world size 1.
-Shared by the tests of the image models."""
+"""A job run in this process through the engine's own `run_on_rank` (encode, or take rank 0's
+encoded text; the pipeline to latents; the family's tiled decode, split over the ranks or tile
+by tile), and the check of sequence parallel at several numbers of ranks against world size 1.
+Shared by the tests of the image and video models."""
 
 from __future__ import annotations
 
@@ -17,8 +17,15 @@ from paradit.backend.models.presets import build_preset, preset_components
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.job import (
+    JobHooks,
+    RankModel,
+    RankResult,
+    encode,
+    job_message,
+    run_on_rank,
+)
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, WITHIN_ROUNDING, compare
 
@@ -69,31 +76,47 @@ def rank_groups(
 
 def run_image_job(
     pipe: Any,
-    family: Any,
     body: dict,
     tensors: dict | None = None,
     *,
-    split_decode: bool = False,
+    parallel: Any = None,
     group: dist.ProcessGroup | None = None,
 ) -> tuple[Any, Any, int]:
-    """One job: (image as uint8 on rank 0, else None; final latents; number of VAE tiles).
-    `tensors` are rank 0's encoded text (encoded here when None); `split_decode` deals the
-    decode's tiles to the ranks of `group` (the world when None)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    generator = torch.Generator().manual_seed(request.seed)
-    with torch.no_grad():
-        if tensors is None:
-            tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        latents = pipe(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
-        tiles = family.tiled_decode(pipe, request, latents)
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU, group)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    family.finish(pipe)
-    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
-    return frames, latents.numpy(), tiles.num_tiles
+    """One job through `run_on_rank`, as the engine runs it: (image as uint8 on rank 0, else
+    None; final latents; number of VAE tiles). `tensors` are rank 0's encoded text (encoded
+    here when None); `parallel` what `parallelize` applied to the DiT; the decode's tiles are
+    dealt to the ranks of `group` (the world when None) when there are several."""
+    frames, result = run_here(pipe, body, tensors, parallel=parallel, group=group)
+    return frames, result.latents.numpy(), result.num_tiles
+
+
+def run_here(
+    pipe: Any,
+    body: dict,
+    tensors: dict | None = None,
+    *,
+    parallel: Any = None,
+    group: dist.ProcessGroup | None = None,
+    hooks: JobHooks | None = None,
+    cache_alone: bool = False,
+) -> tuple[Any, RankResult]:
+    """`run_on_rank` on a pipeline built in this process (`RankModel.here`) for `body`: (the
+    frames as uint8 on the replica's leader, else None; the rank's result). `tensors`: the
+    leader's encoder outputs (encoded here, on every rank, when None: the message needs their
+    shapes); `hooks`: the step callbacks; `cache_alone`: this rank takes its step cache
+    decisions alone (the sabotage)."""
+    model = RankModel.here(pipe, parallel, group)
+    model.cache_alone = cache_alone
+    request = JobRequest.from_body(body, model.limits)
+    if tensors is None:
+        tensors = encode(model, request)
+    hooks = hooks or JobHooks()
+    hooks.tensors = tensors if model.is_leader else None
+    tiled = bool(getattr(pipe.vae, "use_tiling", False))  # as `preset_pipeline` set it
+    message = job_message("test", request, tensors, vae_tiling=tiled)
+    result = run_on_rank(model, message, hooks)
+    frames = None if result.frames is None else to_uint8(result.frames)
+    return frames, result
 
 
 def check_ulysses_layouts(
@@ -127,7 +150,7 @@ def check_ulysses_layouts(
         for label, body in jobs.items():
             job_pipe = pipe if variant is None else variant(pipe, label)
             frames, latents, _tiles = run_image_job(
-                job_pipe, family_of(job_pipe), body, tensors[label], split_decode=True, group=group
+                job_pipe, body, tensors[label], parallel=parallel, group=group
             )
             if rank != 0:
                 assert frames is None

@@ -23,9 +23,9 @@ from PIL import Image
 from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
 from paradit.backend.models.families import family_for
+from paradit.backend.models.preset_names import RANDOM_PRESET_NAMES
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
-    RANDOM_PRESET_NAMES,
     build_random_preset,
     random_preset_spec,
 )
@@ -217,7 +217,7 @@ def test_limits_and_frame_rules_per_model(meta_pipes):
     i2v = i2v_family.limits(meta_pipes["random:cogvideox-5b-i2v"], tiny=False)
     assert (i2v.fixed_width, i2v.fixed_height) == (720, 480) and i2v.needs_image
     family = family_for("CogVideoXPipeline")
-    assert family.batched_cfg and family.decodes_in_job
+    assert family.batched_cfg
     request = JobRequest(prompt="x", num_frames=9)  # 3 latent frames: 1.5 pads one in front
     assert family.padding_frames(meta_pipes["random:cogvideox1.5-5b"], request) == 1
     assert family.padding_frames(meta_pipes["random:cogvideox-5b"], request) == 0

@@ -13,8 +13,8 @@ import pytest
 from diffusers.hooks import context_parallel
 from diffusers.models import attention_dispatch
 
+from paradit.backend.diffusers_internals import DIFFUSERS_RANGE, INTERNALS, require
 from paradit.backend.parallel import patches
-from paradit.backend.parallel.internals import DIFFUSERS_RANGE, INTERNALS, require
 
 ROOT = Path(__file__).resolve().parents[1]
 

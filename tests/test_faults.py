@@ -215,10 +215,10 @@ def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path, backends):
         _recovered(client, first_pid)
         assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
         # the rebuilt rank was forked by the zygote (not a fresh interpreter running
-        # serving.child) and is serve's own child, which supervises it
+        # processes.child) and is serve's own child, which supervises it
         rebuilt = _rank_pids(client)[1]
         assert _parent(rebuilt) == serve_pid
-        assert b"serving.child" not in Path(f"/proc/{rebuilt}/cmdline").read_bytes()
+        assert b"processes.child" not in Path(f"/proc/{rebuilt}/cmdline").read_bytes()
         assert _children(serve_pid) == {zygote, rebuilt}
 
         # killed while idle: 503 within 10 s, healthy again, the next job succeeds

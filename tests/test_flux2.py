@@ -63,7 +63,7 @@ def references() -> dict:
         for label, body in JOBS.items():
             with torch.no_grad():
                 tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
-            outputs[label] = run_image_job(pipe, family, body, tensors[label])
+            outputs[label] = run_image_job(pipe, body, tensors[label])
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "tensors": tensors, "pipe": pipe}
@@ -84,7 +84,7 @@ def test_preset_structure_and_limits():
     assert float(pipe.vae.bn.running_var.min()) >= 0.5  # statistics that do something
     family = family_of(pipe)
     assert family.name == "flux2" and family_for("Flux2Pipeline") is family
-    assert family.decodes_in_job and not family.supports_cfg(pipe)
+    assert not family.supports_cfg(pipe)
     # the pipeline calls the DiT outside diffusers' cache context: the engine refuses a job
     # with a `cache` ("flux2 has no step cache")
     assert not family.step_cache

@@ -75,7 +75,7 @@ def references() -> dict:
             request = JobRequest.from_body(body, family.limits(variant, tiny=True))
             with torch.no_grad():
                 tensors[label] = family.encode(variant, request, CPU)
-            outputs[label] = run_image_job(variant, family, body, tensors[label])
+            outputs[label] = run_image_job(variant, body, tensors[label])
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "tensors": tensors, "pipe": pipe}
@@ -96,7 +96,7 @@ def test_preset_structure_and_limits(references):
     assert not pipe.transformer.config.guidance_embeds
     family = family_of(pipe)
     assert family.name == "flux2-klein" and family_for("Flux2KleinPipeline") is family
-    assert family.decodes_in_job and not family.supports_cfg(pipe) and not family.step_cache
+    assert not family.supports_cfg(pipe) and not family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
     request = JobRequest.from_body({"prompt": "x"}, limits)

@@ -13,7 +13,7 @@ from conftest import run_job
 from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.models.presets import build_preset
-from paradit.backend.parallel.sharded_load import FolderWeights, fill_shards
+from paradit.backend.models.sharded_load import FolderWeights, fill_shards
 
 # Explicit sizes: a folder model gets the real-model defaults (832x480, 81 frames).
 BODY = {

@@ -29,9 +29,9 @@ import pytest
 import torch
 import torch.distributed as dist
 from conftest import spawn_gloo
+from image_jobs import run_here
 from PIL import Image
 
-from paradit.backend.cache import CacheSettings
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.memory.settings import JobShape
 from paradit.backend.memory.sizes import sizes_of_pipeline
@@ -41,9 +41,8 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
-from paradit.backend.parallel.step_cache import Branches, StepAgreement
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.job import JobHooks
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
@@ -108,45 +107,26 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False, parallel=None, group=None):
-    """One job as the engine runs it: (frames as uint8 on rank 0, else None; final latents;
-    the steps the callback saw, or the step cache's record for a job with `cache`, its
-    decisions agreed over `group`; the decode's tiles)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+def _run(pipe, body: dict, *, parallel=None, group=None, layouts=None):
+    """One job through the engine's `run_on_rank`: (frames as uint8 on rank 0, else None;
+    final latents; the steps the callback saw, or the step cache's record for a job with
+    `cache`, its decisions agreed over the ranks; the decode's tiles). `parallel`: what
+    `parallelize` applied (its step cache switch); `layouts` gets the job's sequence layout."""
     steps: list = []
-    cache = CacheSettings.parse(request.cache)
-    if cache is not None:  # as the engine starts it, on a job without CFG
-        (switch,) = parallel.caches
-        switch.start(StepAgreement(cache, Branches(False), group, steps))
 
-    def step_end(_pipe, index, _t, kwargs):
-        assert kwargs["latents"].shape[:2] == (1, 8)
-        if cache is None:
-            steps.append(index)
-        return {}
+    def on_step(step: int, _total: int) -> bool:
+        steps.append(step - 1)
+        return False  # never cancel
 
-    with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        try:
-            latents = family.pipeline_for_job(pipe, request)(
-                **kwargs,
-                generator=torch.Generator().manual_seed(request.seed),
-                output_type="latent",
-                return_dict=False,
-                callback_on_step_end=step_end,
-            )[0]
-        finally:
-            family.finish(pipe)
-            if cache is not None:
-                switch.stop()
-        tiles = family.tiled_decode(pipe, request, latents)
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU, group)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
-    return frames, latents.numpy(), steps, tiles.num_tiles
+    def on_latents(_step: int, latents) -> None:
+        assert latents.shape[:2] == (1, 8)
+
+    hooks = JobHooks(on_step=on_step, on_latents=on_latents)
+    frames, result = run_here(pipe, body, parallel=parallel, group=group, hooks=hooks)
+    if layouts is not None:
+        layouts.append(result.sequence_layout)
+    record = steps if result.cache is None else result.cache["steps"]
+    return frames, result.latents.numpy(), record, result.num_tiles
 
 
 def _one_text_token(pipe) -> dict:
@@ -184,10 +164,10 @@ def references() -> dict:
         outputs = {}
         for label, body in JOBS.items():
             calls.clear()
-            outputs[label] = (*_run(pipe, family, body), len(calls))
+            outputs[label] = (*_run(pipe, body), len(calls))
         for label, body in I2V_JOBS.items():
             calls.clear()
-            run = _run(i2v, i2v_family, body, parallel=i2v_parallel)
+            run = _run(i2v, body, parallel=i2v_parallel)
             outputs[label] = (*run, len(calls))
         with torch.no_grad():
             outputs["one token"] = pipe.transformer(**_one_text_token(pipe))[0]
@@ -214,7 +194,7 @@ def test_preset_structure_and_limits(references):
     family = family_of(pipe)
     assert family.name == "hunyuanvideo1.5-t2v" and family_for("HunyuanVideo15Pipeline") is family
     assert {"text_encoder", "text_encoder_2"} <= family.encoder_components
-    assert not family.batched_cfg and family.decodes_in_job
+    assert not family.batched_cfg
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (16, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -446,21 +426,15 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
     plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
     pipe, family = _pipeline()
     parallel = parallelize([pipe.transformer], plan, CPU)
-    limits = family.limits(pipe, tiny=True)
     layouts = []
     for label, body in JOBS.items():
-        request = JobRequest.from_body(body, limits)
-        tokens = limits.tokens(request.width, request.height, request.num_frames)
-        layout = parallel.begin_job(family.uses_cfg(pipe, request), tokens)
-        layouts.append(layout)
-        frames, latents, _steps, _tiles = _run(pipe, family, body, split_decode=True)
-        parallel.begin_job(False)
+        frames, latents, _steps, _tiles = _run(pipe, body, parallel=parallel, layouts=layouts)
         if rank != 0:
             assert frames is None
             continue
         reference = outputs[label]
         result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        split = plan.sequence_degree > 1 or layout == "spread"
+        split = plan.sequence_degree > 1 or layouts[-1] == "spread"
         expected = {IDENTICAL, WITHIN_ROUNDING} if split else {IDENTICAL}
         assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
     assert layouts == ["plan", "spread"]  # guided: CFG halves; unguided: Ulysses 2
@@ -481,13 +455,11 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
     limits = family.limits(pipe, tiny=True)
     for label, body in I2V_JOBS.items():
         request = JobRequest.from_body(body, limits)
-        tokens = limits.tokens(request.width, request.height, request.num_frames)
-        layout = parallel.begin_job(family.uses_cfg(pipe, request), tokens)
-        assert layout == ("plan" if request.uses_cfg else "spread"), label
+        layouts = []
         frames, latents, record, _tiles = _run(
-            pipe, family, body, split_decode=True, parallel=parallel, group=dist.group.WORLD
+            pipe, body, parallel=parallel, group=dist.group.WORLD, layouts=layouts
         )
-        parallel.begin_job(False)
+        assert layouts == ["plan" if request.uses_cfg else "spread"], label
         if "cache" in body:
             reference = [step["computed"] for step in outputs[label][2]]
             assert [step["computed"] for step in record] == reference, (record, reference)
@@ -526,18 +498,14 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     4 heads over 3 ranks, both branches in turn; and a prompt of one text token, fewer than
     the ranks. Each within rounding of world size 1 on rank 0. `pipe`: built before the
     fork (once, not on every rank)."""
-    family = family_of(pipe)
     whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
     parallel = parallelize([pipe.transformer], ParallelPlan(2, 2, 1, True, True), CPU)
     tokens = _video_tokens(pipe)
-    limits = family.limits(pipe, tiny=True)
     layouts = []
     for label in ("guided", "unguided"):
-        request = JobRequest.from_body(JOBS[label], limits)
-        count = limits.tokens(request.width, request.height, request.num_frames)
-        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
-        frames, latents, _steps, _tiles = _run(pipe, family, JOBS[label], split_decode=True)
-        parallel.end_job()
+        frames, latents, _steps, _tiles = _run(
+            pipe, JOBS[label], parallel=parallel, layouts=layouts
+        )
         if rank == 0:
             result = compare(outputs[label][0], frames, FLOAT32, outputs[label][1], latents)
             assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (label, result.overall)
@@ -559,7 +527,7 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     parallel = parallelize([pipe.transformer], plan, CPU, group=three)
     tokens = _video_tokens(pipe)
     assert parallel.begin_job(True, 20) == "plan"
-    frames, latents, _steps, _tiles = _run(pipe, family, GUIDED, split_decode=True, group=three)
+    frames, latents, _steps, _tiles = _run(pipe, GUIDED, parallel=parallel, group=three)
     assert tokens == [(7, 7, 6)[rank]] * 4, tokens  # 2 steps of 2 branches
     if rank == 0:
         result = compare(outputs["guided"][0], frames, FLOAT32, outputs["guided"][1], latents)

@@ -387,11 +387,11 @@ def references(tmp_path_factory) -> dict:
             with torch.no_grad():
                 tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
             encoded[name] = tensors
-            outputs[name] = run_image_job(pipes[name], family, body, tensors)
+            outputs[name] = run_image_job(pipes[name], body, tensors)
             LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
             patchers[name] = dit_patcher(pipes[name], folder)
             with patchers[name].applied(patchers[name].resolve(lora_items(STACKED[name]))) as job:
-                with_loras[name] = run_image_job(pipes[name], family, body, tensors)
+                with_loras[name] = run_image_job(pipes[name], body, tensors)
             saved[name] = job.saved_bytes
     finally:
         torch.set_num_threads(threads)
@@ -470,7 +470,7 @@ def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
         result = compare(outputs[name][0], to_uint8(np.asarray(image)), FLOAT32)
         assert result.verdict == IDENTICAL, (name, result.overall)
     # the references count: without the second image, a different edit
-    alone = run_image_job(flux2, family_of(flux2), {**FLUX2_JOB, "images": None})
+    alone = run_image_job(flux2, {**FLUX2_JOB, "images": None})
     assert compare(outputs[FLUX2][0], alone[0], FLOAT32).verdict == DIFFERENT
 
 
@@ -499,12 +499,9 @@ def _check_group(rank: int, world_size: int, outputs: dict, tensors: dict) -> No
         for name, plan, expected in LAYOUTS[size]:
             pipe, family = preset_pipeline(name, TILES[name], encoders=False)
             parallel = parallelize([pipe.transformer], plan, CPU, group=group)
-            request = JobRequest.from_body(BODIES[name], family.limits(pipe, tiny=True))
-            parallel.begin_job(family.uses_cfg(pipe, request))
             frames, latents, _tiles = run_image_job(
-                pipe, family, BODIES[name], tensors[name], split_decode=True, group=group
+                pipe, BODIES[name], tensors[name], parallel=parallel, group=group
             )
-            parallel.begin_job(False)
             if rank != 0:
                 assert frames is None
                 continue

@@ -113,10 +113,10 @@ def references(loras) -> dict:
             request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
             with torch.no_grad():
                 tensors = family.encode(pipe, request, CPU)
-            base = run_image_job(pipe, family, body, tensors)[:2]
+            base = run_image_job(pipe, body, tensors)[:2]
             patcher = dit_patcher(pipe, loras)
             with patcher.applied(patcher.resolve(lora_items(STACKED[preset]))):
-                lora = run_image_job(pipe, family, body, tensors)[:2]
+                lora = run_image_job(pipe, body, tensors)[:2]
             direct = _direct(diffusers_fused(pipe, loras, STACKED[preset]), preset, body)
             out[preset] = {"tensors": tensors, "base": base, "lora": lora, "direct": direct}
     finally:
@@ -141,11 +141,11 @@ def _check_group(rank: int, world_size: int, references: dict, folder: Path) -> 
         assert parallel.layouts, "the sequence is split"
         patcher = dit_patcher(pipe, folder)
         tensors = references[preset]["tensors"]
-        before = run_image_job(pipe, family, body, tensors, split_decode=True)
+        before = run_image_job(pipe, body, tensors, parallel=parallel)
         with patcher.applied(patcher.resolve(lora_items(STACKED[preset]))) as applied:
-            lora = run_image_job(pipe, family, body, tensors, split_decode=True)
+            lora = run_image_job(pipe, body, tensors, parallel=parallel)
         assert applied.saved_bytes > 0
-        after = run_image_job(pipe, family, body, tensors, split_decode=True)
+        after = run_image_job(pipe, body, tensors, parallel=parallel)
         assert np.array_equal(before[1], after[1]), f"{preset}: the LoRA stayed on this rank"
         if rank != 0:
             continue

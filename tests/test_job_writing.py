@@ -19,7 +19,7 @@ from paradit.backend.config import ServeConfig
 from paradit.backend.contract import Limits
 from paradit.backend.request import JobRequest
 from paradit.backend.serving import writer as writer_module
-from paradit.backend.serving.jobs import Job, JobBook
+from paradit.backend.serving.jobs import Job, JobBook, JobOutput
 from paradit.backend.serving.writer import OutputWriter
 
 LIMITS = Limits(
@@ -54,7 +54,7 @@ def test_the_result_is_ready_before_the_png_frames(tmp_path, monkeypatch):
     frames = np.random.default_rng(0).random((5, 32, 48, 3), dtype=np.float32)
     pixels = (frames * 255).round().astype(np.uint8)
 
-    writer.write(job, frames, None, started=0.0)
+    writer.write(job, JobOutput(frames), started=0.0)
     assert started.wait(30)  # the PNG writer has begun, and is held
     assert job.status == "succeeded" and not job.frames_written
     assert (job.out_dir / "video.mp4").stat().st_size > 0

@@ -35,26 +35,24 @@ import pytest
 import torch
 import torch.distributed as dist
 from conftest import spawn_gloo
+from image_jobs import run_here
 from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
-from paradit.backend.cache import CacheSettings
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
-from paradit.backend.parallel import parallelize
+from paradit.backend.parallel import Parallelized, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.step_cache import (
-    Branches,
     DisagreementError,
-    StepAgreement,
     install_step_cache,
 )
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.job import JobHooks
 from paradit.backend.runtime.preview import Previewer
 from paradit.backend.serving.outputs import to_uint8, write_outputs
 from paradit.backend.tools.equivalence import (
@@ -119,61 +117,38 @@ def _pipeline(preset: str = TINY):
     return pipe, family_of(pipe)
 
 
-def _run(
-    pipe,
-    family,
-    body: dict,
-    *,
-    split_decode=False,
-    cache=None,
-    cfg_rank=None,
-    alone=False,
-    group=None,
-):
-    """One job as the engine runs it: the pipeline stops at the latents on every rank, the
-    video decodes tile by tile (dealt to the ranks with `split_decode`), rank 0 decodes the
-    audio. (frames as uint8 and the audio on rank 0, else None; the steps the callback saw,
-    or for a job with `cache` the step cache's record, its decisions agreed over the group
-    when there is one (`alone`: each rank on its own tokens, the sabotage); the decode's
-    tiles). `cache`: the transformer's step cache switch; `cfg_rank`: this rank's CFG half
-    when the job runs on the halves; `group`: the ranks that run the job (None: all)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+def _run(pipe, body: dict, *, parallel=None, alone=False, group=None, layouts=None):
+    """One job through the engine's `run_on_rank`: the pipeline stops at the latents on every
+    rank, the video decodes tile by tile (dealt to the ranks when there are several), the
+    leader decodes the audio. (frames as uint8 and the audio on rank 0, else None; the steps
+    the callback saw, or for a job with `cache` the step cache's record, its decisions agreed
+    over the group when there is one (`alone`: each rank on its own tokens, the sabotage); the
+    decode's tiles). `parallel`: what `parallelize` applied (its step cache switch and CFG
+    halves); `group`: the ranks that run the job (None: all); `layouts` gets the job's
+    sequence layout."""
     steps: list = []
-    settings = CacheSettings.parse(request.cache)
-    if settings is not None and group is None:  # as the engine starts it
-        group = dist.group.WORLD if dist.is_initialized() else None
-    if settings is not None:
-        branches = Branches(request.uses_cfg, cfg_rank=cfg_rank, batched=True)
-        cache.start(StepAgreement(settings, branches, group, steps, alone=alone))
 
-    def step_end(_pipe, index, _t, kwargs):
-        if settings is None:
-            steps.append(index)
-        return {}
+    def on_step(step: int, _total: int) -> bool:
+        steps.append(step - 1)
+        return False  # never cancel
 
-    with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        try:
-            output = family.pipeline_for_job(pipe, request)(
-                **kwargs,
-                generator=torch.Generator().manual_seed(request.seed),
-                output_type="latent",
-                return_dict=False,
-                callback_on_step_end=step_end,
-            )
-        finally:
-            if settings is not None:
-                cache.stop()
-        tiles = family.tiled_decode(pipe, request, output[0])
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU, group)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    if decoded is None:
-        return None, None, steps, tiles.num_tiles
-    audio = family.audio(pipe, output)
-    return to_uint8(tiles.assemble(decoded)), audio, steps, tiles.num_tiles
+    hooks = JobHooks(on_step=on_step)
+    try:
+        frames, result = run_here(
+            pipe, body, parallel=parallel, group=group, hooks=hooks, cache_alone=alone
+        )
+    finally:  # a job that fails has its layout too
+        if layouts is not None:
+            layouts.append(hooks.clock.notes["sequence_layout"])
+    record = steps if result.cache is None else result.cache["steps"]
+    return frames, result.audio, record, result.num_tiles
+
+
+def _cached(pipe):
+    """World size 1's `parallelize` with the step cache's hooks on the DiT (between jobs they
+    call the blocks through)."""
+    switch = install_step_cache(pipe.transformer)
+    return Parallelized(ParallelPlan(1, 1, 1, False, False), [], [], [switch])
 
 
 @pytest.fixture(scope="module")
@@ -188,16 +163,16 @@ def references() -> dict:
         outputs = {}
         for label, body in JOBS.items():
             calls.clear()
-            outputs[label] = (*_run(pipe, family, body), len(calls))
-        outputs["t2v_with_image"] = _run(pipe, family, I2V)
-        outputs["small"] = _run(pipe, family, SMALL)
+            outputs[label] = (*_run(pipe, body), len(calls))
+        outputs["t2v_with_image"] = _run(pipe, I2V)
+        outputs["small"] = _run(pipe, SMALL)
         # the step cache's hooks on the same DiT (between jobs they call the blocks through)
-        switch = install_step_cache(pipe.transformer)
-        outputs["cached"] = _run(pipe, family, CACHED, cache=switch)
-        outputs["cached guided"] = _run(pipe, family, CACHED_GUIDED, cache=switch)
-        i2v_pipe, i2v_family = _pipeline(TINY_I2V)
-        outputs["i2v"] = _run(i2v_pipe, i2v_family, I2V)
-        outputs["i2v guided"] = _run(i2v_pipe, i2v_family, I2V_GUIDED)
+        cached = _cached(pipe)
+        outputs["cached"] = _run(pipe, CACHED, parallel=cached)
+        outputs["cached guided"] = _run(pipe, CACHED_GUIDED, parallel=cached)
+        i2v_pipe, _ = _pipeline(TINY_I2V)
+        outputs["i2v"] = _run(i2v_pipe, I2V)
+        outputs["i2v guided"] = _run(i2v_pipe, I2V_GUIDED)
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "pipe": pipe, "i2v_pipe": i2v_pipe}
@@ -217,7 +192,7 @@ def test_preset_structure_and_limits(references):
     assert pipe.vocoder.config.output_sampling_rate == 24000
     family = family_of(pipe)
     assert family.name == "ltx2-t2v" and family_for("LTX2Pipeline") is family
-    assert family.batched_cfg and family.decodes_in_job and family.step_cache
+    assert family.batched_cfg and family.step_cache
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_VIDEO and (limits.size_multiple, limits.fps) == (32, 24)
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -466,18 +441,13 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     plan = ParallelPlan(2, 1, 1, True, True)
     pipe, family = _pipeline()
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
-    limits = family.limits(pipe, tiny=True)
     tokens = []
     pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
         lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
     )
     layouts = []
     for label, body in JOBS.items():
-        request = JobRequest.from_body(body, limits)
-        count = limits.tokens(request.width, request.height, request.num_frames)
-        layouts.append(parallel.begin_job(family.uses_cfg(pipe, request), count))
-        frames, audio, steps, _tiles = _run(pipe, family, body, split_decode=True)
-        parallel.end_job()
+        frames, audio, steps, _tiles = _run(pipe, body, parallel=parallel, layouts=layouts)
         assert steps == [0, 1]
         if rank != 0:
             assert frames is None and audio is None
@@ -493,45 +463,28 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     parts += ("transformer", "vocoder")
     i2v = LTX2ImageToVideoPipeline(**{name: getattr(pipe, name) for name in parts})
     i2v.set_progress_bar_config(disable=True)
-    i2v_family = family_of(i2v)
     # ... and guided, on the CFG halves: each rank one row of (uncond, cond) with its row of
     # per-token timesteps
-    i2v_limits = i2v_family.limits(i2v, tiny=True)
+    i2v_limits = family_of(i2v).limits(i2v, tiny=True)
     for label, body in (("i2v", I2V), ("i2v guided", I2V_GUIDED)):
         request = JobRequest.from_body(body, i2v_limits)
-        uses_cfg = i2v_family.uses_cfg(i2v, request)
-        layouts.append(parallel.begin_job(uses_cfg, limits.tokens(96, 96, 17)))
-        frames, audio, steps, _tiles = _run(i2v, i2v_family, body, split_decode=True)
-        parallel.end_job()
+        frames, audio, steps, _tiles = _run(i2v, body, parallel=parallel, layouts=layouts)
         assert request.image is not None and steps == [0, 1]
         if rank == 0:
             _same_as_world_size_1(label, outputs[label], frames, audio)
     # the step cache on the unguided job spread over both ranks: the ranks add up their
     # shares' residual changes and take world size 1's decisions; a rank deciding on its own
     # tokens alone fails the job on both, at the step where they part
-    (switch,) = parallel.caches
     for alone in (False, True):
-        layouts.append(parallel.begin_job(False, limits.tokens(96, 96, 17)))
-        try:
-            if alone:
-                with pytest.raises(DisagreementError, match="different skip decisions at step 3"):
-                    _run(pipe, family, CACHED, cache=switch, alone=True)
-                continue
-            frames, audio, record, _tiles = _run(
-                pipe, family, CACHED, split_decode=True, cache=switch
-            )
-        finally:
-            parallel.end_job()
+        if alone:
+            with pytest.raises(DisagreementError, match="different skip decisions at step 3"):
+                _run(pipe, CACHED, parallel=parallel, alone=True, layouts=layouts)
+            continue
+        frames, audio, record, _tiles = _run(pipe, CACHED, parallel=parallel, layouts=layouts)
         _cached_as_world_size_1(rank, "cached", outputs["cached"], frames, audio, record)
     # ... and the guided one on the CFG halves: the unconditional half follows the
     # conditional half's decision (alone it would compute the skipped steps)
-    layouts.append(parallel.begin_job(True, limits.tokens(96, 96, 9)))
-    try:
-        frames, audio, record, _tiles = _run(
-            pipe, family, CACHED_GUIDED, split_decode=True, cache=switch, cfg_rank=rank
-        )
-    finally:
-        parallel.end_job()
+    frames, audio, record, _tiles = _run(pipe, CACHED_GUIDED, parallel=parallel, layouts=layouts)
     reference = outputs["cached guided"]
     _cached_as_world_size_1(rank, "cached guided", reference, frames, audio, record)
     assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread", "plan"]
@@ -654,7 +607,6 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     whole = copy.deepcopy(pipe.transformer)  # for Ulysses 3
     plan = ParallelPlan(2, 2, 1, True, True)
     parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
-    limits = family.limits(pipe, tiny=True)
     tokens = []
     pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
         lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
@@ -665,12 +617,8 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     i2v.set_progress_bar_config(disable=True)
     runs = ((i2v, family_of(i2v), "i2v guided", I2V_GUIDED), (pipe, family, "unguided", UNGUIDED))
     layouts = []
-    for runner, runner_family, label, body in runs:
-        request = JobRequest.from_body(body, runner_family.limits(runner, tiny=True))
-        uses_cfg = runner_family.uses_cfg(runner, request)
-        layouts.append(parallel.begin_job(uses_cfg, limits.tokens(96, 96, 17)))
-        frames, audio, _steps, _tiles = _run(runner, runner_family, body, split_decode=True)
-        parallel.end_job()
+    for runner, _runner_family, label, body in runs:
+        frames, audio, _steps, _tiles = _run(runner, body, parallel=parallel, layouts=layouts)
         if rank == 0:
             _same_as_world_size_1(f"4 ranks {label}", outputs[label], frames, audio)
     assert layouts == ["plan", "spread"]
@@ -686,7 +634,7 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
         lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
     )
-    frames, audio, _steps, _tiles = _run(pipe, family, SMALL, split_decode=True, group=three)
+    frames, audio, _steps, _tiles = _run(pipe, SMALL, parallel=parallel, group=three)
     assert tokens[0] == (1, (3, 3, 2)[rank]), tokens
     if rank == 0:
         _same_as_world_size_1("3 ranks small", outputs["small"], frames, audio)

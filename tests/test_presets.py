@@ -29,7 +29,8 @@ from diffusers import (
 from PIL import Image
 
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
-from paradit.backend.models.presets import PRESET_NAMES, build_preset, is_preset, preset_components
+from paradit.backend.models.preset_names import PRESET_NAMES, is_preset
+from paradit.backend.models.presets import build_preset, preset_components
 
 pytestmark = pytest.mark.fast
 

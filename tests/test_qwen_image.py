@@ -63,7 +63,7 @@ def references() -> dict:
         outputs = {}
         for label, body in JOBS.items():
             calls.clear()
-            outputs[label] = run_image_job(pipe, family, body)
+            outputs[label] = run_image_job(pipe, body)
             outputs[label] += (len(calls),)
     finally:
         torch.set_num_threads(threads)
@@ -100,7 +100,7 @@ def test_preset_structure_and_limits():
     assert pipe.scheduler.config.time_shift_type == "exponential"
     family = family_of(pipe)
     assert family.name == "qwen-image" and family_for("QwenImagePipeline") is family
-    assert family.decodes_in_job and not family.batched_cfg
+    assert not family.batched_cfg
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -187,10 +187,7 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
     pipe, family = preset_pipeline(TINY, TILE)
     parallel = parallelize([pipe.transformer], plan, CPU)
     for label, body in JOBS.items():
-        request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-        parallel.begin_job(family.uses_cfg(pipe, request))
-        frames, latents, _tiles = run_image_job(pipe, family, body, split_decode=True)
-        parallel.begin_job(False)
+        frames, latents, _tiles = run_image_job(pipe, body, parallel=parallel)
         if rank != 0:
             assert frames is None
             continue

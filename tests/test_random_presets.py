@@ -18,6 +18,7 @@ import torch
 from paradit.backend.models.families import family_for
 from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.job import JobHooks, RankModel, encode, job_message, run_on_rank
 
 torch.set_num_threads(1)
 
@@ -116,16 +117,14 @@ NARROW_WAN = {"num_layers": 1, "num_attention_heads": 2, "ffn_dim": 512}
 
 
 def _generate(pipe, request_body: dict) -> tuple[np.ndarray, dict]:
-    """One job as the engine runs it on one rank: the family encodes and prepares."""
+    """One job through the engine's `run_on_rank` on one rank (the family encodes, prepares
+    and decodes): the float frames and the encoder outputs."""
     pipe.set_progress_bar_config(disable=True)
-    family = family_for(type(pipe).__name__)
-    request = JobRequest.from_body(request_body, family.limits(pipe, tiny=False))
-    tensors = family.encode(pipe, request, torch.device("cpu"))
-    kwargs = family.prepare(pipe, request, tensors)
-    generator = torch.Generator().manual_seed(request.seed)
-    with torch.no_grad():
-        output = pipe(**kwargs, generator=generator, output_type="np", return_dict=False)
-    return family.frames(output), tensors
+    model = RankModel.here(pipe, tiny=False)
+    request = JobRequest.from_body(request_body, model.limits)
+    tensors = encode(model, request)
+    result = run_on_rank(model, job_message("test", request, tensors), JobHooks(tensors))
+    return result.frames, tensors
 
 
 def _assert_frames(frames: np.ndarray, shape: tuple) -> None:
@@ -230,8 +229,8 @@ def _check_sharded_draw(rank: int, world_size: int, config: dict) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from paradit.backend.models.seeded import SeededRows
+    from paradit.backend.models.sharded_load import empty_from_config, fill_shards
     from paradit.backend.parallel.fsdp import shard_weights
-    from paradit.backend.parallel.sharded_load import empty_from_config, fill_shards
 
     whole = empty_from_config(config, torch.bfloat16)  # as a 1-rank build draws it
     fill_shards(whole, SeededRows.of(whole, 7), torch.device("cpu"))

@@ -19,6 +19,7 @@ Cost: about 10 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import collections
 import copy
 
 import numpy as np
@@ -96,6 +97,36 @@ def _write(root, original: dict[str, torch.Tensor], fmt: str, stem: str) -> tupl
     per_row = fmt.endswith("_rows")
     held = write_safetensors(path, original, fmt.removesuffix("_rows"), WAN_PREFIX, per_row=per_row)
     return path, held
+
+
+def test_start_up_resolves_the_files_once_and_reads_each_header_once(wan, monkeypatch):
+    """What rank 0's start-up asks of single files (the source, its pipeline class, its tiny
+    flag, the pipeline, its files' summary, the DiT's config for an empty build) is resolved
+    once, by `ModelSource.parse`, and each file's header is read once in the process: parsing
+    the same files again reads none."""
+    from paradit.backend.models import loading
+    from paradit.backend.models.single_file import header
+    from paradit.backend.runtime.engine import pipeline_class_name
+
+    path, _ = _write(
+        wan["root"], wan_original(wan["pipe"].transformer.state_dict()), "fp32", "once"
+    )
+    resolves, reads = [], collections.Counter()
+    resolve, read = loading.resolve, header._safetensors_header
+    monkeypatch.setattr(loading, "resolve", lambda files: resolves.append(1) or resolve(files))
+    monkeypatch.setattr(
+        header, "_safetensors_header", lambda p, check: reads.update([p.name]) or read(p, check)
+    )
+    header._read_header.cache_clear()
+    source = ModelSource.parse(str(path), *wan["flags"])
+    assert pipeline_class_name(source) == "WanPipeline" and source.tiny
+    assert source.resolved_files().dits["transformer"].detection.config
+    assert source.resolved.summary()["variant"]
+    load_pipeline(source)
+    assert len(resolves) == 1
+    ModelSource.parse(str(path), *wan["flags"])  # a second parse checks again, reading nothing
+    files = {path.name, "umt5_tiny.safetensors", "wan_vae_tiny.safetensors"}
+    assert reads == dict.fromkeys(files, 1), reads
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_job, spawn_gloo
+from image_jobs import run_image_job
 from PIL import Image
 
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
@@ -28,7 +29,6 @@ from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
-from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -78,23 +78,10 @@ def _pipeline(name: str):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, family, body: dict, *, split_decode: bool = False):
-    """One job as the engine runs it: (frames as uint8 on rank 0, else None; final latents)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    generator = torch.Generator().manual_seed(request.seed)
-    with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        runner = family.pipeline_for_job(pipe, request)
-        latents = runner(**kwargs, generator=generator, output_type="latent", return_dict=False)[0]
-        tiles = family.tiled_decode(pipe, request, latents)
-        if split_decode:
-            decoded = decode_tiles(tiles, CPU)
-        else:
-            decoded = [tiles.decode_tile(i) for i in range(tiles.num_tiles)]
-    family.finish(pipe)
-    frames = None if decoded is None else to_uint8(tiles.assemble(decoded))
-    return frames, latents.numpy()
+def _run(pipe, body: dict, *, parallel=None):
+    """One job through the engine's `run_on_rank`: (frames as uint8 on rank 0, else None;
+    final latents)."""
+    return run_image_job(pipe, body, parallel=parallel)[:2]
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +97,7 @@ def references() -> dict:
             getattr(pipe, name).register_forward_hook(
                 lambda *_args, name=name: calls.__setitem__(name, calls[name] + 1)
             )
-        outputs = {label: _run(*pipes[name], body) for label, (name, body) in JOBS.items()}
+        outputs = {label: _run(pipes[name][0], body) for label, (name, body) in JOBS.items()}
     finally:
         torch.set_num_threads(threads)
     return {"outputs": outputs, "calls": calls, "pipes": pipes}
@@ -272,9 +259,7 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
         for label, (model, body) in JOBS.items():
             if model != name:
                 continue
-            parallel.begin_job(True)  # every job here is guided
-            frames, latents = _run(pipe, family, body, split_decode=True)
-            parallel.begin_job(False)
+            frames, latents = _run(pipe, body, parallel=parallel)  # every job here is guided
             if rank != 0:
                 assert frames is None
                 continue

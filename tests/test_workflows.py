@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from paradit.backend.models.presets import PRESET_NAMES
+from paradit.backend.models.preset_names import PRESET_NAMES
 from paradit.nodes.params import (
     BACKEND_NODE_ID,
     BACKEND_PARAMS,

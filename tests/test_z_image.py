@@ -71,7 +71,7 @@ def references() -> dict:
             with torch.no_grad():
                 tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
             calls.clear()
-            outputs[label] = run_image_job(pipe, family, body, tensors[label])
+            outputs[label] = run_image_job(pipe, body, tensors[label])
             outputs[label] += (list(calls),)
     finally:
         torch.set_num_threads(threads)
@@ -92,7 +92,7 @@ def test_preset_structure_limits_and_plan():
     assert pipe.scheduler.config.shift == 3.0 and not pipe.scheduler.config.use_dynamic_shifting
     family = family_of(pipe)
     assert family.name == "z-image" and family_for("ZImagePipeline") is family
-    assert family.decodes_in_job and family.batched_cfg and not family.supports_cfg(pipe)
+    assert family.batched_cfg and not family.supports_cfg(pipe)
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
     request = JobRequest.from_body({"prompt": "x"}, limits)

@@ -49,7 +49,7 @@ class Zygote:
     def spawn(self, argv: list[str], env: dict[str, str], cwd: str, stdout: int, stderr: int):
         """`paradit <argv>` forked from the zygote with this environment, folder and output
         files; returns a handle with `pid`, `poll`, `wait`, `send_signal`, `kill`."""
-        from paradit.backend.serving.forked import ForkedRank
+        from paradit.backend.processes.forked import ForkedRank
 
         message = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode() + b"\n"
         socket.send_fds(self._sock, [message], [stdout, stderr])
@@ -68,8 +68,8 @@ class Zygote:
 
 def _serve_forever(fd: int) -> None:
     """The zygote: import, then fork one backend per request until the worker hangs up."""
+    from paradit.backend.processes.forked import warm_imports
     from paradit.backend.serving import http, service  # noqa: F401
-    from paradit.backend.serving.forked import warm_imports
     from paradit.backend.tools import cli  # noqa: F401
 
     for model in WARM_MODELS:
@@ -112,7 +112,7 @@ def _fork_backend(request: dict, fds: list[int]) -> int:
 
 
 def _run_backend(request: dict, fds: list[int], middle: int) -> None:
-    from paradit.backend.serving.forked import run_then_exit
+    from paradit.backend.processes.forked import run_then_exit
 
     def run() -> int:
         os.setsid()

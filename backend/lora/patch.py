@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
+from ..models.sharded_load import shard_rows
 from ..parallel.fsdp import ModelStateError
-from ..parallel.sharded_load import shard_rows
 from ..request import lora_strengths
 from .buffers import RankBuffers
 from .library import Lora, LoraLibrary
@@ -110,10 +110,8 @@ class LoraPatcher:
         `--offload group`/`sequential` keep their own copies of the weights."""
         self.pipeline = pipeline
         self.dits = dict(dits)
-        self.last: Applied | None = None
         self.buffers = RankBuffers()
         """Host memory for saved rows and scratch, kept from job to job (`buffers.py`)."""
-        """The last job's application (its timings and the bytes it saved)."""
         self._shapes = {
             component: {name: tuple(p.shape) for name, p in dit.named_parameters()}
             for component, dit in self.dits.items()
@@ -180,13 +178,12 @@ class LoraPatcher:
     @contextlib.contextmanager
     def applied(self, loras: list[JobLora]) -> Iterator[Applied | None]:
         """The job's LoRAs on this rank's rows for the duration of the block (restored even
-        when the job fails or is cancelled)."""
+        when the job fails or is cancelled). Yields the job's `Applied` (its timings and the
+        bytes it saved; `remove_s` once the block has ended), None without LoRAs."""
         if not loras:
-            self.last = None
             yield None
             return
         applied = Applied()
-        self.last = applied
         begin, cpu = time.perf_counter(), time.thread_time()
         try:
             with torch.no_grad():

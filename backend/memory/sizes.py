@@ -338,7 +338,8 @@ def meta_pipeline(model: str) -> Any:
     """A model's pipeline with every module on meta: from a preset or a folder's configs
     (weights need not be there). Hub ids are refused: nothing can be read without them."""
     from ..models.loading import ModelSource
-    from ..models.presets import build_preset, is_tiny_preset
+    from ..models.preset_names import is_tiny_preset
+    from ..models.presets import build_preset
     from ..models.single_file.build import meta_pipeline_of_files
     from ..models.single_file.load import is_model_file
 

@@ -6,16 +6,16 @@ import itertools
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
 from .casting import cast_pipeline
-from .presets import PRESET_NAMES, build_preset, is_preset, is_tiny_preset, preset_components
-from .random_presets import RANDOM_PRESET_NAMES
+from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_preset, is_tiny_preset
+from .presets import build_preset, preset_components
 from .single_file.build import build_pipeline
-from .single_file.load import SEPARATOR, SingleFiles, is_model_file, resolve
+from .single_file.load import SEPARATOR, Resolved, SingleFiles, is_model_file, resolve
 
 if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
     from diffusers import DiffusionPipeline
@@ -54,6 +54,9 @@ class ModelSource:
     """A single-file model's VAE file."""
     image_encoders: tuple[str, ...] = ()
     """A single-file Wan 2.1 image-to-video model's CLIP vision file."""
+    resolved: Resolved | None = field(default=None, compare=False, repr=False)
+    """A single-file model's checked files (`single_file.load.resolve`), resolved once by
+    `parse`: every later step of a start-up reads them here."""
 
     def __post_init__(self) -> None:
         if self.kind not in SOURCE_KINDS:
@@ -82,13 +85,13 @@ class ModelSource:
             raise ValueError(f"the model is empty: {_RULE}")
         if is_model_file(text):
             files = SingleFiles.parse(text, text_encoders, vaes, image_encoders)
-            resolve(files)  # ValueError naming the file and what was expected
             return cls(
                 "file",
                 SEPARATOR.join(files.models),
                 files.text_encoders,
                 files.vaes,
                 files.image_encoders,
+                resolve(files),  # ValueError naming the file and what was expected
             )
         if text_encoders or vaes or image_encoders:
             raise ValueError(
@@ -124,6 +127,11 @@ class ModelSource:
             tuple(self.name.split(SEPARATOR)), self.text_encoders, self.vaes, self.image_encoders
         )
 
+    def resolved_files(self) -> Resolved:
+        """A single-file source's checked files: those `parse` resolved, else resolved now
+        (ValueError for other kinds)."""
+        return self.resolved if self.resolved is not None else resolve(self.single_files())
+
     def local_folder(self) -> str | None:
         """The diffusers folder on this machine: a folder itself, or a hub id's snapshot in the
         local Hugging Face cache (found without network, so `HF_HUB_OFFLINE=1` works); None
@@ -145,7 +153,7 @@ class ModelSource:
         """A tiny preset, or files of a tiny preset's architecture: tiny default sizes
         (random presets and real files get the real model's)."""
         if self.kind == "file":
-            return is_tiny_preset(resolve(self.single_files()).preset.name)
+            return is_tiny_preset(self.resolved_files().preset.name)
         return self.kind == "preset" and is_tiny_preset(self.name)
 
 
@@ -164,8 +172,7 @@ def load_pipeline(
             cast_pipeline(pipe, dtype)  # tiny presets are built in float32, random ones in `dtype`
         return pipe
     if source.kind == "file":
-        resolved = resolve(source.single_files())
-        return build_pipeline(resolved, skip=skip, dtype=dtype)
+        return build_pipeline(source.resolved_files(), skip=skip, dtype=dtype)
     # A cached hub id loads from its snapshot folder: the same path as a folder, offline.
     return _load_pretrained(source.local_folder() or source.name, skip, dtype)
 

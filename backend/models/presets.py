@@ -78,9 +78,10 @@ Tiny configs (pixel sizes must be multiples of 16 for all presets):
                 1024x1024 pixels: 4096 reference tokens).
 The byte-level tokenizers give every byte its own token, so any unicode text tokenizes.
 
-diffusers and transformers are imported only when a preset is built (they take seconds), so
-`PRESET_NAMES` and `is_preset` stay cheap. `random:<model>` presets (the real architectures
-with seeded random weights) live in `random_presets.py`; the functions here take both.
+diffusers and transformers are imported only when a preset is built (they take seconds); the
+names (`PRESET_NAMES`, `is_preset`) are `preset_names.py`'s, torch-free. `random:<model>`
+presets (the real architectures with seeded random weights) live in `random_presets.py`; the
+functions here take both.
 """
 
 from __future__ import annotations
@@ -89,10 +90,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_random_preset
 from .random_presets import (
-    RANDOM_PRESET_NAMES,
     build_random_preset,
-    is_random_preset,
     random_preset_components,
     random_preset_pipeline_class,
     wanted_components,
@@ -102,36 +102,6 @@ from .tiny.common import Builders
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
-
-PRESET_NAMES: tuple[str, ...] = (
-    "tiny-wan",
-    "tiny-wan-i2v",
-    "tiny-flux",
-    "tiny-cogvideox",
-    "tiny-cogvideox-i2v",
-    "tiny-wan2.2-ti2v-5b",
-    "tiny-wan2.2-i2v-a14b",
-    "tiny-qwen-image",
-    "tiny-hunyuanvideo1.5",
-    "tiny-z-image",
-    "tiny-flux2",
-    "tiny-hunyuanvideo1.5-i2v",
-    "tiny-ltx2",
-    "tiny-ltx2-i2v",
-    "tiny-flux2-klein",
-    "tiny-qwen-image-edit",
-)
-"""The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
-
-
-def is_preset(name: str) -> bool:
-    """Whether `name` is one of the built-in presets (tiny or `random:`)."""
-    return name in PRESET_NAMES or is_random_preset(name)
-
-
-def is_tiny_preset(name: str) -> bool:
-    """Tiny presets get tiny default sizes; `random:` presets the real model's."""
-    return name in PRESET_NAMES
 
 
 def preset_components(name: str) -> frozenset[str]:

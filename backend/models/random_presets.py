@@ -74,7 +74,7 @@ How they stay usable on a CPU machine:
   `from_pretrained` does), so every world size runs the same weights.
 The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 84M.
 
-To add a model, add its JSON file and a row to `RANDOM_PRESETS`. A component entry is
+To add a model, add its JSON file and a row to `preset_names.RANDOM_PRESETS`. A component entry is
 {"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
 optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
 {"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
@@ -98,6 +98,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .preset_names import RANDOM_PRESET_NAMES, RANDOM_PRESETS
 from .seeded import (
     SeededRows,
     byte_tokenizer,
@@ -112,39 +113,8 @@ if TYPE_CHECKING:
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-RANDOM_PRESETS: dict[str, str] = {
-    "random:cogvideox-2b": "cogvideox-2b.json",
-    "random:cogvideox-5b": "cogvideox-5b.json",
-    "random:cogvideox-5b-i2v": "cogvideox-5b-i2v.json",
-    "random:cogvideox1.5-5b": "cogvideox1.5-5b.json",
-    "random:wan2.1-t2v-1.3b": "wan2.1-t2v-1.3b.json",
-    "random:wan2.1-t2v-14b": "wan2.1-t2v-14b.json",
-    "random:wan2.2-t2v-a14b": "wan2.2-t2v-a14b.json",
-    "random:wan2.2-ti2v-5b": "wan2.2-ti2v-5b.json",
-    "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
-    "random:flux.1-dev": "flux.1-dev.json",
-    "random:qwen-image": "qwen-image.json",
-    "random:qwen-image-edit": "qwen-image-edit.json",
-    "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
-    "random:hunyuanvideo1.5-i2v": "hunyuanvideo1.5-i2v.json",
-    "random:z-image-turbo": "z-image-turbo.json",
-    "random:flux.2-dev": "flux.2-dev.json",
-    "random:ltx-2": "ltx-2.json",
-    "random:ltx-2-i2v": "ltx-2-i2v.json",
-    "random:ltx-2-distilled": "ltx-2-distilled.json",
-    "random:flux.2-klein-4b": "flux.2-klein-4b.json",
-    "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
-    "random:flux.2-klein-9b": "flux.2-klein-9b.json",
-}
-"""Preset name -> its file in `configs/`."""
-
-RANDOM_PRESET_NAMES: tuple[str, ...] = tuple(RANDOM_PRESETS)
 
 DIT_COMPONENTS = ("transformer", "transformer_2")
-
-
-def is_random_preset(name: str) -> bool:
-    return name in RANDOM_PRESETS
 
 
 def random_preset_spec(name: str) -> dict[str, Any]:
@@ -262,7 +232,7 @@ def _build(
         processor = getattr(transformers, f"{class_name}Pil", None)
         return (processor or getattr(transformers, class_name))(**config)
     if component in DIT_COMPONENTS and device.type != "meta" and "seed" in entry:
-        from ..parallel.sharded_load import empty_from_config, fill_shards
+        from .sharded_load import empty_from_config, fill_shards
 
         module = empty_from_config({**config, "_class_name": class_name}, dtype)
         fill_shards(module, SeededRows.of(module, int(entry["seed"])), device)

@@ -8,7 +8,7 @@ so the same seed gives the same weights on every machine, in any dtype, on any d
 `SeededRows` draws the same kinds of values block by block of rows instead, each block of
 `ROW_BLOCK` rows from its own generator (seeded from the seed, the parameter's name and the
 block's index), so any rows of a weight can be drawn alone: each rank of a sharded `random:`
-preset draws only its own shard's rows (a `parallel.sharded_load.WeightSource`), and every
+preset draws only its own shard's rows (a `models.sharded_load.WeightSource`), and every
 world size gets the same full weights.
 """
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from .internals import require
+from ..diffusers_internals import require
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ diffusers' own.
 refuses. On gloo we pad every shard to the largest, gather, and cut the padding off again.
 
 Both replace module functions of diffusers (looked up at call time), once per process, and
-only when a plan needs them; the names they touch are checked against `internals.INTERNALS`
-then, not at import. Remove them when diffusers handles these cases itself.
+only when a plan needs them; the names they touch are checked against
+`diffusers_internals.INTERNALS` then, not at import. Remove them when diffusers handles these
+cases itself.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .internals import INTERNALS, require
+from ..diffusers_internals import INTERNALS, require
 
 log = logging.getLogger(__name__)
 

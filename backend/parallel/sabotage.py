@@ -110,7 +110,7 @@ def _shard_breaker(kind: str) -> Callable[[Any], bool]:
 def _text_other_rank(runtime: Any) -> bool:
     if runtime.group.rank == 0:
         return runtime.group.world_size > 1
-    share = runtime.share
+    share = runtime.rank_model.share
 
     def share_other_text(*args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         tensors = share(*args, **kwargs)
@@ -118,13 +118,13 @@ def _text_other_rank(runtime: Any) -> bool:
             name: t.roll(1, dims=-1) if t.is_floating_point() else t for name, t in tensors.items()
         }
 
-    runtime.share = share_other_text
+    runtime.rank_model.share = share_other_text
     return True
 
 
 def _cache_alone(runtime: Any) -> bool:
     """The replica's last rank takes its step-cache decisions from its own shard alone."""
-    runtime.cache_alone = runtime.group.rank == runtime.group.world_size - 1
+    runtime.rank_model.cache_alone = runtime.group.rank == runtime.group.world_size - 1
     return runtime.group.replica_size > 1
 
 

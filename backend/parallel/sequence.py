@@ -6,7 +6,7 @@ this module builds the config on our own device mesh and hands it to diffusers'
 `apply_context_parallel`. We do not call `enable_parallelism`: it derives the device from
 `torch.accelerator.device_count()`, which is 0 (a division by zero) on CPU-only machines, and
 it cannot take a mesh that also has a CFG dimension. The private diffusers names this needs
-are looked up and checked (`internals`) when it is applied.
+are looked up and checked (`diffusers_internals`) when it is applied.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 
-from .internals import require
+from ..diffusers_internals import require
 from .patches import install_any_head_count, install_uneven_gather, needs_any_head_count
 from .plan import ParallelPlan
 

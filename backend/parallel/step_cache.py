@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 
 from ..cache import CacheSettings
-from .internals import require
+from ..diffusers_internals import require
 
 log = logging.getLogger(__name__)
 

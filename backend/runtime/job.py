@@ -1,11 +1,17 @@
-"""One job on one rank: the same sequence of collectives on every rank, rank 0 included.
+"""One job on one rank: `run_on_rank`, the same sequence of collectives on every rank.
 
-Rank 0's service and every worker call `run_job` with the same `RunJob` message, so the
-collectives of a job (the encoder outputs' broadcast, the denoising loop's parallel attention
-and sharded weights, the per-step cancel decision, a split VAE decode) are spelled out once:
-adding one here adds it on every rank. What only rank 0 does comes in as `JobHooks`: its
-encoder outputs, the cancel decision, previews. Encoding happens before the message is sent
-(the message carries the outputs' shapes); writing the frames happens after `run_job` returns them.
+Rank 0's executor, every worker and the tests call `run_on_rank` with the same `RunJob`
+message, so the collectives of a job (the encoder outputs' broadcast, the denoising loop's
+parallel attention and sharded weights, the per-step cancel decision, a split VAE decode) are
+spelled out once: adding one here adds it on every rank. It returns the job's `RankResult`
+(frames on the replica's leader, final latents, audio, peak memory, the LoRAs' switch, step
+timings): nothing of a job is left on the model. What only the leader does comes in as
+`JobHooks`: its encoder outputs (`encode`, rank 0 alone holds the encoders), the cancel
+decision, previews.
+
+`RankModel` is what a job runs on: the pipeline with its plan applied and the ranks of its
+replica. `Runtime` builds it at start-up (`engine.py`); a test builds one from a pipeline
+(`RankModel.here`).
 
 A replica's leader (its first rank: rank 0 for replica 0) reports its job's progress, previews
 and final latents and takes the cancel decision through `LeaderHooks`, written once: rank 0
@@ -14,21 +20,81 @@ reports to the job itself, another replica's leader through the store (`replica.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
-from ..lora import JobLora
+from ..audio import Audio
+from ..cache import CacheSettings
+from ..contract import Limits
+from ..lora import JobLora, LoraPatcher
+from ..lora.patch import Applied
+from ..memory import placement
+from ..memory.measure import PeakMeter
+from ..memory.planner import Layout
+from ..models.families import Family, family_of
+from ..parallel import ModelStateError, Parallelized, attention
+from ..parallel.plan import ParallelPlan
+from ..parallel.step_cache import Branches, StepAgreement, cache_record
+from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
-from .engine import Runtime, StepClock
+from ..sampling.job import job_sampling
+from .faults import Faults
 from .messages import RunJob
+from .phases import PhaseClock
+from .progress import Progress
 
 PREVIEW_PERIOD_S = 0.25
 """Previews are rendered this often at most (and at the last step)."""
+DIT_COMPONENTS = ("transformer", "transformer_2")
+RESIDENT = Layout(level=0, dit="resident", text_encoder="device", tiles=False)
+"""Everything on the device, nothing offloaded: a model built in a test."""
+
+
+class JobCancelled(Exception):
+    """Raised on every rank at the same step boundary when a job is cancelled."""
+
+
+@dataclass
+class StepClock:
+    """Wall time of each denoising step, measured at the step callbacks."""
+
+    start: float = field(default_factory=time.perf_counter)
+    marks: list[float] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    """How the steps ran (`sequence_layout`, the step cache's `cache` record): job.json
+    carries them at its top level (`serving/writer.py`)."""
+
+    def mark(self) -> None:
+        self.marks.append(time.perf_counter())
+
+    def step_seconds(self) -> list[float]:
+        points = [self.start, *self.marks]
+        return [b - a for a, b in zip(points, points[1:], strict=False)]
+
+    def timings(self, begin: float, end: float) -> dict[str, Any]:
+        """A job's step timings (`job.json`): `begin` is when the job started on this rank,
+        `end` when its frames were decoded (perf_counter seconds)."""
+        steps = self.step_seconds()
+        out: dict[str, Any] = {
+            "first_step_start_s": round(self.start - begin, 4),
+            "step_s": [round(s, 4) for s in steps],
+        }
+        if steps:
+            out["mean_step_s"] = round(sum(steps) / len(steps), 4)
+            out["decode_s"] = round(end - self.marks[-1], 4)
+        return {**out, **self.notes}
 
 
 def _never_cancel(_step: int, _total: int) -> bool:
@@ -40,41 +106,351 @@ class JobHooks:
     """What one rank adds to the common sequence (the defaults are a worker's)."""
 
     tensors: dict[str, torch.Tensor] | None = None
-    """Rank 0's encoder outputs, broadcast to the others; None on the others."""
+    """The leader's encoder outputs, broadcast to the others; None on the others."""
     on_step: Callable[[int, int], bool] = _never_cancel
-    """Called after each step with (step, total); rank 0 returns True to cancel."""
+    """Called after each step with (step, total); the leader returns True to cancel."""
     on_latents: Callable[[int, torch.Tensor], None] | None = None
-    """Sees the latents after each step (rank 0's previews)."""
+    """Sees the latents after each step (the leader's previews)."""
     clock: StepClock = field(default_factory=StepClock)
 
 
-def run_job(runtime: Runtime, message: RunJob, hooks: JobHooks) -> np.ndarray | None:
-    """Run `message` on this rank; float frames (F, H, W, 3) on rank 0, None elsewhere.
+@dataclass
+class RankResult:
+    """What one job gave on one rank."""
 
-    Raises JobCancelled on every rank at the same step when rank 0 cancels.
+    frames: np.ndarray | None
+    """Float frames (F, H, W, 3) in 0..1 on the replica's leader; None elsewhere."""
+    latents: torch.Tensor
+    """The pipeline's final latents (what the decode took), on every rank."""
+    audio: Audio | None
+    """The audio track on the replica's leader (LTX-2); None elsewhere and for other models."""
+    peak: dict[str, Any] | None
+    """This rank's measured peak memory during the job (`PeakMeter.read`)."""
+    loras: Applied | None
+    """The job's LoRA switch on this rank (its timings and saved bytes); None without LoRAs."""
+    clock: StepClock
+    """The step timings, and how the steps ran (`notes`)."""
+    sequence_layout: str
+    """`parallel.PLAN` or `parallel.SPREAD`."""
+    cache: dict[str, Any] | None
+    """The step cache's record (`step_cache.cache_record`); None for a job without `cache`."""
+    num_tiles: int
+    """The VAE tiles the decode was cut into."""
+
+
+def _not_watched(_key: str) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+def tensor_meta(tensors: dict[str, torch.Tensor]) -> list[list]:
+    """JSON-able (name, shape, dtype) for the spec, so receivers can allocate."""
+    return [[n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()]
+
+
+def dits_of(pipe: Any) -> list[torch.nn.Module]:
+    """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""
+    return [getattr(pipe, n) for n in DIT_COMPONENTS if getattr(pipe, n, None) is not None]
+
+
+@dataclass
+class RankModel:
+    """The model as one rank holds it for jobs, and the ranks of its replica."""
+
+    pipe: Any
+    family: Family
+    parallel: Parallelized
+    """What `parallelize` applied to the DiTs (sequence layouts, CFG halves, step caches)."""
+    limits: Limits
+    device: torch.device = torch.device("cpu")
+    ctrl: dist.ProcessGroup | None = None
+    """The replica's gloo group for a job's small messages (cancel flags, encoder outputs,
+    decoded tiles); None: the world."""
+    leader: int = 0
+    """Global rank of the replica's first rank: the source of its broadcasts."""
+    replica_size: int = 1
+    is_leader: bool = True
+    vae_parallel: bool = False
+    """The decode's tiles are dealt to the replica's ranks (else the leader decodes them)."""
+    layout: Layout = RESIDENT
+    loras: LoraPatcher | None = None
+    meter: PeakMeter | None = None
+    progress: Progress = field(default_factory=Progress)
+    """This rank's work counter, published by its heartbeat (`progress.py`)."""
+    fault: Faults | None = None
+    """Test-only: a fault to inject (`faults.py`)."""
+    cache_alone: bool = False
+    """Test-only (`sabotage.py`, cache-alone): this rank takes its cache decisions alone."""
+    waiting: Callable[[str], AbstractContextManager[None]] = _not_watched
+    """Marks where this rank waits for the others ("<job id>:<point>") for the hang watchdog
+    (`Runtime.waiting`)."""
+    in_job: bool = False
+    """This rank is inside a job (`run_on_rank`): the watchdogs look at it then."""
+    attention_key: Any = None
+    """The attention backend the DiTs' steps run with (`parallel.attention.backend_key`);
+    None: diffusers' own default."""
+    rank: int = 0
+    """This process's global rank (the attention spy's file name, tests only)."""
+    phases: PhaseClock = field(default_factory=PhaseClock.from_env)
+    """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
+
+    @classmethod
+    def here(
+        cls,
+        pipe: Any,
+        parallel: Parallelized | None = None,
+        group: dist.ProcessGroup | None = None,
+        *,
+        tiny: bool = True,
+    ) -> RankModel:
+        """A pipeline built in this process (a test's), with `parallel` applied to its DiTs
+        (None: nothing), on the ranks of `group` (the world when torch.distributed is up;
+        else this process alone). The decode's tiles are dealt to the ranks when there are
+        several, as the engine's plan does. `tiny`: the limits of a tiny preset's model."""
+        family = family_of(pipe)
+        if parallel is None:
+            parallel = Parallelized(ParallelPlan(1, 1, 1, False, False), [])
+        size, rank, leader = 1, 0, 0
+        if dist.is_initialized():
+            size, rank = dist.get_world_size(group), dist.get_rank(group)
+            leader = 0 if group is None else dist.get_global_rank(group, 0)
+        return cls(
+            pipe,
+            family,
+            parallel,
+            family.limits(pipe, tiny=tiny),
+            ctrl=group,
+            leader=leader,
+            replica_size=size,
+            is_leader=rank == 0,
+            vae_parallel=size > 1,
+        )
+
+    def set_vae_tiling(self, tiled: bool) -> None:
+        """The job's decode: tiled (or split, which is tiled) or whole (the memory plan's)."""
+        vae = getattr(self.pipe, "vae", None)
+        if vae is not None and hasattr(vae, "enable_tiling"):
+            vae.enable_tiling() if tiled else vae.disable_tiling()
+
+    def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list], job_id: str):
+        """Broadcast the leader's encoder outputs over the replica's control group; returns
+        them on device."""
+        out = {}
+        for name, shape, dtype in meta:
+            tensor = (
+                tensors[name]
+                if tensors is not None
+                else torch.empty(shape, dtype=getattr(torch, dtype))
+            )
+            if self.replica_size > 1:
+                with self.waiting(f"{job_id}:share"):
+                    dist.broadcast(tensor, src=self.leader, group=self.ctrl)
+            out[name] = tensor.to(self.device)
+        return out
+
+    def denoise(
+        self, request: JobRequest, tensors: dict[str, torch.Tensor], hooks: JobHooks, job_id: str
+    ) -> tuple[Any, str, dict[str, Any] | None]:
+        """Run the pipeline's own denoising loop to the final latents; `hooks.on_step(step,
+        total)` returns True to cancel (the leader decides). Returns the pipeline's output
+        (latents first), the sequence layout and the step cache's record."""
+        family, pipe, clock = self.family, self.pipe, hooks.clock
+        uses_cfg = family.uses_cfg(pipe, request)
+        tokens = self.limits.tokens(request.width, request.height, request.num_frames)
+        layout = self.parallel.begin_job(uses_cfg, tokens)
+        if self.parallel.layouts:
+            clock.notes["sequence_layout"] = layout
+        total = request.num_inference_steps
+
+        def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
+            clock.mark()
+            self.phases.at_mark(index, total)
+            self.progress.tick()
+            if hooks.on_latents is not None:
+                hooks.on_latents(index + 1, kwargs["latents"])
+            if self.fault is not None:
+                self.fault.at_step(index + 1)
+            if self._agree_cancel(hooks.on_step(index + 1, total), index + 1, job_id):
+                raise JobCancelled(f"cancelled after step {index + 1} of {total}")
+            return {}
+
+        kwargs = family.prepare(pipe, request, tensors)
+        runner = family.pipeline_for_job(pipe, request)
+        generator = torch.Generator("cpu").manual_seed(request.seed)
+        cache = None
+        self.phases.begin_job()
+        clock.start = time.perf_counter()
+        try:
+            cache = self._start_cache(request, uses_cfg)
+            spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
+            spy = attention.Spy(self.attention_key) if spy_dir else contextlib.nullcontext()
+            kernel = (
+                contextlib.nullcontext()
+                if self.attention_key is None
+                else attention.active(self.attention_key)
+            )
+            with (
+                placement.steps(dits_of(pipe), self.layout, self.device),
+                kernel,
+                spy,
+                job_sampling(runner, request, self.limits) as sampling,
+            ):
+                output = runner(
+                    **kwargs,
+                    **sampling.kwargs,
+                    generator=generator,
+                    output_type="latent",
+                    callback_on_step_end=step_end,
+                    return_dict=False,
+                )
+            clock.notes["sampling"] = sampling.record
+            if spy_dir:
+                record = json.dumps(spy.to_dict())
+                Path(spy_dir, f"rank{self.rank}.json").write_text(record)
+        except BaseException as exc:
+            # Whatever stopped the steps (JobCancelled included) may have stopped them inside
+            # a forward: back to the between-jobs weights before the LoRAs' rows go back.
+            try:
+                self.parallel.recover()
+            except ModelStateError as lost:  # the group is rebuilt; say what came first
+                raise ModelStateError(f"{lost}, after {type(exc).__name__}: {exc}") from exc
+            raise
+        finally:
+            self.phases.stop()
+            for switch in self.parallel.caches:
+                if switch is not None:
+                    switch.stop()
+            self.parallel.end_job()
+            family.finish(pipe)
+        record = None if cache is None else cache_record(*cache)
+        if record is not None:
+            clock.notes["cache"] = record
+        if self.phases.result() is not None:
+            clock.notes["phases"] = self.phases.result()
+        return output, layout, record
+
+    def _start_cache(
+        self, request: JobRequest, uses_cfg: bool
+    ) -> tuple[CacheSettings, list[dict[str, Any]]] | None:
+        """Put the job's step cache on every DiT, deciding together over the replica
+        (`parallel/step_cache.py`); the settings and the per-step record it fills."""
+        settings = CacheSettings.parse(request.cache)
+        if settings is None:
+            return None
+        active = [wrapper for wrapper in self.parallel.cfg if wrapper.active]
+        branches = Branches(
+            uses_cfg,
+            cfg_rank=active[0].cfg_rank if active else None,
+            batched=self.family.batched_cfg,
+        )
+        group = None
+        if self.replica_size > 1:
+            group = self.ctrl if self.ctrl is not None else dist.group.WORLD
+        caches = self.parallel.caches
+        if not self.limits.step_cache or not caches or None in caches:  # refused at submit too
+            raise ValueError(f"{self.family.name} has no step cache: leave `cache` out")
+        record: list[dict[str, Any]] = []
+        for switch in self.parallel.caches:  # each expert its own hooks and state
+            switch.start(StepAgreement(settings, branches, group, record, alone=self.cache_alone))
+        return settings, record
+
+    def decode(
+        self, request: JobRequest, latents: torch.Tensor, job_id: str
+    ) -> tuple[np.ndarray | None, int]:
+        """Decode the final latents on every rank: with `vae_parallel` the tiles are dealt to
+        the replica's ranks and gathered on its leader; otherwise the leader decodes them one
+        after another. (Float frames on the leader, else None; the number of tiles.)"""
+        if self.fault is not None:
+            self.fault.at_decode()
+        with torch.no_grad():
+            tiles = self.family.tiled_decode(self.pipe, request, latents)
+            if self.vae_parallel:
+                # Within the job's replica, over the gloo control group (tiles go through host
+                # memory on CUDA too: a gather of decoded tiles once per job).
+                mine = decode_share(tiles, self.ctrl)
+                with self.waiting(f"{job_id}:decode"):  # the watchdog knows who still decodes
+                    decoded = gather_tiles(tiles, mine, torch.device("cpu"), self.ctrl)
+            elif self.is_leader:
+                decoded = [tiles.decode_tile(index) for index in range(tiles.num_tiles)]
+            else:
+                decoded = None
+            frames = None if decoded is None else tiles.assemble(decoded)
+        return frames, tiles.num_tiles
+
+    def _agree_cancel(self, wants: bool, step: int, job_id: str) -> bool:
+        """All ranks of the replica take its leader's decision, so all stop at the same step."""
+        if self.replica_size == 1:
+            return wants
+        flag = torch.tensor([1 if wants else 0], dtype=torch.int32)
+        with self.waiting(f"{job_id}:step {step}"):
+            dist.broadcast(flag, src=self.leader, group=self.ctrl)
+        return bool(flag.item())
+
+
+def encode(model: RankModel, request: JobRequest) -> dict[str, torch.Tensor]:
+    """Rank 0 (which alone holds the encoders): run them once for the whole group; the outputs
+    on the host, for `JobHooks.tensors` (and `tensor_meta` for the message)."""
+    device = placement.encoder_device(model.layout, model.device)
+    with torch.no_grad():
+        tensors = model.family.encode(model.pipe, request, device)
+    return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
+
+
+def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None) -> RankResult:
+    """Run `message` on this rank: the leader's encoder outputs to every rank, the job's LoRAs
+    on this rank's rows, the denoising steps, the decode's tiles, the audio.
+
+    Raises JobCancelled on every rank at the same step when the leader cancels.
     """
+    hooks = hooks or JobHooks()
     request = JobRequest.from_dict(message.request)
-    runtime.job_id = message.job_id
-    runtime.last_peak = None
-    runtime.last_audio = None
-    runtime.meter.reset()
-    runtime.set_vae_tiling(message.vae_tiling)
-    runtime.in_job = True
+    if model.meter is not None:
+        model.meter.reset()
+    model.set_vae_tiling(message.vae_tiling)
+    model.in_job = True
     try:
-        tensors = runtime.share(hooks.tensors, message.tensors)
+        tensors = model.share(hooks.tensors, message.tensors, message.job_id)
         loras = [JobLora(**lora) for lora in message.loras]
-        with runtime.loras.applied(loras):  # on this rank's rows; restored however it ends
-            if runtime.fault is not None:  # tests only
-                runtime.fault.begin_job(request.prompt or "")
-            result = runtime.denoise(request, tensors, hooks.on_step, hooks.clock, hooks.on_latents)
-        if runtime.family.decodes_in_job:  # the latents, on every rank: decode them together
-            result = runtime.decode(request, result)
+        if loras and model.loras is None:
+            raise ValueError("this model takes no LoRA")
+        patching = model.loras.applied(loras) if model.loras is not None else _no_loras()
+        with patching as applied:  # on this rank's rows; restored however the job ends
+            if model.fault is not None:  # tests only
+                model.fault.begin_job(request.prompt or "")
+            output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
+        audio = model.family.audio(model.pipe, output) if model.is_leader else None
+        frames, num_tiles = model.decode(request, output[0], message.job_id)
     finally:
-        runtime.in_job = False
-        if runtime.fault is not None:
-            runtime.fault.end_job()
-    runtime.last_peak = runtime.meter.read()
-    return result
+        model.in_job = False
+        if model.fault is not None:
+            model.fault.end_job()
+    peak = model.meter.read() if model.meter is not None else None
+    clock = hooks.clock
+    return RankResult(frames, output[0], audio, peak, applied, clock, layout, cache, num_tiles)
+
+
+@contextlib.contextmanager
+def _no_loras() -> Iterator[None]:
+    yield None
+
+
+def job_message(
+    job_id: str,
+    request: JobRequest,
+    tensors: dict[str, torch.Tensor],
+    *,
+    save_latents: bool = False,
+    vae_tiling: bool = False,
+    loras: list[JobLora] | None = None,
+) -> RunJob:
+    """The `RunJob` every rank of the replica gets for `request`, encoded as `tensors`."""
+    return RunJob(
+        job_id,
+        request.to_dict(),
+        tensor_meta(tensors),
+        save_latents,
+        vae_tiling,
+        [dataclasses.asdict(lora) for lora in loras or []],
+    )
 
 
 class Reporter(Protocol):

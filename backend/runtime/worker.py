@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from ..request import JobRequest
 from .control import Worker
-from .engine import JobCancelled, Runtime, release_freed_memory
-from .job import JobHooks, LeaderHooks, run_job
+from .engine import Runtime, release_freed_memory
+from .job import JobCancelled, LeaderHooks, RankResult, run_on_rank
 from .messages import Message, Reply, RunJob, Shutdown, from_json
 from .replica import (
     StoreReporter,
@@ -23,10 +23,9 @@ from .replica import (
 log = logging.getLogger(__name__)
 
 
-def _run(runtime: Runtime, message: RunJob) -> None:
+def _run(runtime: Runtime, message: RunJob) -> RankResult:
     if not runtime.group.is_leader:
-        run_job(runtime, message, JobHooks())
-        return
+        return run_on_rank(runtime.rank_model, message)
     # The leader of a replica other than rank 0's: rank 0 encoded, this rank hands on.
     received = time.perf_counter()
     store, previewer = runtime.group.store, runtime.previewer
@@ -37,24 +36,25 @@ def _run(runtime: Runtime, message: RunJob) -> None:
         reporter, request.num_inference_steps, render, keep_latents=message.save_latents
     )
     hooks = leader.job_hooks(take_tensors(store, message.job_id, message.tensors))
-    frames = run_job(runtime, message, hooks)
-    put_timings(store, message.job_id, hooks.clock.timings(received, time.perf_counter()))
-    put_frames(store, message.job_id, frames)
-    if runtime.last_audio is not None:
-        put_audio(store, message.job_id, runtime.last_audio)
+    result = run_on_rank(runtime.rank_model, message, hooks)
+    put_timings(store, message.job_id, result.clock.timings(received, time.perf_counter()))
+    put_frames(store, message.job_id, result.frames)
+    if result.audio is not None:
+        put_audio(store, message.job_id, result.audio)
     if leader.latents is not None:
         put_latents(store, message.job_id, leader.latents)
+    return result
 
 
-HANDLERS: dict[type, Callable[[Runtime, Message], None]] = {RunJob: _run}
+HANDLERS: dict[type, Callable[[Runtime, Message], RankResult]] = {RunJob: _run}
 
 
 def handle(runtime: Runtime, message: Message) -> Reply:
     """Run one message's handler; the outcome as a reply value (errors too)."""
     rank = runtime.group.rank
     try:
-        HANDLERS[type(message)](runtime, message)
-        return Reply(rank, memory=runtime.last_peak)
+        result = HANDLERS[type(message)](runtime, message)
+        return Reply(rank, memory=result.peak)
     except JobCancelled as exc:
         return Reply.failure(rank, exc, cancelled=True)
     except Exception as exc:  # reported to rank 0 as a value; the loop goes on

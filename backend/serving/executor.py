@@ -4,23 +4,29 @@ One interface (`Executor.run`), two implementations: `LocalExecutor` for replica
 0 is part of (rank 0 computes its share of the job and decodes), and `RemoteExecutor` for any
 other replica, whose leader (its first rank) runs the job with the replica's other ranks while
 rank 0 relays progress, previews and cancel through the store (see `runtime/replica.py`).
-Both leave the frames on rank 0 and raise `JobCancelled` or `JobFailedError` otherwise.
+Both return the job's `JobOutput` on rank 0 (for the writer) and raise `JobCancelled` or
+`JobFailedError` otherwise.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from typing import Any
 
-import numpy as np
-
 from ..config import ServeConfig
 from ..runtime.control import RankLost, Sender, channel
-from ..runtime.engine import JobCancelled, Runtime, tensor_meta
-from ..runtime.job import LeaderHooks, latents_array, run_job
+from ..runtime.engine import Runtime
+from ..runtime.job import (
+    JobCancelled,
+    LeaderHooks,
+    RankResult,
+    encode,
+    job_message,
+    latents_array,
+    run_on_rank,
+)
 from ..runtime.messages import Reply, RunJob, combine
 from ..runtime.replica import (
     RemoteJob,
@@ -31,7 +37,7 @@ from ..runtime.replica import (
     take_timings,
 )
 from .health import GroupHealth
-from .jobs import Job
+from .jobs import Job, JobOutput
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +45,6 @@ REMOTE_POLL_S = 0.05
 """How often rank 0 looks at another replica's job (replies, step, preview, cancel)."""
 OWN_FAILURE_GRACE_S = 10.0
 """How long rank 0, having failed alone, waits for the others' replies before stopping them."""
-
-Result = tuple[np.ndarray, np.ndarray | None]
-"""A job's float frames and, with `--save-latents`, its final latents."""
 
 
 class JobFailedError(RuntimeError):
@@ -85,13 +88,13 @@ class Executor:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "ranks": self.ranks, "busy_job": self.busy_job}
 
-    def run(self, job: Job) -> Result:
+    def run(self, job: Job) -> JobOutput:
         raise NotImplementedError
 
     def _encode(self, job: Job) -> dict[str, Any]:
         begin = time.perf_counter()
         with self._encode_lock:
-            tensors = self.runtime.encode(job.request)
+            tensors = encode(self.runtime.rank_model, job.request)
         job.timings["encode_s"] = round(time.perf_counter() - begin, 4)
         return tensors
 
@@ -101,20 +104,20 @@ class Executor:
         job.loras = [
             lora.record(item) for lora, item in zip(loras, job.request.loras or [], strict=True)
         ]
-        return RunJob(
+        return job_message(
             job.id,
-            job.request.to_dict(),
-            tensor_meta(tensors),
-            self.config.save_latents,
-            tiled,
-            [dataclasses.asdict(lora) for lora in loras],
+            job.request,
+            tensors,
+            save_latents=self.config.save_latents,
+            vae_tiling=tiled,
+            loras=loras,
         )
 
 
 class LocalExecutor(Executor):
     """Replica 0: rank 0 runs its share of each job alongside the replica's other ranks."""
 
-    def run(self, job: Job) -> Result:
+    def run(self, job: Job) -> JobOutput:
         runtime, request = self.runtime, job.request
         begin = time.perf_counter()
         tensors = self._encode(job)
@@ -130,27 +133,33 @@ class LocalExecutor(Executor):
             keep_latents=self.config.save_latents,
         )
         hooks = leader.job_hooks(tensors)
-        frames, own_error = None, None
+        result: RankResult | None = None
+        own_error = None
         try:
-            frames = run_job(runtime, message, hooks)
+            result = run_on_rank(runtime.rank_model, message, hooks)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
         replies = self._settle(seq, own_error)
-        job.measured = {0: runtime.last_peak, **{r: reply.memory for r, reply in replies.items()}}
-        job.audio = runtime.last_audio
-        job.timings.update(hooks.clock.timings(begin, time.perf_counter()))
-        applied = runtime.loras.last if message.loras else None
+        if result is None:  # not reached: `_settle` raises when rank 0 failed
+            raise JobFailedError(f"rank 0: {own_error}")
+        job.timings.update(result.clock.timings(begin, time.perf_counter()))
+        output = JobOutput(
+            result.frames,
+            None if leader.latents is None else latents_array(leader.latents),
+            result.audio,
+            {0: result.peak, **{r: reply.memory for r, reply in replies.items()}},
+        )
+        applied = result.loras
         if applied is not None:  # rank 0's share of the switch (every rank does its own)
             job.timings["lora_apply_s"] = round(applied.apply_s, 4)
             job.timings["lora_remove_s"] = round(applied.remove_s, 4)
             job.timings["lora_apply_cpu_s"] = round(applied.apply_cpu_s, 4)
-            job.lora_memory = {
+            output.lora_memory = {
                 "saved_rows_bytes": applied.saved_bytes,
                 "buffer_bytes": runtime.loras.buffers.nbytes,
                 "cache_bytes": runtime.loras.library.cached_bytes(),
             }
-        final = None if leader.latents is None else latents_array(leader.latents)
-        return frames, final
+        return output
 
     def _settle(self, seq: int | None, own_error: Exception | None) -> dict[int, Reply]:
         """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.
@@ -198,7 +207,7 @@ class RemoteExecutor(Executor):
     store, relays progress, previews and cancel while it waits, and takes the frames (and
     final latents) the leader put back."""
 
-    def run(self, job: Job) -> Result:
+    def run(self, job: Job) -> JobOutput:
         began = time.perf_counter()
         tensors = self._encode(job)
         sender, timings = self.sender, job.timings
@@ -221,16 +230,16 @@ class RemoteExecutor(Executor):
             # A whole job's wait: poll the store gently (it shares the CPU with the ranks).
             timeout_s = self.config.timeout_s + 30.0
             replies = sender.replies(seq, self.health.lost, timeout_s, poll, REMOTE_POLL_S)
-            job.measured = {rank: reply.memory for rank, reply in replies.items()}
+            measured = {rank: reply.memory for rank, reply in replies.items()}
             leader = replies.pop(self.ranks[0])
             outcome = combine(leader, replies)
             if outcome.status == "succeeded":
                 frames = take_frames(sender.store, job.id)
-                job.audio = take_audio(sender.store, job.id)
+                audio = take_audio(sender.store, job.id)
                 final = take_latents(sender.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
                 timings.update(take_timings(sender.store, job.id, handed_over_s))
-                return frames, final
+                return JobOutput(frames, final, audio, measured)
         finally:
             remote.clear()
         if outcome.status == "cancelled":

@@ -19,6 +19,22 @@ from .store import JobStore
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class JobOutput:
+    """What a job made, as its replica's executor hands it to the writer (`writer.py`)."""
+
+    frames: Any
+    """Float frames (F, H, W, 3) in 0..1 (numpy)."""
+    latents: Any = None
+    """The final latents (numpy), with `--save-latents`."""
+    audio: Audio | None = None
+    """The audio track generated with the frames (LTX-2): `audio.wav`, the mp4's AAC track."""
+    measured: dict[int, Any] = field(default_factory=dict)
+    """Each rank's measured peak (`memory.measure.PeakMeter.read`)."""
+    lora_memory: dict[str, int] | None = None
+    """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
+
+
 class QueueFull(RuntimeError):
     """The queue holds as many jobs as it may."""
 
@@ -45,14 +61,8 @@ class Job:
     """The data-parallel replica that ran the job."""
     memory: Any = field(default=None, repr=False)
     """The job's memory plan (`memory.planner.JobMemory`), when it runs."""
-    measured: dict[int, Any] = field(default_factory=dict, repr=False)
-    """Each rank's measured peak (`memory.measure.PeakMeter.read`)."""
     loras: list[dict[str, Any]] = field(default_factory=list)
     """The LoRAs applied: name, strengths and sha256 (job.json's `loras`)."""
-    lora_memory: dict[str, int] | None = None
-    """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
-    audio: Audio | None = field(default=None, repr=False)
-    """The audio track generated with the frames (LTX-2): `audio.wav`, the mp4's AAC track."""
     frames: Any = field(default=None, repr=False)
     """The finished job's uint8 frames (F, H, W, 3) while its PNG frames are being written
     (`/frames/{i}` serves them from here meanwhile); None once they are on disk."""

@@ -28,7 +28,8 @@ from ..contract import Limits, model_tasks, reference_sizes
 from ..memory.settings import JobShape
 from ..request import JobRequest
 from ..runtime.control import Sender
-from ..runtime.engine import JobCancelled, Runtime, release_freed_memory
+from ..runtime.engine import Runtime, release_freed_memory
+from ..runtime.job import JobCancelled
 from ..runtime.messages import Shutdown
 from .executor import Executor, JobFailedError, executors_of
 from .health import GroupHealth
@@ -214,7 +215,7 @@ class Service:
         replica.busy_job = job.id
         started = time.perf_counter()
         try:
-            frames, latents = replica.run(job)
+            output = replica.run(job)
         except JobCancelled:
             self.writer.finish(job, "cancelled")
             return
@@ -226,9 +227,9 @@ class Service:
         finally:
             replica.busy_job = None
         if replica.index == 0:
-            self.writer.write(job, frames, latents, started)
+            self.writer.write(job, output, started)
         else:
-            self.writer.submit(job, frames, latents, started)
+            self.writer.submit(job, output, started)
 
     def shutdown(self) -> None:
         """Tell the workers to leave their loops (best effort, bounded)."""

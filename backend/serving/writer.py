@@ -18,12 +18,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from ... import __version__
 from ..config import ServeConfig
 from .health import GroupHealth
-from .jobs import Job, JobBook
+from .jobs import Job, JobBook, JobOutput
 from .outputs import (
     frame_names,
     png_bytes,
@@ -52,15 +50,15 @@ def versions() -> dict[str, str]:
     }
 
 
-def memory_record(job: Job) -> dict[str, Any] | None:
+def memory_record(job: Job, output: JobOutput) -> dict[str, Any] | None:
     """job.json's "memory": the job's plan (prediction and reasons) and each rank's
     measured peak."""
     if job.memory is None:
         return None
-    measured = {str(rank): reading for rank, reading in sorted(job.measured.items()) if reading}
+    measured = {str(rank): value for rank, value in sorted(output.measured.items()) if value}
     record = {**job.memory.to_dict(), "measured": measured}
-    if job.lora_memory is not None:  # host memory the plan does not predict (docs/loras.md)
-        record["loras"] = job.lora_memory
+    if output.lora_memory is not None:  # host memory the plan does not predict (docs/loras.md)
+        record["loras"] = output.lora_memory
     return record
 
 
@@ -95,40 +93,36 @@ class OutputWriter:
         """Wait until every succeeded job's PNG frames are on disk."""
         self._frames.submit(lambda: None).result()
 
-    def submit(
-        self, job: Job, frames: np.ndarray, latents: np.ndarray | None, started: float
-    ) -> None:
+    def submit(self, job: Job, output: JobOutput, started: float) -> None:
         """Write on the writer thread when there is one (else here)."""
         if self._pool is None:
-            self.write(job, frames, latents, started)
+            self.write(job, output, started)
         else:
-            self._pool.submit(self.write, job, frames, latents, started)
+            self._pool.submit(self.write, job, output, started)
 
-    def write(
-        self, job: Job, frames: np.ndarray, latents: np.ndarray | None, started: float
-    ) -> None:
+    def write(self, job: Job, output: JobOutput, started: float) -> None:
         """The outputs and job.json of a job whose frames are in; then it has succeeded."""
         timings = job.timings
         try:
             begin_write = time.perf_counter()
-            pixels = to_uint8(frames)
-            job.files = write_result(job.out_dir, pixels, self.fps, job.audio)
-            if latents is not None:
-                job.files.append(write_latents(job.out_dir, latents))
+            pixels = to_uint8(output.frames)
+            job.files = write_result(job.out_dir, pixels, self.fps, output.audio)
+            if output.latents is not None:
+                job.files.append(write_latents(job.out_dir, output.latents))
             job.files += frame_names(len(pixels))  # on disk once `frames_written`
             job.num_frames = len(pixels)
             job.frames = pixels
             timings["write_s"] = round(time.perf_counter() - begin_write, 4)
             timings["total_s"] = round(time.perf_counter() - started, 4)
-            self.finish(job, "succeeded")
+            self.finish(job, "succeeded", output=output)
             self.health.rebuilds_in_a_row = 0
         except Exception as exc:
             log.exception("job %s failed", job.id)
             self.finish(job, "failed", self.health.explain(exc))
             return
-        self._frames.submit(self.write_frames, job)
+        self._frames.submit(self.write_frames, job, output)
 
-    def write_frames(self, job: Job) -> None:
+    def write_frames(self, job: Job, output: JobOutput) -> None:
         """A succeeded job's PNG frames, then `frames_written` (job.json written again)."""
         begin = time.perf_counter()
         try:
@@ -140,7 +134,7 @@ class OutputWriter:
             job.timings["frames_write_s"] = round(time.perf_counter() - begin, 4)
             job.frames_written = True
             job.frames = None
-        write_record(job.out_dir, self.record(job, job.status))
+        write_record(job.out_dir, self.record(job, job.status, output))
         self.book.update(job)
 
     @staticmethod
@@ -152,15 +146,18 @@ class OutputWriter:
             return None
         return png_bytes(frames[index])
 
-    def finish(self, job: Job, status: str, error: str | None = None) -> None:
-        if status == "succeeded":  # job.json exists before anyone sees "succeeded"
-            write_record(job.out_dir, self.record(job, status))
+    def finish(
+        self, job: Job, status: str, error: str | None = None, output: JobOutput | None = None
+    ) -> None:
+        """Record the job's final status (`output`: what a job that succeeded made)."""
+        if output is not None:  # job.json exists before anyone sees "succeeded"
+            write_record(job.out_dir, self.record(job, status, output))
         else:
             shutil.rmtree(job.out_dir, ignore_errors=True)  # no half-written outputs
         self.book.finish(job, status, error)
         log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
 
-    def record(self, job: Job, status: str) -> dict[str, Any]:
+    def record(self, job: Job, status: str, output: JobOutput) -> dict[str, Any]:
         """job.json: the request, the resolved plan, seed, timings and versions."""
         return {
             "id": job.id,
@@ -179,8 +176,8 @@ class OutputWriter:
             "frames_written": job.frames_written,
             "timings": job.timings,
             **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
-            "memory": memory_record(job),
+            "memory": memory_record(job, output),
             "loras": job.loras,
-            **({"audio": job.audio.record()} if job.audio is not None else {}),
+            **({"audio": output.audio.record()} if output.audio is not None else {}),
             "versions": versions(),
         }

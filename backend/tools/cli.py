@@ -193,7 +193,9 @@ def build_parser() -> Parser:
 
 def _add_workflow_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("workflow", help="a ComfyUI workflow (API or UI format) as a paradit job")
-    actions = p.add_subparsers(dest="workflow_command", required=True, parser_class=Parser)
+    actions = p.add_subparsers(
+        dest="workflow_command", required=True, parser_class=Parser, help="import or run"
+    )
     comfyui = "the ComfyUI folder (or its models folder) the workflow's file names are in "
     comfyui += "(default: the first one above FILE)"
     p = actions.add_parser("import", help="print the request and serve settings it maps to")

@@ -64,7 +64,7 @@ def estimate(
         gpus // dp_degree,
         supports_cfg=family.supports_cfg(pipe),
         device_type=device,
-        tiled_decode=family.decodes_in_job,
+        tiled_decode=True,
     )
     dtype = getattr(torch, DTYPE_OF_DEVICE[device])
     topology = Topology(

@@ -99,9 +99,6 @@ class Family:
     batched_cfg: bool = False
     """The pipeline runs the unconditional and conditional branches as one batch of 2 through
     the transformer (CogVideoX), not as two calls (Wan, Flux)."""
-    decodes_in_job: bool = False
-    """The pipeline stops at the latents on every rank and the job decodes them with
-    `tiled_decode` (tiles can be dealt to the ranks); otherwise rank 0's pipeline decodes."""
     step_cache: bool = True
     """diffusers' First-Block-Cache fits the pipeline's transformer calls (Flux.2's pipeline
     calls it outside a cache context and its blocks' outputs are not the hooks' shape;
@@ -143,17 +140,14 @@ class Family:
         pipeline class on its components."""
         return pipe
 
-    def frames(self, output: Any) -> np.ndarray:
-        """The pipeline's numpy output as frames, float (F, H, W, 3) in 0..1."""
-        raise NotImplementedError
-
     def audio(self, pipe: Any, output: Any) -> Audio | None:
         """The audio track the pipeline generated with the frames (LTX-2), from the pipeline's
         output on the replica's leader; None for the models that make none."""
         return None
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
-        """The decode of the pipeline's final latents, cut into tiles (`decodes_in_job`)."""
+        """The decode of the pipeline's final latents, cut into tiles (dealt to the ranks with
+        `plan.vae_parallel`): the pipelines stop at the latents on every rank."""
         raise NotImplementedError
 
     # -- previews (see preview.py) --------------------------------------------------------

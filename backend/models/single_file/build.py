@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 class DitWeights:
     """A DiT's weights in one single file, by diffusers parameter name, read row block by row
-    block (what `parallel.sharded_load.fill_shards` reads each rank's shard through)."""
+    block (what `models.sharded_load.fill_shards` reads each rank's shard through)."""
 
     def __init__(self, part: Part):
         self.part = part
@@ -124,14 +124,14 @@ class DitWeights:
 
 def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
     """A diffusers model from its config, parameters on the meta device (as `empty_dit`)."""
-    from ...parallel.sharded_load import empty_from_config
+    from ..sharded_load import empty_from_config
 
     return empty_from_config(config, dtype)
 
 
 def fill_whole(model: torch.nn.Module, weights: DitWeights) -> None:
     """Read every row of every weight (world size 1, or a DiT that is not sharded)."""
-    from ...parallel.sharded_load import fill_shards
+    from ..sharded_load import fill_shards
 
     weights.check(model)
     fill_shards(model, weights, torch.device("cpu"))

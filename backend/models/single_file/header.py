@@ -13,6 +13,7 @@ neighbour's bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ GGUF_SUFFIX = ".gguf"
 GGUF_ORIG_SHAPE = "comfy.gguf.orig_shape."
 """ComfyUI-GGUF's metadata key prefix for tensors stored with a different (<= 4-dim) shape."""
 _MAX_HEADER = 100 * 2**20  # safetensors' own limit on the JSON header
+HEADERS_KEPT = 64
+"""Headers a process keeps (a model is at most a dozen files; a folder listing more)."""
 SAFETENSORS_BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
     "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
@@ -86,10 +89,20 @@ class FileHeader:
 
 def read_header(path: str | Path, *, check_size: bool = True) -> FileHeader:
     """The header of a .safetensors or .gguf file; ValueError naming the file when it is not
-    one, or is shorter than its header says (`check_size=False`: headers written alone)."""
+    one, or is shorter than its header says (`check_size=False`: headers written alone).
+
+    Read once per process: a file whose size and modification time are unchanged gives the
+    same `FileHeader` again (detection, checks and loading each ask for it)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
+    stat = path.stat()
+    return _read_header(path.absolute(), stat.st_size, stat.st_mtime_ns, check_size)
+
+
+@functools.lru_cache(maxsize=HEADERS_KEPT)
+def _read_header(path: Path, _size: int, _mtime_ns: int, check_size: bool) -> FileHeader:
+    """`read_header`'s reading, kept per (file, size, modification time)."""
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic == b"GGUF":

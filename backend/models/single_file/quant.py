@@ -15,7 +15,7 @@ FSDP2 shard to the compute dtype as it reads them, so the sharded DiT is an ordi
 model, its memory plan counts exactly what is held, and every rank runs the same kernels as for
 a diffusers folder (quantized files save disk and download, not device memory).
 
-Rows are read with plain file reads, never through a memory map (see parallel/sharded_load.py:
+Rows are read with plain file reads, never through a memory map (see models/sharded_load.py:
 mapped pages count in the rank's resident memory until the file closes).
 """
 

@@ -18,7 +18,6 @@ SPEC = FamilySpec(
             ("CogVideoXPipeline",),
             _TEXT,
             batched_cfg=True,
-            decodes_in_job=True,
         ),
         CogVideoX(
             "cogvideox-i2v",
@@ -26,7 +25,6 @@ SPEC = FamilySpec(
             ("CogVideoXImageToVideoPipeline",),
             _TEXT,
             batched_cfg=True,
-            decodes_in_job=True,
         ),
     ),
     transformer_classes=("CogVideoXTransformer3DModel",),

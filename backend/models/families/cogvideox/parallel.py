@@ -20,7 +20,7 @@ diffusers' `CogVideoXAttnProcessor2_0` calls `F.scaled_dot_product_attention` it
 plan replaces it with `JointAttnProcessor`, which computes the same (same projections, norms
 and rotary embedding, in (batch, sequence, heads, head_dim) layout) and attends through
 `dispatch_attention_fn`. The model's code is unchanged. The diffusers names used here are
-checked (`internals`) when the plan is applied.
+checked (`diffusers_internals`) when the plan is applied.
 
 Shapes: B batch, S sequence (text + video on this rank), H heads, D head dim.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ....parallel.internals import require
+from ....diffusers_internals import require
 
 FEATURE = "CogVideoX sequence parallelism"
 

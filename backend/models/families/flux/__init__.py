@@ -17,7 +17,6 @@ SPEC = FamilySpec(
             TEXT_TO_IMAGE,
             ("FluxPipeline",),
             frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
-            decodes_in_job=True,
             samplers=SAMPLERS,
         ),
     ),

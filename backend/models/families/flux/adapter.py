@@ -56,9 +56,6 @@ class Flux(Family):
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
         }
 
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
-
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         from . import vae as kl_vae
 

@@ -16,7 +16,6 @@ SPEC = FamilySpec(
             TEXT_TO_IMAGE,
             ("Flux2Pipeline",),
             frozenset({"text_encoder", "tokenizer"}),
-            decodes_in_job=True,
             step_cache=False,
         ),
     ),

@@ -76,9 +76,6 @@ class Flux2(Family):
             "image": request_images(request) if request.image is not None else None,
         }
 
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
-
     def _vae_latents(self, pipe: Any, latents: torch.Tensor, height: int, width: int):
         """As the pipeline before its decode: unpack (batch, tokens, 128) to 2x2 patches
         (batch, 128, h, w), undo the batch-norm normalisation, unpatchify to (batch, 32, 2h,

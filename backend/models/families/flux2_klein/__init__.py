@@ -15,7 +15,6 @@ SPEC = FamilySpec(
             TEXT_TO_IMAGE,
             ("Flux2KleinPipeline",),
             frozenset({"text_encoder", "tokenizer"}),
-            decodes_in_job=True,
             step_cache=False,
         ),
     ),

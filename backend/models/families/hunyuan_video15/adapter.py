@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from ....contract import IMAGE_TO_VIDEO, Limits
@@ -121,9 +120,6 @@ class HunyuanVideo15(Family):
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         return StepCallbacks(pipe)
-
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         from . import vae as hunyuan_vae

@@ -31,8 +31,8 @@ processor with its mask on the whole text, as a single process does. The token r
 only, before the blocks) keeps diffusers' processor and mask. Jobs are batches of one
 (paradit runs one video per job); rows with different valid lengths are refused. A split
 job equals a single process's within rounding (the attention runs over fewer keys, not the
-same kernel call). The diffusers names used here are checked (`internals`) when the plan is
-applied.
+same kernel call). The diffusers names used here are checked (`diffusers_internals`) when
+the plan is applied.
 
 Shapes: B batch, S sequence (video + text on this rank), H heads, D head dim.
 """
@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from ....parallel.internals import require
+from ....diffusers_internals import require
 
 FEATURE = "HunyuanVideo 1.5 sequence parallelism"
 

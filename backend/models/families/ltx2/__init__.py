@@ -28,7 +28,6 @@ SPEC = FamilySpec(
             ("LTX2Pipeline",),
             _TEXT,
             batched_cfg=True,
-            decodes_in_job=True,
         ),
         LTX2ImageToVideo(
             "ltx2-i2v",
@@ -36,7 +35,6 @@ SPEC = FamilySpec(
             ("LTX2ImageToVideoPipeline",),
             _TEXT,
             batched_cfg=True,
-            decodes_in_job=True,
         ),
     ),
     transformer_classes=("LTX2VideoTransformer3DModel",),

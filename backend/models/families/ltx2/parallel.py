@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from ....parallel.internals import require
+from ....diffusers_internals import require
 
 FEATURE = "LTX-2 sequence parallelism"
 LOCAL_ATTENTIONS = ("attn2", "audio_attn1", "audio_attn2", "audio_to_video_attn")

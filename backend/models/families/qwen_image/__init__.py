@@ -17,7 +17,6 @@ SPEC = FamilySpec(
             TEXT_TO_IMAGE,
             ("QwenImagePipeline",),
             frozenset({"text_encoder", "tokenizer"}),
-            decodes_in_job=True,
             samplers=SAMPLERS,
         ),
     ),

@@ -77,9 +77,6 @@ class QwenImage(Family):
             "max_sequence_length": MAX_TEXT_TOKENS,
         }
 
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
-
     def _latents_for_vae(self, pipe: Any, latents: torch.Tensor, request: JobRequest):
         """As the pipeline before its decode: unpack (batch, seq, channels * 4) to (batch,
         channels, 1, h, w), then undo the normalisation with the VAE's latent statistics."""

@@ -25,7 +25,7 @@ __all__ = ["decode_tile", "finish", "tile_grid"]
 
 def decode_tile(vae: Any, z: torch.Tensor, tile: Tile) -> torch.Tensor:
     """Decode one tile of a tiled grid: its frames one by one, the causal cache cleared first."""
-    from ....parallel.internals import require
+    from ....diffusers_internals import require
 
     require(
         "tiled Qwen-Image VAE decode",

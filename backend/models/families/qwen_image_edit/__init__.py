@@ -15,7 +15,6 @@ SPEC = FamilySpec(
             IMAGE_EDIT,
             ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
             frozenset({"text_encoder", "tokenizer", "processor"}),
-            decodes_in_job=True,
             step_cache=False,
         ),
     ),

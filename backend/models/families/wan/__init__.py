@@ -20,7 +20,6 @@ SPEC = FamilySpec(
             ("WanPipeline",),
             _TEXT,
             vae_float32=True,
-            decodes_in_job=True,
             samplers=SAMPLERS,
         ),
         WanImageToVideo(
@@ -29,7 +28,6 @@ SPEC = FamilySpec(
             ("WanImageToVideoPipeline",),
             _TEXT | {"image_encoder"},
             vae_float32=True,
-            decodes_in_job=True,
             samplers=SAMPLERS,
         ),
     ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from ....contract import IMAGE_TO_VIDEO, Limits
@@ -59,9 +58,6 @@ class WanTextToVideo(Family):
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         return video_kwargs(request, tensors)
-
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[0]  # (batch, F, H, W, 3) -> the one video
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         from . import vae as wan_vae

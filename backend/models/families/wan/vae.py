@@ -21,7 +21,7 @@ from ...vae_tiles import Tile, TileGrid, cut, grid, whole
 
 def _checked_internals() -> list[Any]:
     """The diffusers internals a tile's decode relies on (ending with `unpatchify`), checked."""
-    from ....parallel.internals import require
+    from ....diffusers_internals import require
 
     return require(
         "tiled Wan VAE decode",

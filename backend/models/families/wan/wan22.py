@@ -81,7 +81,6 @@ WAN22_TI2V = WanTextImageToVideo(
     ("WanPipeline", "WanImageToVideoPipeline"),
     frozenset({"text_encoder", "tokenizer"}),
     vae_float32=True,
-    decodes_in_job=True,
     samplers=SAMPLERS,
 )
 WAN22_I2V = Wan22ImageToVideo(
@@ -90,7 +89,6 @@ WAN22_I2V = Wan22ImageToVideo(
     ("WanImageToVideoPipeline",),
     frozenset({"text_encoder", "tokenizer", "image_encoder"}),
     vae_float32=True,
-    decodes_in_job=True,
     samplers=SAMPLERS,
 )
 

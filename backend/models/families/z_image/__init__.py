@@ -19,7 +19,6 @@ SPEC = FamilySpec(
             ("ZImagePipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             batched_cfg=True,
-            decodes_in_job=True,
             step_cache=False,
             samplers=SAMPLERS,
         ),

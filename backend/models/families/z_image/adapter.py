@@ -76,9 +76,6 @@ class ZImage(Family):
             "max_sequence_length": MAX_TEXT_TOKENS,
         }
 
-    def frames(self, output: Any) -> np.ndarray:
-        return np.asarray(output[0])[:1]  # (batch, H, W, 3) -> one frame
-
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         from ..flux import vae as kl_vae  # Flux.1's tiled decode
 

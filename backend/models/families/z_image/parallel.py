@@ -16,8 +16,8 @@ attends through `dispatch_attention_fn`, so a plan is all the model needs:
 - the tokens are gathered after the final layer (`all_final_layer.<patch>`), before the model
   cuts the image tokens out and unpatchifies them.
 
-The model's code is unchanged. The diffusers names used here are checked (`internals`) when the
-plan is applied.
+The model's code is unchanged. The diffusers names used here are checked
+(`diffusers_internals`) when the plan is applied.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ....parallel.internals import require
+from ....diffusers_internals import require
 
 FEATURE = "Z-Image sequence parallelism"
 

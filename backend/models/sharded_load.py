@@ -28,9 +28,9 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
-from ..models.casting import cast_model
-from ..models.single_file.header import read_header
-from ..models.single_file.quant import SAFETENSORS_DTYPES as DTYPES
+from .casting import cast_model
+from .single_file.header import read_header
+from .single_file.quant import SAFETENSORS_DTYPES as DTYPES
 
 log = logging.getLogger(__name__)
 
