@@ -3,7 +3,7 @@
 `create_app` runs in this process on a stand-in service that validates with the real
 `JobRequest.from_body` and queues into a real `JobBook`.
 
-Cost: about 4 s (in the suite's two-worker run on 2 cores).
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
 paths on CPU.
 
-Cost: about 45 s (in the suite's two-worker run on 2 cores).
+Cost: about 41 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

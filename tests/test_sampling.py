@@ -4,7 +4,7 @@ pair, each sampler against a reference integration written from its paper
 reference integration with the same model calls, and the 4-step Wan 2.2 recipe on 1, 2 and 4
 ranks.
 
-Cost: about 120 s (measured 120 s alone at load average 6: tiny pipelines in-process,
+Cost: about 44 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
 tiny-wan2.2-i2v-a14b served on 1, 2 and 4 ranks; most of it is starting those three backends
 and running each sampler's 4-step job on them).
 """

@@ -3,7 +3,7 @@
 One app is served in this process for the module; `test_cli_*` runs `paradit ui` as its own
 process (login on, a backend it starts itself) and stops it with SIGTERM.
 
-Cost: about 66 s (in the suite's two-worker run on 2 cores).
+Cost: about 60 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -538,3 +538,18 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.fast
+def test_settings_read_from_info_take_what_was_asked():
+    """`/v1/info` reports the attention kernel with how it resolved: the settings panel of a
+    backend it did not start shows the choice asked for (a value among the widget's choices)."""
+    from paradit.web.settings import values_from_info
+
+    info = {
+        "world_size": 2,
+        "plan": {},
+        "memory": {"settings": {}},
+        "attention": {"asked": "math", "kernel": "math", "lossy": False, "reason": "asked"},
+    }
+    assert values_from_info(info)["attention"] == "math"

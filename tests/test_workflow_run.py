@@ -6,7 +6,7 @@ gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, th
 Turbo fixture those of the `z-image-turbo` recipe; a --server running another model is
 refused.
 
-Cost: about 40 s (in the suite's two-worker run on 2 cores).
+Cost: about 11 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged
 latents). The parallel runs share a real gloo group of 4 (forked, one thread per rank): the
 world, then groups of its first 3 and first 2 ranks.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ def values_from_info(info: dict[str, Any]) -> dict[str, Any]:
     values = {}
     for s in frontend_settings():
         value = next((source[s.name] for source in sources if s.name in source), None)
+        if isinstance(value, dict):  # reported with how it resolved (`attention`): the asked
+            value = value.get("asked")
         if value is None:
             values[s.widget] = s.default
         else:

@@ -83,8 +83,10 @@ def job_sampling(runner: Any, request: Any, limits: Limits) -> Iterator[JobSampl
     state = JobSampling()
     if request.guidance_scale_low is not None:
         state.kwargs["guidance_scale_2"] = request.guidance_scale_low
-    own = runner.scheduler
-    boundary = runner.config.get("boundary_ratio")
+    # Only a choice changes the runner: a job on the model's own scheduler leaves it as it is
+    # (a family's runner may be a wrapper with no scheduler of its own to set).
+    own = runner.scheduler if choice is not None else None
+    boundary = runner.config.get("boundary_ratio") if choice is not None else None
     try:
         if choice is not None:
             # Not `runner.scheduler = ...`: the pipeline would record the class in its config.
@@ -102,9 +104,10 @@ def job_sampling(runner: Any, request: Any, limits: Limits) -> Iterator[JobSampl
             log.warning("sampling record incomplete: %s: %s", type(exc).__name__, exc)
             state.record.update(sampler=DEFAULT, scheduler=DEFAULT)
     finally:
-        runner.__dict__["scheduler"] = own
-        if runner.config.get("boundary_ratio") != boundary:
-            runner.register_to_config(boundary_ratio=boundary)
+        if choice is not None:
+            runner.__dict__["scheduler"] = own
+            if runner.config.get("boundary_ratio") != boundary:
+                runner.register_to_config(boundary_ratio=boundary)
 
 
 def _record(runner: Any, choice: SamplingChoice | None) -> dict[str, Any]:

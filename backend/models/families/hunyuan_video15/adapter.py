@@ -190,6 +190,10 @@ class StepCallbacks:
     def __init__(self, pipe: Any):
         self.pipe = pipe
 
+    def __getattr__(self, name: str) -> Any:
+        """Everything else is the pipeline's (its scheduler and config, for the job's record)."""
+        return getattr(self.pipe, name)
+
     def __call__(self, *, callback_on_step_end: Callable | None = None, **kwargs: Any) -> Any:
         if callback_on_step_end is None:
             return self.pipe(**kwargs)
