@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .kernels import ATTENTION_CHOICES, KERNELS, device_refusal
-from .memory.settings import OFFLOAD_MODES, TILING_MODES, MemorySettings
+from .memory.settings import OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES, MemorySettings
 
 BACKEND = "backend"
 """Flags every command that starts a backend takes (serve, generate, verify, batch, ui)."""
@@ -24,6 +24,7 @@ SERVING = "serving"
 """Flags only `serve` takes: where it listens, where it writes, who may use it."""
 
 DEVICES = ("auto", "cpu", "cuda")
+COMPILE_MODES = ("off", "blocks", "auto")
 
 
 def _flag(
@@ -274,6 +275,38 @@ class ServeConfig:
             frontend=True,
         ),
     )
+    compile: str = field(
+        default="off",
+        metadata=_flag(
+            "--compile",
+            BACKEND,
+            "regional compile of the DiT's repeated blocks: off, blocks, or auto (blocks "
+            "where it pays off)",
+            choices=COMPILE_MODES,
+            frontend=True,
+        ),
+    )
+    weights: str = field(
+        default="auto",
+        metadata=_flag(
+            "--weights",
+            BACKEND,
+            "the DiT's weights in memory: auto (file for quantized files, else bf16), bf16, "
+            "fp8 (quantized at load, a scale per row) or file (each layer keeps its file's "
+            "dtype and is upcast in its forward)",
+            choices=WEIGHTS_MODES,
+            frontend=True,
+        ),
+    )
+    fp8_compute: bool = field(
+        default=False,
+        metadata=_flag(
+            "--fp8-compute",
+            BACKEND,
+            "fp8 matmuls for the DiT's fp8 linear layers (CUDA sm >= 8.9 only)",
+            frontend=True,
+        ),
+    )
     host: str = field(
         default="127.0.0.1", metadata=_flag("--host", SERVING, "address to listen on")
     )
@@ -402,6 +435,15 @@ class ServeConfig:
             refusal = device_refusal(self.attention, "cpu")
             if refusal is not None:
                 raise ValueError(refusal)
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(
+                f"--compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}"
+            )
+        if self.fp8_compute and self.device == "cpu":
+            raise ValueError(
+                "--fp8-compute needs a CUDA GPU of compute capability 8.9 or newer (fp8 "
+                "matmuls); on CPU the fp8 weights are upcast in each layer's forward"
+            )
         self.memory_settings()  # the memory flags, checked there
         self.default_cache()  # --cache, checked there
         if self.dp_degree < 1 or self.world_size % self.dp_degree:
@@ -473,6 +515,7 @@ class ServeConfig:
             self.plan_for,
             self.vae_tile,
             self.lora_cache_gib if self.lora_dirs else None,
+            self.weights,
         )
 
     def plan_overrides(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 OFFLOAD_MODES = ("auto", "none", "model", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
+WEIGHTS_MODES = ("auto", "bf16", "fp8", "file")
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,16 @@ class MemorySettings:
     lora_cache_gib: float | None = None
     """LoRAs are on (`--lora-dir`): the bound of the parsed-LoRA cache (`--lora-cache-gib`),
     which the plan counts with the rows a job's LoRAs save; None: no LoRAs."""
+    weights: str = "auto"
+    """`--weights`: the DiT's stored dtype (auto, bf16, fp8, file)."""
 
     def __post_init__(self) -> None:
         if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
             raise ValueError(f"--gpu-memory must be > 0 GiB, got {self.gpu_memory_gib}")
         if self.offload not in OFFLOAD_MODES:
             raise ValueError(f"--offload must be one of {', '.join(OFFLOAD_MODES)}")
+        if self.weights not in WEIGHTS_MODES:
+            raise ValueError(f"--weights must be one of {', '.join(WEIGHTS_MODES)}")
         if self.vae_tiling not in TILING_MODES:
             raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
         if self.plan_for is not None:
