@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_DIRS = ("workflows", "example_workflows", "backend/models/configs")
+DATA_DIRS = ("workflows", "example_workflows")
+DATA_GLOBS = ("backend/models/families/*/configs/*.json",)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,10 @@ def _source_files(src: Path) -> set[str]:
         rel = path.relative_to(src)
         if rel.parts[0] in ("tests", "docs") or rel == Path("setup.py") or not path.is_file():
             continue
-        if path.suffix == ".py" or any(rel.is_relative_to(d) for d in DATA_DIRS):
+        data = any(rel.is_relative_to(d) for d in DATA_DIRS) or any(
+            len(rel.parts) == len(Path(g).parts) and rel.match(g) for g in DATA_GLOBS
+        )
+        if path.suffix == ".py" or data:
             files.add(f"paradit/{rel.as_posix()}")
     return files
 

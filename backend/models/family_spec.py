@@ -139,6 +139,15 @@ class FamilySpec:
     file_scheduler: Callable[[Any, Any], Any] | None = None
     """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
     runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
+    tiny_presets: Mapping[str, tuple[str, Mapping[str, Callable[[], Any]]]] = field(
+        default_factory=dict
+    )
+    """Its tiny presets (`tiny.py` beside the spec): preset name -> (diffusers pipeline class,
+    component name -> a function that builds it with its own seed). `presets.py` builds them;
+    their names are listed, torch-free, in `preset_names.PRESET_NAMES`."""
+    tiny_pipeline_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A tiny preset's pipeline settings, as the real repo's model_index.json has them
+    (Wan 2.2's `boundary_ratio`, Klein's `is_distilled`)."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
@@ -156,3 +165,5 @@ class FamilySpec:
         object.__setattr__(self, "cp_plans", _frozen(self.cp_plans))
         object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
         object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))
+        object.__setattr__(self, "tiny_presets", _frozen(self.tiny_presets))
+        object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))

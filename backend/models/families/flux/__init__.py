@@ -8,6 +8,7 @@ from ...family_spec import FamilySpec
 from .adapter import Flux
 from .memory import dit_forward
 from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "flux",
@@ -30,4 +31,5 @@ SPEC = FamilySpec(
     all_in_one=True,
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    tiny_presets=TINY_PRESETS,
 )

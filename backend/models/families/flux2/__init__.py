@@ -7,6 +7,7 @@ from ...family_spec import FamilySpec
 from .adapter import Flux2
 from .memory import dit_forward
 from .single_file import detect_dit, dit_row_map, text_widths, vae_latent_channels
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "flux2",
@@ -28,4 +29,5 @@ SPEC = FamilySpec(
     dit_row_map=dit_row_map,
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    tiny_presets=TINY_PRESETS,
 )

@@ -15,6 +15,7 @@ from .single_file import (
     text_widths,
     vae_key_names,
 )
+from .tiny import PRESETS as TINY_PRESETS
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
 SPEC = FamilySpec(
@@ -50,4 +51,5 @@ SPEC = FamilySpec(
         # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
         "HunyuanVideo15TransformerBlock": BlockLayout(),
     },
+    tiny_presets=TINY_PRESETS,
 )

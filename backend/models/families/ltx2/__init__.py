@@ -15,6 +15,7 @@ from .single_file import (
     text_widths,
     vae_key_names,
 )
+from .tiny import PRESETS as TINY_PRESETS
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
 
@@ -53,4 +54,5 @@ SPEC = FamilySpec(
         # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)
         "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
     },
+    tiny_presets=TINY_PRESETS,
 )

@@ -8,6 +8,7 @@ from ...family_spec import FamilySpec
 from .adapter import QwenImage
 from .memory import dit_forward
 from .single_file import detect_dit
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "qwen_image",
@@ -27,4 +28,5 @@ SPEC = FamilySpec(
     file_family="qwen-image",
     dit_forward=dit_forward,
     vae_frame_axis=True,
+    tiny_presets=TINY_PRESETS,
 )

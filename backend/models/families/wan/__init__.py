@@ -8,6 +8,8 @@ from ...family_spec import FamilySpec
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
 from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
+from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
+from .tiny import PRESETS as TINY_PRESETS
 from .wan22 import specialize
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
@@ -41,4 +43,6 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     dry_run_one_block=True,
     specialize=specialize,
+    tiny_presets=TINY_PRESETS,
+    tiny_pipeline_config=TINY_PIPELINE_CONFIG,
 )

@@ -9,6 +9,7 @@ from .adapter import ZImage
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
 from .single_file import DROPPED, detect_dit, dit_row_map, vae_latent_channels
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "z_image",
@@ -33,4 +34,5 @@ SPEC = FamilySpec(
     dropped_keys=DROPPED,
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
+    tiny_presets=TINY_PRESETS,
 )
