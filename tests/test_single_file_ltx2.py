@@ -55,13 +55,13 @@ from safetensors.torch import save_file
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.families.ltx2.detect import CONNECTORS
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
 from paradit.backend.models.single_file.build import DitWeights
 from paradit.backend.models.single_file.convert import dit_row_map
 from paradit.backend.models.single_file.detect import detect, recognise
-from paradit.backend.models.single_file.detect_ltx2 import CONNECTORS
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import SingleFiles, resolve
@@ -97,7 +97,7 @@ def _real() -> types.SimpleNamespace:
 def _gemma_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
-    from paradit.backend.models.single_file.detect_ltx2 import GEMMA3_12B as UNSEEN
+    from paradit.backend.models.families.ltx2.detect import GEMMA3_12B as UNSEEN
 
     with torch.device("meta"):
         model = Gemma3TextModel(Gemma3TextConfig(**config, **UNSEEN))

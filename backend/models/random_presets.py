@@ -230,16 +230,17 @@ def _pipeline_package_class(pipeline: str, class_name: str) -> Any:
 
     package_name = getattr(diffusers, pipeline).__module__.rsplit(".", 1)[0]
     package = importlib.import_module(package_name)
-    found = getattr(package, class_name, None)
-    for info in () if found is not None else pkgutil.iter_modules(package.__path__):
+    modules = [package]
+    for info in pkgutil.iter_modules(package.__path__):
         try:  # a module may need an optional library (LTX-2's video export: PyAV)
-            module = importlib.import_module(f"{package_name}.{info.name}")
+            modules.append(importlib.import_module(f"{package_name}.{info.name}"))
         except ImportError:
             continue
+    for module in modules:
         found = getattr(module, class_name, None)
-        if found is not None:
-            break
-    return found
+        if found is not None and found.__module__.startswith(package_name):  # defined there
+            return found
+    return None
 
 
 @contextlib.contextmanager

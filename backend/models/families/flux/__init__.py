@@ -7,7 +7,14 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import Flux
 from .memory import dit_forward
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
+from .single_file import (
+    FILE_PRESETS,
+    detect_diffusers_dit,
+    detect_dit,
+    detect_vae,
+    dit_row_map,
+    text_widths,
+)
 from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
@@ -32,4 +39,7 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     dry_run_one_block=True,
     tiny_presets=TINY_PRESETS,
+    detect_parts=((110, detect_vae),),
+    file_presets=FILE_PRESETS,
+    runs_all_in_one=True,
 )

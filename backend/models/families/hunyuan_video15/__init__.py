@@ -5,9 +5,11 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
+from .detect import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
 from .single_file import (
+    FILE_PRESETS,
     detect_diffusers_dit,
     detect_dit,
     dit_row_map,
@@ -52,4 +54,6 @@ SPEC = FamilySpec(
         "HunyuanVideo15TransformerBlock": BlockLayout(),
     },
     tiny_presets=TINY_PRESETS,
+    detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
+    file_presets=FILE_PRESETS,
 )

@@ -5,9 +5,12 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
+from .detect import gemma3_encoder, ltx2_vae
+from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
 from .single_file import (
+    FILE_PRESETS,
     detect_diffusers_dit,
     detect_dit,
     dit_file_keys,
@@ -55,4 +58,12 @@ SPEC = FamilySpec(
         "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
     },
     tiny_presets=TINY_PRESETS,
+    detect_parts=((40, gemma3_encoder), (100, ltx2_vae)),  # Gemma 3 before Qwen3,
+    file_presets=FILE_PRESETS,
+    runs_all_in_one=True,
+    file_parts=file_parts,
+    file_extras=file_extras,
+    extra_components=EXTRA_COMPONENTS,
+    build_extra=build_extra,
+    describe_parts=describe_parts,
 )

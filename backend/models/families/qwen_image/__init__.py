@@ -7,7 +7,7 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import QwenImage
 from .memory import dit_forward
-from .single_file import detect_dit
+from .single_file import FILE_PRESETS, detect_dit
 from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
@@ -29,4 +29,5 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,
+    file_presets=FILE_PRESETS,
 )

@@ -7,6 +7,7 @@ from ...family_spec import FamilySpec
 from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
 from ..qwen_image.tiny import EDIT_PRESETS as TINY_PRESETS
 from .adapter import QwenImageEdit
+from .single_file import FILE_PRESETS
 
 SPEC = FamilySpec(
     "qwen_image_edit",
@@ -23,4 +24,5 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,
+    file_presets=FILE_PRESETS,
 )

@@ -7,7 +7,14 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
+from .single_file import (
+    FILE_PRESETS,
+    detect_diffusers_dit,
+    detect_dit,
+    detect_vae,
+    dit_row_map,
+    vae_key_names,
+)
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
 from .wan22 import specialize
@@ -45,4 +52,7 @@ SPEC = FamilySpec(
     specialize=specialize,
     tiny_presets=TINY_PRESETS,
     tiny_pipeline_config=TINY_PIPELINE_CONFIG,
+    detect_parts=((70, detect_vae),),
+    file_presets=FILE_PRESETS,
+    vae_key_names=vae_key_names,
 )

@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .detection import count_indices
-from .header import FileHeader
+from ...single_file.detection import count_indices
+from ...single_file.header import FileHeader
 
 MARKER = "double_blocks.0.img_attn_q.weight"
 """The key that tells a HunyuanVideo 1.5 DiT in the original names (Flux: `img_attn.qkv`,

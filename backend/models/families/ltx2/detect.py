@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
-from .header import FileHeader
+from ...single_file.detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
+from ...single_file.header import FileHeader
 
 LTX2 = "ltx2"
 MARKER = "av_ca_a2v_gate_adaln_single.emb.timestep_embedder.linear_1.weight"
@@ -191,8 +191,8 @@ def gemma3_encoder(header: FileHeader) -> Detection | None:
     `model.`, perhaps a vision tower and the SentencePiece model `spiece_model` beside it,
     which are not weights of it), or None for other files. Gemma has norms before and after
     each feed-forward, which Qwen3 (also with per-head q/k norms) lacks."""
-    from ..seeded import VOCAB_SIZE
-    from ..tiny.ltx2 import TEXT_ENCODER_UNSEEN
+    from ...seeded import VOCAB_SIZE
+    from .tiny import TEXT_ENCODER_UNSEEN
 
     keys = {k: v.shape for k, v in header.tensors.items()}
     prefix = language_model_prefix(

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 
-from . import hunyuan_video15 as hunyuan
-from .detection import (
+from ...single_file.detection import (
     REAL_HEAD_DIM,
     TINY_WIDTH,
     Detection,
@@ -22,7 +21,8 @@ from .detection import (
     language_model_prefix,
     stripped,
 )
-from .header import FileHeader
+from ...single_file.header import FileHeader
+from . import keys as hunyuan
 
 # -- the DiT and the VAE ----------------------------------------------------------------------
 
