@@ -6,7 +6,8 @@ FSDP2 shard), encoders and VAEs are read whole (components.py). Configs come fro
 (detect.py) and, for what a header cannot say (scheduler, VAE settings, pipeline settings),
 from the presets the package ships (file_presets.py): the tiny presets for the tiny test
 architectures, the `random:` presets' JSON for real ones. Qwen-Image-Edit's text side
-(Qwen2.5-VL with its vision tower, its tokenizer and processor) is built in qwen_image_edit.py.
+(Qwen2.5-VL with its vision tower, its tokenizer and processor) is built by its preset's
+`text_parts` (`families/qwen_image_edit/single_file.py`).
 `meta_pipeline_of_files` is the same pipeline on the meta device, for planning.
 """
 

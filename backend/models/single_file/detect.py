@@ -12,12 +12,11 @@ its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and 
 recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
 each as a file of its own (`FileHeader.view`).
 
-Roles: "transformer" (a DiT: Wan 2.1/2.2, Flux.1 or HunyuanVideo 1.5, in ComfyUI/Wan, BFL,
-Tencent's or diffusers' key names; Z-Image, Flux.2 and Qwen-Image in detect_z_image.py and
-detect_flux2.py), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face key names; Qwen3 and
-Qwen2.5-VL in detect_z_image.py and detect_hunyuan15.py), "vae" (Wan 2.1, Wan 2.2, Flux,
-Flux.2 and HunyuanVideo 1.5 autoencoders), "lora", "clip_vision" (CLIP towers; SigLIP in
-detect_hunyuan15.py) and "unknown".
+Roles: "transformer" (a DiT: each family's recognition is its spec's, `FamilySpec.detect_dit`,
+tried in the specs' `detection_order`), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face
+key names here; Qwen3, Qwen2.5-VL, Mistral 3 and Gemma 3 by the specs of the families that
+brought them, `FamilySpec.detect_parts`), "vae" (each family's, `detect_parts`), "lora",
+"clip_vision" (CLIP towers here; SigLIP by HunyuanVideo 1.5's spec) and "unknown".
 """
 
 from __future__ import annotations

@@ -16,11 +16,12 @@ whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate fil
 
 An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
 encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
-connectors, audio VAE and vocoder are `Resolved.extras`, built by components.ltx2_component;
-only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py). A DiT alone (a GGUF, a
-transformer-only file) takes those parts from more --vae and --text-encoder files, each part
-found by its key names with or without the checkpoint's prefix (ltx2.find_parts: ComfyUI's
-split files, or the whole checkpoint beside a GGUF).
+connectors, audio VAE and vocoder are `Resolved.extras`, built by its spec's `build_extra`;
+only the Gemma 3 file is given besides (`FamilySpec.file_parts`: `families/ltx2/files.py`). A
+DiT alone (a GGUF, a transformer-only file) takes those parts from more --vae and --text-
+encoder files, each part found by its key names with or without the checkpoint's prefix
+(`families/ltx2/files.py` find_parts: ComfyUI's split files, or the whole checkpoint beside a
+GGUF).
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ class Resolved:
     image_encoder: Part | None = None
     """Wan 2.1 image-to-video's CLIP vision encoder."""
     extras: dict[str, Part] = dataclasses.field(default_factory=dict)
-    """LTX-2's parts besides the DiT and video VAE (ltx2.PARTS: "connectors",
+    """A family's parts besides the DiT and VAE (`FamilySpec.file_extras`; LTX-2's "connectors",
     "text_projection", "audio_vae", "vocoder"), each a view of the file that holds it, keys in
-    the part's own names; components.ltx2_component builds the connectors, audio VAE and
+    the part's own names; its spec's `build_extra` builds the connectors, audio VAE and
     vocoder from them."""
 
     @property

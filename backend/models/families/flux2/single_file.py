@@ -1,4 +1,4 @@
-"""Flux.2's DiT (dev and Klein) in a single file: `single_file/detect_flux2.py` reads it."""
+"""Flux.2's DiT (dev and Klein) in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 

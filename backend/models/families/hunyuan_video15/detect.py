@@ -4,7 +4,7 @@ Qwen2.5-VL text encoder (`qwen_2.5_vl_7b`, Hugging Face's names, with the shapes
 tower, which Qwen-Image-Edit reads; ByT5 is a T5, recognised in detect.py) and the SigLIP
 vision tower of image-to-video (`sigclip_vision_patch14_384`).
 
-The name tables and the config readers are in hunyuan_video15.py; the head width is 128 for
+The name tables and the config readers are in `keys.py`; the head width is 128 for
 the real model, 16 for the tiny preset (whose DiT is 64 wide).
 """
 

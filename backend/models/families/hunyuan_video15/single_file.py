@@ -1,4 +1,4 @@
-"""HunyuanVideo 1.5's DiT in a single file: `single_file/detect_hunyuan15.py` reads it."""
+"""HunyuanVideo 1.5's DiT in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 

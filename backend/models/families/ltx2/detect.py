@@ -9,12 +9,12 @@ The checkpoint holds every part of the model but the text encoder: the DiT under
 beside it (`model.diffusion_model.video_embeddings_connector.`, `audio_...`), the text
 projection at the top (`text_embedding_projection.aggregate_embed.weight`: the stacked Gemma
 hidden states to one width), the video VAE under `vae.`, the audio VAE under `audio_vae.` and
-the vocoder under `vocoder.` (ltx2.py maps each to diffusers' component).
+the vocoder under `vocoder.` (`files.py` maps each to diffusers' component).
 
 What a header cannot show: the head widths (128 for the video stream and 64 for the audio
 stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
 distilled (the same shapes: the file name tells; a distilled file's variant is
-`ltx-2-distilled`, which runs on its own 8-step schedule, families/ltx2.py).
+`ltx-2-distilled`, which runs on its own 8-step schedule, `adapter.py`).
 """
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ def file_extras(parts: dict[str, Part], encoder: Part) -> dict[str, Part]:
 
 
 _LTX2_PARTS_OF = {"connectors": ("connectors", "text_projection")}
-"""The parts (ltx2.PARTS) a component is read from, where they are not just the one."""
+"""The parts (PARTS) a component is read from, where they are not just the one."""
 
 
 def build_extra(

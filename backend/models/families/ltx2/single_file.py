@@ -1,5 +1,5 @@
 """LTX-2's DiT in a single file (with whatever else the checkpoint holds):
-`single_file/detect_ltx2.py` reads it."""
+`detect.py` reads it."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def detect_diffusers_dit(header: FileHeader) -> Detection | None:
 
 
 def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
-    """The original key names -> diffusers', as a row map: `single_file/ltx2.py`'s converter
+    """The original key names -> diffusers', as a row map: `files.py`'s converter
     on row traces of the DiT's keys (the connectors beside it are another component's)."""
     return trace_converter(ltx2.dit_converter(), ltx2.dit_keys(keys))
 

@@ -23,7 +23,7 @@ TEXT_ENCODER_UNSEEN = {
     "eos_token_id": EOS_ID,
     "bos_token_id": None,
 }
-"""The tiny text encoder's settings a file's header cannot show (single_file.detect_ltx2)."""
+"""The tiny text encoder's settings a file's header cannot show (`detect.py`)."""
 
 
 def _text_encoder():

@@ -1,4 +1,4 @@
-"""Z-Image's DiT in a single file: `single_file/detect_z_image.py` reads it."""
+"""Z-Image's DiT in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 
