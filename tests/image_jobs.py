@@ -74,6 +74,13 @@ def rank_groups(
             yield n, groups[n]
 
 
+def encoded(pipe: Any, body: dict) -> dict:
+    """Rank 0's encoded text for `body`, as the engine encodes it (`runtime.job.encode`), for
+    jobs that share it (`run_image_job`'s `tensors`)."""
+    model = RankModel.here(pipe, None, None)
+    return encode(model, JobRequest.from_body(body, model.limits))
+
+
 def run_image_job(
     pipe: Any,
     body: dict,
