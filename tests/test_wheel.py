@@ -118,7 +118,8 @@ def test_installed_from_the_wheel_it_imports_and_generates(built, tmp_path):
         "import json, sys, paradit, paradit.backend.memory.planner as p, "
         "paradit.backend.tools.cli as c, paradit.backend.models.random_presets as r; "
         "print(json.dumps({'files': [paradit.__file__, p.__file__, c.__file__], "
-        "'configs': sorted(f.name for f in r.CONFIG_DIR.iterdir()), 'path': sys.path}))"
+        "'configs': sorted(f.name for f in r.RANDOM_PRESETS.values() if f.is_file()), "
+        "'path': sys.path}))"
     )
     seen = json.loads(run(python, "-c", probe).stdout)
     site = venv.resolve() / "lib"
