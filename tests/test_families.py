@@ -138,7 +138,6 @@ def test_the_presets_are_the_families():
 
 NAMES_ALLOWED = {
     "backend/sampling/recipes.py": "recipe names a user picks (`--recipe qwen-image`), torch-free",
-    "backend/lora/parse.py": "ComfyUI's Wan LoRAs' full-weight diffs (not moved yet)",
 }
 """Files outside the family folders that may still name a family, and why."""
 

@@ -147,6 +147,9 @@ class FamilySpec:
     file_scheduler: Callable[[Any, Any], Any] | None = None
     """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
     runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
+    lora_full_diffs: bool = False
+    """ComfyUI's LoRAs of the family may carry full-weight `<layer>.diff` keys, which diffusers'
+    LoRA converter drops; `lora/parse.py` renames them by that converter (Wan's)."""
     tiny_presets: Mapping[str, tuple[str, Mapping[str, Callable[[], Any]]]] = field(
         default_factory=dict
     )

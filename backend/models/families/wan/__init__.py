@@ -55,4 +55,5 @@ SPEC = FamilySpec(
     detect_parts=((70, detect_vae),),
     file_presets=FILE_PRESETS,
     vae_key_names=vae_key_names,
+    lora_full_diffs=True,
 )
