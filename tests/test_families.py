@@ -178,17 +178,19 @@ def _named_families(path: Path, names: set[str]) -> list[str]:
 
 
 def test_no_file_outside_the_family_folders_names_a_family():
-    """The rule: no Python file of the package outside `backend/models/families/` holds a
-    string constant (docstrings aside) equal, in any case, to a family's name (a spec's
-    `name`, with "_" or "-") or to the name its single files go by (`file_family`), nor
-    imports from a family's folder (`families.<family>`; `families.SPECS` and the generic
-    lookups of `families/__init__.py` are the registration list's); `NAMES_ALLOWED` lists the
-    files still excepted and why. So `family == "ltx2"` branches and tables keyed by a family
-    live in its folder, registered through its spec."""
+    """The rule: no Python file of the package (`backend/`, `nodes/`, `web/`) outside
+    `backend/models/families/` holds a string constant (docstrings aside) equal, in any case,
+    to a family's name (a spec's `name`, with "_" or "-") or to the name its single files go by
+    (`file_family`), nor imports from a family's folder (`families.<family>`; `families.SPECS`
+    and the generic lookups of `families/__init__.py` are the registration list's);
+    `NAMES_ALLOWED` lists the files still excepted and why. So `family == "ltx2"` branches and
+    tables keyed by a family live in its folder, registered through its spec."""
     root = FOLDER.parents[2]
     names = _family_names()
     offenders = {}
-    for path in sorted([*(root / "backend").rglob("*.py"), *(root / "nodes").rglob("*.py")]):
+    for path in sorted(
+        p for folder in ("backend", "nodes", "web") for p in (root / folder).rglob("*.py")
+    ):
         rel = path.relative_to(root).as_posix()
         if rel.startswith("backend/models/families/") or rel in NAMES_ALLOWED:
             continue

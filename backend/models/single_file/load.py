@@ -170,7 +170,7 @@ def resolve(files: SingleFiles) -> Resolved:
         preset.check_text_encoder(encoders["text_encoder"], first)
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
-    extras = {}
+    extras: dict[str, Part] = {}
     if family_parts and spec.file_extras is not None:
         extras = spec.file_extras(family_parts, encoders["text_encoder"])
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
