@@ -1,5 +1,6 @@
 """A ComfyUI folder holding the files the workflow fixtures (tests/comfy_workflows/) name:
-the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts), the
+the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts: Wan
+2.1/2.2, Qwen-Image, Z-Image, HunyuanVideo 1.5, LTX-2's checkpoint and Gemma file), the
 lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, and Flux.1
 dev's real architecture as headers only (no tiny preset embeds Flux's guidance)."""
 
@@ -12,6 +13,9 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     flux_bfl,
+    hunyuan15_original,
+    hunyuan15_vae_original,
+    ltx2_checkpoint,
     meta_model,
     meta_shapes,
     qwen3_comfy,
@@ -132,6 +136,25 @@ def write_comfyui(folder: Path) -> Path:
     t5.pop("encoder.embed_tokens.weight", None)
     write_header_only(_put(models, "text_encoders/t5xxl_fp16.safetensors"), t5)
     write_header_only(_put(models, "vae/ae.safetensors"), FLUX_VAE)
+
+    hunyuan = build_preset("tiny-hunyuanvideo1.5")
+    path = _put(models, "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors")
+    write_safetensors(path, hunyuan15_original(hunyuan.transformer.state_dict()), "fp32")
+    path = _put(models, "vae/hunyuanvideo15_vae_tiny.safetensors")
+    write_safetensors(path, hunyuan15_vae_original(hunyuan.vae.state_dict()), "fp32")
+    state = hunyuan.text_encoder.state_dict()
+    path = _put(models, "text_encoders/qwen_2.5_vl_hunyuan15_tiny.safetensors")
+    save_file({"model." + k: v for k, v in state.items()}, str(path))
+    state = hunyuan.text_encoder_2.state_dict()
+    path = _put(models, "text_encoders/byt5_small_glyphxl_tiny.safetensors")
+    save_file({k: v for k, v in state.items() if k != "encoder.embed_tokens.weight"}, str(path))
+
+    ltx2 = build_preset("tiny-ltx2")
+    path = _put(models, "checkpoints/ltx-2-19b-dev_tiny.safetensors")
+    save_file(ltx2_checkpoint(ltx2), str(path))
+    state = ltx2.text_encoder.state_dict()
+    path = _put(models, "text_encoders/gemma_3_tiny.safetensors")
+    save_file({"model." + k: v for k, v in state.items()}, str(path))
 
     pixels = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
     Image.fromarray(pixels).save(_put(folder, f"input/{START_IMAGE}"))
