@@ -4,7 +4,7 @@ graph give the same; each refusal (unknown node, a sampler or scheduler paradit 
 missing file, two models, ...) exits 2 with one line naming the node; the UI format's
 bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

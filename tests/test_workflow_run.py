@@ -6,22 +6,28 @@ gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, th
 on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture gives the
 `sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B and
 Qwen-Image fixtures make the frames of their requests sent as they are (start images
-included); a --server running another model is refused.
+included), and so does the Flux.1 dev graph on a tiny Flux.1 dev (its fixture's files are
+headers only); a --server running another model is refused.
 
-Cost: about 30 s (in the suite's two-worker run on 2 cores).
+Cost: about 40 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 from pathlib import Path
 
 import pytest
-from comfy_workflow_files import write_comfyui
+from comfy_workflow_files import TINY_FLUX_DEV, write_comfyui
 from conftest import run_job
 
 from paradit.backend.tools.workflow import plan_of
+
+sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+from make_fixtures import GRAPHS  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "comfy_workflows"
 
@@ -190,3 +196,38 @@ def test_wan22_20step_workflow_splits_at_its_switch_step(comfy, tmp_path, paradi
         [_shifted(1 - k / 20, 8.0) for k in range(20)] + [0.0], abs=1e-6
     )
     assert record["sampling"]["experts"] == ["high"] * 10 + ["low"] * 10
+
+
+def test_flux_dev_workflow_runs_with_its_distilled_guidance(
+    comfy, tmp_path, paradit_warm, backends
+):
+    """The Flux.1 dev fixture's graph on a tiny Flux.1 dev (its fixture names the real
+    architecture as headers only, which cannot run): the loaders pointed at the tiny files,
+    32x32, 2 steps (the test's edits; the rest is the fixture's). FluxGuidance's 3.5 runs as
+    the embedded guidance, one branch; the frames are those of its request sent as it is."""
+    graph = GRAPHS["flux_dev"]()
+    graph["12"]["inputs"]["unet_name"] = TINY_FLUX_DEV
+    graph["11"]["inputs"].update(clip_name1="clip_l_tiny.safetensors",
+                                 clip_name2="t5xxl_tiny.safetensors")  # fmt: skip
+    graph["10"]["inputs"]["vae_name"] = "flux_ae_tiny.safetensors"
+    graph["27"]["inputs"].update(width=32, height=32)
+    graph["3"]["inputs"]["steps"] = 2
+    workflow = tmp_path / "flux_dev_tiny.json"
+    workflow.write_text(json.dumps(graph))
+    plan, variant = plan_of(str(workflow), str(comfy))
+    assert variant == "tiny-flux"
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["guidance_scale"] == 3.5
+    assert record["plan"]["cfg_degree"] == 1 and record["workflow"]["variant"] == variant
+    # ModelSamplingFlux at its 1024x1024: mu = max_shift = 1.15, the static shift exp(1.15)
+    shift = math.exp(1.15)
+    assert record["sampling"]["sigmas"] == pytest.approx([1.0, _shifted(0.5, shift), 0.0])
+    _, frames = run_job(server, plan.body())
+    assert [(out / "image.png").read_bytes()] == frames
