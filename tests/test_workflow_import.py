@@ -358,7 +358,16 @@ def _custom(change):
     return edit
 
 
+def _scheduler_on_another_shift(graph: dict) -> None:
+    graph["24"] = {"class_type": "ModelSamplingSD3", "inputs": {"model": ["37", 0], "shift": 5.0}}
+    graph["23"]["inputs"]["model"] = ["24", 0]
+
+
 REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
+    "scheduler and guider on two shifts": (
+        _edit("wan21_t2v", _custom(_scheduler_on_another_shift)),
+        "23", "BasicScheduler", "its model's shift is 5, the guider's 8",
+    ),
     "scheduler on the model's own shift": (
         _edit("wan21_t2v", _custom(_set("23", model=["37", 0]))),
         "23", "BasicScheduler", "its model has no ModelSamplingSD3",
