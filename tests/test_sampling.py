@@ -216,9 +216,11 @@ def tiny_wan():
     return pipe, family, limits
 
 
-def _job(pipe, family, limits, body):
-    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling."""
+def _job(pipe, family, limits, body, step_end=None):
+    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling (and
+    the engine's step callback, when given)."""
     request = JobRequest.from_body(body, limits)
+    callback = {} if step_end is None else {"callback_on_step_end": step_end}
     with torch.no_grad():
         tensors = family.encode(pipe, request, CPU)
         kwargs = family.prepare(pipe, request, tensors)
@@ -227,6 +229,7 @@ def _job(pipe, family, limits, body):
             latents = runner(
                 **kwargs,
                 **sampling.kwargs,
+                **callback,
                 generator=torch.Generator().manual_seed(request.seed),
                 output_type="latent",
                 return_dict=False,
@@ -509,6 +512,48 @@ def test_the_image_families_run_the_samplers(preset, recipe):
         assert limits.default_shift == 0.0
         with pytest.raises(ValueError, match="give shift"):
             JobRequest.from_body({**body, "sampler": "euler"}, limits)
+
+
+def test_hunyuan_video15_runs_the_samplers_through_its_wrapper():
+    """HunyuanVideo 1.5's runner is a wrapper (its step callbacks) around the pipeline: the
+    job's sampler is set on the pipeline it calls. euler on the levels the model's own
+    scheduler ran gives its output (to float32 rounding); euler/simple at shift 7 (the shift
+    of ComfyUI's HunyuanVideo 1.5 template) runs the DiT at σ·1000 for σ = 7t / (1 + 6t),
+    t = 1, 3/4, 1/2, 1/4 (the static flow shift of Esser et al. 2024, "Scaling Rectified
+    Flow Transformers", eq. 23, as ComfyUI's simple scheduler spaces it), the step callback
+    after each step, and the model's own scheduler (FlowMatch Euler at its config's shift,
+    `limits.default_shift`) is back after every job."""
+    pipe = build_preset("tiny-hunyuanvideo1.5")
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    assert limits.samplers == SAMPLERS and limits.default_shift == pipe.scheduler.config.shift
+    own_scheduler = pipe.scheduler
+    times = []
+    pipe.transformer.register_forward_pre_hook(
+        lambda _m, _a, kwargs: times.append(float(kwargs["timestep"][0])), with_kwargs=True
+    )
+    body = {"prompt": "a red fox", "seed": 4, "num_inference_steps": 4, "guidance_scale": 1.0}
+    body.update(width=32, height=32, num_frames=1)
+    _, _, own, record = _job(pipe, family, limits, body)
+    assert record["sampler"] == "default" and record["shift"] == limits.default_shift
+    _, _, mine, record_euler = _job(pipe, family, limits, {**body, "sigmas": record["sigmas"]})
+    assert record_euler["sampler"] == "euler" and record_euler["scheduler"] == "manual"
+    assert torch.allclose(mine, own, rtol=1e-5, atol=1e-5)
+    assert pipe.scheduler is own_scheduler
+    times.clear()
+    steps = []
+    request, _, shifted, record = _job(
+        pipe, family, limits, {**body, "sampler": "euler", "shift": 7.0},
+        step_end=lambda _p, index, _t, kwargs: steps.append(index) or {},
+    )  # fmt: skip
+    sigmas = [7 * t / (1 + 6 * t) for t in (1.0, 0.75, 0.5, 0.25)]
+    assert record["sigmas"] == pytest.approx([*sigmas, 0.0], abs=1e-6)
+    assert times == pytest.approx([s * 1000 for s in sigmas], abs=1e-3)
+    assert steps == [0, 1, 2, 3] and not torch.allclose(shifted, own, atol=1e-3)
+    assert pipe.scheduler is own_scheduler and "step" not in vars(own_scheduler)
 
 
 @pytest.mark.fast
