@@ -1,10 +1,10 @@
 """Sampling per job (backend/sampling): ComfyUI's noise levels for every (sampler, scheduler)
 pair, each sampler against a reference integration written from its paper
 (tests/sampling_refs.py), the request fields' rules, recipes, a tiny model's job against the
-reference integration with the same model calls, and the 4-step Wan 2.2 recipe on 1, 2 and 4
-ranks.
+reference integration with the same model calls, HunyuanVideo 1.5's samplers through its
+wrapper runner, and the 4-step Wan 2.2 recipe on 1, 2 and 4 ranks.
 
-Cost: about 44 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
+Cost: about 52 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
 tiny-wan2.2-i2v-a14b served on 1, 2 and 4 ranks; most of it is starting those three backends
 and running each sampler's 4-step job on them).
 """
