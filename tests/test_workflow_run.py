@@ -4,10 +4,11 @@ size 1 (its job.json names the workflow file and its sha256, and the noise level
 KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
 gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the 20-step one
 on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture gives the
-`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B and
-Qwen-Image fixtures make the frames of their requests sent as they are (start images
-included), and so does HunyuanVideo 1.5's custom-sampler graph (euler/simple at shift 7), and so does the Flux.1 dev graph on a tiny Flux.1 dev (its fixture's files are
-headers only); a --server running another model is refused.
+`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B,
+Qwen-Image and HunyuanVideo 1.5 custom-sampler (euler/simple at shift 7) fixtures make the
+frames of their requests sent as they are (start images included), and so does the Flux.1
+dev graph on a tiny Flux.1 dev (its fixture's files are headers only); a --server running
+another model is refused.
 
 Cost: about 50 s (in the suite's two-worker run on 2 cores).
 """
