@@ -144,16 +144,16 @@ REFUSED_FIXTURES = {  # name -> (API node id, node type, the refusal after the n
     ),
     "ltx2_t2v": (
         "13", "LTXVScheduler",
-        "LTX-2's noise levels as ComfyUI's LTXVScheduler makes them (a shift that grows with "
-        "the latent's token count, the levels stretched to end at its terminal): paradit runs "
-        "LTX-2 on its pipeline's own scheduler only",
+        "LTX-2's audio-video graph: its LTXVScheduler levels would run (at its defaults they "
+        "are LTX-2's own scheduler's; others as `sigmas`), but paradit maps none of the "
+        "graph's other LTX nodes",
     ),
 }  # fmt: skip
 """The template-shaped graphs paradit cannot run as ComfyUI runs them: HunyuanVideo 1.5's
 template computes its levels on the loader's model, with the shift of ComfyUI's own config
 for HunyuanVideo 1.5 (7 for every checkpoint, where the 480p checkpoints' schedulers hold 5:
 `hunyuan15_t2v_shift`, its scheduler on the ModelSamplingSD3 model, runs), LTX-2's on
-LTXVScheduler's token-dependent shift while paradit's LTX-2 runs its own scheduler only."""
+LTXVScheduler's levels (LTX-2 runs them) among LTX nodes paradit does not map."""
 
 
 @pytest.fixture(scope="module")
@@ -510,8 +510,8 @@ def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
 def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(
     comfy, tmp_path, capsys, monkeypatch
 ):
-    """A model whose family lists no samplers (CogVideoX, LTX-2, Flux.2, Qwen-Image-Edit run
-    their own scheduler only; HunyuanVideo 1.5's list stood in for theirs, emptied here: no
+    """A model whose family lists no samplers (CogVideoX, Flux.2, Qwen-Image-Edit run their
+    own scheduler only; HunyuanVideo 1.5's list stood in for theirs, emptied here: no
     fixture of those maps): import and run (before any backend starts: a fast test starts
     none) exit 2 with one line naming the sampler node. With its list, import maps it."""
     import paradit.backend.tools.workflow as tools_workflow
