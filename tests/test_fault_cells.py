@@ -1,12 +1,15 @@
-"""The fault matrix's one-rank cells that tests/test_fault_matrix.py leaves out, on one backend.
+"""The fault matrix's cells that tests/test_fault_matrix.py leaves out, on one backend.
 
 Kind (raise, hang, out-of-memory) x place (before the first step, inside a block, inside a
-collective, in the decode), rank 1 alone: each job ends within `--hang-timeout` + 10 s with
-rank 1's own error (or where it hung), the group is rebuilt (each cell a generation of the
-same backend, `gen=`: the backend surviving a failure is the property), the old rank 1 is
-gone, and the next jobs give a fresh backend's frames byte for byte.
+collective, in the decode): rank 1 alone in the seven cells the matrix file lacks, and a hang
+on every rank (rank 0 too) at each place. Each job ends within `--hang-timeout` + 10 s with
+the failing rank's own error (or where it hung), the group is rebuilt (each cell a generation
+of the same backend, `gen=`: the backend surviving a failure is the property), no old rank 1
+is left, and the next plain, LoRA and cached jobs give a fresh backend's frames byte for
+byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s). Another
+data-parallel replica hung inside its step is checked without processes (the last test).
 
-Cost: about 45 s (provisional): a backend start, seven rebuilds of rank 1, about 20 small jobs.
+Cost: about 45 s (provisional): a backend start, eleven rebuilds, about 15 small jobs.
 """
 
 from __future__ import annotations
@@ -99,13 +102,19 @@ def _healthy(client: Client) -> bool:
 def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_error(
     backends: Backends, fresh
 ):
-    """Rank 1 alone, the seven cells: its error (or where it hung) within `--hang-timeout`
-    + 10 s, a rebuilt group with no old rank 1 left, and a fresh backend's next jobs."""
+    """Rank 1 alone in the seven cells, then every rank hanging at each place: the failing
+    rank's error (or where it hung) within `--hang-timeout` + 10 s, a rebuilt group with no
+    old rank 1 left, and a fresh backend's next jobs. Before, a rank hung at its decode was
+    found at the collective timeout, and a hang on every rank only by restarting the backend
+    (rank 0's own job never ended)."""
     table = [
         f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=cell-{kind}-{place}"
         for gen, (kind, place) in enumerate(CELLS)
     ]
-    table.append(f"rank=all,at=block:3,kind=hang,gen={len(CELLS)},prompt=every-rank-hangs")
+    table += [
+        f"rank=all,{PLACES[place][0]},kind=hang,gen={gen},prompt=every-rank-hangs-{place}"
+        for gen, place in enumerate(PLACES, start=len(CELLS))
+    ]
     backend = backends.start(
         "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(table)),)
     )
@@ -128,17 +137,20 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
             assert all(_gone(pid) for pid in pids[1:]), (kind, place)
             after = kinds[index % len(kinds)]
             assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
-        # every rank hangs, rank 0 too: the watchdog interrupts rank 0's own job
-        pids = _pids(client)
-        seen += pids[1:]
-        job, took_s = _failed(client, "every-rank-hangs")
-        error = job["error"]
-        # rank 0 is named at its hang (rank 1 too when it stood still as long by then)
-        assert "stopped progressing inside the job" in error, error
-        assert "ranks [0" in error and "rank 0 at faults.py" in error, error
-        assert "rank 0's job was interrupted" in error and took_s < HANG_S + 10, (took_s, error)
-        wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
-        assert _pids(client)[0] == pids[0] and all(_gone(pid) for pid in pids[1:])
+        for index, place in enumerate(PLACES):  # every rank hangs: rank 0's job interrupted
+            pids = _pids(client)
+            seen += pids[1:]
+            job, took_s = _failed(client, f"every-rank-hangs-{place}")
+            error = job["error"]
+            # rank 0 is named at its hang (rank 1 too when it stood still as long by then)
+            assert "stopped progressing inside the job" in error, (place, error)
+            assert "ranks [0" in error and "rank 0 at faults.py" in error, (place, error)
+            assert "rank 0's job was interrupted" in error, (place, error)
+            assert took_s < HANG_S + 10, (place, took_s, error)
+            wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
+            assert _pids(client)[0] == pids[0] and all(_gone(pid) for pid in pids[1:]), place
+            after = kinds[index % len(kinds)]
+            assert _frames(client, NEXT[after]) == fresh[after], (place, after)
         for kind, body in NEXT.items():
             assert _frames(client, body) == fresh[kind], kind
         seen += _pids(client)[1:]
