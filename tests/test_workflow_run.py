@@ -10,7 +10,7 @@ frames of their requests sent as they are (start images included), and so does t
 dev graph on a tiny Flux.1 dev (its fixture's files are headers only); a --server running
 another model is refused.
 
-Cost: about 50 s (in the suite's two-worker run on 2 cores).
+Cost: about 52 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
