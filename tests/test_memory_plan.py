@@ -1,8 +1,8 @@
 """The memory plan: decisions on the real architectures, prediction against measurement (see
-test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
-paths on CPU.
+test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
+paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 41 s (in the suite's two-worker run on 2 cores).
+Cost: about 61 s (in the suite's two-worker run on 2 cores; 20 s of it the Wan 2.2 A14B plans).
 """
 
 from __future__ import annotations
