@@ -268,6 +268,21 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
             result = compare(reference[0], frames, FLOAT32, reference[1], latents)
             expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
             assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
+        if name == I2V and world_size == 2:  # the sharded experts one at a time: FSDP2's move
+            _check_sharded_swap(rank, pipe, parallel, outputs["i2v-a14b"])
+
+
+def _check_sharded_swap(rank: int, pipe, parallel, reference) -> None:
+    """Experts one at a time on FSDP2-sharded experts (`module.to`, no move on CPU): the
+    same bytes, the low-noise expert brought in at the switch step."""
+    swap = ExpertSwap({"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}, CPU)
+    swap.begin_job(lambda: 0)
+    frames, latents = _run(pipe, I2V_IMAGE, parallel=parallel)
+    parallel.check_at_rest()  # every parameter a shard again between jobs
+    assert [s["expert"] for s in swap.record] == ["transformer_2"] and swap.record[0]["bytes"]
+    if rank == 0:
+        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+        assert result.verdict == IDENTICAL, result.overall
 
 
 @pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1), (4, 2)])
