@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
 paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 61 s (in the suite's two-worker run on 2 cores; 20 s of it the Wan 2.2 A14B plans).
+Cost: about 65 s (in the suite's two-worker run on 2 cores; 24 s of it the Wan 2.2 A14B plans).
 """
 
 from __future__ import annotations
@@ -263,10 +263,30 @@ def test_experts_one_at_a_time_where_it_fits_and_not_otherwise(
     if level == 4:  # the cheaper levels were tried and said what they need
         assert "level 2 (DiT" in reasons and "level 4 (experts one at a time" in reasons
         assert planner.layout.swaps_experts and planner.layout.offload == "experts"
+        host = planner.to_dict()["experts_host_bytes"]  # pinned copies beside the budget
+        assert host == (a14b[weights].expert_bytes // 2 if gpus == 2 else a14b[weights].dit_bytes)
     if level == 5:  # tried, and over the budget
         assert re.search(r"level 4 \(experts one at a time.*needs [\d.]+ GiB > 21.60", reasons)
     if level < 4:
         assert "level 4" not in reasons
+
+
+@pytest.mark.fast
+def test_paradit_plan_counts_the_weights_setting():
+    """`paradit plan --weights fp8` (tools/plan.estimate) plans the DiT as fp8-stored; a
+    forced `--offload experts` on a one-DiT model is refused with the rule."""
+    from paradit.backend.tools.plan import estimate
+
+    plans = {
+        weights: estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", weights=weights)["memory"]
+        for weights in ("fp8", "bf16")
+    }
+    assert (plans["fp8"]["weights_stored"], plans["bf16"]["weights_stored"]) == ("fp8", "compute")
+    fp8, full = (plans[w]["weights_bytes"]["transformer"] for w in ("fp8", "bf16"))
+    assert fp8 < full / 2  # float32 on a CPU device: a linear weight 1 byte of 4
+    assert plans["fp8"]["weights_bytes"]["vae"] == plans["bf16"]["weights_bytes"]["vae"]
+    with pytest.raises(ValueError, match="--offload experts is for a model with two experts"):
+        estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", offload="experts")
 
 
 @pytest.mark.fast

@@ -547,6 +547,17 @@ class MemoryPlanner:
             return 2 * block + (outside // ranks if self.topology.sharded else outside), 0
         return 2 * sizes.largest_leaf_bytes, 0
 
+    def _experts_host_bytes(self) -> dict[str, int]:
+        """Under experts one at a time, the host memory one rank keeps for them (beside the
+        budget, as `lora_host_bytes`): one rank a pinned copy of every expert, a sharded rank
+        its shards of the expert that waits."""
+        sizes, topo = self.sizes, self.topology
+        if not self.layout.swaps_experts:
+            return {}
+        if topo.sharded:
+            return {"experts_host_bytes": sizes.expert_bytes // topo.replica_size}
+        return {"experts_host_bytes": sizes.dit_bytes}
+
     # -- reporting ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -560,6 +571,7 @@ class MemoryPlanner:
             "weights_bytes": dict(self.sizes.weights),
             "weights_stored": self.sizes.stored,
             "lora_host_bytes": self._lora_bytes(self.layout),
+            **self._experts_host_bytes(),
             "reference_job": reference.to_dict(),
             "reasons": self.start_reasons,
         }

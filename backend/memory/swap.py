@@ -47,11 +47,13 @@ class ExpertSwap:
         self._step = lambda: 0
         self._host: dict[str, dict[str, torch.Tensor]] = {}
         for name, dit in experts.items():
-            if not isinstance(dit, FSDPModule):
-                self._host[name] = {
-                    key: _host_copy(param.data, device) for key, param in dit.named_parameters()
-                }
-            self._send_out(name)
+            if isinstance(dit, FSDPModule):
+                self._send_out(name)
+            else:  # each parameter's host copy replaces it at once: one extra tensor at a time
+                self._host[name] = {}
+                with torch.no_grad():
+                    for key, param in dit.named_parameters():
+                        self._host[name][key] = param.data = _host_copy(param.data, device)
             dit.register_forward_pre_hook(functools.partial(self._before, name), prepend=True)
         first = next(iter(experts))
         self._bring_in(first)
