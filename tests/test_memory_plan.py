@@ -250,6 +250,13 @@ def test_fp8_weights_count_one_byte_a_linear_weight_and_an_upcast_buffer(a14b):
         # 80 GB card)
         ("fp8", 4, 24, (1280, 720, 81), 2, "sharded"),
         ("fp8", 1, 80, (1280, 720, 81), 0, "resident"),
+        # the rest of docs/memory.md's rows: 720p on one 24 GB card does not fit one fp8
+        # expert (22.1 GiB > 21.6 with 720p's 8 GiB of activations); bf16 needs no swap on
+        # 4 x 24 or 1 x 80 (its text encoder on the CPU)
+        ("fp8", 1, 24, (1280, 720, 81), 5, "offload-group"),
+        ("bf16", 1, 24, (1280, 720, 81), 5, "offload-group"),
+        ("bf16", 4, 24, (1280, 720, 81), 2, "sharded"),
+        ("bf16", 1, 80, (1280, 720, 81), 2, "resident"),
     ],
 )
 def test_experts_one_at_a_time_where_it_fits_and_not_otherwise(
