@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
 from .detect import gemma3_encoder, ltx2_vae
@@ -32,6 +33,7 @@ SPEC = FamilySpec(
             ("LTX2Pipeline",),
             _TEXT,
             batched_cfg=True,
+            samplers=SAMPLERS,
         ),
         LTX2ImageToVideo(
             "ltx2-i2v",
@@ -39,6 +41,7 @@ SPEC = FamilySpec(
             ("LTX2ImageToVideoPipeline",),
             _TEXT,
             batched_cfg=True,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("LTX2VideoTransformer3DModel",),
