@@ -12,9 +12,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from paradit.backend.models.families import family_of
+from paradit.backend.models.families import enable_tiles, family_of
 from paradit.backend.models.presets import build_preset, preset_components
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest

@@ -77,6 +77,10 @@ class FamilySpec:
     block_layouts: Mapping[str, BlockLayout] = field(default_factory=dict)
     """Transformer block class -> its layout, for the blocks diffusers' step-cache registry
     lacks (their transformers get the cache too)."""
+    vae_tiling: Mapping[str, Callable[[Any, int, int], None]] = field(default_factory=dict)
+    """VAE class -> a function that turns its tiling on with tiles of `(height, width)` sample
+    pixels (ValueError for sizes it cannot take), for the VAEs whose default tiling does not
+    take a tile size as given (`families.enable_tiles`)."""
     dit_forward: Callable[[Any, Any, int], Any] | None = None
     """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
     sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
@@ -199,5 +203,6 @@ class FamilySpec:
         object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
         object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))
         object.__setattr__(self, "tiny_presets", _frozen(self.tiny_presets))
+        object.__setattr__(self, "vae_tiling", _frozen(self.vae_tiling))
         object.__setattr__(self, "file_presets", _frozen(self.file_presets))
         object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_square_tiles
 from .adapter import Flux
 from .memory import dit_forward
 from .single_file import (
@@ -42,4 +43,5 @@ SPEC = FamilySpec(
     detect_parts=((110, detect_vae),),
     file_presets=FILE_PRESETS,
     runs_all_in_one=True,
+    vae_tiling={"AutoencoderKL": enable_square_tiles},
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_square_tiles
 from .adapter import Flux2
 from .detect import flux2_vae, mistral3_encoder
 from .memory import dit_forward
@@ -33,4 +34,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
     file_presets=FILE_PRESETS,
+    vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
 )

@@ -20,6 +20,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
+from .vae import enable_tiles
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
 
@@ -69,4 +70,5 @@ SPEC = FamilySpec(
     extra_components=EXTRA_COMPONENTS,
     build_extra=build_extra,
     describe_parts=describe_parts,
+    vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import QwenImage
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit
@@ -30,4 +31,5 @@ SPEC = FamilySpec(
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,
     file_presets=FILE_PRESETS,
+    vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
 from .single_file import (
@@ -56,4 +57,5 @@ SPEC = FamilySpec(
     file_presets=FILE_PRESETS,
     vae_key_names=vae_key_names,
     lora_full_diffs=True,
+    vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
 )
