@@ -26,6 +26,7 @@ import math
 import numpy as np
 import torch
 
+from ..quantized import FP8_DTYPES, Stored, gguf_upcastable
 from .header import FileHeader, TensorInfo
 
 SAFETENSORS_DTYPES = {
@@ -88,6 +89,27 @@ def quantization(header: FileHeader) -> str:
     if header.format == "safetensors" and main.startswith("F8"):
         return "fp8_scaled" if is_fp8_scaled(header) else "fp8_e4m3fn"
     return main.lower() if header.format == "safetensors" else main
+
+
+def is_quantized(header: FileHeader) -> bool:
+    """The file holds fp8 or GGUF-quantized tensors (what `--weights auto` keeps as they are)."""
+    plain = ("F32", "F16", "BF16", "F64") if header.format == "gguf" else ()
+    return any(
+        info.dtype.startswith("F8") if header.format == "safetensors" else info.dtype not in plain
+        for info in header.tensors.values()
+    )
+
+
+def stored_of(header: FileHeader, key: str) -> Stored | None:
+    """How file tensor `key` can stay in memory as its file holds it: fp8 rows (with their
+    layer's scales), or GGUF blocks of a type with a torch dequantizer; None: read as floats."""
+    info = header.tensors[key]
+    if header.format == "safetensors":
+        dtype = FP8_DTYPES.get(info.dtype)
+        return None if dtype is None else Stored("fp8", dtype)
+    if info.dtype in GGUF_PLAIN or len(info.shape) != 2 or not gguf_upcastable(info.dtype):
+        return None
+    return Stored("gguf", qtype=info.dtype)
 
 
 def check_readable(header: FileHeader) -> None:
@@ -176,6 +198,42 @@ class RowReader:
         with torch.no_grad():
             out.copy_(values.reshape(out.shape))
         return read
+
+    def read_stored(self, key: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` with rows start..start+len(out) of tensor `key` as the file holds them
+        (fp8 values, or GGUF blocks as bytes: `stored_of`); returns the bytes read."""
+        info = self.header.tensors[key]
+        rows = out.shape[0]
+        row_items = math.prod(info.shape[1:])
+        stored = stored_of(self.header, key)
+        if stored is None or not stored.holds(row_items):
+            raise ValueError(f"{self.header.name}: {key} ({info.dtype}) is not stored quantized")
+        row_bytes = stored.row_bytes(row_items)
+        if out.numel() * out.element_size() != rows * row_bytes:
+            raise ValueError(
+                f"{self.header.name}: {key} has rows of {row_bytes} bytes; the layer holds "
+                f"{out.numel() * out.element_size() // max(rows, 1)}"
+            )
+        target = out if out.is_contiguous() and out.is_cpu else torch.empty_like(out, device="cpu")
+        raw = target.view(-1).view(torch.uint8).numpy()
+        self._file.seek(info.offset + start * row_bytes)
+        if rows and self._file.readinto(raw) != rows * row_bytes:
+            raise ValueError(f"{self.header.name} is truncated (a read ran past its end)")
+        if target is not out:
+            out.copy_(target)
+        return rows * row_bytes
+
+    def read_scales(self, key: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` (float32, one value a row) with the scales of rows start..start+len(out)
+        of fp8 weight `key`: its layer's per-row scales, a per-tensor scale on every row, or 1
+        when the layer has none (plain fp8_e4m3fn); returns the bytes read."""
+        scale = self._scale(key)
+        rows = out.shape[0]
+        if scale is None:
+            out.fill_(1.0)
+        else:
+            out.copy_(_scale_rows(scale, start, rows).expand(rows, 1).reshape(rows))
+        return 0 if scale is None else scale.numel() * 4
 
     def _read(self, offset: int, nbytes: int) -> np.ndarray:
         raw = np.empty(nbytes, dtype=np.uint8)
