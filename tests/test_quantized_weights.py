@@ -235,3 +235,27 @@ def test_served_fp8_file_stays_fp8_with_loras_exact(tmp_path, backends):
     after, after_frames = run_job(resident, BODY)
     assert after_frames == before_frames
     assert np.array_equal(resident.latents(after["id"]), resident.latents(before["id"]))
+
+
+@pytest.mark.fast
+def test_gpu_check_fp8_stage_runs_dry(tmp_path, monkeypatch):
+    """`GPU_CHECK_DRY=1 python docs/gpu_check.py OUT fp8`: tiny shapes on the CPU, the upcast
+    path timed and measured against bf16's output, fp8 compute refused with its reason."""
+    import json
+    import sys
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    monkeypatch.syspath_prepend(str(docs))
+    monkeypatch.setenv("GPU_CHECK_DRY", "1")
+    monkeypatch.setenv("GPU_CHECK_WORK", str(tmp_path / "work"))
+    sys.modules.pop("gpu_check", None)
+    import gpu_check
+
+    assert gpu_check.main([str(tmp_path), "fp8"]) == 0
+    result = json.loads((tmp_path / "fp8.json").read_text())
+    assert "compute capability 8.9" in result["fp8_compute"]
+    for name in ("attn", "ffn up"):
+        entry = result[name]
+        assert entry["upcast_s"] > 0 and entry["bf16_s"] > 0
+        assert 0 < entry["upcast_distance"]["mean_abs_relative"] < 0.1  # fp8's rounding
+        assert "fp8_compute_s" not in entry

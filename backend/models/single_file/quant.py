@@ -8,12 +8,13 @@ checkpoints name it `weight_scale` too; the
 `scale_input`/`input_scale` tensors are only for fp8 matrix products and are not needed once
 the weight is dequantized), and GGUF tensors of every type the `gguf`
 package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
-pack's files). ComfyUI's other quantized layers (int8, nvfp4, block-scaled mxfp8) are refused.
+pack's files), and ComfyUI's int8 tensorwise layers (int8 times one float scale). Its other
+quantized layers (nvfp4, block-scaled mxfp8) are refused.
 
-Decision (issue 20): nothing stays quantized in memory. Each rank dequantizes the rows of its
-FSDP2 shard to the compute dtype as it reads them, so the sharded DiT is an ordinary bf16/fp32
-model, its memory plan counts exactly what is held, and every rank runs the same kernels as for
-a diffusers folder (quantized files save disk and download, not device memory).
+Each rank dequantizes the rows of its FSDP2 shard to the compute dtype as it reads them
+(`read_rows`), except the layers `--weights file`/`fp8` keep as the file holds them
+(`stored_of`, `read_stored`, `read_scales`: fp8 rows with their per-row scales, GGUF blocks as
+bytes; `models/quantized.py` upcasts them in the forward with the same arithmetic).
 
 Rows are read with plain file reads, never through a memory map (see models/sharded_load.py:
 mapped pages count in the rank's resident memory until the file closes).
@@ -57,7 +58,9 @@ SCALE_SUFFIXES = (
 )
 """Tensors that describe a quantized layer's weight, read with it and never as weights."""
 UNREAD_SCALES = (".weight_scale_2", ".pre_quant_scale")
-"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing)."""
+"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing):
+nvfp4 packs two 4-bit E2M1 values a byte under fp8 block scales swizzled for the tensor
+cores' layout and a second per-tensor scale; it is refused rather than read on a guess."""
 _FLOAT_SCALES = ("F32", "F16", "BF16")
 
 
@@ -132,8 +135,10 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
     values."""
     if key.endswith(UNREAD_SCALES):
         raise ValueError(
-            f"{header.name}: {key} belongs to a quantization that is not read (fp8 layers with "
-            "one scale per tensor or per row are: ComfyUI's fp8_scaled)"
+            f"{header.name}: {key} belongs to a quantization that is not read (nvfp4's second "
+            "scale, or AWQ's: 4-bit layers whose block scales are laid out for the tensor "
+            "cores); fp8 layers with one scale per tensor or per row are read (ComfyUI's "
+            "fp8_scaled), as are int8 tensorwise layers: use the file in bf16, fp16 or fp8"
         )
     for name in WEIGHT_SCALES:
         if not key.endswith("." + name):
@@ -142,6 +147,14 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
         if weight is None or weight.dtype in _FLOAT_SCALES:
             continue  # a float weight is read as it is (as before: the scale is for fp8 only)
         rows = weight.shape[0] if weight.shape else 1
+        if weight.dtype == "I8" and info.dtype in _FLOAT_SCALES and info.numel == 1:
+            continue  # int8 tensorwise: int8 values times one float scale
+        if weight.dtype in ("F8_E4M3", "F8_E5M2") and info.dtype == "U8":
+            raise ValueError(
+                f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) is a block "
+                "scale of an mxfp8 layer (E8M0 exponents, one per 32 values), which is not read "
+                "yet: use the file in bf16, fp16 or fp8"
+            )
         if (
             weight.dtype not in ("F8_E4M3", "F8_E5M2")
             or info.dtype not in _FLOAT_SCALES
@@ -150,9 +163,10 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
             raise ValueError(
                 f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) scales a "
                 f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 weights with one "
-                "float scale per tensor or per row are read (ComfyUI's fp8_scaled); int8, "
-                "nvfp4 and block-scaled layers (ComfyUI's fp4/int8 mixed formats, e.g. "
-                "gemma_3_12B_it_fp4_mixed) are not: use the file in bf16, fp16 or fp8"
+                "float scale per tensor or per row, and int8 weights with one per tensor, are "
+                "read (ComfyUI's fp8_scaled, int8 tensorwise); nvfp4 and block-scaled layers "
+                "(ComfyUI's fp4/int8 mixed formats, e.g. gemma_3_12B_it_fp4_mixed) are not: use "
+                "the file in bf16, fp16 or fp8"
             )
 
 
@@ -250,9 +264,9 @@ class RowReader:
         nbytes = rows * row_items * item
         raw = self._read(info.offset + start * row_items * item, nbytes)
         values = torch.from_numpy(raw).view(dtype)
-        if dtype in FP8:
+        scale = self._scale(key) if dtype in (*FP8, torch.int8) else None
+        if dtype in FP8 or scale is not None:  # fp8, or int8 tensorwise: times its scale
             values = values.to(torch.float32)
-            scale = self._scale(key)
             if scale is not None:
                 values = values.view(rows, row_items) * _scale_rows(scale, start, rows)
         return values, nbytes
