@@ -259,3 +259,103 @@ def test_gpu_check_fp8_stage_runs_dry(tmp_path, monkeypatch):
         assert entry["upcast_s"] > 0 and entry["bf16_s"] > 0
         assert 0 < entry["upcast_distance"]["mean_abs_relative"] < 0.1  # fp8's rounding
         assert "fp8_compute_s" not in entry
+
+
+def _blocked_offset(row: int, block: int, blocks: int) -> int:
+    """Where cuBLAS's 1D block-scaling layout puts the scale of (row, block): tiles of 128 rows
+    x 4 blocks stored row by row, and inside a tile byte (row % 32) * 16 + (row % 128) // 32 *
+    4 + block % 4 (NVIDIA cuBLAS documentation, "1D Block Scaling Factors Layout")."""
+    tiles_k = -(-blocks // 4)
+    tile = (row // 128) * tiles_k + block // 4
+    return tile * 512 + (row % 32) * 16 + (row % 128) // 32 * 4 + block % 4
+
+
+@pytest.mark.fast
+def test_mxfp8_layers_read_with_their_block_exponents(tmp_path):
+    """ComfyUI's mxfp8 layer (`comfy_quant` {"format": "mxfp8"}): E4M3 values and one E8M0
+    exponent e per 32 values of a row, worth 2^(e - 127) (OCP Microscaling Formats (MX)
+    Specification v1.0, 5.4.1), stored in cuBLAS's block-scaling layout; read per row block."""
+    import json
+
+    from paradit.backend.models.single_file.header import read_header
+    from paradit.backend.models.single_file.quant import RowReader, check_readable, stored_of
+
+    rows, cols = 130, 96  # two row tiles, 3 blocks a row (padded to 4)
+    generator = torch.Generator().manual_seed(2)
+    values = (torch.randn(rows, cols, generator=generator) * 50).to(torch.float8_e4m3fn)
+    exponents = torch.randint(117, 137, (rows, cols // 32), generator=generator)
+    blocked = torch.zeros(256 * 4, dtype=torch.uint8)
+    for r in range(rows):
+        for b in range(cols // 32):
+            blocked[_blocked_offset(r, b, cols // 32)] = int(exponents[r, b])
+    key = "model.diffusion_model.blocks.0.ffn.0.weight"
+    layer = key.removesuffix("weight")
+    description = json.dumps({"format": "mxfp8"}).encode()
+    tensors = {
+        key: values,
+        layer + "weight_scale": blocked.reshape(256, 4).view(torch.float8_e8m0fnu),
+        layer + "comfy_quant": torch.frombuffer(bytearray(description), dtype=torch.uint8),
+    }
+    path = tmp_path / "mxfp8.safetensors"
+    save_file(tensors, str(path))
+    header = read_header(path)
+    check_readable(header)
+    assert stored_of(header, key) is None  # dequantized at load, never kept as rows
+    expected = values.float().view(rows, -1, 32) * torch.exp2(exponents.float() - 127)[..., None]
+    reader = RowReader(header)
+    out = torch.empty(rows - 5, cols)
+    reader.read_rows(key, 5, out)  # a row block across the tile boundary
+    reader.close()
+    assert torch.equal(out, expected.reshape(rows, cols)[5:])
+
+
+def _fp8mixed(original: dict[str, torch.Tensor], path: Path) -> set[str]:
+    """A Comfy-Org `*_fp8mixed` file: every other block linear fp8 with a scale per row and
+    its `comfy_quant` description (listed in `_quantization_metadata`), the rest bf16."""
+    import json
+
+    tensors, layers, fp8 = {}, {}, set()
+    linears = sorted(k for k, v in original.items() if k.startswith("blocks.") and v.dim() == 2)
+    description = json.dumps({"format": "float8_e4m3fn"})
+    for name, value in original.items():
+        if name in linears[::2]:
+            stored, scale = quantize_rows(value.float(), torch.float8_e4m3fn)
+            layer = WAN_PREFIX + name.removesuffix("weight")
+            tensors[layer + "weight_scale"] = scale
+            raw = torch.frombuffer(bytearray(description.encode()), dtype=torch.uint8)
+            tensors[layer + "comfy_quant"] = raw.clone()
+            layers[layer.removesuffix(".")] = json.loads(description)
+            fp8.add(name)
+        else:
+            stored = value.to(torch.bfloat16)
+        tensors[WAN_PREFIX + name] = stored.contiguous()
+    metadata = {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers})}
+    save_file(tensors, str(path), metadata=metadata)
+    return fp8
+
+
+def test_fp8mixed_file_keeps_its_fp8_layers_and_computes_as_dequantized(tmp_path):
+    from paradit.backend.models.sharded_load import empty_from_config
+    from paradit.backend.models.single_file.build import DitWeights, fill_whole, store_file_layers
+    from paradit.backend.models.single_file.detect import recognise
+
+    tiny = build_preset("tiny-wan", components=frozenset({"transformer"}))
+    path = tmp_path / "wan2.1_t2v_tiny_fp8mixed.safetensors"
+    fp8 = _fp8mixed(wan_original(tiny.transformer.state_dict()), path)
+    part = recognise(str(path))
+    config = part.detection.config
+    generator = torch.Generator().manual_seed(3)
+    latents = torch.randn(1, config["in_channels"], 2, 8, 8, generator=generator)
+    text = torch.randn(1, 8, config["text_dim"], generator=generator)
+    outputs, kept = {}, {}
+    for mode in ("bf16", "auto", "file"):
+        model = empty_from_config(config, torch.float32)
+        store_file_layers(model, part, mode)
+        with DitWeights(part) as weights:
+            fill_whole(model, weights)
+        kept[mode] = set(quant_linears(model))
+        with torch.no_grad():
+            outputs[mode] = model(latents, torch.tensor([500]), text)[0]
+    assert kept["bf16"] == set() and kept["auto"] == kept["file"]
+    assert len(kept["file"]) == len(fp8) > 0  # the fp8 layers and only those
+    assert torch.equal(outputs["file"], outputs["bf16"])

@@ -187,8 +187,8 @@ def build_pipeline(
         model = empty_model(part.detection.config, dtype)
         store_file_layers(model, part, weights)
         if name not in empty:
-            with DitWeights(part) as weights:
-                fill_whole(model, weights)
+            with DitWeights(part) as source:
+                fill_whole(model, source)
         parts[name] = model
     for slot, part in resolved.encoders.items():
         if preset.vision:  # Qwen-Image-Edit: text encoder, tokenizer and processor

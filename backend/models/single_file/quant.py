@@ -37,6 +37,7 @@ SAFETENSORS_DTYPES = {
     "BF16": torch.bfloat16,
     "F8_E4M3": torch.float8_e4m3fn,
     "F8_E5M2": torch.float8_e5m2,
+    "F8_E8M0": torch.float8_e8m0fnu,
     "I64": torch.int64,
     "I32": torch.int32,
     "I16": torch.int16,
@@ -62,6 +63,51 @@ UNREAD_SCALES = (".weight_scale_2", ".pre_quant_scale")
 nvfp4 packs two 4-bit E2M1 values a byte under fp8 block scales swizzled for the tensor
 cores' layout and a second per-tensor scale; it is refused rather than read on a guess."""
 _FLOAT_SCALES = ("F32", "F16", "BF16")
+_EXPONENT_SCALES = ("U8", "F8_E8M0")
+MX_BLOCK = 32
+"""mxfp8: values per block scale (OCP Microscaling Formats (MX) Specification v1.0, 5.1)."""
+
+
+def _roundup(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def is_mxfp8(weight: TensorInfo, scale: TensorInfo) -> bool:
+    """An mxfp8 layer as ComfyUI saves one: E4M3 values, one E8M0 exponent per 32 values of a
+    row, the exponents in cuBLAS's block-scaling layout (tiles of 128 rows x 4 blocks, padded
+    to whole tiles: `unswizzle_blocks`)."""
+    if weight.dtype != "F8_E4M3" or len(weight.shape) != 2 or scale.dtype not in _EXPONENT_SCALES:
+        return False
+    rows, cols = weight.shape
+    padded = _roundup(rows, 128) * _roundup(cols // MX_BLOCK, 4)
+    return cols % MX_BLOCK == 0 and scale.numel == padded
+
+
+def unswizzle_blocks(blocked: torch.Tensor, rows: int, blocks: int) -> torch.Tensor:
+    """Block scales in cuBLAS's 1D block-scaling-factor layout -> (rows, blocks), row-major.
+    The layout (NVIDIA cuBLAS documentation, "1D Block Scaling Factors Layout"): the
+    (rows x blocks) matrix padded to whole 128 x 4 tiles, tiles stored row by row, and inside
+    a tile the scale of (row r, block c) at byte (r % 32) * 16 + (r // 32) * 4 + c."""
+    tiles_m, tiles_k = _roundup(rows, 128) // 128, _roundup(blocks, 4) // 4
+    tiles = blocked.reshape(tiles_m, tiles_k, 32, 4, 4)  # tile, tile, r % 32, r // 32, c
+    full = tiles.permute(0, 3, 2, 1, 4).reshape(tiles_m * 128, tiles_k * 4)
+    return full[:rows, :blocks]
+
+
+def e8m0_values(exponents: torch.Tensor) -> torch.Tensor:
+    """E8M0 scales as float32: 2^(e - 127), 255 is NaN (OCP MX Specification v1.0, 5.4.1)."""
+    values = torch.exp2(exponents.to(torch.float32) - 127.0)
+    return torch.where(exponents == 255, torch.full_like(values, float("nan")), values)
+
+
+def _layer_scale(header: FileHeader, key: str) -> TensorInfo | None:
+    """The weight scale tensor of weight `key`'s layer, if it has one."""
+    if not key.endswith(".weight"):
+        return None
+    layer = key[: -len("weight")]
+    return next(
+        (header.tensors[layer + n] for n in WEIGHT_SCALES if layer + n in header.tensors), None
+    )
 
 
 def is_scale_key(key: str) -> bool:
@@ -109,7 +155,11 @@ def stored_of(header: FileHeader, key: str) -> Stored | None:
     info = header.tensors[key]
     if header.format == "safetensors":
         dtype = FP8_DTYPES.get(info.dtype)
-        return None if dtype is None else Stored("fp8", dtype)
+        scale = _layer_scale(header, key)
+        rows = info.shape[0] if info.shape else 1
+        if scale is not None and (scale.dtype not in _FLOAT_SCALES or scale.numel not in (1, rows)):
+            return None  # mxfp8's block scales: dequantized at load
+        return None if dtype is None or len(info.shape) != 2 else Stored("fp8", dtype)
     if info.dtype in GGUF_PLAIN or len(info.shape) != 2 or not gguf_upcastable(info.dtype):
         return None
     return Stored("gguf", qtype=info.dtype)
@@ -149,11 +199,14 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
         rows = weight.shape[0] if weight.shape else 1
         if weight.dtype == "I8" and info.dtype in _FLOAT_SCALES and info.numel == 1:
             continue  # int8 tensorwise: int8 values times one float scale
-        if weight.dtype in ("F8_E4M3", "F8_E5M2") and info.dtype == "U8":
+        if is_mxfp8(weight, info):
+            continue  # mxfp8: E8M0 block scales in cuBLAS's layout
+        if weight.dtype in ("F8_E4M3", "F8_E5M2") and info.dtype in _EXPONENT_SCALES:
             raise ValueError(
-                f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) is a block "
-                "scale of an mxfp8 layer (E8M0 exponents, one per 32 values), which is not read "
-                "yet: use the file in bf16, fp16 or fp8"
+                f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) holds E8M0 "
+                f"exponents for a {weight.dtype} weight of shape {list(weight.shape)}, but not "
+                "one per 32 values of a row in cuBLAS's block-scaling layout (padded to tiles "
+                "of 128 rows x 4 blocks) as ComfyUI's mxfp8 layers have them: not read"
             )
         if (
             weight.dtype not in ("F8_E4M3", "F8_E5M2")
@@ -267,7 +320,10 @@ class RowReader:
         scale = self._scale(key) if dtype in (*FP8, torch.int8) else None
         if dtype in FP8 or scale is not None:  # fp8, or int8 tensorwise: times its scale
             values = values.to(torch.float32)
-            if scale is not None:
+            if scale is not None and scale.dim() == 2:  # mxfp8: a scale per block of 32
+                blocks = scale[start : start + rows, :, None]
+                values = (values.view(rows, -1, MX_BLOCK) * blocks).reshape(rows, row_items)
+            elif scale is not None:
                 values = values.view(rows, row_items) * _scale_rows(scale, start, rows)
         return values, nbytes
 
@@ -284,8 +340,13 @@ class RowReader:
         if scale_key not in self._scales:
             info = self.header.tensors[scale_key]
             raw = self._read(info.offset, info.nbytes)
-            dtype = SAFETENSORS_DTYPES[info.dtype]
-            self._scales[scale_key] = torch.from_numpy(raw).view(dtype).to(torch.float32)
+            if info.dtype in _EXPONENT_SCALES:  # mxfp8: (rows, blocks) of 2^(e - 127)
+                rows, cols = self.header.tensors[key].shape
+                exponents = unswizzle_blocks(torch.from_numpy(raw), rows, cols // MX_BLOCK)
+                self._scales[scale_key] = e8m0_values(exponents)
+            else:
+                dtype = SAFETENSORS_DTYPES[info.dtype]
+                self._scales[scale_key] = torch.from_numpy(raw).view(dtype).to(torch.float32)
         return self._scales[scale_key]
 
     def _gguf_rows(
