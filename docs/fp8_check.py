@@ -63,6 +63,7 @@ def stage_fp8(out: Path) -> dict[str, Any]:
         Stored,
         fp8_refusal,
         quantize_rows,
+        set_fp8_compute,
     )
 
     dry = os.environ.get("GPU_CHECK_DRY") == "1"
@@ -84,7 +85,7 @@ def stage_fp8(out: Path) -> dict[str, Any]:
             entry["upcast_s"] = _timed(partial(layer, x), device)
             entry["upcast_distance"] = _distance(reference, layer(x))
             if refusal is None:
-                layer.fp8_compute = True
+                set_fp8_compute([layer], device)
                 entry["fp8_compute_s"] = _timed(partial(layer, x), device)
                 entry["fp8_compute_distance"] = _distance(reference, layer(x))
         result[name] = entry

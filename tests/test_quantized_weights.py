@@ -407,3 +407,29 @@ def test_fp8_mode_quantizes_rows_alike_when_filled_and_when_loaded():
             filled(latents, torch.tensor([500]), text)[0],
             tiny(latents, torch.tensor([500]), text)[0],
         )
+
+
+@pytest.mark.fast
+def test_fp8_matmul_is_the_product_of_the_quantized_operands():
+    """`--fp8-compute`'s linear (torch._scaled_mm, which also runs on CPU) equals the float
+    product of its fp8 operands times their scales, rounded to bf16: row-wise (sm >= 9.0: a
+    scale per input row and per weight row inside the matmul) and tensor-wise (sm 8.9: one
+    input scale, the weight rows' scales applied to the float32 product)."""
+    from paradit.backend.models.quantized import scaled_mm_linear
+
+    generator = torch.Generator().manual_seed(1)
+    weight = torch.randn(32, 64, generator=generator) * torch.logspace(-2, 1, 32)[:, None]
+    x = (torch.randn(2, 5, 64, generator=generator) * 3).to(torch.bfloat16)
+    bias = torch.randn(32, generator=generator).to(torch.bfloat16)
+    q, scale = quantize_rows(weight, torch.float8_e4m3fn)
+    w = q.float() * scale[:, None]
+    for rowwise, rows in ((True, x.reshape(10, 64)), (False, x.reshape(1, 640))):
+        xq, xs = quantize_rows(rows, torch.float8_e4m3fn)
+        inputs = (xq.float() * xs[:, None]).reshape(10, 64)
+        reference = (inputs @ w.T).to(torch.bfloat16) + bias
+        out = scaled_mm_linear(x, q, scale, bias, rowwise=rowwise)
+        assert out.shape == (2, 5, 32) and out.dtype == torch.bfloat16
+        torch.testing.assert_close(out.reshape(10, 32), reference, rtol=2**-7, atol=2**-7)
+        exact = torch.nn.functional.linear(x.float(), w) + bias.float()
+        distance = (out.float() - exact).abs().mean() / exact.abs().mean()
+        assert 0 < distance < 0.05, (rowwise, distance)  # the input's fp8 rounding

@@ -156,7 +156,8 @@ class QuantLinear(torch.nn.Module):
         )
         self.lora_deltas: list[tuple[Any, float]] = []
         """The running job's LoRA changes of this layer: (`lora.parse.LayerDelta`, strength)."""
-        self.fp8_compute = False
+        self.fp8_compute: str = ""
+        """`--fp8-compute`: "rowwise" or "tensorwise" (`scaled_mm_linear`), "" when off."""
 
     @property
     def weight_shape(self) -> tuple[int, int]:
@@ -189,8 +190,9 @@ class QuantLinear(torch.nn.Module):
         return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fp8_compute and self.stored.kind == "fp8" and not self.lora_deltas:
-            return scaled_mm_linear(x, self.weight, self.weight_scale, self.bias)
+        if self.fp8_compute and not self.lora_deltas:
+            rowwise = self.fp8_compute == "rowwise"
+            return scaled_mm_linear(x, self.weight, self.weight_scale, self.bias, rowwise)
         return F.linear(x, self.upcast(), self.bias)
 
 
@@ -207,25 +209,51 @@ def _gguf_values(blocks: torch.Tensor, qtype: str, shape: tuple[int, int]) -> to
 
 
 def scaled_mm_linear(
-    x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    rowwise: bool = True,
 ) -> torch.Tensor:
-    """`x @ (weight * scale).T + bias` as one fp8 matmul: `x`'s rows quantized to fp8 e4m3 with
-    a scale each, `torch._scaled_mm` with row-wise scales (the weight's per-row scales are its
-    output columns' scales), the result in `x`'s dtype."""
+    """`x @ (weight * scale).T + bias` as one fp8 matmul (`torch._scaled_mm`), the result in
+    `x`'s dtype. `rowwise` (sm >= 9.0): `x`'s rows quantized to fp8 e4m3 with a scale each,
+    and the weight's per-row scales as the output columns' scales, inside the matmul. Else
+    (sm 8.9, whose fp8 matmul takes one scale per operand): `x` quantized with one scale, the
+    product in float32, then each output column times its weight row's scale."""
     shape = x.shape
     rows = x.reshape(-1, shape[-1])
-    q, x_scale = quantize_rows(rows, torch.float8_e4m3fn)
-    out = torch._scaled_mm(  # noqa: SLF001 - torch's fp8 matmul (no public name yet)
-        q,
-        weight.t(),
-        scale_a=x_scale.reshape(-1, 1),
-        scale_b=weight_scale.reshape(1, -1).to(torch.float32),
-        bias=None,
-        out_dtype=x.dtype,
-    )
+    if rowwise:
+        q, x_scale = quantize_rows(rows, torch.float8_e4m3fn)
+        out = torch._scaled_mm(  # noqa: SLF001 - torch's fp8 matmul (no public name yet)
+            q,
+            weight.t(),
+            scale_a=x_scale.reshape(-1, 1),
+            scale_b=weight_scale.reshape(1, -1).to(torch.float32),
+            out_dtype=x.dtype,
+        )
+    else:
+        q, x_scale = quantize_rows(rows.reshape(1, -1), torch.float8_e4m3fn)
+        product = torch._scaled_mm(  # noqa: SLF001
+            q.reshape(rows.shape),
+            weight.t(),
+            scale_a=x_scale.reshape(()),
+            scale_b=torch.ones((), device=x.device),
+            out_dtype=torch.float32,
+        )
+        out = (product * weight_scale.reshape(1, -1)).to(x.dtype)
     if bias is not None:
         out = out + bias.to(out.dtype)
     return out.reshape(*shape[:-1], weight.shape[0])
+
+
+def fp8_matmul_fits(layer: QuantLinear) -> bool:
+    """`torch._scaled_mm` takes fp8 e4m3 weights whose two sizes divide by 16."""
+    return (
+        layer.stored.kind == "fp8"
+        and layer.stored.dtype == torch.float8_e4m3fn
+        and layer.in_features % 16 == 0
+        and layer.out_features % 16 == 0
+    )
 
 
 # -- which layers, and swapping them in -------------------------------------------------------
@@ -356,12 +384,14 @@ def stored_summary(models: list[torch.nn.Module]) -> dict[str, int]:
     return counts
 
 
-def set_fp8_compute(models: list[torch.nn.Module], on: bool) -> int:
-    """Turn the fp8 matmul on or off in every fp8 `QuantLinear`; returns how many."""
+def set_fp8_compute(models: list[torch.nn.Module], device: torch.device) -> int:
+    """Turn the fp8 matmul on in every fp8 `QuantLinear` it fits (`fp8_matmul_fits`): row-wise
+    scales on sm >= 9.0, one input scale on sm 8.9 (and on CPU, for tests); returns how many."""
+    rowwise = device.type != "cuda" or torch.cuda.get_device_capability(device) >= (9, 0)
     count = 0
     for model in models:
         for layer in quant_linears(model).values():
-            if layer.stored.kind == "fp8":
-                layer.fp8_compute = on
+            if fp8_matmul_fits(layer):
+                layer.fp8_compute = "rowwise" if rowwise else "tensorwise"
                 count += 1
     return count

@@ -325,7 +325,7 @@ class Runtime:
         refusal = fp8_refusal(self.group.device)
         if refusal is not None:
             raise ValueError(refusal)
-        count = set_fp8_compute(self.dits(), True)
+        count = set_fp8_compute(self.dits(), self.group.device)
         if not count:
             raise ValueError(
                 "--fp8-compute multiplies the DiT's fp8 layers in fp8, and this model holds "
