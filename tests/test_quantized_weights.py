@@ -62,15 +62,29 @@ def test_rows_quantized_with_a_scale_each():
 
 
 @pytest.mark.fast
-def test_a_quantized_linear_computes_with_its_upcast_weight():
-    layer = QuantLinear(4, 3, True, Stored("fp8", torch.float8_e4m3fn), torch.float32)
+def test_a_quantized_linear_computes_with_its_upcast_weight(monkeypatch):
+    """The upcast weight, formed in blocks of rows (2 rows a block here), is the fp8 values
+    times their rows' scales; a job's LoRA change is added to it as the patcher adds it to a
+    dequantized weight's rows: (B @ A) * scale * strength, rounded once to the compute dtype."""
+    from paradit.backend.lora.parse import LayerDelta
+    from paradit.backend.models import quantized
+
+    monkeypatch.setattr(quantized, "UPCAST_BLOCK", 8)
+    layer = QuantLinear(4, 3, True, Stored("fp8", torch.float8_e4m3fn), torch.bfloat16)
     weight = torch.tensor([[1.0, 2.0, -4.0, 0.5]] * 3) * torch.tensor([[1.0], [0.01], [30.0]])
     layer.weight.data, layer.weight_scale.data = quantize_rows(weight, torch.float8_e4m3fn)
-    layer.bias.data = torch.tensor([0.1, 0.2, 0.3])
-    x = torch.randn(2, 4)
-    upcast = layer.weight.float() * layer.weight_scale[:, None]
+    layer.bias.data = torch.tensor([0.1, 0.2, 0.3], dtype=torch.bfloat16)
+    x = torch.randn(2, 4).to(torch.bfloat16)
+    upcast = (layer.weight.float() * layer.weight_scale[:, None]).to(torch.bfloat16)
+    assert torch.equal(layer.upcast(), upcast)
     assert torch.equal(layer(x), torch.nn.functional.linear(x, upcast, layer.bias))
     assert layer.weight.element_size() == 1 and tuple(layer.weight.shape) == (3, 4)
+    change = LayerDelta(a=torch.randn(2, 4), b=torch.randn(3, 2), scale=0.5)
+    layer.lora_deltas.append((change, 0.8))
+    delta = (change.b @ change.a) * (0.5 * 0.8)
+    assert torch.equal(layer.upcast(), upcast + delta.to(torch.bfloat16))
+    layer.lora_deltas.clear()
+    assert torch.equal(layer.upcast(), upcast)
 
 
 @pytest.mark.fast

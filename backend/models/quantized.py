@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 FP8_DTYPES = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
 WEIGHTS_MODES = ("auto", "bf16", "fp8", "file")
 FP8_COMPUTE_CAPABILITY = (8, 9)
+UPCAST_BLOCK = 2**22
+"""Values per block of rows a layer upcasts at a time (16 MiB of float32)."""
 
 
 @dataclass(frozen=True)
@@ -177,16 +179,22 @@ class QuantLinear(torch.nn.Module):
 
     def upcast(self) -> torch.Tensor:
         """The weight in the compute dtype, as loading the file dequantized gives it, with the
-        job's LoRA changes added as the patcher adds them to a dequantized weight."""
-        if self.stored.kind == "fp8":
-            values = self.weight.to(torch.float32) * self.weight_scale.reshape(-1, 1)
-        else:
-            values = _gguf_values(self.weight, self.stored.qtype, self.weight_shape)
-        weight = values.to(self.compute_dtype)
-        for layer, strength in self.lora_deltas:
-            delta = torch.empty(self.weight_shape, dtype=torch.float32, device=weight.device)
-            if layer.weight_rows(0, self.out_features, strength, delta):
-                weight.add_(delta.to(weight.dtype))
+        job's LoRA changes added as the patcher adds them to a dequantized weight. Formed in
+        blocks of rows (`UPCAST_BLOCK` values): besides the result, only one block's float32
+        product is ever held."""
+        weight = torch.empty(self.weight_shape, dtype=self.compute_dtype, device=self.weight.device)
+        step = max(1, UPCAST_BLOCK // max(self.in_features, 1))
+        for start in range(0, self.out_features, step):
+            rows = slice(start, min(start + step, self.out_features))
+            if self.stored.kind == "fp8":
+                values = self.weight[rows].to(torch.float32) * self.weight_scale[rows, None]
+            else:
+                values = _gguf_values(self.weight[rows], self.stored.qtype, self.in_features)
+            block = weight[rows]
+            block.copy_(values)
+            for layer, strength in self.lora_deltas:
+                if layer.weight_rows(start, len(block), strength, values):  # float32 change
+                    block.add_(values.to(block.dtype))
         return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -196,8 +204,9 @@ class QuantLinear(torch.nn.Module):
         return F.linear(x, self.upcast(), self.bias)
 
 
-def _gguf_values(blocks: torch.Tensor, qtype: str, shape: tuple[int, int]) -> torch.Tensor:
-    """GGUF blocks (rows of bytes) dequantized to float32 with diffusers' torch functions."""
+def _gguf_values(blocks: torch.Tensor, qtype: str, in_features: int) -> torch.Tensor:
+    """GGUF blocks (rows of bytes) dequantized to float32 rows with diffusers' torch
+    functions."""
     import gguf
     from diffusers.quantizers.gguf.utils import dequantize_functions
 
@@ -205,7 +214,7 @@ def _gguf_values(blocks: torch.Tensor, qtype: str, shape: tuple[int, int]) -> to
     block, block_bytes = gguf.GGML_QUANT_SIZES[kind]
     flat = blocks.reshape(-1, block_bytes)
     values = dequantize_functions[kind](flat, block, block_bytes, dtype=torch.float32)
-    return values.to(torch.float32).reshape(shape)
+    return values.to(torch.float32).reshape(blocks.shape[0], in_features)
 
 
 def scaled_mm_linear(
