@@ -28,6 +28,12 @@ The next job finds the stored bytes untouched.
 
 `fp8_compute`: fp8 layers multiply in fp8 with `torch._scaled_mm` (inputs scaled per row,
 weights by their per-row scales); CUDA compute capability 8.9 or newer only (`fp8_refusal`).
+
+Libraries: GGUF blocks are dequantized by diffusers' torch functions
+(`diffusers.quantizers.gguf.utils`). torchao's float8 weight-only tensors would hold the fp8
+layers, but its weight-only path has no GGUF, no FSDP2 all-gather of its subclass for
+inference, and its own dequantization order (the `file` mode must equal the dequantization at
+load byte for byte), so the layer is this plain module with ordinary parameters.
 """
 
 from __future__ import annotations
