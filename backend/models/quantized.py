@@ -30,10 +30,11 @@ The next job finds the stored bytes untouched.
 weights by their per-row scales); CUDA compute capability 8.9 or newer only (`fp8_refusal`).
 
 Libraries: GGUF blocks are dequantized by diffusers' torch functions
-(`diffusers.quantizers.gguf.utils`). torchao's float8 weight-only tensors would hold the fp8
-layers, but its weight-only path has no GGUF, no FSDP2 all-gather of its subclass for
-inference, and its own dequantization order (the `file` mode must equal the dequantization at
-load byte for byte), so the layer is this plain module with ordinary parameters.
+(`diffusers.quantizers.gguf.utils`). torchao's float8 weight-only tensors could hold the fp8
+layers, but torchao is not a dependency, has no GGUF, its tensor subclass under FSDP2 was not
+checked, and the `file` mode must equal the dequantization at load byte for byte (its own
+dequantization order is not that): the layer is a plain module with ordinary parameters,
+which FSDP2 shards like any other.
 """
 
 from __future__ import annotations
