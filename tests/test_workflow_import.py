@@ -118,6 +118,18 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
          "text_encoders": ["text_encoders/qwen_3_tiny.safetensors"],
          "vaes": ["vae/ae_tiny.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    "hunyuan15_t2v_shift": (
+        "tiny-hunyuanvideo1.5",
+        {"prompt": "a paper airplane gliding between towers", "negative_prompt": "",
+         "width": 32, "height": 32, "num_frames": 5, "num_inference_steps": 4,
+         "guidance_scale": 6.0, "seed": 11, "sampler": "euler", "scheduler": "simple",
+         "shift": 7.0},
+        {"model": "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_hunyuan15_tiny.safetensors",
+                           "text_encoders/byt5_small_glyphxl_tiny.safetensors"],
+         "vaes": ["vae/hunyuanvideo15_vae_tiny.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
 }  # fmt: skip
 
 
@@ -125,18 +137,23 @@ REFUSED_FIXTURES = {  # name -> (API node id, node type, the refusal after the n
     "hunyuan15_t2v": (
         "95", "BasicScheduler",
         "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux node: "
-        "ComfyUI then computes these noise levels with the shift the model's own config gives",
+        "ComfyUI then computes these noise levels with the shift its own config for the "
+        "model's architecture holds (a ModelSampling node on the guider's model does not "
+        "change them), which need not be the shift of the checkpoint's scheduler that "
+        "paradit runs as the model's default (GET /v1/info limits.default_shift)",
     ),
     "ltx2_t2v": (
         "13", "LTXVScheduler",
-        "LTX-2's noise levels as ComfyUI's LTXVScheduler makes them (a shift that grows with "
-        "the latent's token count, the levels stretched to end at its terminal): paradit runs "
-        "LTX-2 on its pipeline's own scheduler only",
+        "LTX-2's audio-video graph: its LTXVScheduler levels would run (at its defaults they "
+        "are LTX-2's own scheduler's; others as `sigmas`), but paradit maps none of the "
+        "graph's other LTX nodes",
     ),
 }  # fmt: skip
 """The template-shaped graphs paradit cannot run as ComfyUI runs them: HunyuanVideo 1.5's
-template computes its levels on the loader's model (the model config's shift), LTX-2's on
-LTXVScheduler's token-dependent shift while paradit's LTX-2 runs its own scheduler only."""
+template computes its levels on the loader's model, with the shift of ComfyUI's own config
+for HunyuanVideo 1.5 (7 for every checkpoint, where the 480p checkpoints' schedulers hold 5:
+`hunyuan15_t2v_shift`, its scheduler on the ModelSamplingSD3 model, runs), LTX-2's on
+LTXVScheduler's levels (LTX-2 runs them) among LTX nodes paradit does not map."""
 
 
 @pytest.fixture(scope="module")
@@ -490,37 +507,20 @@ def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
     )
 
 
-def _hunyuan15_scheduled(path: Path) -> str:
-    """The HunyuanVideo 1.5 fixture with its BasicScheduler on the ModelSamplingSD3 model
-    (so it maps), written to `path`."""
-    graph = GRAPHS["hunyuan15_t2v"]()
-    graph["95"]["inputs"]["model"] = ["67", 0]
-    path.write_text(json.dumps(graph))
-    return str(path)
+def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(
+    comfy, tmp_path, capsys, monkeypatch
+):
+    """A model whose family lists no samplers (CogVideoX, Flux.2, Qwen-Image-Edit run their
+    own scheduler only; HunyuanVideo 1.5's list stood in for theirs, emptied here: no
+    fixture of those maps): import and run (before any backend starts: a fast test starts
+    none) exit 2 with one line naming the sampler node. With its list, import maps it."""
+    import paradit.backend.tools.workflow as tools_workflow
 
-
-def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(comfy, tmp_path, capsys):
-    """HunyuanVideo 1.5 runs only its own scheduler (its family lists no samplers): its
-    custom-sampler graph maps to the request every field of which is checked, then import
-    and run (before any backend starts: a fast test starts none) exit 2 with one line naming
-    the sampler node."""
-    workflow = _hunyuan15_scheduled(tmp_path / "hunyuan15.json")
-    plan, variant = plan_of(workflow, str(comfy))
-    assert variant == "tiny-hunyuanvideo1.5"
-    assert plan.request == {
-        "prompt": "a paper airplane gliding between towers", "negative_prompt": "",
-        "width": 32, "height": 32, "num_frames": 5, "num_inference_steps": 4,
-        "guidance_scale": 6.0, "seed": 11, "sampler": "euler", "scheduler": "simple",
-        "shift": 7.0,
-    }  # fmt: skip
-    models = comfy / "models"
-    assert plan.serve == {
-        "model": str(models / "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors"),
-        "text_encoders": [str(models / "text_encoders/qwen_2.5_vl_hunyuan15_tiny.safetensors"),
-                          str(models / "text_encoders/byt5_small_glyphxl_tiny.safetensors")],
-        "vaes": [str(models / "vae/hunyuanvideo15_vae_tiny.safetensors")],
-        "image_encoders": [], "lora_dirs": [],
-    }  # fmt: skip
+    workflow = str(FIXTURES / "hunyuan15_t2v_shift.api.json")
+    assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
+    out = capsys.readouterr().out
+    assert "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep\n" in out
+    monkeypatch.setattr(tools_workflow, "model_samplers", lambda plan: ())
     refusal = (
         "error: node 99 (SamplerCustomAdvanced): sampler euler: tiny-hunyuanvideo1.5 runs its "
         "own scheduler only (GET /v1/info limits.samplers), so the workflow cannot run as "

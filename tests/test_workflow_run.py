@@ -4,12 +4,13 @@ size 1 (its job.json names the workflow file and its sha256, and the noise level
 KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
 gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the 20-step one
 on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture gives the
-`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B and
-Qwen-Image fixtures make the frames of their requests sent as they are (start images
-included), and so does the Flux.1 dev graph on a tiny Flux.1 dev (its fixture's files are
-headers only); a --server running another model is refused.
+`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B,
+Qwen-Image and HunyuanVideo 1.5 custom-sampler (euler/simple at shift 7) fixtures make the
+frames of their requests sent as they are (start images included), and so does the Flux.1
+dev graph on a tiny Flux.1 dev (its fixture's files are headers only); a --server running
+another model is refused.
 
-Cost: about 40 s (in the suite's two-worker run on 2 cores).
+Cost: about 52 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -148,6 +149,10 @@ ONE_MODEL = {  # fixture -> (variant, its KSampler's noise levels, output files)
     # euler/simple at 4 steps: every 250th shifted level from the top, then 0
     "qwen_image": ("tiny-qwen-image", [_shifted(1 - k / 4, 3.1) for k in range(4)] + [0.0],
                    ["image.png"]),
+    # HunyuanVideo 1.5's custom-sampler graph, its BasicScheduler on ModelSamplingSD3's shift 7
+    "hunyuan15_t2v_shift": ("tiny-hunyuanvideo1.5",
+                            [_shifted(1 - k / 4, 7.0) for k in range(4)] + [0.0],
+                            [f"frames/{i:06d}.png" for i in range(5)]),
 }  # fmt: skip
 
 
@@ -156,7 +161,7 @@ def test_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, backends, n
     """The fixture's UI form run on a backend of its files (--server) makes the frames of its
     request sent as it is (the start image's bytes included: Wan 2.1 I2V through
     CLIPVisionEncode and WanImageToVideo, TI2V-5B through Wan22ImageToVideoLatent), on
-    ComfyUI's KSampler noise levels."""
+    ComfyUI's noise levels (its KSampler's; HunyuanVideo 1.5's BasicScheduler's)."""
     variant, levels, files = ONE_MODEL[name]
     workflow = FIXTURES / f"{name}.ui.json"
     plan, _ = plan_of(str(workflow), str(comfy))

@@ -413,10 +413,12 @@ def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node,
             "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux "
-            "node: ComfyUI then computes these noise levels with the shift the model's own "
-            "config gives (a ModelSampling node on the guider's model does not change them), "
-            "which paradit does not read from the file; connect the ModelSampling node's "
-            "model to the scheduler too",
+            "node: ComfyUI then computes these noise levels with the shift its own config "
+            "for the model's architecture holds (a ModelSampling node on the guider's model "
+            "does not change them), which need not be the shift of the checkpoint's "
+            "scheduler that paradit runs as the model's default (GET /v1/info "
+            "limits.default_shift); connect the ModelSampling node's model to the scheduler "
+            "too",
         )
     m.say(node, f"{steps} steps, {scheduler} -> num_inference_steps, scheduler")
     return (Sigmas(model, scheduler, steps, node),)

@@ -157,11 +157,11 @@ SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS}
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "LTXVScheduler": (
-            "LTX-2's noise levels as ComfyUI's LTXVScheduler makes them (a shift that grows "
-            "with the latent's token count, the levels stretched to end at its terminal): "
-            "paradit runs LTX-2 on its pipeline's own scheduler only (its GET /v1/info "
-            "limits.samplers is empty), not on a schedule a workflow gives, so this graph "
-            "cannot run as ComfyUI runs it"
+            "LTX-2's audio-video graph: its LTXVScheduler levels would run (at its defaults "
+            "they are LTX-2's own scheduler's; others as `sigmas`), but paradit maps none of "
+            "the graph's other LTX nodes (LTXAVTextEncoderLoader, LTXVAudioVAELoader, "
+            "LTXVConditioning, the empty audio latent joined to the video's and split after "
+            "sampling, LTXVAudioVAEDecode), so it cannot run this graph as ComfyUI runs it"
         ),
     }
 )

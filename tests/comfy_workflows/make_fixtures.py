@@ -240,6 +240,14 @@ def hunyuan15_t2v() -> dict:
     }  # fmt: skip
 
 
+def hunyuan15_t2v_shift() -> dict:
+    """The HunyuanVideo 1.5 T2V template with its BasicScheduler on the ModelSamplingSD3
+    model (the guider's): its levels take the node's shift 7, as paradit runs them."""
+    graph = hunyuan15_t2v()
+    graph["95"]["inputs"]["model"] = ["67", 0]
+    return graph
+
+
 def ltx2_t2v() -> dict:
     """LTX-2 T2V in the shape of ComfyUI's template (one sampling stage): the checkpoint
     with its Gemma text encoder and audio VAE, LTXVConditioning's frame rate, empty video
@@ -287,6 +295,7 @@ GRAPHS = {
     "qwen_image": qwen_image,
     "z_image_turbo": z_image_turbo,
     "hunyuan15_t2v": hunyuan15_t2v,
+    "hunyuan15_t2v_shift": hunyuan15_t2v_shift,
     "ltx2_t2v": ltx2_t2v,
 }
 
