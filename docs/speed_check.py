@@ -82,6 +82,7 @@ def _config(row: dict[str, Any]) -> dict[str, Any]:
         config["compile"] = row["compile"]
     if row["fp8"]:
         config[FP8_FIELD] = True
+        config["weights"] = "fp8"  # the fp8 matmuls need fp8 layers: quantized at load
     return config
 
 

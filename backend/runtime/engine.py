@@ -33,6 +33,14 @@ from ..memory.swap import ExpertSwap
 from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..models.preset_names import is_random_preset
+from ..models.quantized import (
+    fp8_refusal,
+    quantize_loaded,
+    resolve_mode,
+    set_fp8_compute,
+    store_layers,
+    stored_summary,
+)
 from ..models.random_presets import (
     random_dit_components,
     random_dit_config,
@@ -94,6 +102,7 @@ class Runtime:
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
         attention_kernel: str = "auto",
+        fp8_compute: bool = False,
     ):
         """Start-up, in named steps: identify the model (single files are resolved once,
         here, and every later step reads `source.resolved`), load it, choose the plan, plan
@@ -125,6 +134,7 @@ class Runtime:
         self._place(group.device)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self._parallelize(lazy)
+        self._fp8_compute(fp8_compute)
         self._prepare_jobs(loras)
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.load_seconds = time.perf_counter() - started
@@ -145,9 +155,17 @@ class Runtime:
         models/sharded_load.py)."""
         skip = frozenset() if self.group.is_rank0 else self.family.encoder_components
         lazy = self._lazy_dits(plan_overrides)
-        self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
+        self.weights = memory.weights
+        """`--weights`: how the DiTs' linear layers are stored (`models/quantized.py`)."""
+        self.pipe = load_pipeline(
+            self.source, skip=skip | lazy, dtype=self.dtype, weights=self.weights
+        )
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: self._empty_dit(name)})
+        if self.source.kind != "file" and resolve_mode(self.weights, False) == "fp8":
+            for name in DIT_COMPONENTS:  # loaded whole in floats: quantized in place
+                if name not in lazy and getattr(self.pipe, name, None) is not None:
+                    quantize_loaded(getattr(self.pipe, name))
         self.model_files: dict[str, Any] | None = None
         """A single-file model's files: variant, and each file's role, format and why."""
         if self.source.resolved is not None:
@@ -293,12 +311,38 @@ class Runtime:
         )
 
     def _empty_dit(self, name: str) -> torch.nn.Module:
+        """DiT `name` on the meta device, its linears stored as `--weights` asks."""
         if self.source.kind == "file":
-            config = self.source.resolved_files().dits[name].detection.config
-            return empty_from_config(config, self.dtype)
+            from ..models.single_file.build import store_file_layers
+
+            part = self.source.resolved_files().dits[name]
+            model = empty_from_config(part.detection.config, self.dtype)
+            store_file_layers(model, part, self.weights)
+            return model
         if self.source.kind == "preset":  # a random: preset
-            return empty_from_config(random_dit_config(self.source.name, name), self.dtype)
-        return empty_dit(self.source.local_folder(), name, self.dtype)
+            model = empty_from_config(random_dit_config(self.source.name, name), self.dtype)
+        else:
+            model = empty_dit(self.source.local_folder(), name, self.dtype)
+        store_layers(model, self.weights)
+        return model
+
+    def _fp8_compute(self, on: bool) -> None:
+        """`--fp8-compute`: the fp8 layers multiply in fp8; ValueError with the reason where
+        the device cannot (before any job)."""
+        self.fp8_compute = False
+        if not on:
+            return
+        refusal = fp8_refusal(self.group.device)
+        if refusal is not None:
+            raise ValueError(refusal)
+        count = set_fp8_compute(self.dits(), self.group.device)
+        if not count:
+            raise ValueError(
+                "--fp8-compute multiplies the DiT's fp8 layers in fp8, and this model holds "
+                "none: give an fp8 file with --weights auto or file, or --weights fp8"
+            )
+        self.fp8_compute = True
+        log.info("fp8 matmuls in %d linear layers", count)
 
     def _dit_weights(self, name: str) -> Any:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
@@ -388,6 +432,11 @@ class Runtime:
             "pid": os.getpid(),
             "device": str(self.group.device),
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
+            "weights": {
+                "mode": self.weights,
+                "stored": stored_summary(self.dits()),
+                "fp8_compute": self.fp8_compute,
+            },
         }
 
     @contextlib.contextmanager
