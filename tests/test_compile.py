@@ -6,8 +6,8 @@
   shared by the asserts: warmed at start (/v1/info says so, with its compilations), a job
   equals world size 1's eager output within rounding and compiles nothing, and neither a
   LoRA switch nor a cached job compiles anything (dynamo's compile counter, in job.json);
-- world size 2 with `--compile blocks`: a guided job (a CFG half per rank) and an unguided
-  one (Ulysses over both ranks) equal eager world size 1 within rounding, compiling nothing.
+- world size 2 with `--compile blocks` and Ulysses over both ranks (weights sharded): a guided
+  and an unguided job equal eager world size 1 within rounding, compiling nothing.
 
 Cost: about 60 s (two compiled backends: inductor compiles each block piece on every rank at
 start; the eager references are the pool's).
@@ -141,13 +141,18 @@ def test_compiled_blocks_at_world_size_1_equal_eager_and_switch_loras_without_re
 
 
 def test_compiled_blocks_at_world_size_2_equal_eager_world_size_1(backends, references):
+    """Ulysses over both ranks and the weights sharded (a plan without CFG parallel: one
+    layout, one warm-up job; a CFG half runs world size 1's shapes, tested above)."""
     from conftest import REFERENCE_FLAGS
 
-    client = backends.get("tiny-wan", 2, *REFERENCE_FLAGS, *COMPILE)
-    assert client.info()["compile"]["mode"] == "blocks"
-    for guidance, layout in ((5.0, "plan"), (1.0, "spread")):  # CFG halves; Ulysses over both
+    client = backends.get(
+        "tiny-wan", 2, *REFERENCE_FLAGS, *COMPILE, "--cfg-degree", "1", "--ulysses-degree", "2"
+    )
+    info = client.info()
+    assert info["compile"]["mode"] == "blocks"
+    assert (info["plan"]["ulysses_degree"], info["plan"]["shard_weights"]) == (2, True), info
+    for guidance in (5.0, 1.0):
         body = {**BODY, "guidance_scale": guidance}
         record, latents = _compiled_job(client, body)
-        assert record["sequence_layout"] == layout
         assert record["compile"] == {"mode": "blocks", "recompiles": 0}, record
         _close(latents, references.get("tiny-wan", body)[2])

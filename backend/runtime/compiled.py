@@ -82,6 +82,14 @@ def repeated_blocks(transformer: torch.nn.Module) -> list[torch.nn.Module]:
     return transformer_blocks(transformer)
 
 
+def cpu_compile_threads() -> None:
+    """On a CPU backend, inductor compiles with the rank's own threads (its ranks share the
+    machine's cores; by default each would start a pool of workers for every core)."""
+    import torch._inductor.config
+
+    torch._inductor.config.compile_threads = torch.get_num_threads()
+
+
 def compile_blocks(transformer: torch.nn.Module) -> list[torch.nn.Module]:
     """Replace each repeated block's `forward` by its compiled self (before any hook goes on:
     the hooks then wrap the compiled forward); returns the blocks. No hook may go on a

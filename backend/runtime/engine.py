@@ -44,7 +44,7 @@ from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..sampling.job import sampling_limits
-from .compiled import compile_blocks, compile_counter
+from .compiled import compile_blocks, compile_counter, cpu_compile_threads
 from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
@@ -221,6 +221,8 @@ class Runtime:
         self.compiled_blocks: list[torch.nn.Module] = []
         if self.compile.mode == BLOCKS:
             attention.keep_eager(attention.backend_key(self.attention.kernel))
+            if self.group.device.type == "cpu":
+                cpu_compile_threads()
             self.compiled_blocks = [block for dit in self.dits() for block in compile_blocks(dit)]
 
     def _parallelize(self, lazy: frozenset[str]) -> None:
