@@ -19,7 +19,7 @@ Stages (docs/gpu.md holds the figures they gave):
 - kernels   one Wan 14B block at 1280x720x81: attention backends, regional torch.compile, and
             the per-rank work of 8 GPUs (projected scaling).
 - speed     Wan 2.1 14B at 1280x720x81 and 1.3B at 832x480x81 served with every attention
-            kernel x compile x fp8 setting this build has, against bare diffusers in the same
+            kernel x compile (off, blocks) x fp8 setting this build has, against bare diffusers in the same
             run: step times, speed-ups and distances (`speed_check.py`; GPU_CHECK_DRY=1: tiny
             sizes on the CPU, to check the stage itself).
 
