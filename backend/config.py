@@ -227,7 +227,8 @@ class ServeConfig:
             "--offload",
             BACKEND,
             "where the DiT lives when it does not fit: auto (the memory plan decides), none, "
-            "model, group or sequential (diffusers' CPU offload)",
+            "model, experts (two-expert models: one expert on the device at a time, swapped "
+            "at the switch step), group or sequential (diffusers' CPU offload)",
             choices=OFFLOAD_MODES,
             frontend=True,
         ),

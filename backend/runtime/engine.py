@@ -29,7 +29,8 @@ from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
-from ..memory.sizes import sizes_of_pipeline
+from ..memory.sizes import sizes_of_pipeline, stored_weights
+from ..memory.swap import ExpertSwap
 from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..models.preset_names import is_random_preset
@@ -244,8 +245,7 @@ class Runtime:
         if not self._sharded():
             placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
-            host = placement.fsdp_offload(self.layout, group.device)
-            target = torch.device("cpu") if host else group.device
+            target = placement.expert_target(self.layout, name, group.device)
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
 
@@ -269,10 +269,19 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not self._sharded()
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
+        if self.layout.swaps_experts:
+            refuse = (
+                f"LoRAs are not applied under {self.layout.dit}: each swap brings an expert "
+                "in from its host copy, without the job's rows"
+            )
         self.loras = LoraPatcher(
             loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
         )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
+        self.experts: ExpertSwap | None = None
+        """One expert on the device at a time (memory level 4); None: all resident."""
+        if self.layout.swaps_experts:  # its hook runs before every other (FSDP2's included)
+            self.experts = ExpertSwap(dits, group.device)
         self.rank_model = RankModel(
             self.pipe,
             self.family,
@@ -294,6 +303,7 @@ class Runtime:
             compile_mode=self.compile.mode,
             rank=group.rank,
             phases=self.phases,
+            experts=self.experts,
         )
         """What `job.run_on_rank` runs a job on."""
 
@@ -365,7 +375,12 @@ class Runtime:
             shard_weights=self.plan.shard_weights,
         )
         reference = self.reference_shape
-        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype)
+        formats = ()
+        if self.model_files is not None:  # a single-file model: its DiT files' formats
+            files = self.model_files["files"]
+            formats = tuple(files[name]["format"] for name in DIT_COMPONENTS if name in files)
+        stored = stored_weights(settings.weights, formats)
+        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
         self.planner = MemoryPlanner(
             sizes, settings, budget, topology, reference, self.limits.size_multiple
         )

@@ -43,6 +43,7 @@ from ..lora.patch import Applied
 from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
+from ..memory.swap import ExpertSwap
 from ..models.families import Family, family_of
 from ..parallel import ModelStateError, Parallelized, attention
 from ..parallel.plan import ParallelPlan
@@ -195,6 +196,8 @@ class RankModel:
     """This process's global rank (the attention spy's file name, tests only)."""
     phases: PhaseClock = field(default_factory=PhaseClock.from_env)
     """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
+    experts: ExpertSwap | None = None
+    """Keeps one expert on the device at a time (memory level 4); None: all resident."""
 
     @classmethod
     def here(
@@ -281,6 +284,8 @@ class RankModel:
         generator = torch.Generator("cpu").manual_seed(request.seed)
         cache = None
         self.phases.begin_job()
+        if self.experts is not None:  # a swap happens in the forward of the step to come
+            self.experts.begin_job(lambda: len(clock.marks))
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -324,6 +329,8 @@ class RankModel:
                     switch.stop()
             self.parallel.end_job()
             family.finish(pipe)
+        if self.experts is not None:
+            clock.notes["expert_swaps"] = self.experts.to_dict()
         record = None if cache is None else cache_record(*cache)
         if record is not None:
             clock.notes["cache"] = record
