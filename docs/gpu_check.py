@@ -23,9 +23,9 @@ Stages (docs/gpu.md holds the figures they gave):
 - kernels   one Wan 14B block at 1280x720x81: attention backends, regional torch.compile, and
             the per-rank work of 8 GPUs (projected scaling).
 - speed     Wan 2.1 14B at 1280x720x81 and 1.3B at 832x480x81 served with every attention
-            kernel x compile x fp8 setting this build has, against bare diffusers in the same
-            run: step times, speed-ups and distances (`speed_check.py`; GPU_CHECK_DRY=1: tiny
-            sizes on the CPU, to check the stage itself).
+            kernel x compile (off, blocks) x fp8 setting this build has, against bare
+            diffusers in the same run: step times, speed-ups and distances (`speed_check.py`;
+            GPU_CHECK_DRY=1: tiny sizes on the CPU, to check the stage itself).
 - fp8       Wan 14B's linear shapes at 1280x720x81's tokens, weights stored fp8 with a scale
             per row: bf16, the per-layer upcast (`--weights file|fp8`) and `--fp8-compute`
             (`torch._scaled_mm`), timed, with their distance to bf16 (`fp8_check.py`;

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..compile_modes import BLOCKS, CompileChoice, choose_compile
 from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
@@ -52,12 +53,14 @@ from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..sampling.job import sampling_limits
+from .compiled import compile_blocks, compile_counter, cpu_compile_threads
 from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
 from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
+from .warm_up import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +106,12 @@ class Runtime:
         loras: LoraLibrary | None = None,
         attention_kernel: str = "auto",
         fp8_compute: bool = False,
+        compile_mode: str = "off",
     ):
         """Start-up, in named steps: identify the model (single files are resolved once,
         here, and every later step reads `source.resolved`), load it, choose the plan, plan
-        the memory, place it, parallelize it, then what jobs need."""
+        the memory, place it, compile its blocks, parallelize it, then what jobs need (and,
+        with compiled blocks, the jobs that warm them)."""
         started = time.perf_counter()
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
@@ -128,15 +133,30 @@ class Runtime:
             self.fault.at_load()
         lazy = self._load(plan_overrides, memory)
         self._choose_plan(plan_overrides)
+        limits = self.limits
+        self.reference_shape = (
+            JobShape.parse(memory.plan_for)
+            if memory.plan_for
+            else JobShape(limits.default_width, limits.default_height, limits.default_frames)
+        )
+        """The job size the server expects (`--plan-for`, else the model's default): what
+        the memory plan chooses for and the compiled blocks are warmed with."""
         self._choose_attention(attention_kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
+        self._compile(compile_mode)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self._parallelize(lazy)
         self._fp8_compute(fp8_compute)
         self._prepare_jobs(loras)
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
+        self.warm_up_seconds = 0.0
+        """The start-up jobs that compiled the blocks (`runtime/warm_up.py`)."""
+        if self.compile.mode == BLOCKS:
+            self.warm_up_seconds = warm_up(self.rank_model, group, self.reference_shape)
+        self.warm_up_compilations = compile_counter().count
+        """dynamo's compilations at start-up (the blocks' pieces, for each warmed layout)."""
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
@@ -207,6 +227,23 @@ class Runtime:
         for dit in self.dits():
             attention.reach(dit, self.attention.kernel)
 
+    def _compile(self, mode: str) -> None:
+        """`--compile`: the DiTs' repeated blocks compiled (before the plan's hooks go on, so
+        that they stay outside the compiled code: `runtime/compiled.py`), or not."""
+        self.compile: CompileChoice = choose_compile(
+            mode,
+            device_type=self.group.device.type,
+            offload=self.layout.offload,
+            triton=attention.installed("triton"),
+        )
+        """The compile mode jobs run with, and why (`compile_modes.py`)."""
+        self.compiled_blocks: list[torch.nn.Module] = []
+        if self.compile.mode == BLOCKS:
+            attention.keep_eager(attention.backend_key(self.attention.kernel))
+            if self.group.device.type == "cpu":
+                cpu_compile_threads()
+            self.compiled_blocks = [block for dit in self.dits() for block in compile_blocks(dit)]
+
     def _parallelize(self, lazy: frozenset[str]) -> None:
         """Apply the plan to the DiTs (every rank together), offload what the memory layout
         says, and fill the DiTs built empty with this rank's rows."""
@@ -236,7 +273,10 @@ class Runtime:
         group = self.group
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
-                self.progress.watch(module)  # a slow step still ticks; a hung one does not
+                # a slow step still ticks; a hung one does not
+                self.progress.watch(module, opaque=self.compiled_blocks)
+        if self.compiled_blocks:  # a block compiling for a new shape counts as progressing
+            self.progress.working = compile_counter().busy
         if self.fault is not None:  # tests only: faults inside blocks and collectives
             self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
@@ -278,6 +318,7 @@ class Runtime:
             self.fault,
             waiting=self.waiting,
             attention_key=attention.backend_key(self.attention.kernel),
+            compile_mode=self.compile.mode,
             rank=group.rank,
             phases=self.phases,
             experts=self.experts,
@@ -377,12 +418,7 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             shard_weights=self.plan.shard_weights,
         )
-        limits = self.limits
-        reference = (
-            JobShape.parse(settings.plan_for)
-            if settings.plan_for
-            else JobShape(limits.default_width, limits.default_height, limits.default_frames)
-        )
+        reference = self.reference_shape
         formats = ()
         if self.model_files is not None:  # a single-file model: its DiT files' formats
             files = self.model_files["files"]
@@ -390,7 +426,7 @@ class Runtime:
         stored = stored_weights(settings.weights, formats)
         sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
         self.planner = MemoryPlanner(
-            sizes, settings, budget, topology, reference, limits.size_multiple
+            sizes, settings, budget, topology, reference, self.limits.size_multiple
         )
         store.set("memory/layout", json.dumps(dataclasses.asdict(self.planner.layout)))
         group.barrier("memory-layout")
