@@ -23,9 +23,13 @@ Stages (docs/gpu.md holds the figures they gave):
 - kernels   one Wan 14B block at 1280x720x81: attention backends, regional torch.compile, and
             the per-rank work of 8 GPUs (projected scaling).
 - speed     Wan 2.1 14B at 1280x720x81 and 1.3B at 832x480x81 served with every attention
-            kernel x compile x fp8 setting this build has, against bare diffusers in the same
-            run: step times, speed-ups and distances (`speed_check.py`; GPU_CHECK_DRY=1: tiny
-            sizes on the CPU, to check the stage itself).
+            kernel x compile (off, blocks) x fp8 setting this build has, against bare
+            diffusers in the same run: step times, speed-ups and distances (`speed_check.py`;
+            GPU_CHECK_DRY=1: tiny sizes on the CPU, to check the stage itself).
+- fp8       Wan 14B's linear shapes at 1280x720x81's tokens, weights stored fp8 with a scale
+            per row: bf16, the per-layer upcast (`--weights file|fp8`) and `--fp8-compute`
+            (`torch._scaled_mm`), timed, with their distance to bf16 (`fp8_check.py`;
+            GPU_CHECK_DRY=1: tiny sizes on the CPU, fp8 compute refused there).
 
 Steps: each served job's first step is not counted (it pays one-time costs); the served and
 direct runs of one model alternate, so drift falls on both.
@@ -434,7 +438,8 @@ def main(argv: list[str]) -> int:
     out, stages = Path(argv[0]), argv[1:] or ["env", "tiny", "real"]
     work = Path(os.environ.get("GPU_CHECK_WORK") or out / "work")  # outputs and serve logs
     work.mkdir(parents=True, exist_ok=True)
-    from kernels_check import stage_kernels  # beside this file
+    from fp8_check import stage_fp8  # beside this file
+    from kernels_check import stage_kernels
     from speed_check import stage_speed
 
     known = {
@@ -446,6 +451,7 @@ def main(argv: list[str]) -> int:
         "experts": stage_experts,
         "kernels": stage_kernels,
         "speed": stage_speed,
+        "fp8": stage_fp8,
     }
     failed = 0
     for name in stages:

@@ -311,8 +311,11 @@ def _numel(module: torch.nn.Module) -> int:
 
 
 def _quantizable(module: torch.nn.Module) -> bool:
-    """A layer `--weights fp8` stores in fp8: a linear layer (its weight; the bias stays)."""
-    return isinstance(module, torch.nn.Linear)
+    """A layer `--weights fp8` stores in fp8: a linear layer (its weight; the bias stays), or
+    one a loaded DiT holds stored already (`models.quantized.QuantLinear`)."""
+    from ..models.quantized import QuantLinear
+
+    return isinstance(module, (torch.nn.Linear, QuantLinear))
 
 
 def stored_bytes(module: torch.nn.Module, dtype: torch.dtype, stored: str = "compute") -> int:
@@ -325,6 +328,8 @@ def stored_bytes(module: torch.nn.Module, dtype: torch.dtype, stored: str = "com
             if _quantizable(layer):
                 weight = layer.weight
                 total -= weight.numel() * (size - 1)
+                scale = getattr(layer, "weight_scale", None)  # counted above in `dtype`
+                total -= 0 if scale is None else scale.numel() * size
                 total += weight.shape[0] * FP8_SCALE_BYTES
     return total
 

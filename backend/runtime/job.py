@@ -51,6 +51,7 @@ from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from ..sampling.job import job_sampling
+from .compiled import compile_counter
 from .faults import Faults
 from .messages import RunJob
 from .phases import PhaseClock
@@ -189,6 +190,8 @@ class RankModel:
     attention_key: Any = None
     """The attention backend the DiTs' steps run with (`parallel.attention.backend_key`);
     None: diffusers' own default."""
+    compile_mode: str = "off"
+    """The DiTs' blocks run compiled (`blocks`) or eagerly (`off`): `--compile`'s choice."""
     rank: int = 0
     """This process's global rank (the attention spy's file name, tests only)."""
     phases: PhaseClock = field(default_factory=PhaseClock.from_env)
@@ -414,6 +417,7 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
         model.meter.reset()
     model.set_vae_tiling(message.vae_tiling)
     model.in_job = True
+    compiled_before = compile_counter().count
     try:
         tensors = model.share(hooks.tensors, message.tensors, message.job_id)
         loras = [JobLora(**lora) for lora in message.loras]
@@ -432,6 +436,8 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
             model.fault.end_job()
     peak = model.meter.read() if model.meter is not None else None
     clock = hooks.clock
+    recompiles = compile_counter().count - compiled_before  # blocks compiled for a new shape
+    clock.notes["compile"] = {"mode": model.compile_mode, "recompiles": recompiles}
     return RankResult(frames, output[0], audio, peak, applied, clock, layout, cache, num_tiles)
 
 

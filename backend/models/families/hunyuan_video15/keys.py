@@ -36,10 +36,6 @@ SCHEDULER_SHIFTS[("720p", "i2v")] = 7.0
 """The flow-matching shift per resolution and task (Tencent's and diffusers' configs)."""
 
 
-BYT5_PRESETS = ("random:hunyuanvideo1.5-t2v", "random:hunyuanvideo1.5-i2v")
-"""The presets whose T5 encoder is ByT5 (Glyph-SDXL's), tokenized as bytes."""
-
-
 def task_and_resolution(name: str) -> tuple[str, str, tuple[str, ...]]:
     """("t2v" | "i2v", "480p" | "720p", reasons), read off a ComfyUI file name."""
     lower = name.lower()
