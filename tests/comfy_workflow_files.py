@@ -1,7 +1,9 @@
 """A ComfyUI folder holding the files the workflow fixtures (tests/comfy_workflows/) name:
-the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts), the
-lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, and Flux.1
-dev's real architecture as headers only (no tiny preset embeds Flux's guidance)."""
+the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts: Wan
+2.1/2.2, Qwen-Image, Z-Image, HunyuanVideo 1.5, LTX-2's checkpoint and Gemma file), the
+lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, Flux.1 dev's
+real architecture as headers only, and a tiny Flux.1 dev (tiny-flux with a guidance
+embedding: no tiny preset embeds Flux's guidance)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     flux_bfl,
+    hunyuan15_original,
+    hunyuan15_vae_original,
+    ltx2_checkpoint,
     meta_model,
     meta_shapes,
+    plain_config,
     qwen3_comfy,
     vae_ldm,
     wan22_vae_original,
@@ -22,6 +28,7 @@ from comfy_files import (
     write_safetensors,
     z_image_original,
 )
+from diffusers import FluxTransformer2DModel
 from lora_files import comfy_wan_lora
 from PIL import Image
 from safetensors.torch import save_file
@@ -43,6 +50,9 @@ FLUX_VAE = {  # the keys that identify Flux's ae, with their real shapes
     "encoder.down.0.block.0.conv1.weight": (128, 128, 3, 3),
     "encoder.conv_out.weight": (32, 512, 3, 3),
 }
+TINY_FLUX_DEV = "flux1-dev_tiny_fp32.safetensors"
+"""tiny-flux's DiT with a guidance embedding (as Flux.1 dev has), in BFL's names, with
+tiny-flux's CLIP-L, T5 and VAE beside it (`clip_l_tiny`, `t5xxl_tiny`, `flux_ae_tiny`)."""
 START_IMAGE = "fox.png"
 WIDE_IMAGE = "fox_24x32.png"
 
@@ -121,6 +131,18 @@ def write_comfyui(folder: Path) -> Path:
     )
     save_file(vae_ldm(z_image.vae.state_dict()), str(_put(models, "vae/ae_tiny.safetensors")))
 
+    flux = build_preset("tiny-flux")  # its DiT with a guidance embedding: a tiny Flux.1 dev
+    config = {**plain_config(flux.transformer.config), "guidance_embeds": True}
+    torch.manual_seed(13)
+    guided = FluxTransformer2DModel(**config)
+    path = _put(models, f"diffusion_models/{TINY_FLUX_DEV}")
+    write_safetensors(path, flux_bfl(guided.state_dict(), width=64), "fp32", WAN_PREFIX)
+    clip = {"text_model." + k: v for k, v in flux.text_encoder.state_dict().items()}
+    save_file(clip, str(_put(models, "text_encoders/clip_l_tiny.safetensors")))
+    t5 = {k: v for k, v in flux.text_encoder_2.state_dict().items() if "embed_tokens" not in k}
+    save_file(t5, str(_put(models, "text_encoders/t5xxl_tiny.safetensors")))
+    save_file(flux.vae.state_dict(), str(_put(models, "vae/flux_ae_tiny.safetensors")))
+
     dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": True})
     bfl = flux_bfl(dit.state_dict(), width=3072)
     shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
@@ -132,6 +154,25 @@ def write_comfyui(folder: Path) -> Path:
     t5.pop("encoder.embed_tokens.weight", None)
     write_header_only(_put(models, "text_encoders/t5xxl_fp16.safetensors"), t5)
     write_header_only(_put(models, "vae/ae.safetensors"), FLUX_VAE)
+
+    hunyuan = build_preset("tiny-hunyuanvideo1.5")
+    path = _put(models, "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors")
+    write_safetensors(path, hunyuan15_original(hunyuan.transformer.state_dict()), "fp32")
+    path = _put(models, "vae/hunyuanvideo15_vae_tiny.safetensors")
+    write_safetensors(path, hunyuan15_vae_original(hunyuan.vae.state_dict()), "fp32")
+    state = hunyuan.text_encoder.state_dict()
+    path = _put(models, "text_encoders/qwen_2.5_vl_hunyuan15_tiny.safetensors")
+    save_file({"model." + k: v for k, v in state.items()}, str(path))
+    state = hunyuan.text_encoder_2.state_dict()
+    path = _put(models, "text_encoders/byt5_small_glyphxl_tiny.safetensors")
+    save_file({k: v for k, v in state.items() if k != "encoder.embed_tokens.weight"}, str(path))
+
+    ltx2 = build_preset("tiny-ltx2")
+    path = _put(models, "checkpoints/ltx-2-19b-dev_tiny.safetensors")
+    save_file(ltx2_checkpoint(ltx2), str(path))
+    state = ltx2.text_encoder.state_dict()
+    path = _put(models, "text_encoders/gemma_3_tiny.safetensors")
+    save_file({"model." + k: v for k, v in state.items()}, str(path))
 
     pixels = (np.arange(32 * 32 * 3) % 251).astype(np.uint8).reshape(32, 32, 3)
     Image.fromarray(pixels).save(_put(folder, f"input/{START_IMAGE}"))

@@ -4,7 +4,7 @@ graph give the same; each refusal (unknown node, a sampler or scheduler paradit 
 missing file, two models, ...) exits 2 with one line naming the node; the UI format's
 bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
 from comfy_workflow_files import START_IMAGE, WIDE_IMAGE, write_comfyui  # noqa: E402
 from make_fixtures import GRAPHS, to_ui  # noqa: E402
 
-from paradit.backend.sampling.names import SAMPLERS  # noqa: E402
 from paradit.backend.tools.cli import main  # noqa: E402
 from paradit.backend.tools.workflow import plan_of  # noqa: E402
 from paradit.backend.workflow.nodes import docs_table  # noqa: E402
@@ -122,6 +121,24 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
 }  # fmt: skip
 
 
+REFUSED_FIXTURES = {  # name -> (API node id, node type, the refusal after the node)
+    "hunyuan15_t2v": (
+        "95", "BasicScheduler",
+        "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux node: "
+        "ComfyUI then computes these noise levels with the shift the model's own config gives",
+    ),
+    "ltx2_t2v": (
+        "13", "LTXVScheduler",
+        "LTX-2's noise levels as ComfyUI's LTXVScheduler makes them (a shift that grows with "
+        "the latent's token count, the levels stretched to end at its terminal): paradit runs "
+        "LTX-2 on its pipeline's own scheduler only",
+    ),
+}  # fmt: skip
+"""The template-shaped graphs paradit cannot run as ComfyUI runs them: HunyuanVideo 1.5's
+template computes its levels on the loader's model (the model config's shift), LTX-2's on
+LTXVScheduler's token-dependent shift while paradit's LTX-2 runs its own scheduler only."""
+
+
 @pytest.fixture(scope="module")
 def comfy(tmp_path_factory) -> Path:
     """A ComfyUI folder with every file the fixtures name."""
@@ -147,7 +164,8 @@ def test_the_docs_list_the_nodes_as_declared():
 
 
 def test_every_graph_has_its_fixture_and_expectation():
-    assert set(EXPECTED) == set(GRAPHS)
+    assert not set(EXPECTED) & set(REFUSED_FIXTURES)
+    assert set(EXPECTED) | set(REFUSED_FIXTURES) == set(GRAPHS)
     for name, graph in GRAPHS.items():  # the committed files are what make_fixtures writes
         assert json.loads((FIXTURES / f"{name}.api.json").read_text()) == graph()
         assert json.loads((FIXTURES / f"{name}.ui.json").read_text()) == to_ui(graph())
@@ -174,6 +192,24 @@ def test_ui_and_api_forms_give_the_same_job(comfy, name):
     ui, _ = plan_of(str(FIXTURES / f"{name}.ui.json"), str(comfy))
     assert (ui.request, ui.serve) == (api.request, api.serve)
     assert [(t, text) for _, t, text in ui.lines] == [(t, text) for _, t, text in api.lines]
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_FIXTURES))
+def test_refused_fixture_is_refused_alike_in_both_forms(comfy, capsys, name):
+    """The UI form names the same node (by its UI id: to_ui numbers the nodes in the API
+    form's order) with the same one line."""
+    api_id, node_type, reason = REFUSED_FIXTURES[name]
+    ui_id = str(list(GRAPHS[name]()).index(api_id) + 1)
+    errors = {}
+    for form, node_id in (("api", api_id), ("ui", ui_id)):
+        path = str(FIXTURES / f"{name}.{form}.json")
+        assert main(["workflow", "import", path, "--comfyui-dir", str(comfy)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, err
+        head = f"error: node {node_id} ({node_type}): "
+        assert err.startswith(head + reason), err
+        errors[form] = err.removeprefix(head)
+    assert errors["api"] == errors["ui"]
 
 
 def test_an_all_in_one_checkpoint_brings_its_clip_and_vae(comfy, tmp_path):
@@ -293,7 +329,54 @@ def _second_pass(graph: dict) -> None:
     graph["8"]["inputs"]["samples"] = ["4", 0]
 
 
+def _custom_sampler(graph: dict, guider: str = "CFGGuider") -> None:
+    """KSampler node 3 as SamplerCustomAdvanced with RandomNoise, a guider, KSamplerSelect
+    and BasicScheduler, as ComfyUI's custom-sampler templates build it."""
+    k = graph.pop("3")["inputs"]
+    if guider == "CFGGuider":
+        graph["20"] = {"class_type": "CFGGuider", "inputs": {
+            "model": k["model"], "positive": k["positive"], "negative": k["negative"],
+            "cfg": k["cfg"]}}  # fmt: skip
+    else:
+        graph["20"] = {"class_type": "BasicGuider", "inputs": {
+            "model": k["model"], "conditioning": k["positive"]}}  # fmt: skip
+    graph["21"] = {"class_type": "RandomNoise", "inputs": {"noise_seed": k["seed"]}}
+    graph["22"] = {"class_type": "KSamplerSelect", "inputs": {"sampler_name": k["sampler_name"]}}
+    graph["23"] = {"class_type": "BasicScheduler", "inputs": {
+        "model": k["model"], "scheduler": k["scheduler"], "steps": k["steps"],
+        "denoise": k["denoise"]}}  # fmt: skip
+    graph["3"] = {"class_type": "SamplerCustomAdvanced", "inputs": {
+        "noise": ["21", 0], "guider": ["20", 0], "sampler": ["22", 0], "sigmas": ["23", 0],
+        "latent_image": k["latent_image"]}}  # fmt: skip
+
+
+def _custom(change):
+    def edit(graph: dict) -> None:
+        _custom_sampler(graph)
+        change(graph)
+
+    return edit
+
+
+def _scheduler_on_another_shift(graph: dict) -> None:
+    graph["24"] = {"class_type": "ModelSamplingSD3", "inputs": {"model": ["37", 0], "shift": 5.0}}
+    graph["23"]["inputs"]["model"] = ["24", 0]
+
+
 REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
+    "scheduler and guider on two shifts": (
+        _edit("wan21_t2v", _custom(_scheduler_on_another_shift)),
+        "23", "BasicScheduler", "its model's shift is 5, the guider's 8",
+    ),
+    "scheduler on the model's own shift": (
+        _edit("wan21_t2v", _custom(_set("23", model=["37", 0]))),
+        "23", "BasicScheduler", "its model has no ModelSamplingSD3",
+    ),
+    "custom sampler's sampler paradit lacks": (
+        _edit("wan21_t2v", _custom(_set("22", sampler_name="dpmpp_sde"))),
+        "22", "KSamplerSelect", "sampler dpmpp_sde: paradit runs the samplers",
+    ),
+
     "unknown node": (
         _edit("wan21_t2v", _add("99", {"class_type": "WanVideoSampler", "inputs": {}})),
         "99", "WanVideoSampler", "not a node paradit maps",
@@ -407,26 +490,62 @@ def test_run_refuses_file_flags_the_loaders_give(comfy, tmp_path, capsys):
     )
 
 
-def test_run_refuses_a_sampler_the_model_does_not_run_before_starting_it(
-    comfy, tmp_path, capsys, monkeypatch
-):
-    """A model whose family runs only its own scheduler (as CogVideoX's or LTX-2's do; here
-    Z-Image's family made to say so): import says so, run refuses naming the sampler node,
-    before any backend starts (a fast test starts none)."""
-    from paradit.backend.tools import workflow as tool
+def _hunyuan15_scheduled(path: Path) -> str:
+    """The HunyuanVideo 1.5 fixture with its BasicScheduler on the ModelSamplingSD3 model
+    (so it maps), written to `path`."""
+    graph = GRAPHS["hunyuan15_t2v"]()
+    graph["95"]["inputs"]["model"] = ["67", 0]
+    path.write_text(json.dumps(graph))
+    return str(path)
 
-    workflow = str(FIXTURES / "z_image_turbo.api.json")
-    plan, _ = plan_of(workflow, str(comfy))
-    assert tool.model_samplers(plan) == SAMPLERS  # the family's own list
-    monkeypatch.setattr(tool, "model_samplers", lambda plan: ())
-    assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
-    out = capsys.readouterr().out
-    assert "samplers: none: its own scheduler only (not res_multistep: workflow run refuses" in out
+
+def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(comfy, tmp_path, capsys):
+    """HunyuanVideo 1.5 runs only its own scheduler (its family lists no samplers): its
+    custom-sampler graph maps to the request every field of which is checked, then import
+    and run (before any backend starts: a fast test starts none) exit 2 with one line naming
+    the sampler node."""
+    workflow = _hunyuan15_scheduled(tmp_path / "hunyuan15.json")
+    plan, variant = plan_of(workflow, str(comfy))
+    assert variant == "tiny-hunyuanvideo1.5"
+    assert plan.request == {
+        "prompt": "a paper airplane gliding between towers", "negative_prompt": "",
+        "width": 32, "height": 32, "num_frames": 5, "num_inference_steps": 4,
+        "guidance_scale": 6.0, "seed": 11, "sampler": "euler", "scheduler": "simple",
+        "shift": 7.0,
+    }  # fmt: skip
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors"),
+        "text_encoders": [str(models / "text_encoders/qwen_2.5_vl_hunyuan15_tiny.safetensors"),
+                          str(models / "text_encoders/byt5_small_glyphxl_tiny.safetensors")],
+        "vaes": [str(models / "vae/hunyuanvideo15_vae_tiny.safetensors")],
+        "image_encoders": [], "lora_dirs": [],
+    }  # fmt: skip
+    refusal = (
+        "error: node 99 (SamplerCustomAdvanced): sampler euler: tiny-hunyuanvideo1.5 runs its "
+        "own scheduler only (GET /v1/info limits.samplers), so the workflow cannot run as "
+        "ComfyUI runs it\n"
+    )
+    assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 2
+    assert capsys.readouterr() == ("", refusal)
     argv = ["workflow", "run", workflow, "--out", str(tmp_path), "--comfyui-dir", str(comfy)]
     assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: node 3 (KSampler): sampler res_multistep: tiny-z-image runs "
-                          "its own scheduler only") and err.count("\n") == 1  # fmt: skip
+    assert capsys.readouterr() == ("", refusal)
+    assert not (tmp_path / "job.json").exists()
+
+
+@pytest.mark.parametrize("name", ["wan21_t2v", "z_image_turbo"])
+def test_a_custom_sampler_graph_maps_as_its_ksampler(comfy, tmp_path, name):
+    """SamplerCustomAdvanced with RandomNoise, CFGGuider (or, for a cfg-1 graph with a zeroed
+    negative, BasicGuider), KSamplerSelect and BasicScheduler: the KSampler fixture's job."""
+    graph = GRAPHS[name]()
+    _custom_sampler(graph, "CFGGuider" if name == "wan21_t2v" else "BasicGuider")
+    path = tmp_path / "custom.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    ksampler, _ = plan_of(str(FIXTURES / f"{name}.api.json"), str(comfy))
+    assert (plan.request, plan.serve) == (ksampler.request, ksampler.serve)
+    assert plan.sampler.type == "SamplerCustomAdvanced"
 
 
 def test_ui_refusals_name_the_node(comfy, tmp_path, capsys):

@@ -2,24 +2,32 @@
 tiny ComfyUI files and makes the frames of the same request on the tiny-wan preset at world
 size 1 (its job.json names the workflow file and its sha256, and the noise levels ComfyUI's
 KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
-gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the Z-Image
-Turbo fixture those of the `z-image-turbo` recipe; a --server running another model is
-refused.
+gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the 20-step one
+on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture gives the
+`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B and
+Qwen-Image fixtures make the frames of their requests sent as they are (start images
+included), and so does the Flux.1 dev graph on a tiny Flux.1 dev (its fixture's files are
+headers only); a --server running another model is refused.
 
-Cost: about 11 s (in the suite's two-worker run on 2 cores).
+Cost: about 40 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 from pathlib import Path
 
 import pytest
-from comfy_workflow_files import write_comfyui
+from comfy_workflow_files import TINY_FLUX_DEV, write_comfyui
 from conftest import run_job
 
 from paradit.backend.tools.workflow import plan_of
+
+sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+from make_fixtures import GRAPHS  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "comfy_workflows"
 
@@ -128,3 +136,98 @@ def test_z_image_turbo_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_w
         [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
     )
     assert (out / "image.png").read_bytes() == frames[0]
+
+
+ONE_MODEL = {  # fixture -> (variant, its KSampler's noise levels, output files)
+    # uni_pc at 4 steps: the simple scheduler's levels for 5 steps, the next-to-last dropped
+    "wan21_i2v": ("tiny-wan-i2v", [_shifted(t, 8.0) for t in (1.0, 0.8, 0.6, 0.4)] + [0.0],
+                  [f"frames/{i:06d}.png" for i in range(5)]),
+    "wan22_ti2v_5b": ("tiny-wan2.2-ti2v-5b",
+                      [_shifted(t, 8.0) for t in (1.0, 0.8, 0.6, 0.4)] + [0.0],
+                      [f"frames/{i:06d}.png" for i in range(5)]),
+    # euler/simple at 4 steps: every 250th shifted level from the top, then 0
+    "qwen_image": ("tiny-qwen-image", [_shifted(1 - k / 4, 3.1) for k in range(4)] + [0.0],
+                   ["image.png"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(ONE_MODEL))
+def test_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, backends, name):
+    """The fixture's UI form run on a backend of its files (--server) makes the frames of its
+    request sent as it is (the start image's bytes included: Wan 2.1 I2V through
+    CLIPVisionEncode and WanImageToVideo, TI2V-5B through Wan22ImageToVideoLatent), on
+    ComfyUI's KSampler noise levels."""
+    variant, levels, files = ONE_MODEL[name]
+    workflow = FIXTURES / f"{name}.ui.json"
+    plan, _ = plan_of(str(workflow), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == variant
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    given = {k: v for k, v in plan.request.items() if k != "image"}
+    assert {k: record["request"][k] for k in given} == given
+    assert record["sampling"]["sigmas"] == pytest.approx(levels, abs=1e-6)
+    _, frames = run_job(server, plan.body())
+    assert [(out / f).read_bytes() for f in files] == frames
+
+
+def test_wan22_20step_workflow_splits_at_its_switch_step(comfy, tmp_path, paradit_warm,
+                                                         a14b_backend):  # fmt: skip
+    """The 20-step group on the 4-step group's backend (the same two experts): cfg 3.5 on
+    both, the high-noise expert for steps 0-9, euler/simple at shift 8."""
+    workflow = FIXTURES / "wan22_i2v_a14b_20step.api.json"
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", a14b_backend.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    plan, _ = plan_of(str(workflow), str(comfy))
+    given = {k: v for k, v in plan.request.items() if k != "image"}
+    assert {k: record["request"][k] for k in given} == given  # cfg 3.5 on both, switch 10
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(1 - k / 20, 8.0) for k in range(20)] + [0.0], abs=1e-6
+    )
+    assert record["sampling"]["experts"] == ["high"] * 10 + ["low"] * 10
+
+
+def test_flux_dev_workflow_runs_with_its_distilled_guidance(
+    comfy, tmp_path, paradit_warm, backends
+):
+    """The Flux.1 dev fixture's graph on a tiny Flux.1 dev (its fixture names the real
+    architecture as headers only, which cannot run): the loaders pointed at the tiny files,
+    32x32, 2 steps (the test's edits; the rest is the fixture's). FluxGuidance's 3.5 runs as
+    the embedded guidance, one branch; the frames are those of its request sent as it is."""
+    graph = GRAPHS["flux_dev"]()
+    graph["12"]["inputs"]["unet_name"] = TINY_FLUX_DEV
+    graph["11"]["inputs"].update(clip_name1="clip_l_tiny.safetensors",
+                                 clip_name2="t5xxl_tiny.safetensors")  # fmt: skip
+    graph["10"]["inputs"]["vae_name"] = "flux_ae_tiny.safetensors"
+    graph["27"]["inputs"].update(width=32, height=32)
+    graph["3"]["inputs"]["steps"] = 2
+    workflow = tmp_path / "flux_dev_tiny.json"
+    workflow.write_text(json.dumps(graph))
+    plan, variant = plan_of(str(workflow), str(comfy))
+    assert variant == "tiny-flux"
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["guidance_scale"] == 3.5
+    assert record["plan"]["cfg_degree"] == 1 and record["workflow"]["variant"] == variant
+    # ModelSamplingFlux at its 1024x1024: mu = max_shift = 1.15, the static shift exp(1.15)
+    shift = math.exp(1.15)
+    assert record["sampling"]["sigmas"] == pytest.approx([1.0, _shifted(0.5, shift), 0.0])
+    _, frames = run_job(server, plan.body())
+    assert [(out / "image.png").read_bytes()] == frames

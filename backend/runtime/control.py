@@ -68,10 +68,13 @@ class Sender:
         self.seq = 0
         self.pending: int | None = None
         """The message whose replies are still awaited (`replies` not yet returned)."""
+        self.received: dict[int, Reply] = {}
+        """The replies to `pending` taken so far (the watchdog reads them)."""
 
     def send(self, message: Message) -> int:
         self.seq += 1
         self.pending = self.seq
+        self.received = {}
         _put(self.store, f"{self.prefix}msg/{self.seq}", to_json(message))
         if self.seq > 2:
             self.store.delete_key(f"{self.prefix}msg/{self.seq - 2}")
@@ -106,7 +109,7 @@ class Sender:
         poll_s: float,
     ) -> dict[int, Reply]:
         keys = {rank: self.reply_key(seq, rank) for rank in self.ranks}
-        got: dict[int, Reply] = {}
+        got = self.received = {}
         deadline = time.monotonic() + timeout_s
         while len(got) < len(keys):
             if on_poll():

@@ -122,11 +122,13 @@ class RankWatch:
         self._seen: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()  # read from the HTTP, replica and watchdog threads
 
-    def _still_s(self, counter: str) -> dict[int, float]:
+    def still_s(self, counter: str, ranks: list[int] | None = None) -> dict[int, float]:
+        """For each of `ranks` (default all), how long its `counter` ("hb" or "ticks") has
+        not moved, in seconds."""
         now = time.monotonic()
         out = {}
         with self._lock:
-            for rank in self.ranks:
+            for rank in self.ranks if ranks is None else ranks:
                 key = f"{counter}/{rank}"
                 value = self.store.add(key, 0)
                 seen, since = self._seen.get(key, (-1, now))
@@ -137,11 +139,11 @@ class RankWatch:
 
     def frozen(self, after_s: float) -> list[int]:
         """Ranks whose heartbeat has not moved for `after_s` seconds."""
-        return [rank for rank, still in self._still_s("hb").items() if still > after_s]
+        return [rank for rank, still in self.still_s("hb").items() if still > after_s]
 
     def idle(self, after_s: float) -> list[int]:
         """Ranks whose work counter has not moved for `after_s` seconds."""
-        return [rank for rank, still in self._still_s("ticks").items() if still > after_s]
+        return [rank for rank, still in self.still_s("ticks").items() if still > after_s]
 
     def place(self, rank: int) -> str:
         """Where `rank`'s main thread was at its last heartbeat (`main_thread_place`)."""

@@ -10,6 +10,7 @@ Both return the job's `JobOutput` on rank 0 (for the writer) and raise `JobCance
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -139,7 +140,7 @@ class LocalExecutor(Executor):
             result = run_on_rank(runtime.rank_model, message, hooks)
         except Exception as exc:  # JobCancelled too: settled with the workers' replies below
             own_error = exc
-        replies = self._settle(seq, own_error)
+        replies = self._settle(seq, own_error, job.id)
         if result is None:  # not reached: `_settle` raises when rank 0 failed
             raise JobFailedError(f"rank 0: {own_error}")
         job.timings.update(result.clock.timings(begin, time.perf_counter()))
@@ -161,9 +162,15 @@ class LocalExecutor(Executor):
             }
         return output
 
-    def _settle(self, seq: int | None, own_error: Exception | None) -> dict[int, Reply]:
+    def _settle(
+        self, seq: int | None, own_error: Exception | None, job_id: str
+    ) -> dict[int, Reply]:
         """Combine rank 0's outcome with every worker's reply; raise if the job did not succeed.
         Returns the workers' replies.
+
+        Rank 0, done with its share, waits for the others' replies at a wait point
+        (`Runtime.waiting`): a rank hung after rank 0's last collective (in its decode, which
+        rank 0 may run alone) is found by the watchdog within `--hang-timeout`, as at a step.
 
         A job that failed the same way on every rank (a deterministic error) leaves the group
         in step. Anything else — one rank failing alone, a rank timing out in a collective,
@@ -178,8 +185,10 @@ class LocalExecutor(Executor):
         # wait in a collective for it until the collective timeout: give them a short grace.
         alone = not own.ok and not own.cancelled
         grace_s = OWN_FAILURE_GRACE_S if alone else self.config.timeout_s + 30.0
+        done = self.runtime.waiting(f"{job_id}:the end") if own.ok else contextlib.nullcontext()
         try:
-            replies = self.sender.replies(seq, health.lost, grace_s) if seq else {}
+            with done:
+                replies = self.sender.replies(seq, health.lost, grace_s) if seq else {}
         except RankLost:
             if not alone or health.broken or health.lost():
                 raise  # a rank died: rank 0's own error was only the broken collective

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +47,15 @@ from .jobs import JobBook
 
 log = logging.getLogger(__name__)
 
+
+class RankZeroHung(RuntimeError):
+    """Raised in rank 0's main thread, hung inside its own job, by the watchdog."""
+
+
 WATCH_PERIOD_S = 0.5
+INTERRUPT_SIGNAL = signal.SIGUSR1
+"""What the watchdog sends rank 0's main thread when rank 0 hangs inside its own job."""
+RESTART = "restart the backend"
 STORE_READ_TIMEOUT = timedelta(seconds=5)
 """The watchdog's reads give up this soon (a reply it saw may be taken meanwhile)."""
 
@@ -87,16 +96,31 @@ class GroupHealth:
         self._closed = threading.Event()
         self._rank0_moved: tuple[int, float] = (-1, 0.0)
         """Rank 0's work counter inside the running job, and since when it stands there."""
+        self._others: list[Sender] = []
+        """The senders of the other data-parallel replicas (their jobs are watched too)."""
+        self._sent: dict[int, tuple[int, float]] = {}
+        """Each other replica's pending message, and since when it is pending."""
+        self._interrupt: str | None = None
+        """Why rank 0's main thread is being interrupted (`install_interrupt`)."""
+        self._interruptible = False
+        self._interrupted_at: float | None = None
         self._thread = threading.Thread(target=self._watch_loop, name="hang-watchdog", daemon=True)
         self._thread.start()
 
     def attach(
-        self, runtime: Runtime, sender: Sender, lost_children: Callable[[], str | None]
+        self,
+        runtime: Runtime,
+        sender: Sender,
+        lost_children: Callable[[], str | None],
+        others: list[Sender] | None = None,
     ) -> None:
-        """Watch `runtime`'s group; `sender` reaches rank 0's own replica (its wait points)."""
+        """Watch `runtime`'s group; `sender` reaches rank 0's own replica (its wait points),
+        `others` the other data-parallel replicas."""
         group = runtime.group
         with self._lock:
             self._runtime, self._sender = runtime, sender
+            self._others, self._sent = list(others or []), {}
+            self._interrupt, self._interrupted_at = None, None
             store = group.store_client(STORE_READ_TIMEOUT)  # the watchdog's own connection
             self._watch = RankWatch(store, list(range(1, group.world_size)))
             self._lost_children = lost_children
@@ -108,6 +132,22 @@ class GroupHealth:
         with self._lock:
             self.ready = False
             self._runtime = self._sender = self._watch = None
+            self._others = []
+
+    def install_interrupt(self) -> None:
+        """Let the watchdog end rank 0's own job when rank 0 hangs inside it (called on the
+        main thread, which runs rank 0's share of replica 0's jobs): it sends the main thread
+        `INTERRUPT_SIGNAL`, whose handler raises `RankZeroHung` there. A hang in Python code
+        (a loop, a sleep, a read from a dead file system) ends so; one inside native code that
+        never returns to the interpreter does not (`/health` then says to restart)."""
+        signal.signal(INTERRUPT_SIGNAL, self._on_interrupt)
+        self._interruptible = True
+
+    def _on_interrupt(self, *_args: Any) -> None:
+        reason, self._interrupt = self._interrupt, None
+        runtime = self._runtime
+        if reason is not None and runtime is not None and runtime.in_job:
+            raise RankZeroHung(reason)
 
     def close(self) -> None:
         self._closed.set()
@@ -191,6 +231,8 @@ class GroupHealth:
 
     def _watch_loop(self) -> None:
         while not self._closed.wait(WATCH_PERIOD_S):
+            if self._stopped:
+                self._check_interrupted()
             if not self.ready or self._stopped:
                 continue
             try:
@@ -219,11 +261,14 @@ class GroupHealth:
         behind = [rank for rank in sender.ranks if _wait_key(watch.store, rank) != point.key]
         idle = set(watch.idle(self.hang_timeout_s))  # a slow rank keeps ticking
         silent = set(watch.frozen(2 * BEAT_PERIOD_S))  # frozen, not hung: `lost` names it
-        hung = [rank for rank in behind if rank in idle and rank not in silent]
+        places = {rank: watch.place(rank) for rank in behind if rank in idle}
+        # between jobs: it replied already (rank 0 waits at the end for the others)
+        hung = [r for r, place in places.items() if r not in silent and place != BETWEEN_JOBS]
         if hung and runtime.wait_point is point:
+            where = "; ".join(f"rank {rank} at {places[rank]}" for rank in hung)
             self.stop_group(
                 f"ranks {hung} stopped progressing: rank 0 waited {waited:.0f}s for them at "
-                f"{point.key.partition(':')[2]} (--hang-timeout)"
+                f"{point.key.partition(':')[2]} ({where}; --hang-timeout)"
             )
 
     def _rank0_still_s(self, runtime: Runtime) -> float:
@@ -236,39 +281,97 @@ class GroupHealth:
         return now - since
 
     def _check_inside_job(self) -> None:
-        """Rank 0 stands still inside a job: a rank that failed alone, or one that stopped
+        """A replica stands still inside a job: a rank that failed alone, or one that stopped
         working outside any collective, is what it waits for (see the module doc)."""
         with self._lock:
             runtime, sender, watch = self._runtime, self._sender, self._watch
-        if runtime is None or sender is None or watch is None or sender.pending is None:
+            others = list(self._others)
+        if runtime is None or sender is None or watch is None:
             return
-        if not runtime.in_job:
-            self._rank0_moved = (-1, 0.0)
-            return
-        still_s = self._rank0_still_s(runtime)
+        if sender.pending is not None:
+            if not runtime.in_job:
+                self._rank0_moved = (-1, 0.0)
+            else:
+                still_s = self._rank0_still_s(runtime)
+                places = {0: runtime.place()}  # rank 0 stands still: waiting, or hung itself
+                inside = lambda: runtime.in_job  # noqa: E731
+                if self._stands_still(0, sender, watch, still_s, places, inside):
+                    return
+        for index, other in enumerate(others, start=1):
+            pending = other.pending
+            if pending is None:
+                self._sent.pop(index, None)
+                continue
+            seq, since = self._sent.get(index, (None, 0.0))
+            if seq != pending:
+                self._sent[index] = (pending, time.monotonic())
+                continue
+            ticks_still = watch.still_s("ticks", other.ranks)
+            still_s = min([time.monotonic() - since, *ticks_still.values()])
+            inside = lambda other=other, seq=seq: other.pending == seq  # noqa: E731
+            if self._stands_still(index, other, watch, still_s, {}, inside):
+                return
+
+    def _stands_still(
+        self,
+        index: int,
+        sender: Sender,
+        watch: RankWatch,
+        still_s: float,
+        places: dict[int, str],
+        inside: Callable[[], bool],
+    ) -> bool:
+        """Replica `index` has stood still for `still_s` seconds inside the job `sender` still
+        awaits (`places`: rank 0's own, for replica 0; `inside`: the job still runs): stop
+        the group when a rank of it failed alone or stopped working outside a collective;
+        True when it did."""
         if still_s < self.hang_timeout_s:
-            return
+            return False
+        replica = f"replica {index}: " if index else ""
         failed = _failed_replies(watch.store, sender)
-        if failed and runtime.in_job:
+        if failed and inside():
             first = failed[0]
-            self.stop_group(f"rank {first.rank} failed alone: {first.error}")
-            return
+            self.stop_group(f"{replica}rank {first.rank} failed alone: {first.error}")
+            return True
         idle = set(watch.idle(self.hang_timeout_s))
         silent = set(watch.frozen(2 * BEAT_PERIOD_S))  # frozen, not hung: `lost` names it
-        places = {rank: watch.place(rank) for rank in sender.ranks if rank in idle}
-        places[0] = runtime.place()  # rank 0 stands still: waiting, or hung itself
+        places.update({rank: watch.place(rank) for rank in sender.ranks if rank in idle})
         hung = {
             rank: place
             for rank, place in sorted(places.items())
             if rank not in silent and place not in (IN_COLLECTIVE, BETWEEN_JOBS)
         }
-        if hung and runtime.in_job:
-            where = "; ".join(f"rank {rank} at {place}" for rank, place in hung.items())
-            stuck = "; rank 0's own job cannot end: restart the backend" if 0 in hung else ""
-            self.stop_group(
-                f"ranks {sorted(hung)} stopped progressing inside the job ({where}) for "
-                f"{still_s:.0f}s (--hang-timeout){stuck}"
-            )
+        if not hung or not inside():
+            return False
+        where = "; ".join(f"rank {rank} at {place}" for rank, place in hung.items())
+        reason = (
+            f"{replica}ranks {sorted(hung)} stopped progressing inside the job ({where}) for "
+            f"{still_s:.0f}s (--hang-timeout)"
+        )
+        if 0 not in hung:
+            self.stop_group(reason)
+        elif self._interruptible:
+            self.stop_group(f"{reason}; rank 0's job was interrupted")
+            self._interrupt_rank0(reason)
+        else:
+            self.stop_group(f"{reason}; rank 0's own job cannot end: {RESTART}")
+        return True
+
+    def _interrupt_rank0(self, reason: str) -> None:
+        """Raise `RankZeroHung` in rank 0's main thread (`install_interrupt`)."""
+        self._interrupt, self._interrupted_at = reason, time.monotonic()
+        signal.pthread_kill(threading.main_thread().ident, INTERRUPT_SIGNAL)
+
+    def _check_interrupted(self) -> None:
+        """Rank 0 was interrupted and is still inside its job after `--hang-timeout`: a hang
+        in native code, which nothing inside the process ends."""
+        at, runtime = self._interrupted_at, self._runtime
+        if at is None or runtime is None or time.monotonic() - at < self.hang_timeout_s:
+            return
+        self._interrupted_at = None
+        if runtime.in_job:
+            self.note = f"rank 0's own job did not end when interrupted: {RESTART}"
+            log.error("backend unhealthy: %s", self.note)
 
 
 def _failed_replies(store: dist.Store, sender: Sender) -> list[Reply]:
@@ -277,7 +380,7 @@ def _failed_replies(store: dist.Store, sender: Sender) -> list[Reply]:
     seq = sender.pending
     if seq is None:
         return []
-    replies = []
+    replies = list(sender.received.values())  # taken already by a replica's thread
     for rank in sender.ranks:
         key = sender.reply_key(seq, rank)
         try:

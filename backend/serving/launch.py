@@ -70,6 +70,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
             recoverable=group.rebuilds and config.max_rebuilds > 0,
             on_hang=group.on_hang,
         )
+        if threading.current_thread() is threading.main_thread():  # it runs rank 0's share
+            service.group_health.install_interrupt()
         service.wait_ready(abort)
         if config.token is None and not is_loopback(config.host):  # --insecure said so
             log.warning(

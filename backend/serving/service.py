@@ -83,7 +83,8 @@ class Service:
         self.replicas: list[Executor] = executors_of(
             runtime, self.sender, self.config, self.group_health, self._encode_lock
         )
-        self.group_health.attach(runtime, self.replicas[0].sender, lost_children)
+        others = [replica.sender for replica in self.replicas[1:]]
+        self.group_health.attach(runtime, self.replicas[0].sender, lost_children, others)
         self.ranks: list[dict[str, Any]] = []
         self.limits = runtime.limits
         self.meta = {

@@ -393,6 +393,7 @@ def cmd_workflow(args: argparse.Namespace) -> int:
     plan, variant = workflow.plan_of(args.file, args.comfyui_dir)
     if args.workflow_command == "import":
         samplers = workflow.model_samplers(plan)
+        workflow.check_sampler(plan, samplers, variant)  # as run refuses it
         if args.json:
             shown = {**plan.to_dict(), "variant": variant, "samplers": list(samplers)}
             print(json.dumps(shown, indent=2))

@@ -39,8 +39,6 @@ def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
     line per node, the request, the serve command."""
     w = plan.workflow
     runs = ", ".join(samplers) if samplers else "none: its own scheduler only"
-    if plan.request["sampler"] not in samplers:
-        runs += f" (not {plan.request['sampler']}: workflow run refuses this workflow)"
     lines = [
         f"workflow: {w['file']} ({w['format'].upper()} format, sha256 {w['sha256'][:16]}...)",
         f"models:   {w['comfyui_models']}",

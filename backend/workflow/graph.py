@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .nodes import SPECS, UI_ONLY, widget_inputs
+from .nodes import REFUSED, SPECS, UI_ONLY, widget_inputs
 
 MUTED, BYPASSED = 2, 4
 """The UI format's node modes that change what runs (0 is "always")."""
@@ -152,15 +152,17 @@ def _ui_nodes(data: dict[str, Any]) -> dict[str, Node]:
                 raise WorkflowError(wanted_by, f"reroute {node_id} has no input")
             link_id = feeds[0]
 
+    kept = {
+        node_id: item
+        for node_id, item in raw.items()
+        if str(item.get("type", "")) not in UI_ONLY and item.get("mode", 0) != MUTED
+    }
+    refuse_unmapped([Node(node_id, str(item.get("type", ""))) for node_id, item in kept.items()])
     nodes = {}
-    for node_id, item in raw.items():
+    for node_id, item in kept.items():
         kind = str(item.get("type", ""))
-        if kind in UI_ONLY or item.get("mode", 0) == MUTED:
-            continue
         bare = Node(node_id, kind)
-        spec = SPECS.get(kind)
-        if spec is None:
-            raise unknown_node(bare)
+        spec = SPECS[kind]
         values = item.get("widgets_values") or []
         if isinstance(values, dict):
             inputs: dict[str, Any] = {k: v for k, v in values.items() if k in spec.widgets}
@@ -178,6 +180,17 @@ def _ui_nodes(data: dict[str, Any]) -> dict[str, Node]:
         title = item.get("title") or ""
         nodes[node_id] = Node(node_id, kind, inputs, title, item.get("mode", 0) == BYPASSED)
     return nodes
+
+
+def refuse_unmapped(nodes: list[Node]) -> None:
+    """WorkflowError for the first node paradit knows it cannot run (nodes.REFUSED, with
+    its reason), else for the first node it does not map at all."""
+    unmapped = [node for node in nodes if node.type not in SPECS]
+    for node in unmapped:
+        if node.type in REFUSED:
+            raise WorkflowError(node, REFUSED[node.type])
+    if unmapped:
+        raise unknown_node(unmapped[0])
 
 
 def unknown_node(node: Node) -> WorkflowError:

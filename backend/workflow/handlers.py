@@ -21,10 +21,14 @@ from .values import (
     ClipVisionOutput,
     Conditioning,
     Decoded,
+    Guider,
     Image,
     Latent,
     Model,
+    Noise,
     Sampled,
+    SamplerName,
+    Sigmas,
     Stage,
     Vae,
     Video,
@@ -365,6 +369,105 @@ def _ksampler(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (sampled,)
 
 
+# SamplerCustomAdvanced and the nodes that feed it: the same stage as a KSampler, its settings
+# spread over RandomNoise (seed), CFGGuider / BasicGuider (model, prompts, cfg), KSamplerSelect
+# (sampler) and BasicScheduler (scheduler, steps; the levels of its model's ModelSampling)
+
+
+def _random_noise(m: Mapper, node: Node) -> tuple[Any, ...]:
+    seed = m.widget(node, "noise_seed", int)
+    m.say(node, f"seed {seed} -> seed")
+    return (Noise(seed, node),)
+
+
+def _guider(m: Mapper, node: Node) -> tuple[Any, ...]:
+    model = m.input(node, "model", Model)
+    if node.type == "BasicGuider":
+        positive = m.input(node, "conditioning", Conditioning)
+        negative, cfg = Conditioning("", None), 1.0
+        m.say(node, "cfg 1 (no negative prompt) -> guidance_scale")
+    else:
+        positive = m.input(node, "positive", Conditioning)
+        negative = m.input(node, "negative", Conditioning)
+        cfg = m.widget(node, "cfg", float)
+        m.say(node, f"cfg {cfg:g} -> guidance_scale")
+    return (Guider(model, positive, negative, cfg, node),)
+
+
+def _sampler_select(m: Mapper, node: Node) -> tuple[Any, ...]:
+    name = _choice(m, node, "sampler_name", SAMPLERS, "sampler")
+    m.say(node, f"{name} -> sampler")
+    return (SamplerName(name, node),)
+
+
+def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
+    model = m.input(node, "model", Model)
+    scheduler = _choice(m, node, "scheduler", SCHEDULERS, "scheduler")
+    steps = m.widget(node, "steps", int)
+    denoise = m.widget(node, "denoise", float)
+    if denoise != 1.0:
+        raise WorkflowError(
+            node, f"denoise {denoise:g}: paradit starts every job from pure noise (denoise 1)"
+        )
+    if model.shift is None:
+        raise WorkflowError(
+            node,
+            "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux "
+            "node: ComfyUI then computes these noise levels with the shift the model's own "
+            "config gives (a ModelSampling node on the guider's model does not change them), "
+            "which paradit does not read from the file; connect the ModelSampling node's "
+            "model to the scheduler too",
+        )
+    m.say(node, f"{steps} steps, {scheduler} -> num_inference_steps, scheduler")
+    return (Sigmas(model, scheduler, steps, node),)
+
+
+def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
+    latent = m.input(node, "latent_image", (Latent, Sampled))
+    noise = m.input(node, "noise", Noise)
+    guider = m.input(node, "guider", Guider)
+    sampler = m.input(node, "sampler", SamplerName)
+    sigmas = m.input(node, "sigmas", Sigmas)
+    if isinstance(latent, Sampled):
+        source = latent.stages[-1].node
+        raise WorkflowError(
+            node,
+            f"latent_image comes from node {source.id} ({source.type}): a second pass on a "
+            "sampled latent; paradit starts every job from noise",
+        )
+    model = guider.model
+    if sigmas.model.files != model.files:
+        raise WorkflowError(
+            sigmas.node,
+            f"its model is not the guider's (node {guider.node.id}): paradit runs one model "
+            "per job",
+        )
+    if model.shift != sigmas.model.shift:
+        raise WorkflowError(
+            sigmas.node,
+            f"its model's shift is {sigmas.model.shift:g}, the guider's "
+            f"{'none' if model.shift is None else format(model.shift, 'g')}: connect one "
+            "ModelSampling node to both",
+        )
+    stage = Stage(
+        node,
+        model,
+        guider.positive,
+        guider.negative,
+        seed=noise.seed,
+        steps=sigmas.steps,
+        cfg=guider.cfg,
+        sampler=sampler.name,
+        scheduler=sigmas.scheduler,
+        start=0,
+        end=sigmas.steps,
+        add_noise=True,
+        leftover=False,
+    )
+    m.say(node, _stage_line(stage))
+    return (Sampled(latent, (stage,)), None)  # its denoised_output: not mapped
+
+
 def _choice(m: Mapper, node: Node, widget: str, allowed: tuple[str, ...], what: str) -> str:
     value = m.widget(node, widget, str)
     if value not in allowed:
@@ -438,12 +541,19 @@ HANDLERS: dict[str, Handler] = {
     "EmptyLatentImage": _empty_latent,
     "EmptySD3LatentImage": _empty_latent,
     "EmptyHunyuanLatentVideo": _empty_latent,
+    "EmptyHunyuanVideo15Latent": _empty_latent,
     "Wan22ImageToVideoLatent": _empty_latent,
     "WanImageToVideo": _wan_image_to_video,
     "CLIPVisionEncode": _clip_vision_encode,
     "LoadImage": _load_image,
     "KSampler": _ksampler,
     "KSamplerAdvanced": _ksampler,
+    "SamplerCustomAdvanced": _sampler_custom_advanced,
+    "RandomNoise": _random_noise,
+    "CFGGuider": _guider,
+    "BasicGuider": _guider,
+    "KSamplerSelect": _sampler_select,
+    "BasicScheduler": _basic_scheduler,
     "VAEDecode": _vae_decode,
     "CreateVideo": _create_video,
     "SaveVideo": _save,

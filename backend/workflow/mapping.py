@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .files import ComfyFolders
-from .graph import Graph, Node, WorkflowError, unknown_node
+from .graph import Graph, Node, WorkflowError, refuse_unmapped
 from .handlers import OUTPUT_NODES, Mapper
-from .nodes import SPECS
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -27,9 +26,7 @@ from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, 
 def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     """The request and serve settings `graph` maps to; WorkflowError naming the node that
     cannot be mapped faithfully."""
-    for node in graph.nodes.values():
-        if node.type not in SPECS:
-            raise unknown_node(node)
+    refuse_unmapped(list(graph.nodes.values()))
     outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES and not n.bypassed]
     if not outputs:
         raise WorkflowError(None, f"{graph.path.name}: no output node ({', '.join(OUTPUT_NODES)})")

@@ -84,6 +84,11 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`width`, `height`, `num_frames`",
     ),
     _spec(
+        "EmptyHunyuanVideo15Latent",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`",
+    ),
+    _spec(
         "Wan22ImageToVideoLatent",
         ("width", "height", "length", "batch_size"),
         "`width`, `height`, `num_frames`; its start_image: `image`",
@@ -120,6 +125,21 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "alone: as KSampler; a pair on Wan 2.2 A14B's experts: `switch_step` (the first's "
         "end_at_step), `guidance_scale` / `guidance_scale_low` (their cfg)",
     ),
+    _spec(
+        "SamplerCustomAdvanced",
+        (),
+        "one sampler pass, as KSampler: from its noise, guider, sampler and sigmas inputs",
+    ),
+    _spec("RandomNoise", ("noise_seed",), "`seed`"),
+    _spec("CFGGuider", ("cfg",), "`guidance_scale` (cfg), `prompt` / `negative_prompt`"),
+    _spec("BasicGuider", (), "`guidance_scale` 1, `prompt` (no negative prompt)"),
+    _spec("KSamplerSelect", ("sampler_name",), "`sampler`"),
+    _spec(
+        "BasicScheduler",
+        ("scheduler", "steps", "denoise"),
+        "`scheduler`, `num_inference_steps` (denoise 1; its model's ModelSampling gives "
+        "`shift`, and must be the guider's)",
+    ),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec(
         "CreateVideo",
@@ -132,6 +152,21 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
 )
 
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
+
+
+REFUSED: Mapping[str, str] = MappingProxyType(
+    {
+        "LTXVScheduler": (
+            "LTX-2's noise levels as ComfyUI's LTXVScheduler makes them (a shift that grows "
+            "with the latent's token count, the levels stretched to end at its terminal): "
+            "paradit runs LTX-2 on its pipeline's own scheduler only (its GET /v1/info "
+            "limits.samplers is empty), not on a schedule a workflow gives, so this graph "
+            "cannot run as ComfyUI runs it"
+        ),
+    }
+)
+"""Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
+the node with it, before any node it does not know at all)."""
 
 
 def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:

@@ -105,6 +105,44 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """RandomNoise: the seed of the initial noise (SamplerCustomAdvanced's noise input)."""
+
+    seed: int
+    node: Node
+
+
+@dataclass(frozen=True)
+class Guider:
+    """CFGGuider (cfg with a negative prompt) or BasicGuider (cfg 1, no negative)."""
+
+    model: Model
+    positive: Conditioning
+    negative: Conditioning
+    cfg: float
+    node: Node
+
+
+@dataclass(frozen=True)
+class SamplerName:
+    """KSamplerSelect: the sampler (SamplerCustomAdvanced's sampler input)."""
+
+    name: str
+    node: Node
+
+
+@dataclass(frozen=True)
+class Sigmas:
+    """BasicScheduler: the noise levels of `scheduler` for `steps` steps on `model`'s
+    ModelSampling (its shift)."""
+
+    model: Model
+    scheduler: str
+    steps: int
+    node: Node
+
+
+@dataclass(frozen=True)
 class Sampled:
     latent: Latent
     """The empty latent the first stage starts from."""

@@ -210,6 +210,73 @@ def z_image_turbo() -> dict:
     }  # fmt: skip
 
 
+def hunyuan15_t2v() -> dict:
+    """HunyuanVideo 1.5 T2V in the shape of ComfyUI's template (its Custom Sampler subgraph
+    unpacked): SamplerCustomAdvanced fed by RandomNoise, CFGGuider on the ModelSamplingSD3
+    model, KSamplerSelect, and BasicScheduler on the loader's own model (so its levels take
+    the model config's shift, not the ModelSampling node's: paradit refuses it)."""
+    return {
+        "12": _node("UNETLoader", unet_name="hunyuanvideo1.5_480p_t2v_fp32.safetensors",
+                    weight_dtype="default"),
+        "11": _node("DualCLIPLoader", clip_name1="qwen_2.5_vl_hunyuan15_tiny.safetensors",
+                    clip_name2="byt5_small_glyphxl_tiny.safetensors", type="hunyuan_video_15",
+                    device="default"),
+        "10": _node("VAELoader", vae_name="hunyuanvideo15_vae_tiny.safetensors"),
+        "44": _node("CLIPTextEncode", "CLIP Text Encode (Positive Prompt)",
+                    text="a paper airplane gliding between towers", clip=["11", 0]),
+        "93": _node("CLIPTextEncode", "CLIP Text Encode (Negative Prompt)", text="",
+                    clip=["11", 0]),
+        "107": _node("EmptyHunyuanVideo15Latent", width=32, height=32, length=5, batch_size=1),
+        "67": _node("ModelSamplingSD3", model=["12", 0], shift=7.0),
+        "98": _node("CFGGuider", model=["67", 0], positive=["44", 0], negative=["93", 0],
+                    cfg=6.0),
+        "95": _node("BasicScheduler", model=["12", 0], scheduler="simple", steps=4,
+                    denoise=1.0),
+        "96": _node("RandomNoise", noise_seed=11),
+        "97": _node("KSamplerSelect", sampler_name="euler"),
+        "99": _node("SamplerCustomAdvanced", noise=["96", 0], guider=["98", 0],
+                    sampler=["97", 0], sigmas=["95", 0], latent_image=["107", 0]),
+        **_tail("video/hunyuan_video_1.5", "99", "10", video=True, fps=24),
+    }  # fmt: skip
+
+
+def ltx2_t2v() -> dict:
+    """LTX-2 T2V in the shape of ComfyUI's template (one sampling stage): the checkpoint
+    with its Gemma text encoder and audio VAE, LTXVConditioning's frame rate, empty video
+    and audio latents joined, SamplerCustomAdvanced on LTXVScheduler's levels, the joint
+    latent split and both decoded into one video."""
+    ckpt = "ltx-2-19b-dev_tiny.safetensors"
+    return {
+        "1": _node("CheckpointLoaderSimple", ckpt_name=ckpt),
+        "2": _node("LTXAVTextEncoderLoader", text_encoder="gemma_3_tiny.safetensors",
+                   ckpt_name=ckpt, device="default"),
+        "3": _node("LTXVAudioVAELoader", ckpt_name=ckpt),
+        "6": _node("CLIPTextEncode", "CLIP Text Encode (Positive Prompt)",
+                   text="a drummer on a rooftop at sunset", clip=["2", 0]),
+        "7": _node("CLIPTextEncode", "CLIP Text Encode (Negative Prompt)",
+                   text="blurry, low quality, still frame", clip=["2", 0]),
+        "22": _node("LTXVConditioning", positive=["6", 0], negative=["7", 0], frame_rate=25.0),
+        "43": _node("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1),
+        "44": _node("LTXVEmptyLatentAudio", frames_number=9, frame_rate=25.0, batch_size=1,
+                    audio_vae=["3", 0]),
+        "45": _node("LTXVConcatAVLatent", video_latent=["43", 0], audio_latent=["44", 0]),
+        "11": _node("RandomNoise", noise_seed=10),
+        "12": _node("KSamplerSelect", sampler_name="euler"),
+        "13": _node("LTXVScheduler", steps=4, max_shift=2.05, base_shift=0.95, stretch=True,
+                    terminal=0.1, latent=["45", 0]),
+        "14": _node("CFGGuider", model=["1", 0], positive=["22", 0], negative=["22", 1],
+                    cfg=4.0),
+        "15": _node("SamplerCustomAdvanced", noise=["11", 0], guider=["14", 0],
+                    sampler=["12", 0], sigmas=["13", 0], latent_image=["45", 0]),
+        "16": _node("LTXVSeparateAVLatent", av_latent=["15", 0]),
+        "8": _node("VAEDecode", samples=["16", 0], vae=["1", 2]),
+        "17": _node("LTXVAudioVAEDecode", samples=["16", 1], audio_vae=["3", 0]),
+        "50": _node("CreateVideo", images=["8", 0], audio=["17", 0], fps=25.0),
+        "49": _node("SaveVideo", video=["50", 0], filename_prefix="video/ltx2_t2v",
+                    format="auto", codec="auto"),
+    }  # fmt: skip
+
+
 GRAPHS = {
     "wan21_t2v": wan21_t2v,
     "wan21_i2v": wan21_i2v,
@@ -219,6 +286,8 @@ GRAPHS = {
     "flux_dev": flux_dev,
     "qwen_image": qwen_image,
     "z_image_turbo": z_image_turbo,
+    "hunyuan15_t2v": hunyuan15_t2v,
+    "ltx2_t2v": ltx2_t2v,
 }
 
 # -- the UI format ----------------------------------------------------------------------------
@@ -271,6 +340,37 @@ UI_TABLE: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
         ),
         (("LATENT", "LATENT"),),
     ),  # fmt: skip
+    "EmptyHunyuanVideo15Latent": (
+        ("width", "height", "length", "batch_size"),
+        (("LATENT", "LATENT"),),
+    ),
+    "CheckpointLoaderSimple": (
+        ("ckpt_name",),
+        (("MODEL", "MODEL"), ("CLIP", "CLIP"), ("VAE", "VAE")),
+    ),
+    "RandomNoise": (("noise_seed",), (("NOISE", "NOISE"),)),
+    "KSamplerSelect": (("sampler_name",), (("SAMPLER", "SAMPLER"),)),
+    "CFGGuider": (("cfg",), (("GUIDER", "GUIDER"),)),
+    "BasicScheduler": (("scheduler", "steps", "denoise"), (("SIGMAS", "SIGMAS"),)),
+    "SamplerCustomAdvanced": ((), (("output", "LATENT"), ("denoised_output", "LATENT"))),
+    "LTXAVTextEncoderLoader": (("text_encoder", "ckpt_name", "device"), (("CLIP", "CLIP"),)),
+    "LTXVAudioVAELoader": (("ckpt_name",), (("Audio VAE", "VAE"),)),
+    "LTXVConditioning": (
+        ("frame_rate",),
+        (("positive", "CONDITIONING"), ("negative", "CONDITIONING")),
+    ),
+    "EmptyLTXVLatentVideo": (("width", "height", "length", "batch_size"), (("LATENT", "LATENT"),)),
+    "LTXVEmptyLatentAudio": (
+        ("frames_number", "frame_rate", "batch_size"),
+        (("Latent", "LATENT"),),
+    ),
+    "LTXVConcatAVLatent": ((), (("latent", "LATENT"),)),
+    "LTXVScheduler": (
+        ("steps", "max_shift", "base_shift", "stretch", "terminal"),
+        (("SIGMAS", "SIGMAS"),),
+    ),
+    "LTXVSeparateAVLatent": ((), (("video_latent", "LATENT"), ("audio_latent", "LATENT"))),
+    "LTXVAudioVAEDecode": ((), (("Audio", "AUDIO"),)),
     "VAEDecode": ((), (("IMAGE", "IMAGE"),)),
     "CreateVideo": (("fps",), (("VIDEO", "VIDEO"),)),
     "SaveVideo": (("filename_prefix", "format", "codec"), ()),
@@ -281,6 +381,9 @@ INPUT_TYPES = {
     "image": "IMAGE", "images": "IMAGE", "start_image": "IMAGE", "positive": "CONDITIONING",
     "negative": "CONDITIONING", "conditioning": "CONDITIONING", "latent_image": "LATENT",
     "samples": "LATENT", "clip_vision_output": "CLIP_VISION_OUTPUT", "video": "VIDEO",
+    "noise": "NOISE", "guider": "GUIDER", "sampler": "SAMPLER", "sigmas": "SIGMAS",
+    "latent": "LATENT", "video_latent": "LATENT", "audio_latent": "LATENT",
+    "av_latent": "LATENT", "audio_vae": "VAE", "audio": "AUDIO",
 }  # fmt: skip
 
 
