@@ -48,8 +48,8 @@ def ltxv_levels(steps: int, high: float, base: float, terminal: float, tokens: i
     return [1 - (1 - s) * (1 - terminal) / (1 - sigmas[-1]) for s in sigmas] + [0.0]
 
 
-LTX2_SIGMAS = ltxv_levels(4, 2.05, 0.95, 0.1, 2 * 2 * 2)
-"""The LTX-2 fixture's LTXVScheduler: 4 steps over its 64x64x9 video latent's 8 tokens (2
+LTX2_SIGMAS = ltxv_levels(4, 2.05, 0.95, 0.1, 3 * 2 * 2)
+"""The LTX-2 fixture's LTXVScheduler: 4 steps over its 64x64x17 video latent's 12 tokens (3
 latent frames of 2x2: ComfyUI counts the video part of the joined audio-video latent)."""
 
 
@@ -138,7 +138,7 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
         "all-in-one tiny-ltx2 (DiT, connectors, vae, audio_vae, vocoder)",
         {"prompt": "a drummer on a rooftop at sunset",
          "negative_prompt": "blurry, low quality, still frame", "width": 64, "height": 64,
-         "num_frames": 9, "num_inference_steps": 4, "guidance_scale": 4.0, "seed": 10,
+         "num_frames": 17, "num_inference_steps": 4, "guidance_scale": 4.0, "seed": 10,
          "sampler": "euler", "sigmas": pytest.approx(LTX2_SIGMAS, abs=1e-12)},
         {"model": "checkpoints/ltx-2-19b-dev_tiny.safetensors",
          "text_encoders": ["text_encoders/gemma_3_tiny.safetensors"], "vaes": [],
@@ -338,9 +338,10 @@ def test_the_comfyui_folder_is_found_above_the_workflow(comfy, tmp_path, capsys)
 # -- refusals ---------------------------------------------------------------------------------
 
 
-def _edit(name: str, change) -> dict:
+def _edit(name: str, *changes) -> dict:
     graph = GRAPHS[name]()
-    change(graph)
+    for change in changes:
+        change(graph)
     return graph
 
 
@@ -498,8 +499,8 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "44", "LTXVEmptyLatentAudio", "frame_rate 25: paradit runs LTX-2 at 24",
     ),
     "LTX-2's audio of another length": (
-        _edit("ltx2_t2v", _set("44", frames_number=17)),
-        "44", "LTXVEmptyLatentAudio", "frames_number 17 where the video latent (node 43) has 9",
+        _edit("ltx2_t2v", _set("44", frames_number=9)),
+        "44", "LTXVEmptyLatentAudio", "frames_number 9 where the video latent (node 43) has 17",
     ),
     "LTX-2 without its frame rate": (
         _edit("ltx2_t2v", _set("14", positive=["6", 0], negative=["7", 0])),
@@ -525,8 +526,13 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "8", "VAEDecode", "samples hold the audio latent too",
     ),
     "LTX-2 at a size ComfyUI rounds": (
-        _edit("ltx2_t2v", _set("43", length=10)),
-        "43", "EmptyLTXVLatentVideo", "64x64, 10 frames: ComfyUI rounds the latent down",
+        _edit("ltx2_t2v", _set("43", length=18)),
+        "43", "EmptyLTXVLatentVideo", "64x64, 18 frames: ComfyUI rounds the latent down",
+    ),
+    "LTX-2's audio ComfyUI rounds up": (
+        _edit("ltx2_t2v", _set("43", length=121), _set("44", frames_number=121)),
+        "44", "LTXVEmptyLatentAudio", "121 frames at 24 fps: ComfyUI makes 127 audio latent "
+        "frames (rounded up), paradit's LTX-2 pipeline 126",
     ),
     "LTX-2's text connectors from another checkpoint": (
         _edit("ltx2_t2v", _set("2", ckpt_name="other_ltx.safetensors")),
@@ -551,15 +557,15 @@ def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, 
 def test_ltxv_scheduler_levels_follow_its_inputs(comfy, tmp_path):
     """LTXVScheduler's widgets and latent: another step count, shifts and terminal; without
     stretch the levels end at the shifted 1/steps; without a latent ComfyUI counts 4096
-    tokens; the tokens are the video latent's (a 96x64x17 one: 3 frames of 2x3)."""
+    tokens; the tokens are the video latent's (a 96x64x41 one: 6 frames of 2x3)."""
     from paradit.backend.models.families.ltx2 import FPS
     from paradit.backend.workflow.handlers import LTX2_FRAME_RATE
 
     assert LTX2_FRAME_RATE == FPS  # the frame rate the LTX nodes must name
     path = tmp_path / "ltx2.json"
 
-    def sigmas(change) -> list[float]:
-        path.write_text(json.dumps(_edit("ltx2_t2v", change)))
+    def sigmas(*changes) -> list[float]:
+        path.write_text(json.dumps(_edit("ltx2_t2v", *changes)))
         plan, _ = plan_of(str(path), str(comfy))
         assert plan.request["num_inference_steps"] == len(plan.request["sigmas"]) - 1
         return plan.request["sigmas"]
@@ -569,14 +575,32 @@ def test_ltxv_scheduler_levels_follow_its_inputs(comfy, tmp_path):
         return [1 / (1 + math.exp(-mu) * (k / (steps - k))) for k in range(steps)] + [0.0]
 
     given = sigmas(_set("13", steps=6, max_shift=1.5, base_shift=0.5, terminal=0.3))
-    assert given == pytest.approx(ltxv_levels(6, 1.5, 0.5, 0.3, 8), abs=1e-12)
+    assert given == pytest.approx(ltxv_levels(6, 1.5, 0.5, 0.3, 12), abs=1e-12)
     assert given[-2] == pytest.approx(0.3)
     given = sigmas(_set("13", stretch=False))
-    assert given == pytest.approx(unstretched(4, 2.05, 0.95, 8), abs=1e-12)
+    assert given == pytest.approx(unstretched(4, 2.05, 0.95, 12), abs=1e-12)
     given = sigmas(lambda g: g["13"]["inputs"].pop("latent"))
     assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 4096), abs=1e-12)
-    given = sigmas(lambda g: [_set("43", width=96, length=17)(g), _set("44", frames_number=17)(g)])
-    assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 3 * 2 * 3), abs=1e-12)
+    given = sigmas(_set("43", width=96, length=41), _set("44", frames_number=41))
+    assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 6 * 2 * 3), abs=1e-12)
+
+
+def test_ltx2_audio_latents_agree_with_comfyui_only_at_24k_plus_17_frames():
+    """ComfyUI's LTXVEmptyLatentAudio makes ceil(frames / fps * latents a second) audio
+    latent frames, diffusers' LTX2Pipeline round(...); LTX-2's audio VAE makes 25 a second
+    (16 kHz, mel hop 160, 4x temporal compression: the tiny pipeline's too). At 24 fps the
+    duration's count is frames + frames/24: over 8k+1 frames the two agree at 24k+17 only."""
+    from paradit.backend.models.presets import build_preset
+    from paradit.backend.workflow.handlers import LTX2_AUDIO_LATENTS_PER_SECOND, ltx2_audio_latents
+
+    pipe = build_preset("tiny-ltx2")
+    rate = (
+        pipe.audio_sampling_rate / pipe.audio_hop_length / pipe.audio_vae_temporal_compression_ratio
+    )
+    assert rate == LTX2_AUDIO_LATENTS_PER_SECOND == 16000 / 160 / 4
+    agree = [f for f in range(1, 200, 8) if len(set(ltx2_audio_latents(f))) == 1]
+    assert agree == list(range(17, 200, 24))
+    assert ltx2_audio_latents(121) == (127, 126) and ltx2_audio_latents(17) == (18, 18)
 
 
 @pytest.mark.parametrize("loader", ["2", "3"])

@@ -492,6 +492,17 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
 LTX2_FRAME_RATE = 24.0
 """The frame rate paradit runs LTX-2 at (families/ltx2's FPS; tests check they agree): its
 video positions and the length of its audio."""
+LTX2_AUDIO_LATENTS_PER_SECOND = 25.0
+"""LTX-2's audio latent frames a second: its audio VAE's 16 kHz over its mel hop of 160 over
+its temporal compression of 4 (tests check the tiny pipeline's)."""
+
+
+def ltx2_audio_latents(frames: int) -> tuple[int, int]:
+    """The audio latent frames of `frames` video frames at 24 fps: (ComfyUI's, paradit's).
+    ComfyUI's LTXVEmptyLatentAudio rounds the duration's latent count up, diffusers' LTX-2
+    pipeline (paradit's) to the nearest; with 8k+1 frames they agree only for 24k+17 frames."""
+    exact = frames / LTX2_FRAME_RATE * LTX2_AUDIO_LATENTS_PER_SECOND
+    return math.ceil(exact), round(exact)
 
 
 def _frame_rate(m: Mapper, node: Node, widget: str) -> float:
@@ -580,7 +591,16 @@ def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
             f"frames_number {audio.frames} where the video latent (node {video.node.id}) has "
             f"{video.frames} frames: paradit makes the audio of the video's length",
         )
-    m.say(node, "the video and audio latents sampled together (LTX-2's audio track)")
+    comfy, ours = ltx2_audio_latents(audio.frames)
+    if comfy != ours:
+        raise WorkflowError(
+            audio.node,
+            f"{audio.frames} frames at {LTX2_FRAME_RATE:g} fps: ComfyUI makes {comfy} audio "
+            f"latent frames (rounded up), paradit's LTX-2 pipeline {ours} (rounded), so the "
+            "audio and the video would differ; give 24k+17 frames (17, 41, 65, ..., 113, "
+            "137: there both agree)",
+        )
+    m.say(node, f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track)")
     return (dataclasses.replace(video, audio=audio),)
 
 
