@@ -446,9 +446,9 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
         if model.shift_node is not None:
             raise WorkflowError(
                 model.shift_node,
-                f"a shift on the guider's model with node {sigmas.node.id}'s ({sigmas.node.type}) "
-                "levels: ComfyUI's levels are the scheduler's, paradit's shift would be applied "
-                "to them; remove it",
+                f"a ModelSampling node on the guider's model beside node {sigmas.node.id}'s "
+                f"({sigmas.node.type}) levels: in ComfyUI it replaces the model's own sampling "
+                "(how a level becomes the DiT's timestep), which paradit keeps; remove it",
             )
     elif sigmas.model.files != model.files:
         raise WorkflowError(
@@ -519,11 +519,11 @@ def _frame_rate(m: Mapper, node: Node, widget: str) -> float:
 def _ltxav_text_encoder(m: Mapper, node: Node) -> tuple[Any, ...]:
     path = m.model_file(node, "text_encoders", "text_encoder")
     ckpt = m.model_file(node, "checkpoints", "ckpt_name")
-    if node.inputs.get("device", "default") != "default":
-        raise WorkflowError(
-            node, f"device {node.inputs['device']}: paradit places the text encoder itself"
-        )
-    m.say(node, f"{m.relative(path)} -> --text-encoder (its connectors: {ckpt.name}'s)")
+    device = node.inputs.get("device", "default")  # where ComfyUI runs it: as CLIPLoader's
+    m.say(
+        node,
+        f"{m.relative(path)} (device {device}) -> --text-encoder (its connectors: {ckpt.name}'s)",
+    )
     return (Clip((path,), node, checkpoint=ckpt),)
 
 
