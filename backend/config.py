@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .compile_modes import BLOCKS, COMPILE_MODES, offload_refusal
 from .kernels import ATTENTION_CHOICES, KERNELS, device_refusal
 from .memory.settings import OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES, MemorySettings
 
@@ -24,7 +25,6 @@ SERVING = "serving"
 """Flags only `serve` takes: where it listens, where it writes, who may use it."""
 
 DEVICES = ("auto", "cpu", "cuda")
-COMPILE_MODES = ("off", "blocks", "auto")
 
 
 def _flag(
@@ -227,7 +227,8 @@ class ServeConfig:
             "--offload",
             BACKEND,
             "where the DiT lives when it does not fit: auto (the memory plan decides), none, "
-            "model, group or sequential (diffusers' CPU offload)",
+            "model, experts (two-expert models: one expert on the device at a time, swapped "
+            "at the switch step), group or sequential (diffusers' CPU offload)",
             choices=OFFLOAD_MODES,
             frontend=True,
         ),
@@ -280,8 +281,8 @@ class ServeConfig:
         metadata=_flag(
             "--compile",
             BACKEND,
-            "regional compile of the DiT's repeated blocks: off, blocks, or auto (blocks "
-            "where it pays off)",
+            "regional compile of the DiT's repeated blocks, warmed at start for the --plan-for "
+            "size: off, blocks, or auto (blocks on CUDA with Triton, else off)",
             choices=COMPILE_MODES,
             frontend=True,
         ),
@@ -439,6 +440,8 @@ class ServeConfig:
             raise ValueError(
                 f"--compile must be one of {', '.join(COMPILE_MODES)}, got {self.compile!r}"
             )
+        if self.compile == BLOCKS and offload_refusal(self.offload) is not None:
+            raise ValueError(offload_refusal(self.offload))
         if self.fp8_compute and self.device == "cpu":
             raise ValueError(
                 "--fp8-compute needs a CUDA GPU of compute capability 8.9 or newer (fp8 "

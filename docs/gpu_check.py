@@ -16,12 +16,20 @@ Stages (docs/gpu.md holds the figures they gave):
 - big       the same for random:wan2.1-t2v-14b at 1280x720x81.
 - fallback  random:wan2.1-t2v-14b at 1280x720x81 with `--gpu-memory 24` and `12`: the plan's
             offload and tiling, step times, and the measured peak against the budget.
+- experts   random:wan2.2-t2v-a14b at 832x480x81 (3 steps, the switch at step 2) served with
+            `--offload experts` (level 4: one expert on the GPU at a time) against both experts
+            resident: each swap's seconds and bytes (job.json `expert_swaps`), the predicted
+            peak against the measured one, and the distance (byte-identical expected).
 - kernels   one Wan 14B block at 1280x720x81: attention backends, regional torch.compile, and
             the per-rank work of 8 GPUs (projected scaling).
 - speed     Wan 2.1 14B at 1280x720x81 and 1.3B at 832x480x81 served with every attention
-            kernel x compile x fp8 setting this build has, against bare diffusers in the same
-            run: step times, speed-ups and distances (`speed_check.py`; GPU_CHECK_DRY=1: tiny
-            sizes on the CPU, to check the stage itself).
+            kernel x compile (off, blocks) x fp8 setting this build has, against bare
+            diffusers in the same run: step times, speed-ups and distances (`speed_check.py`;
+            GPU_CHECK_DRY=1: tiny sizes on the CPU, to check the stage itself).
+- fp8       Wan 14B's linear shapes at 1280x720x81's tokens, weights stored fp8 with a scale
+            per row: bf16, the per-layer upcast (`--weights file|fp8`) and `--fp8-compute`
+            (`torch._scaled_mm`), timed, with their distance to bf16 (`fp8_check.py`;
+            GPU_CHECK_DRY=1: tiny sizes on the CPU, fp8 compute refused there).
 
 Steps: each served job's first step is not counted (it pays one-time costs); the served and
 direct runs of one model alternate, so drift falls on both.
@@ -394,12 +402,44 @@ def stage_fallback(out: Path, budgets: tuple[float, ...] = (24.0, 12.0)) -> dict
     return results
 
 
+def stage_experts(out: Path) -> dict[str, Any]:
+    """Experts one at a time against both resident: two jobs each (the second one's first
+    step brings the high-noise expert back), the swaps' times and the frames' distance."""
+    request = body(width=832, height=480, num_frames=81, num_inference_steps=3, switch_step=2)
+    results: dict[str, Any] = {}
+    runs = {}
+    for label, offload in (("swapping", "experts"), ("resident", "none")):
+        entry: dict[str, Any] = {}
+        results[label] = entry
+        try:
+            served = Served("random:wan2.2-t2v-a14b", out, offload=offload)
+            try:
+                entry["start_s"] = served.start_s
+                jobs = [served.run(request) for _ in range(2)]
+            finally:
+                served.stop()
+            runs[label] = jobs[-1]
+            entry["memory"] = memory_summary(jobs[-1]["record"])
+            entry["step_s"] = [run["job"]["timings"]["step_s"] for run in jobs]
+            entry["expert_swaps"] = [run["record"].get("expert_swaps") for run in jobs]
+        except Exception as exc:  # recorded; the other layout goes on
+            entry["error"] = traceback.format_exc()[-3000:]
+            log.error("%s: %s", label, exc)
+    for swaps in results.get("swapping", {}).get("expert_swaps") or []:
+        for swap in (swaps or {}).get("swaps", []):
+            swap["gb_per_s"] = swap["bytes"] / max(swap["seconds"], 1e-9) / 1e9
+    if len(runs) == 2:
+        results["distance"] = distance(runs["resident"], runs["swapping"])
+    return results
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     out, stages = Path(argv[0]), argv[1:] or ["env", "tiny", "real"]
     work = Path(os.environ.get("GPU_CHECK_WORK") or out / "work")  # outputs and serve logs
     work.mkdir(parents=True, exist_ok=True)
-    from kernels_check import stage_kernels  # beside this file
+    from fp8_check import stage_fp8  # beside this file
+    from kernels_check import stage_kernels
     from speed_check import stage_speed
 
     known = {
@@ -408,8 +448,10 @@ def main(argv: list[str]) -> int:
         "real": stage_real,
         "big": stage_big,
         "fallback": stage_fallback,
+        "experts": stage_experts,
         "kernels": stage_kernels,
         "speed": stage_speed,
+        "fp8": stage_fp8,
     }
     failed = 0
     for name in stages:

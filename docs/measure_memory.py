@@ -6,6 +6,7 @@ shard's rows).
 
     python docs/measure_memory.py                       # all three
     python docs/measure_memory.py file file-fp8         # the ~1 GB single files (fp32, fp8)
+    python docs/measure_memory.py file-fp8-resident     # the fp8 file kept fp8 (--weights file)
     python docs/measure_memory.py random:wan2.1-t2v-1.3b
 
 Prints one line per run and the 2-rank / 1-rank ratio per model (docs/memory.md has the
@@ -31,8 +32,13 @@ from paradit.backend.memory.measure import tree_bytes  # noqa: E402
 RANDOM_PRESET = "random:wan2.1-t2v-1.3b"
 
 
-FILES = {"file": ("fp32", 5), "file-fp8": ("fp8_e4m3fn", 20)}
-"""A ~1 GB checkpoint: its format and how many of Wan 2.1 1.3B's 30 blocks it keeps."""
+FILES = {
+    "file": ("fp32", 5, "bf16"),
+    "file-fp8": ("fp8_e4m3fn", 20, "bf16"),
+    "file-fp8-resident": ("fp8_e4m3fn", 20, "file"),
+}
+"""A ~1 GB checkpoint: its format, how many of Wan 2.1 1.3B's 30 blocks it keeps, and
+`--weights` (bf16: dequantized at load to the compute dtype; file: the fp8 layers kept)."""
 
 
 def big_wan_files(folder: Path, fmt: str, blocks: int) -> tuple[str, tuple, tuple, int]:
@@ -80,7 +86,9 @@ def peak_at_load(config: ServeConfig, marker: str, log_file: Path) -> tuple[int,
     return peak[0], pss[0], seconds
 
 
-def measure(name: str, model: str, work: Path, encoders=(), vaes=()) -> float:
+def measure(
+    name: str, model: str, work: Path, encoders=(), vaes=(), weights: str = "auto"
+) -> float:
     peaks, shared = {}, {}
     for world_size in (1, 2):
         out = work / f"{name.replace(':', '_')}-{world_size}"
@@ -92,6 +100,7 @@ def measure(name: str, model: str, work: Path, encoders=(), vaes=()) -> float:
             device="cpu",
             threads_per_rank=1,
             output_dir=str(out),
+            weights=weights,
         )
         peak, pss, seconds = peak_at_load(config, str(out), work / f"{out.name}.log")
         peaks[world_size], shared[world_size] = peak, pss
@@ -110,9 +119,10 @@ def main(argv: list[str]) -> None:
         work = Path(tmp)
         for what in wanted:
             if what in FILES:
-                model, encoders, vaes, size = big_wan_files(work / what, *FILES[what])
-                print(f"{what}: {Path(model).name}, {size / 2**30:.2f} GiB")
-                measure(what, model, work, encoders, vaes)
+                fmt, blocks, weights = FILES[what]
+                model, encoders, vaes, size = big_wan_files(work / what, fmt, blocks)
+                print(f"{what}: {Path(model).name}, {size / 2**30:.2f} GiB, --weights {weights}")
+                measure(what, model, work, encoders, vaes, weights)
             else:
                 measure(what, what, work)
 

@@ -38,12 +38,13 @@ CASES = {  # name: (model, request size, steps)
 }
 DRY_CASES = {"tiny-wan-64x64x5": ("tiny-wan", (64, 64, 5), 3)}
 COMPILE_MODES = ("off", "blocks")
-"""`--compile` settings tried when the build has the flag (`ServeConfig.compile`)."""
+"""`--compile` settings tried when the build has the flag (`ServeConfig.compile`); a dry run
+tries `blocks` with the `auto` kernel only (inductor's compile costs minutes of CPU)."""
 FP8_FIELD = "fp8_compute"
 """The fp8 matmul switch's `ServeConfig` field (`--fp8-compute`), when the build has it."""
 
 
-def settings(device: str) -> list[dict[str, Any]]:
+def settings(device: str, dry: bool = False) -> list[dict[str, Any]]:
     """Every attention x compile x fp8 setting, each with the reason it cannot run (or None)."""
     from paradit.backend.config import ServeConfig
     from paradit.backend.kernels import ATTENTION_CHOICES, choose_kernel
@@ -68,6 +69,8 @@ def settings(device: str) -> list[dict[str, Any]]:
             row["skipped"] = str(exc)
         if fp8 and device != "cuda":
             row["skipped"] = "fp8 matmuls need a CUDA device"
+        if dry and compile_mode != "off" and attention != "auto" and "skipped" not in row:
+            row["skipped"] = "dry run: --compile blocks is tried with --attention auto only"
         rows.append(row)
     if "compile" not in fields:
         rows.append({"compile": "blocks", "skipped": "--compile is not in this build"})
@@ -82,6 +85,7 @@ def _config(row: dict[str, Any]) -> dict[str, Any]:
         config["compile"] = row["compile"]
     if row["fp8"]:
         config[FP8_FIELD] = True
+        config["weights"] = "fp8"  # the fp8 matmuls need fp8 layers: quantized at load
     return config
 
 
@@ -97,7 +101,7 @@ def measure_case(out: Path, model: str, size: tuple[int, int, int], steps: int, 
         direct.close()
     bare_step = median(counted_steps(bare["step_s"]))
     entry["bare_diffusers"] = {"step_s": bare["step_s"], "median_step_s": bare_step}
-    rows, sdpa = settings(device), None
+    rows, sdpa = settings(device, os.environ.get("GPU_CHECK_DRY") == "1"), None
     ran: dict[tuple, dict[str, Any]] = {}
     for row in rows:
         if "skipped" in row:
@@ -120,6 +124,8 @@ def measure_case(out: Path, model: str, size: tuple[int, int, int], steps: int, 
                 ratio_to_bare=step / bare_step if bare_step else None,
                 distance_vs_bare=distance(bare, run, dtype),
                 attention_in_force=run["record"].get("attention"),
+                compile_in_force=run["record"].get("compile"),
+                start_s=getattr(served, "start_s", None),
                 timings=run["job"]["timings"],
             )
             if row["kernel"] == "sdpa" and row["compile"] == "off" and not row["fp8"]:

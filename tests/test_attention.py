@@ -261,8 +261,10 @@ def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatc
 
     class PoolServed(gpu_check.Served):
         def __init__(self, model, out, *, device, attention, **config):
+            compile_flags = ("--compile", config.pop("compile")) if "compile" in config else ()
             assert device == "cpu" and not config, config
-            flags = (*REFERENCE_FLAGS, "--attention", attention)
+            # --compile blocks: the backend tests/test_compile.py compiled
+            flags = (*REFERENCE_FLAGS, "--attention", attention, *compile_flags)
             # auto: the pool's world-size-1 reference; math: the one test_math_kernel used
             env = (("PARADIT_ATTENTION_SPY", str(spy_dirs[1])),) if attention != "auto" else ()
             self.client = backends.start(model, 1, *flags, env=env).client
@@ -279,8 +281,14 @@ def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatc
     assert (result["stage"], result["device"], result["dry_run"]) == ("speed", "cpu", True)
     case = result["cases"]["tiny-wan-64x64x5"]
     assert case["bare_diffusers"]["median_step_s"] > 0
-    rows = {row["attention"]: row for row in case["rows"] if "attention" in row}
+    plain = [row for row in case["rows"] if "attention" in row and not row["fp8"]]
+    rows = {row["attention"]: row for row in plain if row["compile"] == "off"}
     assert set(rows) == set(ATTENTION_CHOICES)
+    compiled = {row["attention"]: row for row in plain if row["compile"] == "blocks"}
+    assert set(compiled) == set(ATTENTION_CHOICES)
+    assert compiled["auto"]["compile_in_force"] == {"mode": "blocks", "recompiles": 0}
+    assert compiled["auto"]["distance_vs_sdpa"]["verdict"] in ("identical", "equal within rounding")
+    assert "--attention auto only" in compiled["math"]["skipped"]
     for kernel in ("cudnn", "flash", "efficient", "sage", "flash4"):
         assert "needs a CUDA device" in rows[kernel]["skipped"]
     assert rows["auto"]["kernel"] == "sdpa" and rows["sdpa"]["same_as"] == "auto"

@@ -1,14 +1,15 @@
 """The memory plan: decisions on the real architectures, prediction against measurement (see
-test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, and the offload
-paths on CPU.
+test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
+paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 41 s (in the suite's two-worker run on 2 cores).
+Cost: about 65 s (in the suite's two-worker run on 2 cores; 24 s of it the Wan 2.2 A14B plans).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,124 @@ def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):
         == planner("cuda", 64, None).plan_job(shape).prediction.peak
     )
     assert on_gpus.to_dict()["lora_host_bytes"] == 2 * GIB + share
+
+
+# -- Wan 2.2 A14B: stored bytes by --weights, and experts one at a time -------------------------
+
+
+@pytest.fixture(scope="module")
+def a14b(tmp_path_factory) -> dict:
+    """Wan 2.2 T2V-A14B's configs (two 14.3B experts, the published UMT5-XXL), planned with
+    the DiTs stored as fp8 (`--weights fp8`) and in bfloat16 (`--weights bf16`)."""
+    import torch
+
+    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
+    from paradit.backend.models.families import family_for
+
+    folder = config_folder("random:wan2.2-t2v-a14b", tmp_path_factory.mktemp("a14b"))
+    pipe = meta_pipeline(str(folder))
+    family = family_for(type(pipe).__name__)
+    fp8 = sizes_of_pipeline(pipe, family, torch.bfloat16, "fp8")
+    bf16 = sizes_of_pipeline(pipe, family, torch.bfloat16, "compute")
+    bf16._cache = fp8._cache  # the dry runs' peaks do not depend on how weights are stored
+    return {"fp8": fp8, "bf16": bf16}
+
+
+def _a14b_plan(a14b, weights: str, gpus: int, gib: float, shape: JobShape) -> MemoryPlanner:
+    """As `paradit plan` plans it: CFG parallel over 2 ranks, Ulysses over the rest."""
+    topology = Topology("cuda", gpus, max(1, gpus // 2), cfg_parallel=gpus > 1)
+    budget = Budget(int(gib * GIB), f"--gpu-memory {gib}")
+    settings = MemorySettings(gib, weights=weights)
+    return MemoryPlanner(a14b[weights], settings, budget, topology, shape)
+
+
+def test_fp8_weights_count_one_byte_a_linear_weight_and_an_upcast_buffer(a14b):
+    """fp8: every linear weight one byte a parameter and a float32 scale per row; norms,
+    biases, embeddings and the patch convolution in bfloat16. Wan A14B's largest linear is
+    its time projection, 5120 -> 6 x 5120 (diffusers' WanTimeTextImageEmbedding): upcast to
+    bfloat16, 2 x 5120 x 30720 bytes."""
+    fp8, bf16 = a14b["fp8"], a14b["bf16"]
+    assert fp8.experts == bf16.experts == 2
+    assert 28.0e9 < bf16.expert_bytes < 29.0e9  # 14.3B parameters in bfloat16
+    assert 0.50 < fp8.expert_bytes / bf16.expert_bytes < 0.51
+    assert fp8.upcast_bytes == 2 * 5120 * 6 * 5120 and bf16.upcast_bytes == 0
+    assert fp8.encoder_bytes == bf16.encoder_bytes  # only the DiTs change
+    planner = _a14b_plan(a14b, "fp8", 1, 80, JobShape(1280, 720, 81))
+    assert planner.plan_job(JobShape(1280, 720, 81)).prediction.parts["upcast"] > 0
+    assert "DiT weights stored fp8" in planner.start_reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("weights", "gpus", "gib", "size", "level", "dit"),
+    [
+        # one 24 GB card: one fp8 expert (13.3 GiB) fits beside 480p's activations, both do not
+        ("fp8", 1, 24, (832, 480, 81), 4, "offload-experts"),
+        # ... in bfloat16 one expert alone (26.6 GiB) is over the budget: blocks stream
+        ("bf16", 1, 24, (832, 480, 81), 5, "offload-group"),
+        # two 24 GB cards (CFG parallel), 720p: both fp8 experts' shards with 720p's 8 GiB of
+        # activations are over 21.6 GiB, one expert's shards fit
+        ("fp8", 2, 24, (1280, 720, 81), 4, "offload-experts"),
+        ("bf16", 2, 24, (1280, 720, 81), 5, "offload-group"),
+        # not needed: both experts fit (sharded over 4, the text encoder on the CPU; or on one
+        # 80 GB card)
+        ("fp8", 4, 24, (1280, 720, 81), 2, "sharded"),
+        ("fp8", 1, 80, (1280, 720, 81), 0, "resident"),
+        # the rest of docs/memory.md's rows: 720p on one 24 GB card does not fit one fp8
+        # expert (22.1 GiB > 21.6 with 720p's 8 GiB of activations); bf16 needs no swap on
+        # 4 x 24 or 1 x 80 (its text encoder on the CPU)
+        ("fp8", 1, 24, (1280, 720, 81), 5, "offload-group"),
+        ("bf16", 1, 24, (1280, 720, 81), 5, "offload-group"),
+        ("bf16", 4, 24, (1280, 720, 81), 2, "sharded"),
+        ("bf16", 1, 80, (1280, 720, 81), 2, "resident"),
+    ],
+)
+def test_experts_one_at_a_time_where_it_fits_and_not_otherwise(
+    a14b, weights, gpus, gib, size, level, dit
+):
+    shape = JobShape(*size)
+    planner = _a14b_plan(a14b, weights, gpus, gib, shape)
+    assert (planner.layout.level, planner.layout.dit) == (level, dit), planner.start_reasons
+    assert planner.plan_job(shape).fits
+    reasons = " | ".join(planner.start_reasons)
+    if level == 4:  # the cheaper levels were tried and said what they need
+        assert "level 2 (DiT" in reasons and "level 4 (experts one at a time" in reasons
+        assert planner.layout.swaps_experts and planner.layout.offload == "experts"
+        host = planner.to_dict()["experts_host_bytes"]  # pinned copies beside the budget
+        assert host == (a14b[weights].expert_bytes // 2 if gpus == 2 else a14b[weights].dit_bytes)
+    if level == 5:  # tried, and over the budget
+        assert re.search(r"level 4 \(experts one at a time.*needs [\d.]+ GiB > 21.60", reasons)
+    if level < 4:
+        assert "level 4" not in reasons
+
+
+@pytest.mark.fast
+def test_paradit_plan_counts_the_weights_setting():
+    """`paradit plan --weights fp8` (tools/plan.estimate) plans the DiT as fp8-stored; a
+    forced `--offload experts` on a one-DiT model is refused with the rule."""
+    from paradit.backend.tools.plan import estimate
+
+    plans = {
+        weights: estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", weights=weights)["memory"]
+        for weights in ("fp8", "bf16")
+    }
+    assert (plans["fp8"]["weights_stored"], plans["bf16"]["weights_stored"]) == ("fp8", "compute")
+    fp8, full = (plans[w]["weights_bytes"]["transformer"] for w in ("fp8", "bf16"))
+    assert fp8 < full / 2  # float32 on a CPU device: a linear weight 1 byte of 4
+    assert plans["fp8"]["weights_bytes"]["vae"] == plans["bf16"]["weights_bytes"]["vae"]
+    with pytest.raises(ValueError, match="--offload experts is for a model with two experts"):
+        estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", offload="experts")
+
+
+@pytest.mark.fast
+def test_stored_weights_follow_the_setting_and_the_file():
+    from paradit.backend.memory.sizes import stored_weights
+
+    assert stored_weights("auto") == stored_weights("bf16") == stored_weights("file") == "compute"
+    assert stored_weights("fp8") == "fp8"
+    assert stored_weights("auto", ("fp8_scaled", "fp8_scaled")) == "fp8"
+    assert stored_weights("file", ("Q8_0",)) == "fp8"
+    assert stored_weights("auto", ("bf16",)) == "compute"
+    assert stored_weights("bf16", ("fp8_e4m3fn",)) == "compute"
 
 
 @pytest.mark.fast

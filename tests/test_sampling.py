@@ -1,10 +1,11 @@
 """Sampling per job (backend/sampling): ComfyUI's noise levels for every (sampler, scheduler)
 pair, each sampler against a reference integration written from its paper
 (tests/sampling_refs.py), the request fields' rules, recipes, a tiny model's job against the
-reference integration with the same model calls, and the 4-step Wan 2.2 recipe on 1, 2 and 4
-ranks.
+reference integration with the same model calls, HunyuanVideo 1.5's samplers through its
+wrapper runner, LTX-2's on its video and audio latents, and the 4-step Wan 2.2 recipe on 1, 2
+and 4 ranks.
 
-Cost: about 44 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
+Cost: about 56 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
 tiny-wan2.2-i2v-a14b served on 1, 2 and 4 ranks; most of it is starting those three backends
 and running each sampler's 4-step job on them).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -216,9 +218,12 @@ def tiny_wan():
     return pipe, family, limits
 
 
-def _job(pipe, family, limits, body):
-    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling."""
+def _job(pipe, family, limits, body, step_end=None, whole=False):
+    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling (and
+    the engine's step callback, when given); its latents (`whole`: all the pipeline's
+    outputs)."""
     request = JobRequest.from_body(body, limits)
+    callback = {} if step_end is None else {"callback_on_step_end": step_end}
     with torch.no_grad():
         tensors = family.encode(pipe, request, CPU)
         kwargs = family.prepare(pipe, request, tensors)
@@ -227,11 +232,13 @@ def _job(pipe, family, limits, body):
             latents = runner(
                 **kwargs,
                 **sampling.kwargs,
+                **callback,
                 generator=torch.Generator().manual_seed(request.seed),
                 output_type="latent",
                 return_dict=False,
-            )[0]
+            )
     family.finish(pipe)
+    latents = latents if whole else latents[0]
     return request, tensors, latents, sampling.record
 
 
@@ -509,6 +516,99 @@ def test_the_image_families_run_the_samplers(preset, recipe):
         assert limits.default_shift == 0.0
         with pytest.raises(ValueError, match="give shift"):
             JobRequest.from_body({**body, "sampler": "euler"}, limits)
+
+
+def test_hunyuan_video15_runs_the_samplers_through_its_wrapper():
+    """HunyuanVideo 1.5's runner is a wrapper (its step callbacks) around the pipeline: the
+    job's sampler is set on the pipeline it calls. euler on the levels the model's own
+    scheduler ran gives its output (to float32 rounding); euler/simple at shift 7 (the shift
+    of ComfyUI's HunyuanVideo 1.5 template) runs the DiT at σ·1000 for σ = 7t / (1 + 6t),
+    t = 1, 3/4, 1/2, 1/4 (the static flow shift of Esser et al. 2024, "Scaling Rectified
+    Flow Transformers", eq. 23, as ComfyUI's simple scheduler spaces it), the step callback
+    after each step, and the model's own scheduler (FlowMatch Euler at its config's shift,
+    `limits.default_shift`) is back after every job."""
+    pipe = build_preset("tiny-hunyuanvideo1.5")
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    assert limits.samplers == SAMPLERS and limits.default_shift == pipe.scheduler.config.shift
+    own_scheduler = pipe.scheduler
+    times = []
+    pipe.transformer.register_forward_pre_hook(
+        lambda _m, _a, kwargs: times.append(float(kwargs["timestep"][0])), with_kwargs=True
+    )
+    body = {"prompt": "a red fox", "seed": 4, "num_inference_steps": 4, "guidance_scale": 1.0}
+    body.update(width=32, height=32, num_frames=1)
+    _, _, own, record = _job(pipe, family, limits, body)
+    assert record["sampler"] == "default" and record["shift"] == limits.default_shift
+    _, _, mine, record_euler = _job(pipe, family, limits, {**body, "sigmas": record["sigmas"]})
+    assert record_euler["sampler"] == "euler" and record_euler["scheduler"] == "manual"
+    assert torch.allclose(mine, own, rtol=1e-5, atol=1e-5)
+    assert pipe.scheduler is own_scheduler
+    times.clear()
+    steps = []
+    request, _, shifted, record = _job(
+        pipe, family, limits, {**body, "sampler": "euler", "shift": 7.0},
+        step_end=lambda _p, index, _t, kwargs: steps.append(index) or {},
+    )  # fmt: skip
+    sigmas = [7 * t / (1 + 6 * t) for t in (1.0, 0.75, 0.5, 0.25)]
+    assert record["sigmas"] == pytest.approx([*sigmas, 0.0], abs=1e-6)
+    assert times == pytest.approx([s * 1000 for s in sigmas], abs=1e-3)
+    assert steps == [0, 1, 2, 3] and not torch.allclose(shifted, own, atol=1e-3)
+    assert pipe.scheduler is own_scheduler and "step" not in vars(own_scheduler)
+
+
+def _ltxv_levels(steps: int, tokens: int, terminal: float) -> list[float]:
+    """LTX-2's noise levels as Lightricks' LTX-Video schedule makes them (ComfyUI's
+    LTXVScheduler node names its parameters: max_shift 2.05, base_shift 0.95, stretch,
+    terminal): t = 1, 1 - 1/steps, ..., 1/steps; mu linear in the video latent's token count
+    from base_shift at 1024 tokens to max_shift at 4096; σ = e^mu / (e^mu + 1/t - 1); then
+    1 - σ scaled so that the last level is `terminal`; and 0."""
+    mu = 0.95 + (2.05 - 0.95) * (tokens - 1024) / (4096 - 1024)
+    shifted = [math.exp(mu) / (math.exp(mu) + 1 / (1 - k / steps) - 1) for k in range(steps)]
+    scale = (1 - shifted[-1]) / (1 - terminal)
+    return [round(1 - (1 - s) / scale, 10) for s in shifted] + [0.0]
+
+
+def test_ltx2_runs_the_samplers_on_its_video_and_audio_latents():
+    """LTX-2's own scheduler spaces its levels as ComfyUI's LTXVScheduler at its defaults (the
+    tiny job's video latent: 2 frames of 2x2 tokens, terminal 0.1); euler on them gives the
+    pipeline's own video and audio latents (to float32 rounding: the pipeline steps both
+    with copies of the job's sampler); levels stretched to another terminal (an
+    LTXVScheduler's explicit `sigmas`) run the DiT at σ·1000, and the model's own scheduler
+    is back after the job."""
+    pipe = build_preset("tiny-ltx2")
+    pipe.set_progress_bar_config(disable=True)
+    family = family_of(pipe)
+    limits = dataclasses.replace(
+        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
+    )
+    assert limits.samplers == SAMPLERS and limits.default_shift == 0.0  # token-dependent
+    own_scheduler = pipe.scheduler
+    body = {"prompt": "a drum", "seed": 3, "num_inference_steps": 4, "guidance_scale": 1.0}
+    body.update(width=64, height=64, num_frames=9)  # latent: 2 frames of 2x2 tokens
+    _, _, own, record = _job(pipe, family, limits, body, whole=True)
+    assert record["sampler"] == "default"
+    assert record["sigmas"] == pytest.approx(_ltxv_levels(4, 8, 0.1), abs=1e-6)
+    sigmas = _ltxv_levels(4, 8, 0.2)
+    times = []
+    pipe.transformer.register_forward_pre_hook(
+        lambda _m, _a, kwargs: times.append(float(kwargs["timestep"].flatten()[0])),
+        with_kwargs=True,
+    )
+    for given, same in ((record["sigmas"], True), (sigmas, False)):
+        times.clear()
+        body_euler = {**body, "sigmas": given}
+        _, _, mine, record_euler = _job(pipe, family, limits, body_euler, whole=True)
+        assert len(mine) == 2  # the video's latents and the audio's
+        assert record_euler["sampler"] == "euler"
+        assert record_euler["sigmas"] == pytest.approx(given, abs=1e-8)
+        assert times == pytest.approx([s * 1000 for s in given[:-1]], abs=1e-3)
+        for got, want in zip(own, mine, strict=True):
+            assert torch.allclose(got, want, rtol=1e-5, atol=1e-5) == same
+        assert pipe.scheduler is own_scheduler
 
 
 @pytest.mark.fast

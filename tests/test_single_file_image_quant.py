@@ -10,8 +10,9 @@ Black Forest Labs' Flux.2 names).
   rounding (fp8 e4m3: a value moves by at most 1/16 of itself, or 1/1024 of its tensor's
   scale below fp8's normal range; Q8_0: half a step of its 32-value block's scale, kept as
   fp16).
-- A file with ComfyUI's other quantized layers (int8 with a `weight_scale`, block-scaled fp8)
-  is refused naming the tensor, instead of running on wrong values.
+- ComfyUI's int8 tensorwise layers are read as value x scale; files with its other quantized
+  layers (block-scaled fp8, mxfp8, nvfp4) are refused naming the tensor and the reason,
+  instead of running on wrong values.
 - One job per family from single files (the quantized DiT, the Qwen3 encoder, the VAE): the
   image stays within a measured distance of the float32 preset's image.
 
@@ -19,6 +20,8 @@ Cost: about 2 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -108,22 +111,60 @@ def test_quantized_dit_file_reads_to_the_presets_weights_within_rounding(
 
 @pytest.mark.fast
 def test_quantized_layers_of_other_formats_are_refused(tmp_path):
-    """int8 with a `weight_scale` (ComfyUI's int8_tensorwise) and fp8 with block scales
-    (mxfp8) would read as wrong values: refused naming the tensor and what is read."""
+    """fp8 with float block scales, mxfp8 (fp8 with E8M0 block scales: one uint8 exponent per
+    32 values) and nvfp4 (`weight_scale_2`) would read as wrong values: refused naming the
+    tensor and what is read."""
     weight = "model.diffusion_model.layers.0.attention.qkv.weight"
+    fp8 = torch.ones(4, 64).to(torch.float8_e4m3fn)
     cases = {
-        "int8": {weight: torch.ones(4, 64, dtype=torch.int8), "s": torch.ones(())},
-        "blocks": {weight: torch.ones(4, 64).to(torch.float8_e4m3fn), "s": torch.ones(4, 2)},
+        "blocks": ({weight: fp8, "s": torch.ones(4, 2)}, r"only fp8 weights with one"),
+        "mxfp8": ({weight: fp8, "s": torch.full((4, 2), 127, dtype=torch.uint8)}, "mxfp8"),
+        "nvfp4": (
+            {
+                weight: torch.ones(4, 32, dtype=torch.uint8),
+                "s": torch.ones(4, 4).to(torch.float8_e4m3fn),
+                weight + "_scale_2": torch.ones(()),
+            },
+            "nvfp4",
+        ),
     }
-    for name, tensors in cases.items():
+    for name, (tensors, reason) in cases.items():
         tensors[weight.replace(".weight", ".weight_scale")] = tensors.pop("s")
         path = tmp_path / f"{name}.safetensors"
         save_file(tensors, str(path))
-        with pytest.raises(ValueError, match=r"qkv\.weight_scale .* only fp8 weights with one"):
+        with pytest.raises(ValueError, match=rf"qkv\.weight_scale.* .*{reason}"):
             check_readable(read_header(path))
     plain = tmp_path / "plain.safetensors"  # a float weight beside a scale: read as it is
     save_file({weight: torch.ones(4, 64), weight + "_scale": torch.ones(())}, str(plain))
     check_readable(read_header(plain))
+
+
+@pytest.mark.fast
+def test_int8_tensorwise_layers_are_read_times_their_scale(tmp_path):
+    """ComfyUI's int8 tensorwise layer (`comfy_quant` {"format": "int8_tensorwise"}): int8
+    values and one float32 `weight_scale`; the weight is value x scale (symmetric per-tensor
+    int8 quantization, as defined with the format: no zero point)."""
+    from paradit.backend.models.single_file.quant import RowReader
+
+    weight = "model.diffusion_model.layers.0.attention.qkv.weight"
+    values = torch.arange(-128, 128, dtype=torch.int8).reshape(4, 64)
+    description = json.dumps({"format": "int8_tensorwise"}).encode()
+    tensors = {
+        weight: values,
+        weight.replace(".weight", ".weight_scale"): torch.tensor(0.015625),
+        weight.replace(".weight", ".comfy_quant"): torch.frombuffer(
+            bytearray(description), dtype=torch.uint8
+        ).clone(),
+    }
+    path = tmp_path / "int8.safetensors"
+    save_file(tensors, str(path))
+    header = read_header(path)
+    check_readable(header)
+    reader = RowReader(header)
+    out = torch.empty(2, 64)
+    reader.read_rows(weight, 1, out)
+    reader.close()
+    assert torch.equal(out, values[1:3].float() * 0.015625)
 
 
 def _image(pipe) -> np.ndarray:

@@ -7,7 +7,7 @@ decodes tile by tile, the tiles dealt to the ranks), judged with `paradit verify
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank); one served group checks the engine's path.
 
-Cost: about 31 s (in the suite's two-worker run on 2 cores).
+Cost: about 51 s (in the suite's two-worker run on 2 cores; 20 s of it the swapping experts).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from image_jobs import run_image_job
 from PIL import Image
 
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from paradit.backend.memory.swap import ExpertSwap
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
@@ -267,6 +268,21 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
             result = compare(reference[0], frames, FLOAT32, reference[1], latents)
             expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
             assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
+        if name == I2V and world_size == 2:  # the sharded experts one at a time: FSDP2's move
+            _check_sharded_swap(rank, pipe, parallel, outputs["i2v-a14b"])
+
+
+def _check_sharded_swap(rank: int, pipe, parallel, reference) -> None:
+    """Experts one at a time on FSDP2-sharded experts (`module.to`, no move on CPU): the
+    same bytes, the low-noise expert brought in at the switch step."""
+    swap = ExpertSwap({"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}, CPU)
+    swap.begin_job(lambda: 0)
+    frames, latents = _run(pipe, I2V_IMAGE, parallel=parallel)
+    parallel.check_at_rest()  # every parameter a shard again between jobs
+    assert [s["expert"] for s in swap.record] == ["transformer_2"] and swap.record[0]["bytes"]
+    if rank == 0:
+        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+        assert result.verdict == IDENTICAL, result.overall
 
 
 @pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1), (4, 2)])
@@ -323,3 +339,65 @@ def test_two_replicas_of_the_two_experts_equal_world_size_1(backends, references
             assert result.verdict == IDENTICAL, (job["replica"], result.overall)
     finally:
         backends.stop(backend)
+
+
+# -- experts one at a time (memory level 4) ------------------------------------------------------
+
+
+def test_only_the_running_expert_is_on_the_device(references):
+    """`ExpertSwap` on a pipeline in this process: at every forward of either expert, its
+    parameters are the device copy and the other's are its host copy (on CPU the device copy
+    is a copy in host memory); the frames and latents equal both experts resident."""
+    pipe, _ = _pipeline(I2V)
+    experts = {"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}
+    swap = ExpertSwap(experts, CPU)
+    seen = []
+
+    def check(name):
+        other = "transformer_2" if name == "transformer" else "transformer"
+        seen.append((name, swap.is_resident(name), swap.is_resident(other)))
+
+    for name, dit in experts.items():
+        dit.register_forward_hook(lambda *_args, name=name: check(name))
+    swap.begin_job(lambda: 0)
+    frames, latents = _run(pipe, I2V_IMAGE)
+    assert [name for name, *_ in seen] == ["transformer"] * 2 + ["transformer_2"] * 2
+    assert all(mine and not other for _, mine, other in seen), seen
+    assert [swap_["expert"] for swap_ in swap.record] == ["transformer_2"]
+    frames_1, latents_1 = references["outputs"]["i2v-a14b"]
+    assert np.array_equal(frames, frames_1) and np.array_equal(latents, latents_1)
+
+
+def test_swapping_experts_serves_the_same_bytes_and_times_the_swaps(backends, references):
+    """`--offload experts` (forced: on CPU the plan never needs it) on one rank: two jobs,
+    each byte-identical to world size 1 with both experts resident; job.json's
+    `expert_swaps` names each swap, its step and its time: the low-noise expert comes in at
+    the switch step (step 1 here), the high-noise one at the next job's first step."""
+    backend = backends.start(
+        I2V,
+        1,
+        "--offload",
+        "experts",
+        "--save-latents",
+        "--vae-tiling",
+        "on",
+        "--vae-tile",
+        "64x64",
+    )
+    client = backend.client
+    memory = client.info()["memory"]
+    assert (memory["dit"], memory["offload"]) == ("offload-experts", "experts")
+    reference = references["outputs"]["i2v-a14b"]
+    expected = [[(1, "transformer_2")], [(0, "transformer"), (1, "transformer_2")]]
+    for swaps in expected:
+        job = client.wait(client.submit(I2V_IMAGE), timeout_s=300)
+        frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
+        frames = np.stack([decode_png(png) for png in frames])
+        result = compare(reference[0], frames, FLOAT32, reference[1], client.latents(job["id"]))
+        assert result.verdict == IDENTICAL, result.overall
+        record = client.record(job["id"])
+        assert record["sampling"]["experts"] == ["high", "low"]
+        swapped = record["expert_swaps"]
+        assert [(s["step"], s["expert"]) for s in swapped["swaps"]] == swaps, swapped
+        assert all(s["seconds"] > 0 and s["bytes"] > 0 for s in swapped["swaps"]), swapped
+        assert swapped["resident"] == "transformer_2" and swapped["seconds"] > 0

@@ -4,12 +4,15 @@ size 1 (its job.json names the workflow file and its sha256, and the noise level
 KSampler uses); the Wan 2.2 A14B 4-step fixture runs on a backend given with --server and
 gives the job.json `sampling` (and frames) of the `wan2.2-a14b-4step` recipe, the 20-step one
 on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture gives the
-`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B and
-Qwen-Image fixtures make the frames of their requests sent as they are (start images
-included), and so does the Flux.1 dev graph on a tiny Flux.1 dev (its fixture's files are
-headers only); a --server running another model is refused.
+`sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B,
+Qwen-Image and HunyuanVideo 1.5 custom-sampler (euler/simple at shift 7) fixtures make the
+frames of their requests sent as they are (start images included), and so does the Flux.1
+dev graph on a tiny Flux.1 dev (its fixture's files are headers only), and the LTX-2 T2V
+audio-video graph (LTXVScheduler's levels as `sigmas`) makes the frames and `audio.wav` of
+its request; a --server running another model is refused.
 
-Cost: about 40 s (in the suite's two-worker run on 2 cores).
+Cost: about 58 s (in the suite's two-worker run on 2 cores; the LTX-2 test about 6 s of it,
+provisional: measured under load).
 """
 
 from __future__ import annotations
@@ -148,6 +151,10 @@ ONE_MODEL = {  # fixture -> (variant, its KSampler's noise levels, output files)
     # euler/simple at 4 steps: every 250th shifted level from the top, then 0
     "qwen_image": ("tiny-qwen-image", [_shifted(1 - k / 4, 3.1) for k in range(4)] + [0.0],
                    ["image.png"]),
+    # HunyuanVideo 1.5's custom-sampler graph, its BasicScheduler on ModelSamplingSD3's shift 7
+    "hunyuan15_t2v_shift": ("tiny-hunyuanvideo1.5",
+                            [_shifted(1 - k / 4, 7.0) for k in range(4)] + [0.0],
+                            [f"frames/{i:06d}.png" for i in range(5)]),
 }  # fmt: skip
 
 
@@ -156,7 +163,7 @@ def test_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, backends, n
     """The fixture's UI form run on a backend of its files (--server) makes the frames of its
     request sent as it is (the start image's bytes included: Wan 2.1 I2V through
     CLIPVisionEncode and WanImageToVideo, TI2V-5B through Wan22ImageToVideoLatent), on
-    ComfyUI's KSampler noise levels."""
+    ComfyUI's noise levels (its KSampler's; HunyuanVideo 1.5's BasicScheduler's)."""
     variant, levels, files = ONE_MODEL[name]
     workflow = FIXTURES / f"{name}.ui.json"
     plan, _ = plan_of(str(workflow), str(comfy))
@@ -231,3 +238,35 @@ def test_flux_dev_workflow_runs_with_its_distilled_guidance(
     assert record["sampling"]["sigmas"] == pytest.approx([1.0, _shifted(0.5, shift), 0.0])
     _, frames = run_job(server, plan.body())
     assert [(out / "image.png").read_bytes()] == frames
+
+
+def test_ltx2_workflow_runs_as_its_request_with_its_audio(comfy, tmp_path, paradit_warm, backends):
+    """LTX-2's audio-video graph (ComfyUI's LTX-2 T2V template shape), its UI form, on a
+    backend of its checkpoint and Gemma file: LTXVScheduler's levels run as the job's
+    `sigmas` (euler on them, the source named in job.json), and the frames and the audio
+    track are those of its request sent as it is."""
+    workflow = FIXTURES / "ltx2_t2v.ui.json"
+    plan, variant = plan_of(str(workflow), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == variant
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    assert record["request"]["sigmas"] == pytest.approx(plan.request["sigmas"], abs=1e-12)
+    # LTXVScheduler at its defaults (max_shift 2.05, base_shift 0.95, stretch to terminal 0.1)
+    # over the 64x64x17 video latent's 12 tokens, by LTX-Video's published schedule
+    mu = 0.95 + 1.1 * (12 - 1024) / 3072
+    shifted = [1 / (1 + math.exp(-mu) * (1 / t - 1)) for t in (1.0, 0.75, 0.5, 0.25)]
+    levels = [1 - (1 - s) * 0.9 / (1 - shifted[-1]) for s in shifted] + [0.0]
+    sampling = record["sampling"]
+    assert (sampling["sampler"], sampling["scheduler"]) == ("euler", "manual")
+    assert sampling["sigmas"] == pytest.approx(levels, abs=1e-6)
+    job, frames = run_job(server, plan.body())
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+    assert (out / "video.mp4").stat().st_size > 0

@@ -7,6 +7,13 @@ the rows it holds, adds `(B[rows] @ A) * scale * strength` to them, and after th
 the saved rows back: the next job starts from the exact bytes it would have started from
 (subtracting the change again would leave rounding behind). Each data-parallel replica's ranks
 apply their own job's LoRAs; no rank ever gathers a whole weight.
+
+A layer stored quantized (`models.quantized.QuantLinear`: fp8 or GGUF rows, `--weights`) is
+never written: its rows are not in the compute dtype, and rounding a changed weight back to
+fp8 would lose the change. The job's changes of it are handed to the layer instead
+(`lora_deltas`), and its forward adds each, rounded to the compute dtype, to the weight it
+upcasts: the same sums, in the same order, as on the dequantized model's rows. After the job
+the list is emptied; the stored bytes were never touched.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
+from ..models.quantized import QuantLinear, logical_parameters, quant_linears
 from ..models.sharded_load import shard_rows
 from ..parallel.fsdp import ModelStateError
 from ..request import lora_strengths
@@ -84,6 +92,8 @@ class Applied:
     saved_bytes: int = 0
     apply_s: float = 0.0
     remove_s: float = 0.0
+    layers: list[QuantLinear] = field(default_factory=list)
+    """The stored-quantized layers given the job's changes (emptied after the job)."""
     apply_cpu_s: float = 0.0
     """CPU seconds of this thread while applying: on a shared CPU machine, what the work
     itself took (the wall time also counts the other processes' turns)."""
@@ -113,9 +123,10 @@ class LoraPatcher:
         self.buffers = RankBuffers()
         """Host memory for saved rows and scratch, kept from job to job (`buffers.py`)."""
         self._shapes = {
-            component: {name: tuple(p.shape) for name, p in dit.named_parameters()}
-            for component, dit in self.dits.items()
+            component: dict(logical_parameters(dit)) for component, dit in self.dits.items()
         }
+        self._quantized = {component: quant_linears(dit) for component, dit in self.dits.items()}
+        """The stored-quantized layers, by module name: their changes go to the forward."""
         self._sharded = {
             component: {name for name, p in dit.named_parameters() if isinstance(p, DTensor)}
             for component, dit in self.dits.items()
@@ -195,7 +206,7 @@ class LoraPatcher:
                     applied.saved.append(SavedRows(where, param, slot, local.data_ptr()))
                     applied.saved_bytes += slot.numel() * slot.element_size()
                 for lora, component, strength in steps:
-                    self._apply(lora, component, strength)
+                    self._apply(lora, component, strength, applied)
             applied.apply_s = time.perf_counter() - begin
             applied.apply_cpu_s = time.thread_time() - cpu
             self.buffers.release_device_scratch()  # before the steps need the device memory
@@ -203,12 +214,15 @@ class LoraPatcher:
         finally:
             begin = time.perf_counter()
             try:
+                for layer in applied.layers:
+                    layer.lora_deltas.clear()
                 with torch.no_grad():
                     for saved in applied.saved:
                         saved.restore()
                         self.tick()
             finally:
                 applied.saved.clear()  # views of the kept buffer: not held past the job
+                applied.layers.clear()
             applied.remove_s = time.perf_counter() - begin
             self.buffers.release_device_scratch()
             log.info(
@@ -238,6 +252,8 @@ class LoraPatcher:
             params = self._params(component)
             for module, layer in lora.layers.items():
                 for kind, changes in (("weight", layer.weight_shape), ("bias", layer.bias)):
+                    if kind == "weight" and module in self._quantized[component]:
+                        continue  # changed in its forward, never written
                     name = f"{module}.{kind}"
                     param = params.get(name)
                     if param is None or changes is None or id(param) in touched:
@@ -263,10 +279,22 @@ class LoraPatcher:
             )
         return params
 
-    def _apply(self, lora: Lora, component: str, strength: float) -> None:
+    def _apply(self, lora: Lora, component: str, strength: float, applied: Applied) -> None:
         params = self._params(component)
+        quantized = self._quantized[component]
         for module, layer in lora.layers.items():
+            target = quantized.get(module)
+            if target is not None and layer.weight_shape is not None:
+                if self.dits[component].get_submodule(module) is not target:
+                    raise ModelStateError(
+                        f"LoRAs not applied: {module} is not the layer loaded (the model left "
+                        "its between-jobs state)"
+                    )
+                target.lora_deltas.append((layer, strength))  # every rank: the whole weight
+                applied.layers.append(target)
             for kind in ("weight", "bias"):
+                if kind == "weight" and target is not None:
+                    continue
                 param = params.get(f"{module}.{kind}")
                 if param is None:
                     continue

@@ -8,6 +8,8 @@
   block or leaf by leaf, with a CUDA stream prefetching the next group on GPUs.
 - sharded with offload (several ranks): FSDP2's CPU offload policy keeps each rank's shards in
   host memory (`fsdp_offload`).
+- experts one at a time (`planner.SWAP`, two-expert models): the first expert on the device,
+  the others in host memory (unsharded) until `swap.ExpertSwap` brings each in for its steps.
 On a CPU device nothing moves (host memory is the device); the hooks are still applied when
 an offload is asked for, so their path is the one that runs.
 """
@@ -25,15 +27,27 @@ from .planner import Layout
 log = logging.getLogger(__name__)
 
 ENCODERS = ("text_encoder", "text_encoder_2", "image_encoder")
+DITS = ("transformer", "transformer_2")
+"""The DiTs, in the order they run (a two-expert model's high-noise expert first)."""
 
 
 def keeps_on_host(layout: Layout, component: str, sharded: bool) -> bool:
     """Whether `_place` leaves `component` in host memory under `layout`."""
     if component in ENCODERS:
         return layout.text_encoder == "cpu"
-    if component in ("transformer", "transformer_2"):
+    if component in DITS:
+        if layout.swaps_experts:  # the first expert starts on the device
+            return component != DITS[0] and not sharded
         return layout.dit.startswith("offload-") and not sharded
     return False
+
+
+def expert_target(layout: Layout, component: str, device: torch.device) -> torch.device:
+    """Where a sharded DiT built empty gets its shards (`sharded_load.fill_shards`): host
+    memory for FSDP2's CPU offload and for the experts that wait there, else `device`."""
+    if fsdp_offload(layout, device) or (layout.swaps_experts and component != DITS[0]):
+        return torch.device("cpu")
+    return device
 
 
 def encoder_device(layout: Layout, device: torch.device) -> torch.device:
@@ -42,7 +56,8 @@ def encoder_device(layout: Layout, device: torch.device) -> torch.device:
 
 def fsdp_offload(layout: Layout, device: torch.device) -> bool:
     """Sharded DiT kept in host memory between uses (FSDP2's CPUOffloadPolicy: CUDA only)."""
-    return layout.dit.startswith("offload-") and device.type == "cuda"
+    offloaded = layout.dit.startswith("offload-") and not layout.swaps_experts
+    return offloaded and device.type == "cuda"
 
 
 def apply_offload(dits: list[torch.nn.Module], layout: Layout, device: torch.device) -> None:

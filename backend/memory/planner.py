@@ -6,15 +6,23 @@ budget, trying in this order (each level keeps the fallbacks before it):
     0  DiT sharded over the replica's ranks (or resident on one), text encoder on the device
     1  + VAE tiling
     2  + text encoder on CPU (encoding once per job on the CPU)
-    3  + DiT model offload (one GPU: the whole DiT moves in for the steps, out for the decode)
-    4  + DiT group offload (blocks stream in one by one; FSDP2's CPU offload when sharded)
-    5  + DiT sequential offload (one GPU: leaf modules stream in; slowest)
+    3  + DiT model offload (one GPU: the DiTs move in for the steps, out for the decode)
+    4  + experts one at a time (two-expert models, Wan 2.2 A14B: the active expert sharded
+         or resident on the device, the other in pinned host memory, swapped when the other
+         one's first step comes: twice a job, at the switch step and at the next job's start)
+    5  + DiT group offload (blocks stream in one by one; FSDP2's CPU offload when sharded)
+    6  + DiT sequential offload (one GPU: leaf modules stream in; slowest)
 
 Fallbacks are ordered by what they cost: tiling a decode costs seconds, encoding on the CPU
-costs seconds per job, streaming the DiT costs on every step. Once the weights must stream,
-the cheaper fallbacks cost nothing in comparison and the room they leave absorbs the
-allocator's fragmentation, so they are kept. On a CPU device the weights are in host memory
-already: levels 3-5 do not apply. `--offload` and `--vae-tiling` override the choice.
+costs seconds per job, moving a whole expert costs seconds per job, streaming the DiT costs
+on every step. Once the weights must move, the cheaper fallbacks cost nothing in comparison
+and the room they leave absorbs the allocator's fragmentation, so they are kept. On a CPU
+device the weights are in host memory already: levels 3-6 do not apply. `--offload` and
+`--vae-tiling` override the choice.
+
+The DiTs' weights count as they are stored (`--weights`, `sizes.stored_weights`): in fp8 a
+linear layer's weight is one byte a parameter and a scale per row, and the steps hold one
+layer upcast to the compute dtype at a time (`ModelSizes.upcast_bytes`).
 
 Each job then gets its decode: whole when it fits and the level does not tile (the decode one
 GPU computes, so the output equals a one-GPU run's), else tiled, and the tiles split over the
@@ -116,6 +124,10 @@ class Topology:
         return 2 if uses_cfg and self.batched_cfg and not self.cfg_parallel else 1
 
 
+SWAP = "offload-experts"
+"""The layout's `dit` when a two-expert model keeps one expert on the device at a time."""
+
+
 @dataclass(frozen=True)
 class Layout:
     """The group's decisions, fixed while it lives."""
@@ -131,6 +143,11 @@ class Layout:
     @property
     def offload(self) -> str:
         return self.dit.removeprefix("offload-") if self.dit.startswith("offload-") else "none"
+
+    @property
+    def swaps_experts(self) -> bool:
+        """One expert on the device at a time, the other in host memory (`memory/swap.py`)."""
+        return self.dit == SWAP
 
 
 @dataclass(frozen=True)
@@ -226,6 +243,11 @@ class MemoryPlanner:
         self.topology = topology
         self.size_multiple = size_multiple
         self.reference = reference
+        if settings.offload == "experts" and sizes.experts < 2:
+            raise ValueError(
+                "--offload experts is for a model with two experts (Wan 2.2 A14B); this one "
+                "has one DiT"
+            )
         self.layout, self.start_reasons = self._choose_layout(reference)
 
     # -- the group ----------------------------------------------------------------------
@@ -243,10 +265,12 @@ class MemoryPlanner:
         ]
         if offload == "auto" and topo.device_type != "cpu":
             one_rank = topo.replica_size == 1
+            experts = self.sizes.experts > 1
             ladder += [
                 *([Layout(3, "offload-model", "cpu", True)] if one_rank else []),
-                Layout(4, "offload-group", "cpu", True),
-                *([Layout(5, "offload-sequential", "cpu", True)] if one_rank else []),
+                *([Layout(4, SWAP, "cpu", True)] if experts else []),
+                Layout(5, "offload-group", "cpu", True),
+                *([Layout(6, "offload-sequential", "cpu", True)] if one_rank else []),
             ]
         if self.settings.vae_tiling != "auto":  # tiling is fixed: the levels differ by placement
             tiles, placements, forced = self.settings.vae_tiling == "on", set(), []
@@ -258,7 +282,7 @@ class MemoryPlanner:
         return ladder
 
     def _choose_layout(self, shape: JobShape) -> tuple[Layout, list[str]]:
-        tried = []
+        tried = [self._stored_reason()]
         for layout in self.levels():
             job = self._job(shape, layout)
             if job.fits:
@@ -271,10 +295,35 @@ class MemoryPlanner:
         tried.append(f"nothing fits {shape}: smaller jobs may (each job is checked)")
         return last, tried
 
-    @staticmethod
-    def _describe(layout: Layout) -> str:
+    def _stored_reason(self) -> str:
+        """How the DiTs' weights are counted (`--weights`)."""
+        sizes = self.sizes
+        stored = (
+            "fp8 (linear weights 1 byte + a scale per row)"
+            if sizes.stored == "fp8"
+            else (f"{str(sizes.dtype).removeprefix('torch.')}")
+        )
+        experts = f"{sizes.experts} experts of " if sizes.experts > 1 else ""
+        upcast = (
+            f", one layer upcast at a time: {_gib(sizes.upcast_bytes)}"
+            if sizes.upcast_bytes
+            else ""
+        )
+        return (
+            f"DiT weights stored {stored} (--weights {self.settings.weights}): "
+            f"{experts}{_gib(sizes.expert_bytes)}{upcast}"
+        )
+
+    def _describe(self, layout: Layout) -> str:
         tiling = "tiled decode" if layout.tiles else "whole decode"
-        return f"DiT {layout.dit}, text encoder on {layout.text_encoder}, {tiling}"
+        dit = f"DiT {layout.dit}"
+        if layout.swaps_experts:
+            where = "sharded" if self.topology.sharded else "resident"
+            dit = (
+                f"experts one at a time (the active one {where} on the device, the other in "
+                "host memory, swapped at the switch step)"
+            )
+        return f"{dit}, text encoder on {layout.text_encoder}, {tiling}"
 
     def _why(self, layout: Layout, job: JobMemory) -> str:
         return (
@@ -432,6 +481,7 @@ class MemoryPlanner:
         sizes, topo = self.sizes, self.topology
         shape = replace(shape, batch=topo.batch())
         steps_dit, decode_dit = self._dit_bytes(layout)
+        steps_dit += sizes.upcast_bytes  # one fp8 layer upcast at a time in the forward
         encoders = sizes.encoder_bytes if layout.text_encoder == "device" else 0
         activations = sizes.activations(shape, topo.sequence_degree)
         gathered = sizes.gathered(shape, topo.sequence_degree)
@@ -450,6 +500,7 @@ class MemoryPlanner:
             "weights": steps_dit + encoders + vae + loras,
             "dit_steps": steps_dit,
             "dit_decode": decode_dit,
+            **({"upcast": sizes.upcast_bytes} if sizes.upcast_bytes else {}),
             "encoders": encoders,
             "vae": vae,
             "activations": activations,
@@ -464,9 +515,10 @@ class MemoryPlanner:
         the saved rows of the weights a job's LoRAs change (at most the rank's share of the
         DiTs) and a scratch of the largest layer. Counted where host memory is the budget (a
         CPU device); on GPUs it is host memory beside the budget (`to_dict`'s
-        `lora_host_bytes`). Offloaded DiTs (group, sequential) take no LoRAs."""
+        `lora_host_bytes`). Offloaded DiTs (group, sequential) and swapped experts take no
+        LoRAs."""
         gib = self.settings.lora_cache_gib
-        if gib is None or layout.dit in ("offload-group", "offload-sequential"):
+        if gib is None or layout.dit in ("offload-group", "offload-sequential", SWAP):
             return 0
         dit = self.sizes.dit_bytes
         share = dit // self.topology.replica_size if layout.dit == "sharded" else dit
@@ -474,19 +526,37 @@ class MemoryPlanner:
 
     def _dit_bytes(self, layout: Layout) -> tuple[int, int]:
         """(bytes during the steps, bytes during the decode) of the DiT(s) on one rank."""
-        sizes, ranks = self.sizes, self.topology.replica_size
+        sizes, topo, ranks = self.sizes, self.topology, self.topology.replica_size
         dit = sizes.dit_bytes
-        experts = max(1, round(dit / max(1, _dit_one(sizes))))
         block, outside = sizes.block_bytes
         if layout.dit == "resident":
             return dit, dit
         if layout.dit == "sharded":  # FSDP2: a block unsharded and its all-gather buffer,
             return dit // ranks + 4 * block, dit // ranks  # and the same for the next one
         if layout.dit == "offload-model":
-            return dit // experts, 0  # one expert at a time moves in
+            return dit, 0  # every DiT moves in for the steps (`placement.steps`)
+        if layout.dit == SWAP:  # one expert on the device, through the steps and the decode
+            one = sizes.expert_bytes
+            if topo.sharded:  # on a CPU device a sharded expert's move is no move: both stay
+                share = (dit if topo.device_type == "cpu" else one) // ranks
+                return share + 4 * block, share
+            if topo.device_type == "cpu":  # host copies of both, and the active one's copy
+                return dit + one, dit + one
+            return one, one
         if layout.dit == "offload-group":
             return 2 * block + (outside // ranks if self.topology.sharded else outside), 0
         return 2 * sizes.largest_leaf_bytes, 0
+
+    def _experts_host_bytes(self) -> dict[str, int]:
+        """Under experts one at a time, the host memory one rank keeps for them (beside the
+        budget, as `lora_host_bytes`): one rank a pinned copy of every expert, a sharded rank
+        its shards of the expert that waits."""
+        sizes, topo = self.sizes, self.topology
+        if not self.layout.swaps_experts:
+            return {}
+        if topo.sharded:
+            return {"experts_host_bytes": sizes.expert_bytes // topo.replica_size}
+        return {"experts_host_bytes": sizes.dit_bytes}
 
     # -- reporting ----------------------------------------------------------------------
 
@@ -499,14 +569,12 @@ class MemoryPlanner:
             "offload": self.layout.offload,
             "text_encoder": self.layout.text_encoder,
             "weights_bytes": dict(self.sizes.weights),
+            "weights_stored": self.sizes.stored,
             "lora_host_bytes": self._lora_bytes(self.layout),
+            **self._experts_host_bytes(),
             "reference_job": reference.to_dict(),
             "reasons": self.start_reasons,
         }
-
-
-def _dit_one(sizes: ModelSizes) -> int:
-    return sizes.weights.get("transformer", 0) or sizes.dit_bytes
 
 
 def render(plan: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OFFLOAD_MODES = ("auto", "none", "model", "group", "sequential")
+OFFLOAD_MODES = ("auto", "none", "model", "experts", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
 WEIGHTS_MODES = ("auto", "bf16", "fp8", "file")
 

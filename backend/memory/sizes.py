@@ -39,6 +39,21 @@ output's growth (whole: the causal cache is warm after 3; tiled: the tiles' buff
 4 copies of the output: tiles kept per row with their overlap, blended rows, the joined video).
 Checked against full dry runs of Wan's VAE at 832x480x81 and 1280x720x81: within 10%."""
 OUTPUT_COPIES = {False: 1, True: 4}
+FP8_SCALE_BYTES = 4
+"""An fp8 linear weight's scale per output row (float32)."""
+UNQUANTIZED_FORMATS = ("bf16", "f16", "fp16", "f32", "fp32", "float32", "empty")
+
+
+def stored_weights(mode: str, formats: tuple[str, ...] = ()) -> str:
+    """How the DiTs' weights are stored under `--weights` `mode`: "fp8" or "compute" (the
+    compute dtype, today's bf16). `formats`: the DiT files' formats (`quantization`: bf16,
+    fp8_scaled, Q8_0...), empty for a folder or a preset. `auto` and `file` keep a quantized
+    file quantized; a GGUF file is counted as fp8 (one byte a weight: Q8_0's 1.06 and a
+    Q4's 0.56 are not told apart)."""
+    quantized = any(f.lower() not in UNQUANTIZED_FORMATS for f in formats)
+    if mode == "fp8" or (mode in ("auto", "file") and quantized):
+        return "fp8"
+    return "compute"
 
 
 @dataclass
@@ -56,6 +71,10 @@ class ModelSizes:
     temporal: int
     """VAE frames per latent frame (4; 1 for images)."""
     text_tokens: int = 512
+    stored: str = "compute"
+    """How the DiTs' weights are stored (`stored_weights`): "fp8" counts every linear layer's
+    weight as one byte a parameter and a float32 scale per row; norms, biases, embeddings and
+    convolutions keep the compute dtype."""
     _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -79,22 +98,43 @@ class ModelSizes:
         reads); None for a DiT no family holds."""
         return spec_for_dit(type(self.dit).__name__)
 
+    @property
+    def experts(self) -> int:
+        """How many DiTs the model holds (2: a high- and a low-noise expert, Wan 2.2 A14B)."""
+        return max(1, sum(1 for name in DIT_COMPONENTS if self.weights.get(name)))
+
+    @property
+    def expert_bytes(self) -> int:
+        """The largest of the DiTs, as stored."""
+        return max((self.weights.get(name, 0) for name in DIT_COMPONENTS), default=0)
+
     @functools.cached_property
     def block_bytes(self) -> tuple[int, int]:
-        """(largest block, everything outside the blocks) of one DiT, in bytes."""
+        """(largest block, everything outside the blocks) of one DiT, in bytes as stored."""
         from ..parallel.fsdp import transformer_blocks
 
-        size = torch.tensor([], dtype=self.dtype).element_size()
         blocks = transformer_blocks(self.dit)
-        largest = max((_numel(b) for b in blocks), default=_numel(self.dit)) * size
-        outside = (_numel(self.dit) - sum(_numel(b) for b in blocks)) * size
+        largest = max((self._stored(b) for b in blocks), default=self._stored(self.dit))
+        outside = self._stored(self.dit) - sum(self._stored(b) for b in blocks)
         return largest, outside
 
     @functools.cached_property
     def largest_leaf_bytes(self) -> int:
-        size = torch.tensor([], dtype=self.dtype).element_size()
         leaves = (m for m in self.dit.modules() if not list(m.children()))
-        return max((_numel(m) for m in leaves), default=0) * size
+        return max((self._stored(m) for m in leaves), default=0)
+
+    @functools.cached_property
+    def upcast_bytes(self) -> int:
+        """The buffer a stored-fp8 DiT upcasts one layer into in its forward: the largest
+        linear weight in the compute dtype (0 when the weights are stored in it)."""
+        if self.stored != "fp8":
+            return 0
+        size = torch.tensor([], dtype=self.dtype).element_size()
+        linears = (m.weight.numel() for m in self.dit.modules() if _quantizable(m))
+        return max(linears, default=0) * size
+
+    def _stored(self, module: torch.nn.Module) -> int:
+        return stored_bytes(module, self.dtype, self.stored)
 
     def latent_frames(self, frames: int) -> int:
         return (frames - 1) // self.temporal + 1 if self.temporal > 1 else 1
@@ -251,7 +291,7 @@ def _first_blocks(sizes: ModelSizes) -> Iterator[None]:
     if sizes.spec is None or not sizes.spec.dry_run_one_block:
         yield
         return
-    _ = sizes.block_bytes, sizes.largest_leaf_bytes  # the whole DiT's, kept before the cut
+    _ = sizes.block_bytes, sizes.largest_leaf_bytes, sizes.upcast_bytes  # kept before the cut
     lists = {
         name: child
         for name, child in dit.named_children()
@@ -270,6 +310,30 @@ def _numel(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def _quantizable(module: torch.nn.Module) -> bool:
+    """A layer `--weights fp8` stores in fp8: a linear layer (its weight; the bias stays), or
+    one a loaded DiT holds stored already (`models.quantized.QuantLinear`)."""
+    from ..models.quantized import QuantLinear
+
+    return isinstance(module, (torch.nn.Linear, QuantLinear))
+
+
+def stored_bytes(module: torch.nn.Module, dtype: torch.dtype, stored: str = "compute") -> int:
+    """Bytes of `module`'s parameters as stored: every parameter in `dtype`, or with `stored`
+    "fp8" each linear weight in one byte a parameter and a float32 scale per output row."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    total = _numel(module) * size
+    if stored == "fp8":
+        for layer in module.modules():
+            if _quantizable(layer):
+                weight = layer.weight
+                total -= weight.numel() * (size - 1)
+                scale = getattr(layer, "weight_scale", None)  # counted above in `dtype`
+                total -= 0 if scale is None else scale.numel() * size
+                total += weight.shape[0] * FP8_SCALE_BYTES
+    return total
+
+
 def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> Any:
     """One forward of the meta DiT at this rank's share of the job's tokens: its family's
     dry run (`FamilySpec.dit_forward`)."""
@@ -282,8 +346,12 @@ def _dit_forward(sizes: ModelSizes, shape: JobShape, sequence_degree: int) -> An
 # -- building a model's sizes --------------------------------------------------------------
 
 
-def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
-    """Sizes of a built pipeline (real weights, sharded or not, or on meta already)."""
+def sizes_of_pipeline(
+    pipe: Any, family: Any, dtype: torch.dtype, stored: str = "compute"
+) -> ModelSizes:
+    """Sizes of a built pipeline (real weights, sharded or not, or on meta already), the
+    DiTs counted as `stored` (`stored_weights`): the plan's model of the stored bytes, from
+    the architecture, whatever the loaded modules hold."""
     vae_dtype = torch.float32 if family.vae_float32 else dtype
     weights, metas = {}, {}
     for name, module in pipe.components.items():
@@ -291,8 +359,10 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
             continue
         meta = _on_meta(module)
         metas[name] = meta
-        element = torch.tensor([], dtype=vae_dtype if name == "vae" else dtype).element_size()
-        weights[name] = _numel(meta) * element
+        component_dtype = vae_dtype if name == "vae" else dtype
+        weights[name] = stored_bytes(
+            meta, component_dtype, stored if name in DIT_COMPONENTS else "compute"
+        )
     # nn.Module.to, not diffusers' (which warns about modules it would keep in float32: these
     # copies only count bytes and run on meta)
     dit = torch.nn.Module.to(metas["transformer"], dtype)
@@ -322,6 +392,7 @@ def sizes_of_pipeline(pipe: Any, family: Any, dtype: torch.dtype) -> ModelSizes:
         spatial=spatial,
         temporal=temporal if family.task != "text-to-image" else 1,
         text_tokens=text_tokens,
+        stored=stored,
     )
 
 
@@ -332,6 +403,19 @@ def _on_meta(module: torch.nn.Module) -> torch.nn.Module:
         if hasattr(type(module), "from_config"):  # diffusers
             return type(module).from_config(dict(config))
         return type(module)(config)  # transformers
+
+
+def file_formats(model: str) -> tuple[str, ...]:
+    """The weight format of each DiT file of a single-file model (`quantization`: bf16,
+    fp8_scaled, Q8_0...); () for a preset or a folder. Headers only."""
+    from ..models.loading import ModelSource
+    from ..models.single_file.quant import quantization
+
+    source = ModelSource.parse(model)
+    if source.kind != "file":
+        return ()
+    dits = source.resolved_files().dits
+    return tuple(quantization(part.header) for part in dits.values())
 
 
 def meta_pipeline(model: str) -> Any:

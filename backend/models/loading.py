@@ -162,8 +162,11 @@ def load_pipeline(
     *,
     skip: frozenset[str] = frozenset(),
     dtype: torch.dtype = torch.float32,
+    weights: str = "bf16",
 ) -> DiffusionPipeline:
-    """Load the pipeline; components named in `skip` are set to None (unknown names ignored)."""
+    """Load the pipeline; components named in `skip` are set to None (unknown names ignored).
+    `weights` (`--weights`) reaches a single file's DiTs as they are built (other sources'
+    DiTs are quantized by the caller: `models.quantized.quantize_loaded`)."""
     if source.kind == "preset":
         components = preset_components(source.name) - skip
         pipe = build_preset(source.name, components=components, dtype=dtype)
@@ -172,7 +175,7 @@ def load_pipeline(
             cast_pipeline(pipe, dtype)  # tiny presets are built in float32, random ones in `dtype`
         return pipe
     if source.kind == "file":
-        return build_pipeline(source.resolved_files(), skip=skip, dtype=dtype)
+        return build_pipeline(source.resolved_files(), skip=skip, dtype=dtype, weights=weights)
     # A cached hub id loads from its snapshot folder: the same path as a folder, offline.
     return _load_pretrained(source.local_folder() or source.name, skip, dtype)
 

@@ -29,6 +29,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
 from .casting import cast_model
+from .quantized import QuantLinear, logical_parameters, quant_linears, quantize_rows
 from .single_file.header import read_header
 from .single_file.quant import SAFETENSORS_DTYPES as DTYPES
 
@@ -154,6 +155,28 @@ class FolderWeights:
         self._readers.clear()
 
 
+def fill_quantized(layer: QuantLinear, name: str, weights: WeightSource) -> int:
+    """This rank's rows of a stored-quantized linear's weight (and its scales): read as the
+    file holds them, or read as floats in the compute dtype and quantized per row (`--weights
+    fp8`: each row's scale depends on that row alone, so every world size stores the same
+    bytes). Only the rank's rows are ever in host memory. Returns the bytes read."""
+    start, rows, local = shard_rows(layer.weight)
+    if not rows:
+        return 0
+    scale = shard_rows(layer.weight_scale)[2] if layer.weight_scale is not None else None
+    if layer.stored.quantize:
+        values = torch.empty((rows, layer.in_features), dtype=layer.compute_dtype)
+        read = weights.read_rows(f"{name}.weight", start, values)
+        quantized, scales = quantize_rows(values, layer.stored.dtype)
+        local.copy_(quantized)
+        scale.copy_(scales)
+        return read
+    read = weights.read_stored(f"{name}.weight", start, local)
+    if scale is not None:
+        read += weights.read_scales(f"{name}.weight", start, scale)
+    return read
+
+
 def fill_shards(
     model: torch.nn.Module, source: str | Path | WeightSource, device: torch.device
 ) -> int:
@@ -167,13 +190,19 @@ def fill_shards(
         for name, buf in model.named_buffers():
             buf.copy_(buffers[name])
     names = weights.names()
-    missing = [name for name, _ in model.named_parameters() if name not in names]
+    missing = [name for name, _ in logical_parameters(model) if name not in names]
     if missing:
         raise ValueError(f"{source} has no weights for {missing[:5]} ({len(missing)} in all)")
+    layers = quant_linears(model)
+    done = {f"{name}.{kind}" for name in layers for kind in ("weight", "weight_scale")}
     read = 0
     try:
         with torch.no_grad():
+            for name, layer in layers.items():
+                read += fill_quantized(layer, name, weights)
             for name, param in model.named_parameters():
+                if name in done:
+                    continue
                 start, _, local = shard_rows(param)
                 if local.numel():
                     read += weights.read_rows(name, start, local)

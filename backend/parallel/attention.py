@@ -218,6 +218,19 @@ def active(key: Any) -> Iterator[None]:
         registry.set_active_backend(before)
 
 
+def keep_eager(key: Any) -> None:
+    """Run backend `key` eagerly when compiled code calls it (`--compile blocks`): the
+    compiled pieces of a block end before its attention and resume after it. dynamo cannot
+    trace diffusers' Ulysses all-to-alls over a process group, and an attention kernel is
+    opaque to inductor anyway. Once per key."""
+    (registry,) = require(FEATURE, "attention_dispatch._AttentionBackendRegistry")
+    backend = registry._backends[key]
+    if not getattr(backend, "paradit_eager", False):
+        eager = torch.compiler.disable(backend)
+        eager.paradit_eager = True
+        registry._backends[key] = eager
+
+
 def reach(transformer: torch.nn.Module, kernel: str) -> None:
     """Make every attention processor of `transformer` dispatch (its family's dispatching
     processors where it has SDPA-calling ones), for any kernel but `sdpa`, whose processors

@@ -51,6 +51,8 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
         image_encoders=config.image_encoders,
         loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
         attention_kernel=config.attention,
+        fp8_compute=config.fp8_compute,
+        compile_mode=config.compile,
     )
     return group, runtime
 

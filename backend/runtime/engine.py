@@ -22,16 +22,26 @@ from typing import Any
 
 import torch
 
+from ..compile_modes import BLOCKS, CompileChoice, choose_compile
 from ..kernels import Choice, choose_kernel
 from ..lora import LoraLibrary, LoraPatcher
 from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
-from ..memory.sizes import sizes_of_pipeline
+from ..memory.sizes import sizes_of_pipeline, stored_weights
+from ..memory.swap import ExpertSwap
 from ..models.families import Family, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..models.preset_names import is_random_preset
+from ..models.quantized import (
+    fp8_refusal,
+    quantize_loaded,
+    resolve_mode,
+    set_fp8_compute,
+    store_layers,
+    stored_summary,
+)
 from ..models.random_presets import (
     random_dit_components,
     random_dit_config,
@@ -43,12 +53,14 @@ from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
 from ..sampling.job import sampling_limits
+from .compiled import compile_blocks, compile_counter, cpu_compile_threads
 from .faults import Faults
 from .group import Group
 from .job import DIT_COMPONENTS, RankModel, dits_of
 from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
+from .warm_up import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +105,13 @@ class Runtime:
         image_encoders: tuple[str, ...] = (),
         loras: LoraLibrary | None = None,
         attention_kernel: str = "auto",
+        fp8_compute: bool = False,
+        compile_mode: str = "off",
     ):
         """Start-up, in named steps: identify the model (single files are resolved once,
         here, and every later step reads `source.resolved`), load it, choose the plan, plan
-        the memory, place it, parallelize it, then what jobs need."""
+        the memory, place it, compile its blocks, parallelize it, then what jobs need (and,
+        with compiled blocks, the jobs that warm them)."""
         started = time.perf_counter()
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
@@ -118,14 +133,30 @@ class Runtime:
             self.fault.at_load()
         lazy = self._load(plan_overrides, memory)
         self._choose_plan(plan_overrides)
+        limits = self.limits
+        self.reference_shape = (
+            JobShape.parse(memory.plan_for)
+            if memory.plan_for
+            else JobShape(limits.default_width, limits.default_height, limits.default_frames)
+        )
+        """The job size the server expects (`--plan-for`, else the model's default): what
+        the memory plan chooses for and the compiled blocks are warmed with."""
         self._choose_attention(attention_kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget)
         self._place(group.device)
+        self._compile(compile_mode)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self._parallelize(lazy)
+        self._fp8_compute(fp8_compute)
         self._prepare_jobs(loras)
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
+        self.warm_up_seconds = 0.0
+        """The start-up jobs that compiled the blocks (`runtime/warm_up.py`)."""
+        if self.compile.mode == BLOCKS:
+            self.warm_up_seconds = warm_up(self.rank_model, group, self.reference_shape)
+        self.warm_up_compilations = compile_counter().count
+        """dynamo's compilations at start-up (the blocks' pieces, for each warmed layout)."""
         self.load_seconds = time.perf_counter() - started
         log.info("rank %d loaded %s in %.1fs", group.rank, model, self.load_seconds)
 
@@ -144,9 +175,17 @@ class Runtime:
         models/sharded_load.py)."""
         skip = frozenset() if self.group.is_rank0 else self.family.encoder_components
         lazy = self._lazy_dits(plan_overrides)
-        self.pipe = load_pipeline(self.source, skip=skip | lazy, dtype=self.dtype)
+        self.weights = memory.weights
+        """`--weights`: how the DiTs' linear layers are stored (`models/quantized.py`)."""
+        self.pipe = load_pipeline(
+            self.source, skip=skip | lazy, dtype=self.dtype, weights=self.weights
+        )
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: self._empty_dit(name)})
+        if self.source.kind != "file" and resolve_mode(self.weights, False) == "fp8":
+            for name in DIT_COMPONENTS:  # loaded whole in floats: quantized in place
+                if name not in lazy and getattr(self.pipe, name, None) is not None:
+                    quantize_loaded(getattr(self.pipe, name))
         self.model_files: dict[str, Any] | None = None
         """A single-file model's files: variant, and each file's role, format and why."""
         if self.source.resolved is not None:
@@ -188,6 +227,23 @@ class Runtime:
         for dit in self.dits():
             attention.reach(dit, self.attention.kernel)
 
+    def _compile(self, mode: str) -> None:
+        """`--compile`: the DiTs' repeated blocks compiled (before the plan's hooks go on, so
+        that they stay outside the compiled code: `runtime/compiled.py`), or not."""
+        self.compile: CompileChoice = choose_compile(
+            mode,
+            device_type=self.group.device.type,
+            offload=self.layout.offload,
+            triton=attention.installed("triton"),
+        )
+        """The compile mode jobs run with, and why (`compile_modes.py`)."""
+        self.compiled_blocks: list[torch.nn.Module] = []
+        if self.compile.mode == BLOCKS:
+            attention.keep_eager(attention.backend_key(self.attention.kernel))
+            if self.group.device.type == "cpu":
+                cpu_compile_threads()
+            self.compiled_blocks = [block for dit in self.dits() for block in compile_blocks(dit)]
+
     def _parallelize(self, lazy: frozenset[str]) -> None:
         """Apply the plan to the DiTs (every rank together), offload what the memory layout
         says, and fill the DiTs built empty with this rank's rows."""
@@ -207,8 +263,7 @@ class Runtime:
         if not self._sharded():
             placement.apply_offload(self.dits(), self.layout, group.device)
         for name in sorted(lazy):
-            host = placement.fsdp_offload(self.layout, group.device)
-            target = torch.device("cpu") if host else group.device
+            target = placement.expert_target(self.layout, name, group.device)
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
 
@@ -218,7 +273,10 @@ class Runtime:
         group = self.group
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
-                self.progress.watch(module)  # a slow step still ticks; a hung one does not
+                # a slow step still ticks; a hung one does not
+                self.progress.watch(module, opaque=self.compiled_blocks)
+        if self.compiled_blocks:  # a block compiling for a new shape counts as progressing
+            self.progress.working = compile_counter().busy
         if self.fault is not None:  # tests only: faults inside blocks and collectives
             self.fault.watch(self.dits())
         self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
@@ -229,10 +287,19 @@ class Runtime:
         }
         hooked = self.layout.dit in ("offload-group", "offload-sequential") and not self._sharded()
         refuse = f"LoRAs cannot reach the weights under {self.layout.dit}" if hooked else ""
+        if self.layout.swaps_experts:
+            refuse = (
+                f"LoRAs are not applied under {self.layout.dit}: each swap brings an expert "
+                "in from its host copy, without the job's rows"
+            )
         self.loras = LoraPatcher(
             loras or LoraLibrary(()), type(self.pipe), dits, refuse, tick=self.progress.tick
         )
         """The jobs' LoRAs on this rank's weight rows (`lora/patch.py`)."""
+        self.experts: ExpertSwap | None = None
+        """One expert on the device at a time (memory level 4); None: all resident."""
+        if self.layout.swaps_experts:  # its hook runs before every other (FSDP2's included)
+            self.experts = ExpertSwap(dits, group.device)
         self.rank_model = RankModel(
             self.pipe,
             self.family,
@@ -251,8 +318,10 @@ class Runtime:
             self.fault,
             waiting=self.waiting,
             attention_key=attention.backend_key(self.attention.kernel),
+            compile_mode=self.compile.mode,
             rank=group.rank,
             phases=self.phases,
+            experts=self.experts,
         )
         """What `job.run_on_rank` runs a job on."""
 
@@ -283,12 +352,38 @@ class Runtime:
         )
 
     def _empty_dit(self, name: str) -> torch.nn.Module:
+        """DiT `name` on the meta device, its linears stored as `--weights` asks."""
         if self.source.kind == "file":
-            config = self.source.resolved_files().dits[name].detection.config
-            return empty_from_config(config, self.dtype)
+            from ..models.single_file.build import store_file_layers
+
+            part = self.source.resolved_files().dits[name]
+            model = empty_from_config(part.detection.config, self.dtype)
+            store_file_layers(model, part, self.weights)
+            return model
         if self.source.kind == "preset":  # a random: preset
-            return empty_from_config(random_dit_config(self.source.name, name), self.dtype)
-        return empty_dit(self.source.local_folder(), name, self.dtype)
+            model = empty_from_config(random_dit_config(self.source.name, name), self.dtype)
+        else:
+            model = empty_dit(self.source.local_folder(), name, self.dtype)
+        store_layers(model, self.weights)
+        return model
+
+    def _fp8_compute(self, on: bool) -> None:
+        """`--fp8-compute`: the fp8 layers multiply in fp8; ValueError with the reason where
+        the device cannot (before any job)."""
+        self.fp8_compute = False
+        if not on:
+            return
+        refusal = fp8_refusal(self.group.device)
+        if refusal is not None:
+            raise ValueError(refusal)
+        count = set_fp8_compute(self.dits(), self.group.device)
+        if not count:
+            raise ValueError(
+                "--fp8-compute multiplies the DiT's fp8 layers in fp8, and this model holds "
+                "none: give an fp8 file with --weights auto or file, or --weights fp8"
+            )
+        self.fp8_compute = True
+        log.info("fp8 matmuls in %d linear layers", count)
 
     def _dit_weights(self, name: str) -> Any:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
@@ -323,15 +418,15 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             shard_weights=self.plan.shard_weights,
         )
-        limits = self.limits
-        reference = (
-            JobShape.parse(settings.plan_for)
-            if settings.plan_for
-            else JobShape(limits.default_width, limits.default_height, limits.default_frames)
-        )
-        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype)
+        reference = self.reference_shape
+        formats = ()
+        if self.model_files is not None:  # a single-file model: its DiT files' formats
+            files = self.model_files["files"]
+            formats = tuple(files[name]["format"] for name in DIT_COMPONENTS if name in files)
+        stored = stored_weights(settings.weights, formats)
+        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
         self.planner = MemoryPlanner(
-            sizes, settings, budget, topology, reference, limits.size_multiple
+            sizes, settings, budget, topology, reference, self.limits.size_multiple
         )
         store.set("memory/layout", json.dumps(dataclasses.asdict(self.planner.layout)))
         group.barrier("memory-layout")
@@ -373,6 +468,11 @@ class Runtime:
             "pid": os.getpid(),
             "device": str(self.group.device),
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
+            "weights": {
+                "mode": self.weights,
+                "stored": stored_summary(self.dits()),
+                "fp8_compute": self.fp8_compute,
+            },
         }
 
     @contextlib.contextmanager

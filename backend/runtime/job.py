@@ -43,6 +43,7 @@ from ..lora.patch import Applied
 from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
+from ..memory.swap import ExpertSwap
 from ..models.families import Family, family_of
 from ..parallel import ModelStateError, Parallelized, attention
 from ..parallel.plan import ParallelPlan
@@ -50,6 +51,7 @@ from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
 from ..sampling.job import job_sampling
+from .compiled import compile_counter
 from .faults import Faults
 from .messages import RunJob
 from .phases import PhaseClock
@@ -188,10 +190,14 @@ class RankModel:
     attention_key: Any = None
     """The attention backend the DiTs' steps run with (`parallel.attention.backend_key`);
     None: diffusers' own default."""
+    compile_mode: str = "off"
+    """The DiTs' blocks run compiled (`blocks`) or eagerly (`off`): `--compile`'s choice."""
     rank: int = 0
     """This process's global rank (the attention spy's file name, tests only)."""
     phases: PhaseClock = field(default_factory=PhaseClock.from_env)
     """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
+    experts: ExpertSwap | None = None
+    """Keeps one expert on the device at a time (memory level 4); None: all resident."""
 
     @classmethod
     def here(
@@ -278,6 +284,8 @@ class RankModel:
         generator = torch.Generator("cpu").manual_seed(request.seed)
         cache = None
         self.phases.begin_job()
+        if self.experts is not None:  # a swap happens in the forward of the step to come
+            self.experts.begin_job(lambda: len(clock.marks))
         clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
@@ -321,6 +329,8 @@ class RankModel:
                     switch.stop()
             self.parallel.end_job()
             family.finish(pipe)
+        if self.experts is not None:
+            clock.notes["expert_swaps"] = self.experts.to_dict()
         record = None if cache is None else cache_record(*cache)
         if record is not None:
             clock.notes["cache"] = record
@@ -407,6 +417,7 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
         model.meter.reset()
     model.set_vae_tiling(message.vae_tiling)
     model.in_job = True
+    compiled_before = compile_counter().count
     try:
         tensors = model.share(hooks.tensors, message.tensors, message.job_id)
         loras = [JobLora(**lora) for lora in message.loras]
@@ -425,6 +436,8 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
             model.fault.end_job()
     peak = model.meter.read() if model.meter is not None else None
     clock = hooks.clock
+    recompiles = compile_counter().count - compiled_before  # blocks compiled for a new shape
+    clock.notes["compile"] = {"mode": model.compile_mode, "recompiles": recompiles}
     return RankResult(frames, output[0], audio, peak, applied, clock, layout, cache, num_tiles)
 
 

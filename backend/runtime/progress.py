@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -59,16 +59,22 @@ class Progress:
 
     def __init__(self) -> None:
         self.ticks = 0
+        self.working: Callable[[], bool] = lambda: False
+        """Whether the main thread works without ticking (compiling a block for a new shape:
+        `runtime/compiled.py`); the heartbeat ticks for it meanwhile."""
 
     def tick(self, *_args: Any) -> None:
         self.ticks += 1
 
-    def watch(self, module: torch.nn.Module) -> int:
-        """Tick before each item of every `ModuleList` inside `module` (its blocks); returns
-        how many hooks it added."""
+    def watch(self, module: torch.nn.Module, opaque: Iterable[torch.nn.Module] = ()) -> int:
+        """Tick before each item of every `ModuleList` inside `module` (its blocks), but none
+        inside an `opaque` module (a compiled block: dynamo would trace the tick and guard on
+        its count, recompiling at every call); returns how many hooks it added."""
+        hidden = {id(m) for m in opaque}
+        inside = tuple(f"{name}." for name, sub in module.named_modules() if id(sub) in hidden)
         added = 0
-        for sub in module.modules():
-            if isinstance(sub, torch.nn.ModuleList):
+        for name, sub in module.named_modules():
+            if isinstance(sub, torch.nn.ModuleList) and not name.startswith(inside):
                 for item in sub:
                     item.register_forward_pre_hook(self.tick)
                     added += 1
@@ -106,6 +112,8 @@ class Heartbeat:
             try:
                 self.store.add(f"hb/{self.rank}", 1)
                 self.store.set(f"where/{self.rank}", self.place())
+                if self.progress.working():
+                    self.progress.tick()
                 ticks = self.progress.ticks
                 if ticks != published:
                     self.store.add(f"ticks/{self.rank}", ticks - published)

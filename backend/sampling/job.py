@@ -11,6 +11,7 @@ every rank and replica.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,37 +78,39 @@ class JobSampling:
 
 @contextlib.contextmanager
 def job_sampling(runner: Any, request: Any, limits: Limits) -> Iterator[JobSampling]:
-    """Run `request`'s sampling on `runner` (the pipeline that runs the job) for the time of
-    the `with` block."""
+    """Run `request`'s sampling on `runner` (the pipeline that runs the job, or a wrapper
+    that calls it and names it as `__wrapped__`, as `functools.wraps` does: HunyuanVideo
+    1.5's step callbacks) for the time of the `with` block."""
     choice = resolve(request, limits)
     state = JobSampling()
     if request.guidance_scale_low is not None:
         state.kwargs["guidance_scale_2"] = request.guidance_scale_low
-    # Only a choice changes the runner: a job on the model's own scheduler leaves it as it is
-    # (a family's runner may be a wrapper with no scheduler of its own to set).
-    own = runner.scheduler if choice is not None else None
-    boundary = runner.config.get("boundary_ratio") if choice is not None else None
+    # The scheduler is the called pipeline's: one set on a wrapper would not be the one the
+    # pipeline steps with. A job on the model's own scheduler leaves it as it is.
+    pipeline = inspect.unwrap(runner)
+    own = pipeline.scheduler if choice is not None else None
+    boundary = pipeline.config.get("boundary_ratio") if choice is not None else None
     try:
         if choice is not None:
-            # Not `runner.scheduler = ...`: the pipeline would record the class in its config.
-            runner.__dict__["scheduler"] = FlowSampler(
+            # Not `pipeline.scheduler = ...`: the pipeline would record the class in its config.
+            pipeline.__dict__["scheduler"] = FlowSampler(
                 choice.sampler, list(choice.sigmas), request.seed, dict(own.config)
             )
             if choice.switch_step is not None:
                 ratio = boundary_ratio(choice.sigmas, choice.switch_step)
-                runner.register_to_config(boundary_ratio=ratio)
+                pipeline.register_to_config(boundary_ratio=ratio)
         yield state
         try:
-            state.record.update(_record(runner, choice))
+            state.record.update(_record(pipeline, choice))
         except (AttributeError, TypeError, ValueError, KeyError) as exc:  # a scheduler unlike
             # the flow and DDIM ones: the job's output stands, its record says less
             log.warning("sampling record incomplete: %s: %s", type(exc).__name__, exc)
             state.record.update(sampler=DEFAULT, scheduler=DEFAULT)
     finally:
         if choice is not None:
-            runner.__dict__["scheduler"] = own
-            if runner.config.get("boundary_ratio") != boundary:
-                runner.register_to_config(boundary_ratio=boundary)
+            pipeline.__dict__["scheduler"] = own
+            if pipeline.config.get("boundary_ratio") != boundary:
+                pipeline.register_to_config(boundary_ratio=boundary)
 
 
 def _record(runner: Any, choice: SamplingChoice | None) -> dict[str, Any]:

@@ -272,10 +272,11 @@ class GroupHealth:
             )
 
     def _rank0_still_s(self, runtime: Runtime) -> float:
-        """How long rank 0's work counter has stood still inside the running job."""
+        """How long rank 0's work counter has stood still inside the running job (not while
+        it compiles a block: `Progress.working`)."""
         now, ticks = time.monotonic(), runtime.progress.ticks
         seen, since = self._rank0_moved
-        if ticks != seen:
+        if ticks != seen or runtime.progress.working():
             self._rank0_moved = (ticks, now)
             return 0.0
         return now - since

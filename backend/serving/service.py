@@ -96,6 +96,12 @@ class Service:
             "device": group.device.type,
             "plan": {**runtime.plan.to_dict(), "dp_degree": group.dp_degree},
             "attention": runtime.attention.to_dict(),
+            "compile": {
+                **runtime.compile.to_dict(),
+                "blocks": len(runtime.compiled_blocks),
+                "warm_up_s": round(runtime.warm_up_seconds, 3),
+                "warm_up_compilations": runtime.warm_up_compilations,
+            },
             "limits": runtime.limits.to_dict(),
         }
         if runtime.model_files is not None:  # a single-file model: what each file was read as

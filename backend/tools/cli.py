@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ... import __version__
 from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
 from ..kernels import KERNELS
-from ..memory.settings import OFFLOAD_MODES, TILING_MODES
+from ..memory.settings import OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES
 from ..request import RequestField, request_fields
 
 if TYPE_CHECKING:
@@ -124,6 +124,13 @@ def build_parser() -> Parser:
     p.add_argument("--dp-degree", type=int, default=1, help="data-parallel replicas")
     p.add_argument("--offload", default="auto", choices=OFFLOAD_MODES, help="as serve's")
     p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
+    p.add_argument(
+        "--weights",
+        default="auto",
+        choices=WEIGHTS_MODES,
+        help="as serve's: how the DiT's weights are stored, and so counted (auto: fp8 for "
+        "quantized files, else bf16)",
+    )
     p.add_argument(
         "--lora-cache-gib",
         type=float,
@@ -369,6 +376,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         dp_degree=args.dp_degree,
         offload=args.offload,
         vae_tiling=args.vae_tiling,
+        weights=args.weights,
         lora_cache_gib=args.lora_cache_gib,
         images=args.images,
     )

@@ -30,6 +30,7 @@ def estimate(
     dp_degree: int = 1,
     offload: str = "auto",
     vae_tiling: str = "auto",
+    weights: str = "auto",
     lora_cache_gib: float | None = None,
     images: int = 0,
 ) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def estimate(
     VAE-encodes it (`contract.reference_sizes`: its tokens join the DiT's sequence)."""
     import torch
 
-    from ..memory.sizes import meta_pipeline, sizes_of_pipeline
+    from ..memory.sizes import file_formats, meta_pipeline, sizes_of_pipeline, stored_weights
     from ..models.families import family_of
     from ..parallel.plan import choose_plan
 
@@ -55,6 +56,7 @@ def estimate(
         vae_tiling,
         f"{JobShape(width, height, frames)}",
         lora_cache_gib=lora_cache_gib,
+        weights=weights,
     )
     pipe = meta_pipeline(model)
     family = family_of(pipe)
@@ -75,8 +77,9 @@ def estimate(
         batched_cfg=family.batched_cfg,
         shard_weights=plan.shard_weights,
     )
+    stored = stored_weights(weights, file_formats(model))
     planner = MemoryPlanner(
-        sizes_of_pipeline(pipe, family, dtype),
+        sizes_of_pipeline(pipe, family, dtype, stored),
         settings,
         Budget(int(gpu_memory_gib * GIB), f"--gpu-memory {gpu_memory_gib:g}"),
         topology,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..image_processors import clip_image_processor, siglip_image_processor
+from ..quantized import Stored, logical_parameters, store_layers
 from .components import encoder_model, ltx2_component, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Part, recognise
@@ -31,7 +32,7 @@ from .file_presets import (
 )
 from .load import Resolved, SingleFiles, expect_role
 from .ltx2 import EXTRA_COMPONENTS
-from .quant import RowReader
+from .quant import RowReader, is_quantized, stored_of
 from .spec import spec_for_file
 
 if TYPE_CHECKING:
@@ -73,14 +74,16 @@ class DitWeights:
     def check(self, model: torch.nn.Module) -> None:
         """ValueError naming the file when a parameter is missing or its rows do not fit."""
         name = self.part.header.name
-        missing = [n for n, _ in model.named_parameters() if n not in self.row_map]
+        params = dict(logical_parameters(model))  # a stored-quantized layer's weight shape
+        missing = [n for n in params if n not in self.row_map]
         if missing:
             raise ValueError(
                 f"{name}: no weights for {missing[:3]} ({len(missing)} in all) of "
                 f"{self.part.detection.variant}"
             )
         tensors = self.part.header.tensors
-        for param_name, param in model.named_parameters():
+        for param_name, logical in params.items():
+            param = torch.empty(logical, device="meta")
             rows = sum(s.rows for s in self.row_map[param_name])
             row_items = 1
             for size in param.shape[1:]:
@@ -100,16 +103,34 @@ class DitWeights:
                 raise ValueError(f"{name}: {param_name} takes {expected} rows, the file has {rows}")
 
     def read_rows(self, name: str, start: int, out: torch.Tensor) -> int:
+        return self._by_segment("read_rows", name, start, out)
+
+    def stored(self, name: str) -> Stored | None:
+        """How parameter `name` can stay as its file holds it (`quant.stored_of`): the same for
+        every file tensor it is made of, else None (read as floats)."""
+        kinds = {stored_of(self.part.header, seg.key) for seg in self.row_map.get(name, ())}
+        return kinds.pop() if len(kinds) == 1 else None
+
+    def read_stored(self, name: str, start: int, out: torch.Tensor) -> int:
+        """Rows of `name` as the file holds them (fp8 values or GGUF blocks)."""
+        return self._by_segment("read_stored", name, start, out)
+
+    def read_scales(self, name: str, start: int, out: torch.Tensor) -> int:
+        """The per-row scales of fp8 weight `name`'s rows (1 where its file has none)."""
+        return self._by_segment("read_scales", name, start, out)
+
+    def _by_segment(self, method: str, name: str, start: int, out: torch.Tensor) -> int:
+        """Call the reader's `method` for each file segment under rows start..start+len(out)
+        of parameter `name`."""
         if self._reader is None:
             self._reader = RowReader(self.part.header)
+        read_segment = getattr(self._reader, method)
         flat = out.reshape(1, *out.shape) if out.dim() == 0 else out
         want_end, read, base = start + flat.shape[0], 0, 0
         for seg in self.row_map[name]:
             lo, hi = max(start, base), min(want_end, base + seg.rows)
             if lo < hi:
-                read += self._reader.read_rows(
-                    seg.key, seg.start + lo - base, flat[lo - start : hi - start]
-                )
+                read += read_segment(seg.key, seg.start + lo - base, flat[lo - start : hi - start])
             base += seg.rows
         return read
 
@@ -129,6 +150,13 @@ def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
     return empty_from_config(config, dtype)
 
 
+def store_file_layers(model: torch.nn.Module, part: Part, weights: str) -> int:
+    """`--weights` on a DiT built empty from `part`: its linears stored as the mode asks
+    (`models.quantized`), what the file holds read off its header."""
+    with DitWeights(part) as source:
+        return store_layers(model, weights, is_quantized(part.header), source.stored)
+
+
 def fill_whole(model: torch.nn.Module, weights: DitWeights) -> None:
     """Read every row of every weight (world size 1, or a DiT that is not sharded)."""
     from ..sharded_load import fill_shards
@@ -143,9 +171,11 @@ def build_pipeline(
     skip: frozenset[str] = frozenset(),
     dtype: torch.dtype = torch.float32,
     empty: frozenset[str] = frozenset(),
+    weights: str = "bf16",
 ) -> DiffusionPipeline:
     """The pipeline; components in `skip` are None, DiTs in `empty` stay on meta (the caller
-    fills their shards with `dit_weights`)."""
+    fills their shards with `dit_weights`); `weights`: how the DiTs' linears are stored
+    (`--weights`)."""
     import diffusers
 
     preset = resolved.preset
@@ -155,9 +185,10 @@ def build_pipeline(
             parts[name] = None
             continue
         model = empty_model(part.detection.config, dtype)
+        store_file_layers(model, part, weights)
         if name not in empty:
-            with DitWeights(part) as weights:
-                fill_whole(model, weights)
+            with DitWeights(part) as source:
+                fill_whole(model, source)
         parts[name] = model
     for slot, part in resolved.encoders.items():
         if preset.vision:  # Qwen-Image-Edit: text encoder, tokenizer and processor

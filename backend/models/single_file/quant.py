@@ -8,12 +8,13 @@ checkpoints name it `weight_scale` too; the
 `scale_input`/`input_scale` tensors are only for fp8 matrix products and are not needed once
 the weight is dequantized), and GGUF tensors of every type the `gguf`
 package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
-pack's files). ComfyUI's other quantized layers (int8, nvfp4, block-scaled mxfp8) are refused.
+pack's files), and ComfyUI's int8 tensorwise layers (int8 times one float scale). Its other
+quantized layers (nvfp4, block-scaled mxfp8) are refused.
 
-Decision (issue 20): nothing stays quantized in memory. Each rank dequantizes the rows of its
-FSDP2 shard to the compute dtype as it reads them, so the sharded DiT is an ordinary bf16/fp32
-model, its memory plan counts exactly what is held, and every rank runs the same kernels as for
-a diffusers folder (quantized files save disk and download, not device memory).
+Each rank dequantizes the rows of its FSDP2 shard to the compute dtype as it reads them
+(`read_rows`), except the layers `--weights file`/`fp8` keep as the file holds them
+(`stored_of`, `read_stored`, `read_scales`: fp8 rows with their per-row scales, GGUF blocks as
+bytes; `models/quantized.py` upcasts them in the forward with the same arithmetic).
 
 Rows are read with plain file reads, never through a memory map (see models/sharded_load.py:
 mapped pages count in the rank's resident memory until the file closes).
@@ -26,6 +27,7 @@ import math
 import numpy as np
 import torch
 
+from ..quantized import FP8_DTYPES, Stored, gguf_upcastable
 from .header import FileHeader, TensorInfo
 
 SAFETENSORS_DTYPES = {
@@ -35,6 +37,7 @@ SAFETENSORS_DTYPES = {
     "BF16": torch.bfloat16,
     "F8_E4M3": torch.float8_e4m3fn,
     "F8_E5M2": torch.float8_e5m2,
+    "F8_E8M0": torch.float8_e8m0fnu,
     "I64": torch.int64,
     "I32": torch.int32,
     "I16": torch.int16,
@@ -56,8 +59,55 @@ SCALE_SUFFIXES = (
 )
 """Tensors that describe a quantized layer's weight, read with it and never as weights."""
 UNREAD_SCALES = (".weight_scale_2", ".pre_quant_scale")
-"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing)."""
+"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing):
+nvfp4 packs two 4-bit E2M1 values a byte under fp8 block scales swizzled for the tensor
+cores' layout and a second per-tensor scale; it is refused rather than read on a guess."""
 _FLOAT_SCALES = ("F32", "F16", "BF16")
+_EXPONENT_SCALES = ("U8", "F8_E8M0")
+MX_BLOCK = 32
+"""mxfp8: values per block scale (OCP Microscaling Formats (MX) Specification v1.0, 5.1)."""
+
+
+def _roundup(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def is_mxfp8(weight: TensorInfo, scale: TensorInfo) -> bool:
+    """An mxfp8 layer as ComfyUI saves one: E4M3 values, one E8M0 exponent per 32 values of a
+    row, the exponents in cuBLAS's block-scaling layout (tiles of 128 rows x 4 blocks, padded
+    to whole tiles: `unswizzle_blocks`)."""
+    if weight.dtype != "F8_E4M3" or len(weight.shape) != 2 or scale.dtype not in _EXPONENT_SCALES:
+        return False
+    rows, cols = weight.shape
+    padded = _roundup(rows, 128) * _roundup(cols // MX_BLOCK, 4)
+    return cols % MX_BLOCK == 0 and scale.numel == padded
+
+
+def unswizzle_blocks(blocked: torch.Tensor, rows: int, blocks: int) -> torch.Tensor:
+    """Block scales in cuBLAS's 1D block-scaling-factor layout -> (rows, blocks), row-major.
+    The layout (NVIDIA cuBLAS documentation, "1D Block Scaling Factors Layout"): the
+    (rows x blocks) matrix padded to whole 128 x 4 tiles, tiles stored row by row, and inside
+    a tile the scale of (row r, block c) at byte (r % 32) * 16 + (r // 32) * 4 + c."""
+    tiles_m, tiles_k = _roundup(rows, 128) // 128, _roundup(blocks, 4) // 4
+    tiles = blocked.reshape(tiles_m, tiles_k, 32, 4, 4)  # tile, tile, r % 32, r // 32, c
+    full = tiles.permute(0, 3, 2, 1, 4).reshape(tiles_m * 128, tiles_k * 4)
+    return full[:rows, :blocks]
+
+
+def e8m0_values(exponents: torch.Tensor) -> torch.Tensor:
+    """E8M0 scales as float32: 2^(e - 127), 255 is NaN (OCP MX Specification v1.0, 5.4.1)."""
+    values = torch.exp2(exponents.to(torch.float32) - 127.0)
+    return torch.where(exponents == 255, torch.full_like(values, float("nan")), values)
+
+
+def _layer_scale(header: FileHeader, key: str) -> TensorInfo | None:
+    """The weight scale tensor of weight `key`'s layer, if it has one."""
+    if not key.endswith(".weight"):
+        return None
+    layer = key[: -len("weight")]
+    return next(
+        (header.tensors[layer + n] for n in WEIGHT_SCALES if layer + n in header.tensors), None
+    )
 
 
 def is_scale_key(key: str) -> bool:
@@ -90,6 +140,31 @@ def quantization(header: FileHeader) -> str:
     return main.lower() if header.format == "safetensors" else main
 
 
+def is_quantized(header: FileHeader) -> bool:
+    """The file holds fp8 or GGUF-quantized tensors (what `--weights auto` keeps as they are)."""
+    plain = ("F32", "F16", "BF16", "F64") if header.format == "gguf" else ()
+    return any(
+        info.dtype.startswith("F8") if header.format == "safetensors" else info.dtype not in plain
+        for info in header.tensors.values()
+    )
+
+
+def stored_of(header: FileHeader, key: str) -> Stored | None:
+    """How file tensor `key` can stay in memory as its file holds it: fp8 rows (with their
+    layer's scales), or GGUF blocks of a type with a torch dequantizer; None: read as floats."""
+    info = header.tensors[key]
+    if header.format == "safetensors":
+        dtype = FP8_DTYPES.get(info.dtype)
+        scale = _layer_scale(header, key)
+        rows = info.shape[0] if info.shape else 1
+        if scale is not None and (scale.dtype not in _FLOAT_SCALES or scale.numel not in (1, rows)):
+            return None  # mxfp8's block scales: dequantized at load
+        return None if dtype is None or len(info.shape) != 2 else Stored("fp8", dtype)
+    if info.dtype in GGUF_PLAIN or len(info.shape) != 2 or not gguf_upcastable(info.dtype):
+        return None
+    return Stored("gguf", qtype=info.dtype)
+
+
 def check_readable(header: FileHeader) -> None:
     """ValueError naming the file and tensor if any tensor has a type we cannot read."""
     for key, info in header.tensors.items():
@@ -110,8 +185,10 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
     values."""
     if key.endswith(UNREAD_SCALES):
         raise ValueError(
-            f"{header.name}: {key} belongs to a quantization that is not read (fp8 layers with "
-            "one scale per tensor or per row are: ComfyUI's fp8_scaled)"
+            f"{header.name}: {key} belongs to a quantization that is not read (nvfp4's second "
+            "scale, or AWQ's: 4-bit layers whose block scales are laid out for the tensor "
+            "cores); fp8 layers with one scale per tensor or per row are read (ComfyUI's "
+            "fp8_scaled), as are int8 tensorwise layers: use the file in bf16, fp16 or fp8"
         )
     for name in WEIGHT_SCALES:
         if not key.endswith("." + name):
@@ -120,6 +197,17 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
         if weight is None or weight.dtype in _FLOAT_SCALES:
             continue  # a float weight is read as it is (as before: the scale is for fp8 only)
         rows = weight.shape[0] if weight.shape else 1
+        if weight.dtype == "I8" and info.dtype in _FLOAT_SCALES and info.numel == 1:
+            continue  # int8 tensorwise: int8 values times one float scale
+        if is_mxfp8(weight, info):
+            continue  # mxfp8: E8M0 block scales in cuBLAS's layout
+        if weight.dtype in ("F8_E4M3", "F8_E5M2") and info.dtype in _EXPONENT_SCALES:
+            raise ValueError(
+                f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) holds E8M0 "
+                f"exponents for a {weight.dtype} weight of shape {list(weight.shape)}, but not "
+                "one per 32 values of a row in cuBLAS's block-scaling layout (padded to tiles "
+                "of 128 rows x 4 blocks) as ComfyUI's mxfp8 layers have them: not read"
+            )
         if (
             weight.dtype not in ("F8_E4M3", "F8_E5M2")
             or info.dtype not in _FLOAT_SCALES
@@ -128,9 +216,10 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
             raise ValueError(
                 f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) scales a "
                 f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 weights with one "
-                "float scale per tensor or per row are read (ComfyUI's fp8_scaled); int8, "
-                "nvfp4 and block-scaled layers (ComfyUI's fp4/int8 mixed formats, e.g. "
-                "gemma_3_12B_it_fp4_mixed) are not: use the file in bf16, fp16 or fp8"
+                "float scale per tensor or per row, and int8 weights with one per tensor, are "
+                "read (ComfyUI's fp8_scaled, int8 tensorwise); nvfp4 and block-scaled layers "
+                "(ComfyUI's fp4/int8 mixed formats, e.g. gemma_3_12B_it_fp4_mixed) are not: use "
+                "the file in bf16, fp16 or fp8"
             )
 
 
@@ -177,6 +266,42 @@ class RowReader:
             out.copy_(values.reshape(out.shape))
         return read
 
+    def read_stored(self, key: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` with rows start..start+len(out) of tensor `key` as the file holds them
+        (fp8 values, or GGUF blocks as bytes: `stored_of`); returns the bytes read."""
+        info = self.header.tensors[key]
+        rows = out.shape[0]
+        row_items = math.prod(info.shape[1:])
+        stored = stored_of(self.header, key)
+        if stored is None or not stored.holds(row_items):
+            raise ValueError(f"{self.header.name}: {key} ({info.dtype}) is not stored quantized")
+        row_bytes = stored.row_bytes(row_items)
+        if out.numel() * out.element_size() != rows * row_bytes:
+            raise ValueError(
+                f"{self.header.name}: {key} has rows of {row_bytes} bytes; the layer holds "
+                f"{out.numel() * out.element_size() // max(rows, 1)}"
+            )
+        target = out if out.is_contiguous() and out.is_cpu else torch.empty_like(out, device="cpu")
+        raw = target.view(-1).view(torch.uint8).numpy()
+        self._file.seek(info.offset + start * row_bytes)
+        if rows and self._file.readinto(raw) != rows * row_bytes:
+            raise ValueError(f"{self.header.name} is truncated (a read ran past its end)")
+        if target is not out:
+            out.copy_(target)
+        return rows * row_bytes
+
+    def read_scales(self, key: str, start: int, out: torch.Tensor) -> int:
+        """Fill `out` (float32, one value a row) with the scales of rows start..start+len(out)
+        of fp8 weight `key`: its layer's per-row scales, a per-tensor scale on every row, or 1
+        when the layer has none (plain fp8_e4m3fn); returns the bytes read."""
+        scale = self._scale(key)
+        rows = out.shape[0]
+        if scale is None:
+            out.fill_(1.0)
+        else:
+            out.copy_(_scale_rows(scale, start, rows).expand(rows, 1).reshape(rows))
+        return 0 if scale is None else scale.numel() * 4
+
     def _read(self, offset: int, nbytes: int) -> np.ndarray:
         raw = np.empty(nbytes, dtype=np.uint8)
         self._file.seek(offset)
@@ -192,10 +317,13 @@ class RowReader:
         nbytes = rows * row_items * item
         raw = self._read(info.offset + start * row_items * item, nbytes)
         values = torch.from_numpy(raw).view(dtype)
-        if dtype in FP8:
+        scale = self._scale(key) if dtype in (*FP8, torch.int8) else None
+        if dtype in FP8 or scale is not None:  # fp8, or int8 tensorwise: times its scale
             values = values.to(torch.float32)
-            scale = self._scale(key)
-            if scale is not None:
+            if scale is not None and scale.dim() == 2:  # mxfp8: a scale per block of 32
+                blocks = scale[start : start + rows, :, None]
+                values = (values.view(rows, -1, MX_BLOCK) * blocks).reshape(rows, row_items)
+            elif scale is not None:
                 values = values.view(rows, row_items) * _scale_rows(scale, start, rows)
         return values, nbytes
 
@@ -212,8 +340,13 @@ class RowReader:
         if scale_key not in self._scales:
             info = self.header.tensors[scale_key]
             raw = self._read(info.offset, info.nbytes)
-            dtype = SAFETENSORS_DTYPES[info.dtype]
-            self._scales[scale_key] = torch.from_numpy(raw).view(dtype).to(torch.float32)
+            if info.dtype in _EXPONENT_SCALES:  # mxfp8: (rows, blocks) of 2^(e - 127)
+                rows, cols = self.header.tensors[key].shape
+                exponents = unswizzle_blocks(torch.from_numpy(raw), rows, cols // MX_BLOCK)
+                self._scales[scale_key] = e8m0_values(exponents)
+            else:
+                dtype = SAFETENSORS_DTYPES[info.dtype]
+                self._scales[scale_key] = torch.from_numpy(raw).view(dtype).to(torch.float32)
         return self._scales[scale_key]
 
     def _gguf_rows(

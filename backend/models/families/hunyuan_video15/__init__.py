@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
 from .memory import dit_forward
@@ -25,12 +26,14 @@ SPEC = FamilySpec(
             TEXT_TO_VIDEO,
             ("HunyuanVideo15Pipeline",),
             _TEXT,
+            samplers=SAMPLERS,
         ),
         HunyuanVideo15ImageToVideo(
             "hunyuanvideo1.5-i2v",
             IMAGE_TO_VIDEO,
             ("HunyuanVideo15ImageToVideoPipeline",),
             _TEXT | {"image_encoder"},
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("HunyuanVideo15Transformer3DModel",),

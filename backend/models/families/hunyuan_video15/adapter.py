@@ -189,6 +189,8 @@ class StepCallbacks:
 
     def __init__(self, pipe: Any):
         self.pipe = pipe
+        self.__wrapped__ = pipe  # the pipeline it calls (`inspect.unwrap`): a job's sampler
+        # is set on it (`sampling/job.py`)
 
     def __getattr__(self, name: str) -> Any:
         """Everything else is the pipeline's (its scheduler and config, for the job's record)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
 from .memory import forward, gathered
@@ -28,6 +29,7 @@ SPEC = FamilySpec(
             ("LTX2Pipeline",),
             _TEXT,
             batched_cfg=True,
+            samplers=SAMPLERS,
         ),
         LTX2ImageToVideo(
             "ltx2-i2v",
@@ -35,6 +37,7 @@ SPEC = FamilySpec(
             ("LTX2ImageToVideoPipeline",),
             _TEXT,
             batched_cfg=True,
+            samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("LTX2VideoTransformer3DModel",),
