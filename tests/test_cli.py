@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 60 s (in the suite's two-worker run on 2 cores).
+Cost: about 56 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REFERENCE_FLAGS
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
 # A token meant for remote servers must not lock a backend that the CLI starts for itself.
@@ -64,7 +65,7 @@ def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends, par
     assert (out / "video.mp4").read_bytes()[4:8] == b"ftyp"
     assert json.loads((out / "job.json").read_text())["plan"]["world_size"] == 2
 
-    url = backends.get("tiny-wan", 1).url
+    url = backends.get("tiny-wan", 1, *REFERENCE_FLAGS).url
     via_server = tmp_path / "server"
     result = backends.paradit(
         "generate",
@@ -84,7 +85,7 @@ def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends, par
 
 
 def test_generate_image(tmp_path, backends):
-    url = backends.get("tiny-flux", 1).url
+    url = backends.get("tiny-flux", 1, *REFERENCE_FLAGS).url
     result = backends.paradit("generate", "a cat", "--server", url, "--out", str(tmp_path), env=ENV)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "image.png").read_bytes() == _layout(tmp_path, 1)[0]
@@ -141,7 +142,7 @@ def test_errors_are_one_line(args, needle, fresh, request):
 
 
 def test_impossible_request_is_one_line(backends):
-    url = backends.get("tiny-wan", 1).url
+    url = backends.get("tiny-wan", 1, *REFERENCE_FLAGS).url
     result = paradit("generate", "x", "--server", url, "--frames", "6", "--out", "unused")
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr
@@ -250,7 +251,7 @@ def test_start_up_stops_when_a_rank_dies(tmp_path):
 
 
 def test_batch_writes_one_folder_per_prompt_and_seed(tmp_path, backends):
-    url = backends.get("tiny-wan", 1).url
+    url = backends.get("tiny-wan", 1, *REFERENCE_FLAGS).url
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("a red fox\n\na boat on a lake\n")
     out = tmp_path / "batch"

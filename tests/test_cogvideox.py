@@ -5,7 +5,7 @@ Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: f
 final latents against world size 1, float32 thresholds); the parallel transformer's output
 directly against the plain one, relative error <= 1e-5.
 
-Cost: about 121 s (in the suite's two-worker run on 2 cores).
+Cost: about 81 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -37,9 +37,13 @@ from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, com
 
 MAX_REL_ERROR = 1e-5  # transformer output, float32
 
-# 720x480 with 9 frames: 3 latent frames x 30 x 45 patches = 4050 video tokens (+ 226 text),
-# which 4 ranks do not divide; the VAE decodes it in 3 x 3 tiles of 240x360 pixels.
-BIG = {"width": 720, "height": 480, "num_frames": 9, "num_inference_steps": 2}
+# 720x480 with 1 frame: 1 latent frame x 30 x 45 patches = 1350 video tokens (+ 226 text),
+# which 4 ranks do not divide (nor 3 the 1576 of both); the VAE decodes it in 3 x 3 tiles of
+# 240x360 pixels. One frame: the 720x480 decode was this file's largest cost, and what it
+# proves is the tiles' and the tokens' (UNGUIDED's 5 latent frames are split and decoded in
+# chunks; `_check_group` decodes tiles and chunks at once on 2 and 3 ranks, and
+# test_one_rank_tiled_decode_equals_the_vae 3 latent frames in tiles of the real size).
+BIG = {"width": 720, "height": 480, "num_frames": 1, "num_inference_steps": 2}
 GUIDED = {"prompt": "a red fox in snow", "negative_prompt": "blurry", "seed": 7, **BIG}
 # 112x80 with 17 frames: 5 x 5 x 7 = 175 tokens; no CFG (one branch, batch 1).
 UNGUIDED = {
@@ -348,25 +352,37 @@ def t2v_reference(backends):
     return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED, CACHED])
 
 
-def test_text_to_video_at_world_sizes_3_4(backends, t2v_reference):
+def test_text_to_video_at_world_sizes_3_4_and_from_a_saved_folder(
+    tmp_path, backends, t2v_reference
+):
+    """Ulysses 3 on the preset; CFG 2 x Ulysses 2 on the preset saved as a diffusers folder,
+    loaded shard by shard: equal to the preset's world-size-1 run (an unguided job on a CFG
+    plan spreads its sequence over all the ranks: within rounding)."""
     info, reference = t2v_reference
     assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
     assert info["plan"]["modes"] == []
-    # Ulysses 3 splits both requests' tokens unevenly (4276 and 175 over 3) and the heads
+    folder = tmp_path / "tiny-cogvideox"
+    build_preset("tiny-cogvideox").save_pretrained(folder)
+    # Ulysses 3 splits both requests' tokens unevenly (1576 and 175 over 3) and the heads
     # too; CFG 2 x Ulysses 2 batches the branches over the halves. (Ulysses 4 at 720x480, the
     # latent height of 30 that xDiT refuses, is the same uneven split: not run again.)
-    runs = {  # label: (world size, flags, modes)
-        "ulysses 3": (3, (), ["ulysses"]),
-        "cfg 2 x ulysses 2": (4, (), ["cfg", "ulysses"]),
+    runs = {  # label: (model, world size, modes)
+        "ulysses 3": ("tiny-cogvideox", 3, ["ulysses"]),
+        "cfg 2 x ulysses 2, a saved folder": (str(folder), 4, ["cfg", "ulysses"]),
     }
     skipped = reference[2][0]["timings"]["cache"]["skipped_steps"]
     assert 0 < len(skipped) < 4, skipped
-    for label, (world_size, flags, modes) in runs.items():
+    for label, (model, world_size, modes) in runs.items():
         bodies = [GUIDED, UNGUIDED, CACHED]
-        info, outputs = _run_at(backends, "tiny-cogvideox", world_size, bodies, *flags)
+        info, outputs = _run_at(backends, model, world_size, bodies)
         assert info["plan"]["modes"] == [*modes, "fsdp", "vae"] and info["plan"]["vae_parallel"]
+        assert info["family"] == "cogvideox-t2v" and info["plan"]["sharded"], label
+        if model == str(folder):  # not a tiny preset: the model's own default size
+            assert info["limits"]["default_width"] == 720
         for body, ours, ref in zip(bodies, outputs, reference, strict=True):
             assert_equivalent(ref, ours, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
+        layout = "spread" if "cfg" in modes else "plan"  # UNGUIDED: no branches to split
+        assert outputs[1][0]["timings"]["sequence_layout"] == layout, label
         assert outputs[2][0]["timings"]["cache"]["skipped_steps"] == skipped, label
 
 
@@ -410,19 +426,6 @@ def test_image_to_video_at_world_size_2(backends):
 
 SMALL = {"prompt": "a folder model", "seed": 21, "guidance_scale": 4.0, "width": 96}
 SMALL.update({"height": 64, "num_frames": 9, "num_inference_steps": 2})
-
-
-def test_saved_folder_serves_like_its_preset(tmp_path, backends, t2v_reference):
-    """Loaded shard by shard at world size 2 and equal to the preset's world-size-1 run (an
-    unguided job on the CFG plan spreads its sequence over both ranks: within rounding)."""
-    folder = tmp_path / "tiny-cogvideox"
-    build_preset("tiny-cogvideox").save_pretrained(folder)
-    info, (from_folder,) = _run_at(backends, str(folder), 2, [UNGUIDED])
-    assert info["family"] == "cogvideox-t2v" and info["limits"]["default_width"] == 720
-    assert info["plan"]["sharded"]
-    from_preset = t2v_reference[1][1]  # UNGUIDED
-    assert from_folder[0]["timings"]["sequence_layout"] == "spread"
-    assert_equivalent(from_preset, from_folder, "a saved folder at world size 2")
 
 
 def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import POOL_LORA_CACHE_GIB
+from conftest import POOL_LORA_CACHE_GIB, REFERENCE_FLAGS
 
 from paradit.backend.memory.planner import GIB, Budget, MemoryPlanner, TooLarge, Topology
 from paradit.backend.memory.settings import JobShape, MemorySettings
@@ -393,7 +393,7 @@ def test_offloaded_dit_makes_the_same_frames(backends, offload):
     """Forced offload on CPU runs diffusers' group-offload hooks (or the move in and out of
     model offload) with host memory on both sides: the frames must not change."""
     body = {"prompt": "offload", "num_inference_steps": 2, "seed": 3}
-    plain = backends.get("tiny-wan", 1)
+    plain = backends.get("tiny-wan", 1, *REFERENCE_FLAGS)
     moved = backends.get("tiny-wan", 1, "--offload", offload)
     assert moved.info()["memory"]["dit"] == f"offload-{offload}"
     frames = []

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from conftest import REFERENCE_FLAGS
 from fastapi.testclient import TestClient
 
 from paradit.backend.contract import IMAGE_EDIT, MAX_SEED, TEXT_TO_IMAGE, Limits
@@ -32,7 +33,7 @@ EXTRA = {"seed": 3, "num_inference_steps": 2, "guidance_scale": 1.0}
 
 @pytest.fixture(scope="module")
 def wan(backends):
-    return backends.get("tiny-wan", 1)
+    return backends.get("tiny-wan", 1, *REFERENCE_FLAGS)
 
 
 def _openai(client) -> openai.OpenAI:
@@ -89,7 +90,7 @@ def test_video_delete_cancels_and_bad_fields_are_refused(wan):
 
 
 def test_image_end_to_end_as_b64_and_url(backends):
-    flux = backends.get("tiny-flux", 1)
+    flux = backends.get("tiny-flux", 1, *REFERENCE_FLAGS)
     api = _openai(flux)
     reply = api.images.generate(
         model="tiny-flux", prompt="a red cube", size="32x32", extra_body=EXTRA, n=2

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run_job, wait_for
+from conftest import REFERENCE_FLAGS, run_job, wait_for
 from test_cli import ENV
 
 BODY = {"width": 64, "height": 64, "num_inference_steps": 3}
@@ -68,7 +68,7 @@ FOLDERS = ["0000-seed3", "0000-seed4", "0001-seed3", "0001-seed4"]
 @pytest.mark.parametrize("model", ["tiny-wan", "tiny-flux"])
 def test_batch_on_two_replicas_equals_world_size_one(tmp_path, backends, paradit_warm, model):
     one, two = tmp_path / "one", tmp_path / "two"
-    _batch(backends.paradit, one, model, "--server", backends.get(model, 1).url)
+    _batch(backends.paradit, one, model, "--server", backends.get(model, 1, *REFERENCE_FLAGS).url)
     if model == "tiny-wan":  # the batch command starts its own two-replica group
         own = ("--model", model, "--world-size", "2", "--dp-degree", "2", "--device", "cpu")
         _batch(paradit_warm, two, model, *own, "--threads", "1")

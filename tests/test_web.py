@@ -27,7 +27,7 @@ import httpx
 import imageio_ffmpeg
 import numpy as np
 import pytest
-from conftest import wait_for
+from conftest import REFERENCE_FLAGS, wait_for
 from gradio_client import Client as GradioClient
 from gradio_client import handle_file
 from PIL import Image
@@ -290,7 +290,7 @@ def test_generate_without_an_image_for_text_to_video(ui):
 
 
 def test_image_to_video_mode_needs_and_sends_the_start_image(backends, tmp_path):
-    client = backends.get("tiny-wan-i2v", 1)
+    client = backends.get("tiny-wan-i2v", 1, *REFERENCE_FLAGS)
     demo = build_ui(client, tmp_path / "out", poll_s=0.1)
     url = launch(demo, tmp_path / "out")
     try:

@@ -1,10 +1,12 @@
 """`paradit workflow import`: each fixture of tests/comfy_workflows/ (ComfyUI's API and UI
 formats) maps to its request and serve settings, every field checked; the two formats of a
 graph give the same; each refusal (unknown node, a sampler or scheduler paradit lacks, a
-missing file, two models, ...) exits 2 with one line naming the node; the UI format's
+missing file, two models, LTX-2 at another frame rate or without its audio track, ...) exits 2
+with one line naming the node; the UI format's
 bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 4 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
+provisional: measured under load).
 """
 
 from __future__ import annotations
@@ -35,6 +37,21 @@ FLUX_SHIFT = 3.158192909689768
 """exp(1.15): ComfyUI's ModelSamplingFlux at 1024x1024 (4096 tokens) sets mu = max_shift =
 1.15 and spaces the levels as exp(mu) / (exp(mu) + 1/t - 1), which is the static shift
 s t / (1 + (s - 1) t) with s = exp(mu) (ComfyUI's flux_time_shift and time_snr_shift)."""
+
+
+def ltxv_levels(steps: int, high: float, base: float, terminal: float, tokens: int) -> list:
+    """LTXVScheduler's levels (stretch on) by LTX-Video's published schedule, as ComfyUI's
+    node documents its inputs: t = 1, 1 - 1/steps, ..., 1/steps; mu linear in the video
+    latent's tokens from base_shift at 1024 to max_shift at 4096; sigma = e^mu / (e^mu + 1/t
+    - 1); 1 - sigma scaled so that the last level is `terminal`; then 0."""
+    mu = base + (high - base) * (tokens - 1024) / 3072
+    sigmas = [1 / (1 + math.exp(-mu) * (1 / t - 1)) for t in (1 - k / steps for k in range(steps))]
+    return [1 - (1 - s) * (1 - terminal) / (1 - sigmas[-1]) for s in sigmas] + [0.0]
+
+
+LTX2_SIGMAS = ltxv_levels(4, 2.05, 0.95, 0.1, 3 * 2 * 2)
+"""The LTX-2 fixture's LTXVScheduler: 4 steps over its 64x64x17 video latent's 12 tokens (3
+latent frames of 2x2: ComfyUI counts the video part of the joined audio-video latent)."""
 
 
 def _wan(prompt: str, seed: int, **more) -> dict:
@@ -118,6 +135,16 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
          "text_encoders": ["text_encoders/qwen_3_tiny.safetensors"],
          "vaes": ["vae/ae_tiny.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    "ltx2_t2v": (
+        "all-in-one tiny-ltx2 (DiT, connectors, vae, audio_vae, vocoder)",
+        {"prompt": "a drummer on a rooftop at sunset",
+         "negative_prompt": "blurry, low quality, still frame", "width": 64, "height": 64,
+         "num_frames": 17, "num_inference_steps": 4, "guidance_scale": 4.0, "seed": 10,
+         "sampler": "euler", "sigmas": pytest.approx(LTX2_SIGMAS, abs=1e-12)},
+        {"model": "checkpoints/ltx-2-19b-dev_tiny.safetensors",
+         "text_encoders": ["text_encoders/gemma_3_tiny.safetensors"], "vaes": [],
+         "image_encoders": [], "lora_dirs": []},
+    ),
     "hunyuan15_t2v_shift": (
         "tiny-hunyuanvideo1.5",
         {"prompt": "a paper airplane gliding between towers", "negative_prompt": "",
@@ -142,18 +169,11 @@ REFUSED_FIXTURES = {  # name -> (API node id, node type, the refusal after the n
         "change them), which need not be the shift of the checkpoint's scheduler that "
         "paradit runs as the model's default (GET /v1/info limits.default_shift)",
     ),
-    "ltx2_t2v": (
-        "13", "LTXVScheduler",
-        "LTX-2's audio-video graph: its LTXVScheduler levels would run (at its defaults they "
-        "are LTX-2's own scheduler's; others as `sigmas`), but paradit maps none of the "
-        "graph's other LTX nodes",
-    ),
 }  # fmt: skip
-"""The template-shaped graphs paradit cannot run as ComfyUI runs them: HunyuanVideo 1.5's
+"""The template-shaped graph paradit cannot run as ComfyUI runs it: HunyuanVideo 1.5's
 template computes its levels on the loader's model, with the shift of ComfyUI's own config
 for HunyuanVideo 1.5 (7 for every checkpoint, where the 480p checkpoints' schedulers hold 5:
-`hunyuan15_t2v_shift`, its scheduler on the ModelSamplingSD3 model, runs), LTX-2's on
-LTXVScheduler's levels (LTX-2 runs them) among LTX nodes paradit does not map."""
+`hunyuan15_t2v_shift`, its scheduler on the ModelSamplingSD3 model, runs)."""
 
 
 @pytest.fixture(scope="module")
@@ -319,9 +339,10 @@ def test_the_comfyui_folder_is_found_above_the_workflow(comfy, tmp_path, capsys)
 # -- refusals ---------------------------------------------------------------------------------
 
 
-def _edit(name: str, change) -> dict:
+def _edit(name: str, *changes) -> dict:
     graph = GRAPHS[name]()
-    change(graph)
+    for change in changes:
+        change(graph)
     return graph
 
 
@@ -469,6 +490,60 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("wan22_i2v_a14b_4step", _set("58", model=["54", 0])),
         "58", "KSamplerAdvanced", "both samplers run one model",
     ),
+    # LTX-2's audio-video graph: what paradit cannot honour, named by its node
+    "LTX-2 at another frame rate": (
+        _edit("ltx2_t2v", _set("22", frame_rate=25.0)),
+        "22", "LTXVConditioning", "frame_rate 25: paradit runs LTX-2 at 24 frames a second",
+    ),
+    "LTX-2's audio at another frame rate": (
+        _edit("ltx2_t2v", _set("44", frame_rate=25)),
+        "44", "LTXVEmptyLatentAudio", "frame_rate 25: paradit runs LTX-2 at 24",
+    ),
+    "LTX-2's audio of another length": (
+        _edit("ltx2_t2v", _set("44", frames_number=9)),
+        "44", "LTXVEmptyLatentAudio", "frames_number 9 where the video latent (node 43) has 17",
+    ),
+    "LTX-2 without its frame rate": (
+        _edit("ltx2_t2v", _set("14", positive=["6", 0], negative=["7", 0])),
+        "15", "SamplerCustomAdvanced", "a prompt without LTXVConditioning's frame rate",
+    ),
+    "LTX-2 without its audio": (
+        _edit("ltx2_t2v", lambda g: [g["13"]["inputs"].update(latent=["43", 0]),
+                                     g["15"]["inputs"].update(latent_image=["43", 0]),
+                                     g["8"]["inputs"].update(samples=["15", 0]),
+                                     g["50"]["inputs"].pop("audio"),
+                                     [g.pop(k) for k in ("16", "17", "44", "45")]]),
+        "15", "SamplerCustomAdvanced", "without an audio latent: paradit runs LTX-2 with its",
+    ),
+    "LTX-2's audio not in the video": (
+        _edit("ltx2_t2v", lambda g: [g["50"]["inputs"].pop("audio"), g.pop("17")]),
+        "50", "CreateVideo", "connect their LTXVAudioVAEDecode to the audio input",
+    ),
+    "LTX-2's video at another fps": (
+        _edit("ltx2_t2v", _set("50", fps=25.0)), "50", "CreateVideo", "fps 25: the audio track",
+    ),
+    "LTX-2 joined latent decoded whole": (
+        _edit("ltx2_t2v", _set("8", samples=["15", 0])),
+        "8", "VAEDecode", "samples hold the audio latent too",
+    ),
+    "LTX-2 at a size ComfyUI rounds": (
+        _edit("ltx2_t2v", _set("43", length=18)),
+        "43", "EmptyLTXVLatentVideo", "64x64, 18 frames: ComfyUI rounds the latent down",
+    ),
+    "LTX-2 with a shift beside LTXVScheduler's levels": (
+        _edit("ltx2_t2v", _set("14", model=["60", 0]), _add("60", {
+            "class_type": "ModelSamplingSD3", "inputs": {"model": ["1", 0], "shift": 3.0}})),
+        "60", "ModelSamplingSD3", "a ModelSampling node on the guider's model beside node 13's",
+    ),
+    "LTX-2's audio ComfyUI rounds up": (
+        _edit("ltx2_t2v", _set("43", length=121), _set("44", frames_number=121)),
+        "44", "LTXVEmptyLatentAudio", "121 frames at 24 fps: ComfyUI makes 127 audio latent "
+        "frames (rounded up), paradit's LTX-2 pipeline 126",
+    ),
+    "LTX-2's text connectors from another checkpoint": (
+        _edit("ltx2_t2v", _set("2", ckpt_name="other_ltx.safetensors")),
+        "2", "LTXAVTextEncoderLoader", "other_ltx.safetensors: no such file",
+    ),
 }  # fmt: skip
 
 
@@ -483,6 +558,71 @@ def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, 
     assert captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith(f"error: node {node_id} ({node_type}): "), captured.err
     assert reason in captured.err
+
+
+def test_ltxv_scheduler_levels_follow_its_inputs(comfy, tmp_path):
+    """LTXVScheduler's widgets and latent: another step count, shifts and terminal; without
+    stretch the levels end at the shifted 1/steps; without a latent ComfyUI counts 4096
+    tokens; the tokens are the video latent's (a 96x64x41 one: 6 frames of 2x3)."""
+    from paradit.backend.models.families.ltx2 import FPS
+    from paradit.backend.workflow.handlers import LTX2_FRAME_RATE
+
+    assert LTX2_FRAME_RATE == FPS  # the frame rate the LTX nodes must name
+    path = tmp_path / "ltx2.json"
+
+    def sigmas(*changes) -> list[float]:
+        path.write_text(json.dumps(_edit("ltx2_t2v", *changes)))
+        plan, _ = plan_of(str(path), str(comfy))
+        assert plan.request["num_inference_steps"] == len(plan.request["sigmas"]) - 1
+        return plan.request["sigmas"]
+
+    def unstretched(steps: int, high: float, base: float, tokens: int) -> list[float]:
+        mu = base + (high - base) * (tokens - 1024) / 3072
+        return [1 / (1 + math.exp(-mu) * (k / (steps - k))) for k in range(steps)] + [0.0]
+
+    given = sigmas(_set("13", steps=6, max_shift=1.5, base_shift=0.5, terminal=0.3))
+    assert given == pytest.approx(ltxv_levels(6, 1.5, 0.5, 0.3, 12), abs=1e-12)
+    assert given[-2] == pytest.approx(0.3)
+    given = sigmas(_set("13", stretch=False))
+    assert given == pytest.approx(unstretched(4, 2.05, 0.95, 12), abs=1e-12)
+    given = sigmas(lambda g: g["13"]["inputs"].pop("latent"))
+    assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 4096), abs=1e-12)
+    given = sigmas(_set("43", width=96, length=41), _set("44", frames_number=41))
+    assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 6 * 2 * 3), abs=1e-12)
+
+
+def test_ltx2_audio_latents_agree_with_comfyui_only_at_24k_plus_17_frames():
+    """ComfyUI's LTXVEmptyLatentAudio makes ceil(frames / fps * latents a second) audio
+    latent frames, diffusers' LTX2Pipeline round(...); LTX-2's audio VAE makes 25 a second
+    (16 kHz, mel hop 160, 4x temporal compression: the tiny pipeline's too). At 24 fps the
+    duration's count is frames + frames/24: over 8k+1 frames the two agree at 24k+17 only."""
+    from paradit.backend.models.presets import build_preset
+    from paradit.backend.workflow.handlers import LTX2_AUDIO_LATENTS_PER_SECOND, ltx2_audio_latents
+
+    pipe = build_preset("tiny-ltx2")
+    rate = (
+        pipe.audio_sampling_rate / pipe.audio_hop_length / pipe.audio_vae_temporal_compression_ratio
+    )
+    assert rate == LTX2_AUDIO_LATENTS_PER_SECOND == 16000 / 160 / 4
+    agree = [f for f in range(1, 200, 8) if len(set(ltx2_audio_latents(f))) == 1]
+    assert agree == list(range(17, 200, 24))
+    assert ltx2_audio_latents(121) == (127, 126) and ltx2_audio_latents(17) == (18, 18)
+
+
+@pytest.mark.parametrize("loader", ["2", "3"])
+def test_ltx2_parts_of_another_checkpoint_are_refused(comfy, tmp_path, loader):
+    """LTXAVTextEncoderLoader's text connectors and LTXVAudioVAELoader's audio VAE come from
+    the model's checkpoint in paradit: another checkpoint's is a second model, refused."""
+    checkpoints = comfy / "models" / "checkpoints"
+    other = checkpoints / "ltx-2-other_tiny.safetensors"
+    if not other.exists():
+        shutil.copy(checkpoints / "ltx-2-19b-dev_tiny.safetensors", other)
+    path = tmp_path / "ltx2.json"
+    path.write_text(json.dumps(_edit("ltx2_t2v", _set(loader, ckpt_name=other.name))))
+    kind = {"2": "LTXAVTextEncoderLoader", "3": "LTXVAudioVAELoader"}[loader]
+    reason = {"2": "a second model in one graph", "3": "is not the model's checkpoint"}[loader]
+    with pytest.raises(ValueError, match=rf"^node {loader} \({kind}\): .*{reason}"):
+        plan_of(str(path), str(comfy))
 
 
 def test_crop_center_maps_for_any_image(comfy):

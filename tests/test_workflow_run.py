@@ -7,10 +7,12 @@ on the same backend splits its 20 levels at step 10, the Z-Image Turbo fixture g
 `sampling` and image of the `z-image-turbo` recipe; the Wan 2.1 I2V, Wan 2.2 TI2V-5B,
 Qwen-Image and HunyuanVideo 1.5 custom-sampler (euler/simple at shift 7) fixtures make the
 frames of their requests sent as they are (start images included), and so does the Flux.1
-dev graph on a tiny Flux.1 dev (its fixture's files are headers only); a --server running
-another model is refused.
+dev graph on a tiny Flux.1 dev (its fixture's files are headers only), and the LTX-2 T2V
+audio-video graph (LTXVScheduler's levels as `sigmas`) makes the frames and `audio.wav` of
+its request; a --server running another model is refused.
 
-Cost: about 52 s (in the suite's two-worker run on 2 cores).
+Cost: about 58 s (in the suite's two-worker run on 2 cores; the LTX-2 test about 6 s of it,
+provisional: measured under load).
 """
 
 from __future__ import annotations
@@ -236,3 +238,35 @@ def test_flux_dev_workflow_runs_with_its_distilled_guidance(
     assert record["sampling"]["sigmas"] == pytest.approx([1.0, _shifted(0.5, shift), 0.0])
     _, frames = run_job(server, plan.body())
     assert [(out / "image.png").read_bytes()] == frames
+
+
+def test_ltx2_workflow_runs_as_its_request_with_its_audio(comfy, tmp_path, paradit_warm, backends):
+    """LTX-2's audio-video graph (ComfyUI's LTX-2 T2V template shape), its UI form, on a
+    backend of its checkpoint and Gemma file: LTXVScheduler's levels run as the job's
+    `sigmas` (euler on them, the source named in job.json), and the frames and the audio
+    track are those of its request sent as it is."""
+    workflow = FIXTURES / "ltx2_t2v.ui.json"
+    plan, variant = plan_of(str(workflow), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == variant
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    assert record["request"]["sigmas"] == pytest.approx(plan.request["sigmas"], abs=1e-12)
+    # LTXVScheduler at its defaults (max_shift 2.05, base_shift 0.95, stretch to terminal 0.1)
+    # over the 64x64x17 video latent's 12 tokens, by LTX-Video's published schedule
+    mu = 0.95 + 1.1 * (12 - 1024) / 3072
+    shifted = [1 / (1 + math.exp(-mu) * (1 / t - 1)) for t in (1.0, 0.75, 0.5, 0.25)]
+    levels = [1 - (1 - s) * 0.9 / (1 - shifted[-1]) for s in shifted] + [0.0]
+    sampling = record["sampling"]
+    assert (sampling["sampler"], sampling["scheduler"]) == ("euler", "manual")
+    assert sampling["sigmas"] == pytest.approx(levels, abs=1e-6)
+    job, frames = run_job(server, plan.body())
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+    assert (out / "video.mp4").stat().st_size > 0

@@ -13,12 +13,13 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-
-import gradio as gr
+from typing import TYPE_CHECKING
 
 from ..backend.client.connect import TOKEN_ENV, connect
 from ..backend.config import ServeConfig, is_loopback
-from .ui import build_ui
+
+if TYPE_CHECKING:
+    import gradio as gr
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,8 @@ def run_ui(args: argparse.Namespace, backend: ServeConfig | None) -> int:
     """The `paradit ui` command: `args.server`, or a backend started from `backend`."""
     auth = parse_auth(args.auth)
     check_exposure(args.host, auth, args.server, insecure=args.insecure)
+    from .ui import build_ui  # Gradio: imported once the command line's rules hold
+
     output_dir = Path(args.output_dir).resolve()
     with connect(args.server, backend) as conn:
         info = conn.client.info()

@@ -16,17 +16,21 @@ from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError
 from .nodes import SPECS
 from .values import (
+    AudioLatent,
+    AudioVae,
     Clip,
     ClipVision,
     ClipVisionOutput,
     Conditioning,
     Decoded,
+    DecodedAudio,
     Guider,
     Image,
     Latent,
     Model,
     Noise,
     Sampled,
+    SampledAudio,
     SamplerName,
     Sigmas,
     Stage,
@@ -438,13 +442,21 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
             "sampled latent; paradit starts every job from noise",
         )
     model = guider.model
-    if sigmas.model.files != model.files:
+    if sigmas.levels is not None:
+        if model.shift_node is not None:
+            raise WorkflowError(
+                model.shift_node,
+                f"a ModelSampling node on the guider's model beside node {sigmas.node.id}'s "
+                f"({sigmas.node.type}) levels: in ComfyUI it replaces the model's own sampling "
+                "(how a level becomes the DiT's timestep), which paradit keeps; remove it",
+            )
+    elif sigmas.model.files != model.files:
         raise WorkflowError(
             sigmas.node,
             f"its model is not the guider's (node {guider.node.id}): paradit runs one model "
             "per job",
         )
-    if model.shift != sigmas.model.shift:
+    elif model.shift != sigmas.model.shift:
         raise WorkflowError(
             sigmas.node,
             f"its model's shift is {sigmas.model.shift:g}, the guider's "
@@ -465,9 +477,189 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
         end=sigmas.steps,
         add_noise=True,
         leftover=False,
+        sigmas=sigmas.levels,
     )
     m.say(node, _stage_line(stage))
     return (Sampled(latent, (stage,)), None)  # its denoised_output: not mapped
+
+
+# LTX-2's audio-video graph (ComfyUI's LTX-2 T2V template): the checkpoint's DiT and VAE, its
+# Gemma text encoder (LTXAVTextEncoderLoader) and audio VAE (LTXVAudioVAELoader), the frame
+# rate in the conditioning (LTXVConditioning), empty video and audio latents joined for one
+# sampler pass (LTXVConcatAVLatent) on LTXVScheduler's levels, split after it
+# (LTXVSeparateAVLatent) and decoded each (VAEDecode, LTXVAudioVAEDecode) into one video
+
+LTX2_FRAME_RATE = 24.0
+"""The frame rate paradit runs LTX-2 at (families/ltx2's FPS; tests check they agree): its
+video positions and the length of its audio."""
+LTX2_AUDIO_LATENTS_PER_SECOND = 25.0
+"""LTX-2's audio latent frames a second: its audio VAE's 16 kHz over its mel hop of 160 over
+its temporal compression of 4 (tests check the tiny pipeline's)."""
+
+
+def ltx2_audio_latents(frames: int) -> tuple[int, int]:
+    """The audio latent frames of `frames` video frames at 24 fps: (ComfyUI's, paradit's).
+    ComfyUI's LTXVEmptyLatentAudio rounds the duration's latent count up, diffusers' LTX-2
+    pipeline (paradit's) to the nearest; with 8k+1 frames they agree only for 24k+17 frames."""
+    exact = frames / LTX2_FRAME_RATE * LTX2_AUDIO_LATENTS_PER_SECOND
+    return math.ceil(exact), round(exact)
+
+
+def _frame_rate(m: Mapper, node: Node, widget: str) -> float:
+    rate = m.widget(node, widget, float)
+    if rate != LTX2_FRAME_RATE:
+        raise WorkflowError(
+            node,
+            f"{widget} {rate:g}: paradit runs LTX-2 at {LTX2_FRAME_RATE:g} frames a second (its "
+            f"video positions and its audio's length); set {LTX2_FRAME_RATE:g}",
+        )
+    return rate
+
+
+def _ltxav_text_encoder(m: Mapper, node: Node) -> tuple[Any, ...]:
+    path = m.model_file(node, "text_encoders", "text_encoder")
+    ckpt = m.model_file(node, "checkpoints", "ckpt_name")
+    device = node.inputs.get("device", "default")  # where ComfyUI runs it: as CLIPLoader's
+    m.say(
+        node,
+        f"{m.relative(path)} (device {device}) -> --text-encoder (its connectors: {ckpt.name}'s)",
+    )
+    return (Clip((path,), node, checkpoint=ckpt),)
+
+
+def _ltxv_audio_vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
+    name = m.widget(node, "ckpt_name", str)
+    path = m.folders.model_file("vae", name) or m.folders.model_file("checkpoints", name)
+    if path is None:
+        raise WorkflowError(
+            node,
+            f"{name}: no such file in {m.folders.where('vae')} or {m.folders.where('checkpoints')}",
+        )
+    m.loaders.setdefault(str(path), node)
+    m.say(node, f"{m.relative(path)} -> the model's audio VAE and vocoder")
+    return (AudioVae(path, node),)
+
+
+def _ltxv_conditioning(m: Mapper, node: Node) -> tuple[Any, ...]:
+    positive = m.input(node, "positive", Conditioning)
+    negative = m.input(node, "negative", Conditioning)
+    rate = _frame_rate(m, node, "frame_rate")
+    m.say(node, f"frame rate {rate:g} (LTX-2's)")
+    return (
+        dataclasses.replace(positive, frame_rate=rate),
+        dataclasses.replace(negative, frame_rate=rate),
+    )
+
+
+def _empty_ltxv_video(m: Mapper, node: Node) -> tuple[Any, ...]:
+    width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+    frames = m.widget(node, "length", int)
+    _batch_of_one(m, node)
+    if width % 32 or height % 32 or (frames - 1) % 8:
+        raise WorkflowError(
+            node,
+            f"{width}x{height}, {frames} frames: ComfyUI rounds the latent down to 32-pixel "
+            "tokens and 8k+1 frames, paradit takes sizes that need no rounding; give "
+            "multiples of 32 and 8k+1 frames",
+        )
+    latent = Latent(node, width, height, frames, ltxv=True)
+    m.say(node, _size_line(latent))
+    return (latent,)
+
+
+def _ltxv_empty_audio(m: Mapper, node: Node) -> tuple[Any, ...]:
+    frames = m.widget(node, "frames_number", int)
+    rate = _frame_rate(m, node, "frame_rate")
+    _batch_of_one(m, node)
+    vae = m.input(node, "audio_vae", AudioVae)
+    m.say(node, f"the audio of {frames} frames at {rate:g} fps (LTX-2's audio track)")
+    return (AudioLatent(node, frames, rate, vae),)
+
+
+def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
+    video = m.input(node, "video_latent", Latent)
+    audio = m.input(node, "audio_latent", AudioLatent)
+    if not video.ltxv or video.audio is not None:
+        raise WorkflowError(
+            node,
+            f"video_latent comes from node {video.node.id} ({video.node.type}): paradit joins "
+            "an EmptyLTXVLatentVideo's latent to the audio",
+        )
+    if audio.frames != video.frames:
+        raise WorkflowError(
+            audio.node,
+            f"frames_number {audio.frames} where the video latent (node {video.node.id}) has "
+            f"{video.frames} frames: paradit makes the audio of the video's length",
+        )
+    comfy, ours = ltx2_audio_latents(audio.frames)
+    if comfy != ours:
+        raise WorkflowError(
+            audio.node,
+            f"{audio.frames} frames at {LTX2_FRAME_RATE:g} fps: ComfyUI makes {comfy} audio "
+            f"latent frames (rounded up), paradit's LTX-2 pipeline {ours} (rounded), so the "
+            "audio and the video would differ; give 24k+17 frames (17, 41, 65, ..., 113, "
+            "137: there both agree)",
+        )
+    m.say(node, f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track)")
+    return (dataclasses.replace(video, audio=audio),)
+
+
+def _ltxv_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
+    steps = m.widget(node, "steps", int)
+    high = m.widget(node, "max_shift", float)
+    base = m.widget(node, "base_shift", float)
+    stretch = m.widget(node, "stretch", bool)
+    terminal = m.widget(node, "terminal", float)
+    latent = m.optional(node, "latent", Latent)
+    if steps < 1:
+        raise WorkflowError(node, f"steps must be at least 1, got {steps}")
+    tokens = latent.ltxv_tokens() if latent is not None else 4096  # ComfyUI's without one
+    levels = ltxv_levels(steps, high, base, stretch, terminal, tokens)
+    if any(b >= a for a, b in zip(levels, levels[1:], strict=False)):
+        raise WorkflowError(node, f"its levels do not fall from 1 to 0: {levels}")
+    shown = ", ".join(f"{s:.4g}" for s in levels)
+    m.say(node, f"{steps} steps over {tokens} tokens: [{shown}] -> sigmas")
+    return (Sigmas(None, "manual", steps, node, levels=levels),)
+
+
+def ltxv_levels(
+    steps: int, max_shift: float, base_shift: float, stretch: bool, terminal: float, tokens: int
+) -> tuple[float, ...]:
+    """LTXVScheduler's noise levels (Lightricks' LTX-Video schedule, by its published
+    formula): t = 1, 1 - 1/steps, ..., 1/steps; mu linear in the token count from
+    base_shift at 1024 tokens to max_shift at 4096; sigma = e^mu / (e^mu + 1/t - 1); with
+    stretch, 1 - sigma scaled so that the last level is `terminal`; then 0."""
+    mu = base_shift + (max_shift - base_shift) * (tokens - 1024) / (4096 - 1024)
+    shift = math.exp(mu)
+    shifted = [shift / (shift + (1 / (1 - k / steps) - 1)) for k in range(steps)]
+    if stretch:
+        scale = (1 - shifted[-1]) / (1 - terminal)
+        shifted = [1 - (1 - s) / scale for s in shifted]
+    return (*shifted, 0.0)
+
+
+def _ltxv_separate(m: Mapper, node: Node) -> tuple[Any, ...]:
+    sampled = m.input(node, "av_latent", Sampled)
+    if sampled.latent.audio is None:
+        source = sampled.stages[-1].node
+        raise WorkflowError(
+            node, f"av_latent from node {source.id} ({source.type}) holds no audio latent"
+        )
+    m.say(node, "the sampled video and audio latents, apart")
+    return (dataclasses.replace(sampled, separated=True), SampledAudio(sampled, node))
+
+
+def _ltxv_audio_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
+    audio = m.input(node, "samples", SampledAudio)
+    vae = m.input(node, "audio_vae", AudioVae)
+    if vae.file != audio.sampled.latent.audio.vae.file:
+        raise WorkflowError(
+            node,
+            f"another audio VAE than the empty audio latent's (node "
+            f"{audio.sampled.latent.audio.node.id})",
+        )
+    m.say(node, "-> audio.wav, the track of video.mp4")
+    return (DecodedAudio(audio, vae, node),)
 
 
 def _choice(m: Mapper, node: Node, widget: str, allowed: tuple[str, ...], what: str) -> str:
@@ -488,38 +680,69 @@ def _stage_line(stage: Stage) -> str:
     steps = f"{stage.steps} steps"
     if stage.start or stage.end < stage.steps:
         steps += f" (runs {stage.start} to {min(stage.end, stage.steps)})"
-    return f"seed {stage.seed}, {steps}, cfg {stage.cfg:g}, {stage.sampler}/{stage.scheduler}"
+    names = f"{stage.sampler}/{stage.scheduler}"
+    if stage.sigmas is not None:
+        names = f"{stage.sampler} on its sigmas' levels"
+    return f"seed {stage.seed}, {steps}, cfg {stage.cfg:g}, {names}"
 
 
 def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
     sampled = m.input(node, "samples", Sampled)
     vae = m.input(node, "vae", Vae)
+    if sampled.latent.audio is not None and not sampled.separated:
+        raise WorkflowError(
+            node, "samples hold the audio latent too: split them with LTXVSeparateAVLatent"
+        )
     m.say(node, "the decode paradit runs")
     return (Decoded(sampled, vae, node),)
 
 
 def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     decoded = m.input(node, "images", Decoded)
-    if node.inputs.get("audio") is not None:
-        raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
     fps = m.widget(node, "fps", float)
+    audio = _video_audio(m, node, decoded, fps)
     depth = node.inputs.get("bit_depth", 8)
     if depth != 8:
         raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames")
     rest = ", ".join(f"{k} {node.inputs[k]}" for k in ("color_space", "codec") if k in node.inputs)
+    track = "; its audio -> video.mp4's track" if audio is not None else ""
     m.say(
         node,
         f"fps {fps:g}{', ' + rest if rest else ''} (not mapped: video.mp4 takes the model's "
-        "frame rate, H.264)",
+        f"frame rate, H.264){track}",
     )
-    return (Video(decoded, fps),)
+    return (Video(decoded, fps, audio),)
+
+
+def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> DecodedAudio | None:
+    """CreateVideo's audio: the decoded audio of the images' own sampling (LTX-2's track)."""
+    sampled = decoded.sampled
+    audio = m.optional(node, "audio", DecodedAudio)
+    if sampled.latent.audio is None:
+        if node.inputs.get("audio") is not None:
+            raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
+        return None
+    if audio is None or audio.audio.sampled.stages != sampled.stages:
+        raise WorkflowError(
+            node,
+            "paradit writes the audio sampled with these images into video.mp4: connect their "
+            "LTXVAudioVAEDecode to the audio input",
+        )
+    if fps != LTX2_FRAME_RATE:
+        raise WorkflowError(
+            node,
+            f"fps {fps:g}: the audio track lasts the frames at {LTX2_FRAME_RATE:g} fps, "
+            f"paradit's video.mp4 plays them at that rate; set {LTX2_FRAME_RATE:g}",
+        )
+    return audio
 
 
 def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
     if node.type == "SaveVideo":
         video = m.input(node, "video", Video)
-        m.say(node, "-> --out DIR: video.mp4, frames/, job.json")
-        return (video.decoded,)
+        track = ", audio.wav" if video.audio is not None else ""
+        m.say(node, f"-> --out DIR: video.mp4, frames/{track}, job.json")
+        return (dataclasses.replace(video.decoded, audio=video.audio),)
     decoded = m.input(node, "images", Decoded)
     m.say(node, "-> --out DIR: image.png (or video.mp4), frames/, job.json")
     return (decoded,)
@@ -556,6 +779,15 @@ HANDLERS: dict[str, Handler] = {
     "BasicGuider": _guider,
     "KSamplerSelect": _sampler_select,
     "BasicScheduler": _basic_scheduler,
+    "LTXAVTextEncoderLoader": _ltxav_text_encoder,
+    "LTXVAudioVAELoader": _ltxv_audio_vae_loader,
+    "LTXVConditioning": _ltxv_conditioning,
+    "EmptyLTXVLatentVideo": _empty_ltxv_video,
+    "LTXVEmptyLatentAudio": _ltxv_empty_audio,
+    "LTXVConcatAVLatent": _ltxv_concat,
+    "LTXVScheduler": _ltxv_scheduler,
+    "LTXVSeparateAVLatent": _ltxv_separate,
+    "LTXVAudioVAEDecode": _ltxv_audio_decode,
     "VAEDecode": _vae_decode,
     "CreateVideo": _create_video,
     "SaveVideo": _save,

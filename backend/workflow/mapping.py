@@ -89,7 +89,12 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if guidance is not None:
         request["guidance_scale"] = guidance
     models = [first.model] + ([last.model] if last is not first else [])
-    request["shift"] = _shift(models, first)
+    if first.sigmas is not None:  # the levels themselves: no scheduler, no shift
+        del request["scheduler"]
+        request["sigmas"] = list(first.sigmas)
+    else:
+        request["shift"] = _shift(models, first)
+    _audio_video(decoded, positive, negative, first)
     if len(sampled.stages) == 2:
         request["guidance_scale_low"] = last.cfg
         request["switch_step"] = first.end
@@ -156,6 +161,43 @@ def _stages(sampled: Sampled) -> Stage:
             "two experts",
         )
     return first
+
+
+def _audio_video(
+    decoded: Decoded, positive: Conditioning, negative: Conditioning, first: Stage
+) -> None:
+    """LTX-2's audio-video graph: its frame rate in both prompts, its audio track decoded
+    into the video, the audio VAE the checkpoint's own."""
+    latent = decoded.sampled.latent
+    if latent.ltxv and latent.audio is None:
+        raise WorkflowError(
+            first.node,
+            f"the video latent of node {latent.node.id} without an audio latent: paradit runs "
+            "LTX-2 with its audio track; join an LTXVEmptyLatentAudio with LTXVConcatAVLatent",
+        )
+    if latent.audio is None:
+        return
+    for cond in (positive, negative):
+        if cond.frame_rate is None:
+            raise WorkflowError(
+                first.node,
+                "a prompt without LTXVConditioning's frame rate: ComfyUI then runs LTX-2 at "
+                "its model's default rate, paradit at 24; add LTXVConditioning (24)",
+            )
+    if decoded.audio is None:
+        raise WorkflowError(
+            decoded.node,
+            "the audio latent is sampled and never decoded: paradit writes LTX-2's audio "
+            "track into video.mp4; decode it with LTXVAudioVAEDecode into CreateVideo",
+        )
+    checkpoint = first.model.files[0] if first.model.checkpoint else None
+    vae = latent.audio.vae
+    if vae.file != checkpoint:
+        raise WorkflowError(
+            vae.loader,
+            f"{vae.file.name} is not the model's checkpoint: paradit runs the audio VAE and "
+            "vocoder of the checkpoint it loads",
+        )
 
 
 def _start_image(first: Stage, latent: Latent) -> Image | None:

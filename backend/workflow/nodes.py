@@ -140,11 +140,47 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`scheduler`, `num_inference_steps` (denoise 1; its model's ModelSampling gives "
         "`shift`, and must be the guider's)",
     ),
+    _spec(
+        "LTXAVTextEncoderLoader",
+        ("text_encoder", "ckpt_name", "device"),
+        "`--text-encoder` (the Gemma file; ckpt_name must be the model's checkpoint, whose "
+        "text connectors paradit reads)",
+    ),
+    _spec(
+        "LTXVAudioVAELoader",
+        ("ckpt_name",),
+        "LTX-2's audio VAE and vocoder (the model's checkpoint's own)",
+    ),
+    _spec(
+        "LTXVConditioning",
+        ("frame_rate",),
+        "LTX-2's frame rate (24, as paradit runs it; others refused)",
+        bypass={0: "positive", 1: "negative"},
+    ),
+    _spec(
+        "EmptyLTXVLatentVideo",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames` (multiples of 32, 8k+1 frames)",
+    ),
+    _spec(
+        "LTXVEmptyLatentAudio",
+        ("frames_number", "frame_rate", "batch_size"),
+        "LTX-2's audio track (the video's frames at 24 fps)",
+    ),
+    _spec("LTXVConcatAVLatent", (), "the video and audio latents sampled together"),
+    _spec(
+        "LTXVScheduler",
+        ("steps", "max_shift", "base_shift", "stretch", "terminal"),
+        "`sigmas`: its levels over its latent's video tokens (LTX-Video's formula), "
+        "`num_inference_steps`",
+    ),
+    _spec("LTXVSeparateAVLatent", (), "the sampled video and audio latents, apart"),
+    _spec("LTXVAudioVAEDecode", (), "`audio.wav`, the audio track of `video.mp4`"),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
-        "`video.mp4` (at the model's frame rate; bit_depth 8)",
+        "`video.mp4` (at the model's frame rate; bit_depth 8); its audio: LTX-2's track (fps 24)",
     ),
     _spec("SaveVideo", ("filename_prefix", "format", "codec"), "`--out DIR`: `video.mp4`, frames"),
     _spec("SaveImage", ("filename_prefix",), "`--out DIR`: `image.png`"),
@@ -154,17 +190,7 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
 
 
-REFUSED: Mapping[str, str] = MappingProxyType(
-    {
-        "LTXVScheduler": (
-            "LTX-2's audio-video graph: its LTXVScheduler levels would run (at its defaults "
-            "they are LTX-2's own scheduler's; others as `sigmas`), but paradit maps none of "
-            "the graph's other LTX nodes (LTXAVTextEncoderLoader, LTXVAudioVAELoader, "
-            "LTXVConditioning, the empty audio latent joined to the video's and split after "
-            "sampling, LTXVAudioVAEDecode), so it cannot run this graph as ComfyUI runs it"
-        ),
-    }
-)
+REFUSED: Mapping[str, str] = MappingProxyType({})
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
 the node with it, before any node it does not know at all)."""
 

@@ -70,6 +70,8 @@ class Conditioning:
     guidance_node: Node | None = None
     start: Latent | None = None
     """WanImageToVideo's latent: its start image rides in the conditioning."""
+    frame_rate: float | None = None
+    """LTXVConditioning's frame rate (LTX-2's video positions)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,33 @@ class Latent:
     vae: Vae | None = None
     in_conditioning: bool = False
     """WanImageToVideo: the start image is in the positive and negative conditioning."""
+    ltxv: bool = False
+    """EmptyLTXVLatentVideo's: LTX-2's video latent (its tokens: 32x32 pixels, 8 frames)."""
+    audio: AudioLatent | None = None
+    """LTXVConcatAVLatent: the audio latent sampled with the video's."""
+
+    def ltxv_tokens(self) -> int:
+        """The video latent's token count as ComfyUI's LTX nodes count it: latent frames
+        (length - 1) // 8 + 1, rows height // 32, columns width // 32."""
+        return ((self.frames - 1) // 8 + 1) * (self.height // 32) * (self.width // 32)
+
+
+@dataclass(frozen=True)
+class AudioVae:
+    """LTXVAudioVAELoader: LTX-2's audio VAE and vocoder, from `file`."""
+
+    file: Path
+    loader: Node
+
+
+@dataclass(frozen=True)
+class AudioLatent:
+    """LTXVEmptyLatentAudio: the audio of `frames` video frames at `frame_rate`."""
+
+    node: Node
+    frames: int
+    frame_rate: float
+    vae: AudioVae
 
 
 @dataclass(frozen=True)
@@ -102,6 +131,8 @@ class Stage:
     end: int
     add_noise: bool
     leftover: bool
+    sigmas: tuple[float, ...] | None = None
+    """Explicit noise levels (LTXVScheduler's), in place of the scheduler's."""
 
 
 @dataclass(frozen=True)
@@ -134,12 +165,13 @@ class SamplerName:
 @dataclass(frozen=True)
 class Sigmas:
     """BasicScheduler: the noise levels of `scheduler` for `steps` steps on `model`'s
-    ModelSampling (its shift)."""
+    ModelSampling (its shift); LTXVScheduler: the levels themselves (`levels`, no model)."""
 
-    model: Model
+    model: Model | None
     scheduler: str
     steps: int
     node: Node
+    levels: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +179,25 @@ class Sampled:
     latent: Latent
     """The empty latent the first stage starts from."""
     stages: tuple[Stage, ...]
+    separated: bool = False
+    """LTXVSeparateAVLatent's video output (an audio-video latent split after sampling)."""
+
+
+@dataclass(frozen=True)
+class SampledAudio:
+    """LTXVSeparateAVLatent's audio output."""
+
+    sampled: Sampled
+    node: Node
+
+
+@dataclass(frozen=True)
+class DecodedAudio:
+    """LTXVAudioVAEDecode: the sampled audio through the audio VAE and vocoder."""
+
+    audio: SampledAudio
+    vae: AudioVae
+    node: Node
 
 
 @dataclass(frozen=True)
@@ -154,12 +205,15 @@ class Decoded:
     sampled: Sampled
     vae: Vae
     node: Node
+    audio: DecodedAudio | None = None
+    """The audio track the saved video carries (CreateVideo's audio input)."""
 
 
 @dataclass(frozen=True)
 class Video:
     decoded: Decoded
     fps: float
+    audio: DecodedAudio | None = None
 
 
 # -- the plan ---------------------------------------------------------------------------------

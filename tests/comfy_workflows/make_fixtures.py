@@ -252,7 +252,8 @@ def ltx2_t2v() -> dict:
     """LTX-2 T2V in the shape of ComfyUI's template (one sampling stage): the checkpoint
     with its Gemma text encoder and audio VAE, LTXVConditioning's frame rate, empty video
     and audio latents joined, SamplerCustomAdvanced on LTXVScheduler's levels, the joint
-    latent split and both decoded into one video."""
+    latent split and both decoded into one video. At 24 fps (paradit's LTX-2 rate) and 17
+    frames: 24k+17 frames make as many audio latent frames in ComfyUI as in paradit."""
     ckpt = "ltx-2-19b-dev_tiny.safetensors"
     return {
         "1": _node("CheckpointLoaderSimple", ckpt_name=ckpt),
@@ -263,9 +264,9 @@ def ltx2_t2v() -> dict:
                    text="a drummer on a rooftop at sunset", clip=["2", 0]),
         "7": _node("CLIPTextEncode", "CLIP Text Encode (Negative Prompt)",
                    text="blurry, low quality, still frame", clip=["2", 0]),
-        "22": _node("LTXVConditioning", positive=["6", 0], negative=["7", 0], frame_rate=25.0),
-        "43": _node("EmptyLTXVLatentVideo", width=64, height=64, length=9, batch_size=1),
-        "44": _node("LTXVEmptyLatentAudio", frames_number=9, frame_rate=25.0, batch_size=1,
+        "22": _node("LTXVConditioning", positive=["6", 0], negative=["7", 0], frame_rate=24.0),
+        "43": _node("EmptyLTXVLatentVideo", width=64, height=64, length=17, batch_size=1),
+        "44": _node("LTXVEmptyLatentAudio", frames_number=17, frame_rate=24.0, batch_size=1,
                     audio_vae=["3", 0]),
         "45": _node("LTXVConcatAVLatent", video_latent=["43", 0], audio_latent=["44", 0]),
         "11": _node("RandomNoise", noise_seed=10),
@@ -279,7 +280,7 @@ def ltx2_t2v() -> dict:
         "16": _node("LTXVSeparateAVLatent", av_latent=["15", 0]),
         "8": _node("VAEDecode", samples=["16", 0], vae=["1", 2]),
         "17": _node("LTXVAudioVAEDecode", samples=["16", 1], audio_vae=["3", 0]),
-        "50": _node("CreateVideo", images=["8", 0], audio=["17", 0], fps=25.0),
+        "50": _node("CreateVideo", images=["8", 0], audio=["17", 0], fps=24.0),
         "49": _node("SaveVideo", video=["50", 0], filename_prefix="video/ltx2_t2v",
                     format="auto", codec="auto"),
     }  # fmt: skip
