@@ -12,9 +12,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from paradit.backend.models.families import family_of
+from paradit.backend.models.families import enable_tiles, family_of
 from paradit.backend.models.presets import build_preset, preset_components
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
@@ -72,6 +71,13 @@ def rank_groups(
     for n in sizes:
         if rank < n:
             yield n, groups[n]
+
+
+def encoded(pipe: Any, body: dict) -> dict:
+    """Rank 0's encoded text for `body`, as the engine encodes it (`runtime.job.encode`), for
+    jobs that share it (`run_image_job`'s `tensors`)."""
+    model = RankModel.here(pipe, None, None)
+    return encode(model, JobRequest.from_body(body, model.limits))
 
 
 def run_image_job(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 
 import pytest
 
@@ -47,9 +46,9 @@ def qwen_edit_sizes():
     from diffusers import QwenImageTransformer2DModel
 
     from paradit.backend.memory.sizes import ModelSizes
-    from paradit.backend.models.random_presets import CONFIG_DIR
+    from paradit.backend.models.random_presets import random_preset_spec
 
-    spec = json.loads((CONFIG_DIR / "qwen-image-edit.json").read_text())
+    spec = random_preset_spec("random:qwen-image-edit")
     config = {**spec["components"]["transformer"]["config"], "num_layers": 1}
     config.pop("_class_name")
     with torch.device("meta"):

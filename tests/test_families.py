@@ -4,13 +4,17 @@ The registration list (`families.SPECS`) holds every folder under `backend/model
 and nothing else; each spec names its folder, its adapters (whose every hook is the family's
 own) and its DiT classes, each of which has a context-parallel plan (diffusers' `_cp_plan` or
 the spec's) and a memory dry run; each folder holds its adapter and a NOTES.md; no adapter
-name or pipeline class is claimed twice; the generic lookups find what the specs declare.
+name or pipeline class is claimed twice; the generic lookups find what the specs declare; the
+presets are the families'; no file outside the family folders names a family (the rule is
+`test_no_file_outside_the_family_folders_names_a_family`'s).
 
 Cost: about 3 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,8 @@ from paradit.backend.models.families import (
     spec_of,
 )
 from paradit.backend.models.family_spec import BlockLayout, FamilySpec
+from paradit.backend.models.preset_names import PRESET_NAMES, RANDOM_PRESETS
+from paradit.backend.models.single_file.file_presets import PRESETS
 
 pytestmark = pytest.mark.fast
 
@@ -115,3 +121,86 @@ def test_a_spec_states_its_rule():
         FamilySpec("empty", adapters=(), transformer_classes=("X",))
     with pytest.raises(ValueError, match="cp_plans for DiT classes it does not hold"):
         FamilySpec("x", (adapter,), ("A",), cp_plans={"B": lambda transformer: {}})
+
+
+def test_the_presets_are_the_families():
+    """Every tiny preset is one family's (`FamilySpec.tiny_presets`, its `tiny.py`) and the
+    torch-free name table lists exactly those; every `random:` preset is a JSON file in a family
+    folder's `configs/`; every single-file preset is one family's (`file_presets`)."""
+    tiny = [name for spec in SPECS for name in spec.tiny_presets]
+    assert len(tiny) == len(set(tiny)) and set(tiny) == set(PRESET_NAMES)
+    configs = {f"random:{p.stem}": p for p in FOLDER.glob("*/configs/*.json")}
+    assert configs == RANDOM_PRESETS and len(configs) >= len(SPECS)
+    variants = [variant for spec in SPECS for variant in spec.file_presets]
+    assert len(variants) == len(set(variants)) and set(variants) == set(PRESETS)
+    orders = [order for spec in SPECS for order, _ in spec.detect_parts]
+    assert len(orders) == len(set(orders)), "two part recognitions share an order"
+
+
+NAMES_ALLOWED = {
+    "backend/sampling/recipes.py": "recipe names a user picks (`--recipe qwen-image`), torch-free",
+}
+"""Files outside the family folders that may still name a family, and why."""
+
+
+FOLDERS = {spec.name for spec in SPECS}
+
+
+def _family_names() -> set[str]:
+    names = {spec.name for spec in SPECS} | {spec.file_family for spec in SPECS}
+    return {n.lower() for n in names if n} | {n.replace("_", "-") for n in names if n}
+
+
+def _named_families(path: Path, names: set[str]) -> list[str]:
+    """The string constants (docstrings aside) of `path` equal to a family name, any case,
+    and its imports of a family folder."""
+    text = path.read_text()
+    quoted = re.compile("|".join(rf"[\"']{re.escape(n)}[\"']" for n in names), re.IGNORECASE)
+    if not quoted.search(text) and "families" not in text:
+        return []  # neither a quoted family name nor a family folder: nothing to parse
+    tree = ast.parse(text)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in docstrings and node.value.lower() in names:
+                found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            folder = parts[parts.index("families") + 1 :] if "families" in parts else None
+            if folder == [] and any(alias.name in FOLDERS for alias in node.names):
+                folder = [next(a.name for a in node.names if a.name in FOLDERS)]
+            if folder and folder[0] in FOLDERS:  # `families.<family>` or `families import <f>`
+                found.append(f"{node.lineno}: from {node.module} import ...")
+    return found
+
+
+def test_no_file_outside_the_family_folders_names_a_family():
+    """The rule: no Python file of the package (`backend/`, `nodes/`, `web/`) outside
+    `backend/models/families/` holds a string constant (docstrings aside) equal, in any case,
+    to a family's name (a spec's `name`, with "_" or "-") or to the name its single files go by
+    (`file_family`), nor imports from a family's folder (`families.<family>`; `families.SPECS`
+    and the generic lookups of `families/__init__.py` are the registration list's);
+    `NAMES_ALLOWED` lists the files still excepted and why. So `family == "ltx2"` branches and
+    tables keyed by a family live in its folder, registered through its spec."""
+    root = FOLDER.parents[2]
+    names = _family_names()
+    offenders = {}
+    for path in sorted(
+        p for folder in ("backend", "nodes", "web") for p in (root / folder).rglob("*.py")
+    ):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("backend/models/families/") or rel in NAMES_ALLOWED:
+            continue
+        if found := _named_families(path, names):
+            offenders[rel] = found
+    assert not offenders, offenders
+    for rel in NAMES_ALLOWED:  # an exception that no longer names a family goes from the list
+        assert _named_families(root / rel, names), f"{rel} names no family: drop it"

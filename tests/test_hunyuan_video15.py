@@ -35,10 +35,9 @@ from PIL import Image
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.memory.settings import JobShape
 from paradit.backend.memory.sizes import sizes_of_pipeline
-from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest

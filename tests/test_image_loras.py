@@ -25,13 +25,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, called_directly, preset_pipeline, run_image_job
+from image_jobs import CPU, called_directly, encoded, preset_pipeline, run_image_job
 from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, z_image_loras
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
-from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
@@ -110,9 +109,7 @@ def references(loras) -> dict:
     try:
         for preset, body in BODIES.items():
             pipe, family = preset_pipeline(preset, TILE)
-            request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-            with torch.no_grad():
-                tensors = family.encode(pipe, request, CPU)
+            tensors = encoded(pipe, body)  # rank 0's, shared by every job below
             base = run_image_job(pipe, body, tensors)[:2]
             patcher = dit_patcher(pipe, loras)
             with patcher.applied(patcher.resolve(lora_items(STACKED[preset]))):

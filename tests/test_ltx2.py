@@ -40,11 +40,10 @@ from PIL import Image
 
 from paradit.backend.audio import AUDIO_FILE, Audio
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
-from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.models.vae_tiles import enable_tiles
 from paradit.backend.parallel import Parallelized, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.step_cache import (

@@ -26,8 +26,9 @@ from comfy_files import (
 )
 from safetensors.torch import save_file
 
+from paradit.backend.models.families.wan.single_file import wan22_vae_name
 from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.convert import dit_row_map, unused_keys, wan22_vae_name
+from paradit.backend.models.single_file.convert import dit_row_map, unused_keys
 from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve

@@ -51,21 +51,23 @@ from comfy_files import (
     write_header_only,
     write_safetensors,
 )
+from image_jobs import run_here
 from safetensors.torch import save_file
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.families.ltx2.detect import CONNECTORS
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
 from paradit.backend.models.single_file.build import DitWeights
 from paradit.backend.models.single_file.convert import dit_row_map
 from paradit.backend.models.single_file.detect import detect, recognise
-from paradit.backend.models.single_file.detect_ltx2 import CONNECTORS
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
+from paradit.backend.runtime.job import JobHooks
 
 SPEC = random_preset_spec("random:ltx-2")["components"]
 GEMMA3_12B = {  # google/gemma-3-12b-it's text model: the shapes
@@ -97,7 +99,7 @@ def _real() -> types.SimpleNamespace:
 def _gemma_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
-    from paradit.backend.models.single_file.detect_ltx2 import GEMMA3_12B as UNSEEN
+    from paradit.backend.models.families.ltx2.detect import GEMMA3_12B as UNSEEN
 
     with torch.device("meta"):
         model = Gemma3TextModel(Gemma3TextConfig(**config, **UNSEEN))
@@ -420,36 +422,27 @@ def test_distilled_file_runs_its_own_schedule(tmp_path):
             ),
         }
     )
-    outputs = []
     for pipe in (distilled, reference):
         align_cpu_weights(pipe)
         pipe.set_progress_bar_config(disable=True)
+    # the job as a rank runs it (`run_on_rank`); the job's runner shares the loaded scheduler
+    hooks = JobHooks(on_step=lambda *_: sigmas.append(distilled.scheduler.sigmas) or False)
+    _, result = run_here(distilled, body, hooks=hooks)
     with torch.no_grad():
-        kwargs = family.prepare(distilled, request, family.encode(distilled, request, "cpu"))
-        outputs.append(
-            family.pipeline_for_job(distilled, request)(
-                **kwargs,
-                generator=torch.Generator().manual_seed(request.seed),
-                output_type="latent",
-                return_dict=False,
-                callback_on_step_end=lambda p, *_: sigmas.append(p.scheduler.sigmas) or {},
-            )
+        their_video, their_audio = _fox_in_the_snow(
+            reference,
+            num_inference_steps=8,
+            sigmas=DISTILLED_SIGMA_VALUES,
+            guidance_scale=1.0,
+            audio_guidance_scale=1.0,
+            output_type="latent",
         )
-        outputs.append(
-            _fox_in_the_snow(
-                reference,
-                num_inference_steps=8,
-                sigmas=DISTILLED_SIGMA_VALUES,
-                guidance_scale=1.0,
-                audio_guidance_scale=1.0,
-                output_type="latent",
-            )
-        )
+        theirs = family.audio(reference, (their_video, their_audio))  # as the job decodes it
     assert len(sigmas) == 8
     assert sigmas[0].tolist() == torch.tensor([*DISTILLED_SIGMA_VALUES, 0.0]).tolist()
-    (video, audio), (their_video, their_audio) = outputs
-    assert torch.equal(video, their_video) and torch.equal(audio, their_audio)
-    assert video.std() > 0 and audio.std() > 0
+    video, audio = result.latents, result.audio
+    assert torch.equal(video, their_video) and np.array_equal(audio.waveform, theirs.waveform)
+    assert video.std() > 0 and their_audio.std() > 0 and audio.waveform.std() > 0
 
 
 def _rename_scales(path) -> None:

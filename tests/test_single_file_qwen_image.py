@@ -40,19 +40,19 @@ from comfy_files import (
 from safetensors.torch import save_file
 from transformers import Qwen2_5_VLForConditionalGeneration
 
-from paradit.backend.models.loading import ModelSource, load_pipeline
-from paradit.backend.models.presets import build_preset
-from paradit.backend.models.random_presets import random_preset_spec
-from paradit.backend.models.single_file.detect import Part, detect, recognise
-from paradit.backend.models.single_file.detect_hunyuan15 import qwen25_vl_vision
-from paradit.backend.models.single_file.header import read_header
-from paradit.backend.models.single_file.load import SingleFiles, resolve
-from paradit.backend.models.single_file.qwen_image_edit import (
+from paradit.backend.models.families.hunyuan_video15.detect import qwen25_vl_vision
+from paradit.backend.models.families.qwen_image_edit.single_file import (
     TOKEN_IDS,
     edit_text_parts,
     qwen25_vl_config,
     transformers_names,
 )
+from paradit.backend.models.loading import ModelSource, load_pipeline
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.detect import Part, detect, recognise
+from paradit.backend.models.single_file.header import read_header
+from paradit.backend.models.single_file.load import SingleFiles, resolve
 
 SPEC = random_preset_spec("random:qwen-image")["components"]
 QWEN25_VL_7B = {  # Qwen/Qwen2.5-VL-7B-Instruct's text config (the shapes that matter), 1 layer

@@ -29,11 +29,11 @@ import torch.distributed as dist
 from conftest import run_job, spawn_gloo
 from PIL import Image
 
-from paradit.backend.models.families import family_for
+from paradit.backend.models.families import enable_tiles, family_for
 from paradit.backend.models.families.flux import vae as kl_vae
 from paradit.backend.models.families.wan import vae as wan_vae
 from paradit.backend.models.presets import build_preset
-from paradit.backend.models.vae_tiles import blend, enable_tiles
+from paradit.backend.models.vae_tiles import blend
 from paradit.backend.parallel.vae import decode_tiles
 from paradit.backend.request import JobRequest
 from paradit.backend.runtime.engine import VAE_TILE_ENV, tile_vae_from_env

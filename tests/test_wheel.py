@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_DIRS = ("workflows", "example_workflows", "backend/models/configs")
+DATA_DIRS = ("workflows", "example_workflows")
+DATA_GLOBS = ("backend/models/families/*/configs/*.json",)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,10 @@ def _source_files(src: Path) -> set[str]:
         rel = path.relative_to(src)
         if rel.parts[0] in ("tests", "docs") or rel == Path("setup.py") or not path.is_file():
             continue
-        if path.suffix == ".py" or any(rel.is_relative_to(d) for d in DATA_DIRS):
+        data = any(rel.is_relative_to(d) for d in DATA_DIRS) or any(
+            len(rel.parts) == len(Path(g).parts) and rel.match(g) for g in DATA_GLOBS
+        )
+        if path.suffix == ".py" or data:
             files.add(f"paradit/{rel.as_posix()}")
     return files
 
@@ -114,7 +118,8 @@ def test_installed_from_the_wheel_it_imports_and_generates(built, tmp_path):
         "import json, sys, paradit, paradit.backend.memory.planner as p, "
         "paradit.backend.tools.cli as c, paradit.backend.models.random_presets as r; "
         "print(json.dumps({'files': [paradit.__file__, p.__file__, c.__file__], "
-        "'configs': sorted(f.name for f in r.CONFIG_DIR.iterdir()), 'path': sys.path}))"
+        "'configs': sorted(f.name for f in r.RANDOM_PRESETS.values() if f.is_file()), "
+        "'path': sys.path}))"
     )
     seen = json.loads(run(python, "-c", probe).stdout)
     site = venv.resolve() / "lib"

@@ -215,6 +215,17 @@ def _prefixed(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
     return out
 
 
+def _takes_full_diffs(pipeline: type) -> bool:
+    """Whether LoRAs of the pipeline's family may carry full-weight diffs its diffusers
+    converter names (`FamilySpec.lora_full_diffs`: Wan's)."""
+    from ..models.families import family_for, spec_of
+
+    try:
+        return spec_of(family_for(pipeline.__name__)).lora_full_diffs
+    except ValueError:  # a pipeline no family serves
+        return False
+
+
 def _wan_diffs(
     name: str, state_dict: dict[str, torch.Tensor], pipeline: type
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -229,7 +240,7 @@ def _wan_diffs(
     diff_keys = [
         k for k in state_dict if k.startswith(prefix) and k.endswith(".diff") and "lora" not in k
     ]
-    if not diff_keys or "Wan" not in pipeline.__name__:
+    if not diff_keys or not _takes_full_diffs(pipeline):
         return {}, state_dict
     rest = {k: v for k, v in state_dict.items() if k not in diff_keys}
     down, up = (

@@ -77,6 +77,10 @@ class FamilySpec:
     block_layouts: Mapping[str, BlockLayout] = field(default_factory=dict)
     """Transformer block class -> its layout, for the blocks diffusers' step-cache registry
     lacks (their transformers get the cache too)."""
+    vae_tiling: Mapping[str, Callable[[Any, int, int], None]] = field(default_factory=dict)
+    """VAE class -> a function that turns its tiling on with tiles of `(height, width)` sample
+    pixels (ValueError for sizes it cannot take), for the VAEs whose default tiling does not
+    take a tile size as given (`families.enable_tiles`)."""
     dit_forward: Callable[[Any, Any, int], Any] | None = None
     """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
     sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
@@ -103,6 +107,13 @@ class FamilySpec:
     detect_diffusers_dit: Callable[[Any], Any] | None = None
     """Single files: `header` -> the `Detection` of this family's DiT in diffusers' key names,
     else None; None when the family has no such format."""
+    detect_parts: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
+    """Single files: the recognitions of the family's files that are no DiT (its VAE, the
+    text and image encoders it brought: `header` -> a `Detection`, else None), each with its
+    place among every spec's and the generic ones (`single_file.detect`: T5 10, CLIP text 30,
+    CLIP vision 120), tried lowest first: where two could match the same file, the stricter
+    goes first (Gemma 3 before Qwen3: both have per-head q/k norms; Flux.2's VAE before the
+    plain KL autoencoder)."""
     detection_order: int = 0
     """Single files: the specs' DiT recognitions are tried in this order, lowest first (for
     every key prefix in turn, then the diffusers layouts): a family whose keys are a superset
@@ -133,12 +144,47 @@ class FamilySpec:
     (Z-Image takes Flux's VAE, Qwen-Image Wan's)."""
     image_encoder_kind: str = "clip"
     """Single files: the vision tower its image encoder file is ("clip"; "siglip")."""
-    vae_key_names: Callable[[Any], Any] | None = None
-    """Single files: a VAE file's state dict (the family's own key names) -> diffusers' names;
-    None when the VAE's layout says how (Wan's, the LDM one)."""
+    vae_key_names: Callable[[Any, Any], Any] | None = None
+    """Single files: `(state dict, the VAE's detection)` -> the state in diffusers' names, for
+    a VAE file of the family's (its own key names); None when the VAE's layout says how (the
+    LDM one)."""
     file_scheduler: Callable[[Any, Any], Any] | None = None
     """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
     runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
+    lora_full_diffs: bool = False
+    """ComfyUI's LoRAs of the family may carry full-weight `<layer>.diff` keys, which diffusers'
+    LoRA converter drops; `lora/parse.py` renames them by that converter (Wan's)."""
+    tiny_presets: Mapping[str, tuple[str, Mapping[str, Callable[[], Any]]]] = field(
+        default_factory=dict
+    )
+    """Its tiny presets (`tiny.py` beside the spec): preset name -> (diffusers pipeline class,
+    component name -> a function that builds it with its own seed). `presets.py` builds them;
+    their names are listed, torch-free, in `preset_names.PRESET_NAMES`."""
+    tiny_pipeline_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A tiny preset's pipeline settings, as the real repo's model_index.json has them
+    (Wan 2.2's `boundary_ratio`, Klein's `is_distilled`)."""
+    file_presets: Mapping[str, Any] = field(default_factory=dict)
+    """Single files: recognised variant (`Detection.variant`) -> the `single_file.file_presets.
+    Preset` its files run on: what a header cannot hold (`single_file.py` beside the spec)."""
+    runs_all_in_one: bool = False
+    """Single files: an all-in-one checkpoint of the family runs (Flux.1's; LTX-2's as
+    Lightricks ships it); others are refused, naming the files to give instead."""
+    file_parts: Callable[[Any, Any], tuple[Any, dict[str, Any]]] | None = None
+    """Single files: `(DiT part, files given)` -> (the files left for the text encoder and VAE
+    checks, the family's parts besides the DiT by name, "vae" among them when a file holds
+    the VAE), found in whichever files hold them (LTX-2's connectors, audio VAE, vocoder);
+    None: the DiT's all-in-one bundle, if any."""
+    file_extras: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+    """Single files: `(those parts, text encoder part)` -> the parts the extra components
+    are built from, checked against the encoder (LTX-2's text projection reads Gemma's
+    hidden states)."""
+    extra_components: tuple[str, ...] = ()
+    """Single files: the pipeline components built from `file_extras`' parts."""
+    build_extra: Callable[[str, Any, str, Any], Any] | None = None
+    """Single files: `(component, parts, preset name, dtype)` -> that component's model."""
+    describe_parts: Callable[[Any], tuple[str, str] | None] | None = None
+    """Single files: a header no recognition knows -> (variant, why) when it holds some of
+    the family's parts by their key names (`paradit models` lists it), else None."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
@@ -156,3 +202,7 @@ class FamilySpec:
         object.__setattr__(self, "cp_plans", _frozen(self.cp_plans))
         object.__setattr__(self, "block_layouts", _frozen(self.block_layouts))
         object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))
+        object.__setattr__(self, "tiny_presets", _frozen(self.tiny_presets))
+        object.__setattr__(self, "vae_tiling", _frozen(self.vae_tiling))
+        object.__setattr__(self, "file_presets", _frozen(self.file_presets))
+        object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))

@@ -1,9 +1,12 @@
 """The presets' names, torch-free: the frontends list them (the ComfyUI node's model choices)
-without importing torch. The tiny presets are built by `presets.py`, the `random:<model>`
-presets (the real architectures, random weights) by `random_presets.py` from their JSON files
-in `configs/`."""
+without importing torch. The tiny presets are built by `presets.py` from the builders their
+families declare (`FamilySpec.tiny_presets`, `families/<family>/tiny.py`); this table is the
+order users see them in. The `random:<model>` presets (the real architectures, random weights)
+are the JSON files in the family folders' `configs/`, built by `random_presets.py`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 PRESET_NAMES: tuple[str, ...] = (
     "tiny-wan",
@@ -25,31 +28,13 @@ PRESET_NAMES: tuple[str, ...] = (
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 
-RANDOM_PRESETS: dict[str, str] = {
-    "random:cogvideox-2b": "cogvideox-2b.json",
-    "random:cogvideox-5b": "cogvideox-5b.json",
-    "random:cogvideox-5b-i2v": "cogvideox-5b-i2v.json",
-    "random:cogvideox1.5-5b": "cogvideox1.5-5b.json",
-    "random:wan2.1-t2v-1.3b": "wan2.1-t2v-1.3b.json",
-    "random:wan2.1-t2v-14b": "wan2.1-t2v-14b.json",
-    "random:wan2.2-t2v-a14b": "wan2.2-t2v-a14b.json",
-    "random:wan2.2-ti2v-5b": "wan2.2-ti2v-5b.json",
-    "random:wan2.2-i2v-a14b": "wan2.2-i2v-a14b.json",
-    "random:flux.1-dev": "flux.1-dev.json",
-    "random:qwen-image": "qwen-image.json",
-    "random:qwen-image-edit": "qwen-image-edit.json",
-    "random:hunyuanvideo1.5-t2v": "hunyuanvideo1.5-t2v.json",
-    "random:hunyuanvideo1.5-i2v": "hunyuanvideo1.5-i2v.json",
-    "random:z-image-turbo": "z-image-turbo.json",
-    "random:flux.2-dev": "flux.2-dev.json",
-    "random:ltx-2": "ltx-2.json",
-    "random:ltx-2-i2v": "ltx-2-i2v.json",
-    "random:ltx-2-distilled": "ltx-2-distilled.json",
-    "random:flux.2-klein-4b": "flux.2-klein-4b.json",
-    "random:flux.2-klein-base-4b": "flux.2-klein-base-4b.json",
-    "random:flux.2-klein-9b": "flux.2-klein-9b.json",
+FAMILIES_DIR = Path(__file__).resolve().parent / "families"
+
+RANDOM_PRESETS: dict[str, Path] = {
+    f"random:{path.stem}": path for path in sorted(FAMILIES_DIR.glob("*/configs/*.json"))
 }
-"""Preset name -> its file in `configs/`."""
+"""Preset name -> its JSON file: every family folder's `configs/<model>.json` is the preset
+`random:<model>` (read by `random_presets.py`), in the folders' alphabetical order."""
 
 RANDOM_PRESET_NAMES: tuple[str, ...] = tuple(RANDOM_PRESETS)
 

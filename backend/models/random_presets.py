@@ -1,58 +1,12 @@
 """Real-architecture presets with seeded random weights: `random:<model>`, no download.
 
-Each preset is a JSON file in `configs/` that holds the real model's component configs (as
-its diffusers repo ships them: transformer(s), VAE, scheduler), the pipeline class and the
-pipeline's own settings ("pipeline_config", e.g. Wan 2.2's `boundary_ratio`). They make memory
-and speed figures meaningful where no weights can be downloaded.
+Each preset is a JSON file in its family's folder (`families/<family>/configs/`) that holds the
+real model's component configs (as its diffusers repo ships them: transformer(s), VAE,
+scheduler), the pipeline class and the pipeline's own settings ("pipeline_config", e.g. Wan
+2.2's `boundary_ratio`). They make memory and speed figures meaningful where no weights can be
+downloaded.
 
-    random:cogvideox-2b        THUDM/CogVideoX-2b architecture (1.7B DiT, sincos positions)
-    random:cogvideox-5b        THUDM/CogVideoX-5b (5.6B DiT, rotary positions)
-    random:cogvideox-5b-i2v    THUDM/CogVideoX-5b-I2V (learned positions: 720x480 only)
-    random:cogvideox1.5-5b     THUDM/CogVideoX1.5-5B (temporal patches of 2 latent frames)
-    random:wan2.1-t2v-1.3b     Wan-AI/Wan2.1-T2V-1.3B-Diffusers (1.42B DiT)
-    random:wan2.1-t2v-14b      Wan-AI/Wan2.1-T2V-14B-Diffusers (14.3B DiT)
-    random:wan2.2-t2v-a14b     Wan-AI/Wan2.2-T2V-A14B-Diffusers (two 14.3B experts: the
-                               high-noise `transformer` above timestep 875, `transformer_2` below)
-    random:wan2.2-ti2v-5b      Wan-AI/Wan2.2-TI2V-5B-Diffusers (5.0B DiT, the Wan 2.2 VAE: 48
-                               latent channels, 16x spatial; `expand_timesteps`: text- and
-                               image-to-video in one model)
-    random:wan2.2-i2v-a14b     Wan-AI/Wan2.2-I2V-A14B-Diffusers (two 14.3B experts with 36 input
-                               channels, switched at boundary_ratio 0.9; no CLIP encoder)
-    random:flux.1-dev          black-forest-labs/FLUX.1-dev (11.9B DiT, guidance embedded)
-    random:qwen-image          Qwen/Qwen-Image (20.4B DiT, true CFG; the Wan-style Qwen-Image
-                               VAE; a reduced Qwen2.5-VL text encoder of the real width 3584)
-    random:qwen-image-edit     Qwen/Qwen-Image-Edit-2509 (Edit-Plus: the same DiT, 1 to 3 input
-                               images; the reduced Qwen2.5-VL reads them through its vision
-                               tower and a `Qwen2VLProcessor` built offline, `qwen_vl.py`)
-    random:hunyuanvideo1.5-t2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v (8.3B
-                               DiT, patch 1 over the 16x VAE; reduced Qwen2.5-VL 3584 and ByT5
-                               1472 text encoders; guidance 6 in its guider)
-    random:hunyuanvideo1.5-i2v hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_i2v (the
-                               same 8.3B DiT as image-to-video; a reduced SigLIP vision encoder
-                               of the real width 1152 and 729 tokens at 384x384)
-    random:flux.2-dev          black-forest-labs/FLUX.2-dev (32.2B DiT, guidance embedded; the
-                               Flux.2 VAE, 32 latent channels; a reduced Mistral 3 text encoder
-                               of the real width 5120, 31 layers)
-    random:z-image-turbo       Tongyi-MAI/Z-Image-Turbo (6.15B single-stream DiT, distilled: no
-                               CFG; Flux's VAE; a reduced Qwen3 text encoder of the real width
-                               2560)
-    random:ltx-2               Lightricks/LTX-2 (the 19B audio-video model: a DiT of a video
-                               and an audio stream; the video VAE, 32x spatial / 8x temporal;
-                               the audio VAE and the 24 kHz stereo vocoder; the text connectors;
-                               a reduced Gemma 3 text model of the real width 3840 and its 48
-                               layers)
-    random:ltx-2-i2v           Lightricks/LTX-2 as image-to-video (LTX2ImageToVideoPipeline:
-                               random:ltx-2's components, the same checkpoint)
-    random:ltx-2-distilled     Lightricks/LTX-2's distilled checkpoint (ltx-2-19b-distilled:
-                               random:ltx-2's shapes; its scheduler takes the sigmas as given,
-                               so it runs its own 8-step schedule without CFG, families/ltx2.py)
-    random:flux.2-klein-4b     black-forest-labs/FLUX.2-klein-4B (3.9B DiT, step-distilled: 4
-                               steps, no CFG, no guidance embedding; the Flux.2 VAE; a reduced
-                               Qwen3 causal-LM text encoder of the real width 2560, 28 layers)
-    random:flux.2-klein-base-4b  black-forest-labs/FLUX.2-klein-base-4B (the same, undistilled:
-                               50 steps, true CFG)
-    random:flux.2-klein-9b     black-forest-labs/FLUX.2-klein-9B (9.1B DiT, distilled; a reduced
-                               Qwen3 of Qwen3-8B's width 4096)
+Each family's NOTES.md lists its `random:` presets and the model each is the architecture of.
 
 How they stay usable on a CPU machine:
 - The text encoders are *reduced*: a full UMT5-XXL (5.7B parameters) or T5-XXL (4.7B) is no
@@ -74,18 +28,18 @@ How they stay usable on a CPU machine:
   `from_pretrained` does), so every world size runs the same weights.
 The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 84M.
 
-To add a model, add its JSON file and a row to `preset_names.RANDOM_PRESETS`. A component entry is
-{"config": {...}} with the class in "_class_name" (diffusers first, then transformers), an
-optional "seed" (weights drawn as `seeded.SeededRows` draws them) and free-text "reduced_from", or
-{"byte_level_max_length": N} for a tokenizer ({"qwen_chat_byte_level_max_length": N}: the
-byte-level one for Qwen2.5-VL's chat template, `seeded.qwen_chat_tokenizer`;
-{"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template,
-`seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat
-markers with a chat template for Flux.2's conversations, `seeded.mistral_chat_tokenizer`;
-{"qwen_vl_byte_level_max_length": N} and {"qwen_vl_processor_max_length": N}: Qwen2.5-VL's
-tokenizer with its vision markers and its processor, `qwen_vl.py`). An image processor is a
-component entry without weights whose "_class_name" ends in "ImageProcessor" (transformers' PIL
-backend of it where there is one).
+To add a model, add its JSON file to its family's `configs/` (`preset_names.RANDOM_PRESETS`
+finds it). A component entry is {"config": {...}} with the class in "_class_name" (diffusers
+first, then transformers), an optional "seed" (weights drawn as `seeded.SeededRows` draws them)
+and free-text "reduced_from", or {"byte_level_max_length": N} for a tokenizer
+({"qwen_chat_byte_level_max_length": N}: the byte-level one for Qwen2.5-VL's chat template,
+`seeded.qwen_chat_tokenizer`; {"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's
+chat template, `seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes
+and Mistral's chat markers with a chat template for Flux.2's conversations,
+`seeded.mistral_chat_tokenizer`; {"qwen_vl_byte_level_max_length": N} and
+{"qwen_vl_processor_max_length": N}: Qwen2.5-VL's tokenizer with its vision markers and its
+processor, `qwen_vl.py`). An image processor is a component entry without weights whose
+"_class_name" ends in "ImageProcessor" (transformers' PIL backend of it where there is one).
 """
 
 from __future__ import annotations
@@ -93,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -111,9 +64,6 @@ from .seeded import (
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-
-
 DIT_COMPONENTS = ("transformer", "transformer_2")
 
 
@@ -123,7 +73,7 @@ def random_preset_spec(name: str) -> dict[str, Any]:
         raise ValueError(
             f"unknown random preset {name!r}: choose one of {', '.join(RANDOM_PRESET_NAMES)}"
         )
-    return json.loads((CONFIG_DIR / RANDOM_PRESETS[name]).read_text())
+    return json.loads(RANDOM_PRESETS[name].read_text())
 
 
 def random_preset_components(name: str) -> frozenset[str]:
@@ -169,7 +119,14 @@ def build_random_preset(
     overrides = overrides or {}
     parts = {
         component: (
-            _build(component, entry, overrides.get(component, {}), dtype, torch.device(device))
+            _build(
+                component,
+                entry,
+                overrides.get(component, {}),
+                dtype,
+                torch.device(device),
+                spec["pipeline"],
+            )
             if component in wanted
             else None
         )
@@ -203,6 +160,7 @@ def _build(
     override: dict[str, Any],
     dtype: torch.dtype,
     device: torch.device,
+    pipeline: str,
 ) -> Any:
     if "byte_level_max_length" in entry:
         return byte_tokenizer(int(entry["byte_level_max_length"]))
@@ -239,20 +197,18 @@ def _build(
         return module
     with torch.random.fork_rng(devices=[]), device, _default_dtype(dtype):
         torch.manual_seed(0)  # the library's own init; every weight is replaced below
-        module = _construct(class_name, config)
+        module = _construct(class_name, config, pipeline)
     if device.type != "meta" and "seed" in entry:
         seed_rows(module, int(entry["seed"]))
     return module.eval()
 
 
-def _construct(class_name: str, config: dict[str, Any]) -> torch.nn.Module:
+def _construct(class_name: str, config: dict[str, Any], pipeline: str) -> torch.nn.Module:
     import diffusers
 
-    model_class = getattr(diffusers, class_name, None)
-    if model_class is None:  # components that live with their pipeline (LTX-2's connectors)
-        from diffusers.pipelines import ltx2
-
-        model_class = getattr(ltx2, class_name, None) or getattr(ltx2.vocoder, class_name, None)
+    model_class = getattr(diffusers, class_name, None) or _pipeline_package_class(
+        pipeline, class_name
+    )
     if model_class is not None:
         return model_class.from_config(config)
     import transformers
@@ -262,6 +218,29 @@ def _construct(class_name: str, config: dict[str, Any]) -> torch.nn.Module:
         raise ValueError(f"no diffusers or transformers class named {class_name!r}")
     config_class = model_class.config_class
     return model_class(config_class(**config))
+
+
+def _pipeline_package_class(pipeline: str, class_name: str) -> Any:
+    """A component class that lives with its pipeline (LTX-2's connectors and vocoder): in
+    the pipeline's package or one of its modules; None when there is none."""
+    import importlib
+    import pkgutil
+
+    import diffusers
+
+    package_name = getattr(diffusers, pipeline).__module__.rsplit(".", 1)[0]
+    package = importlib.import_module(package_name)
+    modules = [package]
+    for info in pkgutil.iter_modules(package.__path__):
+        try:  # a module may need an optional library (LTX-2's video export: PyAV)
+            modules.append(importlib.import_module(f"{package_name}.{info.name}"))
+        except ImportError:
+            continue
+    for module in modules:
+        found = getattr(module, class_name, None)
+        if found is not None and found.__module__.startswith(package_name):  # defined there
+            return found
+    return None
 
 
 @contextlib.contextmanager

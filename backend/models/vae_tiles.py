@@ -112,64 +112,18 @@ def blend(vae: Any, tiles: TileGrid, decoded: list[torch.Tensor]) -> torch.Tenso
     return torch.cat(out_rows, dim=-2)
 
 
-def enable_tiles(vae: Any, height: int, width: int) -> None:
-    """Tiling on, with tiles of `height` x `width` sample pixels and the VAE's default share of
-    overlap (Wan and Qwen-Image: a quarter, as 256 every 192; CogVideoX: its own factors).
-    `AutoencoderKL` (Flux; Flux.2's VAE tiles the same way) has square tiles only, of a size
-    its tiles step through evenly (see `_enable_square_tiles`): ValueError otherwise."""
-    if height <= 0 or width <= 0:
-        raise ValueError(f"tile size must be positive, got {height}x{width}")
-    kind = type(vae).__name__
-    if kind in ("AutoencoderKL", "AutoencoderKLFlux2"):
-        _enable_square_tiles(vae, height, width)
-    elif kind in ("AutoencoderKLWan", "AutoencoderKLQwenImage"):
-        vae.enable_tiling(
-            tile_sample_min_height=height,
-            tile_sample_min_width=width,
-            tile_sample_stride_height=height * 3 // 4,
-            tile_sample_stride_width=width * 3 // 4,
-        )
-    elif kind == "AutoencoderKLHunyuanVideo15":
-        _enable_hunyuan_video15_tiles(vae, height, width)
-    elif kind == "AutoencoderKLLTX2Video":
-        _enable_ltx2_tiles(vae, height, width)
-    else:
-        vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
-
-
-def _enable_hunyuan_video15_tiles(vae: Any, height: int, width: int) -> None:
-    """`AutoencoderKLHunyuanVideo15` keeps its latent tile size apart from its sample tile size
-    (it derives one from the other only when built): both are set, so tiles of a multiple of
-    its compression decode to exactly their size; ValueError for other sizes."""
-    ratio = vae.spatial_compression_ratio
-    if height % ratio or width % ratio:
-        raise ValueError(
-            f"HunyuanVideo 1.5's VAE tiles are multiples of {ratio} pixels, not {height}x{width}"
-        )
+def enable_quarter_overlap_tiles(vae: Any, height: int, width: int) -> None:
+    """Tiles that overlap by a quarter of their size (Wan's VAE and the ones shaped like it:
+    256 every 192)."""
     vae.enable_tiling(
         tile_sample_min_height=height,
         tile_sample_min_width=width,
-        tile_latent_min_height=height // ratio,
-        tile_latent_min_width=width // ratio,
+        tile_sample_stride_height=height * 3 // 4,
+        tile_sample_stride_width=width * 3 // 4,
     )
 
 
-def _enable_ltx2_tiles(vae: Any, height: int, width: int) -> None:
-    """`AutoencoderKLLTX2Video` (LTX-2): tiles of a multiple of its 32x compression that
-    overlap by 64 pixels, as its own 512 every 448 do (32 for tiles of 64); ValueError for
-    other sizes (`families/ltx2/vae.py` decodes them one by one)."""
-    ratio = vae.spatial_compression_ratio
-    if height % ratio or width % ratio:
-        raise ValueError(f"LTX-2's VAE tiles are multiples of {ratio} pixels, not {height}x{width}")
-    vae.enable_tiling(
-        tile_sample_min_height=height,
-        tile_sample_min_width=width,
-        tile_sample_stride_height=max(ratio, height - 2 * ratio),
-        tile_sample_stride_width=max(ratio, width - 2 * ratio),
-    )
-
-
-def _enable_square_tiles(vae: Any, height: int, width: int) -> None:
+def enable_square_tiles(vae: Any, height: int, width: int) -> None:
     """`AutoencoderKL` steps by `int(latent tile * 3/4)` latent pixels but keeps `tile - int(tile
     / 4)` sample pixels of each tile; unless the two agree its tiled decode returns more pixels
     than the image has (e.g. 48-pixel tiles on a 112-pixel-wide image give 124), so sizes that

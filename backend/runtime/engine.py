@@ -31,7 +31,7 @@ from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import sizes_of_pipeline, stored_weights
 from ..memory.swap import ExpertSwap
-from ..models.families import Family, family_for, family_of
+from ..models.families import Family, enable_tiles, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..models.preset_names import is_random_preset
 from ..models.quantized import (
@@ -48,7 +48,6 @@ from ..models.random_presets import (
     random_dit_weights,
 )
 from ..models.sharded_load import empty_dit, empty_from_config, fill_shards
-from ..models.vae_tiles import enable_tiles
 from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env

@@ -40,6 +40,7 @@ __all__ = [
     "TiledDecode",
     "block_layout_for",
     "cp_plan_for",
+    "enable_tiles",
     "family_for",
     "family_of",
     "request_image",
@@ -115,6 +116,22 @@ def attention_dispatch_for(transformer_class: str) -> Callable[[Any], None] | No
         if transformer_class in spec.attention_dispatch:
             return spec.attention_dispatch[transformer_class]
     return None
+
+
+def enable_tiles(vae: Any, height: int, width: int) -> None:
+    """Tiling on, with tiles of `height` x `width` sample pixels, as the family whose VAE it is
+    declares (`FamilySpec.vae_tiling`: Wan and Qwen-Image a quarter of overlap, as 256 every
+    192; `AutoencoderKL`, Flux's, square tiles of a size they step through evenly,
+    `vae_tiles.enable_square_tiles`; ValueError for sizes a VAE cannot take); the VAE's own
+    default share of overlap otherwise (CogVideoX: its own factors)."""
+    if height <= 0 or width <= 0:
+        raise ValueError(f"tile size must be positive, got {height}x{width}")
+    kind = type(vae).__name__
+    for spec in SPECS:
+        if kind in spec.vae_tiling:
+            spec.vae_tiling[kind](vae, height, width)
+            return
+    vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
 
 
 def block_layout_for(block_class: str) -> BlockLayout | None:

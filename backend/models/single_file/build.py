@@ -6,7 +6,8 @@ FSDP2 shard), encoders and VAEs are read whole (components.py). Configs come fro
 (detect.py) and, for what a header cannot say (scheduler, VAE settings, pipeline settings),
 from the presets the package ships (file_presets.py): the tiny presets for the tiny test
 architectures, the `random:` presets' JSON for real ones. Qwen-Image-Edit's text side
-(Qwen2.5-VL with its vision tower, its tokenizer and processor) is built in qwen_image_edit.py.
+(Qwen2.5-VL with its vision tower, its tokenizer and processor) is built by its preset's
+`text_parts` (`families/qwen_image_edit/single_file.py`).
 `meta_pipeline_of_files` is the same pipeline on the meta device, for planning.
 """
 
@@ -19,7 +20,7 @@ import torch
 
 from ..image_processors import clip_image_processor, siglip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
-from .components import encoder_model, ltx2_component, preset_parts, tokenizer, vae_model
+from .components import encoder_model, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Part, recognise
 from .file_presets import (
@@ -31,7 +32,6 @@ from .file_presets import (
     TOKENIZER_SLOTS,
 )
 from .load import Resolved, SingleFiles, expect_role
-from .ltx2 import EXTRA_COMPONENTS
 from .quant import RowReader, is_quantized, stored_of
 from .spec import spec_for_file
 
@@ -191,10 +191,8 @@ def build_pipeline(
                 fill_whole(model, source)
         parts[name] = model
     for slot, part in resolved.encoders.items():
-        if preset.vision:  # Qwen-Image-Edit: text encoder, tokenizer and processor
-            from .qwen_image_edit import edit_text_parts
-
-            parts.update(edit_text_parts(part, preset.name, dtype, skip))
+        if preset.text_parts is not None:  # Qwen-Image-Edit: encoder, tokenizer, processor
+            parts.update(preset.text_parts(part, preset.name, dtype, skip))
             continue
         wanted = slot not in skip
         classes = ENCODER_CLASSES.get(preset.pipeline, {})
@@ -204,9 +202,10 @@ def build_pipeline(
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
     if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder
-        for name in EXTRA_COMPONENTS:
+        family = spec_for_file(next(iter(resolved.dits.values())).detection.family or "")
+        for name in family.extra_components:
             if name not in skip:
-                parts[name] = ltx2_component(name, resolved.extras, preset.name, dtype)
+                parts[name] = family.build_extra(name, resolved.extras, preset.name, dtype)
             else:
                 parts[name] = None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video

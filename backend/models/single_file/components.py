@@ -4,17 +4,13 @@ row block: `build.DitWeights`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ..casting import cast_model
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
-from .convert import wan22_vae_name
 from .detect import Part
-from .hunyuan_video15 import BYT5_PRESETS
-from .ltx2 import component_state as ltx2_component_state
 from .quant import RowReader, is_scale_key
 from .spec import file_spec
 from .tokenizers import HUB_FOLDERS, find_tokenizer
@@ -94,8 +90,7 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     if vocab == VOCAB_SIZE or tiny_qwen or tiny_mistral:  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
     kind = part.detection.family
-    if kind == "t5" and preset_name in BYT5_PRESETS:  # HunyuanVideo 1.5's second encoder
-        kind = "byt5"
+    kind = _tokenizer_kind(kind, preset_name)
     if kind in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
         return find_tokenizer(kind, part.header.path, vocab)
     raise ValueError(
@@ -184,6 +179,17 @@ def spiece_tokenizer(part: Part) -> Any:
     return tokenizer
 
 
+def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
+    """The tokenizer an encoder kind takes under preset `preset_name` (`Preset.tokenizer_kinds`:
+    HunyuanVideo 1.5's T5 is ByT5); the kind itself where no preset says otherwise."""
+    from .file_presets import PRESETS
+
+    for preset in PRESETS.values():
+        if preset.name == preset_name and kind in preset.tokenizer_kinds:
+            return preset.tokenizer_kinds[kind]
+    return kind
+
+
 def preset_parts(name: str, wanted: set[str]) -> Any:
     """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
     meta device: HunyuanVideo 1.5's pipelines read their VAE's config as they are made."""
@@ -208,13 +214,7 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
     state = read_whole(part, torch.float32)
     spec = file_spec(part.detection.family or "")
     if spec is not None and spec.vae_key_names is not None:  # the family's own VAE names
-        state = spec.vae_key_names(state)
-    elif part.detection.layout == "wan" and part.detection.variant == "wan2.2 vae":
-        state = {wan22_vae_name(k): v for k, v in state.items()}
-    elif part.detection.layout == "wan":
-        from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
-
-        state = convert_wan_vae_to_diffusers(state)
+        state = spec.vae_key_names(state, part.detection)
     elif part.detection.layout == "ldm":
         from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
@@ -230,40 +230,6 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
         raise ValueError(
             f"--vae {part.header.name}: does not fit {part.detection.variant} "
             f"(mismatched keys {(problems + bad_shapes)[:3]})"
-        )
-    model.load_state_dict(state, assign=True, strict=True)
-    return cast_model(model, dtype).eval()
-
-
-_LTX2_PARTS_OF = {"connectors": ("connectors", "text_projection")}
-"""The parts (ltx2.PARTS) a component is read from, where they are not just the one."""
-
-
-def ltx2_component(
-    name: str, parts: Mapping[str, Part], preset_name: str, dtype: torch.dtype
-) -> torch.nn.Module:
-    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") from its parts (each a
-    view of the file that holds it: load._ltx2_parts), as the diffusers model of the preset's
-    config (ltx2.py names it)."""
-    from accelerate import init_empty_weights
-
-    def read(part: str) -> dict[str, torch.Tensor]:
-        return read_whole(parts[part], torch.float32)
-
-    header_name = ", ".join(
-        sorted({parts[p].header.name for p in _LTX2_PARTS_OF.get(name, (name,))})
-    )
-    reference = getattr(preset_parts(preset_name, {name}), name)
-    with init_empty_weights(include_buffers=False):
-        model = type(reference).from_config(dict(reference.config))
-    state = ltx2_component_state(name, read, header_name)
-    expected = model.state_dict()
-    problems = sorted(set(expected) ^ set(state))
-    problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
-    if problems:
-        raise ValueError(
-            f"{header_name}: its {name} does not fit LTX-2's ({preset_name}) "
-            f"(mismatched keys {problems[:3]})"
         )
     model.load_state_dict(state, assign=True, strict=True)
     return cast_model(model, dtype).eval()

@@ -16,14 +16,12 @@ by the detection's family and maps diffusers' own layout as it is.
 
 from __future__ import annotations
 
-import re
-
 from .detection import Detection
 from .header import FileHeader
 from .quant import is_scale_key
 from .rows import RowMap, Segment, rows_of
 
-__all__ = ["RowMap", "Segment", "dit_row_map", "unused_keys", "wan22_vae_name", "weight_keys"]
+__all__ = ["RowMap", "Segment", "dit_row_map", "unused_keys", "weight_keys"]
 
 
 def weight_keys(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
@@ -74,49 +72,3 @@ def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> li
     return sorted(
         detection.prefix + k for k in keys if detection.prefix + k not in used and k not in dropped
     )
-
-
-# -- Wan 2.2 VAE ------------------------------------------------------------------------------
-
-_WAN22_VAE_RENAMES = tuple(
-    (re.compile(pattern), replacement)
-    for pattern, replacement in (
-        # the original Wan 2.2 VAE's module names (ComfyUI's wan2.2_vae keeps them) -> diffusers'
-        (r"^conv1\.", "quant_conv."),
-        (r"^conv2\.", "post_quant_conv."),
-        (r"^(encoder|decoder)\.conv1\.", r"\1.conv_in."),
-        (r"^(encoder|decoder)\.head\.0\.", r"\1.norm_out."),
-        (r"^(encoder|decoder)\.head\.2\.", r"\1.conv_out."),
-        (r"^(encoder|decoder)\.middle\.0\.", r"\1.mid_block.resnets.0."),
-        (r"^(encoder|decoder)\.middle\.1\.", r"\1.mid_block.attentions.0."),
-        (r"^(encoder|decoder)\.middle\.2\.", r"\1.mid_block.resnets.1."),
-        # a level's list holds its residual blocks, then (not on the last level) its resample
-        (
-            r"^encoder\.downsamples\.(\d+)\.downsamples\.\d+\.(resample|time_conv)\.",
-            r"encoder.down_blocks.\1.downsampler.\2.",
-        ),
-        (
-            r"^encoder\.downsamples\.(\d+)\.downsamples\.(\d+)\.",
-            r"encoder.down_blocks.\1.resnets.\2.",
-        ),
-        (
-            r"^decoder\.upsamples\.(\d+)\.upsamples\.\d+\.(resample|time_conv)\.",
-            r"decoder.up_blocks.\1.upsampler.\2.",
-        ),
-        (r"^decoder\.upsamples\.(\d+)\.upsamples\.(\d+)\.", r"decoder.up_blocks.\1.resnets.\2."),
-        # inside a residual block: RMS norm, SiLU, conv, RMS norm, SiLU, dropout, conv
-        (r"\.residual\.0\.", ".norm1."),
-        (r"\.residual\.2\.", ".conv1."),
-        (r"\.residual\.3\.", ".norm2."),
-        (r"\.residual\.6\.", ".conv2."),
-        (r"\.shortcut\.", ".conv_shortcut."),
-    )
-)
-
-
-def wan22_vae_name(key: str) -> str:
-    """An original Wan 2.2 VAE key -> diffusers' `AutoencoderKLWan` (is_residual) name.
-    (diffusers' single-file converter knows only the Wan 2.1 VAE's layout.)"""
-    for pattern, replacement in _WAN22_VAE_RENAMES:
-        key = pattern.sub(replacement, key, count=1)
-    return key

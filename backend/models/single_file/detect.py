@@ -12,12 +12,11 @@ its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and 
 recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
 each as a file of its own (`FileHeader.view`).
 
-Roles: "transformer" (a DiT: Wan 2.1/2.2, Flux.1 or HunyuanVideo 1.5, in ComfyUI/Wan, BFL,
-Tencent's or diffusers' key names; Z-Image, Flux.2 and Qwen-Image in detect_z_image.py and
-detect_flux2.py), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face key names; Qwen3 and
-Qwen2.5-VL in detect_z_image.py and detect_hunyuan15.py), "vae" (Wan 2.1, Wan 2.2, Flux,
-Flux.2 and HunyuanVideo 1.5 autoencoders), "lora", "clip_vision" (CLIP towers; SigLIP in
-detect_hunyuan15.py) and "unknown".
+Roles: "transformer" (a DiT: each family's recognition is its spec's, `FamilySpec.detect_dit`,
+tried in the specs' `detection_order`), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face
+key names here; Qwen3, Qwen2.5-VL, Mistral 3 and Gemma 3 by the specs of the families that
+brought them, `FamilySpec.detect_parts`), "vae" (each family's, `detect_parts`), "lora",
+"clip_vision" (CLIP towers here; SigLIP by HunyuanVideo 1.5's spec) and "unknown".
 """
 
 from __future__ import annotations
@@ -28,14 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
-from .detect_flux2 import flux2_vae, mistral3_encoder
-from .detect_hunyuan15 import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
-from .detect_ltx2 import gemma3_encoder, ltx2_vae
-from .detect_z_image import qwen3_encoder
 from .detection import Detection, count_indices
 from .header import FileHeader, read_header
 from .quant import quantization
 
+T5_ORDER, CLIP_TEXT_ORDER, CLIP_VISION_ORDER = 10, 30, 120
+"""Where the generic recognitions stand among the families' (`FamilySpec.detect_parts`)."""
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
@@ -72,10 +69,7 @@ def detect(header: FileHeader) -> Detection:
         return Detection("lora", reasons=("has LoRA keys (lora_up/lora_down/lora_A/lora_B)",))
     if (found := _dit(header)) is not None:
         return found
-    # Gemma 3 before Qwen3: both have per-head q/k norms
-    encoders = (_t5, qwen25_vl_encoder, _clip_text, gemma3_encoder, qwen3_encoder, mistral3_encoder)
-    vaes = (_wan_vae, flux2_vae, hunyuan15_vae, ltx2_vae, _kl_vae)
-    for detector in (*encoders, *vaes, _clip_vision, siglip_vision):
+    for _, detector in _part_detectors():
         found = detector(header)
         if found is not None:
             return found
@@ -114,6 +108,17 @@ def _dit(header: FileHeader) -> Detection | None:
         if found is not None:
             return found
     return None
+
+
+def _part_detectors() -> list[tuple[int, Any]]:
+    """The recognitions of the files that are no DiT, in the order they are tried: the
+    encoders every family may take (T5, CLIP) and each family's own (`FamilySpec.detect_parts`:
+    its VAE, the encoders it brought)."""
+    from ..families import SPECS
+
+    generic = [(T5_ORDER, _t5), (CLIP_TEXT_ORDER, _clip_text), (CLIP_VISION_ORDER, _clip_vision)]
+    found = [*generic, *(part for spec in SPECS for part in spec.detect_parts)]
+    return sorted(found, key=lambda part: part[0])
 
 
 def bundled_prefixes(header: FileHeader) -> dict[str, str]:
@@ -298,49 +303,3 @@ def _clip_vision(header: FileHeader) -> Detection | None:
         f"{patch_size}-px patches",
     )
     return Detection("clip_vision", "clip", f"clip vision {hidden}", "hf", "", config, reasons)
-
-
-# -- VAEs -------------------------------------------------------------------------------------
-
-
-def _wan_vae(header: FileHeader) -> Detection | None:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    if "encoder.conv1.weight" in keys and "decoder.conv1.weight" in keys and "conv2.weight" in keys:
-        layout, first, post = "wan", "encoder.conv1.weight", "conv2.weight"
-    elif "encoder.conv_in.weight" in keys and "post_quant_conv.weight" in keys:
-        layout, first, post = "diffusers", "encoder.conv_in.weight", "post_quant_conv.weight"
-        if len(keys[first]) != 5:
-            return None  # a 2D (Flux/SD) VAE in diffusers' layout
-    else:
-        return None
-    if len(keys[first]) != 5:
-        return None
-    base_dim, in_channels = keys[first][0], keys[first][1]
-    z_dim = keys[post][0]
-    version = "wan2.2" if z_dim == 48 else "wan2.1"
-    reasons = (
-        f"Wan video VAE keys ({layout} layout, 3D convolutions)",
-        f"{z_dim} latent channels, base width {base_dim}, {in_channels} input channels",
-    )
-    config = {"base_dim": base_dim, "z_dim": z_dim, "in_channels": in_channels}
-    return Detection("vae", "wan", f"{version} vae", layout, "", config, reasons)
-
-
-def _kl_vae(header: FileHeader) -> Detection | None:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    for layout, first, latent in (
-        ("ldm", "encoder.conv_in.weight", "encoder.conv_out.weight"),
-        ("diffusers", "encoder.conv_in.weight", "encoder.conv_out.weight"),
-    ):
-        if first in keys and len(keys[first]) == 4 and latent in keys:
-            layout = "ldm" if "encoder.down.0.block.0.conv1.weight" in keys else "diffusers"
-            z2 = keys[latent][0]
-            reasons = (
-                f"2D autoencoder keys ({layout} layout)",
-                f"{z2 // 2} latent channels, base width {keys[first][0]}",
-            )
-            family = "flux" if z2 == 32 else None
-            variant = "flux vae" if family else f"kl vae ({z2 // 2} channels)"
-            config = {"latent_channels": z2 // 2, "base_width": keys[first][0]}
-            return Detection("vae", family, variant, layout, "", config, reasons)
-    return None

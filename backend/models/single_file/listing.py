@@ -10,7 +10,6 @@ from typing import Any
 from .detect import detect
 from .header import read_header
 from .load import MODEL_SUFFIXES
-from .ltx2 import find_parts
 from .quant import quantization
 
 COMFY_FOLDERS = (
@@ -74,15 +73,14 @@ def _entry(path: Path, relative: str) -> Entry:
     except ValueError as exc:
         return Entry(relative, "unreadable", "", "", str(exc))
     found = detect(header)
-    if found.role == "unknown" and (parts := find_parts(header)):  # LTX-2's split files
-        return Entry(
-            relative,
-            "part",
-            "ltx-2 " + ", ".join(parts),
-            quantization(header),
-            "LTX-2 parts by their key names (given with --vae or --text-encoder beside an "
-            "LTX-2 DiT)",
-        )
+    if found.role == "unknown":  # a family's parts by their key names (LTX-2's split files)
+        from ..families import SPECS
+
+        for spec in SPECS:
+            described = None if spec.describe_parts is None else spec.describe_parts(header)
+            if described is not None:
+                variant, why = described
+                return Entry(relative, "part", variant, quantization(header), why)
     return Entry(relative, found.role, found.label, quantization(header), "; ".join(found.reasons))
 
 

@@ -16,11 +16,12 @@ whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate fil
 
 An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
 encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
-connectors, audio VAE and vocoder are `Resolved.extras`, built by components.ltx2_component;
-only the Gemma 3 file is given besides (detect_ltx2.py, ltx2.py). A DiT alone (a GGUF, a
-transformer-only file) takes those parts from more --vae and --text-encoder files, each part
-found by its key names with or without the checkpoint's prefix (ltx2.find_parts: ComfyUI's
-split files, or the whole checkpoint beside a GGUF).
+connectors, audio VAE and vocoder are `Resolved.extras`, built by its spec's `build_extra`;
+only the Gemma 3 file is given besides (`FamilySpec.file_parts`: `families/ltx2/files.py`). A
+DiT alone (a GGUF, a transformer-only file) takes those parts from more --vae and --text-
+encoder files, each part found by its key names with or without the checkpoint's prefix
+(`families/ltx2/files.py` find_parts: ComfyUI's split files, or the whole checkpoint beside a
+GGUF).
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .detect import Detection, Part, bundled_parts, detect, recognise
-from .file_presets import BUNDLING_FAMILIES, ENCODER_SLOTS, PRESETS, Preset
+from .detect import Detection, Part, bundled_parts, recognise
+from .file_presets import ENCODER_SLOTS, PRESETS, Preset
 from .quant import check_readable
-from .spec import spec_for_file
+from .spec import file_spec, spec_for_file
 
 MODEL_SUFFIXES = (".safetensors", ".sft", ".gguf")
 SEPARATOR = ","
@@ -90,9 +91,9 @@ class Resolved:
     image_encoder: Part | None = None
     """Wan 2.1 image-to-video's CLIP vision encoder."""
     extras: dict[str, Part] = dataclasses.field(default_factory=dict)
-    """LTX-2's parts besides the DiT and video VAE (ltx2.PARTS: "connectors",
+    """A family's parts besides the DiT and VAE (`FamilySpec.file_extras`; LTX-2's "connectors",
     "text_projection", "audio_vae", "vocoder"), each a view of the file that holds it, keys in
-    the part's own names; components.ltx2_component builds the connectors, audio VAE and
+    the part's own names; its spec's `build_extra` builds the connectors, audio VAE and
     vocoder from them."""
 
     @property
@@ -113,7 +114,9 @@ def resolve(files: SingleFiles) -> Resolved:
         expect_role(part, "transformer", "--model")
         check_readable(part.header)
     first = dits[0].detection
-    if any(d.detection.bundled for d in dits) and first.family not in BUNDLING_FAMILIES:
+    spec = file_spec(first.family or "")
+    runs_bundle = spec is not None and spec.runs_all_in_one
+    if any(d.detection.bundled for d in dits) and not runs_bundle:
         raise ValueError(
             f"{dits[0].header.name} is an {first.label} checkpoint: paradit runs all-in-one "
             "checkpoints of Flux.1 and LTX-2 only (Flux.1's DiT, clip_l, t5xxl and vae in one "
@@ -132,7 +135,7 @@ def resolve(files: SingleFiles) -> Resolved:
         )
     preset = PRESETS.get(first.variant)
     if preset is None or (len(dits) == 2 and not preset.pair_preset):
-        supported = ", ".join(k for k in PRESETS if "hunyuan" not in k)
+        supported = ", ".join(PRESETS)
         raise ValueError(
             f"{dits[0].header.name} is {first.variant} ({'; '.join(first.reasons)}): "
             f"{'a pair of it' if preset else 'it'} is recognised but cannot be run from single "
@@ -154,78 +157,24 @@ def resolve(files: SingleFiles) -> Resolved:
     variant = first.label
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
-    ltx2_parts: dict[str, Part] = {}
-    if first.family == "ltx2":  # its parts from whichever files hold them
-        files, ltx2_parts = _ltx2_parts(dits[0], files)
-        bundle = {"vae": ltx2_parts["vae"]} if "vae" in ltx2_parts else {}
+    family_parts: dict[str, Part] = {}
+    if spec is not None and spec.file_parts is not None:  # from whichever files hold them
+        files, family_parts = spec.file_parts(dits[0], files)
+        bundle = {"vae": family_parts["vae"]} if "vae" in family_parts else {}
     else:
         bundle = bundled_parts(dits[0]) if first.bundled else {}
     if len(files.vaes) > 1:
         raise ValueError(f"--vae takes one file, got {len(files.vaes)}")
     encoders = _encoders(files, preset, first, bundle)
-    if preset.vision:
-        from .qwen_image_edit import check_vision_tower
-
-        check_vision_tower(encoders["text_encoder"], first)
+    if preset.check_text_encoder is not None:  # Qwen-Image-Edit's reads the images too
+        preset.check_text_encoder(encoders["text_encoder"], first)
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
-    extras = _ltx2_extras(ltx2_parts, encoders["text_encoder"]) if ltx2_parts else {}
+    extras: dict[str, Part] = {}
+    if family_parts and spec.file_extras is not None:
+        extras = spec.file_extras(family_parts, encoders["text_encoder"])
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
     return Resolved(preset, components, encoders, vae, variant, image_encoder, extras)
-
-
-def _ltx2_parts(dit: Part, files: SingleFiles) -> tuple[SingleFiles, dict[str, Part]]:
-    """LTX-2's parts besides the DiT (ltx2.PARTS), found by their key names in the --vae and
-    --text-encoder files that hold any (ComfyUI's split files, or the whole checkpoint beside
-    a GGUF DiT), then in the DiT's own file; a file given wins over the DiT's file. Returns
-    the files left for the text encoder and video VAE checks (the Gemma file; a --vae file
-    holding no LTX-2 part, refused there by what it is) and the parts; ValueError naming the
-    parts no file holds and which files would."""
-    from . import ltx2
-
-    encoders, vaes, found = [], [], {}
-    for flag, paths in (("--text-encoder", files.text_encoders), ("--vae", files.vaes)):
-        for path in paths:
-            part = recognise(path)
-            held = ltx2.find_parts(part.header) if part.detection.role != "text_encoder" else {}
-            if not held:
-                (encoders if flag == "--text-encoder" else vaes).append(path)
-            for name, header in held.items():
-                if name in found:
-                    raise ValueError(
-                        f"{flag} {part.header.name} and {found[name].header.name} both hold "
-                        f"LTX-2's {name}: give one file for each part"
-                    )
-                found[name] = Part(header, detect(header))
-    for name, header in ltx2.find_parts(dit.header).items():
-        found.setdefault(name, Part(header, detect(header)))
-    if vaes:
-        found.pop("vae", None)  # --vae FILE holding no LTX-2 part: refused by _vae as it is
-    missing = [name for name in ltx2.PARTS if name not in found and not (name == "vae" and vaes)]
-    if missing:
-        raise ValueError(
-            f"{dit.header.name} holds LTX-2's DiT; no file given holds {', '.join(missing)}: "
-            f"give {ltx2.describe_missing(missing)}"
-        )
-    return dataclasses.replace(files, text_encoders=tuple(encoders), vaes=tuple(vaes)), found
-
-
-def _ltx2_extras(parts: dict[str, Part], encoder: Part) -> dict[str, Part]:
-    """LTX-2's parts for its connectors, audio VAE and vocoder (ltx2.PARTS but the video
-    VAE), after checking that the text projection reads the Gemma file's hidden states."""
-    from . import ltx2
-
-    config = encoder.detection.config
-    stacked = config["hidden_size"] * (config["num_hidden_layers"] + 1)
-    projection = parts["text_projection"].header
-    reads = ltx2.text_projection_inputs(projection)
-    if reads != stacked:
-        raise ValueError(
-            f"--text-encoder {encoder.header.name} gives {config['num_hidden_layers'] + 1} "
-            f"hidden states of width {config['hidden_size']} ({stacked} values a token); the "
-            f"text projection of {projection.name} reads {reads}"
-        )
-    return {name: part for name, part in parts.items() if name != "vae"}
 
 
 def _where(part: Part, flag: str) -> str:

@@ -46,7 +46,7 @@ def build_folder(num_layers: int, folder: Path) -> Path:
     from diffusers import CogVideoXTransformer3DModel
 
     from ...models.presets import build_preset
-    from ...models.tiny.common import seeded
+    from ...models.tiny_parts import seeded
 
     pipe = build_preset("tiny-cogvideox")
     pipe.transformer = seeded(

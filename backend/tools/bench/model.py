@@ -59,7 +59,7 @@ def build_model_folder(spec: BenchModel, folder: Path) -> Path:
     from diffusers import WanTransformer3DModel
 
     from ...models.presets import build_preset
-    from ...models.tiny.common import seeded
+    from ...models.tiny_parts import seeded
 
     def transformer() -> WanTransformer3DModel:
         return WanTransformer3DModel(

@@ -7,6 +7,7 @@ from ...family_spec import FamilySpec
 from .adapter import CogVideoX
 from .memory import dit_forward
 from .parallel import prepare_cogvideox, use_joint_attention
+from .tiny import PRESETS as TINY_PRESETS
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 SPEC = FamilySpec(
@@ -32,4 +33,5 @@ SPEC = FamilySpec(
     dry_run_one_block=True,
     cp_plans={"CogVideoXTransformer3DModel": prepare_cogvideox},
     attention_dispatch={"CogVideoXTransformer3DModel": use_joint_attention},
+    tiny_presets=TINY_PRESETS,
 )

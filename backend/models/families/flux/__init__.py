@@ -5,9 +5,18 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_square_tiles
 from .adapter import Flux
 from .memory import dit_forward
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map, text_widths
+from .single_file import (
+    FILE_PRESETS,
+    detect_diffusers_dit,
+    detect_dit,
+    detect_vae,
+    dit_row_map,
+    text_widths,
+)
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "flux",
@@ -30,4 +39,9 @@ SPEC = FamilySpec(
     all_in_one=True,
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    tiny_presets=TINY_PRESETS,
+    detect_parts=((110, detect_vae),),
+    file_presets=FILE_PRESETS,
+    runs_all_in_one=True,
+    vae_tiling={"AutoencoderKL": enable_square_tiles},
 )

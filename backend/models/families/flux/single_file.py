@@ -14,6 +14,7 @@ from ...single_file.detection import (
     count_indices,
     dit_head_dim,
 )
+from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, Segment, rows_of
 
@@ -189,3 +190,33 @@ def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
         ("text_encoder_2", config["joint_attention_dim"], "text embeddings"),
         ("text_encoder", config["pooled_projection_dim"], "pooled CLIP embeddings"),
     )
+
+
+def detect_vae(header: FileHeader) -> Detection | None:
+    """A 2D KL autoencoder (ldm or diffusers names): Flux's when it has 16 latent channels
+    (family "flux"), else one of no family (tried after every family's own VAE)."""
+    keys = {k: v.shape for k, v in header.tensors.items()}
+    for layout, first, latent in (
+        ("ldm", "encoder.conv_in.weight", "encoder.conv_out.weight"),
+        ("diffusers", "encoder.conv_in.weight", "encoder.conv_out.weight"),
+    ):
+        if first in keys and len(keys[first]) == 4 and latent in keys:
+            layout = "ldm" if "encoder.down.0.block.0.conv1.weight" in keys else "diffusers"
+            z2 = keys[latent][0]
+            reasons = (
+                f"2D autoencoder keys ({layout} layout)",
+                f"{z2 // 2} latent channels, base width {keys[first][0]}",
+            )
+            family = "flux" if z2 == 32 else None
+            variant = "flux vae" if family else f"kl vae ({z2 // 2} channels)"
+            config = {"latent_channels": z2 // 2, "base_width": keys[first][0]}
+            return Detection("vae", family, variant, layout, "", config, reasons)
+    return None
+
+
+_FLUX_VAE = "the Flux VAE (ae)"
+FILE_PRESETS = {
+    "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+}
+"""The presets Flux.1's single files run on (`FamilySpec.file_presets`)."""

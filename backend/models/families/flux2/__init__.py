@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_square_tiles
 from .adapter import Flux2
+from .detect import flux2_vae, mistral3_encoder
 from .memory import dit_forward
-from .single_file import detect_dit, dit_row_map, text_widths, vae_latent_channels
+from .single_file import FILE_PRESETS, detect_dit, dit_row_map, text_widths, vae_latent_channels
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "flux2",
@@ -28,4 +31,8 @@ SPEC = FamilySpec(
     dit_row_map=dit_row_map,
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    tiny_presets=TINY_PRESETS,
+    detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
+    file_presets=FILE_PRESETS,
+    vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
 )

@@ -1,13 +1,14 @@
-"""Flux.2's DiT (dev and Klein) in a single file: `single_file/detect_flux2.py` reads it."""
+"""Flux.2's DiT (dev and Klein) in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...single_file.detect_flux2 import flux2_dit, flux2_layout
 from ...single_file.detection import Detection
+from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from .detect import flux2_dit, flux2_layout
 
 
 def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
@@ -39,3 +40,13 @@ def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
 def vae_latent_channels(config: Mapping) -> int:
     """2x2 patches of the latent's channels are the DiT's input."""
     return config["in_channels"] // 4
+
+
+FLUX2_VAE = "the Flux.2 VAE (32 latent channels, in diffusers' names)"
+# FLUX.2-dev: Mistral Small 3.1's language model alone (the pipeline reads its hidden states
+# 10, 20 and 30, which the text model gives as the full Mistral3ForConditionalGeneration does)
+FILE_PRESETS = {
+    "tiny-flux2": Preset("tiny-flux2", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
+    "flux.2-dev": Preset("random:flux.2-dev", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
+}
+"""The presets Flux.2-dev's single files run on (`FamilySpec.file_presets`)."""

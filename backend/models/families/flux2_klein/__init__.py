@@ -6,6 +6,9 @@ from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
 from ..flux2.memory import dit_forward  # the Flux.2 DiT's
 from .adapter import Flux2Klein
+from .single_file import FILE_PRESETS
+from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "flux2_klein",
@@ -21,4 +24,7 @@ SPEC = FamilySpec(
     transformer_classes=("Flux2Transformer2DModel",),
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    tiny_presets=TINY_PRESETS,
+    tiny_pipeline_config=TINY_PIPELINE_CONFIG,
+    file_presets=FILE_PRESETS,
 )

@@ -6,9 +6,11 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
+from .detect import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
 from .single_file import (
+    FILE_PRESETS,
     detect_diffusers_dit,
     detect_dit,
     dit_row_map,
@@ -16,6 +18,8 @@ from .single_file import (
     text_widths,
     vae_key_names,
 )
+from .tiny import PRESETS as TINY_PRESETS
+from .vae import enable_tiles
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
 SPEC = FamilySpec(
@@ -53,4 +57,8 @@ SPEC = FamilySpec(
         # (hidden_states, encoder_hidden_states) = block(hidden_states, encoder_hidden_states, ...)
         "HunyuanVideo15TransformerBlock": BlockLayout(),
     },
+    tiny_presets=TINY_PRESETS,
+    detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
+    file_presets=FILE_PRESETS,
+    vae_tiling={"AutoencoderKLHunyuanVideo15": enable_tiles},
 )

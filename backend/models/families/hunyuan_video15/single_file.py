@@ -1,21 +1,22 @@
-"""HunyuanVideo 1.5's DiT in a single file: `single_file/detect_hunyuan15.py` reads it."""
+"""HunyuanVideo 1.5's DiT in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from ...single_file import hunyuan_video15 as hunyuan
-from ...single_file.detect_hunyuan15 import hunyuan15_dit
 from ...single_file.detection import Detection
+from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
-from ...single_file.hunyuan_video15 import (
+from ...single_file.rows import RowMap, Segment
+from . import keys as hunyuan
+from .detect import hunyuan15_dit
+from .keys import (
     BLOCK_PARTS,
     REFINER_PARTS,
     RENAMES,
     SCHEDULER_SHIFTS,
 )
-from ...single_file.rows import RowMap, Segment
 
 
 def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
@@ -91,6 +92,32 @@ def file_scheduler(scheduler: Any, dit: Detection) -> Any:
     return type(scheduler).from_config(scheduler.config, shift=shift)
 
 
-def vae_key_names(state: dict[str, Any]) -> dict[str, Any]:
+def vae_key_names(state: dict[str, Any], detection: Detection) -> dict[str, Any]:
     """Tencent's VAE key names -> diffusers'."""
     return {hunyuan.vae_name(key): value for key, value in state.items()}
+
+
+_HY15_T2V, _HY15_I2V = "HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipeline"
+_HY15_ENCODERS = ("qwen2.5-vl", "t5")  # ByT5 is a T5 encoder
+_HY15_VAE = "the HunyuanVideo 1.5 VAE (hunyuanvideo15_vae_fp16)"
+_SIGLIP = "the SigLIP image encoder (sigclip_vision_patch14_384)"
+_BYT5 = {"t5": "byt5"}  # the second encoder is ByT5 (Glyph-SDXL's), tokenized as bytes
+FILE_PRESETS = {
+    variant: Preset(
+        name,
+        pipeline,
+        _HY15_ENCODERS,
+        vae=_HY15_VAE,
+        image_encoder=image,
+        tokenizer_kinds=_BYT5 if name.startswith("random:") else {},
+    )
+    for variant, name, pipeline, image in (
+        ("tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5", _HY15_T2V, ""),
+        ("tiny-hunyuanvideo1.5-i2v", "tiny-hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+        ("hunyuanvideo1.5-480p-t2v", "random:hunyuanvideo1.5-t2v", _HY15_T2V, ""),
+        ("hunyuanvideo1.5-720p-t2v", "random:hunyuanvideo1.5-t2v", _HY15_T2V, ""),
+        ("hunyuanvideo1.5-480p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+        ("hunyuanvideo1.5-720p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
+    )
+}
+"""The presets HunyuanVideo 1.5's single files run on (`FamilySpec.file_presets`)."""

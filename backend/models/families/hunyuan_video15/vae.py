@@ -41,3 +41,20 @@ def tile_grid(vae: Any, z: torch.Tensor) -> TileGrid:
 def decode_tile(vae: Any, z: torch.Tensor, tile: Tile) -> torch.Tensor:
     """Decode one tile of a tiled grid."""
     return vae.decoder(cut(z, tile))
+
+
+def enable_tiles(vae: Any, height: int, width: int) -> None:
+    """`AutoencoderKLHunyuanVideo15` keeps its latent tile size apart from its sample tile size
+    (it derives one from the other only when built): both are set, so tiles of a multiple of
+    its compression decode to exactly their size; ValueError for other sizes."""
+    ratio = vae.spatial_compression_ratio
+    if height % ratio or width % ratio:
+        raise ValueError(
+            f"HunyuanVideo 1.5's VAE tiles are multiples of {ratio} pixels, not {height}x{width}"
+        )
+    vae.enable_tiling(
+        tile_sample_min_height=height,
+        tile_sample_min_width=width,
+        tile_latent_min_height=height // ratio,
+        tile_latent_min_width=width // ratio,
+    )

@@ -6,9 +6,12 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
+from .detect import gemma3_encoder, ltx2_vae
+from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
 from .single_file import (
+    FILE_PRESETS,
     detect_diffusers_dit,
     detect_dit,
     dit_file_keys,
@@ -16,6 +19,8 @@ from .single_file import (
     text_widths,
     vae_key_names,
 )
+from .tiny import PRESETS as TINY_PRESETS
+from .vae import enable_tiles
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
 
@@ -56,4 +61,14 @@ SPEC = FamilySpec(
         # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)
         "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
     },
+    tiny_presets=TINY_PRESETS,
+    detect_parts=((40, gemma3_encoder), (100, ltx2_vae)),  # Gemma 3 before Qwen3,
+    file_presets=FILE_PRESETS,
+    runs_all_in_one=True,
+    file_parts=file_parts,
+    file_extras=file_extras,
+    extra_components=EXTRA_COMPONENTS,
+    build_extra=build_extra,
+    describe_parts=describe_parts,
+    vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
 )

@@ -1,15 +1,17 @@
 """LTX-2's DiT in a single file (with whatever else the checkpoint holds):
-`single_file/detect_ltx2.py` reads it."""
+`detect.py` reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...single_file import ltx2
-from ...single_file.detect_ltx2 import DIFFUSERS_MARKER, MARKER, ltx2_dit
 from ...single_file.detection import Detection
+from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from . import files as ltx2
+from .adapter import DISTILLED_SCHEDULER
+from .detect import DIFFUSERS_MARKER, MARKER, ltx2_dit
 
 
 def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
@@ -27,7 +29,7 @@ def detect_diffusers_dit(header: FileHeader) -> Detection | None:
 
 
 def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
-    """The original key names -> diffusers', as a row map: `single_file/ltx2.py`'s converter
+    """The original key names -> diffusers', as a row map: `files.py`'s converter
     on row traces of the DiT's keys (the connectors beside it are another component's)."""
     return trace_converter(ltx2.dit_converter(), ltx2.dit_keys(keys))
 
@@ -42,6 +44,21 @@ def text_widths(config: Mapping) -> tuple[tuple[str, int, str], ...]:
     return (("text_encoder", config["caption_channels"], "text embeddings"),)
 
 
-def vae_key_names(state: dict) -> dict:
+def vae_key_names(state: dict, detection: Detection) -> dict:
     """Lightricks' video VAE key names -> diffusers'."""
     return ltx2.vae_names(state)
+
+
+_LTX2_VAE = "the LTX-2 video VAE (in the checkpoint, under vae.)"
+# LTX-2: the checkpoint holds the DiT, connectors, video and audio VAEs and vocoder; Gemma 3's
+# text model is the text encoder (the pipeline reads every hidden state it gives)
+FILE_PRESETS = {
+    "tiny-ltx2": Preset("tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+    "ltx-2": Preset("random:ltx-2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+    # the distilled model: the same shapes and parts, its own schedule (adapter.py)
+    "tiny-ltx2-distilled": Preset(
+        "tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE, scheduler=DISTILLED_SCHEDULER
+    ),
+    "ltx-2-distilled": Preset("random:ltx-2-distilled", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+}
+"""The presets LTX-2's single files run on (`FamilySpec.file_presets`)."""

@@ -58,3 +58,18 @@ def crop(vae: Any, z: torch.Tensor, blended: torch.Tensor) -> torch.Tensor:
     """The blended tiles cut to the latents' size, as the VAE's tiled decode ends."""
     ratio = vae.spatial_compression_ratio
     return blended[..., : z.shape[-2] * ratio, : z.shape[-1] * ratio]
+
+
+def enable_tiles(vae: Any, height: int, width: int) -> None:
+    """`AutoencoderKLLTX2Video` (LTX-2): tiles of a multiple of its 32x compression that
+    overlap by 64 pixels, as its own 512 every 448 do (32 for tiles of 64); ValueError for
+    other sizes (`tiled_decode` here decodes them one by one)."""
+    ratio = vae.spatial_compression_ratio
+    if height % ratio or width % ratio:
+        raise ValueError(f"LTX-2's VAE tiles are multiples of {ratio} pixels, not {height}x{width}")
+    vae.enable_tiling(
+        tile_sample_min_height=height,
+        tile_sample_min_width=width,
+        tile_sample_stride_height=max(ratio, height - 2 * ratio),
+        tile_sample_stride_width=max(ratio, width - 2 * ratio),
+    )

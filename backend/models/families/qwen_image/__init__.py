@@ -5,9 +5,11 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import QwenImage
 from .memory import dit_forward
-from .single_file import detect_dit
+from .single_file import FILE_PRESETS, detect_dit
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "qwen_image",
@@ -27,4 +29,7 @@ SPEC = FamilySpec(
     file_family="qwen-image",
     dit_forward=dit_forward,
     vae_frame_axis=True,
+    tiny_presets=TINY_PRESETS,
+    file_presets=FILE_PRESETS,
+    vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
 )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from ....contract import IMAGE_EDIT
 from ...family_spec import FamilySpec
 from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
+from ..qwen_image.tiny import EDIT_PRESETS as TINY_PRESETS
 from .adapter import QwenImageEdit
+from .single_file import FILE_PRESETS
 
 SPEC = FamilySpec(
     "qwen_image_edit",
@@ -21,4 +23,6 @@ SPEC = FamilySpec(
     transformer_classes=("QwenImageTransformer2DModel",),
     dit_forward=dit_forward,
     vae_frame_axis=True,
+    tiny_presets=TINY_PRESETS,
+    file_presets=FILE_PRESETS,
 )

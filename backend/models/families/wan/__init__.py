@@ -5,9 +5,19 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
-from .single_file import detect_diffusers_dit, detect_dit, dit_row_map
+from .single_file import (
+    FILE_PRESETS,
+    detect_diffusers_dit,
+    detect_dit,
+    detect_vae,
+    dit_row_map,
+    vae_key_names,
+)
+from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
+from .tiny import PRESETS as TINY_PRESETS
 from .wan22 import specialize
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
@@ -41,4 +51,11 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     dry_run_one_block=True,
     specialize=specialize,
+    tiny_presets=TINY_PRESETS,
+    tiny_pipeline_config=TINY_PIPELINE_CONFIG,
+    detect_parts=((70, detect_vae),),
+    file_presets=FILE_PRESETS,
+    vae_key_names=vae_key_names,
+    lora_full_diffs=True,
+    vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
 )

@@ -6,9 +6,11 @@ from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from .adapter import ZImage
+from .detect import qwen3_encoder
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
-from .single_file import DROPPED, detect_dit, dit_row_map, vae_latent_channels
+from .single_file import DROPPED, FILE_PRESETS, detect_dit, dit_row_map, vae_latent_channels
+from .tiny import PRESETS as TINY_PRESETS
 
 SPEC = FamilySpec(
     "z_image",
@@ -33,4 +35,7 @@ SPEC = FamilySpec(
     dropped_keys=DROPPED,
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
+    tiny_presets=TINY_PRESETS,
+    detect_parts=((50, qwen3_encoder),),
+    file_presets=FILE_PRESETS,
 )

@@ -1,13 +1,14 @@
-"""Z-Image's DiT in a single file: `single_file/detect_z_image.py` reads it."""
+"""Z-Image's DiT in a single file: `detect.py` reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...single_file.detect_z_image import DROPPED, z_image_dit, z_image_layout
 from ...single_file.detection import Detection
+from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from .detect import DROPPED, z_image_dit, z_image_layout
 
 __all__ = ["DROPPED", "detect_dit", "dit_row_map"]
 
@@ -35,3 +36,11 @@ def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
 def vae_latent_channels(config: Mapping) -> int:
     """Its in_channels are the latent's, before the 2x2 patches."""
     return config["in_channels"]
+
+
+_FLUX_VAE = "the Flux VAE (ae)"
+FILE_PRESETS = {
+    "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+    "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
+}
+"""The presets Z-Image's single files run on (`FamilySpec.file_presets`): Flux's VAE."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..seeded import (
+from ...seeded import (
     QWEN_CHAT_VOCAB_SIZE,
     qwen_chat_tokenizer,
 )
-from .common import (
+from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,
@@ -72,7 +72,7 @@ def _qwen_transformer():
 def _qwen_scheduler():
     import diffusers
 
-    from ..random_presets import random_preset_spec
+    from ...random_presets import random_preset_spec
 
     shipped = dict(random_preset_spec("random:qwen-image")["components"]["scheduler"]["config"])
     return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
@@ -88,7 +88,7 @@ _QWEN_IMAGE: Builders = {
 
 
 def _qwen_vl_text_encoder():
-    from .. import qwen_vl
+    from ... import qwen_vl
 
     return _qwen_text_encoder(
         qwen_vl.QWEN_VL_VOCAB_SIZE,
@@ -100,7 +100,7 @@ def _qwen_vl_text_encoder():
 
 
 def _qwen_vl(part: str):
-    from .. import qwen_vl
+    from ... import qwen_vl
 
     return qwen_vl.qwen_vl_tokenizer() if part == "tokenizer" else qwen_vl.qwen_vl_processor()
 
@@ -119,5 +119,8 @@ _QWEN_IMAGE_EDIT: Builders = {
 
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-qwen-image": ("QwenImagePipeline", _QWEN_IMAGE),
+}
+EDIT_PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-qwen-image-edit": ("QwenImageEditPlusPipeline", _QWEN_IMAGE_EDIT),
 }
+"""Qwen-Image-Edit's (`qwen_image_edit/`): this DiT and scheduler, its own encoder and VAE."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..image_processors import siglip_image_processor
-from ..seeded import (
+from ...image_processors import siglip_image_processor
+from ...seeded import (
     QWEN_CHAT_VOCAB_SIZE,
     byte_tokenizer,
     qwen_chat_tokenizer,
 )
-from .common import (
+from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,

@@ -20,11 +20,13 @@ from typing import Any
 
 import torch
 
-from ..casting import cast_model
-from ..qwen_vl import QWEN_VL_VOCAB_SIZE, VISION_SPECIALS, qwen25_vl_processor
-from .components import preset_parts, read_whole, tokenizer
-from .detect import Detection, Part
-from .detect_hunyuan15 import VISION_PREFIXES, qwen25_vl_vision
+from ...casting import cast_model
+from ...qwen_vl import QWEN_VL_VOCAB_SIZE, VISION_SPECIALS, qwen25_vl_processor
+from ...single_file.components import preset_parts, read_whole, tokenizer
+from ...single_file.detect import Detection, Part
+from ...single_file.file_presets import Preset
+from ..hunyuan_video15.detect import VISION_PREFIXES, qwen25_vl_vision
+from ..qwen_image.single_file import QWEN_IMAGE_VAE
 
 TOKEN_IDS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")
 """Qwen2_5_VLConfig's names of the ids of `qwen_vl.VISION_SPECIALS`, in that order."""
@@ -133,3 +135,26 @@ def transformers_names(state: dict[str, torch.Tensor], text_prefix: str) -> dict
         elif key.startswith(text_prefix):
             out["model.language_model." + key[len(text_prefix) :]] = value
     return out
+
+
+_EDIT_PLUS, _EDIT = "QwenImageEditPlusPipeline", "QwenImageEditPipeline"
+# Qwen-Image-Edit: Qwen-Image's DiT and VAE; Qwen2.5-VL with its vision tower reads the
+# images. The file name tells the Edit-Plus releases (2509, 2511) from the first model.
+FILE_PRESETS = {
+    variant: Preset(
+        name,
+        pipeline,
+        ("qwen2.5-vl",),
+        vae=QWEN_IMAGE_VAE,
+        vision=True,
+        text_parts=edit_text_parts,
+        check_text_encoder=check_vision_tower,
+    )
+    for variant, name, pipeline in (
+        ("tiny-qwen-image-edit-plus", "tiny-qwen-image-edit", _EDIT_PLUS),
+        ("tiny-qwen-image-edit", "tiny-qwen-image-edit", _EDIT),
+        ("qwen-image-edit-plus", "random:qwen-image-edit", _EDIT_PLUS),
+        ("qwen-image-edit", "random:qwen-image-edit", _EDIT),
+    )
+}
+"""The presets Qwen-Image-Edit's single files run on (`FamilySpec.file_presets`)."""

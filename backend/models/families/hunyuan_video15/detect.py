@@ -4,7 +4,7 @@ Qwen2.5-VL text encoder (`qwen_2.5_vl_7b`, Hugging Face's names, with the shapes
 tower, which Qwen-Image-Edit reads; ByT5 is a T5, recognised in detect.py) and the SigLIP
 vision tower of image-to-video (`sigclip_vision_patch14_384`).
 
-The name tables and the config readers are in hunyuan_video15.py; the head width is 128 for
+The name tables and the config readers are in `keys.py`; the head width is 128 for
 the real model, 16 for the tiny preset (whose DiT is 64 wide).
 """
 
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 
-from . import hunyuan_video15 as hunyuan
-from .detection import (
+from ...single_file.detection import (
     REAL_HEAD_DIM,
     TINY_WIDTH,
     Detection,
@@ -22,7 +21,8 @@ from .detection import (
     language_model_prefix,
     stripped,
 )
-from .header import FileHeader
+from ...single_file.header import FileHeader
+from . import keys as hunyuan
 
 # -- the DiT and the VAE ----------------------------------------------------------------------
 

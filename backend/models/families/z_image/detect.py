@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..random_presets import random_dit_config
-from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE
-from .detection import Detection, count_indices
-from .header import FileHeader
+from ...random_presets import random_dit_config
+from ...seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE
+from ...single_file.detection import Detection, count_indices
+from ...single_file.header import FileHeader
 
 Z_IMAGE = "z-image"
 TINY_AXES = [4, 6, 6]  # the tiny preset's rotary axes (its heads are 16 wide)

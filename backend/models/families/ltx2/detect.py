@@ -9,12 +9,12 @@ The checkpoint holds every part of the model but the text encoder: the DiT under
 beside it (`model.diffusion_model.video_embeddings_connector.`, `audio_...`), the text
 projection at the top (`text_embedding_projection.aggregate_embed.weight`: the stacked Gemma
 hidden states to one width), the video VAE under `vae.`, the audio VAE under `audio_vae.` and
-the vocoder under `vocoder.` (ltx2.py maps each to diffusers' component).
+the vocoder under `vocoder.` (`files.py` maps each to diffusers' component).
 
 What a header cannot show: the head widths (128 for the video stream and 64 for the audio
 stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
 distilled (the same shapes: the file name tells; a distilled file's variant is
-`ltx-2-distilled`, which runs on its own 8-step schedule, families/ltx2.py).
+`ltx-2-distilled`, which runs on its own 8-step schedule, `adapter.py`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
-from .header import FileHeader
+from ...single_file.detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
+from ...single_file.header import FileHeader
 
 LTX2 = "ltx2"
 MARKER = "av_ca_a2v_gate_adaln_single.emb.timestep_embedder.linear_1.weight"
@@ -191,8 +191,8 @@ def gemma3_encoder(header: FileHeader) -> Detection | None:
     `model.`, perhaps a vision tower and the SentencePiece model `spiece_model` beside it,
     which are not weights of it), or None for other files. Gemma has norms before and after
     each feed-forward, which Qwen3 (also with per-head q/k norms) lacks."""
-    from ..seeded import VOCAB_SIZE
-    from ..tiny.ltx2 import TEXT_ENCODER_UNSEEN
+    from ...seeded import VOCAB_SIZE
+    from .tiny import TEXT_ENCODER_UNSEEN
 
     keys = {k: v.shape for k, v in header.tensors.items()}
     prefix = language_model_prefix(

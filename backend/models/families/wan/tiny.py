@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..image_processors import clip_image_processor
-from ..seeded import (
+from ...image_processors import clip_image_processor
+from ...seeded import (
     byte_tokenizer,
 )
-from .common import (
+from ...tiny_parts import (
     CLIP_IMAGE_SIZE,
     CLIP_VISION_DIM,
     TEXT_DIM,
@@ -37,7 +37,7 @@ def _wan_vae():
 def _wan22_vae():
     from diffusers import AutoencoderKLWan
 
-    from ..random_presets import random_preset_spec
+    from ...random_presets import random_preset_spec
 
     # Wan 2.2's VAE as TI2V-5B ships it (residual blocks, 2x2 patches, its latent statistics),
     # 8 channels wide with one resnet per level.

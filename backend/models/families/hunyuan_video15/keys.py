@@ -20,8 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .detection import count_indices
-from .header import FileHeader
+from ...single_file.detection import count_indices
+from ...single_file.header import FileHeader
 
 MARKER = "double_blocks.0.img_attn_q.weight"
 """The key that tells a HunyuanVideo 1.5 DiT in the original names (Flux: `img_attn.qkv`,
@@ -34,10 +34,6 @@ TINY_TARGET_SIZES = {"t2v": 640, "i2v": 64}
 SCHEDULER_SHIFTS = {("480p", "t2v"): 5.0, ("480p", "i2v"): 5.0, ("720p", "t2v"): 9.0}
 SCHEDULER_SHIFTS[("720p", "i2v")] = 7.0
 """The flow-matching shift per resolution and task (Tencent's and diffusers' configs)."""
-
-
-BYT5_PRESETS = ("random:hunyuanvideo1.5-t2v", "random:hunyuanvideo1.5-i2v")
-"""The presets whose T5 encoder is ByT5 (Glyph-SDXL's), tokenized as bytes."""
 
 
 def task_and_resolution(name: str) -> tuple[str, str, tuple[str, ...]]:

@@ -1,5 +1,6 @@
 """LTX-2's checkpoint (Lightricks' names, as ComfyUI users hold `ltx-2-19b-dev.safetensors`)
-to diffusers' components. detect_ltx2.py says what the file holds and where.
+to diffusers' components, and the parts of a job found in whichever files hold them.
+`detect.py` says what the file holds and where.
 
 - The DiT: diffusers' own converter (`convert_ltx2_transformer_to_diffusers`: renames only),
   run on row traces like Wan's (convert.trace_converter), so each rank reads just its rows.
@@ -18,7 +19,7 @@ to diffusers' components. detect_ltx2.py says what the file holds and where.
 
 The settings no header holds (the VAEs' and vocoder's strides, the connectors' heads and
 registers) come from the preset of the recognised model, as for the other families' VAEs
-(components.ltx2_component); a file whose shapes differ from them is refused with the first
+(`build_extra`); a file whose shapes differ from them is refused with the first
 keys that do not fit.
 """
 
@@ -28,11 +29,13 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from .detect_ltx2 import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
-from .header import FileHeader
+from ...single_file.detect import Part, detect, recognise
+from ...single_file.header import FileHeader
+from .detect import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
 
 EXTRA_COMPONENTS = ("connectors", "audio_vae", "vocoder")
 """The checkpoint's components built here (the DiT is read row by row, the video VAE as the
@@ -207,3 +210,101 @@ def find_parts(header: FileHeader) -> dict[str, FileHeader]:
 def describe_missing(missing: list[str]) -> str:
     """The parts an LTX-2 job lacks, and which files would hold them."""
     return "; ".join(PARTS[name].what for name in missing)
+
+
+def describe_parts(header: FileHeader) -> tuple[str, str] | None:
+    """(variant, why) for a file that holds LTX-2 parts by their key names (ComfyUI's split
+    files), else None."""
+    parts = find_parts(header)
+    if not parts:
+        return None
+    return "ltx-2 " + ", ".join(parts), (
+        "LTX-2 parts by their key names (given with --vae or --text-encoder beside an LTX-2 DiT)"
+    )
+
+
+def file_parts(dit: Part, files: Any) -> tuple[Any, dict[str, Part]]:
+    """LTX-2's parts besides the DiT (PARTS), found by their key names in the --vae and
+    --text-encoder files that hold any (ComfyUI's split files, or the whole checkpoint beside
+    a GGUF DiT), then in the DiT's own file; a file given wins over the DiT's file. Returns
+    the files left for the text encoder and video VAE checks (the Gemma file; a --vae file
+    holding no LTX-2 part, refused there by what it is) and the parts; ValueError naming the
+    parts no file holds and which files would."""
+    encoders, vaes, found = [], [], {}
+    for flag, paths in (("--text-encoder", files.text_encoders), ("--vae", files.vaes)):
+        for path in paths:
+            part = recognise(path)
+            held = find_parts(part.header) if part.detection.role != "text_encoder" else {}
+            if not held:
+                (encoders if flag == "--text-encoder" else vaes).append(path)
+            for name, header in held.items():
+                if name in found:
+                    raise ValueError(
+                        f"{flag} {part.header.name} and {found[name].header.name} both hold "
+                        f"LTX-2's {name}: give one file for each part"
+                    )
+                found[name] = Part(header, detect(header))
+    for name, header in find_parts(dit.header).items():
+        found.setdefault(name, Part(header, detect(header)))
+    if vaes:
+        found.pop("vae", None)  # --vae FILE holding no LTX-2 part: refused by _vae as it is
+    missing = [name for name in PARTS if name not in found and not (name == "vae" and vaes)]
+    if missing:
+        raise ValueError(
+            f"{dit.header.name} holds LTX-2's DiT; no file given holds {', '.join(missing)}: "
+            f"give {describe_missing(missing)}"
+        )
+    return dataclasses.replace(files, text_encoders=tuple(encoders), vaes=tuple(vaes)), found
+
+
+def file_extras(parts: dict[str, Part], encoder: Part) -> dict[str, Part]:
+    """LTX-2's parts for its connectors, audio VAE and vocoder (PARTS but the video
+    VAE), after checking that the text projection reads the Gemma file's hidden states."""
+    config = encoder.detection.config
+    stacked = config["hidden_size"] * (config["num_hidden_layers"] + 1)
+    projection = parts["text_projection"].header
+    reads = text_projection_inputs(projection)
+    if reads != stacked:
+        raise ValueError(
+            f"--text-encoder {encoder.header.name} gives {config['num_hidden_layers'] + 1} "
+            f"hidden states of width {config['hidden_size']} ({stacked} values a token); the "
+            f"text projection of {projection.name} reads {reads}"
+        )
+    return {name: part for name, part in parts.items() if name != "vae"}
+
+
+_LTX2_PARTS_OF = {"connectors": ("connectors", "text_projection")}
+"""The parts (PARTS) a component is read from, where they are not just the one."""
+
+
+def build_extra(
+    name: str, parts: Mapping[str, Part], preset_name: str, dtype: torch.dtype
+) -> torch.nn.Module:
+    """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") from its parts (each a
+    view of the file that holds it: file_parts), as the diffusers model of the preset's
+    config (component_state names it)."""
+    from accelerate import init_empty_weights
+
+    from ...casting import cast_model
+    from ...single_file.components import preset_parts, read_whole
+
+    def read(part: str) -> dict[str, torch.Tensor]:
+        return read_whole(parts[part], torch.float32)
+
+    header_name = ", ".join(
+        sorted({parts[p].header.name for p in _LTX2_PARTS_OF.get(name, (name,))})
+    )
+    reference = getattr(preset_parts(preset_name, {name}), name)
+    with init_empty_weights(include_buffers=False):
+        model = type(reference).from_config(dict(reference.config))
+    state = component_state(name, read, header_name)
+    expected = model.state_dict()
+    problems = sorted(set(expected) ^ set(state))
+    problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
+    if problems:
+        raise ValueError(
+            f"{header_name}: its {name} does not fit LTX-2's ({preset_name}) "
+            f"(mismatched keys {problems[:3]})"
+        )
+    model.load_state_dict(state, assign=True, strict=True)
+    return cast_model(model, dtype).eval()

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..seeded import (
+from .seeded import (
     EOS_ID,
     PAD_ID,
     VOCAB_SIZE,

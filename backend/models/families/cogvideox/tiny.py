@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..seeded import (
+from ...seeded import (
     byte_tokenizer,
 )
-from .common import (
+from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from ..seeded import (
+from ...seeded import (
     PAD_ID,
     QWEN_CHAT_VOCAB_SIZE,
     qwen3_chat_tokenizer,
 )
-from .common import (
+from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,
 )
-from .flux import FLUX_LATENT_CHANNELS, flux_vae
+from ..flux.tiny import FLUX_LATENT_CHANNELS, flux_vae
 
 _ZIMAGE_HEADS, _ZIMAGE_HEAD_DIM = 4, 16
 
@@ -56,7 +56,7 @@ def _z_image_transformer():
 def _z_image_scheduler():
     import diffusers
 
-    from ..random_presets import random_preset_spec
+    from ...random_presets import random_preset_spec
 
     shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
     return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)

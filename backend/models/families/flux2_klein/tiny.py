@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE, qwen3_chat_tokenizer
-from .common import TEXT_DIM, Builders, seeded
-from .flux import _flux2_transformer, _flux2_vae
+from ...seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE, qwen3_chat_tokenizer
+from ...tiny_parts import TEXT_DIM, Builders, seeded
+from ..flux2.tiny import _flux2_transformer, _flux2_vae
 
 KLEIN_TEXT_LAYERS = 28  # the pipeline stacks hidden states 9, 18 and 27 (of Qwen3-4B's 36)
 
@@ -33,7 +33,7 @@ def _qwen3_causal_text_encoder():
 def _klein_scheduler():
     import diffusers
 
-    from ..random_presets import random_preset_spec
+    from ...random_presets import random_preset_spec
 
     entry = random_preset_spec("random:flux.2-klein-4b")["components"]["scheduler"]
     shipped = dict(entry["config"])

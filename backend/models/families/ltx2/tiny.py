@@ -3,8 +3,8 @@ video with it (`LTX2ImageToVideoPipeline`: the same components)."""
 
 from __future__ import annotations
 
-from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer
-from .common import TEXT_DIM, Builders, seeded
+from ...seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer
+from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 _TEXT_LAYERS = 2
 """The pipeline stacks every hidden state of the text encoder (Gemma 3 12B: 48 layers + the
@@ -23,7 +23,7 @@ TEXT_ENCODER_UNSEEN = {
     "eos_token_id": EOS_ID,
     "bos_token_id": None,
 }
-"""The tiny text encoder's settings a file's header cannot show (single_file.detect_ltx2)."""
+"""The tiny text encoder's settings a file's header cannot show (`detect.py`)."""
 
 
 def _text_encoder():

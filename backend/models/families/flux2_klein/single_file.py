@@ -1,0 +1,21 @@
+"""Flux.2 Klein in single files: its DiT is recognised by Flux.2's spec (`../flux2/`); the
+presets its files run on are here."""
+
+from __future__ import annotations
+
+from ...single_file.file_presets import Preset
+from ..flux2.single_file import FLUX2_VAE
+
+_QWEN3_LM = {"Qwen3Model": "Qwen3ForCausalLM"}  # the pipeline takes Qwen3 as a causal LM
+FILE_PRESETS = {
+    variant: Preset(
+        name, "Flux2KleinPipeline", ("qwen3",), vae=FLUX2_VAE, encoder_classes=_QWEN3_LM
+    )
+    for variant, name in (
+        ("tiny-flux2-klein", "tiny-flux2-klein"),
+        ("flux.2-klein-4b", "random:flux.2-klein-4b"),
+        ("flux.2-klein-9b", "random:flux.2-klein-9b"),
+    )
+}
+"""The presets Klein's single files run on (`FamilySpec.file_presets`; its DiT is recognised
+by Flux.2's spec)."""
