@@ -447,6 +447,7 @@ def test_backend_node_settings_reach_the_backend(
         "plan_for": None,
         "vae_tile": "32x32",
         "lora_cache_gib": float(POOL_LORA_CACHE_GIB),  # ComfyUI's loras folders: LoRAs on
+        "weights": "auto",  # the node's default: quantized files stay quantized
     }
     assert info["memory"]["reference_job"]["decode"] == "tiled"  # --vae-tiling on
     assert text == backend_summary(info) and "memory plan:" in text and ": tiled" in text
