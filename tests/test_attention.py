@@ -9,7 +9,7 @@
   the math kernel, and /v1/info and job.json say which kernel ran;
 - `paradit verify --against-kernel sdpa`: a kernel's distance at world size 1.
 
-Cost: about 20 s (two backends of tiny-wan with --attention math, `paradit verify`'s two; the
+Cost: about 27 s (two backends of tiny-wan with --attention math, `paradit verify`'s two; the
 in-process pipelines).
 """
 

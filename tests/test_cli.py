@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 56 s (in the suite's two-worker run on 2 cores).
+Cost: about 54 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ it, its job interrupted by the watchdog; the cells left out here (a hang on ever
 them) are tests/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
-Cost: about 43 s (in the suite's two-worker run on 2 cores; 120 s while a rebuilt rank 1 was a
+Cost: about 48 s (in the suite's two-worker run on 2 cores; 120 s while a rebuilt rank 1 was a
 fresh interpreter: 78 CPU-seconds for this file alone then, 41 now that `serve`'s zygote
 forks it): a backend start, about 30 small jobs and five rebuilds of rank 1.
 """

@@ -8,7 +8,7 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 the ranks of its rebuilds come from `serve`'s own zygote (backend/serving/forked.py), as for
 users; the start-up tests at the end start fresh interpreters.
 
-Cost: about 63 s (in the suite's two-worker run on 2 cores; 140 s before rebuilt ranks were
+Cost: about 55 s (in the suite's two-worker run on 2 cores; 140 s before rebuilt ranks were
 forked: 129 CPU-seconds for this file alone then, 54 now).
 """
 

@@ -8,7 +8,7 @@ dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.p
 thresholds, image and final latents). The parallel runs share a real gloo group of 4 (forked,
 one thread per rank): the world, then groups of its first 3 and first 2 ranks.
 
-Cost: about 8 s (in the suite's two-worker run on 2 cores).
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle, lost ranks.
 
-Cost: about 30 s (in the suite's two-worker run on 2 cores).
+Cost: about 28 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Launchers: which rank a launcher's variables make a process, and the same `paradit serve`
 under torchrun (mpirun: tests/test_mpirun.py; srun and sbatch: tests/test_slurm.py).
 
-Cost: about 25 s (in the suite's two-worker run on 2 cores).
+Cost: about 26 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

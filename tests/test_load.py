@@ -1,7 +1,7 @@
 """A burst of concurrent submissions on a real backend: what is accepted finishes, the rest is
 told to come back later, and the server stays healthy.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ stand-in for ssh that runs the command on this machine, so each host gets its ow
 daemon and its own process set (local size 1 each), as on two machines. MPICH runs both
 ranks on one machine without MASTER_ADDR (the one-machine default).
 
-Cost: about 42 s (in the suite's two-worker run on 2 cores).
+Cost: about 45 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged
 `paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
 latents). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 18 s (in the suite's two-worker run on 2 cores).
+Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ plan spread over every rank.
 size 1 at 2 and 4 ranks and on replicas: tests/test_equivalence.py, tests/test_replicas.py;
 HunyuanVideo 1.5's registered blocks on Ulysses 2: tests/test_hunyuan_video15.py.)
 
-Cost: about 23 s (in the suite's two-worker run on 2 cores).
+Cost: about 24 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
