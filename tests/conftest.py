@@ -219,6 +219,28 @@ POOL = pytest.StashKey[Backends]()
 COST = re.compile(r"^Cost: about (\d+) s\b", re.MULTILINE)
 
 
+def rank_pids(client: Client) -> list[int]:
+    """The process ids of a backend's ranks, rank 0 first (GET /v1/info)."""
+    return [rank["pid"] for rank in client.info()["ranks"]]
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (no such process, or a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def healthy(client: Client) -> bool:
+    """The backend answers /health with "ok" (False while its group is rebuilt: 503)."""
+    try:
+        return client.health()["status"] == "ok"
+    except Exception:
+        return False
+
+
 def file_cost_s(path: Path) -> int | None:
     """The cost a test file states in its docstring, in seconds (None if it states none)."""
     import ast

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import Backends, wait_for
+from conftest import Backends, gone, healthy, rank_pids, wait_for
 from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.client import Client, JobFailed
@@ -82,25 +82,6 @@ def _failed(client: Client, prompt: str) -> tuple[dict, float]:
     return job, job["finished"] - job["created"]
 
 
-def _pids(client: Client) -> list[int]:
-    return [rank["pid"] for rank in client.info()["ranks"]]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] in "ZX"
-    except OSError:
-        return True
-
-
-def _healthy(client: Client) -> bool:
-    try:
-        return client.health()["status"] == "ok"
-    except Exception:  # 503 while the group is rebuilt
-        return False
-
-
 def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_error(
     backends: Backends, fresh
 ):
@@ -125,7 +106,7 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
         client = backend.client
         kinds = list(NEXT)
         for index, (kind, place) in enumerate(CELLS):
-            pids = _pids(client)
+            pids = rank_pids(client)
             seen += pids[1:]
             job, took_s = _failed(client, f"cell-{kind}-{place}")
             error = job["error"]
@@ -135,12 +116,12 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
             else:
                 assert ERRORS[kind] in error and PLACES[place][1] in error, error
             assert took_s < HANG_S + 10, (kind, place, took_s, error)
-            wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
-            assert all(_gone(pid) for pid in pids[1:]), (kind, place)
+            wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
+            assert all(gone(pid) for pid in pids[1:]), (kind, place)
             after = kinds[index % len(kinds)]
             assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
         for index, place in enumerate(PLACES):  # every rank hangs: rank 0's job interrupted
-            pids = _pids(client)
+            pids = rank_pids(client)
             seen += pids[1:]
             job, took_s = _failed(client, f"every-rank-hangs-{place}")
             error = job["error"]
@@ -149,16 +130,16 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
             assert "ranks [0" in error and "rank 0 at faults.py" in error, (place, error)
             assert "rank 0's job was interrupted" in error, (place, error)
             assert took_s < HANG_S + 10, (place, took_s, error)
-            wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
-            assert _pids(client)[0] == pids[0] and all(_gone(pid) for pid in pids[1:]), place
+            wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
+            assert rank_pids(client)[0] == pids[0] and all(gone(pid) for pid in pids[1:]), place
             after = kinds[index % len(kinds)]
             assert _frames(client, NEXT[after]) == fresh[after], (place, after)
         for kind, body in NEXT.items():
             assert _frames(client, body) == fresh[kind], kind
-        seen += _pids(client)[1:]
+        seen += rank_pids(client)[1:]
     finally:
         backends.stop(backend)
-    wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank 1 to be gone")
+    wait_for(lambda: all(gone(pid) for pid in seen), 10, "every rank 1 to be gone")
 
 
 @pytest.mark.fast

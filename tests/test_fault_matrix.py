@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import Backends, spawn_gloo, wait_for
+from conftest import Backends, gone, healthy, rank_pids, spawn_gloo, wait_for
 from lora_files import WAN_TARGETS, peft_lora
 
 from paradit.backend.client import BackendError, Client, JobFailed
@@ -94,25 +94,6 @@ def _failed(client: Client, prompt: str) -> tuple[dict, float]:
     return job, job["finished"] - job["created"]
 
 
-def _pids(client: Client) -> list[int]:
-    return [rank["pid"] for rank in client.info()["ranks"]]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] in "ZX"
-    except OSError:
-        return True
-
-
-def _healthy(client: Client) -> bool:
-    try:
-        return client.health()["status"] == "ok"
-    except Exception:  # 503 while the group is rebuilt
-        return False
-
-
 def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh):
     """raise and out-of-memory on every rank at each place: the group stays (same ranks),
     its model back as between jobs; the next jobs are a fresh backend's, byte for byte."""
@@ -121,14 +102,14 @@ def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh
     backend = _start(backends, table)
     try:
         client = backend.client
-        pids = _pids(client)
+        pids = rank_pids(client)
         kinds = list(NEXT)
         for index, (kind, place) in enumerate(cases):
             job, took_s = _failed(client, f"all-{kind}-{place}")
             error = job["error"]
             assert ERRORS[kind] in error and PLACES[place][1] in error, (kind, place, error)
             assert took_s < HANG_S + 10, (kind, place, took_s)
-            assert _healthy(client) and _pids(client) == pids, (kind, place)
+            assert healthy(client) and rank_pids(client) == pids, (kind, place)
             after = kinds[index % len(kinds)]
             assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
         for kind, body in NEXT.items():
@@ -155,7 +136,7 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
         client = backend.client
         seen: list[int] = []
         for kind, place in ONE_RANK:
-            pids = _pids(client)
+            pids = rank_pids(client)
             seen += pids[1:]
             job, took_s = _failed(client, f"one-{kind}-{place}")
             error = job["error"]
@@ -165,12 +146,12 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
             else:
                 assert ERRORS[kind] in error and PLACES[place][1] in error, error
             assert took_s < HANG_S + 10, (kind, place, took_s, error)
-            wait_for(lambda: _healthy(client), 120, "the group to be rebuilt")
-            assert all(_gone(pid) for pid in pids[1:]), (kind, place)
+            wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
+            assert all(gone(pid) for pid in pids[1:]), (kind, place)
             assert _frames(client, NEXT["plain"]) == fresh["plain"], (kind, place)
         for kind, body in NEXT.items():
             assert _frames(client, body) == fresh[kind], kind
-        seen += _pids(client)[1:]
+        seen += rank_pids(client)[1:]
         # rank 0 itself hangs: named in /health, its own job interrupted
         client.submit({**JOB, "prompt": "zero-hang"})
         started = time.monotonic()
@@ -181,7 +162,7 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
     finally:
         backend.stop(grace_s=1.0)  # a hung rank 0 does not stop by itself
         backends.stop(backend)
-    wait_for(lambda: all(_gone(pid) for pid in seen), 10, "every rank 1 to be gone")
+    wait_for(lambda: all(gone(pid) for pid in seen), 10, "every rank 1 to be gone")
 
 
 def _unhealthy_because(client: Client) -> str:
