@@ -202,6 +202,38 @@ def test_rank_watch_tells_frozen_from_hung_from_slow():
             beat.stop()
 
 
+@pytest.mark.fast
+def test_a_rank_freezes_its_imports_once_so_a_rebuilds_garbage_stays_collectable():
+    """A rank's first start moves what its imports made to the collector's permanent
+    generation (the load's and each rebuild's full collection then skip it); a rebuild's
+    start freezes nothing more: what exists then (an old model in a reference cycle, say)
+    is still freed by the collector."""
+    import gc
+    import weakref
+
+    from paradit.backend.processes.forked import settle_imports
+
+    assert not gc.get_freeze_count(), "the pytest worker froze its objects"
+    try:
+        settle_imports("tiny-wan")  # the first start
+        frozen = gc.get_freeze_count()
+        assert frozen > 100_000, frozen  # torch's and diffusers' objects
+
+        class Model:
+            pass
+
+        old, part = Model(), Model()
+        old.part, part.model = part, old  # a cycle: only the collector frees it
+        collected = weakref.ref(old)
+        settle_imports("tiny-wan")  # a rebuild's start
+        assert gc.get_freeze_count() == frozen
+        del old, part
+        gc.collect()
+        assert collected() is None
+    finally:
+        gc.unfreeze()
+
+
 def test_lost_rank_idle_and_mid_job_rebuilds_the_group(tmp_path, backends):
     # rank 1 fails alone at step 2 of the first job: the ranks disagree, the group is rebuilt
     with _backend(backends, tmp_path, "rank=1,at=step:2,kind=oom") as backend:

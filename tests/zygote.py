@@ -17,6 +17,7 @@ follows its parent at that moment: the worker).
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -74,6 +75,8 @@ def _serve_forever(fd: int) -> None:
 
     for model in WARM_MODELS:
         warm_imports(model)
+    gc.collect()  # then freeze what the imports made, as `serve` does (`settle_imports`):
+    gc.freeze()  # each backend's collections walk only its own objects
     sock = socket.socket(fileno=fd)
     sock.sendall(b"ready\n")
     buffered = b""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import logging
 import os
@@ -135,10 +136,27 @@ def warm_imports(model: str) -> None:
         getattr(diffusers, class_name, None)  # diffusers imports the class's modules lazily
 
 
+def settle_imports(model: str) -> None:
+    """Import what a rank of `model` imports; the first time in a process (a forked child
+    inherits it), then move every object there is to the garbage collector's permanent
+    generation.
+
+    The imports' objects (some 400,000 with diffusers) live as long as the process; frozen,
+    a full collection walks only what came after them: `release_freed_memory`'s collection
+    at every load and rebuild takes milliseconds instead of 0.2-0.3 s of CPU, and a forked
+    rank's collections no longer write to the pages it shares with its parent. Only once:
+    what exists at a rebuild (the old model, if anything still held it) must stay
+    collectable."""
+    warm_imports(model)
+    if not gc.get_freeze_count():
+        gc.collect()  # what is garbage now is not kept for good
+        gc.freeze()
+
+
 def fork_ranks(config: ServeConfig, argv: list[str]) -> dict[int, ForkedRank]:
     """Fork ranks 1..N-1 after importing what they need; each waits for `release(env)` and
     then runs `child_main(argv)` with that environment."""
-    warm_imports(config.model)
+    settle_imports(config.model)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # nothing buffered is written twice
     ranks: dict[int, ForkedRank] = {}

@@ -31,12 +31,14 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
     """Join the group and load the model on this rank; `abort` ends start-up waits early."""
     from ..lora import LoraLibrary
     from ..runtime.engine import Runtime
+    from .forked import settle_imports
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)
     refusal = device_refusal(config.attention, device.type) if config.attention in KERNELS else None
     if refusal is not None:  # before loading anything (auto's device is known only here)
         raise ValueError(refusal)
+    settle_imports(config.model)  # frozen at the first start; a rebuild finds them so
     timeout = timedelta(seconds=config.timeout_s)
     group = join_group(env, device, timeout, store, abort, config.dp_degree)
     dtype = "bfloat16" if device.type == "cuda" else "float32"
