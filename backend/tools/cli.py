@@ -315,7 +315,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
 
-    return serve(config, ready)
+    from ..processes.child import exit_now
+
+    exit_now(serve(config, ready))  # it served: the process ends here
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
