@@ -223,31 +223,31 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
             proc.wait()
 
 
-def test_start_up_stops_when_a_rank_dies(tmp_path):
+def test_start_up_stops_when_a_rank_dies(tmp_path, backends):
+    """A rank killed while the group starts: `serve` gives up at once, naming it (it does not
+    wait out the start-up timeout). `serve` is forked from the worker's zygote: it starts
+    its ranks as a fresh one does, after the same imports."""
     import time
 
-    proc = subprocess.Popen(
-        _serve_command(tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        child = None
-        while child is None and time.monotonic() < deadline:
-            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
-            child = int(found.stdout.split()[0]) if found.stdout.strip() else None
-            time.sleep(0.05)
-        assert child is not None, "rank 1 never started"
-        os.kill(child, 9)
-        assert proc.wait(timeout=30) != 0  # no 30-minute wait for a rank that is gone
-        assert "rank 1 exited" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    argv = _serve_command(tmp_path)[3:]  # "serve", its flags
+    with open(os.devnull, "wb") as out, open(tmp_path / "serve.err", "w+") as err:
+        proc = backends.zygote().spawn(argv, ENV, str(tmp_path), out.fileno(), err.fileno())
+        try:
+            deadline = time.monotonic() + 60
+            child = None
+            while child is None and time.monotonic() < deadline:
+                found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True)
+                child = int(found.stdout.split()[0]) if found.stdout.strip() else None
+                time.sleep(0.05)
+            assert child is not None, "rank 1 never started"
+            os.kill(child, 9)
+            assert proc.wait(timeout=30) != 0  # no 30-minute wait for a rank that is gone
+            err.seek(0)
+            assert "rank 1 exited" in err.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_batch_writes_one_folder_per_prompt_and_seed(tmp_path, backends):

@@ -1,5 +1,6 @@
 """Failures inside a step: kind (raise, hang, out-of-memory) x place (before the first step,
-inside a block's forward, inside a collective, in the decode) x ranks (one, all).
+inside a block's forward, inside a collective, after a step, in the decode) x ranks (one,
+all).
 
 Each failing job ends within `--hang-timeout` + 10 s with the failing rank's own error (not
 rank 0's collective timeout); the next plain, LoRA and cached jobs give a fresh backend's
@@ -7,10 +8,11 @@ frames byte for byte (the pool's tiny-wan on 2 ranks, which runs each reference 
 no rank of a replaced group is left running.
 
 The faults come from the test-only `PARADIT_FAULT` switch (backend/runtime/faults.py): one
-table per backend, each job picking its case by a word of its prompt, so one backend serves
-many cases in a row. Cases where every rank fails the same way keep the group (one backend,
-no restart); a rank failing or hanging alone rebuilds it, each case a generation of the same
-backend (`gen=`), its rank 1 a new process. A hang on rank 0 alone turns /health 503 naming
+table for the file's one backend, each job picking its case by a word of its prompt, so one
+backend serves every case in a row. Cases where every rank fails the same way keep the group
+(no restart: the backend then serves the next test as it started); a rank failing or hanging
+alone rebuilds it, each case a generation of the same backend (`gen=`), its rank 1 a new
+process. A hang on rank 0 alone turns /health 503 naming
 it, its job interrupted by the watchdog; the cells left out here (a hang on every rank among
 them) are tests/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
@@ -48,6 +50,7 @@ PLACES = {
     "start": ("at=start", "as the job starts"),
     "block": ("at=block:3", "inside block 3"),
     "collective": ("at=collective:5", "inside collective 5"),
+    "step": ("at=step:1", "after step 1"),
     "decode": ("at=decode", "at the decode"),
 }
 """Where a case fails, and how its error says so (the 5th FSDP2 all-gather is inside the
@@ -63,6 +66,18 @@ ONE_RANK = [
 """Rank 1 alone: each case rebuilds the group (a new rank 1, forked by `serve`'s zygote), so
 the one-rank half of the matrix is covered by these five; the step-end and decode-start
 places, alone, are tests/test_faults.py's."""
+EVERY_RANK = [(kind, place) for kind in ERRORS for place in PLACES]
+"""Every rank failing the same way: the group stays."""
+TABLE = [
+    *(f"rank=all,{PLACES[p][0]},kind={k},prompt=all-{k}-{p}" for k, p in EVERY_RANK),
+    *(
+        f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=one-{kind}-{place}"
+        for gen, (kind, place) in enumerate(ONE_RANK)
+    ),
+    f"rank=0,at=block:3,kind=hang,gen={len(ONE_RANK)},prompt=zero-hang",
+]
+"""The backend's faults: the every-rank cases first (they keep generation 0), then one
+generation per one-rank case."""
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +94,11 @@ def _frames(client: Client, body: dict) -> list[bytes]:
     return [client.frame(job["id"], index) for index in range(job["num_frames"])]
 
 
-def _start(backends: Backends, table: list[str]):
+def _start(backends: Backends):
+    """The file's backend: the pool's, while it is alive (the every-rank test leaves it as it
+    started), else a new one."""
     return backends.start(
-        "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(table)),)
+        "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(TABLE)),)
     )
 
 
@@ -97,14 +114,12 @@ def _failed(client: Client, prompt: str) -> tuple[dict, float]:
 def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh):
     """raise and out-of-memory on every rank at each place: the group stays (same ranks),
     its model back as between jobs; the next jobs are a fresh backend's, byte for byte."""
-    cases = [(kind, place) for kind in ERRORS for place in PLACES]
-    table = [f"rank=all,{PLACES[p][0]},kind={k},prompt=all-{k}-{p}" for k, p in cases]
-    backend = _start(backends, table)
+    backend = _start(backends)
     try:
         client = backend.client
         pids = rank_pids(client)
         kinds = list(NEXT)
-        for index, (kind, place) in enumerate(cases):
+        for index, (kind, place) in enumerate(EVERY_RANK):
             job, took_s = _failed(client, f"all-{kind}-{place}")
             error = job["error"]
             assert ERRORS[kind] in error and PLACES[place][1] in error, (kind, place, error)
@@ -115,8 +130,9 @@ def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh
         for kind, body in NEXT.items():
             assert _frames(client, body) == fresh[kind], kind
         assert "TEST-ONLY FAULT INJECTION IS ON" in backend.log_path.read_text()
-    finally:
+    except BaseException:  # the next test then starts its own backend
         backends.stop(backend)
+        raise
 
 
 def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_timeout(
@@ -126,12 +142,7 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
     and its own error (or where it hung), the group is rebuilt, the old rank 1 is gone, and the
     next jobs are a fresh backend's. Before, rank 0 waited in its collective until the
     collective timeout (120 s here) and the error was rank 0's."""
-    table = [
-        f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=one-{kind}-{place}"
-        for gen, (kind, place) in enumerate(ONE_RANK)
-    ]
-    table.append(f"rank=0,at=block:3,kind=hang,gen={len(ONE_RANK)},prompt=zero-hang")
-    backend = _start(backends, table)
+    backend = _start(backends)
     try:
         client = backend.client
         seen: list[int] = []
