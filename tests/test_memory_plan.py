@@ -342,6 +342,46 @@ def test_one_block_dry_run_peaks_as_the_whole_forward(model):
 
 
 @pytest.mark.fast
+def test_dry_runs_that_reuse_op_outputs_count_the_same_bytes():
+    """A dry run remakes the outputs of an op seen before from its inputs' metadata
+    (`dryrun._OUTPUTS`) instead of running its meta function again: the peak is the one every
+    meta function gives, on the tiny Wan VAE's tiled decode (the same ops tile after tile, the
+    causal cache, the blend of the overlaps), on an op whose output shares its input's storage
+    (`reshape`: clone + `_unsafe_view`), one with two outputs, and two inputs of one shape
+    whose strides differ (what `.contiguous()` copies follows from them)."""
+    import torch
+
+    from paradit.backend.memory import dryrun
+    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
+    from paradit.backend.models.families import family_for
+
+    pipe = meta_pipeline("tiny-wan")
+    vae = sizes_of_pipeline(pipe, family_for(type(pipe).__name__), torch.float32).vae
+    vae.enable_tiling(32, 32, 24, 24)  # 2 x 2 tiles of 4 x 4 latents
+
+    def decode():
+        z = torch.empty((1, vae.config.z_dim, 1, 5, 5), device="meta")
+        return vae.decode(z, return_dict=False)[0]
+
+    def ops():
+        rows, columns = torch.empty(4, 6, device="meta"), torch.empty(6, 4, device="meta").t()
+        kept = [*torch.var_mean(rows, dim=1)]
+        for x in (columns, rows, columns, rows):  # (4, 6) by rows, then by columns
+            kept.append((x * 2).contiguous())  # a copy of the columns' product only
+        kept.append(torch.empty(64, 96, device="meta").t().reshape(-1))  # the peak: a copy
+        return kept
+
+    dryrun._OUTPUTS.clear()
+    for run in (decode, ops):
+        exact = dryrun.peak_bytes(run, reuse=False)
+        assert dryrun.peak_bytes(run) == dryrun.peak_bytes(run) == exact, run.__name__
+    remade = {key[0] for key, known in dryrun._OUTPUTS.items() if known is not None}
+    aten = torch.ops.aten
+    assert {aten.convolution.default, aten.var_mean.correction, aten.mul.Tensor} <= remade
+    assert aten._unsafe_view.default not in remade
+
+
+@pytest.mark.fast
 def test_memory_settings_say_the_rule():
     with pytest.raises(ValueError, match="--offload must be one of auto, none"):
         MemorySettings(offload="disk")
