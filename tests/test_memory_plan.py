@@ -148,10 +148,14 @@ def test_forced_tiling_still_lets_the_plan_offload(wan_sizes):
 def test_a_job_that_does_not_fit_names_the_largest_size_that_does(wan_sizes):
     sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
     planner = _plan(sizes, 1, 16, JobShape(832, 480, 81))
+    planned = set(sizes._cache)
     with pytest.raises(
         TooLarge, match=r"largest size that fits at 81 frames is (\d+)x(\d+)x81"
     ) as e:
         planner.check(JobShape(2048, 2048, 81))
+    # the layout tiles every decode: of the sizes the search tried, no whole decode was run
+    whole = {key[1:3] for key in set(sizes._cache) - planned if key[0] == "vae" and not key[4]}
+    assert whole == {(2048, 2048)}  # the refused job's own plan (it says if tiling is needed)
     width, height = (int(n) for n in str(e.value).rsplit(" is ", 1)[1].split("x")[:2])
     assert width == height and width % 16 == 0 and width < 2048
     assert planner.plan_job(JobShape(width, height, 81)).fits
