@@ -79,6 +79,7 @@ def test_every_spec_is_complete(spec: FamilySpec):
     for name, install in spec.attention_dispatch.items():
         assert name in spec.transformer_classes and attention_dispatch_for(name) is install
     assert spec.dit_forward is not None, "no memory dry run (FamilySpec.dit_forward)"
+    assert spec.tiny_job is not None, "no tiny job for the family contract (FamilySpec.tiny_job)"
     for block, layout in spec.block_layouts.items():
         assert isinstance(layout, BlockLayout) and block_layout_for(block) is layout
 

@@ -6,8 +6,10 @@ from typing import Any
 
 from ...family_spec import TinyJob
 
-# 64x48 px: 4 x 3 image tokens (2x2 patches of the 8x latents)
-BODY = {"prompt": "a red fox in snow, at dawn 🦊", "negative_prompt": "blurry", "seed": 5}
+# 64x48 px: 4 x 3 image tokens (2x2 patches of the 8x latents), padded to 32; the prompt and
+# the negative one pad to 64 and 32 text tokens, so the batch of two branches is masked
+BODY = {"prompt": "a red fox in snow, at dawn, with a long tail 🦊", "seed": 5}
+BODY["negative_prompt"] = "blurry"
 BODY.update(width=64, height=48, num_inference_steps=2, guidance_scale=4.0)
 
 
