@@ -168,6 +168,9 @@ def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None
     spec = next(spec for spec in SPECS if spec.name == name)
     job = _job(spec)
     for size, group in rank_groups(rank, world_size, (4, 3, 2)):
+        if size == 3:  # a plan for another number of ranks than the group's is refused
+            with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
+                parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
         plan = _plan(size, reference["guided"])
         pipe, family = preset_pipeline(job.preset, job.tile, encoders=False)
         parallel = parallelize(

@@ -1,37 +1,29 @@
 """Flux.2 (FLUX.2-dev) text-to-image: the presets, limits and defaults, the plan at real size,
-world size 1 against `Flux2Pipeline` called directly, previews, and sequence parallel at 2,
-3 and 4 ranks against world size 1.
+world size 1's tiles, and previews. (World size 1 against `Flux2Pipeline` called directly and
+sequence parallel at 2, 3 and 4 ranks against world size 1: the family contract,
+tests/test_family_contract.py.)
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
-packed latents, the job undoes the VAE's normalisation and decodes tile by tile with the tiles
-dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.py, float32
-thresholds, image and final latents). The parallel runs share a real gloo group of 4 (forked,
-one thread per rank): the world, then groups of its first 3 and first 2 ranks.
+packed latents, the job undoes the VAE's normalisation and decodes tile by tile).
 
 Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 import torch
-from conftest import spawn_gloo
-from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import CPU, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.parallel import parallelize
-from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
-    IDENTICAL,
     compare,
 )
 
@@ -123,19 +115,12 @@ def test_plan_at_real_size():
     assert report["memory"]["reference_job"]["parts_bytes"]["decode"] > 0
 
 
-# -- world size 1 against diffusers called directly ----------------------------------------------
+# -- world size 1 (against diffusers called directly: tests/test_family_contract.py) ------------
 
 
-def test_world_size_1_equals_diffusers_called_directly(references):
-    """`Flux2Pipeline` as a user calls it (prompt, embedded guidance; the VAE's own tiled
-    decode) gives the same image, bit for bit."""
-    outputs, pipe = references["outputs"], references["pipe"]
+def test_jobs_decode_in_tiles(references):
+    outputs = references["outputs"]
     assert outputs["fox"][2] == 6  # VAE tiles
-    torch.set_num_threads(1)
-    for label, body in JOBS.items():
-        direct = called_directly(pipe, body, guidance_scale=body["guidance_scale"])
-        result = compare(outputs[label][0], direct, FLOAT32)
-        assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["fox"][0], outputs["boat"][0], FLOAT32).verdict == DIFFERENT
 
 
@@ -156,26 +141,3 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
     assert tuple(latents.shape) == (1, 28, 128)
     with Image.open(io.BytesIO(previewer.png(latents, request))) as image:
         assert image.size == (112, 64) and np.asarray(image).std() > 0
-
-
-# -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
-
-
-def _refuses_a_plan_for_other_ranks(size: int, group) -> None:
-    """A plan for another number of ranks than the group's is refused."""
-    if size == 3:
-        with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
-            parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
-
-
-def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
-    """diffusers' plan for Flux.2 with Ulysses over 4 ranks (the world), 3 (uneven image
-    tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes."""
-    check = functools.partial(
-        check_ulysses_layouts,
-        preset=TINY,
-        tile=TILE,
-        jobs=JOBS,
-        on_group=_refuses_a_plan_for_other_ranks,
-    )
-    spawn_gloo(4, check, {key: references[key] for key in ("outputs", "tensors")})

@@ -1,6 +1,7 @@
 """Flux.2 Klein (FLUX.2-klein-4B/9B, distilled, and -base-4B) text-to-image: the presets,
-limits and defaults per variant, world size 1 against `Flux2KleinPipeline` called directly,
-and sequence parallel at 2, 3 and 4 ranks against world size 1.
+limits and defaults per variant, and the base model (true CFG) at world size 1 against
+`Flux2KleinPipeline` called directly and in sequence parallel at 2, 3 and 4 ranks against
+world size 1 (the distilled model's: the family contract, tests/test_family_contract.py).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the VAE's
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
@@ -139,15 +140,15 @@ def test_random_presets_count_the_published_parameters(name):
 
 def test_world_size_1_equals_diffusers_called_directly(references):
     """`Flux2KleinPipeline` as a user calls it (its own guidance scale; the VAE's own tiled
-    decode) gives the same image, bit for bit, distilled and base (true CFG)."""
+    decode) gives the same image, bit for bit, base (true CFG)."""
     outputs, pipe = references["outputs"], references["pipe"]
     assert outputs["distilled"][2] == 6  # VAE tiles
     assert outputs["distilled"][1].shape == (1, 32, 8, 14)  # the VAE's latents, not tokens
     torch.set_num_threads(1)
-    for label, body in JOBS.items():
-        direct = called_directly(_variant(pipe, label), body, guidance_scale=body["guidance_scale"])
-        result = compare(outputs[label][0], direct, FLOAT32)
-        assert result.verdict == IDENTICAL, (label, result.overall)
+    body = JOBS["base"]  # the distilled job: the family contract (tests/test_family_contract.py)
+    direct = called_directly(_variant(pipe, "base"), body, guidance_scale=body["guidance_scale"])
+    result = compare(outputs["base"][0], direct, FLOAT32)
+    assert result.verdict == IDENTICAL, result.overall
     assert compare(outputs["distilled"][0], outputs["base"][0], FLOAT32).verdict == DIFFERENT
 
 
@@ -156,9 +157,10 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 
 def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
     """diffusers' plan for the Flux.2 DiT with Ulysses over 4 ranks (the world), 3 (uneven
-    image tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes;
+    image tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes:
     the base job's two branches one after the other on every rank."""
+    base = {"base": JOBS["base"]}  # the distilled job: the family contract
     check = functools.partial(
-        check_ulysses_layouts, preset=TINY, tile=TILE, jobs=JOBS, variant=_variant
+        check_ulysses_layouts, preset=TINY, tile=TILE, jobs=base, variant=_variant
     )
     spawn_gloo(4, check, {key: references[key] for key in ("outputs", "tensors")})

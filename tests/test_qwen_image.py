@@ -1,11 +1,11 @@
 """Qwen-Image text-to-image: the presets, limits and defaults, the plan at real size, world
-size 1 against `QwenImagePipeline` called directly, and world sizes 2, 3 and 4 against world
-size 1.
+size 1's tiles and DiT calls, previews, and the served model on 2 ranks against world size 1.
+(World size 1 against `QwenImagePipeline` called directly and CFG and Ulysses at 2, 3 and 4
+ranks against world size 1: the family contract, tests/test_family_contract.py.)
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the
-latents, the VAE decodes tile by tile with the tiles dealt to the ranks), judged with
-`paradit verify`'s measure (tools/equivalence.py, float32 thresholds, image and final
-latents). The parallel runs are real gloo groups (forked, one thread per rank).
+latents, the VAE decodes tile by tile), judged with `paradit verify`'s measure
+(tools/equivalence.py, float32 thresholds, image and final latents).
 
 Cost: about 20 s (in the suite's two-worker run on 2 cores).
 """
@@ -15,22 +15,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import run_job, spawn_gloo
-from image_jobs import CPU, called_directly, preset_pipeline, run_image_job
+from conftest import run_job
+from image_jobs import preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.models.seeded import qwen_chat_tokenizer
-from paradit.backend.parallel import parallelize
-from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
     IDENTICAL,
-    WITHIN_ROUNDING,
     compare,
 )
 from paradit.backend.tools.verify import decode_png
@@ -140,21 +137,13 @@ def test_plan_at_real_size():
     assert report["memory"]["reference_job"]["parts_bytes"]["decode"] > 0
 
 
-# -- world size 1 against diffusers called directly ----------------------------------------------
+# -- world size 1 (against diffusers called directly: tests/test_family_contract.py) ------------
 
 
-def test_world_size_1_equals_diffusers_called_directly(references):
-    """`QwenImagePipeline` as a user calls it (prompt, negative prompt, true_cfg_scale; the
-    VAE's own tiled decode) gives the same image, bit for bit."""
-    outputs, pipe = references["outputs"], references["pipe"]
+def test_jobs_decode_in_tiles_and_call_the_dit_per_branch(references):
+    outputs = references["outputs"]
     assert outputs["guided"][2] == 6  # VAE tiles
     assert (outputs["guided"][3], outputs["unguided"][3]) == (4, 2)  # DiT calls: CFG or not
-    torch.set_num_threads(1)
-    for label, body in JOBS.items():
-        extra = {"negative_prompt": body["negative_prompt"]} if "negative_prompt" in body else {}
-        direct = called_directly(pipe, body, true_cfg_scale=body["guidance_scale"], **extra)
-        result = compare(outputs[label][0], direct, FLOAT32)
-        assert result.verdict == IDENTICAL, (label, result.overall)
     assert compare(outputs["guided"][0], outputs["unguided"][0], FLOAT32).verdict == DIFFERENT
 
 
@@ -176,32 +165,7 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
         assert image.size == (112, 64) and np.asarray(image).std() > 0
 
 
-# -- world sizes 2, 3, 4 against world size 1 -----------------------------------------------------
-
-
-def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> None:
-    """Every job on this group's plan (FSDP2 over all ranks, the decode's tiles dealt to
-    them) against world size 1: CFG parallel byte-identical, sequence parallel within
-    rounding."""
-    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
-    pipe, family = preset_pipeline(TINY, TILE)
-    parallel = parallelize([pipe.transformer], plan, CPU)
-    for label, body in JOBS.items():
-        frames, latents, _tiles = run_image_job(pipe, body, parallel=parallel)
-        if rank != 0:
-            assert frames is None
-            continue
-        reference = outputs[label]
-        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
-        assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
-
-
-@pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1), (4, 2)])
-def test_parallel_jobs_equal_world_size_1(references, world_size, cfg_degree):
-    """2: CFG parallel; 3: Ulysses over 3 (uneven image and text tokens, uneven heads);
-    4: CFG x Ulysses 2."""
-    spawn_gloo(world_size, _check_group, cfg_degree, references["outputs"])
+# -- the served model against world size 1 -----------------------------------------------------
 
 
 def test_served_model_equals_world_size_1(backends, references):
