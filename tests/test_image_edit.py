@@ -1,9 +1,9 @@
 """The image-edit task: Qwen-Image-Edit-2509 (`tiny-qwen-image-edit`, `random:qwen-image-edit`)
 and Flux.2 with reference images (`tiny-flux2`): the request's rules and their HTTP replies, the
 OpenAI-style edit route, the command line, the ComfyUI node and the web form (no process);
-world size 1 against the diffusers edit pipelines called directly, and the automatic plans on 2,
-3 and 4 ranks (CFG parallel, Ulysses, both) against world size 1 (the reference-image tokens
-ride in the DiT's sequence).
+Flux.2's edit at world size 1 against the diffusers pipeline called directly, and on Ulysses
+2, 3 and 4 against world size 1 (the reference-image tokens ride in the DiT's sequence);
+Qwen-Image-Edit's: the family contract (tests/test_family_contract.py).
 LoRAs per edit job (two stacked, in the layouts users hold: Kohya and ComfyUI names for
 Qwen-Image-Edit, ai-toolkit's BFL names and Kohya for Flux.2): the weights under them equal
 diffusers' `fuse_lora`, the edit changes, and the pipelines called directly after the LoRA job
@@ -372,10 +372,11 @@ CHANGED = {QWEN: 12, FLUX2: 20}  # weights the two LoRAs change on the tiny DiTs
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory) -> dict:
-    """World size 1, one thread: each model's encoded text (rank 0's) and edit job (image,
-    latents, tiles), then the same edit under two stacked LoRAs on the same pipeline, as a
-    backend runs a LoRA job: what the tests after it call runs on weights a LoRA job has
-    changed and put back."""
+    """World size 1, one thread: each model's pipeline with two stacked LoRAs; for Flux.2 its
+    encoded text (rank 0's) and edit job (image, latents, tiles), then the same edit under the
+    LoRAs on the same pipeline, as a backend runs a LoRA job: what the tests after it call runs
+    on weights a LoRA job has changed and put back. (Qwen-Image-Edit's edit, with a LoRA and
+    without: the family contract, tests/test_family_contract.py.)"""
     folder = tmp_path_factory.mktemp("edit_loras")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -383,14 +384,20 @@ def references(tmp_path_factory) -> dict:
         outputs, pipes, patchers, with_loras, saved, encoded = {}, {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
             pipes[name], family = preset_pipeline(name, TILES[name])
+            LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
+            patchers[name] = dit_patcher(pipes[name], folder)
+            items = patchers[name].resolve(lora_items(STACKED[name]))
+            if name == QWEN:  # the LoRAs' weights only
+                with patchers[name].applied(items) as job:
+                    pass
+                saved[name] = job.saved_bytes
+                continue
             request = JobRequest.from_body(body, family.limits(pipes[name], tiny=True))
             with torch.no_grad():
                 tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
             encoded[name] = tensors
             outputs[name] = run_image_job(pipes[name], body, tensors)
-            LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
-            patchers[name] = dit_patcher(pipes[name], folder)
-            with patchers[name].applied(patchers[name].resolve(lora_items(STACKED[name]))) as job:
+            with patchers[name].applied(items) as job:
                 with_loras[name] = run_image_job(pipes[name], body, tensors)
             saved[name] = job.saved_bytes
     finally:
@@ -408,8 +415,8 @@ def references(tmp_path_factory) -> dict:
 
 def test_a_lora_per_edit_job_changes_the_edit_and_equals_diffusers_fuse_lora(references):
     """Per model: the LoRA job's weights equal diffusers' `load_lora_weights` + `fuse_lora` at
-    the same strengths, byte for byte; its edit differs from the plain one; every weight is
-    back to the base bytes after it (the next job's image: the test below)."""
+    the same strengths, byte for byte; every weight is back to the base bytes after it (the
+    next job's image: the test below); Flux.2's edit differs from the plain one."""
     for name, pipe in references["pipes"].items():
         patcher, stack = references["patchers"][name], STACKED[name]
         base = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
@@ -421,8 +428,9 @@ def test_a_lora_per_edit_job_changes_the_edit_and_equals_diffusers_fuse_lora(ref
         assert references["saved_bytes"][name] > 0
         fused = diffusers_fused(pipe, references["folder"], stack).transformer.state_dict()
         assert all(torch.equal(fused[k], ours[k]) for k in base), f"{name}: not diffusers' fuse"
-        plain, with_loras = references["outputs"][name], references["with_loras"][name]
-        assert compare(plain[0], with_loras[0], FLOAT32).verdict == DIFFERENT, name
+    # the edit under them differs (Qwen-Image-Edit's under a LoRA: the family contract)
+    plain, with_loras = references["outputs"][FLUX2], references["with_loras"][FLUX2]
+    assert compare(plain[0], with_loras[0], FLOAT32).verdict == DIFFERENT
 
 
 def _images(body: dict) -> list:
@@ -435,27 +443,21 @@ def _images(body: dict) -> list:
 
 
 def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
-    """`QwenImageEditPlusPipeline` and `Flux2Pipeline` as a user calls them with the images
-    (at the size the request's rule chose: 80x48 for Qwen): the same image, bit for bit. The
-    pipelines have run a LoRA job since that image was made (`references`): the plain job
-    after a LoRA job equals the one before it, byte for byte."""
+    """`Flux2Pipeline` as a user calls it with the images: the same image, bit for bit. The
+    pipeline has run a LoRA job since that image was made (`references`): the plain job after
+    a LoRA job equals the one before it, byte for byte. (Qwen-Image-Edit's edit against
+    `QwenImageEditPlusPipeline`, and on 2-4 ranks: the family contract,
+    tests/test_family_contract.py.)"""
     torch.set_num_threads(1)
     outputs = references["outputs"]
-    qwen, flux2 = references["pipes"][QWEN], references["pipes"][FLUX2]
-    assert outputs[QWEN][0].shape == (1, 48, 80, 3)
+    flux2 = references["pipes"][FLUX2]
+    qwen = references["pipes"][QWEN]
+    request = JobRequest.from_body(
+        QWEN_JOB, family_of(qwen).limits(qwen, tiny=True)
+    )  # the contract's job's size: 80x48
+    assert (request.width, request.height) == (80, 48)
     with torch.no_grad():
         direct = {
-            QWEN: qwen(
-                image=_images(QWEN_JOB),
-                prompt=QWEN_JOB["prompt"],
-                negative_prompt=QWEN_JOB["negative_prompt"],
-                true_cfg_scale=4.0,
-                height=48,
-                width=80,
-                num_inference_steps=2,
-                generator=torch.Generator().manual_seed(QWEN_JOB["seed"]),
-                output_type="np",
-            ).images,
             FLUX2: flux2(
                 image=_images(FLUX2_JOB),
                 prompt=FLUX2_JOB["prompt"],
@@ -474,20 +476,11 @@ def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
     assert compare(outputs[FLUX2][0], alone[0], FLOAT32).verdict == DIFFERENT
 
 
-LAYOUTS = {  # ranks: each model's plan there (the automatic one) and the verdicts it may get
-    4: [
-        (QWEN, ParallelPlan(2, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-        (FLUX2, ParallelPlan(1, 4, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-    ],
-    3: [
-        (QWEN, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-        (FLUX2, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-    ],
-    2: [
-        (QWEN, ParallelPlan(2, 1, 1, True, True), {IDENTICAL}),
-        (FLUX2, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING}),
-    ],
-}
+LAYOUTS = {  # ranks: the plan there (the automatic one) and the verdicts it may get
+    4: [(FLUX2, ParallelPlan(1, 4, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
+    3: [(FLUX2, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
+    2: [(FLUX2, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
+}  # Qwen-Image-Edit's CFG 2 x Ulysses 2, Ulysses 3 and CFG 2: the family contract
 BODIES = {QWEN: QWEN_JOB, FLUX2: FLUX2_JOB}
 
 
@@ -511,7 +504,5 @@ def _check_group(rank: int, world_size: int, outputs: dict, tensors: dict) -> No
 
 
 def test_two_three_and_four_ranks_equal_world_size_1(references):
-    """Qwen-Image-Edit on CFG 2 x Ulysses 2 (4 ranks), Ulysses 3 (uneven: 15 + 4096 image
-    tokens, 4 heads) and CFG 2 (byte-identical); Flux.2's edit on Ulysses 4, 3 (uneven: 28 +
-    20 + 16 image tokens, 4 heads) and 2."""
+    """Flux.2's edit on Ulysses 4, 3 (uneven: 28 + 20 + 16 image tokens, 4 heads) and 2."""
     spawn_gloo(4, _check_group, references["outputs"], references["tensors"])
