@@ -162,6 +162,18 @@ def _decisions(record: dict) -> list[bool]:
     return [step["computed"] for step in record["steps"]]
 
 
+def _same_decisions(one: dict, other: dict, where: str) -> None:
+    """World size 1's step cache record and another plan's: the same decisions, from the same
+    metrics (each branch's, where a CFG plan's halves take their own: both absent at a step,
+    e.g. the first, or equal within float rounding)."""
+    assert _decisions(other) == _decisions(one), (where, one, other)
+    for a, b in zip(one["steps"], other["steps"], strict=True):
+        for key in ("metric", "metric_uncond"):
+            assert (a.get(key) is None) == (b.get(key) is None), (where, key, a, b)
+            if a.get(key) is not None:
+                assert a[key] == pytest.approx(b[key], rel=1e-4), (where, key, a, b)
+
+
 def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None:
     """One rank: the tiny job on 4, 3 and 2 ranks (largest first), FSDP2 over them, the
     decode's tiles dealt to them, from rank 0's encoded text; on 4 the cached job too."""
@@ -187,7 +199,7 @@ def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None
             expected = (reference["frames"], reference["latents"])
             if label == "cached":  # every rank: the decisions agreed over the group
                 *expected, record = reference["cached"]
-                assert _decisions(result.cache) == _decisions(record), (where, result.cache)
+                _same_decisions(record, result.cache, where)
             latents = result.latents.numpy()
             if rank != 0:
                 assert frames is None
@@ -229,8 +241,12 @@ def test_step_cache_skips_steps_or_is_refused(world_size_1, spec):
         with pytest.raises(ValueError, match=NO_STEP_CACHE):
             JobRequest.from_body(_job(spec).cached_body(), limits)
         return
-    decisions = _decisions(ref.cached[2])
-    assert decisions[0] and not all(decisions), (spec.name, ref.cached[2])
+    record = ref.cached[2]
+    decisions = _decisions(record)
+    assert decisions[0] and not all(decisions), (spec.name, record)
+    request = JobRequest.from_body(_job(spec).cached_body(), limits)
+    if ref.family.uses_cfg(ref.pipe, request):  # both branches measured (4 ranks: each half)
+        assert any("metric_uncond" in step for step in record["steps"]), record
 
 
 # -- 4. a LoRA job against diffusers' fuse_lora ------------------------------------------------
