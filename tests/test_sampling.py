@@ -15,19 +15,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_FLAGS, run_job
+from image_jobs import encoded, run_here
 from sampling_refs import integrate, ref_levels, sigma_of
 
 from paradit.backend.contract import Limits
-from paradit.backend.models.families import family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.request import JobRequest
+from paradit.backend.runtime.job import JobHooks, RankModel, RankResult
 from paradit.backend.sampling import recipes
-from paradit.backend.sampling.job import boundary_ratio, job_sampling, sampling_limits
+from paradit.backend.sampling.job import boundary_ratio
 from paradit.backend.sampling.names import DROPS_PENULTIMATE, SAMPLERS, SCHEDULERS
 from paradit.backend.sampling.rules import resolve
 from paradit.backend.sampling.samplers import FlowSampler
@@ -208,38 +210,23 @@ JOB = {"prompt": "a red fox", "seed": 11, "width": 64, "height": 64, "num_frames
 JOB.update(num_inference_steps=4, guidance_scale=1.0)
 
 
+def _preset(name: str) -> tuple[Any, Limits]:
+    """A tiny preset's pipeline and the limits its jobs run under (`run_here`'s)."""
+    pipe = build_preset(name)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe, RankModel.here(pipe).limits
+
+
 @pytest.fixture(scope="module")
 def tiny_wan():
-    pipe = build_preset("tiny-wan")
-    pipe.set_progress_bar_config(disable=True)
-    family = family_of(pipe)
-    limits = family.limits(pipe, tiny=True)
-    limits = dataclasses.replace(limits, **sampling_limits(family.samplers, pipe))
-    return pipe, family, limits
+    return _preset("tiny-wan")[0]
 
 
-def _job(pipe, family, limits, body, step_end=None, whole=False):
-    """A job as `Runtime.denoise` runs it on a rank: encode, prepare, the job's sampling (and
-    the engine's step callback, when given); its latents (`whole`: all the pipeline's
-    outputs)."""
-    request = JobRequest.from_body(body, limits)
-    callback = {} if step_end is None else {"callback_on_step_end": step_end}
-    with torch.no_grad():
-        tensors = family.encode(pipe, request, CPU)
-        kwargs = family.prepare(pipe, request, tensors)
-        runner = family.pipeline_for_job(pipe, request)
-        with job_sampling(runner, request, limits) as sampling:
-            latents = runner(
-                **kwargs,
-                **sampling.kwargs,
-                **callback,
-                generator=torch.Generator().manual_seed(request.seed),
-                output_type="latent",
-                return_dict=False,
-            )
-    family.finish(pipe)
-    latents = latents if whole else latents[0]
-    return request, tensors, latents, sampling.record
+def _job(pipe, body, tensors=None, hooks=None) -> tuple[RankResult, dict]:
+    """`body` through the engine's `run_on_rank` (`image_jobs.run_here`): the rank's result
+    and the sampling that ran (job.json's `sampling`)."""
+    _, result = run_here(pipe, body, tensors, hooks=hooks)
+    return result, result.clock.notes["sampling"]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -247,10 +234,12 @@ def test_a_tiny_models_job_equals_the_reference_integration(tiny_wan, sampler):
     """The same model calls (the DiT at σ·1000 on the job's text), the same levels, the
     sampler written independently: equal to float32 rounding; the model's own scheduler is
     back after the job."""
-    pipe, family, limits = tiny_wan
+    pipe = tiny_wan
     own = pipe.scheduler
     body = {**JOB, "sampler": sampler, "shift": 5.0}
-    request, tensors, latents, record = _job(pipe, family, limits, body)
+    tensors = encoded(pipe, body)  # rank 0's text: the reference's too
+    result, record = _job(pipe, body, tensors)
+    latents = result.latents
     assert pipe.scheduler is own
     sigmas = levels("simple", 4, 5.0, drop_penultimate=sampler in DROPS_PENULTIMATE)
     assert record == {
@@ -272,13 +261,13 @@ def test_a_tiny_models_job_equals_the_reference_integration(tiny_wan, sampler):
     noise = pipe.prepare_latents(
         1, 16, 64, 64, 5, torch.float32, CPU, torch.Generator().manual_seed(JOB["seed"])
     )
-    want = integrate(sampler, velocity, noise, sigmas, request.seed)
+    want = integrate(sampler, velocity, noise, sigmas, JOB["seed"])
     assert torch.allclose(latents.double(), want, rtol=1e-4, atol=1e-5)
 
 
 def test_the_models_own_scheduler_is_recorded_as_it_ran(tiny_wan):
-    pipe, family, limits = tiny_wan
-    _, _, _, record = _job(pipe, family, limits, JOB)
+    pipe = tiny_wan
+    _, record = _job(pipe, JOB)
     assert record["sampler"] == record["scheduler"] == "default"
     assert record["shift"] == pipe.scheduler.config.flow_shift
     assert len(record["sigmas"]) == 5 and record["sigmas"][-1] == 0.0
@@ -288,17 +277,12 @@ def test_the_switch_step_picks_the_expert_of_each_step():
     """Wan 2.2 A14B: the expert per step follows switch_step (the model's boundary 0.9 would
     give the 4-step shift-5 levels two high steps whatever the switch), the low-noise guidance
     reaches the pipeline, and the model's boundary is back after the job."""
-    pipe = build_preset(A14B_MODEL)
-    pipe.set_progress_bar_config(disable=True)
-    family = family_of(pipe)
-    limits = dataclasses.replace(
-        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
-    )
+    pipe, _ = _preset(A14B_MODEL)
     calls = []
     for name in ("transformer", "transformer_2"):
         getattr(pipe, name).register_forward_hook(lambda *_, name=name: calls.append(name))
     body = {**RECIPE_JOB, "switch_step": 1, "guidance_scale": 2.0, "guidance_scale_low": 3.0}
-    request, _, _, record = _job(pipe, family, limits, body)
+    _, record = _job(pipe, body)
     assert record["experts"] == ["high", "low", "low", "low"]
     assert calls == ["transformer"] * 2 + ["transformer_2"] * 6  # two branches a step
     assert pipe.config.boundary_ratio == 0.9 and pipe._guidance_scale_2 == 3.0
@@ -494,22 +478,17 @@ def test_the_image_families_run_the_samplers(preset, recipe):
     euler on the levels the model's own scheduler ran gives its output (to float32
     rounding); their template recipe runs. Flux's shift follows the image size: a sampler
     needs a shift."""
-    pipe = build_preset(preset)
-    pipe.set_progress_bar_config(disable=True)
-    family = family_of(pipe)
-    limits = dataclasses.replace(
-        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
-    )
+    pipe, limits = _preset(preset)
     assert limits.samplers == SAMPLERS and not limits.two_experts
     body = {"prompt": "a red fox", "seed": 4, "num_inference_steps": 4}
-    _, _, own, record = _job(pipe, family, limits, body)
+    own, record = _job(pipe, body)
     assert record["sampler"] == "default" and record["sigmas"][0] == 1.0
     body_euler = {**body, "sampler": "euler", "sigmas": record["sigmas"]}
-    _, _, mine, record_euler = _job(pipe, family, limits, body_euler)
+    mine, record_euler = _job(pipe, body_euler)
     assert record_euler["scheduler"] == "manual"
-    assert torch.allclose(mine, own, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(mine.latents, own.latents, rtol=1e-5, atol=1e-5)
     if recipe:
-        request, _, _, record = _job(pipe, family, limits, {**body, "recipe": recipe})
+        _, record = _job(pipe, {**body, "recipe": recipe})
         fields = recipes.find_recipe(recipe).fields
         assert (record["sampler"], record["shift"]) == (fields["sampler"], fields["shift"])
     else:
@@ -527,12 +506,7 @@ def test_hunyuan_video15_runs_the_samplers_through_its_wrapper():
     Flow Transformers", eq. 23, as ComfyUI's simple scheduler spaces it), the step callback
     after each step, and the model's own scheduler (FlowMatch Euler at its config's shift,
     `limits.default_shift`) is back after every job."""
-    pipe = build_preset("tiny-hunyuanvideo1.5")
-    pipe.set_progress_bar_config(disable=True)
-    family = family_of(pipe)
-    limits = dataclasses.replace(
-        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
-    )
+    pipe, limits = _preset("tiny-hunyuanvideo1.5")
     assert limits.samplers == SAMPLERS and limits.default_shift == pipe.scheduler.config.shift
     own_scheduler = pipe.scheduler
     times = []
@@ -541,22 +515,22 @@ def test_hunyuan_video15_runs_the_samplers_through_its_wrapper():
     )
     body = {"prompt": "a red fox", "seed": 4, "num_inference_steps": 4, "guidance_scale": 1.0}
     body.update(width=32, height=32, num_frames=1)
-    _, _, own, record = _job(pipe, family, limits, body)
+    own, record = _job(pipe, body)
     assert record["sampler"] == "default" and record["shift"] == limits.default_shift
-    _, _, mine, record_euler = _job(pipe, family, limits, {**body, "sigmas": record["sigmas"]})
+    mine, record_euler = _job(pipe, {**body, "sigmas": record["sigmas"]})
     assert record_euler["sampler"] == "euler" and record_euler["scheduler"] == "manual"
-    assert torch.allclose(mine, own, rtol=1e-5, atol=1e-5)
+    assert torch.allclose(mine.latents, own.latents, rtol=1e-5, atol=1e-5)
     assert pipe.scheduler is own_scheduler
     times.clear()
     steps = []
-    request, _, shifted, record = _job(
-        pipe, family, limits, {**body, "sampler": "euler", "shift": 7.0},
-        step_end=lambda _p, index, _t, kwargs: steps.append(index) or {},
-    )  # fmt: skip
+    # the engine's step callback, as the leader's hooks see it: (step, total) after each
+    # step; `step - 1` is the pipeline's index of the step
+    hooks = JobHooks(on_step=lambda step, _total: steps.append(step - 1) or False)
+    shifted, record = _job(pipe, {**body, "sampler": "euler", "shift": 7.0}, hooks=hooks)
     sigmas = [7 * t / (1 + 6 * t) for t in (1.0, 0.75, 0.5, 0.25)]
     assert record["sigmas"] == pytest.approx([*sigmas, 0.0], abs=1e-6)
     assert times == pytest.approx([s * 1000 for s in sigmas], abs=1e-3)
-    assert steps == [0, 1, 2, 3] and not torch.allclose(shifted, own, atol=1e-3)
+    assert steps == [0, 1, 2, 3] and not torch.allclose(shifted.latents, own.latents, atol=1e-3)
     assert pipe.scheduler is own_scheduler and "step" not in vars(own_scheduler)
 
 
@@ -579,17 +553,12 @@ def test_ltx2_runs_the_samplers_on_its_video_and_audio_latents():
     with copies of the job's sampler); levels stretched to another terminal (an
     LTXVScheduler's explicit `sigmas`) run the DiT at σ·1000, and the model's own scheduler
     is back after the job."""
-    pipe = build_preset("tiny-ltx2")
-    pipe.set_progress_bar_config(disable=True)
-    family = family_of(pipe)
-    limits = dataclasses.replace(
-        family.limits(pipe, tiny=True), **sampling_limits(family.samplers, pipe)
-    )
+    pipe, limits = _preset("tiny-ltx2")
     assert limits.samplers == SAMPLERS and limits.default_shift == 0.0  # token-dependent
     own_scheduler = pipe.scheduler
     body = {"prompt": "a drum", "seed": 3, "num_inference_steps": 4, "guidance_scale": 1.0}
     body.update(width=64, height=64, num_frames=9)  # latent: 2 frames of 2x2 tokens
-    _, _, own, record = _job(pipe, family, limits, body, whole=True)
+    own, record = _job(pipe, body)
     assert record["sampler"] == "default"
     assert record["sigmas"] == pytest.approx(_ltxv_levels(4, 8, 0.1), abs=1e-6)
     sigmas = _ltxv_levels(4, 8, 0.2)
@@ -601,12 +570,12 @@ def test_ltx2_runs_the_samplers_on_its_video_and_audio_latents():
     for given, same in ((record["sigmas"], True), (sigmas, False)):
         times.clear()
         body_euler = {**body, "sigmas": given}
-        _, _, mine, record_euler = _job(pipe, family, limits, body_euler, whole=True)
-        assert len(mine) == 2  # the video's latents and the audio's
+        mine, record_euler = _job(pipe, body_euler)
+        assert len(mine.outputs) == 2  # the video's latents and the audio's
         assert record_euler["sampler"] == "euler"
         assert record_euler["sigmas"] == pytest.approx(given, abs=1e-8)
         assert times == pytest.approx([s * 1000 for s in given[:-1]], abs=1e-3)
-        for got, want in zip(own, mine, strict=True):
+        for got, want in zip(own.outputs, mine.outputs, strict=True):
             assert torch.allclose(got, want, rtol=1e-5, atol=1e-5) == same
         assert pipe.scheduler is own_scheduler
 
