@@ -19,7 +19,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import (
+    CPU,
+    called_directly,
+    check_ulysses_layouts,
+    encoded,
+    preset_pipeline,
+    run_image_job,
+)
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -58,11 +65,9 @@ def references() -> dict:
     torch.set_num_threads(1)
     try:
         pipe, family = preset_pipeline(TINY, TILE)
-        limits = family.limits(pipe, tiny=True)
         tensors, outputs = {}, {}
         for label, body in JOBS.items():
-            with torch.no_grad():
-                tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
+            tensors[label] = encoded(pipe, body)
             outputs[label] = run_image_job(pipe, body, tensors[label])
     finally:
         torch.set_num_threads(threads)

@@ -19,7 +19,13 @@ import functools
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import (
+    called_directly,
+    check_ulysses_layouts,
+    encoded,
+    preset_pipeline,
+    run_image_job,
+)
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -71,10 +77,7 @@ def references() -> dict:
         tensors, outputs = {}, {}
         for label, body in JOBS.items():
             variant = _variant(pipe, label)
-            family = family_of(variant)
-            request = JobRequest.from_body(body, family.limits(variant, tiny=True))
-            with torch.no_grad():
-                tensors[label] = family.encode(variant, request, CPU)
+            tensors[label] = encoded(variant, body)
             outputs[label] = run_image_job(variant, body, tensors[label])
     finally:
         torch.set_num_threads(threads)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, preset_pipeline, rank_groups, run_image_job
+from image_jobs import CPU, encoded, preset_pipeline, rank_groups, run_image_job
 from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, qwen_image_loras
 
 from paradit.backend.contract import IMAGE_EDIT, TEXT_TO_IMAGE, Limits, edit_size
@@ -380,13 +380,11 @@ def references(tmp_path_factory) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        outputs, pipes, patchers, with_loras, saved, encoded = {}, {}, {}, {}, {}, {}
+        outputs, pipes, patchers, with_loras, saved, texts = {}, {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
-            pipes[name], family = preset_pipeline(name, TILES[name])
-            request = JobRequest.from_body(body, family.limits(pipes[name], tiny=True))
-            with torch.no_grad():
-                tensors = family.encode(pipes[name], request, CPU)  # rank 0's, for both jobs
-            encoded[name] = tensors
+            pipes[name], _family = preset_pipeline(name, TILES[name])
+            tensors = encoded(pipes[name], body)  # rank 0's, for both jobs
+            texts[name] = tensors
             outputs[name] = run_image_job(pipes[name], body, tensors)
             LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
             patchers[name] = dit_patcher(pipes[name], folder)
@@ -397,7 +395,7 @@ def references(tmp_path_factory) -> dict:
         torch.set_num_threads(threads)
     return {
         "outputs": outputs,
-        "tensors": encoded,
+        "tensors": texts,
         "pipes": pipes,
         "patchers": patchers,
         "with_loras": with_loras,

@@ -19,7 +19,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import spawn_gloo
-from image_jobs import CPU, called_directly, check_ulysses_layouts, preset_pipeline, run_image_job
+from image_jobs import (
+    called_directly,
+    check_ulysses_layouts,
+    encoded,
+    preset_pipeline,
+    run_image_job,
+)
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
@@ -65,11 +71,9 @@ def references() -> dict:
         pipe.transformer.layers[0].register_forward_pre_hook(
             lambda _m, args: calls.append((len(args[0]), args[1] is not None))
         )
-        limits = family.limits(pipe, tiny=True)
         tensors, outputs = {}, {}
         for label, body in JOBS.items():
-            with torch.no_grad():
-                tensors[label] = family.encode(pipe, JobRequest.from_body(body, limits), CPU)
+            tensors[label] = encoded(pipe, body)
             calls.clear()
             outputs[label] = run_image_job(pipe, body, tensors[label])
             outputs[label] += (list(calls),)
