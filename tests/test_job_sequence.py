@@ -4,7 +4,8 @@ keep no copy of it. Read from the source (an AST scan of backend/ and tests/), s
 cannot come back unnoticed; and no long-lived object of a rank keeps a job's result in a
 `last_*` field (a job's results are its `RankResult`).
 
-Cost: about 1 s (parses every Python file of backend/ and tests/; starts no process).
+Cost: about 3 s (parses every Python file of backend/ and tests/, profiles one tiny step;
+starts no process).
 """
 
 from __future__ import annotations
@@ -41,10 +42,8 @@ def _family_step(call: ast.Call) -> str | None:
     if isinstance(func, ast.Attribute):
         if func.attr == "job_sampling":
             return "job_sampling"
-        receiver = ast.unparse(func.value).lower()
-        if func.attr in {"encode", "prepare", "pipeline_for_job", "finish"} and (
-            "family" in receiver
-        ):
+        steps = {"encode", "prepare", "pipeline_for_job", "finish"}
+        if func.attr in steps and "family" in ast.unparse(func.value).lower():
             return "prepare" if func.attr == "finish" else func.attr
     latent = ast.Constant("latent")
     for keyword in call.keywords:
@@ -141,3 +140,32 @@ def test_no_rank_object_keeps_a_jobs_result_in_a_last_field():
                         where = f"{path.relative_to(ROOT)}:{node.lineno}"
                         found.append(f"{where} {ast.unparse(target)}")
     assert not found, found
+
+
+@pytest.mark.fast
+def test_the_expert_swap_and_the_phase_clock_hand_a_job_over_at_its_end():
+    """What a job's steps record on a rank's long-lived helpers (its expert swaps, its
+    profiled step) is handed over at the job's end (`RankModel.denoise` puts it in the
+    job's timings) and forgotten there: the next reader gets nothing of that job."""
+    import torch
+
+    from paradit.backend.memory.swap import ExpertSwap
+    from paradit.backend.runtime.phases import PhaseClock
+
+    high, low = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    swap = ExpertSwap({"high": high, "low": low}, torch.device("cpu"))
+    swap.begin_job(lambda: 3)
+    low(torch.ones(1, 2))  # the low-noise expert comes in at step 3
+    job = swap.end_job()
+    assert [(s["step"], s["expert"]) for s in job["swaps"]] == [(3, "low")]
+    assert job["resident"] == "low" and swap.record == [] and swap.to_dict()["swaps"] == []
+    high(torch.ones(1, 2))  # between jobs: no step of a finished job
+    assert [(s["step"], s["expert"]) for s in swap.record] == [(0, "high")]
+
+    clock = PhaseClock(enabled=True)
+    clock.begin_job()
+    for index in range(2):  # the last of two steps is profiled
+        clock.at_mark(index, 2)
+    profiled = clock.take()
+    assert profiled is not None and profiled["step"] == 1
+    assert clock.take() is None

@@ -343,13 +343,16 @@ class RankModel:
                     switch.stop()
             self.parallel.end_job()
             family.finish(pipe)
-        if self.experts is not None:
-            clock.notes["expert_swaps"] = self.experts.to_dict()
+            # what the job's steps recorded, handed over: nothing of it stays on the model
+            swaps = None if self.experts is None else self.experts.end_job()
+            phases = self.phases.take()
+        if swaps is not None:
+            clock.notes["expert_swaps"] = swaps
         record = None if cache is None else cache_record(*cache)
         if record is not None:
             clock.notes["cache"] = record
-        if self.phases.result() is not None:
-            clock.notes["phases"] = self.phases.result()
+        if phases is not None:
+            clock.notes["phases"] = phases
         return output, layout, record
 
     def _start_cache(
