@@ -29,10 +29,10 @@ from conftest import run_job
 
 from paradit.backend.tools.workflow import plan_of
 
-sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "comfy_workflows"))
 from make_fixtures import GRAPHS  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "comfy_workflows"
+FIXTURES = Path(__file__).parents[1] / "comfy_workflows"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA_DIRS = ("workflows", "example_workflows")
 DATA_GLOBS = ("backend/models/families/*/configs/*.json",)
 

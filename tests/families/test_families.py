@@ -35,7 +35,7 @@ from paradit.backend.models.single_file.file_presets import PRESETS
 
 pytestmark = pytest.mark.fast
 
-FOLDER = Path(__file__).resolve().parents[1] / "backend" / "models" / "families"
+FOLDER = Path(__file__).resolve().parents[2] / "backend" / "models" / "families"
 HOOKS = (
     "model_limits",
     "encode",
