@@ -22,7 +22,10 @@ from paradit.backend.sampling.recipes import recipe_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_DIRS = ("workflows", "example_workflows")
-DATA_GLOBS = ("backend/models/families/*/configs/*.json",)
+DATA_GLOBS = (
+    "backend/models/families/*/configs/*.json",
+    "backend/models/families/*/recipes.json",
+)
 
 
 @pytest.fixture(scope="module")
