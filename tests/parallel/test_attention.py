@@ -255,7 +255,7 @@ def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatc
     reason, and OUT/speed.json has the shape docs/speed.md describes."""
     from conftest import REFERENCE_FLAGS
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs"))
     import gpu_check
     import speed_check
 
@@ -263,7 +263,7 @@ def test_gpu_check_speed_stage_runs_dry(backends, spy_dirs, tmp_path, monkeypatc
         def __init__(self, model, out, *, device, attention, **config):
             compile_flags = ("--compile", config.pop("compile")) if "compile" in config else ()
             assert device == "cpu" and not config, config
-            # --compile blocks: the backend tests/test_compile.py compiled
+            # --compile blocks: the backend tests/parallel/test_compile.py compiled
             flags = (*REFERENCE_FLAGS, "--attention", attention, *compile_flags)
             # auto: the pool's world-size-1 reference; math: the one test_math_kernel used
             env = (("PARADIT_ATTENTION_SPY", str(spy_dirs[1])),) if attention != "auto" else ()

@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 MAX_README_LINES = 300
 REPO_DIRS = ("backend", "nodes", "web", "tests", "docs", "workflows")

@@ -21,7 +21,7 @@ import torch
 
 from paradit.backend.tools.equivalence import BFLOAT16, FLOAT32, tolerance_for
 
-MEASURED = Path(__file__).resolve().parent.parent / "docs" / "gpu" / "measured.json"
+MEASURED = Path(__file__).resolve().parents[2] / "docs" / "gpu" / "measured.json"
 MILDEST_BREAK = {"max_abs": 23, "min_frame_psnr": 39.5, "latent_rel_l2": 0.034}
 """The mildest deliberate break of a plan, measured on CPU (docs/equivalence.md)."""
 

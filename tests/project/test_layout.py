@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_docs import repo_paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("backend", "nodes", "web")
 
 
@@ -189,7 +189,7 @@ def test_no_test_copies_the_job_sequence():
     """A test that runs the pipeline to the latents and then decodes them with the family's
     tiles carries a copy of the job sequence: it calls `runtime.job.run_on_rank` instead
     (`tests/image_jobs.py`)."""
-    for path in sorted((ROOT / "tests").glob("*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         if path.name == Path(__file__).name:
             continue
         text = path.read_text()

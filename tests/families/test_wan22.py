@@ -319,7 +319,7 @@ def test_served_model_picks_the_pipeline_per_job(backends, references):
 def test_two_replicas_of_the_two_experts_equal_world_size_1(backends, references):
     """Data-parallel replicas (`--dp-degree 2`, one rank each) of I2V-A14B, both experts on
     each: the same job twice runs once on each replica, each byte-identical to world size 1
-    (seeds per replica: tests/test_replicas.py)."""
+    (seeds per replica: tests/serving/test_replicas.py)."""
     backend = backends.start(
         I2V, 2, "--dp-degree", "2", "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64"
     )

@@ -1,5 +1,6 @@
 """Launchers: which rank a launcher's variables make a process, and the same `paradit serve`
-under torchrun (mpirun: tests/test_mpirun.py; srun and sbatch: tests/test_slurm.py).
+under torchrun (mpirun: tests/launchers/test_mpirun.py; srun and sbatch:
+tests/launchers/test_slurm.py).
 
 Cost: about 26 s (in the suite's two-worker run on 2 cores).
 """
@@ -115,8 +116,8 @@ def test_mpirun_inside_slurm_is_named_by_mpi_and_srun_by_its_own_pmi():
     processes through srun, so they inherit that step's SLURM_PROCID (0 on every rank of a
     node): their MPI variables win. srun --mpi=pmi2 sets PMI_RANK equal to SLURM_PROCID:
     srun launched the process, and its node list gives rank 0's address."""
-    # MPICH's mpirun under `salloc -n 2` on one node, as tests/test_slurm.py's cluster shows
-    # it: Hydra's proxy ran as the one task of an srun step (SLURM_NTASKS is the allocation's)
+    # MPICH's mpirun under `salloc -n 2` on one node, as tests/launchers/test_slurm.py's cluster
+    # shows it: Hydra's proxy ran as the one task of an srun step (SLURM_NTASKS is the allocation's)
     step = {
         "SLURM_PROCID": "0",
         "SLURM_NTASKS": "2",
@@ -196,7 +197,7 @@ def test_rank0_address_without_master_addr():
         assert first_host(nodelist) == first
 
 
-# tests/test_replicas.py's names for them
+# tests/serving/test_replicas.py's names for them
 _free_port, _spawn, _ready_url, _stop = free_port, spawn, ready_url, stop
 
 

@@ -26,7 +26,7 @@ import torch
 from conftest import POOL_LORA_CACHE_GIB
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_FILES = {
     "comfy_api/__init__.py": "",
@@ -404,7 +404,7 @@ def handle(comfy_v3, backends):
 
 
 MEMORY_WIDGETS = {"gpu_memory": 4.0, "offload": "none", "vae_tiling": "on", "vae_tile": "32x32"}
-"""What the test below sets on the backend node (tests/test_web.py sets the same)."""
+"""What the test below sets on the backend node (tests/frontends/test_web.py sets the same)."""
 
 
 def test_backend_node_settings_reach_the_backend(

@@ -18,9 +18,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from paradit.backend.sampling.recipes import recipe_names
+
+ROOT = Path(__file__).resolve().parents[2]
 DATA_DIRS = ("workflows", "example_workflows")
-DATA_GLOBS = ("backend/models/families/*/configs/*.json",)
+DATA_GLOBS = (
+    "backend/models/families/*/configs/*.json",
+    "backend/models/families/*/recipes.json",
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +121,11 @@ def test_installed_from_the_wheel_it_imports_and_generates(built, tmp_path):
     run(python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", wheel)
     probe = (
         "import json, sys, paradit, paradit.backend.memory.planner as p, "
-        "paradit.backend.tools.cli as c, paradit.backend.models.random_presets as r; "
+        "paradit.backend.tools.cli as c, paradit.backend.models.random_presets as r, "
+        "paradit.backend.sampling.recipes as s; "
         "print(json.dumps({'files': [paradit.__file__, p.__file__, c.__file__], "
         "'configs': sorted(f.name for f in r.RANDOM_PRESETS.values() if f.is_file()), "
+        "'recipes': s.recipe_names(), "
         "'path': sys.path}))"
     )
     seen = json.loads(run(python, "-c", probe).stdout)
@@ -126,6 +133,7 @@ def test_installed_from_the_wheel_it_imports_and_generates(built, tmp_path):
     for file in seen["files"]:
         assert Path(file).resolve().is_relative_to(site), seen["files"]
     assert "wan2.1-t2v-1.3b.json" in seen["configs"]
+    assert seen["recipes"] == list(recipe_names())  # the families' recipes.json are package data
     for entry in seen["path"]:
         where = Path(entry or tmp_path).resolve()
         assert where != ROOT and (where / "paradit").resolve() != ROOT, seen["path"]

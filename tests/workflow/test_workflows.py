@@ -32,7 +32,7 @@ from paradit.nodes.params import (
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = (
     "paradit_text_to_video",
     "paradit_image_to_video",

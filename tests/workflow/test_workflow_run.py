@@ -29,10 +29,10 @@ from conftest import run_job
 
 from paradit.backend.tools.workflow import plan_of
 
-sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "comfy_workflows"))
 from make_fixtures import GRAPHS  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "comfy_workflows"
+FIXTURES = Path(__file__).parents[1] / "comfy_workflows"
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +46,25 @@ def _shifted(t: float, shift: float) -> float:
     return shift * t / (1 + (shift - 1) * t)
 
 
+def _run(paradit_warm, comfy: Path, workflow: Path, out: Path, *where: str) -> dict:
+    """`paradit workflow run` of a fixture (`where`: `--server URL`, or a group of its own);
+    its job.json, which names the workflow file by its sha256."""
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy), *where
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    return record
+
+
 def test_wan21_t2v_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, references):
     workflow = FIXTURES / "wan21_t2v.api.json"
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--world-size", "2", "--device", "cpu", "--threads", "1",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    record = _run(
+        paradit_warm, comfy, workflow, out, "--world-size", "2", "--device", "cpu", "--threads", "1"
+    )
     assert record["workflow"]["file"] == str(workflow)
-    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
     assert record["workflow"]["format"] == "api"
     plan, _ = plan_of(str(workflow), str(comfy))
     assert {k: record["request"][k] for k in plan.request} == plan.request
@@ -83,13 +91,7 @@ def a14b_backend(comfy, backends):
 def test_wan22_4step_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_warm, a14b_backend):
     workflow = FIXTURES / "wan22_i2v_a14b_4step.ui.json"
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", a14b_backend.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
-    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    record = _run(paradit_warm, comfy, workflow, out, "--server", a14b_backend.url)
     plan, _ = plan_of(str(workflow), str(comfy))
     body = plan.body()
     recipe = {k: body[k] for k in ("prompt", "negative_prompt", "width", "height",
@@ -123,13 +125,7 @@ def test_z_image_turbo_workflow_samples_as_the_recipe(comfy, tmp_path, paradit_w
     plan, _ = plan_of(str(workflow), str(comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
-    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
+    record = _run(paradit_warm, comfy, workflow, out, "--server", server.url)
     assert record["workflow"]["variant"] == "tiny-z-image"
     body = {k: plan.request[k] for k in ("prompt", "width", "height", "seed")}
     job, frames = run_job(server, {**body, "recipe": "z-image-turbo"})
@@ -169,14 +165,8 @@ def test_workflow_runs_as_its_request(comfy, tmp_path, paradit_warm, backends, n
     plan, _ = plan_of(str(workflow), str(comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    record = _run(paradit_warm, comfy, workflow, out, "--server", server.url)
     assert record["workflow"]["variant"] == variant
-    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
     given = {k: v for k, v in plan.request.items() if k != "image"}
     assert {k: record["request"][k] for k in given} == given
     assert record["sampling"]["sigmas"] == pytest.approx(levels, abs=1e-6)
@@ -190,12 +180,7 @@ def test_wan22_20step_workflow_splits_at_its_switch_step(comfy, tmp_path, paradi
     both, the high-noise expert for steps 0-9, euler/simple at shift 8."""
     workflow = FIXTURES / "wan22_i2v_a14b_20step.api.json"
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", a14b_backend.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    record = _run(paradit_warm, comfy, workflow, out, "--server", a14b_backend.url)
     plan, _ = plan_of(str(workflow), str(comfy))
     given = {k: v for k, v in plan.request.items() if k != "image"}
     assert {k: record["request"][k] for k in given} == given  # cfg 3.5 on both, switch 10
@@ -225,12 +210,7 @@ def test_flux_dev_workflow_runs_with_its_distilled_guidance(
     assert variant == "tiny-flux"
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    record = _run(paradit_warm, comfy, workflow, out, "--server", server.url)
     assert record["request"]["guidance_scale"] == 3.5
     assert record["plan"]["cfg_degree"] == 1 and record["workflow"]["variant"] == variant
     # ModelSamplingFlux at its 1024x1024: mu = max_shift = 1.15, the static shift exp(1.15)
@@ -249,14 +229,8 @@ def test_ltx2_workflow_runs_as_its_request_with_its_audio(comfy, tmp_path, parad
     plan, variant = plan_of(str(workflow), str(comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    record = _run(paradit_warm, comfy, workflow, out, "--server", server.url)
     assert record["workflow"]["variant"] == variant
-    assert record["workflow"]["sha256"] == hashlib.sha256(workflow.read_bytes()).hexdigest()
     assert record["request"]["sigmas"] == pytest.approx(plan.request["sigmas"], abs=1e-12)
     # LTXVScheduler at its defaults (max_shift 2.05, base_shift 0.95, stretch to terminal 0.1)
     # over the 64x64x17 video latent's 12 tokens, by LTX-Video's published schedule

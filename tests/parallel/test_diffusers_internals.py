@@ -16,7 +16,7 @@ from diffusers.models import attention_dispatch
 from paradit.backend.diffusers_internals import DIFFUSERS_RANGE, INTERNALS, require
 from paradit.backend.parallel import patches
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.fast

@@ -19,7 +19,7 @@ from paradit.web.app import launch
 from paradit.web.ui import build_ui
 
 CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROMPT = "a red fox running through snow"
 LOADED_VIDEO = """() => [...document.querySelectorAll('video')].some(
     v => v.offsetParent !== null && v.readyState >= 1 && v.duration > 0)"""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "comfy_workflows"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "comfy_workflows"))
 
 from comfy_workflow_files import START_IMAGE, WIDE_IMAGE, write_comfyui  # noqa: E402
 from make_fixtures import GRAPHS, to_ui  # noqa: E402
@@ -31,7 +31,7 @@ from paradit.backend.workflow.nodes import docs_table  # noqa: E402
 
 pytestmark = pytest.mark.fast
 
-FIXTURES = Path(__file__).parent / "comfy_workflows"
+FIXTURES = Path(__file__).parents[1] / "comfy_workflows"
 WAN_NEGATIVE = "static, blurry, low quality, worst quality, deformed"
 FLUX_SHIFT = 3.158192909689768
 """exp(1.15): ComfyUI's ModelSamplingFlux at 1024x1024 (4096 tokens) sets mu = max_shift =
@@ -196,7 +196,7 @@ def _absolute(comfy: Path, request: dict, serve: dict) -> tuple[dict, dict]:
 
 
 def test_the_docs_list_the_nodes_as_declared():
-    page = (Path(__file__).parents[1] / "docs" / "workflows.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "workflows.md").read_text()
     assert docs_table() in page
 
 

@@ -14,6 +14,7 @@ Cost: about 1 s (in the suite's two-worker run on 2 cores).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -32,10 +33,11 @@ from paradit.backend.models.families import (
 from paradit.backend.models.family_spec import BlockLayout, FamilySpec
 from paradit.backend.models.preset_names import PRESET_NAMES, RANDOM_PRESETS
 from paradit.backend.models.single_file.file_presets import PRESETS
+from paradit.backend.sampling.recipes import RECIPES, load_recipes
 
 pytestmark = pytest.mark.fast
 
-FOLDER = Path(__file__).resolve().parents[1] / "backend" / "models" / "families"
+FOLDER = Path(__file__).resolve().parents[2] / "backend" / "models" / "families"
 HOOKS = (
     "model_limits",
     "encode",
@@ -137,9 +139,7 @@ def test_the_presets_are_the_families():
     assert len(orders) == len(set(orders)), "two part recognitions share an order"
 
 
-NAMES_ALLOWED = {
-    "backend/sampling/recipes.py": "recipe names a user picks (`--recipe qwen-image`), torch-free",
-}
+NAMES_ALLOWED: dict[str, str] = {}
 """Files outside the family folders that may still name a family, and why."""
 
 
@@ -204,3 +204,17 @@ def test_no_file_outside_the_family_folders_names_a_family():
     assert not offenders, offenders
     for rel in NAMES_ALLOWED:  # an exception that no longer names a family goes from the list
         assert _named_families(root / rel, names), f"{rel} names no family: drop it"
+
+
+def test_recipes_are_data_in_the_family_folders(tmp_path):
+    """`--recipe`'s names come from the families' folders (`<family>/recipes.json`, read as
+    data so the frontends stay torch-free); a name two families give is refused."""
+    assert {p.parent.name for p in FOLDER.glob("*/recipes.json")} <= FOLDERS
+    assert load_recipes(FOLDER) == RECIPES
+    assert {"wan2.2-a14b-4step", "qwen-image", "z-image-turbo"} <= {r.name for r in RECIPES}
+    for family in ("one", "two"):
+        (tmp_path / family).mkdir()
+        entry = {"name": "same", "models": "m", "source": "s", "fields": {"shift": 3.0}}
+        (tmp_path / family / "recipes.json").write_text(json.dumps([entry]))
+    with pytest.raises(ValueError, match="unique across the families"):
+        load_recipes(tmp_path)

@@ -1,4 +1,4 @@
-"""The fault matrix's cells that tests/test_fault_matrix.py leaves out, on one backend.
+"""The fault matrix's cells that tests/faults/test_fault_matrix.py leaves out, on one backend.
 
 Kind (raise, hang, out-of-memory) x place (before the first step, inside a block, inside a
 collective, in the decode): rank 1 alone in the seven cells the matrix file lacks, and a hang
@@ -56,7 +56,7 @@ CELLS = [
     ("hang", "start"),
     ("raise", "collective"),
 ]
-"""Rank 1 alone: with tests/test_fault_matrix.py's five, all twelve cells."""
+"""Rank 1 alone: with tests/faults/test_fault_matrix.py's five, all twelve cells."""
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ many cases in a row. Cases where every rank fails the same way keep the group (o
 no restart); a rank failing or hanging alone rebuilds it, each case a generation of the same
 backend (`gen=`), its rank 1 a new process. A hang on rank 0 alone turns /health 503 naming
 it, its job interrupted by the watchdog; the cells left out here (a hang on every rank among
-them) are tests/test_fault_cells.py's.
+them) are tests/faults/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
 Cost: about 48 s (in the suite's two-worker run on 2 cores; 120 s while a rebuilt rank 1 was a
@@ -62,7 +62,7 @@ ONE_RANK = [
 ]
 """Rank 1 alone: each case rebuilds the group (a new rank 1, forked by `serve`'s zygote), so
 the one-rank half of the matrix is covered by these five; the step-end and decode-start
-places, alone, are tests/test_faults.py's."""
+places, alone, are tests/faults/test_faults.py's."""
 
 
 @pytest.fixture(scope="module")

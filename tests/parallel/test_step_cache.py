@@ -3,9 +3,10 @@ output within rounding; a rank deciding alone fails the job on every rank (no ha
 settings are refused with the rule (Wan at 4 ranks, Flux on a CFG plan). Unguided jobs on a CFG
 plan spread over every rank.
 
-(Wan 2.2's two experts with the cache: tests/test_folder.py; unguided jobs against world
-size 1 at 2 and 4 ranks and on replicas: tests/test_equivalence.py, tests/test_replicas.py;
-HunyuanVideo 1.5's registered blocks on Ulysses 2: tests/test_hunyuan_video15.py.)
+(Wan 2.2's two experts with the cache: tests/models/test_folder.py; unguided jobs against world
+size 1 at 2 and 4 ranks and on replicas: tests/parallel/test_equivalence.py,
+tests/serving/test_replicas.py;
+HunyuanVideo 1.5's registered blocks on Ulysses 2: tests/families/test_hunyuan_video15.py.)
 
 Cost: about 24 s (in the suite's two-worker run on 2 cores).
 """

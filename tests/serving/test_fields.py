@@ -21,7 +21,7 @@ from paradit.nodes.params import BACKEND_PARAMS, TASK_NODES
 from paradit.nodes.run import build_request
 
 pytestmark = pytest.mark.fast
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMITS = Limits(TEXT_TO_VIDEO, 16, 16, 256, 4, 33)
 CACHED = dataclasses.replace(LIMITS, step_cache=True)
 """A model with a step cache (`Limits.step_cache`)."""

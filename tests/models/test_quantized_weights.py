@@ -263,7 +263,7 @@ def test_gpu_check_fp8_stage_runs_dry(tmp_path, monkeypatch):
     import json
     import sys
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     monkeypatch.syspath_prepend(str(docs))
     monkeypatch.setenv("GPU_CHECK_DRY", "1")
     monkeypatch.setenv("GPU_CHECK_WORK", str(tmp_path / "work"))

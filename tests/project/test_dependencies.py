@@ -15,7 +15,7 @@ import tomllib
 from conftest import RECORDED_VERSIONS, installed_versions
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNCAPPED = {"setuptools"}
 """Build tooling only: the tests build a wheel with whatever setuptools the environment has."""
 
