@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SEQUENCE = ROOT / "backend" / "runtime" / "job.py"
 """Where the job sequence is written."""
 FAMILIES = ROOT / "backend" / "models" / "families"
