@@ -1,4 +1,4 @@
-"""Tiny LoRA files for the tiny presets, in the formats users hold (tests/test_lora*.py).
+"""Tiny LoRA files for the tiny presets, in the formats users hold (tests/lora/).
 
 - `peft_lora`: diffusers/PEFT keys (`transformer.<module>.lora_A.weight` / `lora_B.weight`),
   what `save_lora_weights` writes; any DiT (Wan, Flux).

@@ -41,9 +41,10 @@ class BlockLayout:
 @dataclass(frozen=True)
 class TinyJob:
     """The family's smallest job on its tiny preset, and diffusers' own pipeline called as a
-    user calls it for that job: what the family contract suite (tests/test_family_contract.py)
-    runs on every family (world size 1 against diffusers, CFG and Ulysses at 2-4 ranks, the
-    step cache's decisions, a LoRA against diffusers' `fuse_lora`)."""
+    user calls it for that job: what the family contract suite
+    (tests/families/test_family_contract.py) runs on every family (world size 1 against
+    diffusers, CFG and Ulysses at 2-4 ranks, the step cache's decisions, a LoRA against
+    diffusers' `fuse_lora`)."""
 
     preset: str
     """The tiny preset the job runs on (one of the spec's `tiny_presets`)."""
@@ -139,7 +140,7 @@ class FamilySpec:
     """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
     each list: 15-30x faster, the same peak to the byte (checked against the whole forward
     for Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and
-    1024x768, with and without sequence parallel; tests/test_memory_plan.py checks it on the
+    1024x768, with and without sequence parallel; tests/memory/test_memory_plan.py checks it on the
     tiny presets). Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one
     block's."""
     gathered: Callable[[Any, Any, int], Any] | None = None
