@@ -4,9 +4,11 @@ preset, size, steps and guidance, and diffusers' pipeline called for it):
 
 1. world size 1 equals diffusers' own pipeline called directly, byte for byte;
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
-   (CFG alone byte for byte, a split sequence within rounding), in one gloo group of 4;
-3. families with a step cache: its decisions at 4 ranks are world size 1's (the ranks agree,
-   or the job fails); the others: a `cache` request is refused with the rule;
+   (CFG halves alone byte for byte unless the family batches its branches, a split sequence
+   within rounding), in one gloo group of 4; a plan for another number of ranks is refused;
+3. families with a step cache: its decisions at 4 ranks are world size 1's, from the same
+   metrics (the ranks agree, or the job fails); the others: a `cache` request is refused
+   with the rule;
 4. a LoRA job equals the same model with diffusers' `fuse_lora` applied: the DiT's weights
    byte for byte, and the image against diffusers' pipeline called with them.
 
