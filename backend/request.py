@@ -6,7 +6,7 @@ flag, its ComfyUI widget, whether the web form has it). Everything else is deriv
 the time it is used: the HTTP schema (`serving/schema.py`), `JobRequest` and `job.json`, the
 job flags of `generate`/`batch`/`verify` (`tools/cli.py`), the generation nodes' widgets
 (`nodes/params.py`), the Gradio form (`web/ui.py`) and docs/api.md's field table (`docs_table`).
-Adding a field is one declaration here; tests/test_fields.py fails when a frontend drifts.
+Adding a field is one declaration here; tests/serving/test_fields.py fails when a frontend drifts.
 
 Torch-free: the frontends import it.
 """
@@ -893,7 +893,8 @@ def _edit_default_size(body: dict[str, Any], values: dict[str, Any], limits: Lim
 
 
 def docs_table() -> str:
-    """docs/api.md's table of the request fields (tests/test_fields.py checks it is there)."""
+    """docs/api.md's table of the request fields (tests/serving/test_fields.py checks it is
+    there)."""
     rows = [
         "| field | type | default | command line | ComfyUI widget | tasks | what it is |",
         "| --- | --- | --- | --- | --- | --- | --- |",

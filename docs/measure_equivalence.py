@@ -1,5 +1,6 @@
-"""Make the distance tables of docs/equivalence.md: every request of tests/test_equivalence.py
-on every plan, legitimate and deliberately broken (PARADIT_BREAK_PLAN), against world size 1.
+"""Make the distance tables of docs/equivalence.md: every request of
+tests/parallel/test_equivalence.py on every plan, legitimate and deliberately broken
+(PARADIT_BREAK_PLAN), against world size 1.
 
     python docs/measure_equivalence.py > measured.jsonl           # both models, ~10 min
     python docs/measure_equivalence.py tiny-flux > measured.jsonl

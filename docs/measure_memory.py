@@ -11,7 +11,7 @@ shard's rows).
 
 Prints one line per run and the 2-rank / 1-rank ratio per model (docs/memory.md has the
 figures). CPU, one thread per rank; the resident memory is sampled every 20 ms from /proc (as
-tests/test_memory.py does).
+tests/memory/test_memory.py does).
 """
 
 from __future__ import annotations

@@ -57,7 +57,6 @@ class Backends:
         self._running: OrderedDict[tuple, LocalBackend] = OrderedDict()
         self._in_use: set[tuple] = set()  # keys asked for by the running test module
         self._module = ""
-        self.started = 0  # groups started this session (tests/test_suite_budget.py reads it)
         self._zygote: Zygote | None = None
         self.lora_dir = root / "loras"
         """Every pool backend's --lora-dir: a test writes the LoRAs its jobs name here (the
@@ -98,7 +97,6 @@ class Backends:
             backend = WarmBackend(
                 self.zygote(), spec, start_timeout_s=300, log_file=log_file, env=dict(env)
             )
-            self.started += 1
             self._running[key] = backend
         self._running.move_to_end(key)
         self._in_use.add(key)

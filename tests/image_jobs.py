@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from paradit.backend.models.families import enable_tiles, family_of
+from paradit.backend.models.families.base import called_directly as pipeline_called_directly
 from paradit.backend.models.presets import build_preset, preset_components
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
@@ -43,18 +44,9 @@ def preset_pipeline(name: str, tile: int, *, encoders: bool = True) -> tuple[Any
 
 def called_directly(pipe: Any, body: dict, **arguments: Any) -> np.ndarray:
     """The diffusers pipeline as a user calls it with the job's prompt, size, steps and seed,
-    and `arguments` (its guidance under the pipeline's own name, a negative prompt); uint8."""
-    with torch.no_grad():
-        images = pipe(
-            prompt=body["prompt"],
-            height=body["height"],
-            width=body["width"],
-            num_inference_steps=body["num_inference_steps"],
-            generator=torch.Generator().manual_seed(body["seed"]),
-            output_type="np",
-            **arguments,
-        ).images
-    return to_uint8(np.asarray(images))
+    and `arguments` (its guidance under the pipeline's own name, a negative prompt); uint8
+    (`families.base.called_directly`, the family contract's reference)."""
+    return to_uint8(pipeline_called_directly(pipe, body, **arguments))
 
 
 def rank_groups(

@@ -1,4 +1,4 @@
-"""Tiny LoRA files for the tiny presets, in the formats users hold (tests/test_lora*.py).
+"""Tiny LoRA files for the tiny presets, in the formats users hold (tests/lora/).
 
 - `peft_lora`: diffusers/PEFT keys (`transformer.<module>.lora_A.weight` / `lora_B.weight`),
   what `save_lora_weights` writes; any DiT (Wan, Flux).
@@ -17,7 +17,8 @@
 
 Seeded: the same arguments give the same bytes. For the image models' LoRA tests besides:
 `lora_items` (a job's `loras`), `dit_patcher` (paradit's patcher of a pipeline's DiT) and
-`diffusers_fused` (the reference: diffusers' `load_lora_weights` + `fuse_lora`).
+`diffusers_fused` (the reference: diffusers' `load_lora_weights` + `fuse_lora`; the DiT's own
+`load_lora_adapter` + `fuse_lora` for a pipeline without a LoRA loader).
 """
 
 from __future__ import annotations
@@ -268,9 +269,27 @@ def diffusers_fused(pipe: Any, folder: Path, stack: list[tuple[str, float]]) -> 
     pipe = copy.copy(pipe)
     pipe.register_modules(transformer=copy.deepcopy(pipe.transformer))
     names = [f"a{i}" for i in range(len(stack))]
+    if not hasattr(pipe, "load_lora_weights"):  # no LoRA mixin: the DiT's own (PEFT keys)
+        _fuse_into_the_dit(pipe.transformer, folder, stack, names)
+        return pipe
     for adapter, (lora, _) in zip(names, stack, strict=True):
         pipe.load_lora_weights(str(folder / f"{lora}.safetensors"), adapter_name=adapter)
     pipe.set_adapters(names, [strength for _, strength in stack])
     pipe.fuse_lora(components=["transformer"], adapter_names=names)
     pipe.unload_lora_weights()
     return pipe
+
+
+def _fuse_into_the_dit(
+    transformer: Any, folder: Path, stack: list[tuple[str, float]], names: list[str]
+) -> None:
+    """diffusers' model-level LoRA path, for pipelines without a LoRA loader mixin
+    (HunyuanVideo 1.5's): `load_lora_adapter` + `set_adapters` + `fuse_lora` on the DiT."""
+    from safetensors.torch import load_file
+
+    for adapter, (lora, _) in zip(names, stack, strict=True):
+        state = load_file(str(folder / f"{lora}.safetensors"))
+        transformer.load_lora_adapter(state, prefix="transformer", adapter_name=adapter)
+    transformer.set_adapters(names, [strength for _, strength in stack])
+    transformer.fuse_lora(adapter_names=names)
+    transformer.unload_lora()

@@ -1,4 +1,4 @@
-"""Reference noise levels and integrations for tests/test_sampling.py, written from the
+"""Reference noise levels and integrations for tests/sampling/test_sampling.py, written from the
 published formulas independently of backend/sampling (exact fractions, mpmath, loop-form
 solvers that call the model where the papers do).
 

@@ -391,7 +391,7 @@ class MemoryPlanner:
         def fit(size: JobShape) -> bool:
             key = (size.width, size.height)
             if key not in fits:
-                fits[key] = self.plan_job(size).fits
+                fits[key] = self._fits(size)
             return fits[key]
 
         smallest = candidate(0.0)
@@ -418,15 +418,30 @@ class MemoryPlanner:
         references = sum((w // step) * (h // step) for w, h in shape.references)
         return output / max(1, output + references)
 
+    def _fits(self, shape: JobShape) -> bool:
+        """`plan_job(shape).fits`; where every decode is tiled, without the whole decode's
+        dry run (it only tells whether the tiling was needed)."""
+        if self._tiles_every_decode(self.layout):
+            return self._predict(shape, self.layout, self._tiled_decode(shape)).fits
+        return self.plan_job(shape).fits
+
+    def _tiles_every_decode(self, layout: Layout) -> bool:
+        mode = self.settings.vae_tiling
+        return mode == "on" or (mode != "off" and layout.tiles)
+
+    def _tiled_decode(self, shape: JobShape) -> str:
+        """A tiled decode: "split" over the replica when it spans tiles, else "tiled"."""
+        splits = self.topology.replica_size > 1 and self._spans_tiles(shape)
+        return "split" if splits else "tiled"
+
     def _job(self, shape: JobShape, layout: Layout) -> JobMemory:
         topo, mode = self.topology, self.settings.vae_tiling
         reasons = []
-        splits = topo.replica_size > 1 and self._spans_tiles(shape)
         if mode == "off":
             decode, needed = "whole", False
             reasons.append("--vae-tiling off: the whole decode on one rank")
-        elif mode == "on" or layout.tiles:
-            decode = "split" if splits else "tiled"
+        elif self._tiles_every_decode(layout):
+            decode = self._tiled_decode(shape)
             needed = not self._predict(shape, layout, "whole").fits
             reasons.append(
                 "--vae-tiling on" if mode == "on" else f"level {layout.level} tiles every decode"
@@ -435,14 +450,15 @@ class MemoryPlanner:
             whole = self._predict(shape, layout, "whole")
             needed = not whole.fits
             large = shape.frames * shape.height * shape.width >= SPLIT_MIN_PIXELS
-            share = self.split_share(shape) if splits and large else 1.0
+            tiled = self._tiled_decode(shape)
+            share = self.split_share(shape) if tiled == "split" and large else 1.0
             # Split when it must (memory) or when it is faster: a large decode whose busiest
             # rank decodes at most SPLIT_FASTER of the whole decode's pixels. Not tiled on
             # one rank unless it must: the whole decode is what one GPU computes.
             faster = share <= SPLIT_FASTER
             if faster and not needed:  # a tiled decode holds more copies of the output
                 faster = self._predict(shape, layout, "split").fits
-            decode = ("split" if splits else "tiled") if needed or faster else "whole"
+            decode = tiled if needed or faster else "whole"
             if decode == "split":
                 reasons.append(
                     f"decode split over {topo.replica_size} ranks (the busiest decodes "

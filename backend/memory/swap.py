@@ -64,6 +64,14 @@ class ExpertSwap:
         self.record = []
         self._step = step
 
+    def end_job(self) -> dict[str, Any]:
+        """The job's swaps (job.json's `expert_swaps`), forgotten here with the job's step
+        counter: nothing of a job stays on the swap but which expert is resident."""
+        swaps = self.to_dict()
+        self.record = []
+        self._step = lambda: 0
+        return swaps
+
     def to_dict(self) -> dict[str, Any]:
         """job.json's `expert_swaps`."""
         return {

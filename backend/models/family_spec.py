@@ -38,6 +38,56 @@ class BlockLayout:
             )
 
 
+@dataclass(frozen=True)
+class TinyJob:
+    """The family's smallest job on its tiny preset, and diffusers' own pipeline called as a
+    user calls it for that job: what the family contract suite
+    (tests/families/test_family_contract.py) runs on every family (world size 1 against
+    diffusers, CFG and Ulysses at 2-4 ranks, the step cache's decisions, a LoRA against
+    diffusers' `fuse_lora`)."""
+
+    preset: str
+    """The tiny preset the job runs on (one of the spec's `tiny_presets`)."""
+    body: Mapping[str, Any]
+    """The request body: prompt, seed, size, steps and guidance (guided where the family
+    guides, so that CFG parallel runs)."""
+    direct: Callable[[Any, Mapping[str, Any]], Any]
+    """`(pipeline, body)` -> the diffusers pipeline's own output for `body` as float frames
+    (F, H, W, 3) in 0..1: the pipeline called as its documentation calls it (the guidance under
+    its own name), with a generator seeded by the body's seed."""
+    tile: int = 64
+    """VAE tile size in sample pixels for the job's decode (the pipeline called directly
+    decodes with the VAE's own tiling at the same size)."""
+    cached: Mapping[str, Any] = field(
+        default_factory=lambda: {
+            "num_inference_steps": 4,
+            "cache": {"method": "first-block", "threshold": 0.9},
+        }
+    )
+    """What the cached job changes in `body`: its step cache (and steps, guidance) such that
+    world size 1 skips some steps and computes others on the tiny preset's random weights
+    (their metric sits near or above 1: the threshold is set between the steps' metrics);
+    unused for a family without a step cache."""
+
+    def __post_init__(self) -> None:
+        if not self.preset or not {"prompt", "seed", "num_inference_steps"} <= set(self.body):
+            raise ValueError(
+                f"a tiny job names its preset and gives a prompt, seed and num_inference_steps, "
+                f"got {self.preset!r} with {sorted(self.body)}"
+            )
+        if self.tile <= 0 or "cache" not in self.cached:
+            raise ValueError(
+                f"a tiny job's tile is > 0 and its cached job sets `cache`, got {self.tile} "
+                f"and {sorted(self.cached)}"
+            )
+        object.__setattr__(self, "body", _frozen(self.body))
+        object.__setattr__(self, "cached", _frozen(self.cached))
+
+    def cached_body(self) -> dict[str, Any]:
+        """The request body of the cached job."""
+        return {**self.body, **self.cached}
+
+
 def _text_widths(config: Any) -> tuple[tuple[str, int, str], ...]:
     """One text encoder whose width is the DiT's text input's."""
     width = (
@@ -90,7 +140,7 @@ class FamilySpec:
     """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
     each list: 15-30x faster, the same peak to the byte (checked against the whole forward
     for Wan 2.1/2.2, FLUX.1-dev, FLUX.2-dev and -klein, CogVideoX 5B and 1.5 at 832x480 and
-    1024x768, with and without sequence parallel; tests/test_memory_plan.py checks it on the
+    1024x768, with and without sequence parallel; tests/memory/test_memory_plan.py checks it on the
     tiny presets). Not Qwen-Image and Z-Image, whose whole forward peaks 0.1-0.3% above one
     block's."""
     gathered: Callable[[Any, Any, int], Any] | None = None
@@ -185,6 +235,9 @@ class FamilySpec:
     describe_parts: Callable[[Any], tuple[str, str] | None] | None = None
     """Single files: a header no recognition knows -> (variant, why) when it holds some of
     the family's parts by their key names (`paradit models` lists it), else None."""
+    tiny_job: TinyJob | None = None
+    """The family's smallest job on its tiny preset (`tiny_job.py` beside the spec): what the
+    family contract suite runs; every registered family has one."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
@@ -195,6 +248,11 @@ class FamilySpec:
                 f"a family spec names its folder, at least one adapter and one DiT class, "
                 f"got {self.name!r} with {len(self.adapters)} adapters and "
                 f"{len(self.transformer_classes)} DiT classes"
+            )
+        if self.tiny_job is not None and self.tiny_job.preset not in self.tiny_presets:
+            raise ValueError(
+                f"{self.name}: its tiny job runs on {self.tiny_job.preset!r}, not one of its "
+                f"tiny presets {sorted(self.tiny_presets)}"
             )
         outside = sorted(set(self.cp_plans) - set(self.transformer_classes))
         if outside:

@@ -1,8 +1,8 @@
 """TEST-ONLY: deliberately broken parallel plans, to prove the equivalence measure can fail.
 
-`paradit verify` and tests/test_equivalence.py judge a parallel run by its distance from world
-size 1. A measure that never says `different` proves nothing, so this module breaks a plan on
-purpose when the environment variable PARADIT_BREAK_PLAN names a kind:
+`paradit verify` and tests/parallel/test_equivalence.py judge a parallel run by its distance
+from world size 1. A measure that never says `different` proves nothing, so this module breaks
+a plan on purpose when the environment variable PARADIT_BREAK_PLAN names a kind:
 
   cfg-swap         the CFG halves swap branches: the conditional prediction comes back as
                    the unconditional one and vice versa (needs CFG parallel and guidance).

@@ -51,11 +51,10 @@ from ..models.sharded_load import empty_dit, empty_from_config, fill_shards
 from ..parallel import Parallelized, attention, local_param_bytes, parallelize
 from ..parallel.plan import ParallelPlan, choose_plan
 from ..parallel.sabotage import break_plan_from_env
-from ..sampling.job import sampling_limits
 from .compiled import compile_blocks, compile_counter, cpu_compile_threads
 from .faults import Faults
 from .group import Group
-from .job import DIT_COMPONENTS, RankModel, dits_of
+from .job import DIT_COMPONENTS, RankModel, dits_of, job_limits
 from .phases import PhaseClock
 from .preview import Previewer
 from .progress import BETWEEN_JOBS, Progress, main_thread_place
@@ -197,7 +196,7 @@ class Runtime:
     def _choose_plan(self, plan_overrides: dict[str, Any]) -> None:
         """The parallel plan for this replica's ranks, and the model's limits under it."""
         group = self.group
-        limits = self.family.limits(self.pipe, tiny=self.source.tiny)
+        limits = job_limits(self.family, self.pipe, tiny=self.source.tiny)
         self.plan: ParallelPlan = choose_plan(
             group.replica_size,
             supports_cfg=self.family.supports_cfg(self.pipe),
@@ -205,11 +204,7 @@ class Runtime:
             tiled_decode=True,
             **plan_overrides,
         )
-        self.limits = dataclasses.replace(
-            limits,
-            min_tokens=self.plan.sequence_degree,
-            **sampling_limits(self.family.samplers, self.pipe),
-        )
+        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
 
     def _choose_attention(self, kernel: str) -> None:
         """The attention kernel every job's DiT runs with (`kernels.py`), installed on the

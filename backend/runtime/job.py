@@ -50,7 +50,7 @@ from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..request import JobRequest
-from ..sampling.job import job_sampling
+from ..sampling.job import job_sampling, sampling_limits
 from .compiled import compile_counter
 from .faults import Faults
 from .messages import RunJob
@@ -122,8 +122,9 @@ class RankResult:
 
     frames: np.ndarray | None
     """Float frames (F, H, W, 3) in 0..1 on the replica's leader; None elsewhere."""
-    latents: torch.Tensor
-    """The pipeline's final latents (what the decode took), on every rank."""
+    outputs: tuple[torch.Tensor, ...]
+    """All the pipeline's final latents, on every rank: the video's (`latents`) and, for
+    LTX-2, the audio's."""
     audio: Audio | None
     """The audio track on the replica's leader (LTX-2); None elsewhere and for other models."""
     peak: dict[str, Any] | None
@@ -139,6 +140,11 @@ class RankResult:
     num_tiles: int
     """The VAE tiles the decode was cut into."""
 
+    @property
+    def latents(self) -> torch.Tensor:
+        """The pipeline's final latents: what the decode took."""
+        return self.outputs[0]
+
 
 def _not_watched(_key: str) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
@@ -147,6 +153,14 @@ def _not_watched(_key: str) -> AbstractContextManager[None]:
 def tensor_meta(tensors: dict[str, torch.Tensor]) -> list[list]:
     """JSON-able (name, shape, dtype) for the spec, so receivers can allocate."""
     return [[n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()]
+
+
+def job_limits(family: Family, pipe: Any, *, tiny: bool) -> Limits:
+    """What jobs on the loaded `pipe` may ask: its family's limits (`tiny`: a tiny preset's)
+    with the samplers the family runs on it (`sampling_limits`)."""
+    return dataclasses.replace(
+        family.limits(pipe, tiny=tiny), **sampling_limits(family.samplers, pipe)
+    )
 
 
 def dits_of(pipe: Any) -> list[torch.nn.Module]:
@@ -223,7 +237,7 @@ class RankModel:
             pipe,
             family,
             parallel,
-            family.limits(pipe, tiny=tiny),
+            job_limits(family, pipe, tiny=tiny),
             ctrl=group,
             leader=leader,
             replica_size=size,
@@ -329,13 +343,16 @@ class RankModel:
                     switch.stop()
             self.parallel.end_job()
             family.finish(pipe)
-        if self.experts is not None:
-            clock.notes["expert_swaps"] = self.experts.to_dict()
+            # what the job's steps recorded, handed over: nothing of it stays on the model
+            swaps = None if self.experts is None else self.experts.end_job()
+            phases = self.phases.take()
+        if swaps is not None:
+            clock.notes["expert_swaps"] = swaps
         record = None if cache is None else cache_record(*cache)
         if record is not None:
             clock.notes["cache"] = record
-        if self.phases.result() is not None:
-            clock.notes["phases"] = self.phases.result()
+        if phases is not None:
+            clock.notes["phases"] = phases
         return output, layout, record
 
     def _start_cache(
@@ -438,7 +455,8 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
     clock = hooks.clock
     recompiles = compile_counter().count - compiled_before  # blocks compiled for a new shape
     clock.notes["compile"] = {"mode": model.compile_mode, "recompiles": recompiles}
-    return RankResult(frames, output[0], audio, peak, applied, clock, layout, cache, num_tiles)
+    outputs = tuple(output)
+    return RankResult(frames, outputs, audio, peak, applied, clock, layout, cache, num_tiles)
 
 
 @contextlib.contextmanager

@@ -140,7 +140,8 @@ class PhaseClock:
     """Profiles the last step of each job (when `PARADIT_PHASES` is on); see the module doc.
 
     `at_mark(index, total)` is called right after the step clock marks the end of step
-    `index` (0-based) of `total`; `result()` then holds the profiled step's phases.
+    `index` (0-based) of `total`; `take()` at the job's end hands over the profiled step's
+    phases (and forgets them: nothing of a job stays on the clock).
     """
 
     def __init__(self, enabled: bool):
@@ -197,5 +198,7 @@ class PhaseClock:
             self._profiler.__exit__(None, None, None)
             self._profiler = None
 
-    def result(self) -> dict[str, Any] | None:
-        return self._result
+    def take(self) -> dict[str, Any] | None:
+        """The job's profiled step (None: none was profiled), forgotten here."""
+        result, self._result = self._result, None
+        return result

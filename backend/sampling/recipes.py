@@ -8,8 +8,10 @@ Torch-free: the CLI lists them (`paradit recipes`), the frontends offer them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -47,64 +49,26 @@ class Recipe:
         return {"name": self.name, "models": self.models, "source": self.source, **self.fields}
 
 
-RECIPES: tuple[Recipe, ...] = (
-    Recipe(
-        "wan2.2-a14b-4step",
-        "Wan 2.2 A14B (two experts) with the lightx2v 4-step LoRAs on both experts",
-        "ComfyUI's Wan 2.2 A14B template, its default group: euler/simple, 4 steps, cfg 1, "
-        "shift 5, high-noise expert for steps 0-2 and low-noise for 2-4",
-        {
-            "num_inference_steps": 4,
-            "guidance_scale": 1.0,
-            "guidance_scale_low": 1.0,
-            "sampler": "euler",
-            "scheduler": "simple",
-            "shift": 5.0,
-            "switch_step": 2,
-        },
-    ),
-    Recipe(
-        "wan2.2-a14b-20step",
-        "Wan 2.2 A14B (two experts), no LoRA",
-        "ComfyUI's Wan 2.2 A14B template, its other group: euler/simple, 20 steps, cfg 3.5, "
-        "shift 8, split 10/10",
-        {
-            "num_inference_steps": 20,
-            "guidance_scale": 3.5,
-            "guidance_scale_low": 3.5,
-            "sampler": "euler",
-            "scheduler": "simple",
-            "shift": 8.0,
-            "switch_step": 10,
-        },
-    ),
-    Recipe(
-        "wan2.1",
-        "Wan 2.1 (text- and image-to-video) and Wan 2.2 TI2V-5B",
-        "ComfyUI's Wan 2.1 and Wan 2.2 5B templates' sampling: uni_pc/simple, shift 8 (steps "
-        "and guidance stay the model's)",
-        {"sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
-    ),
-    Recipe(
-        "qwen-image",
-        "Qwen-Image",
-        "ComfyUI's Qwen-Image template's sampling: euler/simple at the static shift 3.1 "
-        "(ModelSamplingAuraFlow; steps and guidance stay the model's)",
-        {"sampler": "euler", "scheduler": "simple", "shift": 3.1},
-    ),
-    Recipe(
-        "z-image-turbo",
-        "Z-Image-Turbo",
-        "ComfyUI's Z-Image-Turbo template: res_multistep/simple, 8 steps, shift 3, cfg 1",
-        {
-            "num_inference_steps": 8,
-            "guidance_scale": 1.0,
-            "sampler": "res_multistep",
-            "scheduler": "simple",
-            "shift": 3.0,
-        },
-    ),
-)
+FAMILIES = Path(__file__).resolve().parents[1] / "models" / "families"
+"""Each family's recipes are data in its folder (`<family>/recipes.json`: a list of
+{name, models, source, fields}), read here without importing the family's code (torch)."""
+
+
+def load_recipes(folder: Path = FAMILIES) -> tuple[Recipe, ...]:
+    """Every family's recipes, families in folder order, each file's in its own order."""
+    recipes = [
+        Recipe(**entry)
+        for path in sorted(folder.glob("*/recipes.json"))
+        for entry in json.loads(path.read_text())
+    ]
+    names = [recipe.name for recipe in recipes]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"a recipe name must be unique across the families, got {twice} twice")
+    return tuple(recipes)
+
+
+RECIPES: tuple[Recipe, ...] = load_recipes()
 
 
 def recipe_names() -> tuple[str, ...]:

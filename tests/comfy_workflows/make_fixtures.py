@@ -1,6 +1,6 @@
 """Writes the workflow fixtures of this folder: each graph below in ComfyUI's API format
 (`NAME.api.json`) and in its UI format (`NAME.ui.json`, as the menu's Save writes it), for
-tests/test_workflow_import.py. Written for paradit from the core nodes' documented inputs,
+tests/workflow/test_workflow_import.py. Written for paradit from the core nodes' documented inputs,
 in the shapes of ComfyUI's templates (loaders, ModelSampling, prompts, latent, sampler,
 decode, save), at tiny sizes; the files they name are the tiny ones the tests write
 (tests/comfy_workflow_files.py).

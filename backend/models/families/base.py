@@ -244,3 +244,22 @@ def same_components_as(pipe: Any, pipeline_class: type) -> Any:
     other = pipeline_class(**parts, **settings)
     other.set_progress_bar_config(**getattr(pipe, "_progress_bar_config", {}))
     return other
+
+
+def called_directly(pipe: Any, body: Any, **arguments: Any) -> np.ndarray:
+    """diffusers' pipeline as a user calls it for a job's `body` (its prompt, size, steps and
+    seed) and `arguments` (the guidance under the pipeline's own name, a negative prompt,
+    frames): float frames (F, H, W, 3) in 0..1 (an image model's images, a video's frames).
+    The reference of a family's tiny job (`FamilySpec.tiny_job`)."""
+    with torch.no_grad():
+        output = pipe(
+            prompt=body["prompt"],
+            height=body["height"],
+            width=body["width"],
+            num_inference_steps=body["num_inference_steps"],
+            generator=torch.Generator().manual_seed(body["seed"]),
+            output_type="np",
+            **arguments,
+        )
+    images = getattr(output, "images", None)
+    return np.asarray(images if images is not None else output.frames[0])

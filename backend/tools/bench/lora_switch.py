@@ -5,8 +5,8 @@ full start (serve -> ready: read the weights, shard them). paradit applies a job
 each rank's own weight rows before its first step and restores the saved rows after it; the
 job's `timings` carry rank 0's `lora_apply_s` and `lora_remove_s` (every rank does its share at
 the same time). Per world size, one backend of a ~1 GB DiT (float32: 16 blocks of width 1024,
-as tests/test_memory.py's) runs a plain job, then jobs alternating between two LoRAs (ComfyUI/
-Kohya format, every attention and FFN layer of every block) and no LoRA. Reported: start-up
+as tests/memory/test_memory.py's) runs a plain job, then jobs alternating between two LoRAs
+(ComfyUI/Kohya format, every attention and FFN layer of every block) and no LoRA. Reported: start-up
 (= a reload), the first use of a LoRA (parse + check at submit; later uses hit the cache),
 apply and remove (median, min-max), and the job with and without a LoRA.
 """

@@ -8,6 +8,7 @@ from .adapter import CogVideoX
 from .memory import dit_forward
 from .parallel import prepare_cogvideox, use_joint_attention
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 SPEC = FamilySpec(
@@ -34,4 +35,5 @@ SPEC = FamilySpec(
     cp_plans={"CogVideoXTransformer3DModel": prepare_cogvideox},
     attention_dispatch={"CogVideoXTransformer3DModel": use_joint_attention},
     tiny_presets=TINY_PRESETS,
+    tiny_job=TINY_JOB,
 )

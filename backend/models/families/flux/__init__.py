@@ -17,6 +17,7 @@ from .single_file import (
     text_widths,
 )
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 
 SPEC = FamilySpec(
     "flux",
@@ -44,4 +45,5 @@ SPEC = FamilySpec(
     file_presets=FILE_PRESETS,
     runs_all_in_one=True,
     vae_tiling={"AutoencoderKL": enable_square_tiles},
+    tiny_job=TINY_JOB,
 )

@@ -10,6 +10,7 @@ from .detect import flux2_vae, mistral3_encoder
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit, dit_row_map, text_widths, vae_latent_channels
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 
 SPEC = FamilySpec(
     "flux2",
@@ -35,4 +36,5 @@ SPEC = FamilySpec(
     detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
+    tiny_job=TINY_JOB,
 )

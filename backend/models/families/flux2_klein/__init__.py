@@ -9,6 +9,7 @@ from .adapter import Flux2Klein
 from .single_file import FILE_PRESETS
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 
 SPEC = FamilySpec(
     "flux2_klein",
@@ -27,4 +28,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     tiny_pipeline_config=TINY_PIPELINE_CONFIG,
     file_presets=FILE_PRESETS,
+    tiny_job=TINY_JOB,
 )

@@ -19,6 +19,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 from .vae import enable_tiles
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
@@ -61,4 +62,5 @@ SPEC = FamilySpec(
     detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLHunyuanVideo15": enable_tiles},
+    tiny_job=TINY_JOB,
 )

@@ -20,6 +20,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 from .vae import enable_tiles
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
@@ -71,4 +72,5 @@ SPEC = FamilySpec(
     build_extra=build_extra,
     describe_parts=describe_parts,
     vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
+    tiny_job=TINY_JOB,
 )

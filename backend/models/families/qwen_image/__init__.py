@@ -10,6 +10,7 @@ from .adapter import QwenImage
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 
 SPEC = FamilySpec(
     "qwen_image",
@@ -32,4 +33,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
+    tiny_job=TINY_JOB,
 )

@@ -18,6 +18,7 @@ from .single_file import (
 )
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOB
 from .wan22 import specialize
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
@@ -58,4 +59,5 @@ SPEC = FamilySpec(
     vae_key_names=vae_key_names,
     lora_full_diffs=True,
     vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
+    tiny_job=TINY_JOB,
 )

@@ -1,0 +1,33 @@
+"""Wan's smallest job (the family contract suite's): tiny-wan, guided, 5 frames."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...family_spec import TinyJob
+
+# 64x48 px and 5 frames: 2 latent frames of 4 x 3 tokens (8x, patch 2)
+BODY = {"prompt": "a red fox in snow", "negative_prompt": "blurry", "seed": 7}
+BODY.update(width=64, height=48, num_frames=5, num_inference_steps=2, guidance_scale=5.0)
+
+
+def direct(pipe: Any, body: Any) -> Any:
+    """`WanPipeline` with the negative prompt and its CFG scale."""
+    from ..base import called_directly
+
+    return called_directly(
+        pipe,
+        body,
+        negative_prompt=body["negative_prompt"],
+        num_frames=body["num_frames"],
+        guidance_scale=body["guidance_scale"],
+    )
+
+
+TINY_JOB = TinyJob(
+    "tiny-wan",
+    BODY,
+    direct,
+    # the first-block metric over 4 steps: -, 0.76, 1.05, 0.91
+    cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 0.85}},
+)

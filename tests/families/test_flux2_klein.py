@@ -1,0 +1,169 @@
+"""Flux.2 Klein (FLUX.2-klein-4B/9B, distilled, and -base-4B) text-to-image: the presets,
+limits and defaults per variant, and the base model (true CFG) at world size 1 against
+`Flux2KleinPipeline` called directly and in sequence parallel at 2, 3 and 4 ranks against
+world size 1 (the distilled model's: the family contract, tests/families/test_family_contract.py).
+
+Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the VAE's
+latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
+`paradit verify`'s measure (float32 thresholds, image and final latents). The distilled job
+has no guidance; the base job runs true CFG (the unconditional branch as a second transformer
+call on every rank). The parallel runs share a real gloo group of 4 (forked, one thread per
+rank): the world, then groups of its first 3 and first 2 ranks.
+
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from conftest import spawn_gloo
+from image_jobs import (
+    called_directly,
+    check_ulysses_layouts,
+    encoded,
+    preset_pipeline,
+    run_image_job,
+)
+
+from paradit.backend.contract import TEXT_TO_IMAGE
+from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
+from paradit.backend.request import JobRequest
+from paradit.backend.tools.equivalence import (
+    DIFFERENT,
+    FLOAT32,
+    IDENTICAL,
+    compare,
+)
+
+TINY = "tiny-flux2-klein"
+TILE = 64  # sample pixels: 112x64 px are 14 x 8 latents, tiles of 8 every 6
+
+# 112x64 px are 7 x 4 = 28 image tokens and 512 text tokens (the pipeline pads to its length):
+# 540. The base job's unconditional branch is the negative prompt (the pipeline's own is
+# empty).
+JOBS = {
+    "distilled": {"prompt": "a red fox in snow 🦊", "seed": 5, "guidance_scale": 1.0},
+    "base": {"prompt": "ein Boot", "seed": 9, "guidance_scale": 4.0},
+}
+for _body in JOBS.values():
+    _body.update(width=112, height=64, num_inference_steps=2)
+
+# DiT parameters on the meta device: the published "4B" and "9B".
+KLEIN_DITS = {
+    "random:flux.2-klein-4b": (3_875_544_576, (5, 20, 24), 2560, True),
+    "random:flux.2-klein-9b": (9_078_581_248, (8, 24, 32), 4096, True),
+}
+
+
+def _variant(pipe, label: str):
+    """The distilled preset, or the same components as an undistilled (-base) pipeline."""
+    if label == "distilled":
+        return pipe
+    base = type(pipe)(**pipe.components, is_distilled=False)
+    base.set_progress_bar_config(disable=True)
+    return base
+
+
+@pytest.fixture(scope="module")
+def references() -> dict:
+    """World size 1, one thread: every job's encoded text and (image, latents, tiles)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pipe, _ = preset_pipeline(TINY, TILE)
+        tensors, outputs = {}, {}
+        for label, body in JOBS.items():
+            variant = _variant(pipe, label)
+            tensors[label] = encoded(variant, body)
+            outputs[label] = run_image_job(variant, body, tensors[label])
+    finally:
+        torch.set_num_threads(threads)
+    return {"outputs": outputs, "tensors": tensors, "pipe": pipe}
+
+
+# -- presets, limits, real sizes ----------------------------------------------------------------
+
+
+def test_preset_structure_and_limits(references):
+    """The tiny preset's parts fit together; defaults per variant; no CFG parallel."""
+    pipe = references["pipe"]
+    assert type(pipe).__name__ == "Flux2KleinPipeline" and pipe.config.is_distilled
+    assert type(pipe.text_encoder).__name__ == "Qwen3ForCausalLM"
+    config = pipe.text_encoder.config
+    assert pipe.transformer.config.joint_attention_dim == 3 * config.hidden_size
+    assert config.num_hidden_layers > 27  # the pipeline reads hidden states 9, 18, 27
+    assert len(pipe.tokenizer) == config.vocab_size
+    assert not pipe.transformer.config.guidance_embeds
+    family = family_of(pipe)
+    assert family.name == "flux2-klein" and family_for("Flux2KleinPipeline") is family
+    assert not family.supports_cfg(pipe) and not family.step_cache
+    limits = family.limits(pipe, tiny=True)
+    assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
+    request = JobRequest.from_body({"prompt": "x"}, limits)
+    assert (request.width, request.height, request.num_inference_steps) == (64, 64, 4)
+    assert request.guidance_scale == 1.0
+    # the base model's text: the prompt and the (empty) unconditional one; distilled: one
+    tensors = references["tensors"]
+    assert set(tensors["base"]) == {"prompt_embeds", "negative_prompt_embeds"}
+    assert set(tensors["distilled"]) == {"prompt_embeds"}
+    base = _variant(pipe, "base")
+    limits = family.limits(base, tiny=False)
+    assert (limits.default_steps, limits.default_guidance) == (50, 4.0)  # the -base model card
+    # random:flux.2-klein-base-4b: the 4B's components, undistilled
+    spec, base_spec = (random_preset_spec(f"random:flux.2-klein-{v}") for v in ("4b", "base-4b"))
+    assert base_spec["pipeline_config"] == {"is_distilled": False}
+    assert base_spec["components"] == spec["components"]
+    assert tuple(tensors["base"]["prompt_embeds"].shape) == (1, 512, 3 * config.hidden_size)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", list(KLEIN_DITS))
+def test_random_presets_count_the_published_parameters(name):
+    params, blocks, text_width, distilled = KLEIN_DITS[name]
+    pipe = build_random_preset(name, device="meta")
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == params
+    config = pipe.transformer.config
+    assert (config.num_layers, config.num_single_layers, config.num_attention_heads) == blocks
+    assert config.joint_attention_dim == 3 * pipe.text_encoder.config.hidden_size
+    assert pipe.text_encoder.config.hidden_size == text_width
+    assert not config.guidance_embeds and pipe.config.is_distilled == distilled
+    assert len(pipe.tokenizer) == pipe.text_encoder.config.vocab_size
+    limits = family_of(pipe).limits(pipe, tiny=False)
+    assert (limits.default_width, limits.default_height) == (1024, 1024)
+    want = (4, 1.0) if distilled else (50, 4.0)  # the model cards
+    assert (limits.default_steps, limits.default_guidance) == want
+
+
+# -- world size 1 against diffusers called directly ----------------------------------------------
+
+
+def test_world_size_1_equals_diffusers_called_directly(references):
+    """`Flux2KleinPipeline` as a user calls it (its own guidance scale; the VAE's own tiled
+    decode) gives the same image, bit for bit, base (true CFG)."""
+    outputs, pipe = references["outputs"], references["pipe"]
+    assert outputs["distilled"][2] == 6  # VAE tiles
+    assert outputs["distilled"][1].shape == (1, 32, 8, 14)  # the VAE's latents, not tokens
+    torch.set_num_threads(1)
+    body = JOBS["base"]  # the distilled job: the family contract (test_family_contract.py)
+    direct = called_directly(_variant(pipe, "base"), body, guidance_scale=body["guidance_scale"])
+    result = compare(outputs["base"][0], direct, FLOAT32)
+    assert result.verdict == IDENTICAL, result.overall
+    assert compare(outputs["distilled"][0], outputs["base"][0], FLOAT32).verdict == DIFFERENT
+
+
+# -- 2, 3 and 4 ranks against world size 1 ---------------------------------------------------------
+
+
+def test_sequence_parallel_on_2_3_and_4_ranks_equals_world_size_1(references):
+    """diffusers' plan for the Flux.2 DiT with Ulysses over 4 ranks (the world), 3 (uneven
+    image tokens and heads) and 2 (groups of the first ranks), in one group of 4 processes:
+    the base job's two branches one after the other on every rank."""
+    base = {"base": JOBS["base"]}  # the distilled job: the family contract
+    check = functools.partial(
+        check_ulysses_layouts, preset=TINY, tile=TILE, jobs=base, variant=_variant
+    )
+    spawn_gloo(4, check, {key: references[key] for key in ("outputs", "tensors")})

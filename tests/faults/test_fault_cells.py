@@ -1,0 +1,187 @@
+"""The fault matrix's cells that tests/faults/test_fault_matrix.py leaves out, on one backend.
+
+Kind (raise, hang, out-of-memory) x place (before the first step, inside a block, inside a
+collective, in the decode): rank 1 alone in the seven cells the matrix file lacks, and a hang
+on every rank (rank 0 too) at each place. Each job ends within `--hang-timeout` + 10 s with
+the failing rank's own error (or where it hung), the group is rebuilt (each cell a generation
+of the same backend, `gen=`: the backend surviving a failure is the property), no old rank 1
+is left, and the next plain, LoRA and cached jobs give a fresh backend's frames byte for
+byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s). Another
+data-parallel replica hung inside its step is checked without processes (the last test).
+
+Cost: about 43 s (provisional: scaled from test_fault_matrix.py's stated cost by the two
+files' times in one run on the shared machine, load 10-15): a backend start, eleven rebuilds
+of the group, about 15 small jobs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import Backends, gone, healthy, rank_pids, wait_for
+from lora_files import WAN_TARGETS, peft_lora
+
+from paradit.backend.client import Client, JobFailed
+from paradit.backend.models.presets import build_preset
+
+HANG_S = 1.0
+"""The lowest `--hang-timeout` the config allows."""
+JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
+NEXT = {
+    "plain": {**JOB, "prompt": "a plain job"},
+    "lora": {**JOB, "prompt": "a LoRA job", "loras": [{"name": "fault-cells.safetensors"}]},
+    "cached": {
+        **JOB,
+        "prompt": "a cached job",
+        "num_inference_steps": 3,
+        "cache": {"method": "first-block", "threshold": 0.9},
+    },
+}
+"""The jobs that follow a failure, each compared with a fresh backend's."""
+PLACES = {
+    "start": ("at=start", "as the job starts"),
+    "block": ("at=block:3", "inside block 3"),
+    "collective": ("at=collective:5", "inside collective 5"),
+    "decode": ("at=decode", "at the decode"),
+}
+"""Where a cell fails, and how its error says so."""
+ERRORS = {"raise": "InjectedFault", "oom": "OutOfMemoryError"}
+CELLS = [
+    ("raise", "decode"),
+    ("oom", "decode"),
+    ("hang", "decode"),
+    ("oom", "start"),
+    ("oom", "block"),
+    ("hang", "start"),
+    ("raise", "collective"),
+]
+"""Rank 1 alone: with tests/faults/test_fault_matrix.py's five, all twelve cells."""
+
+
+@pytest.fixture(scope="module")
+def fresh(backends) -> dict[str, list[bytes]]:
+    """The pool's plain tiny-wan on 2 ranks: each next job's frames on a fresh backend."""
+    transformer = build_preset("tiny-wan").transformer
+    peft_lora(backends.lora_dir / "fault-cells.safetensors", transformer, WAN_TARGETS, seed=3)
+    client = backends.get("tiny-wan", 2)
+    return {kind: _frames(client, body) for kind, body in NEXT.items()}
+
+
+def _frames(client: Client, body: dict) -> list[bytes]:
+    job = client.wait(client.submit(body), timeout_s=120)
+    return [client.frame(job["id"], index) for index in range(job["num_frames"])]
+
+
+def _failed(client: Client, prompt: str) -> tuple[dict, float]:
+    """Run a job that must fail; its document and how long it took (server clock)."""
+    job_id = client.submit({**JOB, "prompt": prompt})
+    with pytest.raises(JobFailed) as failed:
+        client.wait(job_id, timeout_s=HANG_S + 60)
+    job = failed.value.job
+    return job, job["finished"] - job["created"]
+
+
+def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_error(
+    backends: Backends, fresh
+):
+    """Rank 1 alone in the seven cells, then every rank hanging at each place: the failing
+    rank's error (or where it hung) within `--hang-timeout` + 10 s, a rebuilt group with no
+    old rank 1 left, and a fresh backend's next jobs. Before, a rank hung at its decode was
+    found at the collective timeout, and a hang on every rank only by restarting the backend
+    (rank 0's own job never ended)."""
+    table = [
+        f"rank=1,{PLACES[place][0]},kind={kind},gen={gen},prompt=cell-{kind}-{place}"
+        for gen, (kind, place) in enumerate(CELLS)
+    ]
+    table += [
+        f"rank=all,{PLACES[place][0]},kind=hang,gen={gen},prompt=every-rank-hangs-{place}"
+        for gen, place in enumerate(PLACES, start=len(CELLS))
+    ]
+    backend = backends.start(
+        "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(table)),)
+    )
+    seen: list[int] = []
+    try:
+        client = backend.client
+        kinds = list(NEXT)
+        for index, (kind, place) in enumerate(CELLS):
+            pids = rank_pids(client)
+            seen += pids[1:]
+            job, took_s = _failed(client, f"cell-{kind}-{place}")
+            error = job["error"]
+            assert "rank 1" in error or "ranks [1]" in error, (kind, place, error)
+            if kind == "hang":
+                assert "stopped progressing" in error and "faults.py" in error, error
+            else:
+                assert ERRORS[kind] in error and PLACES[place][1] in error, error
+            assert took_s < HANG_S + 10, (kind, place, took_s, error)
+            wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
+            assert all(gone(pid) for pid in pids[1:]), (kind, place)
+            after = kinds[index % len(kinds)]
+            assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
+        for index, place in enumerate(PLACES):  # every rank hangs: rank 0's job interrupted
+            pids = rank_pids(client)
+            seen += pids[1:]
+            job, took_s = _failed(client, f"every-rank-hangs-{place}")
+            error = job["error"]
+            # rank 0 is named at its hang (rank 1 too when it stood still as long by then)
+            assert "stopped progressing inside the job" in error, (place, error)
+            assert "ranks [0" in error and "rank 0 at faults.py" in error, (place, error)
+            assert "rank 0's job was interrupted" in error, (place, error)
+            assert took_s < HANG_S + 10, (place, took_s, error)
+            wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
+            assert rank_pids(client)[0] == pids[0] and all(gone(pid) for pid in pids[1:]), place
+            after = kinds[index % len(kinds)]
+            assert _frames(client, NEXT[after]) == fresh[after], (place, after)
+        for kind, body in NEXT.items():
+            assert _frames(client, body) == fresh[kind], kind
+        seen += rank_pids(client)[1:]
+    finally:
+        backends.stop(backend)
+    wait_for(lambda: all(gone(pid) for pid in seen), 10, "every rank 1 to be gone")
+
+
+@pytest.mark.fast
+def test_another_replica_that_hangs_inside_a_step_is_found_within_the_hang_timeout():
+    """Replica 1 (rank 1 alone, dp 2 on 2 ranks) has a job: while its work counter moves it
+    is slow, not hung; once it has stood still for `--hang-timeout` outside any collective
+    the group is stopped naming it, where rank 0 would have waited for the collective
+    timeout (the replica's next step) before."""
+    import types
+
+    import torch.distributed as dist
+
+    from paradit.backend.runtime.control import Sender
+    from paradit.backend.runtime.messages import Shutdown
+    from paradit.backend.serving.health import GroupHealth
+    from paradit.backend.serving.jobs import JobBook
+
+    store = dist.HashStore()
+    group = types.SimpleNamespace(world_size=2, store_client=lambda *_: store)
+    runtime = types.SimpleNamespace(group=group, in_job=False)
+    stopped: list[str] = []
+    health = GroupHealth(JobBook(4, 4), 0.3, on_hang=stopped.append)
+    try:
+        own, other = Sender(store, 2, ranks=[]), Sender(store, 2, ranks=[1], prefix="replica1/")
+        health.attach(runtime, own, lambda: None, [other])
+        other.send(Shutdown())  # any message: replica 1 is busy with it
+        store.set("where/1", "attention.py:120 in forward")
+        for _ in range(8):  # slow: it ticks every 0.1 s
+            store.add("ticks/1", 1)
+            last_tick = time.monotonic()
+            health._check_inside_job()
+            time.sleep(0.1)
+        assert not stopped
+        store.set("where/1", "faults.py:149 in _fire")
+        started = time.monotonic()
+        while not stopped and time.monotonic() - started < 5:
+            health._check_inside_job()
+            time.sleep(0.05)
+        assert stopped == [
+            "replica 1: ranks [1] stopped progressing inside the job "
+            "(rank 1 at faults.py:149 in _fire) for 0s (--hang-timeout)"
+        ]
+        assert 0.3 <= time.monotonic() - last_tick < 1.0
+    finally:
+        health.close()
