@@ -9,9 +9,9 @@ is left, and the next plain, LoRA and cached jobs give a fresh backend's frames 
 byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s). Another
 data-parallel replica hung inside its step is checked without processes (the last test).
 
-Cost: about 43 s (provisional: scaled from test_fault_matrix.py's stated cost by the two
-files' times in one run on the shared machine, load 10-15): a backend start, eleven rebuilds
-of the group, about 15 small jobs.
+Cost: about 36 s (provisional: 43 s scaled by its durations before and after ranks froze their
+imports, 36.6 -> 31.0 s alone at load 1-2): a backend start, eleven rebuilds of the group,
+about 15 small jobs.
 """
 
 from __future__ import annotations

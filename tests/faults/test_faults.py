@@ -8,8 +8,9 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 the ranks of its rebuilds come from `serve`'s own zygote (backend/processes/forked.py), as
 for users; `serve` killed before its ranks start is a fresh interpreter.
 
-Cost: about 55 s (in the suite's two-worker run on 2 cores; 140 s before rebuilt ranks were
-forked: 129 CPU-seconds for this file alone then, 54 now).
+Cost: about 43 s (provisional: 55 s scaled by its durations before and after three backends
+and a fresh `serve` went, 57.1 -> 44.5 s alone at load 1-2; 140 s before rebuilt ranks were
+forked).
 """
 
 from __future__ import annotations

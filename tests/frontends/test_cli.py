@@ -1,6 +1,7 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 54 s (in the suite's two-worker run on 2 cores).
+Cost: about 48 s (provisional: 54 s less most of the start-up test's 9 s, its `serve` now
+forked from the pool's zygote).
 """
 
 from __future__ import annotations
