@@ -31,7 +31,7 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
     """Join the group and load the model on this rank; `abort` ends start-up waits early."""
     from ..lora import LoraLibrary
     from ..runtime.engine import Runtime
-    from .forked import settle_imports
+    from .warm import settle_imports
 
     torch.set_num_threads(_threads(config, env))
     device = pick_device(config.device, env)

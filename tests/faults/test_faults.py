@@ -213,12 +213,12 @@ def test_a_rank_freezes_its_imports_once_so_a_rebuilds_garbage_stays_collectable
     import gc
     import weakref
 
-    from paradit.backend.processes import forked
+    from paradit.backend.processes import warm
 
-    monkeypatch.setattr(forked, "warm_imports", lambda model: None)
+    monkeypatch.setattr(warm, "warm_imports", lambda model: None)
     assert not gc.get_freeze_count(), "the pytest worker froze its objects"
     try:
-        forked.settle_imports("tiny-wan")  # the first start
+        warm.settle_imports("tiny-wan")  # the first start
         frozen = gc.get_freeze_count()
         assert frozen > 100_000, frozen  # torch's objects, at least
 
@@ -228,7 +228,7 @@ def test_a_rank_freezes_its_imports_once_so_a_rebuilds_garbage_stays_collectable
         old, part = Model(), Model()
         old.part, part.model = part, old  # a cycle: only the collector frees it
         collected = weakref.ref(old)
-        forked.settle_imports("tiny-wan")  # a rebuild's start
+        warm.settle_imports("tiny-wan")  # a rebuild's start
         assert gc.get_freeze_count() == frozen
         del old, part
         gc.collect()
