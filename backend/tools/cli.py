@@ -298,8 +298,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Under torchrun / srun / mpirun the launcher's world size counts (--dp-degree divides
     # it); a launch that cannot work fails here, before torch is imported.
     env = LaunchEnv.from_environ()
-    from ..serving.launch import serve
-
     if os.environ.get("PARADIT_DIE_WITH_PARENT") == "1":
         _die_with_parent()
     if args.token:
@@ -311,6 +309,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # bad files: one line
     ModelSource.parse(config.model, config.text_encoders, config.vaes, config.image_encoders)
+    from ..serving.launch import serve  # once the command line holds: the group's imports
 
     def ready(url: str, world_size: int) -> None:
         print(f"paradit ready at {url} (model {config.model}, world size {world_size})", flush=True)
