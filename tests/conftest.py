@@ -47,6 +47,12 @@ MAX_LIVE_RANKS = 6
 10-20 s of CPU; an idle rank still polls its store on the same 2 cores)."""
 
 
+CLI_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
+CLI_ENV["PARADIT_TOKEN"] = "for-remote-servers-only"
+"""A `paradit` command's environment in the tests: one thread, warnings only, and a token
+meant for remote servers, which must not lock a backend the CLI starts for itself."""
+
+
 class Backends:
     """Starts backends on demand and keeps them for the session, up to `MAX_LIVE_RANKS` ranks
     (least recently used stopped first, never one the running test module has asked for:

@@ -26,6 +26,7 @@ SERVE = [
     "--port",
     "0",
 ]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 LAUNCHERS_PAGE = Path(__file__).parent.parent / "docs" / "launchers.md"
 
 

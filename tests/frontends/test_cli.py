@@ -13,11 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE_FLAGS
+from conftest import CLI_ENV, REFERENCE_FLAGS
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PARADIT_LOG": "WARNING"}
-# A token meant for remote servers must not lock a backend that the CLI starts for itself.
-ENV["PARADIT_TOKEN"] = "for-remote-servers-only"
+ENV = CLI_ENV
 SERVE_ENV = {k: v for k, v in ENV.items() if k != "PARADIT_TOKEN"}  # serve would demand it
 
 

@@ -9,18 +9,16 @@ imports and a served process skipped its teardown, 34.7 -> 24.7 CPU-seconds at l
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 from conftest import run_job
-from launchers import BODY, SERVE, free_port, ready_url, spawn, stop
+from launchers import BODY, SERVE, TORCHRUN, free_port, ready_url, spawn, stop
 
 from paradit.backend.client.http import Client
 from paradit.backend.runtime.launch_env import LaunchEnv, first_host
 
 # torchrun is this module of the torch the tests run with: never missing from PATH, so the
 # tests that use it never skip
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 @pytest.mark.fast
@@ -198,10 +196,6 @@ def test_rank0_address_without_master_addr():
         assert first_host(nodelist) == first
 
 
-# tests/serving/test_replicas.py's names for them
-_free_port, _spawn, _ready_url, _stop = free_port, spawn, ready_url, stop
-
-
 def test_under_torchrun(tmp_path, references):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [
@@ -209,15 +203,15 @@ def test_under_torchrun(tmp_path, references):
         "--nproc-per-node",
         "2",
         "--master-port",
-        str(_free_port()),
+        str(free_port()),
         *SERVE,
         "--output-dir",
         str(tmp_path),
     ]
-    proc = _spawn(cmd, env)
+    proc = spawn(cmd, env)
     try:
-        client = Client(_ready_url(proc))
+        client = Client(ready_url(proc))
         assert client.info()["world_size"] == 2
         assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
     finally:
-        _stop([proc])
+        stop([proc])

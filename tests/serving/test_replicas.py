@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REFERENCE_FLAGS, run_job, wait_for
-from test_cli import ENV
+from conftest import CLI_ENV, REFERENCE_FLAGS, run_job, wait_for
+from launchers import SERVE, TORCHRUN, free_port, ready_url, spawn, stop
 
 BODY = {"width": 64, "height": 64, "num_inference_steps": 3}
 WAN = {**BODY, "num_frames": 5}
@@ -56,7 +56,7 @@ def _batch(run: Callable[..., Any], out: Path, model: str, *backend: str) -> Non
         "--out",
         str(out),
         *backend,
-        env=ENV,
+        env=CLI_ENV,
     )
     assert result.returncode == 0, result.stderr
 
@@ -282,20 +282,18 @@ def test_two_replicas_on_two_torchrun_nodes(tmp_path, backends):
     replica per node, each job equal to world size 1."""
     import os
 
-    from test_launch import SERVE, TORCHRUN, _free_port, _ready_url, _spawn, _stop
-
     from paradit.backend.client.http import Client
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    port = str(_free_port())
+    port = str(free_port())
     procs = []
     for node in (0, 1):
         cmd = [*TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1"]
         cmd += ["--master-addr", "127.0.0.1", "--master-port", port, *SERVE]
         cmd += ["--dp-degree", "2", "--output-dir", str(tmp_path / f"node{node}")]
-        procs.append(_spawn(cmd, env))
+        procs.append(spawn(cmd, env))
     try:
-        client = Client(_ready_url(procs[0]))
+        client = Client(ready_url(procs[0]))
         info = client.info()
         assert info["world_size"] == 2 and info["plan"]["dp_degree"] == 2
         body = {**WAN, "prompt": "two nodes"}
@@ -307,4 +305,4 @@ def test_two_replicas_on_two_torchrun_nodes(tmp_path, backends):
             _, expected = run_job(reference, {**body, "seed": job["request"]["seed"]})
             assert [client.frame(job["id"], i) for i in range(job["num_frames"])] == expected
     finally:
-        _stop(procs)
+        stop(procs)
