@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_docs import repo_paths
+from doc_pages import repo_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("backend", "nodes", "web")

@@ -6,6 +6,7 @@ Cost: about 2 s (in the suite's two-worker run on 2 cores).
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -56,3 +57,20 @@ def test_test_files_live_in_the_area_folders_docs_testing_names():
         f"listed without tests: {sorted(listed - areas)}"
     )
     assert all(p.parent.parent == TESTS for p in TESTS.rglob("test_*.py")), "one level deep"
+
+
+def test_a_test_file_imports_no_other_test_file():
+    """What tests share lives in tests/*.py (conftest.py, image_jobs.py, launchers.py, ...),
+    one copy each: importing another test file by its module name works only when pytest
+    happened to collect that file's folder first."""
+    test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n in test_modules]
+    assert not found, found
