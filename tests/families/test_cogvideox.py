@@ -5,7 +5,7 @@ Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: f
 final latents against world size 1, float32 thresholds); the parallel transformer's output
 directly against the plain one, relative error <= 1e-5.
 
-Cost: about 82 s (in the suite's two-worker run on 2 cores).
+Cost: about 79 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ decodes tile by tile, the tiles dealt to the ranks), judged with `paradit verify
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank); one served group checks the engine's path.
 
-Cost: about 41 s (in the suite's two-worker run on 2 cores; 20 s of it the swapping experts).
+Cost: about 34 s (in the suite's two-worker run on 2 cores; 20 s of it the swapping experts).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ it, its job interrupted by the watchdog; the cells left out here (a hang on ever
 them) are tests/faults/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
 
-Cost: about 46 s (provisional: 48 s scaled by its durations before and after its two tests
+Cost: about 43 s (provisional: 48 s scaled by its durations before and after its two tests
 shared one backend, 39.8 -> 38.5 s alone at load 1-2, two more cases included; 120 s while a
 rebuilt rank 1 was a fresh interpreter): a backend start, about 34 small jobs and five
 rebuilds of rank 1.

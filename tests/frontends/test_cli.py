@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 48 s (provisional: 54 s less most of the start-up test's 9 s, its `serve` now
+Cost: about 39 s (provisional: 54 s less most of the start-up test's 9 s, its `serve` now
 forked from the pool's zygote).
 """
 

@@ -3,7 +3,7 @@
 One app is served in this process for the module; `test_cli_*` runs `paradit ui` as its own
 process (login on, a backend it starts itself) and stops it with SIGTERM.
 
-Cost: about 62 s (in the suite's two-worker run on 2 cores).
+Cost: about 71 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

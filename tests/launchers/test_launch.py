@@ -2,7 +2,7 @@
 under torchrun (mpirun: tests/launchers/test_mpirun.py; srun and sbatch:
 tests/launchers/test_slurm.py).
 
-Cost: about 20 s (provisional: 26 s scaled by its CPU alone before and after ranks froze their
+Cost: about 25 s (provisional: 26 s scaled by its CPU alone before and after ranks froze their
 imports and a served process skipped its teardown, 34.7 -> 24.7 CPU-seconds at load 5-6).
 """
 

@@ -6,7 +6,7 @@ stand-in for ssh that runs the command on this machine, so each host gets its ow
 daemon and its own process set (local size 1 each), as on two machines. MPICH runs both
 ranks on one machine without MASTER_ADDR (the one-machine default).
 
-Cost: about 35 s (provisional: 45 s scaled by its CPU alone before and after ranks froze their
+Cost: about 48 s (provisional: 45 s scaled by its CPU alone before and after ranks froze their
 imports and skipped their teardown: 65.7 -> 50.1 CPU-seconds, load 2-3).
 """
 

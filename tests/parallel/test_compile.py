@@ -9,7 +9,7 @@
 - world size 2 with `--compile blocks` and Ulysses over both ranks (weights sharded): a guided
   and an unguided job equal eager world size 1 within rounding, compiling nothing.
 
-Cost: about 63 s (two compiled backends: inductor compiles each block's pieces on every rank
+Cost: about 72 s (two compiled backends: inductor compiles each block's pieces on every rank
 at start, cheaper with inductor's on-disk cache warm; the eager references are the pool's).
 """
 

@@ -4,7 +4,7 @@ keep no copy of it. Read from the source (an AST scan of backend/ and tests/), s
 cannot come back unnoticed; and no long-lived object of a rank keeps a job's result in a
 `last_*` field (a job's results are its `RankResult`).
 
-Cost: about 3 s (parses every Python file of backend/ and tests/, profiles one tiny step;
+Cost: about 2 s (parses every Python file of backend/ and tests/, profiles one tiny step;
 starts no process).
 """
 

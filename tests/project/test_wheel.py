@@ -1,7 +1,7 @@
 """The package installs as a wheel: built offline from the source, installed into a fresh
 virtual environment, it imports from there and makes a video.
 
-Cost: about 24 s (in the suite's two-worker run on 2 cores).
+Cost: about 26 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (built on the meta device, written as header-only safetensors files: no weights), and the bad
 files that must be refused at start with the file's name and what was expected.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ missing file, two models, LTX-2 at another frame rate or without its audio track
 with one line naming the node; the UI format's
 bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
 
-Cost: about 2 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
+Cost: about 3 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
 provisional: measured under load).
 """
 
