@@ -42,6 +42,7 @@ from paradit.backend.audio import AUDIO_FILE, Audio
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.families.ltx2.tiny_job import called_with_audio
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import Parallelized, parallelize
@@ -311,24 +312,7 @@ def test_world_size_1_equals_diffusers_called_directly(references):
     assert outputs["cached"][1].waveform.shape == outputs["unguided"][1].waveform.shape
     torch.set_num_threads(1)
     for label, body in JOBS.items():
-        with torch.no_grad():
-            video, audio = pipe(
-                prompt=body["prompt"],
-                negative_prompt=body["negative_prompt"],
-                height=body["height"],
-                width=body["width"],
-                num_frames=body["num_frames"],
-                frame_rate=24.0,
-                num_inference_steps=body["num_inference_steps"],
-                guidance_scale=body["guidance_scale"],
-                audio_guidance_scale=body["guidance_scale"],
-                use_cross_timestep=False,
-                max_sequence_length=32,
-                generator=torch.Generator().manual_seed(body["seed"]),
-                output_type="np",
-                return_dict=False,
-                **PLAIN_CFG,
-            )
+        video, audio = called_with_audio(pipe, body)
         frames, track = outputs[label][0], outputs[label][1]
         result = compare(frames, to_uint8(np.asarray(video[0])), FLOAT32)
         assert result.verdict == IDENTICAL, (label, result.overall)

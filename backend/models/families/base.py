@@ -263,3 +263,15 @@ def called_directly(pipe: Any, body: Any, **arguments: Any) -> np.ndarray:
         )
     images = getattr(output, "images", None)
     return np.asarray(images if images is not None else output.frames[0])
+
+
+def called_with_cfg(pipe: Any, body: Any) -> np.ndarray:
+    """`called_directly` for a video pipeline that guides with a negative prompt and its own
+    `guidance_scale` (Wan's, CogVideoX's): the job's negative prompt, frames and scale."""
+    return called_directly(
+        pipe,
+        body,
+        negative_prompt=body["negative_prompt"],
+        num_frames=body["num_frames"],
+        guidance_scale=body["guidance_scale"],
+    )

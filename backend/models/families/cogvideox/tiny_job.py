@@ -13,15 +13,9 @@ BODY.update(width=64, height=48, num_frames=5, num_inference_steps=2, guidance_s
 
 def direct(pipe: Any, body: Any) -> Any:
     """`CogVideoXPipeline` with the negative prompt and its CFG scale."""
-    from ..base import called_directly
+    from ..base import called_with_cfg
 
-    return called_directly(
-        pipe,
-        body,
-        negative_prompt=body["negative_prompt"],
-        num_frames=body["num_frames"],
-        guidance_scale=body["guidance_scale"],
-    )
+    return called_with_cfg(pipe, body)
 
 
 TINY_JOB = TinyJob(

@@ -12,14 +12,13 @@ BODY = {"prompt": "a drum solo in the rain", "negative_prompt": "silence", "seed
 BODY.update(width=64, height=64, num_frames=9, num_inference_steps=2, guidance_scale=4.0)
 
 
-def direct(pipe: Any, body: Any) -> Any:
-    """`LTX2Pipeline` with the negative prompt, plain CFG on video and audio at the job's
-    scale, at paradit's frame rate: its video (the audio track: tests/test_ltx2.py)."""
-    import numpy as np
+def called_with_audio(pipe: Any, body: Any) -> tuple[Any, Any]:
+    """`LTX2Pipeline` as a user calls it for `body`: the negative prompt, plain CFG on video
+    and audio at the job's scale, paradit's frame rate; its (video, audio) batches."""
     import torch
 
     with torch.no_grad():
-        video, _audio = pipe(
+        return pipe(
             prompt=body["prompt"],
             negative_prompt=body["negative_prompt"],
             height=body["height"],
@@ -36,7 +35,13 @@ def direct(pipe: Any, body: Any) -> Any:
             return_dict=False,
             **PLAIN_CFG,
         )
-    return np.asarray(video[0])
+
+
+def direct(pipe: Any, body: Any) -> Any:
+    """The video of `called_with_audio` (its audio track: tests/families/test_ltx2.py)."""
+    import numpy as np
+
+    return np.asarray(called_with_audio(pipe, body)[0][0])
 
 
 TINY_JOB = TinyJob(
