@@ -94,8 +94,10 @@ class GroupHealth:
         self._lock = threading.Lock()  # one group at a time, swapped by attach/detach
         self._stopped = False  # the group was stopped for the current break
         self._closed = threading.Event()
-        self._rank0_moved: tuple[int, float] = (-1, 0.0)
-        """Rank 0's work counter inside the running job, and since when it stands there."""
+        self._rank0_moved: tuple[int | None, int, float] = (None, -1, 0.0)
+        """The job rank 0 runs (its message's seq), rank 0's work counter inside it, and
+        since when the counter stands there: a new job (or group) starts the clock again, so
+        a count that the previous job ended on is not taken for a standstill since then."""
         self._others: list[Sender] = []
         """The senders of the other data-parallel replicas (their jobs are watched too)."""
         self._sent: dict[int, tuple[int, float]] = {}
@@ -120,6 +122,7 @@ class GroupHealth:
         with self._lock:
             self._runtime, self._sender = runtime, sender
             self._others, self._sent = list(others or []), {}
+            self._rank0_moved = (None, -1, 0.0)  # a new group's counters start at 0
             self._interrupt, self._interrupted_at = None, None
             store = group.store_client(STORE_READ_TIMEOUT)  # the watchdog's own connection
             self._watch = RankWatch(store, list(range(1, group.world_size)))
@@ -271,13 +274,13 @@ class GroupHealth:
                 f"{point.key.partition(':')[2]} ({where}; --hang-timeout)"
             )
 
-    def _rank0_still_s(self, runtime: Runtime) -> float:
-        """How long rank 0's work counter has stood still inside the running job (not while
-        it compiles a block: `Progress.working`)."""
+    def _rank0_still_s(self, runtime: Runtime, job: int) -> float:
+        """How long rank 0's work counter has stood still inside the running job `job` (not
+        while it compiles a block: `Progress.working`)."""
         now, ticks = time.monotonic(), runtime.progress.ticks
-        seen, since = self._rank0_moved
-        if ticks != seen or runtime.progress.working():
-            self._rank0_moved = (ticks, now)
+        seen_job, seen, since = self._rank0_moved
+        if job != seen_job or ticks != seen or runtime.progress.working():
+            self._rank0_moved = (job, ticks, now)
             return 0.0
         return now - since
 
@@ -289,11 +292,12 @@ class GroupHealth:
             others = list(self._others)
         if runtime is None or sender is None or watch is None:
             return
-        if sender.pending is not None:
+        job = sender.pending
+        if job is not None:
             if not runtime.in_job:
-                self._rank0_moved = (-1, 0.0)
+                self._rank0_moved = (None, -1, 0.0)
             else:
-                still_s = self._rank0_still_s(runtime)
+                still_s = self._rank0_still_s(runtime, job)
                 places = {0: runtime.place()}  # rank 0 stands still: waiting, or hung itself
                 inside = lambda: runtime.in_job  # noqa: E731
                 if self._stands_still(0, sender, watch, still_s, places, inside):

@@ -7,7 +7,8 @@ the failing rank's own error (or where it hung), the group is rebuilt (each cell
 of the same backend, `gen=`: the backend surviving a failure is the property), no old rank 1
 is left, and the next plain, LoRA and cached jobs give a fresh backend's frames byte for
 byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s). Another
-data-parallel replica hung inside its step is checked without processes (the last test).
+data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
+checked without processes (the last two tests).
 
 Cost: about 36 s (provisional: 43 s scaled by its durations before and after ranks froze their
 imports, 36.6 -> 31.0 s alone at load 1-2): a backend start, eleven rebuilds of the group,
@@ -183,5 +184,62 @@ def test_another_replica_that_hangs_inside_a_step_is_found_within_the_hang_timeo
             "(rank 1 at faults.py:149 in _fire) for 0s (--hang-timeout)"
         ]
         assert 0.3 <= time.monotonic() - last_tick < 1.0
+    finally:
+        health.close()
+
+
+@pytest.mark.fast
+def test_rank_0s_standstill_is_timed_within_one_job():
+    """The watchdog times rank 0's standstill inside the job it runs: the next job (or the
+    next group's first one) starts at the count the previous one ended on (rank 0 encodes
+    its prompt without ticking), which is not a standstill since that job. Before, rank 0
+    was taken for hung at the next job's start after an idle pause as long as
+    `--hang-timeout` (its job interrupted, its group rebuilt); seen under load as "rank 0
+    at functional.py in norm" in tests/faults/test_fault_matrix.py."""
+    import types
+
+    import torch.distributed as dist
+
+    from paradit.backend.runtime.control import Sender
+    from paradit.backend.runtime.messages import Shutdown
+    from paradit.backend.runtime.progress import Progress
+    from paradit.backend.serving.health import GroupHealth
+    from paradit.backend.serving.jobs import JobBook
+
+    store = dist.HashStore()
+    group = types.SimpleNamespace(world_size=2, store_client=lambda *_: store)
+    progress = Progress()
+    runtime = types.SimpleNamespace(
+        group=group, in_job=True, progress=progress, place=lambda: "functional.py:1 in norm"
+    )
+    stopped: list[str] = []
+    health = GroupHealth(JobBook(4, 4), 0.3, on_hang=stopped.append)
+
+    def job(sender: Sender, ticks: int) -> None:
+        """A job on rank 0: it encodes (no tick), works (`ticks`), then ends; an idle pause
+        longer than the hang timeout follows."""
+        sender.send(Shutdown())  # any message: the job rank 0 runs
+        health._check_inside_job()
+        for _ in range(ticks):
+            progress.tick()
+            health._check_inside_job()
+        sender.pending = None
+        time.sleep(0.4)
+
+    try:
+        for ticks in (0, 3):  # the first group breaks while rank 0 encodes its first job
+            sender = Sender(store, 2, ranks=[1])  # a rebuilt group: its counts start again
+            health.attach(runtime, sender, lambda: None)
+            progress.ticks = 0
+            job(sender, ticks)
+        job(sender, 3)  # it starts at the count the previous job ended on
+        assert not stopped, stopped
+        sender.send(Shutdown())  # a job whose rank 0 stands still: found
+        started = time.monotonic()
+        while not stopped and time.monotonic() - started < 5:
+            health._check_inside_job()
+            time.sleep(0.05)
+        assert stopped and "ranks [0] stopped progressing" in stopped[0], stopped
+        assert 0.3 <= time.monotonic() - started < 1.0
     finally:
         health.close()
