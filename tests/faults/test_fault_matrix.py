@@ -15,7 +15,8 @@ alone rebuilds it, each case a generation of the same backend (`gen=`), its rank
 process. A hang on rank 0 alone turns /health 503 naming
 it, its job interrupted by the watchdog; the cells left out here (a hang on every rank among
 them) are tests/faults/test_fault_cells.py's.
-Jobs are tiny (64x64, one frame, 2 steps); the backends run with `--hang-timeout 2`.
+Jobs are tiny (64x64, one frame, 2 steps); the backend runs with the lowest `--hang-timeout`
+the config allows (1 s), as tests/faults/test_fault_cells.py's does.
 
 Cost: about 43 s (provisional: 48 s scaled by its durations before and after its two tests
 shared one backend, 39.8 -> 38.5 s alone at load 1-2, two more cases included; 120 s while a
@@ -34,7 +35,8 @@ from lora_files import WAN_TARGETS, peft_lora
 from paradit.backend.client import BackendError, Client, JobFailed
 from paradit.backend.models.presets import build_preset
 
-HANG_S = 2.0
+HANG_S = 1.0
+"""The lowest `--hang-timeout` the config allows."""
 JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
 NEXT = {
     "plain": {**JOB, "prompt": "a plain job"},

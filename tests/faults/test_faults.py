@@ -33,10 +33,11 @@ from paradit.backend.runtime.faults import Fault, Faults
 from paradit.backend.runtime.progress import Heartbeat, Progress, RankWatch
 
 SLOW = {"prompt": "a long one", "num_inference_steps": 200, "guidance_scale": 1.0}
-HANG_S = 2.0
-"""The backends' --hang-timeout: a frozen or hung rank is lost after this long. Heartbeats
-come every 0.5 s; the largest gap measured on a busy rank (jobs running, load 5.5 on 2 cores,
-60 s) was 0.55 s, so 2 s leaves the watchdog over 3x that."""
+HANG_S = 1.0
+"""The backends' --hang-timeout, the lowest the config allows: a frozen or hung rank is lost
+after this long. Heartbeats come every 0.5 s; the largest gap measured on a busy rank (jobs
+running, load 5.5 on 2 cores, 60 s) was 0.55 s, under the 1 s a frozen verdict needs (two
+beats missed)."""
 
 
 def _backend(backends: Backends, tmp_path: Path, fault: str = "", *extra: str) -> LocalBackend:
