@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch.distributed as dist
 
@@ -24,6 +25,9 @@ from ..runtime.launch_env import GENERATION_ENV, LaunchEnv
 from .child import PARENT_ENV
 from .forked import ForkedRank, RankZygote, can_fork, fork_ranks
 from .rank import start_rank
+
+if TYPE_CHECKING:  # the engine's imports wait until a rank loads its model
+    from ..runtime.engine import Carried
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +148,13 @@ class OwnGroup:
     def generation(self) -> int:
         return self.env.generation
 
-    def start(self, abort: Abort, generation: int = 0):
+    def start(self, abort: Abort, generation: int = 0, carried: Carried | None = None):
+        """Start ranks 1..N-1 and load rank 0's runtime (`carried`: what the broken group's
+        runtime hands on to a rebuild's)."""
         self.env = dataclasses.replace(self.env, generation=generation)
         if self.config.world_size > 1:
             self.children = Children(self.config, self.env, self.forked, self.zygote)
-        self.group, runtime = start_rank(self.config, self.env, self.store, abort)
+        self.group, runtime = start_rank(self.config, self.env, self.store, abort, carried)
         return runtime
 
     def lost(self) -> str | None:

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,6 +19,9 @@ from ..runtime.group import Abort, Group, join_group, pick_device
 from ..runtime.launch_env import LaunchEnv
 from ..runtime.progress import Heartbeat
 
+if TYPE_CHECKING:  # the engine's imports wait until a rank loads its model
+    from ..runtime.engine import Carried
+
 log = logging.getLogger(__name__)
 
 
@@ -27,8 +31,15 @@ def _threads(config: ServeConfig, env: LaunchEnv) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, env.local_world_size))
 
 
-def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = lambda: None):
-    """Join the group and load the model on this rank; `abort` ends start-up waits early."""
+def start_rank(
+    config: ServeConfig,
+    env: LaunchEnv,
+    store=None,
+    abort: Abort = lambda: None,
+    carried: Carried | None = None,
+):
+    """Join the group and load the model on this rank; `abort` ends start-up waits early;
+    `carried`: what the runtime of the group this one rebuilds hands on (rank 0)."""
     from ..lora import LoraLibrary
     from ..runtime.engine import Runtime
     from .warm import settle_imports
@@ -55,6 +66,7 @@ def start_rank(config: ServeConfig, env: LaunchEnv, store=None, abort: Abort = l
         attention_kernel=config.attention,
         fp8_compute=config.fp8_compute,
         compile_mode=config.compile,
+        carried=carried,
     )
     return group, runtime
 

@@ -29,7 +29,7 @@ from ..memory import placement
 from ..memory.measure import PeakMeter, resident_bytes
 from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
-from ..memory.sizes import sizes_of_pipeline, stored_weights
+from ..memory.sizes import ModelSizes, sizes_of_pipeline, stored_weights
 from ..memory.swap import ExpertSwap
 from ..models.families import Family, enable_tiles, family_for, family_of
 from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
@@ -80,6 +80,17 @@ def pipeline_class_name(source: ModelSource) -> str:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """What rank 0's runtime hands on to the one that a rebuild of its group starts with the
+    same config (so the same model): the memory plan's model of the sizes with the dry runs
+    it ran (their peaks follow from the architecture and the job's shape; the budget is
+    measured again) and the preview's fitted map. Neither holds the old model's weights."""
+
+    sizes: ModelSizes | None = None
+    preview: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
 class WaitPoint:
     """Where this rank waits for the others, and since when (monotonic seconds)."""
 
@@ -105,12 +116,15 @@ class Runtime:
         attention_kernel: str = "auto",
         fp8_compute: bool = False,
         compile_mode: str = "off",
+        carried: Carried | None = None,
     ):
         """Start-up, in named steps: identify the model (single files are resolved once,
         here, and every later step reads `source.resolved`), load it, choose the plan, plan
         the memory, place it, compile its blocks, parallelize it, then what jobs need (and,
-        with compiled blocks, the jobs that warm them)."""
+        with compiled blocks, the jobs that warm them). `carried`: what the runtime this one
+        replaces hands on (a rebuild's rank 0)."""
         started = time.perf_counter()
+        carried = carried or Carried()
         self.group = group
         self.source = ModelSource.parse(model, text_encoders, vaes, image_encoders)
         self.family: Family = family_for(self._import_pipeline())
@@ -141,13 +155,13 @@ class Runtime:
         the memory plan chooses for and the compiled blocks are warmed with."""
         self._choose_attention(attention_kernel)
         self.planner: MemoryPlanner | None = None
-        self.layout: Layout = self._plan_memory(memory, budget)
+        self.layout: Layout = self._plan_memory(memory, budget, carried.sizes)
         self._place(group.device)
         self._compile(compile_mode)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self._parallelize(lazy)
         self._fp8_compute(fp8_compute)
-        self._prepare_jobs(loras)
+        self._prepare_jobs(loras, carried.preview)
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.warm_up_seconds = 0.0
         """The start-up jobs that compiled the blocks (`runtime/warm_up.py`)."""
@@ -261,9 +275,10 @@ class Runtime:
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
 
-    def _prepare_jobs(self, loras: LoraLibrary | None) -> None:
+    def _prepare_jobs(self, loras: LoraLibrary | None, preview: torch.Tensor | None) -> None:
         """What jobs need besides the model: the work counter on its modules, previews on
-        the leader, the LoRA patcher, and the `RankModel` that `job.run_on_rank` runs on."""
+        the leader (`preview`: a map fitted already), the LoRA patcher, and the `RankModel`
+        that `job.run_on_rank` runs on."""
         group = self.group
         for module in [*self.dits(), getattr(self.pipe, "vae", None)]:
             if isinstance(module, torch.nn.Module):
@@ -273,7 +288,9 @@ class Runtime:
             self.progress.working = compile_counter().busy
         if self.fault is not None:  # tests only: faults inside blocks and collectives
             self.fault.watch(self.dits())
-        self.previewer = Previewer.fit(self.family, self.pipe) if group.is_leader else None
+        self.previewer = (
+            Previewer.fit(self.family, self.pipe, fitted=preview) if group.is_leader else None
+        )
         dits = {
             name: getattr(self.pipe, name)
             for name in DIT_COMPONENTS
@@ -391,9 +408,12 @@ class Runtime:
             return random_dit_weights(self.source.name, name, getattr(self.pipe, name))
         return Path(self.source.local_folder()) / name
 
-    def _plan_memory(self, settings: MemorySettings, budget: Budget) -> Layout:
+    def _plan_memory(
+        self, settings: MemorySettings, budget: Budget, sizes: ModelSizes | None
+    ) -> Layout:
         """The memory layout, the same on every rank: each rank publishes its budget, rank 0
-        plans for the smallest one (it alone holds the encoders) and publishes the layout."""
+        plans for the smallest one (it alone holds the encoders) and publishes the layout.
+        `sizes`: the model's, from the runtime this one replaces (its dry runs kept)."""
         group, store = self.group, self.group.store
         store.set(f"memory/budget/{group.rank}", str(budget.total))
         # Barriers, not blocking reads: they give up when a rank is lost while loading.
@@ -413,18 +433,21 @@ class Runtime:
             shard_weights=self.plan.shard_weights,
         )
         reference = self.reference_shape
-        formats = ()
-        if self.model_files is not None:  # a single-file model: its DiT files' formats
-            files = self.model_files["files"]
-            formats = tuple(files[name]["format"] for name in DIT_COMPONENTS if name in files)
-        stored = stored_weights(settings.weights, formats)
-        sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
+        taken_over = " (the model's sizes and dry runs taken over from the group rebuilt)"
+        if sizes is None:
+            taken_over = ""
+            formats = ()
+            if self.model_files is not None:  # a single-file model: its DiT files' formats
+                files = self.model_files["files"]
+                formats = tuple(files[n]["format"] for n in DIT_COMPONENTS if n in files)
+            stored = stored_weights(settings.weights, formats)
+            sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
         self.planner = MemoryPlanner(
             sizes, settings, budget, topology, reference, self.limits.size_multiple
         )
         store.set("memory/layout", json.dumps(dataclasses.asdict(self.planner.layout)))
         group.barrier("memory-layout")
-        log.info("memory plan: %s", "; ".join(self.planner.start_reasons))
+        log.info("memory plan: %s%s", "; ".join(self.planner.start_reasons), taken_over)
         return self.planner.layout
 
     def _place(self, device: torch.device) -> None:
@@ -442,6 +465,13 @@ class Runtime:
             self.pipe.vae.to(torch.float32)
         if device.type == "cpu":
             align_cpu_weights(self.pipe)  # results must not depend on the file's layout
+
+    def carried(self) -> Carried:
+        """What a rebuild's runtime on this rank takes over from this one (`Carried`)."""
+        return Carried(
+            self.planner.sizes if self.planner is not None else None,
+            self.previewer.weights if self.previewer is not None else None,
+        )
 
     def dits(self) -> list[torch.nn.Module]:
         """The pipeline's diffusion transformers (Wan 2.2 A14B has a second, low-noise one)."""

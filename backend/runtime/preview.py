@@ -34,10 +34,12 @@ class Previewer:
         self.family, self.pipe, self.weights = family, pipe, weights
 
     @classmethod
-    def fit(cls, family: Family, pipe: Any) -> Previewer | None:
-        """Fit the map to this pipeline's VAE; None (previews off) if the model resists."""
+    def fit(cls, family: Family, pipe: Any, fitted: torch.Tensor | None = None) -> Previewer | None:
+        """Fit the map to this pipeline's VAE (`fitted`: the map fitted to the same VAE
+        already, by the runtime a rebuild replaces); None (previews off) if the model
+        resists."""
         try:
-            return cls(family, pipe, _fit(family, pipe))
+            return cls(family, pipe, fitted if fitted is not None else _fit(family, pipe))
         except Exception as exc:  # previews are a convenience: never fail a load for them
             log.warning("previews are off: %s: %s", type(exc).__name__, exc)
             return None

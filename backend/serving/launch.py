@@ -114,6 +114,8 @@ def _rebuild(group: OwnGroup, service, config: ServeConfig, stop, abort) -> bool
             f"(last: {reason}); restart the backend"
         )
         return False
+    # the new runtime takes over the old one's dry runs and preview map (not its model)
+    carried = service.runtime.carried() if service.runtime is not None else None
     for attempt in range(1, config.max_rebuilds + 1):
         if stop.is_set():
             return True
@@ -123,7 +125,7 @@ def _rebuild(group: OwnGroup, service, config: ServeConfig, stop, abort) -> bool
         group.close(kill=True, final=False)
         release_freed_memory(collect=True)  # the old model, before loading the new one
         try:
-            runtime = group.start(abort, generation=group.generation + 1)
+            runtime = group.start(abort, generation=group.generation + 1, carried=carried)
             service.attach(runtime, group.lost)
             service.wait_ready(abort)
         except Exception as exc:  # a failed rebuild is retried after a pause

@@ -120,6 +120,19 @@ def _unhealthy_because(client: Client) -> str:
     return ""
 
 
+def _plan(client: Client) -> dict:
+    """The reference job's predicted bytes in the backend's memory plan (/v1/info): what the
+    dry runs give (the budget, measured again at each start, is left out)."""
+    job = client.info()["memory"]["reference_job"]
+    return {key: job[key] for key in ("size", "predicted_bytes", "parts_bytes")}
+
+
+def _preview(client: Client) -> bytes:
+    """The preview of a one-step job (the same job each time: the same latents)."""
+    job = client.wait(client.submit({"prompt": "a preview", "num_inference_steps": 1}))
+    return client.preview(job["id"])
+
+
 def _recovered(client: Client, old_pid: int, timeout_s: float = 90) -> None:
     """503 first, healthy again within `timeout_s` with a new rank 1; the old one gone."""
     wait_for(lambda: _health_code(client) == 200, timeout_s, "the group to be rebuilt")
@@ -250,12 +263,16 @@ def test_a_lost_or_hung_rank_rebuilds_the_group_and_a_failed_rebuild_is_retried(
         serve_pid, first_pid = _rank_pids(client)
         # serve keeps a zygote for rebuilds: its one child besides rank 1
         (zygote,) = _children(serve_pid) - {first_pid}
+        plan, preview = _plan(client), _preview(client)  # one step: no fault
         # rank 1 fails alone at step 2 of the first job: the ranks disagree, a rebuild
         job = _ended(client, client.submit({"prompt": "x", "seed": 1}))
         assert job["status"] == "failed" and "rank 1" in job["error"]
         assert "OutOfMemoryError" in job["error"]
         _recovered(client, first_pid)
         assert client.wait(client.submit({"prompt": "x"}))["status"] == "succeeded"
+        # rank 0 took over the memory plan's dry runs and the preview's map (the log, end):
+        # the same plan and the same preview
+        assert _plan(client) == plan and _preview(client) == preview
         # the rebuilt rank was forked by the zygote (not a fresh interpreter running
         # processes.child) and is serve's own child, which supervises it
         rebuilt = _rank_pids(client)[1]
@@ -305,6 +322,9 @@ def test_a_lost_or_hung_rank_rebuilds_the_group_and_a_failed_rebuild_is_retried(
     assert _gone(zygote)
     log = (tmp_path / "serve.log").read_text()
     assert "rebuild 1 failed" in log and "group rebuilt (generation 5)" in log
+    plans = [line for line in log.splitlines() if "memory plan: " in line]
+    taken_over = ["dry runs taken over from the group rebuilt" in line for line in plans]
+    assert taken_over[0] is False and len(taken_over) >= 5 and all(taken_over[1:]), plans
 
 
 def test_a_frozen_rank_is_lost_wherever_it_froze_and_a_slow_one_is_kept(tmp_path, backends):
