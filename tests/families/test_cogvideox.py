@@ -3,15 +3,16 @@ CFG parallel for its batched branches, and its VAE decoded in parallel tiles.
 
 Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: frames and
 final latents against world size 1, float32 thresholds); the parallel transformer's output
-directly against the plain one, relative error <= 1e-5. The parallel jobs run on `paradit
-serve` groups; world size 1, their reference, runs in this process as a rank runs it
-(`runtime.job.run_on_rank` through tests/image_jobs.py, the VAE's tiles at the real size
-decoded one after another), and equals diffusers' pipeline called directly. What the family
-contract (tests/families/test_family_contract.py) runs on tiny-cogvideox's guided job is not
-run again here: CFG 2 x Ulysses 2 on the batched branches, the step cache's decisions on
-them, Ulysses 3 and CFG 2.
+directly against the plain one, relative error <= 1e-5. World size 1, the reference, runs in
+this process as a rank runs it (`runtime.job.run_on_rank` through tests/image_jobs.py, the
+VAE's tiles at the real size decoded one after another) and equals diffusers' pipeline called
+directly. The parallel jobs run on `paradit serve` groups (Ulysses 3; CFG 2 on a folder
+loaded shard by shard) and in one forked gloo group of 4, 3 and 2 of its ranks. What the
+family contract (tests/families/test_family_contract.py) runs on tiny-cogvideox's guided job
+is not run again here: CFG 2 x Ulysses 2 on the batched branches and the step cache's
+decisions there, Ulysses 3 and CFG 2.
 
-Cost: about 45 s (in the suite's two-worker run on 2 cores).
+Cost: about 40 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from PIL import Image
 
 from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
-from paradit.backend.models.families import family_for
+from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.preset_names import RANDOM_PRESET_NAMES
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
@@ -142,6 +143,8 @@ def test_plan_says_the_decode_is_split():
     assert doc["vae_parallel"] is True and doc["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     one = choose_plan(1, supports_cfg=True, device_type="cpu", tiled_decode=True)
     assert one.vae_parallel is False and one.to_dict()["modes"] == []
+    two = choose_plan(2, supports_cfg=True, device_type="cpu", tiled_decode=True)
+    assert two.to_dict()["modes"] == ["cfg", "fsdp", "vae"]  # tiny-cogvideox-i2v's, served
     wan = choose_plan(4, supports_cfg=True, device_type="cpu")
     assert wan.vae_parallel is False
     with pytest.raises(ValueError, match="more than one rank"):
@@ -392,22 +395,16 @@ def t2v_reference() -> list[Output]:
     return world_size_1(build_preset("tiny-cogvideox"), [GUIDED, UNGUIDED, CACHED])
 
 
-def test_text_to_video_at_world_sizes_3_4_and_from_a_saved_folder(
-    tmp_path, backends, t2v_reference
-):
-    """Ulysses 3 on the preset, every job; CFG 2 x Ulysses 2 on the preset saved as a
-    diffusers folder, loaded shard by shard: the unguided job, which a CFG plan spreads over
-    all the ranks (175 tokens over 4). Each equal to world size 1 (within rounding). The
-    guided and cached jobs on CFG 2 x Ulysses 2: the family contract's (tiny-cogvideox's
-    guided job on 4 ranks, the step cache's decisions too)."""
+def test_text_to_video_at_world_size_3(backends, t2v_reference):
+    """Ulysses 3 on `paradit serve`, every job, equal to world size 1 (within rounding): it
+    splits both requests' tokens unevenly (1576 and 175 over 3) and the heads too; the step
+    cache skips world size 1's steps. (Ulysses 4 at 720x480, the latent height of 30 that
+    xDiT refuses, is the same uneven split: not run again. CFG 2 x Ulysses 2: the family
+    contract's guided and cached jobs, and the unguided job spread in
+    `_check_groups_of_4_3_and_2`.)"""
     reference = t2v_reference
     skipped = reference[2][0]["cache"]["skipped_steps"]
     assert 0 < len(skipped) < 4, skipped
-    folder = tmp_path / "tiny-cogvideox"
-    build_preset("tiny-cogvideox").save_pretrained(folder)
-    # Ulysses 3 splits both requests' tokens unevenly (1576 and 175 over 3) and the heads
-    # too. (Ulysses 4 at 720x480, the latent height of 30 that xDiT refuses, is the same
-    # uneven split: not run again.)
     bodies = [GUIDED, UNGUIDED, CACHED]
     info, outputs = _run_at(backends, "tiny-cogvideox", 3, bodies)
     assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
@@ -417,13 +414,6 @@ def test_text_to_video_at_world_sizes_3_4_and_from_a_saved_folder(
         assert_equivalent(ref, ours, f"ulysses 3, guidance {body.get('guidance_scale', 6.0)}")
     assert outputs[1][0]["timings"]["sequence_layout"] == "plan"
     assert outputs[2][0]["timings"]["cache"]["skipped_steps"] == skipped
-
-    info, (ours,) = _run_at(backends, str(folder), 4, [UNGUIDED])
-    assert info["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
-    assert info["family"] == "cogvideox-t2v" and info["plan"]["sharded"]
-    assert info["limits"]["default_width"] == 720  # not a tiny preset: the model's own size
-    assert_equivalent(reference[1], ours, "cfg 2 x ulysses 2, a saved folder, unguided")
-    assert ours[0]["timings"]["sequence_layout"] == "spread"  # no branches to split
 
 
 def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
@@ -452,18 +442,6 @@ def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
         result = compare(frames, to_uint8(np.asarray(direct)), FLOAT32)
         assert result.verdict == IDENTICAL, (request["width"], result.overall)
         np.testing.assert_array_equal(job["frames"], direct)
-
-
-def test_image_to_video_at_world_size_2(backends):
-    # guided (both branches, as a batch of 2 over the halves); 720x480's tiles are t2v's
-    body = {**UNGUIDED, "guidance_scale": 6.0, "image": png_b64(112, 80)}
-    dark = {**body, "image": png_b64(112, 80, scale=0.2)}
-    reference, darker = world_size_1(build_preset("tiny-cogvideox-i2v"), [body, dark])
-    assert compare(reference[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
-    info, (ours,) = _run_at(backends, "tiny-cogvideox-i2v", 2, [body])
-    assert info["task"] == IMAGE_TO_VIDEO and info["family"] == "cogvideox-i2v"
-    assert info["plan"]["modes"] == ["cfg", "fsdp", "vae"]
-    assert_equivalent(reference, ours, "i2v, cfg 2")
 
 
 SMALL = {"prompt": "a folder model", "seed": 21, "guidance_scale": 4.0, "width": 96}
@@ -519,21 +497,79 @@ def _tiny_v15(image_to_video: bool):
     return pipeline(**parts, scheduler=tiny.scheduler, transformer=transformer)
 
 
-def test_cogvideox15_pads_latent_frames_and_splits_them(tmp_path, backends):
-    """9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches and drops
-    it again before decoding; Ulysses over 3 ranks, and CFG for image-to-video."""
-    t2v, i2v = tmp_path / "v15", tmp_path / "v15-i2v"
-    t2v_pipe, i2v_pipe = _tiny_v15(False), _tiny_v15(True)
-    t2v_pipe.save_pretrained(t2v)
-    i2v_pipe.save_pretrained(i2v)
-    (reference,) = world_size_1(t2v_pipe, [SMALL])
-    assert reference[2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding frame
-    info, (ours,) = _run_at(backends, str(t2v), 3, [SMALL])
-    limits = info["limits"]
-    assert limits["fps"] == 16 and limits["temporal_patch"] == 2 and limits["max_frames"] == 161
-    assert ours[2].shape[1] == 4
-    assert_equivalent(reference, ours, "1.5, ulysses 3")
-    body = {**SMALL, "image": png_b64(96, 64)}
-    (reference,) = world_size_1(i2v_pipe, [body])
-    _, (ours,) = _run_at(backends, str(i2v), 2, [body])
-    assert_equivalent(reference, ours, "1.5 i2v, cfg 2")
+# tiny-cogvideox-i2v guided (both branches, as a batch of 2 over the halves); 720x480's tiles
+# are t2v's
+I2V = {**UNGUIDED, "guidance_scale": 6.0, "image": png_b64(112, 80)}
+V15_I2V = {**SMALL, "image": png_b64(96, 64)}
+
+
+def _ranks_pipeline(name: str):
+    """A fresh pipeline on a rank (world size 1's carries its step cache's hooks), VAE tiles
+    of the real size."""
+    pipe = {
+        "unguided": lambda: build_preset("tiny-cogvideox"),
+        "1.5": lambda: _tiny_v15(False),
+        "1.5 i2v": lambda: _tiny_v15(True),
+        "i2v": lambda: build_preset("tiny-cogvideox-i2v"),
+    }[name]()
+    pipe.set_progress_bar_config(disable=True)
+    pipe.vae.enable_tiling()
+    return pipe
+
+
+GROUP_RUNS = {  # ranks: (plan, [(label, body)]), largest first
+    4: (ParallelPlan(2, 2, 1, True, True), [("unguided", UNGUIDED)]),
+    3: (ParallelPlan(1, 3, 1, True, True), [("1.5", SMALL)]),
+    2: (ParallelPlan(2, 1, 1, True, True), [("1.5 i2v", V15_I2V), ("i2v", I2V)]),
+}
+
+
+def _check_groups_of_4_3_and_2(rank: int, world_size: int, references: dict) -> None:
+    """4 ranks, CFG 2 x Ulysses 2: the unguided job spread over all of them (175 tokens over
+    4); ranks 0-2 alone (`parallelize`'s `group`): CogVideoX 1.5 text-to-video as Ulysses 3;
+    ranks 0-1 alone: 1.5 image-to-video and tiny-cogvideox-i2v on batched CFG 2. Each job as
+    a rank runs it (the decode's tiles dealt to the group), within rounding of world size 1
+    on rank 0."""
+    for size, group in rank_groups(rank, world_size, tuple(GROUP_RUNS)):
+        plan, runs = GROUP_RUNS[size]
+        for label, body in runs:
+            pipe = _ranks_pipeline(label)
+            parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True, group=group)
+            frames, result = run_here(pipe, body, parallel=parallel, group=group)
+            layout = "spread" if label == "unguided" else "plan"  # no branches to split
+            assert result.sequence_layout == layout, (label, result.sequence_layout)
+            if plan.sequence_degree > 1 or layout == "spread":
+                assert parallel.layouts, "the sequence is split"
+            latents = result.latents.numpy()
+            assert latents.shape == references[label][2].shape  # 1.5: the padding frame too
+            if rank != 0:
+                assert frames is None
+                continue
+            assert_equivalent(references[label], ({}, frames, latents), f"{label}, {size} ranks")
+
+
+def test_spread_cogvideox15_and_image_to_video_on_4_3_and_2_ranks(t2v_reference):
+    """One group of 4: the unguided job on a CFG plan spreads its sequence over all the ranks;
+    CogVideoX 1.5 (9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches
+    and drops it again before decoding) on Ulysses over 3 of them, and CFG for image-to-video
+    on 2, 1.5's and tiny-cogvideox-i2v's (where the image matters). World size 1 in this
+    process. (Served image-to-video on CFG 2, from a folder loaded shard by shard:
+    test_learned_positions_take_one_size_and_load_sharded.)"""
+    tiny = build_preset("tiny-cogvideox")
+    assert family_of(tiny).limits(tiny, tiny=False).default_width == 720  # served from a folder
+    t2v = _tiny_v15(False)
+    limits = family_of(t2v).limits(t2v, tiny=False)  # what `serve` gives a folder of it
+    assert limits.fps == 16 and limits.temporal_patch == 2 and limits.max_frames == 161
+    i2v = build_preset("tiny-cogvideox-i2v")
+    i2v_family = family_of(i2v)
+    assert i2v_family.name == "cogvideox-i2v" and i2v_family.limits(i2v, tiny=True).task == (
+        IMAGE_TO_VIDEO
+    )
+    dark = {**I2V, "image": png_b64(112, 80, scale=0.2)}
+    reference, darker = world_size_1(i2v, [I2V, dark])
+    assert compare(reference[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
+    references = {"i2v": reference, "unguided": t2v_reference[1]}
+    (references["1.5"],) = world_size_1(t2v, [SMALL])
+    assert references["1.5"][2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding
+    (references["1.5 i2v"],) = world_size_1(_tiny_v15(True), [V15_I2V])
+    spawn_gloo(4, _check_groups_of_4_3_and_2, references)
