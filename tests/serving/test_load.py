@@ -1,7 +1,6 @@
 """A burst of concurrent submissions on a real backend: what is accepted finishes, the rest is
-told to come back later, and the server stays healthy. The queue is short and the jobs are the
-smallest (one 64x64 frame, one step): the burst overflows it all the same, and the few jobs
-it accepts finish soon.
+told to come back later, and the server stays healthy. The queue is short and the jobs take
+one step: the burst overflows it all the same, and the few jobs it accepts finish soon.
 
 Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
@@ -17,7 +16,8 @@ from paradit.backend.client import BackendError
 
 BURST = 50
 MAX_QUEUE = 4
-JOB = {"num_inference_steps": 1, "width": 64, "height": 64, "num_frames": 1}
+JOB = {"num_inference_steps": 1}
+"""At the model's default size: the one the memory plan predicted at start."""
 
 
 def _post(url: str, body: dict) -> tuple[int, dict, str | None]:
