@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,9 @@ class ModelSizes:
     weight as one byte a parameter and a float32 scale per row; norms, biases, embeddings and
     convolutions keep the compute dtype."""
     _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    _dry_runs: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    """One dry run at a time: they run on the same meta modules (the VAE's causal cache, the
+    DiT's cut block lists), and requests plan new sizes from several HTTP threads at once."""
 
     @property
     def dit_bytes(self) -> int:
@@ -145,6 +149,10 @@ class ModelSizes:
         """Peak activation bytes of one DiT forward on one rank (its share of the tokens)."""
         key = ("dit", shape.width, shape.height, shape.frames, shape.batch, shape.references)
         key = (*key, sequence_degree)
+        with self._dry_runs:
+            return self._activations(key, shape, sequence_degree)
+
+    def _activations(self, key: tuple, shape: JobShape, sequence_degree: int) -> int:
         if key not in self._cache:
             try:
                 with _first_blocks(self):
@@ -163,9 +171,10 @@ class ModelSizes:
         if sequence_degree <= 1 or self.spec is None or self.spec.gathered is None:
             return None
         key = ("gathered", shape.width, shape.height, shape.frames, shape.batch, sequence_degree)
-        if key not in self._cache:
-            self._cache[key] = self.spec.gathered(self, shape, sequence_degree)
-        return self._cache[key]
+        with self._dry_runs:
+            if key not in self._cache:
+                self._cache[key] = self.spec.gathered(self, shape, sequence_degree)
+            return self._cache[key]
 
     def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
         config = self.dit.config
@@ -193,9 +202,10 @@ class ModelSizes:
         if self.vae is None:
             return 0
         key = ("vae", shape.width, shape.height, shape.frames, tiled)
-        if key not in self._cache:
-            self._cache[key] = self._decode(shape, tiled)
-        return self._cache[key]
+        with self._dry_runs:
+            if key not in self._cache:
+                self._cache[key] = self._decode(shape, tiled)
+            return self._cache[key]
 
     def _dry_area(self, shape: JobShape, tiled: bool) -> tuple[int, int]:
         """Pixels (height, width) the decode dry run covers. A tiled decode's working set is
@@ -262,6 +272,10 @@ class ModelSizes:
         the job's: every job larger than 3 x 3 tiles runs the same tiled dry run, so finding
         the largest size that fits (one plan per candidate size) runs it once, not per size."""
         key = ("vae-dry", z_shape, tiled)
+        with self._dry_runs:
+            return self._dry_decode_locked(key, z_shape, tiled)
+
+    def _dry_decode_locked(self, key: tuple, z_shape: tuple[int, ...], tiled: bool) -> int:
         if key not in self._cache:
 
             def run() -> Any:
