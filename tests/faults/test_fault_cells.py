@@ -10,9 +10,10 @@ byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s).
 data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
 checked without processes (the last two tests).
 
-Cost: about 36 s (provisional: 43 s scaled by its durations before and after ranks froze their
-imports, 36.6 -> 31.0 s alone at load 1-2): a backend start, eleven rebuilds of the group,
-about 15 small jobs.
+Cost: about 27 s (provisional: 36 s scaled by its CPU seconds and durations alone before and
+after rebuilds took over rank 0's dry runs and preview map, 45.7 -> 34.6 CPU-s, 68.6 -> 42.0 s
+of durations, load 7 -> 4): a backend start, eleven rebuilds of the group, about 15 small
+jobs.
 """
 
 from __future__ import annotations

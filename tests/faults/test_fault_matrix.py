@@ -18,10 +18,10 @@ them) are tests/faults/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backend runs with the lowest `--hang-timeout`
 the config allows (1 s), as tests/faults/test_fault_cells.py's does.
 
-Cost: about 43 s (provisional: 48 s scaled by its durations before and after its two tests
-shared one backend, 39.8 -> 38.5 s alone at load 1-2, two more cases included; 120 s while a
-rebuilt rank 1 was a fresh interpreter): a backend start, about 34 small jobs and five
-rebuilds of rank 1.
+Cost: about 33 s (provisional: 43 s scaled by its CPU seconds and durations alone before and
+after `--hang-timeout` 2 -> 1 and rebuilds that take over rank 0's dry runs, 38.4 -> 30.4
+CPU-s, 48.2 -> 34.2 s of durations, load 4 -> 3): a backend start, about 34 small jobs and
+five rebuilds of rank 1.
 """
 
 from __future__ import annotations

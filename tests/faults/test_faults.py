@@ -8,8 +8,9 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 the ranks of its rebuilds come from `serve`'s own zygote (backend/processes/forked.py), as
 for users; `serve` killed before its ranks start is a fresh interpreter.
 
-Cost: about 43 s (provisional: 55 s scaled by its durations before and after three backends
-and a fresh `serve` went, 57.1 -> 44.5 s alone at load 1-2; 140 s before rebuilt ranks were
+Cost: about 35 s (provisional: 43 s scaled by its CPU seconds and durations alone before and
+after `--hang-timeout` 2 -> 1 and rebuilds that take over rank 0's dry runs, 38.1 -> 34.2
+CPU-s, 63.8 -> 42.1 s of durations, load 3.6 -> 2.1; 140 s before rebuilt ranks were
 forked).
 """
 
