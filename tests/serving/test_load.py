@@ -2,9 +2,8 @@
 told to come back later, and the server stays healthy. The queue is short and the jobs take
 one step: the burst overflows it all the same, and the few jobs it accepts finish soon.
 
-Cost: about 7 s (provisional: the burst 18.5 -> 11.4 s alone at load 2 with a queue of 4, not
-20; the dry runs' test about 1-2 s once the worker has imported the presets, as collection
-does).
+Cost: about 5 s (provisional: 9.1 -> 4.5 s in one quiet run of the fault files and test_load,
+load 1.5, with a queue of 4, not 20, and the dry runs' test).
 """
 
 from __future__ import annotations
