@@ -3,9 +3,16 @@ CFG parallel for its batched branches, and its VAE decoded in parallel tiles.
 
 Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: frames and
 final latents against world size 1, float32 thresholds); the parallel transformer's output
-directly against the plain one, relative error <= 1e-5.
+directly against the plain one, relative error <= 1e-5. World size 1, the reference, runs in
+this process as a rank runs it (`runtime.job.run_on_rank` through tests/image_jobs.py, the
+VAE's tiles at the real size decoded one after another) and equals diffusers' pipeline called
+directly. The parallel jobs run on `paradit serve` groups (Ulysses 3; CFG 2 on a folder
+loaded shard by shard) and in one forked gloo group of 4, 3 and 2 of its ranks. What the
+family contract (tests/families/test_family_contract.py) runs on tiny-cogvideox's guided job
+is not run again here: CFG 2 x Ulysses 2 on the batched branches and the step cache's
+decisions there, Ulysses 3 and CFG 2.
 
-Cost: about 79 s (in the suite's two-worker run on 2 cores).
+Cost: about 50 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_job, spawn_gloo
+from image_jobs import CPU, rank_groups, run_here
 from PIL import Image
 
 from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
-from paradit.backend.models.families import family_for
+from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.preset_names import RANDOM_PRESET_NAMES
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
@@ -33,16 +41,16 @@ from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
 from paradit.backend.parallel.vae import deal, decode_tiles
 from paradit.backend.request import JobRequest
+from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
 
 MAX_REL_ERROR = 1e-5  # transformer output, float32
 
 # 720x480 with 1 frame: 1 latent frame x 30 x 45 patches = 1350 video tokens (+ 226 text),
-# which 4 ranks do not divide (nor 3 the 1576 of both); the VAE decodes it in 3 x 3 tiles of
-# 240x360 pixels. One frame: the 720x480 decode was this file's largest cost, and what it
-# proves is the tiles' and the tokens' (UNGUIDED's 5 latent frames are split and decoded in
-# chunks; `_check_group` decodes tiles and chunks at once on 2 and 3 ranks, and
-# test_one_rank_tiled_decode_equals_the_vae 3 latent frames in tiles of the real size).
+# which 3 ranks do not divide (1576 of both); the VAE decodes it in 3 x 3 tiles of 240x360
+# pixels, the real size. One frame: the 720x480 decode was this file's largest cost, and what
+# it proves is the tiles' and the tokens' (UNGUIDED's 5 latent frames are split and decoded
+# in chunks; `_check_group` decodes tiles and chunks at once on 3 and 2 ranks).
 BIG = {"width": 720, "height": 480, "num_frames": 1, "num_inference_steps": 2}
 GUIDED = {"prompt": "a red fox in snow", "negative_prompt": "blurry", "seed": 7, **BIG}
 # 112x80 with 17 frames: 5 x 5 x 7 = 175 tokens; no CFG (one branch, batch 1).
@@ -57,10 +65,12 @@ UNGUIDED = {
 }
 
 # The step cache on the batched branches: the conditional row decides (random weights move
-# 0.8-1.3 between steps: threshold 1 skips some).
+# 0.9-1.6 between steps: threshold 1 skips steps 1 and 3). One frame: 5 x 7 = 35 tokens,
+# which 3 ranks do not divide; its decisions are what it checks, not the decode.
 CACHED = {
     **UNGUIDED,
     "guidance_scale": 6.0,
+    "num_frames": 1,
     "num_inference_steps": 5,
     "cache": {"method": "first-block", "threshold": 1.0},
 }
@@ -71,7 +81,28 @@ def _pixels(frames: list[bytes]) -> np.ndarray:
 
 
 Output = tuple[dict, np.ndarray, np.ndarray]
-"""One finished job: the job, its frames (uint8, F x H x W x 3) and its final latents."""
+"""One finished job: the job (served: job.json; run here: its float `frames` and step
+`cache` record), its frames (uint8, F x H x W x 3) and its final latents."""
+
+
+def world_size_1(pipe, bodies: list[dict]) -> list[Output]:
+    """`bodies` at world size 1 in this process, one thread, as a rank runs them (the step
+    cache's hooks on the DiT; the VAE's tiles at the real size, decoded one after another):
+    the parallel runs' reference."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pipe.set_progress_bar_config(disable=True)
+        pipe.vae.enable_tiling()
+        parallel = parallelize([pipe.transformer], ParallelPlan(1, 1, 1, False, False), CPU)
+        outputs = []
+        for body in bodies:
+            frames, result = run_here(pipe, body, parallel=parallel)
+            job = {"frames": result.frames, "cache": result.cache}
+            outputs.append((job, frames, result.latents.numpy()))
+    finally:
+        torch.set_num_threads(threads)
+    return outputs
 
 
 def assert_equivalent(reference: Output, other: Output, what: str):
@@ -111,7 +142,9 @@ def test_plan_says_the_decode_is_split():
     doc = plan.to_dict()
     assert doc["vae_parallel"] is True and doc["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     one = choose_plan(1, supports_cfg=True, device_type="cpu", tiled_decode=True)
-    assert one.vae_parallel is False and "vae" not in one.to_dict()["modes"]
+    assert one.vae_parallel is False and one.to_dict()["modes"] == []
+    two = choose_plan(2, supports_cfg=True, device_type="cpu", tiled_decode=True)
+    assert two.to_dict()["modes"] == ["cfg", "fsdp", "vae"]  # tiny-cogvideox-i2v's, served
     wan = choose_plan(4, supports_cfg=True, device_type="cpu")
     assert wan.vae_parallel is False
     with pytest.raises(ValueError, match="more than one rank"):
@@ -254,72 +287,82 @@ def _transformer_inputs(pipe) -> dict:
 # -- real gloo groups: the plan on the transformer, the parallel decode ----------------------
 
 
-def _check_group(rank: int, world_size: int, cfg_degree: int) -> None:
-    """On every rank: the parallel transformer equals the plain one (5B-style rotary and
-    2B-style sincos positions); the tiles decoded by all ranks and blended on rank 0 equal
-    the pipeline's own tiled decode, bit for bit."""
+def _check_group(rank: int, world_size: int) -> None:
+    """On every rank of 3, then of ranks 0-1 alone: the parallel transformer equals the plain
+    one (5B-style rotary and 2B-style sincos positions); the tiles decoded by the group's
+    ranks and blended on rank 0 equal the pipeline's own tiled decode, bit for bit."""
     from paradit.backend.models.seeded import seed_weights
-
-    pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
-    sincos_config = {k: v for k, v in pipe.transformer.config.items() if not k.startswith("_")}
-    sincos_config["use_rotary_positional_embeddings"] = False
-    sincos = seed_weights(type(pipe.transformer).from_config(sincos_config), 306)
-    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
-    for transformer, rotary in ((pipe.transformer, True), (sincos, False)):
-        inputs = _transformer_inputs(pipe)
-        if not rotary:
-            inputs["image_rotary_emb"] = None
-        plain = copy.deepcopy(transformer)
-        parallel = parallelize([transformer], plan, torch.device("cpu"), batched_cfg=True)
-        parallel.begin_job(True)
-        with torch.no_grad():
-            reference = plain(**inputs, return_dict=False)[0]
-            ours = transformer(**inputs, return_dict=False)[0]
-        error = ((ours - reference).norm() / reference.norm()).item()
-        assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], rotary, error)
 
     # Small tiles (96x120 pixels, overlaps as the VAE's defaults) so 160x240 pixels make 2 x 3
     # tiles of several sizes; 5 latent frames decode in two temporal chunks (3 + 2) that pass
     # the causal-conv cache along.
-    pipe.vae.enable_tiling(tile_sample_min_height=96, tile_sample_min_width=120)
     family = family_for("CogVideoXPipeline")
     latents = torch.randn(1, 5, 16, 20, 30, generator=torch.Generator().manual_seed(3))
     request = JobRequest(prompt="x", width=240, height=160, num_frames=17)
-    with torch.no_grad():
-        tiles = family.tiled_decode(pipe, request, latents)
-        assert tiles.num_tiles == 6 and len(set(deal(tiles.costs, world_size))) == world_size
-        decoded = decode_tiles(tiles, torch.device("cpu"))
+    assembled = []
+    for size, group in rank_groups(rank, world_size, (3, 2)):
+        # 3: Ulysses over 3 (uneven tokens, 4 heads on 3); 2: batched CFG parallel
+        cfg_degree = 2 if size == 2 else 1
+        pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
+        sincos_config = {k: v for k, v in pipe.transformer.config.items() if k[0] != "_"}
+        sincos_config["use_rotary_positional_embeddings"] = False
+        sincos = seed_weights(type(pipe.transformer).from_config(sincos_config), 306)
+        plan = ParallelPlan(cfg_degree, size // cfg_degree, 1, True, True)
+        for transformer, rotary in ((pipe.transformer, True), (sincos, False)):
+            inputs = _transformer_inputs(pipe)
+            if not rotary:
+                inputs["image_rotary_emb"] = None
+            plain = copy.deepcopy(transformer)
+            parallel = parallelize([transformer], plan, CPU, batched_cfg=True, group=group)
+            parallel.begin_job(True)
+            with torch.no_grad():
+                reference = plain(**inputs, return_dict=False)[0]
+                ours = transformer(**inputs, return_dict=False)[0]
+            error = ((ours - reference).norm() / reference.norm()).item()
+            assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], rotary, error)
+
+        pipe.vae.enable_tiling(tile_sample_min_height=96, tile_sample_min_width=120)
+        with torch.no_grad():
+            tiles = family.tiled_decode(pipe, request, latents)
+            assert tiles.num_tiles == 6 and len(set(deal(tiles.costs, size))) == size
+            decoded = decode_tiles(tiles, CPU, group)
         if rank != 0:
             assert decoded is None
-            return
-        frames = tiles.assemble(decoded)
+            continue
+        assembled.append(tiles.assemble(decoded))
+    if rank != 0:
+        return
+    with torch.no_grad():
         video = pipe.decode_latents(latents)  # vae.decode with tiling on, one rank
     expected = pipe.video_processor.postprocess_video(video=video, output_type="np")[0]
-    assert frames.shape == (17, 160, 240, 3)
-    np.testing.assert_array_equal(frames, expected)
+    assert len(assembled) == 2
+    for frames in assembled:
+        assert frames.shape == (17, 160, 240, 3)
+        np.testing.assert_array_equal(frames, expected)
 
 
-@pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1)])
-def test_parallel_transformer_and_decode_in_a_real_group(world_size, cfg_degree):
-    """2 ranks: batched CFG parallel; 3: Ulysses over 3 (uneven tokens, 4 heads on 3)."""
-    spawn_gloo(world_size, _check_group, cfg_degree)
+def test_parallel_transformer_and_decode_in_a_real_group():
+    """One group of 3: Ulysses over 3 (uneven tokens, 4 heads on 3), then 2 of its ranks
+    (`parallelize`'s `group`) as batched CFG parallel; the decode's tiles dealt to each."""
+    spawn_gloo(3, _check_group)
 
 
-def test_one_rank_tiled_decode_equals_the_vae():
+def test_one_rank_cuts_the_tiles_of_the_real_size():
+    """The real tile size, 240x360 pixels: 400x288 is 2 x 2 tiles, and latents that fit one
+    tile are one tile, decoded whole. (The tiles decoded one after another and blended equal
+    the VAE's own tiled decode, bit for bit: at the real size in
+    test_world_size_1_equals_diffusers_with_vae_tiling, 720x480 in 3 x 3 tiles; in temporal
+    chunks in `_check_group`.)"""
     pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
     family = family_for("CogVideoXPipeline")
     latents = torch.randn(1, 3, 16, 36, 50, generator=torch.Generator().manual_seed(4))
     request = JobRequest(prompt="x", width=400, height=288, num_frames=9)
-    pipe.vae.enable_tiling()  # the real tile size, 240x360 pixels: 400x288 is 2 x 2 tiles
+    pipe.vae.enable_tiling()
     with torch.no_grad():
         tiles = family.tiled_decode(pipe, request, latents[:, :, :, :30, :45])
         assert tiles.num_tiles == 1  # fits one tile: decoded whole
         tiles = family.tiled_decode(pipe, request, latents)
         assert tiles.num_tiles == 4
-        frames = tiles.assemble([tiles.decode_tile(i) for i in range(tiles.num_tiles)])
-        video = pipe.decode_latents(latents)
-    expected = pipe.video_processor.postprocess_video(video=video, output_type="np")[0]
-    np.testing.assert_array_equal(frames, expected)
 
 
 # -- whole jobs on `paradit serve` groups -----------------------------------------------------
@@ -347,55 +390,43 @@ def _run_at(backends, model: str, world_size: int, bodies: list[dict], *extra: s
 
 
 @pytest.fixture(scope="module")
-def t2v_reference(backends):
+def t2v_reference() -> list[Output]:
     """tiny-cogvideox at world size 1: GUIDED, UNGUIDED and CACHED."""
-    return _run_at(backends, "tiny-cogvideox", 1, [GUIDED, UNGUIDED, CACHED])
+    return world_size_1(build_preset("tiny-cogvideox"), [GUIDED, UNGUIDED, CACHED])
 
 
-def test_text_to_video_at_world_sizes_3_4_and_from_a_saved_folder(
-    tmp_path, backends, t2v_reference
-):
-    """Ulysses 3 on the preset; CFG 2 x Ulysses 2 on the preset saved as a diffusers folder,
-    loaded shard by shard: equal to the preset's world-size-1 run (an unguided job on a CFG
-    plan spreads its sequence over all the ranks: within rounding)."""
-    info, reference = t2v_reference
-    assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
-    assert info["plan"]["modes"] == []
-    folder = tmp_path / "tiny-cogvideox"
-    build_preset("tiny-cogvideox").save_pretrained(folder)
-    # Ulysses 3 splits both requests' tokens unevenly (1576 and 175 over 3) and the heads
-    # too; CFG 2 x Ulysses 2 batches the branches over the halves. (Ulysses 4 at 720x480, the
-    # latent height of 30 that xDiT refuses, is the same uneven split: not run again.)
-    runs = {  # label: (model, world size, modes)
-        "ulysses 3": ("tiny-cogvideox", 3, ["ulysses"]),
-        "cfg 2 x ulysses 2, a saved folder": (str(folder), 4, ["cfg", "ulysses"]),
-    }
-    skipped = reference[2][0]["timings"]["cache"]["skipped_steps"]
+def test_text_to_video_at_world_size_3(backends, t2v_reference):
+    """Ulysses 3 on `paradit serve`, every job, equal to world size 1 (within rounding): it
+    splits both requests' tokens unevenly (1576 and 175 over 3) and the heads too; the step
+    cache skips world size 1's steps. (Ulysses 4 at 720x480, the latent height of 30 that
+    xDiT refuses, is the same uneven split: not run again. CFG 2 x Ulysses 2: the family
+    contract's guided and cached jobs, and the unguided job spread in
+    `_check_groups_of_4_3_and_2`.)"""
+    reference = t2v_reference
+    skipped = reference[2][0]["cache"]["skipped_steps"]
     assert 0 < len(skipped) < 4, skipped
-    for label, (model, world_size, modes) in runs.items():
-        bodies = [GUIDED, UNGUIDED, CACHED]
-        info, outputs = _run_at(backends, model, world_size, bodies)
-        assert info["plan"]["modes"] == [*modes, "fsdp", "vae"] and info["plan"]["vae_parallel"]
-        assert info["family"] == "cogvideox-t2v" and info["plan"]["sharded"], label
-        if model == str(folder):  # not a tiny preset: the model's own default size
-            assert info["limits"]["default_width"] == 720
-        for body, ours, ref in zip(bodies, outputs, reference, strict=True):
-            assert_equivalent(ref, ours, f"{label}, guidance {body.get('guidance_scale', 6.0)}")
-        layout = "spread" if "cfg" in modes else "plan"  # UNGUIDED: no branches to split
-        assert outputs[1][0]["timings"]["sequence_layout"] == layout, label
-        assert outputs[2][0]["timings"]["cache"]["skipped_steps"] == skipped, label
+    bodies = [GUIDED, UNGUIDED, CACHED]
+    info, outputs = _run_at(backends, "tiny-cogvideox", 3, bodies)
+    assert info["family"] == "cogvideox-t2v" and info["limits"]["fps"] == 8
+    assert info["plan"]["modes"] == ["ulysses", "fsdp", "vae"] and info["plan"]["vae_parallel"]
+    assert info["plan"]["sharded"]
+    for body, ours, ref in zip(bodies, outputs, reference, strict=True):
+        assert_equivalent(ref, ours, f"ulysses 3, guidance {body.get('guidance_scale', 6.0)}")
+    assert outputs[1][0]["timings"]["sequence_layout"] == "plan"
+    assert outputs[2][0]["timings"]["cache"]["skipped_steps"] == skipped
 
 
 def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
     """The reference no one here wrote: the diffusers pipeline as a user calls it, with
-    `vae.enable_tiling()` (720x480 decodes in 3 x 3 tiles; 112x80 fits one)."""
-    from paradit.backend.serving.outputs import to_uint8
-
+    `vae.enable_tiling()` (720x480 decodes in 3 x 3 tiles of the real size, which world size 1
+    decoded one after another: the same float frames; 112x80 fits one)."""
     pipe = build_preset("tiny-cogvideox")
     pipe.set_progress_bar_config(disable=True)
     pipe.vae.enable_tiling()
-    for job, frames, _latents in t2v_reference[1][:2]:  # not CACHED: diffusers runs no cache
-        request = job["request"]
+    limits = family_for("CogVideoXPipeline").limits(pipe, tiny=True)
+    torch.set_num_threads(1)
+    for body, (job, frames, _latents) in zip([GUIDED, UNGUIDED], t2v_reference, strict=False):
+        request = JobRequest.from_body(body, limits).to_dict()  # not CACHED: diffusers has none
         with torch.no_grad():
             direct = pipe(
                 prompt=request["prompt"],
@@ -410,18 +441,7 @@ def test_world_size_1_equals_diffusers_with_vae_tiling(t2v_reference):
             ).frames[0]
         result = compare(frames, to_uint8(np.asarray(direct)), FLOAT32)
         assert result.verdict == IDENTICAL, (request["width"], result.overall)
-
-
-def test_image_to_video_at_world_size_2(backends):
-    # guided (both branches, as a batch of 2 over the halves); 720x480's tiles are t2v's
-    body = {**UNGUIDED, "guidance_scale": 6.0, "image": png_b64(112, 80)}
-    dark = {**body, "image": png_b64(112, 80, scale=0.2)}
-    info, (reference, darker) = _run_at(backends, "tiny-cogvideox-i2v", 1, [body, dark])
-    assert info["task"] == IMAGE_TO_VIDEO and info["family"] == "cogvideox-i2v"
-    assert compare(reference[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
-    info, (ours,) = _run_at(backends, "tiny-cogvideox-i2v", 2, [body])
-    assert info["plan"]["modes"] == ["cfg", "fsdp", "vae"]
-    assert_equivalent(reference, ours, "i2v, cfg 2")
+        np.testing.assert_array_equal(job["frames"], direct)
 
 
 SMALL = {"prompt": "a folder model", "seed": 21, "guidance_scale": 4.0, "width": 96}
@@ -445,14 +465,14 @@ def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):
     folder = tmp_path / "learned"
     tiny.save_pretrained(folder)
     body = {**SMALL, "image": png_b64(96, 64)}
-    info, (reference,) = _run_at(backends, str(folder), 1, [body])
-    limits = info["limits"]
-    assert (limits["fixed_width"], limits["fixed_height"]) == (96, 64)
-    assert (limits["default_width"], limits["default_height"]) == (96, 64)
+    (reference,) = world_size_1(tiny, [body])
     backend = backends.start(str(folder), 2, "--save-latents")
     with pytest.raises(BackendError, match="only takes 96x64, got 112x64"):
         backend.client.submit({**body, "width": 112})
     info, (ours,) = _run_at(backends, str(folder), 2, [body])
+    limits = info["limits"]
+    assert (limits["fixed_width"], limits["fixed_height"]) == (96, 64)
+    assert (limits["default_width"], limits["default_height"]) == (96, 64)
     assert info["plan"]["sharded"]
     assert_equivalent(reference, ours, "learned positions, cfg 2, loaded shard by shard")
 
@@ -477,19 +497,79 @@ def _tiny_v15(image_to_video: bool):
     return pipeline(**parts, scheduler=tiny.scheduler, transformer=transformer)
 
 
-def test_cogvideox15_pads_latent_frames_and_splits_them(tmp_path, backends):
-    """9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches and drops
-    it again before decoding; Ulysses over 3 ranks, and CFG for image-to-video."""
-    t2v, i2v = tmp_path / "v15", tmp_path / "v15-i2v"
-    _tiny_v15(False).save_pretrained(t2v)
-    _tiny_v15(True).save_pretrained(i2v)
-    info, (reference,) = _run_at(backends, str(t2v), 1, [SMALL])
-    limits = info["limits"]
-    assert limits["fps"] == 16 and limits["temporal_patch"] == 2 and limits["max_frames"] == 161
-    assert reference[2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding frame
-    _, (ours,) = _run_at(backends, str(t2v), 3, [SMALL])
-    assert_equivalent(reference, ours, "1.5, ulysses 3")
-    body = {**SMALL, "image": png_b64(96, 64)}
-    _, (reference,) = _run_at(backends, str(i2v), 1, [body])
-    _, (ours,) = _run_at(backends, str(i2v), 2, [body])
-    assert_equivalent(reference, ours, "1.5 i2v, cfg 2")
+# tiny-cogvideox-i2v guided (both branches, as a batch of 2 over the halves); 720x480's tiles
+# are t2v's
+I2V = {**UNGUIDED, "guidance_scale": 6.0, "image": png_b64(112, 80)}
+V15_I2V = {**SMALL, "image": png_b64(96, 64)}
+
+
+def _ranks_pipeline(name: str):
+    """A fresh pipeline on a rank (world size 1's carries its step cache's hooks), VAE tiles
+    of the real size."""
+    pipe = {
+        "unguided": lambda: build_preset("tiny-cogvideox"),
+        "1.5": lambda: _tiny_v15(False),
+        "1.5 i2v": lambda: _tiny_v15(True),
+        "i2v": lambda: build_preset("tiny-cogvideox-i2v"),
+    }[name]()
+    pipe.set_progress_bar_config(disable=True)
+    pipe.vae.enable_tiling()
+    return pipe
+
+
+GROUP_RUNS = {  # ranks: (plan, [(label, body)]), largest first
+    4: (ParallelPlan(2, 2, 1, True, True), [("unguided", UNGUIDED)]),
+    3: (ParallelPlan(1, 3, 1, True, True), [("1.5", SMALL)]),
+    2: (ParallelPlan(2, 1, 1, True, True), [("1.5 i2v", V15_I2V), ("i2v", I2V)]),
+}
+
+
+def _check_groups_of_4_3_and_2(rank: int, world_size: int, references: dict) -> None:
+    """4 ranks, CFG 2 x Ulysses 2: the unguided job spread over all of them (175 tokens over
+    4); ranks 0-2 alone (`parallelize`'s `group`): CogVideoX 1.5 text-to-video as Ulysses 3;
+    ranks 0-1 alone: 1.5 image-to-video and tiny-cogvideox-i2v on batched CFG 2. Each job as
+    a rank runs it (the decode's tiles dealt to the group), within rounding of world size 1
+    on rank 0."""
+    for size, group in rank_groups(rank, world_size, tuple(GROUP_RUNS)):
+        plan, runs = GROUP_RUNS[size]
+        for label, body in runs:
+            pipe = _ranks_pipeline(label)
+            parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True, group=group)
+            frames, result = run_here(pipe, body, parallel=parallel, group=group)
+            layout = "spread" if label == "unguided" else "plan"  # no branches to split
+            assert result.sequence_layout == layout, (label, result.sequence_layout)
+            if plan.sequence_degree > 1 or layout == "spread":
+                assert parallel.layouts, "the sequence is split"
+            latents = result.latents.numpy()
+            assert latents.shape == references[label][2].shape  # 1.5: the padding frame too
+            if rank != 0:
+                assert frames is None
+                continue
+            assert_equivalent(references[label], ({}, frames, latents), f"{label}, {size} ranks")
+
+
+def test_spread_cogvideox15_and_image_to_video_on_4_3_and_2_ranks(t2v_reference):
+    """One group of 4: the unguided job on a CFG plan spreads its sequence over all the ranks;
+    CogVideoX 1.5 (9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches
+    and drops it again before decoding) on Ulysses over 3 of them, and CFG for image-to-video
+    on 2, 1.5's and tiny-cogvideox-i2v's (where the image matters). World size 1 in this
+    process. (Served image-to-video on CFG 2, from a folder loaded shard by shard:
+    test_learned_positions_take_one_size_and_load_sharded.)"""
+    tiny = build_preset("tiny-cogvideox")
+    assert family_of(tiny).limits(tiny, tiny=False).default_width == 720  # served from a folder
+    t2v = _tiny_v15(False)
+    limits = family_of(t2v).limits(t2v, tiny=False)  # what `serve` gives a folder of it
+    assert limits.fps == 16 and limits.temporal_patch == 2 and limits.max_frames == 161
+    i2v = build_preset("tiny-cogvideox-i2v")
+    i2v_family = family_of(i2v)
+    assert i2v_family.name == "cogvideox-i2v" and i2v_family.limits(i2v, tiny=True).task == (
+        IMAGE_TO_VIDEO
+    )
+    dark = {**I2V, "image": png_b64(112, 80, scale=0.2)}
+    reference, darker = world_size_1(i2v, [I2V, dark])
+    assert compare(reference[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
+    references = {"i2v": reference, "unguided": t2v_reference[1]}
+    (references["1.5"],) = world_size_1(t2v, [SMALL])
+    assert references["1.5"][2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding
+    (references["1.5 i2v"],) = world_size_1(_tiny_v15(True), [V15_I2V])
+    spawn_gloo(4, _check_groups_of_4_3_and_2, references)

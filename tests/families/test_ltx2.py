@@ -8,17 +8,18 @@ per-token timesteps split with the tokens) and CFG 2 against world size 1, no im
 components. The step cache (LTX-2's block registered for diffusers' first-block cache, the
 audio as its second stream): world size 2 takes world size 1's decisions (Ulysses 2, and the
 CFG halves), and a rank deciding alone fails the job. The memory plan at real size counts
-what a split keeps whole (`gathered_video`). 3 and 4 ranks, in one group of 4, against world
-size 1 (video and audio): CFG 2 x Ulysses 2 (guided image to video: each CFG row's 27 video
+what a split keeps whole (`gathered_video`). 3 and 4 ranks against world size 1 (video and
+audio): CFG 2 x Ulysses 2 (guided image to video: each CFG row's 27 video
 tokens as 14 + 13, the image's per-token timesteps with them), Ulysses 4 (the unguided job's
 27 tokens as 7 + 7 + 7 + 6), and Ulysses 3 on 3 of the ranks (`parallelize`'s `group`: the
-smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks).
+smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks). The parallel runs at 4, 3
+and 2 ranks are one gloo group of 4 (3 and 2 of its ranks alone: `parallelize`'s `group`).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs with a step
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores).
+Cost: about 19 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -415,22 +416,24 @@ def _cached_as_world_size_1(rank: int, label: str, reference: tuple, frames, aud
         _same_as_world_size_1(label, reference, frames, audio)
 
 
-def _check_group(rank: int, world_size: int, outputs: dict) -> None:
-    """A CFG-parallel group of 2 (FSDP2 over both, the decode's tiles dealt to both): the
+def _check_two(rank: int, group: dist.ProcessGroup, outputs: dict) -> None:
+    """A CFG-parallel group of 2, `group` (FSDP2 over both, the decode's tiles dealt to both): the
     guided job's two CFG rows on the two ranks; the unguided job spread over both as Ulysses
     2 (our plan: `families/ltx2/parallel.py`), its 27 video tokens uneven (14 + 13), the audio
     whole on both. Video and audio equal world size 1
     within rounding on rank 0, which alone decodes."""
     plan = ParallelPlan(2, 1, 1, True, True)
     pipe, family = _pipeline()
-    parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True)
+    parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True, group=group)
     tokens = []
     pipe.transformer.transformer_blocks[0].register_forward_pre_hook(
         lambda _m, _a, kwargs: tokens.append(kwargs["hidden_states"].shape[:2]), with_kwargs=True
     )
     layouts = []
     for label, body in JOBS.items():
-        frames, audio, steps, _tiles = _run(pipe, body, parallel=parallel, layouts=layouts)
+        frames, audio, steps, _tiles = _run(
+            pipe, body, parallel=parallel, group=group, layouts=layouts
+        )
         assert steps == [0, 1]
         if rank != 0:
             assert frames is None and audio is None
@@ -451,7 +454,9 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     i2v_limits = family_of(i2v).limits(i2v, tiny=True)
     for label, body in (("i2v", I2V), ("i2v guided", I2V_GUIDED)):
         request = JobRequest.from_body(body, i2v_limits)
-        frames, audio, steps, _tiles = _run(i2v, body, parallel=parallel, layouts=layouts)
+        frames, audio, steps, _tiles = _run(
+            i2v, body, parallel=parallel, group=group, layouts=layouts
+        )
         assert request.image is not None and steps == [0, 1]
         if rank == 0:
             _same_as_world_size_1(label, outputs[label], frames, audio)
@@ -461,13 +466,17 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     for alone in (False, True):
         if alone:
             with pytest.raises(DisagreementError, match="different skip decisions at step 3"):
-                _run(pipe, CACHED, parallel=parallel, alone=True, layouts=layouts)
+                _run(pipe, CACHED, parallel=parallel, alone=True, group=group, layouts=layouts)
             continue
-        frames, audio, record, _tiles = _run(pipe, CACHED, parallel=parallel, layouts=layouts)
+        frames, audio, record, _tiles = _run(
+            pipe, CACHED, parallel=parallel, group=group, layouts=layouts
+        )
         _cached_as_world_size_1(rank, "cached", outputs["cached"], frames, audio, record)
     # ... and the guided one on the CFG halves: the unconditional half follows the
     # conditional half's decision (alone it would compute the skipped steps)
-    frames, audio, record, _tiles = _run(pipe, CACHED_GUIDED, parallel=parallel, layouts=layouts)
+    frames, audio, record, _tiles = _run(
+        pipe, CACHED_GUIDED, parallel=parallel, group=group, layouts=layouts
+    )
     reference = outputs["cached guided"]
     _cached_as_world_size_1(rank, "cached guided", reference, frames, audio, record)
     assert layouts == ["plan", "spread", "spread", "plan", "spread", "spread", "plan"]
@@ -475,14 +484,6 @@ def _check_group(rank: int, world_size: int, outputs: dict) -> None:
     # guided i2v: one CFG row of all 27
     assert tokens[0] == (1, 48) and tokens[2] == tokens[4] == (1, (14, 13)[rank]), tokens
     assert tokens[6] == (1, 27), tokens
-
-
-def test_parallel_jobs_equal_world_size_1(references):
-    """2 ranks: CFG parallel splits the batch of 2 (uncond, cond) by rows, video and audio
-    streams together (image-to-video too, with its per-token timesteps); an unguided job
-    spreads its video tokens over both (uneven). 3 and 4 ranks:
-    `test_three_and_four_ranks_equal_world_size_1`."""
-    spawn_gloo(2, _check_group, references["outputs"])
 
 
 # -- the outputs: audio.wav and the mp4's AAC track -------------------------------------------
@@ -574,16 +575,17 @@ def test_the_wav_reaches_comfyui_and_verify_as_written(tmp_path):
     assert compare_audio(data, None)["identical"] is False
 
 
-# -- 3 and 4 ranks against world size 1 ---------------------------------------------------
+# -- 4, 3 and 2 ranks against world size 1, in one group of 4 ---------------------------------
 
 
-def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> None:
+def _check_four_three_two(rank: int, world_size: int, outputs: dict, pipe) -> None:
     """4 ranks, CFG 2 x Ulysses 2: guided image to video, each CFG row's 27 video tokens
     over 2 ranks (14 + 13, the image's per-token timesteps with them); the unguided text to
     video spread as Ulysses 4 (27 tokens: 7 + 7 + 7 + 6, one head a rank). Then ranks 0-2
     alone as Ulysses 3: the smallest video's 8 tokens as 3 + 3 + 2, 4 heads over 3 ranks.
-    The audio whole on every rank throughout; video and audio checked on rank 0. `pipe`:
-    built before the fork (once, not on every rank)."""
+    The audio whole on every rank throughout; video and audio checked on rank 0. Then ranks
+    0-1 alone: CFG parallel (`_check_two`). `pipe`: built before the fork (once, not on every
+    rank)."""
     from diffusers import LTX2ImageToVideoPipeline
 
     family = family_of(pipe)
@@ -607,7 +609,7 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     assert layouts == ["plan", "spread"]
     assert tokens[0] == (1, (14, 13)[rank % 2]) and tokens[2] == (1, (7, 7, 7, 6)[rank]), tokens
     # Ulysses 3 last: a rank outside a group must not create groups with it afterwards
-    three = dist.new_group([0, 1, 2])
+    three, two = dist.new_group([0, 1, 2]), dist.new_group([0, 1])
     if rank == 3:
         dist.barrier()
         return
@@ -622,9 +624,14 @@ def _check_three_and_four(rank: int, world_size: int, outputs: dict, pipe) -> No
     if rank == 0:
         _same_as_world_size_1("3 ranks small", outputs["small"], frames, audio)
     dist.barrier()
+    if rank < 2:
+        _check_two(rank, two, outputs)
 
 
-def test_three_and_four_ranks_equal_world_size_1(references):
-    """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, Ulysses 3 on 3 of them
-    (`parallelize`'s `group`), video and audio within rounding of world size 1."""
-    spawn_gloo(4, _check_three_and_four, references["outputs"], _pipeline()[0])
+def test_parallel_jobs_on_4_3_and_2_ranks_equal_world_size_1(references):
+    """One group of 4: CFG 2 x Ulysses 2 and Ulysses 4 on all of them, Ulysses 3 on 3 of them,
+    then CFG parallel on 2 (`parallelize`'s `group`): the batch of 2 (uncond, cond) split by
+    rows, video and audio streams together (image-to-video too, with its per-token
+    timesteps); an unguided job spread over both (uneven); the step cache's decisions. Video
+    and audio within rounding of world size 1."""
+    spawn_gloo(4, _check_four_three_two, references["outputs"], _pipeline()[0])

@@ -5,9 +5,10 @@ called directly, world sizes 2, 3 and 4 against world size 1, and two data-paral
 Jobs run as a rank runs them (the family encodes, prepares and picks the pipeline; the VAE
 decodes tile by tile, the tiles dealt to the ranks), judged with `paradit verify`'s measure
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
-real gloo groups (forked, one thread per rank); one served group checks the engine's path.
+real gloo groups (forked, one thread per rank: one group of 4, then 3 and 2 of its ranks);
+one served group checks the engine's path.
 
-Cost: about 34 s (in the suite's two-worker run on 2 cores; 20 s of it the swapping experts).
+Cost: about 32 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_job, spawn_gloo
-from image_jobs import run_image_job
+from image_jobs import rank_groups, run_image_job
 from PIL import Image
 
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
@@ -78,10 +79,10 @@ def _pipeline(name: str):
     return pipe, family_of(pipe)
 
 
-def _run(pipe, body: dict, *, parallel=None):
-    """One job through the engine's `run_on_rank`: (frames as uint8 on rank 0, else None;
-    final latents)."""
-    return run_image_job(pipe, body, parallel=parallel)[:2]
+def _run(pipe, body: dict, *, parallel=None, group=None):
+    """One job through the engine's `run_on_rank` on the ranks of `group` (None: all): (frames
+    as uint8 on rank 0, else None; final latents)."""
+    return run_image_job(pipe, body, parallel=parallel, group=group)[:2]
 
 
 @pytest.fixture(scope="module")
@@ -247,19 +248,30 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 # -- world sizes 2, 3, 4 against world size 1 -----------------------------------------------------
 
 
-def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> None:
-    """Every job on this group's plan (FSDP2 over all ranks, the decode's tiles dealt to
-    them) against world size 1: CFG parallel byte-identical, sequence parallel within
-    rounding."""
-    plan = ParallelPlan(cfg_degree, world_size // cfg_degree, 1, True, True)
+CFG_DEGREES = {4: 2, 3: 1, 2: 2}
+"""Ranks: CFG degree (4: CFG x Ulysses 2; 3: Ulysses over 3, uneven tokens and heads; 2: CFG
+parallel)."""
+
+
+def _check_group(rank: int, world_size: int, outputs: dict) -> None:
+    """On 4, 3 and 2 ranks of the group (largest first): every job on that many ranks' plan
+    (FSDP2 over them, the decode's tiles dealt to them) against world size 1: CFG parallel
+    byte-identical, sequence parallel within rounding."""
+    for size, group in rank_groups(rank, world_size, tuple(CFG_DEGREES)):
+        _check_plan(rank, size, group, outputs)
+
+
+def _check_plan(rank: int, size: int, group, outputs: dict) -> None:
+    plan = ParallelPlan(CFG_DEGREES[size], size // CFG_DEGREES[size], 1, True, True)
     for name in TILES:
         pipe, family = _pipeline(name)
         dits = [pipe.transformer] + ([pipe.transformer_2] if pipe.transformer_2 else [])
-        parallel = parallelize(dits, plan, CPU)
+        parallel = parallelize(dits, plan, CPU, group=group)
         for label, (model, body) in JOBS.items():
             if model != name:
                 continue
-            frames, latents = _run(pipe, body, parallel=parallel)  # every job here is guided
+            # every job here is guided
+            frames, latents = _run(pipe, body, parallel=parallel, group=group)
             if rank != 0:
                 assert frames is None
                 continue
@@ -267,16 +279,16 @@ def _check_group(rank: int, world_size: int, cfg_degree: int, outputs: dict) -> 
             result = compare(reference[0], frames, FLOAT32, reference[1], latents)
             expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
             assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
-        if name == I2V and world_size == 2:  # the sharded experts one at a time: FSDP2's move
-            _check_sharded_swap(rank, pipe, parallel, outputs["i2v-a14b"])
+        if name == I2V and size == 2:  # the sharded experts one at a time: FSDP2's move
+            _check_sharded_swap(rank, pipe, parallel, group, outputs["i2v-a14b"])
 
 
-def _check_sharded_swap(rank: int, pipe, parallel, reference) -> None:
+def _check_sharded_swap(rank: int, pipe, parallel, group, reference) -> None:
     """Experts one at a time on FSDP2-sharded experts (`module.to`, no move on CPU): the
     same bytes, the low-noise expert brought in at the switch step."""
     swap = ExpertSwap({"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}, CPU)
     swap.begin_job(lambda: 0)
-    frames, latents = _run(pipe, I2V_IMAGE, parallel=parallel)
+    frames, latents = _run(pipe, I2V_IMAGE, parallel=parallel, group=group)
     parallel.check_at_rest()  # every parameter a shard again between jobs
     assert [s["expert"] for s in swap.record] == ["transformer_2"] and swap.record[0]["bytes"]
     if rank == 0:
@@ -284,10 +296,10 @@ def _check_sharded_swap(rank: int, pipe, parallel, reference) -> None:
         assert result.verdict == IDENTICAL, result.overall
 
 
-@pytest.mark.parametrize(("world_size", "cfg_degree"), [(2, 2), (3, 1), (4, 2)])
-def test_parallel_jobs_equal_world_size_1(references, world_size, cfg_degree):
-    """2: CFG parallel; 3: Ulysses over 3 (uneven tokens and heads); 4: CFG x Ulysses 2."""
-    spawn_gloo(world_size, _check_group, cfg_degree, references["outputs"])
+def test_parallel_jobs_on_4_3_and_2_ranks_equal_world_size_1(references):
+    """One group of 4: CFG x Ulysses 2 on all of them, then Ulysses over 3 of them (uneven
+    tokens and heads) and CFG parallel on 2 (`parallelize`'s `group`)."""
+    spawn_gloo(4, _check_group, references["outputs"])
 
 
 def test_served_model_picks_the_pipeline_per_job(backends, references):
@@ -312,30 +324,6 @@ def test_served_model_picks_the_pipeline_per_job(backends, references):
                 reference[0], frames, FLOAT32, reference[1][:, :, 1:], latents[:, :, 1:]
             )
             assert result.verdict == IDENTICAL, (label, result.overall)
-    finally:
-        backends.stop(backend)
-
-
-def test_two_replicas_of_the_two_experts_equal_world_size_1(backends, references):
-    """Data-parallel replicas (`--dp-degree 2`, one rank each) of I2V-A14B, both experts on
-    each: the same job twice runs once on each replica, each byte-identical to world size 1
-    (seeds per replica: tests/serving/test_replicas.py)."""
-    backend = backends.start(
-        I2V, 2, "--dp-degree", "2", "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64"
-    )
-    try:
-        client = backend.client
-        assert client.info()["plan"]["dp_degree"] == 2
-        ids = [client.submit(I2V_IMAGE) for _ in range(2)]
-        jobs = [client.wait(job_id, timeout_s=300) for job_id in ids]
-        assert {job["replica"] for job in jobs} == {0, 1}
-        reference = references["outputs"]["i2v-a14b"]
-        for job in jobs:
-            frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
-            frames = np.stack([decode_png(png) for png in frames])
-            latents = client.latents(job["id"])
-            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-            assert result.verdict == IDENTICAL, (job["replica"], result.overall)
     finally:
         backends.stop(backend)
 
@@ -367,14 +355,21 @@ def test_only_the_running_expert_is_on_the_device(references):
     assert np.array_equal(frames, frames_1) and np.array_equal(latents, latents_1)
 
 
-def test_swapping_experts_serves_the_same_bytes_and_times_the_swaps(backends, references):
-    """`--offload experts` (forced: on CPU the plan never needs it) on one rank: two jobs,
-    each byte-identical to world size 1 with both experts resident; job.json's
-    `expert_swaps` names each swap, its step and its time: the low-noise expert comes in at
-    the switch step (step 1 here), the high-noise one at the next job's first step."""
+def test_two_replicas_swapping_experts_serve_the_same_bytes_and_time_the_swaps(
+    backends, references
+):
+    """Data-parallel replicas (`--dp-degree 2`, one rank each) of I2V-A14B, both experts on
+    each, one at a time (`--offload experts`, forced: on CPU the plan never needs it): the
+    same job twice runs once on each replica, each byte-identical to world size 1 with both
+    experts resident (seeds per replica: tests/serving/test_replicas.py), and so does the
+    next pair. job.json's `expert_swaps` names each swap, its step and its time: the
+    low-noise expert comes in at the switch step (step 1 here), the high-noise one at the
+    replica's next job's first step."""
     backend = backends.start(
         I2V,
-        1,
+        2,
+        "--dp-degree",
+        "2",
         "--offload",
         "experts",
         "--save-latents",
@@ -383,20 +378,28 @@ def test_swapping_experts_serves_the_same_bytes_and_times_the_swaps(backends, re
         "--vae-tile",
         "64x64",
     )
-    client = backend.client
-    memory = client.info()["memory"]
-    assert (memory["dit"], memory["offload"]) == ("offload-experts", "experts")
-    reference = references["outputs"]["i2v-a14b"]
-    expected = [[(1, "transformer_2")], [(0, "transformer"), (1, "transformer_2")]]
-    for swaps in expected:
-        job = client.wait(client.submit(I2V_IMAGE), timeout_s=300)
-        frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
-        frames = np.stack([decode_png(png) for png in frames])
-        result = compare(reference[0], frames, FLOAT32, reference[1], client.latents(job["id"]))
-        assert result.verdict == IDENTICAL, result.overall
-        record = client.record(job["id"])
-        assert record["sampling"]["experts"] == ["high", "low"]
-        swapped = record["expert_swaps"]
-        assert [(s["step"], s["expert"]) for s in swapped["swaps"]] == swaps, swapped
-        assert all(s["seconds"] > 0 and s["bytes"] > 0 for s in swapped["swaps"]), swapped
-        assert swapped["resident"] == "transformer_2" and swapped["seconds"] > 0
+    try:
+        client = backend.client
+        info = client.info()
+        assert info["plan"]["dp_degree"] == 2
+        assert (info["memory"]["dit"], info["memory"]["offload"]) == ("offload-experts", "experts")
+        reference = references["outputs"]["i2v-a14b"]
+        expected = [[(1, "transformer_2")], [(0, "transformer"), (1, "transformer_2")]]
+        for swaps in expected:  # each replica's first job, then its second
+            ids = [client.submit(I2V_IMAGE) for _ in range(2)]
+            jobs = [client.wait(job_id, timeout_s=300) for job_id in ids]
+            assert {job["replica"] for job in jobs} == {0, 1}
+            for job in jobs:
+                frames = [client.frame(job["id"], i) for i in range(job["num_frames"])]
+                frames = np.stack([decode_png(png) for png in frames])
+                latents = client.latents(job["id"])
+                result = compare(reference[0], frames, FLOAT32, reference[1], latents)
+                assert result.verdict == IDENTICAL, (job["replica"], result.overall)
+                record = client.record(job["id"])
+                assert record["sampling"]["experts"] == ["high", "low"]
+                swapped = record["expert_swaps"]
+                assert [(s["step"], s["expert"]) for s in swapped["swaps"]] == swaps, swapped
+                assert all(s["seconds"] > 0 and s["bytes"] > 0 for s in swapped["swaps"])
+                assert swapped["resident"] == "transformer_2" and swapped["seconds"] > 0
+    finally:
+        backends.stop(backend)
