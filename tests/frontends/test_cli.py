@@ -1,7 +1,7 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 39 s (provisional: 54 s less most of the start-up test's 9 s, its `serve` now
-forked from the pool's zygote).
+Cost: about 35 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
+--server` and `ui` refusal, which no longer import torch).
 """
 
 from __future__ import annotations

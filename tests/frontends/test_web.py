@@ -4,7 +4,8 @@ One app is served in this process for the module; `test_cli_*` runs the `paradit
 (`cli.main`, login on, a backend it starts itself, forked from the worker's zygote) and stops
 it with SIGTERM.
 
-Cost: about 71 s (in the suite's two-worker run on 2 cores).
+Cost: about 38 s (provisional: 71 s less most of the login test's 36 s, now `cli.main` with
+forked backends, and of the two-session test's 12 s, now behind a job cancelled on cue).
 """
 
 from __future__ import annotations
