@@ -462,6 +462,7 @@ class Runtime:
             "pid": os.getpid(),
             "device": str(self.group.device),
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
+            "rss_before_model_bytes": self.meter.start_rss,
             "weights": {
                 "mode": self.weights,
                 "stored": stored_summary(self.dits()),

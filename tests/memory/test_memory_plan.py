@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
 paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 32 s (in the suite's two-worker run on 2 cores; the backends' tests half of it).
+Cost: about 29 s (in the suite's two-worker run on 2 cores; the backends' tests half of it).
 """
 
 from __future__ import annotations
@@ -402,16 +402,20 @@ def test_memory_settings_say_the_rule():
 
 # -- on a running backend ---------------------------------------------------------------
 
+BUDGETED = ("--gpu-memory", "0.05", "--offload", "group")
+"""One backend for the plan's tests and the group offload's (a start is 2-3 CPU-seconds)."""
+
 
 def test_info_and_job_json_show_the_plan_and_paradit_plan_agrees(backends):
-    client = backends.get("tiny-wan", 1, "--gpu-memory", "0.05")
+    client = backends.get("tiny-wan", 1, *BUDGETED)
     memory = client.info()["memory"]
     assert memory["settings"]["gpu_memory_gib"] == 0.05 and memory["reasons"]
     job = client.wait(client.submit({"prompt": "plan", "num_inference_steps": 1}), timeout_s=120)
     record = client.record(job["id"])["memory"]
     assert record["decode"] == "whole" and record["fits"]
     assert record["measured"]["0"]["peak_bytes"] > 0
-    args = "--model tiny-wan --gpus 1 --gpu-memory 0.05 --device cpu --width 64 --height 64"
+    args = "--model tiny-wan --gpus 1 --gpu-memory 0.05 --offload group --device cpu --width 64"
+    args += " --height 64"
     args += f" --lora-cache-gib {POOL_LORA_CACHE_GIB}"  # the pool's backends have a --lora-dir
     report = backends.paradit(
         "plan", *args.split(), "--frames", "5", "--json", env=dict(os.environ)
@@ -426,7 +430,7 @@ def test_info_and_job_json_show_the_plan_and_paradit_plan_agrees(backends):
 def test_a_job_over_the_budget_gets_422_naming_the_largest_size_that_fits(backends):
     from paradit.backend.client import BackendError
 
-    client = backends.get("tiny-wan", 1, "--gpu-memory", "0.05")
+    client = backends.get("tiny-wan", 1, *BUDGETED)
     with pytest.raises(BackendError, match="largest size that fits at 81 frames is") as refused:
         client.submit({"prompt": "too big", "width": 1024, "height": 1024, "num_frames": 81})
     assert refused.value.status == 422
@@ -438,7 +442,8 @@ def test_offloaded_dit_makes_the_same_frames(backends, offload):
     model offload) with host memory on both sides: the frames must not change."""
     body = {"prompt": "offload", "num_inference_steps": 2, "seed": 3}
     plain = backends.get("tiny-wan", 1, *REFERENCE_FLAGS)
-    moved = backends.get("tiny-wan", 1, "--offload", offload)
+    flags = BUDGETED if offload == "group" else ("--offload", offload)
+    moved = backends.get("tiny-wan", 1, *flags)
     assert moved.info()["memory"]["dit"] == f"offload-{offload}"
     frames = []
     for client in (plain, moved):

@@ -33,9 +33,16 @@ def test_saved_folder_matches_preset(tmp_path, backends, references):
     client = backends.get(str(folder), 2)
     info = client.info()
     assert info["model"] == str(folder) and info["family"] == "wan-t2v"
-    _, from_folder = run_job(client, BODY)
+    job, from_folder = run_job(client, BODY)
+    # every rank's measured peak in job.json, with what it held before loading the model
+    # (tests/memory/test_memory.py measures a 1 GB DiT's load; its 2-rank group runs no job)
+    measured = client.record(job["id"])["memory"]["measured"]
     backends.stop(client)
     assert from_folder == references.frames("tiny-wan", BODY)
+    assert sorted(measured) == ["0", "1"], measured
+    assert all(r["above_start_bytes"] > 0 for r in measured.values()), measured
+    before = {str(r["rank"]): r["rss_before_model_bytes"] for r in info["ranks"]}
+    assert all(r["peak_bytes"] - r["above_start_bytes"] == before[k] for k, r in measured.items())
 
 
 def test_wan22_two_experts_are_both_parallel(tmp_path, backends, references):
