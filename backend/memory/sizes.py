@@ -439,7 +439,7 @@ def meta_pipeline(model: str) -> Any:
     from ..models.preset_names import is_tiny_preset
     from ..models.presets import build_preset
     from ..models.single_file.build import meta_pipeline_of_files
-    from ..models.single_file.load import is_model_file
+    from ..models.single_file.given import is_model_file
 
     if is_model_file(model):  # the DiT(s) from the file headers; encoders as the presets'
         return meta_pipeline_of_files(model)

@@ -1,4 +1,8 @@
-"""One loading path for built-in presets, local diffusers folders and Hugging Face repo ids."""
+"""One loading path for built-in presets, local diffusers folders and Hugging Face repo ids.
+
+Importing this module imports no torch: `ModelSource.parse` checks a `--model` value where a
+command line is read (`paradit generate`, the UI's front process, a client of a running
+backend) without torch's seconds of import; reading single files and loading import it."""
 
 from __future__ import annotations
 
@@ -9,16 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import torch
-
-from .casting import cast_pipeline
 from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_preset, is_tiny_preset
-from .presets import build_preset, preset_components
-from .single_file.build import build_pipeline
-from .single_file.load import SEPARATOR, Resolved, SingleFiles, is_model_file, resolve
+from .single_file.given import SEPARATOR, SingleFiles, is_model_file
 
-if TYPE_CHECKING:  # imported when a pipeline is loaded: diffusers takes seconds to import
+if TYPE_CHECKING:  # imported when a pipeline is loaded: torch and diffusers take seconds
+    import torch
     from diffusers import DiffusionPipeline
+
+    from .single_file.load import Resolved
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,14 @@ _RULE = (
 
 
 _COMPONENT_FLAGS = "--text-encoder, --vae and --image-encoder"
+
+
+def resolve(files: SingleFiles) -> Resolved:
+    """Read and check single files (`single_file.load.resolve`, imported here: it needs torch's
+    dtypes)."""
+    from .single_file.load import resolve as resolve_files
+
+    return resolve_files(files)
 
 
 @dataclass(frozen=True)
@@ -161,12 +171,19 @@ def load_pipeline(
     source: ModelSource,
     *,
     skip: frozenset[str] = frozenset(),
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     weights: str = "bf16",
 ) -> DiffusionPipeline:
-    """Load the pipeline; components named in `skip` are set to None (unknown names ignored).
-    `weights` (`--weights`) reaches a single file's DiTs as they are built (other sources'
-    DiTs are quantized by the caller: `models.quantized.quantize_loaded`)."""
+    """Load the pipeline in `dtype` (None: float32); components named in `skip` are set to None
+    (unknown names ignored). `weights` (`--weights`) reaches a single file's DiTs as they are
+    built (other sources' DiTs are quantized by the caller: `models.quantized.quantize_loaded`)."""
+    import torch
+
+    from .casting import cast_pipeline
+    from .presets import build_preset, preset_components
+    from .single_file.build import build_pipeline
+
+    dtype = torch.float32 if dtype is None else dtype
     if source.kind == "preset":
         components = preset_components(source.name) - skip
         pipe = build_preset(source.name, components=components, dtype=dtype)
@@ -208,6 +225,8 @@ def align_cpu_weights(pipe: DiffusionPipeline, alignment: int = 64) -> int:
     misaligned weights. Call this before computing on CPU so results do not depend on the file
     layout. It copies, so call it after sharding and never before moving to an accelerator.
     """
+    import torch
+
     copied = 0
     with torch.no_grad():
         for module in pipe.components.values():

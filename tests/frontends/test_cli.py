@@ -1,7 +1,7 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 39 s (provisional: 54 s less most of the start-up test's 9 s, its `serve` now
-forked from the pool's zygote).
+Cost: about 35 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
+--server` and `ui` refusal, which no longer import torch).
 """
 
 from __future__ import annotations
@@ -19,14 +19,18 @@ ENV = CLI_ENV
 SERVE_ENV = {k: v for k, v in ENV.items() if k != "PARADIT_TOKEN"}  # serve would demand it
 
 
-def paradit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "paradit", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=ENV,
-    )
+def paradit(
+    *args: str, timeout: float = 300, env: dict[str, str] = ENV
+) -> subprocess.CompletedProcess:
+    """`paradit <args>` in a fresh interpreter, run under `python -X importtime`: `stderr` is
+    the command's own (importtime's lines taken out), `imported` the modules it imported."""
+    command = [sys.executable, "-X", "importtime", "-m", "paradit", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    lines = result.stderr.splitlines(keepends=True)
+    timed = [line for line in lines if line.startswith("import time:")]
+    result.imported = {line.rsplit("|", 1)[-1].strip() for line in timed}
+    result.stderr = "".join(line for line in lines if not line.startswith("import time:"))
+    return result
 
 
 def _layout(out: Path, frames: int) -> list[bytes]:
@@ -132,6 +136,8 @@ FRESH, FORKED = True, False
 def test_errors_are_one_line(args, needle, fresh, request):
     if fresh:
         result = paradit(*args, timeout=120)
+        # argument errors import no torch (the CUDA refusal is the plan's: torch is needed)
+        assert ("torch" in result.imported) == (needle == "CUDA")
     else:
         result = request.getfixturevalue("backends").paradit(*args, env=ENV, timeout=120)
     assert result.returncode != 0
@@ -145,6 +151,7 @@ def test_impossible_request_is_one_line(backends):
     result = paradit("generate", "x", "--server", url, "--frames", "6", "--out", "unused")
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0 and "4k+1" in result.stderr
+    assert "torch" not in result.imported  # a client of a running backend needs none
 
 
 def test_serve_cache_on_a_model_without_a_step_cache_fails_at_start(tmp_path, backends):
@@ -326,13 +333,9 @@ def test_plan_reports_degrees_and_memory(backends):
     ],
 )
 def test_exposed_without_a_token_or_login_is_refused(args, needle):
-    out = subprocess.run(
-        [sys.executable, "-m", "paradit", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=SERVE_ENV,
-    )
+    out = paradit(*args, timeout=120, env=SERVE_ENV)
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr and "--insecure" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+    assert "torch" not in out.imported  # the ui's --model was parsed first, without torch
+    assert ("paradit.backend.models.loading" in out.imported) == (args[0] == "ui")

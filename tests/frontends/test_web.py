@@ -1,9 +1,11 @@
 """The Gradio app (`paradit ui`) driven by gradio_client against a real 2-rank tiny-wan backend.
 
-One app is served in this process for the module; `test_cli_*` runs `paradit ui` as its own
-process (login on, a backend it starts itself) and stops it with SIGTERM.
+One app is served in this process for the module; `test_cli_*` runs the `paradit ui` command
+(`cli.main`, login on, a backend it starts itself, forked from the worker's zygote) and stops
+it with SIGTERM.
 
-Cost: about 71 s (in the suite's two-worker run on 2 cores).
+Cost: about 38 s (provisional: 71 s less most of the login test's 36 s, now `cli.main` with
+forked backends, and of the two-session test's 12 s, now behind a job cancelled on cue).
 """
 
 from __future__ import annotations
@@ -11,14 +13,11 @@ from __future__ import annotations
 import io
 import logging
 import os
-import queue
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -188,22 +187,28 @@ def test_leaving_the_event_cancels_the_backend_job(ui, caplog):
 
 
 def test_two_sessions_share_the_backend_queue(ui):
+    """A job from elsewhere holds the backend (200 steps) until both sessions' jobs are seen
+    waiting behind it, the second behind the first; then it is cancelled and both run."""
+    blocker = ui.backend.submit({"prompt": "ahead of both", **LONG, "seed": 1})
+    wait_for(lambda: ui.backend.job(blocker)["progress"]["step"] >= 1, 60, "the blocker to run")
     first, second = gradio(ui), gradio(ui)
-    long_job = first.submit(
-        **job_args("first", **{**LONG, "num_inference_steps": 60}), api_name="/generate"
-    )
-    html = wait_for(
-        lambda: next((s for s in statuses(long_job) if "data-job" in s), None),
+    first_job = first.submit(**job_args("first"), api_name="/generate")
+    wait_for(
+        lambda: any("backend queue at position 1" in s for s in statuses(first_job)),
         60,
-        "the first job to be submitted",
+        "the first session's job to wait at position 1",
     )
-    first_id = job_id_of(html)
-    wait_for(lambda: ui.backend.job(first_id)["progress"]["step"] >= 1, 60, "step 1")
-    second.predict(api_name="/cancel")  # another session's Cancel leaves this job alone
-    short_job = second.submit(**job_args("second"), api_name="/generate")
-    results = [long_job.result(timeout=120), short_job.result(timeout=120)]
+    second.predict(api_name="/cancel")  # another session's Cancel leaves the first's job alone
+    second_job = second.submit(**job_args("second"), api_name="/generate")
+    wait_for(
+        lambda: any("backend queue at position 2" in s for s in statuses(second_job)),
+        60,
+        "the second session's job to wait at position 2, behind the first",
+    )
+    ui.backend.cancel(blocker)
+    results = [first_job.result(timeout=120), second_job.result(timeout=120)]
     assert [status_of(r[0]) for r in results] == ["succeeded", "succeeded"]
-    assert any("backend queue at position 1" in s for s in statuses(short_job))
+    assert ui.backend.job(blocker)["status"] == "cancelled"
     ids = [job_id_of(r[0]) for r in results]
     assert ids[0] != ids[1] and all((ui.out / i / "video.mp4").is_file() for i in ids)
 
@@ -424,109 +429,132 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _lines(stream, sink: queue.Queue) -> None:
-    for line in stream:
-        sink.put(line)
-    sink.put(None)
+class UiCommand:
+    """`paradit ui` run as `cli.main` in this worker's main thread (the command's own parsing,
+    login from PARADIT_UI_AUTH, root path, backend start, signal handling and exit code), while
+    a test body runs in a thread beside it. The backends it starts are `paradit serve` forked
+    from the worker's zygote (`warm_local_backends`), its restarts included; a fresh `paradit
+    ui` interpreter is test_cli's `test_exposed_without_a_token_or_login_is_refused`."""
 
+    def __init__(self, caplog: pytest.LogCaptureFixture):
+        self.caplog = caplog
+        self.done = threading.Event()  # main() returned (or raised)
+        self.default_sigterm = signal.getsignal(signal.SIGTERM)
 
-@pytest.fixture
-def ui_command(tmp_path) -> Iterator[SimpleNamespace]:
-    """`paradit ui` as its own process: login from PARADIT_UI_AUTH, a root path, and a
-    1-rank backend it starts itself. Stopped (SIGTERM, then SIGKILL) if the test did not."""
-    port = free_port()
-    env = {**os.environ, "PARADIT_UI_AUTH": "alice:s3cret", "OMP_NUM_THREADS": "1"}
-    flags = "--model tiny-wan --world-size 1 --device cpu --threads 1 --root-path /paradit"
-    cmd = [sys.executable, "-m", "paradit", "ui", *flags.split()]
-    cmd += ["--port", str(port), "--output-dir", str(tmp_path / "out")]
-    proc = subprocess.Popen(
-        cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-        start_new_session=True,
-    )  # fmt: skip
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
-    log: list[str] = []
-    try:
-        ready = _line_with(lines, log, "paradit ui ready at")
-        backend = Client(re.search(r"backend (http://\S+),", ready).group(1))
-        yield SimpleNamespace(proc=proc, url=f"http://127.0.0.1:{port}", backend=backend,
-                              out=tmp_path / "out", log=log, lines=lines)  # fmt: skip
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    def line_with(self, text: str, timeout_s: float = 240) -> str:
+        """The first log message of the command that holds `text`."""
 
-
-def test_cli_login_root_path_backend_settings_and_clean_stop(ui_command, tmp_path):
-    url = ui_command.url
-    # login required: the page config and the API refuse an unauthenticated caller
-    assert httpx.get(f"{url}/config").status_code == 401
-    assert httpx.post(f"{url}/gradio_api/call/generate", json={"data": []}).status_code == 401
-    with pytest.raises(Exception, match="credentials"):
-        GradioClient(url, verbose=False)
-    with httpx.Client() as session:
-        wrong = session.post(f"{url}/login", data={"username": "alice", "password": "nope"})
-        assert wrong.status_code == 400
-        session.post(f"{url}/login", data={"username": "alice", "password": "s3cret"})
-        proxied = {"X-Forwarded-Host": "example.org", "X-Forwarded-Proto": "https"}
-        config = session.get(f"{url}/config", headers=proxied).json()
-        assert config["root"] == "https://example.org/paradit"  # links go through the proxy
-    app = GradioClient(url, auth=("alice", "s3cret"), verbose=False,
-                       download_files=str(tmp_path / "dl"))  # fmt: skip
-    status = app.predict(**job_args("with login"), api_name="/generate")[0]
-    assert status_of(status) == "succeeded"
-    assert (ui_command.out / job_id_of(status) / "video.mp4").is_file()
-    # the Backend tab's settings reach the backend: a rule broken changes nothing; Apply
-    # restarts the backend with 2 ranks as 2 replicas, the DiT offloaded, the VAE tiled
-    old_pids = [rank["pid"] for rank in ui_command.backend.info()["ranks"]]
-    with pytest.raises(Exception, match="--dp-degree must be >= 1 and divide the world size 1"):
-        app.predict(dp_degree=3, api_name="/apply_settings")
-    assert all(_alive(pid) for pid in old_pids)
-    _panel, plan = app.predict(
-        gpus=2, dp_degree=2, offload="model", vae_tiling="on", api_name="/apply_settings"
-    )
-    restarted = _line_with(ui_command.lines, ui_command.log, "backend restarted at")
-    backend = Client(re.search(r"backend restarted at (http://\S+)", restarted).group(1))
-    info = backend.info()
-    assert (info["world_size"], info["plan"]["dp_degree"], len(info["replicas"])) == (2, 2, 2)
-    memory = info["memory"]
-    assert (memory["settings"]["offload"], memory["settings"]["vae_tiling"]) == ("model", "on")
-    assert (memory["dit"], memory["reference_job"]["decode"]) == ("offload-model", "tiled")
-    assert "replicas: 2" in plan and "DiT: offload-model (offload: model)" in plan
-    for pid in old_pids:
-        wait_for(lambda pid=pid: not _alive(pid), 30, f"old backend rank pid {pid} to exit")
-    # the app's jobs now run on the restarted backend
-    status = app.predict(**job_args("after the restart"), api_name="/generate")[0]
-    assert status_of(status) == "succeeded"
-    assert backend.job(job_id_of(status))["status"] == "succeeded"
-    # SIGTERM: exit 0, and the backend it started is gone too
-    pids = [rank["pid"] for rank in backend.info()["ranks"]]
-    ui_command.proc.send_signal(signal.SIGTERM)
-    assert ui_command.proc.wait(timeout=60) == 0, "".join(ui_command.log)
-    for pid in pids:
-        wait_for(lambda pid=pid: not _alive(pid), 30, f"backend rank pid {pid} to exit")
-
-
-def _line_with(lines: queue.Queue, log: list[str], text: str, timeout_s: float = 240) -> str:
-    """The next line of the ui's stderr that holds `text` (waiting up to `timeout_s`)."""
-    return wait_for(lambda: _next_line_with(lines, log, text), timeout_s, repr(text))
-
-
-def _next_line_with(lines: queue.Queue, log: list[str], text: str) -> str | None:
-    while True:
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
-            return None
-        if line is None:
-            raise AssertionError("paradit ui exited early:\n" + "".join(log))
-        log.append(line)
-        if text in line:
+        def found() -> str | None:
+            line = next((m for m in self.caplog.messages if text in m), None)
+            if line is None and self.done.is_set():
+                raise AssertionError(f"paradit ui returned before logging {text!r}")
             return line
+
+        return wait_for(found, timeout_s, repr(text))
+
+    def sigterm(self) -> None:
+        """SIGTERM to this process once the command handles it (never to pytest itself)."""
+        wait_for(
+            lambda: self.done.is_set() or signal.getsignal(signal.SIGTERM) != self.default_sigterm,
+            60,
+            "paradit ui's SIGTERM handler",
+        )
+        if not self.done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def run(self, argv: list[str], body: Callable[[], None]) -> int:
+        """`main(argv)` here, `body()` in a thread; SIGTERM once `body` ends (however it
+        ends); returns main's exit code, after re-raising what `body` raised."""
+        from paradit.backend.tools.cli import main
+
+        failure: list[BaseException] = []
+
+        def checks() -> None:
+            try:
+                body()
+            except BaseException as exc:  # re-raised in the test's thread
+                failure.append(exc)
+            finally:
+                self.sigterm()
+
+        thread = threading.Thread(target=checks, daemon=True)
+        thread.start()
+        try:
+            code = main(argv)
+        finally:
+            self.done.set()
+            thread.join(timeout=120)
+        if failure:
+            raise failure[0]
+        assert not thread.is_alive(), "the checks did not end"
+        return code
+
+
+def test_cli_login_root_path_backend_settings_and_clean_stop(
+    warm_local_backends, monkeypatch, caplog, tmp_path
+):
+    port = free_port()
+    url, out = f"http://127.0.0.1:{port}", tmp_path / "out"
+    monkeypatch.setenv("PARADIT_UI_AUTH", "alice:s3cret")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    caplog.set_level(logging.INFO, logger="paradit")
+    flags = "--model tiny-wan --world-size 1 --device cpu --threads 1 --root-path /paradit"
+    argv = ["ui", *flags.split(), "--port", str(port), "--output-dir", str(out)]
+    command = UiCommand(caplog)
+    started: list[int] = []  # the rank pids of the backend it runs when stopped
+
+    def checks() -> None:
+        ready = command.line_with("paradit ui ready at")
+        assert ready.startswith(f"paradit ui ready at {url}") and "login required" in ready
+        first = Client(re.search(r"backend (http://\S+),", ready).group(1))
+        # login required: the page config and the API refuse an unauthenticated caller
+        assert httpx.get(f"{url}/config").status_code == 401
+        assert httpx.post(f"{url}/gradio_api/call/generate", json={"data": []}).status_code == 401
+        with pytest.raises(Exception, match="credentials"):
+            GradioClient(url, verbose=False)
+        with httpx.Client() as session:
+            wrong = session.post(f"{url}/login", data={"username": "alice", "password": "nope"})
+            assert wrong.status_code == 400
+            session.post(f"{url}/login", data={"username": "alice", "password": "s3cret"})
+            proxied = {"X-Forwarded-Host": "example.org", "X-Forwarded-Proto": "https"}
+            config = session.get(f"{url}/config", headers=proxied).json()
+            assert config["root"] == "https://example.org/paradit"  # links go through the proxy
+        app = GradioClient(url, auth=("alice", "s3cret"), verbose=False,
+                           download_files=str(tmp_path / "dl"))  # fmt: skip
+        status = app.predict(**job_args("with login"), api_name="/generate")[0]
+        assert status_of(status) == "succeeded"
+        assert (out / job_id_of(status) / "video.mp4").is_file()
+        # the Backend tab's settings reach the backend: a rule broken changes nothing; Apply
+        # restarts the backend with 2 ranks as 2 replicas, the DiT offloaded, the VAE tiled
+        old_pids = [rank["pid"] for rank in first.info()["ranks"]]
+        rule = "--dp-degree must be >= 1 and divide the world size 1"
+        with pytest.raises(Exception, match=rule):
+            app.predict(dp_degree=3, api_name="/apply_settings")
+        assert all(_alive(pid) for pid in old_pids) and first.health()["status"] == "ok"
+        _panel, plan = app.predict(
+            gpus=2, dp_degree=2, offload="model", vae_tiling="on", api_name="/apply_settings"
+        )
+        restarted = command.line_with("backend restarted at")
+        backend = Client(re.search(r"backend restarted at (http://\S+)", restarted).group(1))
+        info = backend.info()
+        assert (info["world_size"], info["plan"]["dp_degree"], len(info["replicas"])) == (2, 2, 2)
+        memory = info["memory"]
+        assert (memory["settings"]["offload"], memory["settings"]["vae_tiling"]) == ("model", "on")
+        assert (memory["dit"], memory["reference_job"]["decode"]) == ("offload-model", "tiled")
+        assert "replicas: 2" in plan and "DiT: offload-model (offload: model)" in plan
+        for pid in old_pids:
+            wait_for(lambda pid=pid: not _alive(pid), 30, f"old backend rank pid {pid} to exit")
+        # the app's jobs now run on the restarted backend
+        status = app.predict(**job_args("after the restart"), api_name="/generate")[0]
+        assert status_of(status) == "succeeded"
+        assert backend.job(job_id_of(status))["status"] == "succeeded"
+        started.extend(rank["pid"] for rank in info["ranks"])
+
+    # SIGTERM (sent once the checks end): exit 0, and the backend it started is gone too
+    assert command.run(argv, checks) == 0
+    assert len(started) == 2
+    for pid in started:
+        wait_for(lambda pid=pid: not _alive(pid), 30, f"backend rank pid {pid} to exit")
 
 
 def _alive(pid: int) -> bool:

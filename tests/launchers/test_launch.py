@@ -1,24 +1,17 @@
-"""Launchers: which rank a launcher's variables make a process, and the same `paradit serve`
-under torchrun (mpirun: tests/launchers/test_mpirun.py; srun and sbatch:
-tests/launchers/test_slurm.py).
+"""Launchers: which rank a launcher's variables make a process. The same `paradit serve` under
+each launcher: torchrun in tests/serving/test_replicas.py
+(`test_two_replicas_on_two_torchrun_nodes`: two torchrun nodes whose jobs equal world size 1,
+one launch for the launcher and the replicas), mpirun in tests/launchers/test_mpirun.py,
+srun, sbatch and mpirun inside an allocation in tests/launchers/test_slurm.py.
 
-Cost: about 25 s (provisional: 26 s scaled by its CPU alone before and after ranks froze their
-imports and a served process skipped its teardown, 34.7 -> 24.7 CPU-seconds at load 5-6).
+Cost: about 1 s (pure logic: it starts no process).
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from conftest import run_job
-from launchers import BODY, SERVE, TORCHRUN, free_port, ready_url, spawn, stop
 
-from paradit.backend.client.http import Client
 from paradit.backend.runtime.launch_env import LaunchEnv, first_host
-
-# torchrun is this module of the torch the tests run with: never missing from PATH, so the
-# tests that use it never skip
 
 
 @pytest.mark.fast
@@ -194,24 +187,3 @@ def test_rank0_address_without_master_addr():
         LaunchEnv.from_environ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"})
     for nodelist, first in (("n1", "n1"), ("a,b", "a"), ("gpu[03-05,9],cpu1", "gpu03")):
         assert first_host(nodelist) == first
-
-
-def test_under_torchrun(tmp_path, references):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [
-        *TORCHRUN,
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(free_port()),
-        *SERVE,
-        "--output-dir",
-        str(tmp_path),
-    ]
-    proc = spawn(cmd, env)
-    try:
-        client = Client(ready_url(proc))
-        assert client.info()["world_size"] == 2
-        assert run_job(client, BODY)[1] == references.frames("tiny-wan", BODY)
-    finally:
-        stop([proc])

@@ -279,7 +279,10 @@ def _healthy(client) -> bool:
 @pytest.mark.timeout(600)
 def test_two_replicas_on_two_torchrun_nodes(tmp_path, backends):
     """torchrun --nnodes 2, both "nodes" on this machine rendezvousing on localhost: one
-    replica per node, each job equal to world size 1."""
+    replica per node, each job equal to world size 1. It is also the suite's run of `serve`
+    under torchrun (its variables, its agent's store, the ready line's world size): a second
+    torchrun launch of two ranks in one group would start two more ranks and an agent for
+    that one fact (one group split over launched ranks is the mpirun and srun tests')."""
     import os
 
     from paradit.backend.client.http import Client

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .detect import detect
+from .given import MODEL_SUFFIXES
 from .header import read_header
-from .load import MODEL_SUFFIXES
 from .quant import quantization
 
 COMFY_FOLDERS = (

@@ -1,6 +1,6 @@
 """Single-file models: check the files a user gave and what they hold.
 
-`SingleFiles` is what the user gave (`--model FILE[,FILE]`, `--text-encoder FILE`...,
+`SingleFiles` (given.py) is what the user gave (`--model FILE[,FILE]`, `--text-encoder FILE`...,
 `--vae FILE`, `--image-encoder FILE`); `resolve` reads their headers, recognises each file and
 checks that they fit together (the DiT's text width against the encoder's, the VAE's latent
 channels against the DiT's, the image encoder's width against the DiT's image embedding, two
@@ -28,53 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .detect import Detection, Part, bundled_parts, recognise
 from .file_presets import ENCODER_SLOTS, PRESETS, Preset
+from .given import SingleFiles
 from .quant import check_readable
 from .spec import file_spec, spec_for_file
-
-MODEL_SUFFIXES = (".safetensors", ".sft", ".gguf")
-SEPARATOR = ","
-"""Wan 2.2 A14B's two experts are given as `--model HIGH,LOW`."""
-
-
-def is_model_file(text: str) -> bool:
-    """Whether a --model value names checkpoint files (`A.safetensors` or `HIGH,LOW`)."""
-    parts = [p.strip() for p in text.split(SEPARATOR)]
-    return all(p.lower().endswith(MODEL_SUFFIXES) for p in parts) and all(parts)
-
-
-@dataclass(frozen=True)
-class SingleFiles:
-    """A single-file model as given: DiT file(s), text encoder file(s), VAE file."""
-
-    models: tuple[str, ...]
-    text_encoders: tuple[str, ...] = ()
-    vaes: tuple[str, ...] = ()
-    image_encoders: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not 1 <= len(self.models) <= 2:
-            raise ValueError(
-                "--model takes one checkpoint file, or two for Wan 2.2 A14B (HIGH,LOW), "
-                f"got {len(self.models)}"
-            )
-        if len(self.image_encoders) > 1:
-            raise ValueError(f"--image-encoder takes one file, got {len(self.image_encoders)}")
-
-    @classmethod
-    def parse(cls, model: str, text_encoders=(), vaes=(), image_encoders=()) -> SingleFiles:
-        models = tuple(str(Path(p.strip()).expanduser().absolute()) for p in model.split(SEPARATOR))
-        return cls(
-            models,
-            *(
-                tuple(str(Path(p).expanduser().absolute()) for p in paths)
-                for paths in (text_encoders, vaes, image_encoders)
-            ),
-        )
 
 
 @dataclass(frozen=True)

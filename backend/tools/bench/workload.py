@@ -92,8 +92,10 @@ SMOKE = Workload(
     num_probes=2,
     no_shard_modes=(),
     max_world_size=2,
+    idle_s=0.0,
 )
-"""A few seconds of compute in all: for testing the benchmark itself, not for numbers."""
+"""A few seconds of compute in all: for testing the benchmark itself, not for numbers (so no
+idle pause before its latency probes either)."""
 
 
 @dataclass(frozen=True)
