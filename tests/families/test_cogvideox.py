@@ -12,7 +12,7 @@ family contract (tests/families/test_family_contract.py) runs on tiny-cogvideox'
 is not run again here: CFG 2 x Ulysses 2 on the batched branches and the step cache's
 decisions there, Ulysses 3 and CFG 2.
 
-Cost: about 50 s (in the suite's two-worker run on 2 cores).
+Cost: about 48 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

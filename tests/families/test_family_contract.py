@@ -18,7 +18,7 @@ the tiles dealt to the ranks), judged with `paradit verify`'s measure (tools/equ
 float32 thresholds, frames and final latents). What a family adds beyond the contract (image
 and video inputs, audio, experts, odd token counts, served backends) stays in its own file.
 
-Cost: about 64 s (in the suite's two-worker run on 2 cores).
+Cost: about 70 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

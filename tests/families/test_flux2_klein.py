@@ -10,7 +10,7 @@ has no guidance; the base job runs true CFG (the unconditional branch as a secon
 call on every rank). The parallel runs share a real gloo group of 4 (forked, one thread per
 rank): the world, then groups of its first 3 and first 2 ranks.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ by tile with the tiles dealt to the ranks), judged with `paradit verify`'s measu
 (tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
 real gloo groups (forked, one thread per rank).
 
-Cost: about 26 s (in the suite's two-worker run on 2 cores).
+Cost: about 33 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ pipeline stops at the latents, the VAE decodes tile by tile), judged with `parad
 measure. The parallel runs share one real gloo group of 4 (forked, one thread per rank): the
 world, then groups of its first 3 and first 2 ranks; rank 0 encodes for all, as in the engine.
 
-Cost: about 6 s (in the suite's two-worker run on 2 cores).
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

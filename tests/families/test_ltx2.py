@@ -19,7 +19,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py). The parallel runs are real gloo groups (forked, one thread per rank).
 
-Cost: about 19 s (in the suite's two-worker run on 2 cores).
+Cost: about 17 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ decodes tile by tile, the tiles dealt to the ranks), judged with `paradit verify
 real gloo groups (forked, one thread per rank: one group of 4, then 3 and 2 of its ranks);
 one served group checks the engine's path.
 
-Cost: about 32 s (in the suite's two-worker run on 2 cores).
+Cost: about 39 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

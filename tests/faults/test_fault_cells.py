@@ -10,7 +10,7 @@ byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s).
 data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
 checked without processes (the last two tests).
 
-Cost: about 31 s (provisional: its durations in one quiet run of the fault files and
+Cost: about 40 s (provisional: its durations in one quiet run of the fault files and
 test_load, load 1.5, 36.0 s before rebuilds took over rank 0's dry runs and preview map, the
 new standstill test included): a backend start, eleven rebuilds of the group, about 15 small
 jobs.

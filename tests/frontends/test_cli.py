@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 35 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
+Cost: about 45 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
 --server` and `ui` refusal, which no longer import torch).
 """
 

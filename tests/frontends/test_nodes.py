@@ -1,6 +1,6 @@
 """The ComfyUI node logic (nodes/pool.py, nodes/run.py) without ComfyUI, on real CPU backends.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 8 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

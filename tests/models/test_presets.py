@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 21 s (in the suite's two-worker run on 2 cores).
+Cost: about 17 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ holds them and are upcast in each layer's forward.
   `--weights fp8` quantizes a float source's rows alike when filled shard by shard and when
   loaded whole; the fp8 stage of docs/gpu_check.sh runs dry on CPU.
 
-Cost: about 13 s (in the suite's two-worker run on 2 cores; estimated: measured at 105 s with
+Cost: about 14 s (in the suite's two-worker run on 2 cores; estimated: measured at 105 s with
 the machine's load average at 11).
 """
 
