@@ -1,6 +1,6 @@
 """What names a single-file model on a command line: checkpoint suffixes, the separator of two
 experts' files, and the files as given (`SingleFiles`). Plain names and paths, no torch: a
-`--model` value is told apart (`models.source.ModelSource.parse`) before anything heavy is
+`--model` value is told apart (`models.loading.ModelSource.parse`) before anything heavy is
 imported; `load.resolve` reads and checks the files."""
 
 from __future__ import annotations
