@@ -142,7 +142,7 @@ class Runtime:
             group.rank, group.env.generation, tick=self.progress.tick
         )
         if self.fault is not None:
-            self.fault.at_load()
+            self.fault.at_place("load")
         lazy = self._load(plan_overrides, memory)
         self._choose_plan(plan_overrides)
         limits = self.limits

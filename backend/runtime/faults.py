@@ -9,6 +9,8 @@ each rank it names logs a loud warning at start-up):
 
 - `rank`: a rank number, or `all` (every rank fails the same way).
 - `at`: where in the rank's work it fires:
+  - `join` (at start-up, once every rank has reached the group's store and before the
+    process group forms: the others wait in its rendezvous);
   - `load` (while loading the model);
   - `start` (as a job's denoising starts, its LoRAs applied, before the first step);
   - `block:N` (inside the N-th transformer-block forward of a job, counted from 1 over the
@@ -50,7 +52,7 @@ log = logging.getLogger(__name__)
 
 ENV = "PARADIT_FAULT"
 KINDS = ("raise", "exit", "hang", "oom", "stop", "slow")
-PLACES = ("load", "start", "block", "collective", "step", "decode")
+PLACES = ("join", "load", "start", "block", "collective", "step", "decode")
 COUNTED = ("block", "collective", "step")
 """Places that take a number (`at=block:3`)."""
 SLOW_SLICE_S = 0.25
@@ -107,9 +109,10 @@ class Fault:
         prompt = fields.get("prompt", "")
         return cls(rank, where, step_number, kind, times, generation, secs, prompt)
 
-    def at_load(self) -> None:
-        if self.at == "load":
-            self._fire("while loading")
+    def at_place(self, place: str) -> None:
+        """A start-up place (`join`, `load`)."""
+        if self.at == place:
+            self._fire({"join": "as the group forms", "load": "while loading"}[place])
 
     def at_step(self, step: int) -> None:
         if self.at == "step" and step == self.step:
@@ -220,9 +223,10 @@ class Faults:
     def end_job(self) -> None:
         self.active = []
 
-    def at_load(self) -> None:
+    def at_place(self, place: str) -> None:
+        """A start-up place: `join` (`runtime/group.py`) or `load` (`runtime/engine.py`)."""
         for fault in self.faults:
-            fault.at_load()
+            fault.at_place(place)
 
     def at_step(self, step: int) -> None:
         for fault in self.active:

@@ -13,6 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from .faults import Faults
 from .launch_env import LaunchEnv
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,9 @@ def join_group(
     store = store or open_store(env, timedelta(seconds=STARTUP_TIMEOUT_S))
     control = dist.PrefixStore(env.prefix, store)
     store_barrier(control, "join", env.world_size, STARTUP_TIMEOUT_S, abort)
+    faults = Faults.from_environ(env.rank, env.generation)  # tests only
+    if faults is not None:
+        faults.at_place("join")
     backend = "cuda:nccl,cpu:gloo" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
@@ -19,6 +21,7 @@ import torch
 from ..config import ServeConfig, is_loopback
 from ..processes.group import LaunchedGroup, OwnGroup, solo_env
 from ..processes.rank import run_worker
+from ..processes.start_watch import StartWatch
 from ..runtime.group import pick_device
 from ..runtime.launch_env import LaunchEnv
 
@@ -60,7 +63,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
         return "stopped by a signal" if stop.is_set() else group.lost()
 
     try:
-        runtime = group.start(abort)
+        with StartWatch(group.lost, lambda reason: _give_up_start(group, reason)):
+            runtime = group.start(abort)
         from .service import Service  # imported once the other ranks have started
 
         service = Service(
@@ -99,6 +103,16 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
         if http is not None:
             http.stop()
         group.close()
+
+
+def _give_up_start(group: OwnGroup | LaunchedGroup, reason: str) -> None:
+    """A rank was lost while rank 0 waited where it cannot give up by itself (the process
+    group's rendezvous): kill the other ranks and exit 1 with the reason, as a start-up that
+    noticed it would (`StartWatch`)."""
+    group.on_hang(reason)  # SIGKILLs our ranks (a launcher's are the launcher's)
+    print(f"error: RuntimeError: start-up stopped: {reason}", file=sys.stderr, flush=True)
+    logging.shutdown()
+    os._exit(1)
 
 
 def _rebuild(group: OwnGroup, service, config: ServeConfig, stop, abort) -> bool:

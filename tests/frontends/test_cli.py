@@ -229,27 +229,38 @@ def test_serve_says_ready_and_stops_cleanly_on_sigint(tmp_path):
             proc.wait()
 
 
-def test_start_up_stops_when_a_rank_dies(tmp_path, backends):
+@pytest.mark.parametrize("place", ["join", "load"])
+def test_start_up_stops_when_a_rank_dies(tmp_path, backends, place):
     """A rank killed while the group starts: `serve` gives up at once, naming it (it does not
-    wait out the start-up timeout). `serve` is forked from the worker's zygote: it starts
-    its ranks as a fresh one does, after the same imports."""
+    wait out the start-up timeout, nor the collective timeout in the process group's
+    rendezvous). Rank 1 freezes itself at a known point of its start-up (an injected `stop`
+    fault: `join`, where rank 0 then waits in the rendezvous, which cannot poll for lost ranks;
+    `load`, where rank 0 reaches a barrier), and the test kills that process, found by its own
+    log line, not by the order of `serve`'s children (a zygote is one of them too). `serve` is
+    forked from the worker's zygote: it starts its ranks as a fresh one does."""
+    import re
     import time
 
     argv = _serve_command(tmp_path)[3:]  # "serve", its flags
+    env = {**ENV, "PARADIT_FAULT": f"rank=1,at={place},kind=stop"}
+    frozen = re.compile(r"rank(\d+) WARNING \S+: injected fault \(stop\)")
     with open(os.devnull, "wb") as out, open(tmp_path / "serve.err", "w+") as err:
-        proc = backends.zygote().spawn(argv, ENV, str(tmp_path), out.fileno(), err.fileno())
+        proc = backends.zygote().spawn(argv, env, str(tmp_path), out.fileno(), err.fileno())
         try:
             deadline = time.monotonic() + 60
-            child = None
-            while child is None and time.monotonic() < deadline:
-                found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True)
-                child = int(found.stdout.split()[0]) if found.stdout.strip() else None
+            rank1 = None
+            while rank1 is None and time.monotonic() < deadline and proc.poll() is None:
+                err.seek(0)
+                found = frozen.search(err.read())
+                rank1 = int(found.group(1)) if found else None
                 time.sleep(0.05)
-            assert child is not None, "rank 1 never started"
-            os.kill(child, 9)
-            assert proc.wait(timeout=30) != 0  # no 30-minute wait for a rank that is gone
+            assert rank1 is not None, "rank 1 never reached its fault"
+            state = Path(f"/proc/{rank1}/status").read_text()
+            assert f"PPid:\t{proc.pid}\n" in state and "State:\tT" in state  # serve's, frozen
+            os.kill(rank1, 9)
+            assert proc.wait(timeout=30) != 0  # neither the 30-minute nor the 10-minute wait
             err.seek(0)
-            assert "rank 1 exited" in err.read()
+            assert "rank 1 exited with code -9" in err.read()
         finally:
             if proc.poll() is None:
                 proc.kill()
