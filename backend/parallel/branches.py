@@ -7,7 +7,9 @@ block was gathered twice a step. `PairedBranches` wraps the transformer's forwar
 `CfgParallel` does: the first (conditional) call records its inputs and returns a placeholder
 shaped like its input; the second runs both as one batch (conditional rows first), fills the
 placeholder with the conditional rows and returns the unconditional ones. Each block is then
-gathered once a step, and its matmuls see twice the rows.
+gathered once a step, and its matmuls see twice the rows. The root's own weights (embeddings,
+norms, projections: FSDP2 gathers them around every call of the transformer, the recording
+one included) stay gathered from the first call to the end of the second: once a step too.
 
 The two calls are batched when they differ only in their batch rows: the same keyword names,
 every tensor whose first dimension is the batch (hidden_states') of the same shape and dtype
@@ -24,6 +26,7 @@ import logging
 from typing import Any
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 
 from .cfg import CfgParallel, _first
 
@@ -41,9 +44,13 @@ class PairedBranches:
         self._pending: tuple[dict, torch.Tensor] | None = None
         self._calls = {BATCHED: 0, SEPARATE: 0}
         self._why: str | None = None
+        self._root = transformer if isinstance(transformer, FSDPModule) else None
         transformer.forward = self.forward
 
     def begin_job(self, active: bool) -> None:
+        self._keep_root(False)
+        if self._pending is not None and self._root is not None:  # a job stopped in between
+            self._root.reshard()
         self.active = active
         self._pending = None
         self._calls = {BATCHED: 0, SEPARATE: 0}
@@ -70,9 +77,11 @@ class PairedBranches:
             # shaped like the input: see CfgParallel (edit pipelines cut views out of it)
             placeholder = torch.empty_like(kwargs["hidden_states"])
             self._pending = (kwargs, placeholder)
+            self._keep_root(True)  # its post-forward leaves the root gathered for the next call
             return CfgParallel._wrap(placeholder, kwargs)
         cond, placeholder = self._pending
         self._pending = None
+        self._keep_root(False)  # this call's post-forward reshards it
         both, why = batch_of_two(cond, kwargs)
         if both is None:
             self._separate(why)
@@ -87,6 +96,11 @@ class PairedBranches:
             placeholder.resize_(cond_out.shape)
         placeholder.copy_(cond_out)
         return CfgParallel._wrap(uncond_out.contiguous(), kwargs)
+
+    def _keep_root(self, keep: bool) -> None:
+        """Whether FSDP2 leaves the root's own weights gathered after the current forward."""
+        if self._root is not None:
+            self._root.set_reshard_after_forward(not keep, recurse=False)
 
     def _separate(self, why: str) -> None:
         self._calls[SEPARATE] += 1

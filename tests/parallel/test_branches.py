@@ -172,15 +172,32 @@ def _check_ranks(rank: int, world_size: int, reference: dict, pair: bool) -> Non
     per_block = 1 if pair else 2
     blocks = {name: gathers.counts.get(name, 0) for name in gathers.units if name != "root"}
     assert blocks == dict.fromkeys(blocks, per_block * steps), gathers.counts
-    # the root (embeddings, norms, projections): gathered in each of the step's two calls
-    assert gathers.counts.get("root") == 2 * steps, gathers.counts
+    # the root (embeddings, norms, projections): kept gathered between the paired calls
+    assert gathers.counts.get("root") == per_block * steps, gathers.counts
+    parallel.check_at_rest()  # every unit resharded after the job, the root's too
     if pair:
         assert result.clock.notes["cfg_branches"] == {"batched_steps": steps, "separate_steps": 0}
+        _stopped_between_the_calls(pipe.transformer, parallel)
     if rank == 0:
         measured = compare(
             reference["frames"], frames, FLOAT32, reference["latents"], result.latents.numpy()
         )
         assert measured.verdict in {IDENTICAL, WITHIN_ROUNDING}, measured
+
+
+def _stopped_between_the_calls(dit: torch.nn.Module, parallel: Any) -> None:
+    """A job that ends after a step's first (recorded) call leaves the root gathered; the
+    next job's start reshards it: the weights are as loaded between jobs."""
+    config = dit.config
+    parallel.begin_job(True)
+    dit(
+        hidden_states=torch.randn(1, config.in_channels, 1, 4, 4),
+        timestep=torch.tensor([500]),
+        encoder_hidden_states=torch.randn(1, 3, config.text_dim),
+        return_dict=False,
+    )
+    parallel.end_job()
+    parallel.check_at_rest()
 
 
 @pytest.fixture(scope="module")
