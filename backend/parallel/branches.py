@@ -13,10 +13,12 @@ one included) stay gathered from the first call to the end of the second: once a
 
 The two calls are batched when they differ only in their batch rows: the same keyword names,
 every tensor whose first dimension is the batch (hidden_states') of the same shape and dtype
-in both (concatenated along it), every other argument equal in both (passed once: Flux's
+in both (concatenated along it), and its masks (arguments named `*mask*`) equal as well, so
+that both rows keep the same tokens; every other argument equal in both (passed once: Flux's
 `txt_ids`, the attention kwargs). Otherwise (positional arguments, prompts of different
-lengths as Qwen-Image's, whose text is not padded) the second call runs the two branches one
-after the other, as world size 1 does, and `record()` says why (job.json's `cfg_branches`).
+lengths: Qwen-Image's text is not padded, HunyuanVideo 1.5's is padded with masks that
+differ) the second call runs the two branches one after the other, as world size 1 does, and
+`record()` says why (job.json's `cfg_branches`).
 World size 1 and CFG-parallel plans never use this: their branches run as diffusers runs them.
 """
 
@@ -125,6 +127,10 @@ def batch_of_two(cond: dict[str, Any], uncond: dict[str, Any]) -> tuple[dict | N
                     f"{name} differs in shape or dtype between the branches: "
                     f"{tuple(first.shape)} {first.dtype} and {tuple(second.shape)} {second.dtype}"
                 )
+            if "mask" in name and not _same(first, second):
+                # padding that differs between the rows: a split sequence (HunyuanVideo 1.5's
+                # text cut) may need every row to keep the same tokens
+                return None, f"{name} differs between the branches (their padding differs)"
             both[name] = torch.cat([first, second])
         elif _same(first, second):
             both[name] = first

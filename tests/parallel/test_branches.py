@@ -93,6 +93,13 @@ def test_branches_that_differ_beyond_their_rows_run_one_after_the_other():
     assert record["batched_steps"] == 0 and record["separate_steps"] == 1
     assert "encoder_hidden_states differs in shape" in record["why_separate"]
 
+    masked = [dict(_inputs(seed=seed), text_mask=torch.tensor([[1, 1, 1]])) for seed in (1, 2)]
+    both, why = batch_of_two(*masked)  # padded alike: one batch
+    assert both["text_mask"].shape == (2, 3)
+    masked[1]["text_mask"] = torch.tensor([[1, 1, 0]])  # padded differently: two calls
+    both, why = batch_of_two(*masked)
+    assert both is None and why == "text_mask differs between the branches (their padding differs)"
+
     other_ids = dict(_inputs(seed=2), ids=torch.zeros(2, 3))
     both, why = batch_of_two(_inputs(seed=1), other_ids)
     assert both is None and why.startswith("ids differs between the branches")
