@@ -28,9 +28,9 @@ import logging
 from typing import Any
 
 import torch
-from torch.distributed.fsdp import FSDPModule
 
 from .cfg import CfgParallel, _first
+from .fsdp import keep_root_gathered, release_root
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,13 @@ class PairedBranches:
         self._pending: tuple[dict, torch.Tensor] | None = None
         self._calls = {BATCHED: 0, SEPARATE: 0}
         self._why: str | None = None
-        self._root = transformer if isinstance(transformer, FSDPModule) else None
+        self._root = transformer
         transformer.forward = self.forward
 
     def begin_job(self, active: bool) -> None:
-        self._keep_root(False)
-        if self._pending is not None and self._root is not None:  # a job stopped in between
-            self._root.reshard()
+        keep_root_gathered(self._root, False)
+        if self._pending is not None:  # a job stopped between a step's two calls
+            release_root(self._root)
         self.active = active
         self._pending = None
         self._calls = {BATCHED: 0, SEPARATE: 0}
@@ -79,11 +79,11 @@ class PairedBranches:
             # shaped like the input: see CfgParallel (edit pipelines cut views out of it)
             placeholder = torch.empty_like(kwargs["hidden_states"])
             self._pending = (kwargs, placeholder)
-            self._keep_root(True)  # its post-forward leaves the root gathered for the next call
+            keep_root_gathered(self._root, True)  # until the end of the next call
             return CfgParallel._wrap(placeholder, kwargs)
         cond, placeholder = self._pending
         self._pending = None
-        self._keep_root(False)  # this call's post-forward reshards it
+        keep_root_gathered(self._root, False)  # this call's post-forward reshards it
         both, why = batch_of_two(cond, kwargs)
         if both is None:
             self._separate(why)
@@ -98,11 +98,6 @@ class PairedBranches:
             placeholder.resize_(cond_out.shape)
         placeholder.copy_(cond_out)
         return CfgParallel._wrap(uncond_out.contiguous(), kwargs)
-
-    def _keep_root(self, keep: bool) -> None:
-        """Whether FSDP2 leaves the root's own weights gathered after the current forward."""
-        if self._root is not None:
-            self._root.set_reshard_after_forward(not keep, recurse=False)
 
     def _separate(self, why: str) -> None:
         self._calls[SEPARATE] += 1
