@@ -3,7 +3,7 @@ block's weights gathered once a step instead of twice, the output within roundin
 size 1; the two calls' inputs batched only when they differ in their batch rows alone, else
 run one after the other with the reason recorded.
 
-Cost: about 25 s (in the suite's two-worker run on 2 cores).
+Cost: about 10 s (5 s alone on 2 loaded cores; the suite's two-worker run: about twice).
 """
 
 from __future__ import annotations
@@ -184,6 +184,12 @@ def _check_ranks(rank: int, world_size: int, reference: dict, mode: str) -> None
     if mode == "paired":
         assert result.clock.notes["cfg_branches"] == {"batched_steps": steps, "separate_steps": 0}
         _stopped_between_the_calls(pipe.transformer, parallel)
+        # a job with a step cache keeps two calls (its decisions and residuals are per call)
+        gathers.counts.clear()
+        _, cached = run_here(pipe, TINY_JOB.cached_body(), reference["tensors"], parallel=parallel)
+        assert "cfg_branches" not in cached.clock.notes and cached.cache is not None
+        cached_steps = TINY_JOB.cached_body()["num_inference_steps"]
+        assert gathers.counts == dict.fromkeys(gathers.units, 2 * cached_steps), gathers.counts
     else:
         assert "cfg_branches" not in result.clock.notes
     parallel.check_at_rest()  # every unit resharded after the job, the root's too
