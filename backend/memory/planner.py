@@ -115,13 +115,17 @@ class Topology:
     batched_cfg: bool = False
     """The family runs CFG's two branches as one batch of 2 (CogVideoX)."""
     shard_weights: bool = True
+    paired_cfg: bool = False
+    """A guided job's two branches run as one batch of 2 on every rank (`ParallelPlan.
+    pairs_branches` for a model with CFG: one weight gather a step, batch-2 activations)."""
 
     @property
     def sharded(self) -> bool:
         return self.shard_weights and self.replica_size > 1
 
     def batch(self, uses_cfg: bool = True) -> int:
-        return 2 if uses_cfg and self.batched_cfg and not self.cfg_parallel else 1
+        both = self.batched_cfg or self.paired_cfg
+        return 2 if uses_cfg and both and not self.cfg_parallel else 1
 
 
 SWAP = "offload-experts"
@@ -472,6 +476,11 @@ class MemoryPlanner:
         gathered = self.sizes.gathered(replace(shape, batch=topo.batch()), topo.sequence_degree)
         if gathered is not None:
             reasons.append(gathered.reason)
+        if topo.paired_cfg and not topo.batched_cfg:
+            reasons.append(
+                "a guided job's CFG branches run as one batch of 2 on each rank (each block's "
+                "weights gathered once a step): activations counted for batch 2"
+            )
         return JobMemory(shape, layout, decode, needed, prediction, reasons)
 
     def split_share(self, shape: JobShape) -> float:

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor
 
+from .branches import PairedBranches
 from .cfg import BatchedCfgParallel, CfgParallel
 from .fsdp import ModelStateError, local_param_bytes, reset_after_exception, shard_weights
 from .plan import ParallelPlan
@@ -45,16 +46,23 @@ class Parallelized:
     """Each transformer's step-cache hooks (None: diffusers' cache does not know its blocks)."""
     sharded: list[torch.nn.Module] = field(default_factory=list)
     """The transformers sharded with FSDP2 (each the root of its blocks' units)."""
+    paired: list[PairedBranches] = field(default_factory=list)
+    """Each transformer's pairing of the CFG branches into one batch (`plan.pairs_branches`:
+    a sharded plan without a CFG split; empty otherwise)."""
 
-    def begin_job(self, uses_cfg: bool, tokens: int = 0) -> str:
+    def begin_job(self, uses_cfg: bool, tokens: int = 0, step_cache: bool = False) -> str:
         """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
 
         A job without CFG on a CFG-parallel plan spreads its sequence over the whole replica
         when it has a token for every rank (`tokens`: its latent tokens); otherwise, and for
-        every job with CFG, the plan's own layout.
+        every job with CFG, the plan's own layout. A guided job on a plan that pairs its
+        branches runs them as one batch, unless it has a `step_cache` (whose decisions and
+        residuals are kept per branch call: `step_cache.Branches`).
         """
         for wrapper in self.cfg:
             wrapper.begin_job(uses_cfg)
+        for pairing in self.paired:
+            pairing.begin_job(uses_cfg and not step_cache)
         spread = (
             not uses_cfg
             and tokens >= self.plan.world_size
@@ -66,8 +74,18 @@ class Parallelized:
         return layout
 
     def end_job(self) -> None:
-        """Between jobs: CFG parallel off, the plan's own layout."""
+        """Between jobs: CFG parallel and pairing off, the plan's own layout."""
         self.begin_job(False)
+
+    def branches_record(self) -> dict | None:
+        """How the job's guided steps ran their branches where this plan pairs them
+        (job.json's `cfg_branches`; None elsewhere)."""
+        records = [r for r in (pairing.record() for pairing in self.paired) if r is not None]
+        if not records:
+            return None
+        total = {key: sum(r[key] for r in records) for key in ("batched_steps", "separate_steps")}
+        why = next((r["why_separate"] for r in records if "why_separate" in r), None)
+        return {**total, **({"why_separate": why} if why else {})}
 
     def recover(self) -> None:
         """After an exception inside a forward: every FSDP2 unit resharded and its
@@ -128,7 +146,7 @@ def parallelize(
     if plan.cfg_degree > 1 and os.environ.get(SPREAD_ENV, "1") != "0":
         # jobs without CFG: Ulysses over the whole replica
         spread = _replica_mesh(device, dp_degree, (1, plan.world_size), ("ring", "ulysses"), ranks)
-    wrappers, all_layouts, sharded = [], [], []
+    wrappers, all_layouts, sharded, paired = [], [], [], []
     for transformer in transformers:
         layouts = apply_sequence_parallel(transformer, plan, mesh, device, spread)
         if layouts is not None:
@@ -140,7 +158,9 @@ def parallelize(
             cfg_mesh = mesh["cfg"]
             wrapper = BatchedCfgParallel if batched_cfg else CfgParallel
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
-    return Parallelized(plan, wrappers, all_layouts, caches, sharded)
+        elif plan.pairs_branches and not batched_cfg:
+            paired.append(PairedBranches(transformer))
+    return Parallelized(plan, wrappers, all_layouts, caches, sharded, paired)
 
 
 def _group_ranks(

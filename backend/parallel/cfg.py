@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .fsdp import keep_root_gathered, release_root
+
 
 class CfgParallel:
     """Wraps `transformer.forward` on every rank; `active` is set per job."""
@@ -34,9 +36,13 @@ class CfgParallel:
         self.active = False
         self._forward = transformer.forward
         self._pending: tuple[tuple, dict, torch.Tensor] | None = None
+        self._root = transformer
         transformer.forward = self.forward
 
     def begin_job(self, active: bool) -> None:
+        keep_root_gathered(self._root, False)
+        if self._pending is not None:  # a job stopped between a step's two calls
+            release_root(self._root)
         self.active = active
         self._pending = None
 
@@ -50,9 +56,13 @@ class CfgParallel:
             # and a view of it sees the fill only if the fill keeps its storage.
             placeholder = torch.empty_like(ref)
             self._pending = (args, kwargs, placeholder)
+            # the root's own weights (FSDP2 gathers them around every call, this one too)
+            # stay gathered until the end of the second call: once a step
+            keep_root_gathered(self._root, True)
             return self._wrap(placeholder, kwargs)
         cond_args, cond_kwargs, placeholder = self._pending
         self._pending = None
+        keep_root_gathered(self._root, False)
         mine = (
             self._forward(*cond_args, **cond_kwargs)
             if self.cfg_rank == 0

@@ -62,6 +62,20 @@ def reset_after_exception(root: torch.nn.Module) -> None:
             module.reshard()
 
 
+def keep_root_gathered(root: torch.nn.Module, keep: bool) -> None:
+    """Whether FSDP2 leaves `root`'s own weights (not its blocks') gathered after the forward
+    under way: a wrapper that records a step's first call and computes on the second keeps
+    them for that second call, so the root is gathered once a step. No-op unless sharded."""
+    if isinstance(root, FSDPModule):
+        root.set_reshard_after_forward(not keep, recurse=False)
+
+
+def release_root(root: torch.nn.Module) -> None:
+    """`root`'s own weights back to their shards (after a job stopped between the calls)."""
+    if isinstance(root, FSDPModule):
+        root.reshard()
+
+
 def local_param_bytes(model: torch.nn.Module) -> int:
     """Bytes of parameters this rank holds (its shards when sharded)."""
     total = 0

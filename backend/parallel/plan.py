@@ -44,6 +44,14 @@ class ParallelPlan:
     def sequence_degree(self) -> int:
         return self.ulysses_degree * self.ring_degree
 
+    @property
+    def pairs_branches(self) -> bool:
+        """Every rank computes both CFG branches of a guided job with sharded weights: they
+        run as one batch of 2, so each block's weights are gathered once a step
+        (`parallel/branches.py`). World size 1 and CFG-parallel plans run them as diffusers
+        does."""
+        return self.cfg_degree == 1 and self.world_size > 1 and self.shard_weights
+
     def to_dict(self) -> dict[str, Any]:
         modes = []
         if self.cfg_degree > 1:

@@ -431,6 +431,7 @@ class Runtime:
             cfg_parallel=self.plan.cfg_degree > 1,
             batched_cfg=self.family.batched_cfg,
             shard_weights=self.plan.shard_weights,
+            paired_cfg=self.plan.pairs_branches and self.family.supports_cfg(self.pipe),
         )
         reference = self.reference_shape
         taken_over = " (the model's sizes and dry runs taken over from the group rebuilt)"

@@ -276,7 +276,8 @@ class RankModel:
         family, pipe, clock = self.family, self.pipe, hooks.clock
         uses_cfg = family.uses_cfg(pipe, request)
         tokens = self.limits.tokens(request.width, request.height, request.num_frames)
-        layout = self.parallel.begin_job(uses_cfg, tokens)
+        step_cache = CacheSettings.parse(request.cache) is not None
+        layout = self.parallel.begin_job(uses_cfg, tokens, step_cache)
         if self.parallel.layouts:
             clock.notes["sequence_layout"] = layout
         total = request.num_inference_steps
@@ -338,6 +339,7 @@ class RankModel:
             raise
         finally:
             self.phases.stop()
+            branches = self.parallel.branches_record()
             for switch in self.parallel.caches:
                 if switch is not None:
                     switch.stop()
@@ -346,6 +348,8 @@ class RankModel:
             # what the job's steps recorded, handed over: nothing of it stays on the model
             swaps = None if self.experts is None else self.experts.end_job()
             phases = self.phases.take()
+        if branches is not None:
+            clock.notes["cfg_branches"] = branches
         if swaps is not None:
             clock.notes["expert_swaps"] = swaps
         record = None if cache is None else cache_record(*cache)

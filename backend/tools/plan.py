@@ -76,6 +76,7 @@ def estimate(
         cfg_parallel=plan.cfg_degree > 1,
         batched_cfg=family.batched_cfg,
         shard_weights=plan.shard_weights,
+        paired_cfg=plan.pairs_branches and family.supports_cfg(pipe),
     )
     stored = stored_weights(weights, file_formats(model))
     planner = MemoryPlanner(

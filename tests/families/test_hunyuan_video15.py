@@ -520,7 +520,8 @@ def _check_four_three_two(rank: int, world_size: int, outputs: dict, pipe) -> No
     pipe.register_modules(transformer=whole)
     parallel = parallelize([pipe.transformer], plan, CPU, group=three)
     tokens = _video_tokens(pipe)
-    assert parallel.begin_job(True, 20) == "plan"
+    # one forward alone, not a guided step's pair (which Ulysses 3 would batch as one call)
+    assert parallel.begin_job(False, 20) == "plan"
     with torch.no_grad():
         out = pipe.transformer(**_one_text_token(pipe))[0]
     assert tokens == [(7, 7, 6)[rank]], tokens

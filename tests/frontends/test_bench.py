@@ -60,17 +60,19 @@ def _check_phases(phases: dict[str, dict]) -> None:
     assert one["calls"]["all_gather"] == one["calls"]["all_to_all"] == 0
     assert one["calls"]["fsdp_pre_forward"] == 0
     assert one["seconds"]["gathers"] == one["seconds"]["all_to_alls"] == 0
-    # sequence x2, per step: 2 calls x (3 FSDP units' gathers + 2 Ulysses attentions x 4
-    # size exchanges + the output gather's size and data) = 26 all-gathers; 2 x 2 x 4
-    # all-to-alls (q, k, v, out)
-    assert seq["calls"]["fsdp_pre_forward"] == 6
-    assert seq["calls"]["all_gather"] == 26 and seq["calls"]["all_to_all"] == 16
+    # sequence x2, per step: the two branches as one computing call of batch 2
+    # (parallel/branches.py): 3 FSDP units' gathers (each once a step, the root kept gathered
+    # from the recording call) + 2 Ulysses attentions x 4 size exchanges + the output gather's
+    # size and data = 13 all-gathers; 2 x 4 all-to-alls (q, k, v, out); the recording call
+    # runs the root's FSDP hook (4 pre-forwards: the root twice, 2 blocks once)
+    assert seq["calls"]["fsdp_pre_forward"] == 4
+    assert seq["calls"]["all_gather"] == 13 and seq["calls"]["all_to_all"] == 8
     assert seq["seconds"]["gathers"] > 0 and seq["seconds"]["all_to_alls"] > 0
     assert seq["seconds"]["hooks"] > 0
-    # cfg x2: one computing call per rank and step (3 gathers, the output gather over one
-    # rank's mesh, the swap of the branches); the recording call runs the root's FSDP hook
+    # cfg x2: one computing call per rank and step (3 FSDP gathers, the root's kept from the
+    # recording call; the output gather over one rank's mesh, the swap of the branches)
     assert cfg["calls"]["all_to_all"] == 0
-    assert cfg["calls"]["all_gather"] == 6 and cfg["calls"]["fsdp_pre_forward"] == 4
+    assert cfg["calls"]["all_gather"] == 5 and cfg["calls"]["fsdp_pre_forward"] == 4
 
 
 def test_bench_runs_end_to_end_and_writes_table_plot_json(tmp_path: Path, warm_local_backends):

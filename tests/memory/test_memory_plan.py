@@ -450,3 +450,30 @@ def test_offloaded_dit_makes_the_same_frames(backends, offload):
         job = client.wait(client.submit(body), timeout_s=120)
         frames.append([client.frame(job["id"], i) for i in range(job["num_frames"])])
     assert frames[0] == frames[1]
+
+
+def test_paired_cfg_branches_count_batch_2_activations(wan_sizes):
+    """A sharded Ulysses plan runs a guided job's branches as one batch of 2
+    (`parallel/branches.py`): the plan counts the activations of batch 2 (the dry run's
+    peak at batch 2, not at 1) and says why; a CFG-parallel plan stays at batch 1."""
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    shape = JobShape(832, 480, 81)
+    settings = MemorySettings(80)
+    budget = Budget(80 * GIB, "--gpu-memory 80")
+
+    def job(topology: Topology):
+        return MemoryPlanner(sizes, settings, budget, topology, shape).plan_job(shape)
+
+    paired = job(Topology("cuda", 2, 2, paired_cfg=True))
+    two_calls = job(Topology("cuda", 2, 2))
+    one = sizes.activations(JobShape(832, 480, 81, batch=1), 2)
+    two = sizes.activations(JobShape(832, 480, 81, batch=2), 2)
+    assert two > one
+    assert paired.prediction.parts["activations"] == two
+    assert two_calls.prediction.parts["activations"] == one
+    # the steps' peak of a rank without the encoders (the leader's here is its decode's)
+    assert paired.prediction.others - two_calls.prediction.others == two - one
+    assert any("one batch of 2" in reason for reason in paired.reasons)
+    assert not any("one batch of 2" in reason for reason in two_calls.reasons)
+    assert Topology("cuda", 2, 2, paired_cfg=True).batch(uses_cfg=False) == 1
+    assert Topology("cuda", 2, 1, cfg_parallel=True).batch() == 1

@@ -222,6 +222,12 @@ def test_parallel_plan_equals_world_size_1(runs, model, mode):
         guided = REQUESTS[model][index]["guidance_scale"] > 1
         spread = plan["cfg_degree"] == 2 and not guided  # Ulysses over the whole replica
         assert job["timings"]["sequence_layout"] == ("spread" if spread else "plan"), where
+        # a sharded plan without a CFG split: both branches as one batch every step (their
+        # text is padded alike); elsewhere the branches are never paired
+        paired = plan["cfg_degree"] == 1 and guided
+        branches = job["timings"].get("cfg_branches")
+        steps = len(job["timings"]["step_s"])
+        assert branches == ({"batched_steps": steps, "separate_steps": 0} if paired else None)
         if mode in BYTE_IDENTICAL and guided:  # the frames, and the final latents byte for byte
             assert result.verdict == IDENTICAL, where
             assert (latents.dtype, latents.tobytes()) == (latents_1.dtype, latents_1.tobytes())
