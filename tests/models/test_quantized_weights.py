@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from comfy_files import WAN_PREFIX, wan_original, write_gguf, write_safetensors
+from comfy_files import WAN_PREFIX, quantizable, wan_original, write_gguf, write_safetensors
 from conftest import REFERENCE_FLAGS, run_job, spawn_gloo
 from lora_files import peft_lora
+from quant_files import write_int8
 from safetensors.torch import save_file
 
 from paradit.backend.config import ServeConfig
@@ -101,9 +102,12 @@ def _tiny_wan_files(root: Path) -> dict[str, Path]:
     files = {
         "fp8": root / "wan2.1_t2v_tiny_fp8_scaled.safetensors",
         "Q8_0": root / "wan2.1_t2v_tiny-Q8_0.gguf",
+        "int8": root / "wan2.1_t2v_tiny_int8_convrot.safetensors",
     }
     write_safetensors(files["fp8"], original, "fp8_scaled", WAN_PREFIX, per_row=True)
     write_gguf(files["Q8_0"], original, "Q8_0")
+    # ConvRot in groups of 64 (the tiny widths are 64 and 128; real files use 256)
+    write_int8(files["int8"], original, quantizable, WAN_PREFIX, group=64)
     return files
 
 
@@ -151,9 +155,10 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
             reader = RowReader(part.header)
             for name, layer in quant_linears(model).items():
                 start, rows, local = shard_rows(layer.weight)
-                expect = torch.float8_e4m3fn if kind == "fp8" else torch.uint8
+                expect = {"fp8": torch.float8_e4m3fn, "int8": torch.int8}.get(kind, torch.uint8)
                 assert local.dtype == expect, (name, local.dtype)
-                if kind == "fp8" and rows:
+                assert layer.stored.group == (64 if kind == "int8" else 0), name
+                if kind in ("fp8", "int8") and rows:
                     key = WAN_PREFIX + _file_key(name)
                     file_scale = reader._scale(key).reshape(-1)[start : start + rows]
                     assert torch.equal(shard_rows(layer.weight_scale)[2], file_scale), name

@@ -8,13 +8,15 @@ checkpoints name it `weight_scale` too; the
 `scale_input`/`input_scale` tensors are only for fp8 matrix products and are not needed once
 the weight is dequantized), and GGUF tensors of every type the `gguf`
 package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
-pack's files), and ComfyUI's int8 tensorwise layers (int8 times one float scale). Its other
-quantized layers (nvfp4, block-scaled mxfp8) are refused.
+pack's files), ComfyUI's mxfp8 layers (E8M0 block scales), and its `int8_tensorwise` layers
+(int8 times one float scale per tensor or per row, un-rotated when the layer's `comfy_quant`
+record says `convrot`: `models/int8.py`). A layer whose record names a format no reader here
+reads is refused naming that format (`layer_quant.READ_FORMATS`).
 
 Each rank dequantizes the rows of its FSDP2 shard to the compute dtype as it reads them
 (`read_rows`), except the layers `--weights file`/`fp8` keep as the file holds them
-(`stored_of`, `read_stored`, `read_scales`: fp8 rows with their per-row scales, GGUF blocks as
-bytes; `models/quantized.py` upcasts them in the forward with the same arithmetic).
+(`stored_of`, `read_stored`, `read_scales`: fp8 or int8 rows with their per-row scales, GGUF
+blocks as bytes; `models/quantized.py` upcasts them in the forward with the same arithmetic).
 
 Rows are read with plain file reads, never through a memory map (see models/sharded_load.py:
 mapped pages count in the rank's resident memory until the file closes).
@@ -27,8 +29,10 @@ import math
 import numpy as np
 import torch
 
+from .. import int8
 from ..quantized import FP8_DTYPES, Stored, gguf_upcastable
 from .header import FileHeader, TensorInfo
+from .layer_quant import READ_FORMATS, LayerQuant, layer_records, record_of
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64,
@@ -119,6 +123,12 @@ def is_scale_key(key: str) -> bool:
     )
 
 
+def is_quantized_weight(header: FileHeader, key: str) -> bool:
+    """An integer tensor that is a quantized layer's weight (it has a weight scale), not data
+    such as a tokenizer's bytes."""
+    return _layer_scale(header, key) is not None
+
+
 def is_fp8_scaled(header: FileHeader) -> bool:
     """ComfyUI's fp8_scaled: the `scaled_fp8` marker, or per-layer weight scales."""
     return any(is_scale_key(k) for k in header.tensors)
@@ -135,18 +145,66 @@ def quantization(header: FileHeader) -> str:
     quantized = {k: v for k, v in counts.items() if k not in ("F32", "F16", "BF16")}
     if header.format == "gguf" and quantized:
         return max(quantized, key=quantized.__getitem__)
+    layers = _layer_formats(header) if header.format == "safetensors" else {}
+    if layers:  # by the layers' weights: one format, or the mix largest first
+        names = sorted(layers, key=layers.__getitem__, reverse=True)
+        return names[0] if len(names) == 1 else "mixed:" + "+".join(names)
     if header.format == "safetensors" and main.startswith("F8"):
         return "fp8_scaled" if is_fp8_scaled(header) else "fp8_e4m3fn"
     return main.lower() if header.format == "safetensors" else main
 
 
+LAYER_FORMAT_NAMES = {
+    "float8_e4m3fn": "fp8_scaled",
+    "float8_e5m2": "fp8_scaled",
+    "asym_w4a8_int8": "w4a8",
+}
+"""`paradit models`' name of a layer format where it differs from ComfyUI's record's."""
+
+
+def layer_format(header: FileHeader, key: str) -> str | None:
+    """The quantized format of weight `key`'s layer as `paradit models` names it (int8,
+    int8_convrot, nvfp4, nvfp4_awq, fp8_scaled, mxfp8, w4a8), None for a float weight or one
+    of a file without per-layer formats (fp8 without records, GGUF: `quantization`)."""
+    record = record_of(header, key)
+    if record is None:
+        info = header.tensors.get(key)
+        return "int8" if info is not None and is_int8_weight(header, key) else None
+    if record.format == "int8_tensorwise":
+        return "int8_convrot" if record.convrot_group else "int8"
+    if record.format == "nvfp4" and key[: -len("weight")] + "pre_quant_scale" in header.tensors:
+        return "nvfp4_awq"
+    return LAYER_FORMAT_NAMES.get(record.format, record.format)
+
+
+def is_int8_weight(header: FileHeader, key: str) -> bool:
+    info = header.tensors[key]
+    rows = info.shape[0] if info.shape else 1
+    return info.dtype == "I8" and _int8_scale(_layer_scale(header, key), rows)
+
+
+def _layer_formats(header: FileHeader) -> dict[str, int]:
+    """Values held in each layer format (`layer_format`) of a file that has any."""
+    counts: dict[str, int] = {}
+    for key, info in header.tensors.items():
+        name = layer_format(header, key) if key.endswith(".weight") else None
+        if name is not None:
+            counts[name] = counts.get(name, 0) + info.numel
+    if "int8_convrot" in counts and "int8" in counts:  # narrow layers are never rotated
+        counts["int8_convrot"] += counts.pop("int8")
+    return counts
+
+
 def is_quantized(header: FileHeader) -> bool:
-    """The file holds fp8 or GGUF-quantized tensors (what `--weights auto` keeps as they are)."""
-    plain = ("F32", "F16", "BF16", "F64") if header.format == "gguf" else ()
-    return any(
-        info.dtype.startswith("F8") if header.format == "safetensors" else info.dtype not in plain
-        for info in header.tensors.values()
-    )
+    """The file holds fp8, int8 or GGUF-quantized tensors (what `--weights auto` keeps as they
+    are)."""
+    if header.format == "safetensors":
+        return any(
+            info.dtype.startswith("F8") or (info.dtype == "I8" and _layer_scale(header, key))
+            for key, info in header.tensors.items()
+        )
+    plain = ("F32", "F16", "BF16", "F64")
+    return any(info.dtype not in plain for info in header.tensors.values())
 
 
 def stored_of(header: FileHeader, key: str) -> Stored | None:
@@ -157,6 +215,8 @@ def stored_of(header: FileHeader, key: str) -> Stored | None:
         dtype = FP8_DTYPES.get(info.dtype)
         scale = _layer_scale(header, key)
         rows = info.shape[0] if info.shape else 1
+        if info.dtype == "I8" and len(info.shape) == 2 and _int8_scale(scale, rows):
+            return Stored("int8", torch.int8, group=int8_group(header, key))
         if scale is not None and (scale.dtype not in _FLOAT_SCALES or scale.numel not in (1, rows)):
             return None  # mxfp8's block scales: dequantized at load
         return None if dtype is None or len(info.shape) != 2 else Stored("fp8", dtype)
@@ -165,8 +225,22 @@ def stored_of(header: FileHeader, key: str) -> Stored | None:
     return Stored("gguf", qtype=info.dtype)
 
 
+def int8_group(header: FileHeader, key: str) -> int:
+    """ConvRot's group size of int8 weight `key` (0: not rotated)."""
+    record = record_of(header, key)
+    return record.convrot_group if record is not None else 0
+
+
+def _int8_scale(scale: TensorInfo | None, rows: int) -> bool:
+    """An int8 layer's scale: float, one per tensor or one per row."""
+    return scale is not None and scale.dtype in _FLOAT_SCALES and scale.numel in (1, rows)
+
+
 def check_readable(header: FileHeader) -> None:
-    """ValueError naming the file and tensor if any tensor has a type we cannot read."""
+    """ValueError naming the file and tensor if any tensor has a type we cannot read, or a
+    layer's record a format we do not read."""
+    for layer, record in layer_records(header).items():
+        _check_record(header, layer, record)
     for key, info in header.tensors.items():
         if header.format == "safetensors":
             if info.dtype not in SAFETENSORS_DTYPES:
@@ -177,6 +251,36 @@ def check_readable(header: FileHeader) -> None:
             _check_scale(header, key, info)
         else:
             _gguf_type(header, key, info)
+
+
+def _check_record(header: FileHeader, layer: str, record: LayerQuant) -> None:
+    """A layer's record must name a format read here, and an int8 layer's weight and scale
+    must be what that format holds."""
+    if record.format not in READ_FORMATS:
+        raise ValueError(
+            f"{header.name}: layer {layer.rstrip('.')} is quantized as {record.format}, which "
+            f"is not read (read: {', '.join(READ_FORMATS)}): use the file in bf16, fp16 or fp8"
+        )
+    if record.format != "int8_tensorwise":
+        return
+    weight = header.tensors.get(layer + "weight")
+    if weight is None or weight.dtype != "I8" or len(weight.shape) != 2:
+        found = "none" if weight is None else f"{weight.dtype} {list(weight.shape)}"
+        raise ValueError(
+            f"{header.name}: layer {layer.rstrip('.')} is int8_tensorwise but its weight is "
+            f"{found}, not a 2-dim I8 tensor"
+        )
+    if not _int8_scale(_layer_scale(header, layer + "weight"), weight.shape[0]):
+        raise ValueError(
+            f"{header.name}: int8 layer {layer.rstrip('.')} needs a float weight_scale, one "
+            "per tensor or one per row"
+        )
+    group = record.convrot_group
+    if group and (not int8.is_power_of_4(group) or weight.shape[1] % group):
+        raise ValueError(
+            f"{header.name}: int8 layer {layer.rstrip('.')} is ConvRot-rotated in groups of "
+            f"{group}, which must be a power of 4 dividing its {weight.shape[1]} input columns"
+        )
 
 
 def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
@@ -197,8 +301,8 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
         if weight is None or weight.dtype in _FLOAT_SCALES:
             continue  # a float weight is read as it is (as before: the scale is for fp8 only)
         rows = weight.shape[0] if weight.shape else 1
-        if weight.dtype == "I8" and info.dtype in _FLOAT_SCALES and info.numel == 1:
-            continue  # int8 tensorwise: int8 values times one float scale
+        if weight.dtype == "I8" and _int8_scale(info, rows):
+            continue  # int8 tensorwise: int8 values times one float scale per tensor or row
         if is_mxfp8(weight, info):
             continue  # mxfp8: E8M0 block scales in cuBLAS's layout
         if weight.dtype in ("F8_E4M3", "F8_E5M2") and info.dtype in _EXPONENT_SCALES:
@@ -215,11 +319,10 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
         ):
             raise ValueError(
                 f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) scales a "
-                f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 weights with one "
-                "float scale per tensor or per row, and int8 weights with one per tensor, are "
-                "read (ComfyUI's fp8_scaled, int8 tensorwise); nvfp4 and block-scaled layers "
-                "(ComfyUI's fp4/int8 mixed formats, e.g. gemma_3_12B_it_fp4_mixed) are not: use "
-                "the file in bf16, fp16 or fp8"
+                f"{weight.dtype} weight of shape {list(weight.shape)}: only fp8 and int8 weights "
+                "with one float scale per tensor or per row are read (ComfyUI's fp8_scaled, "
+                "int8 tensorwise), with mxfp8's block exponents: other block-scaled layers are "
+                "not: use the file in bf16, fp16 or fp8"
             )
 
 
@@ -318,6 +421,11 @@ class RowReader:
         raw = self._read(info.offset + start * row_items * item, nbytes)
         values = torch.from_numpy(raw).view(dtype)
         scale = self._scale(key) if dtype in (*FP8, torch.int8) else None
+        if dtype == torch.int8 and scale is not None:  # int8 tensorwise, maybe rotated
+            group = int8_group(self.header, key)
+            return int8.dequantize(
+                values.view(rows, row_items), _scale_rows(scale, start, rows), group
+            ), nbytes
         if dtype in FP8 or scale is not None:  # fp8, or int8 tensorwise: times its scale
             values = values.to(torch.float32)
             if scale is not None and scale.dim() == 2:  # mxfp8: a scale per block of 32

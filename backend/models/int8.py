@@ -1,0 +1,103 @@
+"""int8 weights as ComfyUI saves them (`int8_tensorwise`, with or without ConvRot), and W8A8.
+
+A layer's weight is int8 values [out, in] and float32 scales, one per tensor or one per row:
+the value is `q * scale`. With ConvRot (arXiv 2512.03673; ComfyUI's `convrot: true`,
+`convrot_groupsize` G, 256 in every published file) the rows were first rotated group by group
+(each run of G input columns) by the regular Hadamard matrix of size G: the Kronecker power
+of the 4x4 regular Hadamard matrix [[1,1,1,-1],[1,1,-1,1],[1,-1,1,1],[-1,1,1,1]], divided by
+sqrt(G). That matrix is symmetric and orthogonal, so it is its own inverse: the file's rows
+times it, group by group, are the weight in its original basis (`dequantize`).
+
+`dequantize` is the one arithmetic both the load-time dequantization (`single_file.quant`) and
+a resident int8 layer's forward (`quantized.QuantLinear`) use: float32 `q * scale`, un-rotated
+in float32, rounded once to the compute dtype by the caller. `quantize_rows` is `--weights
+int8`'s: one scale per row (the row's largest magnitude over 127), no rotation.
+
+`int8_linear` (`--int8-compute`): ComfyUI's W8A8 product: the input rotated by the same matrix
+(so that x_rot . w_rot = x . w), quantized per token (one scale a row, its largest magnitude
+over 127), multiplied int8 x int8 -> int32 (`torch._int_mm`), then times the token's and the
+weight row's scales.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+INT8_MAX = 127
+REGULAR_4 = ((1, 1, 1, -1), (1, 1, -1, 1), (1, -1, 1, 1), (-1, 1, 1, 1))
+"""The 4x4 regular Hadamard matrix (every row and column sums to 2) ConvRot builds on."""
+
+
+def is_power_of_4(size: int) -> bool:
+    return size >= 4 and size & (size - 1) == 0 and (size.bit_length() - 1) % 2 == 0
+
+
+@functools.lru_cache(maxsize=8)
+def _hadamard_cpu(size: int) -> torch.Tensor:
+    matrix = torch.tensor(REGULAR_4, dtype=torch.float64)
+    while matrix.shape[0] < size:
+        matrix = torch.kron(matrix, torch.tensor(REGULAR_4, dtype=torch.float64))
+    return (matrix / size**0.5).to(torch.float32)
+
+
+def hadamard(size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The normalized regular Hadamard matrix of `size` (a power of 4), float32."""
+    if not is_power_of_4(size):
+        raise ValueError(f"a ConvRot group is a power of 4 (4, 16, 64, 256...), got {size}")
+    return _hadamard_cpu(size).to(device)
+
+
+def rotate(values: torch.Tensor, group: int) -> torch.Tensor:
+    """Each run of `group` values of the last dimension times the group's Hadamard matrix
+    (its own inverse: rotating a rotated row gives the row back)."""
+    width = values.shape[-1]
+    if width % group:
+        raise ValueError(f"a ConvRot group of {group} does not divide rows of {width} values")
+    grouped = values.reshape(*values.shape[:-1], width // group, group)
+    return (grouped @ hadamard(group, values.device).to(values.dtype)).reshape(values.shape)
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor, group: int = 0) -> torch.Tensor:
+    """int8 rows [rows, in] with their scales (one, or one a row) as float32 values, un-rotated
+    when `group` (ConvRot's group size; 0: no rotation)."""
+    values = q.to(torch.float32) * scale.to(torch.float32).reshape(-1, 1)
+    return rotate(values, group) if group else values
+
+
+def quantize_rows(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float rows as int8 with one float32 scale per row (symmetric: the row's largest
+    magnitude maps to 127; an all-zero row gets scale 1)."""
+    flat = values.reshape(values.shape[0], -1).to(torch.float32)
+    amax = flat.abs().amax(dim=1)
+    scale = torch.where(amax > 0, amax / INT8_MAX, torch.ones_like(amax))
+    q = (flat / scale[:, None]).round().clamp(-INT8_MAX - 1, INT8_MAX).to(torch.int8)
+    return q.reshape(values.shape), scale
+
+
+def int8_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    group: int = 0,
+) -> torch.Tensor:
+    """`x @ dequantize(weight, weight_scale, group).T + bias` as one int8 matmul, the result in
+    `x`'s dtype (module docstring). `torch._int_mm` needs more than 16 rows of `x` and sizes
+    that divide by 8: rows are padded with zeros to 17 and a multiple of 8."""
+    shape = x.shape
+    rows = x.reshape(-1, shape[-1]).to(torch.float32)
+    if group:
+        rows = rotate(rows, group)
+    q, x_scale = quantize_rows(rows)
+    count = q.shape[0]
+    padded = max(17, -(-count // 8) * 8)
+    if padded != count:
+        q = torch.cat([q, q.new_zeros(padded - count, q.shape[1])])
+    product = torch._int_mm(q, weight.t())[:count]  # noqa: SLF001 - torch's int8 matmul
+    scales = x_scale[:, None] * weight_scale.to(torch.float32).reshape(1, -1)
+    out = (product.to(torch.float32) * scales).to(x.dtype)
+    if bias is not None:
+        out = out + bias.to(out.dtype)
+    return out.reshape(*shape[:-1], weight.shape[0])
