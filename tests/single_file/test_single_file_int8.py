@@ -26,7 +26,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from quant_files import int8_layer, regular_hadamard
+from quant_files import int8_layer, regular_hadamard, write_int8
 from safetensors.torch import save_file
 
 from paradit.backend.config import ServeConfig
@@ -179,3 +179,34 @@ def test_int8_matmul_is_the_product_of_rotated_per_token_int8_operands():
     plain_parts, _ = int8_layer(weight[:, :96], 0)
     plain = int8.int8_linear(x[..., :96], plain_parts["weight"], plain_parts["weight_scale"])
     assert plain.shape == (3, 5, 24)
+
+
+@pytest.mark.fast
+def test_int8_text_encoder_reads_to_the_definitions_values(tmp_path):
+    """A Qwen3 text encoder in ComfyUI's key names, its layers' linears int8_convrot (groups of
+    16 at the tiny widths): read whole, dequantized to the compute dtype, to the values the
+    file holds, and built into the encoder."""
+    from comfy_files import qwen3_comfy
+
+    from paradit.backend.models.presets import build_preset
+    from paradit.backend.models.single_file.components import encoder_model, read_whole
+    from paradit.backend.models.single_file.detect import recognise
+
+    tiny = build_preset("tiny-z-image", components=frozenset({"text_encoder"}))
+    original = qwen3_comfy(tiny.text_encoder.state_dict())
+    path = tmp_path / "qwen_3_tiny_int8_convrot.safetensors"
+    linear = lambda name, t: t.dim() == 2 and "layers." in name and name.endswith(".weight")  # noqa: E731
+    held = write_int8(path, original, linear, group=16)
+    part = recognise(str(path))
+    assert part.summary()["format"] == "int8_convrot"
+    state = read_whole(part, torch.float32, part.detection.prefix)
+    rotated = 0
+    for key, values in held.items():
+        got = state[
+            key[len(part.detection.prefix) :] if key.startswith(part.detection.prefix) else key
+        ]
+        assert torch.allclose(got, values, rtol=0, atol=1e-6 * float(values.abs().max())), key
+        rotated += stored_of(part.header, key) is not None and linear(key, values)
+    assert rotated >= 7
+    model = encoder_model(part, torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
