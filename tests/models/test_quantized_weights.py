@@ -233,6 +233,7 @@ def test_served_fp8_file_stays_fp8_with_loras_exact(tmp_path, backends):
         "mode": "file",
         "stored": {"float8_e4m3fn": 20},
         "fp8_compute": False,
+        "int8_compute": False,
     }
     assert full[0]["weights"]["stored"] == {}
     # the blocks' linear weights at 1 byte a value instead of 4 (float32 on CPU; 2 in bf16),
