@@ -161,3 +161,37 @@ def nvfp4_layer(
         tensors["pre_quant_scale"] = torch.from_numpy(pre)
         held = (held.astype(np.float64) * pre.astype(np.float64)[None, :]).astype(np.float32)
     return tensors, torch.from_numpy(held.astype(np.float32))
+
+
+def write_fp4_mixed(
+    path: Path, original: dict[str, torch.Tensor], quantizable, prefix: str = ""
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """A file of `original` whose `quantizable` linear weights take turns as nvfp4,
+    nvfp4_awq and fp8 (`float8_e4m3fn` with a per-tensor float32 `weight_scale` and its
+    record: ComfyUI's fp4_mixed files), the rest bf16; returns the values it holds and each
+    quantized weight's format."""
+    tensors: dict[str, torch.Tensor] = {}
+    held: dict[str, torch.Tensor] = {}
+    formats: dict[str, str] = {}
+    turn = ("nvfp4", "nvfp4_awq", "fp8")
+    for name, value in original.items():
+        layer = prefix + name[: -len("weight")]
+        if not quantizable(name, value):
+            tensors[prefix + name] = value.detach().to(torch.bfloat16).contiguous()
+            held[name] = tensors[prefix + name].float()
+            continue
+        fmt = formats[name] = turn[len(formats) % 3]
+        if fmt == "fp8":
+            scale = np.float32(value.abs().max() / 448.0)
+            stored = (value.detach().double() / np.float64(scale)).float().to(torch.float8_e4m3fn)
+            parts = {
+                "weight": stored,
+                "weight_scale": torch.tensor(scale),
+                "comfy_quant": _record({"format": "float8_e4m3fn"}),
+            }
+            held[name] = (stored.double() * np.float64(scale)).float()
+        else:
+            parts, held[name] = nvfp4_layer(value, awq=fmt == "nvfp4_awq", seed=len(formats))
+        tensors.update({layer + suffix: t for suffix, t in parts.items()})
+    save_file(tensors, str(path))
+    return held, formats

@@ -43,8 +43,17 @@ OUTPUT_COPIES = {False: 1, True: 4}
 FP8_SCALE_BYTES = 4
 """An fp8 linear weight's scale per output row (float32)."""
 UNQUANTIZED_FORMATS = ("bf16", "f16", "fp16", "f32", "fp32", "float32", "empty")
+DEQUANTIZED_FORMATS = ("nvfp4", "nvfp4_awq", "w4a8")
+"""File formats read to the compute dtype at load (never kept as the file holds them)."""
 ONE_BYTE = ("fp8", "int8")
 """Stored kinds that hold a linear weight in one byte a value with a float32 scale a row."""
+
+
+def _kept_quantized(fmt: str) -> bool:
+    """Whether a file format (`quantization`) has layers `--weights file` keeps quantized: not
+    a float file, nor one whose layers are all dequantized at load (nvfp4, w4a8)."""
+    parts = fmt.lower().removeprefix("mixed:").split("+")
+    return any(p not in UNQUANTIZED_FORMATS and p not in DEQUANTIZED_FORMATS for p in parts)
 
 
 def stored_weights(mode: str, formats: tuple[str, ...] = ()) -> str:
@@ -54,7 +63,7 @@ def stored_weights(mode: str, formats: tuple[str, ...] = ()) -> str:
     int8_convrot, Q8_0...), empty for a folder or a preset. `auto` and `file` keep a
     quantized file quantized (int8 files as int8); a GGUF file is counted as fp8 (one byte a
     weight: Q8_0's 1.06 and a Q4's 0.56 are not told apart)."""
-    quantized = [f for f in formats if f.lower() not in UNQUANTIZED_FORMATS]
+    quantized = [f for f in formats if _kept_quantized(f)]
     if mode in ONE_BYTE:
         return mode
     if mode in ("auto", "file") and quantized:

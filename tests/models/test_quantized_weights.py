@@ -4,10 +4,12 @@ holds them and are upcast in each layer's forward.
 - fp8 rows and their per-row scales: the quantizer's scale is the row's largest magnitude over
   E4M3's largest value, 448 (OCP 8-bit Floating Point Specification, v1.0, table 1); a file's
   per-row scales are read with their rows; `--fp8-compute` is refused on CPU with its reason.
-- a tiny Wan fp8_scaled file (a scale per row) and a GGUF Q8_0 file, loaded with `--weights
-  file`, compute the same DiT output, byte for byte, as the same file dequantized at load, at
-  world sizes 1, 2 and 3 (FSDP2, uneven rows); the shards hold fp8 rows / GGUF block bytes and
-  each rank's scales are its rows' scales.
+- a tiny Wan fp8_scaled file (a scale per row), a GGUF Q8_0 file, an int8_convrot file (issue
+  52; ConvRot groups of 64 at the tiny widths) and an fp4_mixed one (nvfp4, nvfp4_awq and fp8
+  layers), loaded with `--weights file`, compute the same DiT output, byte for byte, as the
+  same file dequantized at load, at world sizes 1, 2 and 3 (FSDP2, uneven rows); the shards
+  hold fp8 rows / int8 rows / GGUF block bytes (fp4_mixed: its fp8 layers; nvfp4 is
+  dequantized at load) and each rank's scales are its rows' scales.
 - served (2 ranks, the fp8 file): frames equal to `--weights bf16`'s; the ranks'
   `dit_param_bytes` count the blocks' linear weights at one byte a value (half of bf16's two)
   plus 4 bytes of scale a row; a LoRA job equals the same LoRA on the dequantized model within
@@ -31,7 +33,7 @@ import torch
 from comfy_files import WAN_PREFIX, quantizable, wan_original, write_gguf, write_safetensors
 from conftest import REFERENCE_FLAGS, run_job, spawn_gloo
 from lora_files import peft_lora
-from quant_files import write_int8
+from quant_files import write_fp4_mixed, write_int8
 from safetensors.torch import save_file
 
 from paradit.backend.config import ServeConfig
@@ -108,6 +110,8 @@ def _tiny_wan_files(root: Path) -> dict[str, Path]:
     write_gguf(files["Q8_0"], original, "Q8_0")
     # ConvRot in groups of 64 (the tiny widths are 64 and 128; real files use 256)
     write_int8(files["int8"], original, quantizable, WAN_PREFIX, group=64)
+    files["fp4_mixed"] = root / "wan2.1_t2v_tiny_fp4_mixed.safetensors"
+    write_fp4_mixed(files["fp4_mixed"], original, quantizable, WAN_PREFIX)
     return files
 
 
@@ -144,7 +148,8 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
 
                 model = empty_from_config(config, torch.float32)
                 layers = store_file_layers(model, part, mode)
-                assert layers == (0 if mode == "bf16" else 20), (kind, mode, layers)
+                kept = 6 if kind == "fp4_mixed" else 20  # its fp8 layers; nvfp4 dequantized
+                assert layers == (0 if mode == "bf16" else kept), (kind, mode, layers)
                 if mesh is not None:
                     shard_weights(model, mesh)
                 with DitWeights(part) as weights:
@@ -155,7 +160,8 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
             reader = RowReader(part.header)
             for name, layer in quant_linears(model).items():
                 start, rows, local = shard_rows(layer.weight)
-                expect = {"fp8": torch.float8_e4m3fn, "int8": torch.int8}.get(kind, torch.uint8)
+                fp8 = torch.float8_e4m3fn
+                expect = {"fp8": fp8, "int8": torch.int8, "fp4_mixed": fp8}.get(kind, torch.uint8)
                 assert local.dtype == expect, (name, local.dtype)
                 assert layer.stored.group == (64 if kind == "int8" else 0), name
                 if kind in ("fp8", "int8") and rows:

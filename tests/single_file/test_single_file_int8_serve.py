@@ -19,8 +19,7 @@ Cost: about 12 s (two backends of 2 ranks and one of 1).
 from __future__ import annotations
 
 import numpy as np
-import torch
-from comfy_files import WAN_PREFIX, qwen3_comfy, quantizable, vae_ldm, z_image_original
+from comfy_files import WAN_PREFIX, quantizable, qwen3_comfy, vae_ldm, z_image_original
 from conftest import REFERENCE_FLAGS, run_job
 from lora_files import peft_lora
 from quant_files import write_int8

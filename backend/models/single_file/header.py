@@ -31,9 +31,13 @@ SAFETENSORS_BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
     "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
     "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "NVFP4": 4,
 }  # fmt: skip
-"""Bits per element of each safetensors dtype (the format's own table)."""
+"""Bits per element of each safetensors dtype (the format's own table; and `PACKED_FP4`)."""
+PACKED_FP4 = "NVFP4"
+"""The dtype a header gives a ComfyUI nvfp4 weight: the file says U8 [out, in/2] (two E2M1
+values a byte, its layer has a `weight_scale_2`); the header describes the values it holds,
+[out, in] at 4 bits each (`models/fp4.py` reads them), so that shapes read as the model's."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +158,27 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
             raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}")
         end = max(end, data_start + stop)
     _check_layout(path, tensors, data_start)
+    _describe_packed_fp4(tensors)
     if check_size and end > size:
         raise ValueError(
             f"{path.name} is truncated: its header names {end} bytes of data, the file has "
             f"{size} (an interrupted download?)"
         )
     return FileHeader(path, "safetensors", tensors, dict(metadata))
+
+
+def _describe_packed_fp4(tensors: dict[str, TensorInfo]) -> None:
+    """nvfp4 weights (`PACKED_FP4`) described by the values they hold, in place."""
+    for key, info in tensors.items():
+        layer = key[: -len("weight")]
+        if (
+            key.endswith(".weight")
+            and info.dtype == "U8"
+            and len(info.shape) == 2
+            and layer + "weight_scale_2" in tensors
+        ):
+            rows, packed = info.shape
+            tensors[key] = TensorInfo(PACKED_FP4, (rows, packed * 2), info.offset, info.nbytes)
 
 
 def _check_layout(path: Path, tensors: dict[str, TensorInfo], data_start: int) -> None:

@@ -29,9 +29,9 @@ import math
 import numpy as np
 import torch
 
-from .. import int8
+from .. import fp4, int8
 from ..quantized import FP8_DTYPES, Stored, gguf_upcastable
-from .header import FileHeader, TensorInfo
+from .header import PACKED_FP4, FileHeader, TensorInfo
 from .layer_quant import READ_FORMATS, LayerQuant, layer_records, record_of
 
 SAFETENSORS_DTYPES = {
@@ -60,12 +60,13 @@ SCALE_SUFFIXES = (
     ".scale_input",
     ".input_scale",
     ".comfy_quant",
+    ".weight_scale_2",
+    ".pre_quant_scale",
 )
 """Tensors that describe a quantized layer's weight, read with it and never as weights."""
-UNREAD_SCALES = (".weight_scale_2", ".pre_quant_scale")
-"""Scales of the formats no reader here dequantizes (nvfp4's second level, AWQ's smoothing):
-nvfp4 packs two 4-bit E2M1 values a byte under fp8 block scales swizzled for the tensor
-cores' layout and a second per-tensor scale; it is refused rather than read on a guess."""
+NVFP4_SCALES = (".weight_scale_2", ".pre_quant_scale")
+"""nvfp4's second-level (per-tensor) scale and AWQ's per-input-column one: only of an nvfp4
+weight (`header.PACKED_FP4`)."""
 _FLOAT_SCALES = ("F32", "F16", "BF16")
 _EXPONENT_SCALES = ("U8", "F8_E8M0")
 MX_BLOCK = 32
@@ -167,13 +168,14 @@ def layer_format(header: FileHeader, key: str) -> str | None:
     int8_convrot, nvfp4, nvfp4_awq, fp8_scaled, mxfp8, w4a8), None for a float weight or one
     of a file without per-layer formats (fp8 without records, GGUF: `quantization`)."""
     record = record_of(header, key)
+    info = header.tensors.get(key)
+    if info is not None and info.dtype == PACKED_FP4:
+        awq = key[: -len("weight")] + "pre_quant_scale" in header.tensors
+        return "nvfp4_awq" if awq else "nvfp4"
     if record is None:
-        info = header.tensors.get(key)
         return "int8" if info is not None and is_int8_weight(header, key) else None
     if record.format == "int8_tensorwise":
         return "int8_convrot" if record.convrot_group else "int8"
-    if record.format == "nvfp4" and key[: -len("weight")] + "pre_quant_scale" in header.tensors:
-        return "nvfp4_awq"
     return LAYER_FORMAT_NAMES.get(record.format, record.format)
 
 
@@ -243,7 +245,7 @@ def check_readable(header: FileHeader) -> None:
         _check_record(header, layer, record)
     for key, info in header.tensors.items():
         if header.format == "safetensors":
-            if info.dtype not in SAFETENSORS_DTYPES:
+            if info.dtype not in SAFETENSORS_DTYPES and info.dtype != PACKED_FP4:
                 raise ValueError(
                     f"{header.name}: tensor {key} has dtype {info.dtype}, which is not read "
                     f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
@@ -261,9 +263,14 @@ def _check_record(header: FileHeader, layer: str, record: LayerQuant) -> None:
             f"{header.name}: layer {layer.rstrip('.')} is quantized as {record.format}, which "
             f"is not read (read: {', '.join(READ_FORMATS)}): use the file in bf16, fp16 or fp8"
         )
+    weight = header.tensors.get(layer + "weight")
+    if record.format == "nvfp4" and (weight is None or weight.dtype != PACKED_FP4):
+        raise ValueError(
+            f"{header.name}: layer {layer.rstrip('.')} is nvfp4 but has no U8 weight of two "
+            "E2M1 values a byte with a weight_scale_2: not read"
+        )
     if record.format != "int8_tensorwise":
         return
-    weight = header.tensors.get(layer + "weight")
     if weight is None or weight.dtype != "I8" or len(weight.shape) != 2:
         found = "none" if weight is None else f"{weight.dtype} {list(weight.shape)}"
         raise ValueError(
@@ -287,19 +294,18 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
     """A weight scale of a quantized weight must scale an fp8 one, one value per tensor or per
     row: ComfyUI's other quantized layers (int8, nvfp4, block-scaled mxfp8) would read as wrong
     values."""
-    if key.endswith(UNREAD_SCALES):
-        raise ValueError(
-            f"{header.name}: {key} belongs to a quantization that is not read (nvfp4's second "
-            "scale, or AWQ's: 4-bit layers whose block scales are laid out for the tensor "
-            "cores); fp8 layers with one scale per tensor or per row are read (ComfyUI's "
-            "fp8_scaled), as are int8 tensorwise layers: use the file in bf16, fp16 or fp8"
-        )
+    for name in NVFP4_SCALES:
+        if key.endswith(name):
+            _check_nvfp4_scale(header, key, info, header.tensors.get(key[: -len(name)] + ".weight"))
     for name in WEIGHT_SCALES:
         if not key.endswith("." + name):
             continue
         weight = header.tensors.get(key[: -len(name)] + "weight")
         if weight is None or weight.dtype in _FLOAT_SCALES:
             continue  # a float weight is read as it is (as before: the scale is for fp8 only)
+        if weight.dtype == PACKED_FP4:
+            _check_nvfp4_scale(header, key, info, weight)
+            continue
         rows = weight.shape[0] if weight.shape else 1
         if weight.dtype == "I8" and _int8_scale(info, rows):
             continue  # int8 tensorwise: int8 values times one float scale per tensor or row
@@ -324,6 +330,34 @@ def _check_scale(header: FileHeader, key: str, info: TensorInfo) -> None:
                 "int8 tensorwise), with mxfp8's block exponents: other block-scaled layers are "
                 "not: use the file in bf16, fp16 or fp8"
             )
+
+
+def _check_nvfp4_scale(
+    header: FileHeader, key: str, info: TensorInfo, weight: TensorInfo | None
+) -> None:
+    """nvfp4's scales: E4M3 block scales, one per 16 values of a row in cuBLAS's layout
+    (padded to tiles of 128 rows x 4 blocks); one float `weight_scale_2`; AWQ's float
+    `pre_quant_scale`, one per input column."""
+    if weight is None or weight.dtype != PACKED_FP4:
+        raise ValueError(
+            f"{header.name}: {key} is an nvfp4 scale (a second-level or AWQ scale of 4-bit "
+            "E2M1 weights) but its layer's weight is not two 4-bit values a byte (U8): not read"
+        )
+    rows, cols = weight.shape
+    if key.endswith(".weight_scale_2"):
+        good = info.dtype in _FLOAT_SCALES and info.numel == 1
+    elif key.endswith(".pre_quant_scale"):
+        good = info.dtype in _FLOAT_SCALES and info.numel == cols
+    else:
+        padded = _roundup(rows, 128) * _roundup(cols // fp4.BLOCK, 4)
+        good = info.dtype == "F8_E4M3" and cols % fp4.BLOCK == 0 and info.numel == padded
+    if not good:
+        raise ValueError(
+            f"{header.name}: {key} ({info.dtype}, shape {list(info.shape)}) does not fit an "
+            f"nvfp4 weight of {rows} x {cols} values: its block scales are E4M3, one per 16 "
+            "values of a row in cuBLAS's layout (padded to tiles of 128 rows x 4 blocks), "
+            "weight_scale_2 one float, pre_quant_scale one float per input column"
+        )
 
 
 def _gguf_type(header: FileHeader, key: str, info: TensorInfo):
@@ -363,6 +397,8 @@ class RowReader:
             )
         if self.header.format == "gguf":
             values, read = self._gguf_rows(key, info, start * row_items, rows * row_items)
+        elif info.dtype == PACKED_FP4:
+            values, read = self._nvfp4_rows(key, info, start, rows)
         else:
             values, read = self._safetensors_rows(key, info, start, rows, row_items)
         with torch.no_grad():
@@ -434,6 +470,43 @@ class RowReader:
             elif scale is not None:
                 values = values.view(rows, row_items) * _scale_rows(scale, start, rows)
         return values, nbytes
+
+    def _nvfp4_rows(
+        self, key: str, info: TensorInfo, start: int, rows: int
+    ) -> tuple[torch.Tensor, int]:
+        """Rows start..start+rows of nvfp4 weight `key`, dequantized (`models/fp4.py`)."""
+        width = info.shape[1]
+        raw = self._read(info.offset + start * width // 2, rows * width // 2)
+        layer = key[: -len("weight")]
+        blocks, tensor_scale, pre = self._nvfp4_scales(layer, info.shape)
+        values = fp4.dequantize(
+            torch.from_numpy(raw).view(rows, width // 2),
+            blocks[start : start + rows],
+            tensor_scale,
+            pre,
+        )
+        return values, raw.nbytes
+
+    def _nvfp4_scales(
+        self, layer: str, shape: tuple[int, ...]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """nvfp4 layer `layer`'s block scales (rows, blocks) row-major, tensor scale and AWQ
+        scale (None: not AWQ), float32, read once."""
+        if layer not in self._scales:
+            rows, cols = shape
+            tiled = self._float(layer + "weight_scale")
+            self._scales[layer] = unswizzle_blocks(tiled, rows, cols // fp4.BLOCK)
+            self._scales[layer + "weight_scale_2"] = self._float(layer + "weight_scale_2")
+            if layer + "pre_quant_scale" in self.header.tensors:
+                self._scales[layer + "pre_quant_scale"] = self._float(layer + "pre_quant_scale")
+        pre = self._scales.get(layer + "pre_quant_scale")
+        return self._scales[layer], self._scales[layer + "weight_scale_2"], pre
+
+    def _float(self, key: str) -> torch.Tensor:
+        """A (small) float tensor of the file, whole, as float32."""
+        info = self.header.tensors[key]
+        raw = self._read(info.offset, info.nbytes)
+        return torch.from_numpy(raw).view(SAFETENSORS_DTYPES[info.dtype]).to(torch.float32)
 
     def _scale(self, key: str) -> torch.Tensor | None:
         """fp8_scaled: the layer's `scale_weight` or `weight_scale` (float32), read once."""
