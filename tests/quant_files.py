@@ -195,3 +195,81 @@ def write_fp4_mixed(
         tensors.update({layer + suffix: t for suffix, t in parts.items()})
     save_file(tensors, str(path))
     return held, formats
+
+
+LLOYD_MAX_16 = (
+    -0.980602, -0.794529, -0.638165, -0.500986, -0.377321, -0.263187, -0.155210, -0.050720,
+    0.052541, 0.156985, 0.265284, 0.379533, 0.502636, 0.638953, 0.794876, 0.980671,
+)  # fmt: skip
+"""The 16-level codebook of comfy-kitchen's W4A8 files (Lloyd-Max levels of a normalized
+Gaussian); any sorted 16 levels are valid: the file carries its own."""
+
+
+def w4a8_layer(
+    value: torch.Tensor,
+    *,
+    convrot: int = 256,
+    group_size: int = 16,
+    bits: int = 4,
+    codebook: bool = True,
+    correction: bool = False,
+    seed: int = 0,
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """One linear weight as an `asym_w4a8_int8` layer, from the format's definition: rotated
+    by ConvRot, each row's scale `s_channel` (largest rotated magnitude / 127), each group's
+    E4M3 `s_rel` so its largest level reaches that row's int8 grid, codes the nearest level
+    (`codebook`: 16 levels, 4 bits only; else uniform `code - 2^(bits-1)`), packed (even column
+    in the low nibble; 6 bits: a plane of the codes' top 2 bits after); `correction`: a
+    per-group offset of each row (asymmetric layers). Returns its tensors by suffix and the
+    values it holds."""
+    weight = value.detach().double().numpy()
+    rows, cols = weight.shape
+    h = regular_hadamard(convrot)
+    rotated = np.einsum("rgi,ji->rgj", weight.reshape(rows, -1, convrot), h).reshape(rows, cols)
+    groups = cols // group_size
+    rng = np.random.default_rng(seed)
+    offsets = rng.normal(0, 0.01, (groups, rows)).astype(np.float32) if correction else None
+    target = rotated - (offsets.T.repeat(group_size, axis=1) if correction else 0.0)
+    s_channel = (np.abs(target).max(axis=1) / 127.0).astype(np.float32)
+    grid = target / s_channel.astype(np.float64)[:, None]  # on the int8 grid, |x| <= 127
+    if codebook:
+        levels = np.array(LLOYD_MAX_16, dtype=np.float32)
+    else:
+        levels = (np.arange(2**bits) - 2 ** (bits - 1)).astype(np.float32)
+    grouped = grid.reshape(rows, groups, group_size)
+    s_rel = np.abs(grouped).max(axis=-1) / np.abs(levels).max()
+    s_rel = torch.from_numpy(np.maximum(s_rel, 1e-3).astype(np.float32)).to(torch.float8_e4m3fn)
+    s_rel_real = s_rel.float().numpy()
+    normalized = grouped / s_rel_real.astype(np.float64)[..., None]
+    codes = np.abs(normalized[..., None] - levels.astype(np.float64)).argmin(axis=-1)
+    if not codebook:
+        codes = np.clip(codes, 1, 2**bits - 1)  # symmetric: the lowest code is never used
+    codes = codes.reshape(rows, cols).astype(np.int64)
+    step = (levels[codes].reshape(rows, groups, group_size) * s_rel_real[..., None]).astype(
+        np.float32
+    )  # float32, as the definition multiplies
+    held = np.clip(np.round(step), -127, 127).astype(np.float64) * s_channel[:, None, None]
+    held = held.astype(np.float32).astype(np.float64)
+    if correction:
+        held = (held + offsets.T[..., None].astype(np.float64)).astype(np.float32)
+    held = held.astype(np.float64).reshape(rows, cols)
+    held = (held.reshape(rows, -1, convrot) @ h).reshape(rows, cols)
+    low = (codes[:, 0::2] & 0xF) | ((codes[:, 1::2] & 0xF) << 4)
+    packed = low
+    if bits == 6:
+        high = np.zeros((rows, cols // 4), dtype=np.int64)
+        for j in range(4):
+            high |= ((codes[:, j::4] >> 4) & 0x3) << (2 * j)
+        packed = np.concatenate([low, high], axis=1)
+    record = {"format": "asym_w4a8_int8", "group_size": group_size, "convrot_groupsize": convrot}
+    tensors = {
+        "weight": torch.from_numpy(packed.astype(np.uint8).view(np.int8).copy()),
+        "weight_s_rel": s_rel,
+        "weight_s_channel": torch.from_numpy(s_channel),
+        "comfy_quant": _record(record),
+    }
+    if codebook:
+        tensors["weight_codebook"] = torch.from_numpy(levels)
+    if correction:
+        tensors["weight_correction"] = torch.from_numpy(offsets)
+    return tensors, torch.from_numpy(held.astype(np.float32))

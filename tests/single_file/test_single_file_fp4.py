@@ -1,4 +1,5 @@
-"""ComfyUI's nvfp4 layers (issue 52): `nvfp4`, `nvfp4_awq` and the `fp4_mixed` files, read off
+"""ComfyUI's 4-bit layers (issue 52): `nvfp4`, `nvfp4_awq`, the `fp4_mixed` files and W4A8
+(`asym_w4a8_int8`), read off
 tiny files written from the format's definition (`tests/quant_files.py`: E2M1 codes two a
 byte, high nibble first; E4M3 block scales per 16 values in cuBLAS's tiled layout; a float32
 `weight_scale_2`; AWQ's `pre_quant_scale` per input column), dequantized at load.
@@ -11,6 +12,9 @@ byte, high nibble first; E4M3 block scales per 16 values in cuBLAS's tiled layou
   whole to the definition's values and built.
 - Block scales that are not one per 16 values in the tiled layout, and an nvfp4 record over a
   weight that is not packed 4-bit, are refused naming the tensor.
+- W4A8 layers (4-bit with a codebook and per-group corrections, uniform 4-bit, uniform 6-bit
+  whose width also reads as 4-bit groups of 48: its record decides) read to the definition's
+  values; a record whose group size does not fit the layer is refused.
 
 Cost: about 2 s.
 """
@@ -21,7 +25,7 @@ import json
 
 import pytest
 import torch
-from quant_files import nvfp4_layer, write_fp4_mixed
+from quant_files import nvfp4_layer, w4a8_layer, write_fp4_mixed
 from safetensors.torch import save_file
 
 from paradit.backend.models.single_file.header import PACKED_FP4, read_header
@@ -108,4 +112,56 @@ def test_bad_nvfp4_scales_and_records_are_refused(tmp_path):
         str(path),
     )
     with pytest.raises(ValueError, match=r"up_proj is nvfp4 but has no U8 weight"):
+        check_readable(read_header(path))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"bits": 4, "codebook": True, "correction": True},
+        {"bits": 4, "codebook": False},
+        {"bits": 6, "codebook": False, "convrot": 256, "group_size": 32},
+    ],
+    ids=["codebook-asymmetric", "uniform-4", "uniform-6"],
+)
+def test_w4a8_layer_reads_to_the_definitions_values(tmp_path, layout):
+    """ComfyUI's `asym_w4a8_int8` layers (4-bit with a codebook and per-group corrections,
+    uniform 4-bit, uniform 6-bit): the header describes them by their values, `paradit
+    models` names them w4a8, and any block of rows reads to the definition's values (within
+    float32's rounding of the rotation's sums)."""
+    layout = {"convrot": 64, **layout}
+    generator = torch.Generator().manual_seed(4)
+    value = torch.randn(9, 256, generator=generator) * torch.linspace(0.05, 2, 9)[:, None]
+    parts, held = w4a8_layer(value, **layout)
+    path = tmp_path / "w4a8.safetensors"
+    save_file({f"{PREFIX}mlp.down_proj.{k}": v for k, v in parts.items()}, str(path))
+    header = read_header(path)
+    check_readable(header)
+    key = f"{PREFIX}mlp.down_proj.weight"
+    assert header.tensors[key].shape == (9, 256)
+    assert quantization(header) == "w4a8"
+    reader = RowReader(header)
+    try:
+        for start, count in ((0, 9), (2, 4), (8, 1)):
+            out = torch.empty(count, 256)
+            reader.read_rows(key, start, out)
+            expect = held[start : start + count]
+            assert torch.allclose(out, expect, rtol=0, atol=2e-6 * float(held.abs().max()))
+    finally:
+        reader.close()
+    error = float((held - value).abs().max()) / float(value.abs().max())
+    assert error < (0.05 if layout["bits"] == 6 else 0.3), error
+
+
+@pytest.mark.fast
+def test_w4a8_layer_whose_record_does_not_fit_is_refused(tmp_path):
+    parts, _ = w4a8_layer(torch.randn(4, 64), convrot=64)
+    record = {"format": "asym_w4a8_int8", "group_size": 32, "convrot_groupsize": 64}
+    parts["comfy_quant"] = torch.frombuffer(
+        bytearray(json.dumps(record).encode()), dtype=torch.uint8
+    ).clone()
+    path = tmp_path / "w4a8_bad.safetensors"
+    save_file({f"{PREFIX}mlp.down_proj.{k}": v for k, v in parts.items()}, str(path))
+    with pytest.raises(ValueError, match=r"down_proj .*does not fit its record \(group_size 32"):
         check_readable(read_header(path))

@@ -24,16 +24,19 @@ from .header import FileHeader
 RECORD_SUFFIX = "comfy_quant"
 METADATA_KEY = "_quantization_metadata"
 FP8_FORMATS = ("float8_e4m3fn", "float8_e5m2")
-READ_FORMATS = (*FP8_FORMATS, "mxfp8", "int8_tensorwise", "nvfp4", "asym_w4a8_int8")
+W4A8 = "asym_w4a8_int8"
+READ_FORMATS = (*FP8_FORMATS, "mxfp8", "int8_tensorwise", "nvfp4", W4A8)
 """The formats a layer may be in and be read here (each its own reader)."""
 
 
 @dataclass(frozen=True)
 class LayerQuant:
-    """One quantized layer's record: its `format` and int8's ConvRot group (0: none)."""
+    """One quantized layer's record: its `format`, its ConvRot group (0: none; int8 layers
+    with `convrot`, W4A8 layers always, 256 unless given) and W4A8's scale `group_size`."""
 
     format: str
     convrot_group: int = 0
+    group_size: int = 0
 
     def __post_init__(self) -> None:
         if not self.format:
@@ -47,6 +50,9 @@ class LayerQuant:
         if not isinstance(record, dict) or not isinstance(record.get("format"), str):
             raise ValueError(f"{where}: a comfy_quant record is a JSON object with a format")
         params = {**record, **(record.get("params") or {})}
+        if record["format"] == W4A8:
+            group_size = int(params.get("group_size", 16))
+            return cls(W4A8, int(params.get("convrot_groupsize", 256)), group_size)
         group = int(params.get("convrot_groupsize", 256)) if params.get("convrot") else 0
         return cls(record["format"], group)
 

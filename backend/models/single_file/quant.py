@@ -29,10 +29,10 @@ import math
 import numpy as np
 import torch
 
-from .. import fp4, int8
+from .. import fp4, int8, w4a8
 from ..quantized import FP8_DTYPES, Stored, gguf_upcastable
-from .header import PACKED_FP4, FileHeader, TensorInfo
-from .layer_quant import READ_FORMATS, LayerQuant, layer_records, record_of
+from .header import PACKED_FP4, PACKED_W4A8, FileHeader, TensorInfo
+from .layer_quant import READ_FORMATS, W4A8, LayerQuant, layer_records, record_of
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64,
@@ -55,6 +55,8 @@ SCALED_FP8_MARKER = "scaled_fp8"
 WEIGHT_SCALES = ("scale_weight", "weight_scale")
 """A quantized layer's weight scale: the older fp8_scaled name, and ComfyUI's current one
 (also Lightricks' fp8 checkpoints' name, `ltx-2-19b-dev-fp8`)."""
+W4A8_PARTS = ("s_rel", "s_channel", "correction", "codebook")
+"""A W4A8 layer's tensors besides its weight: `weight_<part>`."""
 SCALE_SUFFIXES = (
     *(f".{name}" for name in WEIGHT_SCALES),
     ".scale_input",
@@ -62,6 +64,7 @@ SCALE_SUFFIXES = (
     ".comfy_quant",
     ".weight_scale_2",
     ".pre_quant_scale",
+    *(f".weight_{name}" for name in W4A8_PARTS),
 )
 """Tensors that describe a quantized layer's weight, read with it and never as weights."""
 NVFP4_SCALES = (".weight_scale_2", ".pre_quant_scale")
@@ -169,6 +172,8 @@ def layer_format(header: FileHeader, key: str) -> str | None:
     of a file without per-layer formats (fp8 without records, GGUF: `quantization`)."""
     record = record_of(header, key)
     info = header.tensors.get(key)
+    if info is not None and info.dtype == PACKED_W4A8:
+        return "w4a8"
     if info is not None and info.dtype == PACKED_FP4:
         awq = key[: -len("weight")] + "pre_quant_scale" in header.tensors
         return "nvfp4_awq" if awq else "nvfp4"
@@ -245,7 +250,7 @@ def check_readable(header: FileHeader) -> None:
         _check_record(header, layer, record)
     for key, info in header.tensors.items():
         if header.format == "safetensors":
-            if info.dtype not in SAFETENSORS_DTYPES and info.dtype != PACKED_FP4:
+            if info.dtype not in (*SAFETENSORS_DTYPES, PACKED_FP4, PACKED_W4A8):
                 raise ValueError(
                     f"{header.name}: tensor {key} has dtype {info.dtype}, which is not read "
                     f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
@@ -269,6 +274,8 @@ def _check_record(header: FileHeader, layer: str, record: LayerQuant) -> None:
             f"{header.name}: layer {layer.rstrip('.')} is nvfp4 but has no U8 weight of two "
             "E2M1 values a byte with a weight_scale_2: not read"
         )
+    if record.format == W4A8:
+        _check_w4a8(header, layer, record, weight)
     if record.format != "int8_tensorwise":
         return
     if weight is None or weight.dtype != "I8" or len(weight.shape) != 2:
@@ -287,6 +294,48 @@ def _check_record(header: FileHeader, layer: str, record: LayerQuant) -> None:
         raise ValueError(
             f"{header.name}: int8 layer {layer.rstrip('.')} is ConvRot-rotated in groups of "
             f"{group}, which must be a power of 4 dividing its {weight.shape[1]} input columns"
+        )
+
+
+def _check_w4a8(
+    header: FileHeader, layer: str, record: LayerQuant, weight: TensorInfo | None
+) -> None:
+    """A W4A8 layer: packed codes whose width and `s_rel` give the record's group size, its
+    ConvRot group dividing the width, and its other tensors in their shapes."""
+    name = layer.rstrip(".")
+    tensors = header.tensors
+    if weight is None or weight.dtype != PACKED_W4A8 or layer + "weight_s_channel" not in tensors:
+        raise ValueError(
+            f"{header.name}: layer {name} is {W4A8} but has no I8 weight of packed 4- or 6-bit "
+            "codes with its weight_s_rel and weight_s_channel: not read"
+        )
+    rows, width = weight.shape
+    groups = tensors[layer + "weight_s_rel"].shape[1]
+    shapes = {
+        "s_rel": (rows, width // record.group_size),
+        "s_channel": (rows,),
+        "correction": (width // record.group_size, rows),
+        "codebook": (16,),
+    }
+    wrong = [
+        part
+        for part, shape in shapes.items()
+        if layer + f"weight_{part}" in tensors
+        and tensors[layer + f"weight_{part}"].numel != math.prod(shape)
+    ]
+    group = record.convrot_group
+    if (
+        width != groups * record.group_size
+        or wrong
+        or not int8.is_power_of_4(group)
+        or width % group
+    ):
+        raise ValueError(
+            f"{header.name}: {W4A8} layer {name} (packed {weight.nbytes // max(rows, 1)} bytes "
+            f"a row, {groups} scale groups) does not fit its record (group_size "
+            f"{record.group_size}, convrot_groupsize {group})"
+            + (f": {', '.join(wrong)} of the wrong size" if wrong else "")
+            + ": not read"
         )
 
 
@@ -399,6 +448,8 @@ class RowReader:
             values, read = self._gguf_rows(key, info, start * row_items, rows * row_items)
         elif info.dtype == PACKED_FP4:
             values, read = self._nvfp4_rows(key, info, start, rows)
+        elif info.dtype == PACKED_W4A8:
+            values, read = self._w4a8_rows(key, info, start, rows)
         else:
             values, read = self._safetensors_rows(key, info, start, rows, row_items)
         with torch.no_grad():
@@ -487,6 +538,34 @@ class RowReader:
         )
         return values, raw.nbytes
 
+    def _w4a8_rows(
+        self, key: str, info: TensorInfo, start: int, rows: int
+    ) -> tuple[torch.Tensor, int]:
+        """Rows start..start+rows of W4A8 weight `key`, dequantized (`models/w4a8.py`)."""
+        row_bytes = info.nbytes // info.shape[0]
+        raw = self._read(info.offset + start * row_bytes, rows * row_bytes)
+        record = record_of(self.header, key)
+        if record is None or record.format != W4A8:
+            raise ValueError(f"{self.header.name}: {key} is packed W4A8 but has no such record")
+        parts = {
+            part: self._float(key + "_" + part)
+            for part in W4A8_PARTS
+            if key + "_" + part in self.header.tensors
+        }
+        correction = parts.get("correction")
+        values = w4a8.dequantize(
+            torch.from_numpy(raw).view(rows, row_bytes),
+            parts["s_rel"].view(info.shape[0], -1)[start : start + rows],
+            parts["s_channel"].reshape(-1)[start : start + rows],
+            group_size=record.group_size,
+            convrot_group=record.convrot_group,
+            codebook=parts.get("codebook"),
+            correction=None
+            if correction is None
+            else correction.view(-1, info.shape[0])[:, start : start + rows],
+        )
+        return values, raw.nbytes
+
     def _nvfp4_scales(
         self, layer: str, shape: tuple[int, ...]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -503,10 +582,12 @@ class RowReader:
         return self._scales[layer], self._scales[layer + "weight_scale_2"], pre
 
     def _float(self, key: str) -> torch.Tensor:
-        """A (small) float tensor of the file, whole, as float32."""
-        info = self.header.tensors[key]
-        raw = self._read(info.offset, info.nbytes)
-        return torch.from_numpy(raw).view(SAFETENSORS_DTYPES[info.dtype]).to(torch.float32)
+        """A (small) float tensor of the file, whole, as float32, read once."""
+        if key not in self._scales:
+            info = self.header.tensors[key]
+            raw = torch.from_numpy(self._read(info.offset, info.nbytes))
+            self._scales[key] = raw.view(SAFETENSORS_DTYPES[info.dtype]).to(torch.float32)
+        return self._scales[key]
 
     def _scale(self, key: str) -> torch.Tensor | None:
         """fp8_scaled: the layer's `scale_weight` or `weight_scale` (float32), read once."""
