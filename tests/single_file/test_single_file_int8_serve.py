@@ -12,8 +12,11 @@ definition (`tests/quant_files.py`).
   within rounding; a LoRA job likewise, and the next plain job is byte-identical to the first
   (the stored rows were never written).
 - `--weights int8` requantizes that float file to per-row int8 (no rotation) on load.
+- A `qwen_image_edit_2511_int8_convrot`-style DiT (diffusers' names) with the Qwen2.5-VL
+  encoder is served as an edit model with its linears int8; its edit equals the same edit on
+  its dequantized file within rounding.
 
-Cost: about 12 s (two backends of 2 ranks and one of 1).
+Cost: about 16 s (two backends of 2 ranks and three of 1).
 """
 
 from __future__ import annotations
@@ -103,3 +106,49 @@ def test_int8_convrot_file_served_stays_int8_and_equals_its_dequantized_file(tmp
     assert requantized.info()["ranks"][1]["weights"]["stored"] == {"int8": 46}
     image = _frames(run_job(requantized, BODY)[1]).astype(float)
     assert np.abs(image - _frames(first[1]).astype(float)).max() < 0.2 * 255
+
+
+def _png(width: int, height: int, seed: int) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    pixels = (np.random.RandomState(seed).rand(height, width, 3) * 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def test_qwen_image_edit_2511_int8_convrot_file_served(tmp_path, backends):
+    """A `qwen_image_edit_2511_int8_convrot`-style DiT (diffusers' names, as the real file;
+    ConvRot groups of 64) beside the Qwen2.5-VL encoder (vision tower included) and the VAE:
+    recognised as Edit-Plus by its name, served with its linears int8, and the edit equals the
+    same edit on its dequantized file within rounding."""
+    tiny = build_preset("tiny-qwen-image-edit")
+    folder = tmp_path / "models"
+    folder.mkdir()
+    dit_int8 = folder / "qwen_image_edit_2511_tiny_int8_convrot.safetensors"
+    dit_float = folder / "qwen_image_edit_2511_tiny_dequantized.safetensors"
+    encoder = folder / "qwen_2.5_vl_tiny_vl.safetensors"
+    vae = folder / "qwen_image_vae_tiny.safetensors"
+    held = write_int8(dit_int8, tiny.transformer.state_dict(), quantizable, group=64)
+    save_file({k: v.contiguous() for k, v in held.items()}, str(dit_float))
+    state = tiny.text_encoder.state_dict()
+    save_file(
+        {
+            k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
+            for k, v in state.items()
+        },
+        str(encoder),
+    )
+    save_file(tiny.vae.state_dict(), str(vae))
+    flags = ("--text-encoder", str(encoder), "--vae", str(vae), "--vae-tile", "128x128")
+    resident = backends.get(str(dit_int8), 1, *flags, *REFERENCE_FLAGS)
+    reference = backends.get(str(dit_float), 1, *flags, *REFERENCE_FLAGS)
+    info = resident.info()
+    assert info["ranks"][0]["weights"]["stored"] == {"int8": 28}
+    assert info["task"] == "edit"
+    body = {"prompt": "make the fox red", "seed": 5, "image": _png(64, 48, 1)}
+    body |= {"num_inference_steps": 2}
+    _within_rounding((reference, *run_job(reference, body)), (resident, *run_job(resident, body)))
