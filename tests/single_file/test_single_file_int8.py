@@ -14,9 +14,11 @@ written from the published definitions (`tests/quant_files.py`).
   reads to the definition's values.
 - `--int8-compute` is refused on CPU with its reason; its arithmetic (rotated, per-token int8
   activations, int32 products, rescaled) equals a float64 reference of those steps and stays
-  within int8's rounding of the float product.
+  within int8's rounding of the float product; a resident int8 layer upcasts as the load
+  reads and, with the int8 matmul on, computes `int8_linear` of its rows.
+- The `int8` stage of docs/gpu_check.sh runs dry on CPU.
 
-Cost: about 2 s.
+Cost: about 4 s.
 """
 
 from __future__ import annotations
@@ -210,3 +212,51 @@ def test_int8_text_encoder_reads_to_the_definitions_values(tmp_path):
     assert rotated >= 7
     model = encoder_model(part, torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+@pytest.mark.fast
+def test_gpu_check_int8_stage_runs_dry(tmp_path, monkeypatch):
+    """`GPU_CHECK_DRY=1 python docs/gpu_check.py OUT int8`: tiny shapes on the CPU, the int8
+    upcast path (ConvRot groups of 64) timed and measured against bf16's output, int8
+    compute refused with its reason."""
+    import sys
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    monkeypatch.syspath_prepend(str(docs))
+    monkeypatch.setenv("GPU_CHECK_DRY", "1")
+    monkeypatch.setenv("GPU_CHECK_WORK", str(tmp_path / "work"))
+    sys.modules.pop("gpu_check", None)
+    import gpu_check
+
+    assert gpu_check.main([str(tmp_path), "int8"]) == 0
+    result = json.loads((tmp_path / "int8.json").read_text())
+    assert "compute capability 8.0" in result["int8_compute"]
+    for name in ("attn", "ffn up"):
+        entry = result[name]
+        assert entry["upcast_s"] > 0 and entry["bf16_s"] > 0
+        assert 0 < entry["upcast_distance"]["mean_abs_relative"] < 0.05  # int8's rounding
+        assert "int8_compute_s" not in entry
+
+
+@pytest.mark.fast
+def test_int8_layer_upcasts_as_loaded_and_its_int8_matmul_is_int8_linear():
+    """A resident int8 layer (ConvRot groups of 16): its upcast is the load-time
+    dequantization rounded once to the compute dtype; with `--int8-compute` on (as the engine
+    sets it) its forward is `int8.int8_linear` of its stored rows and scales."""
+    from paradit.backend.models.quantized import QuantLinear, set_int8_compute
+
+    generator = torch.Generator().manual_seed(5)
+    weight = torch.randn(24, 64, generator=generator)
+    layer = QuantLinear(64, 24, True, Stored("int8", torch.int8, group=16), torch.bfloat16)
+    parts, held = int8_layer(weight, 16)
+    layer.weight.data, layer.weight_scale.data = parts["weight"], parts["weight_scale"].reshape(-1)
+    layer.bias.data = torch.randn(24, generator=generator).to(torch.bfloat16)
+    expect = int8.dequantize(parts["weight"], parts["weight_scale"], 16).to(torch.bfloat16)
+    assert torch.equal(layer.upcast(), expect)
+    assert torch.allclose(expect.float(), held, atol=1e-2)
+    x = torch.randn(3, 64, generator=generator).to(torch.bfloat16)
+    assert torch.equal(layer(x), torch.nn.functional.linear(x, expect, layer.bias))
+    assert set_int8_compute([torch.nn.Sequential(layer)]) == 1
+    got = layer(x)
+    assert torch.equal(got, int8.int8_linear(x, layer.weight, layer.weight_scale, layer.bias, 16))
