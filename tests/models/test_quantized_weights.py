@@ -17,7 +17,8 @@ holds them and are upcast in each layer's forward.
 - a Comfy-Org `*_fp8mixed` file keeps its fp8 layers (and only those) under `file`/`auto`;
   mxfp8 layers read to value x 2^(e - 127) per block of 32 from cuBLAS's block-scaling layout;
   `--weights fp8` quantizes a float source's rows alike when filled shard by shard and when
-  loaded whole; the fp8 stage of docs/gpu_check.sh runs dry on CPU.
+  loaded whole, `--weights int8` a loaded model's rows to int8 with a scale each; the fp8
+  stage of docs/gpu_check.sh runs dry on CPU.
 
 Cost: about 14 s (in the suite's two-worker run on 2 cores; estimated: measured at 105 s with
 the machine's load average at 11).
@@ -459,3 +460,25 @@ def test_fp8_matmul_is_the_product_of_the_quantized_operands():
         exact = torch.nn.functional.linear(x.float(), w) + bias.float()
         distance = (out.float() - exact).abs().mean() / exact.abs().mean()
         assert 0 < distance < 0.05, (rowwise, distance)  # the input's fp8 rounding
+
+
+@pytest.mark.fast
+def test_int8_mode_quantizes_a_loaded_model_per_row():
+    """`--weights int8` on a model loaded whole in floats (a preset or a folder): each block
+    linear becomes int8 rows with one scale each (the row's largest magnitude maps to 127),
+    not rotated."""
+    from paradit.backend.models import int8
+    from paradit.backend.models.quantized import candidate_linears, quantize_loaded
+
+    tiny = build_preset("tiny-wan", components=frozenset({"transformer"})).transformer
+    weights = {name: m.weight.detach().clone() for name, m in candidate_linears(tiny)}
+    assert quantize_loaded(tiny, "int8") == 20
+    for name, layer in quant_linears(tiny).items():
+        q, scale = int8.quantize_rows(weights[name])
+        assert (layer.stored.kind, layer.stored.group, layer.weight.dtype) == (
+            "int8",
+            0,
+            torch.int8,
+        )
+        assert torch.equal(layer.weight, q) and torch.equal(layer.weight_scale, scale), name
+        assert q.abs().amax(dim=1).tolist() == [127] * q.shape[0]
