@@ -16,7 +16,9 @@ int8`'s: one scale per row (the row's largest magnitude over 127), no rotation.
 `int8_linear` (`--int8-compute`): ComfyUI's W8A8 product: the input rotated by the same matrix
 (so that x_rot . w_rot = x . w), quantized per token (one scale a row, its largest magnitude
 over 127), multiplied int8 x int8 -> int32 (`torch._int_mm`), then times the token's and the
-weight row's scales.
+weight row's scales. As ComfyUI's eager path does, the rotation and the division by the
+token's scale run in the input's dtype (bf16 on a GPU: no float32 copy of the activations),
+the scales in float32.
 """
 
 from __future__ import annotations
@@ -34,19 +36,23 @@ def is_power_of_4(size: int) -> bool:
     return size >= 4 and size & (size - 1) == 0 and (size.bit_length() - 1) % 2 == 0
 
 
-@functools.lru_cache(maxsize=8)
-def _hadamard_cpu(size: int) -> torch.Tensor:
+@functools.lru_cache(maxsize=16)
+def _hadamard(size: int, device: str, dtype: torch.dtype) -> torch.Tensor:
     matrix = torch.tensor(REGULAR_4, dtype=torch.float64)
     while matrix.shape[0] < size:
         matrix = torch.kron(matrix, torch.tensor(REGULAR_4, dtype=torch.float64))
-    return (matrix / size**0.5).to(torch.float32)
+    return (matrix / size**0.5).to(device=device, dtype=dtype)
 
 
-def hadamard(size: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The normalized regular Hadamard matrix of `size` (a power of 4), float32."""
+def hadamard(
+    size: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """The normalized regular Hadamard matrix of `size` (a power of 4), its entries +-1/sqrt
+    (size) exact in any float dtype; made once per device and dtype (a constant: every layer's
+    forward uses it)."""
     if not is_power_of_4(size):
         raise ValueError(f"a ConvRot group is a power of 4 (4, 16, 64, 256...), got {size}")
-    return _hadamard_cpu(size).to(device)
+    return _hadamard(size, str(torch.device(device)), dtype)
 
 
 def rotate(values: torch.Tensor, group: int) -> torch.Tensor:
@@ -56,7 +62,7 @@ def rotate(values: torch.Tensor, group: int) -> torch.Tensor:
     if width % group:
         raise ValueError(f"a ConvRot group of {group} does not divide rows of {width} values")
     grouped = values.reshape(*values.shape[:-1], width // group, group)
-    return (grouped @ hadamard(group, values.device).to(values.dtype)).reshape(values.shape)
+    return (grouped @ hadamard(group, values.device, values.dtype)).reshape(values.shape)
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, group: int = 0) -> torch.Tensor:
@@ -76,6 +82,17 @@ def quantize_rows(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.reshape(values.shape), scale
 
 
+def quantize_tokens(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Activation rows as int8 with a float32 scale each (largest magnitude / 127, at least
+    1e-30), divided in the rows' own dtype (a scale that is 0 there divides by its dtype's
+    smallest normal: an all-zero row stays zero)."""
+    scale = (rows.abs().amax(dim=1).to(torch.float32) / INT8_MAX).clamp(min=1e-30)
+    divisor = scale.to(rows.dtype)
+    divisor = torch.where(divisor == 0, torch.finfo(rows.dtype).tiny, divisor)
+    divided = rows / divisor[:, None]
+    return divided.round().clamp(-INT8_MAX - 1, INT8_MAX).to(torch.int8), scale
+
+
 def int8_linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -87,10 +104,10 @@ def int8_linear(
     `x`'s dtype (module docstring). `torch._int_mm` needs more than 16 rows of `x` and sizes
     that divide by 8: rows are padded with zeros to 17 and a multiple of 8."""
     shape = x.shape
-    rows = x.reshape(-1, shape[-1]).to(torch.float32)
+    rows = x.reshape(-1, shape[-1])
     if group:
         rows = rotate(rows, group)
-    q, x_scale = quantize_rows(rows)
+    q, x_scale = quantize_tokens(rows)
     count = q.shape[0]
     padded = max(17, -(-count // 8) * 8)
     if padded != count:
