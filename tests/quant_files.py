@@ -273,3 +273,31 @@ def w4a8_layer(
     if correction:
         tensors["weight_correction"] = torch.from_numpy(offsets)
     return tensors, torch.from_numpy(held.astype(np.float32))
+
+
+def write_w4a8(
+    path: Path, original: dict[str, torch.Tensor], quantizable, prefix: str = "", convrot: int = 256
+) -> dict[str, torch.Tensor]:
+    """A file of `original` whose `quantizable` linear weights are W4A8 layers taking turns
+    as 4-bit with a codebook and corrections, uniform 4-bit and uniform 6-bit (`w4a8_layer`),
+    the rest bf16; returns the values it holds."""
+    layouts = (
+        {"bits": 4, "codebook": True, "correction": True},
+        {"bits": 4, "codebook": False},
+        {"bits": 6, "codebook": False},
+    )
+    tensors: dict[str, torch.Tensor] = {}
+    held: dict[str, torch.Tensor] = {}
+    count = 0
+    for name, value in original.items():
+        if quantizable(name, value):
+            layout = layouts[count % 3]
+            parts, held[name] = w4a8_layer(value, convrot=convrot, seed=count, **layout)
+            layer = prefix + name[: -len("weight")]
+            tensors.update({layer + suffix: t for suffix, t in parts.items()})
+            count += 1
+        else:
+            tensors[prefix + name] = value.detach().to(torch.bfloat16).contiguous()
+            held[name] = tensors[prefix + name].float()
+    save_file(tensors, str(path))
+    return held

@@ -5,11 +5,12 @@ holds them and are upcast in each layer's forward.
   E4M3's largest value, 448 (OCP 8-bit Floating Point Specification, v1.0, table 1); a file's
   per-row scales are read with their rows; `--fp8-compute` is refused on CPU with its reason.
 - a tiny Wan fp8_scaled file (a scale per row), a GGUF Q8_0 file, an int8_convrot file (issue
-  52; ConvRot groups of 64 at the tiny widths) and an fp4_mixed one (nvfp4, nvfp4_awq and fp8
-  layers), loaded with `--weights file`, compute the same DiT output, byte for byte, as the
-  same file dequantized at load, at world sizes 1, 2 and 3 (FSDP2, uneven rows); the shards
-  hold fp8 rows / int8 rows / GGUF block bytes (fp4_mixed: its fp8 layers; nvfp4 is
-  dequantized at load) and each rank's scales are its rows' scales.
+  52; ConvRot groups of 64 at the tiny widths), an fp4_mixed one (nvfp4, nvfp4_awq and fp8
+  layers) and a W4A8 one (4- and 6-bit codes), loaded with `--weights file`, compute the same
+  DiT output, byte for byte, as the same file dequantized at load, at world sizes 1, 2 and 3
+  (FSDP2, uneven rows); the shards hold fp8 rows / int8 rows / GGUF block bytes (fp4_mixed:
+  its fp8 layers; nvfp4 and W4A8 are dequantized at load) and each rank's scales are its
+  rows' scales.
 - served (2 ranks, the fp8 file): frames equal to `--weights bf16`'s; the ranks'
   `dit_param_bytes` count the blocks' linear weights at one byte a value (half of bf16's two)
   plus 4 bytes of scale a row; a LoRA job equals the same LoRA on the dequantized model within
@@ -34,7 +35,7 @@ import torch
 from comfy_files import WAN_PREFIX, quantizable, wan_original, write_gguf, write_safetensors
 from conftest import REFERENCE_FLAGS, run_job, spawn_gloo
 from lora_files import peft_lora
-from quant_files import write_fp4_mixed, write_int8
+from quant_files import write_fp4_mixed, write_int8, write_w4a8
 from safetensors.torch import save_file
 
 from paradit.backend.config import ServeConfig
@@ -113,6 +114,8 @@ def _tiny_wan_files(root: Path) -> dict[str, Path]:
     write_int8(files["int8"], original, quantizable, WAN_PREFIX, group=64)
     files["fp4_mixed"] = root / "wan2.1_t2v_tiny_fp4_mixed.safetensors"
     write_fp4_mixed(files["fp4_mixed"], original, quantizable, WAN_PREFIX)
+    files["w4a8"] = root / "wan2.1_t2v_tiny_w4a8.safetensors"
+    write_w4a8(files["w4a8"], original, quantizable, WAN_PREFIX, convrot=64)
     return files
 
 
@@ -149,7 +152,7 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
 
                 model = empty_from_config(config, torch.float32)
                 layers = store_file_layers(model, part, mode)
-                kept = 6 if kind == "fp4_mixed" else 20  # its fp8 layers; nvfp4 dequantized
+                kept = {"fp4_mixed": 6, "w4a8": 0}.get(kind, 20)  # fp8 layers; 4-bit dequantized
                 assert layers == (0 if mode == "bf16" else kept), (kind, mode, layers)
                 if mesh is not None:
                     shard_weights(model, mesh)
