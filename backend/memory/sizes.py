@@ -43,17 +43,19 @@ OUTPUT_COPIES = {False: 1, True: 4}
 FP8_SCALE_BYTES = 4
 """An fp8 linear weight's scale per output row (float32)."""
 UNQUANTIZED_FORMATS = ("bf16", "f16", "fp16", "f32", "fp32", "float32", "empty")
-DEQUANTIZED_FORMATS = ("nvfp4", "nvfp4_awq", "w4a8")
+DEQUANTIZED_FORMATS = ("nvfp4", "nvfp4_awq", "w4a8", "mxfp8")
 """File formats read to the compute dtype at load (never kept as the file holds them)."""
 ONE_BYTE = ("fp8", "int8")
 """Stored kinds that hold a linear weight in one byte a value with a float32 scale a row."""
 
 
 def _kept_quantized(fmt: str) -> bool:
-    """Whether a file format (`quantization`) has layers `--weights file` keeps quantized: not
-    a float file, nor one whose layers are all dequantized at load (nvfp4, w4a8)."""
-    parts = fmt.lower().removeprefix("mixed:").split("+")
-    return any(p not in UNQUANTIZED_FORMATS and p not in DEQUANTIZED_FORMATS for p in parts)
+    """Whether a file format (`quantization`) is counted as kept quantized under `--weights
+    file`: not a float file, nor one dequantized at load (nvfp4, w4a8, mxfp8); a mix of
+    layer formats by its largest (an fp4_mixed file's few fp8 layers are counted in the
+    compute dtype: more than they take, never less)."""
+    largest = fmt.lower().removeprefix("mixed:").split("+")[0]
+    return largest not in UNQUANTIZED_FORMATS and largest not in DEQUANTIZED_FORMATS
 
 
 def stored_weights(mode: str, formats: tuple[str, ...] = ()) -> str:

@@ -315,7 +315,8 @@ def test_stored_weights_follow_the_setting_and_the_file():
     assert stored_weights("file", ("int8", "fp8_scaled")) == "fp8"  # one byte alike
     assert stored_weights("bf16", ("int8_convrot",)) == "compute"
     assert stored_weights("auto", ("nvfp4_awq",)) == "compute"  # dequantized at load
-    assert stored_weights("auto", ("mixed:nvfp4+fp8_scaled",)) == "fp8"
+    assert stored_weights("auto", ("mixed:nvfp4+fp8_scaled",)) == "compute"  # mostly nvfp4
+    assert stored_weights("auto", ("mixed:fp8_scaled+nvfp4",)) == "fp8"
 
 
 @pytest.mark.fast
