@@ -10,11 +10,14 @@ the weight is dequantized), and GGUF tensors of every type the `gguf`
 package dequantizes (F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K, IQ*: the GGUF node
 pack's files), ComfyUI's mxfp8 layers (E8M0 block scales), and its `int8_tensorwise` layers
 (int8 times one float scale per tensor or per row, un-rotated when the layer's `comfy_quant`
-record says `convrot`: `models/int8.py`). A layer whose record names a format no reader here
-reads is refused naming that format (`layer_quant.READ_FORMATS`).
+record says `convrot`: `models/int8.py`), its `nvfp4` layers (with AWQ's `pre_quant_scale`:
+`models/fp4.py`) and its `asym_w4a8_int8` layers (`models/w4a8.py`), those two described by
+their headers as the values they hold (`header.PACKED_FP4`, `header.PACKED_W4A8`). A layer
+whose record names a format no reader here reads is refused naming that format
+(`layer_quant.READ_FORMATS`).
 
 Each rank dequantizes the rows of its FSDP2 shard to the compute dtype as it reads them
-(`read_rows`), except the layers `--weights file`/`fp8` keep as the file holds them
+(`read_rows`), except the layers `--weights file`/`fp8`/`int8` keep as the file holds them
 (`stored_of`, `read_stored`, `read_scales`: fp8 or int8 rows with their per-row scales, GGUF
 blocks as bytes; `models/quantized.py` upcasts them in the forward with the same arithmetic).
 
