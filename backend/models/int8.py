@@ -28,6 +28,8 @@ import functools
 import torch
 
 INT8_MAX = 127
+PRODUCT_BYTES = 256 * 2**20
+"""`int8_linear`: the most bytes of int32 product (and of its float32 rescaling) at a time."""
 REGULAR_4 = ((1, 1, 1, -1), (1, 1, -1, 1), (1, -1, 1, 1), (-1, 1, 1, 1))
 """The 4x4 regular Hadamard matrix (every row and column sums to 2) ConvRot builds on."""
 
@@ -100,21 +102,28 @@ def int8_linear(
     bias: torch.Tensor | None = None,
     group: int = 0,
 ) -> torch.Tensor:
-    """`x @ dequantize(weight, weight_scale, group).T + bias` as one int8 matmul, the result in
-    `x`'s dtype (module docstring). `torch._int_mm` needs more than 16 rows of `x` and sizes
-    that divide by 8: rows are padded with zeros to 17 and a multiple of 8."""
+    """`x @ dequantize(weight, weight_scale, group).T + bias` as int8 matmuls, the result in
+    `x`'s dtype (module docstring). Tokens go through in blocks of rows whose int32 product
+    and its float32 rescaling take at most `PRODUCT_BYTES` each (at 75k tokens x 13824
+    outputs the whole product would be 4 GiB twice). `torch._int_mm` needs more than 16 rows
+    and sizes that divide by 8: a block's rows are padded with zeros to 17 and a multiple
+    of 8."""
     shape = x.shape
     rows = x.reshape(-1, shape[-1])
     if group:
         rows = rotate(rows, group)
-    q, x_scale = quantize_tokens(rows)
-    count = q.shape[0]
-    padded = max(17, -(-count // 8) * 8)
-    if padded != count:
-        q = torch.cat([q, q.new_zeros(padded - count, q.shape[1])])
-    product = torch._int_mm(q, weight.t())[:count]  # noqa: SLF001 - torch's int8 matmul
-    scales = x_scale[:, None] * weight_scale.to(torch.float32).reshape(1, -1)
-    out = (product.to(torch.float32) * scales).to(x.dtype)
+    count, outputs = rows.shape[0], weight.shape[0]
+    out = torch.empty(count, outputs, dtype=x.dtype, device=x.device)
+    w_scale = weight_scale.to(torch.float32).reshape(1, -1)
+    step = max(32, PRODUCT_BYTES // 4 // max(outputs, 1) // 8 * 8)
+    for begin in range(0, count, step):
+        q, x_scale = quantize_tokens(rows[begin : begin + step])
+        taken = q.shape[0]
+        padded = max(17, -(-taken // 8) * 8)
+        if padded != taken:
+            q = torch.cat([q, q.new_zeros(padded - taken, q.shape[1])])
+        product = torch._int_mm(q, weight.t())[:taken]  # noqa: SLF001 - torch's int8 matmul
+        out[begin : begin + taken] = product.to(torch.float32) * (x_scale[:, None] * w_scale)
     if bias is not None:
         out = out + bias.to(out.dtype)
-    return out.reshape(*shape[:-1], weight.shape[0])
+    return out.reshape(*shape[:-1], outputs)

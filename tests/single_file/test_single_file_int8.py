@@ -260,3 +260,16 @@ def test_int8_layer_upcasts_as_loaded_and_its_int8_matmul_is_int8_linear():
     assert set_int8_compute([torch.nn.Sequential(layer)]) == 1
     got = layer(x)
     assert torch.equal(got, int8.int8_linear(x, layer.weight, layer.weight_scale, layer.bias, 16))
+
+
+@pytest.mark.fast
+def test_int8_matmul_in_blocks_of_tokens_equals_it_whole(monkeypatch):
+    """`int8_linear` bounds its int32 product by going through the tokens in blocks (32 rows
+    here, the last one padded): the same result as one block, byte for byte."""
+    generator = torch.Generator().manual_seed(6)
+    parts, _ = int8_layer(torch.randn(40, 256, generator=generator), 64)
+    q, scale = parts["weight"], parts["weight_scale"].reshape(-1)
+    x = torch.randn(3, 25, 256, generator=generator)
+    whole = int8.int8_linear(x, q, scale, None, 64)
+    monkeypatch.setattr(int8, "PRODUCT_BYTES", 1)
+    assert torch.equal(int8.int8_linear(x, q, scale, None, 64), whole)
