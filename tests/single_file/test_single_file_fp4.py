@@ -14,7 +14,7 @@ byte, high nibble first; E4M3 block scales per 16 values in cuBLAS's tiled layou
   weight that is not packed 4-bit, are refused naming the tensor.
 - W4A8 layers (4-bit with a codebook and per-group corrections, uniform 4-bit, uniform 6-bit
   whose width also reads as 4-bit groups of 48: its record decides) read to the definition's
-  values; a record whose group size does not fit the layer is refused.
+  values; a record whose group size does not fit the layer, or none, is refused.
 
 Cost: about 3 s.
 """
@@ -164,4 +164,9 @@ def test_w4a8_layer_whose_record_does_not_fit_is_refused(tmp_path):
     path = tmp_path / "w4a8_bad.safetensors"
     save_file({f"{PREFIX}mlp.down_proj.{k}": v for k, v in parts.items()}, str(path))
     with pytest.raises(ValueError, match=r"down_proj .*does not fit its record \(group_size 32"):
+        check_readable(read_header(path))
+    del parts["comfy_quant"]
+    path = tmp_path / "w4a8_unrecorded.safetensors"
+    save_file({f"{PREFIX}mlp.down_proj.{k}": v for k, v in parts.items()}, str(path))
+    with pytest.raises(ValueError, match=r"down_proj\.weight holds packed .* no asym_w4a8_int8"):
         check_readable(read_header(path))

@@ -259,6 +259,13 @@ def check_readable(header: FileHeader) -> None:
                     f"(readable: {', '.join(SAFETENSORS_DTYPES)})"
                 )
             _check_scale(header, key, info)
+            record = record_of(header, key) if info.dtype == PACKED_W4A8 else None
+            if info.dtype == PACKED_W4A8 and (record is None or record.format != W4A8):
+                raise ValueError(
+                    f"{header.name}: {key} holds packed 4- or 6-bit codes (I8 with a "
+                    f"weight_s_rel) but its layer has no {W4A8} comfy_quant record telling "
+                    "their group size: not read"
+                )
         else:
             _gguf_type(header, key, info)
 
