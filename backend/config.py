@@ -293,8 +293,8 @@ class ServeConfig:
             "--weights",
             BACKEND,
             "the DiT's weights in memory: auto (file for quantized files, else bf16), bf16, "
-            "fp8 (quantized at load, a scale per row) or file (each layer keeps its file's "
-            "dtype and is upcast in its forward)",
+            "fp8 or int8 (quantized at load, a scale per row) or file (each layer keeps its "
+            "file's dtype and is upcast in its forward)",
             choices=WEIGHTS_MODES,
             frontend=True,
         ),
@@ -305,6 +305,16 @@ class ServeConfig:
             "--fp8-compute",
             BACKEND,
             "fp8 matmuls for the DiT's fp8 linear layers (CUDA sm >= 8.9 only)",
+            frontend=True,
+        ),
+    )
+    int8_compute: bool = field(
+        default=False,
+        metadata=_flag(
+            "--int8-compute",
+            BACKEND,
+            "int8 matmuls (W8A8, activations quantized per token) for the DiT's int8 linear "
+            "layers (CUDA sm >= 8.0 only)",
             frontend=True,
         ),
     )
@@ -446,6 +456,12 @@ class ServeConfig:
             raise ValueError(
                 "--fp8-compute needs a CUDA GPU of compute capability 8.9 or newer (fp8 "
                 "matmuls); on CPU the fp8 weights are upcast in each layer's forward"
+            )
+        if self.int8_compute and self.device == "cpu":
+            raise ValueError(
+                "--int8-compute needs a CUDA GPU of compute capability 8.0 or newer (int8 "
+                "tensor core matmuls); on CPU the int8 weights are upcast in each layer's "
+                "forward"
             )
         self.memory_settings()  # the memory flags, checked there
         self.default_cache()  # --cache, checked there

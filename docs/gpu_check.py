@@ -30,6 +30,10 @@ Stages (docs/gpu.md holds the figures they gave):
             per row: bf16, the per-layer upcast (`--weights file|fp8`) and `--fp8-compute`
             (`torch._scaled_mm`), timed, with their distance to bf16 (`fp8_check.py`;
             GPU_CHECK_DRY=1: tiny sizes on the CPU, fp8 compute refused there).
+- int8      the same shapes, weights stored as int8_convrot files hold them (ConvRot groups of
+            256, a scale per row): bf16, the per-layer upcast (`--weights file|int8`) and
+            `--int8-compute` (W8A8, `torch._int_mm`), timed, with their distance to bf16
+            (`int8_check.py`; GPU_CHECK_DRY=1: tiny sizes on the CPU, int8 compute refused).
 
 Steps: each served job's first step is not counted (it pays one-time costs); the served and
 direct runs of one model alternate, so drift falls on both.
@@ -439,6 +443,7 @@ def main(argv: list[str]) -> int:
     work = Path(os.environ.get("GPU_CHECK_WORK") or out / "work")  # outputs and serve logs
     work.mkdir(parents=True, exist_ok=True)
     from fp8_check import stage_fp8  # beside this file
+    from int8_check import stage_int8
     from kernels_check import stage_kernels
     from speed_check import stage_speed
 
@@ -452,6 +457,7 @@ def main(argv: list[str]) -> int:
         "kernels": stage_kernels,
         "speed": stage_speed,
         "fp8": stage_fp8,
+        "int8": stage_int8,
     }
     failed = 0
     for name in stages:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The first-CUDA-run checks in one command (docs/gpu.md holds what they measured):
 #     bash docs/gpu_check.sh OUT [STAGE ...]
-# stages: env tiny real big fallback experts kernels speed fp8
+# stages: env tiny real big fallback experts kernels speed fp8 int8
 # On a machine without paradit's dependencies, put their wheels in .whl/ (the repo's root);
 # they are installed into a private folder, never over the machine's own packages.
 set -uo pipefail

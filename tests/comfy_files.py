@@ -192,7 +192,7 @@ def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tens
 # -- formats: each returns the values the file holds (float32) under the file's keys ----------
 
 
-def _quantizable(name: str, tensor: torch.Tensor) -> bool:
+def quantizable(name: str, tensor: torch.Tensor) -> bool:
     """The blocks' linear weights (Wan's and Flux's `blocks.N`, Z-Image's `layers.N` and
     refiners): what ComfyUI's fp8 files store in fp8."""
     return (
@@ -228,7 +228,7 @@ def write_safetensors(
     for name, value in original.items():
         value = value.detach().float()
         layer = prefix + name[: -len("weight")]
-        if fmt in plain or not _quantizable(name, value):
+        if fmt in plain or not quantizable(name, value):
             stored = value.to(plain.get(fmt, torch.bfloat16))
             held[name] = stored.float()
         elif fmt == "fp8_e4m3fn":

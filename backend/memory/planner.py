@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .settings import JobShape, MemorySettings
-from .sizes import ModelSizes
+from .sizes import ONE_BYTE, ModelSizes
 
 GIB = 1024**3
 USABLE_FRACTION = 0.9
@@ -303,8 +303,8 @@ class MemoryPlanner:
         """How the DiTs' weights are counted (`--weights`)."""
         sizes = self.sizes
         stored = (
-            "fp8 (linear weights 1 byte + a scale per row)"
-            if sizes.stored == "fp8"
+            f"{sizes.stored} (linear weights 1 byte + a scale per row)"
+            if sizes.stored in ONE_BYTE
             else (f"{str(sizes.dtype).removeprefix('torch.')}")
         )
         experts = f"{sizes.experts} experts of " if sizes.experts > 1 else ""

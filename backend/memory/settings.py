@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 OFFLOAD_MODES = ("auto", "none", "model", "experts", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
-WEIGHTS_MODES = ("auto", "bf16", "fp8", "file")
+WEIGHTS_MODES = ("auto", "bf16", "fp8", "int8", "file")
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class MemorySettings:
     """LoRAs are on (`--lora-dir`): the bound of the parsed-LoRA cache (`--lora-cache-gib`),
     which the plan counts with the rows a job's LoRAs save; None: no LoRAs."""
     weights: str = "auto"
-    """`--weights`: the DiT's stored dtype (auto, bf16, fp8, file)."""
+    """`--weights`: the DiT's stored dtype (auto, bf16, fp8, int8, file)."""
 
     def __post_init__(self) -> None:
         if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:

@@ -43,17 +43,33 @@ OUTPUT_COPIES = {False: 1, True: 4}
 FP8_SCALE_BYTES = 4
 """An fp8 linear weight's scale per output row (float32)."""
 UNQUANTIZED_FORMATS = ("bf16", "f16", "fp16", "f32", "fp32", "float32", "empty")
+DEQUANTIZED_FORMATS = ("nvfp4", "nvfp4_awq", "w4a8", "mxfp8")
+"""File formats read to the compute dtype at load (never kept as the file holds them)."""
+ONE_BYTE = ("fp8", "int8")
+"""Stored kinds that hold a linear weight in one byte a value with a float32 scale a row."""
+
+
+def _kept_quantized(fmt: str) -> bool:
+    """Whether a file format (`quantization`) is counted as kept quantized under `--weights
+    file`: not a float file, nor one dequantized at load (nvfp4, w4a8, mxfp8); a mix of
+    layer formats by its largest (an fp4_mixed file's few fp8 layers are counted in the
+    compute dtype: more than they take, never less)."""
+    largest = fmt.lower().removeprefix("mixed:").split("+")[0]
+    return largest not in UNQUANTIZED_FORMATS and largest not in DEQUANTIZED_FORMATS
 
 
 def stored_weights(mode: str, formats: tuple[str, ...] = ()) -> str:
-    """How the DiTs' weights are stored under `--weights` `mode`: "fp8" or "compute" (the
-    compute dtype, today's bf16). `formats`: the DiT files' formats (`quantization`: bf16,
-    fp8_scaled, Q8_0...), empty for a folder or a preset. `auto` and `file` keep a quantized
-    file quantized; a GGUF file is counted as fp8 (one byte a weight: Q8_0's 1.06 and a
-    Q4's 0.56 are not told apart)."""
-    quantized = any(f.lower() not in UNQUANTIZED_FORMATS for f in formats)
-    if mode == "fp8" or (mode in ("auto", "file") and quantized):
-        return "fp8"
+    """How the DiTs' weights are stored under `--weights` `mode`: "fp8", "int8" (both one byte
+    a linear weight and a float32 scale a row: `ONE_BYTE`) or "compute" (the compute dtype,
+    today's bf16). `formats`: the DiT files' formats (`quantization`: bf16, fp8_scaled,
+    int8_convrot, Q8_0...), empty for a folder or a preset. `auto` and `file` keep a
+    quantized file quantized (int8 files as int8); a GGUF file is counted as fp8 (one byte a
+    weight: Q8_0's 1.06 and a Q4's 0.56 are not told apart)."""
+    quantized = [f for f in formats if _kept_quantized(f)]
+    if mode in ONE_BYTE:
+        return mode
+    if mode in ("auto", "file") and quantized:
+        return "int8" if all(f.startswith("int8") for f in quantized) else "fp8"
     return "compute"
 
 
@@ -73,7 +89,7 @@ class ModelSizes:
     """VAE frames per latent frame (4; 1 for images)."""
     text_tokens: int = 512
     stored: str = "compute"
-    """How the DiTs' weights are stored (`stored_weights`): "fp8" counts every linear layer's
+    """How the DiTs' weights are stored (`stored_weights`): "fp8"/"int8" count every linear layer's
     weight as one byte a parameter and a float32 scale per row; norms, biases, embeddings and
     convolutions keep the compute dtype."""
     _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
@@ -131,7 +147,7 @@ class ModelSizes:
     def upcast_bytes(self) -> int:
         """The buffer a stored-fp8 DiT upcasts one layer into in its forward: the largest
         linear weight in the compute dtype (0 when the weights are stored in it)."""
-        if self.stored != "fp8":
+        if self.stored not in ONE_BYTE:
             return 0
         size = torch.tensor([], dtype=self.dtype).element_size()
         linears = (m.weight.numel() for m in self.dit.modules() if _quantizable(m))
@@ -334,10 +350,11 @@ def _quantizable(module: torch.nn.Module) -> bool:
 
 def stored_bytes(module: torch.nn.Module, dtype: torch.dtype, stored: str = "compute") -> int:
     """Bytes of `module`'s parameters as stored: every parameter in `dtype`, or with `stored`
-    "fp8" each linear weight in one byte a parameter and a float32 scale per output row."""
+    "fp8"/"int8" each linear weight in one byte a parameter and a float32 scale per output
+    row."""
     size = torch.tensor([], dtype=dtype).element_size()
     total = _numel(module) * size
-    if stored == "fp8":
+    if stored in ONE_BYTE:
         for layer in module.modules():
             if _quantizable(layer):
                 weight = layer.weight

@@ -1,11 +1,12 @@
-"""Stored dtype != compute dtype: linear layers that hold fp8 or GGUF weights and upcast them
-in their forward, one layer at a time (`--weights`, issue 39).
+"""Stored dtype != compute dtype: linear layers that hold fp8, int8 or GGUF weights and upcast
+them in their forward, one layer at a time (`--weights`, issues 39 and 52).
 
 `QuantLinear` replaces an `nn.Linear` of a DiT's repeated blocks. Its `weight` parameter is
-what the memory holds: fp8 (`float8_e4m3fn`/`e5m2`) with a float32 `weight_scale` per row, or
-a GGUF tensor's blocks as bytes (one row of blocks per output row). Its forward forms the weight
-in the compute dtype exactly as loading the file dequantized would (fp8 -> float32, times the
-row's scale, rounded once to the compute dtype; GGUF blocks through diffusers' torch
+what the memory holds: fp8 (`float8_e4m3fn`/`e5m2`) or int8 with a float32 `weight_scale` per
+row (int8 maybe ConvRot-rotated: `models/int8.py`), or a GGUF tensor's blocks as bytes (one row
+of blocks per output row). Its forward forms the weight in the compute dtype exactly as
+loading the file dequantized would (fp8/int8 -> float32, times the row's scale, int8
+un-rotated in float32, rounded once to the compute dtype; GGUF blocks through diffusers' torch
 dequantizers, checked equal to gguf-py's), so `--weights file` computes what `--weights bf16`
 computes, byte for byte, with the weights held at their stored size.
 
@@ -18,7 +19,8 @@ linears are nearly all of a DiT's weight, and the root's first parameters keep t
 
 Which layers are stored how is `plan_layers`: `file` keeps what the file holds, `fp8`
 quantizes float weights at load with one scale per row (the row's largest magnitude maps to
-the format's largest value) and keeps fp8 file layers as they are, `bf16` (the compute dtype)
+the format's largest value) and keeps fp8 file layers as they are, `int8` alike in int8 (no
+rotation; int8 file layers kept as they are, rotated or not), `bf16` (the compute dtype)
 quantizes nothing, `auto` is `file` for a quantized file and `bf16` otherwise.
 
 A job's LoRA on a `QuantLinear` never writes its stored rows: `lora_deltas` holds the job's
@@ -28,6 +30,8 @@ The next job finds the stored bytes untouched.
 
 `fp8_compute`: fp8 layers multiply in fp8 with `torch._scaled_mm` (inputs scaled per row,
 weights by their per-row scales); CUDA compute capability 8.9 or newer only (`fp8_refusal`).
+`int8_compute`: int8 layers multiply in int8 (`int8.int8_linear`, W8A8 as ComfyUI runs it);
+CUDA compute capability 8.0 or newer only (`int8_refusal`).
 
 Libraries: GGUF blocks are dequantized by diffusers' torch functions
 (`diffusers.quantizers.gguf.utils`). torchao's float8 weight-only tensors could hold the fp8
@@ -47,42 +51,59 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from . import int8
+
 log = logging.getLogger(__name__)
 
 FP8_DTYPES = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
-WEIGHTS_MODES = ("auto", "bf16", "fp8", "file")
+WEIGHTS_MODES = ("auto", "bf16", "fp8", "int8", "file")
 FP8_COMPUTE_CAPABILITY = (8, 9)
+INT8_COMPUTE_CAPABILITY = (8, 0)
 UPCAST_BLOCK = 2**22
 """Values per block of rows a layer upcasts at a time (16 MiB of float32)."""
 
 
 @dataclass(frozen=True)
 class Stored:
-    """How one linear layer's weight is held: `fp8` (`dtype`, a float32 scale per row) or
-    `gguf` (`qtype`'s blocks as bytes); `quantize`: made from float weights at load (`fp8`
+    """How one linear layer's weight is held: `fp8` (`dtype`, a float32 scale per row), `int8`
+    (a float32 scale per row; `group`: ConvRot's group size, 0 when not rotated) or `gguf`
+    (`qtype`'s blocks as bytes); `quantize`: made from float weights at load (`fp8`/`int8`
     mode) rather than read as the file holds them."""
 
     kind: str
     dtype: torch.dtype = torch.uint8
     qtype: str = ""
     quantize: bool = False
+    group: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in ("fp8", "gguf"):
-            raise ValueError(f"a stored layer is fp8 or gguf, got {self.kind!r}")
+        if self.kind not in ("fp8", "int8", "gguf"):
+            raise ValueError(f"a stored layer is fp8, int8 or gguf, got {self.kind!r}")
         if self.kind == "gguf" and (self.quantize or not self.qtype):
             raise ValueError("a gguf layer is read as its file holds it and names its type")
+        if self.kind == "int8" and self.dtype != torch.int8:
+            raise ValueError(f"an int8 layer holds torch.int8, got {self.dtype}")
+        if self.group and (self.kind != "int8" or self.quantize):
+            raise ValueError("only int8 layers read from a file are ConvRot-rotated")
+
+    @property
+    def name(self) -> str:
+        """What `GET /v1/info` calls it: float8_e4m3fn, int8, Q8_0..."""
+        return self.qtype or str(self.dtype).removeprefix("torch.")
 
     def row_bytes(self, in_features: int) -> int:
         """Bytes of one stored row of `in_features` values."""
-        if self.kind == "fp8":
+        if self.kind != "gguf":
             return in_features
         block, block_bytes = _gguf_sizes(self.qtype)
         return in_features // block * block_bytes
 
     def holds(self, in_features: int) -> bool:
-        """Whether rows of `in_features` values fit whole blocks of this storage."""
-        return self.kind == "fp8" or in_features % _gguf_sizes(self.qtype)[0] == 0
+        """Whether rows of `in_features` values fit whole blocks (or rotation groups) of this
+        storage."""
+        if self.kind == "gguf":
+            return in_features % _gguf_sizes(self.qtype)[0] == 0
+        return not self.group or in_features % self.group == 0
 
 
 def _gguf_sizes(qtype: str) -> tuple[int, int]:
@@ -100,13 +121,34 @@ def gguf_upcastable(qtype: str) -> bool:
 
 
 def quantize_rows(values: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows of float `values` as fp8 `dtype` with one float32 scale per row: each row's largest
-    magnitude maps to the format's largest value (an all-zero row gets scale 1)."""
+    """Rows of float `values` as fp8 (or int8: `int8.quantize_rows`) `dtype` with one float32
+    scale per row: each row's largest magnitude maps to the format's largest value (an all-zero
+    row gets scale 1)."""
+    if dtype == torch.int8:
+        return int8.quantize_rows(values)
     flat = values.reshape(values.shape[0], -1).to(torch.float32)
     amax = flat.abs().amax(dim=1)
     scale = torch.where(amax > 0, amax / torch.finfo(dtype).max, torch.ones_like(amax))
     quantized = (flat / scale[:, None]).clamp(torch.finfo(dtype).min, torch.finfo(dtype).max)
     return quantized.to(dtype).reshape(values.shape), scale
+
+
+def int8_refusal(device: torch.device) -> str | None:
+    """Why `--int8-compute` cannot run on `device` (None: it can)."""
+    if device.type != "cuda":
+        return (
+            f"--int8-compute needs a CUDA GPU of compute capability 8.0 or newer (int8 tensor "
+            f"core matmuls); the device is {device.type}: its int8 weights are upcast in each "
+            "layer's forward"
+        )
+    capability = torch.cuda.get_device_capability(device)
+    if capability < INT8_COMPUTE_CAPABILITY:
+        return (
+            f"--int8-compute needs compute capability 8.0 or newer (Ampere, Ada, Hopper, "
+            f"Blackwell); this GPU is {capability[0]}.{capability[1]}: leave it off (the int8 "
+            "weights are upcast in each layer's forward)"
+        )
+    return None
 
 
 def fp8_refusal(device: torch.device) -> str | None:
@@ -145,11 +187,11 @@ class QuantLinear(torch.nn.Module):
         self.in_features, self.out_features = in_features, out_features
         self.stored, self.compute_dtype = stored, compute_dtype
         shape = (out_features, stored.row_bytes(in_features))
-        dtype = stored.dtype if stored.kind == "fp8" else torch.uint8
+        dtype = stored.dtype if stored.kind != "gguf" else torch.uint8
         self.weight = torch.nn.Parameter(
             torch.empty(shape, dtype=dtype, device=device), requires_grad=False
         )
-        if stored.kind == "fp8":
+        if stored.kind != "gguf":
             self.weight_scale = torch.nn.Parameter(
                 torch.empty(out_features, dtype=torch.float32, device=device),
                 requires_grad=False,
@@ -167,6 +209,8 @@ class QuantLinear(torch.nn.Module):
         """The running job's LoRA changes of this layer: (`lora.parse.LayerDelta`, strength)."""
         self.fp8_compute: str = ""
         """`--fp8-compute`: "rowwise" or "tensorwise" (`scaled_mm_linear`), "" when off."""
+        self.int8_compute = False
+        """`--int8-compute`: an int8 layer multiplies in int8 (`int8.int8_linear`)."""
 
     @property
     def weight_shape(self) -> tuple[int, int]:
@@ -174,11 +218,7 @@ class QuantLinear(torch.nn.Module):
         return (self.out_features, self.in_features)
 
     def extra_repr(self) -> str:
-        kind = (
-            str(self.stored.dtype).removeprefix("torch.")
-            if self.stored.kind == "fp8"
-            else (self.stored.qtype)
-        )
+        kind = self.stored.name + (f" convrot {self.stored.group}" if self.stored.group else "")
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, stored={kind}, compute={self.compute_dtype}"
@@ -195,6 +235,10 @@ class QuantLinear(torch.nn.Module):
             rows = slice(start, min(start + step, self.out_features))
             if self.stored.kind == "fp8":
                 values = self.weight[rows].to(torch.float32) * self.weight_scale[rows, None]
+            elif self.stored.kind == "int8":  # the load-time dequantization's arithmetic
+                values = int8.dequantize(
+                    self.weight[rows], self.weight_scale[rows], self.stored.group
+                )
             else:
                 values = _gguf_values(self.weight[rows], self.stored.qtype, self.in_features)
             block = weight[rows]
@@ -205,6 +249,8 @@ class QuantLinear(torch.nn.Module):
         return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.int8_compute and not self.lora_deltas:
+            return int8.int8_linear(x, self.weight, self.weight_scale, self.bias, self.stored.group)
         if self.fp8_compute and not self.lora_deltas:
             rowwise = self.fp8_compute == "rowwise"
             return scaled_mm_linear(x, self.weight, self.weight_scale, self.bias, rowwise)
@@ -319,6 +365,9 @@ def plan_layers(
         elif mode == "fp8":
             keep = held is not None and held.kind == "fp8"
             layers[name] = held if keep else Stored("fp8", torch.float8_e4m3fn, quantize=True)
+        elif mode == "int8":
+            keep = held is not None and held.kind == "int8"
+            layers[name] = held if keep else Stored("int8", torch.int8, quantize=True)
     return layers
 
 
@@ -339,7 +388,7 @@ def swap_in(model: torch.nn.Module, layers: dict[str, Stored]) -> int:
         )
         setattr(parent, child, replacement)
     if layers:
-        kinds = sorted({s.qtype or str(s.dtype).removeprefix("torch.") for s in layers.values()})
+        kinds = sorted({s.name for s in layers.values()})
         log.info("%d linear layers stored as %s", len(layers), ", ".join(kinds))
     return len(layers)
 
@@ -356,10 +405,10 @@ def store_layers(
     return swap_in(model, plan_layers(model, resolved, stored_of or (lambda _: None)))
 
 
-def quantize_loaded(model: torch.nn.Module) -> int:
-    """`--weights fp8` on a model already loaded in floats (a folder or preset that was not
-    loaded shard by shard): each candidate linear's weight quantized per row, in place."""
-    layers = plan_layers(model, "fp8", lambda _: None)
+def quantize_loaded(model: torch.nn.Module, mode: str = "fp8") -> int:
+    """`--weights fp8`/`int8` on a model already loaded in floats (a folder or preset that was
+    not loaded shard by shard): each candidate linear's weight quantized per row, in place."""
+    layers = plan_layers(model, mode, lambda _: None)
     weights = {name: model.get_submodule(name) for name in layers}
     swap_in(model, layers)
     with torch.no_grad():
@@ -390,12 +439,13 @@ def logical_parameters(model: torch.nn.Module) -> Iterator[tuple[str, tuple[int,
 
 
 def stored_summary(models: list[torch.nn.Module]) -> dict[str, int]:
-    """How many linear layers each storage holds ({"float8_e4m3fn": 240, "Q8_0": 12}; {} when
+    """How many linear layers each storage holds ({"float8_e4m3fn": 240, "int8": 60,
+    "Q8_0": 12}; {} when
     every weight is in the compute dtype): `GET /v1/info`'s `weights.stored`."""
     counts: dict[str, int] = {}
     for model in models:
         for layer in quant_linears(model).values():
-            kind = layer.stored.qtype or str(layer.stored.dtype).removeprefix("torch.")
+            kind = layer.stored.name
             counts[kind] = counts.get(kind, 0) + 1
     return counts
 
@@ -409,5 +459,17 @@ def set_fp8_compute(models: list[torch.nn.Module], device: torch.device) -> int:
         for layer in quant_linears(model).values():
             if fp8_matmul_fits(layer):
                 layer.fp8_compute = "rowwise" if rowwise else "tensorwise"
+                count += 1
+    return count
+
+
+def set_int8_compute(models: list[torch.nn.Module]) -> int:
+    """Turn the int8 matmul on in every int8 `QuantLinear` whose sizes `torch._int_mm` takes
+    (both divisible by 8); returns how many."""
+    count = 0
+    for model in models:
+        for layer in quant_linears(model).values():
+            if layer.stored.kind == "int8" and layer.in_features % 8 == 0 == layer.out_features % 8:
+                layer.int8_compute = True
                 count += 1
     return count

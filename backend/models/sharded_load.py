@@ -164,7 +164,7 @@ def fill_quantized(layer: QuantLinear, name: str, weights: WeightSource) -> int:
     if not rows:
         return 0
     scale = shard_rows(layer.weight_scale)[2] if layer.weight_scale is not None else None
-    if layer.stored.quantize:
+    if layer.stored.quantize:  # fp8 or int8 (`quantize_rows` by the stored dtype)
         values = torch.empty((rows, layer.in_features), dtype=layer.compute_dtype)
         read = weights.read_rows(f"{name}.weight", start, values)
         quantized, scales = quantize_rows(values, layer.stored.dtype)

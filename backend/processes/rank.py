@@ -65,6 +65,7 @@ def start_rank(
         loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
         attention_kernel=config.attention,
         fp8_compute=config.fp8_compute,
+        int8_compute=config.int8_compute,
         compile_mode=config.compile,
         carried=carried,
     )

@@ -36,9 +36,11 @@ from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
 from ..models.preset_names import is_random_preset
 from ..models.quantized import (
     fp8_refusal,
+    int8_refusal,
     quantize_loaded,
     resolve_mode,
     set_fp8_compute,
+    set_int8_compute,
     store_layers,
     stored_summary,
 )
@@ -115,6 +117,7 @@ class Runtime:
         loras: LoraLibrary | None = None,
         attention_kernel: str = "auto",
         fp8_compute: bool = False,
+        int8_compute: bool = False,
         compile_mode: str = "off",
         carried: Carried | None = None,
     ):
@@ -161,6 +164,7 @@ class Runtime:
         group.barrier("loaded")  # loading takes different times; meshes need everyone
         self._parallelize(lazy)
         self._fp8_compute(fp8_compute)
+        self._int8_compute(int8_compute)
         self._prepare_jobs(loras, carried.preview)
         break_plan_from_env(self)  # test-only (PARADIT_BREAK_PLAN); nothing when unset
         self.warm_up_seconds = 0.0
@@ -194,10 +198,11 @@ class Runtime:
         )
         for name in sorted(lazy):
             self.pipe.register_modules(**{name: self._empty_dit(name)})
-        if self.source.kind != "file" and resolve_mode(self.weights, False) == "fp8":
+        resolved_mode = resolve_mode(self.weights, False)
+        if self.source.kind != "file" and resolved_mode in ("fp8", "int8"):
             for name in DIT_COMPONENTS:  # loaded whole in floats: quantized in place
                 if name not in lazy and getattr(self.pipe, name, None) is not None:
-                    quantize_loaded(getattr(self.pipe, name))
+                    quantize_loaded(getattr(self.pipe, name), resolved_mode)
         self.model_files: dict[str, Any] | None = None
         """A single-file model's files: variant, and each file's role, format and why."""
         if self.source.resolved is not None:
@@ -396,6 +401,24 @@ class Runtime:
         self.fp8_compute = True
         log.info("fp8 matmuls in %d linear layers", count)
 
+    def _int8_compute(self, on: bool) -> None:
+        """`--int8-compute`: the int8 layers multiply in int8 (W8A8); ValueError with the
+        reason where the device cannot (before any job)."""
+        self.int8_compute = False
+        if not on:
+            return
+        refusal = int8_refusal(self.group.device)
+        if refusal is not None:
+            raise ValueError(refusal)
+        count = set_int8_compute(self.dits())
+        if not count:
+            raise ValueError(
+                "--int8-compute multiplies the DiT's int8 layers in int8, and this model holds "
+                "none: give an int8 file with --weights auto or file, or --weights int8"
+            )
+        self.int8_compute = True
+        log.info("int8 matmuls in %d linear layers", count)
+
     def _dit_weights(self, name: str) -> Any:
         """Where `fill_shards` reads DiT `name`: its folder, or its single file."""
         if self.source.kind == "file":
@@ -498,6 +521,7 @@ class Runtime:
                 "mode": self.weights,
                 "stored": stored_summary(self.dits()),
                 "fp8_compute": self.fp8_compute,
+                "int8_compute": self.int8_compute,
             },
         }
 

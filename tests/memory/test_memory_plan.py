@@ -290,11 +290,12 @@ def test_paradit_plan_counts_the_weights_setting():
 
     plans = {
         weights: estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", weights=weights)["memory"]
-        for weights in ("fp8", "bf16")
+        for weights in ("fp8", "int8", "bf16")
     }
     assert (plans["fp8"]["weights_stored"], plans["bf16"]["weights_stored"]) == ("fp8", "compute")
-    fp8, full = (plans[w]["weights_bytes"]["transformer"] for w in ("fp8", "bf16"))
-    assert fp8 < full / 2  # float32 on a CPU device: a linear weight 1 byte of 4
+    assert plans["int8"]["weights_stored"] == "int8"
+    fp8, int8, full = (plans[w]["weights_bytes"]["transformer"] for w in ("fp8", "int8", "bf16"))
+    assert fp8 == int8 < full / 2  # float32 on a CPU device: a linear weight 1 byte of 4
     assert plans["fp8"]["weights_bytes"]["vae"] == plans["bf16"]["weights_bytes"]["vae"]
     with pytest.raises(ValueError, match="--offload experts is for a model with two experts"):
         estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", offload="experts")
@@ -310,6 +311,12 @@ def test_stored_weights_follow_the_setting_and_the_file():
     assert stored_weights("file", ("Q8_0",)) == "fp8"
     assert stored_weights("auto", ("bf16",)) == "compute"
     assert stored_weights("bf16", ("fp8_e4m3fn",)) == "compute"
+    assert stored_weights("int8") == stored_weights("auto", ("int8_convrot",)) == "int8"
+    assert stored_weights("file", ("int8", "fp8_scaled")) == "fp8"  # one byte alike
+    assert stored_weights("bf16", ("int8_convrot",)) == "compute"
+    assert stored_weights("auto", ("nvfp4_awq",)) == "compute"  # dequantized at load
+    assert stored_weights("auto", ("mixed:nvfp4+fp8_scaled",)) == "compute"  # mostly nvfp4
+    assert stored_weights("auto", ("mixed:fp8_scaled+nvfp4",)) == "fp8"
 
 
 @pytest.mark.fast

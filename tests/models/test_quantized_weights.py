@@ -4,10 +4,13 @@ holds them and are upcast in each layer's forward.
 - fp8 rows and their per-row scales: the quantizer's scale is the row's largest magnitude over
   E4M3's largest value, 448 (OCP 8-bit Floating Point Specification, v1.0, table 1); a file's
   per-row scales are read with their rows; `--fp8-compute` is refused on CPU with its reason.
-- a tiny Wan fp8_scaled file (a scale per row) and a GGUF Q8_0 file, loaded with `--weights
-  file`, compute the same DiT output, byte for byte, as the same file dequantized at load, at
-  world sizes 1, 2 and 3 (FSDP2, uneven rows); the shards hold fp8 rows / GGUF block bytes and
-  each rank's scales are its rows' scales.
+- a tiny Wan fp8_scaled file (a scale per row), a GGUF Q8_0 file, an int8_convrot file (issue
+  52; ConvRot groups of 64 at the tiny widths), an fp4_mixed one (nvfp4, nvfp4_awq and fp8
+  layers) and a W4A8 one (4- and 6-bit codes), loaded with `--weights file`, compute the same
+  DiT output, byte for byte, as the same file dequantized at load, at world sizes 1, 2 and 3
+  (FSDP2, uneven rows); the shards hold fp8 rows / int8 rows / GGUF block bytes (fp4_mixed:
+  its fp8 layers; nvfp4 and W4A8 are dequantized at load) and each rank's scales are its
+  rows' scales.
 - served (2 ranks, the fp8 file): frames equal to `--weights bf16`'s; the ranks'
   `dit_param_bytes` count the blocks' linear weights at one byte a value (half of bf16's two)
   plus 4 bytes of scale a row; a LoRA job equals the same LoRA on the dequantized model within
@@ -15,10 +18,12 @@ holds them and are upcast in each layer's forward.
 - a Comfy-Org `*_fp8mixed` file keeps its fp8 layers (and only those) under `file`/`auto`;
   mxfp8 layers read to value x 2^(e - 127) per block of 32 from cuBLAS's block-scaling layout;
   `--weights fp8` quantizes a float source's rows alike when filled shard by shard and when
-  loaded whole; the fp8 stage of docs/gpu_check.sh runs dry on CPU.
+  loaded whole, `--weights int8` a loaded model's rows to int8 with a scale each; the fp8
+  stage of docs/gpu_check.sh runs dry on CPU.
 
-Cost: about 14 s (in the suite's two-worker run on 2 cores; estimated: measured at 105 s with
-the machine's load average at 11).
+Cost: about 17 s (in the suite's two-worker run on 2 cores; estimated: measured at 105 s with
+the machine's load average at 11; issue 52's three more files in the world-size test add about
+2.5 s, measured alone).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from comfy_files import WAN_PREFIX, wan_original, write_gguf, write_safetensors
+from comfy_files import WAN_PREFIX, quantizable, wan_original, write_gguf, write_safetensors
 from conftest import REFERENCE_FLAGS, run_job, spawn_gloo
 from lora_files import peft_lora
+from quant_files import write_fp4_mixed, write_int8, write_w4a8
 from safetensors.torch import save_file
 
 from paradit.backend.config import ServeConfig
@@ -101,9 +107,16 @@ def _tiny_wan_files(root: Path) -> dict[str, Path]:
     files = {
         "fp8": root / "wan2.1_t2v_tiny_fp8_scaled.safetensors",
         "Q8_0": root / "wan2.1_t2v_tiny-Q8_0.gguf",
+        "int8": root / "wan2.1_t2v_tiny_int8_convrot.safetensors",
     }
     write_safetensors(files["fp8"], original, "fp8_scaled", WAN_PREFIX, per_row=True)
     write_gguf(files["Q8_0"], original, "Q8_0")
+    # ConvRot in groups of 64 (the tiny widths are 64 and 128; real files use 256)
+    write_int8(files["int8"], original, quantizable, WAN_PREFIX, group=64)
+    files["fp4_mixed"] = root / "wan2.1_t2v_tiny_fp4_mixed.safetensors"
+    write_fp4_mixed(files["fp4_mixed"], original, quantizable, WAN_PREFIX)
+    files["w4a8"] = root / "wan2.1_t2v_tiny_w4a8.safetensors"
+    write_w4a8(files["w4a8"], original, quantizable, WAN_PREFIX, convrot=64)
     return files
 
 
@@ -140,7 +153,8 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
 
                 model = empty_from_config(config, torch.float32)
                 layers = store_file_layers(model, part, mode)
-                assert layers == (0 if mode == "bf16" else 20), (kind, mode, layers)
+                kept = {"fp4_mixed": 6, "w4a8": 0}.get(kind, 20)  # fp8 layers; 4-bit dequantized
+                assert layers == (0 if mode == "bf16" else kept), (kind, mode, layers)
                 if mesh is not None:
                     shard_weights(model, mesh)
                 with DitWeights(part) as weights:
@@ -151,9 +165,11 @@ def _dit_outputs(rank: int, world_size: int, files: dict[str, Path], out: Path) 
             reader = RowReader(part.header)
             for name, layer in quant_linears(model).items():
                 start, rows, local = shard_rows(layer.weight)
-                expect = torch.float8_e4m3fn if kind == "fp8" else torch.uint8
+                fp8 = torch.float8_e4m3fn
+                expect = {"fp8": fp8, "int8": torch.int8, "fp4_mixed": fp8}.get(kind, torch.uint8)
                 assert local.dtype == expect, (name, local.dtype)
-                if kind == "fp8" and rows:
+                assert layer.stored.group == (64 if kind == "int8" else 0), name
+                if kind in ("fp8", "int8") and rows:
                     key = WAN_PREFIX + _file_key(name)
                     file_scale = reader._scale(key).reshape(-1)[start : start + rows]
                     assert torch.equal(shard_rows(layer.weight_scale)[2], file_scale), name
@@ -228,6 +244,7 @@ def test_served_fp8_file_stays_fp8_with_loras_exact(tmp_path, backends):
         "mode": "file",
         "stored": {"float8_e4m3fn": 20},
         "fp8_compute": False,
+        "int8_compute": False,
     }
     assert full[0]["weights"]["stored"] == {}
     # the blocks' linear weights at 1 byte a value instead of 4 (float32 on CPU; 2 in bf16),
@@ -447,3 +464,25 @@ def test_fp8_matmul_is_the_product_of_the_quantized_operands():
         exact = torch.nn.functional.linear(x.float(), w) + bias.float()
         distance = (out.float() - exact).abs().mean() / exact.abs().mean()
         assert 0 < distance < 0.05, (rowwise, distance)  # the input's fp8 rounding
+
+
+@pytest.mark.fast
+def test_int8_mode_quantizes_a_loaded_model_per_row():
+    """`--weights int8` on a model loaded whole in floats (a preset or a folder): each block
+    linear becomes int8 rows with one scale each (the row's largest magnitude maps to 127),
+    not rotated."""
+    from paradit.backend.models import int8
+    from paradit.backend.models.quantized import candidate_linears, quantize_loaded
+
+    tiny = build_preset("tiny-wan", components=frozenset({"transformer"})).transformer
+    weights = {name: m.weight.detach().clone() for name, m in candidate_linears(tiny)}
+    assert quantize_loaded(tiny, "int8") == 20
+    for name, layer in quant_linears(tiny).items():
+        q, scale = int8.quantize_rows(weights[name])
+        assert (layer.stored.kind, layer.stored.group, layer.weight.dtype) == (
+            "int8",
+            0,
+            torch.int8,
+        )
+        assert torch.equal(layer.weight, q) and torch.equal(layer.weight_scale, scale), name
+        assert q.abs().amax(dim=1).tolist() == [127] * q.shape[0]

@@ -117,7 +117,7 @@ def test_quantized_layers_of_other_formats_are_refused(tmp_path):
     weight = "model.diffusion_model.layers.0.attention.qkv.weight"
     fp8 = torch.ones(4, 64).to(torch.float8_e4m3fn)
     cases = {
-        "blocks": ({weight: fp8, "s": torch.ones(4, 2)}, r"only fp8 weights with one"),
+        "blocks": ({weight: fp8, "s": torch.ones(4, 2)}, r"only fp8 and int8 weights with one"),
         "mxfp8": ({weight: fp8, "s": torch.full((4, 2), 127, dtype=torch.uint8)}, "mxfp8"),
         "nvfp4": (
             {

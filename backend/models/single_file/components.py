@@ -11,7 +11,7 @@ import torch
 from ..casting import cast_model
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
 from .detect import Part
-from .quant import RowReader, is_scale_key
+from .quant import RowReader, is_quantized_weight, is_scale_key
 from .spec import file_spec
 from .tokenizers import HUB_FOLDERS, find_tokenizer
 
@@ -24,7 +24,9 @@ def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, to
         for key, info in part.header.tensors.items():
             if is_scale_key(key):
                 continue
-            if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL"):
+            if info.dtype in ("U8", "I8", "I16", "I32", "I64", "BOOL") and not is_quantized_weight(
+                part.header, key
+            ):
                 continue  # e.g. Comfy's UMT5 `spiece_model`: not a weight
             target = torch.empty(info.shape, dtype=dtype)
             reader.read_rows(key, 0, target)

@@ -31,9 +31,18 @@ SAFETENSORS_BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
     "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
     "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "NVFP4": 4, "W4A8": 4,
 }  # fmt: skip
-"""Bits per element of each safetensors dtype (the format's own table)."""
+"""Bits per element of each safetensors dtype (the format's own table; and `PACKED_FP4`)."""
+PACKED_FP4 = "NVFP4"
+"""The dtype a header gives a ComfyUI nvfp4 weight: the file says U8 [out, in/2] (two E2M1
+values a byte, its layer has a `weight_scale_2`); the header describes the values it holds,
+[out, in] at 4 bits each (`models/fp4.py` reads them), so that shapes read as the model's."""
+PACKED_W4A8 = "W4A8"
+"""Likewise a ComfyUI W4A8 weight (`models/w4a8.py`): the file says I8 [out, in * bits / 8]
+with a `weight_s_rel` [out, groups] beside it; described as [out, in], `in` the reading (4 or
+6 bits) whose group size is one W4A8 takes, the layer's `comfy_quant` record's `group_size`
+deciding when both are (`quant.check_readable` checks every layer against its record)."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +163,64 @@ def _safetensors_header(path: Path, check_size: bool) -> FileHeader:
             raise ValueError(f"{path.name}: malformed safetensors header entry {name!r}")
         end = max(end, data_start + stop)
     _check_layout(path, tensors, data_start)
+    _describe_packed(path, tensors)
     if check_size and end > size:
         raise ValueError(
             f"{path.name} is truncated: its header names {end} bytes of data, the file has "
             f"{size} (an interrupted download?)"
         )
     return FileHeader(path, "safetensors", tensors, dict(metadata))
+
+
+def _describe_packed(path: Path, tensors: dict[str, TensorInfo]) -> None:
+    """nvfp4 and W4A8 weights (`PACKED_FP4`, `PACKED_W4A8`) described by the values they hold,
+    in place."""
+    for key, info in tensors.items():
+        layer = key[: -len("weight")]
+        if (
+            key.endswith(".weight")
+            and info.dtype == "U8"
+            and len(info.shape) == 2
+            and layer + "weight_scale_2" in tensors
+        ):
+            rows, packed = info.shape
+            tensors[key] = TensorInfo(PACKED_FP4, (rows, packed * 2), info.offset, info.nbytes)
+        rel = tensors.get(key + "_s_rel")
+        if info.dtype == "I8" and len(info.shape) == 2 and rel is not None and len(rel.shape) == 2:
+            rows, packed = info.shape
+            groups = max(rel.shape[1], 1)
+            widths = [w for w in (packed * 2, packed * 8 // 6) if _w4a8_group(w, groups)]
+            if len(widths) > 1:  # both 4 and 6 bits fit: the record's group size tells
+                size = _record_group_size(path, tensors.get(key[: -len("weight")] + "comfy_quant"))
+                widths = [w for w in widths if w == groups * size] or widths
+            width = widths[0] if widths else packed * 2
+            tensors[key] = TensorInfo(PACKED_W4A8, (rows, width), info.offset, info.nbytes)
+
+
+def _record_group_size(path: Path, record: TensorInfo | None) -> int:
+    """A W4A8 layer's `group_size` from its `comfy_quant` record (16 when it says none)."""
+    if record is None or record.nbytes > 4096:
+        return 16
+    with open(path, "rb") as f:
+        f.seek(record.offset)
+        try:
+            fields = json.loads(f.read(record.nbytes).decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return 16  # refused by layer_quant, which reads every record
+    if not isinstance(fields, dict):
+        return 16
+    params = {**fields, **(fields.get("params") or {})}
+    try:
+        return int(params.get("group_size", 16))
+    except (TypeError, ValueError):
+        return 16
+
+
+def _w4a8_group(width: int, groups: int) -> bool:
+    """Whether `width` columns in `groups` groups make a W4A8 group size (>= 4, dividing 16 or
+    a multiple of it)."""
+    size = width // groups
+    return width % groups == 0 and size >= 4 and (16 % size == 0 or size % 16 == 0)
 
 
 def _check_layout(path: Path, tensors: dict[str, TensorInfo], data_start: int) -> None:
