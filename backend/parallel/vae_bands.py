@@ -129,52 +129,51 @@ def _for_group(tensor: torch.Tensor, group: dist.ProcessGroup | None) -> torch.T
 # -- the wrapped layers ------------------------------------------------------------------------
 
 
-def _conv_height(module: nn.Module) -> tuple[int, int]:
-    """(halo rows each side, the conv's own height padding) of a stride-1 'same' conv."""
+def _conv_height(module: nn.Module) -> int:
+    """Halo rows each side of a stride-1 convolution that keeps the height."""
     kernel, dilation = module.kernel_size[-2], module.dilation[-2]
     if module.stride[-2] != 1 or isinstance(module.padding, str):
         raise ValueError(f"{type(module).__name__}: a split decode takes stride-1 convs only")
     reach = (kernel - 1) * dilation
     if reach % 2:
         raise ValueError(f"{type(module).__name__}: an even-sized kernel has no centred halo")
-    if module.padding_mode != "zeros":
-        raise ValueError(f"{type(module).__name__}: padding mode {module.padding_mode!r}")
-    return reach // 2, module.padding[-2]
+    return reach // 2
 
 
 def _wrap_conv(module: nn.Module, bands: Bands) -> Callable[[], None]:
-    """Halo exchange in `module`'s convolution; returns the undo."""
-    halo, own = _conv_height(module)
+    """Halo exchange in `module`'s convolution; returns the undo.
+
+    A decoder's convolutions keep the height: the rows its caller padded the band with (a
+    causal conv pads in its `forward`, after joining its cache) and the conv's own padding
+    make the kernel's reach. They are replaced by the neighbours' rows; at the picture's
+    edges they stay as the layer padded them (zeros, or the caller's mode)."""
+    halo = _conv_height(module)
     if halo == 0:
         return lambda: None
-    forward, conv_forward = module.forward, module._conv_forward
-    seen: list[int] = []
-
-    def band_forward(x: torch.Tensor, *args, **kwargs):
-        seen.append(x.shape[-2])  # the band's rows, before the layer pads them
-        try:
-            return forward(x, *args, **kwargs)
-        finally:
-            seen.pop()
+    zeros_mode = module.padding_mode == "zeros"
 
     def halo_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
-        padded = (x.shape[-2] - seen[-1]) // 2  # rows the layer's forward padded each side
-        if padded + own != halo:
-            raise ValueError(f"{type(module).__name__} does not keep the height")
-        band = x[..., padded : x.shape[-2] - padded, :]
+        padding = list(module.padding) if zeros_mode else [0] * len(module.padding)
+        if not zeros_mode:  # as the conv's own `_conv_forward` pads
+            x = F.pad(x, module._reversed_padding_repeated_twice, mode=module.padding_mode)
+        own = padding[-2]
+        padded = halo - own  # the rows the caller padded the band with, each side
+        if padded < 0:
+            raise ValueError(f"{type(module).__name__} pads more rows than its kernel reaches")
+        rows = x.shape[-2]
+        band = x[..., padded : rows - padded, :]
         above, below = bands.halo(band, halo)
+        if bands.first:
+            above = torch.cat([above[..., :own, :], x[..., :padded, :]], -2)
+        if bands.last:
+            below = torch.cat([x[..., rows - padded :, :], below[..., :own, :]], -2)
         x = torch.cat([above.to(band.dtype), band, below.to(band.dtype)], -2)
-        padding = list(module.padding)
         padding[-2] = 0
         conv = F.conv3d if x.dim() == 5 else F.conv2d
         return conv(x, weight, bias, module.stride, padding, module.dilation, module.groups)
 
-    module.forward, module._conv_forward = band_forward, halo_conv
-
-    def undo() -> None:
-        del module.forward, module._conv_forward
-
-    return undo
+    module._conv_forward = halo_conv
+    return lambda: delattr(module, "_conv_forward")
 
 
 def _wrap_group_norm(module: nn.GroupNorm, bands: Bands) -> Callable[[], None]:
