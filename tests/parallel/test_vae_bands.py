@@ -1,6 +1,7 @@
 """The exact split decode (`parallel/vae_bands.py`): every VAE a family declares splittable
 (`FamilySpec.vae_split`), decoded in row bands over 4, 3 and 2 ranks of a real gloo group,
-equals its whole decode on one rank up to float rounding, and the wrapped layers are restored.
+equals its whole decode on one rank up to float rounding, and the wrapped layers are restored;
+a 2-rank tiny-wan job under `--vae-tiling auto` splits its decode so and equals one rank's.
 
 One launch of 4 processes serves all three group sizes (the world, and sub-groups of its first
 3 and first 2 ranks). The latents are 8-11 rows high, so 4 ranks get bands of 2-3 rows: every
@@ -8,15 +9,19 @@ One launch of 4 processes serves all three group sizes (the world, and sub-group
 of the decoder. The VAEs are the tiny presets' (random weights: no learned smoothness hides a
 missing halo or a per-band statistic).
 
-Cost: about 10 s (in the suite's two-worker run on 2 cores).
+Cost: about 25 s (in the suite's two-worker run on 2 cores; the 2-rank job half of it).
 """
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from conftest import spawn_gloo
+from conftest import run_job, spawn_gloo
+from PIL import Image
 
 from paradit.backend.models.families import SPECS, vae_split_of
 from paradit.backend.models.presets import build_preset
@@ -114,3 +119,47 @@ def test_split_decode_at_4_3_and_2_ranks_equals_the_whole_decode():
         with torch.no_grad():
             expected[name] = _decode(vae, _latent(name, vae))
     spawn_gloo(4, _check_bands, expected)
+
+
+# -- a whole job ------------------------------------------------------------------------------
+
+JOB = {"prompt": "a fox", "seed": 9, "guidance_scale": 4.0, "num_inference_steps": 2}
+JOB_SIZE = {"width": 256, "height": 256, "num_frames": 17}
+"""The smallest tiny-wan job `auto` splits: 256 x 256 x 17 = 1,114,112 pixels, at least
+`planner.SPLIT_MIN_PIXELS`; 32 latent rows, 16 a rank."""
+
+
+@pytest.mark.timeout(600)
+def test_world_size_2_auto_splits_exactly_and_equals_one_rank(backends):
+    """World size 2 with `--vae-tiling auto` (the default) splits tiny-wan's decode in bands:
+    job.json says `{split: 2, exact: true}` and the frames equal the diffusers pipeline's
+    untiled decode on one process (what world size 1 computes), at most 1/255 off in rare
+    pixels. Guided, so world size 2 is CFG parallel: the DiT's output is bit-identical
+    (test_equivalence.BYTE_IDENTICAL) and any difference is the decode's."""
+    from paradit.backend.serving.outputs import to_uint8
+
+    backend = backends.start("tiny-wan", 2)
+    try:
+        job, pngs = run_job(backend.client, {**JOB, **JOB_SIZE})
+        record = backend.client.record(job["id"])
+    finally:
+        backends.stop(backend)
+    assert job["status"] == "succeeded"
+    assert record["decode"] == {"split": 2, "exact": True, "tiles": 1, "mode": "bands"}
+    frames = np.stack([np.asarray(Image.open(io.BytesIO(p))) for p in pngs])
+
+    pipe = build_preset("tiny-wan")
+    pipe.set_progress_bar_config(disable=True)
+    names = ("prompt", "negative_prompt", "height", "width", "num_frames")
+    kwargs = {k: record["request"][k] for k in (*names, "guidance_scale", "num_inference_steps")}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a rank runs
+    try:
+        generator = torch.Generator().manual_seed(JOB["seed"])
+        with torch.no_grad():
+            out = pipe(**kwargs, generator=generator, output_type="np", return_dict=False)
+    finally:
+        torch.set_num_threads(threads)
+    whole = to_uint8(np.asarray(out[0])[0])
+    off = np.abs(frames.astype(np.int16) - whole.astype(np.int16))
+    assert frames.shape == whole.shape and off.max() <= 1 and (off > 0).mean() < 1e-3
