@@ -1,7 +1,8 @@
 """The exact split decode (`parallel/vae_bands.py`): every VAE a family declares splittable
 (`FamilySpec.vae_split`), decoded in row bands over 4, 3 and 2 ranks of a real gloo group,
 equals its whole decode on one rank up to float rounding, and the wrapped layers are restored;
-a 2-rank tiny-wan job under `--vae-tiling auto` splits its decode so and equals one rank's.
+a 2-rank tiny-wan job under `--vae-tiling auto` splits its decode so and equals one rank's;
+`paradit verify` fails a blended decode unless `--accept-blended-decode` accepts it.
 
 One launch of 4 processes serves all three group sizes (the world, and sub-groups of its first
 3 and first 2 ranks). The latents are 8-11 rows high, so 4 ranks get bands of 2-3 rows: every
@@ -9,7 +10,7 @@ One launch of 4 processes serves all three group sizes (the world, and sub-group
 of the decoder. The VAEs are the tiny presets' (random weights: no learned smoothness hides a
 missing halo or a per-band statistic).
 
-Cost: about 25 s (in the suite's two-worker run on 2 cores; the 2-rank job half of it).
+Cost: about 35 s (in the suite's two-worker run on 2 cores; the 2-rank job and verify most of it).
 """
 
 from __future__ import annotations
@@ -163,3 +164,32 @@ def test_world_size_2_auto_splits_exactly_and_equals_one_rank(backends):
     whole = to_uint8(np.asarray(out[0])[0])
     off = np.abs(frames.astype(np.int16) - whole.astype(np.int16))
     assert frames.shape == whole.shape and off.max() <= 1 and (off > 0).mean() < 1e-3
+
+
+# -- `paradit verify` -------------------------------------------------------------------------
+
+
+def test_verify_fails_a_blended_decode_unless_accepted(paradit_warm):
+    """World size 2 with `--vae-tiling on` (6 blended tiles): `paradit verify` judges it
+    `different` (exit 1) against world size 1's whole decode; with `--accept-blended-decode`
+    the reference decodes the same tiles and the plan passes (CFG parallel: identical)."""
+    import json
+
+    from paradit.backend.runtime.engine import VAE_TILE_ENV
+
+    args = ["verify", "--device", "cpu", "--model", "tiny-flux", "--world-size", "2"]
+    args += ["--prompt", "a cat", "--guidance", "4", "--width", "112", "--height", "80"]
+    args += ["--steps", "2", "--vae-tiling", "on"]
+    env = {"PARADIT_LOG": "WARNING", VAE_TILE_ENV: "64x64"}
+    reports = {}
+    for accept in (False, True):
+        result = paradit_warm(*args, *(["--accept-blended-decode"] if accept else []), env=env)
+        reports[accept] = (result.returncode, json.loads(result.stdout), result.stderr)
+    code, report, stderr = reports[False]
+    assert code == 1 and report["verdict"] == "different", stderr
+    assert any("blended its decode from 6 tiles" in r for r in report["reasons"]), report
+    assert report["runs"][1]["decode"] == {"split": 2, "exact": False, "tiles": 6, "mode": "split"}
+    assert report["runs"][0]["decode"]["exact"]  # the reference decoded whole
+    code, report, stderr = reports[True]
+    assert code == 0 and report["verdict"] == "identical", (stderr, report.get("reasons"))
+    assert report["runs"][0]["decode"]["tiles"] == 6
