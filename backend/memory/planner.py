@@ -214,7 +214,8 @@ class JobMemory:
         """job.json's `decode`: over how many ranks, whether its pixels are the whole
         decode's (up to float rounding; false: blended tiles), and the tiles."""
         tiles = self.tiles if self.vae_tiling else 1
-        split = self.ranks if self.decode == "bands" or (self.decode == "split" and tiles > 1) else 1
+        spread = self.decode == "bands" or (self.decode == "split" and tiles > 1)
+        split = self.ranks if spread else 1
         return {"split": split, "exact": tiles == 1, "tiles": tiles, "mode": self.decode}
 
     @property

@@ -16,6 +16,7 @@ Cost: about 35 s (in the suite's two-worker run on 2 cores; the 2-rank job and v
 from __future__ import annotations
 
 import io
+from functools import partial
 
 import numpy as np
 import pytest
@@ -95,7 +96,7 @@ def _check_bands(rank: int, world_size: int, expected: dict[str, torch.Tensor]) 
             if rank >= size:
                 continue
             with torch.no_grad():
-                split = decode_bands(lambda rows, v=vae: _decode(v, rows), vae, z, whole_frame, group)
+                split = decode_bands(partial(_decode, vae), vae, z, whole_frame, group)
             if rank != 0:
                 assert split is None
                 continue
