@@ -6,10 +6,11 @@ exactly what the whole decode computes (up to float rounding), as patch parallel
 
 - every convolution whose kernel reaches over rows (stride 1, "same" height) exchanges its
   halo rows with the neighbouring ranks and runs unpadded along the height; at the picture's
-  top and bottom edges it keeps its zero padding. The layer's input arrives as the caller
-  padded it (a causal video conv pads inside its `forward`, after joining its temporal cache),
-  so the halo is put in where the padding rows were: the cache stays per rank, each rank
-  caching its own band, and the causal video VAEs keep their temporal semantics;
+  top and bottom edges it keeps the layer's own padding (zeros, replicate, reflect). The
+  layer's input arrives as the caller padded it (a causal video conv pads inside its
+  `forward`, after joining its temporal cache), so the halo is put in where the padding rows
+  were: the cache stays per rank, each rank caching its own band, and the causal video VAEs
+  keep their temporal semantics;
 - `GroupNorm` reduces its statistics (mean, then the centred sum of squares) over all ranks;
 - the modules the family names as whole-frame (the mid-block's spatial attention) gather the
   whole frame, compute, and keep their band (their own layers run unwrapped on the whole);
