@@ -626,6 +626,7 @@ def render(plan: dict[str, Any]) -> str:
     lines = [
         f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}",
         f"decode of {job['size']}: {job['decode']}"
+        + ("" if job.get("exact_decode", True) else " (blended tiles)")
         + (" (tiling needed for memory)" if job["tiling_needed"] else ""),
         f"predicted peak: rank 0 {_gib(job['predicted_bytes']['rank0'])}, other ranks "
         f"{_gib(job['predicted_bytes']['other_ranks'])}; budget {job['budget']}",
