@@ -103,6 +103,7 @@ class Bands:
         return whole[..., top : top + heights[self.rank], :]
 
     def heights_of_whole(self, height: int) -> list[int]:
+        """Every rank's band height in a whole frame of `height` rows."""
         scale, rest = divmod(height, sum(self.rows))
         if rest:
             raise ValueError(f"a frame of {height} rows is no multiple of {sum(self.rows)}")
