@@ -238,8 +238,9 @@ class ServeConfig:
         metadata=_flag(
             "--vae-tiling",
             BACKEND,
-            "auto (tiles when the whole decode does not fit, or when splitting it over a "
-            "replica's ranks is faster), on, or off",
+            "auto (tiles, blended, only when the whole decode does not fit; splits it exactly "
+            "in row bands over a replica's ranks when that is faster), on (blended tiles), "
+            "or off (whole, on one rank)",
             choices=TILING_MODES,
             frontend=True,
         ),

@@ -26,9 +26,12 @@ layer upcast to the compute dtype at a time (`ModelSizes.upcast_bytes`).
 
 Each job then gets its decode: whole when it fits and the level does not tile (the decode one
 GPU computes, so the output equals a one-GPU run's), else tiled, and the tiles split over the
-replica's ranks when it has several (`--vae-tiling on` always tiles, so always splits). On a
-replica of several ranks a large decode (`SPLIT_MIN_PIXELS`) that fits whole is split too when
-that is faster: when the busiest rank's tiles are at most `SPLIT_FASTER` of its pixels. A job
+replica's ranks when it has several (`--vae-tiling on` always tiles, so always splits). Tiles
+are blended at their seams: their pixels differ from the whole decode's. On a replica of
+several ranks a large decode (`SPLIT_MIN_PIXELS`) that fits whole is split exactly when the
+family's VAE allows it ("bands", `parallel/vae_bands.py`: row bands, one a rank, that together
+compute the whole decode up to float rounding) and the busiest rank's band is at most
+`SPLIT_FASTER` of the rows; `--vae-tiling auto` never blends tiles for speed. A job
 that does not fit even so is refused, naming the largest size that fits. Predictions are
 bytes per rank: the DiT's share, the encoders on the rank that encodes, the VAE, and the peak
 of whichever phase (denoising, decoding) is higher.
@@ -46,16 +49,18 @@ from .sizes import ONE_BYTE, ModelSizes
 GIB = 1024**3
 USABLE_FRACTION = 0.9
 """Of a device's memory, what the plan may fill (the rest: CUDA context, fragmentation)."""
-DECODES = ("whole", "tiled", "split")
+DECODES = ("whole", "tiled", "split", "bands")
+"""One rank untiled; one rank in blended tiles; blended tiles dealt over the replica; the
+whole decode split exactly into row bands over the replica."""
 SPLIT_FASTER = 0.75
-"""`--vae-tiling auto` splits a decode that fits whole when the busiest rank's tiles are at
-most this part of the whole decode's pixels (the rest of the time: the gather and the blend
-on rank 0). Measured on CPU: tiny-wan 384x384x33 on 2 ranks, a share of 0.69, decoded in
-26.2 s split against 33.1 s whole."""
+"""`--vae-tiling auto` splits a decode that fits whole into bands when the busiest rank's band
+is at most this part of the latent rows (the rest of the time: the halo exchanges and the
+gather on rank 0)."""
 SPLIT_MIN_PIXELS = 2**20
 """... and when the whole decode makes at least this many pixels (frames x height x width: a
-1024x1024 image, 256x256 x 16 frames): a smaller decode is over in moments, and splitting it
-would only trade the one-GPU output for a blended one."""
+1024x1024 image, 256x256 x 16 frames): a smaller decode is over in moments."""
+MIN_BAND_ROWS = 2
+"""Latent rows of the thinnest band `auto` splits into (a reflect-padded 3x3 conv needs 2)."""
 
 
 @dataclass(frozen=True)
@@ -190,15 +195,32 @@ class JobMemory:
     shape: JobShape
     layout: Layout
     decode: str
-    """"whole" (one rank, untiled), "tiled" (one rank) or "split" (tiles over the replica)."""
+    """One of DECODES: "whole" (one rank, untiled), "tiled" (one rank), "split" (blended
+    tiles over the replica) or "bands" (the whole decode in exact row bands over it)."""
     tiling_needed: bool
     """The decode is tiled because the whole one would not fit (not just to split it)."""
     prediction: Prediction
     reasons: list[str] = field(default_factory=list)
+    ranks: int = 1
+    """Ranks of the replica."""
+    tiles: int = 1
+    """The tiles a tiled decode cuts the picture into (1: it fits one, decoded untiled)."""
+
+    def __post_init__(self) -> None:
+        if self.decode not in DECODES:
+            raise ValueError(f"decode must be one of {DECODES}, got {self.decode!r}")
 
     @property
     def vae_tiling(self) -> bool:
-        return self.decode != "whole"
+        return self.decode in ("tiled", "split")
+
+    def decode_record(self) -> dict[str, Any]:
+        """job.json's `decode`: over how many ranks, whether its pixels are the whole
+        decode's (up to float rounding; false: blended tiles), and the tiles."""
+        tiles = self.tiles if self.vae_tiling else 1
+        spread = self.decode == "bands" or (self.decode == "split" and tiles > 1)
+        split = self.ranks if spread else 1
+        return {"split": split, "exact": tiles == 1, "tiles": tiles, "mode": self.decode}
 
     @property
     def fits(self) -> bool:
@@ -214,6 +236,7 @@ class JobMemory:
             "text_encoder": self.layout.text_encoder,
             "decode": self.decode,
             "vae_tiling": self.vae_tiling,
+            "exact_decode": self.decode_record()["exact"],
             "tiling_needed": self.tiling_needed,
             **self.prediction.to_dict(),
             "reasons": self.reasons,
@@ -454,19 +477,16 @@ class MemoryPlanner:
             whole = self._predict(shape, layout, "whole")
             needed = not whole.fits
             large = shape.frames * shape.height * shape.width >= SPLIT_MIN_PIXELS
-            tiled = self._tiled_decode(shape)
-            share = self.split_share(shape) if tiled == "split" and large else 1.0
-            # Split when it must (memory) or when it is faster: a large decode whose busiest
-            # rank decodes at most SPLIT_FASTER of the whole decode's pixels. Not tiled on
-            # one rank unless it must: the whole decode is what one GPU computes.
-            faster = share <= SPLIT_FASTER
-            if faster and not needed:  # a tiled decode holds more copies of the output
-                faster = self._predict(shape, layout, "split").fits
-            decode = tiled if needed or faster else "whole"
-            if decode == "split":
+            share = self.band_share(shape) if large else 1.0
+            # Split when it is faster: a large decode whose busiest rank decodes at most
+            # SPLIT_FASTER of the rows, in exact bands (the pixels one GPU computes). Tiled
+            # (blended) only when it must, for memory.
+            faster = share <= SPLIT_FASTER and self._predict(shape, layout, "bands").fits
+            decode = self._tiled_decode(shape) if needed else "bands" if faster else "whole"
+            if decode == "bands":
                 reasons.append(
-                    f"decode split over {topo.replica_size} ranks (the busiest decodes "
-                    f"{share:.0%} of the whole decode's pixels)"
+                    f"decode split exactly over {topo.replica_size} ranks in row bands (the "
+                    f"busiest decodes {share:.0%} of the rows)"
                 )
             if needed:
                 reasons.append(
@@ -481,18 +501,24 @@ class MemoryPlanner:
                 "a guided job's CFG branches run as one batch of 2 on each rank (each block's "
                 "weights gathered once a step): activations counted for batch 2"
             )
-        return JobMemory(shape, layout, decode, needed, prediction, reasons)
+        tiles = len(self.sizes.tile_costs(shape)) if decode in ("tiled", "split") else 1
+        return JobMemory(
+            shape, layout, decode, needed, prediction, reasons, topo.replica_size, tiles
+        )
 
-    def split_share(self, shape: JobShape) -> float:
-        """The busiest rank's part of a split decode, in pixels of the whole decode: its
-        tiles (overlap included) as `parallel.vae.deal` deals them over the replica."""
-        from ..parallel.vae import deal
+    def band_share(self, shape: JobShape) -> float:
+        """The busiest rank's part of the latent rows in an exact split decode (bands); 1.0
+        where the VAE does not split exactly or the bands would be too thin."""
+        from ..models.families import vae_split_of
+        from ..parallel.vae_bands import band_rows
 
-        costs = self.sizes.tile_costs(shape)
-        loads = [0] * self.topology.replica_size
-        for cost, owner in zip(costs, deal(costs, self.topology.replica_size), strict=True):
-            loads[owner] += cost
-        return max(loads) / (shape.height * shape.width)
+        ranks, vae = self.topology.replica_size, self.sizes.vae
+        rows = shape.height // self.sizes.spatial
+        if ranks < 2 or vae is None or vae_split_of(vae) is None:
+            return 1.0
+        if rows < ranks * MIN_BAND_ROWS:
+            return 1.0
+        return max(band_rows(rows, ranks)) / rows
 
     def _spans_tiles(self, shape: JobShape) -> bool:
         vae = self.sizes.vae
@@ -513,13 +539,14 @@ class MemoryPlanner:
         # what a split keeps whole (LTX-2), on top of the share's peak: an upper bound
         whole = gathered.total if gathered is not None else 0
         steps = steps_dit + activations + whole
-        decoding = sizes.decode(shape, tiled=decode != "whole")
+        # a band's peak is counted as the whole decode's: an upper bound
+        decoding = sizes.decode(shape, tiled=decode in ("tiled", "split"))
         vae = sizes.vae_bytes
         loras = self._lora_bytes(layout) if topo.device_type == "cpu" else 0
         leader = max(steps, decode_dit + decoding) + encoders + vae + loras
         others = 0
         if topo.replica_size > 1 or topo.cfg_parallel:
-            split = decoding if decode == "split" else 0
+            split = decoding if decode in ("split", "bands") else 0
             others = max(steps, decode_dit + split) + vae + loras
         parts = {
             "weights": steps_dit + encoders + vae + loras,
@@ -608,6 +635,7 @@ def render(plan: dict[str, Any]) -> str:
     lines = [
         f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}",
         f"decode of {job['size']}: {job['decode']}"
+        + ("" if job.get("exact_decode", True) else " (blended tiles)")
         + (" (tiling needed for memory)" if job["tiling_needed"] else ""),
         f"predicted peak: rank 0 {_gib(job['predicted_bytes']['rank0'])}, other ranks "
         f"{_gib(job['predicted_bytes']['other_ranks'])}; budget {job['budget']}",

@@ -131,6 +131,11 @@ class FamilySpec:
     """VAE class -> a function that turns its tiling on with tiles of `(height, width)` sample
     pixels (ValueError for sizes it cannot take), for the VAEs whose default tiling does not
     take a tile size as given (`families.enable_tiles`)."""
+    vae_split: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """VAE class -> class names of its decoder's modules that must see the whole frame (the
+    mid-block's spatial attention; none for a decoder without one), for the VAEs whose decode
+    splits exactly into row bands over the ranks (`parallel/vae_bands.py`; the family's tests
+    show the split equals the whole decode). `--vae-tiling auto` decodes other VAEs whole."""
     dit_forward: Callable[[Any, Any, int], Any] | None = None
     """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
     sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
@@ -262,5 +267,6 @@ class FamilySpec:
         object.__setattr__(self, "attention_dispatch", _frozen(self.attention_dispatch))
         object.__setattr__(self, "tiny_presets", _frozen(self.tiny_presets))
         object.__setattr__(self, "vae_tiling", _frozen(self.vae_tiling))
+        object.__setattr__(self, "vae_split", _frozen(self.vae_split))
         object.__setattr__(self, "file_presets", _frozen(self.file_presets))
         object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))

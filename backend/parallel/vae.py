@@ -1,5 +1,8 @@
 """Parallel VAE decode: independent tiles dealt to the ranks, gathered on rank 0.
 
+Blended tiles are not the whole decode's pixels: this is the split of `--vae-tiling on` and
+of the decodes the memory plan tiles to fit. `vae_bands.py` splits the whole decode exactly.
+
 A model family cuts its decode into tiles that need nothing from each other (the VAE's own
 tiles, `models/vae_tiles.py`: for Wan and CogVideoX each spatial tile with all its frames and
 their causal-conv cache, for Flux a square of the image). Every rank computes the same deal

@@ -44,11 +44,12 @@ from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
 from ..memory.swap import ExpertSwap
-from ..models.families import Family, family_of
+from ..models.families import Family, TiledDecode, family_of, vae_split_of
 from ..parallel import ModelStateError, Parallelized, attention
 from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
+from ..parallel.vae_bands import decode_bands
 from ..request import JobRequest
 from ..sampling.job import job_sampling, sampling_limits
 from .compiled import compile_counter
@@ -385,15 +386,19 @@ class RankModel:
         return settings, record
 
     def decode(
-        self, request: JobRequest, latents: torch.Tensor, job_id: str
+        self, request: JobRequest, latents: torch.Tensor, job_id: str, *, bands: bool = False
     ) -> tuple[np.ndarray | None, int]:
-        """Decode the final latents on every rank: with `vae_parallel` the tiles are dealt to
-        the replica's ranks and gathered on its leader; otherwise the leader decodes them one
-        after another. (Float frames on the leader, else None; the number of tiles.)"""
+        """Decode the final latents on every rank: with `bands` the whole decode split into
+        row bands over the replica's ranks, gathered on its leader; else with `vae_parallel`
+        the tiles are dealt to the replica's ranks and gathered on its leader; otherwise the
+        leader decodes them one after another. (Float frames on the leader, else None; the
+        number of tiles.)"""
         if self.fault is not None:
             self.fault.at_decode()
         with torch.no_grad():
             tiles = self.family.tiled_decode(self.pipe, request, latents)
+            if bands and self.replica_size > 1:
+                return self._decode_bands(tiles, job_id), 1
             if self.vae_parallel:
                 # Within the job's replica, over the gloo control group (tiles go through host
                 # memory on CUDA too: a gather of decoded tiles once per job).
@@ -406,6 +411,18 @@ class RankModel:
                 decoded = None
             frames = None if decoded is None else tiles.assemble(decoded)
         return frames, tiles.num_tiles
+
+    def _decode_bands(self, tiles: TiledDecode, job_id: str) -> np.ndarray | None:
+        """The whole decode split exactly into row bands over the replica (over the gloo
+        control group: the halos go through host memory on CUDA too)."""
+        whole_frame = vae_split_of(tiles.vae)
+        if whole_frame is None or tiles.latents is None or tiles.decode_rows is None:
+            raise ValueError(f"{type(tiles.vae).__name__}'s decode does not split into bands")
+        with self.waiting(f"{job_id}:decode"):  # collectives all through the decode
+            sample = decode_bands(
+                tiles.decode_rows, tiles.vae, tiles.latents, whole_frame, self.ctrl
+            )
+        return None if sample is None else tiles.to_frames(sample)
 
     def _agree_cancel(self, wants: bool, step: int, job_id: str) -> bool:
         """All ranks of the replica take its leader's decision, so all stop at the same step."""
@@ -450,7 +467,9 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
                 model.fault.begin_job(request.prompt or "")
             output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
         audio = model.family.audio(model.pipe, output) if model.is_leader else None
-        frames, num_tiles = model.decode(request, output[0], message.job_id)
+        frames, num_tiles = model.decode(
+            request, output[0], message.job_id, bands=message.split_bands
+        )
     finally:
         model.in_job = False
         if model.fault is not None:
@@ -476,6 +495,7 @@ def job_message(
     save_latents: bool = False,
     vae_tiling: bool = False,
     loras: list[JobLora] | None = None,
+    split_bands: bool = False,
 ) -> RunJob:
     """The `RunJob` every rank of the replica gets for `request`, encoded as `tensors`."""
     return RunJob(
@@ -484,6 +504,7 @@ def job_message(
         tensor_meta(tensors),
         save_latents,
         vae_tiling,
+        split_bands,
         [dataclasses.asdict(lora) for lora in loras or []],
     )
 

@@ -28,6 +28,9 @@ class RunJob:
     """The leader of a replica other than rank 0's also hands back the final latents."""
     vae_tiling: bool = False
     """Decode in tiles (the job's memory plan: tiled, or split over the replica)."""
+    split_bands: bool = False
+    """Decode whole, split exactly into row bands over the replica (`parallel/vae_bands.py`;
+    the job's memory plan: decode "bands")."""
     loras: list[dict[str, Any]] = field(default_factory=list)
     """The job's LoRAs as rank 0 resolved them (`lora.JobLora` fields), in order."""
 

@@ -101,6 +101,7 @@ class Executor:
 
     def _message(self, job: Job, tensors: dict[str, Any]) -> RunJob:
         tiled = job.memory is not None and job.memory.vae_tiling
+        bands = job.memory is not None and job.memory.decode == "bands"
         loras = self.runtime.loras.resolve(job.request.loras)  # again: the files may change
         job.loras = [
             lora.record(item) for lora, item in zip(loras, job.request.loras or [], strict=True)
@@ -112,6 +113,7 @@ class Executor:
             save_latents=self.config.save_latents,
             vae_tiling=tiled,
             loras=loras,
+            split_bands=bands,
         )
 
 

@@ -177,6 +177,7 @@ class OutputWriter:
             "timings": job.timings,
             **{key: job.timings[key] for key in RUN_NOTES if key in job.timings},
             "memory": memory_record(job, output),
+            "decode": None if job.memory is None else job.memory.decode_record(),
             "loras": job.loras,
             **({"audio": output.audio.record()} if output.audio is not None else {}),
             "versions": versions(),

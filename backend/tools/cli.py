@@ -103,6 +103,12 @@ def build_parser() -> Parser:
         help="measure the --attention kernel against this one (e.g. sdpa), both at world "
         "size 1, instead of world size N against 1",
     )
+    p.add_argument(
+        "--accept-blended-decode",
+        action="store_true",
+        help="accept a world size N decode blended from tiles (--vae-tiling on): compare it "
+        "with world size 1 decoding the same tiles (default: such a plan is different)",
+    )
     _add_backend_flags(p, server=False)
     _add_job_flags(p)
 

@@ -1,10 +1,15 @@
 """`paradit verify`: how far world size N is from world size 1, measured, with a verdict.
 
 Runs the same job on a backend of world size N (with the plan flags given) and one of world
-size 1 (the reference, no plan flags, decoding as world size N did: tiled or whole), both with
---save-latents and the same threads per rank, and compares the frames and the final latents
-with `equivalence.compare`; an audio track (LTX-2) is compared as 16-bit samples
-(`compare_audio`) and is part of the verdict.
+size 1 (the reference, no plan flags, decoding whole), both with --save-latents and the same
+threads per rank, and compares the frames and the final latents with `equivalence.compare`; an
+audio track (LTX-2) is compared as 16-bit samples (`compare_audio`) and is part of the verdict.
+
+A world size N whose decode was blended from tiles (job.json `decode.exact` false: `--vae-tiling
+on`, or tiles the memory plan needed) is `different`: its pixels are not one GPU's. With
+`--accept-blended-decode` the reference decodes in the same tiles instead (so the comparison
+measures the rest of the plan) and the blend is accepted; so is it, without the flag, where
+world size N tiled because the whole decode would not fit (the reference tiles then too).
 
 With `--against-kernel K` it measures an attention kernel instead of a plan: both runs at
 world size 1, one with `--attention` as given, the reference with `--attention K`, judged
@@ -106,7 +111,8 @@ def _run(
         memory = record.get("memory") or {}
         run = {
             "vae_tiling": memory.get("vae_tiling", False),
-            "decode": memory.get("decode"),
+            "tiling_needed": memory.get("tiling_needed", False),
+            "decode": record.get("decode"),
             "world_size": world_size,
             "device": info["device"],
             "plan": info["plan"],
@@ -150,12 +156,20 @@ def _runs(args: argparse.Namespace, body: dict[str, Any]) -> tuple[tuple, tuple,
         tiling = "on" if other[0]["vae_tiling"] else "off"
         first = _run(args, 1, body, attention=args.against_kernel, vae_tiling=tiling)
         return first, other, [f"kernel_{args.against_kernel}", f"kernel_{args.attention}"]
-    # World size N first: the reference decodes as it did (tiled when its decode was split
-    # over ranks or tiled for memory, whole otherwise), so the comparison measures the plan.
+    # World size N first: the reference decodes whole (what one GPU computes), or in the same
+    # tiles where world size N blended them and that is accepted (or needed for memory).
     other = _run(args, args.world_size, body)
-    tiling = "on" if other[0]["vae_tiling"] else "off"
+    blended = _blended(other[0])
+    accepted = getattr(args, "accept_blended_decode", False) or other[0]["tiling_needed"]
+    tiling = "on" if blended and accepted else "off"
     first = _run(args, 1, body, vae_tiling=tiling)
     return first, other, ["world_size_1", f"world_size_{args.world_size}"]
+
+
+def _blended(run: dict[str, Any]) -> bool:
+    """The run's frames came from blended tiles (job.json `decode.exact` false)."""
+    decode = run.get("decode") or {}
+    return decode.get("exact") is False
 
 
 def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
@@ -210,5 +224,13 @@ def verify(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
             ]
         elif not audio["identical"] and report["verdict"] == IDENTICAL:
             report["verdict"] = WITHIN_ROUNDING
+    blended = not against and _blended(other)
+    if blended and not (getattr(args, "accept_blended_decode", False) or other["tiling_needed"]):
+        report["verdict"] = DIFFERENT
+        report["reasons"] = [
+            *report.get("reasons", []),
+            f"world size {args.world_size} blended its decode from {other['decode']['tiles']} "
+            "tiles: not the whole decode's pixels (--accept-blended-decode accepts it)",
+        ]
     log.info("verdict: %s", report["verdict"])
     return json_safe(report)

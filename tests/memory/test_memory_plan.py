@@ -98,33 +98,48 @@ def test_wan_14b_720p_on_8_gpus_of_80gb_is_sharded_and_resident(wan_sizes):
     job = planner.plan_job(JobShape(1280, 720, 81))
     assert planner.layout.level == 0
     assert (planner.layout.dit, planner.layout.text_encoder) == ("sharded", "device")
-    # the whole decode fits, but 8 ranks decode it faster in tiles: split, and says why
-    assert not job.tiling_needed and job.decode == "split" and job.vae_tiling
-    assert any("decode split over 8 ranks" in reason for reason in job.reasons), job.reasons
+    # the whole decode fits, but 8 ranks decode it faster in exact bands: split, says why
+    assert not job.tiling_needed and job.decode == "bands" and not job.vae_tiling
+    assert any("decode split exactly over 8 ranks" in r for r in job.reasons), job.reasons
+    assert job.decode_record() == {"split": 8, "exact": True, "tiles": 1, "mode": "bands"}
     assert job.prediction.parts["dit_steps"] < sizes.dit_bytes / 4
 
 
 @pytest.mark.parametrize(
     ("gpus", "size", "decode", "share"),
     [
-        (2, (384, 384, 33), "split", 0.69),  # 4 tiles (256 every 192): 102,400 of 147,456 px
-        (1, (384, 384, 33), "whole", 1.0),  # one rank: tiling only costs
-        (2, (384, 384, 5), "whole", 0.69),  # 737,280 pixels in all: too short to split
-        (2, (256, 256, 33), "whole", 1.0),  # one tile: nothing to split
-        (2, (320, 256, 33), "whole", 0.80),  # 2 tiles, 256 and 128 columns wide: not faster
+        (2, (384, 384, 33), "bands", 0.5),  # 48 latent rows: 24 a rank
+        (3, (320, 256, 33), "bands", 0.344),  # 32 latent rows: 11, 11, 10 (uneven bands)
+        (1, (384, 384, 33), "whole", 1.0),  # one rank: nothing to split over
+        (2, (384, 384, 5), "whole", 0.5),  # 737,280 pixels in all: too short to split
+        (8, (96, 96, 129), "whole", 1.0),  # 12 latent rows: bands thinner than MIN_BAND_ROWS
     ],
 )
-def test_auto_splits_the_decode_when_that_is_faster(wan_sizes, gpus, size, decode, share):
+def test_auto_splits_the_decode_exactly_when_that_is_faster(wan_sizes, gpus, size, decode, share):
     """The decode fits whole everywhere here; `auto` splits a large one (`SPLIT_MIN_PIXELS`)
-    over the replica when the busiest rank's tiles are at most 3/4 of the whole decode's
-    pixels (`SPLIT_FASTER`)."""
+    over the replica in exact row bands when the busiest rank's band is at most 3/4 of the
+    latent rows (`SPLIT_FASTER`); it never blends tiles to go faster."""
     sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
     shape = JobShape(*size)
     planner = _plan(sizes, gpus, 80, shape, ulysses=gpus)
     job = planner.plan_job(shape)
     assert not job.tiling_needed and job.decode == decode, job.reasons
-    if gpus > 1 and len(sizes.tile_costs(shape)) > 1:
-        assert planner.split_share(shape) == pytest.approx(share, abs=0.005)
+    assert planner.band_share(shape) == pytest.approx(share, abs=0.005)
+    assert job.decode_record()["exact"] and job.decode_record()["split"] == (
+        gpus if decode == "bands" else 1
+    )
+
+
+def test_blended_decodes_are_recorded_as_not_exact(wan_sizes):
+    """--vae-tiling on splits blended tiles over the ranks: job.json's decode says so."""
+    sizes = wan_sizes["random:wan2.1-t2v-1.3b"]
+    shape = JobShape(384, 384, 33)
+    topology = Topology("cuda", 2, 2, cfg_parallel=False)
+    settings = MemorySettings(80, vae_tiling="on")
+    planner = MemoryPlanner(sizes, settings, Budget(80 * GIB, "x"), topology, shape)
+    job = planner.plan_job(shape)
+    assert job.decode == "split" and job.vae_tiling
+    assert job.decode_record() == {"split": 2, "exact": False, "tiles": 4, "mode": "split"}
 
 
 def test_wan_1_3b_480p_on_one_24gb_gpu_is_resident(wan_sizes):

@@ -219,7 +219,7 @@ def test_parallel_decode_at_3_and_2_ranks_equals_one_rank(one_rank):
 @pytest.mark.parametrize("name", ["tiny-wan", "tiny-flux"])
 def test_world_size_2_with_tiling_equals_one_rank(backends, name):
     """Tiling on (--vae-tiling on, tiles of PARADIT_VAE_TILE's size): world size 2 decodes in
-    parallel tiles, and
+    parallel tiles, job.json says so (`exact: false`), and
     its frames equal the diffusers pipeline's with the same tiles on one process, which is
     what world size 1 computes (test_family_decode_equals_the_pipeline, and test_equivalence's
     world size 1 against diffusers), and differ from the untiled decode (the tiles took
@@ -235,9 +235,13 @@ def test_world_size_2_with_tiling_equals_one_rank(backends, name):
     try:
         info = backend.client.info()
         job, pngs = run_job(backend.client, body)
+        record = backend.client.record(job["id"])
     finally:
         backends.stop(backend)
     assert job["status"] == "succeeded" and "vae" in info["plan"]["modes"]
+    # blended tiles: job.json says the pixels are not the whole decode's
+    tiles = NUM_TILES[name]
+    assert record["decode"] == {"split": 2, "exact": False, "tiles": tiles, "mode": "split"}
     frames = np.stack([np.asarray(Image.open(io.BytesIO(p))) for p in pngs])
 
     pipe = build_preset(name)

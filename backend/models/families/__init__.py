@@ -134,6 +134,13 @@ def enable_tiles(vae: Any, height: int, width: int) -> None:
     vae.enable_tiling(tile_sample_min_height=height, tile_sample_min_width=width)
 
 
+def vae_split_of(vae: Any) -> tuple[str, ...] | None:
+    """The decoder's whole-frame module classes of a VAE whose decode splits exactly into
+    row bands (`FamilySpec.vae_split`); None for a VAE that does not split (or no VAE)."""
+    kind = type(vae).__name__
+    return next((spec.vae_split[kind] for spec in SPECS if kind in spec.vae_split), None)
+
+
 def block_layout_for(block_class: str) -> BlockLayout | None:
     """A transformer block's layout for diffusers' step-cache hooks, where a family declares
     one (diffusers' registry lists the others)."""

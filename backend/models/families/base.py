@@ -33,6 +33,14 @@ class TiledDecode:
     assemble: Callable[[list[torch.Tensor]], np.ndarray]
     """Decoded tiles -> float frames (F, H, W, 3) in 0..1, as the pipeline post-processes."""
     dtype: torch.dtype
+    vae: Any = None
+    latents: torch.Tensor | None = None
+    """The whole decode's latents, as the VAE takes them."""
+    decode_rows: Callable[[torch.Tensor], torch.Tensor] | None = None
+    """The VAE's untiled decode of `latents` or of some of their rows (a split decode's band,
+    `parallel/vae_bands.py`): the pipeline's own call."""
+    to_frames: Callable[[torch.Tensor], np.ndarray] | None = None
+    """A whole decoded sample -> float frames, as `assemble`."""
 
     @property
     def num_tiles(self) -> int:
@@ -57,9 +65,12 @@ def decode_in_tiles(
     """
     from ..vae_tiles import blend
 
+    def decode_rows(rows: torch.Tensor) -> torch.Tensor:
+        return vae.decode(rows, *decode_args, return_dict=False)[0]
+
     def decode(index: int) -> torch.Tensor:
         if not tiles.tiled:
-            return vae.decode(z, *decode_args, return_dict=False)[0]
+            return decode_rows(z)
         return decode_tile(vae, z, tiles.tiles[index])
 
     def assemble(decoded: list[torch.Tensor]) -> np.ndarray:
@@ -73,6 +84,10 @@ def decode_in_tiles(
         decode_tile=decode,
         assemble=assemble,
         dtype=vae.dtype,
+        vae=vae,
+        latents=z,
+        decode_rows=decode_rows,
+        to_frames=to_frames,
     )
 
 

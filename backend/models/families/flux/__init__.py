@@ -45,5 +45,6 @@ SPEC = FamilySpec(
     file_presets=FILE_PRESETS,
     runs_all_in_one=True,
     vae_tiling={"AutoencoderKL": enable_square_tiles},
+    vae_split={"AutoencoderKL": ("Attention",)},
     tiny_job=TINY_JOB,
 )

@@ -36,5 +36,6 @@ SPEC = FamilySpec(
     detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
+    vae_split={"AutoencoderKLFlux2": ("Attention",)},
     tiny_job=TINY_JOB,
 )

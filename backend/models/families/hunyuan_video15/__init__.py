@@ -62,5 +62,6 @@ SPEC = FamilySpec(
     detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLHunyuanVideo15": enable_tiles},
+    vae_split={"AutoencoderKLHunyuanVideo15": ("HunyuanVideo15AttnBlock",)},
     tiny_job=TINY_JOB,
 )

@@ -72,5 +72,6 @@ SPEC = FamilySpec(
     build_extra=build_extra,
     describe_parts=describe_parts,
     vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
+    vae_split={"AutoencoderKLLTX2Video": ()},
     tiny_job=TINY_JOB,
 )

@@ -33,5 +33,6 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
+    vae_split={"AutoencoderKLQwenImage": ("QwenImageAttentionBlock",)},
     tiny_job=TINY_JOB,
 )

@@ -59,5 +59,6 @@ SPEC = FamilySpec(
     vae_key_names=vae_key_names,
     lora_full_diffs=True,
     vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
+    vae_split={"AutoencoderKLWan": ("WanAttentionBlock",)},
     tiny_job=TINY_JOB,
 )
