@@ -28,8 +28,9 @@ WARM_UP_PROMPT = "compile warm-up"
 
 def warm_up_requests(shape: JobShape, limits: Limits, spread: bool) -> list[JobRequest]:
     """The jobs that compile the blocks for `shape`: one with the model's default guidance and,
-    when the plan spreads unguided jobs over the replica (`spread`: other shapes per rank),
-    one without guidance. One step each."""
+    when an unguided job runs other shapes on a rank (`spread`: the plan spreads it over the
+    replica, or pairs a guided job's branches into a batch of 2), one without guidance. One
+    step each."""
     body: dict[str, Any] = {
         "prompt": WARM_UP_PROMPT,
         "width": shape.width,
@@ -63,7 +64,8 @@ def warm_up(model: RankModel, group: Group, shape: JobShape) -> float:
     outputs in the store; a replica leader other than rank 0 runs on zeros of those shapes
     (the values do not change what compiles). The results are dropped."""
     started = time.perf_counter()
-    spread = any(SPREAD in layouts.states for layouts in model.parallel.layouts)
+    parallel = model.parallel
+    spread = bool(parallel.paired) or any(SPREAD in layouts.states for layouts in parallel.layouts)
     for index, request in enumerate(warm_up_requests(shape, model.limits, spread)):
         key = f"compile/warm-up/{index}"
         tensors = None
