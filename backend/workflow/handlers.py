@@ -5,15 +5,17 @@ Torch-free."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
+import operator
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
 from .files import ComfyFolders
-from .graph import Graph, Link, Node, WorkflowError
+from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
 from .values import (
     AudioLatent,
@@ -57,18 +59,13 @@ class Mapper:
             return self.outputs[node.id]
         if node.id in self._busy:
             raise WorkflowError(node, "its inputs loop back to it")
+        if node.type not in HANDLERS:
+            raise unknown_node(node)
         self._busy.add(node.id)
-        out = self._bypass(node) if node.bypassed else HANDLERS[node.type](self, node)
+        out = HANDLERS[node.type](self, node)
         self._busy.discard(node.id)
         self.outputs[node.id] = out
         return out
-
-    def _bypass(self, node: Node) -> tuple[Any, ...]:
-        spec = SPECS[node.type]
-        if not spec.bypass:
-            raise WorkflowError(node, "bypassed, and paradit cannot pass it through: un-bypass it")
-        self.say(node, "bypassed: passes its input through")
-        return tuple(self.input(node, name) for _, name in sorted(spec.bypass.items()))
 
     def say(self, node: Node, text: str) -> None:
         self.lines[node.id] = (node.id, node.type, text)
@@ -101,17 +98,20 @@ class Mapper:
         return self.input(node, name, kind) if node.inputs.get(name) is not None else None
 
     def widget(self, node: Node, name: str, kind: type | tuple[type, ...]) -> Any:
-        """A widget's value, of `kind` (int accepted for float)."""
+        """A widget's value, of `kind` (int accepted for float): its own, or the value a
+        linked node gives it (a primitive, a switch, a math expression)."""
         if name not in node.inputs:
             raise WorkflowError(node, f"widget {name} has no value")
         value = node.inputs[name]
         if isinstance(value, Link):
-            source = self.graph.node(value.node, node)
-            raise WorkflowError(
-                node,
-                f"widget {name} comes from node {source.id} ({source.type}); paradit maps "
-                "widget values only",
-            )
+            value = self.input(node, name)
+            if not isinstance(value, (bool, int, float, str)):
+                source = self.graph.node(node.inputs[name].node, node)
+                raise WorkflowError(
+                    node,
+                    f"widget {name} comes from {source.where} ({source.type}), which gives "
+                    "no value paradit reads",
+                )
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds:
             kinds = (*kinds, int)
@@ -748,6 +748,87 @@ def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (decoded,)
 
 
+# values computed in the graph: primitives, switches, math expressions
+
+
+def _primitive(m: Mapper, node: Node) -> tuple[Any, ...]:
+    kind = {"PrimitiveInt": int, "PrimitiveFloat": float, "PrimitiveBoolean": bool}
+    value = m.widget(node, "value", kind.get(node.type, str))
+    m.say(node, f"{_quote(value) if isinstance(value, str) else value!r}")
+    return (value,)
+
+
+def _switch_node(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """ComfySwitchNode is lazy in ComfyUI: only the branch its switch picks is evaluated (the
+    other's nodes, and the files only they name, are not needed)."""
+    switch = m.widget(node, "switch", bool)
+    branch = "on_true" if switch else "on_false"
+    value = m.input(node, branch)
+    m.say(node, f"switch {str(switch).lower()} -> {branch}")
+    return (value,)
+
+
+def _math_expression(m: Mapper, node: Node) -> tuple[Any, ...]:
+    text = m.widget(node, "expression", str)
+    names = {}
+    for name in node.inputs:
+        if name.startswith("values.") and node.inputs[name] is not None:
+            value = m.widget(node, name, (int, float))
+            names[name.removeprefix("values.")] = value
+    try:
+        result = evaluate_expression(text, names)
+    except ValueError as exc:
+        raise WorkflowError(node, f"expression {text!r}: {exc}") from None
+    m.say(node, f"{text} = {result:g}")
+    return (float(result), int(result))
+
+
+_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "floor": math.floor, "ceil": math.ceil, "round": round, "min": min, "max": max,
+    "abs": abs, "sqrt": math.sqrt, "int": int, "float": float,
+}  # fmt: skip
+_OPERATORS: dict[type, Callable[..., float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos,
+}  # fmt: skip
+
+
+def evaluate_expression(text: str, names: dict[str, float]) -> float:
+    """A ComfyMathExpression's arithmetic over its named inputs (numbers, + - * / // % **,
+    parentheses and `_FUNCTIONS`); ValueError for anything else (never Python's eval)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an expression ({exc.msg})") from None
+
+    def value(item: ast.AST) -> float:
+        if isinstance(item, ast.Constant) and type(item.value) in (int, float):
+            return item.value
+        if isinstance(item, ast.Name):
+            if item.id not in names:
+                raise ValueError(f"{item.id} is not an input it has")
+            return names[item.id]
+        if isinstance(item, ast.BinOp) and type(item.op) in _OPERATORS:
+            return _OPERATORS[type(item.op)](value(item.left), value(item.right))
+        if isinstance(item, ast.UnaryOp) and type(item.op) in _OPERATORS:
+            return _OPERATORS[type(item.op)](value(item.operand))
+        if (
+            isinstance(item, ast.Call)
+            and isinstance(item.func, ast.Name)
+            and item.func.id in _FUNCTIONS
+            and not item.keywords
+        ):
+            return _FUNCTIONS[item.func.id](*(value(a) for a in item.args))
+        raise ValueError(f"{ast.unparse(item)}: paradit reads numbers, + - * / // % ** and "
+                         f"{', '.join(_FUNCTIONS)}")  # fmt: skip
+
+    try:
+        return value(tree.body)
+    except (ArithmeticError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 HANDLERS: dict[str, Handler] = {
     "UNETLoader": _unet,
     "UnetLoaderGGUF": _unet,
@@ -793,6 +874,13 @@ HANDLERS: dict[str, Handler] = {
     "SaveVideo": _save,
     "SaveImage": _save,
     "PreviewImage": _save,
+    "PrimitiveInt": _primitive,
+    "PrimitiveFloat": _primitive,
+    "PrimitiveBoolean": _primitive,
+    "PrimitiveString": _primitive,
+    "PrimitiveStringMultiline": _primitive,
+    "ComfySwitchNode": _switch_node,
+    "ComfyMathExpression": _math_expression,
 }
 OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage")
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .files import ComfyFolders
-from .graph import Graph, Node, WorkflowError, refuse_unmapped
+from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import OUTPUT_NODES, Mapper
+from .nodes import SPECS
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -26,8 +27,8 @@ from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, 
 def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     """The request and serve settings `graph` maps to; WorkflowError naming the node that
     cannot be mapped faithfully."""
-    refuse_unmapped(list(graph.nodes.values()))
-    outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES and not n.bypassed]
+    _refuse_unknown_ends(graph)
+    outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES]
     if not outputs:
         raise WorkflowError(None, f"{graph.path.name}: no output node ({', '.join(OUTPUT_NODES)})")
     if len(outputs) > 1:
@@ -48,6 +49,16 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     lines = tuple(mapper.lines.values())
     sampler = decoded.sampled.stages[0].node
     return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler)
+
+
+def _refuse_unknown_ends(graph: Graph) -> None:
+    """ComfyUI runs its output nodes and what they need, nothing else: a node paradit does
+    not know is refused where the output needs it (when evaluated), or where nothing reads
+    its outputs (it may be an output node of its own, which ComfyUI would run)."""
+    read = {v.node for n in graph.nodes.values() for v in n.inputs.values() if isinstance(v, Link)}
+    for node in graph.nodes.values():
+        if node.id not in read and node.type not in SPECS:
+            raise unknown_node(node)
 
 
 def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -327,7 +338,7 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     guided = [  # the FluxGuidance nodes the job's graph runs
         graph.nodes[i]
         for i, t, _ in plan.lines
-        if t == "FluxGuidance" and not graph.nodes[i].bypassed
+        if t == "FluxGuidance"
     ]
     if guided and not embeds:
         raise WorkflowError(

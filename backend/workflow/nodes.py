@@ -1,17 +1,17 @@
 """The ComfyUI core nodes paradit maps, declared once: each node type's widgets in the order
 ComfyUI lists them (the UI format saves widget values by position, the API format by name),
-the input a bypassed node passes through, and what it becomes in a paradit job (for the
-messages and docs/workflows.md). Torch-free.
+and what it becomes in a paradit job (for the messages and docs/workflows.md). Torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
-SEED_WIDGETS = ("seed", "noise_seed")
-"""Widgets the UI follows with a "control after generate" value in `widgets_values`."""
+SEED_WIDGETS = ("seed", "noise_seed", "value")
+"""Widgets the UI may follow with a "control after generate" value in `widgets_values` (a
+seed's; PrimitiveInt's value)."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 UI_ONLY = ("Note", "MarkdownNote", "Reroute", "PrimitiveNode")
@@ -29,12 +29,6 @@ class NodeSpec:
     not counted)."""
     becomes: str
     """What the node becomes in paradit, in words (docs/workflows.md's table)."""
-    bypass: Mapping[int, str] = field(default_factory=dict)
-    """Output index -> the input a bypassed node (UI mode 4) passes through to it; a bypassed
-    node without one is refused."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "bypass", MappingProxyType(dict(self.bypass)))
 
 
 def _spec(type_: str, widgets: tuple[str, ...], becomes: str, **kwargs) -> NodeSpec:
@@ -58,23 +52,20 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         ("lora_name", "strength_model"),
         "`loras` (on Wan 2.2 A14B's experts: `high`/`low` strengths), `--lora-dir` the "
         "models folder's `loras`",
-        bypass={0: "model"},
     ),
-    _spec("ModelSamplingSD3", ("shift",), "`shift`", bypass={0: "model"}),
-    _spec("ModelSamplingAuraFlow", ("shift",), "`shift`", bypass={0: "model"}),
+    _spec("ModelSamplingSD3", ("shift",), "`shift`"),
+    _spec("ModelSamplingAuraFlow", ("shift",), "`shift`"),
     _spec(
         "ModelSamplingFlux",
         ("max_shift", "base_shift", "width", "height"),
         "`shift` (exp of the shift it computes for its width and height)",
-        bypass={0: "model"},
     ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
-    _spec("ConditioningZeroOut", (), "an empty `negative_prompt`", bypass={0: "conditioning"}),
+    _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
         ("guidance",),
         "`guidance_scale` (the distilled guidance; the sampler's cfg must be 1)",
-        bypass={0: "conditioning"},
     ),
     _spec("EmptyLatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
     _spec("EmptySD3LatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
@@ -155,7 +146,6 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "LTXVConditioning",
         ("frame_rate",),
         "LTX-2's frame rate (24, as paradit runs it; others refused)",
-        bypass={0: "positive", 1: "negative"},
     ),
     _spec(
         "EmptyLTXVLatentVideo",
@@ -185,12 +175,34 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec("SaveVideo", ("filename_prefix", "format", "codec"), "`--out DIR`: `video.mp4`, frames"),
     _spec("SaveImage", ("filename_prefix",), "`--out DIR`: `image.png`"),
     _spec("PreviewImage", (), "`--out DIR`: `image.png` or the frames"),
+    _spec("PrimitiveInt", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveFloat", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveBoolean", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveString", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveStringMultiline", ("value",), "its value, where it feeds a widget"),
+    _spec(
+        "ComfySwitchNode",
+        ("switch",),
+        "its on_true or on_false input, as its switch says (only that branch is read)",
+    ),
+    _spec(
+        "ComfyMathExpression",
+        ("expression",),
+        "the expression's value over its inputs a, b, c...: FLOAT, INT (truncated); +, -, *, "
+        "/, //, %, **, floor, ceil, round, min, max, abs, sqrt",
+    ),
 )
 
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
 
 
-REFUSED: Mapping[str, str] = MappingProxyType({})
+REFUSED: Mapping[str, str] = MappingProxyType(
+    {
+        "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
+        "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
+        "template ships it",
+    }
+)
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
 the node with it, before any node it does not know at all)."""
 
