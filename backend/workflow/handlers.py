@@ -413,17 +413,6 @@ def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node, f"denoise {denoise:g}: paradit starts every job from pure noise (denoise 1)"
         )
-    if model.shift is None:
-        raise WorkflowError(
-            node,
-            "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux "
-            "node: ComfyUI then computes these noise levels with the shift its own config "
-            "for the model's architecture holds (a ModelSampling node on the guider's model "
-            "does not change them), which need not be the shift of the checkpoint's "
-            "scheduler that paradit runs as the model's default (GET /v1/info "
-            "limits.default_shift); connect the ModelSampling node's model to the scheduler "
-            "too",
-        )
     m.say(node, f"{steps} steps, {scheduler} -> num_inference_steps, scheduler")
     return (Sigmas(model, scheduler, steps, node),)
 
@@ -457,11 +446,17 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
             "per job",
         )
     elif model.shift != sigmas.model.shift:
-        raise WorkflowError(
+        # ComfyUI's levels are the scheduler's model's (its ModelSampling node, or the
+        # architecture's default); the guider's flow sampling turns a level into the DiT's
+        # timestep without its shift, so the job's shift is the scheduler's
+        shown = "none" if model.shift is None else format(model.shift, "g")
+        m.say(
             sigmas.node,
-            f"its model's shift is {sigmas.model.shift:g}, the guider's "
-            f"{'none' if model.shift is None else format(model.shift, 'g')}: connect one "
-            "ModelSampling node to both",
+            f"{m.lines[sigmas.node.id][2]} (the levels of its model's shift, not the "
+            f"guider's {shown})",
+        )
+        model = dataclasses.replace(
+            model, shift=sigmas.model.shift, shift_node=sigmas.model.shift_node
         )
     stage = Stage(
         node,
