@@ -272,7 +272,7 @@ class _UiReader:
         outer graph; a widget value saved on the outer node: that value); else dropped, which
         leaves the inner widget its own value (a promoted widget saves its value there)."""
         definition, outer = scope.definition or {}, scope.instance or {}
-        declared = (definition.get("inputs") or ())
+        declared = definition.get("inputs") or ()
         if slot >= len(declared):
             raise WorkflowError(wanted_by, f"subgraph input {slot} is not declared")
         name = declared[slot].get("name")
