@@ -68,8 +68,14 @@ class Graph:
     nodes: Mapping[str, Node]
     format: str
     """"api" or "ui"."""
-    path: Path
+    path: Path | None
+    """The file it was read from (None: a request body)."""
     sha256: str
+
+    @property
+    def source(self) -> str:
+        """Where it came from, for job.json and messages."""
+        return str(self.path.absolute()) if self.path is not None else "request body"
 
     def node(self, node_id: str, wanted_by: Node) -> Node:
         try:
@@ -89,7 +95,12 @@ def load_graph(path: str | Path) -> Graph:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise WorkflowError(None, f"{path}: not a JSON file ({exc})") from None
-    sha256 = hashlib.sha256(raw).hexdigest()
+    return graph_of(data, hashlib.sha256(raw).hexdigest(), path)
+
+
+def graph_of(data: Any, sha256: str, path: Path | None = None) -> Graph:
+    """A workflow already parsed from JSON (a file's, or a request body's); WorkflowError when
+    it is in neither format."""
     if isinstance(data, dict) and isinstance(data.get("prompt"), dict):
         data = data["prompt"]  # a /prompt request body
     if isinstance(data, dict) and isinstance(data.get("nodes"), list):
@@ -102,7 +113,7 @@ def load_graph(path: str | Path) -> Graph:
         return Graph(_api_nodes(data), "api", path, sha256)
     raise WorkflowError(
         None,
-        f"{path}: not a ComfyUI workflow (neither the API format, node id -> "
+        f"{path or 'the body'}: not a ComfyUI workflow (neither the API format, node id -> "
         "{class_type, inputs}, nor the UI format with nodes and links)",
     )
 

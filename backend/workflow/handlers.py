@@ -121,7 +121,10 @@ class Mapper:
 
     def model_file(self, node: Node, kind: str, widget: str) -> Path:
         name = self.widget(node, widget, str)
-        path = self.folders.model_file(kind, name)
+        try:
+            path = self.folders.model_file(kind, name)
+        except ValueError as exc:
+            raise WorkflowError(node, str(exc)) from None
         if path is None:
             raise WorkflowError(node, f"{name}: no such file in {self.folders.where(kind)}")
         self.loaders.setdefault(str(path), node)
@@ -322,7 +325,10 @@ def _clip_vision_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _load_image(m: Mapper, node: Node) -> tuple[Any, ...]:
     name = m.widget(node, "image", str)
-    path = m.folders.input_file(name)
+    try:
+        path = m.folders.input_file(name)
+    except ValueError as exc:
+        raise WorkflowError(node, str(exc)) from None
     if path is None:
         raise WorkflowError(node, f"{name}: no such file in {m.folders.input}")
     m.say(node, f"{path.name} -> image")
@@ -524,7 +530,10 @@ def _ltxav_text_encoder(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _ltxv_audio_vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
     name = m.widget(node, "ckpt_name", str)
-    path = m.folders.model_file("vae", name) or m.folders.model_file("checkpoints", name)
+    try:
+        path = m.folders.model_file("vae", name) or m.folders.model_file("checkpoints", name)
+    except ValueError as exc:
+        raise WorkflowError(node, str(exc)) from None
     if path is None:
         raise WorkflowError(
             node,

@@ -31,7 +31,9 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     _refuse_unknown_ends(graph)
     outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES]
     if not outputs:
-        raise WorkflowError(None, f"{graph.path.name}: no output node ({', '.join(OUTPUT_NODES)})")
+        raise WorkflowError(
+            None, f"{Path(graph.source).name}: no output node ({', '.join(OUTPUT_NODES)})"
+        )
     if len(outputs) > 1:
         raise WorkflowError(
             outputs[1],
@@ -42,7 +44,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     (decoded,) = mapper.evaluate(outputs[0])
     request, serve = _job(mapper, decoded)
     workflow = {
-        "file": str(graph.path.absolute()),
+        "file": graph.source,
         "sha256": graph.sha256,
         "format": graph.format,
         "comfyui_models": str(folders.models),
