@@ -20,6 +20,7 @@ from pathlib import Path
 import comfyui_workflow_templates_json
 import pytest
 from comfy_workflow_files import START_IMAGE, write_comfyui
+from PIL import Image
 
 from paradit.backend.tools.workflow import plan_of
 
@@ -252,3 +253,31 @@ def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
     assert (
         plan.workflow["sha256"] == hashlib.sha256((TEMPLATES / template).read_bytes()).hexdigest()
     )
+
+
+def _shifted(t: float, shift: float) -> float:
+    """A flow model's level at time t under a static shift: shift t / (1 + (shift - 1) t)."""
+    return shift * t / (1 + (shift - 1) * t)
+
+
+def test_z_image_turbo_template_runs_end_to_end(base, tmp_path, paradit_warm, backends):
+    """The template as saved (1024x1024, 8 steps), on a backend of its files linked to the
+    tiny Z-Image ones: `workflow run --server` writes the image of its request, sampled on
+    res_multistep/simple at shift 3 (ModelSamplingAuraFlow 11)."""
+    template = "image_z_image_turbo.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, _ = plan_of(str(TEMPLATES / template), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(TEMPLATES / template), "--out", str(out),
+        "--comfyui-dir", str(comfy), "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == "tiny-z-image"
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
+    )
+    with Image.open(out / "image.png") as image:
+        assert image.size == (1024, 1024)
