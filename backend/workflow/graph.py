@@ -55,6 +55,8 @@ class Node:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """Input name -> a widget value or a `Link`."""
     title: str = ""
+    problem: str = ""
+    """Why its saved widget values cannot be read (refused if the output needs the node)."""
 
     @property
     def where(self) -> str:
@@ -208,6 +210,7 @@ class _UiReader:
         inputs: dict[str, Any] = {}
         spec = SPECS.get(kind)
         values = item.get("widgets_values") or []
+        problem = ""
         if spec is not None:
             if isinstance(values, dict):
                 inputs = {k: v for k, v in values.items() if k in spec.widgets}
@@ -215,7 +218,7 @@ class _UiReader:
                 try:
                     inputs = widget_inputs(spec, values)
                 except ValueError as exc:
-                    raise WorkflowError(bare, str(exc)) from None
+                    problem = str(exc)
         for entry in item.get("inputs") or ():
             if entry.get("link") is None:
                 continue
@@ -226,7 +229,7 @@ class _UiReader:
                 inputs[entry["name"]] = source.value
             elif "widget" not in entry:
                 inputs.pop(entry["name"], None)
-        return Node(bare.id, kind, inputs, item.get("title") or "")
+        return Node(bare.id, kind, inputs, item.get("title") or "", problem)
 
     def _origin(self, scope: _Scope, link_id: int, wanted_by: Node) -> Link | _Value | object:
         """Where a link's value comes from: a node's output (`Link`), a value (a primitive's,

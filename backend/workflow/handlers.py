@@ -61,6 +61,8 @@ class Mapper:
             raise WorkflowError(node, "its inputs loop back to it")
         if node.type not in HANDLERS:
             raise unknown_node(node)
+        if node.problem:
+            raise WorkflowError(node, node.problem)
         self._busy.add(node.id)
         out = HANDLERS[node.type](self, node)
         self._busy.discard(node.id)
@@ -217,6 +219,11 @@ def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
         m.say(node, f"mu {mu:.6g} for {width}x{height} -> shift {shift:.6g} (exp(mu))")
     else:
         shift = m.widget(node, "shift", float)
+        sampling = node.inputs.get("sampling", "flow")
+        if node.type == "ModelSamplingAuraFlow" and sampling != "flow":
+            raise WorkflowError(
+                node, f"sampling {sampling}: paradit runs flow sampling (sampling flow)"
+            )
         m.say(node, f"shift {shift:g} -> shift")
     if not shift > 0:
         raise WorkflowError(node, f"shift must be above 0, got {shift}")
@@ -697,7 +704,9 @@ def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node, "samples hold the audio latent too: split them with LTXVSeparateAVLatent"
         )
-    m.say(node, "the decode paradit runs")
+    m.say(
+        node, "the decode paradit runs" + (" (its own tiles)" if node.type != "VAEDecode" else "")
+    )
     return (Decoded(sampled, vae, node),)
 
 
@@ -742,6 +751,13 @@ def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> Decoded
 
 
 def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
+    if node.type == "SaveImageAdvanced":
+        for widget, wanted in (("format", "png"), ("bit_depth", "8-bit")):
+            value = node.inputs.get(widget, wanted)
+            if value != wanted:
+                raise WorkflowError(
+                    node, f"{widget} {value}: paradit writes {wanted} images; set {wanted}"
+                )
     if node.type == "SaveVideo":
         video = m.input(node, "video", Video)
         track = ", audio.wav" if video.audio is not None else ""
@@ -874,9 +890,11 @@ HANDLERS: dict[str, Handler] = {
     "LTXVSeparateAVLatent": _ltxv_separate,
     "LTXVAudioVAEDecode": _ltxv_audio_decode,
     "VAEDecode": _vae_decode,
+    "VAEDecodeTiled": _vae_decode,
     "CreateVideo": _create_video,
     "SaveVideo": _save,
     "SaveImage": _save,
+    "SaveImageAdvanced": _save,
     "PreviewImage": _save,
     "PrimitiveInt": _primitive,
     "PrimitiveFloat": _primitive,
@@ -886,7 +904,7 @@ HANDLERS: dict[str, Handler] = {
     "ComfySwitchNode": _switch_node,
     "ComfyMathExpression": _math_expression,
 }
-OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage")
+OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage", "SaveImageAdvanced")
 
 if set(HANDLERS) != set(SPECS):  # one table each, kept together
     raise RuntimeError(f"workflow handlers and specs differ: {set(HANDLERS) ^ set(SPECS)}")

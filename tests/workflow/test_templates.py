@@ -45,6 +45,7 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "diffusion_models/z_image_turbo_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
     "text_encoders/qwen_3_4b": "text_encoders/qwen_3_tiny",
     "diffusion_models/qwen_image_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
+    "diffusion_models/qwen_image_2512_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
     "text_encoders/qwen_2.5_vl_7b_fp8_scaled": "text_encoders/qwen_2.5_vl_tiny",
     "vae/qwen_image_vae": "vae/qwen_image_vae_tiny",
     "diffusion_models/hunyuanvideo1.5_720p_t2v_fp16":
@@ -231,6 +232,34 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
                            "text_encoders/t5xxl_fp16.safetensors"],
          "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    "image_qwen_Image_2512.json": (  # subgraph 238, "Enable Lightning LoRA" (229) false
+        "tiny-qwen-image",
+        {"prompt": widget("image_qwen_Image_2512.json", "238:227", 0),
+         "negative_prompt": widget("image_qwen_Image_2512.json", "238:228", 0),
+         "width": 1328, "height": 1328, "num_frames": 1,  # EmptySD3LatentImage 232
+         # switches on_false: steps PrimitiveInt 224 (50), cfg PrimitiveFloat 223 (4);
+         # KSampler 230's seed, euler/simple; ModelSamplingAuraFlow 222: 3.1000000000000005
+         "num_inference_steps": 50, "guidance_scale": 4.0, "seed": 464857551335368,
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+        {"model": "diffusion_models/qwen_image_2512_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_dev_checkpoint_example.json": (  # subgraph 56; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux_dev_checkpoint_example.json", "56:51", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 54
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 50
+         # KSampler 52: its seed, 20 steps, cfg 1, euler/simple; ComfyUI's Flux defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 53943644181156,
+         "sampler": "euler", "scheduler": "simple",
+         "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
 }  # fmt: skip
 
 
@@ -253,6 +282,77 @@ def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
     assert (
         plan.workflow["sha256"] == hashlib.sha256((TEMPLATES / template).read_bytes()).hexdigest()
     )
+
+
+REFUSED = {  # template -> (where, node type, the reason's words)
+    "image_z_image.json": ("node 94", "ResolutionSelector", "computed by a formula"),
+    "image_z_image_int8.json": ("node 94", "ResolutionSelector", "computed by a formula"),
+    "image_qwen_image_edit.json": (
+        "node 93", "ImageScaleToTotalPixels", "does not map image edits yet",
+    ),
+    "image_qwen_image_edit_2509.json": ("subgraph 433 > node 88", "VAEEncode", "encoded"),
+    "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", "encoded"),
+    "image_qwen_image_edit_2511_int8.json": (
+        "subgraph 170 > node 156", "VAEEncode", "encoded",
+    ),
+    "flux_schnell_full_text_to_image.json": (
+        "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
+    ),
+    "image_flux2.json": ("subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux.2"),
+    "image_flux2_text_to_image.json": (
+        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux.2",
+    ),
+    "image_flux2_klein_text_to_image.json": (
+        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux.2",
+    ),
+    "video_hunyuan_video_1.5_720p_i2v.json": (
+        "node 78", "HunyuanVideo15ImageToVideo", "image to video is not mapped",
+    ),
+    "video_ltx2_t2v.json": (
+        "subgraph 92 > node 84", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+    ),
+    "video_ltx2_t2v_distilled.json": (
+        "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+    ),
+    "video_ltx2_i2v.json": ("subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image"),
+    "video_ltx2_i2v_distilled.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image",
+    ),
+}  # fmt: skip
+"""The official templates of paradit's families it refuses, each naming the node (its path
+inside subgraphs) and why: refused before any file is read, so placeholders stand for the
+files they name."""
+
+
+def _placeholders(template: str, folder: Path) -> Path:
+    """A ComfyUI folder with an empty file under every model name the template gives (in
+    every models subfolder) and a tiny PNG under every image name."""
+    data = json.loads((TEMPLATES / template).read_text())
+    nodes = list(data["nodes"])
+    for sub in (data.get("definitions") or {}).get("subgraphs") or ():
+        nodes += sub["nodes"]
+    (folder / "input").mkdir(parents=True)
+    for node in nodes:
+        values = node.get("widgets_values")
+        for value in values if isinstance(values, list) else ():
+            if isinstance(value, str) and value.endswith((".safetensors", ".gguf")):
+                for kind in ("diffusion_models", "text_encoders", "vae", "loras",
+                             "clip_vision", "checkpoints", "latent_upscale_models"):  # fmt: skip
+                    (folder / "models" / kind).mkdir(parents=True, exist_ok=True)
+                    (folder / "models" / kind / value).touch()
+            elif isinstance(value, str) and value.endswith((".png", ".jpg", ".jpeg", ".webp")):
+                Image.new("RGB", (32, 32)).save(folder / "input" / value, format="PNG")
+    return folder
+
+
+@pytest.mark.parametrize("template", sorted(REFUSED))
+def test_template_refused_names_the_node_and_why(tmp_path, template):
+    where, kind, words = REFUSED[template]
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / template), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
 
 
 def _shifted(t: float, shift: float) -> float:
