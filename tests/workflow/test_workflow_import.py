@@ -823,3 +823,100 @@ def test_a_bypassed_node_with_nothing_to_pass_drops_its_link(comfy, tmp_path, ca
     err = capsys.readouterr().err
     node = _ui_node(ui, "KSampler")["id"]
     assert err.startswith(f"error: node {node} (KSampler): input latent_image is not connected")
+
+
+# -- subgraphs, switches, math ----------------------------------------------------------------
+
+
+def _wrap(ui: dict, outside: tuple[str, ...], sub_id: str) -> dict:
+    """`ui` with every node whose type is not in `outside` moved into one subgraph (its
+    definition in `definitions.subgraphs`, one instance node in the graph), as ComfyUI's
+    "Convert to Subgraph" saves it: each link crossing the boundary routed through a subgraph
+    input (-10) or output (-20) of the link's type."""
+    links = {item[0]: item for item in ui["links"]}
+    inner = [n for n in ui["nodes"] if n["type"] not in outside]
+    inner_ids = {n["id"] for n in inner}
+    instance_id = max(n["id"] for n in ui["nodes"]) + 1
+    next_link = max(links) + 1
+    definition = {"id": sub_id, "name": sub_id, "inputs": [], "outputs": [], "nodes": inner,
+                  "links": [], "inputNode": {"id": -10}, "outputNode": {"id": -20}}  # fmt: skip
+    instance = {"id": instance_id, "type": sub_id, "mode": 0, "inputs": [], "outputs": [],
+                "widgets_values": [], "properties": {"proxyWidgets": []}}  # fmt: skip
+    outer_links = []
+    for link_id, origin, slot, target, target_slot, kind, *_ in links.values():
+        if origin in inner_ids and target in inner_ids:
+            definition["links"].append({"id": link_id, "origin_id": origin, "origin_slot": slot,
+                                        "target_id": target, "target_slot": target_slot,
+                                        "type": kind})  # fmt: skip
+        elif origin in inner_ids:  # out through a subgraph output
+            index = len(definition["outputs"])
+            definition["outputs"].append({"name": kind, "type": kind, "linkIds": [link_id]})
+            definition["links"].append({"id": link_id, "origin_id": origin, "origin_slot": slot,
+                                        "target_id": -20, "target_slot": index,
+                                        "type": kind})  # fmt: skip
+            instance["outputs"].append({"name": kind, "type": kind, "links": [next_link]})
+            outer_links.append([next_link, instance_id, index, target, target_slot, kind])
+            for node in ui["nodes"]:
+                for entry in node.get("inputs") or ():
+                    if node["id"] == target and entry["link"] == link_id:
+                        entry["link"] = next_link
+            next_link += 1
+        elif target in inner_ids:  # in through a subgraph input
+            index = len(definition["inputs"])
+            name = next(i["name"] for n in inner if n["id"] == target for i in n["inputs"]
+                        if i["link"] == link_id)  # fmt: skip
+            definition["inputs"].append({"name": name, "type": kind, "linkIds": [next_link]})
+            definition["links"].append({"id": next_link, "origin_id": -10, "origin_slot": index,
+                                        "target_id": target, "target_slot": target_slot,
+                                        "type": kind})  # fmt: skip
+            for node in inner:
+                for entry in node["inputs"]:
+                    if node["id"] == target and entry["link"] == link_id:
+                        entry["link"] = next_link
+            instance["inputs"].append({"name": name, "type": kind, "link": link_id,
+                                       "widget": {"name": name}})  # fmt: skip
+            outer_links.append([link_id, origin, slot, instance_id, index, kind])
+            next_link += 1
+        else:
+            outer_links.append([link_id, origin, slot, target, target_slot, kind])
+    nodes = [n for n in ui["nodes"] if n["id"] not in inner_ids] + [instance]
+    subgraphs = (ui.get("definitions") or {}).get("subgraphs", [])
+    return {**ui, "nodes": nodes, "links": outer_links,
+            "definitions": {"subgraphs": [*subgraphs, definition]}}  # fmt: skip
+
+
+def test_nested_subgraphs_read_as_comfyui_runs_them(comfy, tmp_path, capsys):
+    """The Wan 2.1 T2V fixture inside a subgraph inside another: the same job; the seed
+    widget promoted to a subgraph input keeps its own value unlinked, takes the value of an
+    outer PrimitiveInt linked; a refusal inside names the path to the node."""
+    ui = to_ui(GRAPHS["wan21_t2v"]())
+    sampler = _ui_node(ui, "KSampler")
+    primitive = {"id": 200, "type": "PrimitiveInt", "mode": 0, "inputs": [],
+                 "outputs": [{"name": "INT", "type": "INT", "links": [300]}],
+                 "widgets_values": [77, "fixed"]}  # fmt: skip
+    ui["nodes"].append(primitive)
+    sampler["inputs"].append({"name": "seed", "type": "INT", "link": 300,
+                              "widget": {"name": "seed"}})  # fmt: skip
+    ui["links"].append([300, 200, 0, sampler["id"], len(sampler["inputs"]) - 1, "INT"])
+    inner = _wrap(ui, ("SaveVideo", "PrimitiveInt", "Note"), "0d3e2c1a-inner")
+    nested = _wrap(inner, ("SaveVideo", "PrimitiveInt", "Note"), "0d3e2c1a-outer")
+    outer_id = max(n["id"] for n in nested["nodes"])
+    inner_id = max(n["id"] for n in inner["nodes"])
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(nested))
+    plan, _ = plan_of(str(path), str(comfy))
+    expected, _ = _absolute(comfy, EXPECTED["wan21_t2v"][1], EXPECTED["wan21_t2v"][2])
+    assert plan.request == {**expected, "seed": 77}  # the outer PrimitiveInt's
+    assert f"{outer_id}:{inner_id}:{sampler['id']}" in [i for i, _, _ in plan.lines]
+    # unlinked outside: the promoted widget keeps the sampler's own seed, 3
+    del nested["links"][[link[0] for link in nested["links"]].index(300)]
+    nested["nodes"][-1]["inputs"][0]["link"] = None
+    path.write_text(json.dumps(nested))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request == expected
+    sampler["widgets_values"][4] = "dpmpp_sde"  # a sampler paradit lacks, two levels down
+    path.write_text(json.dumps(nested))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    err = capsys.readouterr().err
+    where = f"subgraph {outer_id} > subgraph {inner_id} > node {sampler['id']} (KSampler)"
+    assert err.startswith(f"error: {where}: sampler dpmpp_sde"), err
