@@ -920,3 +920,50 @@ def test_nested_subgraphs_read_as_comfyui_runs_them(comfy, tmp_path, capsys):
     err = capsys.readouterr().err
     where = f"subgraph {outer_id} > subgraph {inner_id} > node {sampler['id']} (KSampler)"
     assert err.startswith(f"error: {where}: sampler dpmpp_sde"), err
+
+
+def test_a_switch_reads_only_its_branch_and_math_gives_widget_values(comfy, tmp_path, capsys):
+    """API form: ComfySwitchNode picks the model (the other branch, a custom node, is not
+    needed until the switch picks it); PrimitiveInt/PrimitiveFloat and ComfyMathExpression
+    give the latent's length and the sampler's steps."""
+    graph = GRAPHS["wan21_t2v"]()
+    graph["90"] = {"class_type": "WanVideoModelLoader", "inputs": {"model": "x"}}
+    graph["91"] = {
+        "class_type": "ComfySwitchNode",
+        "inputs": {"switch": False, "on_false": ["48", 0], "on_true": ["90", 0]},
+    }
+    graph["92"] = {"class_type": "PrimitiveFloat", "inputs": {"value": 0.25}}
+    graph["93"] = {"class_type": "PrimitiveInt", "inputs": {"value": 16}}
+    graph["94"] = {"class_type": "ComfyMathExpression",
+                   "inputs": {"expression": "floor(a * b) + 1", "values.a": ["92", 0],
+                              "values.b": ["93", 0]}}  # fmt: skip
+    graph["3"]["inputs"]["model"] = ["91", 0]
+    graph["40"]["inputs"]["length"] = ["94", 1]  # its INT output: floor(0.25 * 16) + 1 = 5
+    graph["3"]["inputs"]["steps"] = ["93", 0]  # 16
+    path = tmp_path / "switch.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    expected, _ = _absolute(comfy, EXPECTED["wan21_t2v"][1], EXPECTED["wan21_t2v"][2])
+    assert plan.request == {**expected, "num_frames": 5, "num_inference_steps": 16}
+    graph["91"]["inputs"]["switch"] = True
+    path.write_text(json.dumps(graph))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    assert capsys.readouterr().err.startswith("error: node 90 (WanVideoModelLoader): not a node")
+    graph["91"]["inputs"]["switch"] = False
+    graph["94"]["inputs"]["expression"] = "__import__('os')"
+    path.write_text(json.dumps(graph))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: node 94 (ComfyMathExpression): expression"), err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("floor(a * b) + 1", 81), ("floor (a * b + 1)", 81), ("a / b", 5 / 16), ("-a ** 2", -25),
+     ("max(a, b) // 3", 5), ("round(a * 1.5)", 8), ("sqrt(b) + ceil(0.2)", 5)],
+)  # fmt: skip
+def test_math_expressions_evaluate_as_python_arithmetic(text, value):
+    """ComfyMathExpression's arithmetic with a = 5, b = 16 (values worked by hand)."""
+    from paradit.backend.workflow.handlers import evaluate_expression
+
+    assert evaluate_expression(text, {"a": 5, "b": 16}) == pytest.approx(value)
