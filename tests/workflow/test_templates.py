@@ -6,7 +6,8 @@ widget that gives it named beside it), or is refused naming the node and why; th
 Turbo one runs end to end on a backend of its tiny files.
 
 Cost: about 20 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
-template's 1024x1024 most of it, provisional: measured under load).
+template's 1024x1024, about 15 s with its backend's start, most of it; provisional: measured
+under load).
 """
 
 from __future__ import annotations

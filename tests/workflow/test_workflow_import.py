@@ -3,9 +3,12 @@ formats) maps to its request and serve settings, every field checked; the two fo
 graph give the same; each refusal (unknown node, a sampler or scheduler paradit lacks, a
 missing file, two models, LTX-2 at another frame rate or without its audio track, ...) exits 2
 with one line naming the node; the UI format's
-bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
+bypassed nodes, reroutes, primitives, notes and (nested) subgraphs are read as ComfyUI's
+frontend reads them; a switch reads only its branch, primitives and math expressions give
+widget values; a graph without ModelSampling or FluxGuidance gets ComfyUI's defaults for the
+architecture (the families' comfyui.json).
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
+Cost: about 4 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
 provisional: measured under load).
 """
 
