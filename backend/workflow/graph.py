@@ -296,11 +296,38 @@ class _UiReader:
             return scope.parent, entry["link"]
         values = outer.get("widgets_values")
         proxied = (outer.get("properties") or {}).get("proxyWidgets")
-        if isinstance(values, list) and values and not proxied and entry is not None:
-            widgets = [e for e in entries if e.get("widget")]
-            if entry in widgets and len(values) == len(widgets):
-                return _Value(values[widgets.index(entry)])
+        if isinstance(values, list) and values and not proxied:
+            # saved on the subgraph node, one value per widget input of the definition
+            promoted = _widget_inputs(definition, scope)
+            if len(values) != len(promoted):
+                outer_node = Node(scope.prefix.rstrip(":"), str(outer.get("type", "")))
+                raise WorkflowError(
+                    outer_node,
+                    f"{len(values)} widget values saved for {len(promoted)} promoted widgets",
+                )
+            if slot in promoted:
+                return _Value(values[promoted.index(slot)])
         return _DROPPED
+
+
+def _widget_inputs(definition: dict, scope: _Scope) -> list[int]:
+    """The indices of a subgraph's inputs that feed an inner widget (promoted widgets), in
+    order: the values an older subgraph node saves on itself are theirs."""
+    targets = {}  # link id -> (target node id, target slot)
+    for link in definition.get("links") or ():
+        if isinstance(link, dict):
+            targets[link["id"]] = (str(link["target_id"]), int(link["target_slot"]))
+        else:
+            targets[link[0]] = (str(link[3]), int(link[4]))
+    promoted = []
+    for index, declared in enumerate(definition.get("inputs") or ()):
+        for link_id in declared.get("linkIds") or ():
+            node_id, slot = targets.get(link_id, ("", -1))
+            entries = (scope.nodes.get(node_id) or {}).get("inputs") or ()
+            if 0 <= slot < len(entries) and entries[slot].get("widget"):
+                promoted.append(index)
+                break
+    return promoted
 
 
 SUBGRAPH_INPUT = "-10"

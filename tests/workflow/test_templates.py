@@ -382,3 +382,20 @@ def test_z_image_turbo_template_runs_end_to_end(base, tmp_path, paradit_warm, ba
     )
     with Image.open(out / "image.png") as image:
         assert image.size == (1024, 1024)
+
+
+def test_values_saved_on_a_subgraph_node_override_the_inner_widgets(base, tmp_path):
+    """Wan 2.2 14B I2V's subgraph node saves its promoted widgets' values on itself (in the
+    order of its widget inputs: text, width, height, duration, noise_seed, ...): edited
+    there, the job takes them."""
+    template = "video_wan2_2_14B_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 129)
+    outer["widgets_values"][:5] = ["a white dragon flies", 480, 320, 2, 5]
+    path = comfy / "edited.json"
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    # duration 2 s at PrimitiveFloat 162's 16 fps: floor(2 * 16 + 1) = 33 frames
+    fields = ("prompt", "width", "height", "num_frames", "seed")
+    assert [plan.request[k] for k in fields] == ["a white dragon flies", 480, 320, 33, 5]
