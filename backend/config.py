@@ -327,6 +327,16 @@ class ServeConfig:
         default="outputs",
         metadata=_flag("--output-dir", SERVING, "where every job's folder is written"),
     )
+    comfyui_dir: str = field(
+        default="",
+        metadata=_flag(
+            "--comfyui-dir",
+            SERVING,
+            "the ComfyUI folder (or its models folder) POST /v1/workflows resolves a "
+            "workflow's file names in (only inside it; without it the route is refused)",
+            metavar="DIR",
+        ),
+    )
     token: str | None = field(
         default=None,
         metadata=_flag(
@@ -399,6 +409,8 @@ class ServeConfig:
         ):  # argparse's append gives a list (or None)
             paths = tuple(_absolute(p) for p in getattr(self, name) or ())
             object.__setattr__(self, name, paths)
+        if self.comfyui_dir:
+            object.__setattr__(self, "comfyui_dir", _absolute(self.comfyui_dir))
         if self.model.lower().endswith(CHECKPOINT_SUFFIXES):
             model = ",".join(_absolute(p.strip()) for p in self.model.split(","))
             object.__setattr__(self, "model", model)

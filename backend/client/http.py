@@ -87,6 +87,12 @@ class Client:
     def submit(self, request: dict[str, Any]) -> str:
         return self._json("POST", "/v1/jobs", request)["id"]
 
+    def submit_workflow(self, workflow: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """`POST /v1/workflows`: a ComfyUI workflow (UI or API format) as a job of this
+        backend: {id, status, request}, or with `dry_run` what `workflow import --json`
+        prints; BackendError (422) naming the node or file the server refuses."""
+        return self._json("POST", "/v1/workflows" + ("?dry_run=1" if dry_run else ""), workflow)
+
     def job(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{job_id}")
 

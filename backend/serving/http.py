@@ -8,6 +8,7 @@ its docs page are at `/openapi.json` and `/docs`, behind the token like everythi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -45,6 +46,7 @@ from .schema import (
     job_body_schema,
 )
 from .service import Service
+from .workflows import dry_run_reply, plan_for_server
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +187,29 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
         if isinstance(job, JSONResponse):
             return job
         return JobCreated(id=job.id, status=job.status)
+
+    @app.post("/v1/workflows", status_code=202)
+    async def submit_workflow(request: Request, dry_run: bool = False):
+        """Queue a ComfyUI workflow (UI or API format) as a job: 202 {id, status, request};
+        `?dry_run=1`: 200 with what `paradit workflow import --json` prints; 422 naming the
+        node or the file it refuses (files resolve only inside --comfyui-dir, and must be
+        the ones this backend runs)."""
+        data = await json_body(request)
+        sha256 = hashlib.sha256(await request.body()).hexdigest()
+        samplers = tuple(service.limits.samplers)
+        try:
+            plan, variant = await run_in_threadpool(
+                plan_for_server, data, sha256, service.config.comfyui_dir, service.config,
+                samplers,
+            )  # fmt: skip
+        except ValueError as exc:  # WorkflowError, WorkflowRefused, a file's own refusal
+            return error(422, str(exc))
+        if dry_run:
+            return JSONResponse(dry_run_reply(plan, variant, samplers), status_code=200)
+        job = await run_in_threadpool(submit_or_reply, service, plan.body())
+        if isinstance(job, JSONResponse):
+            return job
+        return {"id": job.id, "status": job.status, "request": plan.request}
 
     @app.get("/v1/jobs", response_model=JobList)
     def jobs():

@@ -45,6 +45,8 @@ def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
         f"model:    {variant}",
         f"samplers: {runs}",
     ]
+    if "comfyui_defaults" in w:
+        lines.append(f"defaults: {w['comfyui_defaults']}")
     width = max(len(f"node {i} {t}") for i, t, _ in plan.lines)
     for node_id, kind, text in plan.lines:
         lines.append(f"{f'node {node_id} {kind}':<{width}}  {text}")

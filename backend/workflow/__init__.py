@@ -12,7 +12,7 @@ faithfully is refused with the node's id and type (`WorkflowError`), never appro
 Torch-free except `check_files` and `model_samplers` (they read the files' headers).
 """
 
-from .graph import WorkflowError, load_graph
+from .graph import WorkflowError, graph_of, load_graph
 from .mapping import WorkflowPlan, check_files, check_sampler, map_workflow, model_samplers
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "WorkflowPlan",
     "check_files",
     "check_sampler",
+    "graph_of",
     "load_graph",
     "map_workflow",
     "model_samplers",

@@ -3,11 +3,15 @@
 
 `--comfyui-dir DIR` gives the ComfyUI folder (holding `models/` and `input/`) or its models
 folder; without it the first folder above the workflow file that is either is taken.
+
+Confined folders (`POST /v1/workflows`: the workflow comes from a client) resolve names only
+inside them: a name with `..`, an absolute path, or a link leading outside is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 KINDS: dict[str, tuple[str, ...]] = {
@@ -33,6 +37,11 @@ def _is_models_folder(path: Path) -> bool:
 class ComfyFolders:
     models: Path
     input: Path
+    confined: bool = False
+    """Refuse names that lead outside the folders (a client's workflow)."""
+
+    def confine(self) -> ComfyFolders:
+        return replace(self, confined=True)
 
     @classmethod
     def at(cls, folder: str | Path) -> ComfyFolders | None:
@@ -66,12 +75,13 @@ class ComfyFolders:
         )
 
     def model_file(self, kind: str, name: str) -> Path | None:
-        """The file a loader's `name` (relative to the kind's folders) names, None if none."""
-        relative = _relative(name)
+        """The file a loader's `name` (relative to the kind's folders) names, None if none;
+        ValueError when confined and the name leads outside the models folder."""
+        relative = self._inside(name, self.models)
         for sub in KINDS[kind]:
             path = self.models / sub / relative
             if path.is_file():
-                return path
+                return self._kept(name, path, self.models)
         return None
 
     def where(self, kind: str) -> str:
@@ -80,13 +90,36 @@ class ComfyFolders:
 
     def input_file(self, name: str) -> Path | None:
         """LoadImage's file: in the input folder (`name [input]` as the API format may write
-        it), or an absolute path."""
+        it), or (not confined) an absolute path."""
         name = name.removesuffix(" [input]")
         path = Path(name)
-        if path.is_absolute():
+        if path.is_absolute() and not self.confined:
             return path if path.is_file() else None
-        path = self.input / _relative(name)
-        return path if path.is_file() else None
+        path = self.input / self._inside(name, self.input)
+        return self._kept(name, path, self.input) if path.is_file() else None
+
+    def _inside(self, name: str, folder: Path) -> str:
+        relative = _relative(name)
+        if self.confined and (
+            _ABSOLUTE.match(name) or ".." in Path(relative).parts or not relative
+        ):
+            raise ValueError(
+                f"{name!r}: a name outside {folder} (an absolute path or ..); the server reads "
+                "files only inside its --comfyui-dir"
+            )
+        return relative
+
+    def _kept(self, name: str, path: Path, folder: Path) -> Path:
+        if self.confined and not path.resolve().is_relative_to(folder.resolve()):
+            raise ValueError(
+                f"{name!r}: a link leading outside {folder}; the server reads files only inside "
+                "its --comfyui-dir"
+            )
+        return path
+
+
+_ABSOLUTE = re.compile(r"^([\\/]|[A-Za-z]:)")
+"""An absolute name on any OS (`/x`, `\\x`, `C:x`)."""
 
 
 def _relative(name: str) -> str:

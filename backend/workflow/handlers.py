@@ -5,15 +5,17 @@ Torch-free."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
+import operator
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
 from .files import ComfyFolders
-from .graph import Graph, Link, Node, WorkflowError
+from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
 from .values import (
     AudioLatent,
@@ -57,18 +59,15 @@ class Mapper:
             return self.outputs[node.id]
         if node.id in self._busy:
             raise WorkflowError(node, "its inputs loop back to it")
+        if node.type not in HANDLERS:
+            raise unknown_node(node)
+        if node.problem:
+            raise WorkflowError(node, node.problem)
         self._busy.add(node.id)
-        out = self._bypass(node) if node.bypassed else HANDLERS[node.type](self, node)
+        out = HANDLERS[node.type](self, node)
         self._busy.discard(node.id)
         self.outputs[node.id] = out
         return out
-
-    def _bypass(self, node: Node) -> tuple[Any, ...]:
-        spec = SPECS[node.type]
-        if not spec.bypass:
-            raise WorkflowError(node, "bypassed, and paradit cannot pass it through: un-bypass it")
-        self.say(node, "bypassed: passes its input through")
-        return tuple(self.input(node, name) for _, name in sorted(spec.bypass.items()))
 
     def say(self, node: Node, text: str) -> None:
         self.lines[node.id] = (node.id, node.type, text)
@@ -101,17 +100,20 @@ class Mapper:
         return self.input(node, name, kind) if node.inputs.get(name) is not None else None
 
     def widget(self, node: Node, name: str, kind: type | tuple[type, ...]) -> Any:
-        """A widget's value, of `kind` (int accepted for float)."""
+        """A widget's value, of `kind` (int accepted for float): its own, or the value a
+        linked node gives it (a primitive, a switch, a math expression)."""
         if name not in node.inputs:
             raise WorkflowError(node, f"widget {name} has no value")
         value = node.inputs[name]
         if isinstance(value, Link):
-            source = self.graph.node(value.node, node)
-            raise WorkflowError(
-                node,
-                f"widget {name} comes from node {source.id} ({source.type}); paradit maps "
-                "widget values only",
-            )
+            value = self.input(node, name)
+            if not isinstance(value, (bool, int, float, str)):
+                source = self.graph.node(node.inputs[name].node, node)
+                raise WorkflowError(
+                    node,
+                    f"widget {name} comes from {source.where} ({source.type}), which gives "
+                    "no value paradit reads",
+                )
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds:
             kinds = (*kinds, int)
@@ -121,7 +123,10 @@ class Mapper:
 
     def model_file(self, node: Node, kind: str, widget: str) -> Path:
         name = self.widget(node, widget, str)
-        path = self.folders.model_file(kind, name)
+        try:
+            path = self.folders.model_file(kind, name)
+        except ValueError as exc:
+            raise WorkflowError(node, str(exc)) from None
         if path is None:
             raise WorkflowError(node, f"{name}: no such file in {self.folders.where(kind)}")
         self.loaders.setdefault(str(path), node)
@@ -214,6 +219,11 @@ def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
         m.say(node, f"mu {mu:.6g} for {width}x{height} -> shift {shift:.6g} (exp(mu))")
     else:
         shift = m.widget(node, "shift", float)
+        sampling = node.inputs.get("sampling", "flow")
+        if node.type == "ModelSamplingAuraFlow" and sampling != "flow":
+            raise WorkflowError(
+                node, f"sampling {sampling}: paradit runs flow sampling (sampling flow)"
+            )
         m.say(node, f"shift {shift:g} -> shift")
     if not shift > 0:
         raise WorkflowError(node, f"shift must be above 0, got {shift}")
@@ -322,7 +332,10 @@ def _clip_vision_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _load_image(m: Mapper, node: Node) -> tuple[Any, ...]:
     name = m.widget(node, "image", str)
-    path = m.folders.input_file(name)
+    try:
+        path = m.folders.input_file(name)
+    except ValueError as exc:
+        raise WorkflowError(node, str(exc)) from None
     if path is None:
         raise WorkflowError(node, f"{name}: no such file in {m.folders.input}")
     m.say(node, f"{path.name} -> image")
@@ -413,17 +426,6 @@ def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node, f"denoise {denoise:g}: paradit starts every job from pure noise (denoise 1)"
         )
-    if model.shift is None:
-        raise WorkflowError(
-            node,
-            "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux "
-            "node: ComfyUI then computes these noise levels with the shift its own config "
-            "for the model's architecture holds (a ModelSampling node on the guider's model "
-            "does not change them), which need not be the shift of the checkpoint's "
-            "scheduler that paradit runs as the model's default (GET /v1/info "
-            "limits.default_shift); connect the ModelSampling node's model to the scheduler "
-            "too",
-        )
     m.say(node, f"{steps} steps, {scheduler} -> num_inference_steps, scheduler")
     return (Sigmas(model, scheduler, steps, node),)
 
@@ -457,11 +459,17 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
             "per job",
         )
     elif model.shift != sigmas.model.shift:
-        raise WorkflowError(
+        # ComfyUI's levels are the scheduler's model's (its ModelSampling node, or the
+        # architecture's default); the guider's flow sampling turns a level into the DiT's
+        # timestep without its shift, so the job's shift is the scheduler's
+        shown = "none" if model.shift is None else format(model.shift, "g")
+        m.say(
             sigmas.node,
-            f"its model's shift is {sigmas.model.shift:g}, the guider's "
-            f"{'none' if model.shift is None else format(model.shift, 'g')}: connect one "
-            "ModelSampling node to both",
+            f"{m.lines[sigmas.node.id][2]} (the levels of its model's shift, not the "
+            f"guider's {shown})",
+        )
+        model = dataclasses.replace(
+            model, shift=sigmas.model.shift, shift_node=sigmas.model.shift_node
         )
     stage = Stage(
         node,
@@ -529,7 +537,10 @@ def _ltxav_text_encoder(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _ltxv_audio_vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
     name = m.widget(node, "ckpt_name", str)
-    path = m.folders.model_file("vae", name) or m.folders.model_file("checkpoints", name)
+    try:
+        path = m.folders.model_file("vae", name) or m.folders.model_file("checkpoints", name)
+    except ValueError as exc:
+        raise WorkflowError(node, str(exc)) from None
     if path is None:
         raise WorkflowError(
             node,
@@ -693,7 +704,9 @@ def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node, "samples hold the audio latent too: split them with LTXVSeparateAVLatent"
         )
-    m.say(node, "the decode paradit runs")
+    m.say(
+        node, "the decode paradit runs" + (" (its own tiles)" if node.type != "VAEDecode" else "")
+    )
     return (Decoded(sampled, vae, node),)
 
 
@@ -738,6 +751,13 @@ def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> Decoded
 
 
 def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
+    if node.type == "SaveImageAdvanced":
+        for widget, wanted in (("format", "png"), ("bit_depth", "8-bit")):
+            value = node.inputs.get(widget, wanted)
+            if value != wanted:
+                raise WorkflowError(
+                    node, f"{widget} {value}: paradit writes {wanted} images; set {wanted}"
+                )
     if node.type == "SaveVideo":
         video = m.input(node, "video", Video)
         track = ", audio.wav" if video.audio is not None else ""
@@ -746,6 +766,87 @@ def _save(m: Mapper, node: Node) -> tuple[Any, ...]:
     decoded = m.input(node, "images", Decoded)
     m.say(node, "-> --out DIR: image.png (or video.mp4), frames/, job.json")
     return (decoded,)
+
+
+# values computed in the graph: primitives, switches, math expressions
+
+
+def _primitive(m: Mapper, node: Node) -> tuple[Any, ...]:
+    kind = {"PrimitiveInt": int, "PrimitiveFloat": float, "PrimitiveBoolean": bool}
+    value = m.widget(node, "value", kind.get(node.type, str))
+    m.say(node, f"{_quote(value) if isinstance(value, str) else value!r}")
+    return (value,)
+
+
+def _switch_node(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """ComfySwitchNode is lazy in ComfyUI: only the branch its switch picks is evaluated (the
+    other's nodes, and the files only they name, are not needed)."""
+    switch = m.widget(node, "switch", bool)
+    branch = "on_true" if switch else "on_false"
+    value = m.input(node, branch)
+    m.say(node, f"switch {str(switch).lower()} -> {branch}")
+    return (value,)
+
+
+def _math_expression(m: Mapper, node: Node) -> tuple[Any, ...]:
+    text = m.widget(node, "expression", str)
+    names = {}
+    for name in node.inputs:
+        if name.startswith("values.") and node.inputs[name] is not None:
+            value = m.widget(node, name, (int, float))
+            names[name.removeprefix("values.")] = value
+    try:
+        result = evaluate_expression(text, names)
+    except ValueError as exc:
+        raise WorkflowError(node, f"expression {text!r}: {exc}") from None
+    m.say(node, f"{text} = {result:g}")
+    return (float(result), int(result))
+
+
+_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "floor": math.floor, "ceil": math.ceil, "round": round, "min": min, "max": max,
+    "abs": abs, "sqrt": math.sqrt, "int": int, "float": float,
+}  # fmt: skip
+_OPERATORS: dict[type, Callable[..., float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos,
+}  # fmt: skip
+
+
+def evaluate_expression(text: str, names: dict[str, float]) -> float:
+    """A ComfyMathExpression's arithmetic over its named inputs (numbers, + - * / // % **,
+    parentheses and `_FUNCTIONS`); ValueError for anything else (never Python's eval)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an expression ({exc.msg})") from None
+
+    def value(item: ast.AST) -> float:
+        if isinstance(item, ast.Constant) and type(item.value) in (int, float):
+            return item.value
+        if isinstance(item, ast.Name):
+            if item.id not in names:
+                raise ValueError(f"{item.id} is not an input it has")
+            return names[item.id]
+        if isinstance(item, ast.BinOp) and type(item.op) in _OPERATORS:
+            return _OPERATORS[type(item.op)](value(item.left), value(item.right))
+        if isinstance(item, ast.UnaryOp) and type(item.op) in _OPERATORS:
+            return _OPERATORS[type(item.op)](value(item.operand))
+        if (
+            isinstance(item, ast.Call)
+            and isinstance(item.func, ast.Name)
+            and item.func.id in _FUNCTIONS
+            and not item.keywords
+        ):
+            return _FUNCTIONS[item.func.id](*(value(a) for a in item.args))
+        raise ValueError(f"{ast.unparse(item)}: paradit reads numbers, + - * / // % ** and "
+                         f"{', '.join(_FUNCTIONS)}")  # fmt: skip
+
+    try:
+        return value(tree.body)
+    except (ArithmeticError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
 
 
 HANDLERS: dict[str, Handler] = {
@@ -789,12 +890,21 @@ HANDLERS: dict[str, Handler] = {
     "LTXVSeparateAVLatent": _ltxv_separate,
     "LTXVAudioVAEDecode": _ltxv_audio_decode,
     "VAEDecode": _vae_decode,
+    "VAEDecodeTiled": _vae_decode,
     "CreateVideo": _create_video,
     "SaveVideo": _save,
     "SaveImage": _save,
+    "SaveImageAdvanced": _save,
     "PreviewImage": _save,
+    "PrimitiveInt": _primitive,
+    "PrimitiveFloat": _primitive,
+    "PrimitiveBoolean": _primitive,
+    "PrimitiveString": _primitive,
+    "PrimitiveStringMultiline": _primitive,
+    "ComfySwitchNode": _switch_node,
+    "ComfyMathExpression": _math_expression,
 }
-OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage")
+OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage", "SaveImageAdvanced")
 
 if set(HANDLERS) != set(SPECS):  # one table each, kept together
     raise RuntimeError(f"workflow handlers and specs differ: {set(HANDLERS) ^ set(SPECS)}")

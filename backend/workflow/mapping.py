@@ -15,9 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .defaults import default_for
 from .files import ComfyFolders
-from .graph import Graph, Node, WorkflowError, refuse_unmapped
+from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import OUTPUT_NODES, Mapper
+from .nodes import SPECS
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -26,10 +28,12 @@ from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, 
 def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     """The request and serve settings `graph` maps to; WorkflowError naming the node that
     cannot be mapped faithfully."""
-    refuse_unmapped(list(graph.nodes.values()))
-    outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES and not n.bypassed]
+    _refuse_unknown_ends(graph)
+    outputs = [n for n in graph.nodes.values() if n.type in OUTPUT_NODES]
     if not outputs:
-        raise WorkflowError(None, f"{graph.path.name}: no output node ({', '.join(OUTPUT_NODES)})")
+        raise WorkflowError(
+            None, f"{Path(graph.source).name}: no output node ({', '.join(OUTPUT_NODES)})"
+        )
     if len(outputs) > 1:
         raise WorkflowError(
             outputs[1],
@@ -40,7 +44,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     (decoded,) = mapper.evaluate(outputs[0])
     request, serve = _job(mapper, decoded)
     workflow = {
-        "file": str(graph.path.absolute()),
+        "file": graph.source,
         "sha256": graph.sha256,
         "format": graph.format,
         "comfyui_models": str(folders.models),
@@ -48,6 +52,16 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     lines = tuple(mapper.lines.values())
     sampler = decoded.sampled.stages[0].node
     return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler)
+
+
+def _refuse_unknown_ends(graph: Graph) -> None:
+    """ComfyUI runs its output nodes and what they need, nothing else: a node paradit does
+    not know is refused where the output needs it (when evaluated), or where nothing reads
+    its outputs (it may be an output node of its own, which ComfyUI would run)."""
+    read = {v.node for n in graph.nodes.values() for v in n.inputs.values() if isinstance(v, Link)}
+    for node in graph.nodes.values():
+        if node.id not in read and node.type not in SPECS:
+            raise unknown_node(node)
 
 
 def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -92,7 +106,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if first.sigmas is not None:  # the levels themselves: no scheduler, no shift
         del request["scheduler"]
         request["sigmas"] = list(first.sigmas)
-    else:
+    elif _shift(models, first) is not None:
         request["shift"] = _shift(models, first)
     _audio_video(decoded, positive, negative, first)
     if len(sampled.stages) == 2:
@@ -231,20 +245,17 @@ def _guidance(positive: Conditioning, first: Stage) -> float | None:
     return positive.guidance
 
 
-def _shift(models: list[Model], first: Stage) -> float:
+def _shift(models: list[Model], first: Stage) -> float | None:
+    """The shift the graph's ModelSampling node sets; None where none does (ComfyUI then runs
+    the architecture's default: `check_files` fills it in from the family's data)."""
     shifts = {model.shift for model in models}
-    if None in shifts:
-        raise WorkflowError(
-            first.node,
-            "no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux node sets the "
-            "shift of its model: ComfyUI then takes the shift the model's own config gives, "
-            "which paradit does not read from the file; add one with the shift",
-        )
     if len(shifts) > 1:
+        node = models[1].shift_node or models[0].shift_node
+        shown = ["none" if m.shift is None else format(m.shift, "g") for m in models]
         raise WorkflowError(
-            models[1].shift_node,
-            f"shift {models[1].shift:g} where the high-noise expert's is {models[0].shift:g}: "
-            "paradit runs both experts on one schedule",
+            node,
+            f"shift {shown[1]} where the high-noise expert's is {shown[0]}: paradit runs both "
+            "experts on one schedule",
         )
     return shifts.pop()
 
@@ -324,24 +335,45 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     except ValueError as exc:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
-    guided = [  # the FluxGuidance nodes the job's graph runs
-        graph.nodes[i]
-        for i, t, _ in plan.lines
-        if t == "FluxGuidance" and not graph.nodes[i].bypassed
-    ]
+    guided = [graph.nodes[i] for i, t, _ in plan.lines if t == "FluxGuidance"]
     if guided and not embeds:
         raise WorkflowError(
             guided[0],
             f"{resolved.variant} has no guidance embedding (FluxGuidance changes nothing "
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
-    if embeds and not guided:
-        raise WorkflowError(
-            node_of(models[0]),
-            f"{resolved.variant} embeds its guidance, and no FluxGuidance node sets it: add "
-            "one (paradit's guidance_scale is that value)",
-        )
+    _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
     return resolved.variant
+
+
+def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) -> None:
+    """What ComfyUI gives a graph that sets no shift (no ModelSampling node) or no distilled
+    guidance (no FluxGuidance on a DiT that embeds it): the architecture's defaults, declared
+    in its family's folder (defaults.py), written into the plan's request."""
+    request = plan.request
+    no_shift = "shift" not in request and "sigmas" not in request
+    if not (no_shift or unguided):
+        return
+    default = default_for(dit.family, dit.config)
+    if default is None or (unguided and default.guidance is None):
+        what = "ModelSampling node sets its shift" if no_shift else "FluxGuidance node sets it"
+        raise WorkflowError(
+            plan.sampler,
+            f"no {what}, and paradit knows no ComfyUI default for {variant} (its family's "
+            "comfyui.json): add the node",
+        )
+    if no_shift:
+        request["shift"] = default.static_shift
+    if unguided:
+        if request["guidance_scale"] != 1.0:
+            raise WorkflowError(
+                plan.sampler,
+                f"cfg {request['guidance_scale']:g} on {variant}, which embeds its guidance "
+                f"({default.guidance:g} where no FluxGuidance sets it): ComfyUI then runs "
+                "both, paradit the distilled guidance only; set cfg to 1",
+            )
+        request["guidance_scale"] = default.guidance
+    plan.workflow["comfyui_defaults"] = default.describe()
 
 
 def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:

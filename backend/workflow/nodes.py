@@ -1,17 +1,17 @@
 """The ComfyUI core nodes paradit maps, declared once: each node type's widgets in the order
 ComfyUI lists them (the UI format saves widget values by position, the API format by name),
-the input a bypassed node passes through, and what it becomes in a paradit job (for the
-messages and docs/workflows.md). Torch-free.
+and what it becomes in a paradit job (for the messages and docs/workflows.md). Torch-free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
-SEED_WIDGETS = ("seed", "noise_seed")
-"""Widgets the UI follows with a "control after generate" value in `widgets_values`."""
+SEED_WIDGETS = ("seed", "noise_seed", "value")
+"""Widgets the UI may follow with a "control after generate" value in `widgets_values` (a
+seed's; PrimitiveInt's value)."""
 SEED_CONTROLS = ("fixed", "increment", "decrement", "randomize")
 
 UI_ONLY = ("Note", "MarkdownNote", "Reroute", "PrimitiveNode")
@@ -29,12 +29,9 @@ class NodeSpec:
     not counted)."""
     becomes: str
     """What the node becomes in paradit, in words (docs/workflows.md's table)."""
-    bypass: Mapping[int, str] = field(default_factory=dict)
-    """Output index -> the input a bypassed node (UI mode 4) passes through to it; a bypassed
-    node without one is refused."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "bypass", MappingProxyType(dict(self.bypass)))
+    more_ok: bool = False
+    """Its widgets change nothing paradit maps (a save node's): values a newer version of
+    the node saves after the known ones are left unread."""
 
 
 def _spec(type_: str, widgets: tuple[str, ...], becomes: str, **kwargs) -> NodeSpec:
@@ -58,23 +55,24 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         ("lora_name", "strength_model"),
         "`loras` (on Wan 2.2 A14B's experts: `high`/`low` strengths), `--lora-dir` the "
         "models folder's `loras`",
-        bypass={0: "model"},
     ),
-    _spec("ModelSamplingSD3", ("shift",), "`shift`", bypass={0: "model"}),
-    _spec("ModelSamplingAuraFlow", ("shift",), "`shift`", bypass={0: "model"}),
+    _spec("ModelSamplingSD3", ("shift",), "`shift`"),
+    _spec(
+        "ModelSamplingAuraFlow",
+        ("shift", "sampling"),
+        "`shift` (sampling `flow`, as older versions save none)",
+    ),
     _spec(
         "ModelSamplingFlux",
         ("max_shift", "base_shift", "width", "height"),
         "`shift` (exp of the shift it computes for its width and height)",
-        bypass={0: "model"},
     ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
-    _spec("ConditioningZeroOut", (), "an empty `negative_prompt`", bypass={0: "conditioning"}),
+    _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
         ("guidance",),
         "`guidance_scale` (the distilled guidance; the sampler's cfg must be 1)",
-        bypass={0: "conditioning"},
     ),
     _spec("EmptyLatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
     _spec("EmptySD3LatentImage", ("width", "height", "batch_size"), "`width`, `height`"),
@@ -155,7 +153,6 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "LTXVConditioning",
         ("frame_rate",),
         "LTX-2's frame rate (24, as paradit runs it; others refused)",
-        bypass={0: "positive", 1: "negative"},
     ),
     _spec(
         "EmptyLTXVLatentVideo",
@@ -178,19 +175,84 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec("LTXVAudioVAEDecode", (), "`audio.wav`, the audio track of `video.mp4`"),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec(
+        "VAEDecodeTiled",
+        ("tile_size", "overlap", "temporal_size", "temporal_overlap"),
+        "the decode paradit runs (its own tiling, `--vae-tiling`: a decode's tiles change "
+        "no field of the job)",
+    ),
+    _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
         "`video.mp4` (at the model's frame rate; bit_depth 8); its audio: LTX-2's track (fps 24)",
     ),
-    _spec("SaveVideo", ("filename_prefix", "format", "codec"), "`--out DIR`: `video.mp4`, frames"),
-    _spec("SaveImage", ("filename_prefix",), "`--out DIR`: `image.png`"),
-    _spec("PreviewImage", (), "`--out DIR`: `image.png` or the frames"),
+    _spec(
+        "SaveVideo",
+        ("filename_prefix", "format", "codec"),
+        "`--out DIR`: `video.mp4`, frames (newer versions' further widgets unread)",
+        more_ok=True,
+    ),
+    _spec(
+        "SaveImage",
+        ("filename_prefix",),
+        "`--out DIR`: `image.png` (newer versions' further widgets unread)",
+        more_ok=True,
+    ),
+    _spec("PreviewImage", (), "`--out DIR`: `image.png` or the frames", more_ok=True),
+    _spec(
+        "SaveImageAdvanced",
+        ("filename_prefix", "format", "bit_depth", "color_space"),
+        "`--out DIR`: `image.png` (format png, 8-bit, sRGB: what paradit writes)",
+        more_ok=True,
+    ),
+    _spec("PrimitiveInt", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveFloat", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveBoolean", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveString", ("value",), "its value, where it feeds a widget"),
+    _spec("PrimitiveStringMultiline", ("value",), "its value, where it feeds a widget"),
+    _spec(
+        "ComfySwitchNode",
+        ("switch",),
+        "its on_true or on_false input, as its switch says (only that branch is read)",
+    ),
+    _spec(
+        "ComfyMathExpression",
+        ("expression",),
+        "the expression's value over its inputs a, b, c...: FLOAT, INT (truncated); +, -, *, "
+        "/, //, %, **, floor, ceil, round, min, max, abs, sqrt",
+    ),
 )
 
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
 
 
-REFUSED: Mapping[str, str] = MappingProxyType({})
+REFUSED: Mapping[str, str] = MappingProxyType(
+    {
+        "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
+        "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
+        "template ships it",
+        "LTXVLatentUpsampler": "a second, upscaled LTX-2 stage (the spatial upscaler): "
+        "paradit's workflow import maps one sampling stage; bypass the upscale stage",
+        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent: "
+        "paradit's workflow import does not map it yet",
+        "ResolutionSelector": "its width and height are computed by a formula paradit does "
+        "not map; give the latent's width and height as numbers",
+        "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
+        "yet (its latent and Flux2Scheduler)",
+        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet",
+        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video is not mapped by "
+        "paradit's workflow import yet",
+        "TextEncodeQwenImageEditPlus": "Qwen-Image-Edit graphs are not mapped by paradit's "
+        "workflow import yet",
+        "TextEncodeQwenImageEdit": "Qwen-Image-Edit graphs are not mapped by paradit's "
+        "workflow import yet",
+        "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
+        "workflow import does not map image edits yet",
+        "VAEEncode": "an image encoded into latents (an edit's reference, or a latent to "
+        "start from): paradit's workflow import does not map it yet",
+        "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
+        "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
+    }
+)
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
 the node with it, before any node it does not know at all)."""
 
@@ -206,7 +268,7 @@ def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:
         named[name] = rest.pop(0)
         if name in SEED_WIDGETS and rest and rest[0] in SEED_CONTROLS:
             rest.pop(0)
-    if rest:
+    if rest and not spec.more_ok:
         raise ValueError(
             f"{len(values)} widget values where paradit knows {len(spec.widgets)} widgets "
             f"({', '.join(spec.widgets)}): a newer version of the node?"

@@ -214,7 +214,7 @@ def hunyuan15_t2v() -> dict:
     """HunyuanVideo 1.5 T2V in the shape of ComfyUI's template (its Custom Sampler subgraph
     unpacked): SamplerCustomAdvanced fed by RandomNoise, CFGGuider on the ModelSamplingSD3
     model, KSamplerSelect, and BasicScheduler on the loader's own model (so its levels take
-    the model config's shift, not the ModelSampling node's: paradit refuses it)."""
+    ComfyUI's default shift for HunyuanVideo 1.5, 7, not the ModelSampling node's)."""
     return {
         "12": _node("UNETLoader", unet_name="hunyuanvideo1.5_480p_t2v_fp32.safetensors",
                     weight_dtype="default"),
@@ -245,6 +245,16 @@ def hunyuan15_t2v_shift() -> dict:
     model (the guider's): its levels take the node's shift 7, as paradit runs them."""
     graph = hunyuan15_t2v()
     graph["95"]["inputs"]["model"] = ["67", 0]
+    return graph
+
+
+def hunyuan15_t2v_easycache() -> dict:
+    """The HunyuanVideo 1.5 T2V template with its EasyCache node active (the template ships
+    it bypassed) between the loader and ModelSamplingSD3: paradit refuses it."""
+    graph = hunyuan15_t2v()
+    graph["105"] = _node("EasyCache", model=["12", 0], reuse_threshold=0.2, start_percent=0.15,
+                         end_percent=0.95, verbose=False)  # fmt: skip
+    graph["67"]["inputs"]["model"] = ["105", 0]
     return graph
 
 
@@ -297,6 +307,7 @@ GRAPHS = {
     "z_image_turbo": z_image_turbo,
     "hunyuan15_t2v": hunyuan15_t2v,
     "hunyuan15_t2v_shift": hunyuan15_t2v_shift,
+    "hunyuan15_t2v_easycache": hunyuan15_t2v_easycache,
     "ltx2_t2v": ltx2_t2v,
 }
 
@@ -385,6 +396,10 @@ UI_TABLE: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     "CreateVideo": (("fps",), (("VIDEO", "VIDEO"),)),
     "SaveVideo": (("filename_prefix", "format", "codec"), ()),
     "SaveImage": (("filename_prefix",), ()),
+    "EasyCache": (
+        ("reuse_threshold", "start_percent", "end_percent", "verbose"),
+        (("MODEL", "MODEL"),),
+    ),
 }
 INPUT_TYPES = {
     "model": "MODEL", "clip": "CLIP", "vae": "VAE", "clip_vision": "CLIP_VISION",

@@ -26,6 +26,7 @@ DATA_DIRS = ("workflows", "example_workflows")
 DATA_GLOBS = (
     "backend/models/families/*/configs/*.json",
     "backend/models/families/*/recipes.json",
+    "backend/models/families/*/comfyui.json",
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from paradit.backend.config import ServeConfig
 from paradit.backend.contract import MAX_SEED, TEXT_TO_VIDEO, Limits
 from paradit.backend.request import JOB_FIELDS, JobRequest
 from paradit.backend.serving.http import MAX_TEXT_BODY, create_app
@@ -40,6 +41,7 @@ class StandInService:
 
     def __init__(self, max_queue: int = 1):
         self.limits = LIMITS
+        self.config = ServeConfig(model="tiny-wan")  # no --comfyui-dir: workflows refused
         self.book = JobBook(max_queue=max_queue, keep=10)
         self.broken: str | None = None
         self.received: list[Any] = []

@@ -3,9 +3,12 @@ formats) maps to its request and serve settings, every field checked; the two fo
 graph give the same; each refusal (unknown node, a sampler or scheduler paradit lacks, a
 missing file, two models, LTX-2 at another frame rate or without its audio track, ...) exits 2
 with one line naming the node; the UI format's
-bypassed nodes, reroutes, primitives and notes are read as ComfyUI's frontend reads them.
+bypassed nodes, reroutes, primitives, notes and (nested) subgraphs are read as ComfyUI's
+frontend reads them; a switch reads only its branch, primitives and math expressions give
+widget values; a graph without ModelSampling or FluxGuidance gets ComfyUI's defaults for the
+architecture (the families' comfyui.json).
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
+Cost: about 4 s (in the suite's two-worker run on 2 cores; the LTX-2 tests about 1 s of it,
 provisional: measured under load).
 """
 
@@ -160,20 +163,22 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
 }  # fmt: skip
 
 
+EXPECTED["hunyuan15_t2v"] = (  # the template's shape: BasicScheduler on the loader's model
+    EXPECTED["hunyuan15_t2v_shift"][0],
+    # shift 7: ComfyUI's HunyuanVideo 1.5 default (supported_models.py HunyuanVideo15
+    # sampling_settings, families/hunyuan_video15/comfyui.json), the levels of the bare
+    # model BasicScheduler takes; the rest as hunyuan15_t2v_shift
+    EXPECTED["hunyuan15_t2v_shift"][1],
+    EXPECTED["hunyuan15_t2v_shift"][2],
+)
 REFUSED_FIXTURES = {  # name -> (API node id, node type, the refusal after the node)
-    "hunyuan15_t2v": (
-        "95", "BasicScheduler",
-        "its model has no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux node: "
-        "ComfyUI then computes these noise levels with the shift its own config for the "
-        "model's architecture holds (a ModelSampling node on the guider's model does not "
-        "change them), which need not be the shift of the checkpoint's scheduler that "
-        "paradit runs as the model's default (GET /v1/info limits.default_shift)",
+    "hunyuan15_t2v_easycache": (
+        "105", "EasyCache",
+        "active (not bypassed): EasyCache skips steps by its own measure of change",
     ),
 }  # fmt: skip
-"""The template-shaped graph paradit cannot run as ComfyUI runs it: HunyuanVideo 1.5's
-template computes its levels on the loader's model, with the shift of ComfyUI's own config
-for HunyuanVideo 1.5 (7 for every checkpoint, where the 480p checkpoints' schedulers hold 5:
-`hunyuan15_t2v_shift`, its scheduler on the ModelSamplingSD3 model, runs)."""
+"""Template-shaped graphs paradit cannot run as ComfyUI runs them: HunyuanVideo 1.5's
+template with its EasyCache node switched on (the template ships it bypassed)."""
 
 
 @pytest.fixture(scope="module")
@@ -402,14 +407,6 @@ def _scheduler_on_another_shift(graph: dict) -> None:
 
 
 REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
-    "scheduler and guider on two shifts": (
-        _edit("wan21_t2v", _custom(_scheduler_on_another_shift)),
-        "23", "BasicScheduler", "its model's shift is 5, the guider's 8",
-    ),
-    "scheduler on the model's own shift": (
-        _edit("wan21_t2v", _custom(_set("23", model=["37", 0]))),
-        "23", "BasicScheduler", "its model has no ModelSamplingSD3",
-    ),
     "custom sampler's sampler paradit lacks": (
         _edit("wan21_t2v", _custom(_set("22", sampler_name="dpmpp_sde"))),
         "22", "KSamplerSelect", "sampler dpmpp_sde: paradit runs the samplers",
@@ -460,10 +457,6 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("wan21_t2v", _set("40", batch_size=2)),
         "40", "EmptyHunyuanLatentVideo", "batch_size 2",
     ),
-    "no ModelSampling": (
-        _edit("wan21_t2v", _set("3", model=["37", 0])),
-        "3", "KSampler", "no ModelSamplingSD3, ModelSamplingAuraFlow or ModelSamplingFlux",
-    ),
     "fp8 cast on loading": (
         _edit("wan21_t2v", _set("37", weight_dtype="fp8_e4m3fn")),
         "37", "UNETLoader", "weight_dtype fp8_e4m3fn",
@@ -471,9 +464,14 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
     "cfg with FluxGuidance": (
         _edit("flux_dev", _set("3", cfg=3.0)), "3", "KSampler", "cfg 3 with FluxGuidance",
     ),
-    "Flux dev without FluxGuidance": (
-        _edit("flux_dev", _set("3", positive=["6", 0])),
-        "12", "UNETLoader", "embeds its guidance, and no FluxGuidance node sets it",
+    "Flux dev without FluxGuidance, cfg 3": (
+        _edit("flux_dev", _set("3", positive=["6", 0], cfg=3.0)),
+        "3", "KSampler", "cfg 3 on flux.1-dev, which embeds its guidance (3.5 where no "
+        "FluxGuidance sets it)",
+    ),
+    "one expert with ModelSampling, the other without": (
+        _edit("wan22_i2v_a14b_4step", _set("58", model=["56", 0])),
+        "54", "ModelSamplingSD3", "shift none where the high-noise expert's is 5",
     ),
     "experts switch at two steps": (
         _edit("wan22_i2v_a14b_4step", _set("58", start_at_step=3)),
@@ -545,6 +543,53 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "2", "LTXAVTextEncoderLoader", "other_ltx.safetensors: no such file",
     ),
 }  # fmt: skip
+
+
+BARE_MODEL = _set("3", model=["37", 0])  # the KSampler on the loader's model (id 37)
+DEFAULTED = {  # case -> (fixture, its graph edited, the fields ComfyUI's defaults give)
+    # KSampler on the bare Wan 2.1 model: ComfyUI's WAN21_T2V sampling_settings shift 8
+    "no ModelSampling": ("wan21_t2v", _edit("wan21_t2v", BARE_MODEL), {"shift": 8.0}),
+    # BasicScheduler on the bare model, the guider on ModelSamplingSD3 8: the levels are the
+    # scheduler's model's, Wan's default 8
+    "scheduler on the model's own shift": (
+        "wan21_t2v", _edit("wan21_t2v", _custom(_set("23", model=["37", 0]))), {"shift": 8.0},
+    ),
+    # BasicScheduler on a ModelSamplingSD3 of shift 5, the guider on the one of 8: the
+    # scheduler's 5 gives the levels
+    "scheduler and guider on two shifts": (
+        "wan21_t2v", _edit("wan21_t2v", _custom(_scheduler_on_another_shift)), {"shift": 5.0},
+    ),
+    # Flux.1 dev without FluxGuidance or ModelSamplingFlux: ComfyUI's Flux guidance 3.5
+    # (model_base.Flux) and ModelSamplingFlux's default mu 1.15, static shift exp(1.15)
+    "Flux dev without FluxGuidance or ModelSamplingFlux": (
+        "flux_dev", _edit("flux_dev", _set("3", positive=["6", 0], model=["12", 0])),
+        {"guidance_scale": 3.5, "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+    ),
+    # Qwen-Image without ModelSamplingAuraFlow: ComfyUI's QwenImage mu 1.15 (ModelType.FLUX)
+    "Qwen-Image without ModelSampling": (
+        "qwen_image", _edit("qwen_image", BARE_MODEL),
+        {"shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+    ),
+    # Z-Image without ModelSamplingAuraFlow: ComfyUI's ZImage shift 3
+    "Z-Image without ModelSampling": (
+        "z_image_turbo", _edit("z_image_turbo", BARE_MODEL), {"shift": 3.0},
+    ),
+}  # fmt: skip
+"""Graphs without a ModelSampling or FluxGuidance node, and the request each gets: its
+fixture's, with the fields ComfyUI's defaults for the architecture give (the families'
+comfyui.json)."""
+
+
+@pytest.mark.parametrize("case", sorted(DEFAULTED))
+def test_a_graph_without_sampling_nodes_gets_comfyuis_defaults(comfy, tmp_path, capsys, case):
+    name, graph, fields = DEFAULTED[case]
+    path = tmp_path / "workflow.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    expected, _ = _absolute(comfy, EXPECTED[name][1], EXPECTED[name][2])
+    assert plan.request == {**expected, **fields}
+    if case != "scheduler and guider on two shifts":  # that one's shift is a node's
+        assert "ComfyUI's default for the model" in plan.workflow["comfyui_defaults"]
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
@@ -692,7 +737,7 @@ def test_ui_refusals_name_the_node(comfy, tmp_path, capsys):
     ui = to_ui(GRAPHS["wan21_t2v"]())
     for kind, reason in (
         ("WanVideoModelLoader", "not a node paradit maps"),
-        ("0d3e2c1a-5b6f-4a7e-9c8d-1f2e3a4b5c6d", "a subgraph: paradit reads core nodes only"),
+        ("0d3e2c1a-5b6f-4a7e-9c8d-1f2e3a4b5c6d", "a subgraph whose definition is not in"),
     ):
         edited = copy.deepcopy(ui)
         edited["nodes"][0]["type"] = kind
@@ -746,8 +791,8 @@ def test_ui_bypass_reroute_primitive_and_mute_read_as_comfyui_runs_them(comfy, t
     expected["loras"] = [{"name": "lightx2v_i2v_4steps_low_noise_tiny.safetensors",
                           "high": 0.0, "low": 1.0}]  # fmt: skip
     assert plan.request == expected
-    lora_line = next(text for _, t, text in plan.lines if t == "LoraLoaderModelOnly")
-    assert lora_line == "bypassed: passes its input through"
+    # the bypassed LoRA is no part of the job: one line, the low-noise expert's LoRA
+    assert [t for _, t, _ in plan.lines].count("LoraLoaderModelOnly") == 1
 
 
 def test_newer_create_video_widgets_are_read_and_a_deeper_bit_depth_refused(comfy, tmp_path):
@@ -770,12 +815,158 @@ def test_newer_create_video_widgets_are_read_and_a_deeper_bit_depth_refused(comf
         plan_of(str(path), str(comfy))
 
 
-def test_a_bypassed_node_that_cannot_pass_through_is_refused(comfy, tmp_path, capsys):
+def test_a_bypassed_node_with_nothing_to_pass_drops_its_link(comfy, tmp_path, capsys):
+    """ComfyUI's frontend drops the link of a bypassed node with no input of its output's
+    type: the sampler's latent_image is then unconnected, refused naming the sampler."""
     ui = to_ui(GRAPHS["wan21_t2v"]())
     _ui_node(ui, "EmptyHunyuanLatentVideo")["mode"] = 4
     path = tmp_path / "bypassed.json"
     path.write_text(json.dumps(ui))
     assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
     err = capsys.readouterr().err
-    node = _ui_node(ui, "EmptyHunyuanLatentVideo")["id"]
-    assert err.startswith(f"error: node {node} (EmptyHunyuanLatentVideo): bypassed"), err
+    node = _ui_node(ui, "KSampler")["id"]
+    assert err.startswith(f"error: node {node} (KSampler): input latent_image is not connected")
+
+
+# -- subgraphs, switches, math ----------------------------------------------------------------
+
+
+def _wrap(ui: dict, outside: tuple[str, ...], sub_id: str) -> dict:
+    """`ui` with every node whose type is not in `outside` moved into one subgraph (its
+    definition in `definitions.subgraphs`, one instance node in the graph), as ComfyUI's
+    "Convert to Subgraph" saves it: each link crossing the boundary routed through a subgraph
+    input (-10) or output (-20) of the link's type."""
+    links = {item[0]: item for item in ui["links"]}
+    inner = [n for n in ui["nodes"] if n["type"] not in outside]
+    inner_ids = {n["id"] for n in inner}
+    instance_id = max(n["id"] for n in ui["nodes"]) + 1
+    next_link = max(links) + 1
+    definition = {"id": sub_id, "name": sub_id, "inputs": [], "outputs": [], "nodes": inner,
+                  "links": [], "inputNode": {"id": -10}, "outputNode": {"id": -20}}  # fmt: skip
+    instance = {"id": instance_id, "type": sub_id, "mode": 0, "inputs": [], "outputs": [],
+                "widgets_values": [], "properties": {"proxyWidgets": []}}  # fmt: skip
+    outer_links = []
+    for link_id, origin, slot, target, target_slot, kind, *_ in links.values():
+        if origin in inner_ids and target in inner_ids:
+            definition["links"].append({"id": link_id, "origin_id": origin, "origin_slot": slot,
+                                        "target_id": target, "target_slot": target_slot,
+                                        "type": kind})  # fmt: skip
+        elif origin in inner_ids:  # out through a subgraph output
+            index = len(definition["outputs"])
+            definition["outputs"].append({"name": kind, "type": kind, "linkIds": [link_id]})
+            definition["links"].append({"id": link_id, "origin_id": origin, "origin_slot": slot,
+                                        "target_id": -20, "target_slot": index,
+                                        "type": kind})  # fmt: skip
+            instance["outputs"].append({"name": kind, "type": kind, "links": [next_link]})
+            outer_links.append([next_link, instance_id, index, target, target_slot, kind])
+            for node in ui["nodes"]:
+                for entry in node.get("inputs") or ():
+                    if node["id"] == target and entry["link"] == link_id:
+                        entry["link"] = next_link
+            next_link += 1
+        elif target in inner_ids:  # in through a subgraph input
+            index = len(definition["inputs"])
+            name = next(i["name"] for n in inner if n["id"] == target for i in n["inputs"]
+                        if i["link"] == link_id)  # fmt: skip
+            definition["inputs"].append({"name": name, "type": kind, "linkIds": [next_link]})
+            definition["links"].append({"id": next_link, "origin_id": -10, "origin_slot": index,
+                                        "target_id": target, "target_slot": target_slot,
+                                        "type": kind})  # fmt: skip
+            for node in inner:
+                for entry in node["inputs"]:
+                    if node["id"] == target and entry["link"] == link_id:
+                        entry["link"] = next_link
+            instance["inputs"].append({"name": name, "type": kind, "link": link_id,
+                                       "widget": {"name": name}})  # fmt: skip
+            outer_links.append([link_id, origin, slot, instance_id, index, kind])
+            next_link += 1
+        else:
+            outer_links.append([link_id, origin, slot, target, target_slot, kind])
+    nodes = [n for n in ui["nodes"] if n["id"] not in inner_ids] + [instance]
+    subgraphs = (ui.get("definitions") or {}).get("subgraphs", [])
+    return {**ui, "nodes": nodes, "links": outer_links,
+            "definitions": {"subgraphs": [*subgraphs, definition]}}  # fmt: skip
+
+
+def test_nested_subgraphs_read_as_comfyui_runs_them(comfy, tmp_path, capsys):
+    """The Wan 2.1 T2V fixture inside a subgraph inside another: the same job; the seed
+    widget promoted to a subgraph input keeps its own value unlinked, takes the value of an
+    outer PrimitiveInt linked; a refusal inside names the path to the node."""
+    ui = to_ui(GRAPHS["wan21_t2v"]())
+    sampler = _ui_node(ui, "KSampler")
+    primitive = {"id": 200, "type": "PrimitiveInt", "mode": 0, "inputs": [],
+                 "outputs": [{"name": "INT", "type": "INT", "links": [300]}],
+                 "widgets_values": [77, "fixed"]}  # fmt: skip
+    ui["nodes"].append(primitive)
+    sampler["inputs"].append({"name": "seed", "type": "INT", "link": 300,
+                              "widget": {"name": "seed"}})  # fmt: skip
+    ui["links"].append([300, 200, 0, sampler["id"], len(sampler["inputs"]) - 1, "INT"])
+    inner = _wrap(ui, ("SaveVideo", "PrimitiveInt", "Note"), "0d3e2c1a-inner")
+    nested = _wrap(inner, ("SaveVideo", "PrimitiveInt", "Note"), "0d3e2c1a-outer")
+    outer_id = max(n["id"] for n in nested["nodes"])
+    inner_id = max(n["id"] for n in inner["nodes"])
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(nested))
+    plan, _ = plan_of(str(path), str(comfy))
+    expected, _ = _absolute(comfy, EXPECTED["wan21_t2v"][1], EXPECTED["wan21_t2v"][2])
+    assert plan.request == {**expected, "seed": 77}  # the outer PrimitiveInt's
+    assert f"{outer_id}:{inner_id}:{sampler['id']}" in [i for i, _, _ in plan.lines]
+    # unlinked outside: the promoted widget keeps the sampler's own seed, 3
+    del nested["links"][[link[0] for link in nested["links"]].index(300)]
+    nested["nodes"][-1]["inputs"][0]["link"] = None
+    path.write_text(json.dumps(nested))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request == expected
+    sampler["widgets_values"][4] = "dpmpp_sde"  # a sampler paradit lacks, two levels down
+    path.write_text(json.dumps(nested))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    err = capsys.readouterr().err
+    where = f"subgraph {outer_id} > subgraph {inner_id} > node {sampler['id']} (KSampler)"
+    assert err.startswith(f"error: {where}: sampler dpmpp_sde"), err
+
+
+def test_a_switch_reads_only_its_branch_and_math_gives_widget_values(comfy, tmp_path, capsys):
+    """API form: ComfySwitchNode picks the model (the other branch, a custom node, is not
+    needed until the switch picks it); PrimitiveInt/PrimitiveFloat and ComfyMathExpression
+    give the latent's length and the sampler's steps."""
+    graph = GRAPHS["wan21_t2v"]()
+    graph["90"] = {"class_type": "WanVideoModelLoader", "inputs": {"model": "x"}}
+    graph["91"] = {
+        "class_type": "ComfySwitchNode",
+        "inputs": {"switch": False, "on_false": ["48", 0], "on_true": ["90", 0]},
+    }
+    graph["92"] = {"class_type": "PrimitiveFloat", "inputs": {"value": 0.25}}
+    graph["93"] = {"class_type": "PrimitiveInt", "inputs": {"value": 16}}
+    graph["94"] = {"class_type": "ComfyMathExpression",
+                   "inputs": {"expression": "floor(a * b) + 1", "values.a": ["92", 0],
+                              "values.b": ["93", 0]}}  # fmt: skip
+    graph["3"]["inputs"]["model"] = ["91", 0]
+    graph["40"]["inputs"]["length"] = ["94", 1]  # its INT output: floor(0.25 * 16) + 1 = 5
+    graph["3"]["inputs"]["steps"] = ["93", 0]  # 16
+    path = tmp_path / "switch.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    expected, _ = _absolute(comfy, EXPECTED["wan21_t2v"][1], EXPECTED["wan21_t2v"][2])
+    assert plan.request == {**expected, "num_frames": 5, "num_inference_steps": 16}
+    graph["91"]["inputs"]["switch"] = True
+    path.write_text(json.dumps(graph))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    assert capsys.readouterr().err.startswith("error: node 90 (WanVideoModelLoader): not a node")
+    graph["91"]["inputs"]["switch"] = False
+    graph["94"]["inputs"]["expression"] = "__import__('os')"
+    path.write_text(json.dumps(graph))
+    assert main(["workflow", "import", str(path), "--comfyui-dir", str(comfy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: node 94 (ComfyMathExpression): expression"), err
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("floor(a * b) + 1", 81), ("floor (a * b + 1)", 81), ("a / b", 5 / 16), ("-a ** 2", -25),
+     ("max(a, b) // 3", 5), ("round(a * 1.5)", 8), ("sqrt(b) + ceil(0.2)", 5)],
+)  # fmt: skip
+def test_math_expressions_evaluate_as_python_arithmetic(text, value):
+    """ComfyMathExpression's arithmetic with a = 5, b = 16 (values worked by hand)."""
+    from paradit.backend.workflow.handlers import evaluate_expression
+
+    assert evaluate_expression(text, {"a": 5, "b": 16}) == pytest.approx(value)

@@ -1,0 +1,401 @@
+"""ComfyUI's official templates (the `comfyui-workflow-templates-json` package, read where it is
+installed) of the families paradit runs, in their saved form, with the files they name
+linked to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' own
+names: each imports to the job ComfyUI runs (every field written by hand from the graph, the
+widget that gives it named beside it), or is refused naming the node and why; the Z-Image
+Turbo one runs end to end on a backend of its tiny files.
+
+Cost: about 20 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
+template's 1024x1024, about 15 s with its backend's start, most of it; provisional: measured
+under load).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import comfyui_workflow_templates_json
+import pytest
+from comfy_workflow_files import START_IMAGE, write_comfyui
+from PIL import Image
+
+from paradit.backend.tools.workflow import plan_of
+
+TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
+WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
+A14B_I2V = "wan2.2_i2v_{}_noise_14B_tiny_fp32"
+LINKS = {  # the file a template names -> the tiny file in its place (models/ or input/)
+    "diffusion_models/wan2.1_t2v_1.3B_fp16": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.1_i2v_480p_14B_fp16": f"diffusion_models/{WAN_I2V}",
+    # Wan 2.2 A14B T2V's experts are Wan 2.1 T2V-shaped DiTs: the tiny T2V DiT for both
+    "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.2_i2v_high_noise_14B_fp8_scaled":
+        f"diffusion_models/{A14B_I2V.format('high')}",
+    "diffusion_models/wan2.2_i2v_low_noise_14B_fp8_scaled":
+        f"diffusion_models/{A14B_I2V.format('low')}",
+    "diffusion_models/wan2.2_ti2v_5B_fp16": "diffusion_models/wan2.2_ti2v_5B_tiny_fp32",
+    "text_encoders/umt5_xxl_fp8_e4m3fn_scaled": "text_encoders/umt5_tiny",
+    "vae/wan_2.1_vae": "vae/wan_2.1_vae_tiny",
+    "vae/wan2.2_vae": "vae/wan2.2_vae_tiny",
+    "clip_vision/clip_vision_h": "clip_vision/clip_vision_tiny",
+    "diffusion_models/z_image_turbo_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
+    "text_encoders/qwen_3_4b": "text_encoders/qwen_3_tiny",
+    "diffusion_models/qwen_image_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
+    "diffusion_models/qwen_image_2512_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
+    "text_encoders/qwen_2.5_vl_7b_fp8_scaled": "text_encoders/qwen_2.5_vl_tiny",
+    "vae/qwen_image_vae": "vae/qwen_image_vae_tiny",
+    "diffusion_models/hunyuanvideo1.5_720p_t2v_fp16":
+        "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32",
+    "text_encoders/byt5_small_glyphxl_fp16": "text_encoders/byt5_small_glyphxl_tiny",
+    "vae/hunyuanvideo15_vae_fp16": "vae/hunyuanvideo15_vae_tiny",
+}  # fmt: skip
+IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
+"""The start images the templates' LoadImage nodes name (in `input/`)."""
+OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
+    "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
+}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """The tiny ComfyUI files (written once)."""
+    return write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
+
+
+def comfy_for(base: Path, template: str, folder: Path) -> Path:
+    """A ComfyUI folder for one template: the tiny files, and under the names the template
+    gives its files, hard links to the tiny ones in their place."""
+    for path in base.rglob("*"):
+        if path.is_file():
+            target = folder / path.relative_to(base)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+    links = {**LINKS, **OWN_LINKS.get(template, {})}
+    for name, tiny in links.items():
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        os.link(base / "models" / f"{tiny}.safetensors", target)
+    for name in IMAGES:
+        os.link(base / "input" / START_IMAGE, folder / "input" / name)
+    return folder
+
+
+def widget(template: str, path: str, index: int):
+    """A widget value as the template file saves it: node `path` (`129:93` inside subgraph
+    node 129), its `widgets_values[index]` (read off the JSON here, not by the importer)."""
+    data = json.loads((TEMPLATES / template).read_text())
+    *outer, own = path.split(":")
+    nodes = data["nodes"]
+    for node_id in outer:
+        kind = next(n["type"] for n in nodes if str(n["id"]) == node_id)
+        sub = next(s for s in data["definitions"]["subgraphs"] if s["id"] == kind)
+        nodes = sub["nodes"]
+    return next(n for n in nodes if str(n["id"]) == own)["widgets_values"][index]
+
+
+FLUX_SHIFT = math.exp(1.15)
+"""ComfyUI's Flux default (ModelSamplingFlux, mu 1.15): the static shift exp(1.15); Qwen-Image's
+too (QwenImage sampling_settings shift 1.15 on ModelType.FLUX)."""
+UMT5 = ["text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"]
+WAN21_VAE = ["vae/wan_2.1_vae.safetensors"]
+
+
+EXPECTED = {  # template -> (variant, request, serve settings relative to models/)
+    "text_to_video_wan.json": (
+        "tiny-wan",
+        {"prompt": widget("text_to_video_wan.json", "6", 0),  # CLIPTextEncode 6
+         "negative_prompt": widget("text_to_video_wan.json", "7", 0),  # CLIPTextEncode 7
+         "width": 832, "height": 480, "num_frames": 33,  # EmptyHunyuanLatentVideo 40
+         # KSampler 3: seed, steps 30, cfg 6, uni_pc/simple; ModelSamplingSD3 48: shift 8
+         "num_inference_steps": 30, "guidance_scale": 6.0, "seed": 82628696717253,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
+        {"model": "diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors", "text_encoders": UMT5,
+         "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_to_video_wan.json": (
+        "tiny-wan-i2v",
+        {"prompt": widget("image_to_video_wan.json", "6", 0),
+         "negative_prompt": widget("image_to_video_wan.json", "7", 0),
+         "width": 512, "height": 512, "num_frames": 33,  # WanImageToVideo 50
+         # KSampler 3: seed, steps 20, cfg 6, uni_pc/simple; ModelSamplingSD3 54: shift 8
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 987948718394761,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0,
+         "image": "input/image_to_video_wan_start_image.png"},  # LoadImage 52
+        {"model": "diffusion_models/wan2.1_i2v_480p_14B_fp16.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE,
+         "image_encoders": ["clip_vision/clip_vision_h.safetensors"], "lora_dirs": []},
+    ),
+    "video_wan2_2_14B_t2v.json": (  # subgraph 128, "Enable Lightning LoRA" (129) false
+        "tiny-wan A14B pair",
+        {"prompt": widget("video_wan2_2_14B_t2v.json", "128:89", 0),
+         "negative_prompt": widget("video_wan2_2_14B_t2v.json", "128:72", 0),
+         # EmptyHunyuanLatentVideo 74: 640x640; its length from ComfyMathExpression 127,
+         # floor(a * b) + 1 of PrimitiveFloat 126 (5 s) and 125 (16 fps): 81
+         "width": 640, "height": 640, "num_frames": 81,
+         # the switches' on_false branches: steps PrimitiveInt 114 (20), cfg PrimitiveFloat
+         # 116 (3.5) on both samplers, the split PrimitiveInt 115 (10); the seed
+         # KSamplerAdvanced 81's; euler/simple; ModelSamplingSD3 82 and 86 on the bare
+         # experts: shift 5.000000000000001, as saved; no LoRA on that branch
+         "num_inference_steps": 20, "guidance_scale": 3.5, "guidance_scale_low": 3.5,
+         "switch_step": 10, "seed": 923510416338945, "sampler": "euler",
+         "scheduler": "simple", "shift": 5.000000000000001},
+        {"model": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors,"
+                  "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_wan2_2_14B_i2v.json": (  # subgraph 129, saved with its widget values on the node
+        "tiny-wan2.2-i2v-a14b pair",
+        {"prompt": widget("video_wan2_2_14B_i2v.json", "129", 0),  # the subgraph's text
+         "negative_prompt": widget("video_wan2_2_14B_i2v.json", "129:89", 0),
+         # WanImageToVideo 98: width, height the subgraph's 640, 640; length
+         # ComfyMathExpression 163, floor(a * b + 1) of the subgraph's duration 5 and
+         # PrimitiveFloat 162 (16): 81
+         "width": 640, "height": 640, "num_frames": 81,
+         # switches on_false: steps 128 (20), cfg 126 (3.5), split 127 (10); seed the
+         # subgraph's noise_seed; ModelSamplingSD3 103/104: 5.000000000000001
+         "num_inference_steps": 20, "guidance_scale": 3.5, "guidance_scale_low": 3.5,
+         "switch_step": 10, "seed": 264244520398999, "sampler": "euler",
+         "scheduler": "simple", "shift": 5.000000000000001,
+         "image": "input/video_wan2_2_14B_i2v_input_image.jpg"},  # LoadImage 97
+        {"model": "diffusion_models/wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors,"
+                  "diffusion_models/wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_wan2_2_5B_ti2v.json": (  # LoadImage 56 bypassed: no start image, text to video
+        "tiny-wan2.2-ti2v-5b",
+        {"prompt": widget("video_wan2_2_5B_ti2v.json", "6", 0),
+         "negative_prompt": widget("video_wan2_2_5B_ti2v.json", "7", 0),
+         "width": 1280, "height": 704, "num_frames": 121,  # Wan22ImageToVideoLatent 55
+         # KSampler 3: seed, 20 steps, cfg 5, uni_pc/simple; ModelSamplingSD3 48: 8
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 898471028164125,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
+        {"model": "diffusion_models/wan2.2_ti2v_5B_fp16.safetensors", "text_encoders": UMT5,
+         "vaes": ["vae/wan2.2_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_z_image_turbo.json": (  # subgraph 57
+        "tiny-z-image",
+        {"prompt": widget("image_z_image_turbo.json", "57:27", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 33
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 13
+         # KSampler 3: seed 0, 8 steps, cfg 1, res_multistep/simple; ModelSamplingAuraFlow
+         # 11: shift 3
+         "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 0,
+         "sampler": "res_multistep", "scheduler": "simple", "shift": 3.0},
+        {"model": "diffusion_models/z_image_turbo_bf16.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_qwen_image.json": (  # subgraph 76, "Enable Lightning LoRA" (86) false
+        "tiny-qwen-image",
+        {"prompt": widget("image_qwen_image.json", "76:6", 0),
+         "negative_prompt": "",  # CLIPTextEncode 7
+         "width": 1328, "height": 1328, "num_frames": 1,  # EmptySD3LatentImage 58
+         # switches on_false: steps PrimitiveInt 84 (20), cfg PrimitiveFloat 85 (4), the
+         # bare model; KSampler 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3.1
+         "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 50347169638278,
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+        {"model": "diffusion_models/qwen_image_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_hunyuan_video_1.5_720p_t2v.json": (  # EasyCache and the 1080p stage bypassed
+        "tiny-hunyuanvideo1.5",
+        {"prompt": widget("video_hunyuan_video_1.5_720p_t2v.json", "44", 0),
+         "negative_prompt": "",  # CLIPTextEncode 93
+         "width": 1280, "height": 720, "num_frames": 121,  # EmptyHunyuanVideo15Latent 124
+         # RandomNoise 129's seed, BasicScheduler 128: 20 steps, simple, on the loader's
+         # model: ComfyUI's HunyuanVideo 1.5 default shift 7; CFGGuider 131: 6; euler
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 887963123424675,
+         "sampler": "euler", "scheduler": "simple", "shift": 7.0},
+        {"model": "diffusion_models/hunyuanvideo1.5_720p_t2v_fp16.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors",
+                           "text_encoders/byt5_small_glyphxl_fp16.safetensors"],
+         "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    "flux_dev_full_text_to_image.json": (  # subgraph 194; headers-only Flux.1 dev files
+        "flux.1-dev",
+        {"prompt": widget("flux_dev_full_text_to_image.json", "194:49", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 52
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 48
+         # KSampler 50: seed 0, 20 steps, cfg 1, euler/simple; no FluxGuidance: ComfyUI's
+         # 3.5; no ModelSamplingFlux: mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_qwen_Image_2512.json": (  # subgraph 238, "Enable Lightning LoRA" (229) false
+        "tiny-qwen-image",
+        {"prompt": widget("image_qwen_Image_2512.json", "238:227", 0),
+         "negative_prompt": widget("image_qwen_Image_2512.json", "238:228", 0),
+         "width": 1328, "height": 1328, "num_frames": 1,  # EmptySD3LatentImage 232
+         # switches on_false: steps PrimitiveInt 224 (50), cfg PrimitiveFloat 223 (4);
+         # KSampler 230's seed, euler/simple; ModelSamplingAuraFlow 222: 3.1000000000000005
+         "num_inference_steps": 50, "guidance_scale": 4.0, "seed": 464857551335368,
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+        {"model": "diffusion_models/qwen_image_2512_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_dev_checkpoint_example.json": (  # subgraph 56; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux_dev_checkpoint_example.json", "56:51", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 54
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 50
+         # KSampler 52: its seed, 20 steps, cfg 1, euler/simple; ComfyUI's Flux defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 53943644181156,
+         "sampler": "euler", "scheduler": "simple",
+         "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template", sorted(EXPECTED))
+def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
+    expected_variant, request, serve = EXPECTED[template]
+    request = dict(request)
+    if "image" in request:
+        request["image"] = str(comfy / request["image"])
+    models = comfy / "models"
+    assert plan.request == request
+    assert plan.serve == {
+        "model": ",".join(str(models / p) for p in serve["model"].split(",")),
+        **{k: [str(models / p) for p in serve[k]] for k in serve if k != "model"},
+    }
+    assert variant == expected_variant
+    assert plan.workflow["format"] == "ui"
+    assert (
+        plan.workflow["sha256"] == hashlib.sha256((TEMPLATES / template).read_bytes()).hexdigest()
+    )
+
+
+REFUSED = {  # template -> (where, node type, the reason's words)
+    "image_z_image.json": ("node 94", "ResolutionSelector", "computed by a formula"),
+    "image_z_image_int8.json": ("node 94", "ResolutionSelector", "computed by a formula"),
+    "image_qwen_image_edit.json": (
+        "node 93", "ImageScaleToTotalPixels", "does not map image edits yet",
+    ),
+    "image_qwen_image_edit_2509.json": ("subgraph 433 > node 88", "VAEEncode", "encoded"),
+    "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", "encoded"),
+    "image_qwen_image_edit_2511_int8.json": (
+        "subgraph 170 > node 156", "VAEEncode", "encoded",
+    ),
+    "flux_schnell_full_text_to_image.json": (
+        "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
+    ),
+    "image_flux2.json": ("subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux.2"),
+    "image_flux2_text_to_image.json": (
+        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux.2",
+    ),
+    "image_flux2_klein_text_to_image.json": (
+        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux.2",
+    ),
+    "video_hunyuan_video_1.5_720p_i2v.json": (
+        "node 78", "HunyuanVideo15ImageToVideo", "image to video is not mapped",
+    ),
+    "video_ltx2_t2v.json": (
+        "subgraph 92 > node 84", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+    ),
+    "video_ltx2_t2v_distilled.json": (
+        "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+    ),
+    "video_ltx2_i2v.json": ("subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image"),
+    "video_ltx2_i2v_distilled.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image",
+    ),
+}  # fmt: skip
+"""The official templates of paradit's families it refuses, each naming the node (its path
+inside subgraphs) and why: refused before any file is read, so placeholders stand for the
+files they name."""
+
+
+def _placeholders(template: str, folder: Path) -> Path:
+    """A ComfyUI folder with an empty file under every model name the template gives (in
+    every models subfolder) and a tiny PNG under every image name."""
+    data = json.loads((TEMPLATES / template).read_text())
+    nodes = list(data["nodes"])
+    for sub in (data.get("definitions") or {}).get("subgraphs") or ():
+        nodes += sub["nodes"]
+    (folder / "input").mkdir(parents=True)
+    for node in nodes:
+        values = node.get("widgets_values")
+        for value in values if isinstance(values, list) else ():
+            if isinstance(value, str) and value.endswith((".safetensors", ".gguf")):
+                for kind in ("diffusion_models", "text_encoders", "vae", "loras",
+                             "clip_vision", "checkpoints", "latent_upscale_models"):  # fmt: skip
+                    (folder / "models" / kind).mkdir(parents=True, exist_ok=True)
+                    (folder / "models" / kind / value).touch()
+            elif isinstance(value, str) and value.endswith((".png", ".jpg", ".jpeg", ".webp")):
+                Image.new("RGB", (32, 32)).save(folder / "input" / value, format="PNG")
+    return folder
+
+
+@pytest.mark.parametrize("template", sorted(REFUSED))
+def test_template_refused_names_the_node_and_why(tmp_path, template):
+    where, kind, words = REFUSED[template]
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / template), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+
+
+def _shifted(t: float, shift: float) -> float:
+    """A flow model's level at time t under a static shift: shift t / (1 + (shift - 1) t)."""
+    return shift * t / (1 + (shift - 1) * t)
+
+
+def test_z_image_turbo_template_runs_end_to_end(base, tmp_path, paradit_warm, backends):
+    """The template as saved (1024x1024, 8 steps), on a backend of its files linked to the
+    tiny Z-Image ones: `workflow run --server` writes the image of its request, sampled on
+    res_multistep/simple at shift 3 (ModelSamplingAuraFlow 11)."""
+    template = "image_z_image_turbo.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, _ = plan_of(str(TEMPLATES / template), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(TEMPLATES / template), "--out", str(out),
+        "--comfyui-dir", str(comfy), "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == "tiny-z-image"
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
+    )
+    with Image.open(out / "image.png") as image:
+        assert image.size == (1024, 1024)
+
+
+def test_values_saved_on_a_subgraph_node_override_the_inner_widgets(base, tmp_path):
+    """Wan 2.2 14B I2V's subgraph node saves its promoted widgets' values on itself (in the
+    order of its widget inputs: text, width, height, duration, noise_seed, ...): edited
+    there, the job takes them."""
+    template = "video_wan2_2_14B_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 129)
+    outer["widgets_values"][:5] = ["a white dragon flies", 480, 320, 2, 5]
+    path = comfy / "edited.json"
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    # duration 2 s at PrimitiveFloat 162's 16 fps: floor(2 * 16 + 1) = 33 frames
+    fields = ("prompt", "width", "height", "num_frames", "seed")
+    assert [plan.request[k] for k in fields] == ["a white dragon flies", 480, 320, 33, 5]
