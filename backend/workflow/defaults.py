@@ -6,7 +6,7 @@ read here without importing the family's code (torch).
 An entry names the DiT it is for by its detected family (`Detection.family`) and, where one
 family's DiTs differ (Flux.1 dev and schnell), by values of the config read off the file
 (`when`). `sampling` says how ComfyUI reads `shift`: "flow" (ModelSamplingDiscreteFlow: the
-static shift paradit runs) or "flux" (ModelSamplingFlux: mu, the static shift exp(mu)).
+static shift paradit runs) or "mu" (ModelSamplingFlux: mu, the static shift exp(mu)).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 FAMILIES = Path(__file__).resolve().parents[1] / "models" / "families"
-SAMPLINGS = ("flow", "flux")
+SAMPLINGS = ("flow", "mu")
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ComfyDefault:
     """The DiT's detected family (`Detection.family`)."""
     sampling: str
     shift: float
-    """As ComfyUI's sampling_settings hold it (mu for "flux" sampling)."""
+    """As ComfyUI's sampling_settings hold it (mu for "mu" sampling)."""
     source: str
     when: Mapping[str, Any] = field(default_factory=dict)
     """Config values the DiT's file must have for this entry."""
