@@ -3,6 +3,7 @@ launcher, its ready line, and finding the processes a launch left."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -56,15 +57,22 @@ def spawn(cmd: list[str], env: dict[str, str], log: Path | None = None) -> subpr
     """A launcher in its own session: stdout (the ready line) piped back, stderr to `log`
     (or nowhere)."""
     with open(log or os.devnull, "wb") as err:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, start_new_session=True
         )
+    proc.log = log  # what ready_url shows when the launch ends before it is ready
+    return proc
 
 
 def ready_url(proc: subprocess.Popen, world_size: int = 2) -> str:
     line = proc.stdout.readline()
     match = re.search(r"ready at (http://\S+) .*world size (\d+)", line)
-    assert match, f"no ready line: {line!r}"
+    if not match:
+        log = getattr(proc, "log", None)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        text = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
+        raise AssertionError(f"no ready line: {line!r} (exit {proc.poll()}); its log ends:\n{text}")
     assert match.group(2) == str(world_size)
     return match.group(1)
 

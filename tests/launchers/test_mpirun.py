@@ -15,10 +15,13 @@ also served under MPICH on one machine, which test_slurm's MPICH run now shows).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
+import pytest
 from conftest import run_job, wait_for
 from launchers import (
     BODY,
@@ -39,22 +42,36 @@ from paradit.backend.client.http import Client
 OPEN_MPI = "mpirun.openmpi"
 MPICH = "mpirun.mpich"
 FAKE_SSH = """#!/bin/sh
-# Stands in for ssh: "on HOST, run COMMAND" runs COMMAND here.
+# Stands in for ssh: "on HOST, run COMMAND" runs COMMAND here, with HOST's own Open MPI
+# session directory, as on a machine of its own.
 while [ "${1#-}" != "$1" ]; do shift; done
+mkdir -p "%(sessions)s/$1"
+OMPI_MCA_orte_tmpdir_base="%(sessions)s/$1"
+export OMPI_MCA_orte_tmpdir_base
 shift
 exec sh -c "$*"
 """
 
 
-def _two_hosts(tmp_path) -> str:
-    """A stand-in for ssh, which mpirun uses to reach hosts other than its own."""
+@pytest.fixture
+def two_hosts(tmp_path):
+    """A stand-in for ssh, which mpirun uses to reach hosts other than its own.
+
+    Each "host" gets its own session directory: two Open MPI daemons of one launch sharing
+    /tmp's on one machine race to create the job's directory (mkdir "File exists", mpirun
+    exits 213) and write their topology into one shared-memory file (the daemon segfaults,
+    139); on this machine 25 launches in 150 failed so (`mpirun.openmpi -np 2 --hostfile`
+    of /bin/true), none in 180 with a directory per host. The directories live under /tmp
+    itself, not tmp_path: Open MPI's socket paths beneath them must stay short."""
+    sessions = tempfile.mkdtemp(prefix="ompi-hosts-")
     ssh = tmp_path / "fake-ssh"
-    ssh.write_text(FAKE_SSH)
+    ssh.write_text(FAKE_SSH % {"sessions": sessions})
     ssh.chmod(0o755)
-    return str(ssh)
+    yield str(ssh)
+    shutil.rmtree(sessions, ignore_errors=True)
 
 
-def test_open_mpi_on_two_nodes_then_a_killed_rank_ends_the_group(tmp_path, references):
+def test_open_mpi_on_two_nodes_then_a_killed_rank_ends_the_group(tmp_path, references, two_hosts):
     require(OPEN_MPI, package="openmpi-bin")
     hostfile = tmp_path / "hosts"
     hostfile.write_text("node0 slots=1\nnode1 slots=1\n")
@@ -67,7 +84,7 @@ def test_open_mpi_on_two_nodes_then_a_killed_rank_ends_the_group(tmp_path, refer
         str(hostfile),
         "--mca",
         "plm_rsh_agent",
-        _two_hosts(tmp_path),
+        two_hosts,
         "-x",
         "MASTER_ADDR=127.0.0.1",
         "-x",
@@ -104,16 +121,16 @@ def test_open_mpi_on_two_nodes_then_a_killed_rank_ends_the_group(tmp_path, refer
         stop([proc])
 
 
-def test_mpich_across_hosts_without_master_addr_is_a_usage_error(tmp_path):
+def test_mpich_across_hosts_without_master_addr_is_a_usage_error(tmp_path, two_hosts):
     """Across hosts, no MASTER_ADDR is a clear error on every rank, before torch is imported.
     (`serve` under MPICH on one machine without MASTER_ADDR, its job and Ctrl-C's clean stop:
     tests/launchers/test_slurm.py's MPICH run inside an allocation, one launch for both.)"""
     require(MPICH, package="mpich")
     out = tmp_path / "out"
     env = {k: v for k, v in launch_env(MASTER_PORT=str(free_port())).items() if k != "MASTER_ADDR"}
-    two_hosts = ["-hosts", "node0,node1", "-launcher-exec", _two_hosts(tmp_path)]
+    hosts = ["-hosts", "node0,node1", "-launcher-exec", two_hosts]
     failed = subprocess.run(
-        [MPICH, "-np", "2", *two_hosts, sys.executable, *SERVE, "--output-dir", str(out)],
+        [MPICH, "-np", "2", *hosts, sys.executable, *SERVE, "--output-dir", str(out)],
         env=env,
         capture_output=True,
         text=True,
