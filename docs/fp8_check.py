@@ -57,6 +57,34 @@ def _distance(reference: torch.Tensor, other: torch.Tensor) -> dict[str, float]:
     }
 
 
+def linear_stage(kind: str, refusal: str | None, make_layer: Any, enable: Any) -> dict[str, Any]:
+    """Time and compare one stored format on each linear shape: bf16, the upcast forward and
+    (where `refusal` is None) the format's own compute. `make_layer(weight, device, dtype,
+    dry)` gives the filled layer; `enable(layer, device)` switches its compute on."""
+    dry = os.environ.get("GPU_CHECK_DRY") == "1"
+    device = torch.device("cpu" if dry else "cuda")
+    dtype = torch.float32 if dry else torch.bfloat16
+    tokens = 256 if dry else TOKENS
+    result: dict[str, Any] = {"device": str(device), "tokens": tokens, f"{kind}_compute": refusal}
+    generator = torch.Generator().manual_seed(0)
+    for name, (rows, cols) in (DRY_SHAPES if dry else SHAPES).items():
+        weight = (torch.randn(rows, cols, generator=generator) * cols**-0.5).to(device, dtype)
+        x = torch.randn(tokens, cols, generator=generator).to(device, dtype)
+        with torch.no_grad():
+            layer = make_layer(weight, device, dtype, dry)
+            reference = torch.nn.functional.linear(x, weight)
+            entry: dict[str, Any] = {"shape": [rows, cols]}
+            entry["bf16_s"] = _timed(partial(torch.nn.functional.linear, x, weight), device)
+            entry["upcast_s"] = _timed(partial(layer, x), device)
+            entry["upcast_distance"] = _distance(reference, layer(x))
+            if refusal is None:
+                enable(layer, device)
+                entry[f"{kind}_compute_s"] = _timed(partial(layer, x), device)
+                entry[f"{kind}_compute_distance"] = _distance(reference, layer(x))
+        result[name] = entry
+    return result
+
+
 def stage_fp8(out: Path) -> dict[str, Any]:
     from paradit.backend.models.quantized import (
         QuantLinear,
@@ -66,27 +94,14 @@ def stage_fp8(out: Path) -> dict[str, Any]:
         set_fp8_compute,
     )
 
-    dry = os.environ.get("GPU_CHECK_DRY") == "1"
-    device = torch.device("cpu" if dry else "cuda")
-    dtype = torch.float32 if dry else torch.bfloat16
-    tokens = 256 if dry else TOKENS
-    refusal = fp8_refusal(device)
-    result: dict[str, Any] = {"device": str(device), "tokens": tokens, "fp8_compute": refusal}
-    generator = torch.Generator().manual_seed(0)
-    for name, (rows, cols) in (DRY_SHAPES if dry else SHAPES).items():
-        weight = (torch.randn(rows, cols, generator=generator) * cols**-0.5).to(device, dtype)
-        x = torch.randn(tokens, cols, generator=generator).to(device, dtype)
+    def make_layer(weight, device, dtype, dry):
+        rows, cols = weight.shape
         layer = QuantLinear(cols, rows, False, Stored("fp8", torch.float8_e4m3fn), dtype, device)
-        with torch.no_grad():
-            layer.weight.data, layer.weight_scale.data = quantize_rows(weight, torch.float8_e4m3fn)
-            reference = torch.nn.functional.linear(x, weight)
-            entry: dict[str, Any] = {"shape": [rows, cols]}
-            entry["bf16_s"] = _timed(partial(torch.nn.functional.linear, x, weight), device)
-            entry["upcast_s"] = _timed(partial(layer, x), device)
-            entry["upcast_distance"] = _distance(reference, layer(x))
-            if refusal is None:
-                set_fp8_compute([layer], device)
-                entry["fp8_compute_s"] = _timed(partial(layer, x), device)
-                entry["fp8_compute_distance"] = _distance(reference, layer(x))
-        result[name] = entry
-    return result
+        layer.weight.data, layer.weight_scale.data = quantize_rows(weight, torch.float8_e4m3fn)
+        return layer
+
+    dry = os.environ.get("GPU_CHECK_DRY") == "1"
+    refusal = fp8_refusal(torch.device("cpu" if dry else "cuda"))
+    return linear_stage(
+        "fp8", refusal, make_layer, lambda layer, device: set_fp8_compute([layer], device)
+    )

@@ -16,12 +16,11 @@ GPU_CHECK_DRY=1: tiny sizes on the CPU, to check the stage itself (int8 compute 
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from fp8_check import DRY_SHAPES, SHAPES, TOKENS, _distance, _timed  # beside this file
+from fp8_check import linear_stage  # beside this file
 
 GROUP = 256
 """ConvRot's group in every published int8_convrot file."""
@@ -36,30 +35,18 @@ def stage_int8(out: Path) -> dict[str, Any]:
         set_int8_compute,
     )
 
+    def make_layer(weight, device, dtype, dry):
+        rows, cols = weight.shape
+        group = 64 if dry else GROUP
+        layer = QuantLinear(
+            cols, rows, False, Stored("int8", torch.int8, group=group), dtype, device
+        )
+        q, scale = int8.quantize_rows(int8.rotate(weight.float(), group))
+        layer.weight.data, layer.weight_scale.data = q, scale
+        return layer
+
     dry = os.environ.get("GPU_CHECK_DRY") == "1"
-    device = torch.device("cpu" if dry else "cuda")
-    dtype = torch.float32 if dry else torch.bfloat16
-    tokens = 256 if dry else TOKENS
-    group = 64 if dry else GROUP
-    refusal = int8_refusal(device)
-    result: dict[str, Any] = {"device": str(device), "tokens": tokens, "int8_compute": refusal}
-    generator = torch.Generator().manual_seed(0)
-    for name, (rows, cols) in (DRY_SHAPES if dry else SHAPES).items():
-        weight = (torch.randn(rows, cols, generator=generator) * cols**-0.5).to(device, dtype)
-        x = torch.randn(tokens, cols, generator=generator).to(device, dtype)
-        stored = Stored("int8", torch.int8, group=group)
-        layer = QuantLinear(cols, rows, False, stored, dtype, device)
-        with torch.no_grad():
-            q, scale = int8.quantize_rows(int8.rotate(weight.float(), group))
-            layer.weight.data, layer.weight_scale.data = q, scale
-            reference = torch.nn.functional.linear(x, weight)
-            entry: dict[str, Any] = {"shape": [rows, cols]}
-            entry["bf16_s"] = _timed(partial(torch.nn.functional.linear, x, weight), device)
-            entry["upcast_s"] = _timed(partial(layer, x), device)
-            entry["upcast_distance"] = _distance(reference, layer(x))
-            if refusal is None:
-                set_int8_compute([layer])
-                entry["int8_compute_s"] = _timed(partial(layer, x), device)
-                entry["int8_compute_distance"] = _distance(reference, layer(x))
-        result[name] = entry
-    return result
+    refusal = int8_refusal(torch.device("cpu" if dry else "cuda"))
+    return linear_stage(
+        "int8", refusal, make_layer, lambda layer, device: set_int8_compute([layer])
+    )
