@@ -32,32 +32,26 @@ def _own_only(name: str, limits: Limits) -> ValueError:
     )
 
 
-def sampler_rule(value: str, limits: Limits) -> str:
+def _one_of(name: str, value: str, choices: tuple[str, ...], limits: Limits) -> str:
+    """`value` (empty: the model's own) if it is the model's own or one of `choices`."""
     value = value or DEFAULT
     if value == DEFAULT:
         return value
-    if not limits.samplers:
-        raise _own_only("sampler", limits)
-    if value not in limits.samplers:
+    if not choices:
+        raise _own_only(name, limits)
+    if value not in choices:
         raise ValueError(
-            f"sampler must be one of {DEFAULT}, {', '.join(limits.samplers)} for this model, "
-            f"got {value!r}"
+            f"{name} must be one of {DEFAULT}, {', '.join(choices)} for this model, got {value!r}"
         )
     return value
+
+
+def sampler_rule(value: str, limits: Limits) -> str:
+    return _one_of("sampler", value, limits.samplers, limits)
 
 
 def scheduler_rule(value: str, limits: Limits) -> str:
-    value = value or DEFAULT
-    if value == DEFAULT:
-        return value
-    if not limits.schedulers:
-        raise _own_only("scheduler", limits)
-    if value not in limits.schedulers:
-        raise ValueError(
-            f"scheduler must be one of {DEFAULT}, {', '.join(limits.schedulers)} for this "
-            f"model, got {value!r}"
-        )
-    return value
+    return _one_of("scheduler", value, limits.schedulers, limits)
 
 
 def shift_rule(value: float, limits: Limits) -> float:

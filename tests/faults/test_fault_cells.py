@@ -22,33 +22,12 @@ import time
 
 import pytest
 from conftest import Backends, gone, healthy, rank_pids, wait_for
-from lora_files import WAN_TARGETS, peft_lora
+from fault_jobs import ERRORS, HANG_S, failed, frames, fresh_frames, next_jobs
+from fault_jobs import PLACES as FAULT_PLACES
 
-from paradit.backend.client import Client, JobFailed
-from paradit.backend.models.presets import build_preset
-
-HANG_S = 1.0
-"""The lowest `--hang-timeout` the config allows."""
-JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
-NEXT = {
-    "plain": {**JOB, "prompt": "a plain job"},
-    "lora": {**JOB, "prompt": "a LoRA job", "loras": [{"name": "fault-cells.safetensors"}]},
-    "cached": {
-        **JOB,
-        "prompt": "a cached job",
-        "num_inference_steps": 3,
-        "cache": {"method": "first-block", "threshold": 0.9},
-    },
-}
-"""The jobs that follow a failure, each compared with a fresh backend's."""
-PLACES = {
-    "start": ("at=start", "as the job starts"),
-    "block": ("at=block:3", "inside block 3"),
-    "collective": ("at=collective:5", "inside collective 5"),
-    "decode": ("at=decode", "at the decode"),
-}
-"""Where a cell fails, and how its error says so."""
-ERRORS = {"raise": "InjectedFault", "oom": "OutOfMemoryError"}
+NEXT = next_jobs("fault-cells.safetensors")
+PLACES = {k: FAULT_PLACES[k] for k in ("start", "block", "collective", "decode")}
+"""Where a cell fails (the step end is tests/faults/test_faults.py's)."""
 CELLS = [
     ("raise", "decode"),
     ("oom", "decode"),
@@ -64,24 +43,7 @@ CELLS = [
 @pytest.fixture(scope="module")
 def fresh(backends) -> dict[str, list[bytes]]:
     """The pool's plain tiny-wan on 2 ranks: each next job's frames on a fresh backend."""
-    transformer = build_preset("tiny-wan").transformer
-    peft_lora(backends.lora_dir / "fault-cells.safetensors", transformer, WAN_TARGETS, seed=3)
-    client = backends.get("tiny-wan", 2)
-    return {kind: _frames(client, body) for kind, body in NEXT.items()}
-
-
-def _frames(client: Client, body: dict) -> list[bytes]:
-    job = client.wait(client.submit(body), timeout_s=120)
-    return [client.frame(job["id"], index) for index in range(job["num_frames"])]
-
-
-def _failed(client: Client, prompt: str) -> tuple[dict, float]:
-    """Run a job that must fail; its document and how long it took (server clock)."""
-    job_id = client.submit({**JOB, "prompt": prompt})
-    with pytest.raises(JobFailed) as failed:
-        client.wait(job_id, timeout_s=HANG_S + 60)
-    job = failed.value.job
-    return job, job["finished"] - job["created"]
+    return fresh_frames(backends, NEXT)
 
 
 def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_error(
@@ -110,7 +72,7 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
         for index, (kind, place) in enumerate(CELLS):
             pids = rank_pids(client)
             seen += pids[1:]
-            job, took_s = _failed(client, f"cell-{kind}-{place}")
+            job, took_s = failed(client, f"cell-{kind}-{place}")
             error = job["error"]
             assert "rank 1" in error or "ranks [1]" in error, (kind, place, error)
             if kind == "hang":
@@ -121,11 +83,11 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
             wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
             assert all(gone(pid) for pid in pids[1:]), (kind, place)
             after = kinds[index % len(kinds)]
-            assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
+            assert frames(client, NEXT[after]) == fresh[after], (kind, place, after)
         for index, place in enumerate(PLACES):  # every rank hangs: rank 0's job interrupted
             pids = rank_pids(client)
             seen += pids[1:]
-            job, took_s = _failed(client, f"every-rank-hangs-{place}")
+            job, took_s = failed(client, f"every-rank-hangs-{place}")
             error = job["error"]
             # rank 0 is named at its hang (rank 1 too when it stood still as long by then)
             assert "stopped progressing inside the job" in error, (place, error)
@@ -135,9 +97,9 @@ def test_one_rank_failing_or_hanging_at_every_place_fails_its_job_with_its_own_e
             wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
             assert rank_pids(client)[0] == pids[0] and all(gone(pid) for pid in pids[1:]), place
             after = kinds[index % len(kinds)]
-            assert _frames(client, NEXT[after]) == fresh[after], (place, after)
+            assert frames(client, NEXT[after]) == fresh[after], (place, after)
         for kind, body in NEXT.items():
-            assert _frames(client, body) == fresh[kind], kind
+            assert frames(client, body) == fresh[kind], kind
         seen += rank_pids(client)[1:]
     finally:
         backends.stop(backend)

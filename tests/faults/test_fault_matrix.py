@@ -30,35 +30,13 @@ import time
 
 import pytest
 from conftest import Backends, gone, healthy, rank_pids, spawn_gloo, wait_for
+from fault_jobs import ERRORS, HANG_S, JOB, PLACES, failed, frames, fresh_frames, next_jobs
 from lora_files import WAN_TARGETS, peft_lora
 
-from paradit.backend.client import BackendError, Client, JobFailed
+from paradit.backend.client import BackendError, Client
 from paradit.backend.models.presets import build_preset
 
-HANG_S = 1.0
-"""The lowest `--hang-timeout` the config allows."""
-JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
-NEXT = {
-    "plain": {**JOB, "prompt": "a plain job"},
-    "lora": {**JOB, "prompt": "a LoRA job", "loras": [{"name": "fault-matrix.safetensors"}]},
-    "cached": {
-        **JOB,
-        "prompt": "a cached job",
-        "num_inference_steps": 3,
-        "cache": {"method": "first-block", "threshold": 0.9},
-    },
-}
-"""The jobs that follow a failure, each compared with a fresh backend's."""
-PLACES = {
-    "start": ("at=start", "as the job starts"),
-    "block": ("at=block:3", "inside block 3"),
-    "collective": ("at=collective:5", "inside collective 5"),
-    "step": ("at=step:1", "after step 1"),
-    "decode": ("at=decode", "at the decode"),
-}
-"""Where a case fails, and how its error says so (the 5th FSDP2 all-gather is inside the
-first step's forward)."""
-ERRORS = {"raise": "InjectedFault", "oom": "OutOfMemoryError"}
+NEXT = next_jobs("fault-matrix.safetensors")
 ONE_RANK = [
     ("raise", "block"),
     ("oom", "collective"),
@@ -86,15 +64,7 @@ generation per one-rank case."""
 @pytest.fixture(scope="module")
 def fresh(backends) -> dict[str, list[bytes]]:
     """The pool's plain tiny-wan on 2 ranks: each next job's frames on a fresh backend."""
-    transformer = build_preset("tiny-wan").transformer
-    peft_lora(backends.lora_dir / "fault-matrix.safetensors", transformer, WAN_TARGETS, seed=3)
-    client = backends.get("tiny-wan", 2)
-    return {kind: _frames(client, body) for kind, body in NEXT.items()}
-
-
-def _frames(client: Client, body: dict) -> list[bytes]:
-    job = client.wait(client.submit(body), timeout_s=120)
-    return [client.frame(job["id"], index) for index in range(job["num_frames"])]
+    return fresh_frames(backends, NEXT)
 
 
 def _start(backends: Backends):
@@ -103,15 +73,6 @@ def _start(backends: Backends):
     return backends.start(
         "tiny-wan", 2, "--hang-timeout", str(HANG_S), env=(("PARADIT_FAULT", ";".join(TABLE)),)
     )
-
-
-def _failed(client: Client, prompt: str) -> tuple[dict, float]:
-    """Run a job that must fail; its document and how long it took (server clock)."""
-    job_id = client.submit({**JOB, "prompt": prompt})
-    with pytest.raises(JobFailed) as failed:
-        client.wait(job_id, timeout_s=HANG_S + 60)
-    job = failed.value.job
-    return job, job["finished"] - job["created"]
 
 
 def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh):
@@ -123,15 +84,15 @@ def test_the_same_failure_on_every_rank_anywhere_keeps_the_group(backends, fresh
         pids = rank_pids(client)
         kinds = list(NEXT)
         for index, (kind, place) in enumerate(EVERY_RANK):
-            job, took_s = _failed(client, f"all-{kind}-{place}")
+            job, took_s = failed(client, f"all-{kind}-{place}")
             error = job["error"]
             assert ERRORS[kind] in error and PLACES[place][1] in error, (kind, place, error)
             assert took_s < HANG_S + 10, (kind, place, took_s)
             assert healthy(client) and rank_pids(client) == pids, (kind, place)
             after = kinds[index % len(kinds)]
-            assert _frames(client, NEXT[after]) == fresh[after], (kind, place, after)
+            assert frames(client, NEXT[after]) == fresh[after], (kind, place, after)
         for kind, body in NEXT.items():
-            assert _frames(client, body) == fresh[kind], kind
+            assert frames(client, body) == fresh[kind], kind
         assert "TEST-ONLY FAULT INJECTION IS ON" in backend.log_path.read_text()
     except BaseException:  # the next test then starts its own backend
         backends.stop(backend)
@@ -152,7 +113,7 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
         for kind, place in ONE_RANK:
             pids = rank_pids(client)
             seen += pids[1:]
-            job, took_s = _failed(client, f"one-{kind}-{place}")
+            job, took_s = failed(client, f"one-{kind}-{place}")
             error = job["error"]
             assert "rank 1" in error or "ranks [1]" in error, (kind, place, error)
             if kind == "hang":
@@ -162,9 +123,9 @@ def test_one_rank_failing_or_hanging_inside_a_step_is_found_within_the_hang_time
             assert took_s < HANG_S + 10, (kind, place, took_s, error)
             wait_for(lambda: healthy(client), 120, "the group to be rebuilt")
             assert all(gone(pid) for pid in pids[1:]), (kind, place)
-            assert _frames(client, NEXT["plain"]) == fresh["plain"], (kind, place)
+            assert frames(client, NEXT["plain"]) == fresh["plain"], (kind, place)
         for kind, body in NEXT.items():
-            assert _frames(client, body) == fresh[kind], kind
+            assert frames(client, body) == fresh[kind], kind
         seen += rank_pids(client)[1:]
         # rank 0 itself hangs: named in /health, its own job interrupted
         client.submit({**JOB, "prompt": "zero-hang"})

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .stats import fixed_spread
+
 log = logging.getLogger(__name__)
 
 COMFY_LAYERS = {
@@ -251,9 +253,7 @@ def summarize(workload: LoraWorkload, runs: list[SwitchRun], lora_bytes: int) ->
 
 
 def _fmt(spread: dict[str, float | None], digits: int = 3) -> str:
-    if spread.get("median") is None:
-        return "-"
-    return f"{spread['median']:.{digits}f} ({spread['min']:.{digits}f}-{spread['max']:.{digits}f})"
+    return fixed_spread(spread, digits)
 
 
 def render(section: dict[str, Any]) -> list[str]:

@@ -16,3 +16,11 @@ def fmt_spread(spread: dict[str, float] | None, unit: str = "", scale: float = 1
         return "-"
     m, lo, hi = (spread[k] * scale for k in ("median", "min", "max"))
     return f"{m:.3g}{unit} ({lo:.3g}-{hi:.3g})"
+
+
+def fixed_spread(spread: dict[str, float | None], digits: int) -> str:
+    """`median (min-max)` with `digits` decimals; "-" when there is no median."""
+    if spread.get("median") is None:
+        return "-"
+    m, lo, hi = (spread[k] for k in ("median", "min", "max"))
+    return f"{m:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"

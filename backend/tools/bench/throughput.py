@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .stats import fixed_spread
+
 log = logging.getLogger(__name__)
 
 TARGETS = {
@@ -267,9 +269,7 @@ def summarize(workload: ThroughputWorkload, runs: list[ThroughputRun]) -> dict[s
 
 
 def _fmt(spread: dict[str, float | None]) -> str:
-    if spread.get("median") is None:
-        return "-"
-    return f"{spread['median']:.1f} ({spread['min']:.1f}-{spread['max']:.1f})"
+    return fixed_spread(spread, 1)
 
 
 def render(section: dict[str, Any]) -> list[str]:
