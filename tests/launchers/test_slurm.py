@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -169,6 +171,9 @@ def test_mpirun_inside_an_allocation_numbers_the_ranks_by_mpi(
     )
     if "openmpi" in mpirun:
         forward += ["-x", f"MASTER_PORT={env['MASTER_PORT']}"]
+        # its own session directory: Open MPI launches on one machine sharing /tmp's race
+        # to create and remove it (tests/launchers/test_mpirun.py's may run meanwhile)
+        env["OMPI_MCA_orte_tmpdir_base"] = sessions = tempfile.mkdtemp(prefix="ompi-")
     else:  # one machine: rank 0's address is 127.0.0.1 without being told
         env.pop("MASTER_ADDR", None)
     cmd = ["salloc", "-n", "2", mpirun, "-np", "2", *forward, sys.executable, *SERVE]
@@ -190,3 +195,5 @@ def test_mpirun_inside_an_allocation_numbers_the_ranks_by_mpi(
         stop([proc])  # SIGINT: salloc gives the allocation back, srun ends its steps
     wait_for(lambda: not processes_of(out), 60, "the ranks to end")
     wait_for(lambda: not cluster.jobs(), 60, "the allocation to end")
+    if "openmpi" in mpirun:
+        shutil.rmtree(sessions, ignore_errors=True)
