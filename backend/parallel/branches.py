@@ -29,32 +29,24 @@ from typing import Any
 
 import torch
 
-from .cfg import CfgParallel, _first
-from .fsdp import keep_root_gathered, release_root
+from .cfg import StepPair, _first
+from .fsdp import keep_root_gathered
 
 log = logging.getLogger(__name__)
 
 BATCHED, SEPARATE = "batched", "separate"
 
 
-class PairedBranches:
-    """Wraps `transformer.forward` on every rank; `active` is set per job."""
+class PairedBranches(StepPair):
+    """Both branches of a step as one batch of 2 on this rank."""
 
     def __init__(self, transformer: torch.nn.Module):
-        self.active = False
-        self._forward = transformer.forward
-        self._pending: tuple[dict, torch.Tensor] | None = None
         self._calls = {BATCHED: 0, SEPARATE: 0}
         self._why: str | None = None
-        self._root = transformer
-        transformer.forward = self.forward
+        super().__init__(transformer)
 
     def begin_job(self, active: bool) -> None:
-        keep_root_gathered(self._root, False)
-        if self._pending is not None:  # a job stopped between a step's two calls
-            release_root(self._root)
-        self.active = active
-        self._pending = None
+        super().begin_job(active)
         self._calls = {BATCHED: 0, SEPARATE: 0}
         self._why = None
 
@@ -80,7 +72,7 @@ class PairedBranches:
             placeholder = torch.empty_like(kwargs["hidden_states"])
             self._pending = (kwargs, placeholder)
             keep_root_gathered(self._root, True)  # until the end of the next call
-            return CfgParallel._wrap(placeholder, kwargs)
+            return self._wrap(placeholder, kwargs)
         cond, placeholder = self._pending
         self._pending = None
         keep_root_gathered(self._root, False)  # this call's post-forward reshards it
@@ -97,7 +89,7 @@ class PairedBranches:
         if placeholder.shape != cond_out.shape:  # a DiT whose output differs from its input
             placeholder.resize_(cond_out.shape)
         placeholder.copy_(cond_out)
-        return CfgParallel._wrap(uncond_out.contiguous(), kwargs)
+        return self._wrap(uncond_out.contiguous(), kwargs)
 
     def _separate(self, why: str) -> None:
         self._calls[SEPARATE] += 1

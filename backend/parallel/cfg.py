@@ -27,17 +27,19 @@ import torch.distributed as dist
 from .fsdp import keep_root_gathered, release_root
 
 
-class CfgParallel:
-    """Wraps `transformer.forward` on every rank; `active` is set per job."""
+class StepPair:
+    """Wraps `transformer.forward` on every rank to run a step's two branch calls together;
+    `active` is set per job. A subclass's `forward` keeps the first call in `_pending`."""
 
-    def __init__(self, transformer: torch.nn.Module, group: dist.ProcessGroup, cfg_rank: int):
-        self.group = group
-        self.cfg_rank = cfg_rank
+    def __init__(self, transformer: torch.nn.Module):
         self.active = False
         self._forward = transformer.forward
-        self._pending: tuple[tuple, dict, torch.Tensor] | None = None
+        self._pending: tuple | None = None
         self._root = transformer
         transformer.forward = self.forward
+
+    def forward(self, *args: Any, **kwargs: Any):
+        raise NotImplementedError
 
     def begin_job(self, active: bool) -> None:
         keep_root_gathered(self._root, False)
@@ -45,6 +47,24 @@ class CfgParallel:
             release_root(self._root)
         self.active = active
         self._pending = None
+
+    @staticmethod
+    def _wrap(tensor: torch.Tensor, kwargs: dict):
+        """The transformer's output as the pipeline asked for it."""
+        if kwargs.get("return_dict", True):
+            from diffusers.models.modeling_outputs import Transformer2DModelOutput
+
+            return Transformer2DModelOutput(sample=tensor)
+        return (tensor,)
+
+
+class CfgParallel(StepPair):
+    """Each CFG rank runs its own branch; the pair is exchanged over `group`."""
+
+    def __init__(self, transformer: torch.nn.Module, group: dist.ProcessGroup, cfg_rank: int):
+        self.group = group
+        self.cfg_rank = cfg_rank
+        super().__init__(transformer)
 
     def forward(self, *args: Any, **kwargs: Any):
         if not self.active:
@@ -75,14 +95,6 @@ class CfgParallel:
             placeholder.resize_(both[0].shape)
         placeholder.copy_(both[0])
         return self._wrap(both[1], kwargs)
-
-    @staticmethod
-    def _wrap(tensor: torch.Tensor, kwargs: dict):
-        if kwargs.get("return_dict", True):
-            from diffusers.models.modeling_outputs import Transformer2DModelOutput
-
-            return Transformer2DModelOutput(sample=tensor)
-        return (tensor,)
 
 
 def _first(output: Any) -> torch.Tensor:
