@@ -76,6 +76,7 @@ function describe(job) {
   const { step, total } = job.progress ?? {};
   if (job.status === "running" && total) return `running: step ${step} of ${total}`;
   if (job.status === "queued" && job.queue_position) return `queued (position ${job.queue_position})`;
+  if (job.status === "succeeded" && job.result === undefined) return "done, fetching the output";
   if (job.status === "succeeded") return `done: ${job.result ? job.result.name : "no output"}`;
   return job.status;
 }
@@ -89,7 +90,7 @@ function card(job) {
   el.style.cssText = "padding:6px 8px;border-bottom:1px solid #4446;font:12px sans-serif";
   const title = document.createElement("div");
   title.className = "paradit-job-status";
-  title.textContent = `paradit ${job.id ? `job ${job.id}` : ""}: ${describe(job)}`;
+  title.textContent = `paradit${job.id ? ` job ${job.id}` : ""}: ${describe(job)}`;
   el.append(title);
   const { step, total } = job.progress ?? {};
   if (!FINAL.has(job.status) && job.id) {
