@@ -10,13 +10,15 @@ T2V workflow (`tests/comfy_workflows/wan21_t2v.ui.json`), clicks the action-bar 
 `--comfyui-dir`, `--cors-origin` the page's origin): the job is posted, its progress shows
 (the ranks sleep 1.5 s after step 2, `PARADIT_FAULT` kind `slow`, so a step is always seen),
 its video plays in the panel and the "paradit" sidebar tab, and the server's job is the
-workflow's request. A workflow naming a file the backend does not run shows the server's 422
-with the node's path. Screenshots go to $PARADIT_TEST_ARTIFACTS (default test-artifacts/).
+workflow's request. The settings dialog lists "paradit server URL" under paradit, and a
+workflow naming a file the backend does not run shows the server's 422 with the node's path.
+Screenshots go to $PARADIT_TEST_ARTIFACTS (default test-artifacts/).
 Needs `apt-get install -y chromium`, `pip install playwright` (never `playwright install`) and
 the test extra's `comfyui-frontend-package`.
 
-Cost: about 15 s (provisional, measured under load: the fixture's files, one tiny-wan backend,
-a 4-step 32x32 job, the page's start about 3 s).
+Cost: about 20 s (provisional, measured alone under load: 22-33 s for the file with the
+fixture's files, one tiny-wan backend, a 4-step 32x32 job with its 1.5 s pause, two page
+starts of about 3 s each).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "tests/comfy_workflows/wan21_t2v.ui.json"
 EXTENSION = "/extensions/paradit/paradit_queue.js"
+ARTIFACTS = Path(os.environ.get("PARADIT_TEST_ARTIFACTS", REPO / "test-artifacts"))
 SLOW_STEP = ("PARADIT_FAULT", "rank=all,at=step:2,kind=slow,secs=1.5")
 
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
@@ -221,7 +224,7 @@ def test_queue_on_paradit_posts_the_workflow_and_shows_progress_and_the_video(
     page_and_server, browser
 ):
     url, server, comfy = page_and_server
-    artifacts = Path(os.environ.get("PARADIT_TEST_ARTIFACTS", REPO / "test-artifacts"))
+    artifacts = ARTIFACTS
     artifacts.mkdir(parents=True, exist_ok=True)
     page = _open(browser, url, json.loads(WORKFLOW.read_text()))
     setting = page.evaluate("() => app.extensionManager.setting.get('paradit.ServerURL')")
@@ -245,7 +248,7 @@ def test_queue_on_paradit_posts_the_workflow_and_shows_progress_and_the_video(
     job = server.job(job_id)
     assert job["status"] == "succeeded" and job["request"]["prompt"] == plan.request["prompt"]
     assert job["num_frames"] == 5
-    # the command is in the menu and the result in the "paradit" sidebar tab
+    # the result is also in the "paradit" sidebar tab
     page.get_by_role("button", name="paradit").first.click()
     listed = page.locator(f'.paradit-jobs .paradit-job[data-job="{job_id}"] video')
     listed.wait_for()
@@ -260,6 +263,12 @@ def test_a_refused_workflow_shows_the_servers_reason_with_the_node(page_and_serv
     loader = next(node for node in workflow["nodes"] if node["type"] == "UNETLoader")
     loader["widgets_values"][0] = "another_copy.safetensors"
     page = _open(browser, url, workflow)
+    # the settings dialog lists the server's URL under "paradit"
+    page.evaluate("() => app.extensionManager.command.execute('Comfy.ShowSettingsDialog')")
+    page.get_by_role("dialog").get_by_text("paradit", exact=True).first.click()
+    page.get_by_text("paradit server URL", exact=True).wait_for()
+    page.screenshot(path=str(ARTIFACTS / "comfyui-paradit-settings.png"))
+    page.keyboard.press("Escape")
     before = len(server.jobs())
     page.get_by_role("button", name="Queue on paradit").click()
     failed = page.locator('.paradit-queue .paradit-job[data-status="failed"]')
