@@ -337,6 +337,17 @@ class ServeConfig:
             metavar="DIR",
         ),
     )
+    cors_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=_flag(
+            "--cors-origin",
+            SERVING,
+            "a web page's origin that may call this server from a browser (ComfyUI's, e.g. "
+            'http://127.0.0.1:8188, for its "Queue on paradit" command; repeat for several)',
+            action="append",
+            metavar="ORIGIN",
+        ),
+    )
     token: str | None = field(
         default=None,
         metadata=_flag(
@@ -411,6 +422,13 @@ class ServeConfig:
             object.__setattr__(self, name, paths)
         if self.comfyui_dir:
             object.__setattr__(self, "comfyui_dir", _absolute(self.comfyui_dir))
+        object.__setattr__(self, "cors_origins", tuple(self.cors_origins or ()))
+        for origin in self.cors_origins:
+            if not _is_origin(origin):
+                raise ValueError(
+                    f"--cors-origin {origin!r} must be a page's origin: scheme, host and "
+                    "port only, e.g. http://127.0.0.1:8188"
+                )
         if self.model.lower().endswith(CHECKPOINT_SUFFIXES):
             model = ",".join(_absolute(p.strip()) for p in self.model.split(","))
             object.__setattr__(self, "model", model)
@@ -561,6 +579,17 @@ class ServeConfig:
 
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".sft", ".gguf")
+
+
+def _is_origin(text: str) -> bool:
+    """`text` is a web origin as browsers send it: http(s)://host[:port], nothing more."""
+    scheme, sep, rest = text.partition("://")
+    return (
+        scheme in ("http", "https")
+        and bool(sep)
+        and bool(rest)
+        and not any(c in rest for c in "/?#@ ")
+    )
 
 
 def _absolute(path: str) -> str:

@@ -2,7 +2,8 @@
 
 Every 4xx reply is `{"error": "<what is wrong and what is allowed>"}`. The OpenAPI schema and
 its docs page are at `/openapi.json` and `/docs`, behind the token like everything but
-`/health`.
+`/health`. Pages from the `--cors-origin` origins may call it from a browser (ComfyUI's
+"Queue on paradit" command); their preflight requests need no token.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -145,6 +147,14 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
             if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
                 return error(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
         return await call_next(request)
+
+    if service.config.cors_origins:  # added last: outermost, so a preflight needs no token
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(service.config.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException):

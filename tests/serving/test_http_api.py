@@ -220,6 +220,38 @@ def test_docs_and_schema_need_the_token_when_one_is_set():
     assert _refused(api.post("/v1/jobs", content=b"{}", headers=big), 401)
 
 
+@pytest.mark.fast
+def test_cors_origins_may_call_it_from_a_browser_with_the_token_and_others_may_not():
+    """A page from a `--cors-origin` origin (ComfyUI's, for "Queue on paradit") gets its
+    preflight answered without the token and its replies marked readable; any other origin,
+    and every origin without the flag, gets no CORS header."""
+    comfy = "http://127.0.0.1:8188"
+    service = StandInService()
+    service.config = ServeConfig(model="tiny-wan", cors_origins=(comfy,))
+    api = TestClient(create_app(service, token="s3cret"))
+    preflight = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    ok = api.options("/v1/workflows", headers={"Origin": comfy, **preflight})
+    assert ok.status_code == 200 and ok.headers["access-control-allow-origin"] == comfy
+    assert "authorization" in ok.headers["access-control-allow-headers"].lower()
+    reply = api.get("/v1/info", headers={"Origin": comfy, "Authorization": "Bearer s3cret"})
+    assert reply.status_code == 200 and reply.headers["access-control-allow-origin"] == comfy
+    refused = api.get("/v1/info", headers={"Origin": comfy})  # the token is still needed
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == comfy
+    other = api.options("/v1/workflows", headers={"Origin": "http://evil.test", **preflight})
+    assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    plain = TestClient(create_app(StandInService()))
+    assert (
+        "access-control-allow-origin"
+        not in plain.get("/v1/info", headers={"Origin": comfy}).headers
+    )
+    for bad in ("127.0.0.1:8188", "http://127.0.0.1:8188/", "ftp://x", "http://"):
+        with pytest.raises(ValueError, match="--cors-origin"):
+            ServeConfig(model="tiny-wan", cors_origins=(bad,))
+
+
 OPENAI_ROUTES = {
     ("POST", "/v1/videos"),
     ("GET", "/v1/videos/{video_id}"),
