@@ -22,7 +22,7 @@ import pytest
 from paradit.backend.sampling.recipes import recipe_names
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_DIRS = ("workflows", "example_workflows")
+DATA_DIRS = ("workflows", "example_workflows", "nodes/js")
 DATA_GLOBS = (
     "backend/models/families/*/configs/*.json",
     "backend/models/families/*/recipes.json",
