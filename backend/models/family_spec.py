@@ -139,8 +139,9 @@ class FamilySpec:
     dit_forward: Callable[[Any, Any, int], Any] | None = None
     """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
     sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
-    at one rank's share of the job `shape`'s tokens; None: the plan estimates activations by
-    a rule of thumb."""
+    at one rank's share of the job `shape`'s tokens (`sizes.share(shape, sequence_degree)`;
+    `sizes.peak_bytes(run)` measures a side run: the folder imports nothing of memory/);
+    None: the plan estimates activations by a rule of thumb."""
     dry_run_one_block: bool = False
     """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
     each list: 15-30x faster, the same peak to the byte (checked against the whole forward

@@ -20,7 +20,7 @@ import torch
 
 from ..image_processors import clip_image_processor, siglip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
-from .components import encoder_model, preset_parts, tokenizer, vae_model
+from .components import FILE_TOOLS, encoder_model, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Part, recognise
 from .file_presets import (
@@ -192,7 +192,7 @@ def build_pipeline(
         parts[name] = model
     for slot, part in resolved.encoders.items():
         if preset.text_parts is not None:  # Qwen-Image-Edit: encoder, tokenizer, processor
-            parts.update(preset.text_parts(part, preset.name, dtype, skip))
+            parts.update(preset.text_parts(part, preset.name, dtype, skip, FILE_TOOLS))
             continue
         wanted = slot not in skip
         classes = ENCODER_CLASSES.get(preset.pipeline, {})
@@ -205,7 +205,9 @@ def build_pipeline(
         family = spec_for_file(next(iter(resolved.dits.values())).detection.family or "")
         for name in family.extra_components:
             if name not in skip:
-                parts[name] = family.build_extra(name, resolved.extras, preset.name, dtype)
+                parts[name] = family.build_extra(
+                    name, resolved.extras, preset.name, dtype, FILE_TOOLS
+                )
             else:
                 parts[name] = None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video

@@ -9,11 +9,14 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
+from ..presets import build_preset, preset_components
 from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
-from .detect import Part
+from .detect import detect, recognise
+from .file_presets import PRESETS
 from .quant import RowReader, is_quantized_weight, is_scale_key
 from .spec import file_spec
 from .tokenizers import HUB_FOLDERS, find_tokenizer
+from .vocabulary import FileTools, Part
 
 
 def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -184,8 +187,6 @@ def spiece_tokenizer(part: Part) -> Any:
 def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
     """The tokenizer an encoder kind takes under preset `preset_name` (`Preset.tokenizer_kinds`:
     HunyuanVideo 1.5's T5 is ByT5); the kind itself where no preset says otherwise."""
-    from .file_presets import PRESETS
-
     for preset in PRESETS.values():
         if preset.name == preset_name and kind in preset.tokenizer_kinds:
             return preset.tokenizer_kinds[kind]
@@ -195,8 +196,6 @@ def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
 def preset_parts(name: str, wanted: set[str]) -> Any:
     """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
     meta device: HunyuanVideo 1.5's pipelines read their VAE's config as they are made."""
-    from ..presets import build_preset, preset_components
-
     available = preset_components(name)
     return build_preset(
         name, components=frozenset(wanted & available) | (available & {"vae"}), device="meta"
@@ -235,3 +234,7 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
         )
     model.load_state_dict(state, assign=True, strict=True)
     return cast_model(model, dtype).eval()
+
+
+FILE_TOOLS = FileTools(recognise, detect, read_whole, preset_parts, tokenizer)
+"""What the drivers hand a family's single-file hooks (`vocabulary.FileTools`)."""

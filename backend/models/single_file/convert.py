@@ -16,6 +16,7 @@ by the detection's family and maps diffusers' own layout as it is.
 
 from __future__ import annotations
 
+from ..families import SPECS
 from .detection import Detection
 from .header import FileHeader
 from .quant import is_scale_key
@@ -53,8 +54,6 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
 def _file_spec(detection: Detection):
     """The family spec whose single-file key mapping reads `detection`'s DiT (its
     `file_family`); None when no family maps that layout."""
-    from ..families import SPECS  # the families' key mappings: their specs
-
     for spec in SPECS:
         if spec.file_family == detection.family and spec.dit_row_map is not None:
             return spec

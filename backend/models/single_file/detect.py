@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from ..families import SPECS
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from .detection import Detection, count_indices
 from .header import FileHeader, read_header
-from .quant import quantization
+from .vocabulary import Part
 
 T5_ORDER, CLIP_TEXT_ORDER, CLIP_VISION_ORDER = 10, 30, 120
 """Where the generic recognitions stand among the families' (`FamilySpec.detect_parts`)."""
@@ -38,22 +38,7 @@ BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
 
-
-@dataclass(frozen=True)
-class Part:
-    """One file and what it was recognised as."""
-
-    header: FileHeader
-    detection: Detection
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "file": self.header.name,
-            "role": self.detection.role,
-            "variant": self.detection.label,
-            "format": quantization(self.header),
-            "why": "; ".join(self.detection.reasons),
-        }
+__all__ = ["Part", "bundled_parts", "detect", "recognise"]
 
 
 def recognise(path: str) -> Part:
@@ -95,8 +80,6 @@ def detect(header: FileHeader) -> Detection:
 def _dit(header: FileHeader) -> Detection | None:
     """The DiT a file holds, by the family specs' recognitions in their `detection_order`:
     each family's own key names under every key prefix in turn, then diffusers' layouts."""
-    from ..families import SPECS  # the families' recognitions: their specs
-
     specs = sorted(SPECS, key=lambda spec: spec.detection_order)
     for prefix in ("", *DIT_PREFIXES):
         for spec in specs:
@@ -114,8 +97,6 @@ def _part_detectors() -> list[tuple[int, Any]]:
     """The recognitions of the files that are no DiT, in the order they are tried: the
     encoders every family may take (T5, CLIP) and each family's own (`FamilySpec.detect_parts`:
     its VAE, the encoders it brought)."""
-    from ..families import SPECS
-
     generic = [(T5_ORDER, _t5), (CLIP_TEXT_ORDER, _clip_text), (CLIP_VISION_ORDER, _clip_vision)]
     found = [*generic, *(part for spec in SPECS for part in spec.detect_parts)]
     return sorted(found, key=lambda part: part[0])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..families import SPECS
 from .detect import detect
 from .given import MODEL_SUFFIXES
 from .header import read_header
@@ -74,8 +75,6 @@ def _entry(path: Path, relative: str) -> Entry:
         return Entry(relative, "unreadable", "", "", str(exc))
     found = detect(header)
     if found.role == "unknown":  # a family's parts by their key names (LTX-2's split files)
-        from ..families import SPECS
-
         for spec in SPECS:
             described = None if spec.describe_parts is None else spec.describe_parts(header)
             if described is not None:

@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .components import FILE_TOOLS
 from .detect import Detection, Part, bundled_parts, recognise
 from .file_presets import ENCODER_SLOTS, PRESETS, Preset
 from .given import SingleFiles
@@ -119,7 +120,7 @@ def resolve(files: SingleFiles) -> Resolved:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     family_parts: dict[str, Part] = {}
     if spec is not None and spec.file_parts is not None:  # from whichever files hold them
-        files, family_parts = spec.file_parts(dits[0], files)
+        files, family_parts = spec.file_parts(dits[0], files, FILE_TOOLS)
         bundle = {"vae": family_parts["vae"]} if "vae" in family_parts else {}
     else:
         bundle = bundled_parts(dits[0]) if first.bundled else {}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..families import SPECS
+
 
 def file_spec(family: str) -> Any:
     """The family spec whose single files `Detection.family` names; None when none does (an
     encoder's or a VAE's own family, e.g. "t5")."""
-    from ..families import SPECS  # the families' single-file rules: their specs
-
     return next((spec for spec in SPECS if spec.file_family == family), None)
 
 

@@ -14,9 +14,9 @@ from ...single_file.detection import (
     count_indices,
     dit_head_dim,
 )
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, Segment, rows_of
+from ...single_file.vocabulary import Preset
 
 
 def _flux_config(

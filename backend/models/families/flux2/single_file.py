@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 from .detect import flux2_dit, flux2_layout
 
 

@@ -3,7 +3,7 @@ presets its files run on are here."""
 
 from __future__ import annotations
 
-from ...single_file.file_presets import Preset
+from ...single_file.vocabulary import Preset
 from ..flux2.single_file import FLUX2_VAE
 
 _QWEN3_LM = {"Qwen3Model": "Qwen3ForCausalLM"}  # the pipeline takes Qwen3 as a causal LM

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, Segment
+from ...single_file.vocabulary import Preset
 from . import keys as hunyuan
 from .detect import hunyuan15_dit
 from .keys import (

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 from . import files as ltx2
 from .adapter import DISTILLED_SCHEDULER
 from .detect import DIFFUSERS_MARKER, MARKER, ltx2_dit

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...single_file.detection import TINY_WIDTH, Detection, count_indices, dit_head_dim
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 
 _WAN_NAMES = {
     # (width, input channels, image embedding) -> variant
