@@ -225,8 +225,8 @@ def build_pipeline(
         parts["guider"] = reference.guider
     first = next(iter(resolved.dits.values())).detection
     spec = spec_for_file(first.family or "")
-    if spec.file_scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
-        parts["scheduler"] = spec.file_scheduler(reference.scheduler, first)
+    if spec.scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
+        parts["scheduler"] = spec.scheduler(reference.scheduler, first)
     if preset.scheduler:
         scheduler = reference.scheduler
         parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)

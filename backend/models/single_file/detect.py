@@ -12,10 +12,10 @@ its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and 
 recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
 each as a file of its own (`FileHeader.view`).
 
-Roles: "transformer" (a DiT: each family's recognition is its spec's, `FamilySpec.detect_dit`,
+Roles: "transformer" (a DiT: each family's recognition is its spec's, `FileSpec.detect_dit`,
 tried in the specs' `detection_order`), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face
 key names here; Qwen3, Qwen2.5-VL, Mistral 3 and Gemma 3 by the specs of the families that
-brought them, `FamilySpec.detect_parts`), "vae" (each family's, `detect_parts`), "lora",
+brought them, `FileSpec.detect_parts`), "vae" (each family's, `detect_parts`), "lora",
 "clip_vision" (CLIP towers here; SigLIP by HunyuanVideo 1.5's spec) and "unknown".
 """
 
@@ -25,14 +25,14 @@ import dataclasses
 import re
 from typing import Any
 
-from ..families import SPECS
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from .detection import Detection, count_indices
 from .header import FileHeader, read_header
+from .spec import FILES
 from .vocabulary import Part
 
 T5_ORDER, CLIP_TEXT_ORDER, CLIP_VISION_ORDER = 10, 30, 120
-"""Where the generic recognitions stand among the families' (`FamilySpec.detect_parts`)."""
+"""Where the generic recognitions stand among the families' (`FileSpec.detect_parts`)."""
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
@@ -80,7 +80,7 @@ def detect(header: FileHeader) -> Detection:
 def _dit(header: FileHeader) -> Detection | None:
     """The DiT a file holds, by the family specs' recognitions in their `detection_order`:
     each family's own key names under every key prefix in turn, then diffusers' layouts."""
-    specs = sorted(SPECS, key=lambda spec: spec.detection_order)
+    specs = sorted(FILES, key=lambda spec: spec.detection_order)
     for prefix in ("", *DIT_PREFIXES):
         for spec in specs:
             found = None if spec.detect_dit is None else spec.detect_dit(header, prefix)
@@ -95,10 +95,10 @@ def _dit(header: FileHeader) -> Detection | None:
 
 def _part_detectors() -> list[tuple[int, Any]]:
     """The recognitions of the files that are no DiT, in the order they are tried: the
-    encoders every family may take (T5, CLIP) and each family's own (`FamilySpec.detect_parts`:
+    encoders every family may take (T5, CLIP) and each family's own (`FileSpec.detect_parts`:
     its VAE, the encoders it brought)."""
     generic = [(T5_ORDER, _t5), (CLIP_TEXT_ORDER, _clip_text), (CLIP_VISION_ORDER, _clip_vision)]
-    found = [*generic, *(part for spec in SPECS for part in spec.detect_parts)]
+    found = [*generic, *(part for spec in FILES for part in spec.detect_parts)]
     return sorted(found, key=lambda part: part[0])
 
 

@@ -1,6 +1,6 @@
 """The presets single files map onto: what a file header cannot say, per recognised architecture.
 
-Every family declares its own (`FamilySpec.file_presets`, in its folder's `single_file.py`): a
+Every family declares its own (`FileSpec.presets`, in its folder's `single_file.py`): a
 recognised variant (`Detection.variant`) -> its `Preset` (`vocabulary.py`): the tiny or
 `random:` preset whose scheduler, VAE config and pipeline settings apply, the pipeline class,
 the text encoders and VAE the family needs (named as a user knows them, for the messages), its
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..families import SPECS
+from .spec import FILES
 from .vocabulary import (
     CLIP_VISION_H,
     ENCODER_SLOTS,
@@ -33,9 +33,9 @@ __all__ = [
 ]
 
 PRESETS: Mapping[str, Preset] = MappingProxyType(
-    {variant: preset for spec in SPECS for variant, preset in spec.file_presets.items()}
+    {variant: preset for spec in FILES for variant, preset in spec.presets.items()}
 )
-"""Recognised variant -> its `Preset`, every family's (`FamilySpec.file_presets`)."""
+"""Recognised variant -> its `Preset`, every family's (`FileSpec.presets`)."""
 ENCODER_CLASSES: Mapping[str, Mapping[str, str]] = MappingProxyType(
     {p.pipeline: p.encoder_classes for p in PRESETS.values() if p.encoder_classes}
 )

@@ -219,4 +219,4 @@ FILE_PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
-"""The presets Flux.1's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Flux.1's single files run on (`FileSpec.presets`)."""

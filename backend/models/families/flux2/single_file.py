@@ -49,4 +49,4 @@ FILE_PRESETS = {
     "tiny-flux2": Preset("tiny-flux2", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
     "flux.2-dev": Preset("random:flux.2-dev", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
 }
-"""The presets Flux.2-dev's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Flux.2-dev's single files run on (`FileSpec.presets`)."""

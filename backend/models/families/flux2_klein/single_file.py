@@ -17,5 +17,5 @@ FILE_PRESETS = {
         ("flux.2-klein-9b", "random:flux.2-klein-9b"),
     )
 }
-"""The presets Klein's single files run on (`FamilySpec.file_presets`; its DiT is recognised
+"""The presets Klein's single files run on (`FileSpec.presets`; its DiT is recognised
 by Flux.2's spec)."""

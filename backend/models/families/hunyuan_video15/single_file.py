@@ -120,4 +120,4 @@ FILE_PRESETS = {
         ("hunyuanvideo1.5-720p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
     )
 }
-"""The presets HunyuanVideo 1.5's single files run on (`FamilySpec.file_presets`)."""
+"""The presets HunyuanVideo 1.5's single files run on (`FileSpec.presets`)."""

@@ -61,4 +61,4 @@ FILE_PRESETS = {
     ),
     "ltx-2-distilled": Preset("random:ltx-2-distilled", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
 }
-"""The presets LTX-2's single files run on (`FamilySpec.file_presets`)."""
+"""The presets LTX-2's single files run on (`FileSpec.presets`)."""

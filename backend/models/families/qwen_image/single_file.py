@@ -24,4 +24,4 @@ FILE_PRESETS = {
         "random:qwen-image", "QwenImagePipeline", ("qwen2.5-vl",), vae=QWEN_IMAGE_VAE
     ),
 }
-"""The presets Qwen-Image's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Qwen-Image's single files run on (`FileSpec.presets`)."""

@@ -158,4 +158,4 @@ FILE_PRESETS = {
         ("qwen-image-edit", "random:qwen-image-edit", _EDIT),
     )
 }
-"""The presets Qwen-Image-Edit's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Qwen-Image-Edit's single files run on (`FileSpec.presets`)."""

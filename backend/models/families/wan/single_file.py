@@ -190,7 +190,7 @@ FILE_PRESETS = {
         "", "WanImageToVideoPipeline", ("umt5",), "random:wan2.2-i2v-a14b", _WAN21_VAE
     ),
 }
-"""The presets Wan's single files run on (`FamilySpec.file_presets`); the tiny Wan pair
+"""The presets Wan's single files run on (`FileSpec.presets`); the tiny Wan pair
 switches experts at 0.875 (the other pairs at their preset's boundary_ratio)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from .adapter import ZImage
 from .detect import qwen3_encoder
 from .memory import dit_forward
@@ -27,17 +28,19 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("ZImageTransformer2DModel",),
-    detect_dit=detect_dit,
-    detection_order=50,
-    vae_latent_channels=vae_latent_channels,
-    file_vae_family="flux",
-    file_family="z-image",
-    dit_row_map=dit_row_map,
-    dropped_keys=DROPPED,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=50,
+        vae_latent_channels=vae_latent_channels,
+        vae_family="flux",
+        family="z-image",
+        dit_row_map=dit_row_map,
+        dropped_keys=DROPPED,
+        detect_parts=((50, qwen3_encoder),),
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
     tiny_presets=TINY_PRESETS,
-    detect_parts=((50, qwen3_encoder),),
-    file_presets=FILE_PRESETS,
     tiny_job=TINY_JOB,
 )

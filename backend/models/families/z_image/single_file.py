@@ -43,4 +43,4 @@ FILE_PRESETS = {
     "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
     "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
 }
-"""The presets Z-Image's single files run on (`FamilySpec.file_presets`): Flux's VAE."""
+"""The presets Z-Image's single files run on (`FileSpec.presets`): Flux's VAE."""
