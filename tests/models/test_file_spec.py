@@ -36,7 +36,7 @@ def test_a_file_spec_states_its_rules():
 def test_the_file_specs_are_the_families():
     """`FILES` is the registered specs' `files`, in order; a recognised family's spec is
     found by the name its detections carry; the presets are theirs."""
-    assert FILES == tuple(spec.files for spec in SPECS if spec.files is not None)
+    assert tuple(spec.files for spec in SPECS if spec.files is not None) == FILES
     for files in FILES:
         if files.family:
             assert file_spec(files.family) is files and spec_for_file(files.family) is files
