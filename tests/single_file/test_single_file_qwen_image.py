@@ -40,7 +40,7 @@ from comfy_files import (
 from safetensors.torch import save_file
 from transformers import Qwen2_5_VLForConditionalGeneration
 
-from paradit.backend.models.families.hunyuan_video15.detect import qwen25_vl_vision
+from paradit.backend.models.encoders.qwen25_vl import qwen25_vl_vision
 from paradit.backend.models.families.qwen_image_edit.single_file import (
     TOKEN_IDS,
     edit_text_parts,

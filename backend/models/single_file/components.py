@@ -9,8 +9,9 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
+from ..encoders import encoder_kind
 from ..presets import build_preset, preset_components
-from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
+from ..seeded import VOCAB_SIZE
 from .detect import detect, recognise
 from .file_presets import PRESETS
 from .quant import RowReader, is_quantized_weight, is_scale_key
@@ -85,19 +86,18 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     byte tokenizer for their reduced encoders, or for T5/CLIP files one found offline
     (`tokenizers.find_tokenizer`)."""
 
-    if SPIECE_KEY in part.header.tensors and part.detection.family == "gemma3":
+    kind = encoder_kind(part.detection.family or "")
+    if SPIECE_KEY in part.header.tensors and kind is not None and kind.sentencepiece_bpe:
         return gemma_tokenizer(part)  # ComfyUI's Gemma 3 carries its SentencePiece model too
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
-    tiny_qwen = part.detection.family in ("qwen3", "qwen2.5-vl") and vocab == QWEN_CHAT_VOCAB_SIZE
-    tiny_mistral = part.detection.family == "mistral3" and vocab == MISTRAL_CHAT_VOCAB_SIZE
-    if vocab == VOCAB_SIZE or tiny_qwen or tiny_mistral:  # the presets' byte vocabularies
+    tiny = kind is not None and kind.tiny_vocab and vocab == kind.tiny_vocab
+    if vocab == VOCAB_SIZE or tiny:  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
-    kind = part.detection.family
-    kind = _tokenizer_kind(kind, preset_name)
-    if kind in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
-        return find_tokenizer(kind, part.header.path, vocab)
+    name = _tokenizer_kind(part.detection.family, preset_name)
+    if name in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
+        return find_tokenizer(name, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
         f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"

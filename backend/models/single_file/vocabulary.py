@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..encoders import slots
 from .detection import Detection
 from .header import FileHeader
 from .quant import quantization
@@ -116,14 +117,7 @@ CLIP_VISION_H = {  # laion's ViT-H/14 vision tower, as Wan-AI/Wan2.1-I2V-14B-*-D
     "hidden_act": "gelu",
 }
 """What `paradit plan` counts for Wan 2.1 I2V's image encoder (the file is not given there)."""
-ENCODER_SLOTS = {
-    "clip": "text_encoder",
-    "t5": "text_encoder_2",
-    "umt5": "text_encoder",
-    "qwen3": "text_encoder",
-    "qwen2.5-vl": "text_encoder",
-    "mistral3": "text_encoder",
-    "gemma3": "text_encoder",
-}
+ENCODER_SLOTS: dict[str, str] = slots()
+"""Text encoder kind -> the pipeline slot its file fills (`encoders.KINDS`)."""
 TOKENIZER_SLOTS = {"text_encoder": "tokenizer", "text_encoder_2": "tokenizer_2"}
 PIPELINE_SETTINGS = ("boundary_ratio", "expand_timesteps", "is_distilled")

@@ -7,7 +7,7 @@ from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from ...vae_tiles import enable_square_tiles
 from .adapter import Flux2
-from .detect import flux2_vae, mistral3_encoder
+from .detect import flux2_vae
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit, dit_row_map, text_widths, vae_latent_channels
 from .tiny import PRESETS as TINY_PRESETS
@@ -32,7 +32,7 @@ SPEC = FamilySpec(
         vae_latent_channels=vae_latent_channels,
         family="flux2",
         dit_row_map=dit_row_map,
-        detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
+        detect_parts=((80, flux2_vae),),
         presets=FILE_PRESETS,
     ),
     dit_forward=dit_forward,

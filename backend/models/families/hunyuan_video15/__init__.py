@@ -7,7 +7,7 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
-from .detect import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
+from .detect import hunyuan15_vae
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
 from .single_file import (
@@ -54,7 +54,7 @@ SPEC = FamilySpec(
         family="hunyuanvideo1.5",
         dit_row_map=dit_row_map,
         all_in_one=True,
-        detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
+        detect_parts=((90, hunyuan15_vae),),
         presets=FILE_PRESETS,
     ),
     dit_forward=dit_forward,

@@ -7,7 +7,7 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
-from .detect import gemma3_encoder, ltx2_vae
+from .detect import ltx2_vae
 from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
@@ -57,7 +57,7 @@ SPEC = FamilySpec(
         family="ltx2",
         dit_row_map=dit_row_map,
         dit_keys=dit_file_keys,
-        detect_parts=((40, gemma3_encoder), (100, ltx2_vae)),  # Gemma 3 before Qwen3,
+        detect_parts=((100, ltx2_vae),),
         presets=FILE_PRESETS,
         runs_all_in_one=True,
         parts=file_parts,

@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from ...casting import cast_model
+from ...encoders.qwen25_vl import VISION_PREFIXES, qwen25_vl_vision
 from ...qwen_vl import QWEN_VL_VOCAB_SIZE, VISION_SPECIALS, qwen25_vl_processor
 from ...single_file.detection import Detection
 from ...single_file.vocabulary import FileTools, Part, Preset
-from ..hunyuan_video15.detect import VISION_PREFIXES, qwen25_vl_vision
 from ..qwen_image.single_file import QWEN_IMAGE_VAE
 
 TOKEN_IDS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")

@@ -7,7 +7,6 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from .adapter import ZImage
-from .detect import qwen3_encoder
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
 from .single_file import DROPPED, FILE_PRESETS, detect_dit, dit_row_map, vae_latent_channels
@@ -36,7 +35,6 @@ SPEC = FamilySpec(
         family="z-image",
         dit_row_map=dit_row_map,
         dropped_keys=DROPPED,
-        detect_parts=((50, qwen3_encoder),),
         presets=FILE_PRESETS,
     ),
     dit_forward=dit_forward,
