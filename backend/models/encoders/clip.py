@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..image_processors import clip_image_processor
 from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
 from ..single_file.detection import Detection, count_indices
 from ..single_file.header import FileHeader
@@ -102,6 +103,7 @@ CLIP = EncoderKind(
     "clip",
     recognitions=((30, detect_clip_text), (120, detect_clip_vision)),
     slot="text_encoder",
+    image_processor=("image_processor", clip_image_processor),
     tokenizer_class="CLIPTokenizer",
     tokenizer_files=(("vocab.json", "merges.txt"),),
     comfy_tokenizer=Path("comfy/sd1_tokenizer"),

@@ -20,6 +20,8 @@ class EncoderKind:
     """A text or image encoder kind, as `Detection.family` names it ("qwen3", "clip", ...)."""
 
     name: str
+    title: str = ""
+    """How the messages name it ("SigLIP"); "" for its name in capitals."""
     recognitions: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
     """The recognitions of its files (`header` -> a `Detection`, else None), each with its place
     among every part recognition (the families' VAEs' too), tried lowest first: where two could
@@ -49,6 +51,9 @@ class EncoderKind:
     sentencepiece_bpe: bool = False
     """A file's own `spiece_model` is a BPE model with byte fallback (Gemma 3's), not a T5
     Unigram model (UMT5's)."""
+    image_processor: tuple[str, Callable[[int], Any]] | None = None
+    """An image encoder's processor: (the pipeline slot it fills, `(image size)` -> it); None
+    for a text encoder."""
     tiny_tokenizers: Mapping[str, Callable[[int], Any]] = field(default_factory=dict)
     """The `random:` presets' tokenizer entries of this kind: JSON key -> `(max_length)` -> the
     tokenizer (`random_presets.py`)."""
@@ -56,6 +61,8 @@ class EncoderKind:
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("an encoder kind has a name")
+        if not self.title:
+            object.__setattr__(self, "title", self.name.upper())
         if self.slot and self.slot not in SLOTS:
             raise ValueError(f"{self.name}: an encoder's slot is one of {SLOTS}, got {self.slot!r}")
         if bool(self.tokenizer_class) != bool(self.tokenizer_files):

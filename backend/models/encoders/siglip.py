@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..image_processors import siglip_image_processor
 from ..single_file.detection import Detection, count_indices
 from ..single_file.header import FileHeader
 from .kind import EncoderKind
@@ -54,4 +55,9 @@ def siglip_vision(header: FileHeader) -> Detection | None:
     )
 
 
-SIGLIP = EncoderKind("siglip", recognitions=((130, siglip_vision),))
+SIGLIP = EncoderKind(
+    "siglip",
+    title="SigLIP",
+    recognitions=((130, siglip_vision),),
+    image_processor=("feature_extractor", siglip_image_processor),
+)

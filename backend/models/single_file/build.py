@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..image_processors import clip_image_processor, siglip_image_processor
+from ..encoders import encoder_kind
+from ..image_processors import clip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
 from .components import FILE_TOOLS, encoder_model, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
@@ -215,9 +216,7 @@ def build_pipeline(
         wanted = "image_encoder" not in skip
         parts["image_encoder"] = encoder_model(part, dtype, "--image-encoder") if wanted else None
         size = part.detection.config["image_size"]
-        siglip = part.detection.family == "siglip"
-        processor = "feature_extractor" if siglip else "image_processor"
-        make = siglip_image_processor if siglip else clip_image_processor
+        processor, make = _image_processor(part)
         parts[processor] = make(size) if processor not in skip else None
     reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
     parts["scheduler"] = reference.scheduler
@@ -283,3 +282,14 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
             image_processor=clip_image_processor(CLIP_VISION_H["image_size"]),
         )
     return pipe
+
+
+def _image_processor(part: Part) -> tuple[str, Any]:
+    """(the pipeline slot, `(image size)` -> the processor) of an image encoder file's kind."""
+    kind = encoder_kind(part.detection.family or "")
+    if kind is None or kind.image_processor is None:
+        raise ValueError(
+            f"--image-encoder {part.header.name}: no image processor for a "
+            f"{part.detection.variant} tower"
+        )
+    return kind.image_processor

@@ -30,6 +30,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..encoders import encoder_kind
 from .components import FILE_TOOLS
 from .detect import Detection, Part, bundled_parts, recognise
 from .file_presets import ENCODER_SLOTS, PRESETS, Preset
@@ -254,6 +255,12 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
     if width != expected or part.detection.family != kind:
         raise ValueError(
             f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a "
-            f"{'SigLIP' if kind == 'siglip' else 'CLIP'} vision tower of width {expected}"
+            f"{_title(kind)} vision tower of width {expected}"
         )
     return part
+
+
+def _title(kind: str) -> str:
+    """An encoder kind as the messages name it ("CLIP", "SigLIP")."""
+    found = encoder_kind(kind)
+    return kind if found is None else found.title
