@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..models.families import SPECS, spec_for_dit
+from .dit_inputs import Share, share
 from .dryrun import peak_bytes
 from .settings import JobShape
 
@@ -158,6 +159,18 @@ class ModelSizes:
 
     def latent_frames(self, frames: int) -> int:
         return (frames - 1) // self.temporal + 1 if self.temporal > 1 else 1
+
+    # -- what a family's dry run is handed (`FamilySpec.dit_forward`, `gathered`) -------------
+
+    def share(self, shape: JobShape, sequence_degree: int) -> Share:
+        """One rank's share of `shape`'s latents for this DiT (`dit_inputs.share`): what a
+        family's dry run builds its meta inputs from, without importing the memory plan."""
+        return share(self, shape, sequence_degree)
+
+    @staticmethod
+    def peak_bytes(run: Callable[[], Any]) -> int:
+        """The peak bytes `run` allocates on the meta device (`dryrun.peak_bytes`)."""
+        return peak_bytes(run)
 
     # -- activations ------------------------------------------------------------------
 

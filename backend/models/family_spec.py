@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from .file_spec import FileSpec
+
 if TYPE_CHECKING:
     from .families.base import Family
 
@@ -88,19 +90,6 @@ class TinyJob:
         return {**self.body, **self.cached}
 
 
-def _text_widths(config: Any) -> tuple[tuple[str, int, str], ...]:
-    """One text encoder whose width is the DiT's text input's."""
-    width = (
-        config.get("text_dim") or config.get("joint_attention_dim") or config.get("cap_feat_dim")
-    )
-    return (("text_encoder", width, "text embeddings"),)
-
-
-def _vae_latent_channels(config: Any) -> int:
-    """The DiT's output channels, or a quarter of its input's (2x2 patches)."""
-    return config.get("out_channels") or config["in_channels"] // 4
-
-
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping))
 
@@ -139,8 +128,9 @@ class FamilySpec:
     dit_forward: Callable[[Any, Any, int], Any] | None = None
     """The memory plan's dry run (`memory.py` beside the spec): `(sizes, shape,
     sequence_degree)` -> one forward of the meta DiT of `sizes` (`memory.sizes.ModelSizes`)
-    at one rank's share of the job `shape`'s tokens; None: the plan estimates activations by
-    a rule of thumb."""
+    at one rank's share of the job `shape`'s tokens (`sizes.share(shape, sequence_degree)`;
+    `sizes.peak_bytes(run)` measures a side run: the folder imports nothing of memory/);
+    None: the plan estimates activations by a rule of thumb."""
     dry_run_one_block: bool = False
     """The DiT's blocks of one list all peak alike, so its dry run keeps the first block of
     each list: 15-30x faster, the same peak to the byte (checked against the whole forward
@@ -155,57 +145,10 @@ class FamilySpec:
     vae_frame_axis: bool = False
     """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
     Wan-style 3D VAE)."""
-    detect_dit: Callable[[Any, str], Any] | None = None
-    """Single files: `(header, prefix)` -> the `Detection` of this family's DiT when the file
-    holds one in the family's own key names under `prefix`, else None (`single_file.py` beside
-    the spec); None when another family's spec recognises the DiT (Klein's is Flux.2's)."""
-    detect_diffusers_dit: Callable[[Any], Any] | None = None
-    """Single files: `header` -> the `Detection` of this family's DiT in diffusers' key names,
-    else None; None when the family has no such format."""
-    detect_parts: tuple[tuple[int, Callable[[Any], Any]], ...] = ()
-    """Single files: the recognitions of the family's files that are no DiT (its VAE, the
-    text and image encoders it brought: `header` -> a `Detection`, else None), each with its
-    place among every spec's and the generic ones (`single_file.detect`: T5 10, CLIP text 30,
-    CLIP vision 120), tried lowest first: where two could match the same file, the stricter
-    goes first (Gemma 3 before Qwen3: both have per-head q/k norms; Flux.2's VAE before the
-    plain KL autoencoder)."""
-    detection_order: int = 0
-    """Single files: the specs' DiT recognitions are tried in this order, lowest first (for
-    every key prefix in turn, then the diffusers layouts): a family whose keys are a superset
-    of another's goes first (Flux.2 before Flux.1: the same double blocks)."""
-    all_in_one: bool = False
-    """Single files: the family's DiT may come in an all-in-one checkpoint (ComfyUI's
-    `models/checkpoints`) whose encoders and VAE sit beside it under their own prefixes."""
-    file_family: str = ""
-    """Single files: the family as the recognition names it (`Detection.family`, e.g.
-    "hunyuanvideo1.5"); "" when another spec reads the family's files."""
-    dit_row_map: Callable[[Any, Any], Any] | None = None
-    """Single files: `(keys, config)` -> the row map (`single_file.rows.RowMap`) from the
-    file's own key names (the prefix stripped) to diffusers'; None when the family's files use
-    diffusers' names (Qwen-Image's); diffusers' layout maps as it is."""
-    dit_file_keys: Callable[[Any], Any] | None = None
-    """Single files: the DiT's keys among a file's, where the file holds more (LTX-2's text
-    connectors beside it); None: all of them."""
-    dropped_keys: tuple[str, ...] = ()
-    """Single files: DiT weights diffusers' model has no place for (Z-Image's `norm_final`)."""
-    text_widths: Callable[[Any], tuple[tuple[str, int, str], ...]] = _text_widths
-    """Single files: the DiT's config -> (encoder slot, width, what it takes) for each text
-    encoder file the DiT reads, checked against the encoder files' widths (Flux.1 also its
-    CLIP's pooled width; Flux.2 three hidden states stacked; HunyuanVideo 1.5 two encoders)."""
-    vae_latent_channels: Callable[[Any], int] = _vae_latent_channels
-    """Single files: the DiT's config -> the latent channels of the VAE file it takes."""
-    file_vae_family: str = ""
-    """Single files: the family as the recognition names its VAE files, when not its own
-    (Z-Image takes Flux's VAE, Qwen-Image Wan's)."""
-    image_encoder_kind: str = "clip"
-    """Single files: the vision tower its image encoder file is ("clip"; "siglip")."""
-    vae_key_names: Callable[[Any, Any], Any] | None = None
-    """Single files: `(state dict, the VAE's detection)` -> the state in diffusers' names, for
-    a VAE file of the family's (its own key names); None when the VAE's layout says how (the
-    LDM one)."""
-    file_scheduler: Callable[[Any, Any], Any] | None = None
-    """Single files: `(preset's scheduler, DiT detection)` -> the scheduler the file's model
-    runs (HunyuanVideo 1.5: the 720p models' shift); None: the preset's."""
+    files: FileSpec | None = None
+    """How the family's single files are recognised, mapped, checked and built
+    (`file_spec.FileSpec`, from `single_file.py` beside the spec); None for a family with no
+    single-file format (CogVideoX)."""
     lora_full_diffs: bool = False
     """ComfyUI's LoRAs of the family may carry full-weight `<layer>.diff` keys, which diffusers'
     LoRA converter drops; `lora/parse.py` renames them by that converter (Wan's)."""
@@ -218,28 +161,6 @@ class FamilySpec:
     tiny_pipeline_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """A tiny preset's pipeline settings, as the real repo's model_index.json has them
     (Wan 2.2's `boundary_ratio`, Klein's `is_distilled`)."""
-    file_presets: Mapping[str, Any] = field(default_factory=dict)
-    """Single files: recognised variant (`Detection.variant`) -> the `single_file.file_presets.
-    Preset` its files run on: what a header cannot hold (`single_file.py` beside the spec)."""
-    runs_all_in_one: bool = False
-    """Single files: an all-in-one checkpoint of the family runs (Flux.1's; LTX-2's as
-    Lightricks ships it); others are refused, naming the files to give instead."""
-    file_parts: Callable[[Any, Any], tuple[Any, dict[str, Any]]] | None = None
-    """Single files: `(DiT part, files given)` -> (the files left for the text encoder and VAE
-    checks, the family's parts besides the DiT by name, "vae" among them when a file holds
-    the VAE), found in whichever files hold them (LTX-2's connectors, audio VAE, vocoder);
-    None: the DiT's all-in-one bundle, if any."""
-    file_extras: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
-    """Single files: `(those parts, text encoder part)` -> the parts the extra components
-    are built from, checked against the encoder (LTX-2's text projection reads Gemma's
-    hidden states)."""
-    extra_components: tuple[str, ...] = ()
-    """Single files: the pipeline components built from `file_extras`' parts."""
-    build_extra: Callable[[str, Any, str, Any], Any] | None = None
-    """Single files: `(component, parts, preset name, dtype)` -> that component's model."""
-    describe_parts: Callable[[Any], tuple[str, str] | None] | None = None
-    """Single files: a header no recognition knows -> (variant, why) when it holds some of
-    the family's parts by their key names (`paradit models` lists it), else None."""
     tiny_job: TinyJob | None = None
     """The family's smallest job on its tiny preset (`tiny_job.py` beside the spec): what the
     family contract suite runs; every registered family has one."""
@@ -268,5 +189,4 @@ class FamilySpec:
         object.__setattr__(self, "tiny_presets", _frozen(self.tiny_presets))
         object.__setattr__(self, "vae_tiling", _frozen(self.vae_tiling))
         object.__setattr__(self, "vae_split", _frozen(self.vae_split))
-        object.__setattr__(self, "file_presets", _frozen(self.file_presets))
         object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))

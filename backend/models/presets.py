@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .families import SPECS  # the families declare their tiny presets
 from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_random_preset
 from .random_presets import (
     build_random_preset,
@@ -66,8 +67,6 @@ def build_preset(
 
 
 def _preset(name: str) -> tuple[str, Builders]:
-    from .families import SPECS  # the families declare their tiny presets
-
     for spec in SPECS:
         if name in spec.tiny_presets:
             return spec.tiny_presets[name]
@@ -77,8 +76,6 @@ def _preset(name: str) -> tuple[str, Builders]:
 
 def _pipeline_config(name: str) -> dict[str, Any]:
     """The tiny preset's pipeline settings, as the real repo's model_index.json has them."""
-    from .families import SPECS
-
     return next(
         (
             dict(spec.tiny_pipeline_config[name])

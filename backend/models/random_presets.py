@@ -31,12 +31,12 @@ The VAEs and DiTs are full size otherwise: Wan's VAE is 127M parameters, Flux's 
 To add a model, add its JSON file to its family's `configs/` (`preset_names.RANDOM_PRESETS`
 finds it). A component entry is {"config": {...}} with the class in "_class_name" (diffusers
 first, then transformers), an optional "seed" (weights drawn as `seeded.SeededRows` draws them)
-and free-text "reduced_from", or {"byte_level_max_length": N} for a tokenizer
-({"qwen_chat_byte_level_max_length": N}: the byte-level one for Qwen2.5-VL's chat template,
-`seeded.qwen_chat_tokenizer`; {"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's
-chat template, `seeded.qwen3_chat_tokenizer`; {"mistral_chat_byte_level_max_length": N}: bytes
-and Mistral's chat markers with a chat template for Flux.2's conversations,
-`seeded.mistral_chat_tokenizer`; {"qwen_vl_byte_level_max_length": N} and
+and free-text "reduced_from", or {"byte_level_max_length": N} for a tokenizer, or an encoder
+kind's own tiny tokenizer (`EncoderKind.tiny_tokenizers` in `encoders/`:
+{"qwen_chat_byte_level_max_length": N}: the byte-level one for Qwen2.5-VL's chat template;
+{"qwen3_chat_byte_level_max_length": N}: the same with Qwen3's chat template;
+{"mistral_chat_byte_level_max_length": N}: bytes and Mistral's chat markers with a chat
+template for Flux.2's conversations; {"qwen_vl_byte_level_max_length": N} and
 {"qwen_vl_processor_max_length": N}: Qwen2.5-VL's tokenizer with its vision markers and its
 processor, `qwen_vl.py`). An image processor is a component entry without weights whose
 "_class_name" ends in "ImageProcessor" (transformers' PIL backend of it where there is one).
@@ -51,15 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .encoders import KINDS
 from .preset_names import RANDOM_PRESET_NAMES, RANDOM_PRESETS
-from .seeded import (
-    SeededRows,
-    byte_tokenizer,
-    mistral_chat_tokenizer,
-    qwen3_chat_tokenizer,
-    qwen_chat_tokenizer,
-    seed_rows,
-)
+from .seeded import SeededRows, byte_tokenizer, seed_rows
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
@@ -164,18 +158,10 @@ def _build(
 ) -> Any:
     if "byte_level_max_length" in entry:
         return byte_tokenizer(int(entry["byte_level_max_length"]))
-    if "qwen_chat_byte_level_max_length" in entry:
-        return qwen_chat_tokenizer(int(entry["qwen_chat_byte_level_max_length"]))
-    if "mistral_chat_byte_level_max_length" in entry:
-        return mistral_chat_tokenizer(int(entry["mistral_chat_byte_level_max_length"]))
-    if "qwen_vl_byte_level_max_length" in entry or "qwen_vl_processor_max_length" in entry:
-        from .qwen_vl import qwen_vl_processor, qwen_vl_tokenizer
-
-        if "qwen_vl_processor_max_length" in entry:
-            return qwen_vl_processor(int(entry["qwen_vl_processor_max_length"]))
-        return qwen_vl_tokenizer(int(entry["qwen_vl_byte_level_max_length"]))
-    if "qwen3_chat_byte_level_max_length" in entry:
-        return qwen3_chat_tokenizer(int(entry["qwen3_chat_byte_level_max_length"]))
+    for kind in KINDS:  # an encoder kind's tiny tokenizer (`EncoderKind.tiny_tokenizers`)
+        for key, build in kind.tiny_tokenizers.items():
+            if key in entry:
+                return build(int(entry[key]))
     config = {**entry["config"], **override}
     class_name = config.pop("_class_name")
     config = {key: value for key, value in config.items() if not key.startswith("_")}

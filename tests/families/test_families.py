@@ -98,16 +98,17 @@ def test_every_dit_is_recognised_and_mapped_in_single_files(spec: FamilySpec):
     readers = [
         other
         for other in SPECS
-        if other.detect_dit is not None
+        if other.files is not None
+        and other.files.detect_dit is not None
         and set(other.transformer_classes) & set(spec.transformer_classes)
     ]
     if spec.name in NO_SINGLE_FILE:
-        assert not readers and spec.file_family == ""
+        assert not readers and spec.files is None
         return
     assert readers, f"no spec recognises {spec.transformer_classes} in a single file"
     for reader in readers:
-        assert reader.file_family, reader.name
-    orders = [other.detection_order for other in SPECS if other.detect_dit is not None]
+        assert reader.files.family, reader.name
+    orders = [o.files.detection_order for o in SPECS if o.files and o.files.detect_dit is not None]
     assert len(orders) == len(set(orders)), "two recognitions share a detection_order"
 
 
@@ -134,9 +135,9 @@ def test_the_presets_are_the_families():
     assert len(tiny) == len(set(tiny)) and set(tiny) == set(PRESET_NAMES)
     configs = {f"random:{p.stem}": p for p in FOLDER.glob("*/configs/*.json")}
     assert configs == RANDOM_PRESETS and len(configs) >= len(SPECS)
-    variants = [variant for spec in SPECS for variant in spec.file_presets]
+    variants = [variant for spec in SPECS if spec.files for variant in spec.files.presets]
     assert len(variants) == len(set(variants)) and set(variants) == set(PRESETS)
-    orders = [order for spec in SPECS for order, _ in spec.detect_parts]
+    orders = [order for spec in SPECS if spec.files for order, _ in spec.files.detect_parts]
     assert len(orders) == len(set(orders)), "two part recognitions share an order"
 
 
@@ -148,7 +149,7 @@ FOLDERS = {spec.name for spec in SPECS}
 
 
 def _family_names() -> set[str]:
-    names = {spec.name for spec in SPECS} | {spec.file_family for spec in SPECS}
+    names = {spec.name for spec in SPECS} | {spec.files.family for spec in SPECS if spec.files}
     return {n.lower() for n in names if n} | {n.replace("_", "-") for n in names if n}
 
 

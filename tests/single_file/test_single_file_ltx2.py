@@ -99,7 +99,7 @@ def _real() -> types.SimpleNamespace:
 def _gemma_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
-    from paradit.backend.models.families.ltx2.detect import GEMMA3_12B as UNSEEN
+    from paradit.backend.models.encoders.gemma3 import GEMMA3_12B as UNSEEN
 
     with torch.device("meta"):
         model = Gemma3TextModel(Gemma3TextConfig(**config, **UNSEEN))

@@ -40,7 +40,7 @@ from comfy_files import (
 from safetensors.torch import save_file
 from transformers import Qwen2_5_VLForConditionalGeneration
 
-from paradit.backend.models.families.hunyuan_video15.detect import qwen25_vl_vision
+from paradit.backend.models.encoders.qwen25_vl import qwen25_vl_vision
 from paradit.backend.models.families.qwen_image_edit.single_file import (
     TOKEN_IDS,
     edit_text_parts,
@@ -50,6 +50,7 @@ from paradit.backend.models.families.qwen_image_edit.single_file import (
 from paradit.backend.models.loading import ModelSource, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
+from paradit.backend.models.single_file.components import FILE_TOOLS
 from paradit.backend.models.single_file.detect import Part, detect, recognise
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
@@ -217,7 +218,7 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
     real = comfy / "models" / "text_encoders" / "qwen_2.5_vl_7b.safetensors"
     save_file(state, str(real))
     parts = edit_text_parts(
-        recognise(str(real)), "tiny-qwen-image-edit", torch.float32, frozenset()
+        recognise(str(real)), "tiny-qwen-image-edit", torch.float32, frozenset(), FILE_TOOLS
     )
     assert parts["processor"].image_processor.size.longest_edge == 12845056  # the preset's 1003520
     assert parts["processor"].tokenizer is parts["tokenizer"]
@@ -239,7 +240,9 @@ def test_tiny_qwen_image_edit_files_make_the_edit_of_their_weights(tmp_path, mon
     held = write_safetensors(scaled, _qwen25_comfy(tiny.text_encoder.state_dict()), "fp8_scaled")
     assert "visual.blocks.0.attn.qkv.scale_weight" in read_header(str(scaled)).tensors
     skip = frozenset({"processor"})  # a component skipped is None
-    parts = edit_text_parts(recognise(str(scaled)), "tiny-qwen-image-edit", torch.float32, skip)
+    parts = edit_text_parts(
+        recognise(str(scaled)), "tiny-qwen-image-edit", torch.float32, skip, FILE_TOOLS
+    )
     assert parts["processor"] is None
     ours, theirs = parts["text_encoder"].state_dict(), transformers_names(held, "model.")
     assert set(ours) == set(theirs) and all(torch.equal(ours[k], theirs[k]) for k in theirs)

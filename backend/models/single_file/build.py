@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..image_processors import clip_image_processor, siglip_image_processor
+from ..encoders import encoder_kind
+from ..image_processors import clip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
-from .components import encoder_model, preset_parts, tokenizer, vae_model
+from .components import FILE_TOOLS, encoder_model, preset_parts, tokenizer, vae_model
 from .convert import RowMap, dit_row_map, unused_keys
 from .detect import Part, recognise
 from .file_presets import (
@@ -192,7 +193,7 @@ def build_pipeline(
         parts[name] = model
     for slot, part in resolved.encoders.items():
         if preset.text_parts is not None:  # Qwen-Image-Edit: encoder, tokenizer, processor
-            parts.update(preset.text_parts(part, preset.name, dtype, skip))
+            parts.update(preset.text_parts(part, preset.name, dtype, skip, FILE_TOOLS))
             continue
         wanted = slot not in skip
         classes = ENCODER_CLASSES.get(preset.pipeline, {})
@@ -205,7 +206,9 @@ def build_pipeline(
         family = spec_for_file(next(iter(resolved.dits.values())).detection.family or "")
         for name in family.extra_components:
             if name not in skip:
-                parts[name] = family.build_extra(name, resolved.extras, preset.name, dtype)
+                parts[name] = family.build_extra(
+                    name, resolved.extras, preset.name, dtype, FILE_TOOLS
+                )
             else:
                 parts[name] = None
     if resolved.image_encoder is not None:  # Wan 2.1 and HunyuanVideo 1.5 image-to-video
@@ -213,9 +216,7 @@ def build_pipeline(
         wanted = "image_encoder" not in skip
         parts["image_encoder"] = encoder_model(part, dtype, "--image-encoder") if wanted else None
         size = part.detection.config["image_size"]
-        siglip = part.detection.family == "siglip"
-        processor = "feature_extractor" if siglip else "image_processor"
-        make = siglip_image_processor if siglip else clip_image_processor
+        processor, make = _image_processor(part)
         parts[processor] = make(size) if processor not in skip else None
     reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
     parts["scheduler"] = reference.scheduler
@@ -223,8 +224,8 @@ def build_pipeline(
         parts["guider"] = reference.guider
     first = next(iter(resolved.dits.values())).detection
     spec = spec_for_file(first.family or "")
-    if spec.file_scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
-        parts["scheduler"] = spec.file_scheduler(reference.scheduler, first)
+    if spec.scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
+        parts["scheduler"] = spec.scheduler(reference.scheduler, first)
     if preset.scheduler:
         scheduler = reference.scheduler
         parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
@@ -281,3 +282,14 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
             image_processor=clip_image_processor(CLIP_VISION_H["image_size"]),
         )
     return pipe
+
+
+def _image_processor(part: Part) -> tuple[str, Any]:
+    """(the pipeline slot, `(image size)` -> the processor) of an image encoder file's kind."""
+    kind = encoder_kind(part.detection.family or "")
+    if kind is None or kind.image_processor is None:
+        raise ValueError(
+            f"--image-encoder {part.header.name}: no image processor for a "
+            f"{part.detection.variant} tower"
+        )
+    return kind.image_processor

@@ -9,11 +9,15 @@ from typing import Any
 import torch
 
 from ..casting import cast_model
-from ..seeded import MISTRAL_CHAT_VOCAB_SIZE, QWEN_CHAT_VOCAB_SIZE, VOCAB_SIZE
-from .detect import Part
+from ..encoders import encoder_kind
+from ..presets import build_preset, preset_components
+from ..seeded import VOCAB_SIZE
+from .detect import detect, recognise
+from .file_presets import PRESETS
 from .quant import RowReader, is_quantized_weight, is_scale_key
 from .spec import file_spec
 from .tokenizers import HUB_FOLDERS, find_tokenizer
+from .vocabulary import FileTools, Part
 
 
 def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -82,19 +86,18 @@ def tokenizer(part: Part, preset_name: str, slot: str) -> Any:
     byte tokenizer for their reduced encoders, or for T5/CLIP files one found offline
     (`tokenizers.find_tokenizer`)."""
 
-    if SPIECE_KEY in part.header.tensors and part.detection.family == "gemma3":
+    kind = encoder_kind(part.detection.family or "")
+    if SPIECE_KEY in part.header.tensors and kind is not None and kind.sentencepiece_bpe:
         return gemma_tokenizer(part)  # ComfyUI's Gemma 3 carries its SentencePiece model too
     if SPIECE_KEY in part.header.tensors:  # ComfyUI's UMT5 carries its SentencePiece model
         return spiece_tokenizer(part)
     vocab = part.detection.config.get("vocab_size")
-    tiny_qwen = part.detection.family in ("qwen3", "qwen2.5-vl") and vocab == QWEN_CHAT_VOCAB_SIZE
-    tiny_mistral = part.detection.family == "mistral3" and vocab == MISTRAL_CHAT_VOCAB_SIZE
-    if vocab == VOCAB_SIZE or tiny_qwen or tiny_mistral:  # the presets' byte vocabularies
+    tiny = kind is not None and kind.tiny_vocab and vocab == kind.tiny_vocab
+    if vocab == VOCAB_SIZE or tiny:  # the presets' byte vocabularies
         return getattr(preset_parts(preset_name, {slot}), slot)
-    kind = part.detection.family
-    kind = _tokenizer_kind(kind, preset_name)
-    if kind in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
-        return find_tokenizer(kind, part.header.path, vocab)
+    name = _tokenizer_kind(part.detection.family, preset_name)
+    if name in HUB_FOLDERS:  # T5-XXL, CLIP-L, Qwen3, Qwen2.5-VL, ByT5, Mistral 3: offline
+        return find_tokenizer(name, part.header.path, vocab)
     raise ValueError(
         f"--text-encoder {part.header.name}: its tokenizer ({part.detection.variant}, vocabulary "
         f"{part.detection.config.get('vocab_size')}) is not shipped with paradit yet"
@@ -184,8 +187,6 @@ def spiece_tokenizer(part: Part) -> Any:
 def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
     """The tokenizer an encoder kind takes under preset `preset_name` (`Preset.tokenizer_kinds`:
     HunyuanVideo 1.5's T5 is ByT5); the kind itself where no preset says otherwise."""
-    from .file_presets import PRESETS
-
     for preset in PRESETS.values():
         if preset.name == preset_name and kind in preset.tokenizer_kinds:
             return preset.tokenizer_kinds[kind]
@@ -195,8 +196,6 @@ def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
 def preset_parts(name: str, wanted: set[str]) -> Any:
     """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
     meta device: HunyuanVideo 1.5's pipelines read their VAE's config as they are made."""
-    from ..presets import build_preset, preset_components
-
     available = preset_components(name)
     return build_preset(
         name, components=frozenset(wanted & available) | (available & {"vae"}), device="meta"
@@ -235,3 +234,7 @@ def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Modu
         )
     model.load_state_dict(state, assign=True, strict=True)
     return cast_model(model, dtype).eval()
+
+
+FILE_TOOLS = FileTools(recognise, detect, read_whole, preset_parts, tokenizer)
+"""What the drivers hand a family's single-file hooks (`vocabulary.FileTools`)."""

@@ -10,7 +10,7 @@ For Wan the map is diffusers' own converter (`convert_wan_transformer_to_diffuse
 rows, the converter renames/splits them as it would the weights, and the values that come out
 say which rows went where. Flux's converter hard-codes the 12B model's width, so the BFL
 layout is mapped for any width (the tiny test model's included). Each family's mapping is its
-spec's (`FamilySpec.dit_row_map`, in `families/<family>/single_file.py`); this module picks it
+spec's (`FileSpec.dit_row_map`, in `families/<family>/single_file.py`); this module picks it
 by the detection's family and maps diffusers' own layout as it is.
 """
 
@@ -20,6 +20,7 @@ from .detection import Detection
 from .header import FileHeader
 from .quant import is_scale_key
 from .rows import RowMap, Segment, rows_of
+from .spec import FILES
 
 __all__ = ["RowMap", "Segment", "dit_row_map", "unused_keys", "weight_keys"]
 
@@ -53,10 +54,8 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
 def _file_spec(detection: Detection):
     """The family spec whose single-file key mapping reads `detection`'s DiT (its
     `file_family`); None when no family maps that layout."""
-    from ..families import SPECS  # the families' key mappings: their specs
-
-    for spec in SPECS:
-        if spec.file_family == detection.family and spec.dit_row_map is not None:
+    for spec in FILES:
+        if spec.family == detection.family and spec.dit_row_map is not None:
             return spec
     return None
 
@@ -67,8 +66,8 @@ def unused_keys(header: FileHeader, detection: Detection, row_map: RowMap) -> li
     spec = _file_spec(detection)
     dropped = () if spec is None else spec.dropped_keys
     keys = weight_keys(header, detection.prefix)
-    if spec is not None and spec.dit_file_keys is not None:  # LTX-2: not its connectors
-        keys = spec.dit_file_keys(keys)
+    if spec is not None and spec.dit_keys is not None:  # LTX-2: not its connectors
+        keys = spec.dit_keys(keys)
     return sorted(
         detection.prefix + k for k in keys if detection.prefix + k not in used and k not in dropped
     )

@@ -12,48 +12,31 @@ its VAE under `vae.` (the prefixes of ComfyUI's `supported_models` for Flux and 
 recognised as its DiT with `bundled` naming the other parts, which `bundled_parts` recognises
 each as a file of its own (`FileHeader.view`).
 
-Roles: "transformer" (a DiT: each family's recognition is its spec's, `FamilySpec.detect_dit`,
-tried in the specs' `detection_order`), "text_encoder" (UMT5, T5/ByT5, CLIP-L in Hugging Face
-key names here; Qwen3, Qwen2.5-VL, Mistral 3 and Gemma 3 by the specs of the families that
-brought them, `FamilySpec.detect_parts`), "vae" (each family's, `detect_parts`), "lora",
-"clip_vision" (CLIP towers here; SigLIP by HunyuanVideo 1.5's spec) and "unknown".
+Roles: "transformer" (a DiT: each family's recognition is its spec's, `FileSpec.detect_dit`,
+tried in the specs' `detection_order`), "text_encoder" (UMT5, T5, CLIP-L, Qwen3, Qwen2.5-VL,
+Mistral 3, Gemma 3: each encoder kind's recognition, `encoders/`), "vae" (each family's,
+`FileSpec.detect_parts`), "lora", "clip_vision" (CLIP and SigLIP towers, `encoders/`) and
+"unknown".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from ..seeded import EOS_ID, PAD_ID, VOCAB_SIZE
-from .detection import Detection, count_indices
+from ..encoders import recognitions
+from .detection import Detection
 from .header import FileHeader, read_header
-from .quant import quantization
+from .spec import FILES
+from .vocabulary import Part
 
-T5_ORDER, CLIP_TEXT_ORDER, CLIP_VISION_ORDER = 10, 30, 120
-"""Where the generic recognitions stand among the families' (`FamilySpec.detect_parts`)."""
 DIT_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 BUNDLED_ENCODERS = re.compile(r"^text_encoders\.([^.]+)\.transformer\.")
 """An all-in-one checkpoint's text encoders: `text_encoders.clip_l.transformer.text_model...`."""
 BUNDLED_VAE = "vae."
 
-
-@dataclass(frozen=True)
-class Part:
-    """One file and what it was recognised as."""
-
-    header: FileHeader
-    detection: Detection
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "file": self.header.name,
-            "role": self.detection.role,
-            "variant": self.detection.label,
-            "format": quantization(self.header),
-            "why": "; ".join(self.detection.reasons),
-        }
+__all__ = ["Part", "bundled_parts", "detect", "recognise"]
 
 
 def recognise(path: str) -> Part:
@@ -95,9 +78,7 @@ def detect(header: FileHeader) -> Detection:
 def _dit(header: FileHeader) -> Detection | None:
     """The DiT a file holds, by the family specs' recognitions in their `detection_order`:
     each family's own key names under every key prefix in turn, then diffusers' layouts."""
-    from ..families import SPECS  # the families' recognitions: their specs
-
-    specs = sorted(SPECS, key=lambda spec: spec.detection_order)
+    specs = sorted(FILES, key=lambda spec: spec.detection_order)
     for prefix in ("", *DIT_PREFIXES):
         for spec in specs:
             found = None if spec.detect_dit is None else spec.detect_dit(header, prefix)
@@ -111,13 +92,10 @@ def _dit(header: FileHeader) -> Detection | None:
 
 
 def _part_detectors() -> list[tuple[int, Any]]:
-    """The recognitions of the files that are no DiT, in the order they are tried: the
-    encoders every family may take (T5, CLIP) and each family's own (`FamilySpec.detect_parts`:
-    its VAE, the encoders it brought)."""
-    from ..families import SPECS
-
-    generic = [(T5_ORDER, _t5), (CLIP_TEXT_ORDER, _clip_text), (CLIP_VISION_ORDER, _clip_vision)]
-    found = [*generic, *(part for spec in SPECS for part in spec.detect_parts)]
+    """The recognitions of the files that are no DiT, in the order they are tried: every
+    encoder kind's (`encoders.KINDS`) and each family's own (`FileSpec.detect_parts`: its
+    VAE)."""
+    found = [*recognitions(), *(part for spec in FILES for part in spec.detect_parts)]
     return sorted(found, key=lambda part: part[0])
 
 
@@ -161,145 +139,3 @@ def _is_lora_key(key: str) -> bool:
     return any(
         part in key for part in (".lora_down.", ".lora_up.", ".lora_A.", ".lora_B.", "lora_unet_")
     )
-
-
-# -- text encoders ----------------------------------------------------------------------------
-
-
-def _t5(header: FileHeader) -> Detection | None:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (
-            p
-            for p in ("", "encoder.")
-            if f"{p}encoder.block.0.layer.0.SelfAttention.q.weight" in keys
-        ),
-        None,
-    )
-    if prefix is None:
-        return None
-    if prefix:  # some files nest the encoder once more
-        keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)}
-    embed = keys.get("shared.weight") or keys.get("encoder.embed_tokens.weight")
-    if embed is None:
-        return Detection("unknown", "t5", reasons=("T5-like keys but no token embedding",))
-    vocab, d_model = embed
-    layers = count_indices(keys, r"encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.q\.weight$")
-    bias = "encoder.block.{}.layer.0.SelfAttention.relative_attention_bias.weight"
-    umt5 = bias.format(1) in keys
-    buckets, heads = keys[bias.format(0)]
-    inner = keys["encoder.block.0.layer.0.SelfAttention.q.weight"][0]
-    gated = "encoder.block.0.layer.1.DenseReluDense.wi_0.weight" in keys
-    d_ff = keys[
-        "encoder.block.0.layer.1.DenseReluDense." + ("wi_0" if gated else "wi") + ".weight"
-    ][0]
-    kind = "umt5" if umt5 else "t5"
-    config = {
-        "_class_name": "UMT5EncoderModel" if umt5 else "T5EncoderModel",
-        "vocab_size": vocab,
-        "d_model": d_model,
-        "d_kv": inner // heads,
-        "d_ff": d_ff,
-        "num_layers": layers,
-        "num_heads": heads,
-        "relative_attention_num_buckets": buckets,
-        "relative_attention_max_distance": 128,
-        "feed_forward_proj": "gated-gelu" if gated else "relu",
-        "layer_norm_epsilon": 1e-6,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "decoder_start_token_id": 0,
-    }
-    reasons = (
-        f"{kind.upper()} encoder keys (encoder.block.N"
-        + (", relative attention bias in every block" if umt5 else "")
-        + ")",
-        f"width {d_model}, {layers} blocks, {heads} heads, vocabulary {vocab}",
-    )
-    return Detection("text_encoder", kind, f"{kind} {d_model}", "hf", prefix, config, reasons)
-
-
-def _clip_text(header: FileHeader) -> Detection | None:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = next(
-        (p for p in ("text_model.", "") if f"{p}embeddings.token_embedding.weight" in keys), None
-    )
-    if prefix is None:
-        return None
-    vocab, hidden = keys[f"{prefix}embeddings.token_embedding.weight"]
-    positions = keys[f"{prefix}embeddings.position_embedding.weight"][0]
-    layers = count_indices(
-        keys, rf"{re.escape(prefix)}encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$"
-    )
-    intermediate = keys[f"{prefix}encoder.layers.0.mlp.fc1.weight"][0]
-    byte_vocab = vocab == VOCAB_SIZE  # the presets' reduced encoders (seeded.byte_tokenizer)
-    heads = hidden // (64 if hidden % 64 == 0 else 8)  # CLIP-L: 64-wide heads; tiny: 8
-    config = {
-        "_class_name": "CLIPTextModel",
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "projection_dim": hidden,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "max_position_embeddings": positions,
-        "hidden_act": "quick_gelu",
-        # CLIP's pooled output is taken at the first end-of-text token
-        **(
-            {"pad_token_id": PAD_ID, "bos_token_id": EOS_ID, "eos_token_id": EOS_ID}
-            if byte_vocab
-            else {}
-        ),
-    }
-    reasons = (
-        "CLIP text model keys (text_model.encoder.layers.N)",
-        f"width {hidden}, {layers} layers, vocabulary {vocab}",
-    )
-    return Detection("text_encoder", "clip", f"clip {hidden}", "hf", "", config, reasons)
-
-
-# CLIP vision towers: heads per width (ViT-B/16, ViT-L/14, ViT-H/14, ViT-bigG/14); the tiny
-# presets' towers have 8-wide heads. laion's ViT-H/14 (Wan 2.1 image-to-video's image encoder,
-# ComfyUI's clip_vision_h) uses GELU, OpenAI's towers and the presets' quick GELU.
-_CLIP_VISION_HEADS = {768: 12, 1024: 16, 1280: 16, 1664: 16}
-_CLIP_VISION_GELU = (1280,)
-
-
-def _clip_vision(header: FileHeader) -> Detection | None:
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    # ComfyUI's files keep transformers' former `vision_model.` prefix; transformers 5 drops it
-    prefix = next(
-        (p for p in ("vision_model.", "") if f"{p}embeddings.class_embedding" in keys), None
-    )
-    if prefix is None:
-        return None
-    keys = {k[len(prefix) :]: v for k, v in keys.items() if k.startswith(prefix)} | {
-        k: v for k, v in keys.items() if k == "visual_projection.weight"
-    }
-    patch = keys["embeddings.patch_embedding.weight"]
-    hidden, channels, patch_size = patch[0], patch[1], patch[2]
-    positions = keys["embeddings.position_embedding.weight"][0]
-    side = round((positions - 1) ** 0.5)
-    layers = count_indices(keys, r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.weight$")
-    intermediate = keys["encoder.layers.0.mlp.fc1.weight"][0]
-    heads = _CLIP_VISION_HEADS.get(hidden, hidden // 8)
-    config = {
-        "_class_name": "CLIPVisionModel",
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_channels": channels,
-        "image_size": side * patch_size,
-        "patch_size": patch_size,
-        "hidden_act": "gelu" if hidden in _CLIP_VISION_GELU else "quick_gelu",
-    }
-    projection = keys.get("visual_projection.weight")
-    if projection is not None:
-        config["projection_dim"] = projection[0]
-    reasons = (
-        f"CLIP vision tower keys ({prefix}encoder.layers.N)",
-        f"width {hidden}, {layers} layers, {heads} heads, {side * patch_size} px images in "
-        f"{patch_size}-px patches",
-    )
-    return Detection("clip_vision", "clip", f"clip vision {hidden}", "hf", "", config, reasons)

@@ -11,6 +11,7 @@ from .detect import detect
 from .given import MODEL_SUFFIXES
 from .header import read_header
 from .quant import quantization
+from .spec import FILES
 
 COMFY_FOLDERS = (
     "diffusion_models",
@@ -74,9 +75,7 @@ def _entry(path: Path, relative: str) -> Entry:
         return Entry(relative, "unreadable", "", "", str(exc))
     found = detect(header)
     if found.role == "unknown":  # a family's parts by their key names (LTX-2's split files)
-        from ..families import SPECS
-
-        for spec in SPECS:
+        for spec in FILES:
             described = None if spec.describe_parts is None else spec.describe_parts(header)
             if described is not None:
                 variant, why = described

@@ -17,7 +17,7 @@ whole. All-in-one Wan files are refused (rare; ComfyUI ships Wan as separate fil
 An LTX-2 checkpoint (Lightricks' `ltx-2-19b-dev.safetensors`) holds every part but the text
 encoder: its video VAE is taken as a Flux checkpoint's (`vae.`, unless --vae gives one), its
 connectors, audio VAE and vocoder are `Resolved.extras`, built by its spec's `build_extra`;
-only the Gemma 3 file is given besides (`FamilySpec.file_parts`: `families/ltx2/files.py`). A
+only the Gemma 3 file is given besides (`FileSpec.parts`: `families/ltx2/files.py`). A
 DiT alone (a GGUF, a transformer-only file) takes those parts from more --vae and --text-
 encoder files, each part found by its key names with or without the checkpoint's prefix
 (`families/ltx2/files.py` find_parts: ComfyUI's split files, or the whole checkpoint beside a
@@ -30,6 +30,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..encoders import encoder_kind
+from .components import FILE_TOOLS
 from .detect import Detection, Part, bundled_parts, recognise
 from .file_presets import ENCODER_SLOTS, PRESETS, Preset
 from .given import SingleFiles
@@ -51,7 +53,7 @@ class Resolved:
     image_encoder: Part | None = None
     """Wan 2.1 image-to-video's CLIP vision encoder."""
     extras: dict[str, Part] = dataclasses.field(default_factory=dict)
-    """A family's parts besides the DiT and VAE (`FamilySpec.file_extras`; LTX-2's "connectors",
+    """A family's parts besides the DiT and VAE (`FileSpec.extras`; LTX-2's "connectors",
     "text_projection", "audio_vae", "vocoder"), each a view of the file that holds it, keys in
     the part's own names; its spec's `build_extra` builds the connectors, audio VAE and
     vocoder from them."""
@@ -118,8 +120,8 @@ def resolve(files: SingleFiles) -> Resolved:
     if len(dits) == 2:
         variant += " pair" if first.variant.endswith("a14b") else " A14B pair"
     family_parts: dict[str, Part] = {}
-    if spec is not None and spec.file_parts is not None:  # from whichever files hold them
-        files, family_parts = spec.file_parts(dits[0], files)
+    if spec is not None and spec.parts is not None:  # from whichever files hold them
+        files, family_parts = spec.parts(dits[0], files, FILE_TOOLS)
         bundle = {"vae": family_parts["vae"]} if "vae" in family_parts else {}
     else:
         bundle = bundled_parts(dits[0]) if first.bundled else {}
@@ -131,8 +133,8 @@ def resolve(files: SingleFiles) -> Resolved:
     vae = _vae(files, first, preset, bundle)
     image_encoder = _image_encoder(files, first, preset)
     extras: dict[str, Part] = {}
-    if family_parts and spec.file_extras is not None:
-        extras = spec.file_extras(family_parts, encoders["text_encoder"])
+    if family_parts and spec.extras is not None:
+        extras = spec.extras(family_parts, encoders["text_encoder"])
     components = dict(zip(("transformer", "transformer_2"), dits, strict=False))
     return Resolved(preset, components, encoders, vae, variant, image_encoder, extras)
 
@@ -218,7 +220,7 @@ def _vae(files: SingleFiles, dit: Detection, preset: Preset, bundle: dict[str, P
     latent = part.detection.config.get("z_dim") or part.detection.config.get("latent_channels")
     spec = spec_for_file(dit.family or "")
     expected = spec.vae_latent_channels(dit.config)
-    family = spec.file_vae_family or spec.file_family
+    family = spec.vae_family or spec.family
     if part.detection.family != family or latent != expected:
         raise ValueError(
             f"{_where(part, '--vae')} is a {part.detection.variant} with {latent} latent "
@@ -253,6 +255,12 @@ def _image_encoder(files: SingleFiles, dit: Detection, preset: Preset) -> Part |
     if width != expected or part.detection.family != kind:
         raise ValueError(
             f"--image-encoder {part.header.name} is a {part.detection.variant}; {needs}: a "
-            f"{'SigLIP' if kind == 'siglip' else 'CLIP'} vision tower of width {expected}"
+            f"{_title(kind)} vision tower of width {expected}"
         )
     return part
+
+
+def _title(kind: str) -> str:
+    """An encoder kind as the messages name it ("CLIP", "SigLIP")."""
+    found = encoder_kind(kind)
+    return kind if found is None else found.title

@@ -22,9 +22,10 @@ the tokenizer comes from:
    `mistralai/Mistral-Small-3.1-24B-Instruct-2503`; for Gemma 3 (none either)
    `Lightricks/LTX-2`'s `tokenizer` or `google/gemma-3-12b-it`.
 
-A Qwen3 tokenizer gets Qwen3's chat template (`seeded.QWEN3_CHAT_TEMPLATE`), whatever its
-folder carries: ComfyUI's folder is Qwen2.5's, whose template adds a default system message.
-A Qwen2.5-VL tokenizer without a chat template gets Qwen's (`seeded.QWEN_CHAT_TEMPLATE`).
+Each encoder kind's record (`encoders/`) says where its tokenizer is looked for, with which
+class, and the chat template it gets (`EncoderKind.chat_template`): a Qwen3 tokenizer gets
+Qwen3's, whatever its folder carries (ComfyUI's folder is Qwen2.5's, whose template adds a
+default system message); a Qwen2.5-VL tokenizer without a chat template gets Qwen's.
 
 Anything else is a ValueError that names both places.
 """
@@ -35,66 +36,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..encoders import KINDS, encoder_kind
+
 log = logging.getLogger(__name__)
 
-COMFY_FOLDERS = {
-    "t5": Path("comfy/text_encoders/t5_tokenizer"),
-    "clip": Path("comfy/sd1_tokenizer"),
-    "qwen3": Path("comfy/text_encoders/qwen25_tokenizer"),
-    "qwen2.5-vl": Path("comfy/text_encoders/qwen25_tokenizer"),
-    "byt5": Path("comfy/text_encoders/byt5_tokenizer"),
-}
-_HY15 = ("hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-" + v for v in ("480p_t2v", "720p_t2v"))
-_HY15_REPOS = tuple(_HY15)
-HUB_FOLDERS = {  # (repo id, subfolder), in the order tried
-    "t5": (
-        ("black-forest-labs/FLUX.1-dev", "tokenizer_2"),
-        ("black-forest-labs/FLUX.1-schnell", "tokenizer_2"),
-        ("google/t5-v1_1-xxl", ""),
-    ),
-    "clip": (
-        ("black-forest-labs/FLUX.1-dev", "tokenizer"),
-        ("black-forest-labs/FLUX.1-schnell", "tokenizer"),
-        ("openai/clip-vit-large-patch14", ""),
-    ),
-    "qwen3": (
-        ("Tongyi-MAI/Z-Image-Turbo", "tokenizer"),
-        ("Qwen/Qwen3-4B", ""),
-    ),
-    "qwen2.5-vl": (
-        *((repo, "tokenizer") for repo in _HY15_REPOS),
-        ("Qwen/Qwen-Image", "tokenizer"),
-        *((f"Qwen/Qwen-Image-Edit{r}", "tokenizer") for r in ("-2511", "-2509", "")),
-        ("Qwen/Qwen2.5-VL-7B-Instruct", ""),
-    ),
-    "byt5": tuple((repo, "tokenizer_2") for repo in _HY15_REPOS),
-    "mistral3": (
-        ("black-forest-labs/FLUX.2-dev", "tokenizer"),
-        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", ""),
-    ),
-    "gemma3": (  # a Gemma 3 file without its `spiece_model` (ComfyUI's carries one)
-        ("Lightricks/LTX-2", "tokenizer"),
-        ("google/gemma-3-12b-it", ""),
-    ),
-}
-_CLASSES = {  # what FluxPipeline, ZImagePipeline and HunyuanVideo15Pipeline take
-    "t5": "T5TokenizerFast",
-    "clip": "CLIPTokenizer",
-    "qwen3": "Qwen2TokenizerFast",
-    "qwen2.5-vl": "Qwen2Tokenizer",
-    "byt5": "ByT5Tokenizer",
-    "mistral3": "AutoProcessor",  # Flux2Pipeline's: Pixtral's processor and its chat template
-    "gemma3": "GemmaTokenizer",  # LTX2Pipeline's
-}
-_FILES = {
-    "t5": (("tokenizer.json",), ("spiece.model",)),
-    "clip": (("vocab.json", "merges.txt"),),
-    "qwen3": (("tokenizer.json",), ("vocab.json", "merges.txt")),
-    "qwen2.5-vl": (("tokenizer.json",), ("vocab.json", "merges.txt")),
-    "byt5": (("tokenizer_config.json",),),  # ByT5 reads bytes: its file names the added tokens
-    "mistral3": (("tokenizer.json",),),
-    "gemma3": (("tokenizer.json",),),
-}
+COMFY_FOLDERS = {k.name: k.comfy_tokenizer for k in KINDS if k.comfy_tokenizer is not None}
+"""Encoder kind -> where a ComfyUI install ships its tokenizer (`EncoderKind.comfy_tokenizer`)."""
+HUB_FOLDERS = {k.name: k.hub_tokenizers for k in KINDS if k.hub_tokenizers}
+"""Encoder kind -> (repo id, subfolder) of the hub cache's folders, in the order tried."""
+_CLASSES = {k.name: k.tokenizer_class for k in KINDS if k.tokenizer_class}
+_FILES = {k.name: k.tokenizer_files for k in KINDS if k.tokenizer_files}
 """A folder holds a tokenizer when it has every file of one of these sets. It must be checked:
 transformers 5 builds an empty tokenizer, without an error, from a folder that lacks them."""
 _LEVELS = 4  # ComfyUI/models/text_encoders/sub/file: the install is at most this far up
@@ -153,14 +104,9 @@ def find_tokenizer(kind: str, encoder_file: Path, vocab_size: int) -> Any:
             f"--text-encoder {encoder_file.name}: the tokenizer from {source} has "
             f"{tokens} tokens, more than the encoder's {vocab_size} embeddings"
         )
-    if kind == "qwen3":
-        from ..seeded import QWEN3_CHAT_TEMPLATE
-
-        tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
-    elif kind == "qwen2.5-vl" and not getattr(tokenizer, "chat_template", None):
-        from ..seeded import QWEN_CHAT_TEMPLATE  # HunyuanVideo 1.5 applies the chat template
-
-        tokenizer.chat_template = QWEN_CHAT_TEMPLATE
+    template = encoder_kind(kind).chat_template
+    if template is not None:  # Qwen3's; Qwen's where a Qwen2.5-VL folder carries none
+        template(tokenizer)
     log.info("tokenizer of %s: %s", encoder_file.name, source)
     return tokenizer
 

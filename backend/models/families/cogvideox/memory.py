@@ -7,15 +7,12 @@ from typing import Any
 
 import torch
 
-from ....memory.dit_inputs import share
-from ....memory.settings import JobShape
 
-
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """CogVideoX's DiT at this rank's share of the job's tokens (1.5: frames padded to its temporal
     patch)."""
     dit, config = sizes.dit, sizes.dit.config
-    local = share(sizes, shape, sequence_degree)
+    local = sizes.share(shape, sequence_degree)
     batch, rows, cols, frames = local.batch, local.rows, local.cols, local.frames
     meta, step = local.meta, local.step()
     patch_t = config.get("patch_size_t") or 1

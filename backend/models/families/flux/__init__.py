@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ...vae_tiles import enable_square_tiles
 from .adapter import Flux
 from .memory import dit_forward
@@ -31,19 +32,21 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("FluxTransformer2DModel",),
-    detect_dit=detect_dit,
-    detect_diffusers_dit=detect_diffusers_dit,
-    detection_order=30,
-    text_widths=text_widths,
-    file_family="flux",
-    dit_row_map=dit_row_map,
-    all_in_one=True,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detect_diffusers_dit=detect_diffusers_dit,
+        detection_order=30,
+        text_widths=text_widths,
+        family="flux",
+        dit_row_map=dit_row_map,
+        all_in_one=True,
+        detect_parts=((110, detect_vae),),
+        presets=FILE_PRESETS,
+        runs_all_in_one=True,
+    ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     tiny_presets=TINY_PRESETS,
-    detect_parts=((110, detect_vae),),
-    file_presets=FILE_PRESETS,
-    runs_all_in_one=True,
     vae_tiling={"AutoencoderKL": enable_square_tiles},
     vae_split={"AutoencoderKL": ("Attention",)},
     tiny_job=TINY_JOB,

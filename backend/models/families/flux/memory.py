@@ -6,14 +6,11 @@ from typing import Any
 
 import torch
 
-from ....memory.dit_inputs import share
-from ....memory.settings import JobShape
 
-
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """Flux.1's DiT at this rank's share of the job's tokens."""
     dit, config = sizes.dit, sizes.dit.config
-    local = share(sizes, shape, sequence_degree)
+    local = sizes.share(shape, sequence_degree)
     batch, rows, cols = local.batch, local.rows, local.cols
     meta, step = local.meta, local.step()
     tokens = (rows // 2) * (cols // 2)

@@ -14,9 +14,9 @@ from ...single_file.detection import (
     count_indices,
     dit_head_dim,
 )
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, Segment, rows_of
+from ...single_file.vocabulary import Preset
 
 
 def _flux_config(
@@ -219,4 +219,4 @@ FILE_PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
 }
-"""The presets Flux.1's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Flux.1's single files run on (`FileSpec.presets`)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ...vae_tiles import enable_square_tiles
 from .adapter import Flux2
-from .detect import flux2_vae, mistral3_encoder
+from .detect import flux2_vae
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit, dit_row_map, text_widths, vae_latent_channels
 from .tiny import PRESETS as TINY_PRESETS
@@ -24,17 +25,19 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),
-    detect_dit=detect_dit,
-    detection_order=20,  # before Flux.1: the same double blocks
-    text_widths=text_widths,
-    vae_latent_channels=vae_latent_channels,
-    file_family="flux2",
-    dit_row_map=dit_row_map,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=20,  # before Flux.1: the same double blocks
+        text_widths=text_widths,
+        vae_latent_channels=vae_latent_channels,
+        family="flux2",
+        dit_row_map=dit_row_map,
+        detect_parts=((80, flux2_vae),),
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     tiny_presets=TINY_PRESETS,
-    detect_parts=((60, mistral3_encoder), (80, flux2_vae)),
-    file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
     vae_split={"AutoencoderKLFlux2": ("Attention",)},
     tiny_job=TINY_JOB,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 from .detect import flux2_dit, flux2_layout
 
 
@@ -49,4 +49,4 @@ FILE_PRESETS = {
     "tiny-flux2": Preset("tiny-flux2", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
     "flux.2-dev": Preset("random:flux.2-dev", "Flux2Pipeline", ("mistral3",), vae=FLUX2_VAE),
 }
-"""The presets Flux.2-dev's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Flux.2-dev's single files run on (`FileSpec.presets`)."""

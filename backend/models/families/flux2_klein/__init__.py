@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ..flux2.memory import dit_forward  # the Flux.2 DiT's
 from .adapter import Flux2Klein
 from .single_file import FILE_PRESETS
@@ -27,6 +28,8 @@ SPEC = FamilySpec(
     dry_run_one_block=True,
     tiny_presets=TINY_PRESETS,
     tiny_pipeline_config=TINY_PIPELINE_CONFIG,
-    file_presets=FILE_PRESETS,
+    files=FileSpec(
+        presets=FILE_PRESETS,
+    ),
     tiny_job=TINY_JOB,
 )

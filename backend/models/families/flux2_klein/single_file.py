@@ -3,7 +3,7 @@ presets its files run on are here."""
 
 from __future__ import annotations
 
-from ...single_file.file_presets import Preset
+from ...single_file.vocabulary import Preset
 from ..flux2.single_file import FLUX2_VAE
 
 _QWEN3_LM = {"Qwen3Model": "Qwen3ForCausalLM"}  # the pipeline takes Qwen3 as a causal LM
@@ -17,5 +17,5 @@ FILE_PRESETS = {
         ("flux.2-klein-9b", "random:flux.2-klein-9b"),
     )
 }
-"""The presets Klein's single files run on (`FamilySpec.file_presets`; its DiT is recognised
+"""The presets Klein's single files run on (`FileSpec.presets`; its DiT is recognised
 by Flux.2's spec)."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
+from ...file_spec import FileSpec
 from .adapter import HunyuanVideo15, HunyuanVideo15ImageToVideo
-from .detect import hunyuan15_vae, qwen25_vl_encoder, siglip_vision
+from .detect import hunyuan15_vae
 from .memory import dit_forward
 from .parallel import prepare_hunyuan_video15
 from .single_file import (
@@ -42,16 +43,20 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("HunyuanVideo15Transformer3DModel",),
-    detect_dit=detect_dit,
-    detect_diffusers_dit=detect_diffusers_dit,
-    detection_order=60,
-    vae_key_names=vae_key_names,
-    file_scheduler=file_scheduler,
-    text_widths=text_widths,
-    image_encoder_kind="siglip",
-    file_family="hunyuanvideo1.5",
-    dit_row_map=dit_row_map,
-    all_in_one=True,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detect_diffusers_dit=detect_diffusers_dit,
+        detection_order=60,
+        vae_key_names=vae_key_names,
+        scheduler=file_scheduler,
+        text_widths=text_widths,
+        image_encoder_kind="siglip",
+        family="hunyuanvideo1.5",
+        dit_row_map=dit_row_map,
+        all_in_one=True,
+        detect_parts=((90, hunyuan15_vae),),
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     cp_plans={"HunyuanVideo15Transformer3DModel": prepare_hunyuan_video15},
     block_layouts={
@@ -59,8 +64,6 @@ SPEC = FamilySpec(
         "HunyuanVideo15TransformerBlock": BlockLayout(),
     },
     tiny_presets=TINY_PRESETS,
-    detect_parts=((20, qwen25_vl_encoder), (90, hunyuan15_vae), (130, siglip_vision)),
-    file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLHunyuanVideo15": enable_tiles},
     vae_split={"AutoencoderKLHunyuanVideo15": ("HunyuanVideo15AttnBlock",)},
     tiny_job=TINY_JOB,

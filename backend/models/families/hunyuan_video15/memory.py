@@ -7,11 +7,10 @@ from typing import Any
 
 import torch
 
-from ....memory.settings import JobShape
 from .parallel import JointAttnProcessor
 
 
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """One dual-stream block of HunyuanVideo 1.5 at this rank's share of the video tokens
     (patch 1 over the latents) and the whole text (~2000 tokens). The transformer's own
     forward cannot run on meta (it picks the valid text tokens by their mask's values); its

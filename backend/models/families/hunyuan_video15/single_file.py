@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, Segment
+from ...single_file.vocabulary import Preset
 from . import keys as hunyuan
 from .detect import hunyuan15_dit
 from .keys import (
@@ -120,4 +120,4 @@ FILE_PRESETS = {
         ("hunyuanvideo1.5-720p-i2v", "random:hunyuanvideo1.5-i2v", _HY15_I2V, _SIGLIP),
     )
 }
-"""The presets HunyuanVideo 1.5's single files run on (`FamilySpec.file_presets`)."""
+"""The presets HunyuanVideo 1.5's single files run on (`FileSpec.presets`)."""

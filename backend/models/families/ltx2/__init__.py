@@ -5,8 +5,9 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
+from ...file_spec import FileSpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
-from .detect import gemma3_encoder, ltx2_vae
+from .detect import ltx2_vae
 from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
@@ -47,14 +48,24 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("LTX2VideoTransformer3DModel",),
-    detect_dit=detect_dit,
-    detect_diffusers_dit=detect_diffusers_dit,
-    detection_order=70,
-    vae_key_names=vae_key_names,
-    text_widths=text_widths,
-    file_family="ltx2",
-    dit_row_map=dit_row_map,
-    dit_file_keys=dit_file_keys,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detect_diffusers_dit=detect_diffusers_dit,
+        detection_order=70,
+        vae_key_names=vae_key_names,
+        text_widths=text_widths,
+        family="ltx2",
+        dit_row_map=dit_row_map,
+        dit_keys=dit_file_keys,
+        detect_parts=((100, ltx2_vae),),
+        presets=FILE_PRESETS,
+        runs_all_in_one=True,
+        parts=file_parts,
+        extras=file_extras,
+        extra_components=EXTRA_COMPONENTS,
+        build_extra=build_extra,
+        describe_parts=describe_parts,
+    ),
     dit_forward=forward,
     gathered=gathered,
     cp_plans={"LTX2VideoTransformer3DModel": prepare_ltx2},
@@ -63,14 +74,6 @@ SPEC = FamilySpec(
         "LTX2VideoTransformerBlock": BlockLayout(second_input="audio_hidden_states"),
     },
     tiny_presets=TINY_PRESETS,
-    detect_parts=((40, gemma3_encoder), (100, ltx2_vae)),  # Gemma 3 before Qwen3,
-    file_presets=FILE_PRESETS,
-    runs_all_in_one=True,
-    file_parts=file_parts,
-    file_extras=file_extras,
-    extra_components=EXTRA_COMPONENTS,
-    build_extra=build_extra,
-    describe_parts=describe_parts,
     vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
     vae_split={"AutoencoderKLLTX2Video": ()},
     tiny_job=TINY_JOB,

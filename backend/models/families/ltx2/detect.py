@@ -19,10 +19,9 @@ distilled (the same shapes: the file name tells; a distilled file's variant is
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ...single_file.detection import TINY_WIDTH, Detection, count_indices, language_model_prefix
+from ...single_file.detection import TINY_WIDTH, Detection, count_indices
 from ...single_file.header import FileHeader
 
 LTX2 = "ltx2"
@@ -165,60 +164,3 @@ def ltx2_vae(header: FileHeader) -> Detection | None:
     )
     config = {"latent_channels": latent, "base_width": first[0]}
     return Detection("vae", LTX2, "ltx-2 video vae", "original", "", config, reasons)
-
-
-# -- Gemma 3 (the text encoder) ---------------------------------------------------------------
-
-GEMMA3_12B = {
-    "sliding_window": 1024,
-    "max_position_embeddings": 131072,
-    "query_pre_attn_scalar": 256,
-    "rms_norm_eps": 1e-6,
-    "rope_parameters": {
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-    },
-    "pad_token_id": 0,
-    "eos_token_id": 1,
-    "bos_token_id": 2,
-}
-"""What a header cannot show of google/gemma-3-12b-it's text model (its published config)."""
-_GEMMA_PREFIXES = ("model.", "model.language_model.", "language_model.model.", "")
-
-
-def gemma3_encoder(header: FileHeader) -> Detection | None:
-    """Gemma 3's language model (ComfyUI's `gemma_3_12B_it`: Hugging Face's names under
-    `model.`, perhaps a vision tower and the SentencePiece model `spiece_model` beside it,
-    which are not weights of it), or None for other files. Gemma has norms before and after
-    each feed-forward, which Qwen3 (also with per-head q/k norms) lacks."""
-    from ...seeded import VOCAB_SIZE
-    from .tiny import TEXT_ENCODER_UNSEEN
-
-    keys = {k: v.shape for k, v in header.tensors.items()}
-    prefix = language_model_prefix(
-        keys, _GEMMA_PREFIXES, "layers.0.pre_feedforward_layernorm.weight"
-    )
-    if prefix is None:
-        return None
-    vocab, hidden = keys[f"{prefix}embed_tokens.weight"]
-    head_dim = keys[f"{prefix}layers.0.self_attn.q_norm.weight"][0]
-    layers = count_indices(keys, rf"{re.escape(prefix)}layers\.(\d+)\.self_attn\.q_proj\.weight$")
-    config = {
-        "_class_name": "Gemma3TextModel",
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": keys[f"{prefix}layers.0.mlp.gate_proj.weight"][0],
-        "num_hidden_layers": layers,
-        "num_attention_heads": keys[f"{prefix}layers.0.self_attn.q_proj.weight"][0] // head_dim,
-        "num_key_value_heads": keys[f"{prefix}layers.0.self_attn.k_proj.weight"][0] // head_dim,
-        "head_dim": head_dim,
-        **(TEXT_ENCODER_UNSEEN if vocab == VOCAB_SIZE else GEMMA3_12B),
-    }
-    reasons = (
-        "Gemma 3 text model keys (layers.N.pre_feedforward_layernorm)"
-        + (f" under {prefix!r}" if prefix else ""),
-        f"width {hidden}, {layers} layers, {config['num_attention_heads']} heads "
-        f"({config['num_key_value_heads']} key/value) of {head_dim}, vocabulary {vocab}"
-        + ("; carries its tokenizer (spiece_model)" if "spiece_model" in keys else ""),
-    )
-    return Detection("text_encoder", "gemma3", f"gemma3 {hidden}", "hf", prefix, config, reasons)

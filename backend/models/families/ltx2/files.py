@@ -33,8 +33,9 @@ from typing import Any
 
 import torch
 
-from ...single_file.detect import Part, detect, recognise
+from ...casting import cast_model
 from ...single_file.header import FileHeader
+from ...single_file.vocabulary import FileTools, Part
 from .detect import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
 
 EXTRA_COMPONENTS = ("connectors", "audio_vae", "vocoder")
@@ -223,7 +224,7 @@ def describe_parts(header: FileHeader) -> tuple[str, str] | None:
     )
 
 
-def file_parts(dit: Part, files: Any) -> tuple[Any, dict[str, Part]]:
+def file_parts(dit: Part, files: Any, tools: FileTools) -> tuple[Any, dict[str, Part]]:
     """LTX-2's parts besides the DiT (PARTS), found by their key names in the --vae and
     --text-encoder files that hold any (ComfyUI's split files, or the whole checkpoint beside
     a GGUF DiT), then in the DiT's own file; a file given wins over the DiT's file. Returns
@@ -233,7 +234,7 @@ def file_parts(dit: Part, files: Any) -> tuple[Any, dict[str, Part]]:
     encoders, vaes, found = [], [], {}
     for flag, paths in (("--text-encoder", files.text_encoders), ("--vae", files.vaes)):
         for path in paths:
-            part = recognise(path)
+            part = tools.recognise(path)
             held = find_parts(part.header) if part.detection.role != "text_encoder" else {}
             if not held:
                 (encoders if flag == "--text-encoder" else vaes).append(path)
@@ -243,9 +244,9 @@ def file_parts(dit: Part, files: Any) -> tuple[Any, dict[str, Part]]:
                         f"{flag} {part.header.name} and {found[name].header.name} both hold "
                         f"LTX-2's {name}: give one file for each part"
                     )
-                found[name] = Part(header, detect(header))
+                found[name] = Part(header, tools.detect(header))
     for name, header in find_parts(dit.header).items():
-        found.setdefault(name, Part(header, detect(header)))
+        found.setdefault(name, Part(header, tools.detect(header)))
     if vaes:
         found.pop("vae", None)  # --vae FILE holding no LTX-2 part: refused by _vae as it is
     missing = [name for name in PARTS if name not in found and not (name == "vae" and vaes)]
@@ -278,23 +279,24 @@ _LTX2_PARTS_OF = {"connectors": ("connectors", "text_projection")}
 
 
 def build_extra(
-    name: str, parts: Mapping[str, Part], preset_name: str, dtype: torch.dtype
+    name: str,
+    parts: Mapping[str, Part],
+    preset_name: str,
+    dtype: torch.dtype,
+    tools: FileTools,
 ) -> torch.nn.Module:
     """LTX-2's component `name` ("connectors", "audio_vae", "vocoder") from its parts (each a
     view of the file that holds it: file_parts), as the diffusers model of the preset's
     config (component_state names it)."""
     from accelerate import init_empty_weights
 
-    from ...casting import cast_model
-    from ...single_file.components import preset_parts, read_whole
-
     def read(part: str) -> dict[str, torch.Tensor]:
-        return read_whole(parts[part], torch.float32)
+        return tools.read_whole(parts[part], torch.float32)
 
     header_name = ", ".join(
         sorted({parts[p].header.name for p in _LTX2_PARTS_OF.get(name, (name,))})
     )
-    reference = getattr(preset_parts(preset_name, {name}), name)
+    reference = getattr(tools.preset_parts(preset_name, {name}), name)
     with init_empty_weights(include_buffers=False):
         model = type(reference).from_config(dict(reference.config))
     state = component_state(name, read, header_name)

@@ -26,8 +26,6 @@ from typing import Any
 
 import torch
 
-from ....memory.dryrun import peak_bytes
-from ....memory.settings import JobShape
 from .adapter import FPS
 
 FLOAT32 = 4
@@ -50,7 +48,7 @@ class Grid:
         return self.frames * self.rows * self.cols
 
 
-def grid(sizes: Any, shape: JobShape, sequence_degree: int = 1) -> Grid:
+def grid(sizes: Any, shape: Any, sequence_degree: int = 1) -> Grid:
     """The job's grid on one rank of a sequence split `sequence_degree` ways (by rows)."""
     config = sizes.dit.config
     per_second = config["audio_sampling_rate"] / config["audio_hop_length"]
@@ -90,7 +88,7 @@ class Gathered:
         )
 
 
-def gathered(sizes: Any, shape: JobShape, sequence_degree: int) -> Gathered | None:
+def gathered(sizes: Any, shape: Any, sequence_degree: int) -> Gathered | None:
     """What a split sequence keeps whole on every rank (None when the sequence is whole)."""
     if sequence_degree <= 1:
         return None
@@ -100,7 +98,7 @@ def gathered(sizes: Any, shape: JobShape, sequence_degree: int) -> Gathered | No
     widths = dit.rope.dim + dit.cross_attn_rope.dim
     rotary = 2 * batch * (whole.video - share.video) * widths * FLOAT32
     output = batch * whole.video * config["out_channels"] * element
-    attention = peak_bytes(lambda: _audio_to_whole_video(sizes, batch, whole))
+    attention = sizes.peak_bytes(lambda: _audio_to_whole_video(sizes, batch, whole))
     return Gathered(whole.video, rotary, attention, output)
 
 
@@ -124,7 +122,7 @@ def _audio_to_whole_video(sizes: Any, batch: int, whole: Grid) -> Any:
     )
 
 
-def forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """LTX-2's DiT at this rank's share of the video tokens, the whole audio stream and the
     whole text, as `families/ltx2/parallel.py` splits them (what stays whole beyond the share:
     `gathered`)."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 from . import files as ltx2
 from .adapter import DISTILLED_SCHEDULER
 from .detect import DIFFUSERS_MARKER, MARKER, ltx2_dit
@@ -61,4 +61,4 @@ FILE_PRESETS = {
     ),
     "ltx-2-distilled": Preset("random:ltx-2-distilled", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
 }
-"""The presets LTX-2's single files run on (`FamilySpec.file_presets`)."""
+"""The presets LTX-2's single files run on (`FileSpec.presets`)."""

@@ -3,7 +3,8 @@ video with it (`LTX2ImageToVideoPipeline`: the same components)."""
 
 from __future__ import annotations
 
-from ...seeded import EOS_ID, PAD_ID, VOCAB_SIZE, byte_tokenizer
+from ...encoders.gemma3 import TINY_SETTINGS
+from ...seeded import VOCAB_SIZE, byte_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 _TEXT_LAYERS = 2
@@ -16,14 +17,8 @@ _AUDIO_LATENT_CHANNELS, _MEL_BINS = 2, 16
 _AUDIO_TOKEN_FEATURES = _AUDIO_LATENT_CHANNELS * _MEL_BINS // 4
 
 
-TEXT_ENCODER_UNSEEN = {
-    "max_position_embeddings": 256,
-    "sliding_window": 64,
-    "pad_token_id": PAD_ID,
-    "eos_token_id": EOS_ID,
-    "bos_token_id": None,
-}
-"""The tiny text encoder's settings a file's header cannot show (`detect.py`)."""
+TEXT_ENCODER_UNSEEN = TINY_SETTINGS
+"""The tiny text encoder's settings a file's header cannot show (`encoders/gemma3.py`)."""
 
 
 def _text_encoder():

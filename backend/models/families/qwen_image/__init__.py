@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import QwenImage
 from .memory import dit_forward
@@ -24,14 +25,16 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),
-    detect_dit=detect_dit,
-    detection_order=40,
-    file_vae_family="wan",
-    file_family="qwen-image",
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=40,
+        vae_family="wan",
+        family="qwen-image",
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,
-    file_presets=FILE_PRESETS,
     vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
     vae_split={"AutoencoderKLQwenImage": ("QwenImageAttentionBlock",)},
     tiny_job=TINY_JOB,

@@ -6,15 +6,12 @@ from typing import Any
 
 import torch
 
-from ....memory.dit_inputs import share
-from ....memory.settings import JobShape
 
-
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """Qwen-Image's DiT (and Qwen-Image-Edit's) at this rank's share of the output's tokens, then
     the edit's reference images' tokens."""
     dit, config = sizes.dit, sizes.dit.config
-    local = share(sizes, shape, sequence_degree)
+    local = sizes.share(shape, sequence_degree)
     batch, rows, cols = local.batch, local.rows, local.cols
     meta, step = local.meta, local.step()
     references = sizes.reference_grids(shape, sequence_degree)

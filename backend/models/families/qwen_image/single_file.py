@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
+from ...single_file.vocabulary import Preset
 from .detect import qwen_image_dit
 
 
@@ -24,4 +24,4 @@ FILE_PRESETS = {
         "random:qwen-image", "QwenImagePipeline", ("qwen2.5-vl",), vae=QWEN_IMAGE_VAE
     ),
 }
-"""The presets Qwen-Image's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Qwen-Image's single files run on (`FileSpec.presets`)."""

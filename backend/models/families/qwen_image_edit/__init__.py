@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ....contract import IMAGE_EDIT
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
 from ..qwen_image.tiny import EDIT_PRESETS as TINY_PRESETS
 from .adapter import QwenImageEdit
@@ -25,6 +26,8 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,
-    file_presets=FILE_PRESETS,
+    files=FileSpec(
+        presets=FILE_PRESETS,
+    ),
     tiny_job=TINY_JOB,
 )

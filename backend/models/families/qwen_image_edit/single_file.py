@@ -21,11 +21,10 @@ from typing import Any
 import torch
 
 from ...casting import cast_model
+from ...encoders.qwen25_vl import VISION_PREFIXES, qwen25_vl_vision
 from ...qwen_vl import QWEN_VL_VOCAB_SIZE, VISION_SPECIALS, qwen25_vl_processor
-from ...single_file.components import preset_parts, read_whole, tokenizer
-from ...single_file.detect import Detection, Part
-from ...single_file.file_presets import Preset
-from ..hunyuan_video15.detect import VISION_PREFIXES, qwen25_vl_vision
+from ...single_file.detection import Detection
+from ...single_file.vocabulary import FileTools, Part, Preset
 from ..qwen_image.single_file import QWEN_IMAGE_VAE
 
 TOKEN_IDS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")
@@ -51,7 +50,7 @@ def check_vision_tower(part: Part, dit: Detection) -> None:
 
 
 def edit_text_parts(
-    part: Part, preset_name: str, dtype: torch.dtype, skip: frozenset[str]
+    part: Part, preset_name: str, dtype: torch.dtype, skip: frozenset[str], tools: FileTools
 ) -> dict[str, Any]:
     """ "text_encoder", "tokenizer" and "processor" of an edit pipeline (None where skipped):
     for the presets' reduced encoders (their vocabulary) the preset's tokenizer and processor,
@@ -59,14 +58,14 @@ def edit_text_parts(
     if "text_encoder" in skip:
         return {"text_encoder": None, "tokenizer": None, "processor": None}
     if part.detection.config["vocab_size"] == QWEN_VL_VOCAB_SIZE:
-        reference = preset_parts(preset_name, {"tokenizer", "processor"})
+        reference = tools.preset_parts(preset_name, {"tokenizer", "processor"})
         text_tokenizer, processor = reference.tokenizer, reference.processor
     else:
-        text_tokenizer = tokenizer(part, preset_name, "tokenizer")
+        text_tokenizer = tools.tokenizer(part, preset_name, "tokenizer")
         processor = qwen25_vl_processor(text_tokenizer)
     ids = vision_token_ids(part, text_tokenizer)
     return {
-        "text_encoder": qwen25_vl_model(part, dtype, ids),
+        "text_encoder": qwen25_vl_model(part, dtype, ids, tools),
         "tokenizer": text_tokenizer,
         "processor": None if "processor" in skip else processor,
     }
@@ -89,7 +88,9 @@ def vision_token_ids(part: Part, text_tokenizer: Any) -> dict[str, int]:
     return ids
 
 
-def qwen25_vl_model(part: Part, dtype: torch.dtype, token_ids: dict[str, int]) -> torch.nn.Module:
+def qwen25_vl_model(
+    part: Part, dtype: torch.dtype, token_ids: dict[str, int], tools: FileTools
+) -> torch.nn.Module:
     """`Qwen2_5_VLForConditionalGeneration` of the file: the language model with the config its
     header gave, the vision tower as its shapes show, the tokenizer's vision marker ids."""
     from accelerate import init_empty_weights
@@ -97,7 +98,7 @@ def qwen25_vl_model(part: Part, dtype: torch.dtype, token_ids: dict[str, int]) -
 
     with init_empty_weights(include_buffers=False):
         model = Qwen2_5_VLForConditionalGeneration(qwen25_vl_config(part, token_ids))
-    state = transformers_names(read_whole(part, dtype), part.detection.prefix)
+    state = transformers_names(tools.read_whole(part, dtype), part.detection.prefix)
     expected = set(model.state_dict())
     if "lm_head.weight" not in state:  # the pipelines read hidden states, never the logits
         state["lm_head.weight"] = state.get("model.language_model.embed_tokens.weight")
@@ -157,4 +158,4 @@ FILE_PRESETS = {
         ("qwen-image-edit", "random:qwen-image-edit", _EDIT),
     )
 }
-"""The presets Qwen-Image-Edit's single files run on (`FamilySpec.file_presets`)."""
+"""The presets Qwen-Image-Edit's single files run on (`FileSpec.presets`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import WanImageToVideo, WanTextToVideo
 from .memory import dit_forward
@@ -43,20 +44,22 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("WanTransformer3DModel",),
-    detect_dit=detect_dit,
-    detect_diffusers_dit=detect_diffusers_dit,
-    detection_order=10,
-    file_family="wan",
-    dit_row_map=dit_row_map,
-    all_in_one=True,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detect_diffusers_dit=detect_diffusers_dit,
+        detection_order=10,
+        family="wan",
+        dit_row_map=dit_row_map,
+        all_in_one=True,
+        detect_parts=((70, detect_vae),),
+        presets=FILE_PRESETS,
+        vae_key_names=vae_key_names,
+    ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     specialize=specialize,
     tiny_presets=TINY_PRESETS,
     tiny_pipeline_config=TINY_PIPELINE_CONFIG,
-    detect_parts=((70, detect_vae),),
-    file_presets=FILE_PRESETS,
-    vae_key_names=vae_key_names,
     lora_full_diffs=True,
     vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
     vae_split={"AutoencoderKLWan": ("WanAttentionBlock",)},

@@ -6,15 +6,12 @@ from typing import Any
 
 import torch
 
-from ....memory.dit_inputs import share
-from ....memory.settings import JobShape
 
-
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """Wan's DiT at this rank's share of the job's tokens (image-to-video: with CLIP's 257 image
     tokens)."""
     dit, config = sizes.dit, sizes.dit.config
-    local = share(sizes, shape, sequence_degree)
+    local = sizes.share(shape, sequence_degree)
     batch, rows, cols, frames = local.batch, local.rows, local.cols, local.frames
     meta, step = local.meta, local.step()
     kwargs = {}

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...single_file.detection import TINY_WIDTH, Detection, count_indices, dit_head_dim
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 
 _WAN_NAMES = {
     # (width, input channels, image embedding) -> variant
@@ -190,7 +190,7 @@ FILE_PRESETS = {
         "", "WanImageToVideoPipeline", ("umt5",), "random:wan2.2-i2v-a14b", _WAN21_VAE
     ),
 }
-"""The presets Wan's single files run on (`FamilySpec.file_presets`); the tiny Wan pair
+"""The presets Wan's single files run on (`FileSpec.presets`); the tiny Wan pair
 switches experts at 0.875 (the other pairs at their preset's boundary_ratio)."""
 
 

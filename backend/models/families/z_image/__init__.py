@@ -5,8 +5,8 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from .adapter import ZImage
-from .detect import qwen3_encoder
 from .memory import dit_forward
 from .parallel import z_image_cp_plan
 from .single_file import DROPPED, FILE_PRESETS, detect_dit, dit_row_map, vae_latent_channels
@@ -27,17 +27,18 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("ZImageTransformer2DModel",),
-    detect_dit=detect_dit,
-    detection_order=50,
-    vae_latent_channels=vae_latent_channels,
-    file_vae_family="flux",
-    file_family="z-image",
-    dit_row_map=dit_row_map,
-    dropped_keys=DROPPED,
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=50,
+        vae_latent_channels=vae_latent_channels,
+        vae_family="flux",
+        family="z-image",
+        dit_row_map=dit_row_map,
+        dropped_keys=DROPPED,
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
     tiny_presets=TINY_PRESETS,
-    detect_parts=((50, qwen3_encoder),),
-    file_presets=FILE_PRESETS,
     tiny_job=TINY_JOB,
 )

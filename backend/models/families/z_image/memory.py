@@ -6,15 +6,12 @@ from typing import Any
 
 import torch
 
-from ....memory.dit_inputs import share
-from ....memory.settings import JobShape
 
-
-def dit_forward(sizes: Any, shape: JobShape, sequence_degree: int) -> Any:
+def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     """Z-Image's DiT: its refiners run over the whole image on every rank (the sequence is split
     only for the main layers, `parallel.py`), so the peak is at the whole image."""
     dit, config = sizes.dit, sizes.dit.config
-    local = share(sizes, shape, sequence_degree)
+    local = sizes.share(shape, sequence_degree)
     batch = local.batch
     meta, step = local.meta, local.step()
     full = (shape.height // sizes.spatial, shape.width // sizes.spatial)

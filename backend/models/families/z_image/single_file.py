@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...single_file.detection import Detection
-from ...single_file.file_presets import Preset
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
 from .detect import DROPPED, z_image_dit, z_image_layout
 
 __all__ = ["DROPPED", "detect_dit", "dit_row_map"]
@@ -43,4 +43,4 @@ FILE_PRESETS = {
     "tiny-z-image": Preset("tiny-z-image", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
     "z-image-turbo": Preset("random:z-image-turbo", "ZImagePipeline", ("qwen3",), vae=_FLUX_VAE),
 }
-"""The presets Z-Image's single files run on (`FamilySpec.file_presets`): Flux's VAE."""
+"""The presets Z-Image's single files run on (`FileSpec.presets`): Flux's VAE."""
