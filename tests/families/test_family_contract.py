@@ -129,7 +129,7 @@ def test_the_suite_runs_on_every_registered_family():
         job = _job(spec)
         assert job.preset in spec.tiny_presets
         with pytest.raises(ValueError, match="not one of its tiny presets"):
-            dataclasses.replace(spec, tiny_job=dataclasses.replace(job, preset="tiny-none"))
+            dataclasses.replace(spec, tiny_jobs=(dataclasses.replace(job, preset="tiny-none"),))
 
 
 # -- 1. world size 1 against diffusers called directly -----------------------------------------

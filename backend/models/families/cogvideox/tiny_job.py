@@ -25,3 +25,6 @@ TINY_JOB = TinyJob(
     # the first-block metric over 4 steps: -, 1.20, 1.48, 0.90
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 1.0}},
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

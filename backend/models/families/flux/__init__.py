@@ -17,7 +17,7 @@ from .single_file import (
     text_widths,
 )
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "flux",
@@ -46,5 +46,5 @@ SPEC = FamilySpec(
     runs_all_in_one=True,
     vae_tiling={"AutoencoderKL": enable_square_tiles},
     vae_split={"AutoencoderKL": ("Attention",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -33,3 +33,6 @@ TINY_JOB = TinyJob(
     # the first-block metric over 5 steps: -, 1.24, 1.06, 1.19, 0.88
     cached={"num_inference_steps": 5, "cache": {"method": "first-block", "threshold": 1.0}},
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

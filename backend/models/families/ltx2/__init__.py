@@ -20,7 +20,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 from .vae import enable_tiles
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
@@ -73,5 +73,5 @@ SPEC = FamilySpec(
     describe_parts=describe_parts,
     vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
     vae_split={"AutoencoderKLLTX2Video": ()},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

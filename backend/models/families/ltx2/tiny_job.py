@@ -52,3 +52,6 @@ TINY_JOB = TinyJob(
     # the first-block metric over 4 steps: -, 0.49, 0.62, 0.50
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 0.55}},
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

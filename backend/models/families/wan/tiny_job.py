@@ -25,3 +25,6 @@ TINY_JOB = TinyJob(
     # the first-block metric over 4 steps: -, 0.76, 1.05, 0.91
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 0.85}},
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""
