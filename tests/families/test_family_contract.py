@@ -109,6 +109,7 @@ class JobOutput:
     tokens: list[int]
     audio: np.ndarray | None
     cache: dict | None
+    tiles: int
 
 
 def _run_job(pipe: Any, family: Any, body: dict, parallel: Any) -> JobOutput:
@@ -122,7 +123,8 @@ def _run_job(pipe: Any, family: Any, body: dict, parallel: Any) -> JobOutput:
         hook.remove()
     audio = None if result.audio is None else result.audio.waveform
     guided = family.uses_cfg(pipe, request)
-    return JobOutput(tensors, frames, result.latents.numpy(), guided, tokens, audio, result.cache)
+    latents = result.latents.numpy()
+    return JobOutput(tensors, frames, latents, guided, tokens, audio, result.cache, result.num_tiles)
 
 
 @dataclasses.dataclass
@@ -312,6 +314,7 @@ def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, r
         hook.remove()
     layout = PLAN if plan.cfg_degree == 1 or ref.guided else SPREAD
     assert result.sequence_layout == layout, (where, result.sequence_layout)
+    assert result.num_tiles == ref.tiles, (where, result.num_tiles, ref.tiles)
     _check_tokens(rank, size, plan, layout, ref.tokens, tokens)
     if ref.cache is not None:  # every rank: the decisions agreed over the group
         _same_decisions(ref.cache, result.cache, where)
