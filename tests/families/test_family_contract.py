@@ -124,7 +124,9 @@ def _run_job(pipe: Any, family: Any, body: dict, parallel: Any) -> JobOutput:
     audio = None if result.audio is None else result.audio.waveform
     guided = family.uses_cfg(pipe, request)
     latents = result.latents.numpy()
-    return JobOutput(tensors, frames, latents, guided, tokens, audio, result.cache, result.num_tiles)
+    return JobOutput(
+        tensors, frames, latents, guided, tokens, audio, result.cache, result.num_tiles
+    )
 
 
 @dataclasses.dataclass

@@ -35,7 +35,6 @@ TINY_JOB = TinyJob(
 )
 
 
-
 def _png() -> str:
     """A seeded 80x48 start image as base64 PNG."""
     import base64

@@ -54,7 +54,6 @@ TINY_JOB = TinyJob(
 )
 
 
-
 def _png(width: int, height: int) -> str:
     """A seeded start image as base64 PNG."""
     import base64

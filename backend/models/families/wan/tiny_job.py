@@ -27,7 +27,6 @@ TINY_JOB = TinyJob(
 )
 
 
-
 def _png(width: int, height: int) -> str:
     """A ramp image as base64 PNG."""
     import base64
@@ -54,7 +53,6 @@ TI2V_TEXT.update(width=160, height=64, num_frames=5, num_inference_steps=2, guid
 TI2V_IMAGE = {**TI2V_TEXT, "prompt": "ein Boot 🚤", "image": _png(160, 64)}
 I2V_A14B = {"prompt": "a lighthouse", "seed": 9, "width": 80, "height": 48, "num_frames": 9}
 I2V_A14B.update(num_inference_steps=2, guidance_scale=4.0, image=_png(80, 48))
-
 
 
 def with_image(pipe: Any, body: Any) -> Any:
