@@ -1,6 +1,7 @@
 """The family contract: one suite run over every registered family spec (`families.SPECS`;
-a family registered gets it), each on its smallest job (`FamilySpec.tiny_job`: its tiny
-preset, size, steps and guidance, and diffusers' pipeline called for it):
+a family registered gets it), each on its tiny jobs (`FamilySpec.tiny_jobs`: the smallest
+first, its tiny preset, size, steps and guidance, and diffusers' pipeline called for it; then
+one per thing the family adds, an image, audio, experts, tiles, odd token counts):
 
 1. world size 1 equals diffusers' own pipeline called directly, byte for byte;
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
@@ -15,10 +16,14 @@ preset, size, steps and guidance, and diffusers' pipeline called for it):
 Jobs run as a rank runs them (`runtime.job.run_on_rank` through tests/image_jobs.py: the
 family encodes and prepares, the pipeline stops at the latents, the VAE decodes tile by tile,
 the tiles dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.py,
-float32 thresholds, frames and final latents). What a family adds beyond the contract (image
-and video inputs, audio, experts, odd token counts, served backends) stays in its own file.
+float32 thresholds, frames and final latents). Every job runs on the group sizes it names in
+the family's one group of 4: each rank's share of the tokens, the layout (an unguided job
+spreads over a CFG plan), audio within 1e-3 of its peak, two experts swapped on sharded
+weights, a step cache decided by each rank alone failing. What a family adds beyond its jobs
+(presets, limits, plans at real size, served backends) stays in its own file, which starts
+no gloo group.
 
-Cost: about 70 s (in the suite's two-worker run on 2 cores).
+Cost: about 84 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ pipeline runs with the engine's step callback and stops at the latents, the VAE 
 by tile), judged with `paradit verify`'s measure (tools/equivalence.py, float32 thresholds,
 frames and final latents).
 
-Cost: about 33 s (in the suite's two-worker run on 2 cores).
+Cost: about 22 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
