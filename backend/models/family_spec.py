@@ -42,21 +42,25 @@ class BlockLayout:
 
 @dataclass(frozen=True)
 class TinyJob:
-    """The family's smallest job on its tiny preset, and diffusers' own pipeline called as a
-    user calls it for that job: what the family contract suite
-    (tests/families/test_family_contract.py) runs on every family (world size 1 against
-    diffusers, CFG and Ulysses at 2-4 ranks, the step cache's decisions, a LoRA against
-    diffusers' `fuse_lora`)."""
+    """One named job of a family on one of its tiny presets, and diffusers' own pipeline called
+    as a user calls it for that job: what the family contract suite
+    (tests/families/test_family_contract.py) runs on every family. The smallest job (a
+    family's first) gets all of it (world size 1 against diffusers, CFG and Ulysses at 2-4
+    ranks, the step cache's decisions, a LoRA against diffusers' `fuse_lora`); the others are
+    what the family adds (an image, audio, experts, tiles, token counts): world size 1
+    against diffusers where `direct` is given, and the parallel plans on the ranks of
+    `ranks`, in the same group."""
 
     preset: str
     """The tiny preset the job runs on (one of the spec's `tiny_presets`)."""
     body: Mapping[str, Any]
     """The request body: prompt, seed, size, steps and guidance (guided where the family
     guides, so that CFG parallel runs)."""
-    direct: Callable[[Any, Mapping[str, Any]], Any]
+    direct: Callable[[Any, Mapping[str, Any]], Any] | None
     """`(pipeline, body)` -> the diffusers pipeline's own output for `body` as float frames
     (F, H, W, 3) in 0..1: the pipeline called as its documentation calls it (the guidance under
-    its own name), with a generator seeded by the body's seed."""
+    its own name), with a generator seeded by the body's seed; None for a job whose world
+    size 1 the family's own test file holds against diffusers (the smallest job has one)."""
     tile: int = 64
     """VAE tile size in sample pixels for the job's decode (the pipeline called directly
     decodes with the VAE's own tiling at the same size)."""
@@ -69,13 +73,30 @@ class TinyJob:
     """What the cached job changes in `body`: its step cache (and steps, guidance) such that
     world size 1 skips some steps and computes others on the tiny preset's random weights
     (their metric sits near or above 1: the threshold is set between the steps' metrics);
-    unused for a family without a step cache."""
+    unused for a family without a step cache, and for any job but the smallest."""
+    name: str = "smallest"
+    """What the job shows, for the contract's messages ("smallest" for the first)."""
+    ranks: tuple[int, ...] = (4, 3, 2)
+    """The group sizes the contract runs the job on (each a sub-group of its one group of 4):
+    the smallest job runs on all three; another on those where it shows what it adds."""
+    variant: Callable[[Any], Any] | None = None
+    """`pipeline` -> the pipeline the job runs on, built from the preset's (a model with no
+    preset of its own: CogVideoX 1.5's temporal patches); None: the preset's."""
+    alone_fails: bool = False
+    """A job with `cache` whose ranks, each deciding on its own share of the tokens, would
+    decide a step differently from world size 1 (the threshold sits between them): run so
+    on 2 ranks it fails on both."""
 
     def __post_init__(self) -> None:
         if not self.preset or not {"prompt", "seed", "num_inference_steps"} <= set(self.body):
             raise ValueError(
                 f"a tiny job names its preset and gives a prompt, seed and num_inference_steps, "
                 f"got {self.preset!r} with {sorted(self.body)}"
+            )
+        if not self.name or not set(self.ranks) <= {2, 3, 4}:
+            raise ValueError(
+                f"a tiny job has a name and runs on groups of 2, 3 or 4 ranks, got "
+                f"{self.name!r} on {self.ranks}"
             )
         if self.tile <= 0 or "cache" not in self.cached:
             raise ValueError(
@@ -84,6 +105,7 @@ class TinyJob:
             )
         object.__setattr__(self, "body", _frozen(self.body))
         object.__setattr__(self, "cached", _frozen(self.cached))
+        object.__setattr__(self, "ranks", tuple(sorted(self.ranks, reverse=True)))
 
     def cached_body(self) -> dict[str, Any]:
         """The request body of the cached job."""
@@ -161,9 +183,10 @@ class FamilySpec:
     tiny_pipeline_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """A tiny preset's pipeline settings, as the real repo's model_index.json has them
     (Wan 2.2's `boundary_ratio`, Klein's `is_distilled`)."""
-    tiny_job: TinyJob | None = None
-    """The family's smallest job on its tiny preset (`tiny_job.py` beside the spec): what the
-    family contract suite runs; every registered family has one."""
+    tiny_jobs: tuple[TinyJob, ...] = ()
+    """The family's jobs on its tiny presets (`tiny_job.py` beside the spec), the smallest
+    first (`tiny_job`), then what the family adds, each named once: what the family contract
+    suite runs; every registered family has one at least."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""
@@ -175,10 +198,17 @@ class FamilySpec:
                 f"got {self.name!r} with {len(self.adapters)} adapters and "
                 f"{len(self.transformer_classes)} DiT classes"
             )
-        if self.tiny_job is not None and self.tiny_job.preset not in self.tiny_presets:
+        for job in self.tiny_jobs:
+            if job.preset not in self.tiny_presets:
+                raise ValueError(
+                    f"{self.name}: its tiny job {job.name!r} runs on {job.preset!r}, not one of "
+                    f"its tiny presets {sorted(self.tiny_presets)}"
+                )
+        names = [job.name for job in self.tiny_jobs]
+        if len(set(names)) != len(names) or (self.tiny_jobs and self.tiny_jobs[0].direct is None):
             raise ValueError(
-                f"{self.name}: its tiny job runs on {self.tiny_job.preset!r}, not one of its "
-                f"tiny presets {sorted(self.tiny_presets)}"
+                f"{self.name}: its tiny jobs have a name each and the smallest, the first, "
+                f"has diffusers' call, got {names}"
             )
         outside = sorted(set(self.cp_plans) - set(self.transformer_classes))
         if outside:
@@ -190,3 +220,9 @@ class FamilySpec:
         object.__setattr__(self, "vae_tiling", _frozen(self.vae_tiling))
         object.__setattr__(self, "vae_split", _frozen(self.vae_split))
         object.__setattr__(self, "tiny_pipeline_config", _frozen(self.tiny_pipeline_config))
+        object.__setattr__(self, "tiny_jobs", tuple(self.tiny_jobs))
+
+    @property
+    def tiny_job(self) -> TinyJob | None:
+        """The family's smallest job (its first), or None before it declares one."""
+        return self.tiny_jobs[0] if self.tiny_jobs else None

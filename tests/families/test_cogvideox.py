@@ -3,29 +3,29 @@ CFG parallel for its batched branches, and its VAE decoded in parallel tiles.
 
 Whole jobs are compared with `paradit verify`'s measure (tools/equivalence.py: frames and
 final latents against world size 1, float32 thresholds); the parallel transformer's output
-directly against the plain one, relative error <= 1e-5. World size 1, the reference, runs in
+directly against diffusers' processor. World size 1, the reference, runs in
 this process as a rank runs it (`runtime.job.run_on_rank` through tests/image_jobs.py, the
 VAE's tiles at the real size decoded one after another) and equals diffusers' pipeline called
-directly. The parallel jobs run on `paradit serve` groups (Ulysses 3; CFG 2 on a folder
-loaded shard by shard) and in one forked gloo group of 4, 3 and 2 of its ranks. What the
-family contract (tests/families/test_family_contract.py) runs on tiny-cogvideox's guided job
-is not run again here: CFG 2 x Ulysses 2 on the batched branches and the step cache's
-decisions there, Ulysses 3 and CFG 2.
+directly. The parallel jobs here run on `paradit serve` groups (Ulysses 3; CFG 2 on a folder
+loaded shard by shard). What the family contract (tests/families/test_family_contract.py)
+runs on CogVideoX's tiny jobs (`cogvideox/tiny_job.py`) is not run again here: the guided
+job on CFG 2 x Ulysses 2, Ulysses 3 and CFG 2 with the step cache's decisions, 2B's
+positions, the unguided job spread with its tiles and temporal chunks, image to video and
+CogVideoX 1.5 on the ranks.
 
-Cost: about 48 s (in the suite's two-worker run on 2 cores).
+Cost: about 34 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import io
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_job, spawn_gloo
-from image_jobs import CPU, rank_groups, run_here
+from conftest import run_job
+from image_jobs import CPU, run_here
 from PIL import Image
 
 from paradit.backend.client.http import BackendError
@@ -39,12 +39,10 @@ from paradit.backend.models.random_presets import (
 )
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan, choose_plan
-from paradit.backend.parallel.vae import deal, decode_tiles
+from paradit.backend.parallel.vae import deal
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
-
-MAX_REL_ERROR = 1e-5  # transformer output, float32
 
 # 720x480 with 1 frame: 1 latent frame x 30 x 45 patches = 1350 video tokens (+ 226 text),
 # which 3 ranks do not divide (1576 of both); the VAE decodes it in 3 x 3 tiles of 240x360
@@ -284,67 +282,10 @@ def _transformer_inputs(pipe) -> dict:
     }
 
 
-# -- real gloo groups: the plan on the transformer, the parallel decode ----------------------
-
-
-def _check_group(rank: int, world_size: int) -> None:
-    """On every rank of 3, then of ranks 0-1 alone: the parallel transformer equals the plain
-    one (5B-style rotary and 2B-style sincos positions); the tiles decoded by the group's
-    ranks and blended on rank 0 equal the pipeline's own tiled decode, bit for bit."""
-    from paradit.backend.models.seeded import seed_weights
-
-    # Small tiles (96x120 pixels, overlaps as the VAE's defaults) so 160x240 pixels make 2 x 3
-    # tiles of several sizes; 5 latent frames decode in two temporal chunks (3 + 2) that pass
-    # the causal-conv cache along.
-    family = family_for("CogVideoXPipeline")
-    latents = torch.randn(1, 5, 16, 20, 30, generator=torch.Generator().manual_seed(3))
-    request = JobRequest(prompt="x", width=240, height=160, num_frames=17)
-    assembled = []
-    for size, group in rank_groups(rank, world_size, (3, 2)):
-        # 3: Ulysses over 3 (uneven tokens, 4 heads on 3); 2: batched CFG parallel
-        cfg_degree = 2 if size == 2 else 1
-        pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
-        sincos_config = {k: v for k, v in pipe.transformer.config.items() if k[0] != "_"}
-        sincos_config["use_rotary_positional_embeddings"] = False
-        sincos = seed_weights(type(pipe.transformer).from_config(sincos_config), 306)
-        plan = ParallelPlan(cfg_degree, size // cfg_degree, 1, True, True)
-        for transformer, rotary in ((pipe.transformer, True), (sincos, False)):
-            inputs = _transformer_inputs(pipe)
-            if not rotary:
-                inputs["image_rotary_emb"] = None
-            plain = copy.deepcopy(transformer)
-            parallel = parallelize([transformer], plan, CPU, batched_cfg=True, group=group)
-            parallel.begin_job(True)
-            with torch.no_grad():
-                reference = plain(**inputs, return_dict=False)[0]
-                ours = transformer(**inputs, return_dict=False)[0]
-            error = ((ours - reference).norm() / reference.norm()).item()
-            assert error <= MAX_REL_ERROR, (plan.to_dict()["modes"], rotary, error)
-
-        pipe.vae.enable_tiling(tile_sample_min_height=96, tile_sample_min_width=120)
-        with torch.no_grad():
-            tiles = family.tiled_decode(pipe, request, latents)
-            assert tiles.num_tiles == 6 and len(set(deal(tiles.costs, size))) == size
-            decoded = decode_tiles(tiles, CPU, group)
-        if rank != 0:
-            assert decoded is None
-            continue
-        assembled.append(tiles.assemble(decoded))
-    if rank != 0:
-        return
-    with torch.no_grad():
-        video = pipe.decode_latents(latents)  # vae.decode with tiling on, one rank
-    expected = pipe.video_processor.postprocess_video(video=video, output_type="np")[0]
-    assert len(assembled) == 2
-    for frames in assembled:
-        assert frames.shape == (17, 160, 240, 3)
-        np.testing.assert_array_equal(frames, expected)
-
-
-def test_parallel_transformer_and_decode_in_a_real_group():
-    """One group of 3: Ulysses over 3 (uneven tokens, 4 heads on 3), then 2 of its ranks
-    (`parallelize`'s `group`) as batched CFG parallel; the decode's tiles dealt to each."""
-    spawn_gloo(3, _check_group)
+# -- the decode's tiles ------------------------------------------------------------------------
+# (The plan on the transformer, rotary and 2B's sine-cosine positions, and the decode's tiles
+# and temporal chunks dealt to 3 and 2 ranks: the family contract's CogVideoX jobs,
+# `cogvideox/tiny_job.py`.)
 
 
 def test_one_rank_cuts_the_tiles_of_the_real_size():
@@ -400,8 +341,7 @@ def test_text_to_video_at_world_size_3(backends, t2v_reference):
     splits both requests' tokens unevenly (1576 and 175 over 3) and the heads too; the step
     cache skips world size 1's steps. (Ulysses 4 at 720x480, the latent height of 30 that
     xDiT refuses, is the same uneven split: not run again. CFG 2 x Ulysses 2: the family
-    contract's guided and cached jobs, and the unguided job spread in
-    `_check_groups_of_4_3_and_2`.)"""
+    contract's guided and cached jobs, and its unguided job spread over 4 ranks.)"""
     reference = t2v_reference
     skipped = reference[2][0]["cache"]["skipped_steps"]
     assert 0 < len(skipped) < 4, skipped
@@ -478,82 +418,20 @@ def test_learned_positions_take_one_size_and_load_sharded(tmp_path, backends):
 
 
 def _tiny_v15(image_to_video: bool):
-    """tiny-cogvideox reshaped as CogVideoX 1.5: temporal patches of 2, the 1.5 rotary grid,
-    and for image-to-video the `ofs` embedding."""
-    from diffusers import CogVideoXImageToVideoPipeline, CogVideoXPipeline
+    """tiny-cogvideox reshaped as CogVideoX 1.5 (`cogvideox/tiny_job.py`'s variant)."""
+    from paradit.backend.models.families.cogvideox.tiny_job import v15
 
-    from paradit.backend.models.seeded import seed_weights
-
-    tiny = build_preset("tiny-cogvideox-i2v" if image_to_video else "tiny-cogvideox")
-    config = {k: v for k, v in tiny.transformer.config.items() if not k.startswith("_")}
-    config.update(patch_size_t=2, patch_bias=False)
-    config.update(sample_height=300, sample_width=300, sample_frames=81)
-    if image_to_video:
-        config["ofs_embed_dim"] = 32
-    transformer = type(tiny.transformer).from_config(config)
-    seed_weights(transformer, 305)
-    pipeline = CogVideoXImageToVideoPipeline if image_to_video else CogVideoXPipeline
-    parts = {name: getattr(tiny, name) for name in ("tokenizer", "text_encoder", "vae")}
-    return pipeline(**parts, scheduler=tiny.scheduler, transformer=transformer)
+    return v15(build_preset("tiny-cogvideox-i2v" if image_to_video else "tiny-cogvideox"))
 
 
-# tiny-cogvideox-i2v guided (both branches, as a batch of 2 over the halves); 720x480's tiles
-# are t2v's
 I2V = {**UNGUIDED, "guidance_scale": 6.0, "image": png_b64(112, 80)}
-V15_I2V = {**SMALL, "image": png_b64(96, 64)}
 
 
-def _ranks_pipeline(name: str):
-    """A fresh pipeline on a rank (world size 1's carries its step cache's hooks), VAE tiles
-    of the real size."""
-    pipe = {
-        "unguided": lambda: build_preset("tiny-cogvideox"),
-        "1.5": lambda: _tiny_v15(False),
-        "1.5 i2v": lambda: _tiny_v15(True),
-        "i2v": lambda: build_preset("tiny-cogvideox-i2v"),
-    }[name]()
-    pipe.set_progress_bar_config(disable=True)
-    pipe.vae.enable_tiling()
-    return pipe
-
-
-GROUP_RUNS = {  # ranks: (plan, [(label, body)]), largest first
-    4: (ParallelPlan(2, 2, 1, True, True), [("unguided", UNGUIDED)]),
-    3: (ParallelPlan(1, 3, 1, True, True), [("1.5", SMALL)]),
-    2: (ParallelPlan(2, 1, 1, True, True), [("1.5 i2v", V15_I2V), ("i2v", I2V)]),
-}
-
-
-def _check_groups_of_4_3_and_2(rank: int, world_size: int, references: dict) -> None:
-    """4 ranks, CFG 2 x Ulysses 2: the unguided job spread over all of them (175 tokens over
-    4); ranks 0-2 alone (`parallelize`'s `group`): CogVideoX 1.5 text-to-video as Ulysses 3;
-    ranks 0-1 alone: 1.5 image-to-video and tiny-cogvideox-i2v on batched CFG 2. Each job as
-    a rank runs it (the decode's tiles dealt to the group), within rounding of world size 1
-    on rank 0."""
-    for size, group in rank_groups(rank, world_size, tuple(GROUP_RUNS)):
-        plan, runs = GROUP_RUNS[size]
-        for label, body in runs:
-            pipe = _ranks_pipeline(label)
-            parallel = parallelize([pipe.transformer], plan, CPU, batched_cfg=True, group=group)
-            frames, result = run_here(pipe, body, parallel=parallel, group=group)
-            layout = "spread" if label == "unguided" else "plan"  # no branches to split
-            assert result.sequence_layout == layout, (label, result.sequence_layout)
-            if plan.sequence_degree > 1 or layout == "spread":
-                assert parallel.layouts, "the sequence is split"
-            latents = result.latents.numpy()
-            assert latents.shape == references[label][2].shape  # 1.5: the padding frame too
-            if rank != 0:
-                assert frames is None
-                continue
-            assert_equivalent(references[label], ({}, frames, latents), f"{label}, {size} ranks")
-
-
-def test_spread_cogvideox15_and_image_to_video_on_4_3_and_2_ranks(t2v_reference):
-    """One group of 4: the unguided job on a CFG plan spreads its sequence over all the ranks;
-    CogVideoX 1.5 (9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame patches
-    and drops it again before decoding) on Ulysses over 3 of them, and CFG for image-to-video
-    on 2, 1.5's and tiny-cogvideox-i2v's (where the image matters). World size 1 in this
-    process. (Served image-to-video on CFG 2, from a folder loaded shard by shard:
+def test_cogvideox15_pads_a_frame_and_the_image_matters():
+    """CogVideoX 1.5 (9 frames = 3 latent frames: 1.5 pads one in front for its 2-frame
+    patches and drops it again before decoding) and tiny-cogvideox-i2v's image, at world size
+    1 in this process. (On 4, 3 and 2 ranks: the family contract's CogVideoX jobs; served
+    image-to-video on CFG 2, from a folder loaded shard by shard:
     test_learned_positions_take_one_size_and_load_sharded.)"""
     tiny = build_preset("tiny-cogvideox")
     assert family_of(tiny).limits(tiny, tiny=False).default_width == 720  # served from a folder
@@ -568,8 +446,5 @@ def test_spread_cogvideox15_and_image_to_video_on_4_3_and_2_ranks(t2v_reference)
     dark = {**I2V, "image": png_b64(112, 80, scale=0.2)}
     reference, darker = world_size_1(i2v, [I2V, dark])
     assert compare(reference[1], darker[1], FLOAT32).verdict == DIFFERENT, "the image matters"
-    references = {"i2v": reference, "unguided": t2v_reference[1]}
-    (references["1.5"],) = world_size_1(t2v, [SMALL])
-    assert references["1.5"][2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding
-    (references["1.5 i2v"],) = world_size_1(_tiny_v15(True), [V15_I2V])
-    spawn_gloo(4, _check_groups_of_4_3_and_2, references)
+    (padded,) = world_size_1(t2v, [SMALL])
+    assert padded[2].shape[1] == 4  # latents (batch, frames, ...): 3 + 1 padding

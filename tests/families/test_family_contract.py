@@ -1,6 +1,7 @@
 """The family contract: one suite run over every registered family spec (`families.SPECS`;
-a family registered gets it), each on its smallest job (`FamilySpec.tiny_job`: its tiny
-preset, size, steps and guidance, and diffusers' pipeline called for it):
+a family registered gets it), each on its tiny jobs (`FamilySpec.tiny_jobs`: the smallest
+first, its tiny preset, size, steps and guidance, and diffusers' pipeline called for it; then
+one per thing the family adds, an image, audio, experts, tiles, odd token counts):
 
 1. world size 1 equals diffusers' own pipeline called directly, byte for byte;
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
@@ -15,10 +16,14 @@ preset, size, steps and guidance, and diffusers' pipeline called for it):
 Jobs run as a rank runs them (`runtime.job.run_on_rank` through tests/image_jobs.py: the
 family encodes and prepares, the pipeline stops at the latents, the VAE decodes tile by tile,
 the tiles dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.py,
-float32 thresholds, frames and final latents). What a family adds beyond the contract (image
-and video inputs, audio, experts, odd token counts, served backends) stays in its own file.
+float32 thresholds, frames and final latents). Every job runs on the group sizes it names in
+the family's one group of 4: each rank's share of the tokens, the layout (an unguided job
+spreads over a CFG plan), audio within 1e-3 of its peak, two experts swapped on sharded
+weights, a step cache decided by each rank alone failing. What a family adds beyond its jobs
+(presets, limits, plans at real size, served backends) stays in its own file, which starts
+no gloo group.
 
-Cost: about 70 s (in the suite's two-worker run on 2 cores).
+Cost: about 84 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -34,10 +39,12 @@ from conftest import spawn_gloo
 from image_jobs import CPU, encoded, preset_pipeline, rank_groups, run_here
 from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora
 
-from paradit.backend.models.families import SPECS
+from paradit.backend.memory.swap import ExpertSwap
+from paradit.backend.models.families import SPECS, enable_tiles, family_of
 from paradit.backend.models.family_spec import FamilySpec, TinyJob
-from paradit.backend.parallel import parallelize
+from paradit.backend.parallel import PLAN, SPREAD, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
+from paradit.backend.parallel.step_cache import DisagreementError
 from paradit.backend.request import NO_STEP_CACHE, JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -58,10 +65,80 @@ def _job(spec: FamilySpec) -> TinyJob:
     return spec.tiny_job
 
 
+def _dits(pipe: Any) -> list[torch.nn.Module]:
+    """The pipeline's DiTs: the transformer, and the second expert where it has one."""
+    return [dit for dit in (pipe.transformer, getattr(pipe, "transformer_2", None)) if dit]
+
+
+def _job_pipeline(job: TinyJob, *, encoders: bool = True) -> tuple[Any, Any]:
+    """The pipeline a job runs on, as a rank holds it (tiles of the job's size), and its
+    family."""
+    pipe, family = preset_pipeline(job.preset, job.tile, encoders=encoders)
+    if job.variant is not None:
+        pipe = job.variant(pipe)
+        pipe.set_progress_bar_config(disable=True)
+        enable_tiles(pipe.vae, job.tile, job.tile)
+        family = family_of(pipe)
+    return pipe, family
+
+
+def _pipeline_key(job: TinyJob) -> tuple:
+    """Jobs with the same key run on one pipeline (built once for them)."""
+    return (job.preset, job.tile, job.variant)
+
+
+def _count_tokens(pipe: Any) -> tuple[list[int], Any]:
+    """The tokens each call of the DiT's last block of its last block list gets on this rank
+    (inside the split sequence, where there is one; Z-Image's refiners come before it), filled
+    as the job runs; and the hook's handle (`remove()` after the job)."""
+    blocks = [m for m in pipe.transformer.children() if isinstance(m, torch.nn.ModuleList)][-1]
+    tokens: list[int] = []
+
+    def count(_module, args, kwargs):
+        states = args[0] if args else kwargs["hidden_states"]
+        tokens.append(int(states.shape[1]))
+
+    return tokens, blocks[-1].register_forward_pre_hook(count, with_kwargs=True)
+
+
+@dataclasses.dataclass
+class JobOutput:
+    """One job at world size 1: rank 0's encoded text, its frames (uint8) and final latents,
+    whether it guides, the block's tokens per DiT call, its audio track, its step cache's
+    record (a job with `cache`)."""
+
+    tensors: dict
+    frames: np.ndarray
+    latents: np.ndarray
+    guided: bool
+    tokens: list[int]
+    audio: np.ndarray | None
+    cache: dict | None
+    tiles: int
+
+
+def _run_job(pipe: Any, family: Any, body: dict, parallel: Any) -> JobOutput:
+    """`body` at world size 1 on `pipe` (one thread is the caller's)."""
+    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
+    tensors = encoded(pipe, body)
+    tokens, hook = _count_tokens(pipe)
+    try:
+        frames, result = run_here(pipe, body, tensors, parallel=parallel)
+    finally:
+        hook.remove()
+    audio = None if result.audio is None else result.audio.waveform
+    guided = family.uses_cfg(pipe, request)
+    latents = result.latents.numpy()
+    return JobOutput(
+        tensors, frames, latents, guided, tokens, audio, result.cache, result.num_tiles
+    )
+
+
 @dataclasses.dataclass
 class WorldSize1:
-    """A family's tiny job at world size 1, one thread: the pipeline it ran on (tiles on),
-    rank 0's encoded text, the frames (uint8) and final latents, and the cached job's."""
+    """A family's tiny jobs at world size 1, one thread: the smallest job's pipeline (tiles
+    on), family and `parallelize`, its output and its cached job's, and every job's output by
+    name."""
 
     pipe: Any
     plain_dit: Any
@@ -74,6 +151,9 @@ class WorldSize1:
     latents: np.ndarray
     guided: bool
     cached: tuple[np.ndarray, np.ndarray, dict] | None
+    jobs: dict[str, JobOutput]
+    pipes: dict[str, Any]
+    """Each job's pipeline by job name (diffusers called directly runs on it)."""
 
 
 def _world_size_1(spec: FamilySpec) -> WorldSize1:
@@ -81,25 +161,47 @@ def _world_size_1(spec: FamilySpec) -> WorldSize1:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        pipe, family = preset_pipeline(job.preset, job.tile)
+        pipe, family = _job_pipeline(job)
         plain_dit = copy.deepcopy(pipe.transformer)
         # the DiT as a rank holds it at world size 1 (the step cache's hooks installed)
-        parallel = parallelize([pipe.transformer], ParallelPlan(1, 1, 1, False, False), CPU)
+        parallel = parallelize(_dits(pipe), ParallelPlan(1, 1, 1, False, False), CPU)
         limits = family.limits(pipe, tiny=True)
-        body = dict(job.body)
-        guided = family.uses_cfg(pipe, JobRequest.from_body(body, limits))
-        tensors = encoded(pipe, body)
-        frames, result = run_here(pipe, body, tensors, parallel=parallel)
+        jobs = {job.name: _run_job(pipe, family, dict(job.body), parallel)}
+        pipes = {job.name: pipe}
+        smallest = jobs[job.name]
         cached = None
         if limits.step_cache:
             cached_frames, cached_result = run_here(
-                pipe, job.cached_body(), tensors, parallel=parallel
+                pipe, job.cached_body(), smallest.tensors, parallel=parallel
             )
             cached = (cached_frames, cached_result.latents.numpy(), cached_result.cache)
+        built = {_pipeline_key(job): (pipe, family, parallel)}
+        for other in spec.tiny_jobs[1:]:
+            if _pipeline_key(other) not in built:
+                other_pipe, other_family = _job_pipeline(other)
+                one = ParallelPlan(1, 1, 1, False, False)
+                built[_pipeline_key(other)] = (
+                    other_pipe,
+                    other_family,
+                    parallelize(_dits(other_pipe), one, CPU),
+                )
+            other_pipe, other_family, other_parallel = built[_pipeline_key(other)]
+            jobs[other.name] = _run_job(other_pipe, other_family, dict(other.body), other_parallel)
+            pipes[other.name] = other_pipe
     finally:
         torch.set_num_threads(threads)
     return WorldSize1(
-        pipe, plain_dit, family, parallel, tensors, frames, result.latents.numpy(), guided, cached
+        pipe,
+        plain_dit,
+        family,
+        parallel,
+        smallest.tensors,
+        smallest.frames,
+        smallest.latents,
+        smallest.guided,
+        cached,
+        jobs,
+        pipes,
     )
 
 
@@ -129,7 +231,7 @@ def test_the_suite_runs_on_every_registered_family():
         job = _job(spec)
         assert job.preset in spec.tiny_presets
         with pytest.raises(ValueError, match="not one of its tiny presets"):
-            dataclasses.replace(spec, tiny_job=dataclasses.replace(job, preset="tiny-none"))
+            dataclasses.replace(spec, tiny_jobs=(dataclasses.replace(job, preset="tiny-none"),))
 
 
 # -- 1. world size 1 against diffusers called directly -----------------------------------------
@@ -138,16 +240,20 @@ def test_the_suite_runs_on_every_registered_family():
 @pytest.mark.parametrize("spec", FAMILIES)
 def test_world_size_1_equals_diffusers_called_directly(world_size_1, spec):
     """The family's pipeline as a user calls it (its guidance under its own name; the VAE's
-    own tiled decode at the job's tile size) gives the same frames, bit for bit."""
+    own tiled decode at the job's tile size) gives the same frames, bit for bit: every tiny
+    job that names diffusers' call (the smallest always)."""
     ref = world_size_1(spec)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        direct = to_uint8(np.asarray(_job(spec).direct(ref.pipe, dict(_job(spec).body))))
+        for job in spec.tiny_jobs:
+            if job.direct is None:
+                continue
+            direct = to_uint8(np.asarray(job.direct(ref.pipes[job.name], dict(job.body))))
+            result = compare(ref.jobs[job.name].frames, direct, FLOAT32)
+            assert result.verdict == IDENTICAL, f"{spec.name} {job.name}: {_summary(result)}"
     finally:
         torch.set_num_threads(threads)
-    result = compare(ref.frames, direct, FLOAT32)
-    assert result.verdict == IDENTICAL, f"{spec.name}: {_summary(result)}"
 
 
 # -- 2 and 3. CFG and Ulysses at 2, 3 and 4 ranks; the step cache's decisions -------------------
@@ -176,42 +282,117 @@ def _same_decisions(one: dict, other: dict, where: str) -> None:
                 assert a[key] == pytest.approx(b[key], rel=1e-4), (where, key, a, b)
 
 
+def _shares(tokens: int, degree: int) -> list[int]:
+    """A split sequence's tokens per rank: `tensor_split`'s (the first ranks one more)."""
+    return [len(part) for part in np.array_split(np.arange(tokens), degree)]
+
+
+def _check_tokens(rank: int, size: int, plan: ParallelPlan, layout: str, one: list, ours: list):
+    """This rank's tokens at the block on every DiT call against world size 1's: its share of
+    them, the first ranks of the sequence one more where they do not divide (over the plan's
+    sequence ranks; over all `size` ranks when an unguided job spreads)."""
+    (tokens,) = set(one)
+    degree = size if layout == SPREAD else plan.sequence_degree
+    index = rank if layout == SPREAD else rank % plan.sequence_degree
+    assert ours and set(ours) == {_shares(tokens, degree)[index]}, (rank, size, layout, one, ours)
+
+
+def _swap_experts(rank: int, pipe: Any, parallel: Any, body: dict, tensors: dict, group) -> Any:
+    """The job with its experts one at a time on FSDP2-sharded experts (`ExpertSwap`; on CPU
+    `module.to` moves nothing): the low-noise expert comes in at the switch step, every
+    parameter a shard again after; (frames, latents) for rank 0's comparison."""
+    swap = ExpertSwap({"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}, CPU)
+    swap.begin_job(lambda: 0)
+    frames, result = run_here(pipe, body, tensors, parallel=parallel, group=group)
+    parallel.check_at_rest()
+    assert [s["expert"] for s in swap.record] == ["transformer_2"] and swap.record[0]["bytes"]
+    return frames, result.latents.numpy()
+
+
+def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, ref, where):
+    """One named job on this group's plan against world size 1 (`ref`, a `JobOutput`): the
+    layout, each rank's tokens, the step cache's decisions, and on rank 0 frames, latents
+    and audio (CFG halves alone byte for byte unless the family batches its branches)."""
+    body = dict(job.body)
+    tokens, hook = _count_tokens(pipe)
+    try:
+        frames, result = run_here(pipe, body, ref.tensors, parallel=parallel, group=group)
+    finally:
+        hook.remove()
+    layout = PLAN if plan.cfg_degree == 1 or ref.guided else SPREAD
+    assert result.sequence_layout == layout, (where, result.sequence_layout)
+    assert result.num_tiles == ref.tiles, (where, result.num_tiles, ref.tiles)
+    _check_tokens(rank, size, plan, layout, ref.tokens, tokens)
+    if ref.cache is not None:  # every rank: the decisions agreed over the group
+        _same_decisions(ref.cache, result.cache, where)
+    if rank != 0:
+        assert frames is None
+        return
+    latents = result.latents.numpy()
+    measured = compare(ref.frames, frames, FLOAT32, ref.latents, latents)
+    exact = plan.sequence_degree == 1 and layout == PLAN and not family.batched_cfg
+    verdicts = {IDENTICAL} if exact else {IDENTICAL, WITHIN_ROUNDING}
+    assert measured.verdict in verdicts, f"{where}: {_summary(measured)}"
+    if ref.audio is not None:  # within 1e-3 of the track's peak
+        drift = float(np.abs(ref.audio - result.audio.waveform).max())
+        assert drift < 1e-3 * np.abs(ref.audio).max(), (where, drift)
+
+
 def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None:
-    """One rank: the tiny job on 4, 3 and 2 ranks (largest first), FSDP2 over them, the
-    decode's tiles dealt to them, from rank 0's encoded text; on 4 the cached job too."""
+    """One rank: the family's tiny jobs on 4, 3 and 2 ranks (largest first; each job on the
+    group sizes it names), FSDP2 over them, the decode's tiles dealt to them, from rank 0's
+    encoded text; on 4 the smallest job's cached job too; on 2 a job with two experts also
+    swaps them, and one whose ranks would decide its step cache differently alone fails."""
     spec = next(spec for spec in SPECS if spec.name == name)
-    job = _job(spec)
     for size, group in rank_groups(rank, world_size, (4, 3, 2)):
         if size == 3:  # a plan for another number of ranks than the group's is refused
             with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
                 parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 2), CPU, group=group)
+            with pytest.raises(ValueError, match="a group is one replica: dp_degree must be 1"):
+                parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 1), CPU, 3, group=group)
         plan = _plan(size, reference["guided"])
-        pipe, family = preset_pipeline(job.preset, job.tile, encoders=False)
-        parallel = parallelize(
-            [pipe.transformer], plan, CPU, batched_cfg=family.batched_cfg, group=group
-        )
-        jobs = [("plain", dict(job.body))]
-        if size == 4 and reference["cached"] is not None:
-            jobs.append(("cached", job.cached_body()))
-        for label, body in jobs:
-            frames, result = run_here(
-                pipe, body, reference["tensors"], parallel=parallel, group=group
-            )
-            where = f"{name} {label} on {plan.to_dict()['modes']} ({size} ranks)"
-            expected = (reference["frames"], reference["latents"])
-            if label == "cached":  # every rank: the decisions agreed over the group
-                *expected, record = reference["cached"]
-                _same_decisions(record, result.cache, where)
-            latents = result.latents.numpy()
-            if rank != 0:
-                assert frames is None
+        built: dict[tuple, tuple] = {}
+        for job in spec.tiny_jobs:
+            if size not in job.ranks:
                 continue
-            measured = compare(expected[0], frames, FLOAT32, expected[1], latents)
-            # CFG halves alone run each branch as world size 1 runs it: batch 1, the same
-            # shapes, unless the family batches its branches (world size 1's batch of 2)
-            exact = plan.sequence_degree == 1 and not family.batched_cfg
-            verdicts = {IDENTICAL} if exact else {IDENTICAL, WITHIN_ROUNDING}
-            assert measured.verdict in verdicts, f"{where}: {_summary(measured)}"
+            if _pipeline_key(job) not in built:
+                pipe, family = _job_pipeline(job, encoders=False)
+                parallel = parallelize(
+                    _dits(pipe), plan, CPU, batched_cfg=family.batched_cfg, group=group
+                )
+                built[_pipeline_key(job)] = (pipe, family, parallel)
+            pipe, family, parallel = built[_pipeline_key(job)]
+            ref = reference["jobs"][job.name]
+            where = f"{name} {job.name} on {plan.to_dict()['modes']} ({size} ranks)"
+            _check_job(rank, size, group, plan, pipe, family, parallel, job, ref, where)
+            if job is spec.tiny_jobs[0] and size == 4 and reference["cached"] is not None:
+                *expected, record = reference["cached"]
+                frames, result = run_here(
+                    pipe, job.cached_body(), ref.tensors, parallel=parallel, group=group
+                )
+                _same_decisions(record, result.cache, f"{where}, cached")
+                if rank == 0:
+                    measured = compare(
+                        *expected[:1], frames, FLOAT32, expected[1], result.latents.numpy()
+                    )
+                    assert measured.verdict in {IDENTICAL, WITHIN_ROUNDING}, _summary(measured)
+            if size == 2 and getattr(pipe, "transformer_2", None) is not None:
+                frames, latents = _swap_experts(
+                    rank, pipe, parallel, dict(job.body), ref.tensors, group
+                )
+                if rank == 0:
+                    measured = compare(ref.frames, frames, FLOAT32, ref.latents, latents)
+                    assert measured.verdict == IDENTICAL, f"{where}, experts swapped"
+            if size == 2 and job.alone_fails:
+                with pytest.raises(DisagreementError, match="different skip decisions"):
+                    run_here(
+                        pipe,
+                        dict(job.body),
+                        ref.tensors,
+                        parallel=parallel,
+                        group=group,
+                        cache_alone=True,
+                    )
 
 
 @pytest.mark.parametrize("spec", FAMILIES)
@@ -220,13 +401,7 @@ def test_cfg_and_ulysses_on_2_3_and_4_ranks_equal_world_size_1(world_size_1, spe
     Ulysses 4; the step cache's decisions there too), 3 (Ulysses 3: uneven tokens and heads)
     and 2 (CFG halves, or Ulysses 2)."""
     ref = world_size_1(spec)
-    reference = {
-        "guided": ref.guided,
-        "tensors": ref.tensors,
-        "frames": ref.frames,
-        "latents": ref.latents,
-        "cached": ref.cached,
-    }
+    reference = {"guided": ref.guided, "cached": ref.cached, "jobs": ref.jobs}
     spawn_gloo(4, _check_group, spec.name, reference)
 
 

@@ -1,14 +1,14 @@
 """Wan 2.2 TI2V-5B (text- and image-to-video in one model) and I2V-A14B (two experts with
-image conditioning): presets, limits, plans at real size, world size 1 against diffusers
-called directly, world sizes 2, 3 and 4 against world size 1, and two data-parallel replicas.
+image conditioning): presets, limits, plans at real size, the experts at world size 1 and
+swapped, and two data-parallel replicas. World size 1 against diffusers called directly and
+world sizes 2, 3 and 4 against world size 1 are the family contract's Wan 2.2 jobs
+(`wan/tiny_job.py`, tests/families/test_family_contract.py).
 
 Jobs run as a rank runs them (the family encodes, prepares and picks the pipeline; the VAE
-decodes tile by tile, the tiles dealt to the ranks), judged with `paradit verify`'s measure
-(tools/equivalence.py, float32 thresholds, frames and final latents). The parallel runs are
-real gloo groups (forked, one thread per rank: one group of 4, then 3 and 2 of its ranks);
-one served group checks the engine's path.
+decodes tile by tile), judged with `paradit verify`'s measure (tools/equivalence.py, float32
+thresholds, frames and final latents); served groups check the engine's path.
 
-Cost: about 39 s (in the suite's two-worker run on 2 cores).
+Cost: about 30 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import io
 import numpy as np
 import pytest
 import torch
-from conftest import run_job, spawn_gloo
-from image_jobs import rank_groups, run_image_job
+from conftest import run_job
+from image_jobs import run_image_job
 from PIL import Image
 
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
@@ -28,15 +28,11 @@ from paradit.backend.memory.swap import ExpertSwap
 from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.parallel import parallelize
-from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
-from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
     IDENTICAL,
-    WITHIN_ROUNDING,
     compare,
 )
 from paradit.backend.tools.verify import decode_png
@@ -206,100 +202,16 @@ def test_plans_at_real_size():
     assert i2v["tokens"] == 21 * 30 * 52 and i2v["plan"]["modes"] == []
 
 
-# -- world size 1 against diffusers called directly ----------------------------------------------
+# -- world size 1 ---------------------------------------------------------------------------------
 
 
-def test_world_size_1_equals_diffusers_called_directly(references):
-    """The pipelines as a user calls them: `WanPipeline` and, for an image, diffusers'
-    documented `WanImageToVideoPipeline` on the same components; the VAE's own tiled decode."""
-    from diffusers import WanImageToVideoPipeline
-
-    from paradit.backend.models.families import request_image
-
-    assert references["calls"] == {"transformer": 2, "transformer_2": 2}  # a step each, CFG
-    torch.set_num_threads(1)
-    for label, (name, body) in JOBS.items():
-        pipe = references["pipes"][name][0]
-        if "image" in body and type(pipe) is not WanImageToVideoPipeline:
-            pipe = WanImageToVideoPipeline(**pipe.components, expand_timesteps=True)
-            pipe.set_progress_bar_config(disable=True)
-        request = JobRequest(**body)
-        extra = {"image": request_image(request)} if "image" in body else {}
-        with torch.no_grad():
-            direct = pipe(
-                prompt=body["prompt"],
-                negative_prompt=body.get("negative_prompt", ""),
-                height=body["height"],
-                width=body["width"],
-                num_frames=body["num_frames"],
-                num_inference_steps=body["num_inference_steps"],
-                guidance_scale=body["guidance_scale"],
-                generator=torch.Generator().manual_seed(body["seed"]),
-                output_type="np",
-                **extra,
-            ).frames[0]
-        frames = references["outputs"][label][0]
-        result = compare(frames, to_uint8(np.asarray(direct)), FLOAT32)
-        assert result.verdict == IDENTICAL, (label, result.overall)
+def test_world_size_1_runs_each_expert_and_the_image_matters(references):
+    """I2V-A14B's high-noise expert runs the first step, its low-noise one the second (CFG: two
+    calls a step); TI2V-5B's image changes the video. (Against diffusers called directly,
+    and on 4, 3 and 2 ranks: the family contract's Wan 2.2 jobs, `wan/tiny_job.py`.)"""
+    assert references["calls"] == {"transformer": 2, "transformer_2": 2}
     text, image = references["outputs"]["ti2v text"], references["outputs"]["ti2v image"]
     assert compare(text[0], image[0], FLOAT32).verdict == DIFFERENT, "the image matters"
-
-
-# -- world sizes 2, 3, 4 against world size 1 -----------------------------------------------------
-
-
-CFG_DEGREES = {4: 2, 3: 1, 2: 2}
-"""Ranks: CFG degree (4: CFG x Ulysses 2; 3: Ulysses over 3, uneven tokens and heads; 2: CFG
-parallel)."""
-
-
-def _check_group(rank: int, world_size: int, outputs: dict) -> None:
-    """On 4, 3 and 2 ranks of the group (largest first): every job on that many ranks' plan
-    (FSDP2 over them, the decode's tiles dealt to them) against world size 1: CFG parallel
-    byte-identical, sequence parallel within rounding."""
-    for size, group in rank_groups(rank, world_size, tuple(CFG_DEGREES)):
-        _check_plan(rank, size, group, outputs)
-
-
-def _check_plan(rank: int, size: int, group, outputs: dict) -> None:
-    plan = ParallelPlan(CFG_DEGREES[size], size // CFG_DEGREES[size], 1, True, True)
-    for name in TILES:
-        pipe, family = _pipeline(name)
-        dits = [pipe.transformer] + ([pipe.transformer_2] if pipe.transformer_2 else [])
-        parallel = parallelize(dits, plan, CPU, group=group)
-        for label, (model, body) in JOBS.items():
-            if model != name:
-                continue
-            # every job here is guided
-            frames, latents = _run(pipe, body, parallel=parallel, group=group)
-            if rank != 0:
-                assert frames is None
-                continue
-            reference = outputs[label]
-            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-            expected = {IDENTICAL} if plan.sequence_degree == 1 else {IDENTICAL, WITHIN_ROUNDING}
-            assert result.verdict in expected, (label, plan.to_dict()["modes"], result.overall)
-        if name == I2V and size == 2:  # the sharded experts one at a time: FSDP2's move
-            _check_sharded_swap(rank, pipe, parallel, group, outputs["i2v-a14b"])
-
-
-def _check_sharded_swap(rank: int, pipe, parallel, group, reference) -> None:
-    """Experts one at a time on FSDP2-sharded experts (`module.to`, no move on CPU): the
-    same bytes, the low-noise expert brought in at the switch step."""
-    swap = ExpertSwap({"transformer": pipe.transformer, "transformer_2": pipe.transformer_2}, CPU)
-    swap.begin_job(lambda: 0)
-    frames, latents = _run(pipe, I2V_IMAGE, parallel=parallel, group=group)
-    parallel.check_at_rest()  # every parameter a shard again between jobs
-    assert [s["expert"] for s in swap.record] == ["transformer_2"] and swap.record[0]["bytes"]
-    if rank == 0:
-        result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-        assert result.verdict == IDENTICAL, result.overall
-
-
-def test_parallel_jobs_on_4_3_and_2_ranks_equal_world_size_1(references):
-    """One group of 4: CFG x Ulysses 2 on all of them, then Ulysses over 3 of them (uneven
-    tokens and heads) and CFG parallel on 2 (`parallelize`'s `group`)."""
-    spawn_gloo(4, _check_group, references["outputs"])
 
 
 def test_served_model_picks_the_pipeline_per_job(backends, references):

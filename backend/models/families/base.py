@@ -265,7 +265,7 @@ def called_directly(pipe: Any, body: Any, **arguments: Any) -> np.ndarray:
     """diffusers' pipeline as a user calls it for a job's `body` (its prompt, size, steps and
     seed) and `arguments` (the guidance under the pipeline's own name, a negative prompt,
     frames): float frames (F, H, W, 3) in 0..1 (an image model's images, a video's frames).
-    The reference of a family's tiny job (`FamilySpec.tiny_job`)."""
+    The reference of a family's tiny job (`FamilySpec.tiny_jobs`)."""
     with torch.no_grad():
         output = pipe(
             prompt=body["prompt"],

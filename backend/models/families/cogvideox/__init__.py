@@ -8,7 +8,7 @@ from .adapter import CogVideoX
 from .memory import dit_forward
 from .parallel import prepare_cogvideox, use_joint_attention
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
 SPEC = FamilySpec(
@@ -37,5 +37,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     # no vae_split: CogVideoXSafeConv3d cuts a large input into time chunks by its size, so
     # bands of unequal rows could make unequal numbers of halo exchanges
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

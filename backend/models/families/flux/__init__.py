@@ -18,7 +18,7 @@ from .single_file import (
     text_widths,
 )
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "flux",
@@ -49,5 +49,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     vae_tiling={"AutoencoderKL": enable_square_tiles},
     vae_split={"AutoencoderKL": ("Attention",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -33,3 +33,6 @@ TINY_JOB = TinyJob(
     # the first-block metric over 4 steps: -, 0.57, 0.83, 0.90
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 0.75}},
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

@@ -11,7 +11,7 @@ from .detect import flux2_vae
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit, dit_row_map, text_widths, vae_latent_channels
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "flux2",
@@ -40,5 +40,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     vae_tiling={"AutoencoderKLFlux2": enable_square_tiles},  # tiles as Flux's,
     vae_split={"AutoencoderKLFlux2": ("Attention",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -10,7 +10,7 @@ from .adapter import Flux2Klein
 from .single_file import FILE_PRESETS
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "flux2_klein",
@@ -31,5 +31,5 @@ SPEC = FamilySpec(
     files=FileSpec(
         presets=FILE_PRESETS,
     ),
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

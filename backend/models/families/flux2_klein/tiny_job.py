@@ -20,3 +20,6 @@ def direct(pipe: Any, body: Any) -> Any:
 
 
 TINY_JOB = TinyJob("tiny-flux2-klein", BODY, direct)
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

@@ -20,7 +20,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 from .vae import enable_tiles
 
 _TEXT = frozenset({"text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"})
@@ -66,5 +66,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     vae_tiling={"AutoencoderKLHunyuanVideo15": enable_tiles},
     vae_split={"AutoencoderKLHunyuanVideo15": ("HunyuanVideo15AttnBlock",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -33,3 +33,76 @@ TINY_JOB = TinyJob(
     # the first-block metric over 5 steps: -, 1.24, 1.06, 1.19, 0.88
     cached={"num_inference_steps": 5, "cache": {"method": "first-block", "threshold": 1.0}},
 )
+
+
+def _png() -> str:
+    """A seeded 80x48 start image as base64 PNG."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(11).integers(0, 256, (48, 80, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# The smallest job's size with a glyph text in its prompt (the ByT5 encoder runs too).
+GLYPH = {**BODY, "prompt": 'a fox holding a sign "HELLO"'}
+# Unguided, no glyphs, 80x48 px and one frame: 3 x 5 = 15 tokens, as 8 + 7 on 2 ranks and
+# 4 + 4 + 4 + 3 on 4 (spread over a CFG plan), with its ~241 valid text tokens.
+UNGUIDED = {**BODY, "prompt": "ein Boot 🚤.", "seed": 9, "guidance_scale": 1.0}
+UNGUIDED.update(height=48, num_frames=1)
+# Image to video at 80x48, the size bucket of the image's aspect ratio at the tiny DiT's
+# target size (64): 2 latent frames of 3 x 5 tokens, the image's latents in the first, its
+# 16 SigLIP tokens among the text. Guided on the CFG halves; unguided as Ulysses 2 (the image
+# tokens and its condition latents split with the rest); cached unguided over 6 steps: at
+# 0.855 world size 1 skips step 1 (0.849), where each rank's half of the tokens alone would
+# decide differently (0.836 and 0.863).
+I2V_GUIDED = {**BODY, "prompt": "a fox turns its head", "height": 48, "seed": 4, "image": _png()}
+I2V_UNGUIDED = {**I2V_GUIDED, "prompt": "the fox runs away.", "guidance_scale": 1.0}
+I2V_CACHED = {**I2V_UNGUIDED, "num_inference_steps": 6}
+I2V_CACHED["cache"] = {"method": "first-block", "threshold": 0.855}
+
+
+def image_direct(pipe: Any, body: Any) -> Any:
+    """`HunyuanVideo15ImageToVideoPipeline` as a user calls it: the image (which sizes the
+    video: no size), the negative prompt, its guider at the job's scale for the call."""
+    import base64
+    import io
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
+    pipe.guider.guidance_scale = body["guidance_scale"]
+    try:
+        with torch.no_grad():
+            frames = pipe(
+                image=image,
+                prompt=body["prompt"],
+                negative_prompt=body["negative_prompt"],
+                num_frames=body["num_frames"],
+                num_inference_steps=body["num_inference_steps"],
+                generator=torch.Generator().manual_seed(body["seed"]),
+                output_type="np",
+            ).frames[0]
+    finally:
+        pipe.guider.guidance_scale = pipe.guider.config.guidance_scale
+    return np.asarray(frames)
+
+
+I2V = "tiny-hunyuanvideo1.5-i2v"
+TINY_JOBS = (
+    TINY_JOB,
+    TinyJob("tiny-hunyuanvideo1.5", GLYPH, direct, ranks=(4, 2), name="glyphs"),
+    TinyJob("tiny-hunyuanvideo1.5", UNGUIDED, direct, ranks=(4, 2), name="unguided"),
+    TinyJob(I2V, I2V_GUIDED, image_direct, ranks=(2,), name="i2v guided"),
+    TinyJob(I2V, I2V_UNGUIDED, image_direct, ranks=(2,), name="i2v unguided"),
+    TinyJob(I2V, I2V_CACHED, None, ranks=(2,), name="i2v cached", alone_fails=True),
+)
+"""The jobs the family contract runs: the smallest first, then glyphs, an unguided job
+spread over the ranks (uneven tokens) and image to video (its tokens split, the step cache)."""

@@ -21,7 +21,7 @@ from .single_file import (
     vae_key_names,
 )
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 from .vae import enable_tiles
 
 __all__ = ["DISTILLED_SCHEDULER", "FPS", "PLAIN_CFG", "SPEC"]
@@ -76,5 +76,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     vae_tiling={"AutoencoderKLLTX2Video": enable_tiles},
     vae_split={"AutoencoderKLLTX2Video": ()},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -52,3 +52,87 @@ TINY_JOB = TinyJob(
     # the first-block metric over 4 steps: -, 0.49, 0.62, 0.50
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 0.55}},
 )
+
+
+def _png(width: int, height: int) -> str:
+    """A seeded start image as base64 PNG."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# Unguided at 96x96 and 17 frames: 3 latent frames of 3 x 3 tokens, 27, which 2 ranks split
+# as 14 + 13 and 4 as 7 + 7 + 7 + 6 (spread over a CFG plan); the audio whole on every rank.
+UNGUIDED = {"prompt": "ein Boot 🚤.", "negative_prompt": "silence", "seed": 9}
+UNGUIDED.update(width=96, height=96, num_frames=17, num_inference_steps=2, guidance_scale=1.0)
+# Image to video (`tiny-ltx2-i2v`): the first latent frame's 9 tokens the image's (timestep
+# 0), its per-token timesteps split with the tokens; guided: each CFG row's 27 tokens.
+I2V = {**UNGUIDED, "prompt": "the boat sails off", "seed": 4, "image": _png(96, 96)}
+I2V_GUIDED = {**I2V, "seed": 6, "guidance_scale": 4.0}
+# The smallest video unguided: 2 latent frames of 2 x 2 tokens, 8, as 3 + 3 + 2 on 3 ranks.
+SMALL = {**UNGUIDED, "prompt": "waves on a pebble beach", "seed": 7, "width": 64, "height": 64}
+SMALL["num_frames"] = 9
+# The step cache unguided over 4 steps (the metric 0.47-0.57): at 0.535 world size 1 skips
+# step 2 (0.532), where rank 0's 14 of the 27 tokens alone would compute it (0.541): a rank
+# deciding alone fails the job. Guided at 96x96: the conditional row decides for the batch
+# of 2; at 0.52 world size 1 skips steps 1 (0.509) and 3, where the unconditional half alone
+# would compute (0.743).
+CACHED = {**UNGUIDED, "num_inference_steps": 4}
+CACHED["cache"] = {"method": "first-block", "threshold": 0.535}
+CACHED_GUIDED = {**BODY, "width": 96, "height": 96, "num_inference_steps": 4}
+CACHED_GUIDED["cache"] = {"method": "first-block", "threshold": 0.52}
+
+
+def image_direct(pipe: Any, body: Any) -> Any:
+    """`LTX2ImageToVideoPipeline` as a user calls it with the job's image, not re-compressed
+    (`image_crf=0`): its video."""
+    import base64
+    import io
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
+    guidance = body["guidance_scale"]
+    with torch.no_grad():
+        video, _audio = pipe(
+            image=image,
+            image_crf=0,
+            prompt=body["prompt"],
+            negative_prompt=body["negative_prompt"],
+            height=body["height"],
+            width=body["width"],
+            num_frames=body["num_frames"],
+            frame_rate=float(FPS),
+            num_inference_steps=body["num_inference_steps"],
+            guidance_scale=guidance,
+            audio_guidance_scale=guidance,
+            use_cross_timestep=False,
+            max_sequence_length=32,
+            generator=torch.Generator().manual_seed(body["seed"]),
+            output_type="np",
+            return_dict=False,
+            **PLAIN_CFG,
+        )
+    return np.asarray(video[0])
+
+
+TINY_JOBS = (
+    TINY_JOB,
+    TinyJob("tiny-ltx2", UNGUIDED, direct, tile=128, ranks=(4, 2), name="unguided"),
+    TinyJob("tiny-ltx2", SMALL, None, tile=128, ranks=(3,), name="smallest unguided"),
+    TinyJob("tiny-ltx2-i2v", I2V, image_direct, tile=128, ranks=(2,), name="i2v"),
+    TinyJob("tiny-ltx2-i2v", I2V_GUIDED, image_direct, tile=128, ranks=(4, 2), name="i2v guided"),
+    TinyJob("tiny-ltx2", CACHED, None, tile=128, ranks=(2,), name="cached", alone_fails=True),
+    TinyJob("tiny-ltx2", CACHED_GUIDED, None, tile=128, ranks=(2,), name="cached guided"),
+)
+"""The jobs the family contract runs: the smallest first, then unguided jobs spread over the
+ranks (uneven tokens), image to video (per-token timesteps) and the step cache with audio."""

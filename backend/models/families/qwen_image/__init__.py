@@ -11,7 +11,7 @@ from .adapter import QwenImage
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "qwen_image",
@@ -37,5 +37,5 @@ SPEC = FamilySpec(
     tiny_presets=TINY_PRESETS,
     vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
     vae_split={"AutoencoderKLQwenImage": ("QwenImageAttentionBlock",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -31,3 +31,6 @@ TINY_JOB = TinyJob(
         "cache": {"method": "first-block", "threshold": 1.0},
     },
 )
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

@@ -9,7 +9,7 @@ from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
 from ..qwen_image.tiny import EDIT_PRESETS as TINY_PRESETS
 from .adapter import QwenImageEdit
 from .single_file import FILE_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "qwen_image_edit",
@@ -29,5 +29,5 @@ SPEC = FamilySpec(
     files=FileSpec(
         presets=FILE_PRESETS,
     ),
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

@@ -46,3 +46,6 @@ def direct(pipe: Any, body: Any) -> Any:
 
 # tiles of 128: the 1024x1024 inputs VAE-encode 3 times faster than in tiles of 64
 TINY_JOB = TinyJob("tiny-qwen-image-edit", BODY, direct, tile=128)
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""

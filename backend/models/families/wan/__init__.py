@@ -19,7 +19,7 @@ from .single_file import (
 )
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 from .wan22 import specialize
 
 _TEXT = frozenset({"text_encoder", "tokenizer"})
@@ -63,5 +63,5 @@ SPEC = FamilySpec(
     lora_full_diffs=True,
     vae_tiling={"AutoencoderKLWan": enable_quarter_overlap_tiles},
     vae_split={"AutoencoderKLWan": ("WanAttentionBlock",)},
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

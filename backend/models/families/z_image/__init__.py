@@ -11,7 +11,7 @@ from .memory import dit_forward
 from .parallel import z_image_cp_plan
 from .single_file import DROPPED, FILE_PRESETS, detect_dit, dit_row_map, vae_latent_channels
 from .tiny import PRESETS as TINY_PRESETS
-from .tiny_job import TINY_JOB
+from .tiny_job import TINY_JOBS
 
 SPEC = FamilySpec(
     "z_image",
@@ -40,5 +40,5 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     cp_plans={"ZImageTransformer2DModel": z_image_cp_plan},
     tiny_presets=TINY_PRESETS,
-    tiny_job=TINY_JOB,
+    tiny_jobs=TINY_JOBS,
 )

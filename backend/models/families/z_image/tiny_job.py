@@ -24,3 +24,6 @@ def direct(pipe: Any, body: Any) -> Any:
 
 
 TINY_JOB = TinyJob("tiny-z-image", BODY, direct)
+
+TINY_JOBS = (TINY_JOB,)
+"""The jobs the family contract runs: the smallest first."""
