@@ -127,7 +127,9 @@ def body_openapi(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def create_app(service: Service, token: str | None = None) -> FastAPI:
+def create_app(
+    service: Service, token: str | None = None, cors_origins: tuple[str, ...] = ()
+) -> FastAPI:
     app = FastAPI(
         title="paradit",
         version=__version__,
@@ -148,10 +150,10 @@ def create_app(service: Service, token: str | None = None) -> FastAPI:
                 return error(401, "missing or wrong token: send 'Authorization: Bearer <token>'")
         return await call_next(request)
 
-    if service.config.cors_origins:  # added last: outermost, so a preflight needs no token
+    if cors_origins:  # added last: outermost, so a preflight needs no token
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=list(service.config.cors_origins),
+            allow_origins=list(cors_origins),
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )

@@ -83,7 +83,8 @@ def serve(config: ServeConfig, on_ready: Callable[[str, int], None]) -> int:
             )
         from .http import HttpServer, create_app  # after the other ranks started: 1-2 s
 
-        http = HttpServer(create_app(service, config.token), config.host, config.port).start()
+        app = create_app(service, config.token, config.cors_origins)
+        http = HttpServer(app, config.host, config.port).start()
         on_ready(http.url, config.world_size)
         while True:
             service.run_forever(stop)

@@ -226,9 +226,8 @@ def test_cors_origins_may_call_it_from_a_browser_with_the_token_and_others_may_n
     preflight answered without the token and its replies marked readable; any other origin,
     and every origin without the flag, gets no CORS header."""
     comfy = "http://127.0.0.1:8188"
-    service = StandInService()
-    service.config = ServeConfig(model="tiny-wan", cors_origins=(comfy,))
-    api = TestClient(create_app(service, token="s3cret"))
+    config = ServeConfig(model="tiny-wan", cors_origins=(comfy,))
+    api = TestClient(create_app(StandInService(), "s3cret", config.cors_origins))
     preflight = {
         "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "authorization,content-type",
