@@ -19,7 +19,7 @@ from .defaults import default_for
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import OUTPUT_NODES, Mapper
-from .nodes import SPECS
+from .nodes import REFUSED, SPECS
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -57,10 +57,12 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
 def _refuse_unknown_ends(graph: Graph) -> None:
     """ComfyUI runs its output nodes and what they need, nothing else: a node paradit does
     not know is refused where the output needs it (when evaluated), or where nothing reads
-    its outputs (it may be an output node of its own, which ComfyUI would run)."""
+    its outputs (it may be an output node of its own, which ComfyUI would run). A core node
+    paradit knows it cannot map (`nodes.REFUSED`: none an output node) is refused only where
+    the output needs it."""
     read = {v.node for n in graph.nodes.values() for v in n.inputs.values() if isinstance(v, Link)}
     for node in graph.nodes.values():
-        if node.id not in read and node.type not in SPECS:
+        if node.id not in read and node.type not in SPECS and node.type not in REFUSED:
             raise unknown_node(node)
 
 
