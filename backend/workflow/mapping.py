@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..sampling.names import CFG_PLAIN
 from .defaults import default_for
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
@@ -345,7 +346,18 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
     _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
+    _plain_cfg(plan, resolved.pipeline_class)
     return resolved.variant
+
+
+def _plain_cfg(plan: WorkflowPlan, pipeline_class: str) -> None:
+    """ComfyUI's samplers guide plainly (uncond + cfg x (cond - uncond)); a model whose
+    pipeline combines the branches otherwise (`Family.plain_cfg`: Qwen-Image rescales to the
+    conditional norm) runs the graph's job with `cfg_mode` plain."""
+    from ..models.families import family_for
+
+    if plan.request["guidance_scale"] > 1 and family_for(pipeline_class).plain_cfg:
+        plan.request["cfg_mode"] = CFG_PLAIN
 
 
 def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) -> None:

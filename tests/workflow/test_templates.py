@@ -231,7 +231,9 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # switches on_false: steps PrimitiveInt 84 (20), cfg PrimitiveFloat 85 (4), the
          # bare model; KSampler 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3.1
          "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 50347169638278,
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         # KSampler's plain CFG, not the Qwen-Image pipeline's rescale
+         "cfg_mode": "plain"},
         {"model": "diffusion_models/qwen_image_fp8_e4m3fn.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
          "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
@@ -273,7 +275,8 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # switches on_false: steps PrimitiveInt 224 (50), cfg PrimitiveFloat 223 (4);
          # KSampler 230's seed, euler/simple; ModelSamplingAuraFlow 222: 3.1000000000000005
          "num_inference_steps": 50, "guidance_scale": 4.0, "seed": 464857551335368,
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         "cfg_mode": "plain"},
         {"model": "diffusion_models/qwen_image_2512_fp8_e4m3fn.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
          "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},

@@ -123,7 +123,8 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
         "tiny-qwen-image",
         {"prompt": 'a shop sign that reads "paradit"', "negative_prompt": "", "width": 32,
          "height": 32, "num_frames": 1, "num_inference_steps": 4, "guidance_scale": 2.5,
-         "seed": 8, "sampler": "euler", "scheduler": "simple", "shift": 3.1},
+         "seed": 8, "sampler": "euler", "scheduler": "simple", "shift": 3.1,
+         "cfg_mode": "plain"},  # KSampler's plain CFG, not the pipeline's rescale
         {"model": "diffusion_models/qwen_image_tiny_bf16.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_tiny.safetensors"],
          "vaes": ["vae/qwen_image_vae_tiny.safetensors"], "image_encoders": [],

@@ -21,6 +21,7 @@ SPEC = FamilySpec(
             ("QwenImagePipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             samplers=SAMPLERS,
+            plain_cfg=True,
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),
