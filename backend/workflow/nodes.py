@@ -244,13 +244,23 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "template ships it",
         "LTXVLatentUpsampler": "a second, upscaled LTX-2 stage (the spatial upscaler): "
         "paradit's workflow import maps one sampling stage; bypass the upscale stage",
-        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent: "
-        "paradit's workflow import does not map it yet",
+        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent "
+        "(its frames kept by a noise mask of 1 - strength): paradit's workflow import does not "
+        "map it yet; ComfyUI's LTX-2 image-to-video templates also compress the image as a "
+        "video frame first (LTXVPreprocess) and run a second, upscaled stage "
+        "(LTXVLatentUpsampler), which paradit does not run either",
         "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
-        "yet (its latent and Flux2Scheduler)",
-        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet",
-        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video is not mapped by "
-        "paradit's workflow import yet",
+        "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
+        "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "
+        "but the graph's Flux.2 loaders, reference images and guidance are not mapped",
+        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet (its "
+        "levels are those of the Flux.2 pipelines' own scheduler; the graph is not)",
+        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
+        "image otherwise than paradit's: ComfyUI scales it to the size bilinearly with a "
+        "centre crop and its CLIPVisionEncode (crop center) gives SigLIP the centre square, "
+        "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
+        "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
+        "be ComfyUI's",
         "TextEncodeQwenImageEditPlus": "Qwen-Image-Edit graphs are not mapped by paradit's "
         "workflow import yet",
         "TextEncodeQwenImageEdit": "Qwen-Image-Edit graphs are not mapped by paradit's "

@@ -331,15 +331,17 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "flux_schnell_full_text_to_image.json": (
         "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
     ),
-    "image_flux2.json": ("subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux.2"),
+    "image_flux2.json": (
+        "subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
+    ),
     "image_flux2_text_to_image.json": (
-        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux.2",
+        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
     ),
     "image_flux2_klein_text_to_image.json": (
-        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux.2",
+        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
     ),
     "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "image to video is not mapped",
+        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP the whole image squeezed to 384x384",
     ),
     "video_ltx2_t2v.json": (
         "subgraph 92 > node 84", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
@@ -347,9 +349,11 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_t2v_distilled.json": (
         "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
     ),
-    "video_ltx2_i2v.json": ("subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image"),
+    "video_ltx2_i2v.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
+    ),
     "video_ltx2_i2v_distilled.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image",
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
     ),
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path
