@@ -127,6 +127,10 @@ class Limits:
     """The loaded model has a step cache (a request's `cache`): its family declares one and
     the cache hooks fit its transformer's blocks. Without it a request with a `cache` is
     refused at submit, `serve --cache` at start, and the frontends do not offer it."""
+    plain_cfg: bool = False
+    """The model's pipeline combines its CFG branches other than plainly (Qwen-Image rescales
+    to the conditional branch's norm) and a job may ask for plain CFG instead (`cfg_mode`
+    plain, as ComfyUI's samplers guide: backend/sampling/guidance.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -695,7 +695,32 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         form_group="Sampling",
         needs="samplers",
     ),
+    RequestField(
+        "cfg_mode",
+        "text",
+        "How the two CFG branches combine: model (the model's own pipeline's way; Qwen-Image "
+        "rescales the guided prediction to the conditional one's norm) or plain (uncond + "
+        "guidance_scale x (cond - uncond), as ComfyUI's samplers; the models whose "
+        "limits.plain_cfg is true, without `cache`).",
+        sampling_names.CFG_MODEL,
+        rule=lambda value, limits: _cfg_mode(value, limits),
+        cli="--cfg-mode",
+        choices=sampling_names.CFG_MODES,
+        form=False,
+        needs="plain_cfg",
+    ),
 )
+
+
+def _cfg_mode(value: str, limits: Limits) -> str:
+    if value not in sampling_names.CFG_MODES:
+        raise ValueError(f"cfg_mode must be one of {list(sampling_names.CFG_MODES)}, got {value!r}")
+    if value == sampling_names.CFG_PLAIN and not limits.plain_cfg:
+        raise ValueError(
+            "cfg_mode plain: this model's pipeline combines its CFG branches plainly already "
+            "or cannot be switched (limits.plain_cfg is false): leave cfg_mode out"
+        )
+    return value
 
 
 def _recipe(value: str) -> str:

@@ -51,7 +51,9 @@ from ..parallel.step_cache import Branches, StepAgreement, cache_record
 from ..parallel.vae import decode_share, gather_tiles
 from ..parallel.vae_bands import decode_bands
 from ..request import JobRequest
+from ..sampling import guidance
 from ..sampling.job import job_sampling, sampling_limits
+from ..sampling.names import CFG_PLAIN
 from .compiled import compile_counter
 from .faults import Faults
 from .messages import RunJob
@@ -317,6 +319,7 @@ class RankModel:
                 kernel,
                 spy,
                 job_sampling(runner, request, self.limits) as sampling,
+                _guidance(pipe, request, uses_cfg),
             ):
                 output = runner(
                     **kwargs,
@@ -560,3 +563,11 @@ class LeaderHooks:
 def latents_array(latents: torch.Tensor) -> np.ndarray:
     """Final latents as float32 on the host (what `--save-latents` writes)."""
     return latents.detach().to("cpu", torch.float32).contiguous().numpy()
+
+
+def _guidance(pipe: Any, request: JobRequest, uses_cfg: bool) -> AbstractContextManager:
+    """The job's CFG combination: plain CFG wrapped around the model's DiTs for `cfg_mode`
+    plain (sampling/guidance.py), else the pipeline's own."""
+    if uses_cfg and request.cfg_mode == CFG_PLAIN:
+        return guidance.plain_cfg(dits_of(pipe), request.guidance_scale)
+    return contextlib.nullcontext()

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..contract import Limits
 from .names import (
+    CFG_PLAIN,
     DEFAULT,
     DROPS_PENULTIMATE,
     FALLBACK_SAMPLER,
@@ -116,6 +117,11 @@ def check_across(values: dict[str, Any], body: dict[str, Any], limits: Limits) -
     if switch is not None and not 0 <= switch <= steps:
         raise ValueError(
             f"switch_step must be between 0 and num_inference_steps ({steps}), got {switch}"
+        )
+    if values.get("cfg_mode") == CFG_PLAIN and values.get("cache") is not None:
+        raise ValueError(
+            "cfg_mode plain runs both CFG branches in the unconditional call, where a step "
+            "cache would take them for one: leave cache out"
         )
     low = values.get("guidance_scale_low")
     if low is not None and low > 1 and values["guidance_scale"] <= 1:

@@ -17,6 +17,7 @@ from ..sampling.names import SAMPLERS, SCHEDULERS
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
+from .sizes import selected_resolution
 from .values import (
     AudioLatent,
     AudioVae,
@@ -788,6 +789,19 @@ def _switch_node(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (value,)
 
 
+def _resolution_selector(m: Mapper, node: Node) -> tuple[Any, ...]:
+    ratio = m.widget(node, "aspect_ratio", str)
+    megapixels = m.widget(node, "megapixels", float)
+    multiple = m.widget(node, "multiple", int) if "multiple" in node.inputs else 8
+    minimum = m.widget(node, "minimum", int) if "minimum" in node.inputs else 0
+    try:
+        width, height = selected_resolution(ratio, megapixels, multiple, minimum)
+    except ValueError as exc:
+        raise WorkflowError(node, str(exc)) from None
+    m.say(node, f"{ratio} at {megapixels:g} MP, multiples of {multiple}: {width}x{height}")
+    return (width, height)
+
+
 def _math_expression(m: Mapper, node: Node) -> tuple[Any, ...]:
     text = m.widget(node, "expression", str)
     names = {}
@@ -903,6 +917,7 @@ HANDLERS: dict[str, Handler] = {
     "PrimitiveStringMultiline": _primitive,
     "ComfySwitchNode": _switch_node,
     "ComfyMathExpression": _math_expression,
+    "ResolutionSelector": _resolution_selector,
 }
 OUTPUT_NODES = ("SaveVideo", "SaveImage", "PreviewImage", "SaveImageAdvanced")
 

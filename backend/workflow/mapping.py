@@ -15,11 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..sampling.names import CFG_PLAIN
 from .defaults import default_for
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import OUTPUT_NODES, Mapper
-from .nodes import SPECS
+from .nodes import REFUSED, SPECS
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -57,10 +58,12 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
 def _refuse_unknown_ends(graph: Graph) -> None:
     """ComfyUI runs its output nodes and what they need, nothing else: a node paradit does
     not know is refused where the output needs it (when evaluated), or where nothing reads
-    its outputs (it may be an output node of its own, which ComfyUI would run)."""
+    its outputs (it may be an output node of its own, which ComfyUI would run). A core node
+    paradit knows it cannot map (`nodes.REFUSED`: none an output node) is refused only where
+    the output needs it."""
     read = {v.node for n in graph.nodes.values() for v in n.inputs.values() if isinstance(v, Link)}
     for node in graph.nodes.values():
-        if node.id not in read and node.type not in SPECS:
+        if node.id not in read and node.type not in SPECS and node.type not in REFUSED:
             raise unknown_node(node)
 
 
@@ -343,7 +346,18 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
     _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
+    _plain_cfg(plan, resolved.pipeline_class)
     return resolved.variant
+
+
+def _plain_cfg(plan: WorkflowPlan, pipeline_class: str) -> None:
+    """ComfyUI's samplers guide plainly (uncond + cfg x (cond - uncond)); a model whose
+    pipeline combines the branches otherwise (`Family.plain_cfg`: Qwen-Image rescales to the
+    conditional norm) runs the graph's job with `cfg_mode` plain."""
+    from ..models.families import family_for
+
+    if plan.request["guidance_scale"] > 1 and family_for(pipeline_class).plain_cfg:
+        plan.request["cfg_mode"] = CFG_PLAIN
 
 
 def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) -> None:

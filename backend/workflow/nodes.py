@@ -220,6 +220,13 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "the expression's value over its inputs a, b, c...: FLOAT, INT (truncated); +, -, *, "
         "/, //, %, **, floor, ceil, round, min, max, abs, sqrt",
     ),
+    _spec(
+        "ResolutionSelector",
+        ("aspect_ratio", "megapixels", "multiple", "minimum"),
+        "its width and height, where they feed widgets: the aspect ratio's rectangle of "
+        "`megapixels` x 1024², each side rounded to the nearest `multiple` (8 in versions "
+        "without it)",
+    ),
 )
 
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
@@ -227,34 +234,50 @@ SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS}
 
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
+        "CFGNorm": "ComfyUI's CFGNorm scales the guided denoised image down to the conditional "
+        "one's norm over the latent channels at each pixel (never up: clamped at 1, times its "
+        "strength), where the Qwen-Image pipelines paradit runs rescale the guided velocity "
+        "to the conditional one's norm over each packed 2x2 token, up or down: another "
+        "prediction at every step, so the job cannot be ComfyUI's",
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
         "LTXVLatentUpsampler": "a second, upscaled LTX-2 stage (the spatial upscaler): "
         "paradit's workflow import maps one sampling stage; bypass the upscale stage",
-        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent: "
-        "paradit's workflow import does not map it yet",
-        "ResolutionSelector": "its width and height are computed by a formula paradit does "
-        "not map; give the latent's width and height as numbers",
+        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent "
+        "(its frames kept by a noise mask of 1 - strength): paradit's workflow import does not "
+        "map it yet; ComfyUI's LTX-2 image-to-video templates also compress the image as a "
+        "video frame first (LTXVPreprocess) and run a second, upscaled stage "
+        "(LTXVLatentUpsampler), which paradit does not run either",
         "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
-        "yet (its latent and Flux2Scheduler)",
-        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet",
-        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video is not mapped by "
-        "paradit's workflow import yet",
+        "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
+        "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "
+        "but the graph's Flux.2 loaders, reference images and guidance are not mapped",
+        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet (its "
+        "levels are those of the Flux.2 pipelines' own scheduler; the graph is not)",
+        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
+        "image otherwise than paradit's: ComfyUI scales it to the size bilinearly with a "
+        "centre crop and its CLIPVisionEncode (crop center) gives SigLIP the centre square, "
+        "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
+        "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
+        "be ComfyUI's",
         "TextEncodeQwenImageEditPlus": "Qwen-Image-Edit graphs are not mapped by paradit's "
         "workflow import yet",
         "TextEncodeQwenImageEdit": "Qwen-Image-Edit graphs are not mapped by paradit's "
         "workflow import yet",
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
         "workflow import does not map image edits yet",
-        "VAEEncode": "an image encoded into latents (an edit's reference, or a latent to "
-        "start from): paradit's workflow import does not map it yet",
+        "VAEEncode": "an image encoded into latents (an edit's reference and output size, or "
+        "a latent to start from): paradit's workflow import maps no image edit (ComfyUI's "
+        "Qwen-Image-Edit graphs also patch the model with CFGNorm, which paradit cannot run "
+        "as ComfyUI does)",
         "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
         "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
-the node with it, before any node it does not know at all)."""
+the node with it, before any node it does not know at all). None is an output node: where
+nothing reads one, ComfyUI does not run it and the import passes over it."""
 
 
 def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:

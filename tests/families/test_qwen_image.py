@@ -7,7 +7,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline stop
 latents, the VAE decodes tile by tile), judged with `paradit verify`'s measure
 (tools/equivalence.py, float32 thresholds, image and final latents).
 
-Cost: about 10 s (in the suite's two-worker run on 2 cores).
+Cost: about 11 s (in the suite's two-worker run on 2 cores; the plain-CFG job about 1 s of it).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ GUIDED = {"prompt": "a red fox in snow 🦊", "negative_prompt": "blurry", "seed
 GUIDED.update(width=112, height=64, num_inference_steps=2, guidance_scale=4.0)
 UNGUIDED = {"prompt": "ein Boot", "seed": 9, "width": 112, "height": 64}
 UNGUIDED.update(num_inference_steps=2, guidance_scale=1.0)
-JOBS = {"guided": GUIDED, "unguided": UNGUIDED}
+# ComfyUI's plain CFG (`cfg_mode` plain: sampling/guidance.py) beneath CFG parallel too
+PLAIN = {**GUIDED, "cfg_mode": "plain"}
+JOBS = {"guided": GUIDED, "unguided": UNGUIDED, "plain": PLAIN}
 
 # DiT parameters on the meta device: Qwen-Image's "20B MMDiT".
 QWEN_IMAGE_DIT = 20_430_401_088
@@ -170,7 +172,8 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
 
 def test_served_model_equals_world_size_1(backends, references):
     """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts, CFG
-    parallel, the decode's tiles dealt to both): each job byte-identical to the references."""
+    parallel, the decode's tiles dealt to both): each job byte-identical to the references
+    (the plain-CFG job's wrapper around CFG parallel's included)."""
     backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
     try:
         info = backend.client.info()

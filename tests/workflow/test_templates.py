@@ -20,14 +20,18 @@ from pathlib import Path
 
 import comfyui_workflow_templates_json
 import pytest
+from comfy_files import WAN_PREFIX, quantizable, z_image_original
 from comfy_workflow_files import START_IMAGE, write_comfyui
 from PIL import Image
+from quant_files import write_int8
 
+from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 
 TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
 A14B_I2V = "wan2.2_i2v_{}_noise_14B_tiny_fp32"
+Z_IMAGE_INT8 = "z_image_tiny_int8_convrot"
 LINKS = {  # the file a template names -> the tiny file in its place (models/ or input/)
     "diffusion_models/wan2.1_t2v_1.3B_fp16": f"diffusion_models/{WAN_T2V}",
     "diffusion_models/wan2.1_i2v_480p_14B_fp16": f"diffusion_models/{WAN_I2V}",
@@ -44,6 +48,8 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "vae/wan2.2_vae": "vae/wan2.2_vae_tiny",
     "clip_vision/clip_vision_h": "clip_vision/clip_vision_tiny",
     "diffusion_models/z_image_turbo_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
+    "diffusion_models/z_image_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
+    "diffusion_models/z_image_int8_convrot": f"diffusion_models/{Z_IMAGE_INT8}",
     "text_encoders/qwen_3_4b": "text_encoders/qwen_3_tiny",
     "diffusion_models/qwen_image_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
     "diffusion_models/qwen_image_2512_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
@@ -58,13 +64,20 @@ IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_imag
 """The start images the templates' LoadImage nodes name (in `input/`)."""
 OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
+    "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
+    "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
 }
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (written once)."""
-    return write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
+    """The tiny ComfyUI files (written once), and the tiny Z-Image DiT as an int8_convrot
+    file (ConvRot groups of 64 at the tiny widths: tests/quant_files.py)."""
+    folder = write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
+    dit = z_image_original(build_preset("tiny-z-image").transformer.state_dict())
+    path = folder / "models" / "diffusion_models" / f"{Z_IMAGE_INT8}.safetensors"
+    write_int8(path, dit, quantizable, WAN_PREFIX, 64)
+    return folder
 
 
 def comfy_for(base: Path, template: str, folder: Path) -> Path:
@@ -191,6 +204,25 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
          "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    **{
+        name: (  # subgraph 76; its width_1/height_1 from ResolutionSelector 94 (1:1, 1 MP, 8)
+            "tiny-z-image",
+            {"prompt": widget(name, "76:67", 0),
+             "negative_prompt": "",  # CLIPTextEncode 71's empty text
+             # EmptySD3LatentImage 68: ResolutionSelector 94's sqrt(1 * 1024^2 / (1 * 1)) =
+             # 1024, rounded to a multiple of 8: 1024 x 1024
+             "width": 1024, "height": 1024, "num_frames": 1,
+             # KSampler 69: its seed, 25 steps, cfg 4, res_multistep/simple;
+             # ModelSamplingAuraFlow 70: shift 3
+             "num_inference_steps": 25, "guidance_scale": 4.0, "seed": 677498465340151,
+             "sampler": "res_multistep", "scheduler": "simple", "shift": 3.0},
+            {"model": f"diffusion_models/{dit}.safetensors",
+             "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+             "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+        )
+        for name, dit in (("image_z_image.json", "z_image_bf16"),
+                          ("image_z_image_int8.json", "z_image_int8_convrot"))
+    },
     "image_qwen_image.json": (  # subgraph 76, "Enable Lightning LoRA" (86) false
         "tiny-qwen-image",
         {"prompt": widget("image_qwen_image.json", "76:6", 0),
@@ -199,7 +231,9 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # switches on_false: steps PrimitiveInt 84 (20), cfg PrimitiveFloat 85 (4), the
          # bare model; KSampler 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3.1
          "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 50347169638278,
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         # KSampler's plain CFG, not the Qwen-Image pipeline's rescale
+         "cfg_mode": "plain"},
         {"model": "diffusion_models/qwen_image_fp8_e4m3fn.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
          "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
@@ -241,7 +275,8 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # switches on_false: steps PrimitiveInt 224 (50), cfg PrimitiveFloat 223 (4);
          # KSampler 230's seed, euler/simple; ModelSamplingAuraFlow 222: 3.1000000000000005
          "num_inference_steps": 50, "guidance_scale": 4.0, "seed": 464857551335368,
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005},
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         "cfg_mode": "plain"},
         {"model": "diffusion_models/qwen_image_2512_fp8_e4m3fn.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
          "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
@@ -286,28 +321,27 @@ def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
 
 
 REFUSED = {  # template -> (where, node type, the reason's words)
-    "image_z_image.json": ("node 94", "ResolutionSelector", "computed by a formula"),
-    "image_z_image_int8.json": ("node 94", "ResolutionSelector", "computed by a formula"),
-    "image_qwen_image_edit.json": (
-        "node 93", "ImageScaleToTotalPixels", "does not map image edits yet",
-    ),
-    "image_qwen_image_edit_2509.json": ("subgraph 433 > node 88", "VAEEncode", "encoded"),
-    "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", "encoded"),
+    # ImageScaleToTotalPixels 93 feeds nothing: passed over, as ComfyUI does not run it
+    "image_qwen_image_edit.json": ("subgraph 102 > node 88", "VAEEncode", "CFGNorm"),
+    "image_qwen_image_edit_2509.json": ("subgraph 433 > node 88", "VAEEncode", "CFGNorm"),
+    "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", "CFGNorm"),
     "image_qwen_image_edit_2511_int8.json": (
-        "subgraph 170 > node 156", "VAEEncode", "encoded",
+        "subgraph 170 > node 156", "VAEEncode", "CFGNorm",
     ),
     "flux_schnell_full_text_to_image.json": (
         "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
     ),
-    "image_flux2.json": ("subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux.2"),
+    "image_flux2.json": (
+        "subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
+    ),
     "image_flux2_text_to_image.json": (
-        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux.2",
+        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
     ),
     "image_flux2_klein_text_to_image.json": (
-        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux.2",
+        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
     ),
     "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "image to video is not mapped",
+        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP the whole image squeezed to 384x384",
     ),
     "video_ltx2_t2v.json": (
         "subgraph 92 > node 84", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
@@ -315,9 +349,11 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_t2v_distilled.json": (
         "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
     ),
-    "video_ltx2_i2v.json": ("subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image"),
+    "video_ltx2_i2v.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
+    ),
     "video_ltx2_i2v_distilled.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "LTX-2 image",
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
     ),
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path

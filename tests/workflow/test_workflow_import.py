@@ -123,7 +123,8 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
         "tiny-qwen-image",
         {"prompt": 'a shop sign that reads "paradit"', "negative_prompt": "", "width": 32,
          "height": 32, "num_frames": 1, "num_inference_steps": 4, "guidance_scale": 2.5,
-         "seed": 8, "sampler": "euler", "scheduler": "simple", "shift": 3.1},
+         "seed": 8, "sampler": "euler", "scheduler": "simple", "shift": 3.1,
+         "cfg_mode": "plain"},  # KSampler's plain CFG, not the pipeline's rescale
         {"model": "diffusion_models/qwen_image_tiny_bf16.safetensors",
          "text_encoders": ["text_encoders/qwen_2.5_vl_tiny.safetensors"],
          "vaes": ["vae/qwen_image_vae_tiny.safetensors"], "image_encoders": [],
@@ -412,6 +413,13 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "22", "KSamplerSelect", "sampler dpmpp_sde: paradit runs the samplers",
     ),
 
+    "CFGNorm on the sampler's model": (  # as ComfyUI's Qwen-Image-Edit templates patch it
+        _edit("qwen_image",
+              _add("98", {"class_type": "CFGNorm", "inputs": {"model": ["66", 0],
+                                                              "strength": 1.0}}),
+              _set("3", model=["98", 0])),
+        "98", "CFGNorm", "never up: clamped at 1",
+    ),
     "unknown node": (
         _edit("wan21_t2v", _add("99", {"class_type": "WanVideoSampler", "inputs": {}})),
         "99", "WanVideoSampler", "not a node paradit maps",
@@ -603,6 +611,30 @@ def test_refusal_exits_2_with_one_line_naming_the_node(comfy, tmp_path, capsys, 
     assert captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith(f"error: node {node_id} ({node_type}): "), captured.err
     assert reason in captured.err
+
+
+def test_resolution_selector_gives_the_latent_its_size(comfy, tmp_path, capsys):
+    """ResolutionSelector's two outputs feeding the latent's width and height (as Z-Image's
+    template wires them): its formula's 16:9 at 1 MP, 1368x768 (tests/workflow/
+    test_comfy_sizes.py), and an unread one (its outputs used by nothing) passed over."""
+    graph = _edit(
+        "z_image_turbo",
+        _add("97", {"class_type": "ResolutionSelector",
+                    "inputs": {"aspect_ratio": "16:9 (Widescreen)", "megapixels": 1.0,
+                               "multiple": 8}}),
+        _add("96", {"class_type": "ResolutionSelector",
+                    "inputs": {"aspect_ratio": "5:4", "megapixels": 1.0}}),
+        _set("13", width=["97", 0], height=["97", 1]),
+    )  # fmt: skip
+    path = tmp_path / "workflow.json"
+    path.write_text(json.dumps(graph))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["width"], plan.request["height"]) == (1368, 768)
+    assert any(line[1] == "ResolutionSelector" and "1368x768" in line[2] for line in plan.lines)
+    graph["13"]["inputs"]["width"] = ["96", 0]
+    path.write_text(json.dumps(graph))
+    with pytest.raises(ValueError, match=r"node 96 \(ResolutionSelector\): aspect_ratio '5:4'"):
+        plan_of(str(path), str(comfy))
 
 
 def test_ltxv_scheduler_levels_follow_its_inputs(comfy, tmp_path):

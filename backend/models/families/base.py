@@ -125,9 +125,19 @@ class Family:
     a flow model whose pipeline calls `scheduler.set_timesteps` and `step` as diffusers'
     flow schedulers expect; () for only its own scheduler."""
 
+    plain_cfg: bool = False
+    """The pipeline combines its CFG branches as uncond + scale x (cond - uncond) followed by
+    a step that leaves two equal branches' combination as it is (Qwen-Image's rescale to the
+    conditional norm), not plainly: a job may ask for plain CFG (`cfg_mode`,
+    sampling/guidance.py)."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
-        return dataclasses.replace(self.model_limits(pipe, tiny=tiny), step_cache=self.step_cache)
+        return dataclasses.replace(
+            self.model_limits(pipe, tiny=tiny),
+            step_cache=self.step_cache,
+            plain_cfg=self.plain_cfg,
+        )
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """The loaded pipeline's sizes, frames, steps and defaults (`tiny`: a tiny preset's)."""

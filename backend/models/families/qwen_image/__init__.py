@@ -22,6 +22,7 @@ SPEC = FamilySpec(
             ("QwenImagePipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             samplers=SAMPLERS,
+            plain_cfg=True,
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),
