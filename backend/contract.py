@@ -127,6 +127,11 @@ class Limits:
     """The loaded model has a step cache (a request's `cache`): its family declares one and
     the cache hooks fit its transformer's blocks. Without it a request with a `cache` is
     refused at submit, `serve --cache` at start, and the frontends do not offer it."""
+    two_stage: bool = False
+    """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
+    upscale_factors: tuple[int, ...] = ()
+    """What the latent upscaler loaded with `--upscaler` multiplies width and height by; ()
+    without one (a request's `upscale` is refused then)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
