@@ -58,6 +58,7 @@ from .faults import Faults
 from .messages import RunJob
 from .phases import PhaseClock
 from .progress import Progress
+from .stages import StageCall, two_stages
 
 PREVIEW_PERIOD_S = 0.25
 """Previews are rendered this often at most (and at the last step)."""
@@ -146,24 +147,6 @@ class RankResult:
     def latents(self) -> torch.Tensor:
         """The pipeline's final latents: what the decode took."""
         return self.outputs[0]
-
-
-@dataclass
-class StageCall:
-    """One stage of a two-stage job (`stages.py`) as `RankModel.denoise` runs it."""
-
-    generator: torch.Generator
-    """The job's generator: stage 2 draws its re-noising where stage 1 stopped."""
-    first_step: int
-    """The steps of the stages before (its progress counts on from there)."""
-    total: int
-    """The steps of all the stages."""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    """More pipeline arguments (stage 2: the upscaled latents, their noise, the levels)."""
-    scheduler: Any = None
-    """The scheduler the stage runs with in place of the pipeline's (None: the pipeline's)."""
-    previews: bool = True
-    """The leader's previews see this stage's latents (at the request's size)."""
 
 
 def _not_watched(_key: str) -> AbstractContextManager[None]:
@@ -508,8 +491,6 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
             with model.lora_switch(loras) as applied:  # on this rank's rows, restored after
                 output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
         else:
-            from .stages import two_stages
-
             stage_2 = [JobLora(**lora) for lora in message.upscale_loras]
             output, layout, applied = two_stages(
                 model, request, tensors, hooks, message.job_id, (loras, stage_2)

@@ -14,6 +14,7 @@ are stage 2's (`run_on_rank`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,7 +24,24 @@ from ..lora.patch import Applied
 from ..request import JobRequest
 from ..sampling.names import DEFAULT
 from ..upscale import UpscaleSettings
-from .job import JobHooks, RankModel, StageCall
+
+
+@dataclass
+class StageCall:
+    """One stage of a two-stage job (`stages.py`) as `RankModel.denoise` runs it."""
+
+    generator: torch.Generator
+    """The job's generator: stage 2 draws its re-noising where stage 1 stopped."""
+    first_step: int
+    """The steps of the stages before (its progress counts on from there)."""
+    total: int
+    """The steps of all the stages."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """More pipeline arguments (stage 2: the upscaled latents, their noise, the levels)."""
+    scheduler: Any = None
+    """The scheduler the stage runs with in place of the pipeline's (None: the pipeline's)."""
+    previews: bool = True
+    """The leader's previews see this stage's latents (at the request's size)."""
 
 
 def stage_requests(request: JobRequest, limits: Any) -> tuple[JobRequest, JobRequest]:
@@ -52,16 +70,17 @@ def stage_requests(request: JobRequest, limits: Any) -> tuple[JobRequest, JobReq
 
 
 def two_stages(
-    model: RankModel,
+    model: Any,
     request: JobRequest,
     tensors: dict[str, torch.Tensor],
-    hooks: JobHooks,
+    hooks: Any,
     job_id: str,
     loras: tuple[list[JobLora], list[JobLora]],
 ) -> tuple[Any, str, Applied | None]:
     """Both stages of `request`; stage 2's pipeline output (latents first), its sequence
     layout, and stage 1's LoRA switch. `loras`: stage 1's and stage 2's. job.json's `upscale`
-    record goes into `hooks.clock.notes`."""
+    record goes into `hooks.clock.notes`. (`model`: the `job.RankModel`; `hooks`: its
+    `job.JobHooks`.)"""
     if model.upsampler is None:  # refused at submit; a direct caller gets the same reason
         raise ValueError("upscale needs the latent upscaler: start with --upscaler FILE")
     clock = hooks.clock

@@ -146,7 +146,9 @@ class LTX2(Family):
 
         settings = UpscaleSettings.parse(request.upscale)
         size = (request.width // settings.factor, request.height // settings.factor)
-        return upscaler.second_stage(pipe, size, first, upsampler, list(settings.sigmas))
+        return upscaler.second_stage(
+            pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER
+        )
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from diffusers import LTX2ImageToVideoPipeline, LTX2Pipeline

@@ -118,15 +118,18 @@ def tiny(seed: int = 0, in_channels: int = 128) -> torch.nn.Module:
 
 
 def second_stage(
-    pipe: Any, size: tuple[int, int], first: Any, upsampler: torch.nn.Module, sigmas: list[float]
+    pipe: Any,
+    size: tuple[int, int],
+    first: Any,
+    upsampler: torch.nn.Module,
+    sigmas: list[float],
+    as_given: dict[str, Any],
 ) -> SecondStage:
     """Stage 2 as diffusers' LTX-2 docs run it: stage 1's video latents (`first[0]`, from the
     pipeline's "latent" output: denormalized) through `LTX2LatentUpsamplePipeline` at stage 1's
     `size` (width, height), the audio latents as they are; both re-noised to the first level
-    (`noise_scale`); the levels run as given (the distilled scheduler settings)."""
+    (`noise_scale`); the levels run as given (`as_given`: the distilled scheduler settings)."""
     from diffusers import FlowMatchEulerDiscreteScheduler, LTX2LatentUpsamplePipeline
-
-    from .adapter import DISTILLED_SCHEDULER
 
     upsample = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
     upsample.set_progress_bar_config(disable=True)
@@ -134,9 +137,7 @@ def second_stage(
     video = upsample(
         latents=first[0], width=width, height=height, output_type="latent", return_dict=False
     )[0]
-    scheduler = FlowMatchEulerDiscreteScheduler.from_config(
-        pipe.scheduler.config, **DISTILLED_SCHEDULER
-    )
+    scheduler = FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config, **as_given)
     inputs = {
         "latents": video,
         "audio_latents": first[1],
