@@ -99,6 +99,16 @@ class ServeConfig:
             metavar="FILE",
         ),
     )
+    upscaler: str = field(
+        default="",
+        metadata=_flag(
+            "--upscaler",
+            BACKEND,
+            "the latent upscaler of two-stage jobs (a request's upscale; LTX-2: "
+            "ltx-2-spatial-upscaler-x2-1.0.safetensors, or a diffusers folder), on every rank",
+            metavar="FILE",
+        ),
+    )
     lora_dirs: tuple[str, ...] = field(
         default=(),
         metadata=_flag(
@@ -429,6 +439,8 @@ class ServeConfig:
                     f"--cors-origin {origin!r} must be a page's origin: scheme, host and "
                     "port only, e.g. http://127.0.0.1:8188"
                 )
+        if self.upscaler:
+            object.__setattr__(self, "upscaler", _absolute(self.upscaler))
         if self.model.lower().endswith(CHECKPOINT_SUFFIXES):
             model = ",".join(_absolute(p.strip()) for p in self.model.split(","))
             object.__setattr__(self, "model", model)

@@ -131,6 +131,11 @@ class Limits:
     """The model's pipeline combines its CFG branches other than plainly (Qwen-Image rescales
     to the conditional branch's norm) and a job may ask for plain CFG instead (`cfg_mode`
     plain, as ComfyUI's samplers guide: backend/sampling/guidance.py)."""
+    two_stage: bool = False
+    """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
+    upscale_factors: tuple[int, ...] = ()
+    """What the latent upscaler loaded with `--upscaler` multiplies width and height by; ()
+    without one (a request's `upscale` is refused then)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

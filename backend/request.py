@@ -36,6 +36,7 @@ from .contract import (
 )
 from .sampling import names as sampling_names
 from .sampling import recipes, rules
+from .upscale import UpscaleSettings, total_steps
 
 KINDS = ("text", "int", "float", "image", "images", "json")
 """text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
@@ -406,6 +407,33 @@ def _cache(value: Any, limits: Limits) -> dict[str, Any] | None:
 NO_STEP_CACHE = "this model has no step cache: leave `cache` out"
 
 
+def _upscale(value: Any, limits: Limits) -> dict[str, Any] | None:
+    """A request's `upscale`, checked against the model and its upscaler, its defaults
+    filled in (None: one stage); its `loras` as the job's `loras` are checked."""
+    settings = UpscaleSettings.parse(value, limits)
+    if settings is None:
+        return None
+    try:
+        loras = _loras(list(settings.loras), limits) or []
+    except ValueError as exc:
+        raise ValueError(f"upscale.{exc}") from None
+    return {**settings.to_dict(), "loras": loras}
+
+
+def _check_upscale(values: dict[str, Any], limits: Limits) -> None:
+    """A two-stage job's rules across fields: its final size divides into stage 1's, and
+    the step cache is not offered with it (yet)."""
+    upscale = values.get("upscale")
+    if upscale is None:
+        return
+    UpscaleSettings.parse(upscale).stage_one_size(values["width"], values["height"], limits)
+    if values.get("cache") is not None:
+        raise ValueError(
+            "cache is not run with upscale yet (each stage would need its own cache "
+            "decisions): leave one of them out"
+        )
+
+
 def read_image(path: str) -> str:
     """`--image PATH` as the base64 the request carries."""
     import base64
@@ -709,6 +737,20 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         form=False,
         needs="plain_cfg",
     ),
+    RequestField(
+        "upscale",
+        "json",
+        "A two-stage job (LTX-2; the backend started with --upscaler FILE): {factor, sigmas, "
+        "sampler, guidance_scale, loras}. Stage 1 runs at width/factor x height/factor with "
+        "the job's steps, guidance and LoRAs; the latent upscaler multiplies it by factor "
+        "(default: the upscaler's, 2); stage 2 re-noises it to sigmas[0] and denoises it at "
+        "width x height over sigmas (strictly decreasing in (0, 1]; default diffusers' "
+        "STAGE_2_DISTILLED_SIGMA_VALUES 0.909375, 0.725, 0.421875) with its sampler (default "
+        "the model's), guidance_scale (default 1) and loras (like `loras`; default none).",
+        rule=_upscale,
+        form=False,
+        needs="two_stage",
+    ),
 )
 
 
@@ -856,6 +898,7 @@ class JobRequest:
                 values[f.name] = _checked(f, value, limits, by_recipe.get(f.name))
         _check_task(values, limits)
         rules.check_across(values, body, limits)
+        _check_upscale(values, limits)
         if values.get("image") is not None and limits.edit_pixels:
             _edit_default_size(body, values, limits)
         request = cls(**values)
@@ -875,6 +918,11 @@ class JobRequest:
                 f"width x height x frames gives {tokens} latent tokens; this backend takes "
                 f"{limits.min_tokens} to {limits.max_tokens}"
             )
+
+    @property
+    def total_steps(self) -> int:
+        """Denoising steps over all the job's stages (its progress's total)."""
+        return total_steps(self.num_inference_steps, self.upscale)
 
     @property
     def uses_cfg(self) -> bool:

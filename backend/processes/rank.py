@@ -62,6 +62,7 @@ def start_rank(
         text_encoders=config.text_encoders,
         vaes=config.vaes,
         image_encoders=config.image_encoders,
+        upscaler=config.upscaler,
         loras=LoraLibrary(config.lora_dirs, int(config.lora_cache_gib * 2**30)),
         attention_kernel=config.attention,
         fp8_compute=config.fp8_compute,

@@ -114,6 +114,7 @@ class Runtime:
         text_encoders: tuple[str, ...] = (),
         vaes: tuple[str, ...] = (),
         image_encoders: tuple[str, ...] = (),
+        upscaler: str = "",
         loras: LoraLibrary | None = None,
         attention_kernel: str = "auto",
         fp8_compute: bool = False,
@@ -147,6 +148,7 @@ class Runtime:
         if self.fault is not None:
             self.fault.at_place("load")
         lazy = self._load(plan_overrides, memory)
+        self._load_upsampler(upscaler)
         self._choose_plan(plan_overrides)
         limits = self.limits
         self.reference_shape = (
@@ -212,6 +214,12 @@ class Runtime:
         tile_vae_from_env(self.pipe, memory.vae_tile)  # --vae-tile, else PARADIT_VAE_TILE
         return lazy
 
+    def _load_upsampler(self, path: str) -> None:
+        """`--upscaler`: the latent upscaler of two-stage jobs, whole on every rank (it is
+        small: Lightricks' x2 is 0.5 GB in bf16), on the device with the VAE."""
+        self.upsampler = None if not path else self.family.load_upsampler(path, self.dtype)
+        """The upscaler (`models.families.Upsampler`); None without --upscaler."""
+
     def _choose_plan(self, plan_overrides: dict[str, Any]) -> None:
         """The parallel plan for this replica's ranks, and the model's limits under it."""
         group = self.group
@@ -223,7 +231,10 @@ class Runtime:
             tiled_decode=True,
             **plan_overrides,
         )
-        self.limits = dataclasses.replace(limits, min_tokens=self.plan.sequence_degree)
+        factors = () if self.upsampler is None else self.upsampler.factors
+        self.limits = dataclasses.replace(
+            limits, min_tokens=self.plan.sequence_degree, upscale_factors=factors
+        )
 
     def _choose_attention(self, kernel: str) -> None:
         """The attention kernel every job's DiT runs with (`kernels.py`), installed on the
@@ -338,6 +349,7 @@ class Runtime:
             rank=group.rank,
             phases=self.phases,
             experts=self.experts,
+            upsampler=None if self.upsampler is None else self.upsampler.module,
         )
         """What `job.run_on_rank` runs a job on."""
 
@@ -466,6 +478,10 @@ class Runtime:
                 formats = tuple(files[n]["format"] for n in DIT_COMPONENTS if n in files)
             stored = stored_weights(settings.weights, formats)
             sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
+            if self.upsampler is not None:  # whole on every rank, with the VAE
+                sizes.weights["latent_upsampler"] = sum(
+                    p.numel() * p.element_size() for p in self.upsampler.module.parameters()
+                )
         self.planner = MemoryPlanner(
             sizes, settings, budget, topology, reference, self.limits.size_multiple
         )
@@ -487,6 +503,9 @@ class Runtime:
                 module.to(device)
         if self.family.vae_float32 and self.pipe.vae is not None:
             self.pipe.vae.to(torch.float32)
+        if self.upsampler is not None:  # with the VAE, which its pipeline runs beside it
+            vae = getattr(self.pipe, "vae", None)
+            self.upsampler.module.to(device if vae is None else vae.device)
         if device.type == "cpu":
             align_cpu_weights(self.pipe)  # results must not depend on the file's layout
 

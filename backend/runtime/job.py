@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import os
 import time
@@ -59,6 +60,7 @@ from .faults import Faults
 from .messages import RunJob
 from .phases import PhaseClock
 from .progress import Progress
+from .stages import StageCall, two_stages
 
 PREVIEW_PERIOD_S = 0.25
 """Previews are rendered this often at most (and at the last step)."""
@@ -215,6 +217,8 @@ class RankModel:
     """Profiles the last step of each job when PARADIT_PHASES is set (`phases.py`)."""
     experts: ExpertSwap | None = None
     """Keeps one expert on the device at a time (memory level 4); None: all resident."""
+    upsampler: torch.nn.Module | None = None
+    """The latent upscaler of two-stage jobs (`--upscaler`), on every rank; None without."""
 
     @classmethod
     def here(
@@ -270,12 +274,24 @@ class RankModel:
             out[name] = tensor.to(self.device)
         return out
 
+    def lora_switch(self, loras: list[JobLora]) -> AbstractContextManager[Applied | None]:
+        """`loras` on this rank's rows for the time of the block (restored however it ends)."""
+        if loras and self.loras is None:
+            raise ValueError("this model takes no LoRA")
+        return self.loras.applied(loras) if self.loras is not None else _no_loras()
+
     def denoise(
-        self, request: JobRequest, tensors: dict[str, torch.Tensor], hooks: JobHooks, job_id: str
+        self,
+        request: JobRequest,
+        tensors: dict[str, torch.Tensor],
+        hooks: JobHooks,
+        job_id: str,
+        stage: StageCall | None = None,
     ) -> tuple[Any, str, dict[str, Any] | None]:
         """Run the pipeline's own denoising loop to the final latents; `hooks.on_step(step,
         total)` returns True to cancel (the leader decides). Returns the pipeline's output
-        (latents first), the sequence layout and the step cache's record."""
+        (latents first), the sequence layout and the step cache's record. `stage`: one stage
+        of a two-stage job (None: the whole job)."""
         family, pipe, clock = self.family, self.pipe, hooks.clock
         uses_cfg = family.uses_cfg(pipe, request)
         tokens = self.limits.tokens(request.width, request.height, request.num_frames)
@@ -283,28 +299,36 @@ class RankModel:
         layout = self.parallel.begin_job(uses_cfg, tokens, step_cache)
         if self.parallel.layouts:
             clock.notes["sequence_layout"] = layout
-        total = request.num_inference_steps
+        first = 0 if stage is None else stage.first_step
+        total = request.num_inference_steps if stage is None else stage.total
+        on_latents = hooks.on_latents if stage is None or stage.previews else None
 
         def step_end(_pipe: Any, index: int, _t: Any, kwargs: dict) -> dict:
+            step = first + index + 1
             clock.mark()
-            self.phases.at_mark(index, total)
+            self.phases.at_mark(step - 1, total)
             self.progress.tick()
-            if hooks.on_latents is not None:
-                hooks.on_latents(index + 1, kwargs["latents"])
+            if on_latents is not None:
+                on_latents(step, kwargs["latents"])
             if self.fault is not None:
-                self.fault.at_step(index + 1)
-            if self._agree_cancel(hooks.on_step(index + 1, total), index + 1, job_id):
-                raise JobCancelled(f"cancelled after step {index + 1} of {total}")
+                self.fault.at_step(step)
+            if self._agree_cancel(hooks.on_step(step, total), step, job_id):
+                raise JobCancelled(f"cancelled after step {step} of {total}")
             return {}
 
         kwargs = family.prepare(pipe, request, tensors)
         runner = family.pipeline_for_job(pipe, request)
-        generator = torch.Generator("cpu").manual_seed(request.seed)
+        if stage is None:
+            generator = torch.Generator("cpu").manual_seed(request.seed)
+        else:
+            generator = stage.generator
+            kwargs.update(stage.inputs)
         cache = None
         self.phases.begin_job()
         if self.experts is not None:  # a swap happens in the forward of the step to come
             self.experts.begin_job(lambda: len(clock.marks))
-        clock.start = time.perf_counter()
+        if first == 0:
+            clock.start = time.perf_counter()
         try:
             cache = self._start_cache(request, uses_cfg)
             spy_dir = os.environ.get(attention.SPY_ENV)  # tests only
@@ -314,10 +338,12 @@ class RankModel:
                 if self.attention_key is None
                 else attention.active(self.attention_key)
             )
+            scheduler = None if stage is None else stage.scheduler
             with (
                 placement.steps(dits_of(pipe), self.layout, self.device),
                 kernel,
                 spy,
+                scheduled(runner, scheduler),
                 job_sampling(runner, request, self.limits) as sampling,
                 _guidance(pipe, request, uses_cfg),
             ):
@@ -462,13 +488,17 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
     try:
         tensors = model.share(hooks.tensors, message.tensors, message.job_id)
         loras = [JobLora(**lora) for lora in message.loras]
-        if loras and model.loras is None:
-            raise ValueError("this model takes no LoRA")
-        patching = model.loras.applied(loras) if model.loras is not None else _no_loras()
-        with patching as applied:  # on this rank's rows; restored however the job ends
-            if model.fault is not None:  # tests only
-                model.fault.begin_job(request.prompt or "")
-            output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
+        if model.fault is not None:  # tests only
+            model.fault.begin_job(request.prompt or "")
+        if request.upscale is None:
+            with model.lora_switch(loras) as applied:  # on this rank's rows, restored after
+                output, layout, cache = model.denoise(request, tensors, hooks, message.job_id)
+        else:
+            stage_2 = [JobLora(**lora) for lora in message.upscale_loras]
+            output, layout, applied = two_stages(
+                model, request, tensors, hooks, message.job_id, (loras, stage_2)
+            )
+            cache = None
         audio = model.family.audio(model.pipe, output) if model.is_leader else None
         frames, num_tiles = model.decode(
             request, output[0], message.job_id, bands=message.split_bands
@@ -490,6 +520,22 @@ def _no_loras() -> Iterator[None]:
     yield None
 
 
+@contextlib.contextmanager
+def scheduled(runner: Any, scheduler: Any) -> Iterator[None]:
+    """`runner` steps with `scheduler` for the block (None: its own), then with its own again.
+    Not `runner.scheduler = ...`: the pipeline would record the class in its config."""
+    if scheduler is None:
+        yield
+        return
+    pipeline = inspect.unwrap(runner)
+    own = pipeline.scheduler
+    pipeline.__dict__["scheduler"] = scheduler
+    try:
+        yield
+    finally:
+        pipeline.__dict__["scheduler"] = own
+
+
 def job_message(
     job_id: str,
     request: JobRequest,
@@ -499,6 +545,7 @@ def job_message(
     vae_tiling: bool = False,
     loras: list[JobLora] | None = None,
     split_bands: bool = False,
+    upscale_loras: list[JobLora] | None = None,
 ) -> RunJob:
     """The `RunJob` every rank of the replica gets for `request`, encoded as `tensors`."""
     return RunJob(
@@ -509,6 +556,7 @@ def job_message(
         vae_tiling,
         split_bands,
         [dataclasses.asdict(lora) for lora in loras or []],
+        [dataclasses.asdict(lora) for lora in upscale_loras or []],
     )
 
 

@@ -33,6 +33,8 @@ class RunJob:
     the job's memory plan: decode "bands")."""
     loras: list[dict[str, Any]] = field(default_factory=list)
     """The job's LoRAs as rank 0 resolved them (`lora.JobLora` fields), in order."""
+    upscale_loras: list[dict[str, Any]] = field(default_factory=list)
+    """A two-stage job's stage-2 LoRAs (the request's `upscale.loras`), resolved likewise."""
 
 
 @dataclass(frozen=True)

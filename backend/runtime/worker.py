@@ -32,9 +32,7 @@ def _run(runtime: Runtime, message: RunJob) -> RankResult:
     request = JobRequest.from_dict(message.request)
     render = None if previewer is None else (lambda latents: previewer.png(latents, request))
     reporter = StoreReporter(store, message.job_id)
-    leader = LeaderHooks(
-        reporter, request.num_inference_steps, render, keep_latents=message.save_latents
-    )
+    leader = LeaderHooks(reporter, request.total_steps, render, keep_latents=message.save_latents)
     hooks = leader.job_hooks(take_tensors(store, message.job_id, message.tensors))
     result = run_on_rank(runtime.rank_model, message, hooks)
     put_timings(store, message.job_id, result.clock.timings(received, time.perf_counter()))

@@ -106,6 +106,12 @@ class Executor:
         job.loras = [
             lora.record(item) for lora, item in zip(loras, job.request.loras or [], strict=True)
         ]
+        upscale = job.request.upscale
+        stage_2 = self.runtime.loras.resolve(upscale["loras"]) if upscale is not None else []
+        job.loras += [  # a two-stage job's stage-2 LoRAs, marked so
+            {**lora.record(item), "stage": 2}
+            for lora, item in zip(stage_2, upscale["loras"] if upscale else [], strict=True)
+        ]
         return job_message(
             job.id,
             job.request,
@@ -114,6 +120,7 @@ class Executor:
             vae_tiling=tiled,
             loras=loras,
             split_bands=bands,
+            upscale_loras=stage_2,
         )
 
 
@@ -131,7 +138,7 @@ class LocalExecutor(Executor):
             render = lambda latents: runtime.previewer.png(latents, request)  # noqa: E731
         leader = LeaderHooks(
             JobReporter(job),
-            request.num_inference_steps,
+            request.total_steps,
             render,
             keep_latents=self.config.save_latents,
         )

@@ -159,7 +159,7 @@ class JobBook:
                 raise RuntimeError("the backend is shutting down")
             if len(self._queue) >= self.max_queue:
                 raise QueueFull(f"the queue is full ({self.max_queue} jobs); try again later")
-            job.total = job.request.num_inference_steps
+            job.total = job.request.total_steps
             self._jobs[job.id] = job
             self._queue.append(job)
             self._save(job)

@@ -148,13 +148,16 @@ class Service:
     def submit(self, body: Any) -> Job:
         """Validate and queue; ValueError for a bad body, QueueFull, RuntimeError if broken."""
         request = JobRequest.from_body(body, self.limits)
-        if "cache" not in body and self.config.default_cache() is not None:
+        default_cache = "cache" not in body and request.upscale is None
+        if default_cache and self.config.default_cache() is not None:
             request = request.replace(cache=self.config.default_cache())  # serve's --cache
         planner = self.runtime.planner if self.runtime is not None else None
         if planner is not None:  # TooLarge (a ValueError: 422) names the largest size that fits
             planner.check(job_shape(request, self.limits))
         if request.loras and self.runtime is not None:  # LoraError (422) names LoRA and reason
             self.runtime.loras.resolve(request.loras)
+        if request.upscale is not None and self.runtime is not None:  # stage 2's, likewise
+            self.runtime.loras.resolve(request.upscale["loras"])
         ok, detail = self.health()
         if not ok:
             raise RuntimeError(f"backend is not healthy: {detail.get('error', 'not ready')}")

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..family_spec import BlockLayout, FamilySpec
-from .base import Family, Tensors, TiledDecode, request_image, video_kwargs
+from .base import (
+    Family,
+    SecondStage,
+    Tensors,
+    TiledDecode,
+    Upsampler,
+    request_image,
+    video_kwargs,
+)
 from .cogvideox import SPEC as COGVIDEOX
 from .flux import SPEC as FLUX
 from .flux2 import SPEC as FLUX2
@@ -35,6 +43,8 @@ __all__ = [
     "SPECS",
     "Family",
     "FamilySpec",
+    "SecondStage",
+    "Upsampler",
     "attention_dispatch_for",
     "Tensors",
     "TiledDecode",

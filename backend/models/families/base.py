@@ -102,6 +102,25 @@ def video_frames(pipe: Any) -> Callable[[torch.Tensor], np.ndarray]:
 
 
 @dataclass(frozen=True)
+class Upsampler:
+    """A latent upscaler (`serve --upscaler FILE`), replicated on every rank (it is small)."""
+
+    module: torch.nn.Module
+    factors: tuple[int, ...]
+    """What it multiplies a latent's width and height by."""
+
+
+@dataclass(frozen=True)
+class SecondStage:
+    """What stage 2 of a two-stage job adds to the pipeline call its family prepares."""
+
+    inputs: dict[str, Any]
+    """More arguments: the upscaled latents, their re-noising, the levels."""
+    scheduler: Any = None
+    """The scheduler stage 2 runs with in place of the pipeline's (None: the pipeline's)."""
+
+
+@dataclass(frozen=True)
 class Family:
     name: str
     task: str
@@ -169,6 +188,21 @@ class Family:
         """The audio track the pipeline generated with the frames (LTX-2), from the pipeline's
         output on the replica's leader; None for the models that make none."""
         return None
+
+    def load_upsampler(self, path: str, dtype: torch.dtype) -> Upsampler:
+        """The latent upscaler of `serve --upscaler FILE` (a two-stage family's)."""
+        raise ValueError(
+            f"--upscaler: {self.name} runs one stage (two-stage jobs with a latent upscaler: "
+            "LTX-2); leave --upscaler out"
+        )
+
+    def second_stage(
+        self, pipe: Any, request: JobRequest, first: Any, upsampler: torch.nn.Module
+    ) -> SecondStage:
+        """A two-stage job's stage 2 (`request` is stage 2's: the final size, its levels as
+        `num_inference_steps`), from stage 1's pipeline output `first`, through the upscaler,
+        on every rank. The families that set `Limits.two_stage` give it."""
+        raise ValueError(f"{self.name} runs one stage: leave upscale out")
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         """The decode of the pipeline's final latents, cut into tiles (dealt to the ranks with

@@ -51,8 +51,10 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
 from ....request import JobRequest
 from ..base import (
     Family,
+    SecondStage,
     Tensors,
     TiledDecode,
+    Upsampler,
     decode_in_tiles,
     request_image,
     same_components_as,
@@ -127,7 +129,25 @@ class LTX2(Family):
             fps=FPS,
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
+            two_stage=True,
             **schedule,
+        )
+
+    def load_upsampler(self, path: str, dtype: torch.dtype) -> Upsampler:
+        from . import upscaler
+
+        return upscaler.load(path, dtype)
+
+    def second_stage(
+        self, pipe: Any, request: JobRequest, first: Any, upsampler: torch.nn.Module
+    ) -> SecondStage:
+        from ....upscale import UpscaleSettings
+        from . import upscaler
+
+        settings = UpscaleSettings.parse(request.upscale)
+        size = (request.width // settings.factor, request.height // settings.factor)
+        return upscaler.second_stage(
+            pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER
         )
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
@@ -142,6 +162,8 @@ class LTX2(Family):
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         cfg = self.uses_cfg(pipe, request)
+        if request.upscale is not None:  # the negative branch for either stage's guidance
+            cfg = cfg or request.upscale["guidance_scale"] > 1
         encoded = pipe.encode_prompt(
             prompt=request.prompt,
             negative_prompt=request.negative_prompt or "",
