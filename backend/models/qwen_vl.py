@@ -7,15 +7,17 @@ vision markers and the edit template's words, so the template's system part is t
 the pipeline drops (`prompt_template_encode_start_idx`), as with the real tokenizer.
 
 transformers' `Qwen2VLProcessor` also wants a video processor, which needs torchvision (not a
-dependency); `image_processor_class()` is the same processor for images only. Single-file
+dependency); `ImageQwenVLProcessor` is the same processor for images only. Single-file
 Qwen-Image-Edit puts it on the real tokenizer with Qwen2.5-VL's published image settings
 (`qwen25_vl_processor`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
+
+from transformers import Qwen2VLProcessor
+from transformers.processing_utils import ProcessorMixin
 
 from .seeded import QWEN_CHAT_SPECIALS, QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
 
@@ -47,32 +49,24 @@ def qwen_vl_tokenizer(max_length: int = 1024) -> Any:
     return tokenizer
 
 
-@functools.cache
-def image_processor_class() -> type:
-    """`ImageQwenVLProcessor`: `Qwen2VLProcessor` without its video processor (which needs
-    torchvision). Made on first use: importing transformers' processors takes about 1.5 s,
-    which the registry's import (every CLI command) should not pay."""
-    from transformers import Qwen2VLProcessor
-    from transformers.processing_utils import ProcessorMixin
+class ImageQwenVLProcessor(Qwen2VLProcessor):
+    """`Qwen2VLProcessor` without its video processor (which needs torchvision)."""
 
-    class ImageQwenVLProcessor(Qwen2VLProcessor):
-        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template=None):
-            self.image_token, self.video_token = "<|image_pad|>", "<|video_pad|>"
-            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
-            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
-            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
-
-    return ImageQwenVLProcessor
+    def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template=None):
+        self.image_token, self.video_token = "<|image_pad|>", "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
 
 
-def qwen_vl_processor(max_length: int = 1024) -> Any:
+def qwen_vl_processor(max_length: int = 1024) -> ImageQwenVLProcessor:
     """The processor on `qwen_vl_tokenizer`, with Qwen2.5-VL's image settings (14-pixel
     patches merged 2x2, CLIP's normalisation: the class's defaults)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
 
-    return image_processor_class()(Qwen2VLImageProcessorPil(), qwen_vl_tokenizer(max_length))
+    return ImageQwenVLProcessor(Qwen2VLImageProcessorPil(), qwen_vl_tokenizer(max_length))
 
 
 QWEN25_VL_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 3584 * 3584}
@@ -80,7 +74,7 @@ QWEN25_VL_PIXELS = {"shortest_edge": 56 * 56, "longest_edge": 3584 * 3584}
 class's default longest edge (1280 merged tokens) is Qwen2-VL's."""
 
 
-def qwen25_vl_processor(tokenizer: Any) -> Any:
+def qwen25_vl_processor(tokenizer: Any) -> ImageQwenVLProcessor:
     """The processor on a real Qwen2.5-VL tokenizer, with Qwen2.5-VL's published image settings:
     14-pixel patches, 2 frames a temporal patch, merged 2x2, CLIP's mean and std, bicubic,
     3136 to 12845056 pixels."""
@@ -88,5 +82,4 @@ def qwen25_vl_processor(tokenizer: Any) -> Any:
         Qwen2VLImageProcessorPil,
     )
 
-    processor = image_processor_class()
-    return processor(Qwen2VLImageProcessorPil(size=dict(QWEN25_VL_PIXELS)), tokenizer)
+    return ImageQwenVLProcessor(Qwen2VLImageProcessorPil(size=dict(QWEN25_VL_PIXELS)), tokenizer)

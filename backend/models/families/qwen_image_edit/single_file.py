@@ -22,7 +22,6 @@ import torch
 
 from ...casting import cast_model
 from ...encoders.qwen25_vl import VISION_PREFIXES, qwen25_vl_vision
-from ...qwen_vl import QWEN_VL_VOCAB_SIZE, VISION_SPECIALS, qwen25_vl_processor
 from ...single_file.detection import Detection
 from ...single_file.vocabulary import FileTools, Part, Preset
 from ..qwen_image.single_file import QWEN_IMAGE_VAE
@@ -57,6 +56,10 @@ def edit_text_parts(
     else the tokenizer found offline and a processor with Qwen2.5-VL's published settings."""
     if "text_encoder" in skip:
         return {"text_encoder": None, "tokenizer": None, "processor": None}
+    # transformers' processors (about 1.5 s to import): when a file is built, not when the
+    # family registry is read (every command)
+    from ...qwen_vl import QWEN_VL_VOCAB_SIZE, qwen25_vl_processor
+
     if part.detection.config["vocab_size"] == QWEN_VL_VOCAB_SIZE:
         reference = tools.preset_parts(preset_name, {"tokenizer", "processor"})
         text_tokenizer, processor = reference.tokenizer, reference.processor
@@ -74,6 +77,8 @@ def edit_text_parts(
 def vision_token_ids(part: Part, text_tokenizer: Any) -> dict[str, int]:
     """The vision markers' ids in the tokenizer, by config name; ValueError naming the file
     when the tokenizer lacks one or its id is past the encoder's embeddings."""
+    from ...qwen_vl import VISION_SPECIALS  # see edit_text_parts
+
     vocab = part.detection.config["vocab_size"]
     ids = {}
     for name, token in zip(TOKEN_IDS, VISION_SPECIALS, strict=True):
