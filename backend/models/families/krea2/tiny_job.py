@@ -33,5 +33,20 @@ TINY_JOB = TinyJob(
     },
 )
 
-TINY_JOBS = (TINY_JOB,)
+# Turbo's way: one branch (the pipeline's guidance 0), which a CFG plan spreads over all ranks
+UNGUIDED = {**BODY, "guidance_scale": 1.0, "seed": 9}
+del UNGUIDED["negative_prompt"]
+
+
+def direct_unguided(pipe: Any, body: Any) -> Any:
+    """`Krea2Pipeline` unguided: its guidance scale 0 (no negative branch)."""
+    from ..base import called_directly
+
+    return called_directly(pipe, body, guidance_scale=0.0)
+
+
+TINY_JOBS = (
+    TINY_JOB,
+    TinyJob("tiny-krea2", UNGUIDED, direct_unguided, name="unguided", ranks=(4,)),
+)
 """The jobs the family contract runs: the smallest first."""
