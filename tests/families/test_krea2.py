@@ -4,7 +4,7 @@ size 1 against `Krea2Pipeline` called directly, guided and unguided, and CFG / U
 3 and 4 ranks against world size 1, masks included: the family contract,
 tests/families/test_family_contract.py.)
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 
 import pytest
+from image_jobs import run_here
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.krea2.parallel import LocalKrea2Processor, krea2_cp_plan
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.request import NO_STEP_CACHE, JobRequest
+from paradit.backend.sampling.recipes import find_recipe
 
 TINY, RANDOM = "tiny-krea2", "random:krea2"
 KREA2_DIT = 12_820_073_036
@@ -117,3 +119,17 @@ def test_plan_at_real_size(caplog):
     assert report["memory"]["weights_bytes"]["transformer"] == KREA2_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     assert report["memory"]["reference_job"]["parts_bytes"]["activations"] > 0
+
+
+def test_turbo_recipe_runs_in_place_of_the_pipelines_schedule(tiny):
+    """`--recipe krea2-turbo` (ComfyUI's template: euler/simple at the static shift e^1.15):
+    paradit's sampler replaces the pipeline's scheduler on this family, so the image differs
+    from the pipeline's own schedule at the same steps and seed."""
+    recipe = find_recipe("krea2-turbo")
+    body = {"prompt": "a fox", "seed": 1, "width": 64, "height": 48, "num_inference_steps": 2}
+    own, _ = run_here(tiny, body)
+    fields = {k: v for k, v in dict(recipe.fields).items() if k != "num_inference_steps"}
+    assert fields["sampler"] == "euler" and fields["guidance_scale"] == 1.0
+    recipe_frames, _ = run_here(tiny, {**body, **fields})
+    assert recipe_frames.shape == own.shape == (1, 48, 64, 3)
+    assert (recipe_frames != own).any()
