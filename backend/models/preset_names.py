@@ -25,6 +25,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-ltx2-i2v",
     "tiny-flux2-klein",
     "tiny-qwen-image-edit",
+    "tiny-krea2",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 

@@ -1,0 +1,37 @@
+"""Krea 2 (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
+from ...family_spec import FamilySpec
+from ...vae_tiles import enable_quarter_overlap_tiles
+from .adapter import Krea2
+from .memory import dit_forward
+from .parallel import krea2_cp_plan
+from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
+from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOBS
+
+SPEC = FamilySpec(
+    "krea2",
+    adapters=(
+        Krea2(
+            "krea2",
+            TEXT_TO_IMAGE,
+            ("Krea2Pipeline",),
+            frozenset({"text_encoder", "tokenizer"}),
+            step_cache=False,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("Krea2Transformer2DModel",),
+    cp_plans={"Krea2Transformer2DModel": krea2_cp_plan},
+    dit_forward=dit_forward,
+    vae_frame_axis=True,
+    tiny_presets=TINY_PRESETS,
+    tiny_pipeline_config=TINY_PIPELINE_CONFIG,
+    vae_tiling={"AutoencoderKLQwenImage": enable_quarter_overlap_tiles},
+    vae_split={"AutoencoderKLQwenImage": ("QwenImageAttentionBlock",)},
+    tiny_jobs=TINY_JOBS,
+)

@@ -1,0 +1,83 @@
+"""The tiny Krea 2 preset: Krea 2's structure (grouped-query attention, 4 query heads to a
+key/value head as the real 48/12; a text-fusion stage over tapped encoder layers; the
+Qwen-Image VAE; a Qwen3-VL text model) at tiny widths."""
+
+from __future__ import annotations
+
+from ...seeded import QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
+from ...tiny_parts import TEXT_DIM, Builders, seeded
+from ..qwen_image.tiny import _qwen_vae
+
+HEADS, KV_HEADS, HEAD_DIM = 4, 1, 16
+ENCODER_LAYERS = 6
+TAPPED_LAYERS = (2, 4, 6)
+"""The tiny encoder's hidden states the DiT reads (every second layer; the real model taps
+12 of Qwen3-VL-4B's 36 layers, every third from the second)."""
+
+
+def qwen3_vl_text_encoder():
+    """Qwen3-VL's language model at tiny widths (interleaved multimodal rotary sections for
+    8-wide heads)."""
+    from transformers import Qwen3VLTextConfig, Qwen3VLTextModel
+
+    config = Qwen3VLTextConfig(
+        vocab_size=QWEN_CHAT_VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=ENCODER_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 5000000.0,
+            "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True,
+        },
+        tie_word_embeddings=True,
+    )
+    return Qwen3VLTextModel(config)
+
+
+def krea2_transformer():
+    from diffusers import Krea2Transformer2DModel
+
+    return Krea2Transformer2DModel(
+        in_channels=64,
+        num_layers=2,
+        attention_head_dim=HEAD_DIM,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        intermediate_size=64,
+        timestep_embed_dim=32,
+        text_hidden_dim=TEXT_DIM,
+        num_text_layers=len(TAPPED_LAYERS),
+        text_num_attention_heads=2,
+        text_num_key_value_heads=2,
+        text_intermediate_size=64,
+        axes_dims_rope=(4, 6, 6),  # sums to the head width, as the real (32, 48, 48) to 128
+    )
+
+
+def krea2_scheduler():
+    import diffusers
+
+    from ...random_presets import random_preset_spec
+
+    shipped = dict(random_preset_spec("random:krea2")["components"]["scheduler"]["config"])
+    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+
+
+_KREA2: Builders = {
+    "tokenizer": qwen_chat_tokenizer,
+    "text_encoder": lambda: seeded(601, qwen3_vl_text_encoder),
+    "vae": lambda: seeded(602, _qwen_vae),
+    "scheduler": krea2_scheduler,
+    "transformer": lambda: seeded(603, krea2_transformer),
+}
+
+PRESETS: dict[str, tuple[str, Builders]] = {
+    "tiny-krea2": ("Krea2Pipeline", _KREA2),
+}
+PIPELINE_CONFIG = {"tiny-krea2": {"text_encoder_select_layers": TAPPED_LAYERS}}
+"""The tiny preset's pipeline settings: its tapped layers (the base model's schedule)."""
