@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from image_jobs import run_here
+from image_jobs import encoded, run_here
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.krea2.parallel import LocalKrea2Processor, krea2_cp_plan
@@ -56,8 +56,9 @@ def test_guidance_is_the_pipelines_less_one(tiny):
     family = family_of(tiny)
     limits = family.limits(tiny, tiny=True)
     for scale, expected, negative in ((4.0, 3.0, True), (1.0, 0.0, False)):
-        request = JobRequest.from_body({"prompt": "a fox", "guidance_scale": scale}, limits)
-        tensors = family.encode(tiny, request, tiny.device)
+        body = {"prompt": "a fox", "guidance_scale": scale}
+        request = JobRequest.from_body(body, limits)
+        tensors = encoded(tiny, body)  # as the engine encodes it
         assert ("negative_prompt_embeds_mask" in tensors) == negative
         kwargs = family.prepare(tiny, request, tensors)
         assert kwargs["guidance_scale"] == expected
