@@ -7,7 +7,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline stop
 latents, the VAE decodes tile by tile), judged with `paradit verify`'s measure
 (tools/equivalence.py, float32 thresholds).
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import spawn_gloo
 from image_jobs import (
     encoded,
     preset_pipeline,
@@ -25,7 +26,8 @@ from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.parallel.plan import choose_plan
+from paradit.backend.parallel import parallelize
+from paradit.backend.parallel.plan import ParallelPlan, choose_plan
 from paradit.backend.parallel.step_cache import install_step_cache
 from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import (
@@ -109,6 +111,46 @@ def test_preset_structure_limits_and_plan():
     # cache, so the engine refuses a job that asks for one ("z-image has no step cache")
     assert install_step_cache(pipe.transformer) is None
     assert not family.step_cache and not limits.step_cache  # refused at submit
+
+
+def _attention_calls_at_two_ranks(rank: int, world_size: int) -> None:
+    """One rank: the tiny DiT under Ulysses over both ranks, one forward of 28 image tokens
+    (padded to 32) and 5 text tokens (padded to 32); every attention call's query tokens and
+    whether it got a parallel config (the processors call `dispatch_attention_fn`)."""
+    from diffusers.models.transformers import transformer_z_image
+
+
+    pipe, _family = preset_pipeline(TINY, TILE, encoders=False)
+    parallel = parallelize([pipe.transformer], ParallelPlan(1, world_size), torch.device("cpu"))
+    assert parallel.layouts, "the sequence is split"
+    calls: list[tuple[int, bool]] = []
+    dispatch = transformer_z_image.dispatch_attention_fn
+
+    def spy(query, *args, parallel_config=None, **kwargs):
+        calls.append((query.shape[1], parallel_config is not None))
+        return dispatch(query, *args, parallel_config=parallel_config, **kwargs)
+
+    transformer_z_image.dispatch_attention_fn = spy
+    try:
+        channels = pipe.transformer.config.in_channels
+        generator = torch.Generator().manual_seed(0)
+        latents = torch.randn(channels, 1, 8, 14, generator=generator)
+        text = torch.randn(5, pipe.transformer.config.cap_feat_dim, generator=generator)
+        with torch.no_grad():
+            pipe.transformer([latents], torch.tensor([0.5]), [text], return_dict=False)
+    finally:
+        transformer_z_image.dispatch_attention_fn = dispatch
+    config = pipe.transformer.config
+    refiners = [(32, False)] * config.n_refiner_layers * 2  # image part, then text part
+    assert calls == refiners + [(64 // world_size, True)] * config.n_layers, calls
+
+
+def test_refiners_attend_whole_parts_without_the_sequence_split():
+    """Under the plan the refiners (noise and context: each over its part whole, before the
+    joint sequence) get no parallel config, so no rank's tokens are gathered from every rank
+    (repeated once per rank: the same image within rounding at ranks times the refiners'
+    cost); the main layers attend over each rank's share of the 64 joint tokens."""
+    spawn_gloo(2, _attention_calls_at_two_ranks)
 
 
 @pytest.mark.fast
