@@ -119,7 +119,6 @@ def _attention_calls_at_two_ranks(rank: int, world_size: int) -> None:
     whether it got a parallel config (the processors call `dispatch_attention_fn`)."""
     from diffusers.models.transformers import transformer_z_image
 
-
     pipe, _family = preset_pipeline(TINY, TILE, encoders=False)
     parallel = parallelize([pipe.transformer], ParallelPlan(1, world_size), torch.device("cpu"))
     assert parallel.layouts, "the sequence is split"
