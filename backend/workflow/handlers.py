@@ -789,6 +789,13 @@ def _switch_node(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (value,)
 
 
+def _preview_any(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """PreviewAny shows its source on ComfyUI's canvas and passes it on unchanged."""
+    value = m.input(node, "source")
+    m.say(node, "passed on")
+    return (value,)
+
+
 def _resolution_selector(m: Mapper, node: Node) -> tuple[Any, ...]:
     ratio = m.widget(node, "aspect_ratio", str)
     megapixels = m.widget(node, "megapixels", float)
@@ -916,6 +923,7 @@ HANDLERS: dict[str, Handler] = {
     "PrimitiveString": _primitive,
     "PrimitiveStringMultiline": _primitive,
     "ComfySwitchNode": _switch_node,
+    "PreviewAny": _preview_any,
     "ComfyMathExpression": _math_expression,
     "ResolutionSelector": _resolution_selector,
 }

@@ -210,6 +210,12 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec("PrimitiveString", ("value",), "its value, where it feeds a widget"),
     _spec("PrimitiveStringMultiline", ("value",), "its value, where it feeds a widget"),
     _spec(
+        "PreviewAny",
+        (),
+        "its source, passed on (ComfyUI shows it on the canvas; paradit logs it)",
+        more_ok=True,
+    ),
+    _spec(
         "ComfySwitchNode",
         ("switch",),
         "its on_true or on_false input, as its switch says (only that branch is read)",
@@ -271,6 +277,10 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "a latent to start from): paradit's workflow import maps no image edit (ComfyUI's "
         "Qwen-Image-Edit graphs also patch the model with CFGNorm, which paradit cannot run "
         "as ComfyUI does)",
+        "TextGenerate": "a prompt written at run time by the text encoder's language model "
+        "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
+        "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "
+        "template: prompt_enhance false) to run the prompt as written",
         "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
         "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }

@@ -349,10 +349,10 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_t2v_distilled.json": (
         "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
     ),
-    # Krea 2 Turbo: its prompt enhancer (TextGenerate, an LLM, on by default) and the node that
-    # shows the enhanced prompt; the importer names the first it meets
+    # Krea 2 Turbo: its prompt enhancer (TextGenerate, an LLM) is on in the saved template
+    # (prompt_enhance true); PreviewAny, which shows the prompt, passes it on
     "image_krea2_turbo_t2i.json": (
-        "subgraph 30 > node 20", "PreviewAny", "not a node paradit maps",
+        "subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer",
     ),
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
