@@ -134,6 +134,11 @@ INTERNALS: dict[str, Internal] = {
             "diffusers.hooks.hooks", "StateManager", ("state_cls", "init_args", "init_kwargs")
         ),
         Internal("diffusers.hooks._common", "_ALL_TRANSFORMER_BLOCK_IDENTIFIERS", None),
+        # ... whose state is kept per named call (`cache_context`): named by paradit where a
+        # pipeline names none (its calls' branches: step_cache.install_step_cache)
+        Internal("diffusers.hooks.hooks", "CacheContext", ("name",)),
+        Internal("diffusers.hooks.hooks", "StateManager.set_context", ("context",)),
+        Internal("diffusers.hooks.hooks", "StateManager.context", None),
         # ... and the registry of block layouts they read, for the blocks diffusers' own
         # registrations leave out (FamilySpec.block_layouts).
         Internal("diffusers.hooks._helpers", "TransformerBlockRegistry", None),

@@ -22,17 +22,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BlockLayout:
-    """How a transformer block returns its two streams, and the name of the second one's
-    input: what diffusers' step-cache hooks need to know of a block class they do not list."""
+    """How a transformer block returns its streams (two, or its hidden states alone), and the
+    name of the second one's input: what diffusers' step-cache hooks need to know of a block
+    class they do not list."""
 
     first: int = 0
-    """Index of the first stream (`hidden_states`: its residual decides) in what it returns."""
-    second: int = 1
-    """Index of the second stream in what it returns."""
+    """Index of the first stream (`hidden_states`: its residual decides) in what it returns
+    (0 for a block that returns one tensor)."""
+    second: int | None = 1
+    """Index of the second stream in what it returns; None for a block that returns its
+    hidden states alone (one tensor: a single-stream block over a joint sequence)."""
     second_input: str = "encoder_hidden_states"
-    """The block's argument that takes the second stream."""
+    """The block's argument that takes the second stream (unread with one stream)."""
 
     def __post_init__(self) -> None:
+        if self.second is None:
+            if self.first != 0:
+                raise ValueError(
+                    f"a block that returns one stream returns it alone (first 0), got "
+                    f"first {self.first}"
+                )
+            return
         if min(self.first, self.second) < 0 or self.first == self.second:
             raise ValueError(
                 f"a block's two streams are at two indices >= 0 of what it returns, got "

@@ -29,6 +29,15 @@ name, so a skipped step adds the cached residuals of both streams. The video's r
 decides (under a split, every rank's share of it, summed as below); the audio, whole on every
 rank, follows.
 
+diffusers keeps the hooks' state per named transformer call: a pipeline names each call
+(`cache_context("cond")`, `"uncond"`) around it. For a pipeline that names none (Krea 2's),
+a hook on the transformer names the call by the branch it computes (`Branches.rows`: at
+world size 1 the conditional call first, then the unconditional one; on a CFG-parallel half,
+its own branch) and clears the name after it, so each branch keeps its own residuals as the
+named pipelines' do. A block that returns its hidden states alone (one stream over a joint
+sequence) is registered with no second stream (`BlockLayout.second` None): the hooks then
+carry that one tensor.
+
 Each transformer (Wan 2.2's two experts) has its own hooks and state. The hooks are installed
 once at load (`install_step_cache`), switched on for a job that asks for the cache and off
 after it, their state cleared: no state outlives a job.
@@ -197,6 +206,15 @@ def _register_block_layout(block_class: type) -> None:
         )
 
 
+def _named(manager: Any) -> bool:
+    """Whether the pipeline named the call (`cache_context`): the state manager's context
+    raises ValueError when none is set."""
+    try:
+        return manager.context is not None
+    except ValueError:
+        return False
+
+
 def _metadata_class(base: type) -> type:
     """diffusers' block metadata whose lookups by the hooks' names go to the block's own
     argument names: First-Block-Cache asks for "encoder_hidden_states" whatever the metadata
@@ -242,18 +260,23 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
     """Put switchable First-Block-Cache hooks on `transformer`'s blocks (diffusers' own, with
     the decision replaced); None when diffusers does not know its block classes."""
     try:
-        head_class, block_class, state_class, state_manager_class, block_names = require(
-            "the step cache",
-            "first_block_cache.FBCHeadBlockHook",
-            "first_block_cache.FBCBlockHook",
-            "first_block_cache.FBCSharedBlockState",
-            "hooks.StateManager",
-            "_common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS",
+        head_class, block_class, state_class, state_manager_class, block_names, context_class = (
+            require(
+                "the step cache",
+                "first_block_cache.FBCHeadBlockHook",
+                "first_block_cache.FBCBlockHook",
+                "first_block_cache.FBCSharedBlockState",
+                "hooks.StateManager",
+                "_common._ALL_TRANSFORMER_BLOCK_IDENTIFIERS",
+                "hooks.CacheContext",
+                "hooks.StateManager.set_context",
+                "hooks.StateManager.context",
+            )[:6]
         )
     except RuntimeError as exc:  # another diffusers: the model still loads, jobs get no cache
         log.warning("%s", exc)
         return None
-    from diffusers.hooks import HookRegistry
+    from diffusers.hooks import HookRegistry, ModelHook
 
     blocks = [
         block
@@ -286,6 +309,20 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
                 return self.fn_ref.original_forward(*args, **kwargs)
             return super().new_forward(module, *args, **kwargs)
 
+    class NamedCall(ModelHook):
+        """Names a call the pipeline leaves unnamed by the branch it computes (see above)."""
+
+        def new_forward(self, module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            manager = switch.state_manager
+            if switch.agreement is None or _named(manager):
+                return self.fn_ref.original_forward(*args, **kwargs)
+            agreement = switch.agreement
+            manager.set_context(context_class(agreement.branches.rows(agreement.calls, 1)[0]))
+            try:
+                return self.fn_ref.original_forward(*args, **kwargs)
+            finally:
+                manager.set_context(None)
+
     try:
         hooks = [
             Head(switch.state_manager, 0.0),
@@ -296,6 +333,9 @@ def install_step_cache(transformer: torch.nn.Module) -> CacheSwitch | None:
             HookRegistry.check_if_exists_or_initialize(block).register_hook(
                 hook, f"paradit_step_cache_{index}"
             )
+        HookRegistry.check_if_exists_or_initialize(transformer).register_hook(
+            NamedCall(), "paradit_step_cache_call"
+        )
     except ValueError as exc:  # a block class diffusers' cache hooks do not know
         log.info("no step cache for %s: %s", type(transformer).__name__, exc)
         return None

@@ -126,6 +126,12 @@ def test_a_spec_states_its_rule():
         FamilySpec("empty", adapters=(), transformer_classes=("X",))
     with pytest.raises(ValueError, match="cp_plans for DiT classes it does not hold"):
         FamilySpec("x", (adapter,), ("A",), cp_plans={"B": lambda transformer: {}})
+    # a block layout: two streams at two indices, or the hidden states alone (second None)
+    assert BlockLayout(second=None).second is None
+    with pytest.raises(ValueError, match="at two indices >= 0"):
+        BlockLayout(first=1, second=1)
+    with pytest.raises(ValueError, match="returns it alone"):
+        BlockLayout(first=1, second=None)
 
 
 def test_the_presets_are_the_families():

@@ -18,7 +18,7 @@ from paradit.backend.models.families import family_of
 from paradit.backend.models.families.krea2.parallel import LocalKrea2Processor, krea2_cp_plan
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.request import NO_STEP_CACHE, JobRequest
+from paradit.backend.request import JobRequest
 from paradit.backend.sampling.recipes import find_recipe
 
 TINY, RANDOM = "tiny-krea2", "random:krea2"
@@ -44,10 +44,9 @@ def test_preset_structure_and_limits(tiny):
     assert type(tiny.vae).__name__ == "AutoencoderKLQwenImage"
     family = family_of(tiny)
     limits = family.limits(tiny, tiny=True)
-    assert (limits.size_multiple, limits.default_guidance, limits.step_cache) == (16, 5.5, False)
+    assert (limits.size_multiple, limits.default_guidance, limits.step_cache) == (16, 5.5, True)
     body = {"prompt": "a fox", "cache": {"method": "first-block", "threshold": 0.5}}
-    with pytest.raises(ValueError, match=NO_STEP_CACHE):
-        JobRequest.from_body(body, limits)
+    assert JobRequest.from_body(body, limits).cache is not None
 
 
 def test_guidance_is_the_pipelines_less_one(tiny):

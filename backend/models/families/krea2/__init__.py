@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
-from ...family_spec import FamilySpec
+from ...family_spec import BlockLayout, FamilySpec
 from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import Krea2
 from .memory import dit_forward
@@ -21,12 +21,13 @@ SPEC = FamilySpec(
             TEXT_TO_IMAGE,
             ("Krea2Pipeline",),
             frozenset({"text_encoder", "tokenizer"}),
-            step_cache=False,
             samplers=SAMPLERS,
         ),
     ),
     transformer_classes=("Krea2Transformer2DModel",),
     cp_plans={"Krea2Transformer2DModel": krea2_cp_plan},
+    # its blocks return the joint sequence alone (diffusers' cache registry lacks the class)
+    block_layouts={"Krea2TransformerBlock": BlockLayout(second=None)},
     dit_forward=dit_forward,
     vae_frame_axis=True,
     tiny_presets=TINY_PRESETS,

@@ -28,7 +28,6 @@ TINY_JOB = TinyJob(
     direct,
     cached={
         "num_inference_steps": 6,
-        "guidance_scale": 1.0,
         "cache": {"method": "first-block", "threshold": 1.0},
     },
 )
