@@ -192,6 +192,49 @@ def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tens
 # -- formats: each returns the values the file holds (float32) under the file's keys ----------
 
 
+_KREA2_INVERSE = (
+    # diffusers' Krea2Transformer2DModel -> the original names ComfyUI's krea2 files keep
+    (r"^img_in\.", "first."),
+    (r"^time_embed\.linear_1\.", "tmlp.0."),
+    (r"^time_embed\.linear_2\.", "tmlp.2."),
+    (r"^time_mod_proj\.", "tproj.1."),
+    (r"^txt_in\.norm\.weight$", "txtmlp.0.scale"),
+    (r"^txt_in\.linear_1\.", "txtmlp.1."),
+    (r"^txt_in\.linear_2\.", "txtmlp.3."),
+    (r"^text_fusion\.", "txtfusion."),
+    (r"^transformer_blocks\.", "blocks."),
+    (r"^final_layer\.linear\.", "last.linear."),
+    (r"^final_layer\.norm\.weight$", "last.norm.scale"),
+    (r"^final_layer\.scale_shift_table$", "last.modulation.lin"),
+    (r"\.attn\.to_q\.", ".attn.wq."),
+    (r"\.attn\.to_k\.", ".attn.wk."),
+    (r"\.attn\.to_v\.", ".attn.wv."),
+    (r"\.attn\.to_out\.0\.", ".attn.wo."),
+    (r"\.attn\.to_gate\.", ".attn.gate."),
+    (r"\.attn\.norm_q\.weight$", ".attn.qknorm.qnorm.scale"),
+    (r"\.attn\.norm_k\.weight$", ".attn.qknorm.knorm.scale"),
+    (r"\.ff\.", ".mlp."),
+    (r"\.norm1\.weight$", ".prenorm.scale"),
+    (r"\.norm2\.weight$", ".postnorm.scale"),
+    (r"\.scale_shift_table$", ".mod.lin"),
+)
+
+
+def krea2_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' Krea2Transformer2DModel state dict -> the original names ComfyUI's
+    `krea2_turbo` file keeps, each block's six modulation vectors flattened into one (as
+    diffusers' converter undoes)."""
+    out = {}
+    for name, value in state.items():
+        block_modulation = name.startswith("transformer_blocks.") and name.endswith(
+            ".scale_shift_table"
+        )
+        for pattern, new in _KREA2_INVERSE:
+            name = re.sub(pattern, new, name)
+        out[name] = value.reshape(-1) if block_modulation else value
+    return out
+
+
 def quantizable(name: str, tensor: torch.Tensor) -> bool:
     """The blocks' linear weights (Wan's and Flux's `blocks.N`, Z-Image's `layers.N` and
     refiners): what ComfyUI's fp8 files store in fp8."""

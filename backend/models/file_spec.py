@@ -61,6 +61,10 @@ class FileSpec:
     """`(keys, config)` -> the row map (`single_file.rows.RowMap`) from the
     file's own key names (the prefix stripped) to diffusers'; None when the family's files use
     diffusers' names (Qwen-Image's); diffusers' layout maps as it is."""
+    dit_shapes: Callable[[Any], Mapping[str, tuple[int, ...]]] | None = None
+    """`keys` (the file's shapes, the prefix stripped) -> the shape each tensor stored in
+    another shape than the DiT takes it is read in (the same elements: Krea 2's block
+    modulation, stored flat, read as six rows); None: as stored."""
     dit_keys: Callable[[Any], Any] | None = None
     """The DiT's keys among a file's, where the file holds more (LTX-2's text
     connectors beside it); None: all of them."""

@@ -86,9 +86,8 @@ def test_every_spec_is_complete(spec: FamilySpec):
         assert isinstance(layout, BlockLayout) and block_layout_for(block) is layout
 
 
-NO_SINGLE_FILE = {"cogvideox", "krea2"}
-"""Families with no single-file format (CogVideoX: no ComfyUI file, no diffusers loader) or
-whose files paradit does not read yet (Krea 2: `krea2_turbo_fp8_scaled`, docs/models.md)."""
+NO_SINGLE_FILE = {"cogvideox"}
+"""Families with no single-file format (CogVideoX: no ComfyUI file, no diffusers loader)."""
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)

@@ -22,7 +22,7 @@ from ..encoders import encoder_kind
 from ..image_processors import clip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
 from .components import FILE_TOOLS, encoder_model, preset_parts, tokenizer, vae_model
-from .convert import RowMap, dit_row_map, unused_keys
+from .convert import RowMap, dit_part, dit_row_map, unused_keys
 from .detect import Part, recognise
 from .file_presets import (
     CLIP_VISION_H,
@@ -50,7 +50,7 @@ class DitWeights:
     block (what `models.sharded_load.fill_shards` reads each rank's shard through)."""
 
     def __init__(self, part: Part):
-        self.part = part
+        self.part = part = dit_part(part)  # its tensors in the shapes the DiT reads
         self.row_map: RowMap = dit_row_map(part.header, part.detection)
         extra = unused_keys(part.header, part.detection, self.row_map)
         if extra:

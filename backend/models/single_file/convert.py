@@ -16,13 +16,16 @@ by the detection's family and maps diffusers' own layout as it is.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .detection import Detection
 from .header import FileHeader
 from .quant import is_scale_key
 from .rows import RowMap, Segment, rows_of
 from .spec import FILES
+from .vocabulary import Part
 
-__all__ = ["RowMap", "Segment", "dit_row_map", "unused_keys", "weight_keys"]
+__all__ = ["RowMap", "Segment", "dit_part", "dit_row_map", "unused_keys", "weight_keys"]
 
 
 def weight_keys(header: FileHeader, prefix: str) -> dict[str, tuple[int, ...]]:
@@ -49,6 +52,18 @@ def dit_row_map(header: FileHeader, detection: Detection) -> RowMap:
         name: tuple(Segment(detection.prefix + s.key, s.start, s.rows) for s in segments)
         for name, segments in mapping.items()
     }
+
+
+def dit_part(part: Part) -> Part:
+    """`part` with the DiT's tensors in the shapes its family reads them in (`FileSpec.
+    dit_shapes`: a flat vector read as rows), so that every row is one of the parameter's."""
+    spec = _file_spec(part.detection)
+    if spec is None or spec.dit_shapes is None:
+        return part
+    prefix = part.detection.prefix
+    shapes = spec.dit_shapes(weight_keys(part.header, prefix))
+    header = part.header.reshaped({prefix + k: s for k, s in shapes.items()})
+    return dataclasses.replace(part, header=header)
 
 
 def _file_spec(detection: Detection):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,20 @@ class FileHeader:
             raise ValueError("a view needs a non-empty key prefix")
         tensors = {k[len(prefix) :]: v for k, v in self.tensors.items() if k.startswith(prefix)}
         return FileHeader(self.path, self.format, tensors, self.metadata, self.prefix + prefix)
+
+    def reshaped(self, shapes: Mapping[str, tuple[int, ...]]) -> FileHeader:
+        """The same tensors with those of `shapes` read in another shape of as many elements
+        (the same bytes: a flat vector read as rows); ValueError naming the tensor otherwise."""
+        tensors = dict(self.tensors)
+        for key, shape in shapes.items():
+            info = tensors[key]
+            if math.prod(shape) != info.numel:
+                raise ValueError(
+                    f"{self.name}: {key} of shape {list(info.shape)} cannot be read as "
+                    f"{list(shape)}"
+                )
+            tensors[key] = TensorInfo(info.dtype, tuple(shape), info.offset, info.nbytes)
+        return FileHeader(self.path, self.format, tensors, self.metadata, self.prefix)
 
     @property
     def name(self) -> str:
