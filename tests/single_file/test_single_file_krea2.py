@@ -6,7 +6,7 @@ flat vector, the blocks' linears in fp8 with ComfyUI's scales).
   file): Krea 2 Turbo's config read off the shapes equals the published one and every
   parameter's rows are found, the flat modulation read as six rows.
 - The tiny preset's DiT saved in that layout (bf16, and fp8_scaled as ComfyUI writes it)
-  loads to the weights the file holds.
+  loads to the weights the file holds, and `paradit models` names it.
 
 Not done yet: the Qwen3-VL text encoder file (`qwen3vl_4b_fp8_scaled`: an encoder kind of its
 own), hence no pipeline of these files (`paradit serve`).
@@ -33,6 +33,7 @@ from paradit.backend.models.single_file.build import DitWeights
 from paradit.backend.models.single_file.convert import dit_part, dit_row_map, unused_keys
 from paradit.backend.models.single_file.detect import detect, recognise
 from paradit.backend.models.single_file.header import read_header
+from paradit.backend.models.single_file.listing import list_models, render
 
 KREA2_TURBO = random_dit_config("random:krea2", "transformer")
 
@@ -92,6 +93,8 @@ def test_tiny_krea2_file_loads_the_weights_it_holds(tmp_path, fmt):
         for name, original in zip(tiny.state_dict(), krea2_original(tiny.state_dict()), strict=True)
     }
     assert all(torch.equal(ours[k], v) for k, v in expected.items())
+    (entry,) = list_models(tmp_path)  # `paradit models` names it
+    assert "tiny-krea2" in render([entry]) and "Krea 2 DiT keys" in render([entry])
     if fmt == "fp8_scaled":  # the blocks' linears were rounded to fp8
         name = "transformer_blocks.0.attn.to_q.weight"
         assert not torch.equal(ours[name], tiny.state_dict()[name])
