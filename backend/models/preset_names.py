@@ -23,6 +23,8 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2",
     "tiny-ltx2-i2v",
+    "tiny-ltx2.3",
+    "tiny-ltx2.3-i2v",
     "tiny-flux2-klein",
     "tiny-qwen-image-edit",
 )

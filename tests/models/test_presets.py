@@ -51,6 +51,8 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
     "tiny-ltx2": LTX2Pipeline,
     "tiny-ltx2-i2v": LTX2ImageToVideoPipeline,
+    "tiny-ltx2.3": LTX2Pipeline,
+    "tiny-ltx2.3-i2v": LTX2ImageToVideoPipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
 }
@@ -60,6 +62,7 @@ IMAGE_TO_VIDEO = {
     "tiny-wan2.2-i2v-a14b",
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2-i2v",
+    "tiny-ltx2.3-i2v",
 }
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
@@ -122,7 +125,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
-    elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
+    elif name in ("tiny-ltx2", "tiny-ltx2.3"):  # sizes of 32s, frames 8k+1, 32 byte tokens
         kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
         kwargs["max_sequence_length"] = 32
     elif name in ("tiny-flux2", "tiny-flux2-klein"):
@@ -190,6 +193,8 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
     "tiny-ltx2": "229ec387508f4102",
     "tiny-ltx2-i2v": "229ec387508f4102",  # tiny-ltx2's components
+    "tiny-ltx2.3": "ef88619c733bffee",
+    "tiny-ltx2.3-i2v": "ef88619c733bffee",  # tiny-ltx2.3's components
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
 }
@@ -221,6 +226,8 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5-i2v",
         "tiny-ltx2",
         "tiny-ltx2-i2v",
+        "tiny-ltx2.3",
+        "tiny-ltx2.3-i2v",
         "tiny-flux2-klein",
         "tiny-qwen-image-edit",
     )
