@@ -1,0 +1,131 @@
+"""LTX-2.3 as a variant of the ltx2 family (the same pipeline classes, its own settings): the
+tiny preset's 2.3 settings and its audio track at 48 kHz (the vocoder with bandwidth
+extension) against `LTX2Pipeline` called directly, the `random:ltx2.3-22b` preset's
+published shapes (the DiT and the per-stream text connectors: 22B), and `paradit plan` for
+it at 1280x720, 121 frames on 1 x 24, 2 x 24, 1 x 80 and 4 x 80 GB, the split sequence
+keeping 2.3's per-head rotary tables whole. Its parallel jobs (CFG x Ulysses at 2-4 ranks,
+image to video, the step cache) are the family contract's (`ltx2/tiny_job.py`'s "2.3" jobs).
+
+Cost: about 10 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from image_jobs import run_here
+
+from paradit.backend.models.families import enable_tiles, family_of
+from paradit.backend.models.families.ltx2.adapter import use_cross_timestep
+from paradit.backend.models.families.ltx2.tiny_job import V23, called_with_audio
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.serving.outputs import to_uint8
+from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, compare
+
+TINY, RANDOM = "tiny-ltx2.3", "random:ltx2.3-22b"
+# DiT and text connectors on the meta device: LTX-2.3's "22B" (the connectors are 8 layers
+# per stream at the streams' widths, with one Gemma projection per stream).
+DIT, CONNECTORS = 18_988_838_144, 3_172_227_584
+SETUPS = ((1, 24), (2, 24), (1, 80), (4, 80))
+"""(GPUs, GB each) the issue asks `paradit plan` for."""
+
+
+def _flags(pipe) -> dict:
+    transformer, connectors = pipe.transformer.config, pipe.connectors.config
+    return {
+        "gated": (transformer.gated_attn, transformer.audio_gated_attn),
+        "prompt_adaln": (transformer.cross_attn_mod, transformer.audio_cross_attn_mod),
+        "caption_projection": transformer.use_prompt_embeddings,
+        "rope": (transformer.rope_type, connectors.rope_type),
+        "per_stream_text": connectors.per_modality_projections,
+        "vocoder": type(pipe.vocoder).__name__,
+    }
+
+
+LTX23 = {
+    "gated": (True, True),
+    "prompt_adaln": (True, True),
+    "caption_projection": False,
+    "rope": ("split", "split"),
+    "per_stream_text": True,
+    "vocoder": "LTX2VocoderWithBWE",
+}
+
+
+def test_tiny_preset_is_ltx_2_3_and_its_audio_equals_diffusers():
+    """`tiny-ltx2.3`: 2.3's settings on tiny sizes, the text-to-video family (its adapter
+    modulates the cross-modal attention by the other stream's timestep, as 2.3 does); a job at
+    world size 1 gives `LTX2Pipeline`'s video and audio, bit for bit: 33 mel frames (9 video
+    frames) of stereo at 48 kHz, 480 samples each."""
+    pipe = build_preset(TINY)
+    pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, 128, 128)
+    assert _flags(pipe) == LTX23
+    assert family_of(pipe).name == "ltx2-t2v" and use_cross_timestep(pipe)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        frames, result = run_here(pipe, dict(V23))
+        video, audio = called_with_audio(pipe, V23, {})
+    finally:
+        torch.set_num_threads(threads)
+    assert compare(frames, to_uint8(np.asarray(video[0])), FLOAT32).verdict == IDENTICAL
+    track = result.audio
+    assert track.sample_rate == 48000 and track.waveform.shape == (2, 33 * 480)
+    assert np.array_equal(track.waveform, audio[0].numpy())
+
+
+@pytest.mark.fast
+def test_random_preset_has_the_published_shapes():
+    pipe = build_random_preset(RANDOM, device="meta")
+    assert _flags(pipe) == LTX23
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == DIT
+    assert sum(p.numel() for p in pipe.connectors.parameters()) == CONNECTORS
+    config = pipe.transformer.config
+    assert (config.num_layers, config.num_attention_heads, config.audio_num_attention_heads) == (
+        48,
+        32,
+        32,
+    )
+    connectors = pipe.connectors.config
+    assert (connectors.video_connector_num_layers, connectors.video_hidden_dim) == (8, 4096)
+    assert (connectors.audio_connector_num_layers, connectors.audio_hidden_dim) == (8, 2048)
+    assert pipe.vocoder.config.output_sampling_rate == 48000
+    assert pipe.vae.config.upsample_type == [
+        "spatiotemporal",
+        "spatiotemporal",
+        "temporal",
+        "spatial",
+    ]
+    family = family_of(pipe)
+    limits = family.limits(pipe, tiny=False)
+    assert limits.tokens(1280, 720, 121) == 16 * 22 * 40
+    assert use_cross_timestep(pipe)
+
+
+@pytest.mark.parametrize(("gpus", "memory"), SETUPS)
+def test_plan_of_the_22b_at_1280x720x121(gpus, memory):
+    """`paradit plan --model random:ltx2.3-22b --width 1280 --height 720 --frames 121`: it fits
+    on each setup; on 4 x 80 GB as CFG 2 x Ulysses 2, each rank keeping the whole per-head
+    rotary tables beyond its share (half the interleaved tables' elements per token)."""
+    from paradit.backend.tools.plan import estimate
+
+    report = estimate(RANDOM, gpus, memory, 1280, 720, 121)
+    assert report["tokens"] == 16 * 22 * 40 and report["fits"], report
+    weights = report["memory"]["weights_bytes"]
+    assert weights["transformer"] == DIT * 2 and weights["connectors"] == CONNECTORS * 2
+    job = report["memory"]["reference_job"]
+    assert job["predicted_bytes"]["rank0"] <= 0.9 * memory * 1024**3
+    if gpus < 4:
+        assert "gathered_video" not in job["parts_bytes"]
+        return
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+    # CFG 2 x Ulysses 2: a rank's share is 11 of the 22 rows; split tables are (heads,
+    # tokens, width / 2 / heads): the video's 4096 and the audio-video 2048 halved, float32
+    whole, share = 16 * 22 * 40, 16 * 11 * 40
+    tables = 2 * (whole - share) * (4096 + 2048) // 2 * 4
+    (reason,) = (r for r in job["reasons"] if "gathered_video" in r)
+    assert f"({tables / 1024**3:.2f} GiB more" in reason, reason
+    assert job["parts_bytes"]["gathered_video"] > tables
