@@ -3,10 +3,12 @@ tiny preset's 2.3 settings and its audio track at 48 kHz (the vocoder with bandw
 extension) against `LTX2Pipeline` called directly, the `random:ltx2.3-22b` preset's
 published shapes (the DiT and the per-stream text connectors: 22B), and `paradit plan` for
 it at 1280x720, 121 frames on 1 x 24, 2 x 24, 1 x 80 and 4 x 80 GB, the split sequence
-keeping 2.3's per-head rotary tables whole. Its parallel jobs (CFG x Ulysses at 2-4 ranks,
-image to video, the step cache) are the family contract's (`ltx2/tiny_job.py`'s "2.3" jobs).
+keeping 2.3's per-head rotary tables whole. A LoRA job on 2.3's own modules (the gates beside
+the query projections) equals diffusers' `load_lora_weights` + `fuse_lora`. Its parallel
+jobs (CFG x Ulysses at 2-4 ranks, image to video, the step cache) are the family contract's
+(`ltx2/tiny_job.py`'s "2.3" jobs).
 
-Cost: about 10 s (in the suite's two-worker run on 2 cores).
+Cost: about 12 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from image_jobs import run_here
+from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora
 
 from paradit.backend.models.families import enable_tiles, family_of
 from paradit.backend.models.families.ltx2.adapter import use_cross_timestep
@@ -22,7 +25,7 @@ from paradit.backend.models.families.ltx2.tiny_job import V23, called_with_audio
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.serving.outputs import to_uint8
-from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, compare
+from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, compare
 
 TINY, RANDOM = "tiny-ltx2.3", "random:ltx2.3-22b"
 # DiT and text connectors on the meta device: LTX-2.3's "22B" (the connectors are 8 layers
@@ -59,9 +62,7 @@ def test_tiny_preset_is_ltx_2_3_and_its_audio_equals_diffusers():
     modulates the cross-modal attention by the other stream's timestep, as 2.3 does); a job at
     world size 1 gives `LTX2Pipeline`'s video and audio, bit for bit: 33 mel frames (9 video
     frames) of stereo at 48 kHz, 480 samples each."""
-    pipe = build_preset(TINY)
-    pipe.set_progress_bar_config(disable=True)
-    enable_tiles(pipe.vae, 128, 128)
+    pipe = _tiny()
     assert _flags(pipe) == LTX23
     assert family_of(pipe).name == "ltx2-t2v" and use_cross_timestep(pipe)
     threads = torch.get_num_threads()
@@ -75,6 +76,46 @@ def test_tiny_preset_is_ltx_2_3_and_its_audio_equals_diffusers():
     track = result.audio
     assert track.sample_rate == 48000 and track.waveform.shape == (2, 33 * 480)
     assert np.array_equal(track.waveform, audio[0].numpy())
+
+
+def _tiny():
+    pipe = build_preset(TINY)
+    pipe.set_progress_bar_config(disable=True)
+    enable_tiles(pipe.vae, 128, 128)
+    return pipe
+
+
+def test_lora_on_the_gates_equals_diffusers_fuse_lora(tmp_path):
+    """A PEFT LoRA on each block's video self-attention query and gate projections
+    (`attn1.to_q`, `attn1.to_gate_logits`: 2.3's module) at strength 0.8: the job's DiT
+    weights are diffusers' fused ones byte for byte, its video `LTX2Pipeline`'s with them,
+    not the plain job's; the weights come back after."""
+    pipe = _tiny()
+    targets = ("attn1.to_q", "attn1.to_gate_logits")
+    peft_lora(tmp_path / "gates.safetensors", pipe.transformer, targets, seed=3)
+    patcher = dit_patcher(pipe, tmp_path)
+    base = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain, _ = run_here(pipe, dict(V23))
+        with patcher.applied(patcher.resolve(lora_items([("gates", 0.8)]))):
+            ours = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
+            frames, _ = run_here(pipe, dict(V23))
+        fused = diffusers_fused(pipe, tmp_path, [("gates", 0.8)])
+        video, _ = called_with_audio(fused, V23, {})
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(v, pipe.transformer.state_dict()[k]) for k, v in base.items())
+    changed = sorted(k for k in base if not torch.equal(base[k], ours[k]))
+    assert {k.split(".", 2)[2] for k in changed} == {
+        "attn1.to_q.weight",
+        "attn1.to_gate_logits.weight",
+    }
+    reference = fused.transformer.state_dict()
+    assert all(torch.equal(reference[k], ours[k]) for k in base)
+    assert compare(frames, to_uint8(np.asarray(video[0])), FLOAT32).verdict == IDENTICAL
+    assert compare(plain, frames, FLOAT32).verdict == DIFFERENT
 
 
 @pytest.mark.fast
