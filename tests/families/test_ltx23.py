@@ -146,6 +146,24 @@ def test_random_preset_has_the_published_shapes():
     assert use_cross_timestep(pipe)
 
 
+@pytest.mark.fast
+def test_dry_run_runs_the_22b_forward():
+    """The plan's dry run of LTX-2.3's DiT runs (a failed one falls back to a rule of thumb):
+    the text at the streams' widths, the per-head rotary tables, on a rank's share (Ulysses
+    2) and with the audio's attention over the whole video."""
+    from paradit.backend.memory.settings import JobShape
+    from paradit.backend.memory.sizes import sizes_of_pipeline
+    from paradit.backend.models.families.ltx2.memory import forward, gathered
+
+    pipe = build_random_preset(RANDOM, device="meta")
+    sizes = sizes_of_pipeline(pipe, family_of(pipe), torch.bfloat16)
+    shape = JobShape(1280, 720, 121)
+    for degree in (1, 2):
+        video, audio = forward(sizes, shape, degree)
+        assert video.shape == (1, 16 * 22 * 40 // degree, 128) and audio.shape[-1] == 128
+    assert gathered(sizes, shape, 2).video_tokens == 16 * 22 * 40
+
+
 @pytest.mark.parametrize(("gpus", "memory"), SETUPS)
 def test_plan_of_the_22b_at_1280x720x121(gpus, memory):
     """`paradit plan --model random:ltx2.3-22b --width 1280 --height 720 --frames 121`: it fits
