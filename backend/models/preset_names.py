@@ -25,6 +25,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-ltx2-i2v",
     "tiny-ltx2.3",
     "tiny-ltx2.3-i2v",
+    "tiny-ltx2.5",
     "tiny-flux2-klein",
     "tiny-qwen-image-edit",
 )

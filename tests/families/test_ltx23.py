@@ -6,7 +6,8 @@ it at 1280x720, 121 frames on 1 x 24, 2 x 24, 1 x 80 and 4 x 80 GB, the split se
 keeping 2.3's per-head rotary tables whole. A LoRA job on 2.3's own modules (the gates beside
 the query projections) equals diffusers' `load_lora_weights` + `fuse_lora`. Its parallel
 jobs (CFG x Ulysses at 2-4 ranks, image to video, the step cache) are the family contract's
-(`ltx2/tiny_job.py`'s "2.3" jobs).
+(`ltx2/tiny_job.py`'s "2.3" jobs). LTX-2.5's tiny preset (`tiny-ltx2.5`) has 2.5's settings;
+its job is the contract's "2.5".
 
 Cost: about 12 s (in the suite's two-worker run on 2 cores).
 """
@@ -116,6 +117,22 @@ def test_lora_on_the_gates_equals_diffusers_fuse_lora(tmp_path):
     assert all(torch.equal(reference[k], ours[k]) for k in base)
     assert compare(frames, to_uint8(np.asarray(video[0])), FLOAT32).verdict == IDENTICAL
     assert compare(plain, frames, FLOAT32).verdict == DIFFERENT
+
+
+def test_tiny_ltx2_5_preset_has_2_5s_settings():
+    """`tiny-ltx2.5`: 2.3's components with 2.5's DiT settings (no prompt AdaLN: the text's
+    keys and values modulated by a static table, cacheable over the steps; no video
+    feed-forward biases; the keyframe embedding) and a Gemma 4 text model; the text-to-video
+    family, the cross-modal attention by the other stream's timestep. Its jobs: the family
+    contract's "2.5"."""
+    pipe = build_preset("tiny-ltx2.5", components=frozenset({"transformer", "text_encoder"}))
+    config = pipe.transformer.config
+    assert (config.use_prompt_adaln_single, config.ff_bias) == (False, False)
+    assert config.use_keyframes_abs_pos_embedding and config.cross_attn_mod
+    assert not hasattr(pipe.transformer, "prompt_adaln")
+    assert pipe.transformer.transformer_blocks[0].ff.net[0].proj.bias is None
+    assert type(pipe.text_encoder).__name__ == "Gemma4TextModel"
+    assert family_of(pipe).name == "ltx2-t2v" and use_cross_timestep(pipe)
 
 
 @pytest.mark.fast

@@ -53,6 +53,7 @@ PIPELINE_CLASSES = {
     "tiny-ltx2-i2v": LTX2ImageToVideoPipeline,
     "tiny-ltx2.3": LTX2Pipeline,
     "tiny-ltx2.3-i2v": LTX2ImageToVideoPipeline,
+    "tiny-ltx2.5": LTX2Pipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
 }
@@ -125,7 +126,11 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
-    elif name in ("tiny-ltx2", "tiny-ltx2.3"):  # sizes of 32s, frames 8k+1, 32 byte tokens
+    elif name in (
+        "tiny-ltx2",
+        "tiny-ltx2.3",
+        "tiny-ltx2.5",
+    ):  # sizes of 32s, frames 8k+1, 32 byte tokens
         kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
         kwargs["max_sequence_length"] = 32
     elif name in ("tiny-flux2", "tiny-flux2-klein"):
@@ -195,6 +200,7 @@ WEIGHT_DIGESTS = {
     "tiny-ltx2-i2v": "229ec387508f4102",  # tiny-ltx2's components
     "tiny-ltx2.3": "ef88619c733bffee",
     "tiny-ltx2.3-i2v": "ef88619c733bffee",  # tiny-ltx2.3's components
+    "tiny-ltx2.5": "f101d23dfe4766a4",
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
 }
@@ -228,6 +234,7 @@ def test_preset_names_and_bad_input():
         "tiny-ltx2-i2v",
         "tiny-ltx2.3",
         "tiny-ltx2.3-i2v",
+        "tiny-ltx2.5",
         "tiny-flux2-klein",
         "tiny-qwen-image-edit",
     )

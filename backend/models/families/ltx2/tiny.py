@@ -1,6 +1,7 @@
 """The tiny LTX-2 presets: text to video with its audio track (`LTX2Pipeline`), and image to
 video with it (`LTX2ImageToVideoPipeline`: the same components); LTX-2.3's (`tiny-ltx2.3`):
-the same pipeline classes, the DiT, connectors, VAE and vocoder with 2.3's settings."""
+the same pipeline classes, the DiT, connectors, VAE and vocoder with 2.3's settings; LTX-2.5's
+(`tiny-ltx2.5`): 2.3's components with 2.5's DiT settings and a Gemma 4 text model."""
 
 from __future__ import annotations
 
@@ -163,6 +164,60 @@ def _transformer_23():
     )
 
 
+def _transformer_25():
+    from diffusers import LTX2VideoTransformer3DModel
+
+    # LTX-2.5's settings over 2.3's, as diffusers names them: the cross-attention's keys and
+    # values modulated by a static table only (`use_prompt_adaln_single=False`: cacheable
+    # over the steps), the video feed-forward without biases, the keyframe marker embedding
+    # (which `LTX2Pipeline`'s jobs never mark).
+    return LTX2VideoTransformer3DModel(
+        in_channels=_LATENT_CHANNELS,
+        out_channels=_LATENT_CHANNELS,
+        num_attention_heads=4,
+        attention_head_dim=16,
+        cross_attention_dim=64,
+        audio_in_channels=_AUDIO_TOKEN_FEATURES,
+        audio_out_channels=_AUDIO_TOKEN_FEATURES,
+        audio_num_attention_heads=4,
+        audio_attention_head_dim=8,
+        audio_cross_attention_dim=32,
+        num_layers=2,
+        caption_channels=TEXT_DIM,
+        gated_attn=True,
+        cross_attn_mod=True,
+        audio_gated_attn=True,
+        audio_cross_attn_mod=True,
+        use_prompt_embeddings=False,
+        rope_type="split",
+        perturbed_attn=True,
+        use_prompt_adaln_single=False,
+        ff_bias=False,
+        use_keyframes_abs_pos_embedding=True,
+    )
+
+
+def _gemma4_text_encoder():
+    from transformers import Gemma4TextConfig, Gemma4TextModel
+
+    # Gemma 4's text model in the same role (every hidden state stacked), with its per-layer
+    # input embeddings at 8 wide over the byte vocabulary.
+    config = Gemma4TextConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=_TEXT_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        vocab_size_per_layer_input=VOCAB_SIZE,
+        hidden_size_per_layer_input=8,
+        layer_types=["sliding_attention", "full_attention"],
+        **TEXT_ENCODER_UNSEEN,
+    )
+    return Gemma4TextModel(config)
+
+
 def _connectors_23():
     from diffusers.pipelines.ltx2 import LTX2TextConnectors
 
@@ -260,9 +315,16 @@ _LTX23: Builders = {
     "vocoder": lambda: _snakes_at_rest(seeded(616, _vocoder_23)),
 }
 
+_LTX25: Builders = {
+    **_LTX23,
+    "text_encoder": lambda: seeded(621, _gemma4_text_encoder),
+    "transformer": lambda: seeded(623, _transformer_25),
+}
+
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-ltx2": ("LTX2Pipeline", _LTX2),
     "tiny-ltx2-i2v": ("LTX2ImageToVideoPipeline", _LTX2),
     "tiny-ltx2.3": ("LTX2Pipeline", _LTX23),
     "tiny-ltx2.3-i2v": ("LTX2ImageToVideoPipeline", _LTX23),
+    "tiny-ltx2.5": ("LTX2Pipeline", _LTX25),
 }

@@ -1,6 +1,7 @@
 """LTX-2's smallest job (the family contract suite's): tiny-ltx2, guided (plain CFG); then
 what the family adds: uneven token counts, image to video, the step cache with audio, and
-LTX-2.3's settings (`tiny-ltx2.3`: gated attention, prompt AdaLN, per-head rotary tables)."""
+LTX-2.3's settings (`tiny-ltx2.3`: gated attention, prompt AdaLN, per-head rotary tables) and
+LTX-2.5's (`tiny-ltx2.5`)."""
 
 from __future__ import annotations
 
@@ -155,6 +156,9 @@ V23 = {**BODY, "prompt": "a brass band at dusk", "seed": 11}
 V23_I2V = {**I2V, "prompt": "the band marches off", "seed": 12}
 V23_CACHED = {**CACHED, "prompt": "rain on a tin roof", "seed": 13}
 V23_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
+# LTX-2.5 (`tiny-ltx2.5`: its static prompt modulation, no video feed-forward biases, Gemma 4):
+# unguided at 96x96, 27 tokens spread over the ranks.
+V25 = {**UNGUIDED, "prompt": "a choir in a cave", "seed": 14}
 
 
 TINY_JOBS = (
@@ -168,6 +172,7 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3", V23, direct_23, tile=128, ranks=(4, 3), name="2.3"),
     TinyJob("tiny-ltx2.3-i2v", V23_I2V, image_direct_23, tile=128, ranks=(4,), name="2.3 i2v"),
     TinyJob("tiny-ltx2.3", V23_CACHED, None, tile=128, ranks=(2,), name="2.3 cached"),
+    TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
 )
 """The jobs the family contract runs: the smallest first, then unguided jobs spread over the
 ranks (uneven tokens), image to video (per-token timesteps) and the step cache with audio."""
