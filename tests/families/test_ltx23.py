@@ -9,7 +9,7 @@ jobs (CFG x Ulysses at 2-4 ranks, image to video, the step cache) are the family
 (`ltx2/tiny_job.py`'s "2.3" jobs). LTX-2.5's tiny preset (`tiny-ltx2.5`) has 2.5's settings;
 its job is the contract's "2.5".
 
-Cost: about 12 s (in the suite's two-worker run on 2 cores).
+Cost: about 14 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
