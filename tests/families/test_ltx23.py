@@ -6,10 +6,10 @@ it at 1280x720, 121 frames on 1 x 24, 2 x 24, 1 x 80 and 4 x 80 GB, the split se
 keeping 2.3's per-head rotary tables whole. A LoRA job on 2.3's own modules (the gates beside
 the query projections) equals diffusers' `load_lora_weights` + `fuse_lora`. Its parallel
 jobs (CFG x Ulysses at 2-4 ranks, image to video, the step cache) are the family contract's
-(`ltx2/tiny_job.py`'s "2.3" jobs). LTX-2.5's tiny preset (`tiny-ltx2.5`) has 2.5's settings;
-its job is the contract's "2.5".
+(`ltx2/tiny_job.py`'s "2.3" jobs). LTX-2.5's presets (`tiny-ltx2.5`, `random:ltx2.5-22b`)
+have 2.5's published settings and a Gemma 4 text model; its job is the contract's "2.5".
 
-Cost: about 14 s (in the suite's two-worker run on 2 cores).
+Cost: about 18 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -119,20 +119,55 @@ def test_lora_on_the_gates_equals_diffusers_fuse_lora(tmp_path):
     assert compare(plain, frames, FLOAT32).verdict == DIFFERENT
 
 
-def test_tiny_ltx2_5_preset_has_2_5s_settings():
-    """`tiny-ltx2.5`: 2.3's components with 2.5's DiT settings (no prompt AdaLN: the text's
-    keys and values modulated by a static table, cacheable over the steps; no video
-    feed-forward biases; the keyframe embedding) and a Gemma 4 text model; the text-to-video
-    family, the cross-modal attention by the other stream's timestep. Its jobs: the family
-    contract's "2.5"."""
-    pipe = build_preset("tiny-ltx2.5", components=frozenset({"transformer", "text_encoder"}))
+def _ltx25(pipe) -> dict:
     config = pipe.transformer.config
-    assert (config.use_prompt_adaln_single, config.ff_bias) == (False, False)
-    assert config.use_keyframes_abs_pos_embedding and config.cross_attn_mod
-    assert not hasattr(pipe.transformer, "prompt_adaln")
-    assert pipe.transformer.transformer_blocks[0].ff.net[0].proj.bias is None
-    assert type(pipe.text_encoder).__name__ == "Gemma4TextModel"
+    return {
+        "ff_bias": (config.ff_bias, config.audio_ff_bias),
+        "keyframes": config.use_keyframes_abs_pos_embedding,
+        "prompt_adaln": config.use_prompt_adaln_single
+        and hasattr(pipe.transformer, "prompt_adaln"),
+        "video_ff_bias": pipe.transformer.transformer_blocks[0].ff.net[0].proj.bias is not None,
+        "text_encoder": type(pipe.text_encoder).__name__,
+    }
+
+
+LTX25 = {
+    "ff_bias": (False, True),
+    "keyframes": True,
+    "prompt_adaln": True,
+    "video_ff_bias": False,
+    "text_encoder": "Gemma4UnifiedTextModel",
+}
+
+
+def test_tiny_ltx2_5_preset_has_2_5s_settings():
+    """`tiny-ltx2.5`: 2.3's settings and components with 2.5's published DiT settings (no video
+    feed-forward biases, the keyframe embedding, the prompt AdaLN kept) and a Gemma 4 (unified)
+    text model; the text-to-video family, the cross-modal attention by the other stream's
+    timestep. Its jobs: the family contract's "2.5"."""
+    pipe = build_preset("tiny-ltx2.5", components=frozenset({"transformer", "text_encoder"}))
+    assert _ltx25(pipe) == LTX25
     assert family_of(pipe).name == "ltx2-t2v" and use_cross_timestep(pipe)
+
+
+def test_random_ltx2_5_preset_is_2_3s_shapes_with_2_5s_settings():
+    """`random:ltx2.5-22b`: 2.3's DiT without the video feed-forward biases, with the keyframe
+    embedding (1 x 4096); 2.3's connectors, VAE and vocoder; a reduced Gemma 4 text model of
+    the real width and layers (a full-attention layer every 6th). `paradit plan` at 1280x720,
+    121 frames fits on 1 x 24 and 4 x 80 GB."""
+    from paradit.backend.tools.plan import estimate
+
+    pipe = build_random_preset("random:ltx2.5-22b", device="meta")
+    assert _flags(pipe) == LTX23 and _ltx25(pipe) == LTX25
+    biases = 48 * (4 * 4096 + 4096)  # the video feed-forward's two biases a block
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == DIT - biases + 4096
+    assert sum(p.numel() for p in pipe.connectors.parameters()) == CONNECTORS
+    text = pipe.text_encoder.config
+    assert (text.hidden_size, text.num_hidden_layers, text.attention_k_eq_v) == (3840, 48, True)
+    full = [i for i, kind in enumerate(text.layer_types) if kind == "full_attention"]
+    assert full == list(range(5, 48, 6))
+    for gpus, memory in ((1, 24), (4, 80)):
+        assert estimate("random:ltx2.5-22b", gpus, memory, 1280, 720, 121)["fits"]
 
 
 @pytest.mark.fast

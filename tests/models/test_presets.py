@@ -200,7 +200,7 @@ WEIGHT_DIGESTS = {
     "tiny-ltx2-i2v": "229ec387508f4102",  # tiny-ltx2's components
     "tiny-ltx2.3": "ef88619c733bffee",
     "tiny-ltx2.3-i2v": "ef88619c733bffee",  # tiny-ltx2.3's components
-    "tiny-ltx2.5": "f101d23dfe4766a4",
+    "tiny-ltx2.5": "16803d4e13e2c1d0",
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
 }

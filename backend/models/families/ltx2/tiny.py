@@ -167,10 +167,10 @@ def _transformer_23():
 def _transformer_25():
     from diffusers import LTX2VideoTransformer3DModel
 
-    # LTX-2.5's settings over 2.3's, as diffusers names them: the cross-attention's keys and
-    # values modulated by a static table only (`use_prompt_adaln_single=False`: cacheable
-    # over the steps), the video feed-forward without biases, the keyframe marker embedding
-    # (which `LTX2Pipeline`'s jobs never mark).
+    # LTX-2.5's published settings over 2.3's: the video feed-forward without biases and the
+    # keyframe marker embedding (which `LTX2Pipeline`'s jobs never mark); the prompt AdaLN
+    # kept (diffusers' `use_prompt_adaln_single=False`, cacheable cross-attention keys, is no
+    # published checkpoint's).
     return LTX2VideoTransformer3DModel(
         in_channels=_LATENT_CHANNELS,
         out_channels=_LATENT_CHANNELS,
@@ -191,18 +191,18 @@ def _transformer_25():
         use_prompt_embeddings=False,
         rope_type="split",
         perturbed_attn=True,
-        use_prompt_adaln_single=False,
         ff_bias=False,
         use_keyframes_abs_pos_embedding=True,
     )
 
 
 def _gemma4_text_encoder():
-    from transformers import Gemma4TextConfig, Gemma4TextModel
+    from transformers import Gemma4UnifiedTextConfig, Gemma4UnifiedTextModel
 
-    # Gemma 4's text model in the same role (every hidden state stacked), with its per-layer
-    # input embeddings at 8 wide over the byte vocabulary.
-    config = Gemma4TextConfig(
+    # Gemma 4's text model (LTX-2.5's `gemma4-12b-ltx-v1` is a Gemma 4 "unified" model) in the
+    # same role, every hidden state stacked: a sliding-window layer, then a full one whose
+    # keys are its values (`attention_k_eq_v`) with wider heads and one key/value head.
+    config = Gemma4UnifiedTextConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=TEXT_DIM,
         intermediate_size=64,
@@ -210,12 +210,13 @@ def _gemma4_text_encoder():
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=8,
-        vocab_size_per_layer_input=VOCAB_SIZE,
-        hidden_size_per_layer_input=8,
+        global_head_dim=16,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
         layer_types=["sliding_attention", "full_attention"],
         **TEXT_ENCODER_UNSEEN,
     )
-    return Gemma4TextModel(config)
+    return Gemma4UnifiedTextModel(config)
 
 
 def _connectors_23():

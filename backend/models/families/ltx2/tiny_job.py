@@ -156,7 +156,7 @@ V23 = {**BODY, "prompt": "a brass band at dusk", "seed": 11}
 V23_I2V = {**I2V, "prompt": "the band marches off", "seed": 12}
 V23_CACHED = {**CACHED, "prompt": "rain on a tin roof", "seed": 13}
 V23_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
-# LTX-2.5 (`tiny-ltx2.5`: its static prompt modulation, no video feed-forward biases, Gemma 4):
+# LTX-2.5 (`tiny-ltx2.5`: no video feed-forward biases, the keyframe embedding, Gemma 4):
 # unguided at 96x96, 27 tokens spread over the ranks.
 V25 = {**UNGUIDED, "prompt": "a choir in a cave", "seed": 14}
 
