@@ -13,8 +13,13 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   refused by name.
 - The tiny preset's weights in that layout load to exactly `tiny-ltx2.3`'s components and make
   its video and its 48 kHz audio byte for byte; `paradit models DIR` names the file.
+- LTX-2.5 the same way: its DiT (the keyframe embedding, no video feed-forward biases) read off
+  the keys, `random:ltx2.5-22b`'s config from its header; its Gemma 4 text model (Hugging
+  Face's names, `encoders/gemma4.py`: full-attention layers without a value projection) with
+  the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
+  make its video and audio byte for byte.
 
-Cost: about 4 s (in the suite's two-worker run on 2 cores).
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -163,3 +168,58 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
         "transformer",
         "all-in-one tiny-ltx2.3 (DiT, connectors, vae, audio_vae, vocoder)",
     )
+
+
+def _gemma4_shapes() -> dict[str, tuple[int, ...]]:
+    """LTX-2.5's Gemma 4 12B text model, as `random:ltx2.5-22b`'s reduced one has it but at
+    the published heads (16 of 256, 8 key/value; full attention every 6th layer, 512-wide
+    heads, 1 key/value head, keys as values), MLP and vocabulary, under `model.`."""
+    from transformers import Gemma4UnifiedTextConfig, Gemma4UnifiedTextModel
+
+    config = Gemma4UnifiedTextConfig(
+        vocab_size=262144, hidden_size=3840, intermediate_size=15360, num_hidden_layers=48,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
+        num_global_key_value_heads=1, attention_k_eq_v=True,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = Gemma4UnifiedTextModel(config)
+    return {"model." + k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+@pytest.mark.fast
+def test_ltx2_5_checkpoint_and_gemma4_from_their_headers(tmp_path):
+    real = build_random_preset("random:ltx2.5-22b", device="meta")
+    checkpoint, gemma = tmp_path / "ltx-2.5-22b-dev.safetensors", tmp_path / "gemma4.safetensors"
+    write_header_only(checkpoint, {k: tuple(v.shape) for k, v in ltx2_checkpoint(real).items()})
+    write_header_only(gemma, _gemma4_shapes())
+    dit = recognise(str(checkpoint)).detection
+    assert (dit.role, dit.variant) == ("transformer", "ltx-2.5")
+    init = inspect.signature(type(real.transformer).__init__).parameters.values()
+    defaults = {p.name: p.default for p in init if p.default is not inspect.Parameter.empty}
+    assert plain_config(defaults | dit.config) == plain_config(real.transformer.config)
+    encoder = recognise(str(gemma)).detection
+    assert (encoder.role, encoder.family, encoder.variant) == (
+        "text_encoder",
+        "gemma4",
+        "gemma4 3840",
+    )
+    config = encoder.config
+    assert (config["num_attention_heads"], config["num_key_value_heads"]) == (16, 8)
+    assert (config["global_head_dim"], config["num_global_key_value_heads"]) == (512, 1)
+    assert config["attention_k_eq_v"] and config["layer_types"][5::6] == ["full_attention"] * 8
+    assert config["layer_types"].count("full_attention") == 8
+    resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),)))
+    assert (resolved.preset.name, resolved.pipeline_class) == ("random:ltx2.5-22b", "LTX2Pipeline")
+
+
+def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):
+    tiny = build_preset("tiny-ltx2.5")
+    checkpoint = tmp_path / "ltx-2.5-22b-dev.safetensors"
+    save_file(ltx2_checkpoint(tiny), str(checkpoint))
+    gemma = tmp_path / "gemma4-12b-ltx-v1.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+    pipe = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    assert type(pipe.text_encoder) is type(tiny.text_encoder)
+    assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
+    (video, audio), (their_video, their_audio) = [_render(each) for each in (pipe, tiny)]
+    assert np.array_equal(video, their_video) and np.array_equal(audio, their_audio)

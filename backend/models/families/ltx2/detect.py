@@ -23,6 +23,10 @@ per-head rotary tables and perturbable attention, and the Gemma width its config
 2.3's (no weight shows them). A 2.3 file named distilled is `ltx-2.3-distilled`, recognised
 and refused: paradit knows no 2.3 distilled schedule (the templates run the dev checkpoint
 with the distilled LoRA).
+
+LTX-2.5 (`ltx-2.5-22b-dev-transformer`; variant `ltx-2.5`, the tiny one's `tiny-ltx2.5`): 2.3's
+DiT with the keyframe embedding (`keyframes_abs_pos_embedding`) and a video feed-forward without
+biases, read off the keys; its text encoder is Gemma 4 (`encoders/gemma4.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ HEAD_DIMS = {TINY_WIDTH: (16, 8)}
 """Video width -> (video head width, audio head width): the tiny preset's; the real model's
 are 128 and 64 (4096 = 32 x 128, 2048 = 32 x 64)."""
 REAL_HEAD_DIMS = (128, 64)
+_KEYFRAMES = "keyframes_abs_pos_embedding"
+"""LTX-2.5's keyframe marker embedding (1 x the video width)."""
 _CAPTION_PROJECTION = "caption_projection.linear_1.weight"
 """LTX-2.0's DiT projects the text itself; LTX-2.3's has no caption projection."""
 GEMMA3_12B_WIDTH, TINY_TEXT_WIDTH = 3840, 32
@@ -71,7 +77,7 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         )
         + (f" under {prefix!r}" if prefix else "")
     ]
-    version = "2.3" if _CAPTION_PROJECTION not in keys else ""
+    version = _version(keys)
     try:
         config = _dit_config(keys, names) | (_ltx23_config(keys, original) if version else {})
     except KeyError as exc:
@@ -96,9 +102,11 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
     if version:
         config["caption_channels"] = TINY_TEXT_WIDTH if tiny else GEMMA3_12B_WIDTH
         reasons.append(
-            "LTX-2.3: no caption projection (the connectors project the text per stream), "
-            "gated attention, the prompt AdaLN; its per-head rotary tables and perturbable "
-            "attention, which no weight shows, are 2.3's"
+            f"LTX-{version}: no caption projection (the connectors project the text per "
+            "stream), gated attention, the prompt AdaLN"
+            + (", no video feed-forward biases, the keyframe embedding" if version == "2.5" else "")
+            + "; its per-head rotary tables and perturbable attention, which no weight shows, "
+            "are 2.3's"
         )
     reasons.append(
         f"video width {width} ({width // heads[0]} heads of {heads[0]}), audio width "
@@ -144,6 +152,16 @@ def _dit_config(keys: dict[str, tuple[int, ...]], names: dict[str, str]) -> dict
     return config
 
 
+def _version(keys: dict[str, tuple[int, ...]]) -> str:
+    """ "" for LTX-2.0 (its DiT projects the text), "2.5" for a DiT with the keyframe
+    embedding or a video feed-forward without biases, else "2.3"."""
+    if _CAPTION_PROJECTION in keys:
+        return ""
+    if _KEYFRAMES in keys or "transformer_blocks.0.ff.net.0.proj.bias" not in keys:
+        return "2.5"
+    return "2.3"
+
+
 def _ltx23_config(keys: dict[str, tuple[int, ...]], original: bool) -> dict[str, Any]:
     """LTX-2.3's settings (a DiT without a caption projection): the gates and the prompt
     modulation from their weights (9 modulations a block with it, 6 without), the prompt
@@ -160,6 +178,10 @@ def _ltx23_config(keys: dict[str, tuple[int, ...]], original: bool) -> dict[str,
         "use_prompt_embeddings": False,
         "rope_type": "split",
         "perturbed_attn": True,
+        # LTX-2.5's
+        "ff_bias": f"{block}ff.net.0.proj.bias" in keys,
+        "audio_ff_bias": f"{block}audio_ff.net.0.proj.bias" in keys,
+        "use_keyframes_abs_pos_embedding": _KEYFRAMES in keys,
     }
 
 

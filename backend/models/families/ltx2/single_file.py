@@ -65,5 +65,8 @@ FILE_PRESETS = {
     # the vocoder with bandwidth extension); Gemma 3 12B the text encoder
     "tiny-ltx2.3": Preset("tiny-ltx2.3", "LTX2Pipeline", ("gemma3",), vae=_LTX23_VAE),
     "ltx-2.3": Preset("random:ltx2.3-22b", "LTX2Pipeline", ("gemma3",), vae=_LTX23_VAE),
+    # LTX-2.5: 2.3's parts; Gemma 4 12B (gemma4-12b-ltx-v1) the text encoder
+    "tiny-ltx2.5": Preset("tiny-ltx2.5", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
+    "ltx-2.5": Preset("random:ltx2.5-22b", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
 }
 """The presets LTX-2's single files run on (`FileSpec.presets`)."""
