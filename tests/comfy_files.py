@@ -766,6 +766,19 @@ _LTX2_DIT_INVERSE = (
     (r"\.audio_a2v_cross_attn_scale_shift_table$", ".scale_shift_table_a2v_ca_audio"),
     (r"\.norm_q\.", ".q_norm."),
     (r"\.norm_k\.", ".k_norm."),
+    # LTX-2.3's prompt AdaLN
+    (r"^prompt_adaln\.", "prompt_adaln_single."),
+    (r"^audio_prompt_adaln\.", "audio_prompt_adaln_single."),
+)
+_LTX2_VOCODER_INVERSE = (
+    # diffusers' LTX2Vocoder (and the two of LTX2VocoderWithBWE: `vocoder.`, `bwe_generator.`)
+    # -> Lightricks' Vocoder, whole name parts
+    (r"^((?:vocoder|bwe_generator)\.)?conv_in\.", r"\1conv_pre."),
+    (r"^((?:vocoder|bwe_generator)\.)?conv_out\.", r"\1conv_post."),
+    (r"^((?:vocoder|bwe_generator)\.)?upsamplers\.", r"\1ups."),
+    (r"^((?:vocoder|bwe_generator)\.)?resnets\.", r"\1resblocks."),
+    (r"^((?:vocoder|bwe_generator)\.)?act_out\.", r"\1act_post."),
+    (r"\.downsample\.filter$", ".downsample.lowpass.filter"),
 )
 LTX2_UNREAD_STATISTICS = ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means")
 """The video VAE's latent statistics diffusers keeps no buffer for (the real file has them)."""
@@ -818,13 +831,17 @@ def ltx2_video_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.T
 
 def ltx2_checkpoint(pipe) -> dict[str, torch.Tensor]:
     """A tiny LTX-2 pipeline's weights as Lightricks' checkpoint holds them: the DiT and the
-    connectors under `model.diffusion_model.`, the text projection at the top, the video VAE
-    under `vae.`, the audio VAE under `audio_vae.`, the vocoder under `vocoder.`."""
+    connectors under `model.diffusion_model.`, the text projection at the top (LTX-2.3's: one
+    per stream, `video_aggregate_embed`, `audio_aggregate_embed`), the video VAE under `vae.`,
+    the audio VAE under `audio_vae.`, the vocoder under `vocoder.` (LTX-2.3's: its two
+    generators under `vocoder.vocoder.` and `vocoder.bwe_generator.`, the mel bases under
+    `vocoder.mel_stft.`)."""
     dit = ltx2_dit_original(pipe.transformer.state_dict())
     out = {LTX2_DIT_PREFIX + k: v for k, v in dit.items()}
     for name, value in pipe.connectors.state_dict().items():
-        if name.startswith("text_proj_in."):
-            out["text_embedding_projection.aggregate_embed." + name.split(".", 1)[1]] = value
+        if m := re.match(r"^(video_|audio_|)text_proj_in\.", name):  # 2.3: one a stream
+            projection = f"text_embedding_projection.{m[1]}aggregate_embed."
+            out[projection + name[m.end() :]] = value
             continue
         new = re.sub(r"^(video|audio)_connector\.", r"\1_embeddings_connector.", name)
         new = new.replace(".transformer_blocks.", ".transformer_1d_blocks.")
@@ -835,9 +852,7 @@ def ltx2_checkpoint(pipe) -> dict[str, torch.Tensor]:
     audio = pipe.audio_vae.state_dict()
     out |= {"audio_vae." + _ltx2_statistics(k): v for k, v in audio.items()}
     for name, value in pipe.vocoder.state_dict().items():
-        for new, old in (("conv_in.", "conv_pre."), ("conv_out.", "conv_post."),
-                         ("upsamplers.", "ups."), ("resnets.", "resblocks.")):  # fmt: skip
-            if name.startswith(new):
-                name = old + name[len(new) :]
+        for pattern, original in _LTX2_VOCODER_INVERSE:
+            name = re.sub(pattern, original, name)
         out["vocoder." + name] = value
     return {k: v.detach().contiguous() for k, v in out.items()}

@@ -18,6 +18,7 @@ from diffusers import (
     FluxPipeline,
     HunyuanVideo15ImageToVideoPipeline,
     HunyuanVideo15Pipeline,
+    Krea2Pipeline,
     LTX2ImageToVideoPipeline,
     LTX2Pipeline,
     QwenImageEditPlusPipeline,
@@ -51,8 +52,12 @@ PIPELINE_CLASSES = {
     "tiny-hunyuanvideo1.5-i2v": HunyuanVideo15ImageToVideoPipeline,
     "tiny-ltx2": LTX2Pipeline,
     "tiny-ltx2-i2v": LTX2ImageToVideoPipeline,
+    "tiny-ltx2.3": LTX2Pipeline,
+    "tiny-ltx2.3-i2v": LTX2ImageToVideoPipeline,
+    "tiny-ltx2.5": LTX2Pipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
+    "tiny-krea2": Krea2Pipeline,
 }
 IMAGE_TO_VIDEO = {
     "tiny-wan-i2v",
@@ -60,6 +65,7 @@ IMAGE_TO_VIDEO = {
     "tiny-wan2.2-i2v-a14b",
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-ltx2-i2v",
+    "tiny-ltx2.3-i2v",
 }
 """The presets whose pipeline needs a start image."""
 IMAGES = {"tiny-flux", "tiny-qwen-image"}
@@ -68,6 +74,7 @@ GUIDERS = {"tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
 CHAT_TEMPLATED = {
     "tiny-qwen-image",
+    "tiny-krea2",
     "tiny-hunyuanvideo1.5",
     "tiny-hunyuanvideo1.5-i2v",
     "tiny-z-image",
@@ -122,7 +129,13 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["num_frames"] = 5
     elif name == "tiny-z-image":
         kwargs["guidance_scale"] = 3.0  # Z-Image's own scale: paradit's 4
-    elif name == "tiny-ltx2":  # sizes of 32s, frames 8k+1, 32 byte tokens
+    elif name == "tiny-krea2":
+        kwargs["guidance_scale"] = 3.0  # Krea 2's own scale: paradit's 4
+    elif name in (
+        "tiny-ltx2",
+        "tiny-ltx2.3",
+        "tiny-ltx2.5",
+    ):  # sizes of 32s, frames 8k+1, 32 byte tokens
         kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
         kwargs["max_sequence_length"] = 32
     elif name in ("tiny-flux2", "tiny-flux2-klein"):
@@ -134,7 +147,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein"}
+    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein", "tiny-krea2"}
     return np.asarray(out.images if name in images else out.frames)
 
 
@@ -190,8 +203,12 @@ WEIGHT_DIGESTS = {
     "tiny-hunyuanvideo1.5-i2v": "4cfb7cdf8305e496",
     "tiny-ltx2": "229ec387508f4102",
     "tiny-ltx2-i2v": "229ec387508f4102",  # tiny-ltx2's components
+    "tiny-ltx2.3": "ef88619c733bffee",
+    "tiny-ltx2.3-i2v": "ef88619c733bffee",  # tiny-ltx2.3's components
+    "tiny-ltx2.5": "16803d4e13e2c1d0",
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
+    "tiny-krea2": "6ff19b137f20e557",
 }
 
 
@@ -221,8 +238,12 @@ def test_preset_names_and_bad_input():
         "tiny-hunyuanvideo1.5-i2v",
         "tiny-ltx2",
         "tiny-ltx2-i2v",
+        "tiny-ltx2.3",
+        "tiny-ltx2.3-i2v",
+        "tiny-ltx2.5",
         "tiny-flux2-klein",
         "tiny-qwen-image-edit",
+        "tiny-krea2",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):

@@ -13,7 +13,7 @@ VAEs, its own names for the vocoder and the connectors).
   the two files resolve to `random:ltx-2`'s pipeline with the checkpoint's VAE, connectors,
   audio VAE and vocoder. Lightricks' fp8 checkpoint (`-fp8`: fp8 blocks with `weight_scale`
   and `input_scale` beside them) is recognised as fp8_scaled with the same config; a DiT
-  without the rest and LTX-2.3's gated attention are refused by name.
+  without the rest is refused by name (LTX-2.3's files: test_single_file_ltx23.py).
 - The tiny preset's weights in those layouts load to exactly the preset's components and make
   its video and its audio byte for byte; `paradit models DIR` lists both files; an fp8 DiT in
   Lightricks' names reads to the values the file holds.
@@ -129,7 +129,7 @@ def _fox_in_the_snow(pipe, **call):
 def real_files(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("ltx2-headers")
     shapes = {k: tuple(v.shape) for k, v in ltx2_checkpoint(_real()).items()}
-    files = {name: root / f"{name}.safetensors" for name in ("dev", "fp8", "dit_only", "gated")}
+    files = {name: root / f"{name}.safetensors" for name in ("dev", "fp8", "dit_only")}
     write_header_only(files["dev"], shapes)
     files["distilled"] = root / "ltx-2-19b-distilled.safetensors"
     write_header_only(files["distilled"], shapes)
@@ -141,8 +141,6 @@ def real_files(tmp_path_factory) -> dict:
     write_header_only(files["fp8"], shapes | scales, dtypes=kinds)
     dit = {k: s for k, s in shapes.items() if k.startswith(LTX2_DIT_PREFIX)}
     write_header_only(files["dit_only"], dit)
-    gate = LTX2_DIT_PREFIX + "transformer_blocks.0.attn1.to_gate_logits.weight"
-    write_header_only(files["gated"], shapes | {gate: (32, 4096)})
     files["gemma"] = root / "gemma_3_12B_it.safetensors"
     gemma = _gemma_shapes(GEMMA3_12B)
     write_header_only(files["gemma"], gemma)
@@ -212,8 +210,6 @@ def test_real_checkpoint_and_gemma_from_their_headers(real_files):
                        r"holds text_projection, vae, audio_vae, vocoder: give the text "
                        r"projection .*; the video VAE .*; the audio VAE"):  # fmt: skip
         resolve(SingleFiles((str(real_files["dit_only"]),), gemma_file))
-    with pytest.raises(ValueError, match=r"gated.safetensors is ltx-2.3 .*LTX-2.3"):
-        resolve(SingleFiles((str(real_files["gated"]),), gemma_file))
     with pytest.raises(ValueError, match=r"needs gemma3 text encoders; gemma3 is in none"):
         resolve(SingleFiles((str(real_files["dev"]),)))
     # Gemma in ComfyUI's fp4_mixed: its nvfp4 layers are read (dequantized at load, issue 52);

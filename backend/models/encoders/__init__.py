@@ -13,6 +13,7 @@ from typing import Any
 from .byt5 import BYT5
 from .clip import CLIP
 from .gemma3 import GEMMA3
+from .gemma4 import GEMMA4
 from .kind import EncoderKind
 from .mistral3 import MISTRAL
 from .qwen3 import QWEN3
@@ -22,7 +23,18 @@ from .t5 import T5, UMT5
 
 __all__ = ["KINDS", "EncoderKind", "encoder_kind", "recognitions", "slots"]
 
-KINDS: tuple[EncoderKind, ...] = (T5, UMT5, CLIP, BYT5, QWEN3, QWEN25_VL, MISTRAL, GEMMA3, SIGLIP)
+KINDS: tuple[EncoderKind, ...] = (
+    T5,
+    UMT5,
+    CLIP,
+    BYT5,
+    QWEN3,
+    QWEN25_VL,
+    MISTRAL,
+    GEMMA3,
+    GEMMA4,
+    SIGLIP,
+)
 """Every encoder kind paradit reads: one line per kind."""
 
 

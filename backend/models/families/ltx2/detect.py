@@ -15,6 +15,18 @@ What a header cannot show: the head widths (128 for the video stream and 64 for 
 stream of the real model, 16 and 8 for the tiny preset's, read off the widths) and dev or
 distilled (the same shapes: the file name tells; a distilled file's variant is
 `ltx-2-distilled`, which runs on its own 8-step schedule, `adapter.py`).
+
+LTX-2.3 (`ltx-2.3-22b-dev.safetensors`, `-fp8`; variant `ltx-2.3`, the tiny one's
+`tiny-ltx2.3`): a DiT without a caption projection, its gates (`to_gate_logits`), its nine
+modulations a block and its prompt AdaLN (`prompt_adaln_single`) read off the keys; its
+per-head rotary tables and perturbable attention, and the Gemma width its config names, are
+2.3's (no weight shows them). A 2.3 file named distilled is `ltx-2.3-distilled`, recognised
+and refused: paradit knows no 2.3 distilled schedule (the templates run the dev checkpoint
+with the distilled LoRA).
+
+LTX-2.5 (`ltx-2.5-22b-dev-transformer`; variant `ltx-2.5`, the tiny one's `tiny-ltx2.5`): 2.3's
+DiT with the keyframe embedding (`keyframes_abs_pos_embedding`) and a video feed-forward without
+biases, read off the keys; its text encoder is Gemma 4 (`encoders/gemma4.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +50,13 @@ HEAD_DIMS = {TINY_WIDTH: (16, 8)}
 """Video width -> (video head width, audio head width): the tiny preset's; the real model's
 are 128 and 64 (4096 = 32 x 128, 2048 = 32 x 64)."""
 REAL_HEAD_DIMS = (128, 64)
+_KEYFRAMES = "keyframes_abs_pos_embedding"
+"""LTX-2.5's keyframe marker embedding (1 x the video width)."""
+_CAPTION_PROJECTION = "caption_projection.linear_1.weight"
+"""LTX-2.0's DiT projects the text itself; LTX-2.3's has no caption projection."""
+GEMMA3_12B_WIDTH, TINY_TEXT_WIDTH = 3840, 32
+"""The text encoder's width an LTX-2.3 DiT's config names (`caption_channels`, no weight of
+the DiT shows it): Gemma 3 12B's; the tiny presets' Gemma's."""
 
 
 def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
@@ -58,15 +77,9 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         )
         + (f" under {prefix!r}" if prefix else "")
     ]
-    gated = "transformer_blocks.0.attn1.to_gate_logits.weight" in keys
-    if gated or TEXT_PROJECTION + "video_aggregate_embed.weight" in header.tensors:
-        reasons.append(
-            "gated attention / one text projection per stream: LTX-2.3, which paradit does not "
-            "run from single files yet"
-        )
-        return Detection("transformer", LTX2, "ltx-2.3", layout, prefix, {}, tuple(reasons))
+    version = _version(keys)
     try:
-        config = _dit_config(keys, names)
+        config = _dit_config(keys, names) | (_ltx23_config(keys, original) if version else {})
     except KeyError as exc:
         return Detection("unknown", LTX2, reasons=(*reasons, f"no {exc}"))
     width, audio_width = config.pop("width"), config.pop("audio_width")
@@ -86,6 +99,15 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
         audio_attention_head_dim=heads[1],
     )
     tiny = width == TINY_WIDTH
+    if version:
+        config["caption_channels"] = TINY_TEXT_WIDTH if tiny else GEMMA3_12B_WIDTH
+        reasons.append(
+            f"LTX-{version}: no caption projection (the connectors project the text per "
+            "stream), gated attention, the prompt AdaLN"
+            + (", no video feed-forward biases, the keyframe embedding" if version == "2.5" else "")
+            + "; its per-head rotary tables and perturbable attention, which no weight shows, "
+            "are 2.3's"
+        )
     reasons.append(
         f"video width {width} ({width // heads[0]} heads of {heads[0]}), audio width "
         f"{audio_width} ({audio_width // heads[1]} heads of {heads[1]}), "
@@ -101,7 +123,8 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
     found = bundle(header, prefix) if original else ()
     if found:
         reasons.append("checkpoint: also holds " + ", ".join(found))
-    variant = ("tiny-ltx2" if tiny else "ltx-2") + ("-distilled" if distilled else "")
+    base = ("tiny-ltx2" if tiny else "ltx-2") + (f".{version[-1]}" if version else "")
+    variant = base + ("-distilled" if distilled else "")
     return Detection(
         "transformer", LTX2, variant, layout, prefix, config, tuple(reasons), bundled=found
     )
@@ -112,7 +135,7 @@ def _dit_config(keys: dict[str, tuple[int, ...]], names: dict[str, str]) -> dict
     the defaults, are LTX-2.0's), with the two streams' widths to split into heads."""
     width, in_channels = keys[names["patch"]]
     audio_width, audio_in = keys[names["audio_patch"]]
-    return {
+    config = {
         "_class_name": "LTX2VideoTransformer3DModel",
         "in_channels": in_channels,
         "out_channels": keys["proj_out.weight"][0],
@@ -120,10 +143,45 @@ def _dit_config(keys: dict[str, tuple[int, ...]], names: dict[str, str]) -> dict
         "audio_out_channels": keys["audio_proj_out.weight"][0],
         "cross_attention_dim": keys["transformer_blocks.0.attn2.to_k.weight"][1],
         "audio_cross_attention_dim": keys["transformer_blocks.0.audio_attn2.to_k.weight"][1],
-        "caption_channels": keys["caption_projection.linear_1.weight"][1],
         "num_layers": count_indices(keys, r"transformer_blocks\.(\d+)\.attn1\.to_q\.weight$"),
         "width": width,
         "audio_width": audio_width,
+    }
+    if _CAPTION_PROJECTION in keys:
+        config["caption_channels"] = keys[_CAPTION_PROJECTION][1]
+    return config
+
+
+def _version(keys: dict[str, tuple[int, ...]]) -> str:
+    """ "" for LTX-2.0 (its DiT projects the text), "2.5" for a DiT with the keyframe
+    embedding or a video feed-forward without biases, else "2.3"."""
+    if _CAPTION_PROJECTION in keys:
+        return ""
+    if _KEYFRAMES in keys or "transformer_blocks.0.ff.net.0.proj.bias" not in keys:
+        return "2.5"
+    return "2.3"
+
+
+def _ltx23_config(keys: dict[str, tuple[int, ...]], original: bool) -> dict[str, Any]:
+    """LTX-2.3's settings (a DiT without a caption projection): the gates and the prompt
+    modulation from their weights (9 modulations a block with it, 6 without), the prompt
+    AdaLN's own timestep embedding where the file has one; the rotary layout and the
+    perturbable attention, which no weight shows, 2.3's."""
+    block = "transformer_blocks.0."
+    prompt = "prompt_adaln_single." if original else "prompt_adaln."
+    return {
+        "gated_attn": f"{block}attn1.to_gate_logits.weight" in keys,
+        "audio_gated_attn": f"{block}audio_attn1.to_gate_logits.weight" in keys,
+        "cross_attn_mod": keys[f"{block}scale_shift_table"][0] == 9,
+        "audio_cross_attn_mod": keys[f"{block}audio_scale_shift_table"][0] == 9,
+        "use_prompt_adaln_single": f"{prompt}linear.weight" in keys,
+        "use_prompt_embeddings": False,
+        "rope_type": "split",
+        "perturbed_attn": True,
+        # LTX-2.5's
+        "ff_bias": f"{block}ff.net.0.proj.bias" in keys,
+        "audio_ff_bias": f"{block}audio_ff.net.0.proj.bias" in keys,
+        "use_keyframes_abs_pos_embedding": _KEYFRAMES in keys,
     }
 
 

@@ -2,8 +2,9 @@
 to diffusers' components, and the parts of a job found in whichever files hold them.
 `detect.py` says what the file holds and where.
 
-- The DiT: diffusers' own converter (`convert_ltx2_transformer_to_diffusers`: renames only),
-  run on row traces like Wan's (convert.trace_converter), so each rank reads just its rows.
+- The DiT: diffusers' own converter (`convert_ltx2_transformer_to_diffusers`: renames only;
+  LTX-2.3's prompt AdaLN, `prompt_adaln_single`, renamed after it), run on row traces like
+  Wan's (convert.trace_converter), so each rank reads just its rows.
   The connectors under the DiT's prefix are another component's: left out of its keys.
 - The video VAE and the audio VAE: diffusers' converters (`convert_ltx2_vae_to_diffusers`,
   `convert_ltx2_audio_vae_to_diffusers`: the encoder's and decoder's numbered blocks to
@@ -16,6 +17,13 @@ to diffusers' components, and the parts of a job found in whichever files hold t
   a connector's `transformer_1d_blocks.N.attn1.q_norm` is `transformer_blocks.N.attn1.norm_q`,
   its `learnable_registers` keep their name, and the text projection
   (`text_embedding_projection.aggregate_embed`) is the connectors' `text_proj_in`.
+- LTX-2.3's parts in the same layout: its text projection is one per stream
+  (`video_aggregate_embed`, `audio_aggregate_embed`: `video_text_proj_in`, ...), its vocoder
+  with bandwidth extension holds two HiFi-GAN-style generators under `vocoder.` and
+  `bwe_generator.` (BigVGAN's anti-aliased activations: `act_post` is `act_out`,
+  `downsample.lowpass.filter` is `downsample.filter`) and the mel bases (`mel_stft.`), and
+  its video VAE decodes in four levels (`up_blocks.7`, `8`: the fourth level's upsampler and
+  resnets, which diffusers' converter leaves).
 
 The settings no header holds (the VAEs' and vocoder's strides, the connectors' heads and
 registers) come from the preset of the recognised model, as for the other families' VAEs
@@ -43,11 +51,15 @@ EXTRA_COMPONENTS = ("connectors", "audio_vae", "vocoder")
 other families' VAEs are)."""
 _UNREAD_STATISTICS = re.compile(r"^per_channel_statistics\.(?!mean-of-means$|std-of-means$)")
 """Latent statistics diffusers keeps no buffer for (`channel`, `mean-of-stds`...)."""
+_GENERATOR = r"^((?:vocoder|bwe_generator)\.)?"
+"""LTX-2.3's vocoder holds two generators (`vocoder.`, `bwe_generator.`), LTX-2.0's is one."""
 _VOCODER_RENAMES = (
-    (re.compile(r"^conv_pre\."), "conv_in."),
-    (re.compile(r"^conv_post\."), "conv_out."),
-    (re.compile(r"^ups\."), "upsamplers."),
-    (re.compile(r"^resblocks\."), "resnets."),
+    (re.compile(_GENERATOR + r"conv_pre\."), r"\1conv_in."),
+    (re.compile(_GENERATOR + r"conv_post\."), r"\1conv_out."),
+    (re.compile(_GENERATOR + r"ups\."), r"\1upsamplers."),
+    (re.compile(_GENERATOR + r"resblocks\."), r"\1resnets."),
+    (re.compile(_GENERATOR + r"act_post\."), r"\1act_out."),
+    (re.compile(r"\.downsample\.lowpass\.filter$"), ".downsample.filter"),
 )
 _CONNECTOR_RENAMES = (
     (re.compile(r"^(video|audio)_embeddings_connector\."), r"\1_connector."),
@@ -55,8 +67,17 @@ _CONNECTOR_RENAMES = (
     (re.compile(r"\.q_norm\."), ".norm_q."),
     (re.compile(r"\.k_norm\."), ".norm_k."),
 )
-_BWE_VOCODER = ("mel_stft.", "bwe_generator.")
+_BWE_VOCODER = ("vocoder.", "mel_stft.", "bwe_generator.")
 """Keys of LTX-2.3's vocoder with bandwidth extension (`LTX2VocoderWithBWE`): not LTX-2.0's."""
+_PROJECTIONS = (
+    (re.compile(r"^aggregate_embed\."), "text_proj_in."),
+    (re.compile(r"^(video|audio)_aggregate_embed\."), r"\1_text_proj_in."),
+)
+"""The text projection (LTX-2.0's one; LTX-2.3's one per stream) -> the connectors' names."""
+_VAE_LEVEL_4 = ((re.compile(r"^decoder\.up_blocks\.7\."), "decoder.up_blocks.3.upsamplers.0."),
+                (re.compile(r"^decoder\.up_blocks\.8\."), "decoder.up_blocks.3."))  # fmt: skip
+"""LTX-2.3's video VAE decodes in four levels: Lightricks' `up_blocks.7` (the fourth level's
+upsampler) and `8` (its resnets), which diffusers' converter (three levels) leaves as named."""
 
 
 def dit_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -64,10 +85,22 @@ def dit_keys(keys: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     return {k: v for k, v in keys.items() if not k.startswith(CONNECTORS)}
 
 
-def dit_converter():
+_PROMPT_ADALN = (
+    (re.compile(r"^prompt_adaln_single\."), "prompt_adaln."),
+    (re.compile(r"^audio_prompt_adaln_single\."), "audio_prompt_adaln."),
+)
+"""LTX-2.3's prompt AdaLN, which diffusers' converter (LTX-2.0's names) leaves as named."""
+
+
+def dit_converter() -> Callable[[dict], dict]:
+    """diffusers' LTX-2 DiT converter, then LTX-2.3's names it does not know."""
     from diffusers.loaders.single_file_utils import convert_ltx2_transformer_to_diffusers
 
-    return convert_ltx2_transformer_to_diffusers
+    def convert(checkpoint: dict) -> dict:
+        converted = convert_ltx2_transformer_to_diffusers(checkpoint)
+        return {_renamed(k, _PROMPT_ADALN): v for k, v in converted.items()}
+
+    return convert
 
 
 def vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -75,7 +108,14 @@ def vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     from diffusers.loaders.single_file_utils import convert_ltx2_vae_to_diffusers
 
     kept = {k: v for k, v in state.items() if not _UNREAD_STATISTICS.match(k)}
-    return convert_ltx2_vae_to_diffusers(kept)
+    converted = convert_ltx2_vae_to_diffusers(kept)
+    return {_renamed(k, _VAE_LEVEL_4): v for k, v in converted.items()}
+
+
+def _renamed(key: str, rules: tuple) -> str:
+    for pattern, replacement in rules:
+        key = pattern.sub(replacement, key, count=1)
+    return key
 
 
 def audio_vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -86,10 +126,9 @@ def audio_vae_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def vocoder_name(key: str) -> str:
-    """A vocoder key (`vocoder.` stripped) -> diffusers' `LTX2Vocoder` name."""
-    for pattern, replacement in _VOCODER_RENAMES:
-        key = pattern.sub(replacement, key, count=1)
-    return key
+    """A vocoder key (`vocoder.` stripped) -> diffusers' `LTX2Vocoder` name (LTX-2.3's:
+    `LTX2VocoderWithBWE`'s, its generators' names the same under their prefixes)."""
+    return _renamed(key, _VOCODER_RENAMES)
 
 
 def connector_name(key: str) -> str:
@@ -108,27 +147,23 @@ def component_state(
     if name == "connectors":
         state = {connector_name(k): v for k, v in read("connectors").items()}
         projection = read("text_projection")
-        state |= {
-            k.replace("aggregate_embed.", "text_proj_in.", 1): v for k, v in projection.items()
-        }
+        state |= {_renamed(k, _PROJECTIONS): v for k, v in projection.items()}
         return state
     state = read(name)
     if name == "audio_vae":
         return audio_vae_names(state)
     if name == "vocoder":
-        if any(k.startswith(_BWE_VOCODER) for k in state):
-            raise ValueError(
-                f"{file}: its vocoder has a bandwidth extension (mel_stft, bwe_generator: "
-                "LTX-2.3's), not LTX-2.0's HiFi-GAN vocoder"
-            )
         return {vocoder_name(k): v for k, v in state.items()}
     raise ValueError(f"no LTX-2 component {name!r}; known: {EXTRA_COMPONENTS}")
 
 
 def text_projection_inputs(projection: FileHeader) -> int | None:
     """The width the text projection reads (Gemma's width x its hidden states), if present;
-    `projection` holds the part in its own names (`aggregate_embed.weight`)."""
-    shape = projection.shape("aggregate_embed.weight")
+    `projection` holds the part in its own names (`aggregate_embed.weight`, LTX-2.3's
+    `video_aggregate_embed.weight` and the audio one beside it)."""
+    shape = projection.shape("aggregate_embed.weight") or projection.shape(
+        "video_aggregate_embed.weight"
+    )
     return shape[1] if shape else None
 
 
@@ -160,8 +195,8 @@ PARTS = {
     ),
     "text_projection": PartRule(
         TEXT_PROJECTION,
-        ("aggregate_embed.",),
-        lambda keys: "aggregate_embed.weight" in keys,
+        ("aggregate_embed.", "video_aggregate_embed.", "audio_aggregate_embed."),
+        lambda keys: "aggregate_embed.weight" in keys or "video_aggregate_embed.weight" in keys,
         "the text projection (text_embedding_projection.aggregate_embed: --text-encoder "
         "with the embeddings connector file, or the whole checkpoint)",
     ),
@@ -185,7 +220,7 @@ PARTS = {
     "vocoder": PartRule(
         BUNDLE_PREFIXES["vocoder"],
         ("conv_pre.", "ups.", "resblocks.", "conv_post.", *_BWE_VOCODER),
-        lambda keys: "conv_pre.weight" in keys,
+        lambda keys: "conv_pre.weight" in keys or "vocoder.conv_pre.weight" in keys,
         "the vocoder (vocoder.: --vae with the audio VAE file that holds it beside the audio "
         "VAE, or the whole checkpoint)",
     ),

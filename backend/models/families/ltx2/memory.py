@@ -16,6 +16,11 @@ tokens. Two things hold the whole video on every rank under a split, beyond that
 The gathered output of `proj_out` (the video's output channels, every token) is added too.
 The sum is counted on top of the share's peak: an upper bound, as the gather happens while
 part of the share's activations are live.
+
+LTX-2.3 (the same classes): its rotary tables are per head (`rope_type="split"`: (batch,
+heads, tokens, width / 2 / heads), half the interleaved table's elements per token), and its
+DiT reads the text at the streams' own widths (the connectors project it per stream; LTX-2.0's
+DiT projects the connectors' Gemma-wide text itself).
 """
 
 from __future__ import annotations
@@ -95,7 +100,7 @@ def gathered(sizes: Any, shape: Any, sequence_degree: int) -> Gathered | None:
     dit, config = sizes.dit, sizes.dit.config
     whole, share = grid(sizes, shape), grid(sizes, shape, sequence_degree)
     batch, element = shape.batch, torch.tensor([], dtype=sizes.dtype).element_size()
-    widths = dit.rope.dim + dit.cross_attn_rope.dim
+    widths = _table_width(dit.rope) + _table_width(dit.cross_attn_rope)
     rotary = 2 * batch * (whole.video - share.video) * widths * FLOAT32
     output = batch * whole.video * config["out_channels"] * element
     attention = sizes.peak_bytes(lambda: _audio_to_whole_video(sizes, batch, whole))
@@ -109,17 +114,38 @@ def _audio_to_whole_video(sizes: Any, batch: int, whole: Grid) -> Any:
     attn = dit.transformer_blocks[0].video_to_audio_attn
     meta = {"device": "meta", "dtype": sizes.dtype}
     audio = torch.empty((batch, whole.audio, attn.to_q.in_features), **meta)
-    audio_rope = dit.cross_attn_audio_rope.dim
-    query_table = torch.empty((batch, whole.audio, audio_rope), device="meta")
+    query_table = _rotary_table(dit.cross_attn_audio_rope, batch, whole.audio)
     video = torch.empty((batch, whole.video, attn.to_k.in_features), **meta)
-    key_rope = dit.cross_attn_rope.dim
-    key_tables = tuple(torch.empty((batch, whole.video, key_rope), device="meta") for _ in "cs")
+    key_tables = tuple(_rotary_table(dit.cross_attn_rope, batch, whole.video) for _ in "cs")
     return attn(
         audio,
         encoder_hidden_states=video,
         query_rotary_emb=(query_table, query_table),
         key_rotary_emb=key_tables,
     )
+
+
+def _table_width(rope: Any) -> int:
+    """A rotary table's elements per token (a cosine's or a sine's): the rope's width when
+    interleaved, half of it split over the heads."""
+    return rope.dim if rope.rope_type == "interleaved" else rope.dim // 2
+
+
+def _rotary_table(rope: Any, batch: int, tokens: int) -> torch.Tensor:
+    """A meta cosine (or sine) table of `rope` for `tokens` tokens, in its layout."""
+    if rope.rope_type == "interleaved":
+        return torch.empty((batch, tokens, rope.dim), device="meta")
+    heads = rope.num_attention_heads
+    return torch.empty((batch, heads, tokens, rope.dim // 2 // heads), device="meta")
+
+
+def text_widths(config: Any) -> tuple[int, int]:
+    """The widths of the text the DiT reads (video, audio): the Gemma width the connectors
+    keep for LTX-2.0's DiT (it projects the text itself), the streams' cross-attention
+    widths for LTX-2.3's (the connectors project it)."""
+    if config.get("use_prompt_embeddings", True):
+        return config["caption_channels"], config["caption_channels"]
+    return config["cross_attention_dim"], config["audio_cross_attention_dim"]
 
 
 def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
@@ -129,7 +155,9 @@ def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     dit, config = sizes.dit, sizes.dit.config
     batch, meta = shape.batch, {"device": "meta", "dtype": sizes.dtype}
     share = grid(sizes, shape, sequence_degree)
-    text = (batch, sizes.text_tokens, config["caption_channels"])
+    video_text, audio_text = text_widths(config)
+    text = (batch, sizes.text_tokens, video_text)
+    audio_text_shape = (batch, sizes.text_tokens, audio_text)
     audio = (batch, share.audio, config["audio_in_channels"])
     step = torch.empty((batch,), device="meta")
     blocks = dit.transformer_blocks
@@ -139,7 +167,7 @@ def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
             hidden_states=torch.empty((batch, share.video, config["in_channels"]), **meta),
             audio_hidden_states=torch.empty(audio, **meta),
             encoder_hidden_states=torch.empty(text, **meta),
-            audio_encoder_hidden_states=torch.empty(text, **meta),
+            audio_encoder_hidden_states=torch.empty(audio_text_shape, **meta),
             timestep=step,
             sigma=step,
             encoder_attention_mask=torch.empty(text[:2], **meta),

@@ -50,6 +50,7 @@ def vae_key_names(state: dict, detection: Detection) -> dict:
 
 
 _LTX2_VAE = "the LTX-2 video VAE (in the checkpoint, under vae.)"
+_LTX23_VAE = "the LTX-2.3 video VAE (in the checkpoint, under vae.)"
 # LTX-2: the checkpoint holds the DiT, connectors, video and audio VAEs and vocoder; Gemma 3's
 # text model is the text encoder (the pipeline reads every hidden state it gives)
 FILE_PRESETS = {
@@ -60,5 +61,12 @@ FILE_PRESETS = {
         "tiny-ltx2", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE, scheduler=DISTILLED_SCHEDULER
     ),
     "ltx-2-distilled": Preset("random:ltx-2-distilled", "LTX2Pipeline", ("gemma3",), vae=_LTX2_VAE),
+    # LTX-2.3: the same parts, 2.3's (per-stream text projections, the four-level video VAE,
+    # the vocoder with bandwidth extension); Gemma 3 12B the text encoder
+    "tiny-ltx2.3": Preset("tiny-ltx2.3", "LTX2Pipeline", ("gemma3",), vae=_LTX23_VAE),
+    "ltx-2.3": Preset("random:ltx2.3-22b", "LTX2Pipeline", ("gemma3",), vae=_LTX23_VAE),
+    # LTX-2.5: 2.3's parts; Gemma 4 12B (gemma4-12b-ltx-v1) the text encoder
+    "tiny-ltx2.5": Preset("tiny-ltx2.5", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
+    "ltx-2.5": Preset("random:ltx2.5-22b", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
 }
 """The presets LTX-2's single files run on (`FileSpec.presets`)."""

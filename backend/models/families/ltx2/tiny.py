@@ -1,5 +1,7 @@
 """The tiny LTX-2 presets: text to video with its audio track (`LTX2Pipeline`), and image to
-video with it (`LTX2ImageToVideoPipeline`: the same components)."""
+video with it (`LTX2ImageToVideoPipeline`: the same components); LTX-2.3's (`tiny-ltx2.3`):
+the same pipeline classes, the DiT, connectors, VAE and vocoder with 2.3's settings; LTX-2.5's
+(`tiny-ltx2.5`): 2.3's components with 2.5's DiT settings and a Gemma 4 text model."""
 
 from __future__ import annotations
 
@@ -131,6 +133,170 @@ def _scheduler():
     )
 
 
+def _transformer_23():
+    from diffusers import LTX2VideoTransformer3DModel
+
+    # LTX-2.3's flags on tiny-ltx2's sizes: per-head gates on every attention (`gated_attn`),
+    # the text cross-attention modulated by the timestep (`cross_attn_mod`, 9 modulations)
+    # and its keys and values by the noise level (the prompt AdaLN), no caption projection
+    # (the connectors project per stream), rotary tables per head (`rope_type="split"`) and
+    # attention that spatio-temporal guidance can perturb (`perturbed_attn`).
+    return LTX2VideoTransformer3DModel(
+        in_channels=_LATENT_CHANNELS,
+        out_channels=_LATENT_CHANNELS,
+        num_attention_heads=4,
+        attention_head_dim=16,
+        cross_attention_dim=64,
+        audio_in_channels=_AUDIO_TOKEN_FEATURES,
+        audio_out_channels=_AUDIO_TOKEN_FEATURES,
+        audio_num_attention_heads=4,
+        audio_attention_head_dim=8,
+        audio_cross_attention_dim=32,
+        num_layers=2,
+        caption_channels=TEXT_DIM,
+        gated_attn=True,
+        cross_attn_mod=True,
+        audio_gated_attn=True,
+        audio_cross_attn_mod=True,
+        use_prompt_embeddings=False,
+        rope_type="split",
+        perturbed_attn=True,
+    )
+
+
+def _transformer_25():
+    from diffusers import LTX2VideoTransformer3DModel
+
+    # LTX-2.5's published settings over 2.3's: the video feed-forward without biases and the
+    # keyframe marker embedding (which `LTX2Pipeline`'s jobs never mark); the prompt AdaLN
+    # kept (diffusers' `use_prompt_adaln_single=False`, cacheable cross-attention keys, is no
+    # published checkpoint's).
+    return LTX2VideoTransformer3DModel(
+        in_channels=_LATENT_CHANNELS,
+        out_channels=_LATENT_CHANNELS,
+        num_attention_heads=4,
+        attention_head_dim=16,
+        cross_attention_dim=64,
+        audio_in_channels=_AUDIO_TOKEN_FEATURES,
+        audio_out_channels=_AUDIO_TOKEN_FEATURES,
+        audio_num_attention_heads=4,
+        audio_attention_head_dim=8,
+        audio_cross_attention_dim=32,
+        num_layers=2,
+        caption_channels=TEXT_DIM,
+        gated_attn=True,
+        cross_attn_mod=True,
+        audio_gated_attn=True,
+        audio_cross_attn_mod=True,
+        use_prompt_embeddings=False,
+        rope_type="split",
+        perturbed_attn=True,
+        ff_bias=False,
+        use_keyframes_abs_pos_embedding=True,
+    )
+
+
+def _gemma4_text_encoder():
+    from transformers import Gemma4UnifiedTextConfig, Gemma4UnifiedTextModel
+
+    # Gemma 4's text model (LTX-2.5's `gemma4-12b-ltx-v1` is a Gemma 4 "unified" model) in the
+    # same role, every hidden state stacked: a sliding-window layer, then a full one whose
+    # keys are its values (`attention_k_eq_v`) with wider heads and one key/value head.
+    config = Gemma4UnifiedTextConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=TEXT_DIM,
+        intermediate_size=64,
+        num_hidden_layers=_TEXT_LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        global_head_dim=16,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
+        layer_types=["sliding_attention", "full_attention"],
+        **TEXT_ENCODER_UNSEEN,
+    )
+    return Gemma4UnifiedTextModel(config)
+
+
+def _connectors_23():
+    from diffusers.pipelines.ltx2 import LTX2TextConnectors
+
+    # LTX-2.3's: one text projection per stream, to the streams' widths (64 and 32, with a
+    # bias), gated connector attention and split rotary tables.
+    return LTX2TextConnectors(
+        caption_channels=TEXT_DIM,
+        text_proj_in_factor=_TEXT_LAYERS + 1,
+        video_connector_num_attention_heads=4,
+        video_connector_attention_head_dim=16,
+        video_connector_num_layers=1,
+        video_connector_num_learnable_registers=8,
+        video_gated_attn=True,
+        audio_connector_num_attention_heads=4,
+        audio_connector_attention_head_dim=8,
+        audio_connector_num_layers=1,
+        audio_connector_num_learnable_registers=8,
+        audio_gated_attn=True,
+        connector_rope_base_seq_len=32,
+        rope_type="split",
+        per_modality_projections=True,
+        video_hidden_dim=64,
+        audio_hidden_dim=32,
+        proj_bias=True,
+    )
+
+
+def _vae_23():
+    from diffusers import AutoencoderKLLTX2Video
+
+    # LTX-2.3's decoder layout: four up blocks (spatio-temporal, spatio-temporal, temporal,
+    # spatial) without residual upsampling, zero padding; the same 32x / 8x compression.
+    return AutoencoderKLLTX2Video(
+        latent_channels=_LATENT_CHANNELS,
+        block_out_channels=(8, 8, 8, 8),
+        decoder_block_out_channels=(8, 16, 16, 32),
+        layers_per_block=(1, 1, 1, 1, 1),
+        decoder_layers_per_block=(1, 1, 1, 1, 1),
+        decoder_spatio_temporal_scaling=(True, True, True, True),
+        decoder_inject_noise=(False, False, False, False, False),
+        upsample_type=("spatiotemporal", "spatiotemporal", "temporal", "spatial"),
+        upsample_residual=(False, False, False, False),
+        upsample_factor=(2, 2, 1, 2),
+        decoder_causal=False,
+        decoder_spatial_padding_mode="zeros",
+        spatial_compression_ratio=32,
+        temporal_compression_ratio=8,
+    )
+
+
+def _vocoder_23():
+    from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE
+
+    # LTX-2.3's vocoder with bandwidth extension: 16 kHz from the mel bins (x160), then its mel
+    # again through a second generator (x240) added to the resampled 16 kHz: 48 kHz stereo.
+    # Each upsample halves the channels: 6 of them from 128, 5 from 64, 2 channels at the end.
+    return LTX2VocoderWithBWE(
+        in_channels=2 * _MEL_BINS,
+        hidden_channels=128,
+        bwe_in_channels=2 * _MEL_BINS,
+        bwe_hidden_channels=64,
+        num_mel_channels=_MEL_BINS,
+    )
+
+
+def _snakes_at_rest(vocoder):
+    """The vocoder's snake activations at their initial value (log-scale 0: alpha = beta = 1),
+    the rest seeded: seeded log-scales (exp of N(0, 1)) make the tiny waveform chaotic, a
+    rounding difference in the latents flipping whole saturated samples."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in vocoder.named_parameters():
+            if name.endswith((".alpha", ".beta")):
+                param.zero_()
+    return vocoder
+
+
 _LTX2: Builders = {
     "tokenizer": lambda: byte_tokenizer(32),
     "text_encoder": lambda: seeded(601, _text_encoder),
@@ -142,7 +308,24 @@ _LTX2: Builders = {
     "scheduler": _scheduler,
 }
 
+_LTX23: Builders = {
+    **_LTX2,
+    "connectors": lambda: seeded(612, _connectors_23),
+    "transformer": lambda: seeded(613, _transformer_23),
+    "vae": lambda: seeded(614, _vae_23),
+    "vocoder": lambda: _snakes_at_rest(seeded(616, _vocoder_23)),
+}
+
+_LTX25: Builders = {
+    **_LTX23,
+    "text_encoder": lambda: seeded(621, _gemma4_text_encoder),
+    "transformer": lambda: seeded(623, _transformer_25),
+}
+
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-ltx2": ("LTX2Pipeline", _LTX2),
     "tiny-ltx2-i2v": ("LTX2ImageToVideoPipeline", _LTX2),
+    "tiny-ltx2.3": ("LTX2Pipeline", _LTX23),
+    "tiny-ltx2.3-i2v": ("LTX2ImageToVideoPipeline", _LTX23),
+    "tiny-ltx2.5": ("LTX2Pipeline", _LTX25),
 }

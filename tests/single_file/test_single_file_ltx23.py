@@ -1,0 +1,225 @@
+"""LTX-2.3 from the single files ComfyUI users hold (`ltx-2.3-22b-dev.safetensors`, `-fp8`,
+with `gemma_3_12B_it`): the checkpoint in Lightricks' names as for LTX-2 (`comfy_files.
+ltx2_checkpoint`, an inverse naming written apart from the loader's), with 2.3's parts: the
+prompt AdaLN (`prompt_adaln_single`), one text projection per stream
+(`text_embedding_projection.video_aggregate_embed`, `audio_...`), the four-level video VAE
+(`up_blocks.7`, `8`) and the vocoder with bandwidth extension (`vocoder.vocoder.`,
+`vocoder.bwe_generator.`, `vocoder.mel_stft.`; BigVGAN's `act_post`, `downsample.lowpass`).
+
+- From headers alone (`random:ltx2.3-22b`'s components on the meta device): the DiT's config
+  read off the shapes is the preset's, every DiT parameter is read; the fp8 file is
+  fp8_scaled with the same config; the checkpoint and the Gemma file resolve to
+  `random:ltx2.3-22b`'s pipeline with the checkpoint's parts; a 2.3 file named distilled is
+  refused by name.
+- The tiny preset's weights in that layout load to exactly `tiny-ltx2.3`'s components and make
+  its video and its 48 kHz audio byte for byte; `paradit models DIR` names the file.
+- LTX-2.5 the same way: its DiT (the keyframe embedding, no video feed-forward biases) read off
+  the keys, `random:ltx2.5-22b`'s config from its header; its Gemma 4 text model (Hugging
+  Face's names, `encoders/gemma4.py`: full-attention layers without a value projection) with
+  the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
+  make its video and audio byte for byte.
+
+Cost: about 7 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import numpy as np
+import pytest
+import torch
+from comfy_files import (
+    LTX2_DIT_PREFIX,
+    assert_same_weights,
+    ltx2_checkpoint,
+    plain_config,
+    write_header_only,
+)
+from safetensors.torch import save_file
+
+from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.models.single_file.build import DitWeights
+from paradit.backend.models.single_file.detect import recognise
+from paradit.backend.models.single_file.listing import list_models
+from paradit.backend.models.single_file.load import SingleFiles, resolve
+from paradit.backend.models.single_file.quant import quantization
+
+COMPONENTS = ("transformer", "connectors", "vae", "audio_vae", "vocoder")
+GEMMA3_12B = {  # google/gemma-3-12b-it's text model: the shapes
+    "vocab_size": 262208, "hidden_size": 3840, "intermediate_size": 15360,
+    "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+}  # fmt: skip
+
+
+def _gemma_shapes() -> dict[str, tuple[int, ...]]:
+    from transformers import Gemma3TextConfig, Gemma3TextModel
+
+    from paradit.backend.models.encoders.gemma3 import GEMMA3_12B as UNSEEN
+
+    with torch.device("meta"):
+        model = Gemma3TextModel(Gemma3TextConfig(**GEMMA3_12B, **UNSEEN))
+    return {"model." + k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+@pytest.fixture(scope="module")
+def real_files(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("ltx23-headers")
+    real = build_random_preset("random:ltx2.3-22b", device="meta")
+    shapes = {k: tuple(v.shape) for k, v in ltx2_checkpoint(real).items()}
+    files = {
+        "dev": root / "ltx-2.3-22b-dev.safetensors",
+        "fp8": root / "ltx-2.3-22b-dev-fp8.safetensors",
+        "distilled": root / "ltx-2.3-22b-distilled.safetensors",
+        "gemma": root / "gemma_3_12B_it.safetensors",
+    }
+    write_header_only(files["dev"], shapes)
+    write_header_only(files["distilled"], shapes)
+    # Lightricks' fp8 file: the blocks' matrices in fp8, a float32 scale (and input scale) each
+    blocks = [k for k, s in shapes.items() if ".transformer_blocks." in k and len(s) == 2]
+    blocks = [k for k in blocks if k.endswith(".weight") and k.startswith(LTX2_DIT_PREFIX)]
+    scales = {k[: -len("weight")] + x: () for k in blocks for x in ("weight_scale", "input_scale")}
+    kinds = {k: "F8_E4M3" for k in blocks} | dict.fromkeys(scales, "F32")
+    write_header_only(files["fp8"], shapes | scales, dtypes=kinds)
+    write_header_only(files["gemma"], _gemma_shapes())
+    return types.SimpleNamespace(files=files, real=real)
+
+
+@pytest.mark.fast
+def test_real_checkpoint_from_its_header(real_files):
+    files, real = real_files.files, real_files.real
+    found = {}
+    for name, fmt in (("dev", "bf16"), ("fp8", "fp8_scaled")):
+        part = recognise(str(files[name]))
+        found[name] = part.detection
+        assert (part.detection.role, part.detection.variant) == ("transformer", "ltx-2.3")
+        assert part.detection.bundled == ("connectors", "vae", "audio_vae", "vocoder")
+        assert quantization(part.header) == fmt
+    assert found["fp8"].config == found["dev"].config
+    init = inspect.signature(type(real.transformer).__init__).parameters.values()
+    defaults = {p.name: p.default for p in init if p.default is not inspect.Parameter.empty}
+    assert plain_config(defaults | found["dev"].config) == plain_config(real.transformer.config)
+    assert any("LTX-2.3: no caption projection" in reason for reason in found["dev"].reasons)
+    with DitWeights(recognise(str(files["fp8"]))) as weights:
+        assert weights.names() == set(real.transformer.state_dict())
+        weights.check(real.transformer)
+    gemma = (str(files["gemma"]),)
+    resolved = resolve(SingleFiles((str(files["dev"]),), gemma))
+    assert (resolved.preset.name, resolved.pipeline_class) == ("random:ltx2.3-22b", "LTX2Pipeline")
+    assert sorted(resolved.extras) == ["audio_vae", "connectors", "text_projection", "vocoder"]
+    with pytest.raises(ValueError, match=r"is ltx-2.3-distilled .* cannot be run from single"):
+        resolve(SingleFiles((str(files["distilled"]),), gemma))
+
+
+def _render(pipe) -> tuple[np.ndarray, np.ndarray]:
+    """A tiny LTX-2.3 pipeline's video and audio for a fixed job (64x64 px, 9 frames, 2
+    steps, CFG 4 for both streams), called with the pipeline's defaults (2.3's)."""
+    align_cpu_weights(pipe)
+    pipe.set_progress_bar_config(disable=True)
+    with torch.no_grad():
+        video, audio = pipe(
+            prompt="a fox in the snow",
+            negative_prompt="rain",
+            height=64,
+            width=64,
+            num_frames=9,
+            frame_rate=24.0,
+            num_inference_steps=2,
+            guidance_scale=4.0,
+            audio_guidance_scale=4.0,
+            max_sequence_length=32,
+            generator=torch.Generator().manual_seed(5),
+            output_type="np",
+            return_dict=False,
+            **PLAIN_CFG,
+        )
+    return np.asarray(video[0]), audio[0].numpy()
+
+
+def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
+    """`tiny-ltx2.3`'s checkpoint (float32, Lightricks' names) and Gemma file load as
+    `LTX2Pipeline` holding exactly the preset's components (the vocoder's mel bases and
+    filters included), and make its video and 48 kHz audio byte for byte; listed by
+    `paradit models DIR`."""
+    tiny = build_preset("tiny-ltx2.3")
+    folder = tmp_path / "models"
+    for sub in ("checkpoints", "text_encoders"):
+        (folder / sub).mkdir(parents=True)
+    checkpoint = folder / "checkpoints" / "ltx-2.3-22b-dev.safetensors"
+    state = ltx2_checkpoint(tiny)
+    assert {"vocoder.vocoder.act_post.act.alpha", "vocoder.mel_stft.mel_basis"} <= set(state)
+    assert "text_embedding_projection.audio_aggregate_embed.weight" in state
+    assert any(k.startswith("vae.decoder.up_blocks.8.") for k in state)
+    save_file(state, str(checkpoint))
+    gemma = folder / "text_encoders" / "gemma_3_12B_it.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+    pipe = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    assert type(pipe) is type(tiny) and type(pipe.vocoder) is type(tiny.vocoder)
+    assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
+    (video, audio), (their_video, their_audio) = [_render(each) for each in (pipe, tiny)]
+    assert np.array_equal(video, their_video) and video.std() > 0
+    assert np.array_equal(audio, their_audio) and audio.shape == (2, 33 * 480)
+    listed = {e.path: (e.role, e.variant) for e in list_models(folder)}
+    assert listed["checkpoints/ltx-2.3-22b-dev.safetensors"] == (
+        "transformer",
+        "all-in-one tiny-ltx2.3 (DiT, connectors, vae, audio_vae, vocoder)",
+    )
+
+
+def _gemma4_shapes() -> dict[str, tuple[int, ...]]:
+    """LTX-2.5's Gemma 4 12B text model, as `random:ltx2.5-22b`'s reduced one has it but at
+    the published heads (16 of 256, 8 key/value; full attention every 6th layer, 512-wide
+    heads, 1 key/value head, keys as values), MLP and vocabulary, under `model.`."""
+    from transformers import Gemma4UnifiedTextConfig, Gemma4UnifiedTextModel
+
+    config = Gemma4UnifiedTextConfig(
+        vocab_size=262144, hidden_size=3840, intermediate_size=15360, num_hidden_layers=48,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=256, global_head_dim=512,
+        num_global_key_value_heads=1, attention_k_eq_v=True,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = Gemma4UnifiedTextModel(config)
+    return {"model." + k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+@pytest.mark.fast
+def test_ltx2_5_checkpoint_and_gemma4_from_their_headers(tmp_path):
+    real = build_random_preset("random:ltx2.5-22b", device="meta")
+    checkpoint, gemma = tmp_path / "ltx-2.5-22b-dev.safetensors", tmp_path / "gemma4.safetensors"
+    write_header_only(checkpoint, {k: tuple(v.shape) for k, v in ltx2_checkpoint(real).items()})
+    write_header_only(gemma, _gemma4_shapes())
+    dit = recognise(str(checkpoint)).detection
+    assert (dit.role, dit.variant) == ("transformer", "ltx-2.5")
+    init = inspect.signature(type(real.transformer).__init__).parameters.values()
+    defaults = {p.name: p.default for p in init if p.default is not inspect.Parameter.empty}
+    assert plain_config(defaults | dit.config) == plain_config(real.transformer.config)
+    encoder = recognise(str(gemma)).detection
+    assert (encoder.role, encoder.family, encoder.variant) == (
+        "text_encoder",
+        "gemma4",
+        "gemma4 3840",
+    )
+    config = encoder.config
+    assert (config["num_attention_heads"], config["num_key_value_heads"]) == (16, 8)
+    assert (config["global_head_dim"], config["num_global_key_value_heads"]) == (512, 1)
+    assert config["attention_k_eq_v"] and config["layer_types"][5::6] == ["full_attention"] * 8
+    assert config["layer_types"].count("full_attention") == 8
+    resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),)))
+    assert (resolved.preset.name, resolved.pipeline_class) == ("random:ltx2.5-22b", "LTX2Pipeline")
+
+
+def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):
+    tiny = build_preset("tiny-ltx2.5")
+    checkpoint = tmp_path / "ltx-2.5-22b-dev.safetensors"
+    save_file(ltx2_checkpoint(tiny), str(checkpoint))
+    gemma = tmp_path / "gemma4-12b-ltx-v1.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+    pipe = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    assert type(pipe.text_encoder) is type(tiny.text_encoder)
+    assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
+    (video, audio), (their_video, their_audio) = [_render(each) for each in (pipe, tiny)]
+    assert np.array_equal(video, their_video) and np.array_equal(audio, their_audio)
