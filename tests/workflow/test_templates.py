@@ -10,7 +10,7 @@ size.
 
 Cost: about 30 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
 template's 1024x1024, about 15 s with its backend's start, and the LTX-2 two-stage run at
-128x64, about 10 s, most of it; provisional: measured under load).
+128x128, about 10 s, most of it; provisional: measured under load).
 """
 
 from __future__ import annotations
@@ -580,17 +580,17 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(
     base, tmp_path, paradit_warm, backends
 ):
     """The dev template at 17 frames, its size made tiny (the subgraph's width and height
-    128x64: stage 1 64x32) and LTXVScheduler at 2 steps, on a backend of the tiny files under
+    128x128: stage 1 64x64) and LTXVScheduler at 2 steps, on a backend of the tiny files under
     the template's names: `workflow run` runs both stages (job.json's `upscale`: stage 1 at
-    64x32, stage 2's levels and LoRA) and writes the frames and audio of its request."""
+    64x64, stage 2's levels and LoRA) and writes the frames and audio of its request."""
     template = "video_ltx2_t2v.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     path = _ltx2_copy(template, comfy, 17, **{"9": [2, 2.05, 0.95, True, 0.1]})
     data = json.loads(path.read_text())
-    next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][:2] = [128, 64]
+    next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][:2] = [128, 128]
     path.write_text(json.dumps(data))
     plan, _ = plan_of(str(path), str(comfy))
-    assert (plan.request["width"], plan.request["height"]) == (128, 64)
+    assert (plan.request["width"], plan.request["height"]) == (128, 128)
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
     result = paradit_warm(
@@ -599,14 +599,14 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads((out / "job.json").read_text())
-    upscale = record["upscale"]
-    assert upscale["stage_1"] == {"width": 64, "height": 32, "steps": 2}
+    upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 2}
     assert upscale["sigmas"] == [0.909375, 0.725, 0.421875]
     assert upscale["loras"] == [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
                                  "strength": 1.0}]  # fmt: skip
-    assert record["sampling"]["sigmas"] == pytest.approx(_ltxv_scheduler(2, 3 * 1 * 2), abs=1e-6)
+    assert record["sampling"]["sigmas"] == pytest.approx(_ltxv_scheduler(2, 3 * 2 * 2), abs=1e-6)
     job, frames = run_job(server, plan.body())
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
     with Image.open(out / "frames" / "000000.png") as frame:
-        assert frame.size == (128, 64)
+        assert frame.size == (128, 128)
