@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
+from . import two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
-from . import two_stage
 from .sizes import selected_resolution
 from .values import (
     AudioLatent,

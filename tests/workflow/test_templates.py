@@ -23,6 +23,7 @@ from pathlib import Path
 
 import comfyui_workflow_templates_json
 import pytest
+import torch
 from comfy_files import WAN_PREFIX, quantizable, z_image_original
 from comfy_workflow_files import START_IMAGE, write_comfyui
 from conftest import run_job
@@ -576,9 +577,49 @@ def test_ltx2_template_maps_to_the_two_stage_job(base, tmp_path, template):
     assert plan.serve_argv()[-2:] == ["--upscaler", plan.serve["upscaler"]]
 
 
-def test_ltx2_t2v_template_runs_end_to_end_as_its_request(
-    base, tmp_path, paradit_warm, backends
-):
+TEMPORAL = {"in_channels": 128, "mid_channels": 32, "num_blocks_per_stage": 1, "dims": 3,
+            "spatial_upsample": False, "temporal_upsample": True}  # fmt: skip
+LTX2_REFUSED = {  # case -> (template, inner node edits, outer widget edits, node, type, words)
+    "stage 2 read at its denoised_output after uni_pc": (
+        "video_ltx2_t2v.json", {"66": ["uni_pc"]}, {},
+        "subgraph 92 > node 70", "SamplerCustomAdvanced", "its denoised_output after uni_pc",
+    ),
+    "stage 2's ManualSigmas without the final 0": (
+        "video_ltx2_t2v.json", {"73": ["0.909375, 0.725, 0.421875"]}, {},
+        "subgraph 92 > node 73", "ManualSigmas", "the last must be 0",
+    ),
+    "a temporal latent upscaler": (
+        "video_ltx2_t2v.json", {}, {6: "temporal.safetensors"},
+        "subgraph 92 > node 76", "LatentUpscaleModelLoader", "a temporal latent upscaler",
+    ),
+    "stage 1's ManualSigmas below pure noise": (
+        "video_ltx2_t2v_distilled.json", {"176": ["0.975, 0.909375, 0.725, 0.421875, 0.0"]},
+        {}, "subgraph 177 > node 176", "ManualSigmas", "a first stage's levels must start at 1",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(LTX2_REFUSED))
+def test_ltx2_two_stage_refusals_name_the_node(base, tmp_path, case):
+    """What paradit's two-stage job cannot run as ComfyUI does, each refused at its node."""
+    template, inner, outer, where, kind, words = LTX2_REFUSED[case]
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    temporal = comfy / "models" / "latent_upscale_models" / "temporal.safetensors"
+    save_file({"x": torch.zeros(1)}, str(temporal), metadata={"config": json.dumps(TEMPORAL)})
+    path = _ltx2_copy(template, comfy, 113, **inner)
+    data = json.loads(path.read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    node = next(n for n in data["nodes"] if n["type"] == sub["id"])
+    for index, value in outer.items():
+        node["widgets_values"][index] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+
+
+def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradit_warm, backends):
     """The dev template at 17 frames, its size made tiny (the subgraph's width and height
     128x128: stage 1 64x64) and LTXVScheduler at 2 steps, on a backend of the tiny files under
     the template's names: `workflow run` runs both stages (job.json's `upscale`: stage 1 at
