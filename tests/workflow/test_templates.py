@@ -15,6 +15,7 @@ template's 1024x1024, about 15 s with its backend's start, and the LTX-2 two-sta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -32,10 +33,12 @@ from PIL import Image
 from quant_files import write_int8
 from safetensors.torch import save_file
 
+from paradit.backend.config import ServeConfig
 from paradit.backend.models.families.ltx2 import upscaler
 from paradit.backend.models.presets import build_preset
 from paradit.backend.sampling.names import SAMPLERS
-from paradit.backend.tools.workflow import plan_of
+from paradit.backend.serving.workflows import plan_for_server
+from paradit.backend.tools.workflow import plan_of, run_overrides
 
 TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
@@ -651,3 +654,34 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradi
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
     with Image.open(out / "frames" / "000000.png") as frame:
         assert frame.size == (128, 128)
+
+
+def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(base, tmp_path):
+    """`workflow run` starts its backend with the upscaler the graph names (a user's own
+    --upscaler refused, as --model is), and POST /v1/workflows refuses a two-stage graph on a
+    server started without that upscaler, naming its LatentUpscaleModelLoader."""
+    template = "video_ltx2_t2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = _ltx2_copy(template, comfy, 113)
+    plan, _ = plan_of(str(path), str(comfy))
+    flags = dict.fromkeys(("model", "text_encoders", "vaes", "image_encoders", "upscaler"))
+    args = argparse.Namespace(**flags, server=None, lora_dirs=None)
+    run_overrides(args, plan)
+    assert (args.model, args.upscaler) == (plan.serve["model"], plan.serve["upscaler"])
+    with pytest.raises(ValueError, match="^--upscaler: the workflow's loader nodes name"):
+        run_overrides(argparse.Namespace(**{**flags, "upscaler": "x"}, server=None), plan)
+    data = json.loads(path.read_text())
+    argv = plan.serve_argv()[2:]
+    without = argv[: argv.index("--upscaler")]
+    for given, refused in ((without, True), (argv, False)):
+        config = ServeConfig.from_argv(given, model=plan.serve["model"], device="cpu")
+        if refused:
+            with pytest.raises(ValueError) as error:
+                plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
+            assert str(error.value).startswith(
+                "subgraph 92 > node 76 (LatentUpscaleModelLoader): "
+                "ltx-2-spatial-upscaler-x2-1.0.safetensors: this server's upscaler is none"
+            ), error.value
+        else:
+            served, _ = plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
+            assert served.request == plan.request
