@@ -25,6 +25,7 @@ from typing import Any
 from .graph import Node, WorkflowError
 from .values import (
     AudioLatent,
+    Conditioning,
     Guider,
     Noise,
     Refusal,
@@ -122,8 +123,8 @@ def upscale_model_loader(m: Any, node: Node) -> tuple[Any, ...]:
 
 
 def crop_guides(m: Any, node: Node) -> tuple[Any, ...]:
-    positive = m.input(node, "positive")
-    negative = m.input(node, "negative")
+    positive = m.input(node, "positive", Conditioning)
+    negative = m.input(node, "negative", Conditioning)
     latent = m.input(node, "latent", Sampled)
     m.say(node, "no keyframe guides to crop: its prompts and latent as they are")
     return (positive, negative, latent)
@@ -230,10 +231,13 @@ def second_stage(
             "a ModelSampling node on the second stage's model beside its levels: in ComfyUI "
             "it replaces the model's own sampling, which paradit keeps; remove it",
         )
-    if (guider.positive.text, guider.negative.text) != (first.positive.text, first.negative.text):
-        raise WorkflowError(
-            guider.node, "other prompts than the first stage's: paradit runs one prompt"
-        )
+    for ours, theirs in ((guider.positive, first.positive), (guider.negative, first.negative)):
+        if (ours.text, ours.clip, ours.frame_rate) != (theirs.text, theirs.clip, theirs.frame_rate):
+            raise WorkflowError(
+                guider.node,
+                "other prompts than the first stage's (their text, encoder or LTXVConditioning "
+                "frame rate): paradit runs one prompt through both stages",
+            )
     stage = Stage(
         node,
         guider.model,

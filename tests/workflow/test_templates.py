@@ -595,6 +595,11 @@ LTX2_REFUSED = {  # case -> (template, inner node edits, outer widget edits, nod
         "video_ltx2_t2v.json", {}, {6: "temporal.safetensors"},
         "subgraph 92 > node 76", "LatentUpscaleModelLoader", "a temporal latent upscaler",
     ),
+    # LTXVCropGuides 81's positive relinked to CLIPTextEncode 3 itself (no frame rate)
+    "stage 2's prompt without LTXVConditioning": (
+        "video_ltx2_t2v.json", {}, {"relink": (81, "positive", 3, 0)},
+        "subgraph 92 > node 82", "CFGGuider", "other prompts than the first stage's",
+    ),
     "stage 1's ManualSigmas below pure noise": (
         "video_ltx2_t2v_distilled.json", {"176": ["0.975, 0.909375, 0.725, 0.421875, 0.0"]},
         {}, "subgraph 177 > node 176", "ManualSigmas", "a first stage's levels must start at 1",
@@ -614,7 +619,14 @@ def test_ltx2_two_stage_refusals_name_the_node(base, tmp_path, case):
     (sub,) = data["definitions"]["subgraphs"]
     node = next(n for n in data["nodes"] if n["type"] == sub["id"])
     for index, value in outer.items():
-        node["widgets_values"][index] = value
+        if index == "relink":  # (target node, its input, the new origin node, its output)
+            target, name, origin, slot = value
+            inputs = next(n for n in sub["nodes"] if n["id"] == target)["inputs"]
+            link = next(i["link"] for i in inputs if i["name"] == name)
+            item = next(k for k in sub["links"] if k["id"] == link)
+            item.update(origin_id=origin, origin_slot=slot)
+        else:
+            node["widgets_values"][index] = value
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError) as refused:
         plan_of(str(path), str(comfy))
