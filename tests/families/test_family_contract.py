@@ -18,12 +18,13 @@ family encodes and prepares, the pipeline stops at the latents, the VAE decodes 
 the tiles dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.py,
 float32 thresholds, frames and final latents). Every job runs on the group sizes it names in
 the family's one group of 4: each rank's share of the tokens, the layout (an unguided job
-spreads over a CFG plan), audio within 1e-3 of its peak, two experts swapped on sharded
-weights, a step cache decided by each rank alone failing. What a family adds beyond its jobs
+spreads over a CFG plan; a two-stage job's, `TinyJob.upsampler`, stage by stage), audio
+within 1e-3 of its peak, two experts swapped on sharded weights, a step cache decided by
+each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 84 s (in the suite's two-worker run on 2 cores).
+Cost: about 88 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ size 1 against diffusers called directly (`LTX2Pipeline` stage 1 -> `LTX2LatentU
 -> `LTX2Pipeline` stage 2 on the distilled scheduler settings, one generator) byte for byte,
 and a stage-2 LoRA applied to stage 2 only.
 
-Cost: about 6 s.
+Served: `paradit serve --upscaler FILE` on 2 ranks runs a two-stage job through HTTP, job.json
+records it, its progress counts both stages (`paradit generate --upscaler`: test_cli.py).
+
+Cost: about 12 s.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from comfy_files import ltx2_upscaler_file
 from lora_files import peft_lora
 from safetensors.torch import save_file
 
@@ -166,3 +170,31 @@ def test_image_to_video_conditions_both_stages(tiny):
     text, _ = _paradit(_model(pipe, module), {**BODY, "upscale": UPSCALE})
     assert not torch.equal(result.outputs[0][:, :, 0], text.outputs[0][:, :, 0])
     assert result.frames.shape == (9, 128, 128, 3) and np.isfinite(result.frames).all()
+
+
+def test_served_two_stage_job_through_http(backends, tmp_path_factory):
+    """`serve --upscaler FILE` on 2 ranks (stage 1 CFG parallel, stage 2 spread): /v1/info
+    gives the factor, the job's progress ends at both stages' steps, job.json records the
+    upscale as it ran (defaults filled in) with stage 1's size and each stage's time; a
+    backend without the upscaler refuses the field naming the flag."""
+    from conftest import run_job
+
+    from paradit.backend.client.http import BackendError
+
+    path = ltx2_upscaler_file(tmp_path_factory.mktemp("upscaler"), 8)  # tiny-ltx2's 8 channels
+    client = backends.get("tiny-ltx2", 2, "--upscaler", path)
+    assert client.info()["limits"]["upscale_factors"] == [2]
+    job, frames = run_job(client, {**BODY, "upscale": UPSCALE})
+    assert len(frames) == 9 and job["progress"] == {"step": 4, "total": 4}
+    record = client.record(job["id"])
+    assert record["request"]["upscale"] == {
+        "factor": 2, "sigmas": [0.9, 0.5], "sampler": "default", "guidance_scale": 1.0,
+        "loras": [],
+    }  # fmt: skip
+    upscale = record["upscale"]
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    assert all(upscale[k] > 0 for k in ("stage_1_s", "upsample_s", "stage_2_s")), upscale
+    assert upscale["stage_1_sequence_layout"] != record["sequence_layout"]  # CFG, then spread
+    with pytest.raises(BackendError) as refused:
+        backends.get("tiny-ltx2", 2).submit({**BODY, "upscale": UPSCALE})
+    assert refused.value.status == 422 and "--upscaler FILE" in str(refused.value)
