@@ -172,7 +172,6 @@ def two_stage_called(
 
     from ..base import same_components_as
     from .adapter import DISTILLED_SCHEDULER
-    from .upscaler import image_latent
 
     sigmas = list(body["upscale"]["sigmas"])
     width, height = body["width"], body["height"]
@@ -209,8 +208,9 @@ def two_stage_called(
             latents=video, height=height // 2, width=width // 2, output_type="latent",
             return_dict=False,
         )[0]  # fmt: skip
-        if has_image:
-            up[:, :, :1] = image_latent(run, final_image["image"])
+        if has_image:  # the image at the final size through the VAE's encoder, its mode
+            pixels = run.video_processor.preprocess(final_image["image"], height, width)
+            up[:, :, :1] = run.vae.encode(pixels[:, :, None]).latent_dist.mode()
         run.scheduler = FlowMatchEulerDiscreteScheduler.from_config(
             own.config, **DISTILLED_SCHEDULER
         )
