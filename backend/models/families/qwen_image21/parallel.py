@@ -209,6 +209,8 @@ def qwen_image21_cp_plan(transformer: torch.nn.Module) -> dict[str, Any]:
         "attention_dispatch.all_to_all_single_any_qkv_async",
         "attention_dispatch.all_to_all_single_any_o_async",
         "attention_dispatch.ulysses_anything_metadata",
+        "transformer_qwenimage21.apply_rotary_emb_qwen",
+        "transformer_qwenimage21.QwenImage21AttnProcessor.__call__",
     )
     blocks = transformer.transformer_blocks
     if not len(blocks):
