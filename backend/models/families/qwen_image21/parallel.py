@@ -128,7 +128,9 @@ def _attend(
 
     if layer_cache is not None:
         if kv_cache_mode == "extract" and cache_write_slice is not None:
-            layer_cache.store(key[:, cache_write_slice].clone(), value[:, cache_write_slice].clone())
+            layer_cache.store(
+                key[:, cache_write_slice].clone(), value[:, cache_write_slice].clone()
+            )
         elif kv_cache_mode == "cached":
             cached_k, cached_v = layer_cache.get()
             key = torch.cat([cached_k, key], dim=1)

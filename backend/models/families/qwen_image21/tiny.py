@@ -11,13 +11,19 @@ from ...tiny_parts import TEXT_DIM, Builders, seeded
 HEADS, HEAD_DIM = 4, 16
 """4 heads of 16 (the real model: 32 of 128): 2 and 4 ranks divide them, 3 pads them."""
 
+
 def qwen3_vl_text_encoder():
     """Qwen3-VL at tiny widths (interleaved multimodal rotary sections for 8-wide heads), its
     vision tower one block deep; the vision markers' ids are the tiny tokenizer's."""
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    from ...qwen_vl import IMAGE_PAD_ID, QWEN_VL_VOCAB_SIZE, VIDEO_PAD_ID, VISION_END_ID
-    from ...qwen_vl import VISION_START_ID
+    from ...qwen_vl import (
+        IMAGE_PAD_ID,
+        QWEN_VL_VOCAB_SIZE,
+        VIDEO_PAD_ID,
+        VISION_END_ID,
+        VISION_START_ID,
+    )
 
     config = Qwen3VLConfig(
         text_config={
