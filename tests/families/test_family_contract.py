@@ -23,7 +23,7 @@ weights, a step cache decided by each rank alone failing. What a family adds bey
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 90 s (in the suite's two-worker run on 2 cores).
+Cost: about 98 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
