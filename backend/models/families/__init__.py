@@ -35,6 +35,7 @@ from .hunyuan_video15 import SPEC as HUNYUAN_VIDEO15
 from .krea2 import SPEC as KREA2
 from .ltx2 import SPEC as LTX2
 from .qwen_image import SPEC as QWEN_IMAGE
+from .qwen_image21 import SPEC as QWEN_IMAGE21
 from .qwen_image_edit import SPEC as QWEN_IMAGE_EDIT
 from .wan import SPEC as WAN
 from .z_image import SPEC as Z_IMAGE
@@ -72,6 +73,7 @@ SPECS: tuple[FamilySpec, ...] = (
     HUNYUAN_VIDEO15,
     LTX2,
     KREA2,
+    QWEN_IMAGE21,
 )
 """Every family paradit serves: one line per family (its folder's `SPEC`)."""
 
