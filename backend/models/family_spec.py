@@ -96,6 +96,12 @@ class TinyJob:
     """A two-stage job (its body's `upscale`): `pipeline` -> the latent upscaler
     (`families.base.Upsampler`) the job runs with, as `serve --upscaler FILE` loads it (tiny,
     seeded: every rank makes the same); None: the job runs one stage."""
+    forward: Callable[[Any], tuple[Mapping[str, Any], bool]] | None = None
+    """`pipeline` -> (the DiT's keyword inputs for one forward alone, whether they are a guided
+    batch of both branches): what no request reaches (a prompt of one valid text token, fewer
+    than the ranks), or the DiT's own output checked closer than a job's frames (relative
+    error <= 1e-5); run on the job's pipeline on every group size of `ranks`, an unguided
+    forward spread over a CFG plan as a job is. None: no forward alone."""
     alone_fails: bool = False
     """A job with `cache` whose ranks, each deciding on its own share of the tokens, would
     decide a step differently from world size 1 (the threshold sits between them): run so

@@ -31,6 +31,7 @@ from PIL import Image
 from paradit.backend.client.http import BackendError
 from paradit.backend.contract import IMAGE_TO_VIDEO, Limits
 from paradit.backend.models.families import family_for, family_of
+from paradit.backend.models.families.cogvideox.tiny_job import cfg_batch
 from paradit.backend.models.preset_names import RANDOM_PRESET_NAMES
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import (
@@ -48,7 +49,8 @@ from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, IDENTICAL, com
 # which 3 ranks do not divide (1576 of both); the VAE decodes it in 3 x 3 tiles of 240x360
 # pixels, the real size. One frame: the 720x480 decode was this file's largest cost, and what
 # it proves is the tiles' and the tokens' (UNGUIDED's 5 latent frames are split and decoded
-# in chunks; `_check_group` decodes tiles and chunks at once on 3 and 2 ranks).
+# in chunks; the family contract decodes its tiles and chunks at once on 4 and 3 ranks,
+# byte for byte: `_check_decode`).
 BIG = {"width": 720, "height": 480, "num_frames": 1, "num_inference_steps": 2}
 GUIDED = {"prompt": "a red fox in snow", "negative_prompt": "blurry", "seed": 7, **BIG}
 # 112x80 with 17 frames: 5 x 5 x 7 = 175 tokens; no CFG (one branch, batch 1).
@@ -263,7 +265,7 @@ def test_joint_processor_computes_what_diffusers_computes():
     from paradit.backend.models.families.cogvideox.parallel import JointAttnProcessor
 
     pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
-    inputs = _transformer_inputs(pipe)
+    inputs, _guided = cfg_batch(pipe)  # the contract's forward alone (a CFG batch)
     with torch.no_grad():
         reference = pipe.transformer(**inputs, return_dict=False)[0]
         pipe.transformer.set_attn_processor(JointAttnProcessor())
@@ -271,21 +273,10 @@ def test_joint_processor_computes_what_diffusers_computes():
     assert torch.equal(ours, reference)
 
 
-def _transformer_inputs(pipe) -> dict:
-    """A CFG batch (uncond, cond) at 112x80 and 3 latent frames: 105 video + 226 text tokens."""
-    generator = torch.Generator().manual_seed(5)
-    return {
-        "hidden_states": torch.randn(2, 3, 16, 10, 14, generator=generator),
-        "encoder_hidden_states": torch.randn(2, 226, 32, generator=generator),
-        "timestep": torch.tensor([700, 700]),
-        "image_rotary_emb": pipe._prepare_rotary_positional_embeddings(80, 112, 3, "cpu"),
-    }
-
-
 # -- the decode's tiles ------------------------------------------------------------------------
-# (The plan on the transformer, rotary and 2B's sine-cosine positions, and the decode's tiles
-# and temporal chunks dealt to 3 and 2 ranks: the family contract's CogVideoX jobs,
-# `cogvideox/tiny_job.py`.)
+# (The plan on the transformer, rotary and 2B's sine-cosine positions, the DiT alone within
+# 1e-5 and whole jobs, and the decode's tiles and temporal chunks dealt to 4 and 3 ranks byte
+# for byte: the family contract's CogVideoX jobs, `cogvideox/tiny_job.py`.)
 
 
 def test_one_rank_cuts_the_tiles_of_the_real_size():
@@ -293,7 +284,7 @@ def test_one_rank_cuts_the_tiles_of_the_real_size():
     tile are one tile, decoded whole. (The tiles decoded one after another and blended equal
     the VAE's own tiled decode, bit for bit: at the real size in
     test_world_size_1_equals_diffusers_with_vae_tiling, 720x480 in 3 x 3 tiles; in temporal
-    chunks in `_check_group`.)"""
+    chunks dealt to 4 and 3 ranks: the family contract's `_check_decode`.)"""
     pipe = build_preset("tiny-cogvideox", components=frozenset({"transformer", "vae"}))
     family = family_for("CogVideoXPipeline")
     latents = torch.randn(1, 3, 16, 36, 50, generator=torch.Generator().manual_seed(4))

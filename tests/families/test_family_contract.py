@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from conftest import spawn_gloo
 from image_jobs import CPU, encoded, preset_pipeline, rank_groups, run_here
 from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora
@@ -47,6 +48,7 @@ from paradit.backend.parallel import PLAN, SPREAD, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.step_cache import DisagreementError
 from paradit.backend.request import NO_STEP_CACHE, JobRequest
+from paradit.backend.runtime.job import RankModel
 from paradit.backend.runtime.stages import stage_requests
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -60,6 +62,7 @@ from paradit.backend.tools.equivalence import (
 FAMILIES = [pytest.param(spec, id=spec.name) for spec in SPECS]
 LORA = "contract"
 LORA_STRENGTH = 0.8
+MAX_FORWARD_ERROR = 1e-5  # a DiT's output alone, float32: relative L2 error
 
 
 def _job(spec: FamilySpec) -> TinyJob:
@@ -118,6 +121,18 @@ class JobOutput:
     audio: np.ndarray | None
     cache: dict | None
     tiles: int
+    forward: torch.Tensor | None
+    """The DiT's output for the job's `forward` inputs (None: the job has none)."""
+
+
+def _forward(pipe: Any, job: TinyJob) -> torch.Tensor | None:
+    """The DiT's output on `job.forward`'s inputs, one forward alone (None: none), as the
+    job's parallel plan runs it where there is one."""
+    if job.forward is None:
+        return None
+    inputs, _guided = job.forward(pipe)
+    with torch.no_grad():
+        return pipe.transformer(**inputs, return_dict=False)[0]
 
 
 def _upsampler(job: TinyJob, pipe: Any) -> Any:
@@ -153,6 +168,7 @@ def _run_job(pipe: Any, family: Any, job: TinyJob, parallel: Any) -> JobOutput:
         audio,
         result.cache,
         result.num_tiles,
+        _forward(pipe, job),
     )
 
 
@@ -389,12 +405,50 @@ def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, r
         assert drift < 1e-3 * np.abs(ref.audio).max(), (where, drift)
 
 
+def _check_decode(rank: int, group, pipe: Any, parallel: Any, job: TinyJob, ref, where) -> None:
+    """World size 1's final latents decoded with the tiles dealt to the group's ranks (and
+    the temporal chunks of each tile passing their cache along) give world size 1's frames,
+    byte for byte (and so the VAE's own tiled decode: the first check of the contract): for
+    a one-stage job of several tiles."""
+    if ref.tiles < 2 or job.upsampler is not None:
+        return
+    model = RankModel.here(pipe, parallel, group)
+    request = JobRequest.from_body(dict(job.body), model.limits)
+    frames, num_tiles = model.decode(request, torch.from_numpy(ref.latents), "decode")
+    assert num_tiles == ref.tiles, (where, num_tiles)
+    if rank == 0:
+        assert np.array_equal(to_uint8(frames), ref.frames), f"{where}: decode not byte-equal"
+    else:
+        assert frames is None
+
+
+def _check_forward(parallel: Any, pipe: Any, job: TinyJob, ref, where: str) -> None:
+    """The job's forward alone (`TinyJob.forward`) on this plan against world size 1's, on
+    every rank: relative error <= 1e-5 (float32). An unguided forward spreads over a CFG
+    plan, as a job does."""
+    if job.forward is None:
+        return
+    inputs, guided = job.forward(pipe)
+    parallel.begin_job(guided, parallel.plan.world_size)
+    try:
+        with torch.no_grad():
+            ours = pipe.transformer(**inputs, return_dict=False)[0]
+    finally:
+        parallel.end_job()
+    error = float((ours - ref.forward).norm() / ref.forward.norm())
+    assert error <= MAX_FORWARD_ERROR, (where, "forward alone", error)
+
+
 def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None:
     """One rank: the family's tiny jobs on 4, 3 and 2 ranks (largest first; each job on the
     group sizes it names), FSDP2 over them, the decode's tiles dealt to them, from rank 0's
     encoded text; on 4 the smallest job's cached job too; on 2 a job with two experts also
     swaps them, and one whose ranks would decide its step cache differently alone fails."""
     spec = next(spec for spec in SPECS if spec.name == name)
+    three = dist.new_group([0, 1, 2])  # every rank makes it: rank 3 gets no member's handle
+    if rank == 3:
+        with pytest.raises(ValueError, match="this rank is not in the group"):
+            parallelize([torch.nn.Linear(1, 1)], ParallelPlan(1, 3), CPU, group=three)
     for size, group in rank_groups(rank, world_size, (4, 3, 2)):
         if size == 3:  # a plan for another number of ranks than the group's is refused
             with pytest.raises(ValueError, match="the plan needs 2 ranks, the group has 3"):
@@ -416,6 +470,8 @@ def _check_group(rank: int, world_size: int, name: str, reference: dict) -> None
             ref = reference["jobs"][job.name]
             where = f"{name} {job.name} on {plan.to_dict()['modes']} ({size} ranks)"
             _check_job(rank, size, group, plan, pipe, family, parallel, job, ref, where)
+            _check_forward(parallel, pipe, job, ref, where)
+            _check_decode(rank, group, pipe, parallel, job, ref, where)
             if job is spec.tiny_jobs[0] and size == 4 and reference["cached"] is not None:
                 *expected, record = reference["cached"]
                 frames, result = run_here(

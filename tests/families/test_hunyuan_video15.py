@@ -3,8 +3,9 @@ real size (image-to-video's: what the image adds), world size 1 against
 `HunyuanVideo15Pipeline` and `HunyuanVideo15ImageToVideoPipeline` called directly, the step
 cache at world size 1. On 4, 3 and 2 ranks (CFG halves, the unguided job's 15 video tokens
 spread as 4 + 4 + 4 + 3 and 8 + 7, 20 as 7 + 7 + 6 on Ulysses 3, the image's tokens and
-condition latents split, the step cache's decisions and a rank deciding alone): the family
-contract's HunyuanVideo 1.5 jobs (`hunyuan_video15/tiny_job.py`).
+condition latents split, the step cache's decisions and a rank deciding alone, and the DiT
+alone on a prompt of one valid text token, fewer than the ranks): the family contract's
+HunyuanVideo 1.5 jobs (`hunyuan_video15/tiny_job.py`).
 
 Jobs run as a rank runs them (the family encodes both text encoders and prepares, the
 pipeline runs with the engine's step callback and stops at the latents, the VAE decodes tile

@@ -1,9 +1,10 @@
 """The image-edit task: Qwen-Image-Edit-2509 (`tiny-qwen-image-edit`, `random:qwen-image-edit`)
 and Flux.2 with reference images (`tiny-flux2`): the request's rules and their HTTP replies, the
 OpenAI-style edit route, the command line, the ComfyUI node and the web form (no process);
-Flux.2's edit at world size 1 against the diffusers pipeline called directly, and on Ulysses
-2, 3 and 4 against world size 1 (the reference-image tokens ride in the DiT's sequence);
-Qwen-Image-Edit's: the family contract (tests/families/test_family_contract.py).
+Flux.2's edit at world size 1 against the diffusers pipeline called directly (on Ulysses 2, 3 and
+4, the reference-image tokens riding in the DiT's sequence: the family contract's Flux.2 "edit"
+job, `flux2/tiny_job.py`); Qwen-Image-Edit's: the family contract
+(tests/families/test_family_contract.py).
 LoRAs per edit job (two stacked, in the layouts users hold: Kohya and ComfyUI names for
 Qwen-Image-Edit, ai-toolkit's BFL names and Kohya for Flux.2): the weights under them equal
 diffusers' `fuse_lora`, the edit changes, and the pipelines called directly after the LoRA job
@@ -11,10 +12,9 @@ give the image of the edit before it, byte for byte (the LoRA left nothing behin
 
 Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepares, the
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
-measure. The parallel runs share one real gloo group of 4 (forked, one thread per rank): the
-world, then groups of its first 3 and first 2 ranks; rank 0 encodes for all, as in the engine.
+measure. No gloo group here: the parallel runs are the family contract's.
 
-Cost: about 7 s (in the suite's two-worker run on 2 cores).
+Cost: about 4 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -25,22 +25,19 @@ import io
 import numpy as np
 import pytest
 import torch
-from conftest import spawn_gloo
-from image_jobs import CPU, encoded, preset_pipeline, rank_groups, run_image_job
+from image_jobs import encoded, preset_pipeline, run_image_job
 from lora_files import diffusers_fused, dit_patcher, flux2_loras, lora_items, qwen_image_loras
 
 from paradit.backend.contract import IMAGE_EDIT, TEXT_TO_IMAGE, Limits, edit_size
 from paradit.backend.models.families import family_of
+from paradit.backend.models.families.flux2.tiny_job import EDIT as FLUX2_JOB
 from paradit.backend.models.random_presets import build_random_preset
-from paradit.backend.parallel import parallelize
-from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
     FLOAT32,
     IDENTICAL,
-    WITHIN_ROUNDING,
     compare,
 )
 
@@ -66,10 +63,7 @@ def _png(width: int, height: int, seed: int) -> str:
 # tiny preset's 64x64 budget, as no width or height is given). True CFG (two branches).
 QWEN_JOB = {"prompt": "make the fox red 🦊", "negative_prompt": "blurry", "seed": 5}
 QWEN_JOB.update(image=_png(64, 48, 1), num_inference_steps=2)
-# Flux.2 keeps a reference's own size: 80x64 px and 64x64 px are 20 + 16 tokens of 2x2
-# patches of the 16x latents; the output 112x64 px is 28 tokens.
-FLUX2_JOB = {"prompt": "ein Boot", "seed": 9, "width": 112, "height": 64}
-FLUX2_JOB.update(image=_png(80, 64, 3), images=[_png(64, 64, 4)], num_inference_steps=2)
+# Flux.2's edit (two reference images): the family contract's job (`flux2/tiny_job.py`).
 
 
 # -- the request's rules (no process) ------------------------------------------------------------
@@ -381,7 +375,7 @@ def references(tmp_path_factory) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        outputs, pipes, patchers, with_loras, saved, texts = {}, {}, {}, {}, {}, {}
+        outputs, pipes, patchers, with_loras, saved = {}, {}, {}, {}, {}
         for name, body in ((QWEN, QWEN_JOB), (FLUX2, FLUX2_JOB)):
             pipes[name], _family = preset_pipeline(name, TILES[name])
             LORA_WRITERS[name](folder, pipes[name].transformer, seed=len(name))
@@ -393,7 +387,6 @@ def references(tmp_path_factory) -> dict:
                 saved[name] = job.saved_bytes
                 continue
             tensors = encoded(pipes[name], body)  # rank 0's, for both jobs
-            texts[name] = tensors
             outputs[name] = run_image_job(pipes[name], body, tensors)
             with patchers[name].applied(items) as job:
                 with_loras[name] = run_image_job(pipes[name], body, tensors)
@@ -402,7 +395,6 @@ def references(tmp_path_factory) -> dict:
         torch.set_num_threads(threads)
     return {
         "outputs": outputs,
-        "tensors": texts,
         "pipes": pipes,
         "patchers": patchers,
         "with_loras": with_loras,
@@ -472,35 +464,3 @@ def test_world_size_1_equals_the_edit_pipelines_called_directly(references):
     # the references count: without the second image, a different edit
     alone = run_image_job(flux2, {**FLUX2_JOB, "images": None})
     assert compare(outputs[FLUX2][0], alone[0], FLOAT32).verdict == DIFFERENT
-
-
-LAYOUTS = {  # ranks: the plan there (the automatic one) and the verdicts it may get
-    4: [(FLUX2, ParallelPlan(1, 4, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
-    3: [(FLUX2, ParallelPlan(1, 3, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
-    2: [(FLUX2, ParallelPlan(1, 2, 1, True, True), {IDENTICAL, WITHIN_ROUNDING})],
-}  # Qwen-Image-Edit's CFG 2 x Ulysses 2, Ulysses 3 and CFG 2: the family contract
-BODIES = {QWEN: QWEN_JOB, FLUX2: FLUX2_JOB}
-
-
-def _check_group(rank: int, world_size: int, outputs: dict, tensors: dict) -> None:
-    """Each model's edit on each layout of `LAYOUTS` (the world of 4, then groups of its first
-    3 and first 2 ranks) from rank 0's encoded text against world size 1; FSDP2 over the
-    layout's ranks, the decode's tiles dealt to them."""
-    for size, group in rank_groups(rank, world_size, LAYOUTS):
-        for name, plan, expected in LAYOUTS[size]:
-            pipe, family = preset_pipeline(name, TILES[name], encoders=False)
-            parallel = parallelize([pipe.transformer], plan, CPU, group=group)
-            frames, latents, _tiles = run_image_job(
-                pipe, BODIES[name], tensors[name], parallel=parallel, group=group
-            )
-            if rank != 0:
-                assert frames is None
-                continue
-            reference = outputs[name]
-            result = compare(reference[0], frames, FLOAT32, reference[1], latents)
-            assert result.verdict in expected, (name, plan.to_dict()["modes"], result.overall)
-
-
-def test_two_three_and_four_ranks_equal_world_size_1(references):
-    """Flux.2's edit on Ulysses 4, 3 (uneven: 28 + 20 + 16 image tokens, 4 heads) and 2."""
-    spawn_gloo(4, _check_group, references["outputs"], references["tensors"])

@@ -18,10 +18,30 @@ def direct(pipe: Any, body: Any) -> Any:
     return called_with_cfg(pipe, body)
 
 
+def cfg_batch(pipe: Any) -> tuple[dict, bool]:
+    """The DiT's inputs for a guided step's batch (uncond, cond) at 112x80 and 3 latent
+    frames, 105 video + 226 text tokens: rotary positions where the DiT has them (5B), its
+    sine-cosine ones otherwise (2B)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(5)
+    rotary = pipe.transformer.config.use_rotary_positional_embeddings
+    inputs = {
+        "hidden_states": torch.randn(2, 3, 16, 10, 14, generator=generator),
+        "encoder_hidden_states": torch.randn(2, 226, 32, generator=generator),
+        "timestep": torch.tensor([700, 700]),
+        "image_rotary_emb": (
+            pipe._prepare_rotary_positional_embeddings(80, 112, 3, "cpu") if rotary else None
+        ),
+    }
+    return inputs, True
+
+
 TINY_JOB = TinyJob(
     "tiny-cogvideox",
     BODY,
     direct,
+    forward=cfg_batch,
     # the first-block metric over 4 steps: -, 1.20, 1.48, 0.90
     cached={"num_inference_steps": 4, "cache": {"method": "first-block", "threshold": 1.0}},
 )
@@ -102,7 +122,15 @@ def image_direct(pipe: Any, body: Any) -> Any:
 
 TINY_JOBS = (
     TINY_JOB,
-    TinyJob("tiny-cogvideox", BODY, direct, ranks=(3, 2), variant=sincos, name="2b sincos"),
+    TinyJob(
+        "tiny-cogvideox",
+        BODY,
+        direct,
+        ranks=(3, 2),
+        variant=sincos,
+        name="2b sincos",
+        forward=cfg_batch,
+    ),
     TinyJob("tiny-cogvideox", UNGUIDED, direct, ranks=(4, 3), name="unguided"),
     # tiles of 128: the VAE's tiled encode of the image at 64 gives latents a row too many
     TinyJob("tiny-cogvideox-i2v", I2V, image_direct, tile=128, ranks=(2,), name="i2v"),

@@ -1,5 +1,6 @@
-"""Flux.2 [klein]'s smallest job (the family contract suite's): tiny-flux2-klein, distilled
-(one branch: no CFG parallel)."""
+"""Flux.2 [klein]'s tiny jobs (the family contract suite's): tiny-flux2-klein, distilled (one
+branch: no CFG parallel); then the same components as the undistilled -base model, true CFG
+(its unconditional branch a second DiT call on every rank)."""
 
 from __future__ import annotations
 
@@ -21,5 +22,19 @@ def direct(pipe: Any, body: Any) -> Any:
 
 TINY_JOB = TinyJob("tiny-flux2-klein", BODY, direct)
 
-TINY_JOBS = (TINY_JOB,)
-"""The jobs the family contract runs: the smallest first."""
+
+def base(pipe: Any) -> Any:
+    """The preset's components as an undistilled (-base) pipeline."""
+    return type(pipe)(**pipe.components, is_distilled=False)
+
+
+# The -base model at 96x64 px: 6 x 4 = 24 image tokens and 512 text tokens; the unconditional
+# branch is the (empty) negative prompt. diffusers' plan splits the text and the image tokens
+# each on its own, so a rank's share at the joint blocks is the sum of the two: 24 divides by
+# 2, 3 and 4 so that it is also the share of the 536 together (the contract's rule); the text
+# stays uneven on Ulysses 3 (171 + 171 + 170, 4 heads).
+BASE = {"prompt": "ein Boot", "seed": 9, "guidance_scale": 4.0}
+BASE.update(width=96, height=64, num_inference_steps=2)
+
+TINY_JOBS = (TINY_JOB, TinyJob("tiny-flux2-klein", BASE, direct, variant=base, name="base"))
+"""The jobs the family contract runs: the smallest first, then the -base model's true CFG."""
