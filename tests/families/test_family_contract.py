@@ -6,7 +6,10 @@ one per thing the family adds, an image, audio, experts, tiles, odd token counts
 1. world size 1 equals diffusers' own pipeline called directly, byte for byte;
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
    (CFG halves alone byte for byte unless the family batches its branches, a split sequence
-   within rounding), in one gloo group of 4; a plan for another number of ranks is refused;
+   within rounding), in one gloo group of 4; a job's final latents decoded with the tiles
+   dealt to the ranks give world size 1's frames byte for byte; a job's DiT forward alone
+   (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for another number of ranks,
+   and a rank outside the group, are refused;
 3. families with a step cache: its decisions at 4 ranks are world size 1's, from the same
    metrics (the ranks agree, or the job fails); the others: a `cache` request is refused
    with the rule;
@@ -24,7 +27,7 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 98 s (in the suite's two-worker run on 2 cores).
+Cost: about 102 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
