@@ -73,6 +73,7 @@ _FBC = "diffusers.hooks.first_block_cache"
 _WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
 _QWEN_VAE = "diffusers.models.autoencoders.autoencoder_kl_qwenimage"
 _HUNYUAN15 = "diffusers.models.transformers.transformer_hunyuan_video15"
+_QWEN21 = "diffusers.models.transformers.transformer_qwenimage21"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -120,6 +121,20 @@ INTERNALS: dict[str, Internal] = {
             "HunyuanVideo15AttnProcessor2_0.__call__",
             ("attn", "hidden_states", "encoder_hidden_states", "attention_mask")
             + ("image_rotary_emb",),
+            replaced=True,
+        ),
+        # Our plan for Qwen-Image 2.1 (families/qwen_image21/parallel.py): Ulysses' exchanges
+        # around its block-causal runs, and diffusers' processor (called by position) for jobs
+        # that run whole.
+        Internal(_DISPATCH, "ulysses_anything_metadata", ("query",)),
+        Internal(_DISPATCH, "all_to_all_single_any_qkv_async", ("x", "group")),
+        Internal(_DISPATCH, "all_to_all_single_any_o_async", ("x", "group")),
+        Internal(_QWEN21, "apply_rotary_emb_qwen", ("x", "freqs_cis", "use_real")),
+        Internal(
+            _QWEN21,
+            "QwenImage21AttnProcessor.__call__",
+            ("attn", "hidden_states", "attention_mask", "rotary_emb", "layer_cache")
+            + ("kv_cache_mode", "cache_write_slice", "segments", "key_valid"),
             replaced=True,
         ),
         # The step cache (step_cache.install_step_cache): diffusers' First-Block-Cache hooks,

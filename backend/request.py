@@ -407,6 +407,23 @@ def _cache(value: Any, limits: Limits) -> dict[str, Any] | None:
 NO_STEP_CACHE = "this model has no step cache: leave `cache` out"
 
 
+def parse_upscale(text: str) -> dict[str, Any]:
+    """`--upscale FACTOR` as `{factor}`, or `--upscale JSON` as the object it gives
+    (`{"sigmas": [0.9, 0.5], "loras": [...]}`)."""
+    import json
+
+    usage = "--upscale must be a factor (2) or a JSON object {factor, sigmas, ...}"
+    if text.strip().isdigit():
+        return {"factor": int(text)}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{usage}, got {text!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{usage}, got {text!r}")
+    return value
+
+
 def _upscale(value: Any, limits: Limits) -> dict[str, Any] | None:
     """A request's `upscale`, checked against the model and its upscaler, its defaults
     filled in (None: one stage); its `loras` as the job's `loras` are checked."""
@@ -620,8 +637,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "sampler",
         "text",
         "The sampler, with ComfyUI's name: euler, uni_pc (UniPC bh1, ComfyUI's), uni_pc_bh2, "
-        "dpmpp_2m, lcm, res_multistep; default: the model's own scheduler (GET /v1/info "
-        "limits.samplers lists what the model runs).",
+        "dpmpp_2m, lcm, res_multistep, euler_ancestral; default: the model's own scheduler "
+        "(GET /v1/info limits.samplers lists what the model runs).",
         sampling_names.DEFAULT,
         rule=rules.sampler_rule,
         cli="--sampler",
@@ -746,8 +763,12 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "(default: the upscaler's, 2); stage 2 re-noises it to sigmas[0] and denoises it at "
         "width x height over sigmas (strictly decreasing in (0, 1]; default diffusers' "
         "STAGE_2_DISTILLED_SIGMA_VALUES 0.909375, 0.725, 0.421875) with its sampler (default "
-        "the model's), guidance_scale (default 1) and loras (like `loras`; default none).",
+        "the model's), guidance_scale (default 1) and loras (like `loras`; default none). On "
+        "the command line a factor (2) or the object as JSON.",
         rule=_upscale,
+        cli="--upscale",
+        cli_type=parse_upscale,
+        cli_metavar="FACTOR|JSON",
         form=False,
         needs="two_stage",
     ),

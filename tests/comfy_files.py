@@ -856,3 +856,14 @@ def ltx2_checkpoint(pipe) -> dict[str, torch.Tensor]:
             name = re.sub(pattern, original, name)
         out["vocoder." + name] = value
     return {k: v.detach().contiguous() for k, v in out.items()}
+
+
+def ltx2_upscaler_file(folder: Path, channels: int) -> str:
+    """LTX-2's tiny x2 latent upscaler (`ltx2.upscaler.tiny`, seeded) as Lightricks ships one:
+    `LTX2LatentUpsamplerModel`'s own keys in one safetensors file, named as theirs."""
+    from paradit.backend.models.families.ltx2 import upscaler
+
+    state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
+    path = Path(folder) / "ltx-2-spatial-upscaler-x2-1.0.safetensors"
+    save_file(state, str(path))
+    return str(path)

@@ -65,10 +65,10 @@ def rank_groups(
             yield n, groups[n]
 
 
-def encoded(pipe: Any, body: dict) -> dict:
+def encoded(pipe: Any, body: dict, upsampler: Any = None) -> dict:
     """Rank 0's encoded text for `body`, as the engine encodes it (`runtime.job.encode`), for
-    jobs that share it (`run_image_job`'s `tensors`)."""
-    model = RankModel.here(pipe, None, None)
+    jobs that share it (`run_image_job`'s `tensors`); `upsampler`: a two-stage job's."""
+    model = RankModel.here(pipe, None, None, upsampler=upsampler)
     return encode(model, JobRequest.from_body(body, model.limits))
 
 
@@ -97,13 +97,15 @@ def run_here(
     group: dist.ProcessGroup | None = None,
     hooks: JobHooks | None = None,
     cache_alone: bool = False,
+    upsampler: Any = None,
 ) -> tuple[Any, RankResult]:
     """`run_on_rank` on a pipeline built in this process (`RankModel.here`) for `body`: (the
     frames as uint8 on the replica's leader, else None; the rank's result). `tensors`: the
     leader's encoder outputs (encoded here, on every rank, when None: the message needs their
     shapes); `hooks`: the step callbacks; `cache_alone`: this rank takes its step cache
-    decisions alone (the sabotage)."""
-    model = RankModel.here(pipe, parallel, group)
+    decisions alone (the sabotage); `upsampler`: the latent upscaler of a two-stage job
+    (`families.base.Upsampler`)."""
+    model = RankModel.here(pipe, parallel, group, upsampler=upsampler)
     model.cache_alone = cache_alone
     request = JobRequest.from_body(body, model.limits)
     if tensors is None:

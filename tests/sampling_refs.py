@@ -100,6 +100,18 @@ def integrate(sampler: str, velocity: Model, x: torch.Tensor, sigmas: list[float
                 + s_next
                 * torch.randn(x.shape, generator=noise, dtype=torch.float32).to(torch.float64)
             )
+        elif sampler == "euler_ancestral":  # ComfyUI's sample_euler_ancestral_RF, eta 1
+            if s_next == 0:
+                x = d0
+            else:
+                # the ancestral split of the step into a deterministic part to s_down and
+                # fresh noise of variance s_up², in the flow's own scaling (1 - s) of the data
+                s_down = s_next * (s_next / s)
+                x = x + (s_down - s) * v  # the Euler (ODE) step down to s_down
+                scale = (1 - s_next) / (1 - s_down)
+                s_up = (s_next**2 - (scale * s_down) ** 2) ** 0.5
+                drawn = torch.randn(x.shape, generator=noise, dtype=torch.float32)
+                x = scale * x + s_up * drawn.to(torch.float64)
         elif sampler == "dpmpp_2m":
             if s_next == 0:
                 x = d0

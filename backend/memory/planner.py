@@ -542,12 +542,16 @@ class MemoryPlanner:
         # a band's peak is counted as the whole decode's: an upper bound
         decoding = sizes.decode(shape, tiled=decode in ("tiled", "split"))
         vae = sizes.vae_bytes
+        # a two-stage job's latent upscale, between the stages, on every rank (beside the
+        # DiT as the decode has it)
+        upsampling = sizes.upsample(shape)
         loras = self._lora_bytes(layout) if topo.device_type == "cpu" else 0
-        leader = max(steps, decode_dit + decoding) + encoders + vae + loras
+        between = decode_dit + upsampling
+        leader = max(steps, decode_dit + decoding, between) + encoders + vae + loras
         others = 0
         if topo.replica_size > 1 or topo.cfg_parallel:
             split = decoding if decode in ("split", "bands") else 0
-            others = max(steps, decode_dit + split) + vae + loras
+            others = max(steps, decode_dit + split, between) + vae + loras
         parts = {
             "weights": steps_dit + encoders + vae + loras,
             "dit_steps": steps_dit,
@@ -558,6 +562,7 @@ class MemoryPlanner:
             "activations": activations,
             **({"gathered_video": whole} if whole else {}),
             "decode": decoding,
+            **({"upsample": upsampling} if upsampling else {}),
             **({"loras": loras} if loras else {}),
         }
         return Prediction(self.budget, parts, leader, others)

@@ -93,6 +93,10 @@ class ModelSizes:
     """How the DiTs' weights are stored (`stored_weights`): "fp8"/"int8" count every linear layer's
     weight as one byte a parameter and a float32 scale per row; norms, biases, embeddings and
     convolutions keep the compute dtype."""
+    upsampler: torch.nn.Module | None = None
+    """The latent upscaler of two-stage jobs (`serve --upscaler`) on meta; None without."""
+    upscale_factor: int = 1
+    """What it multiplies the latents' width and height by."""
     _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _dry_runs: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     """One dry run at a time: they run on the same meta modules (the VAE's causal cache, the
@@ -275,6 +279,32 @@ class ModelSizes:
         rows = [min(tile_h, shape.height - top) for top in range(0, shape.height, stride_h)]
         cols = [min(tile_w, shape.width - left) for left in range(0, shape.width, stride_w)]
         return [rows_px * cols_px for rows_px in rows for cols_px in cols]
+
+    def add_upsampler(self, module: torch.nn.Module, factor: int) -> None:
+        """Count the latent upscaler (`serve --upscaler`): its weights, whole on every rank
+        (with the VAE's), and its activations between a two-stage job's stages."""
+        meta = torch.nn.Module.to(_on_meta(module), self.dtype)
+        self.weights["latent_upsampler"] = stored_bytes(meta, self.dtype)
+        self.upsampler, self.upscale_factor = meta, factor
+
+    def upsample(self, shape: JobShape) -> int:
+        """Peak activation bytes of the latent upscaler for a two-stage job whose final size
+        is `shape`: its dry run on stage 1's latents (the final latent size / the factor, every
+        latent frame, batch 1) up to the final latent size; 0 without an upscaler. Counted
+        for every job while one is loaded (an upper bound for one-stage jobs)."""
+        if self.upsampler is None:
+            return 0
+        factor = self.upscale_factor
+        height = max(1, shape.height // factor // self.spatial)
+        width = max(1, shape.width // factor // self.spatial)
+        channels = int(self.upsampler.config["in_channels"])
+        z_shape = (1, channels, self.latent_frames(shape.frames), height, width)
+        key = ("upsample-dry", z_shape)
+        with self._dry_runs:
+            if key not in self._cache:
+                z = torch.empty(z_shape, dtype=self.dtype, device="meta")
+                self._cache[key] = peak_bytes(lambda: self.upsampler(z))
+        return self._cache[key]
 
     def _decode(self, shape: JobShape, tiled: bool) -> int:
         frames = self.latent_frames(shape.frames)

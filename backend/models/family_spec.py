@@ -92,6 +92,10 @@ class TinyJob:
     variant: Callable[[Any], Any] | None = None
     """`pipeline` -> the pipeline the job runs on, built from the preset's (a model with no
     preset of its own: CogVideoX 1.5's temporal patches); None: the preset's."""
+    upsampler: Callable[[Any], Any] | None = None
+    """A two-stage job (its body's `upscale`): `pipeline` -> the latent upscaler
+    (`families.base.Upsampler`) the job runs with, as `serve --upscaler FILE` loads it (tiny,
+    seeded: every rank makes the same); None: the job runs one stage."""
     alone_fails: bool = False
     """A job with `cache` whose ranks, each deciding on its own share of the tokens, would
     decide a step differently from world size 1 (the threshold sits between them): run so

@@ -478,10 +478,8 @@ class Runtime:
                 formats = tuple(files[n]["format"] for n in DIT_COMPONENTS if n in files)
             stored = stored_weights(settings.weights, formats)
             sizes = sizes_of_pipeline(self.pipe, self.family, self.dtype, stored)
-            if self.upsampler is not None:  # whole on every rank, with the VAE
-                sizes.weights["latent_upsampler"] = sum(
-                    p.numel() * p.element_size() for p in self.upsampler.module.parameters()
-                )
+            if self.upsampler is not None:  # whole on every rank, with the VAE; its activations
+                sizes.add_upsampler(self.upsampler.module, self.upsampler.factors[0])
         self.planner = MemoryPlanner(
             sizes, settings, budget, topology, reference, self.limits.size_multiple
         )

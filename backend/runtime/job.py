@@ -45,7 +45,7 @@ from ..memory import placement
 from ..memory.measure import PeakMeter
 from ..memory.planner import Layout
 from ..memory.swap import ExpertSwap
-from ..models.families import Family, TiledDecode, family_of, vae_split_of
+from ..models.families import Family, TiledDecode, Upsampler, family_of, vae_split_of
 from ..parallel import ModelStateError, Parallelized, attention
 from ..parallel.plan import ParallelPlan
 from ..parallel.step_cache import Branches, StepAgreement, cache_record
@@ -228,11 +228,13 @@ class RankModel:
         group: dist.ProcessGroup | None = None,
         *,
         tiny: bool = True,
+        upsampler: Upsampler | None = None,
     ) -> RankModel:
         """A pipeline built in this process (a test's), with `parallel` applied to its DiTs
         (None: nothing), on the ranks of `group` (the world when torch.distributed is up;
         else this process alone). The decode's tiles are dealt to the ranks when there are
-        several, as the engine's plan does. `tiny`: the limits of a tiny preset's model."""
+        several, as the engine's plan does. `tiny`: the limits of a tiny preset's model;
+        `upsampler`: the latent upscaler of two-stage jobs (as `--upscaler` gives it)."""
         family = family_of(pipe)
         if parallel is None:
             parallel = Parallelized(ParallelPlan(1, 1, 1, False, False), [])
@@ -240,16 +242,20 @@ class RankModel:
         if dist.is_initialized():
             size, rank = dist.get_world_size(group), dist.get_rank(group)
             leader = 0 if group is None else dist.get_global_rank(group, 0)
+        limits = job_limits(family, pipe, tiny=tiny)
+        if upsampler is not None:
+            limits = dataclasses.replace(limits, upscale_factors=upsampler.factors)
         return cls(
             pipe,
             family,
             parallel,
-            job_limits(family, pipe, tiny=tiny),
+            limits,
             ctrl=group,
             leader=leader,
             replica_size=size,
             is_leader=rank == 0,
             vae_parallel=size > 1,
+            upsampler=None if upsampler is None else upsampler.module,
         )
 
     def set_vae_tiling(self, tiled: bool) -> None:

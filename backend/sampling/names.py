@@ -8,7 +8,15 @@ from .schedules import SCHEDULERS
 DEFAULT = "default"
 """`sampler` / `scheduler`: the model's own scheduler, as diffusers ships it."""
 
-SAMPLERS = ("euler", "uni_pc", "uni_pc_bh2", "dpmpp_2m", "lcm", "res_multistep")
+SAMPLERS = (
+    "euler",
+    "uni_pc",
+    "uni_pc_bh2",
+    "dpmpp_2m",
+    "lcm",
+    "res_multistep",
+    "euler_ancestral",
+)
 """The samplers paradit runs, with ComfyUI's names (`uni_pc` is UniPC bh1, as ComfyUI's)."""
 
 DROPS_PENULTIMATE = frozenset({"uni_pc", "uni_pc_bh2"})

@@ -17,6 +17,13 @@ level, t = −log σ); the formulas, from the papers:
 - `lcm`: the latent consistency sampler (Luo et al. 2023, arXiv:2310.04378, Alg. 1): x' = D,
   re-noised to σ' as (1 − σ')·D + σ'·ε with fresh noise ε (its own generator, seeded from the
   job's seed + 1, so every rank draws the same).
+- `euler_ancestral`: Euler ancestral for a flow model, as ComfyUI runs it for one whose
+  `model_sampling` is CONST (`comfy/k_diffusion/sampling.py`, `sample_euler_ancestral_RF`,
+  eta 1, s_noise 1): the deterministic Euler step to σ_d = σ'²/σ,
+  x_d = (σ_d/σ)·x + (1 − σ_d/σ)·D, then re-noised to σ' along the flow,
+  x' = ((1 − σ')/(1 − σ_d))·x_d + √(σ'² − σ_d²·(1 − σ')²/(1 − σ_d)²)·ε, with fresh noise ε
+  (its own generator, seeded from the job's seed + 1 as `lcm`'s: every rank draws the same
+  full-size noise, the pipeline's step holds the whole latents); x' = D into σ' = 0.
 - `uni_pc` / `uni_pc_bh2`: UniPC (Zhao et al. 2023, arXiv:2302.04867): the multistep
   predictor UniP-p and corrector UniC-p on the data prediction, B(h) = h (bh1) or e^h − 1
   (bh2), order min(3, steps − 1) with lower orders for the first steps and at the end, the
@@ -108,6 +115,24 @@ class Lcm(Method):
             return denoised
         noise = torch.randn(x.shape, generator=self.generator, dtype=torch.float32)
         return (1 - after) * denoised + after * noise.to(x.device)
+
+
+class EulerAncestral(Method):
+    def __init__(self, sigmas: list[float], seed: int):
+        super().__init__(sigmas, seed)
+        self.generator = torch.Generator("cpu").manual_seed((seed + 1) % 2**63)
+
+    def step(self, i: int, x: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
+        sigma, after = self.sigmas[i], self.sigmas[i + 1]
+        if after == 0:
+            return denoised
+        down = after * after / sigma  # eta 1: σ_d = σ'·(σ'/σ)
+        ratio = down / sigma
+        x = ratio * x + (1 - ratio) * denoised
+        alpha_ratio = (1 - after) / (1 - down)
+        renoise = math.sqrt(after * after - (down * alpha_ratio) ** 2)
+        noise = torch.randn(x.shape, generator=self.generator, dtype=torch.float32)
+        return alpha_ratio * x + renoise * noise.to(x.device)
 
 
 @dataclass
@@ -219,6 +244,8 @@ def make_method(sampler: str, sigmas: list[float], seed: int) -> Method:
         return ResMultistep(sigmas, seed)
     if sampler == "lcm":
         return Lcm(sigmas, seed)
+    if sampler == "euler_ancestral":
+        return EulerAncestral(sigmas, seed)
     if sampler in ("uni_pc", "uni_pc_bh2"):
         return UniPC(sigmas, seed, "bh1" if sampler == "uni_pc" else "bh2")
     raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")

@@ -74,6 +74,13 @@ def _check_files_served(plan: WorkflowPlan, config: Any) -> None:
                 f"{', '.join(p.name for p in given)}: this server's {flag.replace('_', ' ')} "
                 f"are {shown}",
             )
+    upscaler = serve.get("upscaler")
+    if upscaler and (not config.upscaler or _real(upscaler) != _real(config.upscaler)):
+        raise WorkflowError(
+            plan.loaders.get(upscaler),
+            f"{Path(upscaler).name}: this server's upscaler is "
+            f"{Path(config.upscaler).name if config.upscaler else 'none (no --upscaler)'}",
+        )
     served = {_real(p) for p in config.lora_dirs}
     for folder in serve["lora_dirs"]:
         if _real(folder) not in served:

@@ -34,7 +34,15 @@ from .outputs import (
 
 log = logging.getLogger(__name__)
 
-RUN_NOTES = ("sequence_layout", "cfg_branches", "cache", "sampling", "expert_swaps", "compile")
+RUN_NOTES = (
+    "sequence_layout",
+    "cfg_branches",
+    "cache",
+    "sampling",
+    "expert_swaps",
+    "compile",
+    "upscale",
+)
 """How a job's steps ran (`StepClock.notes`): copied from its timings to job.json's top level."""
 
 

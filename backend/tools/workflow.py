@@ -21,7 +21,7 @@ from ..workflow import (
 )
 from ..workflow.files import ComfyFolders
 
-FILE_FLAGS = ("model", "text_encoders", "vaes", "image_encoders")
+FILE_FLAGS = ("model", "text_encoders", "vaes", "image_encoders", "upscaler")
 """Serve settings the workflow's loader nodes give (a flag for them is refused)."""
 
 
@@ -67,6 +67,8 @@ def run_overrides(args: argparse.Namespace, plan: WorkflowPlan) -> None:
     args.model = plan.serve["model"]
     for name in ("text_encoders", "vaes", "image_encoders"):
         setattr(args, name, list(plan.serve[name]))
+    if plan.serve.get("upscaler"):  # a two-stage graph's LatentUpscaleModelLoader
+        args.upscaler = plan.serve["upscaler"]
     args.lora_dirs = list(args.lora_dirs or ()) + list(plan.serve["lora_dirs"])
 
 

@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "vae": ("vae",),
     "clip_vision": ("clip_vision",),
     "loras": ("loras",),
+    "latent_upscale_models": ("latent_upscale_models",),
 }
 """A loader's folder kind -> the subfolders ComfyUI searches for it, in its order
 (`unet` and `clip` are the older names of `diffusion_models` and `text_encoders`)."""

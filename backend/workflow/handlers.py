@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
+from . import two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -32,11 +33,14 @@ from .values import (
     Latent,
     Model,
     Noise,
+    Refusal,
     Sampled,
     SampledAudio,
     SamplerName,
     Sigmas,
     Stage,
+    Upscaled,
+    UpscaledAV,
     Vae,
     Video,
 )
@@ -89,6 +93,8 @@ class Mapper:
                 f"({source.type}), which has none",
             )
         got = outputs[value.output]
+        if isinstance(got, Refusal):
+            raise WorkflowError(got.node, f"{got.reason} (node {node.id} reads it)")
         if kind is not None and not isinstance(got, kind):
             raise WorkflowError(
                 node,
@@ -432,11 +438,16 @@ def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 
 def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
-    latent = m.input(node, "latent_image", (Latent, Sampled))
+    latent = m.input(node, "latent_image", (Latent, Sampled, UpscaledAV))
     noise = m.input(node, "noise", Noise)
     guider = m.input(node, "guider", Guider)
     sampler = m.input(node, "sampler", SamplerName)
     sigmas = m.input(node, "sigmas", Sigmas)
+    if isinstance(latent, UpscaledAV):  # LTX-2's second stage
+        sampled = two_stage.second_stage(m, node, latent, noise, guider, sampler, sigmas)
+        m.say(node, "second stage: " + _stage_line(sampled.upscale.stage))
+        return (sampled, two_stage.denoised_output(node, sampled, sampler.name))
+    two_stage.first_stage_levels(sigmas)
     if isinstance(latent, Sampled):
         source = latent.stages[-1].node
         raise WorkflowError(
@@ -489,7 +500,8 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
         sigmas=sigmas.levels,
     )
     m.say(node, _stage_line(stage))
-    return (Sampled(latent, (stage,)), None)  # its denoised_output: not mapped
+    sampled = Sampled(latent, (stage,))
+    return (sampled, two_stage.denoised_output(node, sampled, sampler.name))
 
 
 # LTX-2's audio-video graph (ComfyUI's LTX-2 T2V template): the checkpoint's DiT and VAE, its
@@ -567,15 +579,19 @@ def _empty_ltxv_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     width, height = m.widget(node, "width", int), m.widget(node, "height", int)
     frames = m.widget(node, "length", int)
     _batch_of_one(m, node)
-    if width % 32 or height % 32 or (frames - 1) % 8:
+    if (frames - 1) % 8 or width < 32 or height < 32:
         raise WorkflowError(
             node,
             f"{width}x{height}, {frames} frames: ComfyUI rounds the latent down to 32-pixel "
-            "tokens and 8k+1 frames, paradit takes sizes that need no rounding; give "
-            "multiples of 32 and 8k+1 frames",
+            "tokens and 8k+1 frames, paradit takes frame counts that need no rounding; give "
+            "8k+1 frames (and at least 32x32)",
         )
-    latent = Latent(node, width, height, frames, ltxv=True)
-    m.say(node, _size_line(latent))
+    # ComfyUI's latent: width // 32 x height // 32 tokens, the size paradit runs
+    latent = Latent(node, width // 32 * 32, height // 32 * 32, frames, ltxv=True)
+    rounded = ""
+    if (latent.width, latent.height) != (width, height):
+        rounded = f"{width}x{height}: ComfyUI's latent rounds it down to "
+    m.say(node, rounded + _size_line(latent))
     return (latent,)
 
 
@@ -589,7 +605,9 @@ def _ltxv_empty_audio(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 
 def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
-    video = m.input(node, "video_latent", Latent)
+    video = m.input(node, "video_latent", (Latent, Upscaled))
+    if isinstance(video, Upscaled):
+        return two_stage.concat_upscaled(m, node, video)
     audio = m.input(node, "audio_latent", AudioLatent)
     if not video.ltxv or video.audio is not None:
         raise WorkflowError(
@@ -736,7 +754,8 @@ def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> Decoded
         if node.inputs.get("audio") is not None:
             raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
         return None
-    if audio is None or audio.audio.sampled.stages != sampled.stages:
+    same = audio is not None and audio.audio.sampled.stages == sampled.stages
+    if not same or audio.audio.sampled.upscale != sampled.upscale:
         raise WorkflowError(
             node,
             "paradit writes the audio sampled with these images into video.mp4: connect their "
@@ -910,6 +929,13 @@ HANDLERS: dict[str, Handler] = {
     "LTXVScheduler": _ltxv_scheduler,
     "LTXVSeparateAVLatent": _ltxv_separate,
     "LTXVAudioVAEDecode": _ltxv_audio_decode,
+    "LatentUpscaleModelLoader": two_stage.upscale_model_loader,
+    "LTXVLatentUpsampler": two_stage.latent_upsampler,
+    "LTXVCropGuides": two_stage.crop_guides,
+    "ManualSigmas": two_stage.manual_sigmas,
+    "EmptyImage": two_stage.empty_image,
+    "ImageScaleBy": two_stage.image_scale_by,
+    "GetImageSize": two_stage.get_image_size,
     "VAEDecode": _vae_decode,
     "VAEDecodeTiled": _vae_decode,
     "CreateVideo": _create_video,

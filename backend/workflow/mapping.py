@@ -21,6 +21,7 @@ from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import OUTPUT_NODES, Mapper
 from .nodes import REFUSED, SPECS
+from .two_stage import upscale_request
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
 
 # -- the job ----------------------------------------------------------------------------------
@@ -52,7 +53,9 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     }
     lines = tuple(mapper.lines.values())
     sampler = decoded.sampled.stages[0].node
-    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler)
+    upscale = decoded.sampled.upscale
+    second = upscale.stage.node if upscale is not None else None
+    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler, second)
 
 
 def _refuse_unknown_ends(graph: Graph) -> None:
@@ -119,6 +122,13 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if loras:
         request["loras"] = loras
     serve = _serve(m, models, clip, decoded, latent)
+    if sampled.upscale is not None:  # the final size: the first stage's times the factor
+        upscale = request["upscale"] = upscale_request(sampled)
+        request["width"] = latent.width * upscale["factor"]
+        request["height"] = latent.height * upscale["factor"]
+        serve["upscaler"] = str(sampled.upscale.upscaler.file)
+        if upscale["loras"] and not serve["lora_dirs"]:
+            serve["lora_dirs"] = [str(m.folders.models / "loras")]
     return request, serve
 
 
@@ -405,12 +415,15 @@ def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:
 def check_sampler(plan: WorkflowPlan, samplers: tuple[str, ...], runner: str) -> None:
     """WorkflowError naming the sampler node when `runner` (the model, a server) does not run
     the plan's sampler."""
-    sampler = plan.request["sampler"]
-    if sampler in samplers:
-        return
-    runs = f"runs {', '.join(samplers)}" if samplers else "runs its own scheduler only"
-    raise WorkflowError(
-        plan.sampler,
-        f"sampler {sampler}: {runner} {runs} (GET /v1/info limits.samplers), so the "
-        "workflow cannot run as ComfyUI runs it",
-    )
+    wanted = [(plan.sampler, plan.request["sampler"])]
+    if plan.upscale_sampler is not None:
+        wanted.append((plan.upscale_sampler, plan.request["upscale"]["sampler"]))
+    for node, sampler in wanted:
+        if sampler in samplers:
+            continue
+        runs = f"runs {', '.join(samplers)}" if samplers else "runs its own scheduler only"
+        raise WorkflowError(
+            node,
+            f"sampler {sampler}: {runner} {runs} (GET /v1/info limits.samplers), so the "
+            "workflow cannot run as ComfyUI runs it",
+        )

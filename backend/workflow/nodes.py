@@ -172,6 +172,34 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`num_inference_steps`",
     ),
     _spec("LTXVSeparateAVLatent", (), "the sampled video and audio latents, apart"),
+    _spec(
+        "LatentUpscaleModelLoader",
+        ("model_name",),
+        "`--upscaler` (the file in `latent_upscale_models`; `upscale.factor` from its config)",
+    ),
+    _spec(
+        "LTXVLatentUpsampler",
+        (),
+        "`upscale`: a second stage at the latent's size times the factor (`width`, `height` "
+        "the final size)",
+    ),
+    _spec(
+        "LTXVCropGuides",
+        (),
+        "its prompts and latent as they are (no keyframe guides in a graph paradit maps)",
+    ),
+    _spec(
+        "ManualSigmas",
+        ("sigmas",),
+        "`sigmas` (a first stage's: from 1 to 0) or `upscale.sigmas` (the second stage's)",
+    ),
+    _spec("EmptyImage", ("width", "height", "batch_size", "color"), "its size, for GetImageSize"),
+    _spec(
+        "ImageScaleBy",
+        ("upscale_method", "scale_by"),
+        "its image's size times scale_by, each side rounded, for GetImageSize",
+    ),
+    _spec("GetImageSize", (), "its image's width and height, where they feed widgets"),
     _spec("LTXVAudioVAEDecode", (), "`audio.wav`, the audio track of `video.mp4`"),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec(
@@ -248,13 +276,12 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
-        "LTXVLatentUpsampler": "a second, upscaled LTX-2 stage (the spatial upscaler): "
-        "paradit's workflow import maps one sampling stage; bypass the upscale stage",
         "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent "
         "(its frames kept by a noise mask of 1 - strength): paradit's workflow import does not "
-        "map it yet; ComfyUI's LTX-2 image-to-video templates also compress the image as a "
-        "video frame first (LTXVPreprocess) and run a second, upscaled stage "
-        "(LTXVLatentUpsampler), which paradit does not run either",
+        "map it; ComfyUI's LTX-2 image-to-video templates also write it into the second "
+        "stage's upscaled latent, and compress it first as one H.264 frame at LTXVPreprocess's "
+        "img_compression (CRF 33; 0 would leave it as it is), where paradit hands LTX-2 the "
+        "image uncompressed (image_crf 0): another start image",
         "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
         "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
         "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "

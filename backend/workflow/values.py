@@ -175,12 +175,70 @@ class Sigmas:
 
 
 @dataclass(frozen=True)
+class SizedImage:
+    """EmptyImage (and ImageScaleBy of one): an image paradit reads only the size of, where
+    GetImageSize gives it to widgets."""
+
+    width: int
+    height: int
+    node: Node
+
+
+@dataclass(frozen=True)
+class Upscaler:
+    """LatentUpscaleModelLoader: a latent upscaler's file and the factor its config gives."""
+
+    file: Path
+    loader: Node
+    factor: int
+
+
+@dataclass(frozen=True)
+class Upscale:
+    """A second, upscaled stage (LTX-2's templates): the upscaler between the stages
+    (LTXVLatentUpsampler's node) and the sampler pass at the upscaled size."""
+
+    upscaler: Upscaler
+    node: Node
+    stage: Stage
+
+
+@dataclass(frozen=True)
 class Sampled:
     latent: Latent
     """The empty latent the first stage starts from."""
     stages: tuple[Stage, ...]
     separated: bool = False
     """LTXVSeparateAVLatent's video output (an audio-video latent split after sampling)."""
+    upscale: Upscale | None = None
+    """The second, upscaled stage that ran on the first's output."""
+
+
+@dataclass(frozen=True)
+class Upscaled:
+    """LTXVLatentUpsampler: the first stage's sampled video latent through the upscaler."""
+
+    sampled: Sampled
+    upscaler: Upscaler
+    node: Node
+
+
+@dataclass(frozen=True)
+class UpscaledAV:
+    """LTXVConcatAVLatent of an upscaled video latent and the first stage's audio latent:
+    the latent a second stage samples."""
+
+    upscaled: Upscaled
+    node: Node
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An output paradit cannot give as ComfyUI does (a sampler's denoised_output after a
+    sampler whose last step does not return it): refused by the node that reads it."""
+
+    node: Node
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -226,7 +284,8 @@ class WorkflowPlan:
     request: dict[str, Any]
     """The job's fields; `image` is the file's path here (`body` sends its bytes)."""
     serve: dict[str, Any]
-    """ServeConfig fields: model, text_encoders, vaes, image_encoders, lora_dirs."""
+    """ServeConfig fields: model, text_encoders, vaes, image_encoders, lora_dirs (and upscaler
+    for a two-stage job)."""
     lines: tuple[tuple[str, str, str], ...]
     """(node id, node type, how it was mapped), in the order the graph was evaluated."""
     workflow: dict[str, Any] = field(default_factory=dict)
@@ -235,6 +294,8 @@ class WorkflowPlan:
     """A file of the serve settings -> the loader node that names it."""
     sampler: Node | None = None
     """The (first) sampler node."""
+    upscale_sampler: Node | None = None
+    """The second, upscaled stage's sampler node (its sampler is `upscale.sampler`)."""
 
     def body(self) -> dict[str, Any]:
         """The request as POST /v1/jobs takes it (the image file as base64)."""
@@ -254,6 +315,8 @@ class WorkflowPlan:
         ):
             for value in self.serve.get(key, ()):
                 argv += [flag, value]
+        if self.serve.get("upscaler"):
+            argv += ["--upscaler", self.serve["upscaler"]]
         return argv
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,12 +18,13 @@ family encodes and prepares, the pipeline stops at the latents, the VAE decodes 
 the tiles dealt to the ranks), judged with `paradit verify`'s measure (tools/equivalence.py,
 float32 thresholds, frames and final latents). Every job runs on the group sizes it names in
 the family's one group of 4: each rank's share of the tokens, the layout (an unguided job
-spreads over a CFG plan), audio within 1e-3 of its peak, two experts swapped on sharded
-weights, a step cache decided by each rank alone failing. What a family adds beyond its jobs
+spreads over a CFG plan; a two-stage job's, `TinyJob.upsampler`, stage by stage), audio
+within 1e-3 of its peak, two experts swapped on sharded weights, a step cache decided by
+each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 90 s (in the suite's two-worker run on 2 cores).
+Cost: about 98 s (in the suite's two-worker run on 2 cores).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from paradit.backend.parallel import PLAN, SPREAD, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.step_cache import DisagreementError
 from paradit.backend.request import NO_STEP_CACHE, JobRequest
+from paradit.backend.runtime.stages import stage_requests
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
     DIFFERENT,
@@ -104,33 +106,53 @@ def _count_tokens(pipe: Any) -> tuple[list[int], Any]:
 @dataclasses.dataclass
 class JobOutput:
     """One job at world size 1: rank 0's encoded text, its frames (uint8) and final latents,
-    whether it guides, the block's tokens per DiT call, its audio track, its step cache's
-    record (a job with `cache`)."""
+    whether it guides (each stage: one, or two for a job with `upscale`), the block's tokens
+    per DiT call, its audio track, its step cache's record (a job with `cache`)."""
 
     tensors: dict
     frames: np.ndarray
     latents: np.ndarray
     guided: bool
+    stages_guided: tuple[bool, ...]
     tokens: list[int]
     audio: np.ndarray | None
     cache: dict | None
     tiles: int
 
 
-def _run_job(pipe: Any, family: Any, body: dict, parallel: Any) -> JobOutput:
-    """`body` at world size 1 on `pipe` (one thread is the caller's)."""
-    request = JobRequest.from_body(body, family.limits(pipe, tiny=True))
-    tensors = encoded(pipe, body)
+def _upsampler(job: TinyJob, pipe: Any) -> Any:
+    """A two-stage job's latent upscaler (None for one stage)."""
+    return None if job.upsampler is None else job.upsampler(pipe)
+
+
+def _run_job(pipe: Any, family: Any, job: TinyJob, parallel: Any) -> JobOutput:
+    """`job` at world size 1 on `pipe` (one thread is the caller's)."""
+    body, upsampler = dict(job.body), _upsampler(job, pipe)
+    limits = family.limits(pipe, tiny=True)
+    if upsampler is not None:
+        limits = dataclasses.replace(limits, upscale_factors=upsampler.factors)
+    request = JobRequest.from_body(body, limits)
+    tensors = encoded(pipe, body, upsampler)
     tokens, hook = _count_tokens(pipe)
     try:
-        frames, result = run_here(pipe, body, tensors, parallel=parallel)
+        frames, result = run_here(pipe, body, tensors, parallel=parallel, upsampler=upsampler)
     finally:
         hook.remove()
     audio = None if result.audio is None else result.audio.waveform
     guided = family.uses_cfg(pipe, request)
+    stages = (request,) if request.upscale is None else stage_requests(request, limits)
+    stages_guided = tuple(family.uses_cfg(pipe, stage) for stage in stages)
     latents = result.latents.numpy()
     return JobOutput(
-        tensors, frames, latents, guided, tokens, audio, result.cache, result.num_tiles
+        tensors,
+        frames,
+        latents,
+        guided,
+        stages_guided,
+        tokens,
+        audio,
+        result.cache,
+        result.num_tiles,
     )
 
 
@@ -166,7 +188,7 @@ def _world_size_1(spec: FamilySpec) -> WorldSize1:
         # the DiT as a rank holds it at world size 1 (the step cache's hooks installed)
         parallel = parallelize(_dits(pipe), ParallelPlan(1, 1, 1, False, False), CPU)
         limits = family.limits(pipe, tiny=True)
-        jobs = {job.name: _run_job(pipe, family, dict(job.body), parallel)}
+        jobs = {job.name: _run_job(pipe, family, job, parallel)}
         pipes = {job.name: pipe}
         smallest = jobs[job.name]
         cached = None
@@ -186,7 +208,7 @@ def _world_size_1(spec: FamilySpec) -> WorldSize1:
                     parallelize(_dits(other_pipe), one, CPU),
                 )
             other_pipe, other_family, other_parallel = built[_pipeline_key(other)]
-            jobs[other.name] = _run_job(other_pipe, other_family, dict(other.body), other_parallel)
+            jobs[other.name] = _run_job(other_pipe, other_family, other, other_parallel)
             pipes[other.name] = other_pipe
     finally:
         torch.set_num_threads(threads)
@@ -287,14 +309,37 @@ def _shares(tokens: int, degree: int) -> list[int]:
     return [len(part) for part in np.array_split(np.arange(tokens), degree)]
 
 
-def _check_tokens(rank: int, size: int, plan: ParallelPlan, layout: str, one: list, ours: list):
+def _runs(calls: list[int]) -> list[set[int]]:
+    """The token counts of consecutive DiT calls, one set per run of equal counts."""
+    runs: list[set[int]] = []
+    for i, count in enumerate(calls):
+        if i == 0 or count != calls[i - 1]:
+            runs.append(set())
+        runs[-1].add(count)
+    return runs
+
+
+def _check_tokens(rank: int, size: int, plan: ParallelPlan, layouts: list, one: list, ours: list):
     """This rank's tokens at the block on every DiT call against world size 1's: its share of
     them, the first ranks of the sequence one more where they do not divide (over the plan's
-    sequence ranks; over all `size` ranks when an unguided job spreads)."""
-    (tokens,) = set(one)
-    degree = size if layout == SPREAD else plan.sequence_degree
-    index = rank if layout == SPREAD else rank % plan.sequence_degree
-    assert ours and set(ours) == {_shares(tokens, degree)[index]}, (rank, size, layout, one, ours)
+    sequence ranks; over all `size` ranks when an unguided job spreads). A two-stage job's
+    calls run by stage (its `layouts`, one a stage), each stage's tokens its own. A DiT whose
+    calls take different token counts within a job (Qwen-Image 2.1: the text and the image
+    at the first step, the image alone after) has each count's share; a CFG half, its own
+    branch's (whose prompt may be of another length)."""
+    if len(layouts) == 1:
+        stages, mine_by_stage = [set(one)], [set(ours)]
+    else:
+        stages, mine_by_stage = _runs(one), _runs(ours)
+        assert len(stages) == len(layouts) == len(mine_by_stage), (rank, size, layouts, one, ours)
+    for counts, layout, mine in zip(stages, layouts, mine_by_stage, strict=True):
+        degree = size if layout == SPREAD else plan.sequence_degree
+        index = rank if layout == SPREAD else rank % plan.sequence_degree
+        expected = {_shares(tokens, degree)[index] for tokens in counts}
+        halves = plan.cfg_degree > 1 and layout == PLAN
+        assert mine and (mine <= expected if halves else mine == expected), (
+            rank, size, layout, one, ours
+        )  # fmt: skip
 
 
 def _swap_experts(rank: int, pipe: Any, parallel: Any, body: dict, tensors: dict, group) -> Any:
@@ -313,16 +358,22 @@ def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, r
     """One named job on this group's plan against world size 1 (`ref`, a `JobOutput`): the
     layout, each rank's tokens, the step cache's decisions, and on rank 0 frames, latents
     and audio (CFG halves alone byte for byte unless the family batches its branches)."""
-    body = dict(job.body)
+    body, upsampler = dict(job.body), _upsampler(job, pipe)
     tokens, hook = _count_tokens(pipe)
     try:
-        frames, result = run_here(pipe, body, ref.tensors, parallel=parallel, group=group)
+        frames, result = run_here(
+            pipe, body, ref.tensors, parallel=parallel, group=group, upsampler=upsampler
+        )
     finally:
         hook.remove()
-    layout = PLAN if plan.cfg_degree == 1 or ref.guided else SPREAD
+    layouts = [PLAN if plan.cfg_degree == 1 or g else SPREAD for g in ref.stages_guided]
+    layout = layouts[-1]  # the job's result: its last stage's
     assert result.sequence_layout == layout, (where, result.sequence_layout)
+    if len(layouts) == 2:  # stage 1's, where it differs
+        first = result.clock.notes["upscale"].get("stage_1_sequence_layout", layout)
+        assert first == layouts[0], (where, first)
     assert result.num_tiles == ref.tiles, (where, result.num_tiles, ref.tiles)
-    _check_tokens(rank, size, plan, layout, ref.tokens, tokens)
+    _check_tokens(rank, size, plan, layouts, ref.tokens, tokens)
     if ref.cache is not None:  # every rank: the decisions agreed over the group
         _same_decisions(ref.cache, result.cache, where)
     if rank != 0:
@@ -330,7 +381,7 @@ def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, r
         return
     latents = result.latents.numpy()
     measured = compare(ref.frames, frames, FLOAT32, ref.latents, latents)
-    exact = plan.sequence_degree == 1 and layout == PLAN and not family.batched_cfg
+    exact = plan.sequence_degree == 1 and set(layouts) == {PLAN} and not family.batched_cfg
     verdicts = {IDENTICAL} if exact else {IDENTICAL, WITHIN_ROUNDING}
     assert measured.verdict in verdicts, f"{where}: {_summary(measured)}"
     if ref.audio is not None:  # within 1e-3 of the track's peak

@@ -4,7 +4,10 @@ size 1 against diffusers called directly (`LTX2Pipeline` stage 1 -> `LTX2LatentU
 -> `LTX2Pipeline` stage 2 on the distilled scheduler settings, one generator) byte for byte,
 and a stage-2 LoRA applied to stage 2 only.
 
-Cost: about 6 s.
+Served: `paradit serve --upscaler FILE` on 2 ranks runs a two-stage job through HTTP, job.json
+records it, its progress counts both stages (`paradit generate --upscaler`: test_cli.py).
+
+Cost: about 12 s.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from comfy_files import ltx2_upscaler_file
 from lora_files import peft_lora
 from safetensors.torch import save_file
 
 from paradit.backend.contract import TEXT_TO_VIDEO, Limits
 from paradit.backend.lora import LoraLibrary, LoraPatcher
 from paradit.backend.models.families import family_of
-from paradit.backend.models.families.ltx2 import DISTILLED_SCHEDULER, PLAIN_CFG, upscaler
+from paradit.backend.models.families.ltx2 import upscaler
+from paradit.backend.models.families.ltx2.tiny_job import I2V, two_stage_called
 from paradit.backend.models.presets import build_preset
 from paradit.backend.request import JobRequest
 from paradit.backend.runtime.job import JobHooks, RankModel, encode, job_message, run_on_rank
@@ -115,50 +120,17 @@ def _paradit(model: RankModel, body: dict, upscale_loras=()):
     return run_on_rank(model, message, hooks), steps
 
 
-def _diffusers(pipe, module, sigmas, stage_2=None):
-    """Stage 1, the upsample and stage 2 as diffusers' LTX-2 docs chain them, one generator;
-    `stage_2`: a context (the LoRA) around stage 2 only. (video latents, audio latents)."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, LTX2LatentUpsamplePipeline
-
-    generator = torch.Generator().manual_seed(BODY["seed"])
-    common = dict(
-        prompt=BODY["prompt"],
-        negative_prompt=BODY["negative_prompt"],
-        num_frames=BODY["num_frames"],
-        frame_rate=24.0,
-        use_cross_timestep=False,
-        max_sequence_length=32,
-        generator=generator,
-        output_type="latent",
-        return_dict=False,
-        **PLAIN_CFG,
-    )
-    own = pipe.scheduler
-    with torch.no_grad():
-        video, audio = pipe(
-            height=64, width=64, num_inference_steps=2, guidance_scale=4.0,
-            audio_guidance_scale=4.0, **common,
-        )  # fmt: skip
-        upsample = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=module)
-        up = upsample(latents=video, height=64, width=64, output_type="latent", return_dict=False)
-        pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(
-            own.config, **DISTILLED_SCHEDULER
-        )
-        try:
-            with stage_2 if stage_2 is not None else torch.no_grad():
-                return pipe(
-                    latents=up[0], audio_latents=audio, height=128, width=128,
-                    num_inference_steps=len(sigmas), sigmas=sigmas, noise_scale=sigmas[0],
-                    guidance_scale=1.0, audio_guidance_scale=1.0, **common,
-                )  # fmt: skip
-        finally:
-            pipe.scheduler = own
+def _diffusers(pipe, module, body, stage_2=None):
+    """Stage 1, the upsample and stage 2 as diffusers' LTX-2 docs chain them, one generator
+    (`ltx2.tiny_job.two_stage_called`); `stage_2`: a context (the LoRA) around stage 2 only.
+    (video latents, audio latents)."""
+    return two_stage_called(pipe, body, module, stage_2)
 
 
 def test_world_size_1_equals_diffusers_byte_for_byte(tiny):
     pipe, module = tiny
     result, steps = _paradit(_model(pipe, module), {**BODY, "upscale": UPSCALE})
-    video, audio = _diffusers(pipe, module, UPSCALE["sigmas"])
+    video, audio = _diffusers(pipe, module, {**BODY, "upscale": UPSCALE})
     assert torch.equal(result.outputs[0], video) and torch.equal(result.outputs[1], audio)
     assert result.frames.shape == (9, 128, 128, 3)
     assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # both stages' steps, one count
@@ -176,8 +148,53 @@ def test_stage_2_lora_applies_to_stage_2_only(tiny, tmp_path):
     lora = patcher.resolve([{"name": "distilled.safetensors", "strength": 1.0}])
     body = {**BODY, "upscale": {**UPSCALE, "loras": [{"name": "distilled.safetensors"}]}}
     result, _ = _paradit(_model(pipe, module, patcher), body, lora)
-    video, _ = _diffusers(pipe, module, UPSCALE["sigmas"], stage_2=patcher.applied(lora))
-    plain, _ = _diffusers(pipe, module, UPSCALE["sigmas"])
+    video, _ = _diffusers(pipe, module, body, stage_2=patcher.applied(lora))
+    plain, _ = _diffusers(pipe, module, {**BODY, "upscale": UPSCALE})
     assert not torch.equal(video, plain)  # the LoRA changes stage 2
     assert torch.equal(result.outputs[0], video)  # and only stage 2 (not stage 1 too)
     assert np.isfinite(result.frames).all()
+
+
+def test_image_to_video_conditions_both_stages(tiny):
+    """With an image: `LTX2ImageToVideoPipeline` in both stages, the image at stage 1's size
+    conditioning stage 1 and, at the final size, replacing the upscaled first latent frame
+    for stage 2 (Lightricks' two-stage pipelines, ComfyUI's `LTXVImgToVideoInplace` after
+    the upscale): byte for byte diffusers' chain with that replacement; the first frame's
+    latent is the image's, and differs from the upscaled one's."""
+    pipe, module = tiny
+    body = {**BODY, "image": I2V["image"], "upscale": UPSCALE}  # a 96x96 image, resized
+    result, steps = _paradit(_model(pipe, module), body)
+    video, audio = _diffusers(pipe, module, body)
+    assert torch.equal(result.outputs[0], video) and torch.equal(result.outputs[1], audio)
+    assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    text, _ = _paradit(_model(pipe, module), {**BODY, "upscale": UPSCALE})
+    assert not torch.equal(result.outputs[0][:, :, 0], text.outputs[0][:, :, 0])
+    assert result.frames.shape == (9, 128, 128, 3) and np.isfinite(result.frames).all()
+
+
+def test_served_two_stage_job_through_http(backends, tmp_path_factory):
+    """`serve --upscaler FILE` on 2 ranks (stage 1 CFG parallel, stage 2 spread): /v1/info
+    gives the factor, the job's progress ends at both stages' steps, job.json records the
+    upscale as it ran (defaults filled in) with stage 1's size and each stage's time; a
+    backend without the upscaler refuses the field naming the flag."""
+    from conftest import run_job
+
+    from paradit.backend.client.http import BackendError
+
+    path = ltx2_upscaler_file(tmp_path_factory.mktemp("upscaler"), 8)  # tiny-ltx2's 8 channels
+    client = backends.get("tiny-ltx2", 2, "--upscaler", path)
+    assert client.info()["limits"]["upscale_factors"] == [2]
+    job, frames = run_job(client, {**BODY, "upscale": UPSCALE})
+    assert len(frames) == 9 and job["progress"] == {"step": 4, "total": 4}
+    record = client.record(job["id"])
+    assert record["request"]["upscale"] == {
+        "factor": 2, "sigmas": [0.9, 0.5], "sampler": "default", "guidance_scale": 1.0,
+        "loras": [],
+    }  # fmt: skip
+    upscale = record["upscale"]
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    assert all(upscale[k] > 0 for k in ("stage_1_s", "upsample_s", "stage_2_s")), upscale
+    assert upscale["stage_1_sequence_layout"] != record["sequence_layout"]  # CFG, then spread
+    with pytest.raises(BackendError) as refused:
+        backends.get("tiny-ltx2", 2).submit({**BODY, "upscale": UPSCALE})
+    assert refused.value.status == 422 and "--upscaler FILE" in str(refused.value)

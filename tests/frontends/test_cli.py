@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 45 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
+Cost: about 50 s (provisional: 39 s less most of the 2.4 s and 2.2 s of the fresh `generate
 --server` and `ui` refusal, which no longer import torch).
 """
 
@@ -85,6 +85,26 @@ def test_generate_on_its_own_group_then_through_a_server(tmp_path, backends, par
     )
     assert result.returncode == 0, result.stderr
     assert _layout(via_server, 5) == frames  # world size 1 and 2 agree
+
+
+def test_generate_a_two_stage_job_with_its_upscaler(tmp_path, paradit_warm):
+    """`paradit generate --upscaler FILE --upscale 2` (LTX-2's two stages) on the group it
+    starts: the frames at the final size, job.json's request and run record the upscale."""
+    from comfy_files import ltx2_upscaler_file
+
+    out = tmp_path / "out"
+    common = ("--model", "tiny-ltx2", "--device", "cpu", "--threads", "1", "--out", str(out))
+    result = paradit_warm(
+        "generate", "a drum solo", *common, "--upscaler", ltx2_upscaler_file(tmp_path, 8),
+        "--upscale", "2", "--width", "128", "--height", "128", "--frames", "9",
+        "--steps", "2", "--seed", "5", env=ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _layout(out, 9)
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["upscale"]["sigmas"] == [0.909375, 0.725, 0.421875]
+    assert record["upscale"]["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    assert record["request"]["width"] == 128 and len(record["timings"]["step_s"]) == 2 + 3
 
 
 def test_generate_image(tmp_path, backends):

@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
 paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 34 s (in the suite's two-worker run on 2 cores; the backends' tests half of it).
+Cost: about 36 s (in the suite's two-worker run on 2 cores; the backends' tests half of it).
 """
 
 from __future__ import annotations
@@ -207,6 +207,46 @@ def test_loras_are_counted_where_host_memory_is_the_budget(wan_sizes):
         == planner("cuda", 64, None).plan_job(shape).prediction.peak
     )
     assert on_gpus.to_dict()["lora_host_bytes"] == 2 * GIB + share
+
+
+def test_the_latent_upscaler_is_counted_between_the_stages():
+    """`serve --upscaler`: its weights are counted whole on every rank (with the VAE's), and
+    its activations (`upsample`, a dry run on stage 1's latents up to the final latent size)
+    on the leader and the other ranks beside the DiT: at least the final latent at its mid
+    channels (the upsampled tensor the last blocks read), growing with the final area and
+    taking stage 1's latents as the final size / its factor."""
+    import torch
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    from paradit.backend.memory.sizes import sizes_of_pipeline
+    from paradit.backend.models.families import family_of
+    from paradit.backend.models.presets import build_preset
+
+    pipe = build_preset("tiny-ltx2")
+    sizes = sizes_of_pipeline(pipe, family_of(pipe), torch.float32)
+    shape = JobShape(256, 128, 17)  # the final size: 8 x 4 latents (32x) of 3 frames
+
+    def predicted(job: JobShape):
+        topology = Topology("cpu", 2, 1, cfg_parallel=True)
+        budget = Budget(64 * GIB, "--gpu-memory 64")
+        planner = MemoryPlanner(sizes, MemorySettings(64), budget, topology, job)
+        return planner.plan_job(job).prediction
+
+    plain = predicted(shape)
+    channels = pipe.vae.config.latent_channels  # the final latent as input: 16x
+    with torch.device("meta"):
+        module = LTX2LatentUpsamplerModel(in_channels=channels, mid_channels=64, dims=3)
+    sizes.add_upsampler(module, 2)
+    counted = predicted(shape)
+    weights = sum(p.numel() * 4 for p in module.parameters())
+    assert "upsample" not in plain.parts
+    assert counted.parts["vae"] - plain.parts["vae"] == weights
+    upsample = counted.parts["upsample"]
+    final_latent = 64 * 3 * 4 * 8 * 4  # mid channels x frames x height x width, float32
+    assert final_latent <= upsample <= 6 * final_latent, upsample
+    assert counted.leader >= counted.parts["dit_decode"] + upsample + counted.parts["vae"]
+    assert counted.others >= counted.parts["dit_decode"] + upsample + counted.parts["vae"]
+    assert sizes.upsample(JobShape(512, 128, 17)) == 2 * upsample
 
 
 # -- Wan 2.2 A14B: stored bytes by --weights, and experts one at a time -------------------------

@@ -5,7 +5,7 @@ reference integration with the same model calls, HunyuanVideo 1.5's samplers thr
 wrapper runner, LTX-2's on its video and audio latents, and the 4-step Wan 2.2 recipe on 1, 2
 and 4 ranks.
 
-Cost: about 51 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
+Cost: about 55 s (in the suite's two-worker run on 2 cores: tiny pipelines in-process,
 tiny-wan2.2-i2v-a14b served on 1, 2 and 4 ranks; most of it is starting those three backends
 and running each sampler's 4-step job on them).
 """
@@ -110,6 +110,26 @@ def test_each_sampler_equals_its_reference_integration(sampler):
     }
     mine = _run_sampler(sampler, velocity, noise, levels("simple", 4, 5.0), 7)
     assert all((mine - other).abs().max() > 1e-4 for other in others.values())
+
+
+@pytest.mark.fast
+def test_euler_ancestral_by_hand():
+    """ComfyUI's flow Euler ancestral (`comfy/k_diffusion/sampling.py`,
+    `sample_euler_ancestral_RF`, eta 1) from 1 to 0.5 with D = 0 at x = 1: σ_d = 0.5²/1 =
+    0.25, the Euler step gives x_d = 0.25, the re-noise scales it by (1 − 0.5)/(1 − 0.25) =
+    2/3 and adds √(0.25 − 0.25²·(2/3)²) = √2/3 of the job's noise (seed + 1): 1/6 + (√2/3)·ε;
+    into 0 the step returns D."""
+    x = torch.ones(2, 3)
+    scheduler = FlowSampler("euler_ancestral", [1.0, 0.5, 0.0], seed=7)
+    scheduler.set_timesteps(2)
+    first = scheduler.step(x, 1000.0, x, return_dict=False)[0]  # v = x: D = x − 1·v = 0
+    noise = torch.randn((2, 3), generator=torch.Generator().manual_seed(8))
+    assert torch.allclose(first, 1 / 6 + math.sqrt(2) / 3 * noise, atol=1e-6)
+    velocity = torch.full((2, 3), 0.25)
+    last = scheduler.step(velocity, 500.0, first, return_dict=False)[0]
+    assert torch.allclose(last, first - 0.5 * velocity, atol=1e-6)
+    again = FlowSampler("euler_ancestral", [1.0, 0.5, 0.0], seed=7)  # the same seed, the same draw
+    assert torch.equal(again.step(x, 1000.0, x, return_dict=False)[0], first)
 
 
 # -- the request fields' rules and recipes --------------------------------------------------------

@@ -3,15 +3,19 @@ installed) of the families paradit runs, in their saved form, with the files the
 linked to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' own
 names: each imports to the job ComfyUI runs (every field written by hand from the graph, the
 widget that gives it named beside it), or is refused naming the node and why; the Z-Image
-Turbo one runs end to end on a backend of its tiny files.
+Turbo one runs end to end on a backend of its tiny files. LTX-2's text-to-video templates
+map to paradit's two-stage job (`upscale`) at 24k+17 frames (as saved, at 121 frames, they are
+refused: ComfyUI's audio latent would be one longer); the dev one runs end to end at a tiny
+size.
 
-Cost: about 20 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
-template's 1024x1024, about 15 s with its backend's start, most of it; provisional: measured
-under load).
+Cost: about 30 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
+template's 1024x1024, about 15 s with its backend's start, and the LTX-2 two-stage run at
+128x128, about 10 s, most of it; provisional: measured under load).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -20,13 +24,21 @@ from pathlib import Path
 
 import comfyui_workflow_templates_json
 import pytest
+import torch
 from comfy_files import WAN_PREFIX, quantizable, z_image_original
 from comfy_workflow_files import START_IMAGE, write_comfyui
+from conftest import run_job
+from lora_files import peft_lora
 from PIL import Image
 from quant_files import write_int8
+from safetensors.torch import save_file
 
+from paradit.backend.config import ServeConfig
+from paradit.backend.models.families.ltx2 import upscaler
 from paradit.backend.models.presets import build_preset
-from paradit.backend.tools.workflow import plan_of
+from paradit.backend.sampling.names import SAMPLERS
+from paradit.backend.serving.workflows import plan_for_server
+from paradit.backend.tools.workflow import plan_of, run_overrides
 
 TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
@@ -59,6 +71,12 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
         "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32",
     "text_encoders/byt5_small_glyphxl_fp16": "text_encoders/byt5_small_glyphxl_tiny",
     "vae/hunyuanvideo15_vae_fp16": "vae/hunyuanvideo15_vae_tiny",
+    "checkpoints/ltx-2-19b-dev-fp8": "checkpoints/ltx-2-19b-dev_tiny",
+    "checkpoints/ltx-2-19b-distilled": "checkpoints/ltx-2-19b-dev_tiny",
+    "text_encoders/gemma_3_12B_it_fp4_mixed": "text_encoders/gemma_3_tiny",
+    "loras/ltx-2-19b-distilled-lora-384": "loras/ltx2_tiny_lora",
+    "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
+        "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
 IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
 """The start images the templates' LoadImage nodes name (in `input/`)."""
@@ -71,12 +89,26 @@ OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (written once), and the tiny Z-Image DiT as an int8_convrot
-    file (ConvRot groups of 64 at the tiny widths: tests/quant_files.py)."""
+    """The tiny ComfyUI files (written once), the tiny Z-Image DiT as an int8_convrot
+    file (ConvRot groups of 64 at the tiny widths: tests/quant_files.py), and for LTX-2 a
+    tiny LoRA and a tiny x2 latent upscaler (its config in the file's metadata, as
+    Lightricks' file carries it and ComfyUI's loader reads it)."""
     folder = write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
     dit = z_image_original(build_preset("tiny-z-image").transformer.state_dict())
     path = folder / "models" / "diffusion_models" / f"{Z_IMAGE_INT8}.safetensors"
     write_int8(path, dit, quantizable, WAN_PREFIX, 64)
+    ltx2 = build_preset("tiny-ltx2")
+    (folder / "models" / "loras").mkdir(exist_ok=True)
+    peft_lora(folder / "models/loras/ltx2_tiny_lora.safetensors", ltx2.transformer,
+              ("attn1.to_q",), seed=3)  # fmt: skip
+    channels = ltx2.vae.config.latent_channels
+    config = {"in_channels": channels, "mid_channels": 32, "num_blocks_per_stage": 1,
+              "dims": 3, "spatial_upsample": True, "temporal_upsample": False,
+              "spatial_scale": 2.0, "rational_resampler": True}  # fmt: skip
+    path = folder / "models" / "latent_upscale_models" / "ltx2_upscaler_tiny.safetensors"
+    path.parent.mkdir(exist_ok=True)
+    state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
+    save_file(state, str(path), metadata={"config": json.dumps(config)})
     return folder
 
 
@@ -343,11 +375,14 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "video_hunyuan_video_1.5_720p_i2v.json": (
         "node 78", "HunyuanVideo15ImageToVideo", "SigLIP the whole image squeezed to 384x384",
     ),
+    # as saved: 121 frames, whose audio latent ComfyUI makes one longer than paradit's LTX-2
+    # (both map at 24k+17 frames: LTX2_TWO_STAGE below)
     "video_ltx2_t2v.json": (
-        "subgraph 92 > node 84", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+        "subgraph 92 > node 51", "LTXVEmptyLatentAudio", "ComfyUI makes 127 audio latent frames",
     ),
     "video_ltx2_t2v_distilled.json": (
-        "subgraph 177 > node 135", "LTXVLatentUpsampler", "a second, upscaled LTX-2 stage",
+        "subgraph 177 > node 115", "LTXVEmptyLatentAudio",
+        "ComfyUI makes 127 audio latent frames",
     ),
     # Krea 2 Turbo: its prompt enhancer (TextGenerate, an LLM) is on in the saved template
     # (prompt_enhance true); PreviewAny, which shows the prompt, passes it on
@@ -355,10 +390,10 @@ REFUSED = {  # template -> (where, node type, the reason's words)
         "subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer",
     ),
     "video_ltx2_i2v.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
     ),
     "video_ltx2_i2v_distilled.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "a second, upscaled stage",
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
     ),
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path
@@ -440,3 +475,230 @@ def test_values_saved_on_a_subgraph_node_override_the_inner_widgets(base, tmp_pa
     # duration 2 s at PrimitiveFloat 162's 16 fps: floor(2 * 16 + 1) = 33 frames
     fields = ("prompt", "width", "height", "num_frames", "seed")
     assert [plan.request[k] for k in fields] == ["a white dragon flies", 480, 320, 33, 5]
+
+
+# -- LTX-2's two-stage templates --------------------------------------------------------------
+
+ANCESTRAL = "euler_ancestral" in SAMPLERS
+"""The templates' samplers (KSamplerSelect euler_ancestral on both stages): where paradit runs
+euler_ancestral they map as saved; until then the copies below say euler."""
+LTX2_SAMPLER = "euler_ancestral" if ANCESTRAL else "euler"
+LTX2_FILES = {
+    "text_encoders": ["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"],
+    "vaes": [], "image_encoders": [],
+    "upscaler": "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0.safetensors",
+}  # fmt: skip
+LTX2_PARTS = "(DiT, connectors, vae, audio_vae, vocoder)"
+
+
+def _ltxv_scheduler(steps: int, tokens: int) -> list[float]:
+    """LTXVScheduler at the templates' settings (max_shift 2.05, base_shift 0.95, stretch to
+    terminal 0.1), by LTX-Video's published formula, written out here."""
+    mu = 0.95 + (2.05 - 0.95) * (tokens - 1024) / (4096 - 1024)
+    shifted = [1 / (1 + math.exp(-mu) * (1 / (1 - k / steps) - 1)) for k in range(steps)]
+    return [1 - (1 - s) * 0.9 / (1 - shifted[-1]) for s in shifted] + [0.0]
+
+
+def _levels(template: str, path: str) -> list[float]:
+    """A ManualSigmas node's comma-separated levels, as the file saves them."""
+    return [float(x) for x in widget(template, path, 0).split(",")]
+
+
+LTX2_TWO_STAGE = {  # template -> (the subgraph node's widget index of the length, the tiny
+    # checkpoint's variant under the template's name, request)
+    "video_ltx2_t2v.json": (2, f"all-in-one tiny-ltx2 {LTX2_PARTS}", {  # subgraph 92
+        "prompt": widget("video_ltx2_t2v.json", "92", 3),  # the subgraph's text
+        "negative_prompt": widget("video_ltx2_t2v.json", "92:4", 0),  # CLIPTextEncode 4
+        # EmptyImage 89 (the subgraph's 1280x720) through ImageScaleBy 90 (0.5): 640x360,
+        # by GetImageSize 91 into EmptyLTXVLatentVideo 43, whose latent ComfyUI makes
+        # 640 // 32 x 360 // 32 tokens (640x352); LTXVLatentUpsampler 84 doubles it
+        "width": 1280, "height": 704, "num_frames": 113,  # PrimitiveInt 62 (edited: 113)
+        # LTXVScheduler 9: 20 steps over 15 x 11 x 20 tokens; CFGGuider 47: 4; RandomNoise
+        # 11: the subgraph's noise_seed 10; KSamplerSelect 8
+        "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 10,
+        "sampler": LTX2_SAMPLER, "sigmas": pytest.approx(_ltxv_scheduler(20, 3300), abs=1e-9),
+        # LatentUpscaleModelLoader 76 (the tiny upscaler's config: x2); ManualSigmas 73;
+        # KSamplerSelect 66; CFGGuider 82: 1; LoraLoaderModelOnly 68 (105 and 106 bypassed)
+        "upscale": {"factor": 2, "sigmas": _levels("video_ltx2_t2v.json", "92:73")[:-1],
+                    "sampler": LTX2_SAMPLER, "guidance_scale": 1.0,
+                    "loras": [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
+                               "strength": 1.0}]},
+    }),
+    "video_ltx2_t2v_distilled.json": (4, f"all-in-one tiny-ltx2-distilled {LTX2_PARTS}", {
+        # subgraph 177
+        # PrimitiveStringMultiline 109 (the subgraph's value) into CLIPTextEncode 102, which
+        # LTXVConditioning 103 takes as both prompts
+        "prompt": widget("video_ltx2_t2v_distilled.json", "177", 0),
+        "negative_prompt": widget("video_ltx2_t2v_distilled.json", "177", 0),
+        # EmptyImage 131 (1280x720) through ImageScaleBy 121 (0.5): 640x360 -> 640x352, x2
+        "width": 1280, "height": 704, "num_frames": 113,  # PrimitiveInt 113 (edited: 113)
+        # ManualSigmas 176's 9 levels: 8 steps; CFGGuider 127: 1; RandomNoise 123: 45
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 45, "sampler": LTX2_SAMPLER,
+        "sigmas": _levels("video_ltx2_t2v_distilled.json", "177:176"),
+        # ManualSigmas 117; KSamplerSelect 129; CFGGuider 124: 1; LoraLoaderModelOnly 170
+        # bypassed: no LoRA
+        "upscale": {"factor": 2,
+                    "sigmas": _levels("video_ltx2_t2v_distilled.json", "177:117")[:-1],
+                    "sampler": LTX2_SAMPLER, "guidance_scale": 1.0, "loras": []},
+    }),
+}  # fmt: skip
+
+
+def _ltx2_copy(template: str, folder: Path, length: int, **inner: list) -> Path:
+    """The template with its length (on the subgraph node) set to `length`, its samplers
+    euler where paradit runs no euler_ancestral, and inner nodes' widget values replaced
+    (`inner`: node id -> widgets_values), saved in `folder`."""
+    data = json.loads((TEMPLATES / template).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    outer = next(n for n in data["nodes"] if n["type"] == sub["id"])
+    outer["widgets_values"][LTX2_TWO_STAGE[template][0]] = length
+    for node in sub["nodes"]:
+        if node["type"] == "KSamplerSelect" and not ANCESTRAL:
+            node["widgets_values"] = ["euler"]
+        if str(node["id"]) in inner:
+            node["widgets_values"] = inner[str(node["id"])]
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))
+def test_ltx2_template_maps_to_the_two_stage_job(base, tmp_path, template):
+    """At 113 frames (24k+17), each LTX-2 text-to-video template is paradit's two-stage job:
+    stage 1 at half the size on its levels, the upscaler its LatentUpscaleModelLoader names
+    (`serve --upscaler`), stage 2 on ManualSigmas' levels with its sampler, guidance and
+    LoRA (every field by hand from the graph)."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(_ltx2_copy(template, comfy, 113)), str(comfy))
+    _, expected_variant, request = LTX2_TWO_STAGE[template]
+    assert plan.request == request
+    models = comfy / "models"
+    checkpoint = {"video_ltx2_t2v.json": "ltx-2-19b-dev-fp8"}.get(template, "ltx-2-19b-distilled")
+    assert plan.serve == {
+        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
+        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [],
+        "lora_dirs": [str(models / "loras")] if plan.request["upscale"]["loras"] else [],
+        "upscaler": str(models / LTX2_FILES["upscaler"]),
+    }  # fmt: skip
+    assert variant == expected_variant
+    assert plan.serve_argv()[-2:] == ["--upscaler", plan.serve["upscaler"]]
+
+
+TEMPORAL = {"in_channels": 128, "mid_channels": 32, "num_blocks_per_stage": 1, "dims": 3,
+            "spatial_upsample": False, "temporal_upsample": True}  # fmt: skip
+LTX2_REFUSED = {  # case -> (template, inner node edits, outer widget edits, node, type, words)
+    "stage 2 read at its denoised_output after uni_pc": (
+        "video_ltx2_t2v.json", {"66": ["uni_pc"]}, {},
+        "subgraph 92 > node 70", "SamplerCustomAdvanced", "its denoised_output after uni_pc",
+    ),
+    "stage 2's ManualSigmas without the final 0": (
+        "video_ltx2_t2v.json", {"73": ["0.909375, 0.725, 0.421875"]}, {},
+        "subgraph 92 > node 73", "ManualSigmas", "the last must be 0",
+    ),
+    "a temporal latent upscaler": (
+        "video_ltx2_t2v.json", {}, {6: "temporal.safetensors"},
+        "subgraph 92 > node 76", "LatentUpscaleModelLoader", "a temporal latent upscaler",
+    ),
+    # LTXVCropGuides 81's positive relinked to CLIPTextEncode 3 itself (no frame rate)
+    "stage 2's prompt without LTXVConditioning": (
+        "video_ltx2_t2v.json", {}, {"relink": (81, "positive", 3, 0)},
+        "subgraph 92 > node 82", "CFGGuider", "other prompts than the first stage's",
+    ),
+    "stage 1's ManualSigmas below pure noise": (
+        "video_ltx2_t2v_distilled.json", {"176": ["0.975, 0.909375, 0.725, 0.421875, 0.0"]},
+        {}, "subgraph 177 > node 176", "ManualSigmas", "a first stage's levels must start at 1",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(LTX2_REFUSED))
+def test_ltx2_two_stage_refusals_name_the_node(base, tmp_path, case):
+    """What paradit's two-stage job cannot run as ComfyUI does, each refused at its node."""
+    template, inner, outer, where, kind, words = LTX2_REFUSED[case]
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    temporal = comfy / "models" / "latent_upscale_models" / "temporal.safetensors"
+    save_file({"x": torch.zeros(1)}, str(temporal), metadata={"config": json.dumps(TEMPORAL)})
+    path = _ltx2_copy(template, comfy, 113, **inner)
+    data = json.loads(path.read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    node = next(n for n in data["nodes"] if n["type"] == sub["id"])
+    for index, value in outer.items():
+        if index == "relink":  # (target node, its input, the new origin node, its output)
+            target, name, origin, slot = value
+            inputs = next(n for n in sub["nodes"] if n["id"] == target)["inputs"]
+            link = next(i["link"] for i in inputs if i["name"] == name)
+            item = next(k for k in sub["links"] if k["id"] == link)
+            item.update(origin_id=origin, origin_slot=slot)
+        else:
+            node["widgets_values"][index] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+
+
+def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradit_warm, backends):
+    """The dev template at 17 frames, its size made tiny (the subgraph's width and height
+    128x128: stage 1 64x64) and LTXVScheduler at 2 steps, on a backend of the tiny files under
+    the template's names: `workflow run` runs both stages (job.json's `upscale`: stage 1 at
+    64x64, stage 2's levels and LoRA) and writes the frames and audio of its request."""
+    template = "video_ltx2_t2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = _ltx2_copy(template, comfy, 17, **{"9": [2, 2.05, 0.95, True, 0.1]})
+    data = json.loads(path.read_text())
+    next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][:2] = [128, 128]
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["width"], plan.request["height"]) == (128, 128)
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    assert upscale["sigmas"] == [0.909375, 0.725, 0.421875]
+    assert upscale["loras"] == [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
+                                 "strength": 1.0}]  # fmt: skip
+    assert record["sampling"]["sigmas"] == pytest.approx(_ltxv_scheduler(2, 3 * 2 * 2), abs=1e-6)
+    job, frames = run_job(server, plan.body())
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+    with Image.open(out / "frames" / "000000.png") as frame:
+        assert frame.size == (128, 128)
+
+
+def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(base, tmp_path):
+    """`workflow run` starts its backend with the upscaler the graph names (a user's own
+    --upscaler refused, as --model is), and POST /v1/workflows refuses a two-stage graph on a
+    server started without that upscaler, naming its LatentUpscaleModelLoader."""
+    template = "video_ltx2_t2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = _ltx2_copy(template, comfy, 113)
+    plan, _ = plan_of(str(path), str(comfy))
+    flags = dict.fromkeys(("model", "text_encoders", "vaes", "image_encoders", "upscaler"))
+    args = argparse.Namespace(**flags, server=None, lora_dirs=None)
+    run_overrides(args, plan)
+    assert (args.model, args.upscaler) == (plan.serve["model"], plan.serve["upscaler"])
+    with pytest.raises(ValueError, match="^--upscaler: the workflow's loader nodes name"):
+        run_overrides(argparse.Namespace(**{**flags, "upscaler": "x"}, server=None), plan)
+    data = json.loads(path.read_text())
+    argv = plan.serve_argv()[2:]
+    without = argv[: argv.index("--upscaler")]
+    for given, refused in ((without, True), (argv, False)):
+        config = ServeConfig.from_argv(given, model=plan.serve["model"], device="cpu")
+        if refused:
+            with pytest.raises(ValueError) as error:
+                plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
+            assert str(error.value).startswith(
+                "subgraph 92 > node 76 (LatentUpscaleModelLoader): "
+                "ltx-2-spatial-upscaler-x2-1.0.safetensors: this server's upscaler is none"
+            ), error.value
+        else:
+            served, _ = plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
+            assert served.request == plan.request

@@ -312,7 +312,10 @@ def test_import_prints_a_line_per_node_and_json(comfy, capsys):
     assert "node 57 KSamplerAdvanced     seed 5, 4 steps (runs 0 to 2), cfg 1, euler/simple" in out
     assert "node 60 LoraLoaderModelOnly  lightx2v_i2v_4steps_high_noise_tiny.safetensors" in out
     assert "model:    tiny-wan2.2-i2v-a14b pair" in out
-    assert "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep\n" in out
+    assert (
+        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral\n"
+        in out
+    )
     serve = next(line for line in out.splitlines() if line.startswith("serve:"))
     assert "--lora-dir " + str(comfy / "models" / "loras") in serve
     assert main(["workflow", "import", path, "--comfyui-dir", str(comfy), "--json"]) == 0
@@ -736,7 +739,10 @@ def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(
     workflow = str(FIXTURES / "hunyuan15_t2v_shift.api.json")
     assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
     out = capsys.readouterr().out
-    assert "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep\n" in out
+    assert (
+        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral\n"
+        in out
+    )
     monkeypatch.setattr(tools_workflow, "model_samplers", lambda plan: ())
     refusal = (
         "error: node 99 (SamplerCustomAdvanced): sampler euler: tiny-hunyuanvideo1.5 runs its "

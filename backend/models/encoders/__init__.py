@@ -17,6 +17,7 @@ from .gemma4 import GEMMA4
 from .kind import EncoderKind
 from .mistral3 import MISTRAL
 from .qwen3 import QWEN3
+from .qwen3_vl import QWEN3_VL
 from .qwen25_vl import QWEN25_VL
 from .siglip import SIGLIP
 from .t5 import T5, UMT5
@@ -30,6 +31,7 @@ KINDS: tuple[EncoderKind, ...] = (
     BYT5,
     QWEN3,
     QWEN25_VL,
+    QWEN3_VL,
     MISTRAL,
     GEMMA3,
     GEMMA4,

@@ -36,6 +36,7 @@ from .krea2 import SPEC as KREA2
 from .ltx2 import SPEC as LTX2
 from .minimax_h3 import SPEC as MINIMAX_H3
 from .qwen_image import SPEC as QWEN_IMAGE
+from .qwen_image21 import SPEC as QWEN_IMAGE21
 from .qwen_image_edit import SPEC as QWEN_IMAGE_EDIT
 from .wan import SPEC as WAN
 from .z_image import SPEC as Z_IMAGE
@@ -74,6 +75,7 @@ SPECS: tuple[FamilySpec, ...] = (
     LTX2,
     MINIMAX_H3,
     KREA2,
+    QWEN_IMAGE21,
 )
 """Every family paradit serves: one line per family (its folder's `SPEC`)."""
 

@@ -146,8 +146,9 @@ class LTX2(Family):
 
         settings = UpscaleSettings.parse(request.upscale)
         size = (request.width // settings.factor, request.height // settings.factor)
+        image = None if request.image is None else request_image(request)  # the final size
         return upscaler.second_stage(
-            pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER
+            pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER, image
         )
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:

@@ -161,6 +161,115 @@ V23_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
 V25 = {**UNGUIDED, "prompt": "a choir in a cave", "seed": 14}
 
 
+# Two stages (`upscale`): stage 1 guided at 64x64 (CFG parallel on 2 ranks), the tiny x2
+# upscaler, stage 2 unguided at 128x128 over two levels: 2 latent frames of 4 x 4 tokens, which
+# 2 ranks split (an unguided stage spreads over the CFG plan).
+TWO_STAGE = {**BODY, "prompt": "a drum solo in the rain, closer", "width": 128, "height": 128}
+TWO_STAGE["upscale"] = {"sigmas": [0.9, 0.5]}
+
+
+def tiny_upsampler(pipe: Any) -> Any:
+    """The tiny x2 latent upscaler for `pipe`'s VAE (seeded: every rank makes the same), as
+    `serve --upscaler` gives it (`families.base.Upsampler`)."""
+    from ..base import Upsampler
+    from . import upscaler
+
+    return Upsampler(upscaler.tiny(0, pipe.vae.config.latent_channels), (2,))
+
+
+def _image(body: Any, width: int, height: int) -> Any:
+    """The body's start image (PIL) at `width` x `height`, resized as paradit resizes it."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
+    return image.resize((width, height))
+
+
+def two_stage_called(
+    pipe: Any, body: Any, upsampler: Any, stage_2: Any = None, output_type: str = "latent"
+) -> tuple[Any, Any]:
+    """The two-stage job as diffusers' LTX-2 docs chain it, one generator: stage 1
+    (`LTX2Pipeline`, or `LTX2ImageToVideoPipeline` with the body's image at stage 1's size)
+    at the size / 2 with the body's guidance, `LTX2LatentUpsamplePipeline`, stage 2 at the
+    size on the upscale's levels (the distilled scheduler settings), unguided; with an image,
+    its latent at the final size replaces the upscaled first frame first (Lightricks'
+    two-stage pipelines). `stage_2`: a context around stage 2 only (its LoRA). (video, audio)
+    of stage 2 in `output_type`."""
+    import torch
+    from diffusers import (
+        FlowMatchEulerDiscreteScheduler,
+        LTX2ImageToVideoPipeline,
+        LTX2LatentUpsamplePipeline,
+        LTX2Pipeline,
+    )
+
+    from ..base import same_components_as
+    from .adapter import DISTILLED_SCHEDULER
+
+    sigmas = list(body["upscale"]["sigmas"])
+    width, height = body["width"], body["height"]
+    has_image = body.get("image") is not None
+    run = same_components_as(pipe, LTX2ImageToVideoPipeline if has_image else LTX2Pipeline)
+    run.set_progress_bar_config(disable=True)
+    generator = torch.Generator().manual_seed(body["seed"])
+    common = dict(
+        prompt=body["prompt"],
+        negative_prompt=body["negative_prompt"],
+        num_frames=body["num_frames"],
+        frame_rate=float(FPS),
+        use_cross_timestep=False,
+        max_sequence_length=32,
+        generator=generator,
+        return_dict=False,
+        **PLAIN_CFG,
+    )
+    first_image = final_image = {}
+    if has_image:
+        first_image = {"image": _image(body, width // 2, height // 2), "image_crf": 0}
+        final_image = {"image": _image(body, width, height), "image_crf": 0}
+    own = run.scheduler
+    with torch.no_grad():
+        video, audio = run(
+            height=height // 2, width=width // 2, output_type="latent",
+            num_inference_steps=body["num_inference_steps"],
+            guidance_scale=body["guidance_scale"], audio_guidance_scale=body["guidance_scale"],
+            **common, **first_image,
+        )  # fmt: skip
+        upsample = LTX2LatentUpsamplePipeline(vae=run.vae, latent_upsampler=upsampler)
+        upsample.set_progress_bar_config(disable=True)
+        up = upsample(
+            latents=video, height=height // 2, width=width // 2, output_type="latent",
+            return_dict=False,
+        )[0]  # fmt: skip
+        if has_image:  # the image at the final size through the VAE's encoder, its mode
+            pixels = run.video_processor.preprocess(final_image["image"], height, width)
+            up[:, :, :1] = run.vae.encode(pixels[:, :, None]).latent_dist.mode()
+        run.scheduler = FlowMatchEulerDiscreteScheduler.from_config(
+            own.config, **DISTILLED_SCHEDULER
+        )
+        try:
+            with stage_2 if stage_2 is not None else torch.no_grad():
+                return run(
+                    latents=up, audio_latents=audio, height=height, width=width,
+                    num_inference_steps=len(sigmas), sigmas=sigmas, noise_scale=sigmas[0],
+                    guidance_scale=1.0, audio_guidance_scale=1.0, output_type=output_type,
+                    **common, **final_image,
+                )  # fmt: skip
+        finally:
+            run.scheduler = own
+
+
+def two_stage_direct(pipe: Any, body: Any) -> Any:
+    """`two_stage_called`'s video as frames, with the tiny upscaler."""
+    import numpy as np
+
+    upsampler = tiny_upsampler(pipe).module
+    return np.asarray(two_stage_called(pipe, body, upsampler, output_type="np")[0][0])
+
+
 TINY_JOBS = (
     TINY_JOB,
     TinyJob("tiny-ltx2", UNGUIDED, direct, tile=128, ranks=(4, 2), name="unguided"),
@@ -173,6 +282,16 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3-i2v", V23_I2V, image_direct_23, tile=128, ranks=(4,), name="2.3 i2v"),
     TinyJob("tiny-ltx2.3", V23_CACHED, None, tile=128, ranks=(2,), name="2.3 cached"),
     TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
+    TinyJob(
+        "tiny-ltx2",
+        TWO_STAGE,
+        two_stage_direct,
+        tile=128,
+        ranks=(2,),
+        name="two stages",
+        upsampler=tiny_upsampler,
+    ),
 )
 """The jobs the family contract runs: the smallest first, then unguided jobs spread over the
-ranks (uneven tokens), image to video (per-token timesteps) and the step cache with audio."""
+ranks (uneven tokens), image to video (per-token timesteps), the step cache with audio and
+a two-stage job (stage 1 CFG parallel, stage 2 spread)."""

@@ -124,11 +124,17 @@ def second_stage(
     upsampler: torch.nn.Module,
     sigmas: list[float],
     as_given: dict[str, Any],
+    image: Any = None,
 ) -> SecondStage:
     """Stage 2 as diffusers' LTX-2 docs run it: stage 1's video latents (`first[0]`, from the
     pipeline's "latent" output: denormalized) through `LTX2LatentUpsamplePipeline` at stage 1's
     `size` (width, height), the audio latents as they are; both re-noised to the first level
-    (`noise_scale`); the levels run as given (`as_given`: the distilled scheduler settings)."""
+    (`noise_scale`); the levels run as given (`as_given`: the distilled scheduler settings).
+    `image` (image-to-video: the start image at the final size, PIL): its latent replaces the
+    upscaled first latent frame, as Lightricks' two-stage pipelines condition stage 2
+    (`image_conditionings_by_replacing_latent` at stage 2's size) and ComfyUI's templates do
+    (`LTXVImgToVideoInplace` after the upscale); `LTX2ImageToVideoPipeline` keeps that frame
+    clean (timestep 0) in stage 2 as in stage 1."""
     from diffusers import FlowMatchEulerDiscreteScheduler, LTX2LatentUpsamplePipeline
 
     upsample = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
@@ -137,6 +143,9 @@ def second_stage(
     video = upsample(
         latents=first[0], width=width, height=height, output_type="latent", return_dict=False
     )[0]
+    if image is not None:
+        video = video.clone()
+        video[:, :, :1] = image_latent(pipe, image).to(video.dtype)
     scheduler = FlowMatchEulerDiscreteScheduler.from_config(pipe.scheduler.config, **as_given)
     inputs = {
         "latents": video,
@@ -145,3 +154,13 @@ def second_stage(
         "sigmas": list(sigmas),
     }
     return SecondStage(inputs, scheduler)
+
+
+def image_latent(pipe: Any, image: Any) -> torch.Tensor:
+    """The start image (PIL, at the size it conditions) as one latent frame in the VAE's own
+    scale (not normalized: as the pipeline's "latent" output and the upscaler's), encoded as
+    `LTX2ImageToVideoPipeline` encodes it (its video processor, the distribution's mode)."""
+    vae = pipe.vae
+    pixels = pipe.video_processor.preprocess(image, height=image.height, width=image.width)
+    pixels = pixels.to(device=vae.device, dtype=vae.dtype)
+    return vae.encode(pixels.unsqueeze(2)).latent_dist.mode().to(torch.float32)

@@ -1,0 +1,37 @@
+"""Qwen-Image 2.1 (text-to-image)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_IMAGE
+from ....sampling.names import SAMPLERS
+from ...family_spec import BlockLayout, FamilySpec
+from .adapter import QwenImage21
+from .memory import dit_forward
+from .parallel import qwen_image21_cp_plan
+from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOBS
+
+SPEC = FamilySpec(
+    "qwen_image21",
+    adapters=(
+        QwenImage21(
+            "qwen_image21",
+            TEXT_TO_IMAGE,
+            ("QwenImage21Pipeline",),
+            frozenset({"text_encoder", "processor"}),
+            # the first step's blocks run the text and the image, the later ones the image
+            # alone against the cached prefix: a step cache's residuals change shape
+            step_cache=False,
+            samplers=SAMPLERS,
+        ),
+    ),
+    transformer_classes=("QwenImage21Transformer2DModel",),
+    cp_plans={"QwenImage21Transformer2DModel": qwen_image21_cp_plan},
+    # its blocks return the joint sequence alone
+    block_layouts={"QwenImage21TransformerBlock": BlockLayout(second=None)},
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+    vae_frame_axis=True,
+    tiny_presets=TINY_PRESETS,
+    tiny_jobs=TINY_JOBS,
+)

@@ -1,0 +1,108 @@
+"""Qwen-Image 2.1 text-to-image: the tiny preset's structure and limits, the sequence plan's
+shape (the Ulysses processor on every block, the per-token inputs split, input-shaped
+outputs for CFG parallel), the `random:` preset's parameters and the plan at real size.
+(World size 1 against `QwenImage21Pipeline` called directly, guided and unguided, its prefix
+cache included, and CFG / Ulysses at 2, 3 and 4 ranks against world size 1: the family
+contract, tests/families/test_family_contract.py.)
+
+Cost: about 5 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from paradit.backend.models.families import family_of
+from paradit.backend.models.families.qwen_image21.parallel import (
+    UlyssesQwenImage21Processor,
+    qwen_image21_cp_plan,
+    shaped_like_input,
+)
+from paradit.backend.models.presets import build_preset
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.request import NO_STEP_CACHE, JobRequest
+
+TINY, RANDOM = "tiny-qwen-image2.1", "random:qwen-image2.1"
+QWEN_IMAGE21_DIT = 7_115_124_736
+"""DiT parameters on the meta device: Qwen-Image 2.1's "7B"."""
+
+
+def test_preset_structure_and_limits():
+    """The 2.1 DiT with its prefix cache on (`causal_condition`), a Qwen3-VL encoder read
+    through a processor, the 16x RGBA VAE; the template's limits (unguided by default); a
+    `cache` refused at submit with the rule."""
+    pipe = build_preset(TINY)
+    assert pipe.transformer.config.causal_condition
+    assert type(pipe.text_encoder).__name__ == "Qwen3VLForConditionalGeneration"
+    assert type(pipe.vae).__name__ == "AutoencoderKLQwenImage21"
+    assert pipe.vae.config.out_channels == 4 and pipe.vae_scale_factor == 16
+    limits = family_of(pipe).limits(pipe, tiny=True)
+    assert (limits.size_multiple, limits.default_guidance, limits.step_cache) == (32, 1.0, False)
+    body = {"prompt": "a fox", "cache": {"method": "first-block", "threshold": 0.5}}
+    with pytest.raises(ValueError, match=NO_STEP_CACHE[:30]):
+        JobRequest.from_body(body, limits)
+
+
+@pytest.mark.fast
+def test_plan_splits_every_blocks_tokens_and_swaps_the_processors():
+    """Every block gets the Ulysses processor and its per-token inputs split (rotary rows,
+    modulation rows); the sequence is split at the first block, gathered at the last."""
+    from paradit.backend.models.families.qwen_image21.tiny import qwen_image21_transformer
+
+    transformer = qwen_image21_transformer()
+    plan = qwen_image21_cp_plan(transformer)
+    assert set(plan) == {"transformer_blocks.*", "transformer_blocks.0", "transformer_blocks.1"}
+    assert set(plan["transformer_blocks.*"]) == {"rotary_emb", "target_token_mask"}
+    assert set(plan["transformer_blocks.0"]) == {"hidden_states"}
+    assert plan["transformer_blocks.1"].gather_dim == 1
+    processors = [block.attn.processor for block in transformer.transformer_blocks]
+    assert all(isinstance(p, UlyssesQwenImage21Processor) for p in processors)
+
+
+@pytest.mark.fast
+def test_outputs_are_shaped_like_the_input():
+    """The prefix-filling step's output (the whole joint sequence) is cut to the input's
+    last tokens, a shorter one (an edit's cached steps) padded in front: the CFG exchange
+    then fills what the pipeline kept of the first call's output."""
+
+    class Echo(torch.nn.Module):
+        def forward(self, hidden_states, length, return_dict=False):
+            return (torch.arange(length, dtype=torch.float32).view(1, length, 1),)
+
+    model = Echo()
+    shaped_like_input(model)
+    shaped_like_input(model)  # once
+    hidden = torch.zeros(1, 3, 1)
+    assert model(hidden_states=hidden, length=5)[0].flatten().tolist() == [2.0, 3.0, 4.0]
+    assert model(hidden_states=hidden, length=2)[0].flatten().tolist() == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.fast
+def test_random_preset_counts_the_published_parameters():
+    """32 blocks of width 4096 (32 heads of 128), the text read at Qwen3-VL-8B's width 4096,
+    the 64-channel VAE; the template's limits: 1024x1024, 25 steps, unguided."""
+    pipe = build_random_preset(RANDOM, device="meta")
+    assert sum(p.numel() for p in pipe.transformer.parameters()) == QWEN_IMAGE21_DIT
+    config = pipe.transformer.config
+    assert (config.num_attention_heads, config.num_layers) == (32, 32)
+    assert config.context_in_dim == pipe.text_encoder.config.text_config.hidden_size == 4096
+    assert pipe.vae.config.z_dim == config.in_channels == 64
+    limits = family_of(pipe).limits(pipe, tiny=False)
+    assert (limits.default_steps, limits.default_guidance, limits.default_width) == (25, 1.0, 1024)
+
+
+def test_plan_at_real_size(caplog):
+    """`paradit plan`: 1024x1024 on 4 GPUs of 24 GB: CFG 2 x Ulysses 2, the DiT sharded,
+    its weights in bf16; the activations from the family's dry run (its blocks called on
+    the meta device), not the rule of thumb the plan falls back to when a dry run fails."""
+    from paradit.backend.tools.plan import estimate
+
+    with caplog.at_level(logging.DEBUG, logger="paradit.backend.memory"):
+        report = estimate(RANDOM, 4, 24, 1024, 1024, 1)
+    assert not [r for r in caplog.records if "dry run" in r.getMessage()], caplog.text
+    assert report["fits"]
+    assert report["memory"]["weights_bytes"]["transformer"] == QWEN_IMAGE21_DIT * 2
+    assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
