@@ -59,6 +59,7 @@ class MiniMaxH3(Family):
             min_size=multiple,
             max_size=2048,
             frame_multiple=1,  # the 17n+5 rule is `check_frames`'
+            frames_per_latent=FRAMES_PER_CHUNK / LATENTS_PER_CHUNK,  # 17 frames: 5 latent
             max_frames=MAX_SECONDS * FPS,
             default_width=TINY_SIZE if tiny else DEFAULT_WIDTH,
             default_height=TINY_SIZE if tiny else DEFAULT_HEIGHT,
