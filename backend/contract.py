@@ -119,6 +119,9 @@ class Limits:
     """Latent tokens of one job (Wan 720p x 81 frames is 75,600)."""
     temporal_patch: int = 1
     """Latent frames per token (CogVideoX 1.5 patches 2; an odd count is padded to even)."""
+    frames_per_latent: float = 0.0
+    """Frames per latent frame where the VAE does not make one of every frame_multiple
+    (MiniMax H3's makes 5 of every 17: 3.4; its latent frames counted up); 0: frame_multiple."""
     fixed_width: int = 0
     fixed_height: int = 0
     """The only size the model takes, when not 0 (CogVideoX 1.0 image-to-video's learned
@@ -144,6 +147,8 @@ class Limits:
         """Latent tokens the DiT sees: one per size_multiple x size_multiple pixels per
         latent frame (the VAE's downsampling times the patch or packing size)."""
         latent_frames = (num_frames - 1) // self.frame_multiple + 1 if self.frame_multiple else 1
+        if self.frames_per_latent:
+            latent_frames = math.ceil(num_frames / self.frames_per_latent)
         token_frames = -(-latent_frames // self.temporal_patch)
         return token_frames * (width // self.size_multiple) * (height // self.size_multiple)
 

@@ -262,12 +262,19 @@ def dit_patcher(pipe: Any, folder: Path) -> Any:
     return LoraPatcher(LoraLibrary((str(folder),)), type(pipe), {"transformer": pipe.transformer})
 
 
+def with_dit(pipe: Any, transformer: Any) -> None:
+    """Put `transformer` in `pipe` as its DiT: a regular pipeline registers it as a module, a
+    modular one (`diffusers.ModularPipeline`) as a component."""
+    register = getattr(pipe, "register_modules", None) or pipe.register_components
+    register(transformer=transformer)
+
+
 def diffusers_fused(pipe: Any, folder: Path, stack: list[tuple[str, float]]) -> Any:
     """A copy of `pipe` with its own copy of the DiT (the other components shared), the LoRAs
     of `stack` ((name, strength) pairs, files in `folder`) loaded by diffusers into the DiT
     and fused at their strengths."""
     pipe = copy.copy(pipe)
-    pipe.register_modules(transformer=copy.deepcopy(pipe.transformer))
+    with_dit(pipe, copy.deepcopy(pipe.transformer))
     names = [f"a{i}" for i in range(len(stack))]
     if not hasattr(pipe, "load_lora_weights"):  # no LoRA mixin: the DiT's own (PEFT keys)
         _fuse_into_the_dit(pipe.transformer, folder, stack, names)

@@ -309,7 +309,8 @@ class ModelSizes:
     def _decode(self, shape: JobShape, tiled: bool) -> int:
         frames = self.latent_frames(shape.frames)
         video = self.temporal > 1
-        dry = min(frames, FRAMES_DRY[tiled]) if video else 1
+        least = self.spec.vae_dry_frames if self.spec is not None else 0
+        dry = min(frames, max(FRAMES_DRY[tiled], least)) if video else 1
         dry_height, dry_width = self._dry_area(shape, tiled)
         latent = (dry_height // self.spatial, dry_width // self.spatial)
         channels = int(self.vae.config.get("latent_channels") or self.vae.config.get("z_dim"))
@@ -447,7 +448,8 @@ def sizes_of_pipeline(
                 setattr(vae, name, value)
     temporal = int(
         getattr(pipe, "vae_scale_factor_temporal", 0)
-        or getattr(pipe, "vae_temporal_compression_ratio", 1)  # LTX-2's name
+        or getattr(pipe, "vae_temporal_compression_ratio", 0)  # LTX-2's name
+        or getattr(getattr(pipe, "vae", None), "temporal_compression_ratio", 1)  # the VAE's
         or 1
     )
     spatial = int(

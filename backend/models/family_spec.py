@@ -187,6 +187,10 @@ class FamilySpec:
     vae_frame_axis: bool = False
     """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
     Wan-style 3D VAE)."""
+    vae_dry_frames: int = 0
+    """The fewest latent frames the VAE decodes (MiniMax H3's decodes chunks of latent
+    frames and yields nothing under 3): the plan's decode dry run covers at least these;
+    0: the plan's own counts (`memory.sizes.FRAMES_DRY`)."""
     files: FileSpec | None = None
     """How the family's single files are recognised, mapped, checked and built
     (`file_spec.FileSpec`, from `single_file.py` beside the spec); None for a family with no

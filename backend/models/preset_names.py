@@ -30,6 +30,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-qwen-image-edit",
     "tiny-krea2",
     "tiny-qwen-image2.1",
+    "tiny-minimax-h3",
 )
 """The tiny presets; `random:<model>` presets are listed in RANDOM_PRESET_NAMES."""
 

@@ -23,6 +23,7 @@ import torch
 from .families import SPECS  # the families declare their tiny presets
 from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_random_preset
 from .random_presets import (
+    assemble_pipeline,
     build_random_preset,
     random_preset_components,
     random_preset_pipeline_class,
@@ -53,8 +54,6 @@ def build_preset(
     Random presets are built directly in `dtype` on `device` ("meta": no memory); tiny ones
     in float32 on the CPU (the caller moves them).
     """
-    import diffusers
-
     if is_random_preset(name):
         return build_random_preset(name, components=components, dtype=dtype, device=device)
     pipeline_class_name, builders = _preset(name)
@@ -63,7 +62,7 @@ def build_preset(
         component: (build() if component in wanted else None)
         for component, build in builders.items()
     }
-    return getattr(diffusers, pipeline_class_name)(**parts, **_pipeline_config(name))
+    return assemble_pipeline(pipeline_class_name, parts, _pipeline_config(name))
 
 
 def _preset(name: str) -> tuple[str, Builders]:

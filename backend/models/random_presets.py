@@ -105,8 +105,6 @@ def build_random_preset(
     `overrides` replace config entries per component, e.g. {"transformer": {"num_layers": 1}}
     for a cheap build of the same architecture in tests.
     """
-    import diffusers
-
     spec = random_preset_spec(name)
     entries: dict[str, dict[str, Any]] = spec["components"]
     wanted = wanted_components(name, entries.keys(), components)
@@ -126,7 +124,24 @@ def build_random_preset(
         )
         for component, entry in entries.items()
     }
-    return getattr(diffusers, spec["pipeline"])(**parts, **spec.get("pipeline_config", {}))
+    return assemble_pipeline(spec["pipeline"], parts, spec.get("pipeline_config", {}))
+
+
+def assemble_pipeline(class_name: str, parts: dict[str, Any], config: dict[str, Any]) -> Any:
+    """diffusers' pipeline `class_name` on `parts` (None for a component left out) with its
+    settings `config`. A modular pipeline (`diffusers.ModularPipeline`: its blocks declare
+    the components) is built empty and given the parts; a regular one takes them as
+    arguments."""
+    import diffusers
+
+    pipeline_class = getattr(diffusers, class_name)
+    if not issubclass(pipeline_class, diffusers.ModularPipeline):
+        return pipeline_class(**parts, **config)
+    if config:
+        raise ValueError(f"{class_name} takes its settings from its blocks, got {sorted(config)}")
+    pipe = pipeline_class()
+    pipe.update_components(**{name: part for name, part in parts.items() if part is not None})
+    return pipe
 
 
 def random_dit_config(name: str, component: str) -> dict[str, Any]:

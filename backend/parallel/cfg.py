@@ -19,6 +19,7 @@ rows together, and the pipeline gets the batch of 2 it asked for, in its order.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -36,7 +37,13 @@ class StepPair:
         self._forward = transformer.forward
         self._pending: tuple | None = None
         self._root = transformer
-        transformer.forward = self.forward
+
+        def forward(*args: Any, **kwargs: Any):
+            return self.forward(*args, **kwargs)
+
+        # keeps the wrapped forward's signature (`__wrapped__`): a pipeline that passes only
+        # the arguments the transformer names (MiniMax H3's blocks) still finds them
+        transformer.forward = functools.update_wrapper(forward, self._forward)
 
     def forward(self, *args: Any, **kwargs: Any):
         raise NotImplementedError

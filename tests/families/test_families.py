@@ -86,7 +86,11 @@ def test_every_spec_is_complete(spec: FamilySpec):
         assert isinstance(layout, BlockLayout) and block_layout_for(block) is layout
 
 
-NO_SINGLE_FILE = {"cogvideox", "qwen_image21"}
+NO_SINGLE_FILE = {
+    "cogvideox",
+    "qwen_image21",
+    "minimax_h3",  # not read yet (the pruned-AdaLN key map: issue 56)
+}
 """Families with no single-file format (CogVideoX: no ComfyUI file, no diffusers loader), or
 whose files are not read yet (Qwen-Image 2.1: `qwen_image_2.1_int8_convrot`)."""
 

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from conftest import spawn_gloo
 from image_jobs import CPU, encoded, preset_pipeline, rank_groups, run_here
-from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora
+from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora, with_dit
 
 from paradit.backend.memory.swap import ExpertSwap
 from paradit.backend.models.families import SPECS, enable_tiles, family_of
@@ -576,7 +576,7 @@ def test_lora_job_equals_diffusers_fuse_lora(world_size_1, spec, tmp_path):
             frames, result = run_here(pipe, dict(job.body), ref.tensors, parallel=ref.parallel)
         restored = _state(pipe.transformer)
         unhooked = copy.copy(pipe)
-        unhooked.register_modules(transformer=ref.plain_dit)
+        with_dit(unhooked, ref.plain_dit)
         fused = diffusers_fused(unhooked, tmp_path, [(LORA, LORA_STRENGTH)])
         direct = to_uint8(np.asarray(job.direct(fused, dict(job.body))))
     finally:

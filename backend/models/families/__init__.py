@@ -34,6 +34,7 @@ from .flux2_klein import SPEC as FLUX2_KLEIN
 from .hunyuan_video15 import SPEC as HUNYUAN_VIDEO15
 from .krea2 import SPEC as KREA2
 from .ltx2 import SPEC as LTX2
+from .minimax_h3 import SPEC as MINIMAX_H3
 from .qwen_image import SPEC as QWEN_IMAGE
 from .qwen_image21 import SPEC as QWEN_IMAGE21
 from .qwen_image_edit import SPEC as QWEN_IMAGE_EDIT
@@ -72,6 +73,7 @@ SPECS: tuple[FamilySpec, ...] = (
     COGVIDEOX,
     HUNYUAN_VIDEO15,
     LTX2,
+    MINIMAX_H3,
     KREA2,
     QWEN_IMAGE21,
 )

@@ -1,0 +1,26 @@
+"""MiniMax H3 (text-to-audio-video, guidance-distilled)."""
+
+from __future__ import annotations
+
+from ....contract import TEXT_TO_VIDEO
+from ...family_spec import FamilySpec
+from .adapter import MiniMaxH3
+from .memory import dit_forward
+from .tiny import PRESETS as TINY_PRESETS
+from .tiny_job import TINY_JOBS
+
+_TEXT = frozenset({"text_encoder", "tokenizer", "processor"})
+SPEC = FamilySpec(
+    "minimax_h3",
+    adapters=(
+        MiniMaxH3(
+            "minimax-h3-t2va", TEXT_TO_VIDEO, ("MiniMaxH3ModularPipeline",), _TEXT, step_cache=False
+        ),
+    ),
+    transformer_classes=("MiniMaxH3Transformer3DModel",),
+    dit_forward=dit_forward,
+    dry_run_one_block=True,
+    vae_dry_frames=3,  # its decode's chunks: nothing under 3 latent frames
+    tiny_presets=TINY_PRESETS,
+    tiny_jobs=TINY_JOBS,
+)

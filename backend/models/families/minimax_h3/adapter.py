@@ -1,0 +1,160 @@
+"""MiniMax H3 text-to-audio-video (`MiniMaxH3ModularPipeline`).
+
+What differs from the other video families:
+
+- diffusers has H3 only as a modular pipeline (blocks, no `__call__` with a step callback):
+  paradit drives diffusers' own blocks (`steps.py`): the text encoder block on rank 0
+  (`encode`), the core denoise blocks with a step-callback block added to the loop on every
+  rank (`pipeline_for_job`), and the decode as diffusers' decode blocks do it (`tiled_decode`,
+  `audio`).
+- One packed 1-D sequence holds the text, audio and video rows, with per-row timesteps and
+  modality tags; one DiT call per step steps two schedulers (video shift 12, audio shift 3).
+- Guidance-distilled: no negative prompt, no CFG (`supports_cfg` False): every rank runs the
+  one branch, the sequence split over all of them.
+- Frames: 24 fps, 17n+5 frames between 5 and 15 seconds (124 to 351), sizes multiples of 32.
+- The video VAE decodes with its spatial tiling on, as released (the released frames are
+  the blended-tile ones): paradit's `--vae-tiling` does not change it, and the leader decodes
+  the whole video (no split over ranks yet). The audio (stereo, the mono audio VAE taking the
+  two channels as two items) decodes on the leader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ....audio import Audio
+from ....contract import Limits
+from ....request import JobRequest
+from ..base import Family, Tensors, TiledDecode
+
+FPS = 24
+MIN_SECONDS, MAX_SECONDS = 5, 15
+FRAMES_PER_CHUNK, LATENTS_PER_CHUNK = 17, 5
+DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, DEFAULT_STEPS = 1344, 768, 124, 30
+TINY_SIZE, TINY_STEPS = 32, 2
+ENCODED = ("prompt_embeds", "text_token_tags")
+
+
+def check_frames(num_frames: int) -> None:
+    """H3's frame rule (its video VAE's 17n+5, 5 to 15 s at 24 fps), before the steps."""
+    low, high = MIN_SECONDS * FPS, MAX_SECONDS * FPS
+    if num_frames % FRAMES_PER_CHUNK != LATENTS_PER_CHUNK or not low <= num_frames <= high:
+        raise ValueError(
+            f"MiniMax H3 takes 17n+5 frames between {low} and {high} (5 to 15 s at 24 fps; "
+            f"e.g. 124, 141, 243), got {num_frames}"
+        )
+
+
+class MiniMaxH3(Family):
+    """Text-to-audio-video on diffusers' blocks (the module's docstring)."""
+
+    def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        multiple = int(pipe.canvas_multiple)
+        return Limits(
+            task=self.task,
+            size_multiple=multiple,
+            min_size=multiple,
+            max_size=2048,
+            frame_multiple=1,  # the 17n+5 rule is `check_frames`'
+            frames_per_latent=FRAMES_PER_CHUNK / LATENTS_PER_CHUNK,  # 17 frames: 5 latent
+            max_frames=MAX_SECONDS * FPS,
+            default_width=TINY_SIZE if tiny else DEFAULT_WIDTH,
+            default_height=TINY_SIZE if tiny else DEFAULT_HEIGHT,
+            default_frames=DEFAULT_FRAMES,
+            default_steps=TINY_STEPS if tiny else DEFAULT_STEPS,
+            default_guidance=1.0,
+            fps=FPS,
+        )
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        return False  # guidance-distilled: one forward per step
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        from diffusers.modular_pipelines.minimax_h3.encoders import MiniMaxH3TextEncoderStep
+
+        encoder = MiniMaxH3TextEncoderStep().init_pipeline()
+        encoder.update_components(
+            text_encoder=pipe.text_encoder, tokenizer=pipe.tokenizer, processor=pipe.processor
+        )
+        out = encoder(prompt=request.prompt, output=list(ENCODED))
+        return {name: out[name] for name in ENCODED}
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        check_frames(request.num_frames)
+        return {
+            "prompt_embeds": tensors["prompt_embeds"],
+            "text_token_tags": tensors["text_token_tags"],
+            "height": request.height,
+            "width": request.width,
+            "num_frames": request.num_frames,
+            "num_inference_steps": request.num_inference_steps,
+        }
+
+    def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
+        from .steps import DenoiseRunner
+
+        return DenoiseRunner(pipe, keyframes=False)
+
+    def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        vae = pipe.vae
+
+        def decode_rows(z: torch.Tensor) -> torch.Tensor:
+            mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1).to(z)
+            std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1).to(z)
+            tiled = vae.use_tiling
+            vae.use_tiling = True  # the released decode (see the module's docstring)
+            try:
+                return vae.decode(z * std + mean, return_dict=False)[0]
+            finally:
+                vae.use_tiling = tiled
+
+        def to_frames(video: torch.Tensor) -> np.ndarray:
+            pixel_mean = torch.tensor(pipe.pixel_mean).view(1, -1, 1, 1, 1)
+            pixel_std = torch.tensor(pipe.pixel_std).view(1, -1, 1, 1, 1)
+            video = (video.float().cpu() * pixel_std + pixel_mean).clamp(0, 1)
+            frames = pipe.video_processor.postprocess_video(video, output_type="np")
+            return np.asarray(frames)[0]
+
+        z = latents.to(device=vae.device, dtype=vae.dtype)
+        return TiledDecode(
+            costs=(1,),
+            decode_tile=lambda _index: decode_rows(z),
+            assemble=lambda decoded: to_frames(decoded[0]),
+            dtype=vae.dtype,
+            vae=vae,
+            latents=z,
+            decode_rows=decode_rows,
+            to_frames=to_frames,
+        )
+
+    def audio(self, pipe: Any, output: Any) -> Audio:
+        """The audio latents (one item per stereo channel) through the audio VAE, as
+        diffusers' audio decode block does; rank 0 only."""
+        audio_vae = pipe.audio_vae
+        latents = output[1].to(audio_vae.dtype)
+        mean = torch.tensor(audio_vae.config.latents_mean).view(1, -1, 1).to(latents)
+        std = torch.tensor(audio_vae.config.latents_std).view(1, -1, 1).to(latents)
+        with torch.no_grad():
+            waveform = audio_vae.decode(latents * std + mean, return_dict=False)[0]
+        samples = waveform.float().permute(1, 0, 2)[0].detach().cpu().numpy()  # (2, samples)
+        return Audio(samples, int(pipe.audio_sampling_rate))
+
+    # -- previews -------------------------------------------------------------------------
+
+    def latent_channels(self, pipe: Any) -> int:
+        return int(pipe.vae.config.latent_channels)
+
+    def preview_grid(self, pipe: Any, latents: torch.Tensor, request: JobRequest) -> torch.Tensor:
+        # the step's latents are the packed video rows, a (1, 2, 2) patch of channels each;
+        # the first latent frame's rows, their patches' first pixel
+        multiple = int(pipe.canvas_multiple)
+        h, w = request.height // multiple, request.width // multiple
+        channels = self.latent_channels(pipe)
+        rows = latents[: h * w].reshape(h, w, channels, -1)[..., 0]
+        return rows.permute(2, 0, 1)
+
+    def decode_for_fit(self, pipe: Any, latent: torch.Tensor) -> torch.Tensor:
+        raise ValueError("MiniMax H3's VAE decodes whole clips (17n+5 frames), not one latent")

@@ -1,0 +1,137 @@
+"""H3's denoising as paradit runs it: diffusers' own blocks (`MiniMaxH3CoreDenoiseStep`,
+`MiniMaxH3FL2VACoreDenoiseStep`: layout, noise, per-row timesteps, the loop, unpacking)
+with one block added to the loop, after the scheduler step, that calls the job's step
+callback; the text encoder and the decode run outside (rank 0 encodes, the job decodes).
+`DenoiseRunner` is what `pipeline_for_job` hands the job: called as the regular pipelines
+are (`output_type="latent"`, `callback_on_step_end`, `return_dict=False`), it returns the
+video and the audio latents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+DENOISE_OUTPUTS = ("latents", "audio_latents")
+GEOMETRY = ("vae", "audio_vae")
+"""The components `MiniMaxH3ModularPipeline`'s geometry (latent channels, compression, audio
+rate) is read from: without them it falls back to the released model's numbers."""
+
+
+def _step_end_block() -> Any:
+    from diffusers.modular_pipelines.modular_pipeline import ModularPipelineBlocks
+    from diffusers.modular_pipelines.modular_pipeline_utils import InputParam
+
+    class StepEnd(ModularPipelineBlocks):
+        """Calls `callback_on_step_end(pipeline, step, t, {"latents": rows})` after a step."""
+
+        model_name = "minimax-h3"
+
+        @property
+        def description(self) -> str:
+            return "Calls the job's step callback with the packed video rows after each step."
+
+        @property
+        def inputs(self) -> list[Any]:
+            return [InputParam(name="callback_on_step_end", default=None)]
+
+        def __call__(self, components: Any, block_state: Any, i: int, t: torch.Tensor):
+            callback = block_state.callback_on_step_end
+            if callback is not None:
+                callback(components, i, t, {"latents": block_state.latents})
+            return components, block_state
+
+    return StepEnd
+
+
+def _geometry_block() -> Any:
+    from diffusers import AutoencoderKLMiniMaxH3, AutoencoderKLMiniMaxH3Audio
+    from diffusers.modular_pipelines.modular_pipeline import ModularPipelineBlocks
+    from diffusers.modular_pipelines.modular_pipeline_utils import ComponentSpec
+
+    class Geometry(ModularPipelineBlocks):
+        """Runs nothing: declares the VAEs the pipeline's geometry reads (`GEOMETRY`)."""
+
+        model_name = "minimax-h3"
+
+        @property
+        def description(self) -> str:
+            return "Holds the VAEs whose configs give the latent geometry; runs nothing."
+
+        @property
+        def expected_components(self) -> list[Any]:
+            return [
+                ComponentSpec("vae", AutoencoderKLMiniMaxH3),
+                ComponentSpec("audio_vae", AutoencoderKLMiniMaxH3Audio),
+            ]
+
+        def __call__(self, components: Any, state: Any):
+            return components, state
+
+    return Geometry
+
+
+def denoise_blocks(keyframes: bool) -> Any:
+    """diffusers' core denoise blocks of `t2va` (or `fl2va` with `keyframes`), their loop
+    with the step callback block added."""
+    from diffusers.modular_pipelines.minimax_h3.denoise import (
+        MiniMaxH3DenoiseStep,
+        MiniMaxH3LoopDenoiser,
+        MiniMaxH3LoopSchedulerStep,
+    )
+    from diffusers.modular_pipelines.minimax_h3.modular_blocks_minimax_h3 import (
+        MiniMaxH3CoreDenoiseStep,
+        MiniMaxH3FL2VACoreDenoiseStep,
+    )
+
+    class DenoiseWithCallback(MiniMaxH3DenoiseStep):
+        block_classes = [MiniMaxH3LoopDenoiser, MiniMaxH3LoopSchedulerStep, _step_end_block()]
+        block_names = ["denoiser", "update", "step_end"]
+
+    from diffusers.modular_pipelines.modular_pipeline import SequentialPipelineBlocks
+
+    core = MiniMaxH3FL2VACoreDenoiseStep() if keyframes else MiniMaxH3CoreDenoiseStep()
+    core.sub_blocks["denoise"] = DenoiseWithCallback()
+    return SequentialPipelineBlocks.from_blocks_dict(
+        {"geometry": _geometry_block()(), "core": core}
+    )
+
+
+class DenoiseRunner:
+    """The job's denoising on the loaded pipeline's components (nothing copied), called as
+    a regular pipeline: returns `(latents, audio_latents)` (normalised, as the decode blocks
+    take them)."""
+
+    def __init__(self, pipe: Any, keyframes: bool):
+        self.pipe = pipe
+        self.runner = denoise_blocks(keyframes).init_pipeline()
+        wanted = [spec.name for spec in self.runner.blocks.expected_components]
+        parts = {name: getattr(pipe, name, None) for name in wanted}
+        self.runner.update_components(**{k: v for k, v in parts.items() if v is not None})
+
+    @property
+    def scheduler(self) -> Any:
+        return self.pipe.scheduler
+
+    @property
+    def config(self) -> Any:
+        return self.pipe.config
+
+    def __call__(
+        self,
+        *,
+        generator: torch.Generator,
+        callback_on_step_end: Any = None,
+        output_type: str = "latent",
+        return_dict: bool = False,
+        **inputs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if output_type != "latent" or return_dict:
+            raise ValueError("H3's denoise returns the latents as a tuple: output_type='latent'")
+        out = self.runner(
+            **inputs,
+            generator=generator,
+            callback_on_step_end=callback_on_step_end,
+            output=list(DENOISE_OUTPUTS),
+        )
+        return out["latents"], out["audio_latents"]

@@ -1,0 +1,43 @@
+"""MiniMax H3's smallest job (the family contract suite's): tiny-minimax-h3, 32x32 px, 124
+frames (the shortest H3 takes: 5 s at 24 fps, 17n+5), 2 steps, unguided (guidance is
+distilled into the weights). 37 latent frames of one 2x2 patch each, 414 audio rows (207
+latents per stereo channel) and the prompt's rows: 460-odd rows in one packed sequence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...family_spec import TinyJob
+
+BODY = {"prompt": "a robot dancing, drums 🥁", "seed": 5, "guidance_scale": 1.0}
+BODY.update(width=32, height=32, num_frames=124, num_inference_steps=2)
+
+
+def called_with_audio(pipe: Any, body: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`MiniMaxH3ModularPipeline` as its documentation calls it for `body`: the frames
+    (F, H, W, 3) in 0..1 and the stereo track (2, samples)."""
+    with torch.no_grad():
+        state = pipe(
+            prompt=body["prompt"],
+            height=body["height"],
+            width=body["width"],
+            num_frames=body["num_frames"],
+            num_inference_steps=body["num_inference_steps"],
+            generator=torch.Generator().manual_seed(body["seed"]),
+            output_type="np",
+        )
+    video = np.asarray(state.get("videos"))[0]
+    audio = state.get("audio")[0].float().numpy()
+    return video, audio
+
+
+def direct(pipe: Any, body: Any) -> np.ndarray:
+    """The frames of `called_with_audio` (its audio: tests/families/test_minimax_h3.py)."""
+    return called_with_audio(pipe, body)[0]
+
+
+TINY_JOBS = (TinyJob("tiny-minimax-h3", BODY, direct),)
+"""The jobs the family contract runs: the smallest first."""

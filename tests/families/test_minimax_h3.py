@@ -1,0 +1,97 @@
+"""MiniMax H3 text-to-audio-video: the limits, the 17n+5 frame rule, the `random:` preset's
+parameters and the plan at real size. (World size 1 against diffusers' blocks called
+directly, Ulysses at 2, 3 and 4 ranks against world size 1, audio included, and the LoRA job:
+the family contract, tests/families/test_family_contract.py.)
+
+Cost: about 6 s (in the suite's two-worker run on 2 cores).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from paradit.backend.models.families import family_of
+from paradit.backend.models.families.minimax_h3.memory import audio_rows, latent_frames
+from paradit.backend.models.random_presets import build_random_preset
+from paradit.backend.request import JobRequest
+
+RANDOM = "random:minimax-h3"
+H3_DIT = 33_122_992_896
+"""DiT parameters on the meta device: H3's "33B" (with the AdaLN tables as diffusers builds
+them)."""
+
+
+@pytest.fixture(scope="module")
+def meta_pipe():
+    return build_random_preset(RANDOM, device="meta")
+
+
+@pytest.mark.fast
+def test_random_preset_counts_the_published_parameters(meta_pipe):
+    """56 heads of 128 (Ulysses over 2, 4, 7 and 8 divides them), 50 blocks of width 5376,
+    the 24-channel video latents in (1, 2, 2) patches, the Qwen3-VL encoder deeper than the
+    hidden state H3 reads (50) at the DiT's text width."""
+    dit = meta_pipe.transformer
+    assert sum(p.numel() for p in dit.parameters()) == H3_DIT
+    config = dit.config
+    assert (config.num_attention_heads, config.attention_head_dim) == (56, 128)
+    assert (config.num_layers, config.hidden_size, config.in_channels) == (50, 5376, 24)
+    text = meta_pipe.text_encoder.config.text_config
+    assert text.hidden_size == config.text_dim == 5120
+    assert text.num_hidden_layers > meta_pipe.text_encoder_layer == 50
+    assert meta_pipe.canvas_multiple == 32 and meta_pipe.audio_sampling_rate == 32000
+
+
+@pytest.mark.fast
+def test_limits_are_h3s(meta_pipe):
+    """Guidance-distilled (no CFG), 24 fps, sizes multiples of 32 (the VAE's 16 times the
+    2x2 patch), 1344x768x124 and 30 steps by default, 15 s at most."""
+    family = family_of(meta_pipe)
+    assert not family.supports_cfg(meta_pipe)
+    limits = family.limits(meta_pipe, tiny=False)
+    assert (limits.size_multiple, limits.fps, limits.max_frames) == (32, 24, 360)
+    assert (limits.default_width, limits.default_height) == (1344, 768)
+    assert (limits.default_frames, limits.default_steps) == (124, 30)
+    # the tokens count H3's latent frames (17 frames make 5): 10 s at its default size fits
+    assert limits.tokens(1344, 768, 243) == 72 * 42 * 24
+    JobRequest.from_body({"prompt": "a fox", "num_frames": 351}, limits)
+    with pytest.raises(ValueError, match="multiple of 32, got 720"):
+        JobRequest.from_body({"prompt": "a fox", "width": 1280, "height": 720}, limits)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("frames", [240, 107])
+def test_frames_off_the_17n_plus_5_rule_are_refused(meta_pipe, frames):
+    """240 (10 s) is not 17n+5; 107 is, under 5 s: refused before any step, naming the rule
+    (over 15 s the limits' `max_frames` refuses at submit). 243 (the nearest to 10 s) passes,
+    as 5n+2 = 72 latent frames."""
+    family = family_of(meta_pipe)
+    limits = family.limits(meta_pipe, tiny=False)
+    body = {"prompt": "a fox", "num_frames": frames}
+    with pytest.raises(ValueError, match="17n\\+5"):
+        request = JobRequest.from_body(body, limits)
+        family.prepare(meta_pipe, request, {})
+    request = JobRequest.from_body({**body, "num_frames": 243}, limits)
+    kwargs = family.prepare(meta_pipe, request, {"prompt_embeds": 0, "text_token_tags": 0})
+    assert kwargs["num_frames"] == 243
+    assert latent_frames(243) == 72 and audio_rows(243) == 810
+
+
+def test_plan_at_real_size_uses_the_dry_run(caplog):
+    """`paradit plan` for 720p 10 s (1280x736x243: H3 takes multiples of 32) on 4 GPUs of
+    24 GB: Ulysses 4 (no CFG to split), the DiT sharded, its weights in bf16; the activations
+    from the family's dry run (not the rule of thumb the plan falls back to when a dry run
+    fails), and the video decode's dry run on the chunks H3's VAE decodes."""
+    from paradit.backend.tools.plan import estimate
+
+    with caplog.at_level(logging.DEBUG, logger="paradit.backend.memory"):
+        report = estimate(RANDOM, 4, 24, 1280, 736, 243)
+    assert not [r for r in caplog.records if "dry run" in r.getMessage()], caplog.text
+    assert report["fits"] and report["tokens"] == 72 * 40 * 23
+    assert report["plan"]["modes"][:2] == ["ulysses", "fsdp"]
+    assert report["plan"]["ulysses_degree"] == 4
+    assert report["memory"]["weights_bytes"]["transformer"] == H3_DIT * 2
+    parts = report["memory"]["reference_job"]["parts_bytes"]
+    assert parts["activations"] > 2**30 and parts["decode"] > 2**30
