@@ -21,6 +21,8 @@ from diffusers import (
     Krea2Pipeline,
     LTX2ImageToVideoPipeline,
     LTX2Pipeline,
+    MiniMaxH3ModularPipeline,
+    QwenImage21Pipeline,
     QwenImageEditPlusPipeline,
     QwenImagePipeline,
     WanImageToVideoPipeline,
@@ -58,6 +60,8 @@ PIPELINE_CLASSES = {
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
     "tiny-krea2": Krea2Pipeline,
+    "tiny-qwen-image2.1": QwenImage21Pipeline,
+    "tiny-minimax-h3": MiniMaxH3ModularPipeline,
 }
 IMAGE_TO_VIDEO = {
     "tiny-wan-i2v",
@@ -68,12 +72,14 @@ IMAGE_TO_VIDEO = {
     "tiny-ltx2.3-i2v",
 }
 """The presets whose pipeline needs a start image."""
-IMAGES = {"tiny-flux", "tiny-qwen-image"}
+IMAGES = {"tiny-flux", "tiny-qwen-image", "tiny-qwen-image2.1"}
 """The text-to-image presets (true CFG)."""
 GUIDERS = {"tiny-hunyuanvideo1.5", "tiny-hunyuanvideo1.5-i2v"}
 """The presets whose guidance scale lives in their `guider` component, not in the call."""
 CHAT_TEMPLATED = {
     "tiny-qwen-image",
+    "tiny-qwen-image2.1",
+    "tiny-minimax-h3",
     "tiny-krea2",
     "tiny-hunyuanvideo1.5",
     "tiny-hunyuanvideo1.5-i2v",
@@ -164,13 +170,19 @@ def built(name: str):
     return _BUILT[name]
 
 
+FOLDER_PRESETS = [name for name in PRESET_NAMES if name != "tiny-minimax-h3"]
+"""The presets paradit also loads from a saved folder: not MiniMax H3's modular pipeline yet
+(diffusers 0.42.1's `ModularPipeline.save_pretrained` writes a modular index paradit's loader
+does not read; issue 56)."""
+
+
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> dict[str, str]:
-    """Each preset written once with save_pretrained."""
+    """Each preset written once with save_pretrained (the folder presets)."""
     folders = {}
-    for name in PRESET_NAMES:
+    for name in FOLDER_PRESETS:
         folder = tmp_path_factory.mktemp(name)
-        built(name).save_pretrained(folder)
+        built(name).save_pretrained(str(folder))
         folders[name] = str(folder)
     return folders
 
@@ -209,6 +221,8 @@ WEIGHT_DIGESTS = {
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-qwen-image-edit": "a107f66bc2542c26",
     "tiny-krea2": "6ff19b137f20e557",
+    "tiny-qwen-image2.1": "b75e6f51c6c70ad5",
+    "tiny-minimax-h3": "35cb37d9f8c4abdb",
 }
 
 
@@ -244,6 +258,8 @@ def test_preset_names_and_bad_input():
         "tiny-flux2-klein",
         "tiny-qwen-image-edit",
         "tiny-krea2",
+        "tiny-qwen-image2.1",
+        "tiny-minimax-h3",
     )
     assert not is_preset("tiny-nope")
     with pytest.raises(ValueError, match="tiny-wan, tiny-wan-i2v, tiny-flux"):
@@ -275,7 +291,8 @@ def test_components_differ_between_seeds():
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_tokenizers_cover_any_text(name):
     pipe = built(name)
-    pairs = [(pipe.tokenizer, pipe.text_encoder)]
+    tokenizer = getattr(pipe, "tokenizer", None) or pipe.processor.tokenizer  # 2.1: its processor's
+    pairs = [(tokenizer, pipe.text_encoder)]
     if name in TWO_TOKENIZERS:
         pairs.append((pipe.tokenizer_2, pipe.text_encoder_2))
     text = "Ünïcødé 🦊 狐狸 \u200b tabs\tand\nnewlines"
@@ -284,7 +301,7 @@ def test_tokenizers_cover_any_text(name):
         assert len(tokenizer) == config.vocab_size
         ids = tokenizer(text).input_ids
         # Qwen2.5-VL's and Qwen3's chat templates end their texts: no </s> (test_qwen_image.py)
-        chat = name in CHAT_TEMPLATED and tokenizer is pipe.tokenizer
+        chat = name in CHAT_TEMPLATED and tokenizer is pairs[0][0]
         assert (ids[-1] == tokenizer.eos_token_id) == (not chat)
         assert tokenizer.unk_token_id not in ids
         assert tokenizer.decode(ids, skip_special_tokens=True) == text
@@ -292,13 +309,15 @@ def test_tokenizers_cover_any_text(name):
         assert [len(row) for row in batch.input_ids] == [64, 64]
 
 
-@pytest.mark.parametrize("name", PRESET_NAMES)
+@pytest.mark.parametrize("name", FOLDER_PRESETS)
 def test_save_and_load_folder_is_bit_identical(name, saved):
     preset = built(name)
     loaded = load_pipeline(ModelSource.parse(saved[name]))
     assert type(loaded) is PIPELINE_CLASSES[name]
     _assert_bit_equal(_state(preset), _state(loaded))
-    assert loaded.tokenizer("héllo").input_ids == preset.tokenizer("héllo").input_ids
+    loaded_tokenizer = getattr(loaded, "tokenizer", None) or loaded.processor.tokenizer
+    tokenizer = getattr(preset, "tokenizer", None) or preset.processor.tokenizer
+    assert loaded_tokenizer("héllo").input_ids == tokenizer("héllo").input_ids
     assert _public(loaded.scheduler.config) == _public(preset.scheduler.config)
     if name in GUIDERS:
         assert _public(loaded.guider.config) == _public(preset.guider.config)
@@ -314,7 +333,7 @@ def test_save_and_load_folder_is_bit_identical(name, saved):
         np.testing.assert_array_equal(*runs)
 
 
-@pytest.mark.parametrize("name", PRESET_NAMES)
+@pytest.mark.parametrize("name", FOLDER_PRESETS)
 def test_load_pipeline_skip_leaves_components_none(name, saved):
     for source in (ModelSource.parse(name), ModelSource.parse(saved[name])):
         pipe = load_pipeline(source, skip=ENCODERS)
