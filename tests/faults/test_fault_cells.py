@@ -10,10 +10,8 @@ byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s).
 data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
 checked without processes (the last two tests).
 
-Cost: about 40 s (provisional: its durations in one quiet run of the fault files and
-test_load, load 1.5, 36.0 s before rebuilds took over rank 0's dry runs and preview map, the
-new standstill test included): a backend start, eleven rebuilds of the group, about 15 small
-jobs.
+Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start,
+eleven rebuilds of the group, about 15 small jobs.
 """
 
 from __future__ import annotations

@@ -8,10 +8,7 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 the ranks of its rebuilds come from `serve`'s own zygote (backend/processes/forked.py), as
 for users; `serve` killed before its ranks start is a fresh interpreter.
 
-Cost: about 37 s (provisional: 37.5 s of durations in one quiet run of the fault files and
-test_load, load 1.5, the worker's zygote start included (about 7 s, the matrix's before),
-after `--hang-timeout` 2 -> 1 and rebuilds that take over rank 0's dry runs; 43 s before; 140
-s before rebuilt ranks were forked).
+Cost: about 26 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

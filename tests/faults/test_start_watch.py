@@ -1,7 +1,6 @@
 """Rank 0's guard over the start-up waits that cannot poll for a lost rank (`StartWatch`).
 
-Cost: about 1 s (pure logic: threads and a fake `lost`; the served case is test_cli's
-`test_start_up_stops_when_a_rank_dies[join]`).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -16,9 +16,7 @@ Screenshots go to $PARADIT_TEST_ARTIFACTS (default test-artifacts/).
 Needs `apt-get install -y chromium`, `pip install playwright` (never `playwright install`) and
 the test extra's `comfyui-frontend-package`.
 
-Cost: about 20 s (provisional, measured alone under load: 22-33 s for the file with the
-fixture's files, one tiny-wan backend, a 4-step 32x32 job with its 1.5 s pause, two page
-starts of about 3 s each).
+Cost: about 18 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

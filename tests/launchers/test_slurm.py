@@ -7,8 +7,7 @@ The cluster's node is named `node0`, not after this host: to mpirun inside an al
 is another machine, which it reaches through srun as it reaches the other machines of a
 real cluster (Open MPI starts its daemon there with srun, MPICH's Hydra its proxy).
 
-Cost: about 122 s (provisional: 86 s scaled by its CPU alone, slurmd's tasks included, before and
-after ranks froze their imports and skipped their teardown: 93.4 -> 80.4 CPU-seconds, load 2-3).
+Cost: about 79 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

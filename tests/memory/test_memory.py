@@ -1,8 +1,7 @@
 """One host copy at load: a ~1 GB DiT from a folder on 2 ranks costs the machine one copy of
 the DiT plus the second rank's runtime, because each rank reads only its shards.
 
-Cost: about 14 s (in the suite's two-worker run on 2 cores: writing the 1 GB folder, two
-`serve` groups forked from the worker's zygote, one 1-token job on one rank).
+Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 - The bfloat16 thresholds of `paradit verify` accept every legitimate distance the GPU run
   measured (docs/gpu/measured.json) and reject the mildest break measured on CPU.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ more `EncoderKind`s, each listed once in `KINDS`, and the generic tables (pipeli
 tokenizer lookup, the part recognitions, the tiny presets' tokenizers) are read from the list,
 so adding a kind is one module and its line.
 
-Cost: about 1 s.
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

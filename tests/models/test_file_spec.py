@@ -1,7 +1,7 @@
 """A family's single-file declarations (`FileSpec`, `FamilySpec.files`) state their rules, and
 every single-file reader of the registry reads them there.
 
-Cost: about 1 s.
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The private diffusers names paradit patches and calls: present, with the parameters used.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

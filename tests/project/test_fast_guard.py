@@ -2,7 +2,7 @@
 starting a process fails the test, so `pytest -m fast` stays pure logic (the guard is at the
 end of conftest.py).
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The request table drives every frontend: a field declared once shows up everywhere.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 frames in memory for `/v1/jobs/{id}/frames/{i}`) is ready before its PNG frames are written;
 the PNG writer is held back here until the test has seen the job succeed.
 
-Cost: about 1 s (an mp4 of 5 tiny frames through ffmpeg; no backend).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

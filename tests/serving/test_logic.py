@@ -1,7 +1,7 @@
 """Pure logic, no process started: the plan choice, request validation, the job book, the
 group-health rule, control messages and the serve configuration (`pytest -m fast`).
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

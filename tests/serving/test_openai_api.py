@@ -4,7 +4,7 @@ alone on a stand-in service (the real request rules and job book, jobs finished 
 never run): `n` of a multipart edit, a null seed with `n`, absurd `seconds`, and `/health`
 while 100 image requests wait.
 
-Cost: about 3 s (in the suite's two-worker run on 2 cores).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

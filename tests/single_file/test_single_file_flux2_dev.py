@@ -11,7 +11,7 @@ the Mistral Small 3.1 text encoder (`mistral_3_small_flux2_bf16`: its language m
   files hold (the encoder: the preset's language model, which gives the hidden states
   Flux2Pipeline stacks) and makes the image the preset makes with them, byte for byte.
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ flat vector, the blocks' linears in fp8 with ComfyUI's scales).
 Not done yet: the Qwen3-VL text encoder file (`qwen3vl_4b_fp8_scaled`: an encoder kind of its
 own), hence no pipeline of these files (`paradit serve`).
 
-Cost: about 1 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ diffusers' names (`qwen_image_bf16`, `qwen_image_edit_2509_bf16`), the Qwen2.5-V
   vocabulary and without `lm_head` takes the tokenizer of the ComfyUI install it sits in and a
   processor with Qwen2.5-VL's published settings, and encodes prompt and image as the preset.
 
-Cost: about 2 s (in the suite's two-worker run on 2 cores).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

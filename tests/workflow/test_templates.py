@@ -8,9 +8,7 @@ map to paradit's two-stage job (`upscale`) at 24k+17 frames (as saved, at 121 fr
 refused: ComfyUI's audio latent would be one longer); the dev one runs end to end at a tiny
 size.
 
-Cost: about 30 s (in the suite's two-worker run on 2 cores; the Z-Image Turbo run at the
-template's 1024x1024, about 15 s with its backend's start, and the LTX-2 two-stage run at
-128x128, about 10 s, most of it; provisional: measured under load).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
