@@ -9,8 +9,11 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
 - From headers alone (`random:ltx2.3-22b`'s components on the meta device): the DiT's config
   read off the shapes is the preset's, every DiT parameter is read; the fp8 file is
   fp8_scaled with the same config; the checkpoint and the Gemma file resolve to
-  `random:ltx2.3-22b`'s pipeline with the checkpoint's parts; a 2.3 file named distilled is
-  refused by name.
+  `random:ltx2.3-22b`'s pipeline with the checkpoint's parts; a 2.3 (2.5) file named
+  distilled resolves to the same preset with the distilled scheduler.
+- The distilled schedule: `tiny-ltx2.3`'s checkpoint named `ltx-2.3-22b-distilled` runs 8 steps
+  at Lightricks' published distilled sigmas (written out here, the values ComfyUI's 2.3 and 2.5
+  templates give ManualSigmas) without CFG.
 - The tiny preset's weights in that layout load to exactly `tiny-ltx2.3`'s components and make
   its video and its 48 kHz audio byte for byte; `paradit models DIR` names the file.
 - LTX-2.5 the same way: its DiT (the keyframe embedding, no video feed-forward biases) read off
@@ -19,7 +22,8 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
   make its video and audio byte for byte.
 
-Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29; the distilled run added
+2 s measured alone on a loaded machine).
 """
 
 from __future__ import annotations
@@ -37,9 +41,12 @@ from comfy_files import (
     plain_config,
     write_header_only,
 )
+from image_jobs import run_here
 from safetensors.torch import save_file
 
+from paradit.backend.models.families import family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
+from paradit.backend.models.families.ltx2.adapter import DISTILLED_SCHEDULER
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
@@ -48,6 +55,7 @@ from paradit.backend.models.single_file.detect import recognise
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
+from paradit.backend.runtime.job import JobHooks
 
 COMPONENTS = ("transformer", "connectors", "vae", "audio_vae", "vocoder")
 GEMMA3_12B = {  # google/gemma-3-12b-it's text model: the shapes
@@ -111,8 +119,10 @@ def test_real_checkpoint_from_its_header(real_files):
     resolved = resolve(SingleFiles((str(files["dev"]),), gemma))
     assert (resolved.preset.name, resolved.pipeline_class) == ("random:ltx2.3-22b", "LTX2Pipeline")
     assert sorted(resolved.extras) == ["audio_vae", "connectors", "text_projection", "vocoder"]
-    with pytest.raises(ValueError, match=r"is ltx-2.3-distilled .* cannot be run from single"):
-        resolve(SingleFiles((str(files["distilled"]),), gemma))
+    distilled = resolve(SingleFiles((str(files["distilled"]),), gemma))
+    assert recognise(str(files["distilled"])).detection.variant == "ltx-2.3-distilled"
+    assert distilled.preset.name == "random:ltx2.3-22b"
+    assert dict(distilled.preset.scheduler) == DISTILLED_SCHEDULER  # sigmas run as given
 
 
 def _render(pipe) -> tuple[np.ndarray, np.ndarray]:
@@ -223,3 +233,34 @@ def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
     (video, audio), (their_video, their_audio) = [_render(each) for each in (pipe, tiny)]
     assert np.array_equal(video, their_video) and np.array_equal(audio, their_audio)
+
+
+PUBLISHED_DISTILLED = [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0]
+"""Lightricks' distilled noise levels (ltx-pipelines `utils/constants.py`
+`DISTILLED_SIGMA_VALUES`, as published; ComfyUI's LTX-2.3 and 2.5 templates write the same nine
+into their first stage's ManualSigmas), written out here rather than read from diffusers."""
+
+
+def test_ltx2_3_distilled_file_runs_the_published_schedule(tmp_path):
+    """`tiny-ltx2.3`'s checkpoint under the distilled file's name: 8 steps and guidance 1 by
+    default, 8 the only step count, and its job steps through exactly the published levels."""
+    tiny = build_preset("tiny-ltx2.3")
+    checkpoint = tmp_path / "ltx-2.3-22b-distilled.safetensors"
+    save_file(ltx2_checkpoint(tiny), str(checkpoint))
+    gemma = tmp_path / "gemma_3_12B_it.safetensors"
+    save_file({"model." + k: v for k, v in tiny.text_encoder.state_dict().items()}, str(gemma))
+    assert recognise(str(checkpoint)).detection.variant == "tiny-ltx2.3-distilled"
+    pipe = load_pipeline(ModelSource.parse(str(checkpoint), [str(gemma)]))
+    align_cpu_weights(pipe)
+    pipe.set_progress_bar_config(disable=True)
+    limits = family_of(pipe).limits(pipe, tiny=True)
+    assert (limits.default_steps, limits.default_guidance) == (8, 1.0)
+    assert (limits.min_steps, limits.max_steps) == (8, 8)
+    assert list(limits.sigmas) + [0.0] == PUBLISHED_DISTILLED
+    levels = []
+    hooks = JobHooks(on_step=lambda *_: levels.append(pipe.scheduler.sigmas.tolist()) or False)
+    body = {"prompt": "a fox in the snow", "width": 64, "height": 64, "num_frames": 9, "seed": 5}
+    _, result = run_here(pipe, body, hooks=hooks)
+    assert len(levels) == 8
+    assert levels[0] == pytest.approx(PUBLISHED_DISTILLED, abs=1e-7)  # float32 levels
+    assert result.latents.std() > 0

@@ -20,9 +20,10 @@ LTX-2.3 (`ltx-2.3-22b-dev.safetensors`, `-fp8`; variant `ltx-2.3`, the tiny one'
 `tiny-ltx2.3`): a DiT without a caption projection, its gates (`to_gate_logits`), its nine
 modulations a block and its prompt AdaLN (`prompt_adaln_single`) read off the keys; its
 per-head rotary tables and perturbable attention, and the Gemma width its config names, are
-2.3's (no weight shows them). A 2.3 file named distilled is `ltx-2.3-distilled`, recognised
-and refused: paradit knows no 2.3 distilled schedule (the templates run the dev checkpoint
-with the distilled LoRA).
+2.3's (no weight shows them). A 2.3 (or 2.5) file named distilled is `ltx-2.3-distilled`
+(`ltx-2.5-distilled`): the dev model's shapes on LTX-2's distilled schedule, 8 steps without
+CFG (`adapter.distilled_sigmas`: what Lightricks' distilled pipelines and ComfyUI's 2.3 and
+2.5 templates' ManualSigmas run).
 
 LTX-2.5 (`ltx-2.5-22b-dev-transformer`; variant `ltx-2.5`, the tiny one's `tiny-ltx2.5`): 2.3's
 DiT with the keyframe embedding (`keyframes_abs_pos_embedding`) and a video feed-forward without

@@ -68,5 +68,19 @@ FILE_PRESETS = {
     # LTX-2.5: 2.3's parts; Gemma 4 12B (gemma4-12b-ltx-v1) the text encoder
     "tiny-ltx2.5": Preset("tiny-ltx2.5", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
     "ltx-2.5": Preset("random:ltx2.5-22b", "LTX2Pipeline", ("gemma4",), vae=_LTX23_VAE),
+    # their distilled files (ltx-2.3-22b-distilled, ltx-2.5-22b-distilled-transformer): the
+    # same shapes and parts, LTX-2's distilled schedule (the one Lightricks' pipelines and
+    # ComfyUI's 2.3/2.5 templates run: adapter.distilled_sigmas)
+    **{
+        f"{name}-distilled": Preset(
+            preset, "LTX2Pipeline", (encoder,), vae=_LTX23_VAE, scheduler=DISTILLED_SCHEDULER
+        )
+        for name, preset, encoder in (
+            ("tiny-ltx2.3", "tiny-ltx2.3", "gemma3"),
+            ("ltx-2.3", "random:ltx2.3-22b", "gemma3"),
+            ("tiny-ltx2.5", "tiny-ltx2.5", "gemma4"),
+            ("ltx-2.5", "random:ltx2.5-22b", "gemma4"),
+        )
+    },
 }
 """The presets LTX-2's single files run on (`FileSpec.presets`)."""
