@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import two_stage
+from . import ltx_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -626,9 +626,11 @@ def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             audio.node,
             f"{audio.frames} frames at {LTX2_FRAME_RATE:g} fps: ComfyUI makes {comfy} audio "
-            f"latent frames (rounded up), paradit's LTX-2 pipeline {ours} (rounded), so the "
-            "audio and the video would differ; give 24k+17 frames (17, 41, 65, ..., 113, "
-            "137: there both agree)",
+            f"latent frames (rounded up: ceil(frames / fps x 25), its audio VAE's "
+            f"num_of_latents_from_frames), paradit's LTX-2 pipeline {ours} (rounded: "
+            "round(frames / fps x 25), diffusers' LTX2Pipeline), so the audio and the video "
+            "would differ; give 24k+17 frames (17, 41, 65, ..., 113, 137: there both agree; "
+            "a templates' length of seconds x 24 + 1 never does)",
         )
     m.say(node, f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track)")
     return (dataclasses.replace(video, audio=audio),)
@@ -932,6 +934,8 @@ HANDLERS: dict[str, Handler] = {
     "LatentUpscaleModelLoader": two_stage.upscale_model_loader,
     "LTXVLatentUpsampler": two_stage.latent_upsampler,
     "LTXVCropGuides": two_stage.crop_guides,
+    "LTXVImgToVideoInplace": ltx_nodes.img_to_video_inplace,
+    "LTXVDualCFGGuider": ltx_nodes.dual_cfg_guider,
     "ManualSigmas": two_stage.manual_sigmas,
     "EmptyImage": two_stage.empty_image,
     "ImageScaleBy": two_stage.image_scale_by,

@@ -166,6 +166,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     ),
     _spec("LTXVConcatAVLatent", (), "the video and audio latents sampled together"),
     _spec(
+        "LTXVImgToVideoInplace",
+        ("strength", "bypass"),
+        "with bypass on: its latent as it came (text to video); with bypass off refused (an "
+        "image written into the latent)",
+    ),
+    _spec(
+        "LTXVDualCFGGuider",
+        ("video_cfg", "audio_cfg"),
+        "`guidance_scale` where video_cfg = audio_cfg (ComfyUI's single CFG then); two "
+        "scales refused",
+    ),
+    _spec(
         "LTXVScheduler",
         ("steps", "max_shift", "base_shift", "stretch", "terminal"),
         "`sigmas`: its levels over its latent's video tokens (LTX-Video's formula), "
@@ -276,12 +288,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
-        "LTXVImgToVideoInplace": "LTX-2 image to video by writing the image into the latent "
-        "(its frames kept by a noise mask of 1 - strength): paradit's workflow import does not "
-        "map it; ComfyUI's LTX-2 image-to-video templates also write it into the second "
-        "stage's upscaled latent, and compress it first as one H.264 frame at LTXVPreprocess's "
-        "img_compression (CRF 33; 0 would leave it as it is), where paradit hands LTX-2 the "
-        "image uncompressed (image_crf 0): another start image",
         "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
         "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
         "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "
@@ -308,6 +314,10 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "
         "template: prompt_enhance false) to run the prompt as written",
+        "TextGenerateLTX2Prompt": "a prompt written at run time by a language model (LTX-2's "
+        "prompt enhancer): paradit encodes the prompt as given and generates no text; turn "
+        "the enhancer off (the LTX-2.3 and 2.5 templates: prompt_enhance false) to run the "
+        "prompt as written",
         "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
         "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }

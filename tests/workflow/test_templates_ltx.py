@@ -1,0 +1,126 @@
+"""ComfyUI's LTX-2.3 and LTX-2.5 templates (the installed `comfyui-workflow-templates-json`),
+in their saved form: each is refused naming the node (its path inside the subgraph) that
+paradit cannot run as ComfyUI does, and why. What they add that paradit maps is checked on
+edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
+latent, so the import reaches the prompt (refused there while the prompt enhancer is on);
+`LTXVDualCFGGuider` (2.5's) at two scales is refused at the guider, at equal ones (ComfyUI's
+single CFG) passed on as CFGGuider's guidance.
+
+Cost: about 3 s (measured alone on a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import comfyui_workflow_templates_json
+import pytest
+from PIL import Image
+
+from paradit.backend.tools.workflow import plan_of
+
+TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
+
+
+def _placeholders(template: str, folder: Path) -> Path:
+    """A ComfyUI folder with an empty file under every model name the template gives (in
+    every models subfolder) and a tiny PNG under every image name: enough for a refusal
+    that comes before any file is read."""
+    data = json.loads((TEMPLATES / template).read_text())
+    nodes = list(data["nodes"]) + [n for s in data["definitions"]["subgraphs"] for n in s["nodes"]]
+    (folder / "input").mkdir(parents=True)
+    kinds = ("diffusion_models", "text_encoders", "vae", "loras", "checkpoints",
+             "latent_upscale_models")  # fmt: skip
+    for node in nodes:
+        values = node.get("widgets_values")
+        for value in values if isinstance(values, list) else ():
+            if isinstance(value, str) and value.endswith(".safetensors"):
+                for kind in kinds:
+                    (folder / "models" / kind).mkdir(parents=True, exist_ok=True)
+                    (folder / "models" / kind / value).touch()
+            elif isinstance(value, str) and value.endswith((".png", ".jpg")):
+                Image.new("RGB", (32, 32)).save(folder / "input" / value, format="PNG")
+    return folder
+
+
+SAVED = {  # template -> (where, node type, the reason's words)
+    # 5 s at 25 fps: a * b + 1 = 126 frames, which ComfyUI's latent rounds down to 121
+    "video_ltx2_3_t2v.json": (
+        "subgraph 267 > node 228", "EmptyLTXVLatentVideo", "126 frames: ComfyUI rounds",
+    ),
+    "video_ltx2_3_i2v.json": (
+        "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
+    ),
+    # its audio VAE is a file of its own, through a plain VAELoader
+    "video_ltx2_5_t2v.json": (
+        "subgraph 405 > node 366", "LTXVEmptyLatentAudio", "(VAELoader) where paradit expects",
+    ),
+    "video_ltx2_5_i2v.json": (
+        "subgraph 398 > node 349", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template", sorted(SAVED))
+def test_ltx2_3_and_2_5_templates_as_saved_are_refused_at_their_node(tmp_path, template):
+    where, kind, words = SAVED[template]
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / template), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+
+
+def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusal(tmp_path):
+    """The 2.3 text-to-video template at 24 fps and 4 x 24 + 17 = 113 frames (its duration
+    and frame rate on the subgraph node, its length expression edited): both
+    LTXVImgToVideoInplace copies have bypass on, so the import reaches the prompt, which the
+    saved prompt_enhance (true) writes with TextGenerateLTX2Prompt: refused there."""
+    template = "video_ltx2_3_t2v.json"
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 267)
+    assert outer["widgets_values"][1] is True  # prompt_enhance, as saved
+    outer["widgets_values"][4:6] = [4, 24]  # duration 4 s, frame rate 24
+    (sub,) = data["definitions"]["subgraphs"]
+    next(n for n in sub["nodes"] if n["id"] == 277)["widgets_values"] = ["a * b + 17"]
+    path = tmp_path / template
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(comfy))
+    assert str(refused.value).startswith(
+        "subgraph 267 > node 327 (TextGenerateLTX2Prompt): a prompt written at run time"
+    ), refused.value
+
+
+def _dual(template: str, folder: Path, node: int, scales: list[float]) -> Path:
+    """The template with CFGGuider `node` made an LTXVDualCFGGuider at `scales`."""
+    data = json.loads((TEMPLATES / template).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    guider = next(n for n in sub["nodes"] if n["id"] == node)
+    assert guider["type"] == "CFGGuider"
+    guider.update(type="LTXVDualCFGGuider", widgets_values=scales)
+    outer = next(n for n in data["nodes"] if n["type"] == sub["id"])
+    outer["widgets_values"][2] = 113  # its length: 24k+17 frames (the audio agrees there)
+    edited = folder / f"dual_{scales[0]}_{scales[1]}.json"
+    edited.write_text(json.dumps(data))
+    return edited
+
+
+def test_dual_cfg_guider_at_two_scales_is_refused_at_equal_ones_reads_on(tmp_path):
+    """LTX-2's dev template with its first stage's CFGGuider 47 swapped for
+    LTXVDualCFGGuider: at 4 and 7 (ComfyUI's dual CFG: the audio part guided at 7) refused at
+    the guider, before any file is read; at 4 and 4 (ComfyUI's single CFG) it passes and the
+    import goes on to the model's loader (an empty placeholder file here)."""
+    template = "video_ltx2_t2v.json"
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(_dual(template, tmp_path, 47, [4.0, 7.0])), str(comfy))
+    assert str(refused.value).startswith(
+        "subgraph 92 > node 47 (LTXVDualCFGGuider): video_cfg 4 and audio_cfg 7: ComfyUI guides"
+    ), refused.value
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(_dual(template, tmp_path, 47, [4.0, 4.0])), str(comfy))
+    assert "(LTXVDualCFGGuider)" not in str(refused.value)
+    assert "has 0 bytes" in str(refused.value), refused.value
