@@ -14,11 +14,12 @@ presets' [2, 1, 1] of 8-wide heads)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from ..seeded import QWEN_CHAT_VOCAB_SIZE
-from ..single_file.detection import Detection, count_indices, stripped
+from ..single_file.detection import REAL_HEAD_DIM, Detection, count_indices, stripped
 from ..single_file.header import FileHeader
 from .kind import EncoderKind
 
@@ -81,7 +82,7 @@ def qwen3_vl_encoder(header: FileHeader) -> Detection | None:
             "mrope_interleaved": True,
         },
     }
-    if vocab != QWEN_CHAT_VOCAB_SIZE:  # the real models' (not the presets' byte vocabulary)
+    if head_dim == REAL_HEAD_DIM:  # the real models' (not the presets' reduced ones)
         config["max_position_embeddings"] = 262144
     tower = next(
         (p for p in VISION_PREFIXES if f"{p}patch_embed.proj.weight" in header.tensors), None
@@ -91,13 +92,79 @@ def qwen3_vl_encoder(header: FileHeader) -> Detection | None:
         f"{prefix!r}" + (f" beside a vision tower under {tower!r}" if tower else ""),
         f"width {hidden}, {layers} layers, {heads} heads ({kv_heads} key/value), vocabulary "
         f"{vocab}",
-        "its vision tower is not read (text to image reads the language model alone)"
-        if tower
-        else "no vision tower",
+        qwen3_vl_vision(header)[1],
     )
     return Detection(
         "text_encoder", "qwen3-vl", f"qwen3-vl {hidden}", "hf", prefix, config, reasons
     )
+
+
+# -- the vision tower -------------------------------------------------------------------------
+
+# What no shape shows: the heads per width (16 in Qwen3-VL-8B's 1152-wide and -4B's 1024-wide
+# towers; the presets' 2 and 4) and which blocks feed the deepstack mergers, per depth
+_TOWER_HEADS = {1152: 16, 1024: 16, 16: 2, 64: 4}
+_DEEPSTACK = {27: [8, 16, 24], 24: [5, 11, 17]}
+
+
+def qwen3_vl_vision(header: FileHeader) -> tuple[dict | None, str]:
+    """The vision tower's config (transformers' `Qwen3VLVisionConfig`) read off a Qwen3-VL
+    file's shapes, and a reason saying what was found; None when there is none to build."""
+    keys = header.tensors
+    prefix = next((p for p in VISION_PREFIXES if f"{p}patch_embed.proj.weight" in keys), None)
+    if prefix is None:
+        return None, "no vision tower (no visual. weights)"
+    names = ("patch_embed.proj.weight", "pos_embed.weight", "blocks.0.mlp.linear_fc1.weight",
+             "merger.linear_fc1.weight", "merger.linear_fc2.weight")  # fmt: skip
+    missing = [prefix + n for n in names if prefix + n not in keys]
+    if missing:
+        return None, f"an incomplete vision tower under {prefix!r} (no {missing[0]})"
+    patch, positions, fc1, merge_in, merge_out = (keys[prefix + n].shape for n in names)
+    width = patch[0]
+    depth = count_indices(keys, rf"{re.escape(prefix)}blocks\.(\d+)\.attn\.qkv\.weight$")
+    found = f"a vision tower under {prefix!r}: {depth} blocks of width {width}"
+    if width not in _TOWER_HEADS or len(patch) != 5:
+        return None, f"{found}, which no Qwen3-VL has (1152, 1024; the presets' 16 and 64)"
+    deepstack = count_indices(keys, rf"{re.escape(prefix)}deepstack_merger_list\.(\d+)\.")
+    indexes = _DEEPSTACK.get(depth, []) if deepstack else []
+    if len(indexes) != deepstack:
+        return None, f"{found} and {deepstack} deepstack mergers, which no Qwen3-VL has"
+    config = {
+        "depth": depth,
+        "hidden_size": width,
+        "intermediate_size": fc1[0],
+        "num_heads": _TOWER_HEADS[width],
+        "in_channels": patch[1],
+        "patch_size": patch[3],
+        "temporal_patch_size": patch[2],
+        "spatial_merge_size": round((merge_in[1] // width) ** 0.5),
+        "out_hidden_size": merge_out[0],
+        "num_position_embeddings": positions[0],
+        "deepstack_visual_indexes": indexes,
+    }
+    return config, f"{found}, {config['num_heads']} heads, {patch[3]}-px patches"
+
+
+QWEN3_VL_PIXELS = {"shortest_edge": 65536, "longest_edge": 16777216}
+"""Qwen3-VL's published image bounds (its processor's `size`)."""
+
+
+def qwen3_vl_file_processor(tokenizer: Any) -> Any:
+    """The processor on a real Qwen3-VL tokenizer: Qwen3-VL's published image settings
+    (16-pixel patches, 2 frames a temporal patch, merged 2x2, mean and std 0.5, its pixel
+    bounds) and `CHAT_TEMPLATE`."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    from ..qwen_vl import ImageQwenVLProcessor
+
+    images = Qwen2VLImageProcessorPil(
+        patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3, size=dict(QWEN3_VL_PIXELS)
+    )
+    processor = ImageQwenVLProcessor(images, tokenizer)
+    processor.chat_template = CHAT_TEMPLATE
+    return processor
 
 
 def qwen3_vl_processor(max_length: int = 1024) -> Any:
