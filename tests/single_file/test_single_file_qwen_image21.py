@@ -8,7 +8,8 @@ vision tower under `visual.`).
 - From headers alone (the real architectures on the meta device, written as header-only
   files): Qwen-Image 2.1's config read off the shapes equals the published one and every
   parameter's rows are found (the fused gate_up split in halves); the VAE and Qwen3-VL-8B
-  (with its vision tower's config: 27 blocks, deepstack) are recognised, and the three files
+  (with its vision tower's config: 27 blocks, deepstack) are recognised (the DiT and VAE in
+  diffusers' own names too), and the three files
   resolve to the `random:qwen-image2.1` settings; an encoder file without the vision tower
   and a missing VAE are refused naming what is needed.
 - The tiny preset's three files in those layouts (the DiT int8_convrot at the tiny widths'
@@ -114,6 +115,8 @@ def headers(tmp_path_factory) -> dict:
             WAN_PREFIX + k: s for k, s in _shapes(comfy_dit(dit.state_dict())).items()
         },
         "qwen_image_2.1_vae_bf16": _shapes(wan22_vae_original(vae.state_dict())),
+        "qwen_image_2.1_vae_diffusers": _shapes(vae.state_dict()),
+        "qwen_image_2.1_diffusers": _shapes(dit.state_dict()),
         "qwen3vl_8b_int8_convrot": _shapes(comfy_encoder(encoder)),
         "qwen3vl_8b_text_only": {
             k: s for k, s in _shapes(encoder).items() if not k.startswith("model.visual.")
@@ -147,6 +150,11 @@ def test_qwen_image21_files_from_their_headers(headers):
     assert (vae.role, vae.family, vae.layout, vae.config["z_dim"]) == (
         "vae", "qwen-image2.1", "wan", 64
     )  # fmt: skip
+    for name, role in (("qwen_image_2.1_vae_diffusers", "vae"), ("qwen_image_2.1_diffusers",
+                                                                   "transformer")):  # fmt: skip
+        other = detect(read_header(files[name]))  # diffusers' own names: as they are
+        assert (other.role, other.family, other.layout) == (role, "qwen-image2.1", "diffusers")
+    assert detect(read_header(files["qwen_image_2.1_diffusers"])).config == QWEN_IMAGE21
     encoder = detect(read_header(files["qwen3vl_8b_int8_convrot"]))
     assert (encoder.family, encoder.variant, encoder.prefix) == (
         "qwen3-vl",
