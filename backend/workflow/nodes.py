@@ -278,6 +278,15 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
 
 
+_QWEN21 = (
+    "Qwen-Image 2.1 graphs are not mapped by paradit's workflow import yet: ComfyUI's Qwen-Image "
+    "2.1 nodes (TextEncodeQwenImage21's prompt template, QwenImage21Cache) and the model's "
+    "sampling defaults in ComfyUI were not available to read, so the job ComfyUI runs cannot "
+    "be stated; serve its files (`paradit serve --model qwen_image_2.1_int8_convrot.safetensors "
+    "--text-encoder qwen3vl_8b_int8_convrot.safetensors --vae "
+    "qwen_image_2.1_vae_bf16.safetensors`) and for the turbo model use `--recipe "
+    "qwen-image2.1-turbo` (its templates' schedule)"
+)
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "CFGNorm": "ComfyUI's CFGNorm scales the guided denoised image down to the conditional "
@@ -318,6 +327,8 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt enhancer): paradit encodes the prompt as given and generates no text; turn "
         "the enhancer off (the LTX-2.3 and 2.5 templates: prompt_enhance false) to run the "
         "prompt as written",
+        "QwenImage21Cache": _QWEN21,
+        "TextEncodeQwenImage21": _QWEN21,
         "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
         "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }

@@ -5,7 +5,9 @@ outputs for CFG parallel), the `random:` preset's parameters and the plan at rea
 cache included, and CFG / Ulysses at 2, 3 and 4 ranks against world size 1: the family
 contract, tests/families/test_family_contract.py.)
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+The turbo recipe (`qwen-image2.1-turbo`) is the turbo templates' schedule and runs.
+
+Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -106,3 +108,52 @@ def test_plan_at_real_size(caplog):
     assert report["fits"]
     assert report["memory"]["weights_bytes"]["transformer"] == QWEN_IMAGE21_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+
+
+TURBO_TEMPLATES = {  # template -> the subgraph node of its ManualSigmas
+    "image_qwen_image_2_1_turbo_t2i.json": 484,
+    "image_qwen_image_2_1_turbo_image_edit.json": 502,
+}
+
+
+def _manual_sigmas(template: str, node_id: int) -> list[float]:
+    """ManualSigmas' levels as the template file saves them (read off its JSON here)."""
+    import json
+    from pathlib import Path
+
+    import comfyui_workflow_templates_json
+
+    path = Path(comfyui_workflow_templates_json.__file__).parent / "templates" / template
+    data = json.loads(path.read_text())
+    nodes = [n for sub in data["definitions"]["subgraphs"] for n in sub["nodes"]]
+    (text,) = next(n for n in nodes if n["id"] == node_id)["widgets_values"]
+    return [float(s) for s in text.split(",")]
+
+
+def test_turbo_recipe_is_the_templates_schedule_and_runs():
+    """`--recipe qwen-image2.1-turbo`: both turbo templates' ManualSigmas levels (8 steps),
+    euler, cfg 1; a request with it samples those levels with paradit's sampler, which
+    replaces the pipeline's own scheduler (another image at the same steps and seed)."""
+    from image_jobs import run_here
+
+    from paradit.backend.runtime.job import job_limits
+    from paradit.backend.sampling.recipes import find_recipe
+    from paradit.backend.sampling.rules import resolve
+
+    recipe = find_recipe("qwen-image2.1-turbo")
+    for template, node_id in TURBO_TEMPLATES.items():
+        assert list(recipe.fields["sigmas"]) == _manual_sigmas(template, node_id), template
+    assert (recipe.fields["sampler"], recipe.fields["guidance_scale"]) == ("euler", 1.0)
+    assert recipe.fields["num_inference_steps"] == len(recipe.fields["sigmas"]) - 1
+    tiny = build_preset(TINY)
+    tiny.set_progress_bar_config(disable=True)
+    limits = job_limits(family_of(tiny), tiny, tiny=True)
+    body = {"prompt": "a fox", "seed": 1, "width": 128, "height": 96}
+    request = JobRequest.from_body({**body, "recipe": "qwen-image2.1-turbo"}, limits)
+    choice = resolve(request, limits)
+    assert (choice.sampler, choice.scheduler) == ("euler", "manual")
+    assert list(choice.sigmas) == list(recipe.fields["sigmas"])
+    turbo, _ = run_here(tiny, {**body, "recipe": "qwen-image2.1-turbo"})
+    own, _ = run_here(tiny, {**body, "num_inference_steps": 8})
+    assert turbo.shape == own.shape == (1, 96, 128, 3)
+    assert (turbo != own).any()

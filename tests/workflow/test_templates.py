@@ -20,10 +20,12 @@ import math
 import os
 from pathlib import Path
 
-import comfyui_workflow_templates_json
 import pytest
 import torch
 from comfy_files import WAN_PREFIX, quantizable, z_image_original
+from comfy_templates import TEMPLATES, widget
+from comfy_templates import placeholders as _placeholders
+from comfy_templates import shifted as _shifted
 from comfy_workflow_files import START_IMAGE, write_comfyui
 from conftest import run_job
 from lora_files import peft_lora
@@ -38,7 +40,6 @@ from paradit.backend.sampling.names import SAMPLERS
 from paradit.backend.serving.workflows import plan_for_server
 from paradit.backend.tools.workflow import plan_of, run_overrides
 
-TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
 A14B_I2V = "wan2.2_i2v_{}_noise_14B_tiny_fp32"
 Z_IMAGE_INT8 = "z_image_tiny_int8_convrot"
@@ -127,19 +128,6 @@ def comfy_for(base: Path, template: str, folder: Path) -> Path:
     for name in IMAGES:
         os.link(base / "input" / START_IMAGE, folder / "input" / name)
     return folder
-
-
-def widget(template: str, path: str, index: int):
-    """A widget value as the template file saves it: node `path` (`129:93` inside subgraph
-    node 129), its `widgets_values[index]` (read off the JSON here, not by the importer)."""
-    data = json.loads((TEMPLATES / template).read_text())
-    *outer, own = path.split(":")
-    nodes = data["nodes"]
-    for node_id in outer:
-        kind = next(n["type"] for n in nodes if str(n["id"]) == node_id)
-        sub = next(s for s in data["definitions"]["subgraphs"] if s["id"] == kind)
-        nodes = sub["nodes"]
-    return next(n for n in nodes if str(n["id"]) == own)["widgets_values"][index]
 
 
 FLUX_SHIFT = math.exp(1.15)
@@ -382,11 +370,6 @@ REFUSED = {  # template -> (where, node type, the reason's words)
         "subgraph 177 > node 115", "LTXVEmptyLatentAudio",
         "ComfyUI makes 127 audio latent frames",
     ),
-    # Krea 2 Turbo: its prompt enhancer (TextGenerate, an LLM) is on in the saved template
-    # (prompt_enhance true); PreviewAny, which shows the prompt, passes it on
-    "image_krea2_turbo_t2i.json": (
-        "subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer",
-    ),
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
     ),
@@ -399,27 +382,6 @@ inside subgraphs) and why: refused before any file is read, so placeholders stan
 files they name."""
 
 
-def _placeholders(template: str, folder: Path) -> Path:
-    """A ComfyUI folder with an empty file under every model name the template gives (in
-    every models subfolder) and a tiny PNG under every image name."""
-    data = json.loads((TEMPLATES / template).read_text())
-    nodes = list(data["nodes"])
-    for sub in (data.get("definitions") or {}).get("subgraphs") or ():
-        nodes += sub["nodes"]
-    (folder / "input").mkdir(parents=True)
-    for node in nodes:
-        values = node.get("widgets_values")
-        for value in values if isinstance(values, list) else ():
-            if isinstance(value, str) and value.endswith((".safetensors", ".gguf")):
-                for kind in ("diffusion_models", "text_encoders", "vae", "loras",
-                             "clip_vision", "checkpoints", "latent_upscale_models"):  # fmt: skip
-                    (folder / "models" / kind).mkdir(parents=True, exist_ok=True)
-                    (folder / "models" / kind / value).touch()
-            elif isinstance(value, str) and value.endswith((".png", ".jpg", ".jpeg", ".webp")):
-                Image.new("RGB", (32, 32)).save(folder / "input" / value, format="PNG")
-    return folder
-
-
 @pytest.mark.parametrize("template", sorted(REFUSED))
 def test_template_refused_names_the_node_and_why(tmp_path, template):
     where, kind, words = REFUSED[template]
@@ -428,11 +390,6 @@ def test_template_refused_names_the_node_and_why(tmp_path, template):
         plan_of(str(TEMPLATES / template), str(comfy))
     message = str(refused.value)
     assert message.startswith(f"{where} ({kind}): ") and words in message, message
-
-
-def _shifted(t: float, shift: float) -> float:
-    """A flow model's level at time t under a static shift: shift t / (1 + (shift - 1) t)."""
-    return shift * t / (1 + (shift - 1) * t)
 
 
 def test_z_image_turbo_template_runs_end_to_end(base, tmp_path, paradit_warm, backends):

@@ -231,6 +231,7 @@ def build_pipeline(
         parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
     # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
     settings = {k: reference.config[k] for k in PIPELINE_SETTINGS if k in reference.config}
+    settings.update(preset.settings)
     if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
         settings["boundary_ratio"] = PAIR_BOUNDARY[preset.name]
     pipeline_class = getattr(diffusers, preset.pipeline)

@@ -195,11 +195,11 @@ def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
 
 def preset_parts(name: str, wanted: set[str]) -> Any:
     """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
-    meta device: HunyuanVideo 1.5's pipelines read their VAE's config as they are made."""
+    meta device and its processor: HunyuanVideo 1.5's pipelines read their VAE's config as
+    they are made, Qwen-Image 2.1's its processor's chat template."""
     available = preset_components(name)
-    return build_preset(
-        name, components=frozenset(wanted & available) | (available & {"vae"}), device="meta"
-    )
+    needed = available & {"vae", "processor"}
+    return build_preset(name, components=frozenset(wanted & available) | needed, device="meta")
 
 
 def vae_model(part: Part, preset_name: str, dtype: torch.dtype) -> torch.nn.Module:

@@ -74,6 +74,9 @@ class Preset:
     scheduler: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Scheduler settings over the preset's, for a model that differs from it only there
     (a tiny LTX-2 file named distilled: its distilled schedule)."""
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Pipeline settings over the preset's (the tiny Krea 2's tapped layers: the pipeline's
+    default taps are the real encoder's)."""
     pair_boundary: float | None = None
     """The two experts' switch (`boundary_ratio`) where the pair preset's own does not apply
     (the tiny Wan pair); None: the pair preset's."""

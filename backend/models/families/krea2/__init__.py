@@ -10,7 +10,7 @@ from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import Krea2
 from .memory import dit_forward
 from .parallel import krea2_cp_plan
-from .single_file import KREA2, detect_dit, dit_row_map, dit_shapes, text_widths
+from .single_file import FILE_PRESETS, KREA2, detect_dit, dit_row_map, dit_shapes, text_widths
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
 from .tiny import PRESETS as TINY_PRESETS
 from .tiny_job import TINY_JOBS
@@ -38,6 +38,7 @@ SPEC = FamilySpec(
         dit_shapes=dit_shapes,
         text_widths=text_widths,
         vae_family="wan",  # the Qwen-Image VAE: the Wan 2.1 VAE's key names
+        presets=FILE_PRESETS,
     ),
     dit_forward=dit_forward,
     vae_frame_axis=True,

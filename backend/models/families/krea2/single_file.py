@@ -20,6 +20,8 @@ from ...random_presets import random_dit_config
 from ...single_file.detection import REAL_HEAD_DIM, Detection, count_indices, stripped
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.vocabulary import Preset
+from .tiny import TAPPED_LAYERS
 
 KREA2 = "krea2"
 MARK = "txtfusion.projector.weight"
@@ -105,3 +107,19 @@ def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
     """The original key names -> diffusers', as a row map: diffusers' converter on row traces
     (the block modulation already six rows: `dit_shapes`)."""
     return trace_converter(_krea2_converter(), keys)
+
+
+QWEN_IMAGE_VAE = "the Qwen-Image VAE (qwen_image_vae: the Wan 2.1 VAE's key names)"
+FILE_PRESETS = {
+    # the tiny encoder's taps (the pipeline's default taps are Qwen3-VL-4B's 12 of 36 layers)
+    "tiny-krea2": Preset(
+        "tiny-krea2",
+        "Krea2Pipeline",
+        ("qwen3-vl",),
+        vae=QWEN_IMAGE_VAE,
+        settings={"text_encoder_select_layers": TAPPED_LAYERS},
+    ),
+    # Krea 2 Turbo (`is_distilled`, random:krea2's), the pipeline's own taps of the real encoder
+    "krea2": Preset("random:krea2", "Krea2Pipeline", ("qwen3-vl",), vae=QWEN_IMAGE_VAE),
+}
+"""The presets Krea 2's single files run on (`FileSpec.presets`)."""

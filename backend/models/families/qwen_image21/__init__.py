@@ -5,9 +5,19 @@ from __future__ import annotations
 from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
+from ...file_spec import FileSpec
 from .adapter import QwenImage21
 from .memory import dit_forward
 from .parallel import qwen_image21_cp_plan
+from .single_file import (
+    FILE_PRESETS,
+    QWEN_IMAGE21,
+    detect_dit,
+    detect_vae,
+    dit_row_map,
+    text_widths,
+    vae_key_names,
+)
 from .tiny import PRESETS as TINY_PRESETS
 from .tiny_job import TINY_JOBS
 
@@ -29,6 +39,16 @@ SPEC = FamilySpec(
     cp_plans={"QwenImage21Transformer2DModel": qwen_image21_cp_plan},
     # its blocks return the joint sequence alone
     block_layouts={"QwenImage21TransformerBlock": BlockLayout(second=None)},
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=85,
+        family=QWEN_IMAGE21,
+        dit_row_map=dit_row_map,
+        text_widths=text_widths,
+        detect_parts=((65, detect_vae),),
+        vae_key_names=vae_key_names,
+        presets=FILE_PRESETS,
+    ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     vae_frame_axis=True,

@@ -1,0 +1,173 @@
+"""ComfyUI's official Krea 2 Turbo and Qwen-Image 2.1 templates (the
+`comfyui-workflow-templates-json` package, read where it is installed), with the files they
+name written as the tiny presets' files under the templates' own names.
+
+- Krea 2 Turbo (`image_krea2_turbo_t2i`, its `_int8` twin): as saved, refused at the prompt
+  enhancer the template turns on (`TextGenerate`, an LLM writing the prompt at run time); with
+  its `prompt_enhance` switch off (the one change the refusal asks for), each imports to the
+  job ComfyUI runs (every field written by hand from the graph) on its files: the DiT
+  (`krea2_turbo_fp8_scaled` / `krea2_turbo_int8_convrot`), Qwen3-VL-4B
+  (`qwen3vl_4b_fp8_scaled`) and the Qwen-Image VAE; the fp8 one runs end to end on a backend
+  of those files (`workflow run --server`, at 256x256), sampled as ComfyUI does
+  (euler/simple at Krea 2's shift e^1.15).
+- Qwen-Image 2.1 (`image_qwen_image_2_1_t2i`, `_image_edit`, `_turbo_t2i`,
+  `_turbo_image_edit`): refused, naming the node and why (their ComfyUI nodes and the
+  model's ComfyUI sampling defaults were not available to read; the edit ones end in an
+  ImageCompare paradit does not know).
+
+Cost: about 10 s (estimated on the loaded 2-core machine; not yet measured in the suite's
+two-worker run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from comfy_files import WAN_PREFIX, krea2_original, write_safetensors
+from comfy_templates import TEMPLATES, placeholders, shifted, widget
+from PIL import Image
+from quant_files import write_int8
+from safetensors.torch import save_file
+
+from paradit.backend.models.presets import build_preset
+from paradit.backend.tools.workflow import plan_of
+
+KREA2 = ("image_krea2_turbo_t2i.json", "image_krea2_turbo_t2i_int8.json")
+ENHANCER = ("subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer")
+KREA2_SHIFT = math.exp(1.15)
+"""Krea 2's own sampling in ComfyUI (no ModelSampling node in the graph): ModelSamplingFlux's
+mu 1.15, a static shift e^1.15 at any size."""
+
+
+@pytest.fixture(scope="module")
+def krea2_comfy(tmp_path_factory) -> Path:
+    """A ComfyUI folder with the tiny Krea 2 preset's files under the templates' names: the
+    DiT fp8_scaled and int8_convrot (ConvRot groups of 64 over the blocks' linears), the
+    Qwen3-VL encoder fp8_scaled (`model.language_model.`), the Qwen-Image VAE; the LoRA the
+    templates name (off in both) as an empty placeholder."""
+    folder = tmp_path_factory.mktemp("ComfyUI")
+    models = folder / "models"
+    for kind in ("diffusion_models", "text_encoders", "vae", "loras"):
+        (models / kind).mkdir(parents=True)
+    (folder / "input").mkdir()
+    tiny = build_preset("tiny-krea2")
+    dit = krea2_original(tiny.transformer.state_dict())
+    write_safetensors(
+        models / "diffusion_models/krea2_turbo_fp8_scaled.safetensors",
+        dit,
+        "fp8_scaled",
+        WAN_PREFIX,
+    )
+
+    def blocks(name: str, tensor: torch.Tensor) -> bool:
+        return tensor.dim() == 2 and name.startswith("blocks.")
+
+    int8 = models / "diffusion_models/krea2_turbo_int8_convrot.safetensors"
+    write_int8(int8, dit, blocks, WAN_PREFIX, 64)
+    encoder = models / "text_encoders/qwen3vl_4b_fp8_scaled.safetensors"
+    write_safetensors(
+        encoder, tiny.text_encoder.state_dict(), "fp8_scaled", "model.language_model."
+    )
+    save_file(tiny.vae.state_dict(), str(models / "vae/qwen_image_vae.safetensors"))
+    (models / "loras/krea2_darkbrush.safetensors").touch()
+    return folder
+
+
+def _enhancer_off(template: str, folder: Path, megapixels: float = 1) -> Path:
+    """The template with its outer `prompt_enhance` widget (the subgraph node's second value,
+    saved true) turned off, as a user turns it off; `megapixels`: ResolutionSelector 49's (1
+    as saved: 1024x1024)."""
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(node for node in data["nodes"] if node["id"] == 30)
+    assert outer["widgets_values"][1] is True  # prompt_enhance, as saved
+    outer["widgets_values"][1] = False
+    size = next(node for node in data["nodes"] if node["id"] == 49)
+    assert size["widgets_values"][1] == 1
+    size["widgets_values"][1] = megapixels
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("template", KREA2)
+def test_krea2_turbo_template_refused_as_saved_and_imported_with_the_enhancer_off(
+    krea2_comfy, tmp_path, template
+):
+    where, kind, words = ENHANCER
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / template), str(krea2_comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+    plan, variant = plan_of(str(_enhancer_off(template, tmp_path)), str(krea2_comfy))
+    dit = "krea2_turbo_fp8_scaled" if template == KREA2[0] else "krea2_turbo_int8_convrot"
+    models = krea2_comfy / "models"
+    assert variant == "tiny-krea2"
+    assert plan.request == {
+        "prompt": widget(template, "30", 0),  # the subgraph's prompt, through the switches
+        "negative_prompt": "",  # ConditioningZeroOut 13
+        # EmptyLatentImage 5: the subgraph's width and height (ResolutionSelector 49: 1:1, 1 MP)
+        "width": 1024, "height": 1024, "num_frames": 1,
+        # KSampler 3: the subgraph's seed, 8 steps, cfg 1, euler/simple; no ModelSampling
+        # node: Krea 2's own mu 1.15
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "30", 6),
+        "sampler": "euler", "scheduler": "simple",
+        "shift": pytest.approx(KREA2_SHIFT, rel=1e-12),
+    }  # fmt: skip
+    assert plan.serve == {
+        "model": str(models / f"diffusion_models/{dit}.safetensors"),
+        "text_encoders": [str(models / "text_encoders/qwen3vl_4b_fp8_scaled.safetensors")],
+        "vaes": [str(models / "vae/qwen_image_vae.safetensors")],
+        "image_encoders": [],
+        "lora_dirs": [],
+    }
+
+
+def test_krea2_turbo_template_runs_end_to_end(krea2_comfy, tmp_path, paradit_warm, backends):
+    """The fp8 template with the enhancer off (8 steps; at 256x256, ResolutionSelector's
+    megapixels 1/16, to keep the test cheap), on a backend of its files: `workflow run
+    --server` writes the image of its request, sampled on euler/simple at e^1.15."""
+    path = _enhancer_off(KREA2[0], tmp_path, megapixels=1 / 16)
+    plan, _ = plan_of(str(path), str(krea2_comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out),
+        "--comfyui-dir", str(krea2_comfy), "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == "tiny-krea2"
+    assert record["sampling"]["sigmas"] == pytest.approx(
+        [shifted(1 - k / 8, KREA2_SHIFT) for k in range(8)] + [0.0], abs=1e-6
+    )
+    with Image.open(out / "image.png") as image:
+        assert image.size == (256, 256)
+
+
+QWEN21_REFUSED = {  # template -> (where, node type, the reason's words)
+    "image_qwen_image_2_1_t2i.json": (
+        "subgraph 459 > node 480", "QwenImage21Cache", "Qwen-Image 2.1 graphs are not mapped",
+    ),
+    "image_qwen_image_2_1_turbo_t2i.json": (
+        "subgraph 459 > node 490", "QwenImage21Cache", "Qwen-Image 2.1 graphs are not mapped",
+    ),
+    # an output node paradit does not know, refused before the graph is read
+    "image_qwen_image_2_1_image_edit.json": ("node 472", "ImageCompare", "not a node paradit maps"),
+    "image_qwen_image_2_1_turbo_image_edit.json": (
+        "node 472", "ImageCompare", "not a node paradit maps",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template", sorted(QWEN21_REFUSED))
+def test_qwen_image21_template_refused_names_the_node_and_why(tmp_path, template):
+    where, kind, words = QWEN21_REFUSED[template]
+    comfy = placeholders(template, tmp_path / "ComfyUI")
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / template), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(f"{where} ({kind}): ") and words in message, message
