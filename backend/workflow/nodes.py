@@ -279,8 +279,9 @@ QWEN_EDIT_REFERENCES = (
     "(TextEncodeQwenImageEdit: to whole pixels) and shows the vision tower a copy at about "
     "384x384 rounded to whole pixels, both resized by area averaging, where paradit's rounds "
     "both to multiples of 32 and resizes with Lanczos (and its DiT takes references of even "
-    "latent sides only): other reference tokens and image tokens, so the job cannot be "
-    "ComfyUI's"
+    "latent sides only); ComfyUI's vision input is then resized bilinearly in float to "
+    "multiples of 28, transformers' processor resizes 8-bit pixels bicubically: other "
+    "reference tokens and image tokens, so the job cannot be ComfyUI's"
 )
 """Why paradit's workflow import refuses Qwen-Image-Edit's graphs (their reference images)."""
 

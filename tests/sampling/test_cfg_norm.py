@@ -4,12 +4,17 @@ here from the node's description (plain CFG; the guided and the conditional velo
 denoised images; at every latent pixel the guided one scaled by the ratio of their norms over
 the channels, never above 1, and by the strength), computed on the unpacked latent image, not
 on the pipeline's packed tokens; the fields' rules. (2 ranks CFG-parallel against 1:
-tests/families/test_qwen_image.py's `norm` job.)
+tests/families/test_qwen_image.py's `norm` job.) On Qwen-Image-Edit, whose DiT sees the
+reference tokens after the output's: every step's velocity the pipeline steps with is
+CFGNorm's, from the two raw branches the DiT returned, on the output tokens.
 
-Cost: about 2 s (tiny Qwen-Image, 32x32, 2 steps, three jobs and the loop).
+Cost: about 3 s (tiny Qwen-Image, 32x32, 2 steps, three jobs and the loop; one tiny edit).
 """
 
 from __future__ import annotations
+
+import base64
+import io
 
 import numpy as np
 import pytest
@@ -98,6 +103,58 @@ def test_norm_cfg_job_equals_a_cfg_norm_loop(pipe, strength):
     _, plain, _ = run_image_job(pipe, {**plain_body, "cfg_mode": "plain"}, tensors)
     assert np.abs(plain - want).max() > 1e-3  # CFGNorm scales down where plain CFG does not
     assert "forward" not in pipe.transformer.__dict__
+
+
+def _png(width: int, height: int) -> str:
+    from PIL import Image
+
+    pixels = (np.random.RandomState(3).rand(height, width, 3) * 255).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def test_norm_cfg_on_an_edit_steps_with_cfg_norm_of_the_raw_branches():
+    """Qwen-Image-Edit (reference tokens after the output's): the DiT's raw calls recorded
+    beneath the wrapper, the velocity the scheduler gets recorded above it; each step's is
+    `_comfy_cfg_norm` of that step's two raw branches, on the output tokens unpacked."""
+    edit = build_preset("tiny-qwen-image-edit")
+    edit.set_progress_bar_config(disable=True)
+    body = {"prompt": "make it red", "negative_prompt": "blurry", "image": _png(32, 32),
+            "width": 32, "height": 32, "num_inference_steps": 2, "guidance_scale": 3.0,
+            "seed": 4, "cfg_mode": "norm", "cfg_norm": 0.9}  # fmt: skip
+    raw, stepped = [], []
+    forward = edit.transformer.forward
+
+    def spy(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        raw.append((kwargs["hidden_states"], kwargs["timestep"], out[0]))
+        return out
+
+    step = edit.scheduler.step
+
+    def step_spy(model_output, *args, **kwargs):
+        stepped.append(model_output.clone())
+        return step(model_output, *args, **kwargs)
+
+    edit.transformer.forward, edit.scheduler.step = spy, step_spy
+    try:
+        run_image_job(edit, body)
+    finally:
+        del edit.transformer.forward, edit.scheduler.step
+    assert len(raw) == 4 and len(stepped) == 2  # two branches a step beneath the wrapper
+    channels = edit.transformer.config.in_channels // 4
+
+    def image(packed: torch.Tensor) -> torch.Tensor:
+        tokens = packed[:, : stepped[0].shape[1]]  # the output's, before the references'
+        return edit._unpack_latents(tokens, 32, 32, edit.vae_scale_factor)[:, :, 0]
+
+    for k, velocity in enumerate(stepped):
+        (x, sigma, cond), (_, _, uncond) = raw[2 * k], raw[2 * k + 1]
+        want = _comfy_cfg_norm(image(x), sigma, image(cond), image(uncond), 3.0, 0.9)
+        want = edit._pack_latents(want, 1, channels, want.shape[2], want.shape[3])
+        # float32 rounding apart (the norms summed in another order, then over sigma)
+        torch.testing.assert_close(velocity, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.fast
