@@ -22,7 +22,10 @@ channels, D is scaled by the ratio of the norms |Dc| / (|D| + 1e-8), clamped to 
 pipeline gets is (x - D') / sigma. A packed token holds several latent pixels
 (`Family.cfg_norm_pixels`: Qwen-Image's 2x2, channel-major): the norm runs over the channels of
 each pixel, not over the token. Every rank computes it from the same two whole predictions,
-so CFG-parallel ranks agree.
+so CFG-parallel ranks agree. The level is the one the DiT is given: the pipeline casts it to
+the latents' dtype first (float32 on CPU; in a bfloat16 job about 3 significant digits, the
+level the DiT itself is conditioned on), where ComfyUI's sampler keeps its float32 sigma; where
+the clamp leaves the scale at 1 the level cancels out exactly.
 """
 
 from __future__ import annotations
