@@ -134,6 +134,10 @@ class Limits:
     """The model's pipeline combines its CFG branches other than plainly (Qwen-Image rescales
     to the conditional branch's norm) and a job may ask for plain CFG instead (`cfg_mode`
     plain, as ComfyUI's samplers guide: backend/sampling/guidance.py)."""
+    cfg_norm_pixels: int = 0
+    """The latent pixels one packed token of the model's DiT holds (Qwen-Image: 2x2, its
+    channels first), when above 0: a job may ask for ComfyUI's CFGNorm (`cfg_mode` norm:
+    backend/sampling/guidance.py), whose norm runs over each pixel's channels."""
     two_stage: bool = False
     """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
     upscale_factors: tuple[int, ...] = ()

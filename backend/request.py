@@ -744,15 +744,30 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "cfg_mode",
         "text",
         "How the two CFG branches combine: model (the model's own pipeline's way; Qwen-Image "
-        "rescales the guided prediction to the conditional one's norm) or plain (uncond + "
+        "rescales the guided prediction to the conditional one's norm), plain (uncond + "
         "guidance_scale x (cond - uncond), as ComfyUI's samplers; the models whose "
-        "limits.plain_cfg is true, without `cache`).",
+        "limits.plain_cfg is true, without `cache`) or norm (plain, then ComfyUI's CFGNorm: "
+        "the guided denoised image scaled down at each latent pixel to the conditional one's "
+        "norm over its channels, never up, times cfg_norm; the models whose "
+        "limits.cfg_norm_pixels is above 0).",
         sampling_names.CFG_MODEL,
         rule=lambda value, limits: _cfg_mode(value, limits),
         cli="--cfg-mode",
         choices=sampling_names.CFG_MODES,
         form=False,
         needs="plain_cfg",
+    ),
+    RequestField(
+        "cfg_norm",
+        "float",
+        "cfg_mode norm: CFGNorm's strength, the factor on the normed denoised image "
+        "(ComfyUI's widget: 0 to 100, default 1).",
+        1.0,
+        low=0,
+        high=100,
+        cli="--cfg-norm",
+        form=False,
+        needs="cfg_norm_pixels",
     ),
     RequestField(
         "upscale",
@@ -782,6 +797,11 @@ def _cfg_mode(value: str, limits: Limits) -> str:
         raise ValueError(
             "cfg_mode plain: this model's pipeline combines its CFG branches plainly already "
             "or cannot be switched (limits.plain_cfg is false): leave cfg_mode out"
+        )
+    if value == sampling_names.CFG_NORM and not limits.cfg_norm_pixels:
+        raise ValueError(
+            "cfg_mode norm: this model's guided prediction cannot be switched to CFGNorm's "
+            "(limits.cfg_norm_pixels is 0): leave cfg_mode out"
         )
     return value
 

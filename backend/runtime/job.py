@@ -54,7 +54,7 @@ from ..parallel.vae_bands import decode_bands
 from ..request import JobRequest
 from ..sampling import guidance
 from ..sampling.job import job_sampling, sampling_limits
-from ..sampling.names import CFG_PLAIN
+from ..sampling.names import CFG_NORM, CFG_PLAIN
 from .compiled import compile_counter
 from .faults import Faults
 from .messages import RunJob
@@ -351,7 +351,7 @@ class RankModel:
                 spy,
                 scheduled(runner, scheduler),
                 job_sampling(runner, request, self.limits) as sampling,
-                _guidance(pipe, request, uses_cfg),
+                _guidance(pipe, request, uses_cfg, self.limits),
             ):
                 output = runner(
                     **kwargs,
@@ -619,9 +619,16 @@ def latents_array(latents: torch.Tensor) -> np.ndarray:
     return latents.detach().to("cpu", torch.float32).contiguous().numpy()
 
 
-def _guidance(pipe: Any, request: JobRequest, uses_cfg: bool) -> AbstractContextManager:
+def _guidance(
+    pipe: Any, request: JobRequest, uses_cfg: bool, limits: Limits
+) -> AbstractContextManager:
     """The job's CFG combination: plain CFG wrapped around the model's DiTs for `cfg_mode`
-    plain (sampling/guidance.py), else the pipeline's own."""
+    plain, plain CFG then CFGNorm for `cfg_mode` norm (sampling/guidance.py), else the
+    pipeline's own."""
     if uses_cfg and request.cfg_mode == CFG_PLAIN:
         return guidance.plain_cfg(dits_of(pipe), request.guidance_scale)
+    if uses_cfg and request.cfg_mode == CFG_NORM:
+        return guidance.norm_cfg(
+            dits_of(pipe), request.guidance_scale, request.cfg_norm, limits.cfg_norm_pixels
+        )
     return contextlib.nullcontext()

@@ -26,10 +26,10 @@ next-to-last one dropped."""
 MIN_STEPS = {"uni_pc": 2, "uni_pc_bh2": 2}
 """UniPC's first step only evaluates the model: one step would not move x."""
 
-CFG_MODEL, CFG_PLAIN = "model", "plain"
-CFG_MODES = (CFG_MODEL, CFG_PLAIN)
-"""`cfg_mode`: the model's own pipeline's CFG combination, or ComfyUI's plain one
-(sampling/guidance.py)."""
+CFG_MODEL, CFG_PLAIN, CFG_NORM = "model", "plain", "norm"
+CFG_MODES = (CFG_MODEL, CFG_PLAIN, CFG_NORM)
+"""`cfg_mode`: the model's own pipeline's CFG combination, ComfyUI's plain one, or the plain
+one followed by ComfyUI's CFGNorm node (sampling/guidance.py)."""
 
 FALLBACK_SAMPLER, FALLBACK_SCHEDULER = "euler", "simple"
 """What a job gets when it names a scheduler, shift, levels or switch step but leaves the
@@ -38,6 +38,7 @@ sampler (or the scheduler) at `default`: ComfyUI's KSampler's first choices."""
 __all__ = [
     "CFG_MODEL",
     "CFG_MODES",
+    "CFG_NORM",
     "CFG_PLAIN",
     "DEFAULT",
     "DROPS_PENULTIMATE",

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..contract import Limits
 from .names import (
+    CFG_NORM,
     CFG_PLAIN,
     DEFAULT,
     DROPS_PENULTIMATE,
@@ -118,10 +119,19 @@ def check_across(values: dict[str, Any], body: dict[str, Any], limits: Limits) -
         raise ValueError(
             f"switch_step must be between 0 and num_inference_steps ({steps}), got {switch}"
         )
-    if values.get("cfg_mode") == CFG_PLAIN and values.get("cache") is not None:
+    mode = values.get("cfg_mode")
+    if mode in (CFG_PLAIN, CFG_NORM) and values.get("cache") is not None:
         raise ValueError(
-            "cfg_mode plain runs both CFG branches in the unconditional call, where a step "
+            f"cfg_mode {mode} runs both CFG branches in the unconditional call, where a step "
             "cache would take them for one: leave cache out"
+        )
+    if body.get("cfg_norm") is not None and mode != CFG_NORM:
+        raise ValueError("cfg_norm is CFGNorm's strength: it needs cfg_mode norm")
+    if mode == CFG_NORM and values["guidance_scale"] <= 1 and values.get("cfg_norm") != 1:
+        # ComfyUI's CFGNorm at cfg 1 scales the conditional denoised image by its strength
+        # (the norms' ratio is 1 there, but for the 1e-8); paradit runs one branch as it is
+        raise ValueError(
+            "cfg_norm other than 1 needs guidance_scale above 1 (one branch runs as it is)"
         )
     low = values.get("guidance_scale_low")
     if low is not None and low > 1 and values["guidance_scale"] <= 1:

@@ -241,6 +241,27 @@ def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (dataclasses.replace(model, shift=shift, shift_node=node),)
 
 
+def _cfg_norm(m: Mapper, node: Node) -> tuple[Any, ...]:
+    model = m.input(node, "model", Model)
+    strength = m.widget(node, "strength", float)
+    if not 0 <= strength <= 100:
+        raise WorkflowError(node, f"strength must be between 0 and 100, got {strength:g}")
+    # pre_cfg (newer versions; absent: false) rescales the combined prediction before the
+    # sampler's combination, unclamped: another method than the post-CFG one paradit runs
+    if node.inputs.get("pre_cfg", False) is not False:
+        raise WorkflowError(
+            node,
+            "pre_cfg true rescales the combined prediction before the sampler's CFG, up or "
+            "down: paradit runs CFGNorm's post-CFG form only (pre_cfg false, its default)",
+        )
+    if model.cfg_norm_node is not None:
+        raise WorkflowError(
+            node, f"a second CFGNorm on one model (after node {model.cfg_norm_node.id})"
+        )
+    m.say(node, f"strength {strength:g} -> cfg_mode norm, cfg_norm (with cfg above 1)")
+    return (dataclasses.replace(model, cfg_norm=strength, cfg_norm_node=node),)
+
+
 def _text_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
     clip = m.input(node, "clip", Clip)
     text = m.widget(node, "text", str)
@@ -903,6 +924,7 @@ HANDLERS: dict[str, Handler] = {
     "ModelSamplingSD3": _model_sampling,
     "ModelSamplingAuraFlow": _model_sampling,
     "ModelSamplingFlux": _model_sampling,
+    "CFGNorm": _cfg_norm,
     "CLIPTextEncode": _text_encode,
     "ConditioningZeroOut": _zero_out,
     "FluxGuidance": _flux_guidance,

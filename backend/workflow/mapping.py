@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..sampling.names import CFG_PLAIN
+from ..sampling.names import CFG_NORM, CFG_PLAIN
 from .defaults import default_for
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
@@ -118,6 +118,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if len(sampled.stages) == 2:
         request["guidance_scale_low"] = last.cfg
         request["switch_step"] = first.end
+    request.update(_cfg_norm(models, request["guidance_scale"]))
     loras = _loras(models)
     if loras:
         request["loras"] = loras
@@ -273,6 +274,30 @@ def _shift(models: list[Model], first: Stage) -> float | None:
     return shifts.pop()
 
 
+def _cfg_norm(models: list[Model], cfg: float) -> dict[str, Any]:
+    """CFGNorm on the model: `cfg_mode` norm at its strength where the sampler guides. At cfg
+    1 ComfyUI's node scales the one branch's denoised image by |c| / (|c| + 1e-8) x strength:
+    at strength 1 that is the branch as it is (to 1e-8 of its norm), other strengths are
+    refused."""
+    strengths = {model.cfg_norm for model in models}
+    if len(strengths) > 1:
+        node = next(m.cfg_norm_node or m.loader for m in models)
+        raise WorkflowError(node, "CFGNorm on one expert and not the other (or another strength)")
+    (strength,) = strengths
+    if strength is None:
+        return {}
+    if cfg > 1:
+        return {"cfg_mode": CFG_NORM, "cfg_norm": strength}
+    if strength != 1:
+        raise WorkflowError(
+            models[0].cfg_norm_node,
+            f"strength {strength:g} at cfg {cfg:g}: ComfyUI scales the one branch's denoised "
+            "image by it; paradit applies CFGNorm only where cfg is above 1 (strength 1 "
+            "changes nothing there)",
+        )
+    return {}
+
+
 def _loras(models: list[Model]) -> list[dict[str, Any]]:
     if len(models) == 1:
         return [{"name": name, "strength": s} for name, s in models[0].loras]
@@ -356,17 +381,28 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
     _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
-    _plain_cfg(plan, resolved.pipeline_class)
+    _plain_cfg(plan, graph, resolved.pipeline_class, resolved.variant)
     return resolved.variant
 
 
-def _plain_cfg(plan: WorkflowPlan, pipeline_class: str) -> None:
+def _plain_cfg(plan: WorkflowPlan, graph: Graph, pipeline_class: str, variant: str) -> None:
     """ComfyUI's samplers guide plainly (uncond + cfg x (cond - uncond)); a model whose
     pipeline combines the branches otherwise (`Family.plain_cfg`: Qwen-Image rescales to the
-    conditional norm) runs the graph's job with `cfg_mode` plain."""
+    conditional norm) runs the graph's job with `cfg_mode` plain. A graph's CFGNorm (`cfg_mode`
+    norm) needs a family that declares its packed pixels (`Family.cfg_norm_pixels`)."""
     from ..models.families import family_for
 
-    if plan.request["guidance_scale"] > 1 and family_for(pipeline_class).plain_cfg:
+    family = family_for(pipeline_class)
+    if plan.request.get("cfg_mode") == CFG_NORM:
+        if not (family.plain_cfg and family.cfg_norm_pixels):
+            node = next(graph.nodes[i] for i, t, _ in plan.lines if t == "CFGNorm")
+            raise WorkflowError(
+                node,
+                f"paradit runs CFGNorm on Qwen-Image's and Qwen-Image-Edit's pipelines only "
+                f"(their packed latent pixels known), not on {variant}'s",
+            )
+        return
+    if plan.request["guidance_scale"] > 1 and family.plain_cfg:
         plan.request["cfg_mode"] = CFG_PLAIN
 
 

@@ -67,6 +67,12 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         ("max_shift", "base_shift", "width", "height"),
         "`shift` (exp of the shift it computes for its width and height)",
     ),
+    _spec(
+        "CFGNorm",
+        ("strength", "pre_cfg"),
+        "`cfg_mode` `norm`, `cfg_norm` its strength, where cfg is above 1 (pre_cfg false; "
+        "Qwen-Image and Qwen-Image-Edit)",
+    ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
@@ -287,13 +293,22 @@ _QWEN21 = (
     "qwen_image_2.1_vae_bf16.safetensors`) and for the turbo model use `--recipe "
     "qwen-image2.1-turbo` (its templates' schedule)"
 )
+
+QWEN_EDIT_REFERENCES = (
+    "ComfyUI's Qwen-Image-Edit nodes prepare the input images otherwise than paradit's edit "
+    "pipelines (diffusers' QwenImageEdit(Plus)Pipeline): TextEncodeQwenImageEditPlus encodes "
+    "each reference at about 1024x1024 pixels with sides rounded to multiples of 8 "
+    "(TextEncodeQwenImageEdit: to whole pixels) and shows the vision tower a copy at about "
+    "384x384 rounded to whole pixels, both resized by area averaging, where paradit's rounds "
+    "both to multiples of 32 and resizes with Lanczos (and its DiT takes references of even "
+    "latent sides only); ComfyUI's vision input is then resized bilinearly in float to "
+    "multiples of 28, transformers' processor resizes 8-bit pixels bicubically: other "
+    "reference tokens and image tokens, so the job cannot be ComfyUI's"
+)
+"""Why paradit's workflow import refuses Qwen-Image-Edit's graphs (their reference images)."""
+
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
-        "CFGNorm": "ComfyUI's CFGNorm scales the guided denoised image down to the conditional "
-        "one's norm over the latent channels at each pixel (never up: clamped at 1, times its "
-        "strength), where the Qwen-Image pipelines paradit runs rescale the guided velocity "
-        "to the conditional one's norm over each packed 2x2 token, up or down: another "
-        "prediction at every step, so the job cannot be ComfyUI's",
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
@@ -309,16 +324,15 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
         "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
         "be ComfyUI's",
-        "TextEncodeQwenImageEditPlus": "Qwen-Image-Edit graphs are not mapped by paradit's "
-        "workflow import yet",
-        "TextEncodeQwenImageEdit": "Qwen-Image-Edit graphs are not mapped by paradit's "
-        "workflow import yet",
+        "TextEncodeQwenImageEditPlus": QWEN_EDIT_REFERENCES,
+        "TextEncodeQwenImageEdit": QWEN_EDIT_REFERENCES,
+        "FluxKontextImageScale": QWEN_EDIT_REFERENCES,
+        "FluxKontextMultiReferenceLatentMethod": QWEN_EDIT_REFERENCES,
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import does not map image edits yet",
-        "VAEEncode": "an image encoded into latents (an edit's reference and output size, or "
-        "a latent to start from): paradit's workflow import maps no image edit (ComfyUI's "
-        "Qwen-Image-Edit graphs also patch the model with CFGNorm, which paradit cannot run "
-        "as ComfyUI does)",
+        "workflow import does not map image edits (" + QWEN_EDIT_REFERENCES + ")",
+        "VAEEncode": "an image encoded into latents, here the edit's output size at denoise 1 "
+        "(or a latent to start from): paradit's workflow import maps no image edit. "
+        + QWEN_EDIT_REFERENCES,
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

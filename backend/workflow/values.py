@@ -24,6 +24,9 @@ class Model:
     loras: tuple[tuple[str, float], ...] = ()
     shift: float | None = None
     shift_node: Node | None = None
+    cfg_norm: float | None = None
+    """CFGNorm's strength (None: no CFGNorm on the model)."""
+    cfg_norm_node: Node | None = None
 
 
 @dataclass(frozen=True)

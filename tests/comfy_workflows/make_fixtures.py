@@ -326,6 +326,7 @@ UI_TABLE: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     "LoraLoaderModelOnly": (("lora_name", "strength_model"), (("MODEL", "MODEL"),)),
     "ModelSamplingSD3": (("shift",), (("MODEL", "MODEL"),)),
     "ModelSamplingAuraFlow": (("shift",), (("MODEL", "MODEL"),)),
+    "CFGNorm": (("strength", "pre_cfg"), (("MODEL", "MODEL"),)),
     "ModelSamplingFlux": (("max_shift", "base_shift", "width", "height"), (("MODEL", "MODEL"),)),
     "CLIPTextEncode": (("text",), (("CONDITIONING", "CONDITIONING"),)),
     "FluxGuidance": (("guidance",), (("CONDITIONING", "CONDITIONING"),)),

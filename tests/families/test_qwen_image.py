@@ -44,7 +44,9 @@ UNGUIDED = {"prompt": "ein Boot", "seed": 9, "width": 112, "height": 64}
 UNGUIDED.update(num_inference_steps=2, guidance_scale=1.0)
 # ComfyUI's plain CFG (`cfg_mode` plain: sampling/guidance.py) beneath CFG parallel too
 PLAIN = {**GUIDED, "cfg_mode": "plain"}
-JOBS = {"guided": GUIDED, "unguided": UNGUIDED, "plain": PLAIN}
+# ComfyUI's CFGNorm (`cfg_mode` norm) too: every rank norms the same two whole predictions
+NORM = {**GUIDED, "cfg_mode": "norm", "cfg_norm": 0.9}
+JOBS = {"guided": GUIDED, "unguided": UNGUIDED, "plain": PLAIN, "norm": NORM}
 
 # DiT parameters on the meta device: Qwen-Image's "20B MMDiT".
 QWEN_IMAGE_DIT = 20_430_401_088
@@ -173,7 +175,7 @@ def test_previews_fit_the_vae_and_draw_the_latents(references):
 def test_served_model_equals_world_size_1(backends, references):
     """The engine's path (`paradit serve` on 2 ranks: rank 0 encodes and broadcasts, CFG
     parallel, the decode's tiles dealt to both): each job byte-identical to the references
-    (the plain-CFG job's wrapper around CFG parallel's included)."""
+    (the plain-CFG and CFGNorm jobs' wrappers around CFG parallel's included)."""
     backend = backends.start(TINY, 2, "--save-latents", "--vae-tiling", "on", "--vae-tile", "64x64")
     try:
         info = backend.client.info()

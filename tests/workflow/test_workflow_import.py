@@ -415,12 +415,13 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "22", "KSamplerSelect", "sampler dpmpp_sde: paradit runs the samplers",
     ),
 
-    "CFGNorm on the sampler's model": (  # as ComfyUI's Qwen-Image-Edit templates patch it
+    "CFGNorm before the sampler's CFG": (  # its post-CFG form maps: test_workflow_cfg_norm
         _edit("qwen_image",
               _add("98", {"class_type": "CFGNorm", "inputs": {"model": ["66", 0],
-                                                              "strength": 1.0}}),
+                                                              "strength": 1.0,
+                                                              "pre_cfg": True}}),
               _set("3", model=["98", 0])),
-        "98", "CFGNorm", "never up: clamped at 1",
+        "98", "CFGNorm", "pre_cfg true rescales the combined prediction before",
     ),
     "unknown node": (
         _edit("wan21_t2v", _add("99", {"class_type": "WanVideoSampler", "inputs": {}})),

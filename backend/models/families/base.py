@@ -150,12 +150,18 @@ class Family:
     conditional norm), not plainly: a job may ask for plain CFG (`cfg_mode`,
     sampling/guidance.py)."""
 
+    cfg_norm_pixels: int = 0
+    """With `plain_cfg`: the latent pixels one packed token of the pipeline's DiT holds, its
+    channels first (Qwen-Image packs 2x2: 4); above 0 a job may ask for ComfyUI's CFGNorm on
+    the plain combination (`cfg_mode` norm), whose norm runs over each pixel's channels."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
             self.model_limits(pipe, tiny=tiny),
             step_cache=self.step_cache,
             plain_cfg=self.plain_cfg,
+            cfg_norm_pixels=self.cfg_norm_pixels if self.plain_cfg else 0,
         )
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:

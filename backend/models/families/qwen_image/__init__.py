@@ -7,7 +7,7 @@ from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from ...vae_tiles import enable_quarter_overlap_tiles
-from .adapter import QwenImage
+from .adapter import PACKED_PIXELS, QwenImage
 from .memory import dit_forward
 from .single_file import FILE_PRESETS, detect_dit
 from .tiny import PRESETS as TINY_PRESETS
@@ -23,6 +23,7 @@ SPEC = FamilySpec(
             frozenset({"text_encoder", "tokenizer"}),
             samplers=SAMPLERS,
             plain_cfg=True,
+            cfg_norm_pixels=PACKED_PIXELS,
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),

@@ -23,6 +23,9 @@ from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
 # default text length (512 tokens after the template).
 DEFAULT_SIZE, DEFAULT_STEPS, DEFAULT_CFG = 1328, 50, 4.0
 MAX_TEXT_TOKENS = 512
+PACKED_PIXELS = 4
+"""The pipelines pack 2x2 latent pixels into one token, channel-major (`_pack_latents`: a
+token's value c * 4 + row * 2 + column): CFGNorm's per-pixel norm (`Family.cfg_norm_pixels`)."""
 
 
 class QwenImage(Family):

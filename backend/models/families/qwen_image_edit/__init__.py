@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....contract import IMAGE_EDIT
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
+from ..qwen_image.adapter import PACKED_PIXELS
 from ..qwen_image.memory import dit_forward  # Qwen-Image's DiT, with references
 from ..qwen_image.tiny import EDIT_PRESETS as TINY_PRESETS
 from .adapter import QwenImageEdit
@@ -20,6 +21,8 @@ SPEC = FamilySpec(
             ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
             frozenset({"text_encoder", "tokenizer", "processor"}),
             step_cache=False,
+            plain_cfg=True,  # the same rescale to the conditional norm as Qwen-Image's
+            cfg_norm_pixels=PACKED_PIXELS,
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),
