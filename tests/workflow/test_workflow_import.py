@@ -547,7 +547,7 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
     "LTX-2's audio ComfyUI rounds up": (
         _edit("ltx2_t2v", _set("43", length=121), _set("44", frames_number=121)),
         "44", "LTXVEmptyLatentAudio", "121 frames at 24 fps: ComfyUI makes 127 audio latent "
-        "frames (rounded up), paradit's LTX-2 pipeline 126",
+        "frames (rounded up: ceil(frames / fps x 25)",
     ),
     "LTX-2's text connectors from another checkpoint": (
         _edit("ltx2_t2v", _set("2", ckpt_name="other_ltx.safetensors")),
