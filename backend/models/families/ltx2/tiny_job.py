@@ -24,9 +24,11 @@ cross-modal attention modulated by each stream's own timestep."""
 def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, Any]:
     """`LTX2Pipeline` as a user calls it for `body`: the negative prompt, plain CFG on video
     and audio at the job's scale, paradit's frame rate, `model`'s settings (LTX-2.0's, or
-    none for LTX-2.3); its (video, audio) batches."""
+    none for LTX-2.3; guidance terms under their own names win); its (video, audio)
+    batches."""
     import torch
 
+    arguments = {"audio_guidance_scale": body["guidance_scale"], **PLAIN_CFG, **model}
     with torch.no_grad():
         return pipe(
             prompt=body["prompt"],
@@ -37,13 +39,11 @@ def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, An
             frame_rate=float(FPS),
             num_inference_steps=body["num_inference_steps"],
             guidance_scale=body["guidance_scale"],
-            audio_guidance_scale=body["guidance_scale"],
             max_sequence_length=32,
             generator=torch.Generator().manual_seed(body["seed"]),
             output_type="np",
             return_dict=False,
-            **PLAIN_CFG,
-            **model,
+            **arguments,
         )
 
 
@@ -176,33 +176,19 @@ TERMS["guidance_terms"] = {
 }
 
 
-def terms_direct(pipe: Any, body: Any) -> Any:
-    """`LTX2Pipeline` as a user calls it with the body's guidance terms under their own
-    names (the audio's STG, modality and rescale left to follow the video's: None)."""
-    import numpy as np
-    import torch
+FOLLOW = {"audio_stg_scale": None, "audio_modality_scale": None, "audio_guidance_rescale": None}
+"""The audio's terms left to follow the video's, as `LTX2Pipeline` reads None (its own
+defaults for them are LTX-2.3's values)."""
 
-    terms = dict(body["guidance_terms"])
-    with torch.no_grad():
-        video, _audio = pipe(
-            prompt=body["prompt"],
-            negative_prompt=body["negative_prompt"],
-            height=body["height"],
-            width=body["width"],
-            num_frames=body["num_frames"],
-            frame_rate=float(FPS),
-            num_inference_steps=body["num_inference_steps"],
-            guidance_scale=body["guidance_scale"],
-            audio_stg_scale=None,
-            audio_modality_scale=None,
-            audio_guidance_rescale=None,
-            max_sequence_length=32,
-            generator=torch.Generator().manual_seed(body["seed"]),
-            output_type="np",
-            return_dict=False,
-            **terms,
-        )
-    return np.asarray(video[0])
+
+def terms_direct(pipe: Any, body: Any, model: Any = None) -> Any:
+    """`LTX2Pipeline` as a user calls it with the body's guidance terms under their own
+    names, the audio's left to follow the video's; `model`: LTX-2.3's settings (none) unless
+    given. Its video."""
+    import numpy as np
+
+    terms = {**FOLLOW, **body["guidance_terms"], **(model or {})}
+    return np.asarray(called_with_audio(pipe, body, terms)[0][0])
 
 
 # Two stages (`upscale`): stage 1 guided at 64x64 (CFG parallel on 2 ranks), the tiny x2
