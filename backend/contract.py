@@ -58,6 +58,37 @@ MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
+class GuidanceTerm:
+    """One guidance term a model's pipeline takes beside `guidance_scale`, as a request's
+    `guidance_terms` sets it (LTX-2: spatio-temporal, modality-isolation, the rescale, the
+    audio stream's own). Declared by the model's family; generic code reads only this."""
+
+    name: str
+    """The pipeline's argument (`stg_scale`), the key in the request's `guidance_terms`."""
+    default: float | tuple[int, ...] | None
+    """The value a job leaves out gets: paradit's own (the term off, so a job without
+    `guidance_terms` runs as before); a tuple: the term is a list of block indices; None:
+    the term follows `follows`."""
+    help: str = ""
+    low: float = 0.0
+    """A number's least value (a term that does nothing below it starts there)."""
+    high: float = 0.0
+    """A number's greatest value (0: the model's `max_guidance`); a block list's highest
+    index (the DiT's last block)."""
+    follows: str = ""
+    """The term whose value this one takes when left out or null: and the pipeline reads 0
+    that way too, so 0 is refused where the followed term is not 0."""
+    extra_pass: bool = False
+    """A value other than the default costs one DiT call per step (at batch 1, beside the
+    CFG pair)."""
+
+    @property
+    def blocks(self) -> bool:
+        """The term is a list of block indices, not a number."""
+        return isinstance(self.default, tuple)
+
+
+@dataclass(frozen=True)
 class Limits:
     """What one model accepts. Reported by `GET /v1/info` and enforced on every request."""
 
@@ -143,6 +174,10 @@ class Limits:
     upscale_factors: tuple[int, ...] = ()
     """What the latent upscaler loaded with `--upscaler` multiplies width and height by; ()
     without one (a request's `upscale` is refused then)."""
+    guidance_terms: tuple[GuidanceTerm, ...] = ()
+    """The guidance terms beside `guidance_scale` a request's `guidance_terms` may set (LTX-2's
+    spatio-temporal and modality guidance, the rescale, the audio's own scale); () for a
+    model whose pipeline has none (the field is refused then)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

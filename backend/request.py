@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import guidance_terms
 from .cache import CacheSettings
 from .contract import (
     IMAGE_EDIT,
@@ -451,6 +452,18 @@ def _check_upscale(values: dict[str, Any], limits: Limits) -> None:
         )
 
 
+def _check_guidance_terms(values: dict[str, Any], limits: Limits) -> None:
+    """A follower's 0 (`guidance_terms.check_followers`); guidance terms that add DiT calls
+    are not offered with the step cache (yet)."""
+    guidance_terms.check_followers(values, limits)
+    extra = guidance_terms.extra_passes(values.get("guidance_terms"), limits.guidance_terms)
+    if extra and values.get("cache") is not None:
+        raise ValueError(
+            f"cache is not run with guidance terms that add DiT calls ({', '.join(extra)}) "
+            "yet (each call would need its own cache decisions): leave one of them out"
+        )
+
+
 def read_image(path: str) -> str:
     """`--image PATH` as the base64 the request carries."""
     import base64
@@ -787,6 +800,23 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         form=False,
         needs="two_stage",
     ),
+    RequestField(
+        "guidance_terms",
+        "json",
+        "The pipeline's guidance terms beside guidance_scale (GET /v1/info "
+        "limits.guidance_terms names a model's, with their defaults: off). LTX-2: {stg_scale, "
+        "audio_stg_scale, spatio_temporal_guidance_blocks, modality_scale, "
+        "audio_modality_scale, guidance_rescale, audio_guidance_rescale, "
+        "audio_guidance_scale} as diffusers' LTX2Pipeline takes them; an audio term left out "
+        "takes its video term's value. Each of STG and modality guidance costs one more DiT "
+        "call per step. Without `cache`; on the command line the object as JSON.",
+        rule=guidance_terms.check,
+        cli="--guidance-terms",
+        cli_type=guidance_terms.parse_cli,
+        cli_metavar="JSON",
+        form=False,
+        needs="guidance_terms",
+    ),
 )
 
 
@@ -940,6 +970,7 @@ class JobRequest:
         _check_task(values, limits)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)
+        _check_guidance_terms(values, limits)
         if values.get("image") is not None and limits.edit_pixels:
             _edit_default_size(body, values, limits)
         request = cls(**values)

@@ -14,7 +14,9 @@ the same order (FSDP's gathers included) because every rank computes on the seco
 Some pipelines (CogVideoX) instead call the transformer once per step with both branches as
 one batch of 2 (unconditional first). `BatchedCfgParallel` wraps that forward: each half of
 the group runs its own row of every batched input (batch 1), an all-gather brings the two
-rows together, and the pipeline gets the batch of 2 it asked for, in its order.
+rows together, and the pipeline gets the batch of 2 it asked for, in its order. A call at batch
+1 in a guided step (LTX-2's spatio-temporal and modality-isolation passes, on the conditional
+inputs) runs whole on each half: both halves compute the same, as a single process would.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ class BatchedCfgParallel(CfgParallel):
         if args:
             raise TypeError("batched CFG parallel needs the transformer called with keywords")
         batch = kwargs["hidden_states"].shape[0]
+        if batch == 1:  # a pass beside the pair (LTX-2's STG or modality call): whole here
+            return self._forward(**kwargs)
         if batch != 2:
             raise ValueError(f"batched CFG parallel needs a batch of 2 (uncond, cond), got {batch}")
         row = slice(self.cfg_rank, self.cfg_rank + 1)

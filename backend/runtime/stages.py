@@ -65,6 +65,7 @@ def stage_requests(request: JobRequest, limits: Any) -> tuple[JobRequest, JobReq
         recipe="",
         loras=request.upscale["loras"] or None,
         cache=None,
+        guidance_terms=None,  # the job's terms guide stage 1 (stage 2 has its own guidance)
     )
     return first, second
 

@@ -519,6 +519,7 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
         add_noise=True,
         leftover=False,
         sigmas=sigmas.levels,
+        audio_cfg=guider.audio_cfg,
     )
     m.say(node, _stage_line(stage))
     sampled = Sampled(latent, (stage,))

@@ -5,9 +5,13 @@ and 2.5 templates). Torch-free.
   PrimitiveBoolean to both of its copies): ComfyUI returns the latent as it came, so the node
   is its latent. With bypass off it writes the image into the latent: refused (`IN_PLACE`).
 - `LTXVDualCFGGuider` (2.5's templates): ComfyUI guides the video part of the joined latent at
-  `video_cfg` and the audio part at `audio_cfg`; with the two equal (`math.isclose`) its
-  guider falls back to the single CFG at that scale, which is `CFGGuider`'s job; unequal
-  scales are refused, as paradit guides both streams at one scale.
+  `video_cfg` and the audio part at `audio_cfg` (each uncond + scale x (cond - uncond)); with
+  the two equal (`math.isclose`) its guider falls back to the single CFG at that scale, which
+  is `CFGGuider`'s job. Unequal scales are LTX2Pipeline's per-stream CFG: `guidance_scale`
+  the video's, `guidance_terms.audio_guidance_scale` the audio's (diffusers writes each as
+  cond + (scale - 1) x (cond - uncond) on the x0 predictions: the same combination, as the
+  single CFG's mapping already takes it). In a two-stage job's second stage they are refused
+  (`upscale` has one scale).
 
 The handlers take the `handlers.Mapper` as `m` (not imported: it imports this module).
 """
@@ -41,15 +45,15 @@ def img_to_video_inplace(m: Any, node: Node) -> tuple[Any, ...]:
 
 def dual_cfg_guider(m: Any, node: Node) -> tuple[Any, ...]:
     video, audio = m.widget(node, "video_cfg", float), m.widget(node, "audio_cfg", float)
-    if not math.isclose(video, audio):
-        raise WorkflowError(
-            node,
-            f"video_cfg {video:g} and audio_cfg {audio:g}: ComfyUI guides the video and the "
-            "audio part of the joined latent at two scales, paradit guides LTX-2's streams at "
-            "one (guidance_scale); give both the same value",
-        )
     model = m.input(node, "model", Model)
     positive = m.input(node, "positive", Conditioning)
     negative = m.input(node, "negative", Conditioning)
-    m.say(node, f"video_cfg = audio_cfg = {video:g}: CFG at {video:g} -> guidance_scale")
-    return (Guider(model, positive, negative, video, node),)
+    if math.isclose(video, audio):
+        m.say(node, f"video_cfg = audio_cfg = {video:g}: CFG at {video:g} -> guidance_scale")
+        return (Guider(model, positive, negative, video, node),)
+    m.say(
+        node,
+        f"video_cfg {video:g}, audio_cfg {audio:g} -> guidance_scale {video:g}, "
+        f"guidance_terms.audio_guidance_scale {audio:g}",
+    )
+    return (Guider(model, positive, negative, video, node, audio_cfg=audio),)

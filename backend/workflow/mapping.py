@@ -108,6 +108,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     guidance = _guidance(positive, first)
     if guidance is not None:
         request["guidance_scale"] = guidance
+    if first.audio_cfg is not None:  # LTXVDualCFGGuider at two scales
+        request["guidance_terms"] = {"audio_guidance_scale": first.audio_cfg}
     models = [first.model] + ([last.model] if last is not first else [])
     if first.sigmas is not None:  # the levels themselves: no scheduler, no shift
         del request["scheduler"]

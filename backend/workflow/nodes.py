@@ -180,8 +180,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "LTXVDualCFGGuider",
         ("video_cfg", "audio_cfg"),
-        "`guidance_scale` where video_cfg = audio_cfg (ComfyUI's single CFG then); two "
-        "scales refused",
+        "`guidance_scale` (video_cfg) and, where audio_cfg differs, "
+        "`guidance_terms.audio_guidance_scale` (refused in an upscale's second stage)",
     ),
     _spec(
         "LTXVScheduler",

@@ -238,6 +238,12 @@ def second_stage(
                 "other prompts than the first stage's (their text, encoder or LTXVConditioning "
                 "frame rate): paradit runs one prompt through both stages",
             )
+    if guider.audio_cfg is not None:
+        raise WorkflowError(
+            guider.node,
+            "two scales (video and audio) in the second stage: paradit's upscale guides both "
+            "streams at one (upscale.guidance_scale); give both the same value",
+        )
     stage = Stage(
         node,
         guider.model,

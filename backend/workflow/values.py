@@ -136,6 +136,8 @@ class Stage:
     leftover: bool
     sigmas: tuple[float, ...] | None = None
     """Explicit noise levels (LTXVScheduler's), in place of the scheduler's."""
+    audio_cfg: float | None = None
+    """LTX-2's audio stream's own CFG scale (LTXVDualCFGGuider's audio_cfg), where it differs."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ class Guider:
     negative: Conditioning
     cfg: float
     node: Node
+    audio_cfg: float | None = None
+    """LTXVDualCFGGuider's audio scale where it differs from `cfg` (the video's)."""
 
 
 @dataclass(frozen=True)

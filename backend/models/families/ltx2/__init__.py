@@ -6,9 +6,10 @@ from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
-from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, PLAIN_CFG, LTX2ImageToVideo
+from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, LTX2ImageToVideo
 from .detect import ltx2_vae
 from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
+from .guidance import PLAIN_CFG
 from .memory import forward, gathered
 from .parallel import prepare_ltx2
 from .single_file import (

@@ -10,10 +10,12 @@ What differs from the other video families:
   that turn them into the two streams' text tokens run inside the pipeline, on every rank.
 - CFG runs as one batch of 2 (negative first) through the DiT (`batched_cfg`): CFG parallel
   gives each half of the group one row, video and audio together (`parallel/cfg.py`).
-- paradit runs plain CFG, with one guidance scale for both streams: diffusers' defaults
-  (those of LTX-2.3) add spatio-temporal guidance and modality-isolation guidance, one DiT
-  call each per step at batch 1, and a guidance rescale; `prepare` turns them off, as the
-  LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps).
+- paradit runs plain CFG by default, with one guidance scale for both streams: diffusers'
+  defaults (those of LTX-2.3) add spatio-temporal guidance and modality-isolation guidance,
+  one DiT call each per step at batch 1, and a guidance rescale; paradit's defaults turn them
+  off, as the LTX-2 model card runs it (guidance 4, 40 steps, 768x512, 121 frames at 24 fps),
+  and a request's `guidance_terms` sets them (`guidance.py`). Under CFG parallel the batch-1
+  calls run whole on each half (`parallel/cfg.py`), split by Ulysses within it.
 - Decode: the pipeline stops at the latents (video and audio) on every rank; the job decodes
   the video as the pipeline would, tile by tile when tiling is on (`vae.py`: the tiles
   can be dealt to the ranks), and rank 0 decodes the audio (`audio`). The audio stays there:
@@ -61,6 +63,7 @@ from ..base import (
     text_len,
     video_frames,
 )
+from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
@@ -73,16 +76,6 @@ PROMPT_TENSORS = (
     "negative_prompt_attention_mask",
 )
 """`encode_prompt`'s outputs, in its order."""
-PLAIN_CFG = {
-    "stg_scale": 0.0,
-    "audio_stg_scale": 0.0,
-    "modality_scale": 1.0,
-    "audio_modality_scale": 1.0,
-    "guidance_rescale": 0.0,
-    "audio_guidance_rescale": 0.0,
-}
-"""The pipeline's other guidance terms, off: spatio-temporal and modality-isolation guidance
-would each add a DiT call per step, and the guidance rescale is LTX-2.3's."""
 DISTILLED_SCHEDULER = {"use_dynamic_shifting": False, "shift_terminal": None}
 """The distilled model's scheduler settings over the dev model's FlowMatch Euler: the sigmas
 run as given (diffusers' `convert_ltx2_to_diffusers` writes these for a distilled checkpoint)."""
@@ -130,6 +123,7 @@ class LTX2(Family):
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
+            guidance_terms=guidance_terms(pipe.transformer),
             **schedule,
         )
 
@@ -156,6 +150,10 @@ class LTX2(Family):
 
         wanted = LTX2Pipeline if request.image is None else LTX2ImageToVideoPipeline
         return same_components_as(pipe, wanted)
+
+    def uses_cfg(self, pipe: Any, request: JobRequest) -> bool:
+        """The negative branch runs where either stream's CFG scale is above 1."""
+        return super().uses_cfg(pipe, request) or audio_guidance(pipe, request) > 1
 
     def text_tokens(self, pipe: Any) -> int:
         """The prompt's tokens (padded): each stream's cross-attention reads them."""
@@ -186,7 +184,6 @@ class LTX2(Family):
         latent_size = (request.height // ratio, request.width // ratio)
         ltx2_vae.tile_grid(pipe.vae, torch.empty(1, 1, 1, *latent_size, device="meta"))
         cfg = "negative_prompt_embeds" in tensors
-        guidance = request.guidance_scale if cfg else 1.0
         return {
             **tensors,
             "height": request.height,
@@ -195,9 +192,7 @@ class LTX2(Family):
             "frame_rate": float(FPS),
             "num_inference_steps": request.num_inference_steps,
             **({"sigmas": list(distilled_sigmas())} if is_distilled(pipe) else {}),
-            "guidance_scale": guidance,
-            "audio_guidance_scale": guidance,
-            **PLAIN_CFG,
+            **pipeline_kwargs(pipe, request, cfg),
             "use_cross_timestep": use_cross_timestep(pipe),
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
             **image_kwargs(request),

@@ -38,8 +38,8 @@ each query token and applied to its own output, so a rank gates its own tokens; 
 AdaLN and the cross-attention modulation come from the row's noise level (`sigma`, one per
 row, cut with the batch by CFG parallel) and modulate the whole text, which every rank holds;
 the per-stream text projections run in the connectors, before the DiT. Its attention
-processors are the perturbable ones (`perturbed_attn`, for spatio-temporal guidance, which
-paradit turns off): the local processors wrap whichever class the block uses and pass the
+processors are the perturbable ones (`perturbed_attn`, for spatio-temporal guidance, a job's
+`guidance_terms`): the local processors wrap whichever class the block uses and pass the
 perturbation arguments on.
 """
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...family_spec import TinyJob
-from .adapter import FPS, PLAIN_CFG
+from .adapter import FPS
+from .guidance import PLAIN_CFG
 
 # 64x64 px and 9 frames: 2 latent frames of 2 x 2 tokens (32x, patch 1), one VAE tile
 BODY = {"prompt": "a drum solo in the rain", "negative_prompt": "silence", "seed": 5}
@@ -23,9 +24,11 @@ cross-modal attention modulated by each stream's own timestep."""
 def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, Any]:
     """`LTX2Pipeline` as a user calls it for `body`: the negative prompt, plain CFG on video
     and audio at the job's scale, paradit's frame rate, `model`'s settings (LTX-2.0's, or
-    none for LTX-2.3); its (video, audio) batches."""
+    none for LTX-2.3; guidance terms under their own names win); its (video, audio)
+    batches."""
     import torch
 
+    arguments = {"audio_guidance_scale": body["guidance_scale"], **PLAIN_CFG, **model}
     with torch.no_grad():
         return pipe(
             prompt=body["prompt"],
@@ -36,13 +39,11 @@ def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, An
             frame_rate=float(FPS),
             num_inference_steps=body["num_inference_steps"],
             guidance_scale=body["guidance_scale"],
-            audio_guidance_scale=body["guidance_scale"],
             max_sequence_length=32,
             generator=torch.Generator().manual_seed(body["seed"]),
             output_type="np",
             return_dict=False,
-            **PLAIN_CFG,
-            **model,
+            **arguments,
         )
 
 
@@ -159,6 +160,35 @@ V23_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
 # LTX-2.5 (`tiny-ltx2.5`: no video feed-forward biases, the keyframe embedding, Gemma 4):
 # unguided at 96x96, 27 tokens spread over the ranks.
 V25 = {**UNGUIDED, "prompt": "a choir in a cave", "seed": 14}
+
+
+# LTX-2.3's own guidance terms (`guidance_terms`): CFG with the audio at its own scale,
+# spatio-temporal guidance on the last of the 2 blocks, modality isolation and the rescale:
+# per step the CFG pair (each half its row on 2 ranks) and two passes at batch 1 (whole on
+# each half; Ulysses 2 within it on 4 ranks), 8 tokens.
+TERMS = {**BODY, "prompt": "a brass band at dusk, louder", "seed": 15}
+TERMS["guidance_terms"] = {
+    "stg_scale": 1.0,
+    "spatio_temporal_guidance_blocks": [1],
+    "modality_scale": 3.0,
+    "guidance_rescale": 0.7,
+    "audio_guidance_scale": 7.0,
+}
+
+
+FOLLOW = {"audio_stg_scale": None, "audio_modality_scale": None, "audio_guidance_rescale": None}
+"""The audio's terms left to follow the video's, as `LTX2Pipeline` reads None (its own
+defaults for them are LTX-2.3's values)."""
+
+
+def terms_direct(pipe: Any, body: Any, model: Any = None) -> Any:
+    """`LTX2Pipeline` as a user calls it with the body's guidance terms under their own
+    names, the audio's left to follow the video's; `model`: LTX-2.3's settings (none) unless
+    given. Its video."""
+    import numpy as np
+
+    terms = {**FOLLOW, **body["guidance_terms"], **(model or {})}
+    return np.asarray(called_with_audio(pipe, body, terms)[0][0])
 
 
 # Two stages (`upscale`): stage 1 guided at 64x64 (CFG parallel on 2 ranks), the tiny x2
@@ -282,6 +312,7 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3-i2v", V23_I2V, image_direct_23, tile=128, ranks=(4,), name="2.3 i2v"),
     TinyJob("tiny-ltx2.3", V23_CACHED, None, tile=128, ranks=(2,), name="2.3 cached"),
     TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
+    TinyJob("tiny-ltx2.3", TERMS, terms_direct, tile=128, ranks=(4, 2), name="guidance terms"),
     TinyJob(
         "tiny-ltx2",
         TWO_STAGE,
