@@ -660,3 +660,36 @@ def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(ba
         else:
             served, _ = plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
             assert served.request == plan.request
+
+
+def _dual(saved: Path, folder: Path, node: int, scales: list[float]) -> Path:
+    """The workflow `saved` with CFGGuider `node` made an LTXVDualCFGGuider at `scales`."""
+    data = json.loads(saved.read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    guider = next(n for n in sub["nodes"] if n["id"] == node)
+    assert guider["type"] == "CFGGuider"
+    guider.update(type="LTXVDualCFGGuider", widgets_values=scales)
+    edited = folder / f"dual_{node}_{scales[0]}_{scales[1]}.json"
+    edited.write_text(json.dumps(data))
+    return edited
+
+
+def test_dual_cfg_guider_at_two_scales_guides_the_audio_at_its_own(base, tmp_path):
+    """LTX-2's dev template (113 frames) with its first stage's CFGGuider 47 swapped for
+    LTXVDualCFGGuider: at 4 and 7 (ComfyUI's dual CFG: the audio part guided at 7) the job of
+    the template with `guidance_terms.audio_guidance_scale` 7 (LTX2Pipeline's per-stream CFG);
+    at 4 and 4 (ComfyUI's single CFG) the template's own job; the second stage's guider 82 at
+    two scales is refused there (`upscale` guides both streams at one)."""
+    template = "video_ltx2_t2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    saved = _ltx2_copy(template, comfy, 113)
+    request = LTX2_TWO_STAGE[template][2]
+    plan, _variant = plan_of(str(_dual(saved, tmp_path, 47, [4.0, 7.0])), str(comfy))
+    assert plan.request == {**request, "guidance_terms": {"audio_guidance_scale": 7.0}}
+    plan, _variant = plan_of(str(_dual(saved, tmp_path, 47, [4.0, 4.0])), str(comfy))
+    assert plan.request == request
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(_dual(saved, tmp_path, 82, [1.0, 3.0])), str(comfy))
+    assert str(refused.value).startswith(
+        "subgraph 92 > node 82 (LTXVDualCFGGuider): two scales (video and audio) in the second"
+    ), refused.value

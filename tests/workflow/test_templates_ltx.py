@@ -2,10 +2,8 @@
 in their saved form: each is refused naming the node (its path inside the subgraph) that
 paradit cannot run as ComfyUI does, and why. What they add that paradit maps is checked on
 edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
-latent, so the import reaches the prompt (refused there while the prompt enhancer is on);
-`LTXVDualCFGGuider` (2.5's) at two scales is the video's `guidance_scale` and the audio's
-`guidance_terms.audio_guidance_scale` (refused in a second stage), at equal ones (ComfyUI's
-single CFG) passed on as CFGGuider's guidance.
+latent, so the import reaches the prompt (refused there while the prompt enhancer is on).
+`LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own template in test_templates.py.
 
 Cost: about 3 s (measured alone on a loaded 2-core machine).
 """
@@ -18,8 +16,6 @@ from pathlib import Path
 import comfyui_workflow_templates_json
 import pytest
 from PIL import Image
-from test_templates import LTX2_TWO_STAGE, _ltx2_copy, comfy_for
-from test_templates import base as tiny_comfy  # noqa: F401, F811 (a module fixture: tiny files)
 
 from paradit.backend.tools.workflow import plan_of
 
@@ -94,37 +90,4 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
         plan_of(str(path), str(comfy))
     assert str(refused.value).startswith(
         "subgraph 267 > node 327 (TextGenerateLTX2Prompt): a prompt written at run time"
-    ), refused.value
-
-
-def _dual(saved: Path, folder: Path, node: int, scales: list[float]) -> Path:
-    """The workflow `saved` with CFGGuider `node` made an LTXVDualCFGGuider at `scales`."""
-    data = json.loads(saved.read_text())
-    (sub,) = data["definitions"]["subgraphs"]
-    guider = next(n for n in sub["nodes"] if n["id"] == node)
-    assert guider["type"] == "CFGGuider"
-    guider.update(type="LTXVDualCFGGuider", widgets_values=scales)
-    edited = folder / f"dual_{node}_{scales[0]}_{scales[1]}.json"
-    edited.write_text(json.dumps(data))
-    return edited
-
-
-def test_dual_cfg_guider_at_two_scales_guides_the_audio_at_its_own(tiny_comfy, tmp_path):  # noqa: F811
-    """LTX-2's dev template (113 frames) with its first stage's CFGGuider 47 swapped for
-    LTXVDualCFGGuider: at 4 and 7 (ComfyUI's dual CFG: the audio part guided at 7) the job of
-    the template with `guidance_terms.audio_guidance_scale` 7 (LTX2Pipeline's per-stream CFG);
-    at 4 and 4 (ComfyUI's single CFG) the template's own job; the second stage's guider 82 at
-    two scales is refused there (`upscale` guides both streams at one)."""
-    template = "video_ltx2_t2v.json"
-    comfy = comfy_for(tiny_comfy, template, tmp_path / "ComfyUI")
-    saved = _ltx2_copy(template, comfy, 113)
-    request = LTX2_TWO_STAGE[template][2]
-    plan, _variant = plan_of(str(_dual(saved, tmp_path, 47, [4.0, 7.0])), str(comfy))
-    assert plan.request == {**request, "guidance_terms": {"audio_guidance_scale": 7.0}}
-    plan, _variant = plan_of(str(_dual(saved, tmp_path, 47, [4.0, 4.0])), str(comfy))
-    assert plan.request == request
-    with pytest.raises(ValueError) as refused:
-        plan_of(str(_dual(saved, tmp_path, 82, [1.0, 3.0])), str(comfy))
-    assert str(refused.value).startswith(
-        "subgraph 92 > node 82 (LTXVDualCFGGuider): two scales (video and audio) in the second"
     ), refused.value
