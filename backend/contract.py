@@ -134,6 +134,9 @@ class Limits:
     """The model's pipeline combines its CFG branches other than plainly (Qwen-Image rescales
     to the conditional branch's norm) and a job may ask for plain CFG instead (`cfg_mode`
     plain, as ComfyUI's samplers guide: backend/sampling/guidance.py)."""
+    second_prompt: bool = False
+    """The model has a second text encoder a request may give its own prompt (`prompt_2`:
+    Flux.1's T5, `prompt` then going to CLIP-L alone, as ComfyUI's CLIPTextEncodeFlux)."""
     two_stage: bool = False
     """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
     upscale_factors: tuple[int, ...] = ()

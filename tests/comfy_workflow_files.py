@@ -2,8 +2,9 @@
 the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts: Wan
 2.1/2.2, Qwen-Image, Z-Image, HunyuanVideo 1.5, LTX-2's checkpoint and Gemma file), the
 lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, Flux.1 dev's
-real architecture as headers only, and a tiny Flux.1 dev (tiny-flux with a guidance
-embedding: no tiny preset embeds Flux's guidance)."""
+real architecture as headers only (dev and schnell), a tiny Flux.1 dev (tiny-flux with a
+guidance embedding: no tiny preset embeds Flux's guidance) and a tiny schnell (tiny-flux's
+own DiT)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ FLUX_VAE = {  # the keys that identify Flux's ae, with their real shapes
 TINY_FLUX_DEV = "flux1-dev_tiny_fp32.safetensors"
 """tiny-flux's DiT with a guidance embedding (as Flux.1 dev has), in BFL's names, with
 tiny-flux's CLIP-L, T5 and VAE beside it (`clip_l_tiny`, `t5xxl_tiny`, `flux_ae_tiny`)."""
+TINY_FLUX_SCHNELL = "flux1-schnell_tiny_fp32.safetensors"
+"""tiny-flux's own DiT (no guidance embedding, as Flux.1 schnell), in BFL's names."""
 START_IMAGE = "fox.png"
 WIDE_IMAGE = "fox_24x32.png"
 
@@ -147,6 +150,12 @@ def write_comfyui(folder: Path) -> Path:
     bfl = flux_bfl(dit.state_dict(), width=3072)
     shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
     write_header_only(_put(models, "diffusion_models/flux1-dev.safetensors"), shapes)
+    dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": False})
+    bfl = flux_bfl(dit.state_dict(), width=3072)
+    shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
+    write_header_only(_put(models, "diffusion_models/flux1-schnell.safetensors"), shapes)
+    path = _put(models, f"diffusion_models/{TINY_FLUX_SCHNELL}")
+    write_safetensors(path, flux_bfl(flux.transformer.state_dict(), width=64), "fp32", WAN_PREFIX)
     clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
     clip = {k if k.startswith("text_model.") else "text_model." + k: v for k, v in clip.items()}
     write_header_only(_put(models, "text_encoders/clip_l.safetensors"), clip)

@@ -248,6 +248,22 @@ def _text_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (Conditioning(text, clip),)
 
 
+def _text_encode_flux(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """CLIPTextEncodeFlux: clip_l's text through CLIP-L (the pooled vector), t5xxl's through
+    T5 (the text tokens), as diffusers' Flux pipeline takes `prompt` and `prompt_2`; its
+    guidance rides in the conditioning (FluxGuidance's, where the DiT embeds guidance)."""
+    clip = m.input(node, "clip", Clip)
+    text, text_2 = m.widget(node, "clip_l", str), m.widget(node, "t5xxl", str)
+    guidance = m.widget(node, "guidance", float)
+    second = "" if text_2 == text else f", T5 {_quote(text_2)} -> prompt_2"
+    m.say(
+        node,
+        f"CLIP-L {_quote(text)}{second}; guidance {guidance:g} -> guidance_scale where the "
+        "DiT embeds guidance (Flux.1 dev; schnell's ignores it, as ComfyUI's does)",
+    )
+    return (Conditioning(text, clip, text_2, guidance=guidance, guidance_node=node),)
+
+
 def _zero_out(m: Mapper, node: Node) -> tuple[Any, ...]:
     m.input(node, "conditioning", Conditioning)
     m.say(node, "empty negative prompt")
@@ -902,6 +918,7 @@ HANDLERS: dict[str, Handler] = {
     "ModelSamplingAuraFlow": _model_sampling,
     "ModelSamplingFlux": _model_sampling,
     "CLIPTextEncode": _text_encode,
+    "CLIPTextEncodeFlux": _text_encode_flux,
     "ConditioningZeroOut": _zero_out,
     "FluxGuidance": _flux_guidance,
     "EmptyLatentImage": _empty_latent,

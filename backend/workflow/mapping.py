@@ -55,7 +55,13 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     sampler = decoded.sampled.stages[0].node
     upscale = decoded.sampled.upscale
     second = upscale.stage.node if upscale is not None else None
-    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler, second)
+    positive = decoded.sampled.stages[0].positive
+    text_guidance = None
+    if positive.text_2 is not None:
+        text_guidance = (positive.guidance_node, positive.guidance)
+    return WorkflowPlan(
+        request, serve, lines, workflow, mapper.loaders, sampler, second, text_guidance
+    )
 
 
 def _refuse_unknown_ends(graph: Graph) -> None:
@@ -102,6 +108,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
         "sampler": first.sampler,
         "scheduler": first.scheduler,
     }
+    _second_prompt(request, positive, negative, first)
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
@@ -246,9 +253,24 @@ def _start_image(first: Stage, latent: Latent) -> Image | None:
     return latent.image
 
 
+def _second_prompt(
+    request: dict[str, Any], positive: Conditioning, negative: Conditioning, first: Stage
+) -> None:
+    """CLIPTextEncodeFlux's t5xxl text, where it is not its clip_l one: `prompt_2`. paradit
+    gives the negative prompt to both encoders, so a guided negative needs one text."""
+    if positive.text_2 is not None and positive.text_2 != positive.text:
+        request["prompt_2"] = positive.text_2
+    if negative.text_2 not in (None, negative.text) and first.cfg > 1:
+        raise WorkflowError(
+            first.node,
+            f"a negative prompt with two texts (node {negative.guidance_node.id}): paradit "
+            "encodes the negative prompt with both encoders; give clip_l and t5xxl one text",
+        )
+
+
 def _guidance(positive: Conditioning, first: Stage) -> float | None:
-    if positive.guidance is None:
-        return None
+    if positive.guidance is None or positive.text_2 is not None:
+        return None  # CLIPTextEncodeFlux's: check_files applies it where the DiT embeds it
     if first.cfg != 1.0:
         raise WorkflowError(
             first.node,
@@ -348,6 +370,9 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     except ValueError as exc:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
+    _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
+    if plan.text_guidance is not None and embeds:
+        _text_guidance(plan)
     guided = [graph.nodes[i] for i, t, _ in plan.lines if t == "FluxGuidance"]
     if guided and not embeds:
         raise WorkflowError(
@@ -355,9 +380,34 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             f"{resolved.variant} has no guidance embedding (FluxGuidance changes nothing "
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
-    _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
+    unguided = embeds and not guided and plan.text_guidance is None
+    _comfy_defaults(plan, detections[0], resolved.variant, unguided)
     _plain_cfg(plan, resolved.pipeline_class)
     return resolved.variant
+
+
+def _second_prompt_fits(plan: WorkflowPlan, pipeline_class: str, variant: str) -> None:
+    from ..models.families import family_for
+
+    if "prompt_2" in plan.request and not family_for(pipeline_class).second_prompt:
+        raise WorkflowError(
+            plan.text_guidance[0],
+            f"two prompts (clip_l and t5xxl): {variant} has no second text encoder that takes "
+            "its own prompt; give both one text",
+        )
+
+
+def _text_guidance(plan: WorkflowPlan) -> None:
+    """CLIPTextEncodeFlux's guidance on a DiT that embeds it: the distilled guidance, as
+    FluxGuidance's (ComfyUI runs the sampler's cfg besides, so it must be 1)."""
+    node, guidance = plan.text_guidance
+    if plan.request["guidance_scale"] != 1.0:
+        raise WorkflowError(
+            plan.sampler,
+            f"cfg {plan.request['guidance_scale']:g} with CLIPTextEncodeFlux's guidance (node "
+            f"{node.id}): paradit runs Flux dev with its distilled guidance only; set cfg to 1",
+        )
+    plan.request["guidance_scale"] = guidance
 
 
 def _plain_cfg(plan: WorkflowPlan, pipeline_class: str) -> None:

@@ -68,6 +68,13 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`shift` (exp of the shift it computes for its width and height)",
     ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
+    _spec(
+        "CLIPTextEncodeFlux",
+        ("clip_l", "t5xxl", "guidance"),
+        "`prompt` (clip_l: CLIP-L's), `prompt_2` (t5xxl: T5's, where it differs); guidance: "
+        "`guidance_scale` on a DiT that embeds it (Flux.1 dev; the sampler's cfg must be 1), "
+        "ignored on one that does not (schnell), as in ComfyUI",
+    ),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -308,8 +315,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "
         "template: prompt_enhance false) to run the prompt as written",
-        "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
-        "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

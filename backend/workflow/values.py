@@ -65,6 +65,8 @@ class Conditioning:
     text: str
     clip: Clip | None
     """None for a zeroed conditioning (ConditioningZeroOut)."""
+    text_2: str | None = None
+    """CLIPTextEncodeFlux's t5xxl text (`text` is its clip_l): the second encoder's own."""
     guidance: float | None = None
     """FluxGuidance's value."""
     guidance_node: Node | None = None
@@ -296,6 +298,10 @@ class WorkflowPlan:
     """The (first) sampler node."""
     upscale_sampler: Node | None = None
     """The second, upscaled stage's sampler node (its sampler is `upscale.sampler`)."""
+    text_guidance: tuple[Node, float] | None = None
+    """The CLIPTextEncodeFlux node of the positive prompt and its guidance: the job's
+    `guidance_scale` where the DiT embeds guidance (Flux.1 dev), nothing where it does not
+    (schnell: ComfyUI's Flux ignores it there); `check_files` decides, reading the DiT."""
 
     def body(self) -> dict[str, Any]:
         """The request as POST /v1/jobs takes it (the image file as base64)."""

@@ -20,10 +20,10 @@ import math
 import os
 from pathlib import Path
 
-import comfyui_workflow_templates_json
 import pytest
 import torch
 from comfy_files import WAN_PREFIX, quantizable, z_image_original
+from comfy_templates import TEMPLATES, widget
 from comfy_workflow_files import START_IMAGE, write_comfyui
 from conftest import run_job
 from lora_files import peft_lora
@@ -38,7 +38,6 @@ from paradit.backend.sampling.names import SAMPLERS
 from paradit.backend.serving.workflows import plan_for_server
 from paradit.backend.tools.workflow import plan_of, run_overrides
 
-TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
 A14B_I2V = "wan2.2_i2v_{}_noise_14B_tiny_fp32"
 Z_IMAGE_INT8 = "z_image_tiny_int8_convrot"
@@ -127,19 +126,6 @@ def comfy_for(base: Path, template: str, folder: Path) -> Path:
     for name in IMAGES:
         os.link(base / "input" / START_IMAGE, folder / "input" / name)
     return folder
-
-
-def widget(template: str, path: str, index: int):
-    """A widget value as the template file saves it: node `path` (`129:93` inside subgraph
-    node 129), its `widgets_values[index]` (read off the JSON here, not by the importer)."""
-    data = json.loads((TEMPLATES / template).read_text())
-    *outer, own = path.split(":")
-    nodes = data["nodes"]
-    for node_id in outer:
-        kind = next(n["type"] for n in nodes if str(n["id"]) == node_id)
-        sub = next(s for s in data["definitions"]["subgraphs"] if s["id"] == kind)
-        nodes = sub["nodes"]
-    return next(n for n in nodes if str(n["id"]) == own)["widgets_values"][index]
 
 
 FLUX_SHIFT = math.exp(1.15)
@@ -326,6 +312,23 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
                            "text_encoders/t5xxl_fp16.safetensors"],
          "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    "flux_schnell_full_text_to_image.json": (  # headers-only Flux.1 schnell files
+        "flux.1-schnell",
+        # CLIPTextEncodeFlux 41: clip_l -> prompt (CLIP-L), t5xxl -> prompt_2 (T5); its
+        # guidance 3.5 ignored, as ComfyUI's Flux does without a guidance embedding
+        {"prompt": widget("flux_schnell_full_text_to_image.json", "41", 0),
+         "prompt_2": widget("flux_schnell_full_text_to_image.json", "41", 1),
+         "negative_prompt": "",  # ConditioningZeroOut 42
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; no ModelSampling node:
+         # ComfyUI's FluxSchnell default, flow shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 167447334682596,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "diffusion_models/flux1-schnell.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
 }  # fmt: skip
 
 
@@ -357,9 +360,6 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", "CFGNorm"),
     "image_qwen_image_edit_2511_int8.json": (
         "subgraph 170 > node 156", "VAEEncode", "CFGNorm",
-    ),
-    "flux_schnell_full_text_to_image.json": (
-        "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
     ),
     "image_flux2.json": (
         "subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",

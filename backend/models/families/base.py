@@ -150,12 +150,17 @@ class Family:
     conditional norm), not plainly: a job may ask for plain CFG (`cfg_mode`,
     sampling/guidance.py)."""
 
+    second_prompt: bool = False
+    """The pipeline takes a second prompt for its second text encoder (`prompt_2`: Flux.1's
+    T5; `Limits.second_prompt`)."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
             self.model_limits(pipe, tiny=tiny),
             step_cache=self.step_cache,
             plain_cfg=self.plain_cfg,
+            second_prompt=self.second_prompt,
         )
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
