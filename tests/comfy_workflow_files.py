@@ -4,7 +4,7 @@ the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layo
 lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, Flux.1 dev's
 real architecture as headers only (dev and schnell), a tiny Flux.1 dev (tiny-flux with a
 guidance embedding: no tiny preset embeds Flux's guidance) and a tiny schnell (tiny-flux's
-own DiT)."""
+own DiT), and FLUX.2-dev's and FLUX.2-klein-4B's files as headers at their real widths."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from comfy_files import (
     WAN_PREFIX,
+    flux2_bfl,
     flux_bfl,
     hunyuan15_original,
     hunyuan15_vae_original,
@@ -81,6 +82,37 @@ def _qwen25_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
         for k, v in state.items()
     }
+
+
+MISTRAL_SMALL_31 = {  # Mistral-Small-3.1-24B's text widths, 1 layer (40 take long on meta)
+    "vocab_size": 131072, "hidden_size": 5120, "intermediate_size": 32768,
+    "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+}  # fmt: skip
+QWEN3_4B = {  # Qwen3-4B's widths, 1 layer
+    "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
+    "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+}  # fmt: skip
+
+
+def _flux2_headers(models: Path) -> None:
+    """FLUX.2-dev's and FLUX.2-klein-4B's files as headers at their real widths (one block
+    of each kind, one encoder layer: recognition reads widths, not depth): the DiTs in Black
+    Forest Labs' names, the Mistral 3 and Qwen3 encoders, the Flux.2 VAE."""
+    for name, preset in (("flux2_dev_fp8mixed", "random:flux.2-dev"),
+                         ("flux-2-klein-4b", "random:flux.2-klein-4b")):  # fmt: skip
+        config = random_preset_spec(preset)["components"]["transformer"]["config"]
+        dit = meta_model("Flux2Transformer2DModel", {**config, "num_layers": 1,
+                                                     "num_single_layers": 1})  # fmt: skip
+        shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dit.state_dict()).items()}
+        write_header_only(_put(models, f"diffusion_models/{name}.safetensors"), shapes)
+    mistral = meta_shapes(meta_model("MistralModel", MISTRAL_SMALL_31))
+    path = _put(models, "text_encoders/mistral_3_small_flux2_bf16.safetensors")
+    write_header_only(path, {"model." + k: v for k, v in mistral.items()})
+    qwen3 = qwen3_comfy(meta_shapes(meta_model("Qwen3Model", QWEN3_4B)))
+    write_header_only(_put(models, "text_encoders/qwen_3_4b_header.safetensors"), qwen3)
+    vae = random_preset_spec("random:flux.2-dev")["components"]["vae"]["config"]
+    vae = meta_shapes(meta_model("AutoencoderKLFlux2", vae))
+    write_header_only(_put(models, "vae/flux2-vae.safetensors"), vae)
 
 
 def write_comfyui(folder: Path) -> Path:
@@ -163,6 +195,8 @@ def write_comfyui(folder: Path) -> Path:
     t5.pop("encoder.embed_tokens.weight", None)
     write_header_only(_put(models, "text_encoders/t5xxl_fp16.safetensors"), t5)
     write_header_only(_put(models, "vae/ae.safetensors"), FLUX_VAE)
+
+    _flux2_headers(models)
 
     hunyuan = build_preset("tiny-hunyuanvideo1.5")
     path = _put(models, "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors")

@@ -59,8 +59,9 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     text_guidance = None
     if positive.text_2 is not None:
         text_guidance = (positive.guidance_node, positive.guidance)
+    own = decoded.sampled.stages[0].own_levels
     return WorkflowPlan(
-        request, serve, lines, workflow, mapper.loaders, sampler, second, text_guidance
+        request, serve, lines, workflow, mapper.loaders, sampler, second, own, text_guidance
     )
 
 
@@ -116,7 +117,9 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if guidance is not None:
         request["guidance_scale"] = guidance
     models = [first.model] + ([last.model] if last is not first else [])
-    if first.sigmas is not None:  # the levels themselves: no scheduler, no shift
+    if first.own_levels is not None:  # the model's own scheduler: no sampler, no shift
+        del request["sampler"], request["scheduler"]
+    elif first.sigmas is not None:  # the levels themselves: no scheduler, no shift
         del request["scheduler"]
         request["sigmas"] = list(first.sigmas)
     elif _shift(models, first) is not None:
@@ -371,6 +374,7 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
+    _own_levels_fit(plan, resolved)
     if plan.text_guidance is not None and embeds:
         _text_guidance(plan)
     guided = [graph.nodes[i] for i, t, _ in plan.lines if t == "FluxGuidance"]
@@ -384,6 +388,25 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     _comfy_defaults(plan, detections[0], resolved.variant, unguided)
     _plain_cfg(plan, resolved.pipeline_class)
     return resolved.variant
+
+
+def _own_levels_fit(plan: WorkflowPlan, resolved: Any) -> None:
+    """A job left to the model's own scheduler (Flux2Scheduler's levels): the model's family
+    must run that node's levels as its own (`Family.own_levels`), and run the job's guidance
+    as ComfyUI's sampler would (`Family.workflow_refusal`)."""
+    from ..models.families import family_for
+
+    family = family_for(resolved.pipeline_class)
+    node = plan.own_levels
+    if node is not None and node.type not in family.own_levels:
+        raise WorkflowError(
+            node,
+            f"its levels are not {resolved.variant}'s own scheduler's: paradit runs "
+            f"{node.type} only on a model whose pipeline makes the same levels",
+        )
+    reason = family.workflow_refusal(resolved.preset.name, plan.request)
+    if reason:
+        raise WorkflowError(plan.sampler, reason)
 
 
 def _second_prompt_fits(plan: WorkflowPlan, pipeline_class: str, variant: str) -> None:
@@ -425,7 +448,7 @@ def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) 
     guidance (no FluxGuidance on a DiT that embeds it): the architecture's defaults, declared
     in its family's folder (defaults.py), written into the plan's request."""
     request = plan.request
-    no_shift = "shift" not in request and "sigmas" not in request
+    no_shift = "shift" not in request and "sigmas" not in request and plan.own_levels is None
     if not (no_shift or unguided):
         return
     default = default_for(dit.family, dit.config)
@@ -465,7 +488,7 @@ def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:
 def check_sampler(plan: WorkflowPlan, samplers: tuple[str, ...], runner: str) -> None:
     """WorkflowError naming the sampler node when `runner` (the model, a server) does not run
     the plan's sampler."""
-    wanted = [(plan.sampler, plan.request["sampler"])]
+    wanted = [(plan.sampler, plan.request["sampler"])] if "sampler" in plan.request else []
     if plan.upscale_sampler is not None:
         wanted.append((plan.upscale_sampler, plan.request["upscale"]["sampler"]))
     for node, sampler in wanted:

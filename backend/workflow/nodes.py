@@ -94,6 +94,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`width`, `height`, `num_frames`",
     ),
     _spec(
+        "EmptyFlux2LatentImage",
+        ("width", "height", "batch_size"),
+        "`width`, `height` (multiples of 16: ComfyUI's latent would round them down)",
+    ),
+    _spec(
+        "Flux2Scheduler",
+        ("steps", "width", "height"),
+        "`num_inference_steps`; its levels are the Flux.2 pipelines' own scheduler's at its "
+        "width x height (which must be the latent's), so the job names no sampler, scheduler "
+        "or shift (its sampler must be euler, the pipelines' step)",
+    ),
+    _spec(
         "Wan22ImageToVideoLatent",
         ("width", "height", "length", "batch_size"),
         "`width`, `height`, `num_frames`; its start_image: `image`",
@@ -289,12 +301,10 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "stage's upscaled latent, and compress it first as one H.264 frame at LTXVPreprocess's "
         "img_compression (CRF 33; 0 would leave it as it is), where paradit hands LTX-2 the "
         "image uncompressed (image_crf 0): another start image",
-        "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
-        "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
-        "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "
-        "but the graph's Flux.2 loaders, reference images and guidance are not mapped",
-        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet (its "
-        "levels are those of the Flux.2 pipelines' own scheduler; the graph is not)",
+        "ReferenceLatent": "a reference image in the conditioning (a Flux.2 edit): "
+        "paradit's workflow import maps no reference image yet (ComfyUI scales it with "
+        "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
+        "prepares its `image` itself)",
         "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
         "image otherwise than paradit's: ComfyUI scales it to the size bilinearly with a "
         "centre crop and its CLIPVisionEncode (crop center) gives SigLIP the centre square, "

@@ -135,6 +135,9 @@ class Stage:
     leftover: bool
     sigmas: tuple[float, ...] | None = None
     """Explicit noise levels (LTXVScheduler's), in place of the scheduler's."""
+    own_levels: Node | None = None
+    """The scheduler node (Flux2Scheduler) whose levels are the model's own scheduler's: the
+    job names no sampler, scheduler or shift."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,9 @@ class Sigmas:
     steps: int
     node: Node
     levels: tuple[float, ...] | None = None
+    own_size: tuple[int, int] | None = None
+    """Flux2Scheduler: the width and height whose tokens set its levels, which are those of
+    the model's own scheduler at that size (no model, no levels here)."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +304,10 @@ class WorkflowPlan:
     """The (first) sampler node."""
     upscale_sampler: Node | None = None
     """The second, upscaled stage's sampler node (its sampler is `upscale.sampler`)."""
+    own_levels: Node | None = None
+    """The scheduler node whose levels the job leaves to the model's own scheduler
+    (Flux2Scheduler): `check_files` checks the model's family runs them
+    (`Family.own_levels`)."""
     text_guidance: tuple[Node, float] | None = None
     """The CLIPTextEncodeFlux node of the positive prompt and its guidance: the job's
     `guidance_scale` where the DiT embeds guidance (Flux.1 dev), nothing where it does not

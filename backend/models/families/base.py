@@ -153,6 +153,15 @@ class Family:
     second_prompt: bool = False
     """The pipeline takes a second prompt for its second text encoder (`prompt_2`: Flux.1's
     T5; `Limits.second_prompt`)."""
+    own_levels: tuple[str, ...] = ()
+    """ComfyUI scheduler nodes whose levels are the pipeline's own scheduler's (Flux.2's
+    Flux2Scheduler: tests/workflow/test_flux2_levels.py): a workflow sampled on them runs on
+    the model's own scheduler."""
+
+    def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
+        """Why a workflow's job (`request`, as imported) on a file run as `preset` would not
+        be the job ComfyUI runs ("" where it is)."""
+        return ""
 
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
