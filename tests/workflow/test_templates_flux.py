@@ -213,3 +213,22 @@ def test_flux2_scheduler_refusals_name_the_node(comfy, tmp_path, case):
         plan_of(str(path), str(folder))
     message = str(refused.value)
     assert message.startswith(f"subgraph 98 > {where}: ") and words in message, message
+
+
+def test_a_guided_negative_with_two_texts_is_refused(comfy, tmp_path):
+    """paradit gives the negative prompt to both encoders: the schnell template's KSampler 31
+    reading CLIPTextEncodeFlux 41 (two texts) as its negative too, at cfg 2, is refused."""
+    data = json.loads((TEMPLATES / TEMPLATE).read_text())
+    sampler = next(n for n in data["nodes"] if n["id"] == 31)
+    sampler["widgets_values"][3] = 2.0
+    link = next(i["link"] for i in sampler["inputs"] if i["name"] == "negative")
+    item = next(k for k in data["links"] if k[0] == link)
+    item[1], item[2] = 41, 0  # [id, origin node, origin slot, target, slot, type]
+    path = tmp_path / TEMPLATE
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(comfy))
+    assert str(refused.value).startswith(
+        "node 31 (KSampler): a negative prompt with two texts (node 41): paradit encodes the "
+        "negative prompt with both encoders"
+    ), refused.value
