@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from comfy_files import (
+    ALL_IN_ONE_PREFIXES,
     WAN_PREFIX,
     flux2_bfl,
     flux_bfl,
@@ -92,6 +93,28 @@ QWEN3_4B = {  # Qwen3-4B's widths, 1 layer
     "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
     "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
 }  # fmt: skip
+
+
+def _schnell_all_in_one() -> dict[str, tuple[int, ...]]:
+    """flux1-schnell-fp8's layout (ComfyUI's all-in-one checkpoint) as a header at the real
+    shapes: the schnell DiT in BFL names under ComfyUI's prefix, CLIP-L, T5-XXL and the Flux
+    VAE in ldm names under theirs."""
+    dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": False})
+    shapes = {
+        WAN_PREFIX + k: tuple(v.shape) for k, v in flux_bfl(dit.state_dict(), width=3072).items()
+    }
+    clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
+    t5 = meta_shapes(meta_model("T5EncoderModel", T5_XXL))
+    t5.pop("encoder.embed_tokens.weight", None)
+    vae = random_preset_spec("random:flux.1-dev")["components"]["vae"]["config"]
+    vae = vae_ldm(meta_model("AutoencoderKL", vae).state_dict())
+    for name, part in (
+        ("clip_l", {"text_model." + k: v for k, v in clip.items()}),
+        ("t5xxl", t5),
+        ("vae", {k: tuple(v.shape) for k, v in vae.items()}),
+    ):
+        shapes |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
+    return shapes
 
 
 def _flux2_headers(models: Path) -> None:
@@ -186,6 +209,8 @@ def write_comfyui(folder: Path) -> Path:
     bfl = flux_bfl(dit.state_dict(), width=3072)
     shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
     write_header_only(_put(models, "diffusion_models/flux1-schnell.safetensors"), shapes)
+    _put(models, "checkpoints/flux1-schnell-fp8.safetensors")
+    write_header_only(models / "checkpoints/flux1-schnell-fp8.safetensors", _schnell_all_in_one())
     path = _put(models, f"diffusion_models/{TINY_FLUX_SCHNELL}")
     write_safetensors(path, flux_bfl(flux.transformer.state_dict(), width=64), "fp32", WAN_PREFIX)
     clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))

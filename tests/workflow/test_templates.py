@@ -330,6 +330,17 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
          "lora_dirs": []},
     ),
+    "flux_schnell.json": (  # ComfyUI's all-in-one flux1-schnell-fp8 as a header
+        "all-in-one flux.1-schnell (DiT, clip_l, t5xxl, vae)",
+        {"prompt": widget("flux_schnell.json", "6", 0),  # CLIPTextEncode 6
+         "negative_prompt": "",  # CLIPTextEncode 33's empty text
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; ComfyUI's schnell shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 173805153958730,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "checkpoints/flux1-schnell-fp8.safetensors",  # CheckpointLoaderSimple 30
+         "text_encoders": [], "vaes": [], "image_encoders": [], "lora_dirs": []},
+    ),
     "flux_schnell_full_text_to_image.json": (  # headers-only Flux.1 schnell files
         "flux.1-schnell",
         # CLIPTextEncodeFlux 41: clip_l -> prompt (CLIP-L), t5xxl -> prompt_2 (T5); its
