@@ -4,7 +4,7 @@ the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layo
 lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, Flux.1 dev's
 real architecture as headers only (dev and schnell), a tiny Flux.1 dev (tiny-flux with a
 guidance embedding: no tiny preset embeds Flux's guidance) and a tiny schnell (tiny-flux's
-own DiT), and FLUX.2-dev's and FLUX.2-klein-4B's files as headers at their real widths."""
+own DiT), and FLUX.2-dev's and FLUX.2-klein-4B's and -9B's files as headers at their real widths."""
 
 from __future__ import annotations
 
@@ -93,6 +93,7 @@ QWEN3_4B = {  # Qwen3-4B's widths, 1 layer
     "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
     "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
 }  # fmt: skip
+QWEN3_8B = {**QWEN3_4B, "hidden_size": 4096, "intermediate_size": 12288}  # Qwen3-8B's widths
 
 
 def _schnell_all_in_one() -> dict[str, tuple[int, ...]]:
@@ -118,11 +119,12 @@ def _schnell_all_in_one() -> dict[str, tuple[int, ...]]:
 
 
 def _flux2_headers(models: Path) -> None:
-    """FLUX.2-dev's and FLUX.2-klein-4B's files as headers at their real widths (one block
+    """FLUX.2-dev's and FLUX.2-klein-4B's and -9B's files as headers at their real widths (one block
     of each kind, one encoder layer: recognition reads widths, not depth): the DiTs in Black
     Forest Labs' names, the Mistral 3 and Qwen3 encoders, the Flux.2 VAE."""
     for name, preset in (("flux2_dev_fp8mixed", "random:flux.2-dev"),
-                         ("flux-2-klein-4b", "random:flux.2-klein-4b")):  # fmt: skip
+                         ("flux-2-klein-4b", "random:flux.2-klein-4b"),
+                         ("flux-2-klein-9b", "random:flux.2-klein-9b")):  # fmt: skip
         config = random_preset_spec(preset)["components"]["transformer"]["config"]
         dit = meta_model("Flux2Transformer2DModel", {**config, "num_layers": 1,
                                                      "num_single_layers": 1})  # fmt: skip
@@ -131,8 +133,9 @@ def _flux2_headers(models: Path) -> None:
     mistral = meta_shapes(meta_model("MistralModel", MISTRAL_SMALL_31))
     path = _put(models, "text_encoders/mistral_3_small_flux2_bf16.safetensors")
     write_header_only(path, {"model." + k: v for k, v in mistral.items()})
-    qwen3 = qwen3_comfy(meta_shapes(meta_model("Qwen3Model", QWEN3_4B)))
-    write_header_only(_put(models, "text_encoders/qwen_3_4b_header.safetensors"), qwen3)
+    for name, config in (("qwen_3_4b_header", QWEN3_4B), ("qwen_3_8b_header", QWEN3_8B)):
+        qwen3 = qwen3_comfy(meta_shapes(meta_model("Qwen3Model", config)))
+        write_header_only(_put(models, f"text_encoders/{name}.safetensors"), qwen3)
     vae = random_preset_spec("random:flux.2-dev")["components"]["vae"]["config"]
     vae = meta_shapes(meta_model("AutoencoderKLFlux2", vae))
     write_header_only(_put(models, "vae/flux2-vae.safetensors"), vae)

@@ -140,6 +140,26 @@ def test_klein_base_template_is_refused_at_its_sampler(comfy, tmp_path):
     ), refused.value
 
 
+def test_klein_base_9b_template_is_refused_at_its_sampler(comfy, tmp_path):
+    """`image_flux2_text_to_image_9b.json`: FLUX.2-klein-base-9B (its subgraph node saves the
+    file names) at CFGGuider 63's cfg 5, refused as the 4B base one; its Qwen3-8B encoder and
+    `full_encoder_small_decoder` VAE as headers (the Flux.2 VAE's) under their names."""
+    folder = tmp_path / "ComfyUI"
+    dit = "diffusion_models/flux-2-klein-9b"
+    for name, held in ((dit.replace("9b", "base-9b-fp8"), dit),
+                       ("text_encoders/qwen_3_8b_fp8mixed", "text_encoders/qwen_3_8b_header"),
+                       ("vae/full_encoder_small_decoder", "vae/flux2-vae")):  # fmt: skip
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(comfy / "models" / f"{held}.safetensors", target)
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(TEMPLATES / "image_flux2_text_to_image_9b.json"), str(folder))
+    assert str(refused.value).startswith(
+        "subgraph 75 > node 64 (SamplerCustomAdvanced): cfg 5 on a FLUX.2-klein file: paradit "
+        "runs a Klein file as the step-distilled model (random:flux.2-klein-9b;"
+    ), refused.value
+
+
 def test_klein_distilled_subgraph_imports_to_the_job_comfyui_runs(comfy, tmp_path):
     """The template's second subgraph (77, FLUX.2-klein-4B, bypassed as saved) switched on
     and the first (75) bypassed, as a user picks the distilled model: every field from the
