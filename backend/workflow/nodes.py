@@ -306,11 +306,13 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
         "prepares its `image` itself)",
         "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
-        "image otherwise than paradit's: ComfyUI scales it to the size bilinearly with a "
-        "centre crop and its CLIPVisionEncode (crop center) gives SigLIP the centre square, "
-        "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
-        "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
-        "be ComfyUI's",
+        "image otherwise than paradit's: ComfyUI crops the float image to the size's aspect "
+        "and scales it with torch's bilinear interpolation (common_upscale, no antialias) for "
+        "the VAE, and its CLIPVisionEncode (crop center) gives SigLIP the original image's "
+        "centre square scaled bicubically with antialias, where paradit's (diffusers' "
+        "pipeline) scales the 8-bit image with PIL's Lanczos and centre-crops it, and gives "
+        "SigLIP that image squeezed to 384x384: other pixels and other image tokens, so the "
+        "job cannot be ComfyUI's",
         "TextEncodeQwenImageEditPlus": "Qwen-Image-Edit graphs are not mapped by paradit's "
         "workflow import yet",
         "TextEncodeQwenImageEdit": "Qwen-Image-Edit graphs are not mapped by paradit's "

@@ -394,7 +394,7 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
     "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
     "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP the whole image squeezed to 384x384",
+        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
     ),
     # as saved: 121 frames, whose audio latent ComfyUI makes one longer than paradit's LTX-2
     # (both map at 24k+17 frames: LTX2_TWO_STAGE below)

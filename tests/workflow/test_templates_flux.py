@@ -3,9 +3,10 @@
 and `prompt_2` end to end on tiny files under the template's names, and its guidance is the
 distilled guidance only where the DiT embeds one (the template's graph on Flux.1 dev's file),
 as in ComfyUI (`comfy/ldm/flux/model.py` reads guidance only with guidance_embed). FLUX.2
-Klein (`image_flux2_klein_text_to_image.json`, refused after its DiT's header is read, so
-not in that table's placeholders): the base model's cfg 5 refused, the distilled subgraph's
-job mapped.
+Klein (`image_flux2_klein_text_to_image.json`, `image_flux2_text_to_image_9b.json`, refused
+after the DiT's header is read, so not in that table's placeholders): the base models' cfg 5
+refused, the distilled subgraph's job mapped. FLUX.2-dev's Flux2Scheduler refused where its
+levels would not be the pipeline's own.
 
 Cost: about 20 s (estimated on a loaded 2-core machine, 2026-11-29; not yet measured in the
 suite's run).
