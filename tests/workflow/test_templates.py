@@ -84,6 +84,10 @@ OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-
     # the Flux.2 VAE's header under the name of the one the template names (a real
     # `full_encoder_small_decoder` file is read only where its header is that VAE's)
     "image_flux2_text_to_image.json": {"vae/full_encoder_small_decoder": "vae/flux2-vae"},
+    # FLUX.1 Krea [dev]: Flux.1 dev's architecture (its header in the fp8_scaled file's place)
+    "flux1_krea_dev.json": {
+        "diffusion_models/flux1-krea-dev_fp8_scaled": "diffusion_models/flux1-dev"
+    },
 }
 
 
@@ -329,6 +333,20 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "text_encoders": ["text_encoders/mistral_3_small_flux2_bf16.safetensors"],
          "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
          "lora_dirs": []},
+    ),
+    "flux1_krea_dev.json": (  # subgraph 200; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux1_krea_dev.json", "200:195", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 199
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 196
+         # KSampler 197: seed 0, 20 steps, cfg 1, euler/simple; ComfyUI's Flux dev defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-krea-dev_fp8_scaled.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
     "flux_schnell.json": (  # ComfyUI's all-in-one flux1-schnell-fp8 as a header
         "all-in-one flux.1-schnell (DiT, clip_l, t5xxl, vae)",
