@@ -169,6 +169,9 @@ class Limits:
     """The latent pixels one packed token of the model's DiT holds (Qwen-Image: 2x2, its
     channels first), when above 0: a job may ask for ComfyUI's CFGNorm (`cfg_mode` norm:
     backend/sampling/guidance.py), whose norm runs over each pixel's channels."""
+    second_prompt: bool = False
+    """The model has a second text encoder a request may give its own prompt (`prompt_2`:
+    Flux.1's T5, `prompt` then going to CLIP-L alone, as ComfyUI's CLIPTextEncodeFlux)."""
     two_stage: bool = False
     """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
     upscale_factors: tuple[int, ...] = ()

@@ -190,6 +190,15 @@ def _prompt(value: str, _limits: Limits) -> str:
     return value
 
 
+def _prompt_2(value: str, limits: Limits) -> str:
+    if value and not limits.second_prompt:
+        raise ValueError(
+            "prompt_2: this model has no second text encoder with a prompt of its own "
+            "(limits.second_prompt is false): leave prompt_2 out"
+        )
+    return value
+
+
 def _side(name: str) -> Callable[[int, Limits], int]:
     def rule(value: int, limits: Limits) -> int:
         if not limits.min_size <= value <= limits.max_size or value % limits.size_multiple:
@@ -495,6 +504,19 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli="--negative",
         widget="negative_prompt",
         widget_required=True,
+    ),
+    RequestField(
+        "prompt_2",
+        "text",
+        "The second text encoder's own prompt (Flux.1: T5's, `prompt` then going to CLIP-L "
+        "alone, as ComfyUI's CLIPTextEncodeFlux clip_l and t5xxl); empty: `prompt` for both. "
+        "The models whose limits.second_prompt is true.",
+        "",
+        rule=lambda value, limits: _prompt_2(value, limits),
+        cli="--prompt-2",
+        tasks=("text-to-image",),
+        form=False,
+        needs="second_prompt",
     ),
     RequestField(
         "width",

@@ -14,7 +14,7 @@ from PIL import Image
 TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 
 
-def widget(template: str, path: str, index: int):
+def widget(template: str, path: str, index: int | slice):
     """A widget value as the template file saves it: node `path` (`129:93` inside subgraph
     node 129), its `widgets_values[index]` (read off the JSON here, not by the importer)."""
     data = json.loads((TEMPLATES / template).read_text())

@@ -2,8 +2,9 @@
 the tiny presets' weights as ComfyUI's single files (tests/comfy_files.py's layouts: Wan
 2.1/2.2, Qwen-Image, Z-Image, HunyuanVideo 1.5, LTX-2's checkpoint and Gemma file), the
 lightx2v-style LoRAs of the Wan 2.2 4-step graph, a start image in `input/`, Flux.1 dev's
-real architecture as headers only, and a tiny Flux.1 dev (tiny-flux with a guidance
-embedding: no tiny preset embeds Flux's guidance)."""
+real architecture as headers only (dev and schnell), a tiny Flux.1 dev (tiny-flux with a
+guidance embedding: no tiny preset embeds Flux's guidance) and a tiny schnell (tiny-flux's
+own DiT), and FLUX.2-dev's and FLUX.2-klein-4B's and -9B's files as headers at their real widths."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from comfy_files import (
+    ALL_IN_ONE_PREFIXES,
     WAN_PREFIX,
+    flux2_bfl,
     flux_bfl,
     hunyuan15_original,
     hunyuan15_vae_original,
@@ -53,6 +56,8 @@ FLUX_VAE = {  # the keys that identify Flux's ae, with their real shapes
 TINY_FLUX_DEV = "flux1-dev_tiny_fp32.safetensors"
 """tiny-flux's DiT with a guidance embedding (as Flux.1 dev has), in BFL's names, with
 tiny-flux's CLIP-L, T5 and VAE beside it (`clip_l_tiny`, `t5xxl_tiny`, `flux_ae_tiny`)."""
+TINY_FLUX_SCHNELL = "flux1-schnell_tiny_fp32.safetensors"
+"""tiny-flux's own DiT (no guidance embedding, as Flux.1 schnell), in BFL's names."""
 START_IMAGE = "fox.png"
 WIDE_IMAGE = "fox_24x32.png"
 
@@ -78,6 +83,62 @@ def _qwen25_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
         for k, v in state.items()
     }
+
+
+MISTRAL_SMALL_31 = {  # Mistral-Small-3.1-24B's text widths, 1 layer (40 take long on meta)
+    "vocab_size": 131072, "hidden_size": 5120, "intermediate_size": 32768,
+    "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+}  # fmt: skip
+QWEN3_4B = {  # Qwen3-4B's widths, 1 layer
+    "vocab_size": 151936, "hidden_size": 2560, "intermediate_size": 9728,
+    "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+}  # fmt: skip
+QWEN3_8B = {**QWEN3_4B, "hidden_size": 4096, "intermediate_size": 12288}  # Qwen3-8B's widths
+
+
+def _schnell_all_in_one() -> dict[str, tuple[int, ...]]:
+    """flux1-schnell-fp8's layout (ComfyUI's all-in-one checkpoint) as a header at the real
+    shapes: the schnell DiT in BFL names under ComfyUI's prefix, CLIP-L, T5-XXL and the Flux
+    VAE in ldm names under theirs."""
+    dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": False})
+    shapes = {
+        WAN_PREFIX + k: tuple(v.shape) for k, v in flux_bfl(dit.state_dict(), width=3072).items()
+    }
+    clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
+    t5 = meta_shapes(meta_model("T5EncoderModel", T5_XXL))
+    t5.pop("encoder.embed_tokens.weight", None)
+    vae = random_preset_spec("random:flux.1-dev")["components"]["vae"]["config"]
+    vae = vae_ldm(meta_model("AutoencoderKL", vae).state_dict())
+    for name, part in (
+        ("clip_l", {"text_model." + k: v for k, v in clip.items()}),
+        ("t5xxl", t5),
+        ("vae", {k: tuple(v.shape) for k, v in vae.items()}),
+    ):
+        shapes |= {ALL_IN_ONE_PREFIXES[name] + k: v for k, v in part.items()}
+    return shapes
+
+
+def _flux2_headers(models: Path) -> None:
+    """FLUX.2-dev's and FLUX.2-klein-4B's and -9B's files as headers at their real widths (one block
+    of each kind, one encoder layer: recognition reads widths, not depth): the DiTs in Black
+    Forest Labs' names, the Mistral 3 and Qwen3 encoders, the Flux.2 VAE."""
+    for name, preset in (("flux2_dev_fp8mixed", "random:flux.2-dev"),
+                         ("flux-2-klein-4b", "random:flux.2-klein-4b"),
+                         ("flux-2-klein-9b", "random:flux.2-klein-9b")):  # fmt: skip
+        config = random_preset_spec(preset)["components"]["transformer"]["config"]
+        dit = meta_model("Flux2Transformer2DModel", {**config, "num_layers": 1,
+                                                     "num_single_layers": 1})  # fmt: skip
+        shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dit.state_dict()).items()}
+        write_header_only(_put(models, f"diffusion_models/{name}.safetensors"), shapes)
+    mistral = meta_shapes(meta_model("MistralModel", MISTRAL_SMALL_31))
+    path = _put(models, "text_encoders/mistral_3_small_flux2_bf16.safetensors")
+    write_header_only(path, {"model." + k: v for k, v in mistral.items()})
+    for name, config in (("qwen_3_4b_header", QWEN3_4B), ("qwen_3_8b_header", QWEN3_8B)):
+        qwen3 = qwen3_comfy(meta_shapes(meta_model("Qwen3Model", config)))
+        write_header_only(_put(models, f"text_encoders/{name}.safetensors"), qwen3)
+    vae = random_preset_spec("random:flux.2-dev")["components"]["vae"]["config"]
+    vae = meta_shapes(meta_model("AutoencoderKLFlux2", vae))
+    write_header_only(_put(models, "vae/flux2-vae.safetensors"), vae)
 
 
 def write_comfyui(folder: Path) -> Path:
@@ -147,6 +208,14 @@ def write_comfyui(folder: Path) -> Path:
     bfl = flux_bfl(dit.state_dict(), width=3072)
     shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
     write_header_only(_put(models, "diffusion_models/flux1-dev.safetensors"), shapes)
+    dit = meta_model("FluxTransformer2DModel", {**FLUX_DEV, "guidance_embeds": False})
+    bfl = flux_bfl(dit.state_dict(), width=3072)
+    shapes = {WAN_PREFIX + k: tuple(v.shape) for k, v in bfl.items()}
+    write_header_only(_put(models, "diffusion_models/flux1-schnell.safetensors"), shapes)
+    _put(models, "checkpoints/flux1-schnell-fp8.safetensors")
+    write_header_only(models / "checkpoints/flux1-schnell-fp8.safetensors", _schnell_all_in_one())
+    path = _put(models, f"diffusion_models/{TINY_FLUX_SCHNELL}")
+    write_safetensors(path, flux_bfl(flux.transformer.state_dict(), width=64), "fp32", WAN_PREFIX)
     clip = meta_shapes(meta_model("CLIPTextModel", CLIP_L))
     clip = {k if k.startswith("text_model.") else "text_model." + k: v for k, v in clip.items()}
     write_header_only(_put(models, "text_encoders/clip_l.safetensors"), clip)
@@ -154,6 +223,8 @@ def write_comfyui(folder: Path) -> Path:
     t5.pop("encoder.embed_tokens.weight", None)
     write_header_only(_put(models, "text_encoders/t5xxl_fp16.safetensors"), t5)
     write_header_only(_put(models, "vae/ae.safetensors"), FLUX_VAE)
+
+    _flux2_headers(models)
 
     hunyuan = build_preset("tiny-hunyuanvideo1.5")
     path = _put(models, "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32.safetensors")

@@ -269,6 +269,22 @@ def _text_encode(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (Conditioning(text, clip),)
 
 
+def _text_encode_flux(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """CLIPTextEncodeFlux: clip_l's text through CLIP-L (the pooled vector), t5xxl's through
+    T5 (the text tokens), as diffusers' Flux pipeline takes `prompt` and `prompt_2`; its
+    guidance rides in the conditioning (FluxGuidance's, where the DiT embeds guidance)."""
+    clip = m.input(node, "clip", Clip)
+    text, text_2 = m.widget(node, "clip_l", str), m.widget(node, "t5xxl", str)
+    guidance = m.widget(node, "guidance", float)
+    second = "" if text_2 == text else f", T5 {_quote(text_2)} -> prompt_2"
+    m.say(
+        node,
+        f"CLIP-L {_quote(text)}{second}; guidance {guidance:g} -> guidance_scale where the "
+        "DiT embeds guidance (Flux.1 dev; schnell's ignores it, as ComfyUI's does)",
+    )
+    return (Conditioning(text, clip, text_2, guidance=guidance, guidance_node=node),)
+
+
 def _zero_out(m: Mapper, node: Node) -> tuple[Any, ...]:
     m.input(node, "conditioning", Conditioning)
     m.say(node, "empty negative prompt")
@@ -302,6 +318,19 @@ def _empty_latent(m: Mapper, node: Node) -> tuple[Any, ...]:
         latent = Latent(node, width, height, frames)
     m.say(node, _size_line(latent))
     return (latent,)
+
+
+def _empty_flux2_latent(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """EmptyFlux2LatentImage: 128 channels at 1/16 of the size, the tokens paradit's Flux.2
+    runs; ComfyUI rounds a side down to a multiple of 16, paradit takes only such sides."""
+    width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+    if width % 16 or height % 16:
+        raise WorkflowError(
+            node,
+            f"{width}x{height}: ComfyUI's latent rounds each side down to a multiple of 16, "
+            "paradit takes sizes that need no rounding; give multiples of 16",
+        )
+    return _empty_latent(m, node)
 
 
 def _wan_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
@@ -458,6 +487,60 @@ def _basic_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (Sigmas(model, scheduler, steps, node),)
 
 
+def _flux2_scheduler(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """Flux2Scheduler: the levels of the Flux.2 pipelines' own scheduler for its steps at its
+    width x height (Flux.2's empirical mu over the image tokens: tests/workflow/
+    test_flux2_levels.py), so the job leaves them to the model's own scheduler."""
+    steps = m.widget(node, "steps", int)
+    width, height = m.widget(node, "width", int), m.widget(node, "height", int)
+    m.say(node, f"{steps} steps at {width}x{height}: the model's own levels -> num_inference_steps")
+    return (Sigmas(None, "", steps, node, own_size=(width, height)),)
+
+
+def _own_levels_stage(
+    m: Mapper, node: Node, latent: Latent, guider: Guider, sampler: SamplerName, sigmas: Sigmas
+) -> Stage:
+    """A SamplerCustomAdvanced on Flux2Scheduler's levels: the model's own scheduler's, at the
+    latent's size, stepped by euler (its flow-matching Euler step)."""
+    if sigmas.own_size != (latent.width, latent.height):
+        raise WorkflowError(
+            sigmas.node,
+            f"levels for {sigmas.own_size[0]}x{sigmas.own_size[1]} where the latent (node "
+            f"{latent.node.id}) is {latent.width}x{latent.height}: paradit's model sets its "
+            "levels for the image it makes; give both one size",
+        )
+    if sampler.name != "euler":
+        raise WorkflowError(
+            sampler.node,
+            f"sampler {sampler.name} on {sigmas.node.type}'s levels: paradit runs them with the "
+            "model's own scheduler, which steps as euler; set euler",
+        )
+    if guider.model.shift_node is not None:
+        raise WorkflowError(
+            guider.model.shift_node,
+            f"a ModelSampling node beside node {sigmas.node.id}'s ({sigmas.node.type}) levels: "
+            "paradit runs the model's own; remove it",
+        )
+    return dataclasses.replace(
+        Stage(
+            node,
+            guider.model,
+            guider.positive,
+            guider.negative,
+            seed=m.input(node, "noise", Noise).seed,
+            steps=sigmas.steps,
+            cfg=guider.cfg,
+            sampler=sampler.name,
+            scheduler="",
+            start=0,
+            end=sigmas.steps,
+            add_noise=True,
+            leftover=False,
+        ),
+        own_levels=sigmas.node,
+    )
+
+
 def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
     latent = m.input(node, "latent_image", (Latent, Sampled, UpscaledAV))
     noise = m.input(node, "noise", Noise)
@@ -476,6 +559,11 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
             f"latent_image comes from node {source.id} ({source.type}): a second pass on a "
             "sampled latent; paradit starts every job from noise",
         )
+    if sigmas.own_size is not None:
+        stage = _own_levels_stage(m, node, latent, guider, sampler, sigmas)
+        m.say(node, f"seed {stage.seed}, {stage.steps} steps, cfg {stage.cfg:g}, the model's own")
+        sampled = Sampled(latent, (stage,))
+        return (sampled, two_stage.denoised_output(node, sampled, sampler.name))
     model = guider.model
     if sigmas.levels is not None:
         if model.shift_node is not None:
@@ -927,12 +1015,15 @@ HANDLERS: dict[str, Handler] = {
     "ModelSamplingFlux": _model_sampling,
     "CFGNorm": _cfg_norm,
     "CLIPTextEncode": _text_encode,
+    "CLIPTextEncodeFlux": _text_encode_flux,
     "ConditioningZeroOut": _zero_out,
     "FluxGuidance": _flux_guidance,
     "EmptyLatentImage": _empty_latent,
     "EmptySD3LatentImage": _empty_latent,
     "EmptyHunyuanLatentVideo": _empty_latent,
     "EmptyHunyuanVideo15Latent": _empty_latent,
+    "EmptyFlux2LatentImage": _empty_flux2_latent,
+    "Flux2Scheduler": _flux2_scheduler,
     "Wan22ImageToVideoLatent": _empty_latent,
     "WanImageToVideo": _wan_image_to_video,
     "CLIPVisionEncode": _clip_vision_encode,

@@ -55,7 +55,14 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     sampler = decoded.sampled.stages[0].node
     upscale = decoded.sampled.upscale
     second = upscale.stage.node if upscale is not None else None
-    return WorkflowPlan(request, serve, lines, workflow, mapper.loaders, sampler, second)
+    positive = decoded.sampled.stages[0].positive
+    text_guidance = None
+    if positive.text_2 is not None:
+        text_guidance = (positive.guidance_node, positive.guidance)
+    own = decoded.sampled.stages[0].own_levels
+    return WorkflowPlan(
+        request, serve, lines, workflow, mapper.loaders, sampler, second, own, text_guidance
+    )
 
 
 def _refuse_unknown_ends(graph: Graph) -> None:
@@ -102,6 +109,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
         "sampler": first.sampler,
         "scheduler": first.scheduler,
     }
+    _second_prompt(request, positive, negative, first)
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
@@ -111,7 +119,9 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     if first.audio_cfg is not None:  # LTXVDualCFGGuider at two scales
         request["guidance_terms"] = {"audio_guidance_scale": first.audio_cfg}
     models = [first.model] + ([last.model] if last is not first else [])
-    if first.sigmas is not None:  # the levels themselves: no scheduler, no shift
+    if first.own_levels is not None:  # the model's own scheduler: no sampler, no shift
+        del request["sampler"], request["scheduler"]
+    elif first.sigmas is not None:  # the levels themselves: no scheduler, no shift
         del request["scheduler"]
         request["sigmas"] = list(first.sigmas)
     elif _shift(models, first) is not None:
@@ -249,9 +259,24 @@ def _start_image(first: Stage, latent: Latent) -> Image | None:
     return latent.image
 
 
+def _second_prompt(
+    request: dict[str, Any], positive: Conditioning, negative: Conditioning, first: Stage
+) -> None:
+    """CLIPTextEncodeFlux's t5xxl text, where it is not its clip_l one: `prompt_2`. paradit
+    gives the negative prompt to both encoders, so a guided negative needs one text."""
+    if positive.text_2 is not None and positive.text_2 != positive.text:
+        request["prompt_2"] = positive.text_2
+    if negative.text_2 not in (None, negative.text) and first.cfg > 1:
+        raise WorkflowError(
+            first.node,
+            f"a negative prompt with two texts (node {negative.guidance_node.id}): paradit "
+            "encodes the negative prompt with both encoders; give clip_l and t5xxl one text",
+        )
+
+
 def _guidance(positive: Conditioning, first: Stage) -> float | None:
-    if positive.guidance is None:
-        return None
+    if positive.guidance is None or positive.text_2 is not None:
+        return None  # CLIPTextEncodeFlux's: check_files applies it where the DiT embeds it
     if first.cfg != 1.0:
         raise WorkflowError(
             first.node,
@@ -375,6 +400,10 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     except ValueError as exc:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
+    _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
+    _own_levels_fit(plan, resolved)
+    if plan.text_guidance is not None and embeds:
+        _text_guidance(plan)
     guided = [graph.nodes[i] for i, t, _ in plan.lines if t == "FluxGuidance"]
     if guided and not embeds:
         raise WorkflowError(
@@ -382,9 +411,53 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
             f"{resolved.variant} has no guidance embedding (FluxGuidance changes nothing "
             "there in ComfyUI): remove it and set the sampler's cfg",
         )
-    _comfy_defaults(plan, detections[0], resolved.variant, embeds and not guided)
+    unguided = embeds and not guided and plan.text_guidance is None
+    _comfy_defaults(plan, detections[0], resolved.variant, unguided)
     _plain_cfg(plan, graph, resolved.pipeline_class, resolved.variant)
     return resolved.variant
+
+
+def _own_levels_fit(plan: WorkflowPlan, resolved: Any) -> None:
+    """A job left to the model's own scheduler (Flux2Scheduler's levels): the model's family
+    must run that node's levels as its own (`Family.own_levels`), and run the job's guidance
+    as ComfyUI's sampler would (`Family.workflow_refusal`)."""
+    from ..models.families import family_for
+
+    family = family_for(resolved.pipeline_class)
+    node = plan.own_levels
+    if node is not None and node.type not in family.own_levels:
+        raise WorkflowError(
+            node,
+            f"its levels are not {resolved.variant}'s own scheduler's: paradit runs "
+            f"{node.type} only on a model whose pipeline makes the same levels",
+        )
+    reason = family.workflow_refusal(resolved.preset.name, plan.request)
+    if reason:
+        raise WorkflowError(plan.sampler, reason)
+
+
+def _second_prompt_fits(plan: WorkflowPlan, pipeline_class: str, variant: str) -> None:
+    from ..models.families import family_for
+
+    if "prompt_2" in plan.request and not family_for(pipeline_class).second_prompt:
+        raise WorkflowError(
+            plan.text_guidance[0],
+            f"two prompts (clip_l and t5xxl): {variant} has no second text encoder that takes "
+            "its own prompt; give both one text",
+        )
+
+
+def _text_guidance(plan: WorkflowPlan) -> None:
+    """CLIPTextEncodeFlux's guidance on a DiT that embeds it: the distilled guidance, as
+    FluxGuidance's (ComfyUI runs the sampler's cfg besides, so it must be 1)."""
+    node, guidance = plan.text_guidance
+    if plan.request["guidance_scale"] != 1.0:
+        raise WorkflowError(
+            plan.sampler,
+            f"cfg {plan.request['guidance_scale']:g} with CLIPTextEncodeFlux's guidance (node "
+            f"{node.id}): paradit runs Flux dev with its distilled guidance only; set cfg to 1",
+        )
+    plan.request["guidance_scale"] = guidance
 
 
 def _plain_cfg(plan: WorkflowPlan, graph: Graph, pipeline_class: str, variant: str) -> None:
@@ -413,7 +486,7 @@ def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) 
     guidance (no FluxGuidance on a DiT that embeds it): the architecture's defaults, declared
     in its family's folder (defaults.py), written into the plan's request."""
     request = plan.request
-    no_shift = "shift" not in request and "sigmas" not in request
+    no_shift = "shift" not in request and "sigmas" not in request and plan.own_levels is None
     if not (no_shift or unguided):
         return
     default = default_for(dit.family, dit.config)
@@ -453,7 +526,7 @@ def model_samplers(plan: WorkflowPlan) -> tuple[str, ...]:
 def check_sampler(plan: WorkflowPlan, samplers: tuple[str, ...], runner: str) -> None:
     """WorkflowError naming the sampler node when `runner` (the model, a server) does not run
     the plan's sampler."""
-    wanted = [(plan.sampler, plan.request["sampler"])]
+    wanted = [(plan.sampler, plan.request["sampler"])] if "sampler" in plan.request else []
     if plan.upscale_sampler is not None:
         wanted.append((plan.upscale_sampler, plan.request["upscale"]["sampler"]))
     for node, sampler in wanted:

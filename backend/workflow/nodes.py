@@ -74,6 +74,13 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "Qwen-Image and Qwen-Image-Edit)",
     ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
+    _spec(
+        "CLIPTextEncodeFlux",
+        ("clip_l", "t5xxl", "guidance"),
+        "`prompt` (clip_l: CLIP-L's), `prompt_2` (t5xxl: T5's, where it differs); guidance: "
+        "`guidance_scale` on a DiT that embeds it (Flux.1 dev; the sampler's cfg must be 1), "
+        "ignored on one that does not (schnell), as in ComfyUI",
+    ),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -91,6 +98,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "EmptyHunyuanVideo15Latent",
         ("width", "height", "length", "batch_size"),
         "`width`, `height`, `num_frames`",
+    ),
+    _spec(
+        "EmptyFlux2LatentImage",
+        ("width", "height", "batch_size"),
+        "`width`, `height` (multiples of 16: ComfyUI's latent would round them down)",
+    ),
+    _spec(
+        "Flux2Scheduler",
+        ("steps", "width", "height"),
+        "`num_inference_steps`; its levels are the Flux.2 pipelines' own scheduler's at its "
+        "width x height (which must be the latent's), so the job names no sampler, scheduler "
+        "or shift (its sampler must be euler, the pipelines' step)",
     ),
     _spec(
         "Wan22ImageToVideoLatent",
@@ -312,18 +331,18 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
-        "EmptyFlux2LatentImage": "Flux.2 graphs are not mapped by paradit's workflow import "
-        "yet: this latent (128 channels at 1/16 of the size: the tokens paradit's Flux.2 runs) "
-        "and Flux2Scheduler's levels (those of the Flux.2 pipelines' own scheduler) agree, "
-        "but the graph's Flux.2 loaders, reference images and guidance are not mapped",
-        "Flux2Scheduler": "Flux.2 graphs are not mapped by paradit's workflow import yet (its "
-        "levels are those of the Flux.2 pipelines' own scheduler; the graph is not)",
+        "ReferenceLatent": "a reference image in the conditioning (a Flux.2 edit): "
+        "paradit's workflow import maps no reference image yet (ComfyUI scales it with "
+        "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
+        "prepares its `image` itself)",
         "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
-        "image otherwise than paradit's: ComfyUI scales it to the size bilinearly with a "
-        "centre crop and its CLIPVisionEncode (crop center) gives SigLIP the centre square, "
-        "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
-        "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
-        "be ComfyUI's",
+        "image otherwise than paradit's: ComfyUI crops the float image to the size's aspect "
+        "and scales it with torch's bilinear interpolation (common_upscale, no antialias) for "
+        "the VAE, and its CLIPVisionEncode (crop center) gives SigLIP the original image's "
+        "centre square scaled bicubically with antialias, where paradit's (diffusers' "
+        "pipeline) scales the 8-bit image with PIL's Lanczos and centre-crops it, and gives "
+        "SigLIP that image squeezed to 384x384: other pixels and other image tokens, so the "
+        "job cannot be ComfyUI's",
         "TextEncodeQwenImageEditPlus": QWEN_EDIT_REFERENCES,
         "TextEncodeQwenImageEdit": QWEN_EDIT_REFERENCES,
         "FluxKontextImageScale": QWEN_EDIT_REFERENCES,
@@ -343,8 +362,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt as written",
         "QwenImage21Cache": _QWEN21,
         "TextEncodeQwenImage21": _QWEN21,
-        "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
-        "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

@@ -68,6 +68,8 @@ class Conditioning:
     text: str
     clip: Clip | None
     """None for a zeroed conditioning (ConditioningZeroOut)."""
+    text_2: str | None = None
+    """CLIPTextEncodeFlux's t5xxl text (`text` is its clip_l): the second encoder's own."""
     guidance: float | None = None
     """FluxGuidance's value."""
     guidance_node: Node | None = None
@@ -138,6 +140,9 @@ class Stage:
     """Explicit noise levels (LTXVScheduler's), in place of the scheduler's."""
     audio_cfg: float | None = None
     """LTX-2's audio stream's own CFG scale (LTXVDualCFGGuider's audio_cfg), where it differs."""
+    own_levels: Node | None = None
+    """The scheduler node (Flux2Scheduler) whose levels are the model's own scheduler's: the
+    job names no sampler, scheduler or shift."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,9 @@ class Sigmas:
     steps: int
     node: Node
     levels: tuple[float, ...] | None = None
+    own_size: tuple[int, int] | None = None
+    """Flux2Scheduler: the width and height whose tokens set its levels, which are those of
+    the model's own scheduler at that size (no model, no levels here)."""
 
 
 @dataclass(frozen=True)
@@ -303,6 +311,14 @@ class WorkflowPlan:
     """The (first) sampler node."""
     upscale_sampler: Node | None = None
     """The second, upscaled stage's sampler node (its sampler is `upscale.sampler`)."""
+    own_levels: Node | None = None
+    """The scheduler node whose levels the job leaves to the model's own scheduler
+    (Flux2Scheduler): `check_files` checks the model's family runs them
+    (`Family.own_levels`)."""
+    text_guidance: tuple[Node, float] | None = None
+    """The CLIPTextEncodeFlux node of the positive prompt and its guidance: the job's
+    `guidance_scale` where the DiT embeds guidance (Flux.1 dev), nothing where it does not
+    (schnell: ComfyUI's Flux ignores it there); `check_files` decides, reading the DiT."""
 
     def body(self) -> dict[str, Any]:
         """The request as POST /v1/jobs takes it (the image file as base64)."""

@@ -83,6 +83,13 @@ OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
     "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
     "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
+    # the Flux.2 VAE's header under the name of the one the template names (a real
+    # `full_encoder_small_decoder` file is read only where its header is that VAE's)
+    "image_flux2_text_to_image.json": {"vae/full_encoder_small_decoder": "vae/flux2-vae"},
+    # FLUX.1 Krea [dev]: Flux.1 dev's architecture (its header in the fp8_scaled file's place)
+    "flux1_krea_dev.json": {
+        "diffusion_models/flux1-krea-dev_fp8_scaled": "diffusion_models/flux1-dev"
+    },
 }
 
 
@@ -314,6 +321,63 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
                            "text_encoders/t5xxl_fp16.safetensors"],
          "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
     ),
+    "image_flux2_text_to_image.json": (  # subgraph 98; headers-only FLUX.2-dev files
+        "flux.2-dev",
+        {"prompt": widget("image_flux2_text_to_image.json", "98:6", 0),
+         "negative_prompt": "",  # BasicGuider 22: no negative
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptyFlux2LatentImage 47
+         # Flux2Scheduler 48: steps from the switch 103's on_false, PrimitiveInt 100 (20),
+         # at 1024x1024 (the latent's): the Flux.2 pipeline's own levels, so no sampler,
+         # scheduler or shift (KSamplerSelect 16: euler, its step); FluxGuidance 26: 4 with
+         # BasicGuider 22 (cfg 1); RandomNoise 25's seed; the Turbo LoRA switch (102) false
+         "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 1027111520328378},
+        {"model": "diffusion_models/flux2_dev_fp8mixed.safetensors",
+         "text_encoders": ["text_encoders/mistral_3_small_flux2_bf16.safetensors"],
+         "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    "flux1_krea_dev.json": (  # subgraph 200; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux1_krea_dev.json", "200:195", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 199
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 196
+         # KSampler 197: seed 0, 20 steps, cfg 1, euler/simple; ComfyUI's Flux dev defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-krea-dev_fp8_scaled.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_schnell.json": (  # ComfyUI's all-in-one flux1-schnell-fp8 as a header
+        "all-in-one flux.1-schnell (DiT, clip_l, t5xxl, vae)",
+        {"prompt": widget("flux_schnell.json", "6", 0),  # CLIPTextEncode 6
+         "negative_prompt": "",  # CLIPTextEncode 33's empty text
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; ComfyUI's schnell shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 173805153958730,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "checkpoints/flux1-schnell-fp8.safetensors",  # CheckpointLoaderSimple 30
+         "text_encoders": [], "vaes": [], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_schnell_full_text_to_image.json": (  # headers-only Flux.1 schnell files
+        "flux.1-schnell",
+        # CLIPTextEncodeFlux 41: clip_l -> prompt (CLIP-L), t5xxl -> prompt_2 (T5); its
+        # guidance 3.5 ignored, as ComfyUI's Flux does without a guidance embedding
+        {"prompt": widget("flux_schnell_full_text_to_image.json", "41", 0),
+         "prompt_2": widget("flux_schnell_full_text_to_image.json", "41", 1),
+         "negative_prompt": "",  # ConditioningZeroOut 42
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; no ModelSampling node:
+         # ComfyUI's FluxSchnell default, flow shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 167447334682596,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "diffusion_models/flux1-schnell.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
 }  # fmt: skip
 
 
@@ -349,20 +413,11 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "image_qwen_image_edit_2511_int8.json": (
         "subgraph 170 > node 156", "VAEEncode", QWEN_EDIT,
     ),
-    "flux_schnell_full_text_to_image.json": (
-        "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
-    ),
-    "image_flux2.json": (
-        "subgraph 68 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
-    ),
-    "image_flux2_text_to_image.json": (
-        "subgraph 98 > node 47", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
-    ),
-    "image_flux2_klein_text_to_image.json": (
-        "subgraph 75 > node 66", "EmptyFlux2LatentImage", "Flux2Scheduler's levels (those",
-    ),
+    # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
+    # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
+    "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
     "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP the whole image squeezed to 384x384",
+        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
     ),
     # as saved: 121 frames, whose audio latent ComfyUI makes one longer than paradit's LTX-2
     # (both map at 24k+17 frames: LTX2_TWO_STAGE below)

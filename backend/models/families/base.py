@@ -155,6 +155,19 @@ class Family:
     channels first (Qwen-Image packs 2x2: 4); above 0 a job may ask for ComfyUI's CFGNorm on
     the plain combination (`cfg_mode` norm), whose norm runs over each pixel's channels."""
 
+    second_prompt: bool = False
+    """The pipeline takes a second prompt for its second text encoder (`prompt_2`: Flux.1's
+    T5; `Limits.second_prompt`)."""
+    own_levels: tuple[str, ...] = ()
+    """ComfyUI scheduler nodes whose levels are the pipeline's own scheduler's (Flux.2's
+    Flux2Scheduler: tests/workflow/test_flux2_levels.py): a workflow sampled on them runs on
+    the model's own scheduler."""
+
+    def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
+        """Why a workflow's job (`request`, as imported) on a file run as `preset` would not
+        be the job ComfyUI runs ("" where it is)."""
+        return ""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
@@ -162,6 +175,7 @@ class Family:
             step_cache=self.step_cache,
             plain_cfg=self.plain_cfg,
             cfg_norm_pixels=self.cfg_norm_pixels if self.plain_cfg else 0,
+            second_prompt=self.second_prompt,
         )
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:

@@ -29,6 +29,7 @@ SPEC = FamilySpec(
             ("FluxPipeline",),
             frozenset({"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"}),
             samplers=SAMPLERS,
+            second_prompt=True,
         ),
     ),
     transformer_classes=("FluxTransformer2DModel",),

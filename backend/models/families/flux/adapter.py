@@ -1,4 +1,5 @@
-"""Flux.1 (dev: guidance embedded, one branch; schnell and others: true CFG)."""
+"""Flux.1 (dev: guidance embedded, one branch; schnell and others: true CFG). A request's
+`prompt_2` is T5's own prompt (`prompt` then CLIP-L's alone); the negative prompt goes to both."""
 
 from __future__ import annotations
 
@@ -29,8 +30,13 @@ class Flux(Family):
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         max_len = self._max_len(pipe)
+        # prompt goes to CLIP-L (the pooled vector), prompt_2 to T5 (the text tokens); the
+        # pipeline gives T5 `prompt` too where prompt_2 is empty
         embeds, pooled, _ids = pipe.encode_prompt(
-            prompt=request.prompt, prompt_2=None, device=device, max_sequence_length=max_len
+            prompt=request.prompt,
+            prompt_2=request.prompt_2 or None,
+            device=device,
+            max_sequence_length=max_len,
         )
         tensors = {"prompt_embeds": embeds, "pooled_prompt_embeds": pooled}
         if self.uses_cfg(pipe, request):

@@ -218,5 +218,8 @@ _FLUX_VAE = "the Flux VAE (ae)"
 FILE_PRESETS = {
     "tiny-flux": Preset("tiny-flux", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
     "flux.1-dev": Preset("random:flux.1-dev", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE),
+    "flux.1-schnell": Preset(
+        "random:flux.1-schnell", "FluxPipeline", ("clip", "t5"), vae=_FLUX_VAE
+    ),
 }
 """The presets Flux.1's single files run on (`FileSpec.presets`)."""

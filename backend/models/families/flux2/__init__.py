@@ -22,6 +22,7 @@ SPEC = FamilySpec(
             ("Flux2Pipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             step_cache=False,
+            own_levels=("Flux2Scheduler",),
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),

@@ -21,6 +21,7 @@ SPEC = FamilySpec(
             ("Flux2KleinPipeline",),
             frozenset({"text_encoder", "tokenizer"}),
             step_cache=False,
+            own_levels=("Flux2Scheduler",),
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),

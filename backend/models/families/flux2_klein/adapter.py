@@ -38,6 +38,19 @@ def is_distilled(pipe: Any) -> bool:
     return bool(pipe.config.get("is_distilled", False))
 
 
+def preset_distilled(preset: str) -> bool:
+    """Whether the preset's pipeline is step-distilled (its pipeline config), read without
+    building it."""
+    from ...random_presets import random_preset_spec
+    from .tiny import PIPELINE_CONFIG
+
+    if preset.startswith("random:"):
+        config = random_preset_spec(preset).get("pipeline_config", {})
+    else:
+        config = PIPELINE_CONFIG.get(preset, {})
+    return bool(config.get("is_distilled", False))
+
+
 class Flux2Klein(Flux2):
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         distilled = is_distilled(pipe)
@@ -52,6 +65,20 @@ class Flux2Klein(Flux2):
 
     def supports_cfg(self, pipe: Any) -> bool:
         return False  # see the module's docstring: the branches run in turn on every rank
+
+    def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
+        """A Klein file runs as the step-distilled model (no weight tells -base from it),
+        whose pipeline ignores guidance: a workflow's cfg above 1 (ComfyUI's two branches,
+        as FLUX.2-klein-base's template runs) is not paradit's job."""
+        guidance = request.get("guidance_scale", 1.0)
+        if guidance > 1.0 and preset_distilled(preset):
+            return (
+                f"cfg {guidance:g} on a FLUX.2-klein file: paradit runs a Klein file as the "
+                f"step-distilled model ({preset}; no weight tells -base from it), whose "
+                "pipeline ignores guidance, where ComfyUI runs both branches; the job "
+                "cannot be ComfyUI's"
+            )
+        return ""
 
     def guided(self, pipe: Any, request: JobRequest) -> bool:
         """Whether the pipeline runs its unconditional branch for `request`."""
