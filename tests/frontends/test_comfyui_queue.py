@@ -121,9 +121,10 @@ NODES = [
 ]  # fmt: skip
 
 
-def comfyui_page(settings: dict) -> Starlette:
+def comfyui_page(settings: dict, object_info: dict | None = None) -> Starlette:
     """ComfyUI's page as its server gives it: the frontend package's files, the pack's
-    extension under /extensions/paradit/, and the routes the page reads as it starts."""
+    extension under /extensions/paradit/, and the routes the page reads as it starts
+    (`object_info`: the node definitions, by default those of the Wan 2.1 workflow)."""
     from comfyui_frontend_package import __file__ as package  # the test extra: fails without
 
     static = Path(package).parent / "static"
@@ -131,7 +132,7 @@ def comfyui_page(settings: dict) -> Starlette:
     replies = {
         "users": {"storage": "server", "migrated": True},
         "extensions": [EXTENSION],
-        "object_info": {node["name"]: node for node in NODES},
+        "object_info": object_info or {node["name"]: node for node in NODES},
         "system_stats": stats,
         "embeddings": [],
         "features": {},
