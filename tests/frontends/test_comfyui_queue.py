@@ -29,23 +29,15 @@ from pathlib import Path
 
 import pytest
 from comfy_workflow_files import write_comfyui
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from comfyui_page import CHROMIUM, IN_CI, REPO, comfyui_page
 
 from paradit.backend.serving.http import HttpServer
 from paradit.backend.tools.workflow import plan_of
 
-CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "tests/comfy_workflows/wan21_t2v.ui.json"
-EXTENSION = "/extensions/paradit/paradit_queue.js"
 ARTIFACTS = Path(os.environ.get("PARADIT_TEST_ARTIFACTS", REPO / "test-artifacts"))
 SLOW_STEP = ("PARADIT_FAULT", "rank=all,at=step:2,kind=slow,secs=1.5")
 
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file() and not IN_CI,
     reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
@@ -121,47 +113,6 @@ NODES = [
 ]  # fmt: skip
 
 
-def comfyui_page(settings: dict, object_info: dict | None = None) -> Starlette:
-    """ComfyUI's page as its server gives it: the frontend package's files, the pack's
-    extension under /extensions/paradit/, and the routes the page reads as it starts
-    (`object_info`: the node definitions, by default those of the Wan 2.1 workflow)."""
-    from comfyui_frontend_package import __file__ as package  # the test extra: fails without
-
-    static = Path(package).parent / "static"
-    stats = {"system": {"os": "posix", "comfyui_version": "0", "argv": []}, "devices": []}
-    replies = {
-        "users": {"storage": "server", "migrated": True},
-        "extensions": [EXTENSION],
-        "object_info": object_info or {node["name"]: node for node in NODES},
-        "system_stats": stats,
-        "embeddings": [],
-        "features": {},
-        "i18n": {},
-        "workflow_templates": {},
-        "userdata": [],
-    }
-
-    async def api(request: Request) -> Response:
-        path = request.path_params["path"]
-        if path == "settings":
-            return JSONResponse(settings)
-        if path.startswith("settings/"):
-            if request.method == "POST":
-                settings[path.removeprefix("settings/")] = await request.json()
-            return JSONResponse(settings.get(path.removeprefix("settings/")))
-        if path in replies:
-            return JSONResponse(replies[path])
-        return Response(status_code=404)
-
-    return Starlette(
-        routes=[
-            Route("/api/{path:path}", api, methods=["GET", "POST"]),
-            Mount("/extensions/paradit", StaticFiles(directory=REPO / "nodes/js")),
-            Mount("/", StaticFiles(directory=static, html=True)),
-        ]
-    )
-
-
 @pytest.fixture(scope="module")
 def page_and_server(backends, tmp_path_factory) -> Iterator[tuple[str, object, Path]]:
     """ComfyUI's page (its URL) and a paradit backend that accepts its calls."""
@@ -169,7 +120,9 @@ def page_and_server(backends, tmp_path_factory) -> Iterator[tuple[str, object, P
     dit = comfy / "models/diffusion_models/wan2.1_t2v_tiny_fp32.safetensors"
     (dit.parent / "another_copy.safetensors").write_bytes(dit.read_bytes())  # not its file
     settings: dict = {"Comfy.TutorialCompleted": True}
-    http = HttpServer(comfyui_page(settings), "127.0.0.1", 0)
+    http = HttpServer(
+        comfyui_page(settings, {node["name"]: node for node in NODES}), "127.0.0.1", 0
+    )
     plan, _ = plan_of(str(WORKFLOW), str(comfy))
     flags = [*plan.serve_argv()[2:], "--comfyui-dir", str(comfy), "--cors-origin", http.url]
     backend = backends.start(plan.serve["model"], 1, *flags, env=(SLOW_STEP,))

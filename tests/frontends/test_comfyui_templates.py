@@ -2,7 +2,7 @@
 exports: each imports to the same job as its saved form, or is refused at the same node.
 
 ComfyUI's frontend (the `comfyui-frontend-package` wheel's built files, unchanged) is served
-by the stand-in of tests/frontends/test_comfyui_queue.py with node definitions generated from
+by the stand-in of tests/comfyui_page.py with node definitions generated from
 paradit's own knowledge of each node (`backend/workflow/sockets.py`: linked inputs, widget
 kinds and outputs; the widget orders of `nodes.py`). One headless Chromium page (Debian's
 package, driven by Playwright) loads every template tests/workflow/test_templates.py maps or
@@ -27,7 +27,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_comfyui_queue import CHROMIUM, IN_CI, comfyui_page
+from comfyui_page import CHROMIUM, IN_CI, comfyui_page
+
+# test_templates.py's tables and helpers, by their package path (tests/ is on sys.path by
+# conftest.py, whatever pytest collects first); they stay there, where each template's
+# branch adds its rows
 from workflow.test_templates import (  # noqa: F401  (base: a fixture, the tiny files)
     EXPECTED,
     LTX2_TWO_STAGE,
