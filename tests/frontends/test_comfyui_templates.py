@@ -8,7 +8,8 @@ kinds and outputs; the widget orders of `nodes.py`). One headless Chromium page 
 package, driven by Playwright) loads every template tests/workflow/test_templates.py maps or
 refuses (`app.loadGraphData`, as the template browser opens one) and exports it
 (`app.graphToPrompt()`: subgraphs flattened to `128:81` ids, legacy primitives and reroutes
-resolved, bypassed and muted nodes left out, widget values by name). In the ComfyUI folder
+resolved, bypassed and muted nodes left out, widget values by name). paradit's reading of
+the saved form is that graph (the same nodes, links and widget values). In the ComfyUI folder
 test_templates.py links for the template, `paradit workflow import` of the export gives the
 saved form's job (every request field, the files the backend serves, the variant) and the
 job test_templates.py writes by hand; a refused template is refused at the same node path
@@ -17,7 +18,7 @@ copies test_templates.py maps to the two-stage job.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 25 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
+Cost: about 28 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from workflow.test_templates import (  # noqa: F401  (base: a fixture, the tiny 
 
 from paradit.backend.serving.http import HttpServer
 from paradit.backend.tools.workflow import plan_of
+from paradit.backend.workflow.graph import Link, graph_of
 from paradit.backend.workflow.nodes import UI_ONLY
 from paradit.backend.workflow.sockets import SOCKETS, node_definition
 
@@ -103,9 +105,28 @@ def exported(page, data: dict, folder: Path, name: str) -> Path:
     assert not unknown, f"no node definition in backend/workflow/sockets.py for {unknown}"
     api = page.evaluate(EXPORT, data)
     assert api and all("class_type" in node for node in api.values()), api
+    _same_graph(data, api)
     path = folder / f"{name}.api.json"
     path.write_text(json.dumps(api, indent=1))
     return path
+
+
+def _same_graph(saved: dict, api: dict) -> None:
+    """paradit reads the saved form as the frontend flattens it: the same nodes (ids with
+    their subgraph paths, types), every link the same, and a widget value the same wherever
+    both forms give one (the export adds the defaults of widgets a node saved without; the
+    saved form has values paradit reads by position that the frontend does not export, as
+    LoadImage's upload button)."""
+    ours = graph_of(saved, "saved").nodes
+    theirs = graph_of(api, "api").nodes
+    assert {k: n.type for k, n in ours.items()} == {k: n.type for k, n in theirs.items()}
+    for key, node in ours.items():
+        other = theirs[key].inputs
+        links = {k for k, v in node.inputs.items() if isinstance(v, Link)}
+        links |= {k for k, v in other.items() if isinstance(v, Link)}
+        shared = links | (set(node.inputs) & set(other))
+        mine = {k: node.inputs.get(k) for k in shared}
+        assert mine == {k: other.get(k) for k in shared}, (node.where, node.type)
 
 
 def _same_job(saved: Path, api: Path, comfy: Path):
