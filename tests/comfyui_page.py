@@ -14,6 +14,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from paradit.backend.workflow.sockets import SOCKETS, node_definition
+
 CHROMIUM = Path("/usr/bin/chromium")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 """Where Chromium must be there (the browser tests fail without it instead of skipping)."""
@@ -21,10 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 EXTENSION = "/extensions/paradit/paradit_queue.js"
 
 
-def comfyui_page(settings: dict, object_info: dict) -> Starlette:
+def comfyui_page(settings: dict) -> Starlette:
     """ComfyUI's page as its server gives it: the frontend package's files, the pack's
     extension under /extensions/paradit/, and the routes the page reads as it starts
-    (`settings` its stored settings, `object_info` its node definitions by name)."""
+    (`settings` its stored settings; the node definitions generated from paradit's knowledge
+    of each node, backend/workflow/sockets.py)."""
     from comfyui_frontend_package import __file__ as package  # the test extra: fails without
 
     static = Path(package).parent / "static"
@@ -32,7 +35,7 @@ def comfyui_page(settings: dict, object_info: dict) -> Starlette:
     replies = {
         "users": {"storage": "server", "migrated": True},
         "extensions": [EXTENSION],
-        "object_info": object_info,
+        "object_info": {name: node_definition(s) for name, s in SOCKETS.items()},
         "system_stats": stats,
         "embeddings": [],
         "features": {},

@@ -195,7 +195,9 @@ _ENTRIES = {
     "ComfySwitchNode": "switch:BOOLEAN ?on_false:* ?on_true:* -> *",
     "ComfyMathExpression": "expression:STRING ?values.a:* ?values.b:* ?values.c:* "
     "-> FLOAT INT BOOLEAN",
-    # refused (nodes.REFUSED)
+    # refused (nodes.REFUSED), and below the nodes passed over: paradit reads none of their
+    # widgets, so only their links and outputs are checked (the widgets of TextGenerate and
+    # ResizeImageMaskNode, whose lists change with a mode widget, are not ComfyUI's exactly)
     "CFGNorm": "model:MODEL strength:FLOAT -> MODEL",
     "EasyCache": "model:MODEL reuse_threshold:FLOAT start_percent:FLOAT end_percent:FLOAT "
     "verbose:BOOLEAN -> MODEL",

@@ -48,7 +48,7 @@ from paradit.backend.serving.http import HttpServer
 from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow.graph import Link, graph_of
 from paradit.backend.workflow.nodes import UI_ONLY
-from paradit.backend.workflow.sockets import SOCKETS, node_definition
+from paradit.backend.workflow.sockets import SOCKETS
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file() and not IN_CI,
@@ -70,8 +70,7 @@ def frontend() -> Iterator[object]:
     assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (CI=true): apt-get install -y chromium"
     from playwright.sync_api import sync_playwright
 
-    object_info = {name: node_definition(s) for name, s in SOCKETS.items()}
-    http = HttpServer(comfyui_page({"Comfy.TutorialCompleted": True}, object_info), "127.0.0.1", 0)
+    http = HttpServer(comfyui_page({"Comfy.TutorialCompleted": True}), "127.0.0.1", 0)
     http.start()
     try:
         with sync_playwright() as playwright:
