@@ -166,6 +166,8 @@ _ENTRIES = {
     "SamplerCustomAdvanced": "noise:NOISE guider:GUIDER sampler:SAMPLER sigmas:SIGMAS "
     "latent_image:LATENT -> LATENT LATENT",
     "RandomNoise": "noise_seed:INT+ -> NOISE",
+    "LTXVDualCFGGuider": "model:MODEL positive:CONDITIONING negative:CONDITIONING "
+    "video_cfg:FLOAT audio_cfg:FLOAT -> GUIDER",
     "CFGGuider": "model:MODEL positive:CONDITIONING negative:CONDITIONING cfg:FLOAT -> GUIDER",
     "BasicGuider": "model:MODEL conditioning:CONDITIONING -> GUIDER",
     "KSamplerSelect": "sampler_name:COMBO -> SAMPLER",
@@ -198,7 +200,7 @@ _ENTRIES = {
     # refused (nodes.REFUSED), and below the nodes passed over: paradit reads none of their
     # widgets, so only their links and outputs are checked (the widgets of TextGenerate and
     # ResizeImageMaskNode, whose lists change with a mode widget, are not ComfyUI's exactly)
-    "CFGNorm": "model:MODEL strength:FLOAT -> MODEL",
+    "CFGNorm": "model:MODEL strength:FLOAT pre_cfg:BOOLEAN=false -> MODEL",
     "EasyCache": "model:MODEL reuse_threshold:FLOAT start_percent:FLOAT end_percent:FLOAT "
     "verbose:BOOLEAN -> MODEL",
     "LTXVImgToVideoInplace": "vae:VAE image:IMAGE latent:LATENT strength:FLOAT bypass:BOOLEAN "
@@ -217,6 +219,16 @@ _ENTRIES = {
     "TextGenerate": "clip:CLIP ?image:IMAGE ?video:IMAGE ?audio:AUDIO prompt:STRING "
     "max_length:INT sampling_mode:COMBO temperature:FLOAT top_k:INT top_p:FLOAT min_p:FLOAT "
     "repetition_penalty:FLOAT seed:INT+ thinking:BOOLEAN use_default_template:BOOLEAN -> STRING",
+    "TextGenerateLTX2Prompt": "clip:CLIP ?image:IMAGE ?video:IMAGE ?audio:AUDIO prompt:STRING "
+    "max_length:INT sampling_mode:COMBO temperature:FLOAT top_k:INT top_p:FLOAT min_p:FLOAT "
+    "repetition_penalty:FLOAT seed:INT+ thinking:BOOLEAN use_default_template:BOOLEAN -> STRING",
+    "QwenImage21Cache": "model:MODEL device:COMBO dtype:COMBO -> MODEL",
+    "TextEncodeQwenImage21": "clip:CLIP vae:VAE prompt:STRING negative_prompt:STRING "
+    "resolution:INT "
+    + " ".join(f"?images.image_{i}:IMAGE" for i in range(1, 13))
+    + " -> CONDITIONING CONDITIONING LATENT",
+    "MiniMaxH3ImageToVideo": "clip:CLIP vae:VAE ?first_frame:IMAGE ?last_frame:IMAGE "
+    "prompt:STRING width:INT height:INT length:INT -> CONDITIONING LATENT",
     "CLIPTextEncodeFlux": "clip:CLIP clip_l:STRING t5xxl:STRING guidance:FLOAT -> CONDITIONING",
     # passed over where the official templates hold them (bypassed, or feeding nothing read)
     "DisableNoise": "-> NOISE",
@@ -233,6 +245,11 @@ _ENTRIES = {
     "LTXVPreprocess": "image:IMAGE img_compression:INT -> IMAGE",
     "ResizeImageMaskNode": "input:* resize_type:COMBO width:INT height:INT crop:COMBO "
     "scale_method:COMBO -> *",
+    "LoraLoader": "model:MODEL clip:CLIP lora_name:COMBO strength_model:FLOAT "
+    "strength_clip:FLOAT -> MODEL CLIP",
+    "VAEDecodeAudio": "samples:LATENT vae:VAE -> AUDIO",
+    "ImageCompare": "?image_a:IMAGE ?image_b:IMAGE ->",
+    "BatchImagesNode": " ".join(f"?images.image{i}:IMAGE" for i in range(12)) + " -> IMAGE",
     "StringConcatenate": "string_a:STRING string_b:STRING delimiter:STRING -> STRING",
 }
 
