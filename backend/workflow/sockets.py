@@ -15,7 +15,8 @@ An entry is `"inputs -> outputs"`; an input is `name:KIND`, where KIND is a link
 `+` after a widget's kind when the frontend follows it with its "control after generate"
 value, `=value` for the value a node saved without it takes (JSON, else a string), and `?`
 before the name of an optional input. `upload:UPLOAD` is LoadImage's upload button, which the
-frontend adds to the image's list itself.
+frontend adds to the image's list itself. A `DYNAMIC` list (ComfyUI's dynamic combo) shows
+further widgets after it by its choice: `_DYNAMIC` gives each choice's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from .nodes import SPECS
 
-WIDGET_KINDS = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "UPLOAD")
+WIDGET_KINDS = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "UPLOAD", "DYNAMIC")
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,17 @@ class Socket:
     control: bool = False
     """A widget the frontend follows with its "control after generate" value (a seed's)."""
     default: Any = None
+    choices: tuple[tuple[str, tuple[Socket, ...]], ...] = ()
+    """A DYNAMIC list's choices, each with the widgets it shows after the list (ComfyUI names
+    them `list.widget`, and saves their values after the list's)."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.kind:
             raise ValueError(f"an input needs a name and a kind: {self.name!r}:{self.kind!r}")
         if self.control and self.kind != "INT":
             raise ValueError(f"{self.name}: only an INT widget has a control after generate")
+        if (self.kind == "DYNAMIC") != bool(self.choices):
+            raise ValueError(f"{self.name}: a DYNAMIC list, and only one, has choices")
 
     @property
     def widget(self) -> bool:
@@ -85,9 +91,10 @@ class NodeSockets:
         return tuple(by_name[name] for name in spec.widgets if name in by_name)
 
 
-def _socket(text: str) -> Socket:
+def _socket(text: str, dynamic: Mapping[str, Mapping[str, str]]) -> Socket:
     name, _, kind = text.partition(":")
     optional = name.startswith("?")
+    name = name.removeprefix("?")
     kind, _, default = kind.partition("=")
     control = kind.endswith("+")
     value: Any = None
@@ -96,17 +103,45 @@ def _socket(text: str) -> Socket:
             value = json.loads(default)
         except ValueError:
             value = default
-    return Socket(name.removeprefix("?"), kind.removesuffix("+"), optional, control, value)
+    choices = tuple(
+        (key, tuple(_socket(w, {}) for w in widgets.split()))
+        for key, widgets in (dynamic.get(name) or {}).items()
+    )
+    return Socket(name, kind.removesuffix("+"), optional, control, value, choices)
 
 
-def _sockets(type_: str, text: str) -> NodeSockets:
+def _sockets(
+    type_: str, text: str, dynamic: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+) -> NodeSockets:
+    """One entry read; `dynamic`: a DYNAMIC list's name -> its choices -> their widgets."""
     inputs, arrow, outputs = text.partition("->")
     if not arrow:
         raise ValueError(f"{type_}: an entry is 'inputs -> outputs', got {text!r}")
-    return NodeSockets(type_, tuple(_socket(s) for s in inputs.split()), tuple(outputs.split()))
+    sockets = tuple(_socket(item, dynamic) for item in inputs.split())
+    return NodeSockets(type_, sockets, tuple(outputs.split()))
 
 
 _LATENT_SIZE = "width:INT height:INT length:INT batch_size:INT=1"
+_TEXT_GENERATE = (
+    "clip:CLIP ?image:IMAGE ?video:IMAGE ?audio:AUDIO ?system_prompt:* prompt:STRING "
+    "max_length:INT sampling_mode:DYNAMIC thinking:BOOLEAN use_default_template:BOOLEAN -> STRING"
+)
+_DYNAMIC = {  # node type -> its DYNAMIC list -> each choice's widgets (in the entries' syntax)
+    "TextGenerate": {
+        "sampling_mode": {
+            "on": "temperature:FLOAT top_k:INT top_p:FLOAT min_p:FLOAT "
+            "repetition_penalty:FLOAT seed:INT presence_penalty:FLOAT",
+            "off": "",
+        }
+    },
+    "ResizeImageMaskNode": {
+        "resize_type": {
+            "scale dimensions": "width:INT height:INT crop:COMBO",
+            "scale longer dimension": "longer_size:INT",
+        }
+    },
+}
+_DYNAMIC["TextGenerateLTX2Prompt"] = _DYNAMIC["TextGenerate"]
 _ENTRIES = {
     # loaders
     "UNETLoader": "unet_name:COMBO weight_dtype:COMBO=default -> MODEL",
@@ -216,12 +251,8 @@ _ENTRIES = {
     "ImageScaleToTotalPixels": "image:IMAGE upscale_method:COMBO megapixels:FLOAT "
     "resolution_steps:INT -> IMAGE",
     "VAEEncode": "pixels:IMAGE vae:VAE -> LATENT",
-    "TextGenerate": "clip:CLIP ?image:IMAGE ?video:IMAGE ?audio:AUDIO prompt:STRING "
-    "max_length:INT sampling_mode:COMBO temperature:FLOAT top_k:INT top_p:FLOAT min_p:FLOAT "
-    "repetition_penalty:FLOAT seed:INT+ thinking:BOOLEAN use_default_template:BOOLEAN -> STRING",
-    "TextGenerateLTX2Prompt": "clip:CLIP ?image:IMAGE ?video:IMAGE ?audio:AUDIO prompt:STRING "
-    "max_length:INT sampling_mode:COMBO temperature:FLOAT top_k:INT top_p:FLOAT min_p:FLOAT "
-    "repetition_penalty:FLOAT seed:INT+ thinking:BOOLEAN use_default_template:BOOLEAN -> STRING",
+    "TextGenerate": _TEXT_GENERATE,
+    "TextGenerateLTX2Prompt": _TEXT_GENERATE,
     "QwenImage21Cache": "model:MODEL device:COMBO dtype:COMBO -> MODEL",
     "TextEncodeQwenImage21": "clip:CLIP vae:VAE prompt:STRING negative_prompt:STRING "
     "resolution:INT "
@@ -243,8 +274,7 @@ _ENTRIES = {
     "latent:LATENT ?start_image:IMAGE ?clip_vision_output:CLIP_VISION_OUTPUT "
     "noise_augmentation:FLOAT -> CONDITIONING CONDITIONING LATENT",
     "LTXVPreprocess": "image:IMAGE img_compression:INT -> IMAGE",
-    "ResizeImageMaskNode": "input:* resize_type:COMBO width:INT height:INT crop:COMBO "
-    "scale_method:COMBO -> *",
+    "ResizeImageMaskNode": "input:* resize_type:DYNAMIC scale_method:COMBO -> *",
     "LoraLoader": "model:MODEL clip:CLIP lora_name:COMBO strength_model:FLOAT "
     "strength_clip:FLOAT -> MODEL CLIP",
     "VAEDecodeAudio": "samples:LATENT vae:VAE -> AUDIO",
@@ -254,7 +284,7 @@ _ENTRIES = {
 }
 
 SOCKETS: Mapping[str, NodeSockets] = MappingProxyType(
-    {type_: _sockets(type_, text) for type_, text in _ENTRIES.items()}
+    {type_: _sockets(type_, text, _DYNAMIC.get(type_, {})) for type_, text in _ENTRIES.items()}
 )
 
 
@@ -269,25 +299,7 @@ def node_definition(sockets: NodeSockets) -> dict[str, Any]:
     for socket in ordered:
         if socket.kind == "UPLOAD":
             continue
-        options: dict[str, Any] = {}
-        if socket.default is not None:
-            options["default"] = socket.default
-        if socket.control:
-            options["control_after_generate"] = True
-        if socket.kind in ("INT", "FLOAT"):
-            options.update(min=-(2**53), max=2**53, step=1 if socket.kind == "INT" else 0.001)
-            if socket.kind == "FLOAT":
-                options["round"] = False
-        if socket.kind == "STRING":
-            options["multiline"] = True
-        if socket.kind == "COMBO":
-            choices = [] if socket.default is None else [socket.default]
-            if upload and socket.name == "image":
-                options["image_upload"] = True
-            kind: Any = choices
-        else:
-            kind = socket.kind
-        groups["optional" if socket.optional else "required"][socket.name] = [kind, options]
+        groups["optional" if socket.optional else "required"][socket.name] = _input(socket, upload)
     return {
         "name": sockets.type,
         "display_name": sockets.type,
@@ -301,3 +313,29 @@ def node_definition(sockets: NodeSockets) -> dict[str, Any]:
         "output_name": list(sockets.outputs),
         "output_node": not sockets.outputs,
     }
+
+
+def _input(socket: Socket, upload: bool = False) -> list:
+    """One input as ComfyUI's node definitions write it: [kind, options]."""
+    if socket.kind == "DYNAMIC":
+        shown = [
+            {"key": key, "inputs": {"required": {s.name: _input(s) for s in widgets}}}
+            for key, widgets in socket.choices
+        ]
+        return ["COMFY_DYNAMICCOMBO_V3", {"options": shown}]
+    options: dict[str, Any] = {}
+    if socket.default is not None:
+        options["default"] = socket.default
+    if socket.control:
+        options["control_after_generate"] = True
+    if socket.kind in ("INT", "FLOAT"):
+        options.update(min=-(2**53), max=2**53, step=1 if socket.kind == "INT" else 0.001)
+        if socket.kind == "FLOAT":
+            options["round"] = False
+    if socket.kind == "STRING":
+        options["multiline"] = True
+    if socket.kind != "COMBO":
+        return [socket.kind, options]
+    if upload and socket.name == "image":
+        options["image_upload"] = True
+    return [[] if socket.default is None else [socket.default], options]

@@ -49,3 +49,18 @@ def test_an_entry_that_contradicts_nodes_py_is_refused():
         _sockets("Unknown", "x:FLOAT+ -> X")
     with pytest.raises(ValueError, match="an input named twice"):
         _sockets("Unknown", "x:INT x:FLOAT -> X")
+
+
+@pytest.mark.fast
+def test_a_dynamic_list_gives_each_choice_its_widgets():
+    """TextGenerate's sampling_mode: ComfyUI's dynamic combo, whose choice "on" shows the
+    sampling widgets after it (saved after it, named `sampling_mode.seed` where a subgraph
+    promotes one); without them the frontend would give a subgraph node's saved values to
+    the wrong widgets."""
+    spec = node_definition(SOCKETS["TextGenerate"])["input"]["required"]["sampling_mode"]
+    assert spec[0] == "COMFY_DYNAMICCOMBO_V3"
+    on, off = spec[1]["options"]
+    assert (on["key"], off["key"], off["inputs"]) == ("on", "off", {"required": {}})
+    assert list(on["inputs"]["required"])[-2:] == ["seed", "presence_penalty"]
+    with pytest.raises(ValueError, match="a DYNAMIC list, and only one, has choices"):
+        _sockets("Unknown", "mode:DYNAMIC -> X")
