@@ -14,11 +14,13 @@ test_templates.py links for the template, `paradit workflow import` of the expor
 saved form's job (every request field, the files the backend serves, the variant) and the
 job test_templates.py writes by hand; a refused template is refused at the same node path
 with the same reason. LTX-2's text-to-video templates are compared at 113 frames too, the
-copies test_templates.py maps to the two-stage job.
+copies test_templates.py maps to the two-stage job. Every other template of the package whose
+nodes all have a definition (of the families other branches map, and others built of the
+same core nodes) is compared as a graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 28 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
+Cost: about 55 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -95,6 +97,23 @@ def _node_types(data: dict) -> set[str]:
     subgraphs = (data.get("definitions") or {}).get("subgraphs") or ()
     nodes = [*data["nodes"], *(n for s in subgraphs for n in s["nodes"])]
     return {n["type"] for n in nodes} - {s["id"] for s in subgraphs}
+
+
+def _known_templates() -> list[str]:
+    """Every other template of the package whose nodes all have a definition here (of
+    paradit's families, and others built of the same core nodes)."""
+    known = []
+    for path in sorted(TEMPLATES.glob("*.json")):
+        if path.name in EXPECTED or path.name in REFUSED:
+            continue  # compared job by job above
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        ui = isinstance(data, dict) and isinstance(data.get("nodes"), list)
+        if ui and _node_types(data) <= {*SOCKETS, *FRONTEND_ONLY}:
+            known.append(path.name)
+    return known
 
 
 def exported(page, data: dict, folder: Path, name: str) -> Path:
@@ -183,3 +202,11 @@ def test_exported_refused_template_is_refused_at_the_same_node(frontend, tmp_pat
     where, kind, words = REFUSED[template]
     assert str(refused.value) == str(saved.value)
     assert str(refused.value).startswith(f"{where} ({kind}): ") and words in str(refused.value)
+
+
+@pytest.mark.parametrize("template", _known_templates())
+def test_paradit_reads_each_template_as_the_frontend_flattens_it(frontend, tmp_path, template):
+    """Beyond the templates mapped or refused above: every template made of nodes defined
+    here (56 more of the package's 0.1.x: LTX-2.3/2.5, Qwen-Image 2.1, MiniMax H3, SDXL, ...)
+    is read from its saved form as the frontend exports it (nodes, links, widget values)."""
+    exported(frontend, json.loads((TEMPLATES / template).read_text()), tmp_path, template)
