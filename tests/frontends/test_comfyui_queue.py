@@ -2,8 +2,9 @@
 
 ComfyUI's frontend (the `comfyui-frontend-package` wheel, its built static files, unchanged)
 is served with our node pack's extension (`nodes/js`, the pack's WEB_DIRECTORY) by a small
-stand-in for the few ComfyUI server routes the page reads as it starts (settings, users,
-the node definitions of the workflow's nodes, the extension list); no ComfyUI server runs.
+stand-in for the few ComfyUI server routes the page reads as it starts (tests/comfyui_page.py:
+settings, users, the node definitions generated from backend/workflow/sockets.py, the
+extension list); no ComfyUI server runs.
 Headless Chromium (Debian's package) driven by Playwright opens it, loads the tiny Wan 2.1
 T2V workflow (`tests/comfy_workflows/wan21_t2v.ui.json`), clicks the action-bar button
 "Queue on paradit" and follows the job on a real `paradit serve` (the fixture's files,
@@ -29,136 +30,19 @@ from pathlib import Path
 
 import pytest
 from comfy_workflow_files import write_comfyui
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from comfyui_page import CHROMIUM, IN_CI, REPO, comfyui_page
 
 from paradit.backend.serving.http import HttpServer
 from paradit.backend.tools.workflow import plan_of
 
-CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "tests/comfy_workflows/wan21_t2v.ui.json"
-EXTENSION = "/extensions/paradit/paradit_queue.js"
 ARTIFACTS = Path(os.environ.get("PARADIT_TEST_ARTIFACTS", REPO / "test-artifacts"))
 SLOW_STEP = ("PARADIT_FAULT", "rank=all,at=step:2,kind=slow,secs=1.5")
 
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file() and not IN_CI,
     reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
 )
-
-
-def _combo(*values: str) -> list:
-    return [list(values), {}]
-
-
-def _int(default: int, **extra: object) -> list:
-    return ["INT", {"default": default, "min": 0, "max": 2**53, **extra}]
-
-
-def _float(default: float) -> list:
-    return ["FLOAT", {"default": default, "min": 0.0, "max": 100.0, "step": 0.01}]
-
-
-def _node(name: str, outputs: list[str], required: dict, optional: dict | None = None) -> dict:
-    """A node definition as ComfyUI's /api/object_info gives it (the fields the page reads)."""
-    inputs = {"required": required, "optional": optional or {}}
-    return {
-        "name": name,
-        "display_name": name,
-        "description": "",
-        "category": "test",
-        "python_module": "nodes",
-        "input": inputs,
-        "input_order": {key: list(group) for key, group in inputs.items()},
-        "output": outputs,
-        "output_is_list": [False] * len(outputs),
-        "output_name": outputs,
-        "output_node": not outputs,
-    }
-
-
-# The workflow's nodes, as a ComfyUI with these files would describe them (inputs in order).
-NODES = [
-    _node("UNETLoader", ["MODEL"], {
-        "unet_name": _combo("wan2.1_t2v_tiny_fp32.safetensors", "another_copy.safetensors"),
-        "weight_dtype": _combo("default", "fp8_e4m3fn"),
-    }),
-    _node("CLIPLoader", ["CLIP"], {
-        "clip_name": _combo("umt5_tiny.safetensors"), "type": _combo("wan", "stable_diffusion"),
-    }, {"device": _combo("default", "cpu")}),
-    _node("VAELoader", ["VAE"], {"vae_name": _combo("wan_2.1_vae_tiny.safetensors")}),
-    _node("ModelSamplingSD3", ["MODEL"], {"model": ["MODEL", {}], "shift": _float(3.0)}),
-    _node("CLIPTextEncode", ["CONDITIONING"], {
-        "text": ["STRING", {"multiline": True}], "clip": ["CLIP", {}],
-    }),
-    _node("EmptyHunyuanLatentVideo", ["LATENT"], {
-        "width": _int(848), "height": _int(480), "length": _int(25), "batch_size": _int(1),
-    }),
-    _node("KSampler", ["LATENT"], {
-        "model": ["MODEL", {}],
-        "seed": _int(0, control_after_generate=True),
-        "steps": _int(20),
-        "cfg": _float(8.0),
-        "sampler_name": _combo("euler", "uni_pc"),
-        "scheduler": _combo("simple", "normal"),
-        "positive": ["CONDITIONING", {}],
-        "negative": ["CONDITIONING", {}],
-        "latent_image": ["LATENT", {}],
-        "denoise": _float(1.0),
-    }),
-    _node("VAEDecode", ["IMAGE"], {"samples": ["LATENT", {}], "vae": ["VAE", {}]}),
-    _node("CreateVideo", ["VIDEO"], {"images": ["IMAGE", {}], "fps": _float(30.0)},
-          {"audio": ["AUDIO", {}]}),
-    _node("SaveVideo", [], {
-        "video": ["VIDEO", {}], "filename_prefix": ["STRING", {"default": "video/ComfyUI"}],
-        "format": _combo("auto", "mp4"), "codec": _combo("auto", "h264"),
-    }),
-]  # fmt: skip
-
-
-def comfyui_page(settings: dict) -> Starlette:
-    """ComfyUI's page as its server gives it: the frontend package's files, the pack's
-    extension under /extensions/paradit/, and the routes the page reads as it starts."""
-    from comfyui_frontend_package import __file__ as package  # the test extra: fails without
-
-    static = Path(package).parent / "static"
-    stats = {"system": {"os": "posix", "comfyui_version": "0", "argv": []}, "devices": []}
-    replies = {
-        "users": {"storage": "server", "migrated": True},
-        "extensions": [EXTENSION],
-        "object_info": {node["name"]: node for node in NODES},
-        "system_stats": stats,
-        "embeddings": [],
-        "features": {},
-        "i18n": {},
-        "workflow_templates": {},
-        "userdata": [],
-    }
-
-    async def api(request: Request) -> Response:
-        path = request.path_params["path"]
-        if path == "settings":
-            return JSONResponse(settings)
-        if path.startswith("settings/"):
-            if request.method == "POST":
-                settings[path.removeprefix("settings/")] = await request.json()
-            return JSONResponse(settings.get(path.removeprefix("settings/")))
-        if path in replies:
-            return JSONResponse(replies[path])
-        return Response(status_code=404)
-
-    return Starlette(
-        routes=[
-            Route("/api/{path:path}", api, methods=["GET", "POST"]),
-            Mount("/extensions/paradit", StaticFiles(directory=REPO / "nodes/js")),
-            Mount("/", StaticFiles(directory=static, html=True)),
-        ]
-    )
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,212 @@
+"""ComfyUI's official templates of paradit's families in the API form ComfyUI's own frontend
+exports: each imports to the same job as its saved form, or is refused at the same node.
+
+ComfyUI's frontend (the `comfyui-frontend-package` wheel's built files, unchanged) is served
+by the stand-in of tests/comfyui_page.py with node definitions generated from
+paradit's own knowledge of each node (`backend/workflow/sockets.py`: linked inputs, widget
+kinds and outputs; the widget orders of `nodes.py`). One headless Chromium page (Debian's
+package, driven by Playwright) loads every template tests/workflow/test_templates.py maps or
+refuses (`app.loadGraphData`, as the template browser opens one) and exports it
+(`app.graphToPrompt()`: subgraphs flattened to `128:81` ids, legacy primitives and reroutes
+resolved, bypassed and muted nodes left out, widget values by name). paradit's reading of
+the saved form is that graph (the same nodes, links and widget values). In the ComfyUI folder
+test_templates.py links for the template, `paradit workflow import` of the export gives the
+saved form's job (every request field, the files the backend serves, the variant) and the
+job test_templates.py writes by hand; a refused template is refused at the same node path
+with the same reason. LTX-2's text-to-video templates are compared at 113 frames too, the
+copies test_templates.py maps to the two-stage job. Every other template of the package whose
+nodes all have a definition (of the families other branches map, and others built of the
+same core nodes) is compared as a graph.
+Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
+`comfyui-frontend-package` (as test_comfyui_queue.py).
+
+Cost: about 55 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from comfyui_page import CHROMIUM, IN_CI, comfyui_page
+
+# test_templates.py's tables and helpers, by their package path (tests/ is on sys.path by
+# conftest.py, whatever pytest collects first); they stay there, where each template's
+# branch adds its rows
+from workflow.test_templates import (  # noqa: F401  (base: a fixture, the tiny files)
+    EXPECTED,
+    LTX2_TWO_STAGE,
+    REFUSED,
+    TEMPLATES,
+    _ltx2_copy,
+    _placeholders,
+    base,
+    comfy_for,
+)
+
+from paradit.backend.serving.http import HttpServer
+from paradit.backend.tools.workflow import plan_of
+from paradit.backend.workflow.graph import Link, graph_of
+from paradit.backend.workflow.nodes import UI_ONLY
+from paradit.backend.workflow.sockets import SOCKETS
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.is_file() and not IN_CI,
+    reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
+)
+
+FRONTEND_ONLY = UI_ONLY
+"""Node types ComfyUI's frontend itself defines (notes, reroutes, legacy primitives)."""
+
+EXPORT = """async workflow => {
+  await window.app.loadGraphData(workflow);
+  return (await window.app.graphToPrompt()).output;
+}"""
+
+
+@pytest.fixture(scope="module")
+def frontend() -> Iterator[object]:
+    """One page of ComfyUI's frontend whose server describes the nodes paradit knows."""
+    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (CI=true): apt-get install -y chromium"
+    from playwright.sync_api import sync_playwright
+
+    http = HttpServer(comfyui_page({"Comfy.TutorialCompleted": True}), "127.0.0.1", 0)
+    http.start()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(30_000)
+                page.goto(http.url)
+                page.wait_for_function("() => window.app?.graph && window.app.extensionManager")
+                yield page
+            finally:
+                browser.close()
+    finally:
+        http.stop()
+
+
+def _node_types(data: dict) -> set[str]:
+    subgraphs = (data.get("definitions") or {}).get("subgraphs") or ()
+    nodes = [*data["nodes"], *(n for s in subgraphs for n in s["nodes"])]
+    return {n["type"] for n in nodes} - {s["id"] for s in subgraphs}
+
+
+def _known_templates() -> list[str]:
+    """Every other template of the package whose nodes all have a definition here (of
+    paradit's families, and others built of the same core nodes)."""
+    known = []
+    for path in sorted(TEMPLATES.glob("*.json")):
+        if path.name in EXPECTED or path.name in REFUSED:
+            continue  # compared job by job above
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        ui = isinstance(data, dict) and isinstance(data.get("nodes"), list)
+        if ui and _node_types(data) <= {*SOCKETS, *FRONTEND_ONLY}:
+            known.append(path.name)
+    return known
+
+
+def exported(page, data: dict, folder: Path, name: str) -> Path:
+    """The workflow loaded into ComfyUI's frontend and exported in the API form, saved in
+    `folder` as `name`."""
+    unknown = _node_types(data) - set(SOCKETS) - set(FRONTEND_ONLY)
+    assert not unknown, f"no node definition in backend/workflow/sockets.py for {unknown}"
+    api = page.evaluate(EXPORT, data)
+    assert api and all("class_type" in node for node in api.values()), api
+    _same_graph(data, api)
+    path = folder / f"{name}.api.json"
+    path.write_text(json.dumps(api, indent=1))
+    return path
+
+
+def _same_graph(saved: dict, api: dict) -> None:
+    """paradit reads the saved form as the frontend flattens it: the same nodes (ids with
+    their subgraph paths, types), every link the same, and a widget value the same wherever
+    both forms give one (the export adds the defaults of widgets a node saved without; the
+    saved form has values paradit reads by position that the frontend does not export, as
+    LoadImage's upload button)."""
+    ours = graph_of(saved, "saved").nodes
+    theirs = graph_of(api, "api").nodes
+    assert {k: n.type for k, n in ours.items()} == {k: n.type for k, n in theirs.items()}
+    for key, node in ours.items():
+        other = theirs[key].inputs
+        links = {k for k, v in node.inputs.items() if isinstance(v, Link)}
+        links |= {k for k, v in other.items() if isinstance(v, Link)}
+        shared = links | (set(node.inputs) & set(other))
+        mine = {k: node.inputs.get(k) for k in shared}
+        assert mine == {k: other.get(k) for k in shared}, (node.where, node.type)
+
+
+def _same_job(saved: Path, api: Path, comfy: Path):
+    """Both forms imported in `comfy`: the same request, files and variant (the API form's
+    plan returned)."""
+    plan, variant = plan_of(str(saved), str(comfy))
+    api_plan, api_variant = plan_of(str(api), str(comfy))
+    assert api_plan.workflow["format"] == "api" and plan.workflow["format"] == "ui"
+    assert api_plan.request == plan.request
+    assert api_plan.serve == plan.serve
+    assert api_variant == variant
+    return api_plan
+
+
+@pytest.mark.parametrize("template", sorted(EXPECTED))
+def test_exported_template_imports_to_the_saved_forms_job(
+    frontend,
+    base,  # noqa: F811  (test_templates' fixture: the tiny files)
+    tmp_path,
+    template,
+):
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    plan = _same_job(TEMPLATES / template, api, comfy)
+    _, request, _ = EXPECTED[template]  # and the job written by hand from the graph
+    if "image" in request:
+        request = {**request, "image": str(comfy / request["image"])}
+    assert plan.request == request
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))
+def test_exported_ltx2_template_imports_to_the_two_stage_job(
+    frontend,
+    base,  # noqa: F811
+    tmp_path,
+    template,
+):
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    saved = _ltx2_copy(template, comfy, 113)
+    api = exported(frontend, json.loads(saved.read_text()), tmp_path, template)
+    plan = _same_job(saved, api, comfy)
+    assert plan.request == LTX2_TWO_STAGE[template][2]
+
+
+@pytest.mark.parametrize("template", sorted(REFUSED))
+def test_exported_refused_template_is_refused_at_the_same_node(frontend, tmp_path, template):
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    with pytest.raises(ValueError) as saved:
+        plan_of(str(TEMPLATES / template), str(comfy))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(api), str(comfy))
+    where, kind, words = REFUSED[template]
+    assert str(refused.value) == str(saved.value)
+    assert str(refused.value).startswith(f"{where} ({kind}): ") and words in str(refused.value)
+
+
+@pytest.mark.parametrize("template", _known_templates())
+def test_paradit_reads_each_template_as_the_frontend_flattens_it(frontend, tmp_path, template):
+    """Beyond the templates mapped or refused above: every template made of nodes defined
+    here (56 more of the package's 0.1.x: LTX-2.3/2.5, Qwen-Image 2.1, MiniMax H3, SDXL, ...)
+    is read from its saved form as the frontend exports it (nodes, links, widget values)."""
+    exported(frontend, json.loads((TEMPLATES / template).read_text()), tmp_path, template)
