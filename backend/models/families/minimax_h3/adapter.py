@@ -28,7 +28,7 @@ import torch
 from ....audio import Audio
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Family, Tensors, TiledDecode
+from ..base import Family, Tensors, TiledDecode, request_images
 
 FPS = 24
 MIN_SECONDS, MAX_SECONDS = 5, 15
@@ -36,6 +36,9 @@ FRAMES_PER_CHUNK, LATENTS_PER_CHUNK = 17, 5
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, DEFAULT_STEPS = 1344, 768, 124, 30
 TINY_SIZE, TINY_STEPS = 32, 2
 ENCODED = ("prompt_embeds", "text_token_tags")
+KEYFRAME = "condition_latents_"
+"""`encode`'s tensors of the keyframes' latents, `condition_latents_0`, `_1`, ... in packed
+order (the first frame's, then the last's)."""
 
 
 def check_frames(num_frames: int) -> None:
@@ -67,24 +70,36 @@ class MiniMaxH3(Family):
             default_steps=TINY_STEPS if tiny else DEFAULT_STEPS,
             default_guidance=1.0,
             fps=FPS,
+            accepts_image=True,  # the first frame: fl2va
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
         return False  # guidance-distilled: one forward per step
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
-        from diffusers.modular_pipelines.minimax_h3.encoders import MiniMaxH3TextEncoderStep
+        """The prompt's hidden states (rank 0); with a first frame, diffusers' fl2va
+        presentation of the prompt and the keyframe's latents (`steps.keyframe_encoder`)."""
+        from .steps import keyframe_encoder, text_encoder
 
-        encoder = MiniMaxH3TextEncoderStep().init_pipeline()
-        encoder.update_components(
-            text_encoder=pipe.text_encoder, tokenizer=pipe.tokenizer, processor=pipe.processor
+        if request.image is None:
+            out = text_encoder(pipe)(prompt=request.prompt, output=list(ENCODED))
+            return {name: out[name] for name in ENCODED}
+        first = request_images(request)[0]  # at its own size: the resize step stretches it
+        out = keyframe_encoder(pipe)(
+            prompt=request.prompt,
+            image=first,
+            height=request.height,
+            width=request.width,
+            output=[*ENCODED, "condition_latents"],
         )
-        out = encoder(prompt=request.prompt, output=list(ENCODED))
-        return {name: out[name] for name in ENCODED}
+        tensors = {name: out[name] for name in ENCODED}
+        for index, latents in enumerate(out["condition_latents"]):
+            tensors[f"{KEYFRAME}{index}"] = latents
+        return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         check_frames(request.num_frames)
-        return {
+        kwargs = {
             "prompt_embeds": tensors["prompt_embeds"],
             "text_token_tags": tensors["text_token_tags"],
             "height": request.height,
@@ -92,11 +107,16 @@ class MiniMaxH3(Family):
             "num_frames": request.num_frames,
             "num_inference_steps": request.num_inference_steps,
         }
+        keyframes = sorted(name for name in tensors if name.startswith(KEYFRAME))
+        if keyframes:
+            kwargs["condition_latents"] = [tensors[name] for name in keyframes]
+            kwargs["keyframe_anchors"] = ("first",)
+        return kwargs
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from .steps import DenoiseRunner
 
-        return DenoiseRunner(pipe, keyframes=False)
+        return DenoiseRunner(pipe, keyframes=request.image is not None)
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         vae = pipe.vae

@@ -16,11 +16,42 @@ BODY = {"prompt": "a robot dancing, drums 🥁", "seed": 5, "guidance_scale": 1.
 BODY.update(width=32, height=32, num_frames=124, num_inference_steps=2)
 
 
+def _png(width: int, height: int) -> str:
+    """A seeded first frame as base64 PNG."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    pixels = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+# First frame to audio and video (fl2va): a 48x32 image stretched onto the 32x32 canvas; its
+# one latent frame is packed before the generated rows as clean conditioning rows.
+FIRST_FRAME = {**BODY, "prompt": "the fox runs off", "seed": 6, "image": _png(48, 32)}
+
+
+def _image(body: Any) -> Any:
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(body["image"]))) as img:
+        return img.convert("RGB")
+
+
 def called_with_audio(pipe: Any, body: Any) -> tuple[np.ndarray, np.ndarray]:
-    """`MiniMaxH3ModularPipeline` as its documentation calls it for `body`: the frames
-    (F, H, W, 3) in 0..1 and the stereo track (2, samples)."""
+    """`MiniMaxH3ModularPipeline` as its documentation calls it for `body` (with its first
+    frame, if any, as `image`): the frames (F, H, W, 3) in 0..1 and the stereo track (2,
+    samples)."""
+    keyframes = {"image": _image(body)} if body.get("image") else {}
     with torch.no_grad():
         state = pipe(
+            **keyframes,
             prompt=body["prompt"],
             height=body["height"],
             width=body["width"],
@@ -39,5 +70,8 @@ def direct(pipe: Any, body: Any) -> np.ndarray:
     return called_with_audio(pipe, body)[0]
 
 
-TINY_JOBS = (TinyJob("tiny-minimax-h3", BODY, direct),)
+TINY_JOBS = (
+    TinyJob("tiny-minimax-h3", BODY, direct),
+    TinyJob("tiny-minimax-h3", FIRST_FRAME, direct, name="first frame", ranks=(2,)),
+)
 """The jobs the family contract runs: the smallest first."""
