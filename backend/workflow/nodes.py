@@ -310,6 +310,14 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "template: prompt_enhance false) to run the prompt as written",
         "CLIPTextEncodeFlux": "its two prompts (CLIP-L and T5) and guidance in one node: "
         "paradit encodes one prompt with both; use CLIPTextEncode (and FluxGuidance)",
+        "MiniMaxH3ImageToVideo": "MiniMax H3 graphs are not mapped by paradit's workflow "
+        "import yet: this node's conditioning (the prompt and keyframes packed into H3's one "
+        "sequence of text, video and audio rows) runs in paradit only as diffusers' modular "
+        "blocks, which step H3's own two schedulers (video shift 12, audio 3) where the graph "
+        "samples with ComfyUI's samplers (KSamplerSelect, BasicScheduler), and paradit builds "
+        "no H3 pipeline from the graph's single files yet (their video and audio VAE files "
+        "and the Qwen3-VL encoder file are not read; the pruned DiT file is); run H3 with "
+        "`--model tiny-minimax-h3` or `random:minimax-h3` (the first frame as --image)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names
