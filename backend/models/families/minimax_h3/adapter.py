@@ -13,9 +13,10 @@ What differs from the other video families:
   one branch, the sequence split over all of them.
 - Frames: 24 fps, 17n+5 frames between 5 and 15 seconds (124 to 351), sizes multiples of 32.
 - The video VAE decodes with its spatial tiling on, as released (the released frames are
-  the blended-tile ones): paradit's `--vae-tiling` does not change it, and the leader decodes
-  the whole video (no split over ranks yet). The audio (stereo, the mono audio VAE taking the
-  two channels as two items) decodes on the leader.
+  the blended-tile ones): paradit's `--vae-tiling` does not change it. Its temporal clips
+  are decoded apart (`decode.py`), dealt over the ranks, and joined on the leader as the VAE
+  joins them (byte for byte). The audio (stereo, the mono audio VAE taking the two channels
+  as two items) decodes on the leader.
 """
 
 from __future__ import annotations
@@ -119,17 +120,28 @@ class MiniMaxH3(Family):
         return DenoiseRunner(pipe, keyframes=request.image is not None)
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        """The video VAE's decode as its temporal clips (`decode.py`), each decoded with the
+        spatial tiling on (as released): the clips are dealt over the ranks, the leader
+        joins them as the VAE does."""
+        from . import decode
+
         vae = pipe.vae
 
-        def decode_rows(z: torch.Tensor) -> torch.Tensor:
+        def denormalised(z: torch.Tensor) -> torch.Tensor:
             mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1).to(z)
             std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1).to(z)
-            tiled = vae.use_tiling
+            return z * std + mean
+
+        def tiled(run: Any) -> Any:
+            was = vae.use_tiling
             vae.use_tiling = True  # the released decode (see the module's docstring)
             try:
-                return vae.decode(z * std + mean, return_dict=False)[0]
+                return run()
             finally:
-                vae.use_tiling = tiled
+                vae.use_tiling = was
+
+        def decode_rows(z: torch.Tensor) -> torch.Tensor:
+            return tiled(lambda: vae.decode(denormalised(z), return_dict=False)[0])
 
         def to_frames(video: torch.Tensor) -> np.ndarray:
             pixel_mean = torch.tensor(pipe.pixel_mean).view(1, -1, 1, 1, 1)
@@ -139,10 +151,11 @@ class MiniMaxH3(Family):
             return np.asarray(frames)[0]
 
         z = latents.to(device=vae.device, dtype=vae.dtype)
+        plan = decode.plan_clips(vae, denormalised(z))
         return TiledDecode(
-            costs=(1,),
-            decode_tile=lambda _index: decode_rows(z),
-            assemble=lambda decoded: to_frames(decoded[0]),
+            costs=(1,) * plan.num_clips,
+            decode_tile=lambda index: tiled(lambda: decode.clip(vae, plan, index)),
+            assemble=lambda clips: to_frames(decode.join(vae, plan, clips)),
             dtype=vae.dtype,
             vae=vae,
             latents=z,
