@@ -125,3 +125,29 @@ def test_clip_decode_is_the_vaes_own_byte_for_byte(count):
         whole = vae.decode(z, return_dict=False)[0]
         joined = decode.join(vae, plan, [decode.clip(vae, plan, i) for i in range(plan.num_clips)])
     assert joined.shape == whole.shape and torch.equal(joined, whole)
+
+
+@pytest.mark.fast
+def test_last_image_is_h3s_alone(meta_pipe):
+    """`last_image` (the frame the video ends on) is taken by a model whose limits say
+    `last_frame` (H3), alone or after `image`; any other model refuses it, saying which."""
+    import base64
+    import dataclasses
+    import io
+
+    from PIL import Image
+
+    from paradit.backend.models.families.minimax_h3.adapter import anchors
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, "PNG")
+    png = base64.b64encode(buffer.getvalue()).decode()
+    limits = family_of(meta_pipe).limits(meta_pipe, tiny=False)
+    assert limits.last_frame and limits.accepts_image
+    alone = JobRequest.from_body({"prompt": "a fox", "last_image": png}, limits)
+    both = JobRequest.from_body({"prompt": "a fox", "image": png, "last_image": png}, limits)
+    text = JobRequest.from_body({"prompt": "a fox"}, limits)
+    assert (anchors(alone), anchors(both), anchors(text)) == (("last",), ("first", "last"), ())
+    other = dataclasses.replace(limits, last_frame=False)  # e.g. Wan 2.2 TI2V-5B
+    with pytest.raises(ValueError, match="last_image .* only accepted by models that take"):
+        JobRequest.from_body({"prompt": "a fox", "last_image": png}, other)

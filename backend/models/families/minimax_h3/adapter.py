@@ -29,7 +29,7 @@ import torch
 from ....audio import Audio
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Family, Tensors, TiledDecode, request_images
+from ..base import Family, Tensors, TiledDecode
 
 FPS = 24
 MIN_SECONDS, MAX_SECONDS = 5, 15
@@ -52,6 +52,37 @@ def check_frames(num_frames: int) -> None:
         )
 
 
+def anchors(request: JobRequest) -> tuple[str, ...]:
+    """The ends of the video the request's keyframes hold, in packed order (the first
+    frame's, then the last's), as diffusers' resize step names them."""
+    return tuple(
+        end
+        for end, image in (("first", request.image), ("last", request.last_image))
+        if image is not None
+    )
+
+
+def keyframes(request: JobRequest) -> dict[str, Any]:
+    """The request's keyframes as diffusers' fl2va blocks take them (`image`, `last_image`:
+    RGB PIL images at their own size); empty for text alone."""
+    return {
+        name: decoded_image(data)
+        for name, data in (("image", request.image), ("last_image", request.last_image))
+        if data is not None
+    }
+
+
+def decoded_image(data: str) -> Any:
+    """A base64 PNG or JPEG (a data: URL too) as an RGB PIL image at its own size."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[-1]))) as img:
+        return img.convert("RGB")
+
+
 class MiniMaxH3(Family):
     """Text-to-audio-video on diffusers' blocks (the module's docstring)."""
 
@@ -72,23 +103,23 @@ class MiniMaxH3(Family):
             default_guidance=1.0,
             fps=FPS,
             accepts_image=True,  # the first frame: fl2va
+            last_frame=True,  # and the last (`last_image`)
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
         return False  # guidance-distilled: one forward per step
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
-        """The prompt's hidden states (rank 0); with a first frame, diffusers' fl2va
-        presentation of the prompt and the keyframe's latents (`steps.keyframe_encoder`)."""
+        """The prompt's hidden states (rank 0); with a first or last frame, diffusers' fl2va
+        presentation of the prompt and the keyframes' latents (`steps.keyframe_encoder`)."""
         from .steps import keyframe_encoder, text_encoder
 
-        if request.image is None:
+        if not keyframes(request):
             out = text_encoder(pipe)(prompt=request.prompt, output=list(ENCODED))
             return {name: out[name] for name in ENCODED}
-        first = request_images(request)[0]  # at its own size: the resize step stretches it
         out = keyframe_encoder(pipe)(
             prompt=request.prompt,
-            image=first,
+            **keyframes(request),  # at their own size: the resize step puts them on the canvas
             height=request.height,
             width=request.width,
             output=[*ENCODED, "condition_latents"],
@@ -111,13 +142,13 @@ class MiniMaxH3(Family):
         keyframes = sorted(name for name in tensors if name.startswith(KEYFRAME))
         if keyframes:
             kwargs["condition_latents"] = [tensors[name] for name in keyframes]
-            kwargs["keyframe_anchors"] = ("first",)
+            kwargs["keyframe_anchors"] = anchors(request)
         return kwargs
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from .steps import DenoiseRunner
 
-        return DenoiseRunner(pipe, keyframes=request.image is not None)
+        return DenoiseRunner(pipe, keyframes=bool(anchors(request)))
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         """The video VAE's decode as its temporal clips (`decode.py`), each decoded with the

@@ -16,39 +16,41 @@ BODY = {"prompt": "a robot dancing, drums 🥁", "seed": 5, "guidance_scale": 1.
 BODY.update(width=32, height=32, num_frames=124, num_inference_steps=2)
 
 
-def _png(width: int, height: int) -> str:
-    """A seeded first frame as base64 PNG."""
+def _png(width: int, height: int, seed: int) -> str:
+    """A seeded keyframe as base64 PNG."""
     import base64
     import io
 
     from PIL import Image
 
-    pixels = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, "PNG")
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-# First frame to audio and video (fl2va): a 48x32 image stretched onto the 32x32 canvas; its
-# one latent frame is packed before the generated rows as clean conditioning rows.
-FIRST_FRAME = {**BODY, "prompt": "the fox runs off", "seed": 6, "image": _png(48, 32)}
+# First and last frame to audio and video (fl2va): a 48x32 first frame stretched onto the
+# 32x32 canvas, a 32x64 last frame cover-cropped onto it; their latent frames are packed at the
+# two ends of the video as clean conditioning rows.
+FIRST_LAST = {**BODY, "prompt": "the fox runs off", "seed": 6, "image": _png(48, 32, 3)}
+FIRST_LAST["last_image"] = _png(32, 64, 4)
 
 
-def _image(body: Any) -> Any:
+def _image(data: str) -> Any:
     import base64
     import io
 
     from PIL import Image
 
-    with Image.open(io.BytesIO(base64.b64decode(body["image"]))) as img:
+    with Image.open(io.BytesIO(base64.b64decode(data))) as img:
         return img.convert("RGB")
 
 
 def called_with_audio(pipe: Any, body: Any) -> tuple[np.ndarray, np.ndarray]:
-    """`MiniMaxH3ModularPipeline` as its documentation calls it for `body` (with its first
-    frame, if any, as `image`): the frames (F, H, W, 3) in 0..1 and the stereo track (2,
-    samples)."""
-    keyframes = {"image": _image(body)} if body.get("image") else {}
+    """`MiniMaxH3ModularPipeline` as its documentation calls it for `body` (its first and
+    last frames, if any, as `image` and `last_image`): the frames (F, H, W, 3) in 0..1 and
+    the stereo track (2, samples)."""
+    keyframes = {k: _image(body[k]) for k in ("image", "last_image") if body.get(k)}
     with torch.no_grad():
         state = pipe(
             **keyframes,
@@ -72,6 +74,6 @@ def direct(pipe: Any, body: Any) -> np.ndarray:
 
 TINY_JOBS = (
     TinyJob("tiny-minimax-h3", BODY, direct),
-    TinyJob("tiny-minimax-h3", FIRST_FRAME, direct, name="first frame", ranks=(2,)),
+    TinyJob("tiny-minimax-h3", FIRST_LAST, direct, name="first and last frame", ranks=(2,)),
 )
 """The jobs the family contract runs: the smallest first."""
