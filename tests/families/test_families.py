@@ -89,10 +89,10 @@ def test_every_spec_is_complete(spec: FamilySpec):
 NO_SINGLE_FILE = {
     "cogvideox",
     "qwen_image21",
-    "minimax_h3",  # not read yet (the pruned-AdaLN key map: issue 56)
 }
 """Families with no single-file format (CogVideoX: no ComfyUI file, no diffusers loader), or
-whose files are not read yet (Qwen-Image 2.1: `qwen_image_2.1_int8_convrot`)."""
+whose files are not read yet (Qwen-Image 2.1: `qwen_image_2.1_int8_convrot`). MiniMax H3's DiT
+files are recognised (its pipeline is not built from files yet)."""
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.name)

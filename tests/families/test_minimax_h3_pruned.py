@@ -16,6 +16,7 @@ from quant_files import int8_layer
 from safetensors.torch import save_file
 
 from paradit.backend.models.families.minimax_h3 import pruned
+from paradit.backend.models.families.minimax_h3.single_file import TABLE, detect_config
 from paradit.backend.models.families.minimax_h3.tiny import h3_transformer
 from paradit.backend.models.tiny_parts import seeded
 
@@ -95,7 +96,7 @@ def write_pruned(path, model) -> None:
     ]:
         state[key] = state[key] @ v
     original = original_names(state)
-    original[pruned.TABLE] = g @ v
+    original[TABLE] = g @ v
     original["rope.inv_freq"] = model.rope.inv_freq.clone()
     tensors: dict[str, torch.Tensor] = {}
     for key, value in original.items():
@@ -154,11 +155,20 @@ def dit_inputs(config) -> dict[str, torch.Tensor]:
 
 
 def test_pruned_int8_convrot_file_computes_diffusers_unpruned(tmp_path, unpruned):
-    """The file's config is read off its shapes (28 heads of 8, 2 blocks, 1 refiner block,
-    the curve 33x32), and the pruned model on its weights equals diffusers' unpruned DiT on
-    the same int8 values, on the grid; off the grid it interpolates (it differs)."""
+    """The file is recognised as a pruned H3 DiT (no pipeline is built from H3's files yet:
+    `--model` refuses it), its config read off its shapes (28 heads of 8, 2 blocks, 1
+    refiner block, the curve 33x32), and the pruned model on its weights equals diffusers'
+    unpruned DiT on the same int8 values, on the grid; off the grid it interpolates (it
+    differs)."""
+    from paradit.backend.models.single_file.build import meta_pipeline_of_files
+    from paradit.backend.models.single_file.detect import recognise
+
     path = tmp_path / "minimax_h3_fl2va_pruned_int8_convrot.safetensors"
     write_pruned(path, unpruned)
+    detection = recognise(str(path)).detection  # the generic recognition (`paradit models`)
+    assert (detection.role, detection.variant) == ("transformer", "minimax-h3-pruned")
+    with pytest.raises(ValueError, match="recognised, but not runnable from single files yet"):
+        meta_pipeline_of_files(str(path))
     model = pruned.load_pruned_file(str(path), torch.float32)
     config = model.config
     assert (config.num_attention_heads, config.attention_head_dim) == (28, 8)
@@ -191,5 +201,5 @@ def test_curve_table_interpolates_as_comfyui_reads_it():
 
 @pytest.mark.fast
 def test_a_file_without_the_table_is_refused():
-    with pytest.raises(ValueError, match="adaln_t_table"):
-        pruned.detect_config({"video_patch_proj.weight": (64, 16)})
+    with pytest.raises(ValueError, match=TABLE):
+        detect_config({"video_patch_proj.weight": (64, 16)})

@@ -34,11 +34,10 @@ from diffusers.models.transformers.transformer_minimax_h3 import (
 )
 from torch import nn
 
-TABLE = "adaln_t_table"
-"""The pruned files' curve table, (grid points, curve width), float32."""
+from .single_file import DIT_PREFIX, TABLE, detect_dit
+
 TABLE_PARAMETER = "time_embedder.table"
 """Where `MiniMaxH3PrunedTransformer3DModel` holds it."""
-_CURVE_DIM = "time_embed_dim"
 
 
 class CurveTable(nn.Module):
@@ -97,24 +96,12 @@ class MiniMaxH3PrunedTransformer3DModel(MiniMaxH3Transformer3DModel):
     def __init__(self, adaln_curve_grid: int = 1025, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         config = self.config
-        width = config[_CURVE_DIM]
+        width = config.time_embed_dim
         self.time_proj = _PassThrough()
         self.time_embedder = CurveTable(adaln_curve_grid, width)
         for block in self.transformer_blocks:
             block.adaln_proj = CurveModulation(width, config.hidden_size)
         self.norm_out = CurveNormOut(config.hidden_size, width, config.final_norm_eps)
-
-
-def is_pruned(keys: Mapping[str, Any]) -> bool:
-    """A pruned-AdaLN H3 DiT's keys (its curve table in place of the timestep MLP)."""
-    return TABLE in keys
-
-
-def pruned_config(shapes: Mapping[str, tuple[int, ...]], base: Mapping[str, Any]) -> dict:
-    """The pruned model's config: `base` (an H3 DiT config) with the curve's grid and width
-    read off the table's shape."""
-    grid, width = shapes[TABLE]
-    return {**base, "adaln_curve_grid": int(grid), _CURVE_DIM: int(width)}
 
 
 def convert_pruned(checkpoint: dict[str, torch.Tensor], config: Mapping[str, Any]) -> dict:
@@ -139,10 +126,10 @@ def convert_pruned(checkpoint: dict[str, torch.Tensor], config: Mapping[str, Any
 def pruned_from_state(
     checkpoint: dict[str, torch.Tensor], config: Mapping[str, Any], dtype: torch.dtype
 ) -> MiniMaxH3PrunedTransformer3DModel:
-    """The pruned DiT of `config` (`pruned_config`) holding `checkpoint`'s weights (original
-    key names); every weight must be there, and nothing more. The curve table, the patch
-    projections and the heads stay float32 (`_keep_in_fp32_modules`, as diffusers holds
-    them)."""
+    """The pruned DiT of `config` (`single_file.pruned_config`) holding `checkpoint`'s
+    weights (original key names); every weight must be there, and nothing more. The curve
+    table, the patch projections and the heads stay float32 (`_keep_in_fp32_modules`, as
+    diffusers holds them)."""
     model = MiniMaxH3PrunedTransformer3DModel(**config)
     state = convert_pruned(checkpoint, config)
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -158,69 +145,18 @@ def pruned_from_state(
     return model.eval()
 
 
-# -- the file ---------------------------------------------------------------------------------
-
-DIT_PREFIX = "model.diffusion_model."
-"""ComfyUI's prefix, when a file carries it (the published H3 files do not)."""
-REAL_ROPE_FREQ_DIM = 16
-
-
-def detect_config(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
-    """The pruned DiT's config read off its file's shapes (original key names, prefix
-    stripped): widths and counts from the weights, the head width from the q norm's gain,
-    the curve from the table; epsilons and rotary theta are diffusers' defaults (what no
-    weight shows, and what every released H3 uses)."""
-    if not is_pruned(shapes):
-        raise ValueError(f"a pruned H3 DiT holds `{TABLE}`; this file has none")
-    hidden, video_patch = shapes["video_patch_proj.weight"]
-    head_dim = shapes["blocks.0.attn.q_norm.weight"][0]
-    fused = shapes["blocks.0.attn.qkv_proj.weight"][0]
-    patch = (1, 2, 2)  # H3's (t, h, w) patch: the patch projection's width is channels x 4
-    rope = shapes.get("rope.inv_freq")
-    config = {
-        "num_attention_heads": fused // 3 // head_dim,
-        "attention_head_dim": head_dim,
-        "hidden_size": hidden,
-        "num_layers": _count(shapes, "blocks.", ".attn.qkv_proj.weight"),
-        "num_refiner_layers": _count(shapes, "token_refiner.blocks.", ".attn.qkv_proj.weight"),
-        "ffn_dim": shapes["blocks.0.mlp.fc1.weight"][0] // 2,
-        "in_channels": video_patch // (patch[0] * patch[1] * patch[2]),
-        "audio_in_channels": shapes["audio_patch_proj.weight"][1],
-        "patch_size": patch,
-        "text_dim": shapes["condition_proj.weight"][1],
-        "rope_freq_dim": rope[0] if rope else REAL_ROPE_FREQ_DIM,
-    }
-    return pruned_config(shapes, config)
-
-
-def _count(shapes: Mapping[str, Any], prefix: str, suffix: str) -> int:
-    found = {
-        int(key[len(prefix) :].split(".", 1)[0])
-        for key in shapes
-        if key.startswith(prefix) and key.endswith(suffix)
-    }
-    return max(found) + 1 if found else 0
-
-
 def load_pruned_file(path: str, dtype: torch.dtype) -> MiniMaxH3PrunedTransformer3DModel:
     """A pruned H3 DiT file (bf16, or ComfyUI's int8_convrot: dequantized on load by the
     single-file reader) as `MiniMaxH3PrunedTransformer3DModel`."""
     from ...single_file.components import read_whole
-    from ...single_file.detection import Detection
     from ...single_file.header import read_header
-    from ...single_file.quant import is_scale_key
     from ...single_file.vocabulary import Part
 
     header = read_header(path)
     prefix = DIT_PREFIX if any(k.startswith(DIT_PREFIX) for k in header.tensors) else ""
-    if prefix:
-        header = header.view(prefix)
-    shapes = {k: v.shape for k, v in header.tensors.items() if not is_scale_key(k)}
-    config = detect_config(shapes)
-    detection = Detection(
-        "transformer", "minimax_h3", "minimax-h3-pruned", "comfy", prefix, config,
-        (f"{TABLE} {list(shapes[TABLE])}",),
-    )  # fmt: skip
-    weights = read_whole(Part(header, detection), torch.float32)
+    detection = detect_dit(header, prefix)
+    if detection is None or "adaln_curve_grid" not in detection.config:
+        raise ValueError(f"{header.name} holds no pruned MiniMax H3 DiT (`{TABLE}`)")
+    weights = read_whole(Part(header, detection), torch.float32, prefix)
     weights.pop("rope.inv_freq", None)
-    return pruned_from_state(weights, config, dtype)
+    return pruned_from_state(weights, detection.config, dtype)
