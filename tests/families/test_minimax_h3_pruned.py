@@ -203,3 +203,19 @@ def test_curve_table_interpolates_as_comfyui_reads_it():
 def test_a_file_without_the_table_is_refused():
     with pytest.raises(ValueError, match=TABLE):
         detect_config({"video_patch_proj.weight": (64, 16)})
+
+
+def test_prune_is_the_unpruned_dit_on_the_grid(unpruned):
+    """`pruned.prune` (what the contract's "pruned AdaLN" job runs on 3 ranks) at the timestep
+    MLP's full width equals diffusers' DiT at the grid's points; the published width (8)
+    and a width past the MLP's are refused or approximate, as they say."""
+    model = pruned.prune(unpruned, grid=GRID, width=32)
+    inputs = dit_inputs(unpruned.config)
+    with torch.no_grad():
+        ours = model(**inputs, return_dict=False)
+        theirs = unpruned(**inputs, return_dict=False)
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), (a - b).abs().max()
+    assert pruned.prune(unpruned, grid=GRID).config.time_embed_dim == 8
+    with pytest.raises(ValueError, match="1 to 32"):
+        pruned.prune(unpruned, width=33)

@@ -34,7 +34,7 @@ from diffusers.models.transformers.transformer_minimax_h3 import (
 )
 from torch import nn
 
-from .single_file import DIT_PREFIX, TABLE, detect_dit
+from .single_file import CURVE_DIM, DIT_PREFIX, TABLE, detect_dit
 
 TABLE_PARAMETER = "time_embedder.table"
 """Where `MiniMaxH3PrunedTransformer3DModel` holds it."""
@@ -160,3 +160,33 @@ def load_pruned_file(path: str, dtype: torch.dtype) -> MiniMaxH3PrunedTransforme
     weights = read_whole(Part(header, detection), torch.float32, prefix)
     weights.pop("rope.inv_freq", None)
     return pruned_from_state(weights, detection.config, dtype)
+
+
+def prune(
+    dit: MiniMaxH3Transformer3DModel, grid: int = 1025, width: int = 8
+) -> MiniMaxH3PrunedTransformer3DModel:
+    """`dit` made into its pruned-AdaLN form as the pruned files are made: `silu(e(t))`
+    sampled on `grid` points over [0, 1] (G), its `width` leading right singular vectors V,
+    the table `G V` and every AdaLN projection's weight `W V` (biases unchanged). Exact at the
+    grid's points when `width` is the timestep MLP's full width; the published files keep 8."""
+    config = {k: v for k, v in dit.config.items() if not k.startswith("_")}
+    full = config[CURVE_DIM]
+    if not 1 <= width <= full or grid < 2:
+        raise ValueError(
+            f"a pruned curve has 2 or more points and 1 to {full} (the timestep MLP's width) "
+            f"columns, got {grid} points of {width}"
+        )
+    with torch.no_grad():
+        t = torch.linspace(0, 1, grid, dtype=torch.float32)
+        sampled = nn.functional.silu(dit.time_embedder(dit.time_proj(t).to(torch.float32)))
+        basis = torch.linalg.svd(sampled.double(), full_matrices=True)[2].T[:, :width].float()
+        pruned = MiniMaxH3PrunedTransformer3DModel(
+            **{**config, "adaln_curve_grid": grid, CURVE_DIM: width}
+        )
+        state = {k: v for k, v in dit.state_dict().items() if not k.startswith("time_embedder.")}
+        for key in state:
+            if key.endswith(("adaln_proj.linear.weight", "norm_out.linear.weight")):
+                state[key] = (state[key].float() @ basis).to(state[key].dtype)
+        state[TABLE_PARAMETER] = sampled @ basis
+        pruned.load_state_dict(state)
+    return pruned.to(dit.dtype).eval()

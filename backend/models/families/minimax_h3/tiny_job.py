@@ -72,8 +72,20 @@ def direct(pipe: Any, body: Any) -> np.ndarray:
     return called_with_audio(pipe, body)[0]
 
 
+def pruned(pipe: Any) -> Any:
+    """The pipeline with its DiT in the pruned-AdaLN form (`pruned.prune`: the table on 1025
+    points, at the timestep MLP's full width, so the job stays close to the unpruned one)."""
+    from .pruned import prune
+
+    pipe.update_components(transformer=prune(pipe.transformer, width=32))
+    return pipe
+
+
 TINY_JOBS = (
     TinyJob("tiny-minimax-h3", BODY, direct),
     TinyJob("tiny-minimax-h3", FIRST_LAST, direct, name="first and last frame", ranks=(2,)),
+    # the pruned-AdaLN DiT (ComfyUI's pruned files) through the job on 3 ranks (world size 1
+    # against diffusers' unpruned DiT: tests/families/test_minimax_h3_pruned.py)
+    TinyJob("tiny-minimax-h3", BODY, None, name="pruned AdaLN", ranks=(3,), variant=pruned),
 )
 """The jobs the family contract runs: the smallest first."""
