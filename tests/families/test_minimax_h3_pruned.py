@@ -161,6 +161,7 @@ def test_pruned_int8_convrot_file_computes_diffusers_unpruned(tmp_path, unpruned
     unpruned DiT on the same int8 values, on the grid; off the grid it interpolates (it
     differs)."""
     from paradit.backend.models.single_file.build import meta_pipeline_of_files
+    from paradit.backend.models.single_file.components import FILE_TOOLS
     from paradit.backend.models.single_file.detect import recognise
 
     path = tmp_path / "minimax_h3_fl2va_pruned_int8_convrot.safetensors"
@@ -169,7 +170,7 @@ def test_pruned_int8_convrot_file_computes_diffusers_unpruned(tmp_path, unpruned
     assert (detection.role, detection.variant) == ("transformer", "minimax-h3-pruned")
     with pytest.raises(ValueError, match="recognised, but not runnable from single files yet"):
         meta_pipeline_of_files(str(path))
-    model = pruned.load_pruned_file(str(path), torch.float32)
+    model = pruned.load_pruned_file(str(path), torch.float32, FILE_TOOLS)
     config = model.config
     assert (config.num_attention_heads, config.attention_head_dim) == (28, 8)
     assert (config.num_layers, config.num_refiner_layers, config.ffn_dim) == (2, 1, 64)

@@ -34,6 +34,8 @@ from diffusers.models.transformers.transformer_minimax_h3 import (
 )
 from torch import nn
 
+from ...single_file.header import read_header
+from ...single_file.vocabulary import FileTools, Part
 from .single_file import CURVE_DIM, DIT_PREFIX, TABLE, detect_dit
 
 TABLE_PARAMETER = "time_embedder.table"
@@ -145,19 +147,17 @@ def pruned_from_state(
     return model.eval()
 
 
-def load_pruned_file(path: str, dtype: torch.dtype) -> MiniMaxH3PrunedTransformer3DModel:
+def load_pruned_file(
+    path: str, dtype: torch.dtype, tools: FileTools
+) -> MiniMaxH3PrunedTransformer3DModel:
     """A pruned H3 DiT file (bf16, or ComfyUI's int8_convrot: dequantized on load by the
-    single-file reader) as `MiniMaxH3PrunedTransformer3DModel`."""
-    from ...single_file.components import read_whole
-    from ...single_file.header import read_header
-    from ...single_file.vocabulary import Part
-
+    single-file reader, `tools.read_whole`) as `MiniMaxH3PrunedTransformer3DModel`."""
     header = read_header(path)
     prefix = DIT_PREFIX if any(k.startswith(DIT_PREFIX) for k in header.tensors) else ""
     detection = detect_dit(header, prefix)
     if detection is None or "adaln_curve_grid" not in detection.config:
         raise ValueError(f"{header.name} holds no pruned MiniMax H3 DiT (`{TABLE}`)")
-    weights = read_whole(Part(header, detection), torch.float32, prefix)
+    weights = tools.read_whole(Part(header, detection), torch.float32, prefix)
     weights.pop("rope.inv_freq", None)
     return pruned_from_state(weights, detection.config, dtype)
 
