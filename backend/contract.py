@@ -127,6 +127,9 @@ class Limits:
     """The model takes a start image but does not need one: text- and image-to-video in one
     model (Wan 2.2 TI2V-5B), whose `task` is text-to-video; a text-to-image model that also
     edits (Flux.2 with reference images). `needs_image` implies it."""
+    last_frame: bool = False
+    """The model also takes the frame a video ends on (`last_image`), with or without a
+    start image (MiniMax H3's first/last frame to video)."""
     min_image_side: int = 1
     """Input images must be at least this many pixels wide and high (Flux.2: 64)."""
     max_images: int = 1

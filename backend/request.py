@@ -250,6 +250,16 @@ def _image(value: Any, limits: Limits) -> str:
     return value
 
 
+def _last_image(value: Any, limits: Limits) -> str:
+    if not limits.last_frame:
+        raise ValueError(
+            "last_image (the frame the video ends on) is only accepted by models that take "
+            "first and last frames (MiniMax H3)"
+        )
+    decode_image_png(value, limits, "last_image")
+    return value
+
+
 def _task(value: Any, limits: Limits) -> str | None:
     """The task a request names: one the model serves ("" or None: the model's own, or its
     image task when the request has an image)."""
@@ -641,6 +651,19 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         tasks=(IMAGE_EDIT,),
     ),
     RequestField(
+        "last_image",
+        "image",
+        "Models that take first and last frames (MiniMax H3; GET /v1/info `limits.last_frame`): "
+        "the frame the video ends on, with `image` (the first) or alone. A base64 PNG or JPEG; "
+        "the command line takes a file.",
+        rule=_last_image,
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--last-image",
+        cli_type=read_image,
+        cli_metavar="PATH",
+        needs="last_frame",
+    ),
+    RequestField(
         "loras",
         "json",
         "LoRAs to apply, in order: [{name, strength}] (names as GET /v1/loras lists them; "
@@ -975,7 +998,7 @@ class JobRequest:
             if f.unsupported and given not in (None, [], {}):
                 raise ValueError(f.unsupported)
             if given is None and f.kind == "image":
-                if limits.needs_image:
+                if limits.needs_image and f.name == "image":
                     raise ValueError(
                         f"image is required for {task_name(limits.task)}: send a base64 PNG or JPEG"
                     )

@@ -198,7 +198,7 @@ def job_body(*, limits: dict[str, Any], **values: Any) -> dict[str, Any]:
         value = values.get(f.name)
         if f.widget_unset is not None and is_unset(f.name, value):
             continue  # left at the model's default
-        if f.kind == "image" and limits.get("needs_image") and not value:
+        if f.name == "image" and limits.get("needs_image") and not value:
             what = "an image to edit" if limits.get("task") == "edit" else "a start image"
             raise ValueError(f"this {limits.get('task')} model needs {what}: upload a PNG or JPEG")
         if f.kind == "text" and not (value or f.form):

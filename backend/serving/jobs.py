@@ -13,7 +13,7 @@ from typing import Any
 
 from ..audio import Audio
 from ..contract import FINAL_STATES
-from ..request import JobRequest
+from ..request import JobRequest, request_fields
 from .store import JobStore
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,9 @@ class JobBook:
     def finish(self, job: Job, status: str, error: str | None = None) -> None:
         with self._cond:
             job.status, job.error, job.finished = status, error, time.time()
-            job.request = job.request.replace(image=None)  # free the image
+            # free the input images (`image`, and `last_image` where a model takes one)
+            images = {f.name: None for f in request_fields() if f.kind == "image"}
+            job.request = job.request.replace(**images)
             self._save(job)
             self._cond.notify_all()
 

@@ -1,9 +1,11 @@
 """MiniMax H3 text-to-audio-video: the limits, the 17n+5 frame rule, the `random:` preset's
-parameters and the plan at real size. (World size 1 against diffusers' blocks called
+parameters and the plan at real size; the video decode as its temporal clips (what the ranks
+share) against the VAE's own. (World size 1 against diffusers' blocks called
 directly, Ulysses at 2, 3 and 4 ranks against world size 1, audio included, and the LoRA job:
 the family contract, tests/families/test_family_contract.py.)
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (3 s in the suite's two-worker run on 2 cores, 2026-11-29, and the clip
+decode's 2 s on a loaded machine).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+import torch
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.minimax_h3.memory import audio_rows, latent_frames
@@ -95,3 +98,56 @@ def test_plan_at_real_size_uses_the_dry_run(caplog):
     assert report["memory"]["weights_bytes"]["transformer"] == H3_DIT * 2
     parts = report["memory"]["reference_job"]["parts_bytes"]
     assert parts["activations"] > 2**30 and parts["decode"] > 2**30
+
+
+@pytest.mark.parametrize("count", [12, 9])
+def test_clip_decode_is_the_vaes_own_byte_for_byte(count):
+    """The video decode as its temporal clips (`decode.py`: the pieces dealt over the ranks)
+    joined on the leader equals `vae.decode` with the spatial tiling on, bit for bit: 12
+    latent frames (2 clips, none padded) and 9 (2 clips, the last latent frame repeated 3
+    times to fill the second, their frames trimmed), 64x64 pixels in 32-pixel tiles (4 a
+    clip)."""
+    from paradit.backend.models.families.minimax_h3 import decode
+    from paradit.backend.models.families.minimax_h3.tiny import h3_vae
+    from paradit.backend.models.tiny_parts import seeded
+
+    vae = seeded(702, h3_vae).eval()
+    vae.enable_tiling(
+        tile_sample_min_height=32,
+        tile_sample_min_width=32,
+        tile_sample_min_overlap_height=16,
+        tile_sample_min_overlap_width=16,
+    )
+    z = torch.randn(1, 4, count, 4, 4, generator=torch.Generator().manual_seed(1))
+    plan = decode.plan_clips(vae, z)
+    assert (plan.num_clips, plan.pad_tokens) == {12: (2, 0), 9: (2, 3)}[count]
+    with torch.no_grad():
+        whole = vae.decode(z, return_dict=False)[0]
+        joined = decode.join(vae, plan, [decode.clip(vae, plan, i) for i in range(plan.num_clips)])
+    assert joined.shape == whole.shape and torch.equal(joined, whole)
+
+
+@pytest.mark.fast
+def test_last_image_is_h3s_alone(meta_pipe):
+    """`last_image` (the frame the video ends on) is taken by a model whose limits say
+    `last_frame` (H3), alone or after `image`; any other model refuses it, saying which."""
+    import base64
+    import dataclasses
+    import io
+
+    from PIL import Image
+
+    from paradit.backend.models.families.minimax_h3.adapter import anchors
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, "PNG")
+    png = base64.b64encode(buffer.getvalue()).decode()
+    limits = family_of(meta_pipe).limits(meta_pipe, tiny=False)
+    assert limits.last_frame and limits.accepts_image
+    alone = JobRequest.from_body({"prompt": "a fox", "last_image": png}, limits)
+    both = JobRequest.from_body({"prompt": "a fox", "image": png, "last_image": png}, limits)
+    text = JobRequest.from_body({"prompt": "a fox"}, limits)
+    assert (anchors(alone), anchors(both), anchors(text)) == (("last",), ("first", "last"), ())
+    other = dataclasses.replace(limits, last_frame=False)  # e.g. Wan 2.2 TI2V-5B
+    with pytest.raises(ValueError, match="last_image .* only accepted by models that take"):
+        JobRequest.from_body({"prompt": "a fox", "last_image": png}, other)

@@ -223,7 +223,7 @@ WEIGHT_DIGESTS = {
     "tiny-qwen-image-edit": "a107f66bc2542c26",
     "tiny-krea2": "6ff19b137f20e557",
     "tiny-qwen-image2.1": "b75e6f51c6c70ad5",
-    "tiny-minimax-h3": "35cb37d9f8c4abdb",
+    "tiny-minimax-h3": "15057f5b771725a3",  # its Qwen3-VL takes images (vision markers)
 }
 
 

@@ -130,7 +130,7 @@ def test_the_web_form_shows_what_the_task_reads():
         names = [f.name for f in form_fields(task)]
         shown = [f for f in request_fields() if f.form and task in f.tasks]
         assert names == [f.name for f in shown if not f.needs]  # no model: none that needs one
-        every = {"samplers": ["euler"], "two_experts": True}
+        every = {"samplers": ["euler"], "two_experts": True, "last_frame": True}
         assert [f.name for f in form_fields(task, every)] == [f.name for f in shown]
     assert "num_frames" not in [f.name for f in form_fields(TEXT_TO_IMAGE)]
     assert "loras" not in [f.name for f in form_fields(TEXT_TO_VIDEO)]  # form=False

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ....contract import TEXT_TO_VIDEO
 from ...family_spec import FamilySpec
+from ...file_spec import FileSpec
 from .adapter import MiniMaxH3
 from .memory import dit_forward
+from .single_file import MINIMAX_H3, detect_dit
 from .tiny import PRESETS as TINY_PRESETS
 from .tiny_job import TINY_JOBS
 
@@ -18,6 +20,8 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("MiniMaxH3Transformer3DModel",),
+    # recognised (`paradit models`); no pipeline is built from its files yet (single_file.py)
+    files=FileSpec(detect_dit=detect_dit, detection_order=90, family=MINIMAX_H3),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     vae_dry_frames=3,  # its decode's chunks: nothing under 3 latent frames

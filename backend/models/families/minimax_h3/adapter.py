@@ -13,9 +13,10 @@ What differs from the other video families:
   one branch, the sequence split over all of them.
 - Frames: 24 fps, 17n+5 frames between 5 and 15 seconds (124 to 351), sizes multiples of 32.
 - The video VAE decodes with its spatial tiling on, as released (the released frames are
-  the blended-tile ones): paradit's `--vae-tiling` does not change it, and the leader decodes
-  the whole video (no split over ranks yet). The audio (stereo, the mono audio VAE taking the
-  two channels as two items) decodes on the leader.
+  the blended-tile ones): paradit's `--vae-tiling` does not change it. Its temporal clips
+  are decoded apart (`decode.py`), dealt over the ranks, and joined on the leader as the VAE
+  joins them (byte for byte). The audio (stereo, the mono audio VAE taking the two channels
+  as two items) decodes on the leader.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ FRAMES_PER_CHUNK, LATENTS_PER_CHUNK = 17, 5
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, DEFAULT_STEPS = 1344, 768, 124, 30
 TINY_SIZE, TINY_STEPS = 32, 2
 ENCODED = ("prompt_embeds", "text_token_tags")
+KEYFRAME = "condition_latents_"
+"""`encode`'s tensors of the keyframes' latents, `condition_latents_0`, `_1`, ... in packed
+order (the first frame's, then the last's)."""
 
 
 def check_frames(num_frames: int) -> None:
@@ -46,6 +50,37 @@ def check_frames(num_frames: int) -> None:
             f"MiniMax H3 takes 17n+5 frames between {low} and {high} (5 to 15 s at 24 fps; "
             f"e.g. 124, 141, 243), got {num_frames}"
         )
+
+
+def anchors(request: JobRequest) -> tuple[str, ...]:
+    """The ends of the video the request's keyframes hold, in packed order (the first
+    frame's, then the last's), as diffusers' resize step names them."""
+    return tuple(
+        end
+        for end, image in (("first", request.image), ("last", request.last_image))
+        if image is not None
+    )
+
+
+def keyframes(request: JobRequest) -> dict[str, Any]:
+    """The request's keyframes as diffusers' fl2va blocks take them (`image`, `last_image`:
+    RGB PIL images at their own size); empty for text alone."""
+    return {
+        name: decoded_image(data)
+        for name, data in (("image", request.image), ("last_image", request.last_image))
+        if data is not None
+    }
+
+
+def decoded_image(data: str) -> Any:
+    """A base64 PNG or JPEG (a data: URL too) as an RGB PIL image at its own size."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[-1]))) as img:
+        return img.convert("RGB")
 
 
 class MiniMaxH3(Family):
@@ -67,24 +102,36 @@ class MiniMaxH3(Family):
             default_steps=TINY_STEPS if tiny else DEFAULT_STEPS,
             default_guidance=1.0,
             fps=FPS,
+            accepts_image=True,  # the first frame: fl2va
+            last_frame=True,  # and the last (`last_image`)
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
         return False  # guidance-distilled: one forward per step
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
-        from diffusers.modular_pipelines.minimax_h3.encoders import MiniMaxH3TextEncoderStep
+        """The prompt's hidden states (rank 0); with a first or last frame, diffusers' fl2va
+        presentation of the prompt and the keyframes' latents (`steps.keyframe_encoder`)."""
+        from .steps import keyframe_encoder, text_encoder
 
-        encoder = MiniMaxH3TextEncoderStep().init_pipeline()
-        encoder.update_components(
-            text_encoder=pipe.text_encoder, tokenizer=pipe.tokenizer, processor=pipe.processor
+        if not keyframes(request):
+            out = text_encoder(pipe)(prompt=request.prompt, output=list(ENCODED))
+            return {name: out[name] for name in ENCODED}
+        out = keyframe_encoder(pipe)(
+            prompt=request.prompt,
+            **keyframes(request),  # at their own size: the resize step puts them on the canvas
+            height=request.height,
+            width=request.width,
+            output=[*ENCODED, "condition_latents"],
         )
-        out = encoder(prompt=request.prompt, output=list(ENCODED))
-        return {name: out[name] for name in ENCODED}
+        tensors = {name: out[name] for name in ENCODED}
+        for index, latents in enumerate(out["condition_latents"]):
+            tensors[f"{KEYFRAME}{index}"] = latents
+        return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         check_frames(request.num_frames)
-        return {
+        kwargs = {
             "prompt_embeds": tensors["prompt_embeds"],
             "text_token_tags": tensors["text_token_tags"],
             "height": request.height,
@@ -92,24 +139,40 @@ class MiniMaxH3(Family):
             "num_frames": request.num_frames,
             "num_inference_steps": request.num_inference_steps,
         }
+        keyframes = sorted(name for name in tensors if name.startswith(KEYFRAME))
+        if keyframes:
+            kwargs["condition_latents"] = [tensors[name] for name in keyframes]
+            kwargs["keyframe_anchors"] = anchors(request)
+        return kwargs
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from .steps import DenoiseRunner
 
-        return DenoiseRunner(pipe, keyframes=False)
+        return DenoiseRunner(pipe, keyframes=bool(anchors(request)))
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
+        """The video VAE's decode as its temporal clips (`decode.py`), each decoded with the
+        spatial tiling on (as released): the clips are dealt over the ranks, the leader
+        joins them as the VAE does."""
+        from . import decode
+
         vae = pipe.vae
 
-        def decode_rows(z: torch.Tensor) -> torch.Tensor:
+        def denormalised(z: torch.Tensor) -> torch.Tensor:
             mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1).to(z)
             std = torch.tensor(vae.config.latents_std).view(1, -1, 1, 1, 1).to(z)
-            tiled = vae.use_tiling
+            return z * std + mean
+
+        def tiled(run: Any) -> Any:
+            was = vae.use_tiling
             vae.use_tiling = True  # the released decode (see the module's docstring)
             try:
-                return vae.decode(z * std + mean, return_dict=False)[0]
+                return run()
             finally:
-                vae.use_tiling = tiled
+                vae.use_tiling = was
+
+        def decode_rows(z: torch.Tensor) -> torch.Tensor:
+            return tiled(lambda: vae.decode(denormalised(z), return_dict=False)[0])
 
         def to_frames(video: torch.Tensor) -> np.ndarray:
             pixel_mean = torch.tensor(pipe.pixel_mean).view(1, -1, 1, 1, 1)
@@ -119,10 +182,11 @@ class MiniMaxH3(Family):
             return np.asarray(frames)[0]
 
         z = latents.to(device=vae.device, dtype=vae.dtype)
+        plan = decode.plan_clips(vae, denormalised(z))
         return TiledDecode(
-            costs=(1,),
-            decode_tile=lambda _index: decode_rows(z),
-            assemble=lambda decoded: to_frames(decoded[0]),
+            costs=(1,) * plan.num_clips,
+            decode_tile=lambda index: tiled(lambda: decode.clip(vae, plan, index)),
+            assemble=lambda clips: to_frames(decode.join(vae, plan, clips)),
             dtype=vae.dtype,
             vae=vae,
             latents=z,

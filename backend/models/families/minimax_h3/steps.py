@@ -97,6 +97,44 @@ def denoise_blocks(keyframes: bool) -> Any:
     )
 
 
+def text_encoder(pipe: Any) -> Any:
+    """diffusers' t2va text encoder block on the pipeline's Qwen3-VL (rank 0)."""
+    from diffusers.modular_pipelines.minimax_h3.encoders import MiniMaxH3TextEncoderStep
+
+    return _on_components(MiniMaxH3TextEncoderStep(), pipe)
+
+
+def keyframe_encoder(pipe: Any) -> Any:
+    """diffusers' fl2va blocks before the denoise, on the pipeline's components (rank 0):
+    the keyframes put onto the canvas (`MiniMaxH3ResizeStep`), the prompt presented with
+    them (`MiniMaxH3FL2VATextEncoderStep`), their latents (`MiniMaxH3KeyframeVaeEncoderStep`)."""
+    from diffusers.modular_pipelines.minimax_h3.before_encoder import MiniMaxH3ResizeStep
+    from diffusers.modular_pipelines.minimax_h3.encoders import (
+        MiniMaxH3FL2VATextEncoderStep,
+        MiniMaxH3KeyframeVaeEncoderStep,
+    )
+    from diffusers.modular_pipelines.modular_pipeline import SequentialPipelineBlocks
+
+    blocks = SequentialPipelineBlocks.from_blocks_dict(
+        {
+            "resize": MiniMaxH3ResizeStep(),
+            "text": MiniMaxH3FL2VATextEncoderStep(),
+            "vae_encode": MiniMaxH3KeyframeVaeEncoderStep(),
+        }
+    )
+    return _on_components(blocks, pipe)
+
+
+def _on_components(blocks: Any, pipe: Any) -> Any:
+    """`blocks` as a pipeline holding the loaded pipeline's components it names (nothing
+    copied); the ones `pipe` lacks are the blocks' defaults (the image processor)."""
+    runner = blocks.init_pipeline()
+    wanted = [spec.name for spec in runner.blocks.expected_components]
+    parts = {name: getattr(pipe, name, None) for name in wanted}
+    runner.update_components(**{k: v for k, v in parts.items() if v is not None})
+    return runner
+
+
 class DenoiseRunner:
     """The job's denoising on the loaded pipeline's components (nothing copied), called as
     a regular pipeline: returns `(latents, audio_latents)` (normalised, as the decode blocks
@@ -104,10 +142,7 @@ class DenoiseRunner:
 
     def __init__(self, pipe: Any, keyframes: bool):
         self.pipe = pipe
-        self.runner = denoise_blocks(keyframes).init_pipeline()
-        wanted = [spec.name for spec in self.runner.blocks.expected_components]
-        parts = {name: getattr(pipe, name, None) for name in wanted}
-        self.runner.update_components(**{k: v for k, v in parts.items() if v is not None})
+        self.runner = _on_components(denoise_blocks(keyframes), pipe)
 
     @property
     def scheduler(self) -> Any:

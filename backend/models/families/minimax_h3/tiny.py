@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...seeded import QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
+from ...qwen_vl import (
+    IMAGE_PAD_ID,
+    QWEN_VL_VOCAB_SIZE,
+    VIDEO_PAD_ID,
+    VISION_END_ID,
+    VISION_START_ID,
+    qwen_vl_tokenizer,
+)
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 HEADS, HEAD_DIM = 28, 8
@@ -24,7 +31,7 @@ def qwen3_vl_conditioner():
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     text = {
-        "vocab_size": QWEN_CHAT_VOCAB_SIZE,
+        "vocab_size": QWEN_VL_VOCAB_SIZE,
         "hidden_size": TEXT_DIM,
         "intermediate_size": 64,
         "num_hidden_layers": ENCODER_LAYERS,
@@ -50,7 +57,15 @@ def qwen3_vl_conditioner():
         "deepstack_visual_indexes": [1],
         "num_position_embeddings": 64,
     }
-    return Qwen3VLForConditionalGeneration(Qwen3VLConfig(text_config=text, vision_config=vision))
+    config = Qwen3VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=IMAGE_PAD_ID,
+        video_token_id=VIDEO_PAD_ID,
+        vision_start_token_id=VISION_START_ID,
+        vision_end_token_id=VISION_END_ID,
+    )
+    return Qwen3VLForConditionalGeneration(config)
 
 
 def qwen3_vl_processor() -> Any:
@@ -65,8 +80,11 @@ def qwen3_vl_processor() -> Any:
             return None
 
     return TinyQwen3VLProcessor(
-        image_processor=Qwen2VLImageProcessorPil(),
-        tokenizer=qwen_chat_tokenizer(),
+        # the vision tower's patches: 16 px, 2x2 merged, 2 frames (Qwen3-VL's, not Qwen2-VL's 14)
+        image_processor=Qwen2VLImageProcessorPil(
+            patch_size=16, merge_size=2, temporal_patch_size=2
+        ),
+        tokenizer=qwen_vl_tokenizer(),
         video_processor=None,
     )
 
@@ -142,7 +160,7 @@ def audio_scheduler():
 
 
 _H3: Builders = {
-    "tokenizer": qwen_chat_tokenizer,
+    "tokenizer": qwen_vl_tokenizer,
     "processor": qwen3_vl_processor,
     "text_encoder": lambda: seeded(701, qwen3_vl_conditioner),
     "vae": lambda: seeded(702, h3_vae),

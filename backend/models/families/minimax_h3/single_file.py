@@ -1,0 +1,114 @@
+"""MiniMax H3's DiT in a single file (Comfy-Org/MiniMax-H3's `minimax_h3_*`: the original key
+names, `blocks.N.attn.qkv_proj` with its rows `[q; k; v]`, `condition_proj`,
+`audio_patch_proj`, `final_layer`; with or without ComfyUI's prefix), the released one (its
+timestep MLP, `time_embedder`) or the pruned-AdaLN one (`adaln_t_table`: `pruned.py`).
+
+Recognised and its config read off the shapes, so `paradit models` names it; no H3 pipeline
+is built from single files yet (its video and audio VAE files and the Qwen3-VL encoder file
+are not read): `--model` with such a file is refused as recognised but not runnable. The
+pruned DiT itself loads with `pruned.load_pruned_file`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...single_file.detection import Detection, stripped
+from ...single_file.header import FileHeader
+
+MINIMAX_H3 = "minimax-h3"
+TABLE = "adaln_t_table"
+"""The pruned files' curve table, (grid points, curve width), float32."""
+CURVE_DIM = "time_embed_dim"
+"""A pruned DiT's AdaLN input: the curve's width (8 in the published files)."""
+DIT_PREFIX = "model.diffusion_model."
+"""ComfyUI's prefix, when a file carries it (the published H3 files do not)."""
+REAL_ROPE_FREQ_DIM = 16
+MARKS = ("blocks.0.adaln_proj.linear.weight", "condition_proj.weight", "audio_patch_proj.weight")
+"""Keys every H3 DiT file holds (the AdaLN projection of a block, the text and audio inputs)."""
+
+
+def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
+    """An H3 DiT under `prefix` (original names); None when the file has none."""
+    keys = stripped(header, prefix)
+    if not all(mark in keys for mark in MARKS) or "blocks.0.attn.qkv_proj.weight" not in keys:
+        return None
+    config = dit_config(keys)
+    pruned = TABLE in keys
+    if pruned:
+        config = pruned_config(keys, config)
+    heads, head_dim = config["num_attention_heads"], config["attention_head_dim"]
+    where = f" under {prefix!r}" if prefix else ""
+    reasons = (
+        f"MiniMax H3 DiT keys (condition_proj, audio_patch_proj, blocks.N.adaln_proj){where}",
+        f"width {config['hidden_size']}, {config['num_layers']} blocks, {heads} heads of "
+        f"{head_dim}, text width {config['text_dim']}",
+        f"pruned AdaLN: {TABLE} {list(keys[TABLE])} in place of the timestep MLP"
+        if pruned
+        else "its timestep MLP (time_embedder)",
+    )
+    variant = f"{MINIMAX_H3}-pruned" if pruned else MINIMAX_H3
+    return Detection("transformer", MINIMAX_H3, variant, "comfy", prefix, config, reasons)
+
+
+def is_pruned(keys: Mapping[str, Any]) -> bool:
+    """A pruned-AdaLN H3 DiT's keys (its curve table in place of the timestep MLP)."""
+    return TABLE in keys
+
+
+def pruned_config(shapes: Mapping[str, tuple[int, ...]], base: Mapping[str, Any]) -> dict:
+    """The pruned model's config: `base` (an H3 DiT config) with the curve's grid and width
+    read off the table's shape."""
+    grid, width = shapes[TABLE]
+    return {**base, "adaln_curve_grid": int(grid), CURVE_DIM: int(width)}
+
+
+def detect_config(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
+    """The pruned DiT's config read off its file's shapes (original key names, prefix
+    stripped; `dit_config`) with the curve's grid and width."""
+    if not is_pruned(shapes):
+        raise ValueError(f"a pruned H3 DiT holds `{TABLE}`; this file has none")
+    return pruned_config(shapes, dit_config(shapes))
+
+
+def dit_config(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
+    """An H3 DiT's config read off its file's shapes (original key names, prefix stripped):
+    widths and counts from the weights, the head width from the q norm's gain, the timestep
+    MLP's widths where the file has one (not a pruned file); epsilons and rotary theta are
+    diffusers' defaults (what no weight shows, and what every released H3 uses)."""
+    hidden, video_patch = shapes["video_patch_proj.weight"]
+    head_dim = shapes["blocks.0.attn.q_norm.weight"][0]
+    fused = shapes["blocks.0.attn.qkv_proj.weight"][0]
+    patch = (1, 2, 2)  # H3's (t, h, w) patch: the patch projection's width is channels x 4
+    rope = shapes.get("rope.inv_freq")
+    config = {
+        "num_attention_heads": fused // 3 // head_dim,
+        "attention_head_dim": head_dim,
+        "hidden_size": hidden,
+        "num_layers": _count(shapes, "blocks.", ".attn.qkv_proj.weight"),
+        "num_refiner_layers": _count(shapes, "token_refiner.blocks.", ".attn.qkv_proj.weight"),
+        "ffn_dim": shapes["blocks.0.mlp.fc1.weight"][0] // 2,
+        "in_channels": video_patch // (patch[0] * patch[1] * patch[2]),
+        "audio_in_channels": shapes["audio_patch_proj.weight"][1],
+        "patch_size": patch,
+        "text_dim": shapes["condition_proj.weight"][1],
+        "rope_freq_dim": rope[0] if rope else REAL_ROPE_FREQ_DIM,
+    }
+    if "time_embedder.proj_in.weight" in shapes:
+        inner, freq = shapes["time_embedder.proj_in.weight"]
+        config |= {
+            "freq_dim": freq,
+            "time_embed_hidden_dim": inner,
+            "time_embed_dim": shapes["time_embedder.proj_out.weight"][0],
+        }
+    return config
+
+
+def _count(shapes: Mapping[str, Any], prefix: str, suffix: str) -> int:
+    found = {
+        int(key[len(prefix) :].split(".", 1)[0])
+        for key in shapes
+        if key.startswith(prefix) and key.endswith(suffix)
+    }
+    return max(found) + 1 if found else 0
