@@ -144,6 +144,14 @@ class Limits:
     default_steps: int = 4
     default_guidance: float = 5.0
     fps: int = 16
+    """The frame rate a job runs at (its `video.mp4`'s) when the request gives no `fps`."""
+    fps_range: tuple[float, float] = ()
+    """The frame rates (low, high) a request's `fps` may ask for, where the model's pipeline
+    takes one (LTX-2: its positional embeddings in seconds and its audio's length follow
+    it); (): the model runs at `fps` only (a request's `fps` is refused unless it is that)."""
+    last_image: bool = False
+    """The model's pipeline takes a last frame beside the first (a request's `last_image`,
+    with `image` the first: LTX-2's keyframe conditions)."""
     min_tokens: int = 1
     """The sequence-parallel degree: every rank needs at least one token."""
     max_tokens: int = 2**17

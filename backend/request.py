@@ -241,6 +241,45 @@ def _image(value: Any, limits: Limits) -> str:
     return value
 
 
+def _last_image(value: Any, limits: Limits) -> str:
+    if not limits.last_image:
+        raise ValueError(
+            "last_image is only accepted by models whose pipeline takes a last frame "
+            "(GET /v1/info limits.last_image; this model's does not): leave it out"
+        )
+    decode_image_png(value, limits, "last_image")
+    return value
+
+
+def _fps(value: float, limits: Limits) -> float:
+    """A job's frame rate: within the model's `fps_range`, or the model's own rate."""
+    if limits.fps_range:
+        low, high = limits.fps_range
+        if not low <= value <= high:
+            raise ValueError(
+                f"fps must be between {low:g} and {high:g} for this model, got {value:g}"
+            )
+    elif value != limits.fps:
+        raise ValueError(
+            f"fps: this model runs at {limits.fps} fps only (limits.fps_range is empty), "
+            f"got {value:g}: leave fps out"
+        )
+    return value
+
+
+def _check_last_image(values: dict[str, Any]) -> None:
+    """A last frame comes with a first (`image`), and one stage (for now)."""
+    if values.get("last_image") is None:
+        return
+    if values.get("image") is None:
+        raise ValueError("last_image needs image (the first frame): send both")
+    if values.get("upscale") is not None:
+        raise ValueError(
+            "last_image is not run with upscale yet (stage 2 would need the keyframe "
+            "re-encoded at its size): leave one of them out"
+        )
+
+
 def _task(value: Any, limits: Limits) -> str | None:
     """The task a request names: one the model serves ("" or None: the model's own, or its
     image task when the request has an image)."""
@@ -599,6 +638,33 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_rest="images",
     ),
     RequestField(
+        "last_image",
+        "image",
+        "Models that take a last frame (limits.last_image: LTX-2): the video's last frame, "
+        "with `image` its first. A base64 PNG or JPEG; the command line takes a file.",
+        rule=_last_image,
+        tasks=(IMAGE_TO_VIDEO,),
+        cli="--last-image",
+        cli_type=read_image,
+        cli_metavar="PATH",
+        form=False,
+        needs="last_image",
+    ),
+    RequestField(
+        "fps",
+        "float",
+        "The video's frame rate (video.mp4's; LTX-2: its positional embeddings and audio "
+        "length follow it): within the model's limits.fps_range; default: the model's "
+        "limits.fps. A model without a range takes only its own.",
+        None,
+        low=0,
+        high=1000,
+        rule=_fps,
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--fps",
+        form=False,
+    ),
+    RequestField(
         "task",
         "text",
         "The task the job asks for, one of the model's (GET /v1/info `tasks`): `edit` on an "
@@ -953,7 +1019,7 @@ class JobRequest:
             if f.unsupported and given not in (None, [], {}):
                 raise ValueError(f.unsupported)
             if given is None and f.kind == "image":
-                if limits.needs_image:
+                if limits.needs_image and f.name == "image":
                     raise ValueError(
                         f"image is required for {task_name(limits.task)}: send a base64 PNG or JPEG"
                     )
@@ -968,6 +1034,7 @@ class JobRequest:
                 value = f.default_for(limits) if given is None else given
                 values[f.name] = _checked(f, value, limits, by_recipe.get(f.name))
         _check_task(values, limits)
+        _check_last_image(values)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)
         _check_guidance_terms(values, limits)
