@@ -128,8 +128,11 @@ class Limits:
     model (Wan 2.2 TI2V-5B), whose `task` is text-to-video; a text-to-image model that also
     edits (Flux.2 with reference images). `needs_image` implies it."""
     last_frame: bool = False
-    """The model also takes the frame a video ends on (`last_image`), with or without a
-    start image (MiniMax H3's first/last frame to video)."""
+    """The model also takes the frame a video ends on (a request's `last_image`), after the
+    start image (`image`): LTX-2's keyframe conditions, MiniMax H3's first/last frame."""
+    last_frame_alone: bool = False
+    """With `last_frame`: a request may give the last frame without a start image (MiniMax
+    H3's fl2va)."""
     min_image_side: int = 1
     """Input images must be at least this many pixels wide and high (Flux.2: 64)."""
     max_images: int = 1
@@ -147,6 +150,11 @@ class Limits:
     default_steps: int = 4
     default_guidance: float = 5.0
     fps: int = 16
+    """The frame rate a job runs at (its `video.mp4`'s) when the request gives no `fps`."""
+    fps_range: tuple[float, float] = ()
+    """The frame rates (low, high) a request's `fps` may ask for, where the model's pipeline
+    takes one (LTX-2: its positional embeddings in seconds and its audio's length follow
+    it); (): the model runs at `fps` only (a request's `fps` is refused unless it is that)."""
     min_tokens: int = 1
     """The sequence-parallel degree: every rank needs at least one token."""
     max_tokens: int = 2**17

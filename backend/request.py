@@ -254,10 +254,43 @@ def _last_image(value: Any, limits: Limits) -> str:
     if not limits.last_frame:
         raise ValueError(
             "last_image (the frame the video ends on) is only accepted by models that take "
-            "first and last frames (MiniMax H3)"
+            "first and last frames (GET /v1/info limits.last_frame: LTX-2, MiniMax H3)"
         )
     decode_image_png(value, limits, "last_image")
     return value
+
+
+def _fps(value: float, limits: Limits) -> float:
+    """A job's frame rate: within the model's `fps_range`, or the model's own rate."""
+    if limits.fps_range:
+        low, high = limits.fps_range
+        if not low <= value <= high:
+            raise ValueError(
+                f"fps must be between {low:g} and {high:g} for this model, got {value:g}"
+            )
+    elif value != limits.fps:
+        raise ValueError(
+            f"fps: this model runs at {limits.fps} fps only (limits.fps_range is empty), "
+            f"got {value:g}: leave fps out"
+        )
+    return value
+
+
+def _check_last_image(values: dict[str, Any], limits: Limits) -> None:
+    """A last frame comes with a first (`image`) unless the model takes it alone
+    (`limits.last_frame_alone`), and with one stage (for now)."""
+    if values.get("last_image") is None:
+        return
+    if values.get("image") is None and not limits.last_frame_alone:
+        raise ValueError(
+            "last_image needs image (the first frame) on this model "
+            "(limits.last_frame_alone is false): send both"
+        )
+    if values.get("upscale") is not None:
+        raise ValueError(
+            "last_image is not run with upscale yet (stage 2 would need the keyframe "
+            "re-encoded at its size): leave one of them out"
+        )
 
 
 def _task(value: Any, limits: Limits) -> str | None:
@@ -631,6 +664,20 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_rest="images",
     ),
     RequestField(
+        "fps",
+        "float",
+        "The video's frame rate (video.mp4's; LTX-2: its positional embeddings and audio "
+        "length follow it): within the model's limits.fps_range; default: the model's "
+        "limits.fps. A model without a range takes only its own.",
+        None,
+        low=0,
+        high=1000,
+        rule=_fps,
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--fps",
+        form=False,
+    ),
+    RequestField(
         "task",
         "text",
         "The task the job asks for, one of the model's (GET /v1/info `tasks`): `edit` on an "
@@ -653,9 +700,10 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
     RequestField(
         "last_image",
         "image",
-        "Models that take first and last frames (MiniMax H3; GET /v1/info `limits.last_frame`): "
-        "the frame the video ends on, with `image` (the first) or alone. A base64 PNG or JPEG; "
-        "the command line takes a file.",
+        "Models that take first and last frames (GET /v1/info `limits.last_frame`: LTX-2, "
+        "MiniMax H3): the frame the video ends on, with `image` (the first), or alone where "
+        "`limits.last_frame_alone` (MiniMax H3). A base64 PNG or JPEG; the command line takes "
+        "a file.",
         rule=_last_image,
         tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
         cli="--last-image",
@@ -1013,6 +1061,7 @@ class JobRequest:
                 value = f.default_for(limits) if given is None else given
                 values[f.name] = _checked(f, value, limits, by_recipe.get(f.name))
         _check_task(values, limits)
+        _check_last_image(values, limits)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)
         _check_guidance_terms(values, limits)

@@ -39,7 +39,7 @@ class Generation:
     """(F, H, W, 3) uint8, exactly the backend's PNG frames."""
     video: bytes | None
     """The backend's mp4 (H.264) when the job made more than one frame."""
-    fps: int
+    fps: float
     job: dict[str, Any]
     info: str
     audio: tuple[np.ndarray, int] | None = None
@@ -177,7 +177,7 @@ def generate(
         _cancel_quietly(client, job_id)
         raise
     frames, video = fetch_outputs(client, job)
-    fps = int(info.get("limits", {}).get("fps", 16))
+    fps = (job.get("request") or {}).get("fps") or info.get("limits", {}).get("fps", 16)
     audio = wav_track(client.audio(job["id"])) if "audio.wav" in job.get("files", ()) else None
     return Generation(frames, video, fps, job, describe(info, job), audio)
 

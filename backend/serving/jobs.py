@@ -83,7 +83,8 @@ class Job:
     @classmethod
     def from_record(cls, record: dict[str, Any], output_dir: Path) -> Job:
         """A job read back from the store (its outputs are in `output_dir/<id>`)."""
-        request = record.get("request_full") or {**record["request"], "image": None}
+        images = {f.name: None for f in request_fields() if f.kind == "image"}
+        request = record.get("request_full") or {**record["request"], **images}
         job = cls(request=JobRequest.from_dict(request), out_dir=output_dir / record["id"])
         job.id = record["id"]
         for name in ("status", "created", "started", "finished", "error", "num_frames", "replica"):

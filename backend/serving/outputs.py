@@ -57,7 +57,7 @@ def _write_whole(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
+def write_video(path: Path, frames: np.ndarray, fps: float) -> None:
     """H.264 (yuv420p) through the ffmpeg binary that imageio-ffmpeg ships."""
     import imageio_ffmpeg
 
@@ -83,7 +83,7 @@ def write_video(path: Path, frames: np.ndarray, fps: int) -> None:
 
 
 def write_result(
-    out_dir: Path, frames: np.ndarray, fps: int, audio: Audio | None = None
+    out_dir: Path, frames: np.ndarray, fps: float, audio: Audio | None = None
 ) -> list[str]:
     """The job's result for uint8 frames (F, H, W, 3): `video.mp4` (with `audio`, LTX-2's
     track: `audio.wav` and the mp4's AAC track) or `image.png`; returns the files written."""
@@ -104,7 +104,7 @@ def write_result(
 
 
 def write_outputs(
-    out_dir: Path, frames: np.ndarray, fps: int, audio: Audio | None = None
+    out_dir: Path, frames: np.ndarray, fps: float, audio: Audio | None = None
 ) -> list[str]:
     """The whole output layout at once: the result, then the PNG frames; the files written."""
     return write_result(out_dir, frames, fps, audio) + write_frames(out_dir, frames)

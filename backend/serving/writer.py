@@ -78,12 +78,12 @@ class OutputWriter:
         self.group: dict[str, Any] = {}
         """What job.json says of the group: plan, world size, device (set by `attach`)."""
         self.replica_ranks: list[list[int]] = []
-        self.fps = 16
+        self.fps: float = 16
         self._pool: ThreadPoolExecutor | None = None
         self._frames = ThreadPoolExecutor(1, "frame-writer")
         """Writes finished jobs' PNG frames, one job after another."""
 
-    def attach(self, group: dict[str, Any], replica_ranks: list[list[int]], fps: int) -> None:
+    def attach(self, group: dict[str, Any], replica_ranks: list[list[int]], fps: float) -> None:
         self.group, self.replica_ranks, self.fps = group, replica_ranks, fps
 
     def start(self) -> None:
@@ -114,7 +114,7 @@ class OutputWriter:
         try:
             begin_write = time.perf_counter()
             pixels = to_uint8(output.frames)
-            job.files = write_result(job.out_dir, pixels, self.fps, output.audio)
+            job.files = write_result(job.out_dir, pixels, self.job_fps(job), output.audio)
             if output.latents is not None:
                 job.files.append(write_latents(job.out_dir, output.latents))
             job.files += frame_names(len(pixels))  # on disk once `frames_written`
@@ -165,6 +165,10 @@ class OutputWriter:
         self.book.finish(job, status, error)
         log.info("job %s %s%s", job.id, status, f": {error}" if error else "")
 
+    def job_fps(self, job: Job) -> float:
+        """The job's frame rate: its request's `fps`, else the model's."""
+        return self.fps if job.request.fps is None else job.request.fps
+
     def record(self, job: Job, status: str, output: JobOutput) -> dict[str, Any]:
         """job.json: the request, the resolved plan, seed, timings and versions."""
         return {
@@ -180,6 +184,7 @@ class OutputWriter:
             "world_size": self.group["world_size"],
             "device": self.group["device"],
             "num_frames": job.num_frames,
+            "fps": self.job_fps(job),
             "files": job.files,
             "frames_written": job.frames_written,
             "timings": job.timings,

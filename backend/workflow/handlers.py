@@ -621,28 +621,36 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
 # (LTXVSeparateAVLatent) and decoded each (VAEDecode, LTXVAudioVAEDecode) into one video
 
 LTX2_FRAME_RATE = 24.0
-"""The frame rate paradit runs LTX-2 at (families/ltx2's FPS; tests check they agree): its
-video positions and the length of its audio."""
+"""The frame rate paradit runs LTX-2 at by default (families/ltx2's FPS; tests check they
+agree): its video positions and the length of its audio."""
+LTX2_FRAME_RATES = (1.0, 60.0)
+"""The frame rates a job may ask for (the request's `fps`; families/ltx2's FPS_RANGE, tests
+check they agree)."""
 LTX2_AUDIO_LATENTS_PER_SECOND = 25.0
 """LTX-2's audio latent frames a second: its audio VAE's 16 kHz over its mel hop of 160 over
 its temporal compression of 4 (tests check the tiny pipeline's)."""
 
 
-def ltx2_audio_latents(frames: int) -> tuple[int, int]:
-    """The audio latent frames of `frames` video frames at 24 fps: (ComfyUI's, paradit's).
-    ComfyUI's LTXVEmptyLatentAudio rounds the duration's latent count up, diffusers' LTX-2
-    pipeline (paradit's) to the nearest; with 8k+1 frames they agree only for 24k+17 frames."""
-    exact = frames / LTX2_FRAME_RATE * LTX2_AUDIO_LATENTS_PER_SECOND
-    return math.ceil(exact), round(exact)
+def ltx2_audio_latents(
+    frames: int, rate: float = LTX2_FRAME_RATE, video_frames: int | None = None
+) -> tuple[int, int]:
+    """The audio latent frames at `rate` fps: (ComfyUI's for LTXVEmptyLatentAudio's `frames`,
+    paradit's for the video's `video_frames`, `frames` when None). ComfyUI rounds the
+    duration's latent count up, diffusers' LTX-2 pipeline (paradit's) to the nearest; at 24
+    fps, with 8k+1 frames, they agree only for 24k+17 frames; at 25 fps for every count."""
+    video = frames if video_frames is None else video_frames
+    per_frame = LTX2_AUDIO_LATENTS_PER_SECOND / rate
+    return math.ceil(frames * per_frame), round(video * per_frame)
 
 
 def _frame_rate(m: Mapper, node: Node, widget: str) -> float:
     rate = m.widget(node, widget, float)
-    if rate != LTX2_FRAME_RATE:
+    low, high = LTX2_FRAME_RATES
+    if not low <= rate <= high:
         raise WorkflowError(
             node,
-            f"{widget} {rate:g}: paradit runs LTX-2 at {LTX2_FRAME_RATE:g} frames a second (its "
-            f"video positions and its audio's length); set {LTX2_FRAME_RATE:g}",
+            f"{widget} {rate:g}: paradit runs LTX-2 at {low:g} to {high:g} frames a second (its "
+            f"video positions and its audio's length; the request's fps)",
         )
     return rate
 
@@ -678,7 +686,9 @@ def _ltxv_conditioning(m: Mapper, node: Node) -> tuple[Any, ...]:
     positive = m.input(node, "positive", Conditioning)
     negative = m.input(node, "negative", Conditioning)
     rate = _frame_rate(m, node, "frame_rate")
-    m.say(node, f"frame rate {rate:g} (LTX-2's)")
+    m.say(
+        node, f"frame rate {rate:g} -> fps" + (" (LTX-2's own)" if rate == LTX2_FRAME_RATE else "")
+    )
     return (
         dataclasses.replace(positive, frame_rate=rate),
         dataclasses.replace(negative, frame_rate=rate),
@@ -689,18 +699,18 @@ def _empty_ltxv_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     width, height = m.widget(node, "width", int), m.widget(node, "height", int)
     frames = m.widget(node, "length", int)
     _batch_of_one(m, node)
-    if (frames - 1) % 8 or width < 32 or height < 32:
+    if frames < 1 or width < 32 or height < 32:
         raise WorkflowError(
             node,
-            f"{width}x{height}, {frames} frames: ComfyUI rounds the latent down to 32-pixel "
-            "tokens and 8k+1 frames, paradit takes frame counts that need no rounding; give "
-            "8k+1 frames (and at least 32x32)",
+            f"{width}x{height}, {frames} frames: ComfyUI's latent of 32-pixel tokens and "
+            "8k+1 frames needs at least 32x32 and 1 frame",
         )
-    # ComfyUI's latent: width // 32 x height // 32 tokens, the size paradit runs
-    latent = Latent(node, width // 32 * 32, height // 32 * 32, frames, ltxv=True)
+    # ComfyUI's latent: width // 32 x height // 32 tokens and (length - 1) // 8 + 1 latent
+    # frames, which decode to ((length - 1) // 8) * 8 + 1 frames: the size paradit runs
+    latent = Latent(node, width // 32 * 32, height // 32 * 32, (frames - 1) // 8 * 8 + 1, ltxv=True)
     rounded = ""
-    if (latent.width, latent.height) != (width, height):
-        rounded = f"{width}x{height}: ComfyUI's latent rounds it down to "
+    if (latent.width, latent.height, latent.frames) != (width, height, frames):
+        rounded = f"{width}x{height}, {frames} frames: ComfyUI's latent rounds it down to "
     m.say(node, rounded + _size_line(latent))
     return (latent,)
 
@@ -725,22 +735,18 @@ def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
             f"video_latent comes from node {video.node.id} ({video.node.type}): paradit joins "
             "an EmptyLTXVLatentVideo's latent to the audio",
         )
-    if audio.frames != video.frames:
-        raise WorkflowError(
-            audio.node,
-            f"frames_number {audio.frames} where the video latent (node {video.node.id}) has "
-            f"{video.frames} frames: paradit makes the audio of the video's length",
-        )
-    comfy, ours = ltx2_audio_latents(audio.frames)
+    rate = audio.frame_rate
+    comfy, ours = ltx2_audio_latents(audio.frames, rate, video.frames)
     if comfy != ours:
         raise WorkflowError(
             audio.node,
-            f"{audio.frames} frames at {LTX2_FRAME_RATE:g} fps: ComfyUI makes {comfy} audio "
-            f"latent frames (rounded up: ceil(frames / fps x 25), its audio VAE's "
-            f"num_of_latents_from_frames), paradit's LTX-2 pipeline {ours} (rounded: "
-            "round(frames / fps x 25), diffusers' LTX2Pipeline), so the audio and the video "
-            "would differ; give 24k+17 frames (17, 41, 65, ..., 113, 137: there both agree; "
-            "a templates' length of seconds x 24 + 1 never does)",
+            f"{audio.frames} frames at {rate:g} fps: ComfyUI makes {comfy} audio latent "
+            f"frames (rounded up: ceil(frames / fps x 25), its audio VAE's "
+            f"num_of_latents_from_frames), paradit's LTX-2 pipeline {ours} for the video "
+            f"latent's {video.frames} frames (node {video.node.id}; rounded: round(frames / "
+            "fps x 25), diffusers' LTX2Pipeline), so the audio would differ; give both nodes "
+            "one 8k+1 frame count where the two agree (at 24 fps 24k+17: 17, 41, ..., 113; at "
+            "25 fps any, so seconds x 25 + 1 in steps of 8 s: 201, 401)",
         )
     m.say(node, f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track)")
     return (dataclasses.replace(video, audio=audio),)
@@ -852,8 +858,8 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     track = "; its audio -> video.mp4's track" if audio is not None else ""
     m.say(
         node,
-        f"fps {fps:g}{', ' + rest if rest else ''} (not mapped: video.mp4 takes the model's "
-        f"frame rate, H.264){track}",
+        f"fps {fps:g}{', ' + rest if rest else ''} (video.mp4 at the job's frame rate, "
+        f"H.264){track}",
     )
     return (Video(decoded, fps, audio),)
 
@@ -873,11 +879,12 @@ def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> Decoded
             "paradit writes the audio sampled with these images into video.mp4: connect their "
             "LTXVAudioVAEDecode to the audio input",
         )
-    if fps != LTX2_FRAME_RATE:
+    rate = sampled.latent.audio.frame_rate
+    if fps != rate:
         raise WorkflowError(
             node,
-            f"fps {fps:g}: the audio track lasts the frames at {LTX2_FRAME_RATE:g} fps, "
-            f"paradit's video.mp4 plays them at that rate; set {LTX2_FRAME_RATE:g}",
+            f"fps {fps:g}: the audio track lasts the frames at {rate:g} fps (the audio latent's "
+            f"frame_rate), paradit's video.mp4 plays them at that rate; set {rate:g}",
         )
     return audio
 

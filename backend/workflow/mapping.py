@@ -19,7 +19,7 @@ from ..sampling.names import CFG_NORM, CFG_PLAIN
 from .defaults import default_for
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
-from .handlers import OUTPUT_NODES, Mapper
+from .handlers import LTX2_FRAME_RATE, OUTPUT_NODES, Mapper
 from .nodes import REFUSED, SPECS
 from .two_stage import upscale_request
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
@@ -127,6 +127,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     elif _shift(models, first) is not None:
         request["shift"] = _shift(models, first)
     _audio_video(decoded, positive, negative, first)
+    if latent.audio is not None and latent.audio.frame_rate != LTX2_FRAME_RATE:
+        request["fps"] = latent.audio.frame_rate
     if len(sampled.stages) == 2:
         request["guidance_scale_low"] = last.cfg
         request["switch_step"] = first.end
@@ -223,6 +225,13 @@ def _audio_video(
                 first.node,
                 "a prompt without LTXVConditioning's frame rate: ComfyUI then runs LTX-2 at "
                 "its model's default rate, paradit at 24; add LTXVConditioning (24)",
+            )
+        if cond.frame_rate != latent.audio.frame_rate:
+            raise WorkflowError(
+                latent.audio.node,
+                f"frame_rate {latent.audio.frame_rate:g} where the prompt's LTXVConditioning "
+                f"says {cond.frame_rate:g}: paradit runs the video and its audio at one rate "
+                "(the request's fps); give both the same",
             )
     if decoded.audio is None:
         raise WorkflowError(

@@ -177,17 +177,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "LTXVConditioning",
         ("frame_rate",),
-        "LTX-2's frame rate (24, as paradit runs it; others refused)",
+        "the job's `fps` (LTX-2's frame rate: 1 to 60; its own 24 is left out)",
     ),
     _spec(
         "EmptyLTXVLatentVideo",
         ("width", "height", "length", "batch_size"),
-        "`width`, `height`, `num_frames` (multiples of 32, 8k+1 frames)",
+        "`width`, `height`, `num_frames` (ComfyUI's latent: sizes and frames rounded down to "
+        "multiples of 32 and 8k+1)",
     ),
     _spec(
         "LTXVEmptyLatentAudio",
         ("frames_number", "frame_rate", "batch_size"),
-        "LTX-2's audio track (the video's frames at 24 fps)",
+        "LTX-2's audio track (the video's frames at the job's fps)",
     ),
     _spec("LTXVConcatAVLatent", (), "the video and audio latents sampled together"),
     _spec(
@@ -248,7 +249,7 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
-        "`video.mp4` (at the model's frame rate; bit_depth 8); its audio: LTX-2's track (fps 24)",
+        "`video.mp4` (at the job's frame rate; bit_depth 8); its audio: LTX-2's track (its fps)",
     ),
     _spec(
         "SaveVideo",

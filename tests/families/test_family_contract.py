@@ -27,8 +27,9 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 74 s (68 s in the suite's two-worker run on 2 cores, 2026-11-29, and MiniMax H3's
-first and last frame and pruned AdaLN jobs, about 6 s more on a loaded machine).
+Cost: about 78 s (68 s in the suite's two-worker run on 2 cores, 2026-11-29, and MiniMax H3's
+first and last frame and pruned AdaLN jobs and LTX-2's keyframes job, about 10 s more on a
+loaded machine).
 """
 
 from __future__ import annotations

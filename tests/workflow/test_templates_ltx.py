@@ -44,9 +44,12 @@ def _placeholders(template: str, folder: Path) -> Path:
 
 
 SAVED = {  # template -> (where, node type, the reason's words)
-    # 5 s at 25 fps: a * b + 1 = 126 frames, which ComfyUI's latent rounds down to 121
+    # 5 s at 25 fps: a * b + 1 = 126 frames, which ComfyUI's video latent rounds down to 121
+    # and its audio latent keeps (126 audio latent frames; paradit's for 121 frames: 121)
     "video_ltx2_3_t2v.json": (
-        "subgraph 267 > node 228", "EmptyLTXVLatentVideo", "126 frames: ComfyUI rounds",
+        "subgraph 267 > node 214", "LTXVEmptyLatentAudio",
+        "126 frames at 25 fps: ComfyUI makes 126 audio latent frames (rounded up: ceil(frames "
+        "/ fps x 25)",
     ),
     "video_ltx2_3_i2v.json": (
         "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
@@ -91,3 +94,26 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
     assert str(refused.value).startswith(
         "subgraph 267 > node 327 (TextGenerateLTX2Prompt): a prompt written at run time"
     ), refused.value
+
+
+def test_the_2_3_template_at_8_seconds_without_the_prompt_enhancer_maps_to_its_files(tmp_path):
+    """The 2.3 text-to-video template edited as a user would: prompt_enhance off and 8 s at
+    its 25 fps (a * b + 1 = 201 frames, 8k+1: ComfyUI's video latent keeps them and its
+    audio latent's 201 frames are paradit's too). Every node maps (the frame rate, the
+    rounding, the prompt, the two stages); the import stops at the first file it reads, the
+    upscaler's (an empty placeholder here): paradit has no tiny files under 2.3's names."""
+    template = "video_ltx2_3_t2v.json"
+    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 267)
+    assert outer["widgets_values"][1:6] == [True, 1280, 720, 5, 25]  # as saved
+    outer["widgets_values"][1] = False  # prompt_enhance off
+    outer["widgets_values"][4] = 8  # seconds
+    path = tmp_path / template
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(comfy))
+    assert str(refused.value).startswith(
+        "subgraph 267 > node 233 (LatentUpscaleModelLoader): "
+        "ltx-2.3-spatial-upscaler-x2-1.1.safetensors: "
+    ) and "the file has 0 bytes" in str(refused.value), refused.value

@@ -500,17 +500,23 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         "58", "KSamplerAdvanced", "both samplers run one model",
     ),
     # LTX-2's audio-video graph: what paradit cannot honour, named by its node
-    "LTX-2 at another frame rate": (
+    "LTX-2 at a frame rate it does not take": (
+        _edit("ltx2_t2v", _set("22", frame_rate=75.0)),
+        "22", "LTXVConditioning", "frame_rate 75: paradit runs LTX-2 at 1 to 60 frames a second",
+    ),
+    "LTX-2's prompt at another frame rate than its audio": (
         _edit("ltx2_t2v", _set("22", frame_rate=25.0)),
-        "22", "LTXVConditioning", "frame_rate 25: paradit runs LTX-2 at 24 frames a second",
+        "44", "LTXVEmptyLatentAudio", "frame_rate 24 where the prompt's LTXVConditioning says 25",
     ),
     "LTX-2's audio at another frame rate": (
         _edit("ltx2_t2v", _set("44", frame_rate=25)),
-        "44", "LTXVEmptyLatentAudio", "frame_rate 25: paradit runs LTX-2 at 24",
+        "50", "CreateVideo", "fps 24: the audio track lasts the frames at 25 fps",
     ),
     "LTX-2's audio of another length": (
         _edit("ltx2_t2v", _set("44", frames_number=9)),
-        "44", "LTXVEmptyLatentAudio", "frames_number 9 where the video latent (node 43) has 17",
+        "44", "LTXVEmptyLatentAudio", "9 frames at 24 fps: ComfyUI makes 10 audio latent frames "
+        "(rounded up: ceil(frames / fps x 25), its audio VAE's num_of_latents_from_frames), "
+        "paradit's LTX-2 pipeline 18 for the video latent's 17 frames (node 43",
     ),
     "LTX-2 without its frame rate": (
         _edit("ltx2_t2v", _set("14", positive=["6", 0], negative=["7", 0])),
@@ -535,9 +541,9 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("ltx2_t2v", _set("8", samples=["15", 0])),
         "8", "VAEDecode", "samples hold the audio latent too",
     ),
-    "LTX-2 at a size ComfyUI rounds": (
-        _edit("ltx2_t2v", _set("43", length=18)),
-        "43", "EmptyLTXVLatentVideo", "64x64, 18 frames: ComfyUI rounds the latent down",
+    "LTX-2 at a size ComfyUI's latent cannot hold": (
+        _edit("ltx2_t2v", _set("43", width=16)),
+        "43", "EmptyLTXVLatentVideo", "16x64, 17 frames: ComfyUI's latent of 32-pixel tokens",
     ),
     "LTX-2 with a shift beside LTXVScheduler's levels": (
         _edit("ltx2_t2v", _set("14", model=["60", 0]), _add("60", {
@@ -669,6 +675,35 @@ def test_ltxv_scheduler_levels_follow_its_inputs(comfy, tmp_path):
     assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 4096), abs=1e-12)
     given = sigmas(_set("43", width=96, length=41), _set("44", frames_number=41))
     assert given == pytest.approx(ltxv_levels(4, 2.05, 0.95, 0.1, 6 * 2 * 3), abs=1e-12)
+
+
+def test_ltx2_at_25_fps_and_a_length_comfyui_rounds(comfy, tmp_path):
+    """LTX-2's template at 25 fps (LTXVConditioning, LTXVEmptyLatentAudio and CreateVideo) is
+    the request's fps 25 (24, the family's own, is left out); EmptyLTXVLatentVideo's length
+    18 is ComfyUI's latent of ((18 - 1) // 8) * 8 + 1 = 17 frames, with the audio of 18
+    frames at 25 fps as long (18 audio latent frames in ComfyUI, round(17 / 25 x 25) = 17:
+    refused, naming the formula) or of 17 (both 17)."""
+    from paradit.backend.models.families.ltx2.adapter import FPS_RANGE
+    from paradit.backend.workflow.handlers import LTX2_FRAME_RATES
+
+    assert LTX2_FRAME_RATES == FPS_RANGE  # the rates the LTX nodes may name
+    path = tmp_path / "ltx2.json"
+    at_25 = (_set("22", frame_rate=25.0), _set("44", frame_rate=25.0), _set("50", fps=25.0))
+    path.write_text(json.dumps(_edit("ltx2_t2v", *at_25, _set("43", length=18))))
+    plan, _variant = plan_of(str(path), str(comfy))
+    assert (plan.request["fps"], plan.request["num_frames"]) == (25.0, 17)
+    said = [line[-1] for line in plan.lines]
+    assert any("64x64, 18 frames: ComfyUI's latent rounds it down to" in line for line in said)
+    path.write_text(json.dumps(_edit("ltx2_t2v", *at_25, _set("43", length=18),
+                                     _set("44", frames_number=18))))  # fmt: skip
+    formula = (
+        r"18 frames at 25 fps: ComfyUI makes 18 audio latent frames .* paradit's LTX-2 "
+        r"pipeline 17 for the video latent's 17"
+    )
+    with pytest.raises(ValueError, match=formula):
+        plan_of(str(path), str(comfy))
+    path.write_text(json.dumps(_edit("ltx2_t2v")))
+    assert "fps" not in plan_of(str(path), str(comfy))[0].request
 
 
 def test_ltx2_audio_latents_agree_with_comfyui_only_at_24k_plus_17_frames():

@@ -69,6 +69,10 @@ from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 # predicts at most 20 s (its `max_seconds`): 481 frames at 24 fps.
 DEFAULT_WIDTH, DEFAULT_HEIGHT, DEFAULT_FRAMES, FPS = 768, 512, 121, 24
 DEFAULT_STEPS, DEFAULT_GUIDANCE, MAX_FRAMES = 40, 4.0, 481
+FPS_RANGE = (1.0, 60.0)
+"""The frame rates a job may ask for (`fps`): the pipeline takes any (its positional
+embeddings are in seconds, the audio's length is the video's); ComfyUI's LTX-2.3 templates
+run at 25, Lightricks' pipelines at 24 to 50."""
 PROMPT_TENSORS = (
     "prompt_embeds",
     "prompt_attention_mask",
@@ -120,6 +124,8 @@ class LTX2(Family):
             default_steps=steps,
             default_guidance=guidance,
             fps=FPS,
+            fps_range=FPS_RANGE,
+            last_frame=True,
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
@@ -146,9 +152,11 @@ class LTX2(Family):
         )
 
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
-        from diffusers import LTX2ImageToVideoPipeline, LTX2Pipeline
+        from diffusers import LTX2ConditionPipeline, LTX2ImageToVideoPipeline, LTX2Pipeline
 
         wanted = LTX2Pipeline if request.image is None else LTX2ImageToVideoPipeline
+        if request.last_image is not None:  # first and last frame: keyframe conditions
+            wanted = LTX2ConditionPipeline
         return same_components_as(pipe, wanted)
 
     def uses_cfg(self, pipe: Any, request: JobRequest) -> bool:
@@ -189,7 +197,7 @@ class LTX2(Family):
             "height": request.height,
             "width": request.width,
             "num_frames": request.num_frames,
-            "frame_rate": float(FPS),
+            "frame_rate": job_fps(request),
             "num_inference_steps": request.num_inference_steps,
             **({"sigmas": list(distilled_sigmas())} if is_distilled(pipe) else {}),
             **pipeline_kwargs(pipe, request, cfg),
@@ -246,14 +254,48 @@ class LTX2ImageToVideo(LTX2):
     """Image-to-video (`LTX2ImageToVideoPipeline` loaded): the image is required."""
 
 
+def job_fps(request: JobRequest) -> float:
+    """The job's frame rate: the request's `fps`, else the family's own (24)."""
+    return float(FPS if request.fps is None else request.fps)
+
+
 def image_kwargs(request: JobRequest) -> dict[str, Any]:
     """The image-to-video pipeline's arguments for a request with an image (none without):
     the image at the job's size conditions the first latent frame. diffusers would first
     re-compress it as one H.264 frame (CRF 33 for LTX-2, as the model was trained; it needs
-    PyAV); paradit hands it over as sent (`image_crf=0`)."""
+    PyAV); paradit hands it over as sent (`image_crf=0`). With a last frame: the condition
+    pipeline's two keyframes (`keyframe_conditions`)."""
     if request.image is None:
         return {}
+    if request.last_image is not None:
+        return {"conditions": keyframe_conditions(request)}
     return {"image": request_image(request), "image_crf": 0}
+
+
+def keyframe_conditions(request: JobRequest) -> list[Any]:
+    """`LTX2ConditionPipeline`'s conditions for a first and a last frame, as sent (`crf=0`)
+    and at full strength: the first writes the first latent frame (timestep 0, as image to
+    video); the last (latent index -1) is appended to the video tokens as keyframe tokens of
+    their own, with the last latent frame's coordinates (the sequence plan splits them with
+    the rest: `parallel.py`). The pipeline resizes each image to cover the job's size and
+    crops the centre."""
+    from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+
+    return [
+        LTX2VideoCondition(frames=_decoded(request.image), index=0, strength=1.0, crf=0),
+        LTX2VideoCondition(frames=_decoded(request.last_image), index=-1, strength=1.0, crf=0),
+    ]
+
+
+def _decoded(data: str) -> Any:
+    """A request's base64 image as an RGB PIL image at its own size."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(data.split(",", 1)[-1]))) as img:
+        return img.convert("RGB")
 
 
 def use_cross_timestep(pipe: Any) -> bool:

@@ -23,7 +23,8 @@ cross-modal attention modulated by each stream's own timestep."""
 
 def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, Any]:
     """`LTX2Pipeline` as a user calls it for `body`: the negative prompt, plain CFG on video
-    and audio at the job's scale, paradit's frame rate, `model`'s settings (LTX-2.0's, or
+    and audio at the job's scale, the body's `fps` (paradit's 24 when left out), `model`'s
+    settings (LTX-2.0's, or
     none for LTX-2.3; guidance terms under their own names win); its (video, audio)
     batches."""
     import torch
@@ -36,7 +37,7 @@ def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, An
             height=body["height"],
             width=body["width"],
             num_frames=body["num_frames"],
-            frame_rate=float(FPS),
+            frame_rate=float(body.get("fps") or FPS),
             num_inference_steps=body["num_inference_steps"],
             guidance_scale=body["guidance_scale"],
             max_sequence_length=32,
@@ -72,7 +73,7 @@ TINY_JOB = TinyJob(
 )
 
 
-def _png(width: int, height: int) -> str:
+def _png(width: int, height: int, seed: int = 3) -> str:
     """A seeded start image as base64 PNG."""
     import base64
     import io
@@ -80,7 +81,7 @@ def _png(width: int, height: int) -> str:
     import numpy as np
     from PIL import Image
 
-    pixels = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, "PNG")
     return base64.b64encode(buffer.getvalue()).decode()
@@ -189,6 +190,62 @@ def terms_direct(pipe: Any, body: Any, model: Any = None) -> Any:
 
     terms = {**FOLLOW, **body["guidance_terms"], **(model or {})}
     return np.asarray(called_with_audio(pipe, body, terms)[0][0])
+
+
+# First and last frame (`last_image`, `LTX2ConditionPipeline`): guided at 64x64 and 17
+# frames, 3 latent frames of 2 x 2 tokens and the last frame's 4 keyframe tokens appended, 16
+# in all: CFG parallel on 2 ranks, Ulysses on 3 (6 + 5 + 5: the last rank holds one video
+# token and the 4 keyframe tokens, with their own coordinates and timesteps). The images are
+# larger than the video and not square (the pipeline covers and crops the centre).
+KEYFRAMES = {**BODY, "prompt": "a kite rises, then lands", "seed": 16, "num_frames": 17}
+KEYFRAMES.update(image=_png(80, 64, seed=1), last_image=_png(64, 96, seed=2))
+
+
+def keyframes_direct(pipe: Any, body: Any) -> Any:
+    """`LTX2ConditionPipeline` as a user calls it for a first and a last frame (latent
+    indices 0 and -1, full strength, not re-compressed: `crf=0`) on LTX-2.0's settings, at
+    the body's `fps` (paradit's 24 when left out): its video."""
+    import base64
+    import io
+
+    import numpy as np
+    import torch
+    from diffusers import LTX2ConditionPipeline
+    from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+    from PIL import Image
+
+    from ..base import same_components_as
+
+    def image(name: str) -> Any:
+        return Image.open(io.BytesIO(base64.b64decode(body[name]))).convert("RGB")
+
+    run = same_components_as(pipe, LTX2ConditionPipeline)
+    run.set_progress_bar_config(disable=True)
+    conditions = [
+        LTX2VideoCondition(frames=image("image"), index=0, strength=1.0, crf=0),
+        LTX2VideoCondition(frames=image("last_image"), index=-1, strength=1.0, crf=0),
+    ]
+    guidance = body["guidance_scale"]
+    with torch.no_grad():
+        video, _audio = run(
+            conditions=conditions,
+            prompt=body["prompt"],
+            negative_prompt=body["negative_prompt"],
+            height=body["height"],
+            width=body["width"],
+            num_frames=body["num_frames"],
+            frame_rate=float(body.get("fps") or FPS),
+            num_inference_steps=body["num_inference_steps"],
+            guidance_scale=guidance,
+            audio_guidance_scale=guidance,
+            max_sequence_length=32,
+            generator=torch.Generator().manual_seed(body["seed"]),
+            output_type="np",
+            return_dict=False,
+            **PLAIN_CFG,
+            **LTX20,
+        )
+    return np.asarray(video[0])
 
 
 # Two stages (`upscale`): stage 1 guided at 64x64 (CFG parallel on 2 ranks), the tiny x2
@@ -313,6 +370,7 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3", V23_CACHED, None, tile=128, ranks=(2,), name="2.3 cached"),
     TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
     TinyJob("tiny-ltx2.3", TERMS, terms_direct, tile=128, ranks=(4, 2), name="guidance terms"),
+    TinyJob("tiny-ltx2", KEYFRAMES, keyframes_direct, tile=128, ranks=(3, 2), name="keyframes"),
     TinyJob(
         "tiny-ltx2",
         TWO_STAGE,
@@ -325,4 +383,5 @@ TINY_JOBS = (
 )
 """The jobs the family contract runs: the smallest first, then unguided jobs spread over the
 ranks (uneven tokens), image to video (per-token timesteps), the step cache with audio and
-a two-stage job (stage 1 CFG parallel, stage 2 spread)."""
+first and last frame (keyframe tokens appended to the sequence) and a two-stage job (stage 1
+CFG parallel, stage 2 spread)."""

@@ -104,6 +104,7 @@ class MiniMaxH3(Family):
             fps=FPS,
             accepts_image=True,  # the first frame: fl2va
             last_frame=True,  # and the last (`last_image`)
+            last_frame_alone=True,  # without the first too
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
