@@ -9,7 +9,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline stop
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (float32 thresholds, image and final latents). The distilled job
 has no guidance; the base job runs true CFG (the unconditional branch as a second transformer
-call on every rank). No gloo group here.
+call; CFG parallel's halves are the contract's). No gloo group here.
 
 Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -102,6 +102,7 @@ def test_preset_structure_and_limits(references):
     assert set(tensors["distilled"]) == {"prompt_embeds"}
     limits = family.limits(_variant(pipe, "base"), tiny=False)
     assert (limits.default_steps, limits.default_guidance) == (50, 4.0)  # the -base model card
+    assert limits.samplers == () and limits.max_guidance == 30.0  # its own scheduler alone
     for size in ("4b", "9b"):  # random:flux.2-klein-base-*: the components, undistilled
         spec, base_spec = (
             random_preset_spec(f"random:flux.2-klein-{v}{size}") for v in ("", "base-")
