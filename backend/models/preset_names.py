@@ -27,6 +27,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-ltx2.3-i2v",
     "tiny-ltx2.5",
     "tiny-flux2-klein",
+    "tiny-flux2-klein-base",
     "tiny-qwen-image-edit",
     "tiny-krea2",
     "tiny-qwen-image2.1",

@@ -2,14 +2,14 @@
 limits and defaults per variant, what the VAE's latents and tiles are, and that the base model's
 true CFG changes the image. Both jobs at world size 1 against `Flux2KleinPipeline` called
 directly and in sequence parallel at 2, 3 and 4 ranks against world size 1: the family
-contract's (tests/families/test_family_contract.py; the base model: the "base" job of
-`flux2_klein/tiny_job.py`).
+contract's (tests/families/test_family_contract.py: the base model's is its smallest job, CFG
+parallel on 2 and 4 ranks byte for byte, `flux2_klein/tiny_job.py`).
 
 Jobs run as a rank runs them (the family encodes and prepares, the pipeline stops at the VAE's
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (float32 thresholds, image and final latents). The distilled job
 has no guidance; the base job runs true CFG (the unconditional branch as a second transformer
-call on every rank). No gloo group here.
+call; CFG parallel's halves are the contract's). No gloo group here.
 
 Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -22,7 +22,6 @@ from image_jobs import encoded, preset_pipeline, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE
 from paradit.backend.models.families import family_for, family_of
-from paradit.backend.models.families.flux2_klein.tiny_job import base
 from paradit.backend.models.random_presets import build_random_preset, random_preset_spec
 from paradit.backend.request import JobRequest
 from paradit.backend.tools.equivalence import DIFFERENT, FLOAT32, compare
@@ -44,14 +43,16 @@ for _body in JOBS.values():
 KLEIN_DITS = {
     "random:flux.2-klein-4b": (3_875_544_576, (5, 20, 24), 2560, True),
     "random:flux.2-klein-9b": (9_078_581_248, (8, 24, 32), 4096, True),
+    "random:flux.2-klein-base-9b": (9_078_581_248, (8, 24, 32), 4096, False),
 }
 
 
 def _variant(pipe, label: str):
-    """The distilled preset, or the same components as an undistilled (-base) pipeline."""
+    """The distilled preset, or the same components as an undistilled (-base) pipeline
+    (tiny-flux2-klein-base's)."""
     if label == "distilled":
         return pipe
-    undistilled = base(pipe)
+    undistilled = type(pipe)(**pipe.components, is_distilled=False)
     undistilled.set_progress_bar_config(disable=True)
     return undistilled
 
@@ -77,7 +78,7 @@ def references() -> dict:
 
 
 def test_preset_structure_and_limits(references):
-    """The tiny preset's parts fit together; defaults per variant; no CFG parallel."""
+    """The tiny preset's parts fit together; defaults per variant; CFG parallel for -base."""
     pipe = references["pipe"]
     assert type(pipe).__name__ == "Flux2KleinPipeline" and pipe.config.is_distilled
     assert type(pipe.text_encoder).__name__ == "Qwen3ForCausalLM"
@@ -89,6 +90,7 @@ def test_preset_structure_and_limits(references):
     family = family_of(pipe)
     assert family.name == "flux2-klein" and family_for("Flux2KleinPipeline") is family
     assert not family.supports_cfg(pipe) and not family.step_cache
+    assert family.supports_cfg(_variant(pipe, "base"))  # its two branches on CFG halves
     limits = family.limits(pipe, tiny=True)
     assert limits.task == TEXT_TO_IMAGE and limits.size_multiple == 16 and limits.max_frames == 1
     request = JobRequest.from_body({"prompt": "x"}, limits)
@@ -100,10 +102,13 @@ def test_preset_structure_and_limits(references):
     assert set(tensors["distilled"]) == {"prompt_embeds"}
     limits = family.limits(_variant(pipe, "base"), tiny=False)
     assert (limits.default_steps, limits.default_guidance) == (50, 4.0)  # the -base model card
-    # random:flux.2-klein-base-4b: the 4B's components, undistilled
-    spec, base_spec = (random_preset_spec(f"random:flux.2-klein-{v}") for v in ("4b", "base-4b"))
-    assert base_spec["pipeline_config"] == {"is_distilled": False}
-    assert base_spec["components"] == spec["components"]
+    assert limits.samplers == () and limits.max_guidance == 30.0  # its own scheduler alone
+    for size in ("4b", "9b"):  # random:flux.2-klein-base-*: the components, undistilled
+        spec, base_spec = (
+            random_preset_spec(f"random:flux.2-klein-{v}{size}") for v in ("", "base-")
+        )
+        assert base_spec["pipeline_config"] == {"is_distilled": False}
+        assert base_spec["components"] == spec["components"]
     assert tuple(tensors["base"]["prompt_embeds"].shape) == (1, 512, 3 * config.hidden_size)
 
 

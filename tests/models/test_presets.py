@@ -59,6 +59,7 @@ PIPELINE_CLASSES = {
     "tiny-ltx2.3-i2v": LTX2ImageToVideoPipeline,
     "tiny-ltx2.5": LTX2Pipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
+    "tiny-flux2-klein-base": Flux2KleinPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
     "tiny-krea2": Krea2Pipeline,
     "tiny-qwen-image2.1": QwenImage21Pipeline,
@@ -87,6 +88,7 @@ CHAT_TEMPLATED = {
     "tiny-z-image",
     "tiny-flux2",
     "tiny-flux2-klein",
+    "tiny-flux2-klein-base",
     "tiny-qwen-image-edit",
 }
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
@@ -145,8 +147,10 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
     ):  # sizes of 32s, frames 8k+1, 32 byte tokens
         kwargs.update(height=64, width=64, num_frames=9, guidance_scale=4.0)
         kwargs["max_sequence_length"] = 32
-    elif name in ("tiny-flux2", "tiny-flux2-klein"):
-        del kwargs["negative_prompt"]  # embedded guidance (dev), distilled (Klein): one branch
+    elif name in ("tiny-flux2", "tiny-flux2-klein", "tiny-flux2-klein-base"):
+        # embedded guidance (dev), distilled (Klein): one branch; Klein -base: true CFG
+        # against the pipeline's own empty prompt
+        del kwargs["negative_prompt"]
         kwargs["guidance_scale"] = 4.0
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
@@ -154,7 +158,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         kwargs["image"] = Image.new("RGB", (40, 24), (200, 40, 90))
     kwargs.update(extra)
     out = pipe(**kwargs)
-    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-flux2-klein", "tiny-krea2"}
+    images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-krea2"}
+    images |= {"tiny-flux2-klein", "tiny-flux2-klein-base"}
     return np.asarray(out.images if name in images else out.frames)
 
 
@@ -220,6 +225,7 @@ WEIGHT_DIGESTS = {
     "tiny-ltx2.3-i2v": "ef88619c733bffee",  # tiny-ltx2.3's components
     "tiny-ltx2.5": "16803d4e13e2c1d0",
     "tiny-flux2-klein": "da9f63359456b6d5",
+    "tiny-flux2-klein-base": "da9f63359456b6d5",  # tiny-flux2-klein's components
     "tiny-qwen-image-edit": "a107f66bc2542c26",
     "tiny-krea2": "6ff19b137f20e557",
     "tiny-qwen-image2.1": "b75e6f51c6c70ad5",
@@ -257,6 +263,7 @@ def test_preset_names_and_bad_input():
         "tiny-ltx2.3-i2v",
         "tiny-ltx2.5",
         "tiny-flux2-klein",
+        "tiny-flux2-klein-base",
         "tiny-qwen-image-edit",
         "tiny-krea2",
         "tiny-qwen-image2.1",

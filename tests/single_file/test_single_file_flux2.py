@@ -9,11 +9,17 @@
   ComfyUI's prefix) is recognised with the published config and refuses a Qwen3 encoder
   (it runs with Qwen2.5-VL: test_single_file_qwen_image.py); FLUX.2-dev refuses Klein's Qwen3
   encoder (it runs with Mistral 3: test_single_file_flux2_dev.py).
+- Klein's -base models by name (no weight differs): a file whose name has the word `base`
+  (`flux-2-klein-base-4b`, `-base-9b-fp8`) is the undistilled variant and resolves to the
+  `random:flux.2-klein-base-*` settings; a name that says neither is the step-distilled model,
+  logged; one that says both is refused.
 - The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
   hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
-  and in the original (ldm) names loads to the same weights.
+  and in the original (ldm) names loads to the same weights; the DiT named base loads as the
+  undistilled pipeline (CFG parallel).
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29: 1 s; the name rule and the
+base load added since, estimated).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from comfy_files import (
 )
 from safetensors.torch import save_file
 
+from paradit.backend.models.families import family_of
+from paradit.backend.models.families.flux2.detect import klein_kind
 from paradit.backend.models.loading import ModelSource, align_cpu_weights, load_pipeline
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import random_preset_spec
@@ -137,6 +145,57 @@ def test_klein_resolves_dev_and_qwen_image_refuse_qwen3(tmp_path):
         resolve(SingleFiles((qwen_file,), (encoder,), (vae,)))
 
 
+KLEIN_NAMES = {  # a Klein DiT's file name -> (the preset whose width it has, its variant)
+    "flux-2-klein-base-4b.safetensors": ("4b", "flux.2-klein-base-4b"),  # BFL's and ComfyUI's
+    "flux-2-klein-base-9b-fp8.safetensors": ("9b", "flux.2-klein-base-9b"),  # the 9B template's
+    "Klein_4B_Base_Q8.safetensors": ("4b", "flux.2-klein-base-4b"),  # any case, any separator
+    "flux-2-klein-4b.safetensors": ("4b", "flux.2-klein-4b"),  # says neither: distilled
+    "flux-2-klein-9b-fp8.safetensors": ("9b", "flux.2-klein-9b"),
+    "klein_4b_distilled.safetensors": ("4b", "flux.2-klein-4b"),
+    "database-klein-4b.safetensors": ("4b", "flux.2-klein-4b"),  # a word, not a part of one
+}
+
+
+@pytest.mark.fast
+def test_a_klein_files_name_says_base_or_distilled(tmp_path, caplog):
+    """No weight tells FLUX.2-klein-base from the distilled model: the file's name does (a
+    word `base`); a name that says neither runs distilled, and says so (log and reasons); a
+    name that says both is refused; a base file resolves to the -base preset's settings."""
+    assert [klein_kind(n) for n in ("a-base.gguf", "a_distilled", "base-distilled", "a")] == [
+        "base", "distilled", "both", ""
+    ]  # fmt: skip
+    shapes = {}
+    for size in ("4b", "9b"):
+        dit = _meta_dit(f"random:flux.2-klein-{size}")
+        shapes[size] = {
+            WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dit.state_dict()).items()
+        }
+    for name, (size, variant) in KLEIN_NAMES.items():
+        caplog.clear()
+        with caplog.at_level("INFO", logger="paradit.backend.models.families.flux2.detect"):
+            found = detect(read_header(_header_file(tmp_path / name, shapes[size])))
+        assert (found.role, found.variant) == ("transformer", variant), name
+        said = klein_kind(name)
+        assert ("by default" in found.reasons[-1]) == (said == ""), found.reasons
+        assert ("says neither" in caplog.text) == (said == ""), (name, caplog.text)
+    both = detect(
+        read_header(_header_file(tmp_path / "klein-base-distilled.safetensors", shapes["4b"]))
+    )
+    assert both.role == "unknown" and "says both base and distilled" in both.reasons[0]
+    qwen3 = meta_shapes(meta_model("Qwen3ForCausalLM", QWEN3_4B))
+    qwen3.pop("lm_head.weight")
+    encoder = _header_file(tmp_path / "qwen_3_4b.safetensors", qwen3)
+    vae_config = random_preset_spec("random:flux.2-klein-4b")["components"]["vae"]["config"]
+    vae = _header_file(
+        tmp_path / "flux2-vae.safetensors",
+        meta_shapes(meta_model("AutoencoderKLFlux2", vae_config)),
+    )
+    dit = str(tmp_path / "flux-2-klein-base-4b.safetensors")
+    resolved = resolve(SingleFiles((dit,), (encoder,), (vae,)))
+    assert resolved.preset.name == "random:flux.2-klein-base-4b"
+    assert random_preset_spec(resolved.preset.name)["pipeline_config"] == {"is_distilled": False}
+
+
 def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     tiny = build_preset("tiny-flux2-klein")
     tiny.set_progress_bar_config(disable=True)
@@ -169,3 +228,7 @@ def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
         out = each(prompt="a single file", generator=torch.Generator().manual_seed(5), **CALL)
         images.append(np.asarray(out.images[0]))
     assert np.array_equal(*images) and images[0].std() > 0
+    base = tmp_path / "flux-2-klein-base-tiny-bf16.safetensors"  # the same file, named base
+    base.hardlink_to(dit)
+    undistilled = load_pipeline(ModelSource.parse(str(base), [str(encoder)], [str(vae)]))
+    assert not undistilled.config.is_distilled and family_of(undistilled).supports_cfg(undistilled)

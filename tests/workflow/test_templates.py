@@ -86,6 +86,17 @@ OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-
     # the Flux.2 VAE's header under the name of the one the template names (a real
     # `full_encoder_small_decoder` file is read only where its header is that VAE's)
     "image_flux2_text_to_image.json": {"vae/full_encoder_small_decoder": "vae/flux2-vae"},
+    # FLUX.2 [klein] base: the Klein DiTs' headers under the -base names (no weight differs),
+    # Qwen3-4B's and -8B's headers, the Flux.2 VAE's
+    "image_flux2_klein_text_to_image.json": {
+        "diffusion_models/flux-2-klein-base-4b": "diffusion_models/flux-2-klein-4b",
+        "text_encoders/qwen_3_4b": "text_encoders/qwen_3_4b_header",
+    },
+    "image_flux2_text_to_image_9b.json": {
+        "diffusion_models/flux-2-klein-base-9b-fp8": "diffusion_models/flux-2-klein-9b",
+        "text_encoders/qwen_3_8b_fp8mixed": "text_encoders/qwen_3_8b_header",
+        "vae/full_encoder_small_decoder": "vae/flux2-vae",
+    },
     # FLUX.1 Krea [dev]: Flux.1 dev's architecture (its header in the fp8_scaled file's place)
     "flux1_krea_dev.json": {
         "diffusion_models/flux1-krea-dev_fp8_scaled": "diffusion_models/flux1-dev"
@@ -333,6 +344,33 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 1027111520328378},
         {"model": "diffusion_models/flux2_dev_fp8mixed.safetensors",
          "text_encoders": ["text_encoders/mistral_3_small_flux2_bf16.safetensors"],
+         "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    # FLUX.2 [klein] base (headers at the real widths): the file's name says base, so the
+    # undistilled pipeline with true CFG; the prompt's Qwen3 and an empty negative's
+    "image_flux2_klein_text_to_image.json": (  # subgraph 75 (77, the distilled one, bypassed)
+        "flux.2-klein-base-4b",
+        {"prompt": widget("image_flux2_klein_text_to_image.json", "76", 0),  # its String 76
+         "negative_prompt": "",  # CLIPTextEncode 67's empty text
+         # EmptyFlux2LatentImage 66 and Flux2Scheduler 62 at PrimitiveInt 68 x 69
+         "width": 1024, "height": 1024, "num_frames": 1,
+         # Flux2Scheduler 62: 20 steps, the pipeline's own levels (KSamplerSelect 61: euler);
+         # CFGGuider 63: cfg 5 (two branches); RandomNoise 73's seed 0
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 0},
+        {"model": "diffusion_models/flux-2-klein-base-4b.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+         "vaes": ["vae/flux2-vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_flux2_text_to_image_9b.json": (  # subgraph 75, its values saved on the node
+        "flux.2-klein-base-9b",
+        {"prompt": widget("image_flux2_text_to_image_9b.json", "75", 0),  # the subgraph's text
+         "negative_prompt": "",  # CLIPTextEncode 67's empty text
+         "width": 1024, "height": 1024, "num_frames": 1,  # the subgraph's width, height
+         # Flux2Scheduler 62: 20 steps; CFGGuider 63: cfg 5; the subgraph's noise_seed
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 145965955694731},
+        {"model": "diffusion_models/flux-2-klein-base-9b-fp8.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_8b_fp8mixed.safetensors"],
          "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
          "lora_dirs": []},
     ),

@@ -3,13 +3,14 @@
 and `prompt_2` end to end on tiny files under the template's names, and its guidance is the
 distilled guidance only where the DiT embeds one (the template's graph on Flux.1 dev's file),
 as in ComfyUI (`comfy/ldm/flux/model.py` reads guidance only with guidance_embed). FLUX.2
-Klein (`image_flux2_klein_text_to_image.json`, `image_flux2_text_to_image_9b.json`, refused
-after the DiT's header is read, so not in that table's placeholders): the base models' cfg 5
-refused, the distilled subgraph's job mapped. FLUX.2-dev's Flux2Scheduler refused where its
-levels would not be the pipeline's own.
+Klein (`image_flux2_klein_text_to_image.json`; both base templates import in test_templates.py's
+table): the base template runs end to end with true CFG on tiny files under its names (the
+DiT's name says base), the base subgraph on the distilled file (its name does not) is refused
+at its sampler, the distilled subgraph's job maps. FLUX.2-dev's Flux2Scheduler refused where
+its levels would not be the pipeline's own.
 
-Cost: about 20 s (estimated on a loaded 2-core machine, 2026-11-29; not yet measured in the
-suite's run).
+Cost: about 25 s (estimated on a loaded 2-core machine, 2026-11-29, the Klein base run end to
+end adding about 6 s; not yet measured in the suite's run).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import os
 from pathlib import Path
 
 import pytest
+from comfy_files import flux2_bfl, qwen3_comfy, write_safetensors
 from comfy_templates import TEMPLATES, widget
 from comfy_workflow_files import TINY_FLUX_SCHNELL, write_comfyui
 from conftest import run_job
+from safetensors.torch import save_file
 
+from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 
 TEMPLATE = "flux_schnell_full_text_to_image.json"
@@ -128,37 +132,76 @@ def _klein_folder(comfy: Path, folder: Path) -> Path:
     return folder
 
 
-def test_klein_base_template_is_refused_at_its_sampler(comfy, tmp_path):
-    """As saved, the template samples FLUX.2-klein-base-4B with CFGGuider 63's cfg 5 (two
-    branches in ComfyUI); paradit runs a Klein file as the step-distilled model, whose
-    pipeline ignores guidance: refused at the sampler, after reading the DiT's header."""
+def test_klein_base_subgraph_on_a_distilled_file_is_refused_at_its_sampler(comfy, tmp_path):
+    """The base subgraph's UNETLoader 70 given the distilled file (`flux-2-klein-4b`: its name
+    does not say base): paradit runs it as the step-distilled model, whose pipeline ignores
+    CFGGuider 63's cfg 5 where ComfyUI runs both branches: refused at the sampler, after
+    reading the DiT's header. (As saved, the template imports: test_templates.py's table.)"""
     folder = _klein_folder(comfy, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / KLEIN).read_text())
+    sub = next(s for s in data["definitions"]["subgraphs"] if s["id"].startswith("7b34ab90"))
+    loader = next(n for n in sub["nodes"] if n["id"] == 70)
+    loader["widgets_values"][0] = "flux-2-klein-4b.safetensors"
+    path = tmp_path / KLEIN
+    path.write_text(json.dumps(data))
     with pytest.raises(ValueError) as refused:
-        plan_of(str(TEMPLATES / KLEIN), str(folder))
+        plan_of(str(path), str(folder))
     assert str(refused.value).startswith(
-        "subgraph 75 > node 64 (SamplerCustomAdvanced): cfg 5 on a FLUX.2-klein file: paradit "
-        "runs a Klein file as the step-distilled model (random:flux.2-klein-4b;"
+        "subgraph 75 > node 64 (SamplerCustomAdvanced): cfg 5 on a step-distilled FLUX.2-klein "
+        "file (random:flux.2-klein-4b: its name does not say base"
     ), refused.value
 
 
-def test_klein_base_9b_template_is_refused_at_its_sampler(comfy, tmp_path):
-    """`image_flux2_text_to_image_9b.json`: FLUX.2-klein-base-9B (its subgraph node saves the
-    file names) at CFGGuider 63's cfg 5, refused as the 4B base one; its Qwen3-8B encoder and
-    `full_encoder_small_decoder` VAE as headers (the Flux.2 VAE's) under their names."""
-    folder = tmp_path / "ComfyUI"
-    dit = "diffusion_models/flux-2-klein-9b"
-    for name, held in ((dit.replace("9b", "base-9b-fp8"), dit),
-                       ("text_encoders/qwen_3_8b_fp8mixed", "text_encoders/qwen_3_8b_header"),
-                       ("vae/full_encoder_small_decoder", "vae/flux2-vae")):  # fmt: skip
-        target = folder / "models" / f"{name}.safetensors"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(comfy / "models" / f"{held}.safetensors", target)
-    with pytest.raises(ValueError) as refused:
-        plan_of(str(TEMPLATES / "image_flux2_text_to_image_9b.json"), str(folder))
-    assert str(refused.value).startswith(
-        "subgraph 75 > node 64 (SamplerCustomAdvanced): cfg 5 on a FLUX.2-klein file: paradit "
-        "runs a Klein file as the step-distilled model (random:flux.2-klein-9b;"
-    ), refused.value
+@pytest.fixture(scope="module")
+def tiny_klein(tmp_path_factory) -> Path:
+    """A ComfyUI folder with the Klein base template's files under its names, holding the
+    tiny Klein weights (tiny-flux2-klein-base's, as tiny-flux2-klein's): the DiT in Black
+    Forest Labs' names, Qwen3 in ComfyUI's, the Flux.2 VAE in diffusers'."""
+    tiny = build_preset("tiny-flux2-klein-base")
+    models = tmp_path_factory.mktemp("ComfyUI") / "models"
+    for name in ("diffusion_models", "text_encoders", "vae"):
+        (models / name).mkdir(parents=True)
+    dit = flux2_bfl(tiny.transformer.state_dict())
+    write_safetensors(models / "diffusion_models/flux-2-klein-base-4b.safetensors", dit, "fp32")
+    encoder = qwen3_comfy(tiny.text_encoder.model.state_dict())
+    save_file(encoder, str(models / "text_encoders/qwen_3_4b.safetensors"))
+    vae = {k: v.contiguous() for k, v in tiny.vae.state_dict().items()}
+    save_file(vae, str(models / "vae/flux2-vae.safetensors"))
+    return models.parent
+
+
+def test_klein_base_template_runs_end_to_end_with_cfg(tiny_klein, tmp_path, paradit_warm, backends):
+    """The base template at 64x64 (PrimitiveInt 68, 69) and 2 steps (Flux2Scheduler 62), the
+    rest as saved (cfg 5, the empty negative, seed 0), on its files holding the tiny Klein
+    weights: the file's name makes it tiny-flux2-klein-base, `workflow run` writes the image
+    of its request, and that request's CFG shows (at cfg 1 another image)."""
+    data = json.loads((TEMPLATES / KLEIN).read_text())
+    sub = next(s for s in data["definitions"]["subgraphs"] if s["id"].startswith("7b34ab90"))
+    for node in sub["nodes"]:
+        if node["id"] in (68, 69):
+            node["widgets_values"][0] = 64
+        if node["id"] == 62:
+            node["widgets_values"] = [2, 64, 64]
+    path = tiny_klein / KLEIN
+    path.write_text(json.dumps(data))
+    plan, variant = plan_of(str(path), str(tiny_klein))
+    assert variant == "tiny-flux2-klein-base"
+    assert plan.request == {
+        "prompt": widget(KLEIN, "76", 0), "negative_prompt": "",
+        "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2,
+        "guidance_scale": 5.0, "seed": 0,
+    }  # fmt: skip
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(tiny_klein),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _, (image,) = run_job(server, plan.body())
+    assert (out / "image.png").read_bytes() == image
+    _, (unguided,) = run_job(server, {**plan.body(), "guidance_scale": 1.0})
+    assert unguided != image
 
 
 def test_klein_distilled_subgraph_imports_to_the_job_comfyui_runs(comfy, tmp_path):

@@ -4,8 +4,11 @@
   `diffusion_models` hold it (`double_blocks.N.img_attn.qkv`, `single_blocks.N.linear1`, and
   the global `single_stream_modulation` Flux.1 lacks), or in diffusers' names. Dev embeds its
   guidance (`guidance_in`); Klein does not, and its text width says which Qwen3 feeds it
-  (4B: 3 x 2560, 9B: 3 x 4096). Whether a Klein file is the distilled model or -base no
-  weight shows: it is taken as the distilled one (its preset's settings).
+  (4B: 3 x 2560, 9B: 3 x 4096). Whether a Klein file is the step-distilled model or the
+  undistilled -base one no weight shows: its name says it (`klein_kind`), as Black Forest
+  Labs and ComfyUI name them (`flux-2-klein-base-4b`, `flux-2-klein-base-9b-fp8`: a word
+  `base`); a name that says neither is taken as the distilled model (its preset's settings),
+  and the detection's reasons say so.
 - The Flux.2 VAE (`AutoencoderKLFlux2`: 32 latent channels and the batch-norm statistics
   `bn.running_mean`/`running_var` the pipeline normalises with), in diffusers' names or the
   original (ldm) ones Flux's `ae` uses.
@@ -21,15 +24,35 @@ ship, the tiny presets' rotary axes for their 16-wide heads.
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from ...random_presets import random_dit_config
 from ...single_file.detection import Detection, count_indices, stripped
 from ...single_file.header import FileHeader
 
+log = logging.getLogger(__name__)
+
 FLUX2 = "flux2"
 REAL_HEAD_DIM = 128
 KLEIN_TEXT_WIDTHS = {3 * 2560: "flux.2-klein-4b", 3 * 4096: "flux.2-klein-9b"}
+KLEIN_BASE = {
+    "tiny-flux2-klein": "tiny-flux2-klein-base",
+    "flux.2-klein-4b": "flux.2-klein-base-4b",
+    "flux.2-klein-9b": "flux.2-klein-base-9b",
+}
+"""A Klein variant -> its undistilled (-base) model's: the same shapes."""
+
+
+def klein_kind(name: str) -> str:
+    """What a FLUX.2-klein file's name says it is: "base" (a word `base`, as in Black Forest
+    Labs' and ComfyUI's `flux-2-klein-base-4b.safetensors`), "distilled" (a word
+    `distilled`), "both", or "" (neither: the step-distilled model, as BFL name it,
+    `flux-2-klein-4b`). Words are the name's runs of letters and digits, any case."""
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    said = [kind for kind in ("base", "distilled") if kind in words]
+    return "both" if len(said) == 2 else "".join(said)
 
 
 def flux2_layout(keys: Any, prefix: str) -> str | None:
@@ -80,10 +103,20 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
             keys, r"single_transformer_blocks\.(\d+)\.attn\.to_qkv_mlp_proj\.weight$"
         )
     tiny = head_dim != REAL_HEAD_DIM
+    klein = ()
     if guided:
         variant = "tiny-flux2" if tiny else "flux.2-dev"
     else:
         variant = "tiny-flux2-klein" if tiny else KLEIN_TEXT_WIDTHS.get(joint, "flux.2-klein")
+        kind = klein_kind(header.name)
+        if kind == "both":
+            return Detection(
+                "unknown", FLUX2, layout=layout,
+                reasons=(f"a FLUX.2-klein DiT whose name ({header.name}) says both base and "
+                         "distilled: rename it to say one (no weight tells them apart)",),
+            )  # fmt: skip
+        variant = KLEIN_BASE.get(variant, variant) if kind == "base" else variant
+        klein = (_klein_reason(header.name, kind),)
     published = random_dit_config("random:flux.2-dev", "transformer")
     config = {
         **published,
@@ -107,8 +140,27 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
         f"width {width}, {layers} double + {singles} single blocks, {width // head_dim} heads of "
         f"{head_dim}, text width {joint}, "
         + ("guidance embedding (dev)" if guided else "no guidance embedding (Klein)"),
+        *klein,
     )
     return Detection("transformer", FLUX2, variant, layout, prefix, config, reasons)
+
+
+def _klein_reason(name: str, kind: str) -> str:
+    """Which Klein model the file runs as, and why (its name; logged where it is a default)."""
+    if kind == "base":
+        return "the undistilled -base model (its name says base; no weight shows it): true CFG"
+    if kind == "distilled":
+        return "the step-distilled model (its name says distilled): no CFG"
+    log.info(
+        "%s: a FLUX.2-klein DiT whose name says neither base nor distilled runs as the "
+        "step-distilled model (no CFG); a -base file's name has the word 'base' "
+        "(flux-2-klein-base-4b.safetensors)",
+        name,
+    )
+    return (
+        "the step-distilled model, by default: its name does not say base (no weight shows "
+        "it; a -base file is named ...-klein-base-...): no CFG"
+    )
 
 
 def flux2_vae(header: FileHeader):

@@ -5,12 +5,16 @@ stacked per token), the Flux.2 VAE.
 What differs from Flux.2 (dev), and how paradit treats it:
 - The distilled models (`is_distilled` in the pipeline's config: FLUX.2-klein-4B, -9B) run 4
   steps with no guidance at all: guidance 1 is the default, and the pipeline ignores a larger
-  scale (it logs that it does). The -base models run 50 steps with true CFG at 4 (the model
-  card's): above 1 the pipeline runs an unconditional branch on an empty prompt (here the
-  request's negative prompt, empty unless given), as a second transformer call per step.
-- That second call runs on every rank, after the conditional one: the pipeline slices the
-  conditional prediction before it makes the unconditional call, which CFG parallel's deferred
-  result cannot serve, so `supports_cfg` is False and every rank goes to the sequence.
+  scale (it logs that it does). The -base models (FLUX.2-klein-base-4B, -9B: the same shapes;
+  a single file is one when its name says so, `../flux2/detect.klein_kind`) run 50 steps with
+  true CFG at 4 (the model card's and the pipeline's defaults): above 1 the pipeline runs an
+  unconditional branch on an empty prompt (here the request's negative prompt, empty unless
+  given), as a second transformer call per step.
+- CFG parallel serves that second call (`supports_cfg` for a -base pipeline): the pipeline
+  slices the conditional prediction (`noise_pred[:, :n]`, a view) before the unconditional
+  call, and CFG parallel's deferred result is shaped like the DiT's input, so the view sees
+  it filled (`parallel/cfg.py`). A distilled pipeline has one branch: every rank goes to the
+  sequence.
 - `output_type="latent"` gives the VAE's own latents (unpacked, the batch-norm normalisation
   undone, 32 channels at 8x), not Flux2Pipeline's packed tokens: the decode takes them as
   they are. The latents a step callback sees are packed as Flux.2's (previews as Flux.2).
@@ -64,29 +68,27 @@ class Flux2Klein(Flux2):
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
-        return False  # see the module's docstring: the branches run in turn on every rank
+        """The -base models' two branches (module docstring); the distilled ones have one."""
+        return not is_distilled(pipe)
 
     def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
-        """A Klein file runs as the step-distilled model (no weight tells -base from it),
-        whose pipeline ignores guidance: a workflow's cfg above 1 (ComfyUI's two branches,
-        as FLUX.2-klein-base's template runs) is not paradit's job."""
+        """A file whose name does not say base runs as the step-distilled model, whose
+        pipeline ignores guidance: a workflow's cfg above 1 on it (ComfyUI's two branches)
+        is not paradit's job."""
         guidance = request.get("guidance_scale", 1.0)
         if guidance > 1.0 and preset_distilled(preset):
             return (
-                f"cfg {guidance:g} on a FLUX.2-klein file: paradit runs a Klein file as the "
-                f"step-distilled model ({preset}; no weight tells -base from it), whose "
-                "pipeline ignores guidance, where ComfyUI runs both branches; the job "
-                "cannot be ComfyUI's"
+                f"cfg {guidance:g} on a step-distilled FLUX.2-klein file ({preset}: its name "
+                "does not say base, and no weight tells -base from it), whose pipeline "
+                "ignores guidance, where ComfyUI runs both branches; the job cannot be "
+                "ComfyUI's (a -base file runs CFG: its name says base, as "
+                "flux-2-klein-base-4b.safetensors)"
             )
         return ""
 
-    def guided(self, pipe: Any, request: JobRequest) -> bool:
-        """Whether the pipeline runs its unconditional branch for `request`."""
-        return request.uses_cfg and not is_distilled(pipe)
-
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         prompts = {"prompt_embeds": request.prompt}
-        if self.guided(pipe, request):
+        if self.uses_cfg(pipe, request):
             prompts["negative_prompt_embeds"] = request.negative_prompt or ""
         tensors: Tensors = {}
         for name, prompt in prompts.items():

@@ -15,7 +15,11 @@ FILE_PRESETS = {
         ("tiny-flux2-klein", "tiny-flux2-klein"),
         ("flux.2-klein-4b", "random:flux.2-klein-4b"),
         ("flux.2-klein-9b", "random:flux.2-klein-9b"),
+        # the undistilled models: the same shapes, named so (`../flux2/detect.klein_base`)
+        ("tiny-flux2-klein-base", "tiny-flux2-klein-base"),
+        ("flux.2-klein-base-4b", "random:flux.2-klein-base-4b"),
+        ("flux.2-klein-base-9b", "random:flux.2-klein-base-9b"),
     )
 }
 """The presets Klein's single files run on (`FileSpec.presets`; its DiT is recognised
-by Flux.2's spec)."""
+by Flux.2's spec, the -base variants by the file's name)."""

@@ -1,4 +1,5 @@
-"""The tiny Flux.2 Klein preset (FLUX.2-klein-4B-shaped: step-distilled)."""
+"""The tiny Flux.2 Klein presets (FLUX.2-klein-4B-shaped): step-distilled, and the same weights
+as the undistilled -base model."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ _KLEIN: Builders = {
 
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-flux2-klein": ("Flux2KleinPipeline", _KLEIN),
+    "tiny-flux2-klein-base": ("Flux2KleinPipeline", _KLEIN),  # the same weights
 }
 PIPELINE_CONFIG: dict[str, dict[str, Any]] = {
     "tiny-flux2-klein": {"is_distilled": True},  # as FLUX.2-klein-4B's model_index.json
+    "tiny-flux2-klein-base": {"is_distilled": False},  # as FLUX.2-klein-base-4B's
 }

@@ -1,6 +1,7 @@
-"""Flux.2 [klein]'s tiny jobs (the family contract suite's): tiny-flux2-klein, distilled (one
-branch: no CFG parallel); then the same components as the undistilled -base model, true CFG
-(its unconditional branch a second DiT call on every rank)."""
+"""Flux.2 [klein]'s tiny jobs (the family contract suite's): the smallest is the undistilled
+-base model's (tiny-flux2-klein-base), true CFG, so that CFG parallel runs its branches on the
+halves of 2 and 4 ranks; then the step-distilled model (tiny-flux2-klein: one branch, which
+spreads over every rank)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,12 @@ from typing import Any
 
 from ...family_spec import TinyJob
 
-# 64x48 px: 4 x 3 image tokens (2x2 patches of the 8x latents) and 512 text tokens
-BODY = {"prompt": "ein Boot", "seed": 9, "guidance_scale": 1.0}
-BODY.update(width=64, height=48, num_inference_steps=2)
-
 
 def direct(pipe: Any, body: Any) -> Any:
     """`Flux2KleinPipeline` at its own guidance scale."""
     from ..base import called_directly
 
     return called_directly(pipe, body, guidance_scale=body["guidance_scale"])
-
-
-TINY_JOB = TinyJob("tiny-flux2-klein", BODY, direct)
-
-
-def base(pipe: Any) -> Any:
-    """The preset's components as an undistilled (-base) pipeline."""
-    return type(pipe)(**pipe.components, is_distilled=False)
 
 
 # The -base model at 96x64 px: 6 x 4 = 24 image tokens and 512 text tokens; the unconditional
@@ -36,5 +25,12 @@ def base(pipe: Any) -> Any:
 BASE = {"prompt": "ein Boot", "seed": 9, "guidance_scale": 4.0}
 BASE.update(width=96, height=64, num_inference_steps=2)
 
-TINY_JOBS = (TINY_JOB, TinyJob("tiny-flux2-klein", BASE, direct, variant=base, name="base"))
-"""The jobs the family contract runs: the smallest first, then the -base model's true CFG."""
+# The distilled model at 64x48 px: 4 x 3 image tokens (2x2 patches of the 8x latents) and 512
+# text tokens; no guidance.
+BODY = {"prompt": "ein Boot", "seed": 9, "guidance_scale": 1.0}
+BODY.update(width=64, height=48, num_inference_steps=2)
+
+TINY_JOB = TinyJob("tiny-flux2-klein-base", BASE, direct)
+
+TINY_JOBS = (TINY_JOB, TinyJob("tiny-flux2-klein", BODY, direct, name="distilled"))
+"""The jobs the family contract runs: the -base model's true CFG first, then the distilled."""
