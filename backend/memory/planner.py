@@ -615,6 +615,14 @@ class MemoryPlanner:
             return {"experts_host_bytes": sizes.expert_bytes // topo.replica_size}
         return {"experts_host_bytes": sizes.dit_bytes}
 
+    def _encoder_host_bytes(self) -> dict[str, int]:
+        """With the text encoder on the CPU, the host memory rank 0 keeps for the encoders
+        (beside the budget, as `lora_host_bytes`; they encode there once a job): their
+        weights in the compute dtype (MiniMax H3's Qwen3-VL 32B: 62.1 GiB)."""
+        if self.layout.text_encoder != "cpu":
+            return {}
+        return {"encoder_host_bytes": self.sizes.encoder_bytes}
+
     # -- reporting ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -629,6 +637,7 @@ class MemoryPlanner:
             "weights_stored": self.sizes.stored,
             "lora_host_bytes": self._lora_bytes(self.layout),
             **self._experts_host_bytes(),
+            **self._encoder_host_bytes(),
             "reference_job": reference.to_dict(),
             "reasons": self.start_reasons,
         }
@@ -637,8 +646,10 @@ class MemoryPlanner:
 def render(plan: dict[str, Any]) -> str:
     """A plan (`MemoryPlanner.to_dict` or a job's) as lines a person reads."""
     job = plan.get("reference_job", plan)
+    host = plan.get("encoder_host_bytes")
     lines = [
-        f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}",
+        f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}"
+        + (f" ({_gib(host)} of host memory on rank 0)" if host else ""),
         f"decode of {job['size']}: {job['decode']}"
         + ("" if job.get("exact_decode", True) else " (blended tiles)")
         + (" (tiling needed for memory)" if job["tiling_needed"] else ""),

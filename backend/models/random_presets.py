@@ -14,7 +14,9 @@ How they stay usable on a CPU machine:
   fit the DiT's text projection: 4096 for UMT5/T5, 768 for Flux's pooled CLIP) with 2 layers
   and a byte-level vocabulary (`seeded.byte_tokenizer`): "UMT5 4096" (Wan, 22M parameters),
   "T5 4096" (CogVideoX, Flux, 22M), "CLIP-L 768" (Flux, 14M). Each is named in its entry's
-  "reduced_from" in the JSON and in docs/models.md. Sequence lengths stay real (Wan and Flux's T5
+  "reduced_from" in the JSON and in docs/models.md. MiniMax H3's Qwen3-VL 32B is at its real
+  shapes (its entry's "architecture_of"): it decides where the encoder can live, so the
+  memory plan counts it. Sequence lengths stay real (Wan and Flux's T5
   512 tokens, CLIP 77, CogVideoX 226), so the DiT sees real token counts.
 - Models are constructed directly in the target dtype on the target device, and only then are
   the weights set from the seed, so a 14B model never exists in float32 first. On `meta` a

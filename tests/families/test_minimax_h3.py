@@ -1,11 +1,12 @@
 """MiniMax H3 text-to-audio-video: the limits, the 17n+5 frame rule, the `random:` preset's
-parameters and the plan at real size; the video decode as its temporal clips (what the ranks
+parameters (the 32B encoder at its real shapes) and the plan at real size, where that
+encoder goes; the video decode as its temporal clips (what the ranks
 share) against the VAE's own. (World size 1 against diffusers' blocks called
 directly, Ulysses at 2, 3 and 4 ranks against world size 1, audio included, and the LoRA job:
 the family contract, tests/families/test_family_contract.py.)
 
-Cost: about 5 s (3 s in the suite's two-worker run on 2 cores, 2026-11-29, and the clip
-decode's 2 s on a loaded machine).
+Cost: about 10 s (3 s in the suite's two-worker run on 2 cores, 2026-11-29, the clip
+decode's 2 s and the 32B encoder's three plans 5 s on a loaded machine).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ RANDOM = "random:minimax-h3"
 H3_DIT = 33_122_992_896
 """DiT parameters on the meta device: H3's "33B" (with the AdaLN tables as diffusers builds
 them)."""
+QWEN3_VL_32B = 33_357_390_064
+"""The text encoder's: Qwen3-VL 32B at its real shapes (its language model with the 152k
+vocabulary and the unused head, and its vision tower), "33B"."""
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,10 @@ def test_random_preset_counts_the_published_parameters(meta_pipe):
     assert (config.num_layers, config.hidden_size, config.in_channels) == (50, 5376, 24)
     text = meta_pipe.text_encoder.config.text_config
     assert text.hidden_size == config.text_dim == 5120
-    assert text.num_hidden_layers > meta_pipe.text_encoder_layer == 50
+    assert text.num_hidden_layers == 64 > meta_pipe.text_encoder_layer == 50
+    assert (text.num_attention_heads, text.num_key_value_heads, text.head_dim) == (64, 8, 128)
+    assert (text.intermediate_size, text.vocab_size) == (25600, 151936)
+    assert sum(p.numel() for p in meta_pipe.text_encoder.parameters()) == QWEN3_VL_32B
     assert meta_pipe.canvas_multiple == 32 and meta_pipe.audio_sampling_rate == 32000
 
 
@@ -98,6 +105,33 @@ def test_plan_at_real_size_uses_the_dry_run(caplog):
     assert report["memory"]["weights_bytes"]["transformer"] == H3_DIT * 2
     parts = report["memory"]["reference_job"]["parts_bytes"]
     assert parts["activations"] > 2**30 and parts["decode"] > 2**30
+
+
+@pytest.mark.parametrize(
+    ("gpus", "memory", "where"), [(8, 80, "cpu"), (4, 24, "cpu"), (8, 141, "device")]
+)
+def test_plan_counts_and_places_the_32b_encoder(gpus, memory, where):
+    """The plan counts Qwen3-VL 32B at its real size (62.1 GiB in bf16) and places it for
+    720p 10 s: on the CPU even on 8 GPUs of 80 GB (on rank 0's GPU the rank would need 81.8
+    GiB of its 72), its bytes named as rank 0's host memory; on 8 GPUs of 141 GB (H200) on
+    rank 0's GPU, its bytes rank 0's part `encoders`."""
+    from paradit.backend.memory.planner import render
+    from paradit.backend.tools.plan import estimate
+
+    report = estimate(RANDOM, gpus, memory, 1280, 736, 243)
+    plan = report["memory"]
+    encoder = plan["weights_bytes"]["text_encoder"]
+    assert encoder == QWEN3_VL_32B * 2
+    assert report["fits"] and plan["text_encoder"] == where
+    parts = plan["reference_job"]["parts_bytes"]
+    if where == "device":
+        assert parts["encoders"] == encoder and "encoder_host_bytes" not in plan
+        assert report["memory"]["reference_job"]["predicted_bytes"]["rank0"] > encoder
+        return
+    assert plan["encoder_host_bytes"] == encoder and parts["encoders"] == 0
+    assert "text encoder on cpu (62.13 GiB of host memory on rank 0)" in render(plan)
+    on_device = [r for r in plan["reasons"] if "text encoder on device, tiled" in r]
+    assert on_device and "> " in on_device[0], plan["reasons"]  # tried first, did not fit
 
 
 @pytest.mark.parametrize("count", [12, 9])
