@@ -169,6 +169,9 @@ class Limits:
     """The latent pixels one packed token of the model's DiT holds (Qwen-Image: 2x2, its
     channels first), when above 0: a job may ask for ComfyUI's CFGNorm (`cfg_mode` norm:
     backend/sampling/guidance.py), whose norm runs over each pixel's channels."""
+    image_preps: tuple[str, ...] = ()
+    """The ways besides its pipeline's own that the model prepares a job's input images
+    (`image_prep`): "comfyui", as ComfyUI's nodes resize and encode them (Qwen-Image-Edit)."""
     two_stage: bool = False
     """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
     upscale_factors: tuple[int, ...] = ()

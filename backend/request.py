@@ -39,6 +39,10 @@ from .sampling import names as sampling_names
 from .sampling import recipes, rules
 from .upscale import UpscaleSettings, total_steps
 
+IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI = "pipeline", "comfyui"
+IMAGE_PREPS = (IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI)
+"""The ways a job's input images may be prepared (`image_prep`)."""
+
 KINDS = ("text", "int", "float", "image", "images", "json")
 """text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
 json: a list or object."""
@@ -783,6 +787,22 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="cfg_norm_pixels",
     ),
     RequestField(
+        "image_prep",
+        "text",
+        "How the input images are resized and encoded: pipeline (the model's diffusers "
+        "pipeline's way) or comfyui (as ComfyUI's nodes do: Qwen-Image-Edit's "
+        "TextEncodeQwenImageEditPlus references at about 1024x1024 pixels in sides of 8 by "
+        "area averaging, the vision tower's input at about 384x384 then bilinear to sides of "
+        "28; the models whose limits.image_preps names it).",
+        IMAGE_PREP_PIPELINE,
+        rule=lambda value, limits: _image_prep(value, limits),
+        cli="--image-prep",
+        choices=IMAGE_PREPS,
+        tasks=(IMAGE_EDIT,),
+        form=False,
+        needs="image_preps",
+    ),
+    RequestField(
         "upscale",
         "json",
         "A two-stage job (LTX-2; the backend started with --upscaler FILE): {factor, sigmas, "
@@ -818,6 +838,17 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="guidance_terms",
     ),
 )
+
+
+def _image_prep(value: str, limits: Limits) -> str:
+    if value not in IMAGE_PREPS:
+        raise ValueError(f"image_prep must be one of {list(IMAGE_PREPS)}, got {value!r}")
+    if value != IMAGE_PREP_PIPELINE and value not in limits.image_preps:
+        raise ValueError(
+            f"image_prep {value}: this model prepares its input images only as its pipeline "
+            f"does (limits.image_preps: {list(limits.image_preps)}): leave image_prep out"
+        )
+    return value
 
 
 def _cfg_mode(value: str, limits: Limits) -> str:

@@ -155,6 +155,10 @@ class Family:
     channels first (Qwen-Image packs 2x2: 4); above 0 a job may ask for ComfyUI's CFGNorm on
     the plain combination (`cfg_mode` norm), whose norm runs over each pixel's channels."""
 
+    image_preps: tuple[str, ...] = ()
+    """The ways besides the pipeline's own that the family prepares a job's input images
+    (request `image_prep`, e.g. "comfyui"); its `prepare` and `encode` follow the job's."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
@@ -162,7 +166,12 @@ class Family:
             step_cache=self.step_cache,
             plain_cfg=self.plain_cfg,
             cfg_norm_pixels=self.cfg_norm_pixels if self.plain_cfg else 0,
+            image_preps=self.image_preps_of(pipe),
         )
+
+    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
+        """The loaded pipeline's `image_preps` (the family's, unless a pipeline class lacks them)."""
+        return self.image_preps
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """The loaded pipeline's sizes, frames, steps and defaults (`tiny`: a tiny preset's)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_EDIT
+from ....request import IMAGE_PREP_COMFYUI
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from ..qwen_image.adapter import PACKED_PIXELS
@@ -23,6 +24,7 @@ SPEC = FamilySpec(
             step_cache=False,
             plain_cfg=True,  # the same rescale to the conditional norm as Qwen-Image's
             cfg_norm_pixels=PACKED_PIXELS,
+            image_preps=(IMAGE_PREP_COMFYUI,),  # comfyui_prep.py
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ....contract import Limits
-from ....request import JobRequest
+from ....request import IMAGE_PREP_COMFYUI, JobRequest
 from ..base import Tensors, image_limits, request_images
 from ..qwen_image.adapter import QwenImage, min_steps
+from . import comfyui_prep
 
 # The model cards: 40 steps for 2509 (50 for the first model), true CFG scale 4.0; the
 # pipelines' output area when no size is given (1024x1024 at the input's aspect).
@@ -78,9 +81,131 @@ class QwenImageEdit(QwenImage):
         width, height, _ = edit.calculate_dimensions(EDIT_PIXELS, image.width / image.height)
         return pipe.image_processor.resize(image, height, width)
 
+    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
+        """ComfyUI's preparation is written for Edit-Plus (TextEncodeQwenImageEditPlus) only."""
+        return self.image_preps if self._plus(pipe) else ()
+
+    def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
+        if request.image_prep != IMAGE_PREP_COMFYUI:
+            return super().encode(pipe, request, device)
+        with _vision_inputs(pipe, request_images(request)) as images:
+            return self._encode_prompts(pipe, request, device, {"image": images})
+
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         images = request_images(request)
-        return {
-            **super().prepare(pipe, request, tensors),
-            "image": images if self._plus(pipe) else images[0],
-        }
+        kwargs = super().prepare(pipe, request, tensors)
+        if request.image_prep != IMAGE_PREP_COMFYUI:
+            return {**kwargs, "image": images if self._plus(pipe) else images[0]}
+        embeds = tensors["prompt_embeds"]
+        references = [
+            _reference(pipe, image, embeds.device, embeds.dtype, request) for image in images
+        ]
+        # the pipeline takes each reference as latents already; its own resize and its
+        # reference shapes (multiples of 32) give way to ComfyUI's for this job (`finish`)
+        shapes = [(1, ref.latents.shape[-2] // 2, ref.latents.shape[-1] // 2) for ref in references]
+        hook = pipe.transformer.register_forward_pre_hook(
+            _with_reference_shapes(shapes), with_kwargs=True
+        )
+        pipe.__dict__["image_processor"] = _Prepared(pipe.image_processor, hook)
+        return {**kwargs, "image": references}
+
+    def finish(self, pipe: Any) -> None:
+        prepared = pipe.__dict__.get("image_processor")
+        if isinstance(prepared, _Prepared):
+            pipe.__dict__["image_processor"] = prepared.own
+            prepared.hook.remove()
+
+
+class _Reference:
+    """A reference image as ComfyUI prepares it: its VAE latents (normalised, padded to even
+    sides); `size` is the input's, which the pipeline reads (and whose sizes it discards)."""
+
+    def __init__(self, latents: torch.Tensor, size: tuple[int, int]):
+        self.latents = latents
+        self.size = size
+
+
+class _Prepared:
+    """Stands in for the pipeline's image processor during a ComfyUI-prepared job: the
+    references are latents already (the pipeline takes latents as they are). Holds the
+    job's reference-shape hook on the DiT, removed with it (`finish`)."""
+
+    def __init__(self, own: Any, hook: Any):
+        self.own, self.hook = own, hook
+
+    def resize(self, image: _Reference, height: int, width: int) -> _Reference:
+        return image  # the vision tower's images: rank 0 encoded them already
+
+    def preprocess(self, image: _Reference, height: int, width: int) -> torch.Tensor:
+        return image.latents
+
+
+def _reference(
+    pipe: Any, image: Any, device: torch.device, dtype: torch.dtype, request: JobRequest
+) -> _Reference:
+    """One input image's reference latents, ComfyUI's way (`comfyui_prep`)."""
+    pixels = comfyui_prep.reference_pixels(comfyui_prep.to_float(image))
+    sample = (pixels * 2 - 1).unsqueeze(2).to(device, dtype)  # the VAE's -1..1, one frame
+    with torch.no_grad():
+        latents = comfyui_prep.pad_even(pipe._encode_vae_image(sample, generator=None)[:, :, 0])
+    rows, cols = latents.shape[-2] // 2, latents.shape[-1] // 2
+    if rows % 2 or cols % 2:
+        raise ValueError(
+            f"image_prep comfyui: a reference of {pixels.shape[-1]}x{pixels.shape[-2]} pixels "
+            f"is {cols}x{rows} tokens; an odd count is positioned differently by diffusers' "
+            f"DiT (rotary positions from -(n+1)/2) than by ComfyUI's (from -(n-1)/2): give "
+            f"an input image whose reference sides are multiples of 32 pixels"
+        )
+    return _Reference(latents, image.size)
+
+
+def _with_reference_shapes(shapes: list[tuple[int, int, int]]):
+    """A forward pre-hook giving the DiT the references' token grids ComfyUI's sizes make."""
+
+    def hook(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if "img_shapes" in kwargs:
+            kwargs["img_shapes"] = [[own[0], *shapes] for own in kwargs["img_shapes"]]
+        return args, kwargs
+
+    return hook
+
+
+class _VisionProcessor:
+    """The pipeline's processor for one encode: its text and grids, ComfyUI's pixel values."""
+
+    def __init__(self, own: Any, values: torch.Tensor, grids: torch.Tensor):
+        self.own, self.values, self.grids = own, values, grids
+
+    def __call__(self, **kwargs: Any) -> Any:
+        inputs = self.own(**kwargs)
+        if not torch.equal(inputs["image_grid_thw"], self.grids):
+            raise ValueError("image_prep comfyui: the processor's image grid is not ComfyUI's")
+        inputs["pixel_values"] = self.values
+        return inputs
+
+
+class _vision_inputs:
+    """For one encode: the pipeline's processor hands the vision tower ComfyUI's pixels;
+    yields the images to give the pipeline (blank, at the vision sizes: the processor's
+    grids and token counts follow from their sizes)."""
+
+    def __init__(self, pipe: Any, images: list):
+        self.pipe, self.images = pipe, images
+
+    def __enter__(self) -> list:
+        from PIL import Image
+
+        own = self.pipe.processor
+        settings = comfyui_prep.VisionSettings.of(own.image_processor)
+        values, grids, blanks = [], [], []
+        for image in self.images:
+            pixels, grid, size = comfyui_prep.vision_input(comfyui_prep.to_float(image), settings)
+            values.append(pixels)
+            grids.append(grid)
+            blanks.append(Image.new("RGB", size))
+        self.pipe.__dict__["processor"] = _VisionProcessor(own, torch.cat(values), torch.cat(grids))
+        self.own = own
+        return blanks
+
+    def __exit__(self, *exc: Any) -> None:
+        self.pipe.__dict__["processor"] = self.own
