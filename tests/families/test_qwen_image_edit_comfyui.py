@@ -16,7 +16,6 @@ import io
 import numpy as np
 import pytest
 import torch
-from image_jobs import encoded, run_image_job
 from PIL import Image
 
 from paradit.backend.contract import Limits
@@ -68,10 +67,13 @@ def test_vision_patches_in_transformers_layout():
     resized = torch.nn.functional.interpolate(
         small, size=size[::-1], mode="bilinear", align_corners=False
     )
-    theirs = Qwen2VLImageProcessor(
+    processor = Qwen2VLImageProcessor(
         do_resize=False, do_rescale=False, image_mean=list(SETTINGS.mean),
         image_std=list(SETTINGS.std), patch_size=14, temporal_patch_size=2, merge_size=2,
-    )(images=[resized[0].numpy()], return_tensors="pt", input_data_format="channels_first")  # fmt: skip
+    )  # fmt: skip
+    theirs = processor(
+        images=[resized[0].numpy()], return_tensors="pt", input_data_format="channels_first"
+    )
     assert grid.tolist() == theirs["image_grid_thw"].tolist() == [[1, size[1] // 14, size[0] // 14]]
     torch.testing.assert_close(values, theirs["pixel_values"], rtol=0, atol=1e-6)
 

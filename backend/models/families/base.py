@@ -170,7 +170,7 @@ class Family:
         )
 
     def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
-        """The loaded pipeline's `image_preps` (the family's, unless a pipeline class lacks them)."""
+        """The loaded pipeline's `image_preps` (the family's, unless its class lacks them)."""
         return self.image_preps
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
