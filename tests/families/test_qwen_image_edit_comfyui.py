@@ -16,6 +16,7 @@ import io
 import numpy as np
 import pytest
 import torch
+from image_jobs import encoded, run_image_job
 from PIL import Image
 
 from paradit.backend.contract import Limits
@@ -101,3 +102,153 @@ def test_image_prep_is_refused_without_it():
     assert JobRequest.from_body({"prompt": "x", "image": body["image"]}, EDIT).image_prep == (
         "pipeline"
     )
+
+
+# A 3:2 input: its reference is 1256x840 pixels (diffusers' 1248x832), 157x105 latents
+# wrapped to 158x106: 79x53 tokens, odd counts; the 48x32 output's 3 columns are odd too,
+# and its text starts at position 1 in ComfyUI (diffusers': the reference's 39).
+JOB = {"prompt": "make the fox red", "negative_prompt": "blurry", "width": 48, "height": 32,
+       "num_inference_steps": 2, "guidance_scale": 4.0, "seed": 5, "image": _png(60, 40),
+       "image_prep": "comfyui"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def edit():
+    from paradit.backend.models.presets import build_preset
+
+    pipe = build_preset("tiny-qwen-image-edit")
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def _embeds(pipe, prompt: str, image) -> torch.Tensor:
+    """The text encoder on the pipeline's template and ComfyUI's vision pixels, by hand."""
+    settings = prep.VisionSettings.of(pipe.processor.image_processor)
+    values, grid, size = prep.vision_input(prep.to_float(image), settings)
+    assert size == (476, 308)  # 470x314 (60x40 at 384x384) to multiples of 28
+    text = pipe.prompt_template_encode.format(
+        "Picture 1: <|vision_start|><|image_pad|><|vision_end|>" + prompt
+    )
+    inputs = pipe.processor(text=[text], images=[Image.new("RGB", size)], return_tensors="pt")
+    out = pipe.text_encoder(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        pixel_values=values,
+        image_grid_thw=grid,
+        output_hidden_states=True,
+    )
+    return out.hidden_states[-1][:, pipe.prompt_template_encode_start_idx :]
+
+
+def _reference(pipe, image) -> torch.Tensor:
+    """The 60x40 image at 1256x840 by area averaging (scale sqrt(1048576 / 2400) = 20.902:
+    1254.1 / 8 -> 157, 836.1 / 8 = 104.51 -> 105), VAE-encoded (its mode, normalised), its
+    157x105 latents wrapped to 158x106, packed: 79x53 tokens."""
+    pixels = torch.nn.functional.interpolate(prep.to_float(image), (840, 1256), mode="area")
+    config = pipe.vae.config
+    z = pipe.vae.encode((pixels * 2 - 1).unsqueeze(2)).latent_dist.mode()
+    mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
+    std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
+    z = ((z - mean) / std)[:, :, 0]
+    assert z.shape[-2:] == (105, 157)
+    z = torch.cat([z, z[..., :1, :]], dim=-2)
+    z = torch.cat([z, z[..., :1]], dim=-1)
+    return pipe._pack_latents(z, 1, z.shape[1], 106, 158)
+
+
+def _comfy_rope(rope, shapes: list, text_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary table as ComfyUI's Qwen DiT positions its tokens: image k at frame k, rows
+    and columns 0..n-1 minus n // 2, the text from max(rows // 2, columns // 2) of the
+    output on, each axis's angles from its own positions."""
+
+    def table(frames, rows, cols) -> torch.Tensor:
+        positions = (frames, rows, cols)
+        axes = [rope.rope_params(positions[i].flatten(), dim, rope.theta)
+                for i, dim in enumerate(rope.axes_dim)]  # fmt: skip
+        return torch.cat(axes, dim=1)
+
+    images = []
+    for k, (_, rows, cols) in enumerate(shapes):
+        r = (torch.arange(rows) - rows // 2).view(-1, 1).expand(rows, cols)
+        c = (torch.arange(cols) - cols // 2).view(1, -1).expand(rows, cols)
+        images.append(table(torch.full((rows, cols), k), r, c))
+    start = max(shapes[0][1] // 2, shapes[0][2] // 2)
+    text = torch.arange(start, start + text_len)
+    return torch.cat(images), table(text, text, text)
+
+
+def _velocity(pipe, both, t, embeds, shapes) -> torch.Tensor:
+    """The DiT on `both` (output then reference tokens) with ComfyUI's rotary table."""
+    rope = pipe.transformer.pos_embed
+    table = _comfy_rope(rope, shapes[0], embeds.shape[1])
+    rope.forward = lambda *_args, **_kwargs: table
+    try:
+        return pipe.transformer(
+            hidden_states=both,
+            timestep=t.expand(1).to(both.dtype) / 1000,
+            encoder_hidden_states=embeds,
+            encoder_hidden_states_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
+            img_shapes=shapes,
+            return_dict=False,
+        )[0]
+    finally:
+        del rope.forward
+
+
+def _by_hand(pipe, body: dict) -> np.ndarray:
+    """The job's steps over diffusers' components: the pipeline's noise, levels, true CFG and
+    rescale, the DiT on the output tokens then the reference's."""
+    from diffusers.pipelines.qwenimage.pipeline_qwenimage import (
+        calculate_shift,
+        retrieve_timesteps,
+    )
+
+    image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
+    height, width, steps = body["height"], body["width"], body["num_inference_steps"]
+    with torch.no_grad():
+        cond, uncond = (_embeds(pipe, body[k], image) for k in ("prompt", "negative_prompt"))
+        reference = _reference(pipe, image)
+        channels = pipe.transformer.config.in_channels // 4
+        generator = torch.Generator("cpu").manual_seed(body["seed"])
+        noise = torch.randn((1, 1, channels, height // 8, width // 8), generator=generator)
+        latents = pipe._pack_latents(noise, 1, channels, height // 8, width // 8)
+        shapes = [[(1, height // 16, width // 16), (1, 53, 79)]]
+        config = pipe.scheduler.config
+        mu = calculate_shift(latents.shape[1], config.base_image_seq_len,
+                             config.max_image_seq_len, config.base_shift,
+                             config.max_shift)  # fmt: skip
+        sigmas = np.linspace(1.0, 1 / steps, steps)
+        timesteps, _ = retrieve_timesteps(pipe.scheduler, steps, "cpu", sigmas=sigmas, mu=mu)
+        pipe.scheduler.set_begin_index(0)
+        for t in timesteps:
+            both = torch.cat([latents, reference], dim=1)
+
+            c, u = (
+                _velocity(pipe, both, t, e, shapes)[:, : latents.shape[1]] for e in (cond, uncond)
+            )
+            guided = u + body["guidance_scale"] * (c - u)
+            guided = guided * (c.norm(dim=-1, keepdim=True) / guided.norm(dim=-1, keepdim=True))
+            latents = pipe.scheduler.step(guided, t, latents, return_dict=False)[0]
+    return latents.numpy()
+
+
+def test_comfyui_prepared_job_equals_diffusers_by_hand(edit):
+    """World size 1 with `image_prep` comfyui: the engine's text embeddings are the text
+    encoder's on ComfyUI's vision pixels, and its final latents the hand-driven loop's on
+    the area-averaged, wrapped reference; the pipeline's own preparation ends elsewhere;
+    nothing of the job stays on the pipeline."""
+    image = Image.open(io.BytesIO(base64.b64decode(JOB["image"]))).convert("RGB")
+    tensors = encoded(edit, JOB)
+    with torch.no_grad():
+        want_embeds = _embeds(edit, JOB["prompt"], image)
+    torch.testing.assert_close(tensors["prompt_embeds"], want_embeds, rtol=0, atol=0)
+    _, latents, _ = run_image_job(edit, JOB, tensors)
+    want = _by_hand(edit, JOB)
+    np.testing.assert_allclose(latents, want, rtol=0, atol=1e-5)
+    own = {k: v for k, v in JOB.items() if k != "image_prep"}
+    _, theirs, _ = run_image_job(edit, own)
+    assert np.abs(theirs - want).max() > 1e-3
+    assert "image_processor" not in edit.__dict__ or type(edit.image_processor).__name__ == (
+        "VaeImageProcessor"
+    )
+    assert not edit.transformer._forward_pre_hooks

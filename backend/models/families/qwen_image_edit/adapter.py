@@ -24,6 +24,7 @@ from ....request import IMAGE_PREP_COMFYUI, JobRequest
 from ..base import Tensors, image_limits, request_images
 from ..qwen_image.adapter import QwenImage, min_steps
 from . import comfyui_prep
+from .comfyui_dit import ComfyDiT
 
 # The model cards: 40 steps for 2509 (50 for the first model), true CFG scale 4.0; the
 # pipelines' output area when no size is given (1024x1024 at the input's aspect).
@@ -97,23 +98,20 @@ class QwenImageEdit(QwenImage):
         if request.image_prep != IMAGE_PREP_COMFYUI:
             return {**kwargs, "image": images if self._plus(pipe) else images[0]}
         embeds = tensors["prompt_embeds"]
-        references = [
-            _reference(pipe, image, embeds.device, embeds.dtype, request) for image in images
-        ]
-        # the pipeline takes each reference as latents already; its own resize and its
-        # reference shapes (multiples of 32) give way to ComfyUI's for this job (`finish`)
-        shapes = [(1, ref.latents.shape[-2] // 2, ref.latents.shape[-1] // 2) for ref in references]
-        hook = pipe.transformer.register_forward_pre_hook(
-            _with_reference_shapes(shapes), with_kwargs=True
-        )
-        pipe.__dict__["image_processor"] = _Prepared(pipe.image_processor, hook)
+        references = [_reference(pipe, image, embeds.device, embeds.dtype) for image in images]
+        # the pipeline takes each reference as latents already; its own resize, its
+        # references' token grids (from sides of 32) and its rotary positions give way to
+        # ComfyUI's for this job (`finish` takes them off)
+        grids = [(1, ref.latents.shape[-2] // 2, ref.latents.shape[-1] // 2) for ref in references]
+        dit = ComfyDiT(pipe.transformer, grids)
+        pipe.__dict__["image_processor"] = _Prepared(pipe.image_processor, dit)
         return {**kwargs, "image": references}
 
     def finish(self, pipe: Any) -> None:
         prepared = pipe.__dict__.get("image_processor")
         if isinstance(prepared, _Prepared):
             pipe.__dict__["image_processor"] = prepared.own
-            prepared.hook.remove()
+            prepared.dit.remove()
 
 
 class _Reference:
@@ -128,10 +126,10 @@ class _Reference:
 class _Prepared:
     """Stands in for the pipeline's image processor during a ComfyUI-prepared job: the
     references are latents already (the pipeline takes latents as they are). Holds the
-    job's reference-shape hook on the DiT, removed with it (`finish`)."""
+    job's changes on the DiT, taken off with it (`finish`)."""
 
-    def __init__(self, own: Any, hook: Any):
-        self.own, self.hook = own, hook
+    def __init__(self, own: Any, dit: ComfyDiT):
+        self.own, self.dit = own, dit
 
     def resize(self, image: _Reference, height: int, width: int) -> _Reference:
         return image  # the vision tower's images: rank 0 encoded them already
@@ -140,34 +138,19 @@ class _Prepared:
         return image.latents
 
 
-def _reference(
-    pipe: Any, image: Any, device: torch.device, dtype: torch.dtype, request: JobRequest
-) -> _Reference:
+def _reference(pipe: Any, image: Any, device: torch.device, dtype: torch.dtype) -> _Reference:
     """One input image's reference latents, ComfyUI's way (`comfyui_prep`)."""
     pixels = comfyui_prep.reference_pixels(comfyui_prep.to_float(image))
     sample = (pixels * 2 - 1).unsqueeze(2).to(device, dtype)  # the VAE's -1..1, one frame
-    with torch.no_grad():
-        latents = comfyui_prep.pad_even(pipe._encode_vae_image(sample, generator=None)[:, :, 0])
-    rows, cols = latents.shape[-2] // 2, latents.shape[-1] // 2
-    if rows % 2 or cols % 2:
-        raise ValueError(
-            f"image_prep comfyui: a reference of {pixels.shape[-1]}x{pixels.shape[-2]} pixels "
-            f"is {cols}x{rows} tokens; an odd count is positioned differently by diffusers' "
-            f"DiT (rotary positions from -(n+1)/2) than by ComfyUI's (from -(n-1)/2): give "
-            f"an input image whose reference sides are multiples of 32 pixels"
-        )
+    vae, tiled = pipe.vae, getattr(pipe.vae, "use_tiling", False)
+    vae.use_tiling = False  # ComfyUI encodes whole; diffusers' tiles miscount sides of 8
+    try:
+        with torch.no_grad():
+            latents = pipe._encode_vae_image(sample, generator=None)[:, :, 0]
+    finally:
+        vae.use_tiling = tiled
+    latents = comfyui_prep.pad_even(latents)
     return _Reference(latents, image.size)
-
-
-def _with_reference_shapes(shapes: list[tuple[int, int, int]]):
-    """A forward pre-hook giving the DiT the references' token grids ComfyUI's sizes make."""
-
-    def hook(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        if "img_shapes" in kwargs:
-            kwargs["img_shapes"] = [[own[0], *shapes] for own in kwargs["img_shapes"]]
-        return args, kwargs
-
-    return hook
 
 
 class _VisionProcessor:
