@@ -42,6 +42,9 @@ from .upscale import UpscaleSettings, total_steps
 IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI = "pipeline", "comfyui"
 IMAGE_PREPS = (IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI)
 """The ways a job's input images may be prepared (`image_prep`)."""
+REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO = "model", "index", "index_timestep_zero"
+REFERENCE_METHODS = (REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO)
+"""How an edit's DiT conditions its reference tokens (`reference_method`)."""
 
 KINDS = ("text", "int", "float", "image", "images", "json")
 """text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
@@ -803,6 +806,22 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="image_preps",
     ),
     RequestField(
+        "reference_method",
+        "text",
+        "How the edit's DiT sees its reference tokens: model (as its config says), index "
+        "(each reference at its own frame index, at the step's noise level) or "
+        "index_timestep_zero (the same, modulated as at noise level 0: ComfyUI's "
+        "FluxKontextMultiReferenceLatentMethod, diffusers' zero_cond_t, Qwen-Image-Edit-2511's "
+        "way); the models whose limits.reference_methods names it.",
+        REFERENCE_MODEL,
+        rule=lambda value, limits: _reference_method(value, limits),
+        cli="--reference-method",
+        choices=REFERENCE_METHODS,
+        tasks=(IMAGE_EDIT,),
+        form=False,
+        needs="reference_methods",
+    ),
+    RequestField(
         "upscale",
         "json",
         "A two-stage job (LTX-2; the backend started with --upscaler FILE): {factor, sigmas, "
@@ -847,6 +866,19 @@ def _image_prep(value: str, limits: Limits) -> str:
         raise ValueError(
             f"image_prep {value}: this model prepares its input images only as its pipeline "
             f"does (limits.image_preps: {list(limits.image_preps)}): leave image_prep out"
+        )
+    return value
+
+
+def _reference_method(value: str, limits: Limits) -> str:
+    if value not in REFERENCE_METHODS:
+        raise ValueError(
+            f"reference_method must be one of {list(REFERENCE_METHODS)}, got {value!r}"
+        )
+    if value != REFERENCE_MODEL and value not in limits.reference_methods:
+        raise ValueError(
+            f"reference_method {value}: this model's DiT has no such choice "
+            f"(limits.reference_methods: {list(limits.reference_methods)}): leave it out"
         )
     return value
 

@@ -195,9 +195,10 @@ def _velocity(pipe, both, t, embeds, shapes) -> torch.Tensor:
         del rope.forward
 
 
-def _by_hand(pipe, body: dict) -> np.ndarray:
+def _by_hand(pipe, body: dict, zero: bool = False) -> np.ndarray:
     """The job's steps over diffusers' components: the pipeline's noise, levels, true CFG and
-    rescale, the DiT on the output tokens then the reference's."""
+    rescale, the DiT on the output tokens then the reference's (`zero`: diffusers'
+    `zero_cond_t` on the DiT and its blocks, as a 2511 config sets it)."""
     from diffusers.pipelines.qwenimage.pipeline_qwenimage import (
         calculate_shift,
         retrieve_timesteps,
@@ -205,6 +206,8 @@ def _by_hand(pipe, body: dict) -> np.ndarray:
 
     image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
     height, width, steps = body["height"], body["width"], body["num_inference_steps"]
+    for module in (pipe.transformer, *pipe.transformer.transformer_blocks):
+        module.zero_cond_t = zero
     with torch.no_grad():
         cond, uncond = (_embeds(pipe, body[k], image) for k in ("prompt", "negative_prompt"))
         reference = _reference(pipe, image)
@@ -229,6 +232,8 @@ def _by_hand(pipe, body: dict) -> np.ndarray:
             guided = u + body["guidance_scale"] * (c - u)
             guided = guided * (c.norm(dim=-1, keepdim=True) / guided.norm(dim=-1, keepdim=True))
             latents = pipe.scheduler.step(guided, t, latents, return_dict=False)[0]
+    for module in (pipe.transformer, *pipe.transformer.transformer_blocks):
+        module.zero_cond_t = False
     return latents.numpy()
 
 
@@ -252,3 +257,16 @@ def test_comfyui_prepared_job_equals_diffusers_by_hand(edit):
         "VaeImageProcessor"
     )
     assert not edit.transformer._forward_pre_hooks
+
+
+def test_references_at_timestep_zero(edit):
+    """`reference_method` index_timestep_zero (ComfyUI's node, the 2511 templates): the job
+    equals the hand-driven loop with diffusers' `zero_cond_t` on, differs from it off, and
+    the DiT has the model's setting back after the job."""
+    body = {**JOB, "reference_method": "index_timestep_zero"}
+    tensors = encoded(edit, body)
+    _, latents, _ = run_image_job(edit, body, tensors)
+    np.testing.assert_allclose(latents, _by_hand(edit, body, zero=True), rtol=0, atol=1e-5)
+    assert np.abs(latents - _by_hand(edit, body)).max() > 1e-3
+    assert not edit.transformer.zero_cond_t
+    assert not any(block.zero_cond_t for block in edit.transformer.transformer_blocks)

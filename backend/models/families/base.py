@@ -159,6 +159,10 @@ class Family:
     """The ways besides the pipeline's own that the family prepares a job's input images
     (request `image_prep`, e.g. "comfyui"); its `prepare` and `encode` follow the job's."""
 
+    reference_methods: tuple[str, ...] = ()
+    """How a job may ask the DiT to condition an edit's reference tokens (request
+    `reference_method`); its `prepare` sets the job's and `finish` the model's again."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
@@ -167,6 +171,7 @@ class Family:
             plain_cfg=self.plain_cfg,
             cfg_norm_pixels=self.cfg_norm_pixels if self.plain_cfg else 0,
             image_preps=self.image_preps_of(pipe),
+            reference_methods=self.reference_methods,
         )
 
     def image_preps_of(self, pipe: Any) -> tuple[str, ...]:

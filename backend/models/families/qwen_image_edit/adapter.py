@@ -20,7 +20,12 @@ from typing import Any
 import torch
 
 from ....contract import Limits
-from ....request import IMAGE_PREP_COMFYUI, JobRequest
+from ....request import (
+    IMAGE_PREP_COMFYUI,
+    REFERENCE_MODEL,
+    REFERENCE_TIMESTEP_ZERO,
+    JobRequest,
+)
 from ..base import Tensors, image_limits, request_images
 from ..qwen_image.adapter import QwenImage, min_steps
 from . import comfyui_prep
@@ -95,6 +100,8 @@ class QwenImageEdit(QwenImage):
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         images = request_images(request)
         kwargs = super().prepare(pipe, request, tensors)
+        if request.reference_method != REFERENCE_MODEL:
+            _zero_cond_t(pipe.transformer, request.reference_method == REFERENCE_TIMESTEP_ZERO)
         if request.image_prep != IMAGE_PREP_COMFYUI:
             return {**kwargs, "image": images if self._plus(pipe) else images[0]}
         embeds = tensors["prompt_embeds"]
@@ -108,10 +115,18 @@ class QwenImageEdit(QwenImage):
         return {**kwargs, "image": references}
 
     def finish(self, pipe: Any) -> None:
+        _zero_cond_t(pipe.transformer, bool(pipe.transformer.config.get("zero_cond_t")))
         prepared = pipe.__dict__.get("image_processor")
         if isinstance(prepared, _Prepared):
             pipe.__dict__["image_processor"] = prepared.own
             prepared.dit.remove()
+
+
+def _zero_cond_t(transformer: Any, zero: bool) -> None:
+    """diffusers' `zero_cond_t` on the DiT and its blocks (each reads its own): the reference
+    tokens modulated as at noise level 0 (ComfyUI's `index_timestep_zero`)."""
+    for module in (transformer, *transformer.transformer_blocks):
+        module.zero_cond_t = zero
 
 
 class _Reference:
