@@ -27,7 +27,8 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 68 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 72 s (the suite's two-worker run on 2 cores, 2026-11-29; Qwen-Image-Edit's
+ComfyUI-prepared job on 3 ranks adds about 4 s, measured alone under load).
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 sizes and pixel values ComfyUI's nodes make, worked by hand; the vision tower's patches in
 transformers' own layout; a tiny Edit-Plus job at world size 1 equals diffusers' components
 driven by hand with the same prepared inputs (the text encoder on ComfyUI's pixels, the VAE on
-the area-averaged reference padded to even latent sides, the DiT with those token grids);
-the field refused by models without it.
+the area-averaged reference padded to even latent sides, the DiT with those token grids and
+a rotary table of ComfyUI's positions built here); `reference_method` index_timestep_zero
+equals diffusers' `zero_cond_t`; the fields refused by models without them. (3 ranks against
+1: the family contract's "comfyui prep" job.)
 
-Cost: about 6 s (tiny Qwen-Image-Edit, one 2-step job at 32x32 and the hand-driven loop).
+Cost: about 10 s (tiny Qwen-Image-Edit: 2-step jobs at 48x32 on 1024x1024-pixel references,
+the hand-driven loops).
 """
 
 from __future__ import annotations
