@@ -273,3 +273,21 @@ def test_references_at_timestep_zero(edit):
     assert np.abs(latents - _by_hand(edit, body)).max() > 1e-3
     assert not edit.transformer.zero_cond_t
     assert not any(block.zero_cond_t for block in edit.transformer.transformer_blocks)
+
+
+def test_the_edit_runs_paradits_samplers(edit):
+    """The templates' euler (ComfyUI's `simple` at a static shift): euler on the levels the
+    pipeline's own scheduler ran gives its output (float32 rounding), with ComfyUI's image
+    preparation; `simple` at shift 3 runs ComfyUI's levels; the pipeline's scheduler is back."""
+    from image_jobs import run_here
+
+    own_scheduler = edit.scheduler
+    _, own = run_here(edit, JOB)
+    sigmas = own.clock.notes["sampling"]["sigmas"]
+    _, mine = run_here(edit, {**JOB, "sampler": "euler", "sigmas": sigmas})
+    assert mine.clock.notes["sampling"]["sampler"] == "euler"
+    torch.testing.assert_close(mine.latents, own.latents, rtol=1e-5, atol=1e-5)
+    body = {**JOB, "sampler": "euler", "scheduler": "simple", "shift": 3.0}
+    _, simple = run_here(edit, body)
+    assert simple.clock.notes["sampling"]["sigmas"] == pytest.approx([1.0, 0.75, 0.0])
+    assert edit.scheduler is own_scheduler
