@@ -74,6 +74,23 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "Qwen-Image and Qwen-Image-Edit)",
     ),
     _spec("CLIPTextEncode", ("text",), "`prompt` / `negative_prompt`"),
+    _spec(
+        "TextEncodeQwenImageEditPlus",
+        ("prompt",),
+        "`prompt` / `negative_prompt`, its image1..3 `image` and `images`, `image_prep` "
+        "`comfyui` (references and vision input prepared as the node does; Qwen-Image-Edit-Plus)",
+    ),
+    _spec(
+        "FluxKontextImageScale",
+        (),
+        "the image sent: the Kontext size nearest its aspect, centre crop, Lanczos",
+    ),
+    _spec(
+        "FluxKontextMultiReferenceLatentMethod",
+        ("reference_latents_method",),
+        "`reference_method` (`index`, `index_timestep_zero`)",
+    ),
+    _spec("VAEEncode", (), "`width`, `height` of the image it encodes (at denoise 1)"),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -294,18 +311,14 @@ _QWEN21 = (
     "qwen-image2.1-turbo` (its templates' schedule)"
 )
 
-QWEN_EDIT_REFERENCES = (
-    "ComfyUI's Qwen-Image-Edit nodes prepare the input images otherwise than paradit's edit "
-    "pipelines (diffusers' QwenImageEdit(Plus)Pipeline): TextEncodeQwenImageEditPlus encodes "
-    "each reference at about 1024x1024 pixels with sides rounded to multiples of 8 "
-    "(TextEncodeQwenImageEdit: to whole pixels) and shows the vision tower a copy at about "
-    "384x384 rounded to whole pixels, both resized by area averaging, where paradit's rounds "
-    "both to multiples of 32 and resizes with Lanczos (and its DiT takes references of even "
-    "latent sides only); ComfyUI's vision input is then resized bilinearly in float to "
-    "multiples of 28, transformers' processor resizes 8-bit pixels bicubically: other "
-    "reference tokens and image tokens, so the job cannot be ComfyUI's"
+QWEN_EDIT_FIRST = (
+    "the first Qwen-Image-Edit's node: paradit prepares references ComfyUI's way for "
+    "Qwen-Image-Edit-Plus (TextEncodeQwenImageEditPlus: 2509, 2511) only; this node encodes "
+    "its image at about 1024x1024 in whole pixels and gives the vision tower that same image, "
+    "where paradit's pipeline (QwenImageEditPipeline) rounds to multiples of 32 with Lanczos: "
+    "other reference and image tokens, so the job cannot be ComfyUI's"
 )
-"""Why paradit's workflow import refuses Qwen-Image-Edit's graphs (their reference images)."""
+"""Why paradit's workflow import refuses the first Qwen-Image-Edit's graph."""
 
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
@@ -324,15 +337,10 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
         "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
         "be ComfyUI's",
-        "TextEncodeQwenImageEditPlus": QWEN_EDIT_REFERENCES,
-        "TextEncodeQwenImageEdit": QWEN_EDIT_REFERENCES,
-        "FluxKontextImageScale": QWEN_EDIT_REFERENCES,
-        "FluxKontextMultiReferenceLatentMethod": QWEN_EDIT_REFERENCES,
+        "TextEncodeQwenImageEdit": QWEN_EDIT_FIRST,
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import does not map image edits (" + QWEN_EDIT_REFERENCES + ")",
-        "VAEEncode": "an image encoded into latents, here the edit's output size at denoise 1 "
-        "(or a latent to start from): paradit's workflow import maps no image edit. "
-        + QWEN_EDIT_REFERENCES,
+        "workflow import maps Qwen-Image-Edit-Plus's references (TextEncodeQwenImageEditPlus) "
+        "and FluxKontextImageScale only",
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

@@ -55,6 +55,19 @@ class ClipVision:
 class Image:
     file: Path
     loader: Node
+    scale: tuple[int, int] | None = None
+    """FluxKontextImageScale's (width, height); None: the image as loaded."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """TextEncodeQwenImageEditPlus's reference images (image1..3 in order), encoded by `vae`;
+    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own)."""
+
+    images: tuple[Image, ...]
+    vae: Vae
+    method: str | None
+    node: Node
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class Conditioning:
     """WanImageToVideo's latent: its start image rides in the conditioning."""
     frame_rate: float | None = None
     """LTXVConditioning's frame rate (LTX-2's video positions)."""
+    edit: Edit | None = None
+    """An edit's reference images (TextEncodeQwenImageEditPlus)."""
 
 
 @dataclass(frozen=True)
@@ -303,13 +318,27 @@ class WorkflowPlan:
     """The (first) sampler node."""
     upscale_sampler: Node | None = None
     """The second, upscaled stage's sampler node (its sampler is `upscale.sampler`)."""
+    images: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the Kontext
+    size FluxKontextImageScale scales it to (None: as loaded), made when sent (`body`)."""
 
     def body(self) -> dict[str, Any]:
-        """The request as POST /v1/jobs takes it (the image file as base64)."""
+        """The request as POST /v1/jobs takes it (the image files as base64)."""
         body = dict(self.request)
         if body.get("image"):
-            body["image"] = base64.b64encode(Path(body["image"]).read_bytes()).decode("ascii")
+            body["image"] = self._encoded(body["image"])
+        if body.get("images"):
+            body["images"] = [self._encoded(path) for path in body["images"]]
         return body
+
+    def _encoded(self, path: str) -> str:
+        if path in self.images:
+            from .images import loaded_png
+
+            data = loaded_png(Path(path), self.images[path])
+        else:
+            data = Path(path).read_bytes()
+        return base64.b64encode(data).decode("ascii")
 
     def serve_argv(self) -> list[str]:
         """The `paradit serve` flags of the serve settings."""
