@@ -8,7 +8,7 @@ image sent is FluxKontextImageScale's, and the int8 one runs end to end through 
 workflow run` on its int8_convrot file. (The first model's template stays refused:
 test_templates.py.)
 
-Cost: about 12 s (the tiny files; an end-to-end 2-step job at the Kontext size of a 60x40
+Cost: about 20 s (the tiny files; an end-to-end 2-step job at the Kontext size of a 60x40
 image, 1248x832, with its 1024x1024-pixel reference).
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from comfy_files import quantizable, write_safetensors
 from comfy_templates import TEMPLATES, widget
+from conftest import run_job
 from lora_files import peft_lora
 from PIL import Image
 from quant_files import write_int8
@@ -176,3 +177,32 @@ def test_kontext_scale_worked_by_hand(tmp_path):
     want = Image.fromarray(pixels[:, 3:97]).resize((1568, 672), Image.Resampling.LANCZOS)
     got = Image.open(io.BytesIO(loaded_png(path, (1568, 672))))
     assert got.size == (1568, 672) and got.tobytes() == want.tobytes()
+
+
+def test_int8_template_runs_end_to_end(comfy, tmp_path, paradit_warm, backends):
+    """`paradit workflow run` of the _int8 template (its steps, PrimitiveInt 166, set to 2)
+    on a backend of its files: the DiT's linears stay int8 on the backend, job.json records
+    ComfyUI's image preparation and 2511's reference method, and the image is the one the
+    plan's request makes on that backend, byte for byte."""
+    data = json.loads((TEMPLATES / INT8).read_text())
+    (inner,) = data["definitions"]["subgraphs"]
+    steps = next(n for n in inner["nodes"] if n["id"] == 166)
+    steps["widgets_values"][0] = 2
+    workflow = tmp_path / INT8
+    workflow.write_text(json.dumps(data))
+    plan, _ = plan_of(str(workflow), str(comfy))
+    assert plan.request["num_inference_steps"] == 2
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    assert server.info()["ranks"][0]["weights"]["stored"] == {"int8": 28}
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["image_prep"] == "comfyui"
+    assert record["request"]["reference_method"] == "index_timestep_zero"
+    assert record["request"]["cfg_mode"] == "norm"
+    _, frames = run_job(server, plan.body())
+    assert (out / "image.png").read_bytes() == frames[0]
