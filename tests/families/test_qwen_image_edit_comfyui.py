@@ -4,10 +4,11 @@ transformers' own layout; a tiny Edit-Plus job at world size 1 equals diffusers'
 driven by hand with the same prepared inputs (the text encoder on ComfyUI's pixels, the VAE on
 the area-averaged reference padded to even latent sides, the DiT with those token grids and
 a rotary table of ComfyUI's positions built here); `reference_method` index_timestep_zero
-equals diffusers' `zero_cond_t`; the fields refused by models without them. (3 ranks against
-1: the family contract's "comfyui prep" job.)
+equals diffusers' `zero_cond_t`; the fields refused by models without them; paradit's
+samplers on the edit. (3 and 2 ranks against 1: the family contract's "comfyui" job, the
+2511 templates' whole job.)
 
-Cost: about 10 s (tiny Qwen-Image-Edit: 2-step jobs at 48x32 on 1024x1024-pixel references,
+Cost: about 14 s (tiny Qwen-Image-Edit: 2-step jobs at 48x32 on 1024x1024-pixel references,
 the hand-driven loops).
 """
 
