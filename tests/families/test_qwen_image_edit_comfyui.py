@@ -125,14 +125,21 @@ def edit():
     return pipe
 
 
-def _embeds(pipe, prompt: str, image) -> torch.Tensor:
-    """The text encoder on the pipeline's template and ComfyUI's vision pixels, by hand."""
+def _embeds(pipe, prompt: str, image, first: bool = False) -> torch.Tensor:
+    """The text encoder on the pipeline's template and ComfyUI's vision pixels, by hand
+    (`first`: the first model's pipeline, its one image at the reference's 1024x1024)."""
     settings = prep.VisionSettings.of(pipe.processor.image_processor)
-    values, grid, size = prep.vision_input(prep.to_float(image), settings)
-    assert size == (476, 308)  # 470x314 (60x40 at 384x384) to multiples of 28
-    text = pipe.prompt_template_encode.format(
-        "Picture 1: <|vision_start|><|image_pad|><|vision_end|>" + prompt
-    )
+    area = prep.REFERENCE_PIXELS if first else prep.VISION_PIXELS
+    values, grid, size = prep.vision_input(prep.to_float(image), settings, area)
+    # Edit-Plus: 470x314 (60x40 at 384x384) to multiples of 28; the first model: 1254x836,
+    # above the tiny processor's 1003520 pixels: floored to 1204x812
+    assert size == ((1204, 812) if first else (476, 308))
+    if first:
+        text = pipe.prompt_template_encode.format(prompt)
+    else:
+        text = pipe.prompt_template_encode.format(
+            "Picture 1: <|vision_start|><|image_pad|><|vision_end|>" + prompt
+        )
     inputs = pipe.processor(text=[text], images=[Image.new("RGB", size)], return_tensors="pt")
     out = pipe.text_encoder(
         input_ids=inputs["input_ids"],
@@ -144,16 +151,23 @@ def _embeds(pipe, prompt: str, image) -> torch.Tensor:
     return out.hidden_states[-1][:, pipe.prompt_template_encode_start_idx :]
 
 
-def _reference(pipe, image) -> torch.Tensor:
-    """The 60x40 image at 1256x840 by area averaging (scale sqrt(1048576 / 2400) = 20.902:
-    1254.1 / 8 -> 157, 836.1 / 8 = 104.51 -> 105), VAE-encoded (its mode, normalised), its
-    157x105 latents wrapped to 158x106, packed: 79x53 tokens."""
-    pixels = torch.nn.functional.interpolate(prep.to_float(image), (840, 1256), mode="area")
+def _reference(pipe, image, first: bool = False) -> torch.Tensor:
+    """Edit-Plus: the 60x40 image at 1256x840 by area averaging (scale sqrt(1048576 / 2400) =
+    20.902: 1254.1 / 8 -> 157, 836.1 / 8 = 104.51 -> 105), VAE-encoded (its mode, normalised),
+    its 157x105 latents wrapped to 158x106, packed: 79x53 tokens. The first model: at 1254x836
+    (whole pixels), the VAE given the centre 1248x832 (from column 3, row 2): 78x52 tokens."""
+    size = (836, 1254) if first else (840, 1256)
+    pixels = torch.nn.functional.interpolate(prep.to_float(image), size, mode="area")
+    if first:
+        pixels = pixels[..., 2:834, 3:1251]
     config = pipe.vae.config
     z = pipe.vae.encode((pixels * 2 - 1).unsqueeze(2)).latent_dist.mode()
     mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
     std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
     z = ((z - mean) / std)[:, :, 0]
+    if first:
+        assert z.shape[-2:] == (104, 156)
+        return pipe._pack_latents(z, 1, z.shape[1], 104, 156)
     assert z.shape[-2:] == (105, 157)
     z = torch.cat([z, z[..., :1, :]], dim=-2)
     z = torch.cat([z, z[..., :1]], dim=-1)
@@ -199,10 +213,11 @@ def _velocity(pipe, both, t, embeds, shapes) -> torch.Tensor:
         del rope.forward
 
 
-def _by_hand(pipe, body: dict, zero: bool = False) -> np.ndarray:
+def _by_hand(pipe, body: dict, zero: bool = False, first: bool = False) -> np.ndarray:
     """The job's steps over diffusers' components: the pipeline's noise, levels, true CFG and
     rescale, the DiT on the output tokens then the reference's (`zero`: diffusers'
-    `zero_cond_t` on the DiT and its blocks, as a 2511 config sets it)."""
+    `zero_cond_t` on the DiT and its blocks, as a 2511 config sets it; `first`: the first
+    model's preparation)."""
     from diffusers.pipelines.qwenimage.pipeline_qwenimage import (
         calculate_shift,
         retrieve_timesteps,
@@ -213,13 +228,13 @@ def _by_hand(pipe, body: dict, zero: bool = False) -> np.ndarray:
     for module in (pipe.transformer, *pipe.transformer.transformer_blocks):
         module.zero_cond_t = zero
     with torch.no_grad():
-        cond, uncond = (_embeds(pipe, body[k], image) for k in ("prompt", "negative_prompt"))
-        reference = _reference(pipe, image)
+        cond, uncond = (_embeds(pipe, body[k], image, first) for k in ("prompt", "negative_prompt"))
+        reference = _reference(pipe, image, first)
         channels = pipe.transformer.config.in_channels // 4
         generator = torch.Generator("cpu").manual_seed(body["seed"])
         noise = torch.randn((1, 1, channels, height // 8, width // 8), generator=generator)
         latents = pipe._pack_latents(noise, 1, channels, height // 8, width // 8)
-        shapes = [[(1, height // 16, width // 16), (1, 53, 79)]]
+        shapes = [[(1, height // 16, width // 16), (1, 52, 78) if first else (1, 53, 79)]]
         config = pipe.scheduler.config
         mu = calculate_shift(latents.shape[1], config.base_image_seq_len,
                              config.max_image_seq_len, config.base_shift,
@@ -292,3 +307,20 @@ def test_the_edit_runs_paradits_samplers(edit):
     _, simple = run_here(edit, body)
     assert simple.clock.notes["sampling"]["sigmas"] == pytest.approx([1.0, 0.75, 0.0])
     assert edit.scheduler is own_scheduler
+
+
+def test_the_first_models_preparation(edit):
+    """The first Qwen-Image-Edit (`QwenImageEditPipeline` on the same components; ComfyUI's
+    TextEncodeQwenImageEdit): its one image at about 1024x1024 in whole pixels, read by the
+    vision tower too, the VAE given its centre multiples of 8: the job equals the hand-driven
+    loop."""
+    from diffusers import QwenImageEditPipeline
+
+    from paradit.backend.models.families.base import same_components_as
+
+    first = same_components_as(edit, QwenImageEditPipeline)
+    first.set_progress_bar_config(disable=True)
+    body = {k: v for k, v in JOB.items()}
+    tensors = encoded(first, body)
+    _, latents, _ = run_image_job(first, body, tensors)
+    np.testing.assert_allclose(latents, _by_hand(first, body, first=True), rtol=0, atol=1e-5)

@@ -87,15 +87,14 @@ class QwenImageEdit(QwenImage):
         width, height, _ = edit.calculate_dimensions(EDIT_PIXELS, image.width / image.height)
         return pipe.image_processor.resize(image, height, width)
 
-    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
-        """ComfyUI's preparation is written for Edit-Plus (TextEncodeQwenImageEditPlus) only."""
-        return self.image_preps if self._plus(pipe) else ()
-
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         if request.image_prep != IMAGE_PREP_COMFYUI:
             return super().encode(pipe, request, device)
-        with _vision_inputs(pipe, request_images(request)) as images:
-            return self._encode_prompts(pipe, request, device, {"image": images})
+        plus = self._plus(pipe)
+        area = comfyui_prep.VISION_PIXELS if plus else comfyui_prep.REFERENCE_PIXELS
+        with _vision_inputs(pipe, request_images(request), area) as images:
+            image = images if plus else images[0]
+            return self._encode_prompts(pipe, request, device, {"image": image})
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         images = request_images(request)
@@ -105,14 +104,17 @@ class QwenImageEdit(QwenImage):
         if request.image_prep != IMAGE_PREP_COMFYUI:
             return {**kwargs, "image": images if self._plus(pipe) else images[0]}
         embeds = tensors["prompt_embeds"]
-        references = [_reference(pipe, image, embeds.device, embeds.dtype) for image in images]
+        multiple = comfyui_prep.REFERENCE_MULTIPLE if self._plus(pipe) else 1
+        references = [
+            _reference(pipe, image, embeds.device, embeds.dtype, multiple) for image in images
+        ]
         # the pipeline takes each reference as latents already; its own resize, its
         # references' token grids (from sides of 32) and its rotary positions give way to
         # ComfyUI's for this job (`finish` takes them off)
         grids = [(1, ref.latents.shape[-2] // 2, ref.latents.shape[-1] // 2) for ref in references]
         dit = ComfyDiT(pipe.transformer, grids)
         pipe.__dict__["image_processor"] = _Prepared(pipe.image_processor, dit)
-        return {**kwargs, "image": references}
+        return {**kwargs, "image": references if self._plus(pipe) else references[0]}
 
     def finish(self, pipe: Any) -> None:
         _zero_cond_t(pipe.transformer, bool(pipe.transformer.config.get("zero_cond_t")))
@@ -153,9 +155,13 @@ class _Prepared:
         return image.latents
 
 
-def _reference(pipe: Any, image: Any, device: torch.device, dtype: torch.dtype) -> _Reference:
-    """One input image's reference latents, ComfyUI's way (`comfyui_prep`)."""
-    pixels = comfyui_prep.reference_pixels(comfyui_prep.to_float(image))
+def _reference(
+    pipe: Any, image: Any, device: torch.device, dtype: torch.dtype, multiple: int
+) -> _Reference:
+    """One input image's reference latents, ComfyUI's way (`comfyui_prep`): at about
+    1024x1024 pixels in sides of `multiple`, the VAE given the centre multiples of 8."""
+    pixels = comfyui_prep.reference_pixels(comfyui_prep.to_float(image), multiple)
+    pixels = comfyui_prep.crop_for_vae(pixels)
     sample = (pixels * 2 - 1).unsqueeze(2).to(device, dtype)  # the VAE's -1..1, one frame
     vae, tiled = pipe.vae, getattr(pipe.vae, "use_tiling", False)
     vae.use_tiling = False  # ComfyUI encodes whole; diffusers' tiles miscount sides of 8
@@ -187,8 +193,8 @@ class _vision_inputs:
     yields the images to give the pipeline (blank, at the vision sizes: the processor's
     grids and token counts follow from their sizes)."""
 
-    def __init__(self, pipe: Any, images: list):
-        self.pipe, self.images = pipe, images
+    def __init__(self, pipe: Any, images: list, area: int):
+        self.pipe, self.images, self.area = pipe, images, area
 
     def __enter__(self) -> list:
         from PIL import Image
@@ -197,7 +203,9 @@ class _vision_inputs:
         settings = comfyui_prep.VisionSettings.of(own.image_processor)
         values, grids, blanks = [], [], []
         for image in self.images:
-            pixels, grid, size = comfyui_prep.vision_input(comfyui_prep.to_float(image), settings)
+            pixels, grid, size = comfyui_prep.vision_input(
+                comfyui_prep.to_float(image), settings, self.area
+            )
             values.append(pixels)
             grids.append(grid)
             blanks.append(Image.new("RGB", size))

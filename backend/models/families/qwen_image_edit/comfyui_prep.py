@@ -8,12 +8,15 @@
   diffusers' pipeline takes sides `round(.. / 32) * 32` through PIL's Lanczos on 8-bit pixels.
 - Its latents, after the VAE's normalisation, are padded to even sides by wrapping around
   (circular padding) before they are cut into 2x2 tokens, as ComfyUI's DiT pads its input.
-- The vision tower's image: scaled to about 384x384 pixels, each side `round(side * scale)`,
-  by area averaging; then bilinear (no corner alignment) in float to sides that are multiples
-  of patch x merge (28), kept between the processor's least and most pixels; normalised with
-  the processor's mean and std and cut into the patches the Qwen2.5-VL vision tower reads
-  (the layout transformers' `Qwen2VLImageProcessor` gives). Transformers' processor resizes
-  8-bit pixels bicubically instead.
+- The first model (`TextEncodeQwenImageEdit`): one image scaled to about 1024x1024 pixels in
+  whole pixels by area averaging, which the vision tower reads too; its VAE encode keeps the
+  centre multiple of 8 of each side (ComfyUI crops what the VAE cannot take).
+- The vision tower's image (Edit-Plus): scaled to about 384x384 pixels, each side
+  `round(side * scale)`, by area averaging; then bilinear (no corner alignment) in float to
+  sides that are multiples of patch x merge (28), kept between the processor's least and
+  most pixels; normalised with the processor's mean and std and cut into the patches the
+  Qwen2.5-VL vision tower reads (the layout transformers' `Qwen2VLImageProcessor` gives).
+  Transformers' processor resizes 8-bit pixels bicubically instead.
 """
 
 from __future__ import annotations
@@ -58,11 +61,22 @@ def area_resize(pixels: torch.Tensor, width: int, height: int) -> torch.Tensor:
     return F.interpolate(pixels, size=(height, width), mode="area")
 
 
-def reference_pixels(pixels: torch.Tensor) -> torch.Tensor:
-    """(1, 3, H, W) in 0..1 -> the reference image the VAE encodes (about 1024x1024 pixels,
-    sides multiples of 8)."""
-    width, height = scaled_size(pixels.shape[-1], pixels.shape[-2], REFERENCE_PIXELS, 8)
+def reference_pixels(pixels: torch.Tensor, multiple: int = REFERENCE_MULTIPLE) -> torch.Tensor:
+    """(1, 3, H, W) in 0..1 -> the reference image at about 1024x1024 pixels, sides multiples
+    of `multiple` (Edit-Plus: 8; the first model: 1)."""
+    width, height = scaled_size(pixels.shape[-1], pixels.shape[-2], REFERENCE_PIXELS, multiple)
     return area_resize(pixels, width, height)
+
+
+def crop_for_vae(pixels: torch.Tensor, multiple: int = REFERENCE_MULTIPLE) -> torch.Tensor:
+    """(..., H, W) -> the centre `multiple`s of each side (offset (side % multiple) // 2): what
+    ComfyUI's VAE encode keeps of an image whose sides it cannot take whole."""
+    for dim in (-2, -1):
+        side = pixels.shape[dim]
+        kept = side // multiple * multiple
+        if kept != side:
+            pixels = pixels.narrow(dim, (side % multiple) // 2, kept)
+    return pixels
 
 
 def pad_even(latents: torch.Tensor) -> torch.Tensor:
@@ -130,11 +144,13 @@ def vision_size(width: int, height: int, settings: VisionSettings) -> tuple[int,
 
 
 def vision_input(
-    pixels: torch.Tensor, settings: VisionSettings
+    pixels: torch.Tensor, settings: VisionSettings, area: int = VISION_PIXELS
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
     """(1, 3, H, W) in 0..1 -> (pixel values (patches, C x T x P x P), grid (1, 3) = (1,
-    rows, columns) of patches, the resized (width, height)): the vision tower's input."""
-    width, height = scaled_size(pixels.shape[-1], pixels.shape[-2], VISION_PIXELS, 1)
+    rows, columns) of patches, the resized (width, height)): the vision tower's input, from
+    the image scaled to about `area` pixels (Edit-Plus: 384x384; the first model: its
+    reference's 1024x1024)."""
+    width, height = scaled_size(pixels.shape[-1], pixels.shape[-2], area, 1)
     small = area_resize(pixels, width, height)
     w_bar, h_bar = vision_size(width, height, settings)
     image = F.interpolate(small, size=(h_bar, w_bar), mode="bilinear", align_corners=False)[0]
