@@ -793,10 +793,11 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "image_prep",
         "text",
         "How the input images are resized and encoded: pipeline (the model's diffusers "
-        "pipeline's way) or comfyui (as ComfyUI's nodes do: Qwen-Image-Edit's "
+        "pipeline's way) or comfyui (as ComfyUI's nodes do: Qwen-Image-Edit-Plus's "
         "TextEncodeQwenImageEditPlus references at about 1024x1024 pixels in sides of 8 by "
         "area averaging, the vision tower's input at about 384x384 then bilinear to sides of "
-        "28; the models whose limits.image_preps names it).",
+        "28; the first model's TextEncodeQwenImageEdit one image at about 1024x1024 in whole "
+        "pixels for both; the models whose limits.image_preps names it).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),
         cli="--image-prep",

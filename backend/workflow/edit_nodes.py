@@ -1,6 +1,7 @@
 """Qwen-Image-Edit's nodes (ComfyUI's edit templates): the Kontext-scaled input image, its
-VAEEncode (the output's size), TextEncodeQwenImageEditPlus (prompt and reference images,
-which paradit prepares ComfyUI's way: request `image_prep` comfyui) and
+VAEEncode (the output's size), TextEncodeQwenImageEditPlus and the first model's
+TextEncodeQwenImageEdit (prompt and reference images, which paradit prepares ComfyUI's way:
+request `image_prep` comfyui) and
 FluxKontextMultiReferenceLatentMethod (`reference_method`). Torch-free.
 
 FluxKontextImageScale's image is made when the job is sent (images.py): the request names
@@ -76,6 +77,24 @@ def text_encode_edit_plus(m: Any, node: Node) -> tuple[Any, ...]:
     names = ", ".join(image.file.name for image in images)
     m.say(node, f"{text!r} with {names} (ComfyUI's image preparation) -> image_prep comfyui")
     return (Conditioning(text, clip, edit=Edit(images, vae, None, node)),)
+
+
+def text_encode_edit(m: Any, node: Node) -> tuple[Any, ...]:
+    """TextEncodeQwenImageEdit (the first model): the prompt with its one image."""
+    clip = m.input(node, "clip", Clip)
+    text = m.widget(node, "prompt", str)
+    vae = m.optional(node, "vae", Vae)
+    image = m.optional(node, "image", Image)
+    if image is None:
+        raise WorkflowError(node, "no image: paradit's edit models edit an input image")
+    if vae is None:
+        raise WorkflowError(
+            node,
+            "no vae: ComfyUI then gives the DiT no reference latents, which paradit's edit "
+            "pipelines always give; connect the VAE",
+        )
+    m.say(node, f"{text!r} with {image.file.name} (ComfyUI's image preparation) -> image_prep")
+    return (Conditioning(text, clip, edit=Edit((image,), vae, None, node)),)
 
 
 def reference_method(m: Any, node: Node) -> tuple[Any, ...]:

@@ -929,6 +929,7 @@ HANDLERS: dict[str, Handler] = {
     "FluxKontextImageScale": edit_nodes.image_scale,
     "VAEEncode": edit_nodes.vae_encode,
     "TextEncodeQwenImageEditPlus": edit_nodes.text_encode_edit_plus,
+    "TextEncodeQwenImageEdit": edit_nodes.text_encode_edit,
     "FluxKontextMultiReferenceLatentMethod": edit_nodes.reference_method,
     "CLIPTextEncode": _text_encode,
     "ConditioningZeroOut": _zero_out,

@@ -81,6 +81,12 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`comfyui` (references and vision input prepared as the node does; Qwen-Image-Edit-Plus)",
     ),
     _spec(
+        "TextEncodeQwenImageEdit",
+        ("prompt",),
+        "`prompt` / `negative_prompt`, its image `image`, `image_prep` `comfyui` (the first "
+        "Qwen-Image-Edit)",
+    ),
+    _spec(
         "FluxKontextImageScale",
         (),
         "the image sent: the Kontext size nearest its aspect, centre crop, Lanczos",
@@ -311,15 +317,6 @@ _QWEN21 = (
     "qwen-image2.1-turbo` (its templates' schedule)"
 )
 
-QWEN_EDIT_FIRST = (
-    "the first Qwen-Image-Edit's node: paradit prepares references ComfyUI's way for "
-    "Qwen-Image-Edit-Plus (TextEncodeQwenImageEditPlus: 2509, 2511) only; this node encodes "
-    "its image at about 1024x1024 in whole pixels and gives the vision tower that same image, "
-    "where paradit's pipeline (QwenImageEditPipeline) rounds to multiples of 32 with Lanczos: "
-    "other reference and image tokens, so the job cannot be ComfyUI's"
-)
-"""Why paradit's workflow import refuses the first Qwen-Image-Edit's graph."""
-
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
@@ -337,10 +334,9 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "where paradit's (diffusers' pipeline) stretches the image to the size and gives "
         "SigLIP the whole image squeezed to 384x384: other conditioning, so the job cannot "
         "be ComfyUI's",
-        "TextEncodeQwenImageEdit": QWEN_EDIT_FIRST,
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import maps Qwen-Image-Edit-Plus's references (TextEncodeQwenImageEditPlus) "
-        "and FluxKontextImageScale only",
+        "workflow import maps Qwen-Image-Edit's references (TextEncodeQwenImageEditPlus, "
+        "TextEncodeQwenImageEdit) and FluxKontextImageScale only",
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

@@ -339,11 +339,7 @@ def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
 
 
 REFUSED = {  # template -> (where, node type, the reason's words)
-    # ImageScaleToTotalPixels 93 feeds nothing: passed over, as ComfyUI does not run it. The
-    # Edit-Plus templates (2509, 2511, 2511_int8) map: tests/workflow/test_templates_qwen_edit.py
-    "image_qwen_image_edit.json": (
-        "subgraph 102 > node 76", "TextEncodeQwenImageEdit", "for Qwen-Image-Edit-Plus",
-    ),
+    # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
     "flux_schnell_full_text_to_image.json": (
         "node 41", "CLIPTextEncodeFlux", "paradit encodes one prompt with both",
     ),

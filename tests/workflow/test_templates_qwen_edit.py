@@ -1,12 +1,12 @@
-"""ComfyUI's Qwen-Image-Edit-Plus templates (`image_qwen_image_edit_2509`, `_2511`,
+"""ComfyUI's Qwen-Image-Edit templates (`image_qwen_image_edit`, `_2509`, `_2511`,
 `_2511_int8`; the `comfyui-workflow-templates-json` package) in their saved form, on a
 ComfyUI folder of tiny files under the templates' own names (the tiny edit DiT in bf16 and
 as int8_convrot, the tiny Qwen2.5-VL with its vision tower in ComfyUI's names, the VAE, a tiny
 LoRA under each Lightning name, seeded input images): each imports to the job ComfyUI runs
 (every field written by hand from the graph, the node that gives it named beside it), the
 image sent is FluxKontextImageScale's, and the int8 one runs end to end through `paradit
-workflow run` on its int8_convrot file. (The first model's template stays refused:
-test_templates.py.)
+workflow run` on its int8_convrot file. The first model's (`image_qwen_image_edit`) imports
+too.
 
 Cost: about 20 s (the tiny files; an end-to-end 2-step job at the Kontext size of a 60x40
 image, 1248x832, with its 1024x1024-pixel reference).
@@ -34,7 +34,9 @@ from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow.images import kontext_size, loaded_png
 
 E2509, E2511, INT8 = (f"image_qwen_image_edit_{v}.json" for v in ("2509", "2511", "2511_int8"))
+FIRST = "image_qwen_image_edit.json"
 IMAGES = {  # the input files the templates name -> (width, height) of the seeded stand-in
+    "image_qwen_image_edit_input_image.png": (64, 48),  # sides of 16: VAEEncode's size
     "image_qwen_image_edit_2509_input_image.png": (60, 40),
     "lily_girl_blue.png": (60, 40),
 }
@@ -57,7 +59,9 @@ def comfy(tmp_path_factory) -> Path:
     tiny = build_preset("tiny-qwen-image-edit")
     dits = models / "diffusion_models"
     state = tiny.transformer.state_dict()
-    for name in ("qwen_image_edit_2509_fp8_e4m3fn", "qwen_image_edit_2511_fp8mixed"):
+    names = ("qwen_image_edit_fp8_e4m3fn", "qwen_image_edit_2509_fp8_e4m3fn",
+             "qwen_image_edit_2511_fp8mixed")  # fmt: skip
+    for name in names:
         write_safetensors(dits / f"{name}.safetensors", state, "bf16")
     write_int8(dits / "qwen_image_edit_2511_int8_convrot.safetensors", state, quantizable,
                group=64)  # fmt: skip
@@ -84,6 +88,21 @@ def _template_images(template: str) -> list[str]:
 
 
 EXPECTED = {  # template -> (request, serve settings relative to models/), by hand
+    FIRST: (  # subgraph 102, Lightning (PrimitiveBoolean 111) false; ImageScaleToTotalPixels
+        # 93 feeds nothing: passed over, as ComfyUI does not run it
+        {"prompt": widget(FIRST, "102:76", 0),  # TextEncodeQwenImageEdit 76
+         "negative_prompt": widget(FIRST, "102:77", 0),  # 77: the same image
+         # VAEEncode 88 of the loaded image itself (64x48)
+         "width": 64, "height": 48, "num_frames": 1,
+         # switches on_false: PrimitiveInt 106 (20), PrimitiveFloat 107 (2.5); KSampler 3
+         "num_inference_steps": 20, "guidance_scale": 2.5, "seed": widget(FIRST, "102:3", 0),
+         "sampler": "euler", "scheduler": "simple", "shift": 3.0,  # ModelSamplingAuraFlow 66
+         "image": "input/image_qwen_image_edit_input_image.png", "image_prep": "comfyui",
+         "cfg_mode": "norm", "cfg_norm": 1.0},  # CFGNorm 75
+        {"model": "diffusion_models/qwen_image_edit_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
     E2509: (  # subgraph 433, "Enable Lightning LoRA" (PrimitiveBoolean 443) true
         {"prompt": widget(E2509, "433:111", 0),  # TextEncodeQwenImageEditPlus 111
          "negative_prompt": widget(E2509, "433:110", 0),  # 110: the same image
@@ -148,7 +167,7 @@ def test_edit_template_imports_to_the_job_comfyui_runs(comfy, template):
         "model": str(models / serve["model"]),
         **{k: [str(models / p) for p in serve[k]] for k in serve if k != "model"},
     }
-    assert variant == "tiny-qwen-image-edit-plus"
+    assert variant == ("tiny-qwen-image-edit" if template == FIRST else "tiny-qwen-image-edit-plus")
     # the image sent is FluxKontextImageScale's; a second image goes as loaded
     body = plan.body()
     sent = Image.open(io.BytesIO(base64.b64decode(body["image"])))
@@ -206,3 +225,15 @@ def test_int8_template_runs_end_to_end(comfy, tmp_path, paradit_warm, backends):
     assert record["request"]["cfg_mode"] == "norm"
     _, frames = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == frames[0]
+
+
+def test_first_template_on_an_image_of_other_sides_is_refused(comfy, tmp_path):
+    """VAEEncode of the first model's image gives the output's size: a 60x40 image (not in
+    sides of 16) is refused there, naming the rule."""
+    text = (TEMPLATES / FIRST).read_text()
+    name = "image_qwen_image_edit_input_image.png"
+    _png(comfy / "input" / "sixty_by_forty.png", (60, 40), 9)
+    workflow = tmp_path / FIRST
+    workflow.write_text(text.replace(name, "sixty_by_forty.png"))
+    with pytest.raises(ValueError, match=r"\(VAEEncode\): a 60x40 image: .* sides of 16"):
+        plan_of(str(workflow), str(comfy))
