@@ -356,9 +356,11 @@ class WorkflowPlan:
         return argv
 
     def to_dict(self) -> dict[str, Any]:
+        sent = {path: list(size) for path, size in self.images.items() if size is not None}
         return {
             "workflow": self.workflow,
             "request": self.request,
             "serve": self.serve,
             "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
+            **({"kontext_scaled": sent} if sent else {}),
         }

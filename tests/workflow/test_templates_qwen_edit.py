@@ -30,7 +30,7 @@ from quant_files import write_int8
 from safetensors.torch import save_file
 
 from paradit.backend.models.presets import build_preset
-from paradit.backend.tools.workflow import plan_of
+from paradit.backend.tools.workflow import plan_of, render
 from paradit.backend.workflow.images import kontext_size, loaded_png
 
 E2509, E2511, INT8 = (f"image_qwen_image_edit_{v}.json" for v in ("2509", "2511", "2511_int8"))
@@ -168,7 +168,14 @@ def test_edit_template_imports_to_the_job_comfyui_runs(comfy, template):
         **{k: [str(models / p) for p in serve[k]] for k in serve if k != "model"},
     }
     assert variant == ("tiny-qwen-image-edit" if template == FIRST else "tiny-qwen-image-edit-plus")
-    # the image sent is FluxKontextImageScale's; a second image goes as loaded
+    # the image sent is FluxKontextImageScale's (said in `import`'s JSON and lines); a second
+    # image goes as loaded
+    scaled = {} if template == FIRST else {request["image"]: [request["width"], request["height"]]}
+    assert plan.to_dict().get("kontext_scaled", {}) == scaled
+    said = [line for line in render(plan, variant, ()).splitlines() if line.startswith("sent:")]
+    assert said == [
+        f"sent:    {Path(p).name} scaled to {w}x{h} (Kontext)" for p, (w, h) in scaled.items()
+    ]
     body = plan.body()
     sent = Image.open(io.BytesIO(base64.b64decode(body["image"])))
     assert sent.size == (request["width"], request["height"])
