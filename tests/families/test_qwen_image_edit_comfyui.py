@@ -8,7 +8,7 @@ equals diffusers' `zero_cond_t`; the fields refused by models without them; para
 samplers on the edit. (3 and 2 ranks against 1: the family contract's "comfyui" job, the
 2511 templates' whole job.)
 
-Cost: about 14 s (tiny Qwen-Image-Edit: 2-step jobs at 48x32 on 1024x1024-pixel references,
+Cost: about 16 s (tiny Qwen-Image-Edit: 2-step jobs at 48x32 on 1024x1024-pixel references,
 the hand-driven loops).
 """
 
@@ -313,14 +313,22 @@ def test_the_first_models_preparation(edit):
     """The first Qwen-Image-Edit (`QwenImageEditPipeline` on the same components; ComfyUI's
     TextEncodeQwenImageEdit): its one image at about 1024x1024 in whole pixels, read by the
     vision tower too, the VAE given its centre multiples of 8: the job equals the hand-driven
-    loop."""
+    loop; paradit's euler runs on it."""
     from diffusers import QwenImageEditPipeline
 
     from paradit.backend.models.families.base import same_components_as
 
     first = same_components_as(edit, QwenImageEditPipeline)
     first.set_progress_bar_config(disable=True)
+    from image_jobs import run_here
+
     body = {k: v for k, v in JOB.items()}
     tensors = encoded(first, body)
-    _, latents, _ = run_image_job(first, body, tensors)
-    np.testing.assert_allclose(latents, _by_hand(first, body, first=True), rtol=0, atol=1e-5)
+    _, own = run_here(first, body, tensors)
+    want = _by_hand(first, body, first=True)
+    np.testing.assert_allclose(own.latents.numpy(), want, rtol=0, atol=1e-5)
+    # paradit's euler on the levels the pipeline's scheduler ran: the same (its template's
+    # sampler runs on this pipeline too)
+    sigmas = own.clock.notes["sampling"]["sigmas"]
+    _, euler = run_here(first, {**body, "sampler": "euler", "sigmas": sigmas}, tensors)
+    torch.testing.assert_close(euler.latents, own.latents, rtol=1e-5, atol=1e-5)
