@@ -183,6 +183,12 @@ class Limits:
     second_prompt: bool = False
     """The model has a second text encoder a request may give its own prompt (`prompt_2`:
     Flux.1's T5, `prompt` then going to CLIP-L alone, as ComfyUI's CLIPTextEncodeFlux)."""
+    image_preps: tuple[str, ...] = ()
+    """The ways besides its pipeline's own that the model prepares a job's input images
+    (`image_prep`): "comfyui", as ComfyUI's nodes resize and encode them (Qwen-Image-Edit)."""
+    reference_methods: tuple[str, ...] = ()
+    """How a job may ask the edit's DiT to condition its reference tokens
+    (`reference_method`): "index", "index_timestep_zero" (Qwen-Image-Edit)."""
     two_stage: bool = False
     """The family runs two-stage jobs (a request's `upscale`: LTX-2)."""
     upscale_factors: tuple[int, ...] = ()

@@ -39,6 +39,13 @@ from .sampling import names as sampling_names
 from .sampling import recipes, rules
 from .upscale import UpscaleSettings, total_steps
 
+IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI = "pipeline", "comfyui"
+IMAGE_PREPS = (IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI)
+"""The ways a job's input images may be prepared (`image_prep`)."""
+REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO = "model", "index", "index_timestep_zero"
+REFERENCE_METHODS = (REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO)
+"""How an edit's DiT conditions its reference tokens (`reference_method`)."""
+
 KINDS = ("text", "int", "float", "image", "images", "json")
 """text: a string; int/float: a number; image: a base64 PNG/JPEG; images: a list of them;
 json: a list or object."""
@@ -876,6 +883,39 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="cfg_norm_pixels",
     ),
     RequestField(
+        "image_prep",
+        "text",
+        "How the input images are resized and encoded: pipeline (the model's diffusers "
+        "pipeline's way) or comfyui (as ComfyUI's nodes do: Qwen-Image-Edit-Plus's "
+        "TextEncodeQwenImageEditPlus references at about 1024x1024 pixels in sides of 8 by "
+        "area averaging, the vision tower's input at about 384x384 then bilinear to sides of "
+        "28; the first model's TextEncodeQwenImageEdit one image at about 1024x1024 in whole "
+        "pixels for both; the models whose limits.image_preps names it).",
+        IMAGE_PREP_PIPELINE,
+        rule=lambda value, limits: _image_prep(value, limits),
+        cli="--image-prep",
+        choices=IMAGE_PREPS,
+        tasks=(IMAGE_EDIT,),
+        form=False,
+        needs="image_preps",
+    ),
+    RequestField(
+        "reference_method",
+        "text",
+        "How the edit's DiT sees its reference tokens: model (as its config says), index "
+        "(each reference at its own frame index, at the step's noise level) or "
+        "index_timestep_zero (the same, modulated as at noise level 0: ComfyUI's "
+        "FluxKontextMultiReferenceLatentMethod, diffusers' zero_cond_t, Qwen-Image-Edit-2511's "
+        "way); the models whose limits.reference_methods names it.",
+        REFERENCE_MODEL,
+        rule=lambda value, limits: _reference_method(value, limits),
+        cli="--reference-method",
+        choices=REFERENCE_METHODS,
+        tasks=(IMAGE_EDIT,),
+        form=False,
+        needs="reference_methods",
+    ),
+    RequestField(
         "upscale",
         "json",
         "A two-stage job (LTX-2; the backend started with --upscaler FILE): {factor, sigmas, "
@@ -911,6 +951,30 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="guidance_terms",
     ),
 )
+
+
+def _image_prep(value: str, limits: Limits) -> str:
+    if value not in IMAGE_PREPS:
+        raise ValueError(f"image_prep must be one of {list(IMAGE_PREPS)}, got {value!r}")
+    if value != IMAGE_PREP_PIPELINE and value not in limits.image_preps:
+        raise ValueError(
+            f"image_prep {value}: this model prepares its input images only as its pipeline "
+            f"does (limits.image_preps: {list(limits.image_preps)}): leave image_prep out"
+        )
+    return value
+
+
+def _reference_method(value: str, limits: Limits) -> str:
+    if value not in REFERENCE_METHODS:
+        raise ValueError(
+            f"reference_method must be one of {list(REFERENCE_METHODS)}, got {value!r}"
+        )
+    if value != REFERENCE_MODEL and value not in limits.reference_methods:
+        raise ValueError(
+            f"reference_method {value}: this model's DiT has no such choice "
+            f"(limits.reference_methods: {list(limits.reference_methods)}): leave it out"
+        )
+    return value
 
 
 def _cfg_mode(value: str, limits: Limits) -> str:

@@ -51,6 +51,9 @@ def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
     for node_id, kind, text in plan.lines:
         lines.append(f"{f'node {node_id} {kind}':<{width}}  {text}")
     lines.append("request: " + json.dumps(plan.request, sort_keys=True))
+    for path, size in plan.images.items():
+        if size is not None:
+            lines.append(f"sent:    {Path(path).name} scaled to {size[0]}x{size[1]} (Kontext)")
     lines.append("serve:   paradit serve " + shlex.join(plan.serve_argv()))
     return "\n".join(lines)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import ltx_nodes, two_stage
+from . import edit_nodes, ltx_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -1021,6 +1021,11 @@ HANDLERS: dict[str, Handler] = {
     "ModelSamplingAuraFlow": _model_sampling,
     "ModelSamplingFlux": _model_sampling,
     "CFGNorm": _cfg_norm,
+    "FluxKontextImageScale": edit_nodes.image_scale,
+    "VAEEncode": edit_nodes.vae_encode,
+    "TextEncodeQwenImageEditPlus": edit_nodes.text_encode_edit_plus,
+    "TextEncodeQwenImageEdit": edit_nodes.text_encode_edit,
+    "FluxKontextMultiReferenceLatentMethod": edit_nodes.reference_method,
     "CLIPTextEncode": _text_encode,
     "CLIPTextEncodeFlux": _text_encode_flux,
     "ConditioningZeroOut": _zero_out,

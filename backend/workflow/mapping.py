@@ -17,6 +17,7 @@ from typing import Any
 
 from ..sampling.names import CFG_NORM, CFG_PLAIN
 from .defaults import default_for
+from .edit_nodes import edit_request
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .handlers import LTX2_FRAME_RATE, OUTPUT_NODES, Mapper
@@ -44,7 +45,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         )
     mapper = Mapper(graph, folders)
     (decoded,) = mapper.evaluate(outputs[0])
-    request, serve = _job(mapper, decoded)
+    request, serve, images = _job(mapper, decoded)
     workflow = {
         "file": graph.source,
         "sha256": graph.sha256,
@@ -61,7 +62,16 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
     return WorkflowPlan(
-        request, serve, lines, workflow, mapper.loaders, sampler, second, own, text_guidance
+        request,
+        serve,
+        lines,
+        workflow,
+        mapper.loaders,
+        sampler,
+        second,
+        own,
+        text_guidance,
+        images=images,
     )
 
 
@@ -77,7 +87,7 @@ def _refuse_unknown_ends(graph: Graph) -> None:
             raise unknown_node(node)
 
 
-def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
+def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     sampled = decoded.sampled
     first = _stages(sampled)
     last = sampled.stages[-1]
@@ -113,6 +123,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
+    edit = edit_request(positive, negative, first.node)
+    request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)
     if guidance is not None:
         request["guidance_scale"] = guidance
@@ -144,7 +156,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any]]:
         serve["upscaler"] = str(sampled.upscale.upscaler.file)
         if upscale["loras"] and not serve["lora_dirs"]:
             serve["lora_dirs"] = [str(m.folders.models / "loras")]
-    return request, serve
+    return request, serve, edit.get("images", {})
 
 
 def _stages(sampled: Sampled) -> Stage:

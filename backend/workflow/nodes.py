@@ -81,6 +81,29 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`guidance_scale` on a DiT that embeds it (Flux.1 dev; the sampler's cfg must be 1), "
         "ignored on one that does not (schnell), as in ComfyUI",
     ),
+    _spec(
+        "TextEncodeQwenImageEditPlus",
+        ("prompt",),
+        "`prompt` / `negative_prompt`, its image1..3 `image` and `images`, `image_prep` "
+        "`comfyui` (references and vision input prepared as the node does; Qwen-Image-Edit-Plus)",
+    ),
+    _spec(
+        "TextEncodeQwenImageEdit",
+        ("prompt",),
+        "`prompt` / `negative_prompt`, its image `image`, `image_prep` `comfyui` (the first "
+        "Qwen-Image-Edit)",
+    ),
+    _spec(
+        "FluxKontextImageScale",
+        (),
+        "the image sent: the Kontext size nearest its aspect, centre crop, Lanczos",
+    ),
+    _spec(
+        "FluxKontextMultiReferenceLatentMethod",
+        ("reference_latents_method",),
+        "`reference_method` (`index`, `index_timestep_zero`)",
+    ),
+    _spec("VAEEncode", (), "`width`, `height` of the image it encodes (at denoise 1)"),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -314,19 +337,6 @@ _QWEN21 = (
     "qwen-image2.1-turbo` (its templates' schedule)"
 )
 
-QWEN_EDIT_REFERENCES = (
-    "ComfyUI's Qwen-Image-Edit nodes prepare the input images otherwise than paradit's edit "
-    "pipelines (diffusers' QwenImageEdit(Plus)Pipeline): TextEncodeQwenImageEditPlus encodes "
-    "each reference at about 1024x1024 pixels with sides rounded to multiples of 8 "
-    "(TextEncodeQwenImageEdit: to whole pixels) and shows the vision tower a copy at about "
-    "384x384 rounded to whole pixels, both resized by area averaging, where paradit's rounds "
-    "both to multiples of 32 and resizes with Lanczos (and its DiT takes references of even "
-    "latent sides only); ComfyUI's vision input is then resized bilinearly in float to "
-    "multiples of 28, transformers' processor resizes 8-bit pixels bicubically: other "
-    "reference tokens and image tokens, so the job cannot be ComfyUI's"
-)
-"""Why paradit's workflow import refuses Qwen-Image-Edit's graphs (their reference images)."""
-
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
@@ -344,15 +354,9 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "pipeline) scales the 8-bit image with PIL's Lanczos and centre-crops it, and gives "
         "SigLIP that image squeezed to 384x384: other pixels and other image tokens, so the "
         "job cannot be ComfyUI's",
-        "TextEncodeQwenImageEditPlus": QWEN_EDIT_REFERENCES,
-        "TextEncodeQwenImageEdit": QWEN_EDIT_REFERENCES,
-        "FluxKontextImageScale": QWEN_EDIT_REFERENCES,
-        "FluxKontextMultiReferenceLatentMethod": QWEN_EDIT_REFERENCES,
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import does not map image edits (" + QWEN_EDIT_REFERENCES + ")",
-        "VAEEncode": "an image encoded into latents, here the edit's output size at denoise 1 "
-        "(or a latent to start from): paradit's workflow import maps no image edit. "
-        + QWEN_EDIT_REFERENCES,
+        "workflow import maps Qwen-Image-Edit's references (TextEncodeQwenImageEditPlus, "
+        "TextEncodeQwenImageEdit) and FluxKontextImageScale only",
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

@@ -55,6 +55,19 @@ class ClipVision:
 class Image:
     file: Path
     loader: Node
+    scale: tuple[int, int] | None = None
+    """FluxKontextImageScale's (width, height); None: the image as loaded."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """TextEncodeQwenImageEditPlus's reference images (image1..3 in order), encoded by `vae`;
+    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own)."""
+
+    images: tuple[Image, ...]
+    vae: Vae
+    method: str | None
+    node: Node
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,8 @@ class Conditioning:
     """WanImageToVideo's latent: its start image rides in the conditioning."""
     frame_rate: float | None = None
     """LTXVConditioning's frame rate (LTX-2's video positions)."""
+    edit: Edit | None = None
+    """An edit's reference images (TextEncodeQwenImageEditPlus)."""
 
 
 @dataclass(frozen=True)
@@ -319,13 +334,27 @@ class WorkflowPlan:
     """The CLIPTextEncodeFlux node of the positive prompt and its guidance: the job's
     `guidance_scale` where the DiT embeds guidance (Flux.1 dev), nothing where it does not
     (schnell: ComfyUI's Flux ignores it there); `check_files` decides, reading the DiT."""
+    images: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the Kontext
+    size FluxKontextImageScale scales it to (None: as loaded), made when sent (`body`)."""
 
     def body(self) -> dict[str, Any]:
-        """The request as POST /v1/jobs takes it (the image file as base64)."""
+        """The request as POST /v1/jobs takes it (the image files as base64)."""
         body = dict(self.request)
         if body.get("image"):
-            body["image"] = base64.b64encode(Path(body["image"]).read_bytes()).decode("ascii")
+            body["image"] = self._encoded(body["image"])
+        if body.get("images"):
+            body["images"] = [self._encoded(path) for path in body["images"]]
         return body
+
+    def _encoded(self, path: str) -> str:
+        if path in self.images:
+            from .images import loaded_png
+
+            data = loaded_png(Path(path), self.images[path])
+        else:
+            data = Path(path).read_bytes()
+        return base64.b64encode(data).decode("ascii")
 
     def serve_argv(self) -> list[str]:
         """The `paradit serve` flags of the serve settings."""
@@ -343,9 +372,11 @@ class WorkflowPlan:
         return argv
 
     def to_dict(self) -> dict[str, Any]:
+        sent = {path: list(size) for path, size in self.images.items() if size is not None}
         return {
             "workflow": self.workflow,
             "request": self.request,
             "serve": self.serve,
             "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
+            **({"kontext_scaled": sent} if sent else {}),
         }

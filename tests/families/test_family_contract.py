@@ -27,9 +27,9 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 78 s (68 s in the suite's two-worker run on 2 cores, 2026-11-29, and MiniMax H3's
-first and last frame and pruned AdaLN jobs and LTX-2's keyframes job, about 10 s more on a
-loaded machine).
+Cost: about 84 s (68 s in the suite's two-worker run on 2 cores, 2026-11-29, and the jobs added
+since: MiniMax H3's first and last frame and pruned AdaLN, LTX-2's keyframes, Qwen-Image-Edit's
+ComfyUI template job, about 16 s more on a loaded machine).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from paradit.backend.parallel import PLAN, SPREAD, parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.parallel.step_cache import DisagreementError
 from paradit.backend.request import NO_STEP_CACHE, JobRequest
-from paradit.backend.runtime.job import RankModel
+from paradit.backend.runtime.job import RankModel, job_limits
 from paradit.backend.runtime.stages import stage_requests
 from paradit.backend.serving.outputs import to_uint8
 from paradit.backend.tools.equivalence import (
@@ -148,7 +148,7 @@ def _upsampler(job: TinyJob, pipe: Any) -> Any:
 def _run_job(pipe: Any, family: Any, job: TinyJob, parallel: Any) -> JobOutput:
     """`job` at world size 1 on `pipe` (one thread is the caller's)."""
     body, upsampler = dict(job.body), _upsampler(job, pipe)
-    limits = family.limits(pipe, tiny=True)
+    limits = job_limits(family, pipe, tiny=True)  # with the samplers, as a rank's
     if upsampler is not None:
         limits = dataclasses.replace(limits, upscale_factors=upsampler.factors)
     request = JobRequest.from_body(body, limits)

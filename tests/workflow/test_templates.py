@@ -440,17 +440,8 @@ def test_template_imports_to_the_job_comfyui_runs(base, tmp_path, template):
     )
 
 
-QWEN_EDIT = "rounded to multiples of 8 (TextEncodeQwenImageEdit: to whole pixels)"
 REFUSED = {  # template -> (where, node type, the reason's words)
-    # ImageScaleToTotalPixels 93 feeds nothing: passed over, as ComfyUI does not run it.
-    # CFGNorm maps (cfg_mode norm); the reference images do not: rounded to multiples of 8
-    # (the first model's to whole pixels) with area averaging, not to 32 with Lanczos
-    "image_qwen_image_edit.json": ("subgraph 102 > node 88", "VAEEncode", QWEN_EDIT),
-    "image_qwen_image_edit_2509.json": ("subgraph 433 > node 88", "VAEEncode", QWEN_EDIT),
-    "image_qwen_image_edit_2511.json": ("subgraph 170 > node 156", "VAEEncode", QWEN_EDIT),
-    "image_qwen_image_edit_2511_int8.json": (
-        "subgraph 170 > node 156", "VAEEncode", QWEN_EDIT,
-    ),
+    # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
     # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
     # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
     "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),

@@ -168,6 +168,14 @@ class Family:
         be the job ComfyUI runs ("" where it is)."""
         return ""
 
+    image_preps: tuple[str, ...] = ()
+    """The ways besides the pipeline's own that the family prepares a job's input images
+    (request `image_prep`, e.g. "comfyui"); its `prepare` and `encode` follow the job's."""
+
+    reference_methods: tuple[str, ...] = ()
+    """How a job may ask the DiT to condition an edit's reference tokens (request
+    `reference_method`); its `prepare` sets the job's and `finish` the model's again."""
+
     def limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """What the loaded pipeline accepts (`model_limits`) with the family's capabilities."""
         return dataclasses.replace(
@@ -176,7 +184,13 @@ class Family:
             plain_cfg=self.plain_cfg,
             cfg_norm_pixels=self.cfg_norm_pixels if self.plain_cfg else 0,
             second_prompt=self.second_prompt,
+            image_preps=self.image_preps_of(pipe),
+            reference_methods=self.reference_methods,
         )
+
+    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
+        """The loaded pipeline's `image_preps` (the family's, unless its class lacks them)."""
+        return self.image_preps
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         """The loaded pipeline's sizes, frames, steps and defaults (`tiny`: a tiny preset's)."""

@@ -41,7 +41,13 @@ class QwenImage(Family):
         return Limits(**{**base.to_dict(), "min_steps": min_steps(pipe)})
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
-        inputs = self._encoder_inputs(pipe, request)
+        return self._encode_prompts(pipe, request, device, self._encoder_inputs(pipe, request))
+
+    def _encode_prompts(
+        self, pipe: Any, request: JobRequest, device: torch.device, inputs: dict[str, Any]
+    ) -> Tensors:
+        """The prompt's (and with CFG the negative prompt's) embeddings; `inputs`: what the
+        encoder reads besides the prompt."""
         tensors: Tensors = {}
         prompts = {"prompt": request.prompt}
         if self.uses_cfg(pipe, request):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_EDIT
+from ....request import IMAGE_PREP_COMFYUI, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO
+from ....sampling.names import SAMPLERS
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from ..qwen_image.adapter import PACKED_PIXELS
@@ -21,8 +23,11 @@ SPEC = FamilySpec(
             ("QwenImageEditPlusPipeline", "QwenImageEditPipeline"),
             frozenset({"text_encoder", "tokenizer", "processor"}),
             step_cache=False,
+            samplers=SAMPLERS,  # the pipeline's loop calls its scheduler as Qwen-Image's does
             plain_cfg=True,  # the same rescale to the conditional norm as Qwen-Image's
             cfg_norm_pixels=PACKED_PIXELS,
+            image_preps=(IMAGE_PREP_COMFYUI,),  # comfyui_prep.py
+            reference_methods=(REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO),
         ),
     ),
     transformer_classes=("QwenImageTransformer2DModel",),

@@ -47,5 +47,17 @@ def direct(pipe: Any, body: Any) -> Any:
 # tiles of 128: the 1024x1024 inputs VAE-encode 3 times faster than in tiles of 64
 TINY_JOB = TinyJob("tiny-qwen-image-edit", BODY, direct, tile=128)
 
-TINY_JOBS = (TINY_JOB,)
+# The job ComfyUI's 2511 templates import to: ComfyUI's preparation (`image_prep` comfyui,
+# comfyui_prep.py; a 60x40 input's 79x53 reference tokens: odd sides, ComfyUI's positions),
+# the references at noise level 0, CFGNorm, euler/simple at shift 3.1; the 48x32 output's 3x2
+# tokens. On 3 ranks (split unevenly) and 2 (CFG parallel). World size 1 against diffusers'
+# components driven by hand: tests/families/test_qwen_image_edit_comfyui.py.
+COMFYUI = {**BODY, "image": _png(60, 40), "width": 48, "height": 32, "image_prep": "comfyui"}
+COMFYUI.update(reference_method="index_timestep_zero", cfg_mode="norm")
+COMFYUI.update(sampler="euler", scheduler="simple", shift=3.1)
+
+TINY_JOBS = (
+    TINY_JOB,
+    TinyJob("tiny-qwen-image-edit", COMFYUI, None, tile=128, ranks=(3, 2), name="comfyui"),
+)
 """The jobs the family contract runs: the smallest first."""

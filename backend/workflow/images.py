@@ -1,0 +1,70 @@
+"""Input images as ComfyUI's nodes hand them on, made when a workflow's job is sent (the
+request names the loaded files). Torch-free.
+
+LoadImage: the file's first frame, turned by its EXIF orientation, as RGB.
+FluxKontextImageScale, as its node publishes it: of the Kontext resolutions the one whose
+aspect (width / height) is nearest the image's (the first on a tie), the image centre-cropped
+to that aspect (offsets rounded) and resized with PIL's Lanczos on 8-bit pixels (ComfyUI's
+float-to-8-bit step gives LoadImage's values back unchanged).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+KONTEXT_SIZES = (
+    (672, 1568), (688, 1504), (720, 1456), (752, 1392), (800, 1328), (832, 1248),
+    (880, 1184), (944, 1104), (1024, 1024), (1104, 944), (1184, 880), (1248, 832),
+    (1328, 800), (1392, 752), (1456, 720), (1504, 688), (1568, 672),
+)  # fmt: skip
+"""(width, height): the Kontext resolutions FluxKontextImageScale picks from."""
+
+
+def kontext_size(width: int, height: int) -> tuple[int, int]:
+    """The Kontext resolution nearest `width` x `height`'s aspect (the first on a tie)."""
+    aspect = width / height
+    _, w, h = min((abs(aspect - w / h), w, h) for w, h in KONTEXT_SIZES)
+    return w, h
+
+
+def loaded_png(path: Path, size: tuple[int, int] | None = None) -> bytes:
+    """The image at `path` as LoadImage gives it, Kontext-scaled to `size` when given, as PNG
+    bytes."""
+    import numpy as np
+    from PIL import Image as PILImage
+    from PIL import ImageOps
+
+    with PILImage.open(path) as opened:
+        loaded = ImageOps.exif_transpose(opened).convert("RGB")
+    if size is None:
+        return _png(loaded)
+    pixels = np.asarray(loaded)
+    width, height = size
+    old_h, old_w = pixels.shape[:2]
+    old_aspect, new_aspect = old_w / old_h, width / height
+    x = y = 0
+    if old_aspect > new_aspect:
+        x = round((old_w - old_w * (new_aspect / old_aspect)) / 2)
+    elif old_aspect < new_aspect:
+        y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)
+    cropped = pixels[y : old_h - y, x : old_w - x]
+    # ComfyUI's float (value / 255 in float32) back to 8 bits (255 x it, clipped, truncated)
+    # gives every 8-bit value back: the 8-bit crop is what its Lanczos reads
+    resized = PILImage.fromarray(cropped).resize((width, height), PILImage.Resampling.LANCZOS)
+    return _png(resized)
+
+
+def _png(image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def file_size(path: Path) -> tuple[int, int]:
+    """The (width, height) LoadImage gives the file (turned by its EXIF orientation)."""
+    from PIL import Image as PILImage
+    from PIL import ImageOps
+
+    with PILImage.open(path) as opened:
+        return ImageOps.exif_transpose(opened).size
