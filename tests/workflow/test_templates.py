@@ -3,12 +3,14 @@ installed) of the families paradit runs, in their saved form, with the files the
 linked to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' own
 names: each imports to the job ComfyUI runs (every field written by hand from the graph, the
 widget that gives it named beside it), or is refused naming the node and why; the Z-Image
-Turbo one runs end to end on a backend of its tiny files. LTX-2's text-to-video templates
+Turbo one runs end to end on a backend of its tiny files as saved, and every other one whose
+tiny files carry weights at a tiny size (`RUN_SMALL`). LTX-2's text-to-video templates
 map to paradit's two-stage job (`upscale`) at 24k+17 frames (as saved, at 121 frames, they are
 refused: ComfyUI's audio latent would be one longer); the dev one runs end to end at a tiny
 size.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 20 s (7 s in the suite's two-worker run on 2 cores, 2026-11-29; the tiny runs of
+`RUN_SMALL`, 12 s alone, and the rows added since).
 """
 
 from __future__ import annotations
@@ -777,3 +779,41 @@ def test_dual_cfg_guider_at_two_scales_guides_the_audio_at_its_own(base, tmp_pat
     assert str(refused.value).startswith(
         "subgraph 92 > node 82 (LTXVDualCFGGuider): two scales (video and audio) in the second"
     ), refused.value
+
+
+RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (the rest its own)
+    "text_to_video_wan.json": (64, 64, 5, 2),
+    "image_to_video_wan.json": (64, 64, 5, 2),
+    "video_wan2_2_14B_t2v.json": (64, 64, 5, 2),
+    "video_wan2_2_14B_i2v.json": (64, 64, 5, 2),
+    "video_wan2_2_5B_ti2v.json": (64, 64, 5, 2),
+    "image_z_image.json": (64, 64, 1, 2),
+    "image_z_image_int8.json": (64, 64, 1, 2),
+    "image_qwen_image.json": (64, 64, 1, 2),
+    "image_qwen_Image_2512.json": (64, 64, 1, 2),
+    "video_hunyuan_video_1.5_720p_t2v.json": (64, 64, 5, 2),
+}
+"""The templates whose tiny files carry weights (the others' are headers, run elsewhere: Z-Image
+Turbo and LTX-2 above, Flux.1 schnell and FLUX.2-klein base in test_templates_flux.py, the
+Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py)."""
+
+
+@pytest.mark.parametrize("template", sorted(RUN_SMALL))
+def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, template):
+    """The template's job, as imported, on a backend of the files it names (linked to the tiny
+    ones), at a tiny size and 2 steps (Wan 2.2 A14B switching experts after the first): it
+    runs, and the backend's record of it is the imported request but for those fields."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, _variant = plan_of(str(TEMPLATES / template), str(comfy))
+    width, height, frames, steps = RUN_SMALL[template]
+    small = {"width": width, "height": height, "num_frames": frames,
+             "num_inference_steps": steps}  # fmt: skip
+    if "switch_step" in plan.request:
+        small["switch_step"] = 1
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    job, frames_png = run_job(server, {**plan.body(), **small})
+    assert job["status"] == "succeeded", job
+    assert len(frames_png) == frames
+    ran = {k: v for k, v in job["request"].items() if v is not None}
+    expected = {k: v for k, v in {**plan.request, **small}.items() if k != "image"}
+    assert {k: ran[k] for k in expected} == expected
