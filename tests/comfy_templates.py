@@ -1,7 +1,7 @@
 """ComfyUI's official templates as the tests read them (the `comfyui-workflow-templates-json`
 package, where it is installed): a widget value off a template's JSON, a ComfyUI folder of
 placeholder files under the names a template gives, a flow model's level under a static
-shift. Shared by tests/workflow/test_templates*.py."""
+shift. Shared by tests/workflow/test_templates*.py and tests/template_jobs.py."""
 
 from __future__ import annotations
 

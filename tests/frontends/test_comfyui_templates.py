@@ -5,22 +5,25 @@ ComfyUI's frontend (the `comfyui-frontend-package` wheel's built files, unchange
 by the stand-in of tests/comfyui_page.py with node definitions generated from
 paradit's own knowledge of each node (`backend/workflow/sockets.py`: linked inputs, widget
 kinds and outputs; the widget orders of `nodes.py`). One headless Chromium page (Debian's
-package, driven by Playwright) loads every template tests/workflow/test_templates.py maps or
-refuses (`app.loadGraphData`, as the template browser opens one) and exports it
+package, driven by Playwright) loads every template tests/template_jobs.py maps or refuses
+(`app.loadGraphData`, as the template browser opens one) and exports it
 (`app.graphToPrompt()`: subgraphs flattened to `128:81` ids, legacy primitives and reroutes
 resolved, bypassed and muted nodes left out, widget values by name). paradit's reading of
 the saved form is that graph (the same nodes, links and widget values). In the ComfyUI folder
-test_templates.py links for the template, `paradit workflow import` of the export gives the
-saved form's job (every request field, the files the backend serves, the variant) and the
-job test_templates.py writes by hand; a refused template is refused at the same node path
-with the same reason. LTX-2's text-to-video templates are compared at 113 frames too, the
-copies test_templates.py maps to the two-stage job. Every other template of the package whose
-nodes all have a definition (of the families other branches map, and others built of the
-same core nodes) is compared as a graph.
+of tiny files the template's own workflow test builds, `paradit workflow import` of the
+export gives the saved form's job (every request field, the files the backend serves, the
+variant) and the job written by hand: test_templates.py's table, the Qwen-Image-Edit
+templates, Krea 2 Turbo's with prompt_enhance off, FLUX.2 [klein]'s distilled subgraph; a
+refused template is refused at the same node path with the same reason. LTX-2's
+text-to-video templates are compared at 113 frames too, the copies test_templates.py maps to
+the two-stage job. Every other template of the package whose nodes all have a definition (of
+the families other branches map, and others built of the same core nodes) is compared as a
+graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 55 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29).
+Cost: about 62 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29; the
+Qwen-Image-Edit, Krea 2 and Klein jobs add about 7 s, mostly their tiny files).
 """
 
 from __future__ import annotations
@@ -30,20 +33,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from comfy_templates import TEMPLATES, placeholders
 from comfyui_page import CHROMIUM, IN_CI, comfyui_page
-
-# test_templates.py's tables and helpers, by their package path (tests/ is on sys.path by
-# conftest.py, whatever pytest collects first); they stay there, where each template's
-# branch adds its rows
-from workflow.test_templates import (  # noqa: F401  (base: a fixture, the tiny files)
+from template_jobs import (
+    EDIT_EXPECTED,
     EXPECTED,
+    KLEIN_DISTILLED,
+    KREA2,
     LTX2_TWO_STAGE,
     REFUSED,
-    TEMPLATES,
-    _ltx2_copy,
-    _placeholders,
-    base,
     comfy_for,
+    enhancer_off,
+    in_folder,
+    klein_distilled,
+    klein_folder,
+    krea2_files,
+    krea2_request,
+    ltx2_copy,
+    qwen_edit_files,
+    tiny_files,
 )
 
 from paradit.backend.serving.http import HttpServer
@@ -64,6 +72,24 @@ EXPORT = """async workflow => {
   await window.app.loadGraphData(workflow);
   return (await window.app.graphToPrompt()).output;
 }"""
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
+    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
+
+
+@pytest.fixture(scope="module")
+def edit_comfy(tmp_path_factory) -> Path:
+    """The tiny Qwen-Image-Edit files under the templates' names (tests/template_jobs.py)."""
+    return qwen_edit_files(tmp_path_factory.mktemp("ComfyUI"))
+
+
+@pytest.fixture(scope="module")
+def krea2_comfy(tmp_path_factory) -> Path:
+    """The tiny Krea 2 files under the templates' names (tests/template_jobs.py)."""
+    return krea2_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +130,7 @@ def _known_templates() -> list[str]:
     paradit's families, and others built of the same core nodes)."""
     known = []
     for path in sorted(TEMPLATES.glob("*.json")):
-        if path.name in EXPECTED or path.name in REFUSED:
+        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2}:
             continue  # compared job by job above
         try:
             data = json.loads(path.read_text())
@@ -116,14 +142,16 @@ def _known_templates() -> list[str]:
     return known
 
 
-def exported(page, data: dict, folder: Path, name: str) -> Path:
+def exported(page, data: dict, folder: Path, name: str, same_ids: bool = True) -> Path:
     """The workflow loaded into ComfyUI's frontend and exported in the API form, saved in
-    `folder` as `name`."""
+    `folder` as `name`; read as the same graph as the saved form unless `same_ids` is false
+    (where the frontend gives nodes new ids on loading)."""
     unknown = _node_types(data) - set(SOCKETS) - set(FRONTEND_ONLY)
     assert not unknown, f"no node definition in backend/workflow/sockets.py for {unknown}"
     api = page.evaluate(EXPORT, data)
     assert api and all("class_type" in node for node in api.values()), api
-    _same_graph(data, api)
+    if same_ids:
+        _same_graph(data, api)
     path = folder / f"{name}.api.json"
     path.write_text(json.dumps(api, indent=1))
     return path
@@ -162,7 +190,7 @@ def _same_job(saved: Path, api: Path, comfy: Path):
 @pytest.mark.parametrize("template", sorted(EXPECTED))
 def test_exported_template_imports_to_the_saved_forms_job(
     frontend,
-    base,  # noqa: F811  (test_templates' fixture: the tiny files)
+    base,
     tmp_path,
     template,
 ):
@@ -171,20 +199,58 @@ def test_exported_template_imports_to_the_saved_forms_job(
     api = exported(frontend, data, tmp_path, template)
     plan = _same_job(TEMPLATES / template, api, comfy)
     _, request, _ = EXPECTED[template]  # and the job written by hand from the graph
-    if "image" in request:
-        request = {**request, "image": str(comfy / request["image"])}
-    assert plan.request == request
+    assert plan.request == in_folder(request, comfy)
+
+
+@pytest.mark.parametrize("template", sorted(EDIT_EXPECTED))
+def test_exported_qwen_edit_template_imports_to_the_saved_forms_job(
+    frontend, edit_comfy, tmp_path, template
+):
+    """The Qwen-Image-Edit templates on their tiny files (tests/workflow/
+    test_templates_qwen_edit.py's): the API form's job is the saved form's and the one
+    written by hand, the images in the ComfyUI folder."""
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    plan = _same_job(TEMPLATES / template, api, edit_comfy)
+    request, _ = EDIT_EXPECTED[template]
+    assert plan.request == in_folder(request, edit_comfy)
+
+
+@pytest.mark.parametrize("template", KREA2)
+def test_exported_krea2_template_with_the_enhancer_off_imports_to_its_job(
+    frontend, krea2_comfy, tmp_path, template
+):
+    """Krea 2 Turbo's templates with `prompt_enhance` off (as saved, refused at their
+    TextGenerate: tests/workflow/test_templates_qi21_krea2.py) on their tiny files."""
+    saved = enhancer_off(template, tmp_path)
+    api = exported(frontend, json.loads(saved.read_text()), tmp_path, template)
+    plan = _same_job(saved, api, krea2_comfy)
+    assert plan.request == krea2_request(template)
+
+
+def test_exported_klein_distilled_subgraph_imports_to_its_job(frontend, base, tmp_path):
+    """FLUX.2 [klein]'s template with its distilled subgraph on (tests/workflow/
+    test_templates_flux.py's; the base one as saved is in the table above). Its job only, not
+    its graph node by node: the two subgraphs' inner nodes share ids (61 to 76), and the
+    frontend gives the second one's new ids on loading (77:80 to 77:93 in the export where
+    the saved form has 77:61 to 77:76), so node paths differ while the job is the same."""
+    folder = klein_folder(base, tmp_path / "ComfyUI")
+    saved = klein_distilled(tmp_path)
+    data = json.loads(saved.read_text())
+    api = exported(frontend, data, tmp_path, saved.name, same_ids=False)
+    plan = _same_job(saved, api, folder)
+    assert plan.request == KLEIN_DISTILLED
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))
 def test_exported_ltx2_template_imports_to_the_two_stage_job(
     frontend,
-    base,  # noqa: F811
+    base,
     tmp_path,
     template,
 ):
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
-    saved = _ltx2_copy(template, comfy, 113)
+    saved = ltx2_copy(template, comfy, 113)
     api = exported(frontend, json.loads(saved.read_text()), tmp_path, template)
     plan = _same_job(saved, api, comfy)
     assert plan.request == LTX2_TWO_STAGE[template][2]
@@ -192,7 +258,7 @@ def test_exported_ltx2_template_imports_to_the_two_stage_job(
 
 @pytest.mark.parametrize("template", sorted(REFUSED))
 def test_exported_refused_template_is_refused_at_the_same_node(frontend, tmp_path, template):
-    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    comfy = placeholders(template, tmp_path / "ComfyUI")
     data = json.loads((TEMPLATES / template).read_text())
     api = exported(frontend, data, tmp_path, template)
     with pytest.raises(ValueError) as saved:
@@ -207,6 +273,6 @@ def test_exported_refused_template_is_refused_at_the_same_node(frontend, tmp_pat
 @pytest.mark.parametrize("template", _known_templates())
 def test_paradit_reads_each_template_as_the_frontend_flattens_it(frontend, tmp_path, template):
     """Beyond the templates mapped or refused above: every template made of nodes defined
-    here (56 more of the package's 0.1.x: LTX-2.3/2.5, Qwen-Image 2.1, MiniMax H3, SDXL, ...)
+    here (52 more of the package's 0.1.x: LTX-2.3/2.5, Qwen-Image 2.1, MiniMax H3, SDXL, ...)
     is read from its saved form as the frontend exports it (nodes, links, widget values)."""
     exported(frontend, json.loads((TEMPLATES / template).read_text()), tmp_path, template)

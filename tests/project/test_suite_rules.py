@@ -60,9 +60,12 @@ def test_test_files_live_in_the_area_folders_docs_testing_names():
 
 
 def test_a_test_file_imports_no_other_test_file():
-    """What tests share lives in tests/*.py (conftest.py, image_jobs.py, launchers.py, ...),
-    one copy each: importing another test file by its module name works only when pytest
-    happened to collect that file's folder first."""
+    """What tests share lives in tests/*.py (conftest.py, image_jobs.py, template_jobs.py,
+    ...), one copy each: importing another test file works only when pytest happened to
+    collect that file's folder first. Caught by its module name however it is spelled:
+    `import test_x`, `from test_x import`, dotted (`from workflow.test_x import`,
+    `import workflow.test_x`), a test module imported from its package (`from workflow import
+    test_x`) or through importlib (`importlib.import_module("workflow.test_x")`)."""
     test_modules = {p.stem for p in TESTS.rglob("test_*.py")}
     found = []
     for path in sorted(TESTS.rglob("*.py")):
@@ -70,7 +73,21 @@ def test_a_test_file_imports_no_other_test_file():
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n in test_modules]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom):  # `from . import test_x`
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Call) and _imports_by_name(node) and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names = [first.value]
+            hits = [n for n in names if n.rpartition(".")[2] in test_modules]
+            found += [f"{path.relative_to(TESTS)}:{node.lineno}: {n}" for n in hits]
     assert not found, found
+
+
+def _imports_by_name(call: ast.Call) -> bool:
+    """`importlib.import_module(...)`, `import_module(...)` or `__import__(...)`."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("import_module", "__import__")

@@ -42,7 +42,6 @@ from transformers import Qwen2_5_VLForConditionalGeneration
 
 from paradit.backend.models.encoders.qwen25_vl import qwen25_vl_vision
 from paradit.backend.models.families.qwen_image_edit.single_file import (
-    TOKEN_IDS,
     edit_text_parts,
     qwen25_vl_config,
     transformers_names,
@@ -54,6 +53,7 @@ from paradit.backend.models.single_file.components import FILE_TOOLS
 from paradit.backend.models.single_file.detect import Part, detect, recognise
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.load import SingleFiles, resolve
+from paradit.backend.models.single_file.tokenizers import VISION_TOKEN_IDS
 
 SPEC = random_preset_spec("random:qwen-image")["components"]
 QWEN25_VL_7B = {  # Qwen/Qwen2.5-VL-7B-Instruct's text config (the shapes that matter), 1 layer
@@ -136,7 +136,7 @@ def test_qwen_image_qwen25_vl_and_its_vae_from_their_headers(tmp_path):
         "tokens_per_second": 2,
     }  # fmt: skip
     assert "a vision tower under 'visual.': 1 blocks of width 1280" in detect(encoder).describe()
-    ids = dict(zip(TOKEN_IDS, (151652, 151653, 151655, 151656), strict=True))  # Qwen2.5-VL's
+    ids = dict(zip(VISION_TOKEN_IDS, (151652, 151653, 151655, 151656), strict=True))  # Qwen2.5-VL's
     with init_empty_weights(include_buffers=True):
         built = Qwen2_5_VLForConditionalGeneration(
             qwen25_vl_config(Part(encoder, detect(encoder)), ids)

@@ -26,6 +26,7 @@ from comfy_templates import TEMPLATES, widget
 from comfy_workflow_files import TINY_FLUX_SCHNELL, write_comfyui
 from conftest import run_job
 from safetensors.torch import save_file
+from template_jobs import KLEIN, KLEIN_DISTILLED, klein_distilled, klein_folder
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
@@ -116,28 +117,12 @@ def test_clip_text_encode_flux_guidance_on_flux_dev(comfy, tmp_path):
     ), refused.value
 
 
-KLEIN = "image_flux2_klein_text_to_image.json"
-
-
-def _klein_folder(comfy: Path, folder: Path) -> Path:
-    """The Klein template's files as headers at their real widths: both DiTs (base and
-    distilled: no weight tells them apart) FLUX.2-klein-4B's, Qwen3-4B, the Flux.2 VAE."""
-    dit = "diffusion_models/flux-2-klein-4b"
-    for name, held in ((dit.replace("4b", "base-4b"), dit), (dit, dit),
-                       ("text_encoders/qwen_3_4b", "text_encoders/qwen_3_4b_header"),
-                       ("vae/flux2-vae", "vae/flux2-vae")):  # fmt: skip
-        target = folder / "models" / f"{name}.safetensors"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(comfy / "models" / f"{held}.safetensors", target)
-    return folder
-
-
 def test_klein_base_subgraph_on_a_distilled_file_is_refused_at_its_sampler(comfy, tmp_path):
     """The base subgraph's UNETLoader 70 given the distilled file (`flux-2-klein-4b`: its name
     does not say base): paradit runs it as the step-distilled model, whose pipeline ignores
     CFGGuider 63's cfg 5 where ComfyUI runs both branches: refused at the sampler, after
     reading the DiT's header. (As saved, the template imports: test_templates.py's table.)"""
-    folder = _klein_folder(comfy, tmp_path / "ComfyUI")
+    folder = klein_folder(comfy, tmp_path / "ComfyUI")
     data = json.loads((TEMPLATES / KLEIN).read_text())
     sub = next(s for s in data["definitions"]["subgraphs"] if s["id"].startswith("7b34ab90"))
     loader = next(n for n in sub["nodes"] if n["id"] == 70)
@@ -207,26 +192,11 @@ def test_klein_base_template_runs_end_to_end_with_cfg(tiny_klein, tmp_path, para
 def test_klein_distilled_subgraph_imports_to_the_job_comfyui_runs(comfy, tmp_path):
     """The template's second subgraph (77, FLUX.2-klein-4B, bypassed as saved) switched on
     and the first (75) bypassed, as a user picks the distilled model: every field from the
-    graph. Its prompt: PrimitiveStringMultiline 76; EmptyFlux2LatentImage 66 and
-    Flux2Scheduler 62 at PrimitiveInt 68 x 69 (1024 x 1024); Flux2Scheduler 62's 4 steps
-    (the pipeline's own levels: no sampler, scheduler or shift); CFGGuider 63: cfg 1 with
-    ConditioningZeroOut 76's empty negative; RandomNoise 73's seed."""
-    folder = _klein_folder(comfy, tmp_path / "ComfyUI")
-    data = json.loads((TEMPLATES / KLEIN).read_text())
-    for node in data["nodes"]:
-        if node["id"] in (9, 75):
-            node["mode"] = 4
-        if node["id"] in (77, 78):
-            node["mode"] = 0
-    path = tmp_path / KLEIN
-    path.write_text(json.dumps(data))
-    plan, variant = plan_of(str(path), str(folder))
+    graph (tests/template_jobs.py's KLEIN_DISTILLED)."""
+    folder = klein_folder(comfy, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(klein_distilled(tmp_path)), str(folder))
     assert variant == "flux.2-klein-4b"
-    assert plan.request == {
-        "prompt": widget(KLEIN, "76", 0), "negative_prompt": "",
-        "width": 1024, "height": 1024, "num_frames": 1, "num_inference_steps": 4,
-        "guidance_scale": 1.0, "seed": widget(KLEIN, "77:73", 0),
-    }  # fmt: skip
+    assert plan.request == KLEIN_DISTILLED
     models = folder / "models"
     assert plan.serve == {
         "model": str(models / "diffusion_models/flux-2-klein-4b.safetensors"),

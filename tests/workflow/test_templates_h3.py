@@ -8,14 +8,11 @@ Cost: about 1 s.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import comfyui_workflow_templates_json
 import pytest
+from comfy_templates import TEMPLATES
 
 from paradit.backend.tools.workflow import plan_of
 
-TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 H3_REFUSED = {  # template -> (where, node type)
     "video_minimax_h3_t2v.json": ("subgraph 140 > node 131", "MiniMaxH3ImageToVideo"),
     "video_minimax_h3_i2v.json": ("subgraph 105 > node 104", "MiniMaxH3ImageToVideo"),

@@ -11,37 +11,11 @@ Cost: about 3 s (measured alone on a loaded 2-core machine).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import comfyui_workflow_templates_json
 import pytest
-from PIL import Image
+from comfy_templates import TEMPLATES, placeholders
 
 from paradit.backend.tools.workflow import plan_of
-
-TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
-
-
-def _placeholders(template: str, folder: Path) -> Path:
-    """A ComfyUI folder with an empty file under every model name the template gives (in
-    every models subfolder) and a tiny PNG under every image name: enough for a refusal
-    that comes before any file is read."""
-    data = json.loads((TEMPLATES / template).read_text())
-    nodes = list(data["nodes"]) + [n for s in data["definitions"]["subgraphs"] for n in s["nodes"]]
-    (folder / "input").mkdir(parents=True)
-    kinds = ("diffusion_models", "text_encoders", "vae", "loras", "checkpoints",
-             "latent_upscale_models")  # fmt: skip
-    for node in nodes:
-        values = node.get("widgets_values")
-        for value in values if isinstance(values, list) else ():
-            if isinstance(value, str) and value.endswith(".safetensors"):
-                for kind in kinds:
-                    (folder / "models" / kind).mkdir(parents=True, exist_ok=True)
-                    (folder / "models" / kind / value).touch()
-            elif isinstance(value, str) and value.endswith((".png", ".jpg")):
-                Image.new("RGB", (32, 32)).save(folder / "input" / value, format="PNG")
-    return folder
-
 
 SAVED = {  # template -> (where, node type, the reason's words)
     # 5 s at 25 fps: a * b + 1 = 126 frames, which ComfyUI's video latent rounds down to 121
@@ -67,7 +41,7 @@ SAVED = {  # template -> (where, node type, the reason's words)
 @pytest.mark.parametrize("template", sorted(SAVED))
 def test_ltx2_3_and_2_5_templates_as_saved_are_refused_at_their_node(tmp_path, template):
     where, kind, words = SAVED[template]
-    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    comfy = placeholders(template, tmp_path / "ComfyUI")
     with pytest.raises(ValueError) as refused:
         plan_of(str(TEMPLATES / template), str(comfy))
     message = str(refused.value)
@@ -80,7 +54,7 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
     LTXVImgToVideoInplace copies have bypass on, so the import reaches the prompt, which the
     saved prompt_enhance (true) writes with TextGenerateLTX2Prompt: refused there."""
     template = "video_ltx2_3_t2v.json"
-    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    comfy = placeholders(template, tmp_path / "ComfyUI")
     data = json.loads((TEMPLATES / template).read_text())
     outer = next(n for n in data["nodes"] if n["id"] == 267)
     assert outer["widgets_values"][1] is True  # prompt_enhance, as saved
@@ -103,7 +77,7 @@ def test_the_2_3_template_at_8_seconds_without_the_prompt_enhancer_maps_to_its_f
     rounding, the prompt, the two stages); the import stops at the first file it reads, the
     upscaler's (an empty placeholder here): paradit has no tiny files under 2.3's names."""
     template = "video_ltx2_3_t2v.json"
-    comfy = _placeholders(template, tmp_path / "ComfyUI")
+    comfy = placeholders(template, tmp_path / "ComfyUI")
     data = json.loads((TEMPLATES / template).read_text())
     outer = next(n for n in data["nodes"] if n["id"] == 267)
     assert outer["widgets_values"][1:6] == [True, 1280, 720, 5, 25]  # as saved

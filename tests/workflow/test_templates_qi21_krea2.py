@@ -22,79 +22,26 @@ two-worker run).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
-import torch
-from comfy_files import WAN_PREFIX, krea2_original, write_safetensors
-from comfy_templates import TEMPLATES, placeholders, shifted, widget
+from comfy_templates import TEMPLATES, placeholders, shifted
 from PIL import Image
-from quant_files import write_int8
-from safetensors.torch import save_file
+from template_jobs import KREA2, KREA2_SHIFT, enhancer_off, krea2_files, krea2_request
 
-from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 
-KREA2 = ("image_krea2_turbo_t2i.json", "image_krea2_turbo_t2i_int8.json")
 ENHANCER = ("subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer")
-KREA2_SHIFT = math.exp(1.15)
-"""Krea 2's own sampling in ComfyUI (no ModelSampling node in the graph): ModelSamplingFlux's
-mu 1.15, a static shift e^1.15 at any size."""
 
 
 @pytest.fixture(scope="module")
 def krea2_comfy(tmp_path_factory) -> Path:
-    """A ComfyUI folder with the tiny Krea 2 preset's files under the templates' names: the
-    DiT fp8_scaled and int8_convrot (ConvRot groups of 64 over the blocks' linears), the
-    Qwen3-VL encoder fp8_scaled (`model.language_model.`), the Qwen-Image VAE; the LoRA the
-    templates name (off in both) as an empty placeholder."""
-    folder = tmp_path_factory.mktemp("ComfyUI")
-    models = folder / "models"
-    for kind in ("diffusion_models", "text_encoders", "vae", "loras"):
-        (models / kind).mkdir(parents=True)
-    (folder / "input").mkdir()
-    tiny = build_preset("tiny-krea2")
-    dit = krea2_original(tiny.transformer.state_dict())
-    write_safetensors(
-        models / "diffusion_models/krea2_turbo_fp8_scaled.safetensors",
-        dit,
-        "fp8_scaled",
-        WAN_PREFIX,
-    )
-
-    def blocks(name: str, tensor: torch.Tensor) -> bool:
-        return tensor.dim() == 2 and name.startswith("blocks.")
-
-    int8 = models / "diffusion_models/krea2_turbo_int8_convrot.safetensors"
-    write_int8(int8, dit, blocks, WAN_PREFIX, 64)
-    encoder = models / "text_encoders/qwen3vl_4b_fp8_scaled.safetensors"
-    write_safetensors(
-        encoder, tiny.text_encoder.state_dict(), "fp8_scaled", "model.language_model."
-    )
-    save_file(tiny.vae.state_dict(), str(models / "vae/qwen_image_vae.safetensors"))
-    (models / "loras/krea2_darkbrush.safetensors").touch()
-    return folder
-
-
-def _enhancer_off(template: str, folder: Path, megapixels: float = 1) -> Path:
-    """The template with its outer `prompt_enhance` widget (the subgraph node's second value,
-    saved true) turned off, as a user turns it off; `megapixels`: ResolutionSelector 49's (1
-    as saved: 1024x1024)."""
-    data = json.loads((TEMPLATES / template).read_text())
-    outer = next(node for node in data["nodes"] if node["id"] == 30)
-    assert outer["widgets_values"][1] is True  # prompt_enhance, as saved
-    outer["widgets_values"][1] = False
-    size = next(node for node in data["nodes"] if node["id"] == 49)
-    assert size["widgets_values"][1] == 1
-    size["widgets_values"][1] = megapixels
-    path = folder / template
-    path.write_text(json.dumps(data))
-    return path
+    """The tiny Krea 2 files under the templates' names (tests/template_jobs.py)."""
+    return krea2_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.mark.parametrize("template", KREA2)
-def test_krea2_turbo_template_refused_as_saved_and_imported_with_the_enhancer_off(
+def test_krea2_turbo_template_refused_as_saved_and_imported_with_theenhancer_off(
     krea2_comfy, tmp_path, template
 ):
     where, kind, words = ENHANCER
@@ -102,21 +49,11 @@ def test_krea2_turbo_template_refused_as_saved_and_imported_with_the_enhancer_of
         plan_of(str(TEMPLATES / template), str(krea2_comfy))
     message = str(refused.value)
     assert message.startswith(f"{where} ({kind}): ") and words in message, message
-    plan, variant = plan_of(str(_enhancer_off(template, tmp_path)), str(krea2_comfy))
+    plan, variant = plan_of(str(enhancer_off(template, tmp_path)), str(krea2_comfy))
     dit = "krea2_turbo_fp8_scaled" if template == KREA2[0] else "krea2_turbo_int8_convrot"
     models = krea2_comfy / "models"
     assert variant == "tiny-krea2"
-    assert plan.request == {
-        "prompt": widget(template, "30", 0),  # the subgraph's prompt, through the switches
-        "negative_prompt": "",  # ConditioningZeroOut 13
-        # EmptyLatentImage 5: the subgraph's width and height (ResolutionSelector 49: 1:1, 1 MP)
-        "width": 1024, "height": 1024, "num_frames": 1,
-        # KSampler 3: the subgraph's seed, 8 steps, cfg 1, euler/simple; no ModelSampling
-        # node: Krea 2's own mu 1.15
-        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "30", 6),
-        "sampler": "euler", "scheduler": "simple",
-        "shift": pytest.approx(KREA2_SHIFT, rel=1e-12),
-    }  # fmt: skip
+    assert plan.request == krea2_request(template)
     assert plan.serve == {
         "model": str(models / f"diffusion_models/{dit}.safetensors"),
         "text_encoders": [str(models / "text_encoders/qwen3vl_4b_fp8_scaled.safetensors")],
@@ -130,7 +67,7 @@ def test_krea2_turbo_template_runs_end_to_end(krea2_comfy, tmp_path, paradit_war
     """The fp8 template with the enhancer off (8 steps; at 256x256, ResolutionSelector's
     megapixels 1/16, to keep the test cheap), on a backend of its files: `workflow run
     --server` writes the image of its request, sampled on euler/simple at e^1.15."""
-    path = _enhancer_off(KREA2[0], tmp_path, megapixels=1 / 16)
+    path = enhancer_off(KREA2[0], tmp_path, megapixels=1 / 16)
     plan, _ = plan_of(str(path), str(krea2_comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"

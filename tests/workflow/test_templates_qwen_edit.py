@@ -21,146 +21,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from comfy_files import quantizable, write_safetensors
-from comfy_templates import TEMPLATES, widget
+from comfy_templates import TEMPLATES
 from conftest import run_job
-from lora_files import peft_lora
 from PIL import Image
-from quant_files import write_int8
-from safetensors.torch import save_file
+from template_jobs import EDIT_EXPECTED, FIRST, INT8, in_folder, qwen_edit_files, seeded_png
 
-from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of, render
 from paradit.backend.workflow.images import kontext_size, loaded_png
-
-E2509, E2511, INT8 = (f"image_qwen_image_edit_{v}.json" for v in ("2509", "2511", "2511_int8"))
-FIRST = "image_qwen_image_edit.json"
-IMAGES = {  # the input files the templates name -> (width, height) of the seeded stand-in
-    "image_qwen_image_edit_input_image.png": (64, 48),  # sides of 16: VAEEncode's size
-    "image_qwen_image_edit_2509_input_image.png": (60, 40),
-    "lily_girl_blue.png": (60, 40),
-}
-
-
-def _png(path: Path, size: tuple[int, int], seed: int) -> None:
-    width, height = size
-    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
-    Image.fromarray(pixels).save(path, format="PNG")
 
 
 @pytest.fixture(scope="module")
 def comfy(tmp_path_factory) -> Path:
-    """The ComfyUI folder: every file the three templates name, tiny."""
-    root = tmp_path_factory.mktemp("ComfyUI")
-    models = root / "models"
-    for sub in ("diffusion_models", "text_encoders", "vae", "loras"):
-        (models / sub).mkdir(parents=True)
-    (root / "input").mkdir()
-    tiny = build_preset("tiny-qwen-image-edit")
-    dits = models / "diffusion_models"
-    state = tiny.transformer.state_dict()
-    names = ("qwen_image_edit_fp8_e4m3fn", "qwen_image_edit_2509_fp8_e4m3fn",
-             "qwen_image_edit_2511_fp8mixed")  # fmt: skip
-    for name in names:
-        write_safetensors(dits / f"{name}.safetensors", state, "bf16")
-    write_int8(dits / "qwen_image_edit_2511_int8_convrot.safetensors", state, quantizable,
-               group=64)  # fmt: skip
-    encoder = {
-        k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
-        for k, v in tiny.text_encoder.state_dict().items()
-    }
-    save_file(encoder, str(models / "text_encoders" / "qwen_2.5_vl_7b_fp8_scaled.safetensors"))
-    save_file(tiny.vae.state_dict(), str(models / "vae" / "qwen_image_vae.safetensors"))
-    for release in ("2509", "2511"):
-        name = f"Qwen-Image-Edit-{release}-Lightning-4steps-V1.0-bf16.safetensors"
-        peft_lora(models / "loras" / name, tiny.transformer, ("attn.to_q",), seed=3)
-    for seed, (name, size) in enumerate(IMAGES.items()):
-        _png(root / "input" / name, size, seed)
-    for name in _template_images(E2511):
-        if name not in IMAGES:
-            _png(root / "input" / name, (40, 56), 7)
-    return root
+    """The ComfyUI folder: every file the templates name, tiny (tests/template_jobs.py)."""
+    return qwen_edit_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
-def _template_images(template: str) -> list[str]:
-    data = json.loads((TEMPLATES / template).read_text())
-    return [n["widgets_values"][0] for n in data["nodes"] if n["type"] == "LoadImage"]
-
-
-EXPECTED = {  # template -> (request, serve settings relative to models/), by hand
-    FIRST: (  # subgraph 102, Lightning (PrimitiveBoolean 111) false; ImageScaleToTotalPixels
-        # 93 feeds nothing: passed over, as ComfyUI does not run it
-        {"prompt": widget(FIRST, "102:76", 0),  # TextEncodeQwenImageEdit 76
-         "negative_prompt": widget(FIRST, "102:77", 0),  # 77: the same image
-         # VAEEncode 88 of the loaded image itself (64x48)
-         "width": 64, "height": 48, "num_frames": 1,
-         # switches on_false: PrimitiveInt 106 (20), PrimitiveFloat 107 (2.5); KSampler 3
-         "num_inference_steps": 20, "guidance_scale": 2.5, "seed": widget(FIRST, "102:3", 0),
-         "sampler": "euler", "scheduler": "simple", "shift": 3.0,  # ModelSamplingAuraFlow 66
-         "image": "input/image_qwen_image_edit_input_image.png", "image_prep": "comfyui",
-         "cfg_mode": "norm", "cfg_norm": 1.0},  # CFGNorm 75
-        {"model": "diffusion_models/qwen_image_edit_fp8_e4m3fn.safetensors",
-         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
-         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
-    ),
-    E2509: (  # subgraph 433, "Enable Lightning LoRA" (PrimitiveBoolean 443) true
-        {"prompt": widget(E2509, "433:111", 0),  # TextEncodeQwenImageEditPlus 111
-         "negative_prompt": widget(E2509, "433:110", 0),  # 110: the same image
-         # VAEEncode 88 of FluxKontextImageScale 117: a 60x40 image's Kontext size
-         "width": 1248, "height": 832, "num_frames": 1,
-         # switches 441/442 on_true: PrimitiveInt 436 (4), PrimitiveFloat 437 (1); KSampler
-         # 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3; CFGNorm 75 at cfg 1: none
-         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": widget(E2509, "433:3", 0),
-         "sampler": "euler", "scheduler": "simple", "shift": 3.0,
-         "image": "input/image_qwen_image_edit_2509_input_image.png", "image_prep": "comfyui",
-         # switch 440 on_true: LoraLoaderModelOnly 89
-         "loras": [{"name": "Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16.safetensors",
-                    "strength": 1.0}]},
-        {"model": "diffusion_models/qwen_image_edit_2509_fp8_e4m3fn.safetensors",
-         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
-         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [],
-         "lora_dirs": ["loras"]},
-    ),
-    E2511: (  # subgraph 170, Lightning (PrimitiveBoolean 168) false
-        {"prompt": widget(E2511, "170:151", 0), "negative_prompt": widget(E2511, "170:149", 0),
-         # VAEEncode 156 of FluxKontextImageScale 160: a 40x56 image's Kontext size
-         "width": 880, "height": 1184, "num_frames": 1,
-         # switches on_false: PrimitiveInt 166 (40), PrimitiveFloat 154 (4); KSampler 169
-         "num_inference_steps": 40, "guidance_scale": 4.0, "seed": widget(E2511, "170:169", 0),
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1,  # ModelSamplingAuraFlow 145
-         # image1 the Kontext-scaled LoadImage 41, image2 LoadImage 83 as loaded
-         "image": "input/leather_sofa.png", "images": ["input/texture_fur.png"],
-         "image_prep": "comfyui", "reference_method": "index_timestep_zero",  # 147, 148
-         "cfg_mode": "norm", "cfg_norm": 1.0},  # CFGNorm 152
-        {"model": "diffusion_models/qwen_image_edit_2511_fp8mixed.safetensors",
-         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
-         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
-    ),
-    INT8: (  # 2511's graph on the int8_convrot file, one image
-        {"prompt": widget(INT8, "170:151", 0), "negative_prompt": widget(INT8, "170:149", 0),
-         "width": 1248, "height": 832, "num_frames": 1,
-         "num_inference_steps": 40, "guidance_scale": 4.0, "seed": widget(INT8, "170:169", 0),
-         "sampler": "euler", "scheduler": "simple", "shift": 3.1,
-         "image": "input/lily_girl_blue.png", "image_prep": "comfyui",
-         "reference_method": "index_timestep_zero", "cfg_mode": "norm", "cfg_norm": 1.0},
-        {"model": "diffusion_models/qwen_image_edit_2511_int8_convrot.safetensors",
-         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
-         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
-    ),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("template", sorted(EXPECTED))
+@pytest.mark.parametrize("template", sorted(EDIT_EXPECTED))
 def test_edit_template_imports_to_the_job_comfyui_runs(comfy, template):
     plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
-    request, serve = EXPECTED[template]
-    request = dict(request)
-    for key in ("image", "images"):
-        if key in request:
-            value = request[key]
-            request[key] = (
-                [str(comfy / v) for v in value] if key == "images" else str(comfy / value)
-            )
+    request, serve = EDIT_EXPECTED[template]
+    request = in_folder(request, comfy)
     assert plan.request == request
     models = comfy / "models"
     assert plan.serve == {
@@ -197,7 +77,7 @@ def test_kontext_scale_worked_by_hand(tmp_path):
     floats = values.astype(np.float32) / np.float32(255.0)
     assert (np.clip(np.float32(255.0) * floats, 0, 255).astype(np.uint8) == values).all()
     path = tmp_path / "wide.png"
-    _png(path, (100, 40), 4)
+    seeded_png(path, (100, 40), 4)
     with Image.open(path) as opened:
         pixels = np.asarray(opened.convert("RGB"))
     want = Image.fromarray(pixels[:, 3:97]).resize((1568, 672), Image.Resampling.LANCZOS)
@@ -239,7 +119,7 @@ def test_first_template_on_an_image_of_other_sides_is_refused(comfy, tmp_path):
     sides of 16) is refused there, naming the rule."""
     text = (TEMPLATES / FIRST).read_text()
     name = "image_qwen_image_edit_input_image.png"
-    _png(comfy / "input" / "sixty_by_forty.png", (60, 40), 9)
+    seeded_png(comfy / "input" / "sixty_by_forty.png", (60, 40), 9)
     workflow = tmp_path / FIRST
     workflow.write_text(text.replace(name, "sixty_by_forty.png"))
     with pytest.raises(ValueError, match=r"\(VAEEncode\): a 60x40 image: .* sides of 16"):

@@ -122,3 +122,31 @@ def _hub_cache_folder(kind: str) -> tuple[Path | None, str]:
                 where = f"{repo}/{subfolder}" if subfolder else repo
                 return Path(cached).parent, f"the hub cache's {where}"
     return None, ""
+
+
+VISION_TOKEN_IDS = (
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "image_token_id",
+    "video_token_id",
+)
+"""The Qwen-VL configs' names of the ids of `qwen_vl.VISION_SPECIALS`, in that order."""
+
+
+def vision_token_ids(part: Any, text_tokenizer: Any, markers: str) -> dict[str, int]:
+    """The Qwen-VL vision markers' ids in a single-file encoder's tokenizer, by config name;
+    ValueError naming the file (`part.header.name`) when the tokenizer lacks one or its id is
+    past the encoder's embeddings (`markers`: whose markers they are, for the message)."""
+    from ..qwen_vl import VISION_SPECIALS  # transformers' processors: only when one is built
+
+    vocab = part.detection.config["vocab_size"]
+    ids = {}
+    for name, token in zip(VISION_TOKEN_IDS, VISION_SPECIALS, strict=True):
+        found = text_tokenizer.convert_tokens_to_ids(token)
+        if found is None or found == text_tokenizer.unk_token_id or not 0 <= found < vocab:
+            raise ValueError(
+                f"--text-encoder {part.header.name}: its tokenizer has no {token} among the "
+                f"encoder's {vocab} tokens ({markers})"
+            )
+        ids[name] = found
+    return ids

@@ -28,8 +28,9 @@ from ...random_presets import random_dit_config
 from ...single_file.detection import REAL_HEAD_DIM, Detection, count_indices, stripped
 from ...single_file.header import FileHeader
 from ...single_file.rows import RowMap, trace_converter
+from ...single_file.tokenizers import vision_token_ids
 from ...single_file.vocabulary import FileTools, Part, Preset
-from ..qwen_image_edit.single_file import TOKEN_IDS, transformers_names
+from ..qwen_image_edit.single_file import transformers_names
 from ..wan.single_file import wan22_vae_name
 
 QWEN_IMAGE21 = "qwen-image2.1"
@@ -168,29 +169,11 @@ def text_parts(
         processor = tools.preset_parts(preset_name, {"processor"}).processor
     else:
         processor = qwen3_vl_file_processor(tools.tokenizer(part, preset_name, "tokenizer"))
-    ids = _vision_token_ids(part, processor.tokenizer)
+    ids = vision_token_ids(part, processor.tokenizer, "Qwen3-VL's vision markers")
     return {
         "text_encoder": _qwen3_vl_model(part, dtype, ids, tools),
         "processor": None if "processor" in skip else processor,
     }
-
-
-def _vision_token_ids(part: Part, text_tokenizer: Any) -> dict[str, int]:
-    """The vision markers' ids in the tokenizer, by config name; ValueError naming the file
-    when the tokenizer lacks one or its id is past the encoder's embeddings."""
-    from ...qwen_vl import VISION_SPECIALS
-
-    vocab = part.detection.config["vocab_size"]
-    ids = {}
-    for name, token in zip(TOKEN_IDS, VISION_SPECIALS, strict=True):
-        found = text_tokenizer.convert_tokens_to_ids(token)
-        if found is None or found == text_tokenizer.unk_token_id or not 0 <= found < vocab:
-            raise ValueError(
-                f"--text-encoder {part.header.name}: its tokenizer has no {token} among the "
-                f"encoder's {vocab} tokens (Qwen3-VL's vision markers)"
-            )
-        ids[name] = found
-    return ids
 
 
 def _qwen3_vl_model(

@@ -23,11 +23,9 @@ import torch
 from ...casting import cast_model
 from ...encoders.qwen25_vl import VISION_PREFIXES, qwen25_vl_vision
 from ...single_file.detection import Detection
+from ...single_file.tokenizers import vision_token_ids
 from ...single_file.vocabulary import FileTools, Part, Preset
 from ..qwen_image.single_file import QWEN_IMAGE_VAE
-
-TOKEN_IDS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")
-"""Qwen2_5_VLConfig's names of the ids of `qwen_vl.VISION_SPECIALS`, in that order."""
 
 
 def check_vision_tower(part: Part, dit: Detection) -> None:
@@ -66,31 +64,13 @@ def edit_text_parts(
     else:
         text_tokenizer = tools.tokenizer(part, preset_name, "tokenizer")
         processor = qwen25_vl_processor(text_tokenizer)
-    ids = vision_token_ids(part, text_tokenizer)
+    markers = "Qwen2.5-VL's vision markers, which Qwen-Image-Edit puts its images in"
+    ids = vision_token_ids(part, text_tokenizer, markers)
     return {
         "text_encoder": qwen25_vl_model(part, dtype, ids, tools),
         "tokenizer": text_tokenizer,
         "processor": None if "processor" in skip else processor,
     }
-
-
-def vision_token_ids(part: Part, text_tokenizer: Any) -> dict[str, int]:
-    """The vision markers' ids in the tokenizer, by config name; ValueError naming the file
-    when the tokenizer lacks one or its id is past the encoder's embeddings."""
-    from ...qwen_vl import VISION_SPECIALS  # see edit_text_parts
-
-    vocab = part.detection.config["vocab_size"]
-    ids = {}
-    for name, token in zip(TOKEN_IDS, VISION_SPECIALS, strict=True):
-        found = text_tokenizer.convert_tokens_to_ids(token)
-        if found is None or found == text_tokenizer.unk_token_id or not 0 <= found < vocab:
-            raise ValueError(
-                f"--text-encoder {part.header.name}: its tokenizer has no {token} among the "
-                f"encoder's {vocab} tokens (Qwen2.5-VL's vision markers, which Qwen-Image-Edit "
-                "puts its images in)"
-            )
-        ids[name] = found
-    return ids
 
 
 def qwen25_vl_model(

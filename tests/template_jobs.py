@@ -1,0 +1,766 @@
+"""ComfyUI's official templates of paradit's families as the tests import them: the tiny
+ComfyUI files under the templates' own names (`tiny_files`, `comfy_for`), and each mapped
+template's job written by hand from its graph (`EXPECTED`, `LTX2_TWO_STAGE`), or the node it is
+refused at (`REFUSED`). Shared by tests/workflow/test_templates.py (the saved form) and
+tests/frontends/test_comfyui_templates.py (the API form ComfyUI's frontend exports); each
+template's own branch adds its rows here."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from comfy_files import (
+    WAN_PREFIX,
+    krea2_original,
+    quantizable,
+    write_safetensors,
+    z_image_original,
+)
+from comfy_templates import TEMPLATES, widget
+from comfy_workflow_files import START_IMAGE, write_comfyui
+from lora_files import peft_lora
+from PIL import Image
+from quant_files import write_int8
+from safetensors.torch import save_file
+
+from paradit.backend.models.families.ltx2 import upscaler
+from paradit.backend.models.presets import build_preset
+from paradit.backend.sampling.names import SAMPLERS
+
+WAN_T2V, WAN_I2V = "wan2.1_t2v_tiny_fp32", "wan2.1_i2v_480p_tiny_fp32"
+A14B_I2V = "wan2.2_i2v_{}_noise_14B_tiny_fp32"
+Z_IMAGE_INT8 = "z_image_tiny_int8_convrot"
+LINKS = {  # the file a template names -> the tiny file in its place (models/ or input/)
+    "diffusion_models/wan2.1_t2v_1.3B_fp16": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.1_i2v_480p_14B_fp16": f"diffusion_models/{WAN_I2V}",
+    # Wan 2.2 A14B T2V's experts are Wan 2.1 T2V-shaped DiTs: the tiny T2V DiT for both
+    "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled": f"diffusion_models/{WAN_T2V}",
+    "diffusion_models/wan2.2_i2v_high_noise_14B_fp8_scaled":
+        f"diffusion_models/{A14B_I2V.format('high')}",
+    "diffusion_models/wan2.2_i2v_low_noise_14B_fp8_scaled":
+        f"diffusion_models/{A14B_I2V.format('low')}",
+    "diffusion_models/wan2.2_ti2v_5B_fp16": "diffusion_models/wan2.2_ti2v_5B_tiny_fp32",
+    "text_encoders/umt5_xxl_fp8_e4m3fn_scaled": "text_encoders/umt5_tiny",
+    "vae/wan_2.1_vae": "vae/wan_2.1_vae_tiny",
+    "vae/wan2.2_vae": "vae/wan2.2_vae_tiny",
+    "clip_vision/clip_vision_h": "clip_vision/clip_vision_tiny",
+    "diffusion_models/z_image_turbo_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
+    "diffusion_models/z_image_bf16": "diffusion_models/z_image_turbo_tiny_bf16",
+    "diffusion_models/z_image_int8_convrot": f"diffusion_models/{Z_IMAGE_INT8}",
+    "text_encoders/qwen_3_4b": "text_encoders/qwen_3_tiny",
+    "diffusion_models/qwen_image_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
+    "diffusion_models/qwen_image_2512_fp8_e4m3fn": "diffusion_models/qwen_image_tiny_bf16",
+    "text_encoders/qwen_2.5_vl_7b_fp8_scaled": "text_encoders/qwen_2.5_vl_tiny",
+    "vae/qwen_image_vae": "vae/qwen_image_vae_tiny",
+    "diffusion_models/hunyuanvideo1.5_720p_t2v_fp16":
+        "diffusion_models/hunyuanvideo1.5_480p_t2v_fp32",
+    "text_encoders/byt5_small_glyphxl_fp16": "text_encoders/byt5_small_glyphxl_tiny",
+    "vae/hunyuanvideo15_vae_fp16": "vae/hunyuanvideo15_vae_tiny",
+    "checkpoints/ltx-2-19b-dev-fp8": "checkpoints/ltx-2-19b-dev_tiny",
+    "checkpoints/ltx-2-19b-distilled": "checkpoints/ltx-2-19b-dev_tiny",
+    "text_encoders/gemma_3_12B_it_fp4_mixed": "text_encoders/gemma_3_tiny",
+    "loras/ltx-2-19b-distilled-lora-384": "loras/ltx2_tiny_lora",
+    "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
+        "latent_upscale_models/ltx2_upscaler_tiny",
+}  # fmt: skip
+IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
+"""The start images the templates' LoadImage nodes name (in `input/`)."""
+OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
+    "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
+    "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
+    "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
+    # the Flux.2 VAE's header under the name of the one the template names (a real
+    # `full_encoder_small_decoder` file is read only where its header is that VAE's)
+    "image_flux2_text_to_image.json": {"vae/full_encoder_small_decoder": "vae/flux2-vae"},
+    # FLUX.2 [klein] base: the Klein DiTs' headers under the -base names (no weight differs),
+    # Qwen3-4B's and -8B's headers, the Flux.2 VAE's
+    "image_flux2_klein_text_to_image.json": {
+        "diffusion_models/flux-2-klein-base-4b": "diffusion_models/flux-2-klein-4b",
+        "text_encoders/qwen_3_4b": "text_encoders/qwen_3_4b_header",
+    },
+    "image_flux2_text_to_image_9b.json": {
+        "diffusion_models/flux-2-klein-base-9b-fp8": "diffusion_models/flux-2-klein-9b",
+        "text_encoders/qwen_3_8b_fp8mixed": "text_encoders/qwen_3_8b_header",
+        "vae/full_encoder_small_decoder": "vae/flux2-vae",
+    },
+    # FLUX.1 Krea [dev]: Flux.1 dev's architecture (its header in the fp8_scaled file's place)
+    "flux1_krea_dev.json": {
+        "diffusion_models/flux1-krea-dev_fp8_scaled": "diffusion_models/flux1-dev"
+    },
+}
+
+
+def tiny_files(folder: Path) -> Path:
+    """The tiny ComfyUI files written in `folder`, the tiny Z-Image DiT as an int8_convrot
+    file (ConvRot groups of 64 at the tiny widths: tests/quant_files.py), and for LTX-2 a
+    tiny LoRA and a tiny x2 latent upscaler (its config in the file's metadata, as
+    Lightricks' file carries it and ComfyUI's loader reads it)."""
+    folder = write_comfyui(folder)
+    dit = z_image_original(build_preset("tiny-z-image").transformer.state_dict())
+    path = folder / "models" / "diffusion_models" / f"{Z_IMAGE_INT8}.safetensors"
+    write_int8(path, dit, quantizable, WAN_PREFIX, 64)
+    ltx2 = build_preset("tiny-ltx2")
+    (folder / "models" / "loras").mkdir(exist_ok=True)
+    peft_lora(folder / "models/loras/ltx2_tiny_lora.safetensors", ltx2.transformer,
+              ("attn1.to_q",), seed=3)  # fmt: skip
+    channels = ltx2.vae.config.latent_channels
+    config = {"in_channels": channels, "mid_channels": 32, "num_blocks_per_stage": 1,
+              "dims": 3, "spatial_upsample": True, "temporal_upsample": False,
+              "spatial_scale": 2.0, "rational_resampler": True}  # fmt: skip
+    path = folder / "models" / "latent_upscale_models" / "ltx2_upscaler_tiny.safetensors"
+    path.parent.mkdir(exist_ok=True)
+    state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
+    save_file(state, str(path), metadata={"config": json.dumps(config)})
+    return folder
+
+
+def comfy_for(base: Path, template: str, folder: Path) -> Path:
+    """A ComfyUI folder for one template: the tiny files, and under the names the template
+    gives its files, hard links to the tiny ones in their place."""
+    for path in base.rglob("*"):
+        if path.is_file():
+            target = folder / path.relative_to(base)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, target)
+    links = {**LINKS, **OWN_LINKS.get(template, {})}
+    for name, tiny in links.items():
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+        os.link(base / "models" / f"{tiny}.safetensors", target)
+    for name in IMAGES:
+        os.link(base / "input" / START_IMAGE, folder / "input" / name)
+    return folder
+
+
+def in_folder(request: dict, comfy: Path) -> dict:
+    """A request written relative to a ComfyUI folder (`image`, `images` in `input/`) with
+    its image paths in `comfy`, as the import gives them."""
+    request = dict(request)
+    if "image" in request:
+        request["image"] = str(comfy / request["image"])
+    if "images" in request:
+        request["images"] = [str(comfy / image) for image in request["images"]]
+    return request
+
+
+FLUX_SHIFT = math.exp(1.15)
+"""ComfyUI's Flux default (ModelSamplingFlux, mu 1.15): the static shift exp(1.15); Qwen-Image's
+too (QwenImage sampling_settings shift 1.15 on ModelType.FLUX)."""
+UMT5 = ["text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"]
+WAN21_VAE = ["vae/wan_2.1_vae.safetensors"]
+
+
+EXPECTED = {  # template -> (variant, request, serve settings relative to models/)
+    "text_to_video_wan.json": (
+        "tiny-wan",
+        {"prompt": widget("text_to_video_wan.json", "6", 0),  # CLIPTextEncode 6
+         "negative_prompt": widget("text_to_video_wan.json", "7", 0),  # CLIPTextEncode 7
+         "width": 832, "height": 480, "num_frames": 33,  # EmptyHunyuanLatentVideo 40
+         # KSampler 3: seed, steps 30, cfg 6, uni_pc/simple; ModelSamplingSD3 48: shift 8
+         "num_inference_steps": 30, "guidance_scale": 6.0, "seed": 82628696717253,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
+        {"model": "diffusion_models/wan2.1_t2v_1.3B_fp16.safetensors", "text_encoders": UMT5,
+         "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_to_video_wan.json": (
+        "tiny-wan-i2v",
+        {"prompt": widget("image_to_video_wan.json", "6", 0),
+         "negative_prompt": widget("image_to_video_wan.json", "7", 0),
+         "width": 512, "height": 512, "num_frames": 33,  # WanImageToVideo 50
+         # KSampler 3: seed, steps 20, cfg 6, uni_pc/simple; ModelSamplingSD3 54: shift 8
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 987948718394761,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0,
+         "image": "input/image_to_video_wan_start_image.png"},  # LoadImage 52
+        {"model": "diffusion_models/wan2.1_i2v_480p_14B_fp16.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE,
+         "image_encoders": ["clip_vision/clip_vision_h.safetensors"], "lora_dirs": []},
+    ),
+    "video_wan2_2_14B_t2v.json": (  # subgraph 128, "Enable Lightning LoRA" (129) false
+        "tiny-wan A14B pair",
+        {"prompt": widget("video_wan2_2_14B_t2v.json", "128:89", 0),
+         "negative_prompt": widget("video_wan2_2_14B_t2v.json", "128:72", 0),
+         # EmptyHunyuanLatentVideo 74: 640x640; its length from ComfyMathExpression 127,
+         # floor(a * b) + 1 of PrimitiveFloat 126 (5 s) and 125 (16 fps): 81
+         "width": 640, "height": 640, "num_frames": 81,
+         # the switches' on_false branches: steps PrimitiveInt 114 (20), cfg PrimitiveFloat
+         # 116 (3.5) on both samplers, the split PrimitiveInt 115 (10); the seed
+         # KSamplerAdvanced 81's; euler/simple; ModelSamplingSD3 82 and 86 on the bare
+         # experts: shift 5.000000000000001, as saved; no LoRA on that branch
+         "num_inference_steps": 20, "guidance_scale": 3.5, "guidance_scale_low": 3.5,
+         "switch_step": 10, "seed": 923510416338945, "sampler": "euler",
+         "scheduler": "simple", "shift": 5.000000000000001},
+        {"model": "diffusion_models/wan2.2_t2v_high_noise_14B_fp8_scaled.safetensors,"
+                  "diffusion_models/wan2.2_t2v_low_noise_14B_fp8_scaled.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_wan2_2_14B_i2v.json": (  # subgraph 129, saved with its widget values on the node
+        "tiny-wan2.2-i2v-a14b pair",
+        {"prompt": widget("video_wan2_2_14B_i2v.json", "129", 0),  # the subgraph's text
+         "negative_prompt": widget("video_wan2_2_14B_i2v.json", "129:89", 0),
+         # WanImageToVideo 98: width, height the subgraph's 640, 640; length
+         # ComfyMathExpression 163, floor(a * b + 1) of the subgraph's duration 5 and
+         # PrimitiveFloat 162 (16): 81
+         "width": 640, "height": 640, "num_frames": 81,
+         # switches on_false: steps 128 (20), cfg 126 (3.5), split 127 (10); seed the
+         # subgraph's noise_seed; ModelSamplingSD3 103/104: 5.000000000000001
+         "num_inference_steps": 20, "guidance_scale": 3.5, "guidance_scale_low": 3.5,
+         "switch_step": 10, "seed": 264244520398999, "sampler": "euler",
+         "scheduler": "simple", "shift": 5.000000000000001,
+         "image": "input/video_wan2_2_14B_i2v_input_image.jpg"},  # LoadImage 97
+        {"model": "diffusion_models/wan2.2_i2v_high_noise_14B_fp8_scaled.safetensors,"
+                  "diffusion_models/wan2.2_i2v_low_noise_14B_fp8_scaled.safetensors",
+         "text_encoders": UMT5, "vaes": WAN21_VAE, "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_wan2_2_5B_ti2v.json": (  # LoadImage 56 bypassed: no start image, text to video
+        "tiny-wan2.2-ti2v-5b",
+        {"prompt": widget("video_wan2_2_5B_ti2v.json", "6", 0),
+         "negative_prompt": widget("video_wan2_2_5B_ti2v.json", "7", 0),
+         "width": 1280, "height": 704, "num_frames": 121,  # Wan22ImageToVideoLatent 55
+         # KSampler 3: seed, 20 steps, cfg 5, uni_pc/simple; ModelSamplingSD3 48: 8
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 898471028164125,
+         "sampler": "uni_pc", "scheduler": "simple", "shift": 8.0},
+        {"model": "diffusion_models/wan2.2_ti2v_5B_fp16.safetensors", "text_encoders": UMT5,
+         "vaes": ["vae/wan2.2_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_z_image_turbo.json": (  # subgraph 57
+        "tiny-z-image",
+        {"prompt": widget("image_z_image_turbo.json", "57:27", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 33
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 13
+         # KSampler 3: seed 0, 8 steps, cfg 1, res_multistep/simple; ModelSamplingAuraFlow
+         # 11: shift 3
+         "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 0,
+         "sampler": "res_multistep", "scheduler": "simple", "shift": 3.0},
+        {"model": "diffusion_models/z_image_turbo_bf16.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    **{
+        name: (  # subgraph 76; its width_1/height_1 from ResolutionSelector 94 (1:1, 1 MP, 8)
+            "tiny-z-image",
+            {"prompt": widget(name, "76:67", 0),
+             "negative_prompt": "",  # CLIPTextEncode 71's empty text
+             # EmptySD3LatentImage 68: ResolutionSelector 94's sqrt(1 * 1024^2 / (1 * 1)) =
+             # 1024, rounded to a multiple of 8: 1024 x 1024
+             "width": 1024, "height": 1024, "num_frames": 1,
+             # KSampler 69: its seed, 25 steps, cfg 4, res_multistep/simple;
+             # ModelSamplingAuraFlow 70: shift 3
+             "num_inference_steps": 25, "guidance_scale": 4.0, "seed": 677498465340151,
+             "sampler": "res_multistep", "scheduler": "simple", "shift": 3.0},
+            {"model": f"diffusion_models/{dit}.safetensors",
+             "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+             "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+        )
+        for name, dit in (("image_z_image.json", "z_image_bf16"),
+                          ("image_z_image_int8.json", "z_image_int8_convrot"))
+    },
+    "image_qwen_image.json": (  # subgraph 76, "Enable Lightning LoRA" (86) false
+        "tiny-qwen-image",
+        {"prompt": widget("image_qwen_image.json", "76:6", 0),
+         "negative_prompt": "",  # CLIPTextEncode 7
+         "width": 1328, "height": 1328, "num_frames": 1,  # EmptySD3LatentImage 58
+         # switches on_false: steps PrimitiveInt 84 (20), cfg PrimitiveFloat 85 (4), the
+         # bare model; KSampler 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3.1
+         "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 50347169638278,
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         # KSampler's plain CFG, not the Qwen-Image pipeline's rescale
+         "cfg_mode": "plain"},
+        {"model": "diffusion_models/qwen_image_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "video_hunyuan_video_1.5_720p_t2v.json": (  # EasyCache and the 1080p stage bypassed
+        "tiny-hunyuanvideo1.5",
+        {"prompt": widget("video_hunyuan_video_1.5_720p_t2v.json", "44", 0),
+         "negative_prompt": "",  # CLIPTextEncode 93
+         "width": 1280, "height": 720, "num_frames": 121,  # EmptyHunyuanVideo15Latent 124
+         # RandomNoise 129's seed, BasicScheduler 128: 20 steps, simple, on the loader's
+         # model: ComfyUI's HunyuanVideo 1.5 default shift 7; CFGGuider 131: 6; euler
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 887963123424675,
+         "sampler": "euler", "scheduler": "simple", "shift": 7.0},
+        {"model": "diffusion_models/hunyuanvideo1.5_720p_t2v_fp16.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors",
+                           "text_encoders/byt5_small_glyphxl_fp16.safetensors"],
+         "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    "flux_dev_full_text_to_image.json": (  # subgraph 194; headers-only Flux.1 dev files
+        "flux.1-dev",
+        {"prompt": widget("flux_dev_full_text_to_image.json", "194:49", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 52
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 48
+         # KSampler 50: seed 0, 20 steps, cfg 1, euler/simple; no FluxGuidance: ComfyUI's
+         # 3.5; no ModelSamplingFlux: mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_qwen_Image_2512.json": (  # subgraph 238, "Enable Lightning LoRA" (229) false
+        "tiny-qwen-image",
+        {"prompt": widget("image_qwen_Image_2512.json", "238:227", 0),
+         "negative_prompt": widget("image_qwen_Image_2512.json", "238:228", 0),
+         "width": 1328, "height": 1328, "num_frames": 1,  # EmptySD3LatentImage 232
+         # switches on_false: steps PrimitiveInt 224 (50), cfg PrimitiveFloat 223 (4);
+         # KSampler 230's seed, euler/simple; ModelSamplingAuraFlow 222: 3.1000000000000005
+         "num_inference_steps": 50, "guidance_scale": 4.0, "seed": 464857551335368,
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1000000000000005,
+         "cfg_mode": "plain"},
+        {"model": "diffusion_models/qwen_image_2512_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_dev_checkpoint_example.json": (  # subgraph 56; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux_dev_checkpoint_example.json", "56:51", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 54
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 50
+         # KSampler 52: its seed, 20 steps, cfg 1, euler/simple; ComfyUI's Flux defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 53943644181156,
+         "sampler": "euler", "scheduler": "simple",
+         "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-dev.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_flux2_text_to_image.json": (  # subgraph 98; headers-only FLUX.2-dev files
+        "flux.2-dev",
+        {"prompt": widget("image_flux2_text_to_image.json", "98:6", 0),
+         "negative_prompt": "",  # BasicGuider 22: no negative
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptyFlux2LatentImage 47
+         # Flux2Scheduler 48: steps from the switch 103's on_false, PrimitiveInt 100 (20),
+         # at 1024x1024 (the latent's): the Flux.2 pipeline's own levels, so no sampler,
+         # scheduler or shift (KSamplerSelect 16: euler, its step); FluxGuidance 26: 4 with
+         # BasicGuider 22 (cfg 1); RandomNoise 25's seed; the Turbo LoRA switch (102) false
+         "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 1027111520328378},
+        {"model": "diffusion_models/flux2_dev_fp8mixed.safetensors",
+         "text_encoders": ["text_encoders/mistral_3_small_flux2_bf16.safetensors"],
+         "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    # FLUX.2 [klein] base (headers at the real widths): the file's name says base, so the
+    # undistilled pipeline with true CFG; the prompt's Qwen3 and an empty negative's
+    "image_flux2_klein_text_to_image.json": (  # subgraph 75 (77, the distilled one, bypassed)
+        "flux.2-klein-base-4b",
+        {"prompt": widget("image_flux2_klein_text_to_image.json", "76", 0),  # its String 76
+         "negative_prompt": "",  # CLIPTextEncode 67's empty text
+         # EmptyFlux2LatentImage 66 and Flux2Scheduler 62 at PrimitiveInt 68 x 69
+         "width": 1024, "height": 1024, "num_frames": 1,
+         # Flux2Scheduler 62: 20 steps, the pipeline's own levels (KSamplerSelect 61: euler);
+         # CFGGuider 63: cfg 5 (two branches); RandomNoise 73's seed 0
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 0},
+        {"model": "diffusion_models/flux-2-klein-base-4b.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_4b.safetensors"],
+         "vaes": ["vae/flux2-vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "image_flux2_text_to_image_9b.json": (  # subgraph 75, its values saved on the node
+        "flux.2-klein-base-9b",
+        {"prompt": widget("image_flux2_text_to_image_9b.json", "75", 0),  # the subgraph's text
+         "negative_prompt": "",  # CLIPTextEncode 67's empty text
+         "width": 1024, "height": 1024, "num_frames": 1,  # the subgraph's width, height
+         # Flux2Scheduler 62: 20 steps; CFGGuider 63: cfg 5; the subgraph's noise_seed
+         "num_inference_steps": 20, "guidance_scale": 5.0, "seed": 145965955694731},
+        {"model": "diffusion_models/flux-2-klein-base-9b-fp8.safetensors",
+         "text_encoders": ["text_encoders/qwen_3_8b_fp8mixed.safetensors"],
+         "vaes": ["vae/full_encoder_small_decoder.safetensors"], "image_encoders": [],
+         "lora_dirs": []},
+    ),
+    "flux1_krea_dev.json": (  # subgraph 200; no FluxGuidance, no ModelSampling
+        "flux.1-dev",
+        {"prompt": widget("flux1_krea_dev.json", "200:195", 0),
+         "negative_prompt": "",  # ConditioningZeroOut 199
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 196
+         # KSampler 197: seed 0, 20 steps, cfg 1, euler/simple; ComfyUI's Flux dev defaults:
+         # guidance 3.5, mu 1.15
+         "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"model": "diffusion_models/flux1-krea-dev_fp8_scaled.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_schnell.json": (  # ComfyUI's all-in-one flux1-schnell-fp8 as a header
+        "all-in-one flux.1-schnell (DiT, clip_l, t5xxl, vae)",
+        {"prompt": widget("flux_schnell.json", "6", 0),  # CLIPTextEncode 6
+         "negative_prompt": "",  # CLIPTextEncode 33's empty text
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; ComfyUI's schnell shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 173805153958730,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "checkpoints/flux1-schnell-fp8.safetensors",  # CheckpointLoaderSimple 30
+         "text_encoders": [], "vaes": [], "image_encoders": [], "lora_dirs": []},
+    ),
+    "flux_schnell_full_text_to_image.json": (  # headers-only Flux.1 schnell files
+        "flux.1-schnell",
+        # CLIPTextEncodeFlux 41: clip_l -> prompt (CLIP-L), t5xxl -> prompt_2 (T5); its
+        # guidance 3.5 ignored, as ComfyUI's Flux does without a guidance embedding
+        {"prompt": widget("flux_schnell_full_text_to_image.json", "41", 0),
+         "prompt_2": widget("flux_schnell_full_text_to_image.json", "41", 1),
+         "negative_prompt": "",  # ConditioningZeroOut 42
+         "width": 1024, "height": 1024, "num_frames": 1,  # EmptySD3LatentImage 27
+         # KSampler 31: its seed, 4 steps, cfg 1, euler/simple; no ModelSampling node:
+         # ComfyUI's FluxSchnell default, flow shift 1
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": 167447334682596,
+         "sampler": "euler", "scheduler": "simple", "shift": 1.0},
+        {"model": "diffusion_models/flux1-schnell.safetensors",
+         "text_encoders": ["text_encoders/clip_l.safetensors",
+                           "text_encoders/t5xxl_fp16.safetensors"],
+         "vaes": ["vae/ae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+}  # fmt: skip
+
+
+REFUSED = {  # template -> (where, node type, the reason's words)
+    # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
+    # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
+    # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
+    "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
+    "video_hunyuan_video_1.5_720p_i2v.json": (
+        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
+    ),
+    # as saved: 121 frames, whose audio latent ComfyUI makes one longer than paradit's LTX-2
+    # (both map at 24k+17 frames: LTX2_TWO_STAGE below)
+    "video_ltx2_t2v.json": (
+        "subgraph 92 > node 51", "LTXVEmptyLatentAudio", "ComfyUI makes 127 audio latent frames",
+    ),
+    "video_ltx2_t2v_distilled.json": (
+        "subgraph 177 > node 115", "LTXVEmptyLatentAudio",
+        "ComfyUI makes 127 audio latent frames",
+    ),
+    "video_ltx2_i2v.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
+    ),
+    "video_ltx2_i2v_distilled.json": (
+        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
+    ),
+}  # fmt: skip
+"""The official templates of paradit's families it refuses, each naming the node (its path
+inside subgraphs) and why: refused before any file is read, so placeholders stand for the
+files they name."""
+
+
+ANCESTRAL = "euler_ancestral" in SAMPLERS
+"""The templates' samplers (KSamplerSelect euler_ancestral on both stages): where paradit runs
+euler_ancestral they map as saved; until then the copies below say euler."""
+LTX2_SAMPLER = "euler_ancestral" if ANCESTRAL else "euler"
+LTX2_FILES = {
+    "text_encoders": ["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"],
+    "vaes": [], "image_encoders": [],
+    "upscaler": "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0.safetensors",
+}  # fmt: skip
+LTX2_PARTS = "(DiT, connectors, vae, audio_vae, vocoder)"
+
+
+def ltxv_scheduler(steps: int, tokens: int) -> list[float]:
+    """LTXVScheduler at the templates' settings (max_shift 2.05, base_shift 0.95, stretch to
+    terminal 0.1), by LTX-Video's published formula, written out here."""
+    mu = 0.95 + (2.05 - 0.95) * (tokens - 1024) / (4096 - 1024)
+    shifted = [1 / (1 + math.exp(-mu) * (1 / (1 - k / steps) - 1)) for k in range(steps)]
+    return [1 - (1 - s) * 0.9 / (1 - shifted[-1]) for s in shifted] + [0.0]
+
+
+def levels(template: str, path: str) -> list[float]:
+    """A ManualSigmas node's comma-separated levels, as the file saves them."""
+    return [float(x) for x in widget(template, path, 0).split(",")]
+
+
+LTX2_TWO_STAGE = {  # template -> (the subgraph node's widget index of the length, the tiny
+    # checkpoint's variant under the template's name, request)
+    "video_ltx2_t2v.json": (2, f"all-in-one tiny-ltx2 {LTX2_PARTS}", {  # subgraph 92
+        "prompt": widget("video_ltx2_t2v.json", "92", 3),  # the subgraph's text
+        "negative_prompt": widget("video_ltx2_t2v.json", "92:4", 0),  # CLIPTextEncode 4
+        # EmptyImage 89 (the subgraph's 1280x720) through ImageScaleBy 90 (0.5): 640x360,
+        # by GetImageSize 91 into EmptyLTXVLatentVideo 43, whose latent ComfyUI makes
+        # 640 // 32 x 360 // 32 tokens (640x352); LTXVLatentUpsampler 84 doubles it
+        "width": 1280, "height": 704, "num_frames": 113,  # PrimitiveInt 62 (edited: 113)
+        # LTXVScheduler 9: 20 steps over 15 x 11 x 20 tokens; CFGGuider 47: 4; RandomNoise
+        # 11: the subgraph's noise_seed 10; KSamplerSelect 8
+        "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 10,
+        "sampler": LTX2_SAMPLER, "sigmas": pytest.approx(ltxv_scheduler(20, 3300), abs=1e-9),
+        # LatentUpscaleModelLoader 76 (the tiny upscaler's config: x2); ManualSigmas 73;
+        # KSamplerSelect 66; CFGGuider 82: 1; LoraLoaderModelOnly 68 (105 and 106 bypassed)
+        "upscale": {"factor": 2, "sigmas": levels("video_ltx2_t2v.json", "92:73")[:-1],
+                    "sampler": LTX2_SAMPLER, "guidance_scale": 1.0,
+                    "loras": [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
+                               "strength": 1.0}]},
+    }),
+    "video_ltx2_t2v_distilled.json": (4, f"all-in-one tiny-ltx2-distilled {LTX2_PARTS}", {
+        # subgraph 177
+        # PrimitiveStringMultiline 109 (the subgraph's value) into CLIPTextEncode 102, which
+        # LTXVConditioning 103 takes as both prompts
+        "prompt": widget("video_ltx2_t2v_distilled.json", "177", 0),
+        "negative_prompt": widget("video_ltx2_t2v_distilled.json", "177", 0),
+        # EmptyImage 131 (1280x720) through ImageScaleBy 121 (0.5): 640x360 -> 640x352, x2
+        "width": 1280, "height": 704, "num_frames": 113,  # PrimitiveInt 113 (edited: 113)
+        # ManualSigmas 176's 9 levels: 8 steps; CFGGuider 127: 1; RandomNoise 123: 45
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 45, "sampler": LTX2_SAMPLER,
+        "sigmas": levels("video_ltx2_t2v_distilled.json", "177:176"),
+        # ManualSigmas 117; KSamplerSelect 129; CFGGuider 124: 1; LoraLoaderModelOnly 170
+        # bypassed: no LoRA
+        "upscale": {"factor": 2,
+                    "sigmas": levels("video_ltx2_t2v_distilled.json", "177:117")[:-1],
+                    "sampler": LTX2_SAMPLER, "guidance_scale": 1.0, "loras": []},
+    }),
+}  # fmt: skip
+
+
+def ltx2_copy(template: str, folder: Path, length: int, **inner: list) -> Path:
+    """The template with its length (on the subgraph node) set to `length`, its samplers
+    euler where paradit runs no euler_ancestral, and inner nodes' widget values replaced
+    (`inner`: node id -> widgets_values), saved in `folder`."""
+    data = json.loads((TEMPLATES / template).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    outer = next(n for n in data["nodes"] if n["type"] == sub["id"])
+    outer["widgets_values"][LTX2_TWO_STAGE[template][0]] = length
+    for node in sub["nodes"]:
+        if node["type"] == "KSamplerSelect" and not ANCESTRAL:
+            node["widgets_values"] = ["euler"]
+        if str(node["id"]) in inner:
+            node["widgets_values"] = inner[str(node["id"])]
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+# -- Qwen-Image-Edit (tests/workflow/test_templates_qwen_edit.py) ----------------------------
+
+E2509, E2511, INT8 = (f"image_qwen_image_edit_{v}.json" for v in ("2509", "2511", "2511_int8"))
+FIRST = "image_qwen_image_edit.json"
+EDIT_IMAGES = {  # the input files the templates name -> (width, height) of the seeded stand-in
+    "image_qwen_image_edit_input_image.png": (64, 48),  # sides of 16: VAEEncode's size
+    "image_qwen_image_edit_2509_input_image.png": (60, 40),
+    "lily_girl_blue.png": (60, 40),
+}
+
+
+def seeded_png(path: Path, size: tuple[int, int], seed: int) -> None:
+    """A PNG of seeded random pixels."""
+    width, height = size
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path, format="PNG")
+
+
+def qwen_edit_files(root: Path) -> Path:
+    """A ComfyUI folder in `root`: every file the Qwen-Image-Edit templates name, tiny."""
+    models = root / "models"
+    for sub in ("diffusion_models", "text_encoders", "vae", "loras"):
+        (models / sub).mkdir(parents=True)
+    (root / "input").mkdir()
+    tiny = build_preset("tiny-qwen-image-edit")
+    dits = models / "diffusion_models"
+    state = tiny.transformer.state_dict()
+    names = ("qwen_image_edit_fp8_e4m3fn", "qwen_image_edit_2509_fp8_e4m3fn",
+             "qwen_image_edit_2511_fp8mixed")  # fmt: skip
+    for name in names:
+        write_safetensors(dits / f"{name}.safetensors", state, "bf16")
+    write_int8(dits / "qwen_image_edit_2511_int8_convrot.safetensors", state, quantizable,
+               group=64)  # fmt: skip
+    encoder = {
+        k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
+        for k, v in tiny.text_encoder.state_dict().items()
+    }
+    save_file(encoder, str(models / "text_encoders" / "qwen_2.5_vl_7b_fp8_scaled.safetensors"))
+    save_file(tiny.vae.state_dict(), str(models / "vae" / "qwen_image_vae.safetensors"))
+    for release in ("2509", "2511"):
+        name = f"Qwen-Image-Edit-{release}-Lightning-4steps-V1.0-bf16.safetensors"
+        peft_lora(models / "loras" / name, tiny.transformer, ("attn.to_q",), seed=3)
+    for seed, (name, size) in enumerate(EDIT_IMAGES.items()):
+        seeded_png(root / "input" / name, size, seed)
+    for name in template_images(E2511):
+        if name not in EDIT_IMAGES:
+            seeded_png(root / "input" / name, (40, 56), 7)
+    return root
+
+
+def template_images(template: str) -> list[str]:
+    data = json.loads((TEMPLATES / template).read_text())
+    return [n["widgets_values"][0] for n in data["nodes"] if n["type"] == "LoadImage"]
+
+
+EDIT_EXPECTED = {  # template -> (request, serve settings relative to models/), by hand
+    FIRST: (  # subgraph 102, Lightning (PrimitiveBoolean 111) false; ImageScaleToTotalPixels
+        # 93 feeds nothing: passed over, as ComfyUI does not run it
+        {"prompt": widget(FIRST, "102:76", 0),  # TextEncodeQwenImageEdit 76
+         "negative_prompt": widget(FIRST, "102:77", 0),  # 77: the same image
+         # VAEEncode 88 of the loaded image itself (64x48)
+         "width": 64, "height": 48, "num_frames": 1,
+         # switches on_false: PrimitiveInt 106 (20), PrimitiveFloat 107 (2.5); KSampler 3
+         "num_inference_steps": 20, "guidance_scale": 2.5, "seed": widget(FIRST, "102:3", 0),
+         "sampler": "euler", "scheduler": "simple", "shift": 3.0,  # ModelSamplingAuraFlow 66
+         "image": "input/image_qwen_image_edit_input_image.png", "image_prep": "comfyui",
+         "cfg_mode": "norm", "cfg_norm": 1.0},  # CFGNorm 75
+        {"model": "diffusion_models/qwen_image_edit_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    E2509: (  # subgraph 433, "Enable Lightning LoRA" (PrimitiveBoolean 443) true
+        {"prompt": widget(E2509, "433:111", 0),  # TextEncodeQwenImageEditPlus 111
+         "negative_prompt": widget(E2509, "433:110", 0),  # 110: the same image
+         # VAEEncode 88 of FluxKontextImageScale 117: a 60x40 image's Kontext size
+         "width": 1248, "height": 832, "num_frames": 1,
+         # switches 441/442 on_true: PrimitiveInt 436 (4), PrimitiveFloat 437 (1); KSampler
+         # 3's seed, euler/simple; ModelSamplingAuraFlow 66: 3; CFGNorm 75 at cfg 1: none
+         "num_inference_steps": 4, "guidance_scale": 1.0, "seed": widget(E2509, "433:3", 0),
+         "sampler": "euler", "scheduler": "simple", "shift": 3.0,
+         "image": "input/image_qwen_image_edit_2509_input_image.png", "image_prep": "comfyui",
+         # switch 440 on_true: LoraLoaderModelOnly 89
+         "loras": [{"name": "Qwen-Image-Edit-2509-Lightning-4steps-V1.0-bf16.safetensors",
+                    "strength": 1.0}]},
+        {"model": "diffusion_models/qwen_image_edit_2509_fp8_e4m3fn.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [],
+         "lora_dirs": ["loras"]},
+    ),
+    E2511: (  # subgraph 170, Lightning (PrimitiveBoolean 168) false
+        {"prompt": widget(E2511, "170:151", 0), "negative_prompt": widget(E2511, "170:149", 0),
+         # VAEEncode 156 of FluxKontextImageScale 160: a 40x56 image's Kontext size
+         "width": 880, "height": 1184, "num_frames": 1,
+         # switches on_false: PrimitiveInt 166 (40), PrimitiveFloat 154 (4); KSampler 169
+         "num_inference_steps": 40, "guidance_scale": 4.0, "seed": widget(E2511, "170:169", 0),
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1,  # ModelSamplingAuraFlow 145
+         # image1 the Kontext-scaled LoadImage 41, image2 LoadImage 83 as loaded
+         "image": "input/leather_sofa.png", "images": ["input/texture_fur.png"],
+         "image_prep": "comfyui", "reference_method": "index_timestep_zero",  # 147, 148
+         "cfg_mode": "norm", "cfg_norm": 1.0},  # CFGNorm 152
+        {"model": "diffusion_models/qwen_image_edit_2511_fp8mixed.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+    INT8: (  # 2511's graph on the int8_convrot file, one image
+        {"prompt": widget(INT8, "170:151", 0), "negative_prompt": widget(INT8, "170:149", 0),
+         "width": 1248, "height": 832, "num_frames": 1,
+         "num_inference_steps": 40, "guidance_scale": 4.0, "seed": widget(INT8, "170:169", 0),
+         "sampler": "euler", "scheduler": "simple", "shift": 3.1,
+         "image": "input/lily_girl_blue.png", "image_prep": "comfyui",
+         "reference_method": "index_timestep_zero", "cfg_mode": "norm", "cfg_norm": 1.0},
+        {"model": "diffusion_models/qwen_image_edit_2511_int8_convrot.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors"],
+         "vaes": ["vae/qwen_image_vae.safetensors"], "image_encoders": [], "lora_dirs": []},
+    ),
+}  # fmt: skip
+
+
+# -- Krea 2 Turbo (tests/workflow/test_templates_qi21_krea2.py) ----------------------------
+
+KREA2 = ("image_krea2_turbo_t2i.json", "image_krea2_turbo_t2i_int8.json")
+KREA2_SHIFT = math.exp(1.15)
+"""Krea 2's own sampling in ComfyUI (no ModelSampling node in the graph): ModelSamplingFlux's
+mu 1.15, a static shift e^1.15 at any size."""
+
+
+def krea2_files(folder: Path) -> Path:
+    """A ComfyUI folder in `folder` with the tiny Krea 2 preset's files under the templates'
+    names: the DiT fp8_scaled and int8_convrot (ConvRot groups of 64 over the blocks' linears), the
+    Qwen3-VL encoder fp8_scaled (`model.language_model.`), the Qwen-Image VAE; the LoRA the
+    templates name (off in both) as an empty placeholder."""
+    models = folder / "models"
+    for kind in ("diffusion_models", "text_encoders", "vae", "loras"):
+        (models / kind).mkdir(parents=True)
+    (folder / "input").mkdir()
+    tiny = build_preset("tiny-krea2")
+    dit = krea2_original(tiny.transformer.state_dict())
+    write_safetensors(
+        models / "diffusion_models/krea2_turbo_fp8_scaled.safetensors",
+        dit,
+        "fp8_scaled",
+        WAN_PREFIX,
+    )
+
+    def blocks(name: str, tensor: torch.Tensor) -> bool:
+        return tensor.dim() == 2 and name.startswith("blocks.")
+
+    int8 = models / "diffusion_models/krea2_turbo_int8_convrot.safetensors"
+    write_int8(int8, dit, blocks, WAN_PREFIX, 64)
+    encoder = models / "text_encoders/qwen3vl_4b_fp8_scaled.safetensors"
+    write_safetensors(
+        encoder, tiny.text_encoder.state_dict(), "fp8_scaled", "model.language_model."
+    )
+    save_file(tiny.vae.state_dict(), str(models / "vae/qwen_image_vae.safetensors"))
+    (models / "loras/krea2_darkbrush.safetensors").touch()
+    return folder
+
+
+def enhancer_off(template: str, folder: Path, megapixels: float = 1) -> Path:
+    """The template with its outer `prompt_enhance` widget (the subgraph node's second value,
+    saved true) turned off, as a user turns it off; `megapixels`: ResolutionSelector 49's (1
+    as saved: 1024x1024)."""
+    data = json.loads((TEMPLATES / template).read_text())
+    outer = next(node for node in data["nodes"] if node["id"] == 30)
+    assert outer["widgets_values"][1] is True  # prompt_enhance, as saved
+    outer["widgets_values"][1] = False
+    size = next(node for node in data["nodes"] if node["id"] == 49)
+    assert size["widgets_values"][1] == 1
+    size["widgets_values"][1] = megapixels
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+def krea2_request(template: str) -> dict:
+    """The job of a Krea 2 Turbo template with its enhancer off (`enhancer_off`), by hand."""
+    return {
+        "prompt": widget(template, "30", 0),  # the subgraph's prompt, through the switches
+        "negative_prompt": "",  # ConditioningZeroOut 13
+        # EmptyLatentImage 5: the subgraph's width and height (ResolutionSelector 49: 1:1, 1 MP)
+        "width": 1024, "height": 1024, "num_frames": 1,
+        # KSampler 3: the subgraph's seed, 8 steps, cfg 1, euler/simple; no ModelSampling
+        # node: Krea 2's own mu 1.15
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "30", 6),
+        "sampler": "euler", "scheduler": "simple",
+        "shift": pytest.approx(KREA2_SHIFT, rel=1e-12),
+    }  # fmt: skip
+
+
+# -- FLUX.2 [klein] (tests/workflow/test_templates_flux.py) ----------------------------------
+
+KLEIN = "image_flux2_klein_text_to_image.json"
+
+
+def klein_folder(comfy: Path, folder: Path) -> Path:
+    """The Klein template's files as headers at their real widths: both DiTs (base and
+    distilled: no weight tells them apart) FLUX.2-klein-4B's, Qwen3-4B, the Flux.2 VAE."""
+    dit = "diffusion_models/flux-2-klein-4b"
+    for name, held in ((dit.replace("4b", "base-4b"), dit), (dit, dit),
+                       ("text_encoders/qwen_3_4b", "text_encoders/qwen_3_4b_header"),
+                       ("vae/flux2-vae", "vae/flux2-vae")):  # fmt: skip
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(comfy / "models" / f"{held}.safetensors", target)
+    return folder
+
+
+def klein_distilled(folder: Path) -> Path:
+    """The Klein template with its distilled subgraph (77) switched on and the base one (75)
+    bypassed, as a user picks the distilled model, saved in `folder`."""
+    data = json.loads((TEMPLATES / KLEIN).read_text())
+    for node in data["nodes"]:
+        if node["id"] in (9, 75):
+            node["mode"] = 4
+        if node["id"] in (77, 78):
+            node["mode"] = 0
+    path = folder / KLEIN
+    path.write_text(json.dumps(data))
+    return path
+
+
+KLEIN_DISTILLED = {  # klein_distilled's job, by hand from the graph
+    "prompt": widget(KLEIN, "76", 0),  # PrimitiveStringMultiline 76
+    "negative_prompt": "",  # ConditioningZeroOut 76's empty negative
+    # EmptyFlux2LatentImage 66 and Flux2Scheduler 62 at PrimitiveInt 68 x 69
+    "width": 1024, "height": 1024, "num_frames": 1,
+    # Flux2Scheduler 62's 4 steps (the pipeline's own levels: no sampler, scheduler or
+    # shift); CFGGuider 63: cfg 1; RandomNoise 73's seed
+    "num_inference_steps": 4, "guidance_scale": 1.0, "seed": widget(KLEIN, "77:73", 0),
+}  # fmt: skip
