@@ -1,13 +1,13 @@
 """ComfyUI's official templates (the `comfyui-workflow-templates-json` package, read where it is
-installed) of the families paradit runs, in their saved form, with the files they name
-linked to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' own
-names: each imports to the job ComfyUI runs (every field written by hand from the graph, the
-widget that gives it named beside it), or is refused naming the node and why; the Z-Image
-Turbo one runs end to end on a backend of its tiny files as saved, and every other one whose
-tiny files carry weights at a tiny size (`RUN_SMALL`). LTX-2's text-to-video templates
-map to paradit's two-stage job (`upscale`) at 24k+17 frames (as saved, at 121 frames, they are
-refused: ComfyUI's audio latent would be one longer); the dev one runs end to end at a tiny
-size.
+installed) of the families paradit runs, in their saved form, with the files they name linked
+to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' own names: each
+imports to the job ComfyUI runs (every field written by hand from the graph, the widget that
+gives it named beside it), or is refused naming the node and why; the Z-Image Turbo one runs
+end to end on a backend of its tiny files as saved, and every other one whose tiny files carry
+weights (or, for Flux.1 dev and Krea dev, are linked to tiny-flux's) at a tiny size
+(`RUN_SMALL`). LTX-2's text-to-video templates map to paradit's two-stage job (`upscale`) at
+24k+17 frames (as saved, at 121 frames, they are refused: ComfyUI's audio latent would be one
+longer); the dev one runs end to end at a tiny size.
 
 Cost: about 20 s (7 s in the suite's two-worker run on 2 cores, 2026-11-29; the tiny runs of
 `RUN_SMALL`, 12 s alone, and the rows added since).
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ import torch
 from comfy_templates import TEMPLATES
 from comfy_templates import placeholders as _placeholders
 from comfy_templates import shifted as _shifted
+from comfy_workflow_files import TINY_FLUX_DEV
 from conftest import run_job
 from PIL import Image
 from safetensors.torch import save_file
@@ -307,10 +309,29 @@ RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (
     "image_qwen_image.json": (64, 64, 1, 2),
     "image_qwen_Image_2512.json": (64, 64, 1, 2),
     "video_hunyuan_video_1.5_720p_t2v.json": (64, 64, 5, 2),
+    "flux_dev_full_text_to_image.json": (64, 64, 1, 2),
+    "flux1_krea_dev.json": (64, 64, 1, 2),
 }
-"""The templates whose tiny files carry weights (the others' are headers, run elsewhere: Z-Image
-Turbo and LTX-2 above, Flux.1 schnell and FLUX.2-klein base in test_templates_flux.py, the
-Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py)."""
+"""The templates whose tiny files carry weights, and Flux.1 dev's architecture on tiny-flux's
+(`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1 schnell and
+FLUX.2-klein base in test_templates_flux.py, the Qwen-Image-Edit ones in
+test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
+FLUX_DIT = f"diffusion_models/{TINY_FLUX_DEV.removesuffix('.safetensors')}"
+FLUX_FILES = {  # Flux.1's files as its templates name them -> tiny-flux's
+    "text_encoders/clip_l": "text_encoders/clip_l_tiny",
+    "text_encoders/t5xxl_fp16": "text_encoders/t5xxl_tiny",
+    "vae/ae": "vae/flux_ae_tiny",
+}
+TINY_FLUX = {  # template -> its files in tiny-flux's place (the job table links headers)
+    "flux_dev_full_text_to_image.json": {
+        "diffusion_models/flux1-dev": FLUX_DIT,
+        **FLUX_FILES,
+    },
+    "flux1_krea_dev.json": {
+        "diffusion_models/flux1-krea-dev_fp8_scaled": FLUX_DIT,
+        **FLUX_FILES,
+    },
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("template", sorted(RUN_SMALL))
@@ -319,7 +340,12 @@ def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, te
     ones), at a tiny size and 2 steps (Wan 2.2 A14B switching experts after the first): it
     runs, and the backend's record of it is the imported request but for those fields."""
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
-    plan, _variant = plan_of(str(TEMPLATES / template), str(comfy))
+    for name, tiny in TINY_FLUX.get(template, {}).items():
+        target = comfy / "models" / f"{name}.safetensors"
+        target.unlink()
+        os.link(base / "models" / f"{tiny}.safetensors", target)
+    plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
+    assert variant.startswith("tiny-"), variant  # weights, not headers
     width, height, frames, steps = RUN_SMALL[template]
     small = {"width": width, "height": height, "num_frames": frames,
              "num_inference_steps": steps}  # fmt: skip
