@@ -27,9 +27,7 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 84 s (68 s in the suite's two-worker run on 2 cores, 2026-11-29, and the jobs added
-since: MiniMax H3's first and last frame and pruned AdaLN, LTX-2's keyframes, Qwen-Image-Edit's
-ComfyUI template job, about 16 s more on a loaded machine).
+Cost: about 76 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

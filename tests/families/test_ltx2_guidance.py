@@ -6,7 +6,7 @@ and audio scale at world size 1 against `LTX2Pipeline` called directly, byte for
 LTX-2.3's STG, modality and dual CFG at world size 1 and on 2 and 4 ranks are the family
 contract's job "guidance terms" (`ltx2/tiny_job.py`).
 
-Cost: about 3 s (one tiny-ltx2 job and its direct call, 2 steps).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ against `LTX2ConditionPipeline` at world size 1, and on 2 and 3 ranks against wo
 (the keyframe tokens split with the rest), is the family contract's job "keyframes"
 (`ltx2/tiny_job.py`).
 
-Cost: about 4 s (two tiny-ltx2 jobs at 17 frames and two direct calls, 2 steps; an mp4).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ share) against the VAE's own. (World size 1 against diffusers' blocks called
 directly, Ulysses at 2, 3 and 4 ranks against world size 1, audio included, and the LoRA job:
 the family contract, tests/families/test_family_contract.py.)
 
-Cost: about 10 s (3 s in the suite's two-worker run on 2 cores, 2026-11-29, the clip
-decode's 2 s and the 32B encoder's three plans 5 s on a loaded machine).
+Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

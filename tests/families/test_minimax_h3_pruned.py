@@ -5,7 +5,7 @@ ConvRot) loads into `MiniMaxH3PrunedTransformer3DModel` and computes what diffus
 `MiniMaxH3Transformer3DModel` computes with the unpruned weights it was made from (on the
 table's grid, where the curve is exact).
 
-Cost: about 2 s.
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ contract, tests/families/test_family_contract.py.)
 
 The turbo recipe (`qwen-image2.1-turbo`) is the turbo templates' schedule and runs.
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

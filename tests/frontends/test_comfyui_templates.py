@@ -22,8 +22,7 @@ graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 62 s (one browser for all templates; 2 cores, loaded machine, 2026-11-29; the
-Qwen-Image-Edit, Krea 2 and Klein jobs add about 7 s, mostly their tiny files).
+Cost: about 43 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

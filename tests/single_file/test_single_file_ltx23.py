@@ -22,8 +22,7 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
   make its video and audio byte for byte.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29; the distilled run added
-2 s measured alone on a loaded machine).
+Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

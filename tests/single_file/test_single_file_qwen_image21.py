@@ -17,7 +17,7 @@ vision tower under `visual.`).
   the row reader reads them, equal to the int8 definition's within float32's rounding), which
   makes the image the preset makes with them, byte for byte.
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the node's published definition (ComfyUI's `comfy_extras/nodes_resolution.py`: t
 an aspect ratio's rectangle of `megapixels` x 1024² pixels, rounded to the nearest multiple;
 below `minimum`, the smallest whole multiple of the ratio with both sides at least it).
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ weights (or, for Flux.1 dev and Krea dev, are linked to tiny-flux's) at a tiny s
 24k+17 frames (as saved, at 121 frames, they are refused: ComfyUI's audio latent would be one
 longer); the dev one runs end to end at a tiny size.
 
-Cost: about 20 s (7 s in the suite's two-worker run on 2 cores, 2026-11-29; the tiny runs of
-`RUN_SMALL`, 12 s alone, and the rows added since).
+Cost: about 21 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

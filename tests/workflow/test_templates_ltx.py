@@ -5,7 +5,7 @@ edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video tem
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on).
 `LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own template in test_templates.py.
 
-Cost: about 3 s (measured alone on a loaded 2-core machine).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ name written as the tiny presets' files under the templates' own names.
   model's ComfyUI sampling defaults were not available to read; the edit ones end in an
   ImageCompare paradit does not know).
 
-Cost: about 10 s (estimated on the loaded 2-core machine; not yet measured in the suite's
-two-worker run).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ written from the format's definition: `tests/quant_files.py`) beside the Qwen3 e
 VAE; the backend its plan starts keeps the DiT's linears int8 (`/v1/info`), and the workflow
 makes the image of its request on that backend, byte for byte.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

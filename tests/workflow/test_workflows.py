@@ -4,7 +4,7 @@ workflows/ui/NAME.json   what ComfyUI's Save writes (version 0.4); loads by drag
 workflows/api/NAME.json  what `POST /prompt` takes; must equal the UI form converted
 example_workflows/NAME.json  a copy of the UI form, for ComfyUI's template browser
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
