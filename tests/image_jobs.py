@@ -158,3 +158,43 @@ def check_ulysses_layouts(
             reference = outputs[label]
             result = compare(reference[0], frames, FLOAT32, reference[1], latents)
             assert result.verdict in {IDENTICAL, WITHIN_ROUNDING}, (size, label, result.overall)
+
+
+Combine = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""(latents, sigma, cond velocity, uncond velocity) -> the guided velocity, all packed."""
+
+
+def qwen_image_cfg_loop(pipe: Any, tensors: dict, body: dict, combine: Combine) -> np.ndarray:
+    """A Qwen-Image job's steps written out over diffusers' components: the pipeline's
+    latents, levels and transformer calls, each step's two velocities combined by `combine`
+    (the DiT's level, `t / 1000`, as sigma), stepped by the pipeline's scheduler."""
+    from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift, retrieve_timesteps
+
+    height, width, steps = body["height"], body["width"], body["num_inference_steps"]
+    cond, uncond = tensors["prompt_embeds"], tensors["negative_prompt_embeds"]
+    generator = torch.Generator("cpu").manual_seed(body["seed"])
+    channels = pipe.transformer.config.in_channels // 4
+    latents = pipe.prepare_latents(1, channels, height, width, cond.dtype, "cpu", generator)
+    shape = [[(1, height // pipe.vae_scale_factor // 2, width // pipe.vae_scale_factor // 2)]]
+    config = pipe.scheduler.config
+    mu = calculate_shift(latents.shape[1], config.base_image_seq_len, config.max_image_seq_len,
+                         config.base_shift, config.max_shift)  # fmt: skip
+    sigmas = np.linspace(1.0, 1 / steps, steps)
+    timesteps, _ = retrieve_timesteps(pipe.scheduler, steps, "cpu", sigmas=sigmas, mu=mu)
+    pipe.scheduler.set_begin_index(0)
+
+    def velocity(embeds: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return pipe.transformer(
+            hidden_states=latents,
+            timestep=t.expand(1).to(latents.dtype) / 1000,
+            encoder_hidden_states=embeds,
+            encoder_hidden_states_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
+            img_shapes=shape,
+            return_dict=False,
+        )[0]
+
+    with torch.no_grad():
+        for t in timesteps:
+            guided = combine(latents, t / 1000, velocity(cond, t), velocity(uncond, t))
+            latents = pipe.scheduler.step(guided, t, latents, return_dict=False)[0]
+    return latents.numpy()

@@ -19,8 +19,7 @@ import io
 import numpy as np
 import pytest
 import torch
-from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift, retrieve_timesteps
-from image_jobs import encoded, run_image_job
+from image_jobs import encoded, qwen_image_cfg_loop, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE, Limits
 from paradit.backend.models.presets import build_preset
@@ -52,41 +51,18 @@ def _comfy_cfg_norm(x, sigma, cond, uncond, cfg, strength):
 def _norm_loop(pipe, tensors: dict, body: dict, strength: float) -> np.ndarray:
     """The job's steps written out over diffusers' components, each step's two velocities
     unpacked to the latent image, combined by `_comfy_cfg_norm`, packed again."""
-    height, width, steps = body["height"], body["width"], body["num_inference_steps"]
-    cond, uncond = tensors["prompt_embeds"], tensors["negative_prompt_embeds"]
-    generator = torch.Generator("cpu").manual_seed(body["seed"])
+    height, width = body["height"], body["width"]
     channels = pipe.transformer.config.in_channels // 4
-    latents = pipe.prepare_latents(1, channels, height, width, cond.dtype, "cpu", generator)
-    shape = [[(1, height // pipe.vae_scale_factor // 2, width // pipe.vae_scale_factor // 2)]]
-    config = pipe.scheduler.config
-    mu = calculate_shift(latents.shape[1], config.base_image_seq_len, config.max_image_seq_len,
-                         config.base_shift, config.max_shift)  # fmt: skip
-    sigmas = np.linspace(1.0, 1 / steps, steps)
-    timesteps, _ = retrieve_timesteps(pipe.scheduler, steps, "cpu", sigmas=sigmas, mu=mu)
-    pipe.scheduler.set_begin_index(0)
-
-    def velocity(embeds: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return pipe.transformer(
-            hidden_states=latents,
-            timestep=t.expand(1).to(latents.dtype) / 1000,
-            encoder_hidden_states=embeds,
-            encoder_hidden_states_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
-            img_shapes=shape,
-            return_dict=False,
-        )[0]
 
     def image(packed: torch.Tensor) -> torch.Tensor:  # [1, C, H, W]
         return pipe._unpack_latents(packed, height, width, pipe.vae_scale_factor)[:, :, 0]
 
-    with torch.no_grad():
-        for t in timesteps:
-            sigma = t / 1000  # the level the DiT is given
-            c, u = velocity(cond, t), velocity(uncond, t)
-            v = _comfy_cfg_norm(image(latents), sigma, image(c), image(u),
-                                body["guidance_scale"], strength)  # fmt: skip
-            guided = pipe._pack_latents(v, 1, channels, v.shape[2], v.shape[3])
-            latents = pipe.scheduler.step(guided, t, latents, return_dict=False)[0]
-    return latents.numpy()
+    def combine(latents, sigma, c, u):
+        v = _comfy_cfg_norm(image(latents), sigma, image(c), image(u),
+                            body["guidance_scale"], strength)  # fmt: skip
+        return pipe._pack_latents(v, 1, channels, v.shape[2], v.shape[3])
+
+    return qwen_image_cfg_loop(pipe, tensors, body, combine)
 
 
 @pytest.mark.parametrize("strength", [1.0, 0.9])

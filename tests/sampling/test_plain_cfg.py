@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift, retrieve_timesteps
-from image_jobs import encoded, run_image_job
+from image_jobs import encoded, qwen_image_cfg_loop, run_image_job
 
 from paradit.backend.contract import TEXT_TO_IMAGE, Limits
 from paradit.backend.models.presets import build_preset
@@ -30,35 +28,8 @@ def pipe():
 def _plain_loop(pipe, tensors: dict, body: dict) -> np.ndarray:
     """The job's steps written out: the pipeline's latents, levels and transformer calls,
     combined as ComfyUI's samplers combine them: uncond + cfg x (cond - uncond)."""
-    height, width, steps = body["height"], body["width"], body["num_inference_steps"]
-    cond, uncond = tensors["prompt_embeds"], tensors["negative_prompt_embeds"]
-    generator = torch.Generator("cpu").manual_seed(body["seed"])
-    channels = pipe.transformer.config.in_channels // 4
-    latents = pipe.prepare_latents(1, channels, height, width, cond.dtype, "cpu", generator)
-    shape = [[(1, height // pipe.vae_scale_factor // 2, width // pipe.vae_scale_factor // 2)]]
-    config = pipe.scheduler.config
-    mu = calculate_shift(latents.shape[1], config.base_image_seq_len, config.max_image_seq_len,
-                         config.base_shift, config.max_shift)  # fmt: skip
-    sigmas = np.linspace(1.0, 1 / steps, steps)
-    timesteps, _ = retrieve_timesteps(pipe.scheduler, steps, "cpu", sigmas=sigmas, mu=mu)
-    pipe.scheduler.set_begin_index(0)
-
-    def velocity(embeds: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        return pipe.transformer(
-            hidden_states=latents,
-            timestep=t.expand(1).to(latents.dtype) / 1000,
-            encoder_hidden_states=embeds,
-            encoder_hidden_states_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
-            img_shapes=shape,
-            return_dict=False,
-        )[0]
-
-    with torch.no_grad():
-        for t in timesteps:
-            c, u = velocity(cond, t), velocity(uncond, t)
-            guided = u + body["guidance_scale"] * (c - u)
-            latents = pipe.scheduler.step(guided, t, latents, return_dict=False)[0]
-    return latents.numpy()
+    scale = body["guidance_scale"]
+    return qwen_image_cfg_loop(pipe, tensors, body, lambda x, sigma, c, u: u + scale * (c - u))
 
 
 def test_plain_cfg_job_equals_a_plain_cfg_loop(pipe):
