@@ -168,11 +168,19 @@ def qwen3_vl_file_processor(tokenizer: Any) -> Any:
 
 
 def qwen3_vl_processor(max_length: int = 1024) -> Any:
-    """The presets' Qwen3-VL processor: Qwen-VL's image processor and the byte tokenizer with
-    the vision markers (`qwen_vl.qwen_vl_processor`), with `CHAT_TEMPLATE`."""
-    from ..qwen_vl import qwen_vl_processor  # transformers' processors: only when built
+    """The presets' Qwen3-VL processor: the byte tokenizer with the vision markers
+    (`qwen_vl.qwen_vl_tokenizer`) and `CHAT_TEMPLATE`, its images cut as Qwen3-VL's (16-pixel
+    patches merged 2x2: one image slot per 32x32 pixels, the 2x2 latent tokens of Qwen-Image
+    2.1's 16x VAE) within the processor class's smaller pixel bounds (a tiny edit's 64x64
+    reference is not scaled up to Qwen3-VL's 256x256 least)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
 
-    processor = qwen_vl_processor(max_length)
+    from ..qwen_vl import ImageQwenVLProcessor, qwen_vl_tokenizer
+
+    images = Qwen2VLImageProcessorPil(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    processor = ImageQwenVLProcessor(images, qwen_vl_tokenizer(max_length))
     processor.chat_template = CHAT_TEMPLATE
     return processor
 

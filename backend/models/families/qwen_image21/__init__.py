@@ -1,4 +1,4 @@
-"""Qwen-Image 2.1 (text-to-image)."""
+"""Qwen-Image 2.1 (text-to-image, and image edit with input images)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from ....contract import TEXT_TO_IMAGE
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
+from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import QwenImage21
 from .memory import dit_forward
 from .parallel import qwen_image21_cp_plan
@@ -52,6 +53,9 @@ SPEC = FamilySpec(
     dit_forward=dit_forward,
     dry_run_one_block=True,
     vae_frame_axis=True,
+    # the Wan 2.2 VAE's tiles (a quarter of overlap): `enable_tiling`'s default stride of 192
+    # with smaller tiles would leave gaps (an edit's tiled reference encode lost its columns)
+    vae_tiling={"AutoencoderKLQwenImage21": enable_quarter_overlap_tiles},
     tiny_presets=TINY_PRESETS,
     tiny_jobs=TINY_JOBS,
 )

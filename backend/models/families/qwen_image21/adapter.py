@@ -11,10 +11,21 @@ branch keeps its own prefix cache), sampled without guidance by default (ComfyUI
 
 The decode is the Wan 2.2 VAE's tile by tile (`wan/vae.py`: the same causal decoder with its
 feature cache), one latent frame.
+
+With input images (the request's `image`, then `images`: up to 10) the same pipeline edits:
+rank 0's Qwen3-VL reads the prompt and the images together (each image widened to one slot
+per 32x32 pixels in the prompt's tokens), and every rank's pipeline VAE-encodes the images
+and puts their latents in those slots (2x2 latent tokens a slot), before the target's. The
+images are resized as the pipeline resizes them, at the output's area (its
+`output_resolution`: the side of a square of the output's pixels, 1024 for 1024x1024). The
+pipeline takes no precomputed embeddings with images (it has no argument for which of their
+positions are image slots), so for an edit job `EditSlots` hands its `encode_prompt` the
+slots rank 0 found: a library gap paradit fills.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,17 +33,32 @@ import torch
 
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Family, Tensors, TiledDecode, decode_in_tiles, image_limits
+from ..base import (
+    Family,
+    Tensors,
+    TiledDecode,
+    decode_in_tiles,
+    image_limits,
+    request_images,
+)
 
 DEFAULT_SIZE, DEFAULT_STEPS, DEFAULT_GUIDANCE = 1024, 25, 1.0
 """ComfyUI's Qwen-Image 2.1 template: 1024x1024, 25 steps, cfg 1 (the pipeline's own
 default is 40 steps, unguided)."""
 RGB = 3
+MAX_IMAGES = 10
+"""Qwen-Image 2.1's README (and ComfyUI's edit template): up to 10 reference images."""
+EDIT_PIXELS = DEFAULT_SIZE * DEFAULT_SIZE
+"""An edit's default output: the first image's aspect at the pipeline's `output_resolution`
+1024 squared (ComfyUI's template: "output follows image_1", resolution 1024)."""
+SLOTS = "_image_slots"
+"""The tensors' suffix for a prompt's image slots (`<name>_image_slots`: True where the
+encoder's token is an image slot)."""
 
 
 class QwenImage21(Family):
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        return image_limits(
+        base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
             size=DEFAULT_SIZE,
@@ -40,29 +66,60 @@ class QwenImage21(Family):
             guidance=DEFAULT_GUIDANCE,
             tiny=tiny,
         )
+        # text-to-image that also edits: with input images a job is an image edit
+        return Limits(
+            **{
+                **base.to_dict(),
+                "accepts_image": True,
+                "max_images": MAX_IMAGES,
+                "edit_pixels": 64 * 64 if tiny else EDIT_PIXELS,
+            }
+        )
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         prompts = {"prompt": request.prompt}
         if self.uses_cfg(pipe, request):
             prompts["negative_prompt"] = request.negative_prompt or ""
+        images = None
+        if request.image is not None:
+            images = encoder_images(pipe, request_images(request), output_resolution(request))
         tensors: Tensors = {}
         for name, prompt in prompts.items():
             # (1, tokens, width); the mask is None when no token is padding (one prompt)
-            embeds, mask, _image_slots = pipe.encode_prompt(prompt=prompt, device=device)
+            embeds, mask, slots = pipe.encode_prompt(prompt=prompt, image=images, device=device)
             tensors[f"{name}_embeds"] = embeds
             if mask is not None:
                 tensors[f"{name}_embeds_mask"] = mask.bool()
+            if images is not None:
+                tensors[f"{name}{SLOTS}"] = slots.bool()
         return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
         cfg = "negative_prompt_embeds" in tensors
-        return {
-            **tensors,
+        kwargs = {
+            **{k: v for k, v in tensors.items() if not k.endswith(SLOTS)},
             "true_cfg_scale": request.guidance_scale if cfg else 1.0,
             "height": request.height,
             "width": request.width,
             "num_inference_steps": request.num_inference_steps,
         }
+        if request.image is None:
+            return kwargs
+        slots = [
+            (tensors[f"{name}_embeds"], tensors[f"{name}{SLOTS}"])
+            for name in ("prompt", "negative_prompt")
+            if f"{name}{SLOTS}" in tensors
+        ]
+        pipe.__dict__["encode_prompt"] = EditSlots(pipe.encode_prompt, slots)
+        # every rank VAE-encodes the images, resized as rank 0 resized them for the encoder
+        return {
+            **kwargs,
+            "image": request_images(request),
+            "output_resolution": output_resolution(request),
+        }
+
+    def finish(self, pipe: Any) -> None:
+        pipe.__dict__.pop("encode_prompt", None)
 
     def _latents_for_vae(self, pipe: Any, latents: torch.Tensor, request: JobRequest):
         """As the pipeline before its decode: unpack (batch, tokens, channels) to (batch,
@@ -104,3 +161,42 @@ class QwenImage21(Family):
         std = torch.tensor(config.latents_std).view(shape).to(latent.device, latent.dtype)
         z = (latent * std + mean).unsqueeze(2)  # one frame
         return pipe.vae.decode(z, return_dict=False)[0][0, :RGB, 0]
+
+
+def output_resolution(request: JobRequest) -> int:
+    """The pipeline's `output_resolution` for an edit: the side of a square of the output's
+    area (1024 for 1024x1024), at which it resizes every input image (its aspect kept, sides
+    in steps of 32)."""
+    return round(math.sqrt(request.width * request.height))
+
+
+def encoder_images(pipe: Any, images: list, resolution: int) -> list:
+    """The input images as `QwenImage21Pipeline` resizes them for its text encoder: RGBA,
+    each at its aspect over `resolution` squared pixels (`calculate_dimensions`)."""
+    from diffusers.pipelines.qwenimage21 import pipeline_qwenimage21 as qi21
+
+    resized = []
+    for image in images:
+        image = image if image.mode == "RGBA" else image.convert("RGBA")
+        width, height, _ = qi21.calculate_dimensions(resolution**2, image.width / image.height)
+        resized.append(pipe.image_processor.resize(image, width=width, height=height))
+    return resized
+
+
+class EditSlots:
+    """`QwenImage21Pipeline.encode_prompt` for one edit job on every rank: the prompt
+    embeddings rank 0 encoded with the images arrive with which of their tokens are image
+    slots, which the pipeline's call cannot pass on (it refuses embeddings for an edit
+    without them); this gives each its slots and calls the pipeline's own. Set on the
+    pipeline by `prepare`, taken off by `finish`."""
+
+    def __init__(self, own: Any, slots: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.own, self.slots = own, slots
+
+    def __call__(self, *args: Any, prompt_embeds: Any = None, **kwargs: Any) -> Any:
+        if prompt_embeds is not None and kwargs.get("image_pad_mask") is None:
+            found = [slots for embeds, slots in self.slots if embeds is prompt_embeds]
+            if not found:
+                raise ValueError("an edit's prompt embeddings come with their image slots")
+            kwargs["image_pad_mask"] = found[0]
+        return self.own(*args, prompt_embeds=prompt_embeds, **kwargs)
