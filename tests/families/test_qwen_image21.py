@@ -5,9 +5,13 @@ outputs for CFG parallel), the `random:` preset's parameters and the plan at rea
 cache included, and CFG / Ulysses at 2, 3 and 4 ranks against world size 1: the family
 contract, tests/families/test_family_contract.py.)
 
-The turbo recipe (`qwen-image2.1-turbo`) is the turbo templates' schedule and runs.
+The turbo recipe (`qwen-image2.1-turbo`) is the turbo templates' schedule and runs; the base
+recipe (`qwen-image2.1`) is diffusers' defaults. The image edit: its limits and default size,
+a LoRA edit job against diffusers' pipeline with the LoRA fused (the edit's world size 1 and
+2-4 ranks: the family contract's `edit` job), the stand-in `encode_prompt` refusing embeddings
+it has no slots for.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (measured alone on a loaded 2-core machine, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ def test_preset_structure_and_limits():
     assert pipe.vae.config.out_channels == 4 and pipe.vae_scale_factor == 16
     limits = family_of(pipe).limits(pipe, tiny=True)
     assert (limits.size_multiple, limits.default_guidance, limits.step_cache) == (32, 1.0, False)
+    assert (limits.accepts_image, limits.needs_image, limits.max_images) == (True, False, 10)
     body = {"prompt": "a fox", "cache": {"method": "first-block", "threshold": 0.5}}
     with pytest.raises(ValueError, match=NO_STEP_CACHE[:30]):
         JobRequest.from_body(body, limits)
@@ -157,3 +162,63 @@ def test_turbo_recipe_is_the_templates_schedule_and_runs():
     own, _ = run_here(tiny, {**body, "num_inference_steps": 8})
     assert turbo.shape == own.shape == (1, 96, 128, 3)
     assert (turbo != own).any()
+
+
+@pytest.mark.fast
+def test_base_recipe_is_diffusers_defaults():
+    """`--recipe qwen-image2.1`: `QwenImage21Pipeline`'s own defaults (40 steps, true CFG scale
+    1), on the pipeline's own scheduler."""
+    import inspect
+
+    from diffusers import QwenImage21Pipeline
+
+    from paradit.backend.sampling.recipes import find_recipe
+
+    defaults = inspect.signature(QwenImage21Pipeline.__call__).parameters
+    fields = find_recipe("qwen-image2.1").fields
+    assert fields["num_inference_steps"] == defaults["num_inference_steps"].default == 40
+    assert fields["guidance_scale"] == defaults["true_cfg_scale"].default == 1.0
+    assert (fields["sampler"], fields["scheduler"]) == ("default", "default")
+
+
+def test_edit_default_size_and_slots_refused_without_embeddings():
+    """An edit without a size takes the first image's aspect at the tiny budget (64x64 px, in
+    steps of 32); the stand-in `encode_prompt` refuses embeddings it has no slots for (never
+    the pipeline's own refusal, which names an argument a paradit user cannot give)."""
+    from paradit.backend.models.families.qwen_image21.adapter import EditSlots
+    from paradit.backend.models.families.qwen_image21.tiny_job import EDIT
+    from paradit.backend.runtime.job import job_limits
+
+    pipe = build_preset(TINY)
+    limits = job_limits(family_of(pipe), pipe, tiny=True)
+    body = {k: v for k, v in EDIT.items() if k not in ("width", "height", "images")}
+    request = JobRequest.from_body(body, limits)  # a 64x48 image
+    assert (request.width, request.height) == (64, 64)
+    embeds, slots = torch.zeros(1, 3, 32), torch.tensor([[False, True, False]])
+    stand_in = EditSlots(lambda **kwargs: kwargs["image_pad_mask"], [(embeds, slots)])
+    assert stand_in(prompt_embeds=embeds) is slots
+    with pytest.raises(ValueError, match="image slots"):
+        stand_in(prompt_embeds=embeds.clone())
+
+
+def test_lora_edit_job_equals_diffusers_fused(tmp_path):
+    """A LoRA on the DiT's query projections in an edit job (two input images, guided): the
+    frames equal diffusers' pipeline editing with the LoRA fused, byte for byte, and differ
+    from the plain edit; the pipeline's own `encode_prompt` is back after each job."""
+    import numpy as np
+    from image_jobs import preset_pipeline, run_here
+    from lora_files import diffusers_fused, dit_patcher, lora_items, peft_lora
+
+    from paradit.backend.models.families.qwen_image21.tiny_job import EDIT, direct_edit
+    from paradit.backend.serving.outputs import to_uint8
+
+    pipe, _ = preset_pipeline(TINY, 128)
+    peft_lora(tmp_path / "edit.safetensors", pipe.transformer, ("attn.to_q",), seed=3)
+    patcher = dit_patcher(pipe, tmp_path)
+    plain, _ = run_here(pipe, dict(EDIT))
+    with patcher.applied(patcher.resolve(lora_items([("edit", 0.8)]))):
+        ours, _ = run_here(pipe, dict(EDIT))
+    assert "encode_prompt" not in pipe.__dict__
+    fused = diffusers_fused(pipe, tmp_path, [("edit", 0.8)])
+    assert np.array_equal(ours, to_uint8(np.asarray(direct_edit(fused, dict(EDIT)))))
+    assert not np.array_equal(ours, plain)
