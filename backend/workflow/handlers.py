@@ -934,6 +934,13 @@ def _preview_any(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (value,)
 
 
+def _viewer(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """A viewer with no outputs (ImageCompare): ComfyUI shows its images on the canvas and
+    saves nothing, so no job reads it; it is never the job's output (`OUTPUT_NODES`)."""
+    m.say(node, "a viewer: nothing saved")
+    return ()
+
+
 def _resolution_selector(m: Mapper, node: Node) -> tuple[Any, ...]:
     ratio = m.widget(node, "aspect_ratio", str)
     megapixels = m.widget(node, "megapixels", float)
@@ -1080,6 +1087,7 @@ HANDLERS: dict[str, Handler] = {
     "PrimitiveStringMultiline": _primitive,
     "ComfySwitchNode": _switch_node,
     "PreviewAny": _preview_any,
+    "ImageCompare": _viewer,
     "ComfyMathExpression": _math_expression,
     "ResolutionSelector": _resolution_selector,
 }

@@ -305,6 +305,13 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         more_ok=True,
     ),
     _spec(
+        "ImageCompare",
+        (),
+        "nothing: a viewer (ComfyUI shows its two images side by side on the canvas; nothing "
+        "reads it and nothing is saved)",
+        more_ok=True,
+    ),
+    _spec(
         "ComfySwitchNode",
         ("switch",),
         "its on_true or on_false input, as its switch says (only that branch is read)",

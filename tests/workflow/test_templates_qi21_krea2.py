@@ -12,8 +12,8 @@ name written as the tiny presets' files under the templates' own names.
   (euler/simple at Krea 2's shift e^1.15).
 - Qwen-Image 2.1 (`image_qwen_image_2_1_t2i`, `_image_edit`, `_turbo_t2i`,
   `_turbo_image_edit`): refused, naming the node and why (their ComfyUI nodes and the
-  model's ComfyUI sampling defaults were not available to read; the edit ones end in an
-  ImageCompare paradit does not know).
+  model's ComfyUI sampling defaults were not available to read; the edit ones, past their
+  ImageCompare viewer, at TextEncodeQwenImage21).
 
 Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -91,10 +91,12 @@ QWEN21_REFUSED = {  # template -> (where, node type, the reason's words)
     "image_qwen_image_2_1_turbo_t2i.json": (
         "subgraph 459 > node 490", "QwenImage21Cache", "Qwen-Image 2.1 graphs are not mapped",
     ),
-    # an output node paradit does not know, refused before the graph is read
-    "image_qwen_image_2_1_image_edit.json": ("node 472", "ImageCompare", "not a node paradit maps"),
+    # past their ImageCompare (a viewer: nothing saved), the prompt's encoder node
+    "image_qwen_image_2_1_image_edit.json": (
+        "subgraph 459 > node 474", "TextEncodeQwenImage21", "Qwen-Image 2.1 graphs are not mapped",
+    ),
     "image_qwen_image_2_1_turbo_image_edit.json": (
-        "node 472", "ImageCompare", "not a node paradit maps",
+        "subgraph 459 > node 474", "TextEncodeQwenImage21", "Qwen-Image 2.1 graphs are not mapped",
     ),
 }  # fmt: skip
 
