@@ -727,6 +727,7 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         rule=_audio_latent_frames,
         tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
         cli="--audio-latent-frames",
+        cli_metavar="N",
         form=False,
         needs="audio_latents_per_second",
     ),
