@@ -198,6 +198,11 @@ class Limits:
     """The guidance terms beside `guidance_scale` a request's `guidance_terms` may set (LTX-2's
     spatio-temporal and modality guidance, the rescale, the audio's own scale); () for a
     model whose pipeline has none (the field is refused then)."""
+    audio_latents_per_second: float = 0.0
+    """The model's audio track's latent frames a second (LTX-2: 25), when above 0: a request
+    may set the audio latent's length (`audio_latent_frames`: ComfyUI's LTXVEmptyLatentAudio
+    counts them otherwise than the pipeline does); 0: a model without one (the field is
+    refused)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -300,6 +300,35 @@ def _check_last_image(values: dict[str, Any], limits: Limits) -> None:
         )
 
 
+def _audio_latent_frames(value: int, limits: Limits) -> int:
+    """The audio latent's length a job asks for: a model with an audio track
+    (`limits.audio_latents_per_second`), at most the audio of its longest video at its own
+    frame rate, rounded up."""
+    rate = limits.audio_latents_per_second
+    if not rate:
+        raise ValueError(
+            "audio_latent_frames: this model has no audio track whose length a job sets "
+            "(limits.audio_latents_per_second is 0): leave audio_latent_frames out"
+        )
+    most = math.ceil(limits.max_frames / limits.fps * rate)
+    if value > most:
+        raise ValueError(
+            f"audio_latent_frames must be between 1 and {most} (the audio of "
+            f"{limits.max_frames} frames at {limits.fps} fps, {rate:g} latent frames a "
+            f"second), got {value}"
+        )
+    return value
+
+
+def _check_audio_length(values: dict[str, Any]) -> None:
+    """An audio latent of the job's own length is not run with keyframe conditions yet."""
+    if values.get("audio_latent_frames") is not None and values.get("last_image") is not None:
+        raise ValueError(
+            "audio_latent_frames is not run with last_image yet (the condition pipeline "
+            "re-noises given audio latents to its first level): leave one of them out"
+        )
+
+
 def _task(value: Any, limits: Limits) -> str | None:
     """The task a request names: one the model serves ("" or None: the model's own, or its
     image task when the request has an image)."""
@@ -683,6 +712,24 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
         cli="--fps",
         form=False,
+    ),
+    RequestField(
+        "audio_latent_frames",
+        "int",
+        "The audio track's latent frames (models with one: GET /v1/info "
+        "limits.audio_latents_per_second, LTX-2's 25 a second), where the job's audio is to "
+        "last otherwise than its video: ComfyUI's LTXVEmptyLatentAudio makes "
+        "ceil(frames / fps x 25), LTX2Pipeline round(...). Left out: the pipeline's count for "
+        "the video's frames at the job's fps. Its noise is the job generator's next draw "
+        "(diffusers' audio_latents re-noised at noise_scale 1). Not with last_image.",
+        None,
+        low=1,
+        rule=_audio_latent_frames,
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--audio-latent-frames",
+        cli_metavar="N",
+        form=False,
+        needs="audio_latents_per_second",
     ),
     RequestField(
         "task",
@@ -1126,6 +1173,7 @@ class JobRequest:
                 values[f.name] = _checked(f, value, limits, by_recipe.get(f.name))
         _check_task(values, limits)
         _check_last_image(values, limits)
+        _check_audio_length(values)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)
         _check_guidance_terms(values, limits)

@@ -430,15 +430,7 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     "video_hunyuan_video_1.5_720p_i2v.json": (
         "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
     ),
-    # as saved: 121 frames, whose audio latent ComfyUI makes one longer than paradit's LTX-2
-    # (both map at 24k+17 frames: LTX2_TWO_STAGE below)
-    "video_ltx2_t2v.json": (
-        "subgraph 92 > node 51", "LTXVEmptyLatentAudio", "ComfyUI makes 127 audio latent frames",
-    ),
-    "video_ltx2_t2v_distilled.json": (
-        "subgraph 177 > node 115", "LTXVEmptyLatentAudio",
-        "ComfyUI makes 127 audio latent frames",
-    ),
+    # LTX-2's text-to-video templates map as saved: tests/workflow/test_templates_ltx.py
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
     ),

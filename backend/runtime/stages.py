@@ -66,6 +66,7 @@ def stage_requests(request: JobRequest, limits: Any) -> tuple[JobRequest, JobReq
         loras=request.upscale["loras"] or None,
         cache=None,
         guidance_terms=None,  # the job's terms guide stage 1 (stage 2 has its own guidance)
+        audio_latent_frames=None,  # stage 1's audio latents carry their length into stage 2
     )
     return first, second
 

@@ -737,18 +737,16 @@ def _ltxv_concat(m: Mapper, node: Node) -> tuple[Any, ...]:
         )
     rate = audio.frame_rate
     comfy, ours = ltx2_audio_latents(audio.frames, rate, video.frames)
-    if comfy != ours:
-        raise WorkflowError(
-            audio.node,
-            f"{audio.frames} frames at {rate:g} fps: ComfyUI makes {comfy} audio latent "
-            f"frames (rounded up: ceil(frames / fps x 25), its audio VAE's "
-            f"num_of_latents_from_frames), paradit's LTX-2 pipeline {ours} for the video "
-            f"latent's {video.frames} frames (node {video.node.id}; rounded: round(frames / "
-            "fps x 25), diffusers' LTX2Pipeline), so the audio would differ; give both nodes "
-            "one 8k+1 frame count where the two agree (at 24 fps 24k+17: 17, 41, ..., 113; at "
-            "25 fps any, so seconds x 25 + 1 in steps of 8 s: 201, 401)",
+    length = ""
+    if comfy != ours:  # the job sets ComfyUI's length (the request's audio_latent_frames)
+        length = (
+            f" (ceil({audio.frames} / {rate:g} x 25), ComfyUI's count; LTX2Pipeline's for the "
+            f"video's {video.frames} frames, {ours}: -> audio_latent_frames {comfy})"
         )
-    m.say(node, f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track)")
+    m.say(
+        node,
+        f"the video and {comfy} audio latent frames sampled together (LTX-2's audio track){length}",
+    )
     return (dataclasses.replace(video, audio=audio),)
 
 

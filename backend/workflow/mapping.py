@@ -20,7 +20,7 @@ from .defaults import default_for
 from .edit_nodes import edit_request
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
-from .handlers import LTX2_FRAME_RATE, OUTPUT_NODES, Mapper
+from .handlers import LTX2_FRAME_RATE, OUTPUT_NODES, Mapper, ltx2_audio_latents
 from .nodes import REFUSED, SPECS
 from .two_stage import upscale_request
 from .values import Clip, Conditioning, Decoded, Image, Latent, Model, Sampled, Stage, WorkflowPlan
@@ -141,6 +141,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     _audio_video(decoded, positive, negative, first)
     if latent.audio is not None and latent.audio.frame_rate != LTX2_FRAME_RATE:
         request["fps"] = latent.audio.frame_rate
+    request.update(_audio_length(latent))
     if len(sampled.stages) == 2:
         request["guidance_scale_low"] = last.cfg
         request["switch_step"] = first.end
@@ -259,6 +260,17 @@ def _audio_video(
             f"{vae.file.name} is not the model's checkpoint: paradit runs the audio VAE and "
             "vocoder of the checkpoint it loads",
         )
+
+
+def _audio_length(latent: Latent) -> dict[str, int]:
+    """LTX-2's audio latent as long as ComfyUI makes it: `audio_latent_frames` where its count
+    (LTXVEmptyLatentAudio: ceil of the duration's) differs from the pipeline's for the
+    video's frames (round), else nothing (the pipeline's own)."""
+    audio = latent.audio
+    if audio is None:
+        return {}
+    comfy, ours = ltx2_audio_latents(audio.frames, audio.frame_rate, latent.frames)
+    return {} if comfy == ours else {"audio_latent_frames": comfy}
 
 
 def _start_image(first: Stage, latent: Latent) -> Image | None:

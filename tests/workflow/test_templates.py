@@ -6,8 +6,9 @@ gives it named beside it), or is refused naming the node and why; the Z-Image Tu
 end to end on a backend of its tiny files as saved, and every other one whose tiny files carry
 weights (or, for Flux.1 dev and Krea dev, are linked to tiny-flux's) at a tiny size
 (`RUN_SMALL`). LTX-2's text-to-video templates map to paradit's two-stage job (`upscale`) at
-24k+17 frames (as saved, at 121 frames, they are refused: ComfyUI's audio latent would be one
-longer); the dev one runs end to end at a tiny size.
+24k+17 frames, where ComfyUI's audio latent length is the pipeline's (as saved, at 121
+frames, with ComfyUI's `audio_latent_frames`: test_templates_ltx.py); the dev one runs end
+to end at a tiny size.
 
 Cost: about 21 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """

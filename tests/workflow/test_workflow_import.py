@@ -512,12 +512,6 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("ltx2_t2v", _set("44", frame_rate=25)),
         "50", "CreateVideo", "fps 24: the audio track lasts the frames at 25 fps",
     ),
-    "LTX-2's audio of another length": (
-        _edit("ltx2_t2v", _set("44", frames_number=9)),
-        "44", "LTXVEmptyLatentAudio", "9 frames at 24 fps: ComfyUI makes 10 audio latent frames "
-        "(rounded up: ceil(frames / fps x 25), its audio VAE's num_of_latents_from_frames), "
-        "paradit's LTX-2 pipeline 18 for the video latent's 17 frames (node 43",
-    ),
     "LTX-2 without its frame rate": (
         _edit("ltx2_t2v", _set("14", positive=["6", 0], negative=["7", 0])),
         "15", "SamplerCustomAdvanced", "a prompt without LTXVConditioning's frame rate",
@@ -549,11 +543,6 @@ REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
         _edit("ltx2_t2v", _set("14", model=["60", 0]), _add("60", {
             "class_type": "ModelSamplingSD3", "inputs": {"model": ["1", 0], "shift": 3.0}})),
         "60", "ModelSamplingSD3", "a ModelSampling node on the guider's model beside node 13's",
-    ),
-    "LTX-2's audio ComfyUI rounds up": (
-        _edit("ltx2_t2v", _set("43", length=121), _set("44", frames_number=121)),
-        "44", "LTXVEmptyLatentAudio", "121 frames at 24 fps: ComfyUI makes 127 audio latent "
-        "frames (rounded up: ceil(frames / fps x 25)",
     ),
     "LTX-2's text connectors from another checkpoint": (
         _edit("ltx2_t2v", _set("2", ckpt_name="other_ltx.safetensors")),
@@ -681,8 +670,8 @@ def test_ltx2_at_25_fps_and_a_length_comfyui_rounds(comfy, tmp_path):
     """LTX-2's template at 25 fps (LTXVConditioning, LTXVEmptyLatentAudio and CreateVideo) is
     the request's fps 25 (24, the family's own, is left out); EmptyLTXVLatentVideo's length
     18 is ComfyUI's latent of ((18 - 1) // 8) * 8 + 1 = 17 frames, with the audio of 18
-    frames at 25 fps as long (18 audio latent frames in ComfyUI, round(17 / 25 x 25) = 17:
-    refused, naming the formula) or of 17 (both 17)."""
+    frames at 25 fps as long (18 audio latent frames in ComfyUI, round(17 / 25 x 25) = 17 in
+    the pipeline: the job's audio_latent_frames 18) or of 17 (both 17: no field)."""
     from paradit.backend.models.families.ltx2.adapter import FPS_RANGE
     from paradit.backend.workflow.handlers import LTX2_FRAME_RATES
 
@@ -692,18 +681,42 @@ def test_ltx2_at_25_fps_and_a_length_comfyui_rounds(comfy, tmp_path):
     path.write_text(json.dumps(_edit("ltx2_t2v", *at_25, _set("43", length=18))))
     plan, _variant = plan_of(str(path), str(comfy))
     assert (plan.request["fps"], plan.request["num_frames"]) == (25.0, 17)
+    assert "audio_latent_frames" not in plan.request  # 17 frames at 25 fps: 17 in both
     said = [line[-1] for line in plan.lines]
     assert any("64x64, 18 frames: ComfyUI's latent rounds it down to" in line for line in said)
     path.write_text(json.dumps(_edit("ltx2_t2v", *at_25, _set("43", length=18),
                                      _set("44", frames_number=18))))  # fmt: skip
-    formula = (
-        r"18 frames at 25 fps: ComfyUI makes 18 audio latent frames .* paradit's LTX-2 "
-        r"pipeline 17 for the video latent's 17"
-    )
-    with pytest.raises(ValueError, match=formula):
-        plan_of(str(path), str(comfy))
+    plan, _variant = plan_of(str(path), str(comfy))
+    assert (plan.request["num_frames"], plan.request["audio_latent_frames"]) == (17, 18)
     path.write_text(json.dumps(_edit("ltx2_t2v")))
     assert "fps" not in plan_of(str(path), str(comfy))[0].request
+
+
+LTX2_AUDIO_LENGTHS = {  # case -> (its graph edited, audio_latent_frames, the line's words)
+    # LTXVEmptyLatentAudio 44 at 9 frames beside the video's 17: ceil(9 / 24 x 25) = 10
+    "shorter than the video": (
+        (_set("44", frames_number=9),), 10, "ceil(9 / 24 x 25), ComfyUI's count; LTX2Pipeline's "
+        "for the video's 17 frames, 18: -> audio_latent_frames 10",
+    ),
+    # 121 frames, both: ceil(121 / 24 x 25) = 127, the pipeline's round(...) = 126
+    "121 frames, rounded up": (
+        (_set("43", length=121), _set("44", frames_number=121)), 127, "126: -> audio_latent_",
+    ),
+    "17 frames, both 18": ((), None, "the video and 18 audio latent frames sampled together"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(LTX2_AUDIO_LENGTHS))
+def test_ltx2_audio_length_is_the_one_comfyui_makes(comfy, tmp_path, case):
+    """LTXVEmptyLatentAudio's audio latent as ComfyUI counts it: the job's
+    audio_latent_frames where the pipeline would count otherwise for the video's frames, no
+    field where both agree; the import's line for LTXVConcatAVLatent says which."""
+    edits, frames, words = LTX2_AUDIO_LENGTHS[case]
+    path = tmp_path / "ltx2.json"
+    path.write_text(json.dumps(_edit("ltx2_t2v", *edits)))
+    plan, _variant = plan_of(str(path), str(comfy))
+    assert plan.request.get("audio_latent_frames") == frames
+    assert any(words in line[-1] for line in plan.lines), plan.lines
 
 
 def test_ltx2_audio_latents_agree_with_comfyui_only_at_24k_plus_17_frames():

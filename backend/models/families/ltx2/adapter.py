@@ -130,6 +130,7 @@ class LTX2(Family):
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
             guidance_terms=guidance_terms(pipe.transformer),
+            audio_latents_per_second=audio_latent_rate(pipe),
             **schedule,
         )
 
@@ -204,6 +205,7 @@ class LTX2(Family):
             "use_cross_timestep": use_cross_timestep(pipe),
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
             **image_kwargs(request),
+            **audio_length(pipe, request),
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
@@ -257,6 +259,30 @@ class LTX2ImageToVideo(LTX2):
 def job_fps(request: JobRequest) -> float:
     """The job's frame rate: the request's `fps`, else the family's own (24)."""
     return float(FPS if request.fps is None else request.fps)
+
+
+def audio_latent_rate(pipe: Any) -> float:
+    """The audio latent frames a second, as the pipeline counts them: its audio VAE's sampling
+    rate over the mel hop over its temporal compression (LTX-2: 16000 / 160 / 4 = 25)."""
+    ratio = float(pipe.audio_vae_temporal_compression_ratio)
+    return pipe.audio_sampling_rate / pipe.audio_hop_length / ratio
+
+
+def audio_length(pipe: Any, request: JobRequest) -> dict[str, Any]:
+    """The pipeline's arguments for a request's `audio_latent_frames` (none without): the
+    pipeline counts round(frames / fps x 25) audio latent frames and takes another length
+    only from `audio_latents` of that length (B, C, L, mel bins); given zeros and
+    `noise_scale` 1 it re-noises them to the generator's next draw, the whole noise (1 x
+    noise + 0 x zeros), where its own count would draw its noise. The video's noise is drawn
+    first, as without the field; `noise_scale` is the audio's alone in these pipelines at
+    stage 1 (stage 2's inputs set both again)."""
+    frames = request.audio_latent_frames
+    if frames is None:
+        return {}
+    config = pipe.audio_vae.config
+    bins = int(config.mel_bins) // int(pipe.audio_vae_mel_compression_ratio)
+    zeros = torch.zeros(1, int(config.latent_channels), frames, bins)
+    return {"audio_latents": zeros, "noise_scale": 1.0}
 
 
 def image_kwargs(request: JobRequest) -> dict[str, Any]:

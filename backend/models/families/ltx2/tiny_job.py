@@ -25,11 +25,17 @@ def called_with_audio(pipe: Any, body: Any, model: Any = LTX20) -> tuple[Any, An
     """`LTX2Pipeline` as a user calls it for `body`: the negative prompt, plain CFG on video
     and audio at the job's scale, the body's `fps` (paradit's 24 when left out), `model`'s
     settings (LTX-2.0's, or
-    none for LTX-2.3; guidance terms under their own names win); its (video, audio)
-    batches."""
+    none for LTX-2.3; guidance terms under their own names win), the body's
+    `audio_latent_frames` as `audio_latents` of that length (zeros, re-noised whole at
+    `noise_scale` 1); its (video, audio) batches."""
     import torch
 
     arguments = {"audio_guidance_scale": body["guidance_scale"], **PLAIN_CFG, **model}
+    frames = body.get("audio_latent_frames")
+    if frames is not None:  # an audio of that length: zeros re-noised whole (noise_scale 1)
+        bins = pipe.audio_vae.config.mel_bins // pipe.audio_vae_mel_compression_ratio
+        shape = (1, pipe.audio_vae.config.latent_channels, frames, bins)
+        arguments.update(audio_latents=torch.zeros(shape), noise_scale=1.0)
     with torch.no_grad():
         return pipe(
             prompt=body["prompt"],
@@ -62,6 +68,10 @@ def direct_23(pipe: Any, body: Any) -> Any:
 
     return np.asarray(called_with_audio(pipe, body, {})[0][0])
 
+
+# ComfyUI's audio length for 9 frames at 24 fps: ceil(9 / 24 x 25) = 10 latent frames (the
+# pipeline's own: round(9.375) = 9); guided, so that 2 ranks split the CFG batch
+AUDIO_LENGTH = {**BODY, "prompt": "a bell at dusk", "seed": 21, "audio_latent_frames": 10}
 
 TINY_JOB = TinyJob(
     "tiny-ltx2",
@@ -371,6 +381,7 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
     TinyJob("tiny-ltx2.3", TERMS, terms_direct, tile=128, ranks=(4, 2), name="guidance terms"),
     TinyJob("tiny-ltx2", KEYFRAMES, keyframes_direct, tile=128, ranks=(3, 2), name="keyframes"),
+    TinyJob("tiny-ltx2", AUDIO_LENGTH, direct, tile=128, ranks=(2,), name="audio length"),
     TinyJob(
         "tiny-ltx2",
         TWO_STAGE,
