@@ -31,6 +31,8 @@ from PIL import Image
 from safetensors.torch import save_file
 from template_jobs import (
     EXPECTED,
+    FLUX2_TINY,
+    FLUX_ALL_IN_ONE,
     LTX2_FILES,
     LTX2_TWO_STAGE,
     REFUSED,
@@ -310,18 +312,23 @@ RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (
     "video_hunyuan_video_1.5_720p_t2v.json": (64, 64, 5, 2),
     "flux_dev_full_text_to_image.json": (64, 64, 1, 2),
     "flux1_krea_dev.json": (64, 64, 1, 2),
+    "flux_dev_checkpoint_example.json": (64, 64, 1, 2),
+    "flux_schnell.json": (64, 64, 1, 2),
+    "image_flux2_text_to_image.json": (64, 64, 1, 2),
+    "image_flux2_text_to_image_9b.json": (64, 64, 1, 2),
 }
-"""The templates whose tiny files carry weights, and Flux.1 dev's architecture on tiny-flux's
-(`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1 schnell and
-FLUX.2-klein base in test_templates_flux.py, the Qwen-Image-Edit ones in
-test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
+"""The templates whose tiny files carry weights, and the Flux ones on tiny files of their
+architecture (`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1
+schnell's full template and FLUX.2-klein base 4B in test_templates_flux.py, the
+Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
 FLUX_DIT = f"diffusion_models/{TINY_FLUX_DEV.removesuffix('.safetensors')}"
 FLUX_FILES = {  # Flux.1's files as its templates name them -> tiny-flux's
     "text_encoders/clip_l": "text_encoders/clip_l_tiny",
     "text_encoders/t5xxl_fp16": "text_encoders/t5xxl_tiny",
     "vae/ae": "vae/flux_ae_tiny",
 }
-TINY_FLUX = {  # template -> its files in tiny-flux's place (the job table links headers)
+FLUX2_DEV, KLEIN_BASE = FLUX2_TINY["tiny-flux2"], FLUX2_TINY["tiny-flux2-klein-base"]
+TINY_FLUX = {  # template -> its files in tiny ones' place (the job table links headers)
     "flux_dev_full_text_to_image.json": {
         "diffusion_models/flux1-dev": FLUX_DIT,
         **FLUX_FILES,
@@ -330,21 +337,41 @@ TINY_FLUX = {  # template -> its files in tiny-flux's place (the job table links
         "diffusion_models/flux1-krea-dev_fp8_scaled": FLUX_DIT,
         **FLUX_FILES,
     },
+    # its subgraph's UNETLoader 48 and DualCLIPLoader 49 (no checkpoint despite the name)
+    "flux_dev_checkpoint_example.json": {
+        "diffusion_models/flux1-dev": FLUX_DIT,
+        **FLUX_FILES,
+    },
+    # CheckpointLoaderSimple 30: tiny-flux as an all-in-one checkpoint
+    "flux_schnell.json": {"checkpoints/flux1-schnell-fp8": FLUX_ALL_IN_ONE},
+    "image_flux2_text_to_image.json": dict(zip(
+        ("diffusion_models/flux2_dev_fp8mixed", "text_encoders/mistral_3_small_flux2_bf16",
+         "vae/full_encoder_small_decoder"), FLUX2_DEV, strict=True)),
+    # the DiT's name (the template's) says base: tiny-flux2-klein-base
+    "image_flux2_text_to_image_9b.json": dict(zip(
+        ("diffusion_models/flux-2-klein-base-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
+         "vae/full_encoder_small_decoder"), KLEIN_BASE, strict=True)),
 }  # fmt: skip
+PRESET_WEIGHTS = {  # template -> the preset whose weights its tiny files hold, as they are
+    "flux_schnell.json": "tiny-flux",
+    "image_flux2_text_to_image.json": "tiny-flux2",
+    "image_flux2_text_to_image_9b.json": "tiny-flux2-klein-base",
+}
 
 
 @pytest.mark.parametrize("template", sorted(RUN_SMALL))
-def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, template):
+def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, references, template):
     """The template's job, as imported, on a backend of the files it names (linked to the tiny
     ones), at a tiny size and 2 steps (Wan 2.2 A14B switching experts after the first): it
-    runs, and the backend's record of it is the imported request but for those fields."""
+    runs, the backend's record of it is the imported request but for those fields, and where
+    the files hold a preset's weights (`PRESET_WEIGHTS`) its image is that preset's."""
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     for name, tiny in TINY_FLUX.get(template, {}).items():
         target = comfy / "models" / f"{name}.safetensors"
         target.unlink()
         os.link(base / "models" / f"{tiny}.safetensors", target)
     plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
-    assert variant.startswith("tiny-"), variant  # weights, not headers
+    assert variant.startswith(("tiny-", "all-in-one tiny-")), variant  # weights, not headers
     width, height, frames, steps = RUN_SMALL[template]
     small = {"width": width, "height": height, "num_frames": frames,
              "num_inference_steps": steps}  # fmt: skip
@@ -357,3 +384,5 @@ def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, te
     ran = {k: v for k, v in job["request"].items() if v is not None}
     expected = {k: v for k, v in {**plan.request, **small}.items() if k != "image"}
     assert {k: ran[k] for k in expected} == expected
+    if template in PRESET_WEIGHTS:
+        assert frames_png == references.frames(PRESET_WEIGHTS[template], {**plan.body(), **small})
