@@ -38,6 +38,7 @@ from template_jobs import (
     REFUSED,
     comfy_for,
     in_folder,
+    levels,
     ltx2_copy,
     ltxv_scheduler,
     tiny_files,
@@ -228,6 +229,48 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradi
     assert upscale["loras"] == [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
                                  "strength": 1.0}]  # fmt: skip
     assert record["sampling"]["sigmas"] == pytest.approx(ltxv_scheduler(2, 3 * 2 * 2), abs=1e-6)
+    job, frames = run_job(server, plan.body())
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+    with Image.open(out / "frames" / "000000.png") as frame:
+        assert frame.size == (128, 128)
+
+
+def test_ltx2_distilled_template_runs_both_stages_end_to_end(
+    base, tmp_path, paradit_warm, backends
+):
+    """The distilled template at 17 frames, its size made tiny (the subgraph's width and height
+    128x128: stage 1 64x64), both stages' levels as saved (ManualSigmas 176: the distilled
+    model's own 8 steps, the only count it runs; 117: 3), on a backend of the tiny files under
+    the template's names (the checkpoint's name says distilled: tiny-ltx2-distilled):
+    `workflow run` runs both stages, stage 2 without a LoRA (LoraLoaderModelOnly 170
+    bypassed), and writes the frames and audio of its request."""
+    template = "video_ltx2_t2v_distilled.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = ltx2_copy(template, comfy, 17)
+    data = json.loads(path.read_text())
+    next(n for n in data["nodes"] if n["id"] == 177)["widgets_values"][2:4] = [128, 128]
+    path.write_text(json.dumps(data))
+    plan, variant = plan_of(str(path), str(comfy))
+    assert variant == LTX2_TWO_STAGE[template][1]
+    stage_1 = levels(template, "177:176")
+    assert [plan.request[k] for k in ("width", "height", "num_frames", "sigmas")] == [
+        128, 128, 17, stage_1
+    ]  # fmt: skip
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == variant
+    upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 8}
+    assert upscale["sigmas"] == levels(template, "177:117")[:-1]
+    assert upscale["loras"] == []
+    assert record["sampling"]["sigmas"] == pytest.approx(stage_1, abs=1e-6)
     job, frames = run_job(server, plan.body())
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
