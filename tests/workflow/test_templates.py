@@ -4,12 +4,15 @@ to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' o
 imports to the job ComfyUI runs (every field written by hand from the graph, the widget that
 gives it named beside it), or is refused naming the node and why; the Z-Image Turbo one runs
 end to end on a backend of its tiny files as saved, and every other one whose tiny files carry
-weights (or, for Flux.1 dev and Krea dev, are linked to tiny-flux's) at a tiny size
-(`RUN_SMALL`). LTX-2's text-to-video templates map to paradit's two-stage job (`upscale`) at
-24k+17 frames (as saved, at 121 frames, they are refused: ComfyUI's audio latent would be one
-longer); the dev one runs end to end at a tiny size.
+weights (or, for the Flux ones, are linked to tiny files of their architecture: tiny-flux's,
+tiny-flux as an all-in-one checkpoint, tiny-flux2's and tiny-flux2-klein-base's in the files'
+layouts, the image then the preset's) at a tiny size (`RUN_SMALL`). LTX-2's text-to-video
+templates map to paradit's two-stage job (`upscale`) at 24k+17 frames (as saved, at 121
+frames, they are refused: ComfyUI's audio latent would be one longer); the dev one and the
+distilled one run both stages end to end at a tiny size.
 
-Cost: about 21 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29; the Flux ones' and LTX-2
+distilled's runs added on 2026-11-30, scaled from a loaded machine: measure again).
 """
 
 from __future__ import annotations
