@@ -650,6 +650,13 @@ def qwen3_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"model." + k: v for k, v in state.items()}
 
 
+def mistral3_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A Mistral3ForConditionalGeneration state dict as ComfyUI's mistral_3_small_flux2 holds
+    it: the language model under `model.`, no vision tower, projector or output head."""
+    prefix = "model.language_model."
+    return {"model." + k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
+
+
 # -- Flux.2 (Black Forest Labs' names, as ComfyUI's diffusion_models hold FLUX.2 and Klein) ---
 
 _FLUX2_WHOLE = {

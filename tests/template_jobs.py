@@ -17,8 +17,12 @@ import pytest
 import torch
 from comfy_files import (
     WAN_PREFIX,
+    flux2_bfl,
     krea2_original,
+    mistral3_comfy,
     quantizable,
+    qwen3_comfy,
+    write_all_in_one,
     write_safetensors,
     z_image_original,
 )
@@ -118,7 +122,39 @@ def tiny_files(folder: Path) -> Path:
     path.parent.mkdir(exist_ok=True)
     state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
     save_file(state, str(path), metadata={"config": json.dumps(config)})
+    tiny_weights(folder / "models")
     return folder
+
+
+FLUX_ALL_IN_ONE = "checkpoints/flux1_tiny_all_in_one"
+"""tiny-flux as ComfyUI's all-in-one checkpoint (DiT, CLIP-L, T5, VAE: flux1-schnell-fp8's
+layout; tiny-flux's DiT has no guidance embedding, as schnell's)."""
+FLUX2_TINY = {  # preset -> its DiT, text encoder and VAE files (in models/, no suffix)
+    "tiny-flux2": ("diffusion_models/flux2_dev_tiny_fp32",
+                   "text_encoders/mistral_3_small_flux2_tiny", "vae/flux2_vae_tiny"),
+    "tiny-flux2-klein-base": ("diffusion_models/flux2_klein_tiny_fp32",
+                              "text_encoders/qwen_3_klein_tiny", "vae/flux2_klein_vae_tiny"),
+}  # fmt: skip
+
+
+def tiny_weights(models: Path) -> None:
+    """Weight-carrying tiny files of the templates whose own files are headers: tiny-flux as
+    an all-in-one checkpoint (`FLUX_ALL_IN_ONE`), and tiny-flux2's and tiny-flux2-klein-base's
+    files as ComfyUI's FLUX.2 templates name them (`FLUX2_TINY`: the DiT in Black Forest Labs'
+    names, float32; Mistral 3 and Qwen3 in ComfyUI's names; the Flux.2 VAE in diffusers')."""
+    (models / "checkpoints").mkdir(exist_ok=True)
+    write_all_in_one(models / f"{FLUX_ALL_IN_ONE}.safetensors", build_preset("tiny-flux"))
+    for preset, (dit, encoder, vae) in FLUX2_TINY.items():
+        tiny = build_preset(preset)
+        state = flux2_bfl(tiny.transformer.state_dict())
+        write_safetensors(models / f"{dit}.safetensors", state, "fp32", WAN_PREFIX)
+        if preset == "tiny-flux2":
+            text = mistral3_comfy(tiny.text_encoder.state_dict())
+        else:
+            text = qwen3_comfy(tiny.text_encoder.model.state_dict())
+        save_file(text, str(models / f"{encoder}.safetensors"))
+        state = {k: v.contiguous() for k, v in tiny.vae.state_dict().items()}
+        save_file(state, str(models / f"{vae}.safetensors"))
 
 
 def comfy_for(base: Path, template: str, folder: Path) -> Path:

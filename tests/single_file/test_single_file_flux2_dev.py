@@ -24,6 +24,7 @@ from comfy_files import (
     flux2_bfl,
     meta_model,
     meta_shapes,
+    mistral3_comfy,
     qwen3_comfy,
     write_header_only,
     write_safetensors,
@@ -48,13 +49,6 @@ QWEN3_4B = {
     "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
 }  # fmt: skip
 CALL = {"height": 32, "width": 32, "num_inference_steps": 2, "output_type": "np"}
-
-
-def _mistral_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A Mistral3ForConditionalGeneration state dict as ComfyUI's mistral_3_small_flux2 holds
-    it: the language model under `model.`, no vision tower, projector or output head."""
-    prefix = "model.language_model."
-    return {"model." + k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
 
 
 @pytest.mark.fast
@@ -111,7 +105,7 @@ def test_tiny_flux2_files_make_the_image_of_their_weights(tmp_path):
     held = write_safetensors(dit, flux2_bfl(tiny.transformer.state_dict()), "bf16", WAN_PREFIX)
     encoder = tmp_path / "mistral_3_small_flux2_tiny.safetensors"
     vae = tmp_path / "flux2-vae-tiny.safetensors"
-    save_file(_mistral_comfy(tiny.text_encoder.state_dict()), str(encoder))
+    save_file(mistral3_comfy(tiny.text_encoder.state_dict()), str(encoder))
     save_file({k: v.contiguous() for k, v in tiny.vae.state_dict().items()}, str(vae))
     pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
     assert type(pipe).__name__ == "Flux2Pipeline" and held

@@ -4,13 +4,16 @@ to the tiny ComfyUI files (tests/comfy_workflow_files.py) under the templates' o
 imports to the job ComfyUI runs (every field written by hand from the graph, the widget that
 gives it named beside it), or is refused naming the node and why; the Z-Image Turbo one runs
 end to end on a backend of its tiny files as saved, and every other one whose tiny files carry
-weights (or, for Flux.1 dev and Krea dev, are linked to tiny-flux's) at a tiny size
-(`RUN_SMALL`). LTX-2's text-to-video templates map to paradit's two-stage job (`upscale`) at
-24k+17 frames, where ComfyUI's audio latent length is the pipeline's (as saved, at 121
-frames, with ComfyUI's `audio_latent_frames`: test_templates_ltx.py); the dev one runs end
-to end at a tiny size.
+weights (or, for the Flux ones, are linked to tiny files of their architecture: tiny-flux's,
+tiny-flux as an all-in-one checkpoint, tiny-flux2's and tiny-flux2-klein-base's in the files'
+layouts, the image then the preset's) at a tiny size (`RUN_SMALL`). LTX-2's text-to-video
+templates map to paradit's two-stage job (`upscale`) at 24k+17 frames, where ComfyUI's audio
+latent length is the pipeline's (as saved, at 121 frames, with ComfyUI's
+`audio_latent_frames`: test_templates_ltx.py); the dev one and the distilled one run both
+stages end to end at a tiny size.
 
-Cost: about 21 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29; the Flux ones' and LTX-2
+distilled's runs added later, scaled from a loaded machine: measure again).
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ from PIL import Image
 from safetensors.torch import save_file
 from template_jobs import (
     EXPECTED,
+    FLUX2_TINY,
+    FLUX_ALL_IN_ONE,
     LTX2_FILES,
     LTX2_TWO_STAGE,
     REFUSED,
     comfy_for,
     in_folder,
+    levels,
     ltx2_copy,
     ltxv_scheduler,
     tiny_files,
@@ -234,6 +240,48 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradi
         assert frame.size == (128, 128)
 
 
+def test_ltx2_distilled_template_runs_both_stages_end_to_end(
+    base, tmp_path, paradit_warm, backends
+):
+    """The distilled template at 17 frames, its size made tiny (the subgraph's width and height
+    128x128: stage 1 64x64), both stages' levels as saved (ManualSigmas 176: the distilled
+    model's own 8 steps, the only count it runs; 117: 3), on a backend of the tiny files under
+    the template's names (the checkpoint's name says distilled: tiny-ltx2-distilled):
+    `workflow run` runs both stages, stage 2 without a LoRA (LoraLoaderModelOnly 170
+    bypassed), and writes the frames and audio of its request."""
+    template = "video_ltx2_t2v_distilled.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = ltx2_copy(template, comfy, 17)
+    data = json.loads(path.read_text())
+    next(n for n in data["nodes"] if n["id"] == 177)["widgets_values"][2:4] = [128, 128]
+    path.write_text(json.dumps(data))
+    plan, variant = plan_of(str(path), str(comfy))
+    assert variant == LTX2_TWO_STAGE[template][1]
+    stage_1 = levels(template, "177:176")
+    assert [plan.request[k] for k in ("width", "height", "num_frames", "sigmas")] == [
+        128, 128, 17, stage_1
+    ]  # fmt: skip
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["workflow"]["variant"] == variant
+    upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
+    assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 8}
+    assert upscale["sigmas"] == levels(template, "177:117")[:-1]
+    assert upscale["loras"] == []
+    assert record["sampling"]["sigmas"] == pytest.approx(stage_1, abs=1e-6)
+    job, frames = run_job(server, plan.body())
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+    with Image.open(out / "frames" / "000000.png") as frame:
+        assert frame.size == (128, 128)
+
+
 def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(base, tmp_path):
     """`workflow run` starts its backend with the upscaler the graph names (a user's own
     --upscaler refused, as --model is), and POST /v1/workflows refuses a two-stage graph on a
@@ -311,18 +359,23 @@ RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (
     "video_hunyuan_video_1.5_720p_t2v.json": (64, 64, 5, 2),
     "flux_dev_full_text_to_image.json": (64, 64, 1, 2),
     "flux1_krea_dev.json": (64, 64, 1, 2),
+    "flux_dev_checkpoint_example.json": (64, 64, 1, 2),
+    "flux_schnell.json": (64, 64, 1, 2),
+    "image_flux2_text_to_image.json": (64, 64, 1, 2),
+    "image_flux2_text_to_image_9b.json": (64, 64, 1, 2),
 }
-"""The templates whose tiny files carry weights, and Flux.1 dev's architecture on tiny-flux's
-(`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1 schnell and
-FLUX.2-klein base in test_templates_flux.py, the Qwen-Image-Edit ones in
-test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
+"""The templates whose tiny files carry weights, and the Flux ones on tiny files of their
+architecture (`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1
+schnell's full template and FLUX.2-klein base 4B in test_templates_flux.py, the
+Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
 FLUX_DIT = f"diffusion_models/{TINY_FLUX_DEV.removesuffix('.safetensors')}"
 FLUX_FILES = {  # Flux.1's files as its templates name them -> tiny-flux's
     "text_encoders/clip_l": "text_encoders/clip_l_tiny",
     "text_encoders/t5xxl_fp16": "text_encoders/t5xxl_tiny",
     "vae/ae": "vae/flux_ae_tiny",
 }
-TINY_FLUX = {  # template -> its files in tiny-flux's place (the job table links headers)
+FLUX2_DEV, KLEIN_BASE = FLUX2_TINY["tiny-flux2"], FLUX2_TINY["tiny-flux2-klein-base"]
+TINY_FLUX = {  # template -> its files in tiny ones' place (the job table links headers)
     "flux_dev_full_text_to_image.json": {
         "diffusion_models/flux1-dev": FLUX_DIT,
         **FLUX_FILES,
@@ -331,21 +384,41 @@ TINY_FLUX = {  # template -> its files in tiny-flux's place (the job table links
         "diffusion_models/flux1-krea-dev_fp8_scaled": FLUX_DIT,
         **FLUX_FILES,
     },
+    # its subgraph's UNETLoader 48 and DualCLIPLoader 49 (no checkpoint despite the name)
+    "flux_dev_checkpoint_example.json": {
+        "diffusion_models/flux1-dev": FLUX_DIT,
+        **FLUX_FILES,
+    },
+    # CheckpointLoaderSimple 30: tiny-flux as an all-in-one checkpoint
+    "flux_schnell.json": {"checkpoints/flux1-schnell-fp8": FLUX_ALL_IN_ONE},
+    "image_flux2_text_to_image.json": dict(zip(
+        ("diffusion_models/flux2_dev_fp8mixed", "text_encoders/mistral_3_small_flux2_bf16",
+         "vae/full_encoder_small_decoder"), FLUX2_DEV, strict=True)),
+    # the DiT's name (the template's) says base: tiny-flux2-klein-base
+    "image_flux2_text_to_image_9b.json": dict(zip(
+        ("diffusion_models/flux-2-klein-base-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
+         "vae/full_encoder_small_decoder"), KLEIN_BASE, strict=True)),
 }  # fmt: skip
+PRESET_WEIGHTS = {  # template -> the preset whose weights its tiny files hold, as they are
+    "flux_schnell.json": "tiny-flux",
+    "image_flux2_text_to_image.json": "tiny-flux2",
+    "image_flux2_text_to_image_9b.json": "tiny-flux2-klein-base",
+}
 
 
 @pytest.mark.parametrize("template", sorted(RUN_SMALL))
-def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, template):
+def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, references, template):
     """The template's job, as imported, on a backend of the files it names (linked to the tiny
     ones), at a tiny size and 2 steps (Wan 2.2 A14B switching experts after the first): it
-    runs, and the backend's record of it is the imported request but for those fields."""
+    runs, the backend's record of it is the imported request but for those fields, and where
+    the files hold a preset's weights (`PRESET_WEIGHTS`) its image is that preset's."""
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     for name, tiny in TINY_FLUX.get(template, {}).items():
         target = comfy / "models" / f"{name}.safetensors"
         target.unlink()
         os.link(base / "models" / f"{tiny}.safetensors", target)
     plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
-    assert variant.startswith("tiny-"), variant  # weights, not headers
+    assert variant.startswith(("tiny-", "all-in-one tiny-")), variant  # weights, not headers
     width, height, frames, steps = RUN_SMALL[template]
     small = {"width": width, "height": height, "num_frames": frames,
              "num_inference_steps": steps}  # fmt: skip
@@ -358,3 +431,5 @@ def test_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, backends, te
     ran = {k: v for k, v in job["request"].items() if v is not None}
     expected = {k: v for k, v in {**plan.request, **small}.items() if k != "image"}
     assert {k: ran[k] for k in expected} == expected
+    if template in PRESET_WEIGHTS:
+        assert frames_png == references.frames(PRESET_WEIGHTS[template], {**plan.body(), **small})
