@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import math
 import threading
@@ -522,7 +521,10 @@ def _folder_on_meta(folder: Path) -> Any:
     import diffusers
     import transformers
 
-    index = json.loads((folder / "model_index.json").read_text())
+    from ..models.loading import is_modular_index, pipeline_index
+    from ..models.random_presets import assemble_pipeline
+
+    index = pipeline_index(folder) or {}
     parts: dict[str, Any] = {}
     for name, value in index.items():
         if not (isinstance(value, list) and len(value) == 2 and value[0]):
@@ -552,6 +554,9 @@ def _folder_on_meta(folder: Path) -> Any:
                 parts[name] = model_class(config)
         else:
             parts[name] = None
+    if is_modular_index(index):  # its blocks declare the components: no settings passed
+        components = {name: parts[name] for name in parts if isinstance(index[name], list)}
+        return assemble_pipeline(index["_class_name"], components, {})
     return getattr(diffusers, index["_class_name"])(**parts)
 
 

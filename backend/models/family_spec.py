@@ -211,6 +211,9 @@ class FamilySpec:
     """The family's jobs on its tiny presets (`tiny_job.py` beside the spec), the smallest
     first (`tiny_job`), then what the family adds, each named once: what the family contract
     suite runs; every registered family has one at least."""
+    folder_skip: frozenset[str] = frozenset()
+    """Components of the family's diffusers folders that paradit leaves unloaded (MiniMax H3's
+    `transformer_ref`: the ref2va partition, whose jobs it refuses)."""
     specialize: Callable[[Family, Any], Family] | None = None
     """A loaded pipeline -> a more specific adapter when its settings say more than its class
     (Wan 2.2's TI2V-5B and I2V-A14B); None: the class says all."""

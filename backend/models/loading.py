@@ -7,11 +7,12 @@ backend) without torch's seconds of import; reading single files and loading imp
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .preset_names import PRESET_NAMES, RANDOM_PRESET_NAMES, is_preset, is_tiny_preset
 from .single_file.given import SEPARATOR, SingleFiles, is_model_file
@@ -30,7 +31,8 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _RULE = (
     f"use a built-in preset ({', '.join(PRESET_NAMES)}), a random-weight preset of a real "
     f"architecture ({', '.join(RANDOM_PRESET_NAMES)}), an existing diffusers folder "
-    "(one with model_index.json, as save_pretrained writes), or a Hugging Face repo id "
+    "(one with model_index.json, or a modular pipeline's modular_model_index.json, as "
+    "save_pretrained writes), or a Hugging Face repo id "
     "of the form owner/name, or a single-file checkpoint (.safetensors or .gguf) with "
     "--text-encoder FILE and --vae FILE (Wan 2.1 image-to-video: and --image-encoder FILE; "
     "an all-in-one Flux checkpoint: alone; an LTX-2 checkpoint: with its Gemma 3 "
@@ -39,6 +41,40 @@ _RULE = (
 
 
 _COMPONENT_FLAGS = "--text-encoder, --vae and --image-encoder"
+
+INDEX_FILES = ("model_index.json", "modular_model_index.json")
+"""A diffusers folder's index: a pipeline's, or a modular pipeline's (MiniMax H3's), whose
+component entries carry a third item, their loading spec."""
+
+
+def index_file(folder: str | os.PathLike[str]) -> str | None:
+    """The path of `folder`'s index (`INDEX_FILES`, in that order), None without one."""
+    for name in INDEX_FILES:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def pipeline_index(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """`folder`'s index (`index_file`) with each component's entry as `[library, class]` (a
+    modular index's loading spec dropped; `[None, None]` for a component the folder lacks);
+    None without one."""
+    path = index_file(folder)
+    if path is None:
+        return None
+    with open(path) as f:
+        index = json.load(f)
+    return {
+        name: list(value[:2]) if isinstance(value, list) and len(value) == 3 else value
+        for name, value in index.items()
+    }
+
+
+def is_modular_index(index: dict[str, Any]) -> bool:
+    """The index names a modular pipeline (`diffusers.ModularPipeline`: its blocks declare the
+    components, and `load_components` reads them)."""
+    return "_blocks_class_name" in index
 
 
 def resolve(files: SingleFiles) -> Resolved:
@@ -112,10 +148,10 @@ class ModelSource:
             return cls("preset", text)
         path = os.path.expanduser(text)
         if os.path.isdir(path):
-            if not os.path.isfile(os.path.join(path, "model_index.json")):
+            if index_file(path) is None:
                 raise ValueError(
-                    f"folder {path!r} has no model_index.json, so it is not a diffusers "
-                    f"pipeline folder: {_RULE}"
+                    f"folder {path!r} has neither model_index.json nor "
+                    f"modular_model_index.json, so it is not a diffusers pipeline folder: {_RULE}"
                 )
             return cls("folder", os.path.abspath(path))
         if os.path.exists(path):
@@ -206,6 +242,9 @@ def _load_pretrained(name: str, skip: frozenset[str], dtype: torch.dtype) -> Dif
     import diffusers
     from diffusers import DiffusionPipeline
 
+    index = pipeline_index(name) if os.path.isdir(name) else None
+    if index is not None and is_modular_index(index):
+        return _load_modular(name, index, skip, dtype)
     config = DiffusionPipeline.load_config(name)
     class_name = config.get("_class_name", "")
     pipeline_class = getattr(diffusers, class_name, None)
@@ -215,6 +254,53 @@ def _load_pretrained(name: str, skip: frozenset[str], dtype: torch.dtype) -> Dif
     skipped = sorted(c for c in skip if isinstance(config.get(c), (list, tuple)))
     logger.info("loading %s %s (skipped: %s)", class_name or "pipeline", name, _names(skipped))
     return pipeline_class.from_pretrained(name, dtype=dtype, **{c: None for c in skipped})
+
+
+def _load_modular(
+    folder: str, index: dict[str, Any], skip: frozenset[str], dtype: torch.dtype
+) -> DiffusionPipeline:
+    """A modular pipeline's folder: the pipeline its index names (`ModularPipeline.from_pretrained`,
+    its blocks' components), then `load_components` for those the folder holds, but those in
+    `skip` and the family's `folder_skip` (left None). A processor an encoder kind reads
+    itself (`EncoderKind.folder_processors`) is read so."""
+    from diffusers import ModularPipeline
+
+    from .encoders import KINDS
+    from .families import family_for, spec_of
+
+    class_name = str(index.get("_class_name", ""))
+    unloaded = skip | spec_of(family_for(class_name)).folder_skip
+    present = [
+        name
+        for name, value in index.items()
+        if isinstance(value, list) and len(value) == 2 and value[0] and value[1]
+    ]
+    readers = {
+        kind_class: read for kind in KINDS for kind_class, read in kind.folder_processors.items()
+    }
+    own = {name for name in present if index[name][1] in readers}
+    wanted = [name for name in present if name not in unloaded and name not in own]
+    logger.info(
+        "loading %s %s (skipped: %s)",
+        class_name,
+        folder,
+        _names(sorted(name for name in present if name in unloaded)),
+    )
+    pipe = ModularPipeline.from_pretrained(folder)
+    pipe.load_components(names=wanted, dtype=dtype)
+    read = {name: readers[index[name][1]](os.path.join(folder, name)) for name in own - unloaded}
+    if read:
+        pipe.update_components(**read)
+    return pipe
+
+
+def set_components(pipe: Any, **parts: Any) -> None:
+    """Put `parts` in `pipe` by name: `register_modules` for a pipeline, `update_components`
+    for a modular one (MiniMax H3's, which has no `register_modules`)."""
+    if hasattr(type(pipe), "register_modules"):
+        pipe.register_modules(**parts)
+    else:
+        pipe.update_components(**parts)
 
 
 def align_cpu_weights(pipe: DiffusionPipeline, alignment: int = 64) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import Qwen2VLProcessor
+from transformers import Qwen2VLProcessor, Qwen3VLProcessor
 from transformers.processing_utils import ProcessorMixin
 
 from .seeded import QWEN_CHAT_SPECIALS, QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
@@ -83,3 +83,32 @@ def qwen25_vl_processor(tokenizer: Any) -> ImageQwenVLProcessor:
     )
 
     return ImageQwenVLProcessor(Qwen2VLImageProcessorPil(size=dict(QWEN25_VL_PIXELS)), tokenizer)
+
+
+class ImageQwen3VLProcessor(Qwen3VLProcessor):
+    """`Qwen3VLProcessor` without its video processor (which needs torchvision): what
+    MiniMax H3's text and keyframe requests read (they read no video). It saves as a
+    processor of a tokenizer and an image processor, and loads from a Qwen3-VL processor
+    folder (`from_folder`), whose video settings it leaves unread."""
+
+    def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template=None):
+        self.image_token, self.video_token = "<|image_pad|>", "<|video_pad|>"
+        self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+        self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+        ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+        self.vision_start_token, self.vision_end_token = "<|vision_start|>", "<|vision_end|>"
+        self.vision_start_token_id = tokenizer.convert_tokens_to_ids(self.vision_start_token)
+        self.vision_end_token_id = tokenizer.convert_tokens_to_ids(self.vision_end_token)
+
+    @classmethod
+    def from_folder(cls, folder: str) -> ImageQwen3VLProcessor:
+        """The processor of a diffusers folder's `processor/` (transformers' files: the
+        tokenizer's and `preprocessor_config.json`), read with the PIL image processor."""
+        from transformers import AutoTokenizer
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+            Qwen2VLImageProcessorPil,
+        )
+
+        images = Qwen2VLImageProcessorPil.from_pretrained(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        return cls(images, tokenizer, chat_template=tokenizer.chat_template)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
-import os
 
 
 def warm_imports(model: str) -> None:
@@ -15,7 +13,7 @@ def warm_imports(model: str) -> None:
     pipeline class of a preset or a folder (a hub id: diffusers only)."""
     import diffusers
 
-    from ..models.loading import ModelSource
+    from ..models.loading import ModelSource, pipeline_index
     from ..models.presets import preset_pipeline_class
     from ..runtime import engine  # noqa: F401  (torch.distributed, FSDP2, the memory plan)
 
@@ -27,9 +25,8 @@ def warm_imports(model: str) -> None:
     if source.kind == "preset":
         class_name = preset_pipeline_class(source.name)
     elif source.kind == "folder":
-        index = os.path.join(source.name, "model_index.json")
-        with contextlib.suppress(OSError, ValueError), open(index) as f:
-            class_name = str(json.load(f).get("_class_name", ""))
+        with contextlib.suppress(OSError, ValueError):
+            class_name = str((pipeline_index(source.name) or {}).get("_class_name", ""))
     if class_name:
         getattr(diffusers, class_name, None)  # diffusers imports the class's modules lazily
 

@@ -32,7 +32,13 @@ from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import ModelSizes, sizes_of_pipeline, stored_weights
 from ..memory.swap import ExpertSwap
 from ..models.families import Family, enable_tiles, family_for, family_of
-from ..models.loading import ModelSource, align_cpu_weights, load_pipeline
+from ..models.loading import (
+    ModelSource,
+    align_cpu_weights,
+    load_pipeline,
+    pipeline_index,
+    set_components,
+)
 from ..models.preset_names import is_random_preset
 from ..models.quantized import (
     fp8_refusal,
@@ -76,6 +82,10 @@ def pipeline_class_name(source: ModelSource) -> str:
         return preset_pipeline_class(source.name)
     if source.kind == "file":
         return source.resolved_files().pipeline_class
+    folder = source.local_folder()
+    index = None if folder is None else pipeline_index(folder)
+    if index is not None:  # a modular pipeline's folder too (its own index file)
+        return str(index["_class_name"])
     from diffusers import DiffusionPipeline
 
     return DiffusionPipeline.load_config(source.name)["_class_name"]
@@ -199,7 +209,7 @@ class Runtime:
             self.source, skip=skip | lazy, dtype=self.dtype, weights=self.weights
         )
         for name in sorted(lazy):
-            self.pipe.register_modules(**{name: self._empty_dit(name)})
+            set_components(self.pipe, **{name: self._empty_dit(name)})
         resolved_mode = resolve_mode(self.weights, False)
         if self.source.kind != "file" and resolved_mode in ("fp8", "int8"):
             for name in DIT_COMPONENTS:  # loaded whole in floats: quantized in place
@@ -372,9 +382,9 @@ class Runtime:
         if self.source.kind == "file":
             return frozenset(DIT_COMPONENTS[: len(self.source.single_files().models)])
         folder = self.source.local_folder()  # a hub id: its snapshot in the local cache
-        if folder is None or not (Path(folder) / "model_index.json").is_file():
+        index = None if folder is None else pipeline_index(folder)
+        if index is None:
             return frozenset()
-        index = json.loads((Path(folder) / "model_index.json").read_text())
         return frozenset(
             name for name in DIT_COMPONENTS if isinstance(index.get(name), list) and index[name][0]
         )

@@ -57,6 +57,11 @@ class EncoderKind:
     tiny_tokenizers: Mapping[str, Callable[[int], Any]] = field(default_factory=dict)
     """The `random:` presets' tokenizer entries of this kind: JSON key -> `(max_length)` -> the
     tokenizer (`random_presets.py`)."""
+    folder_processors: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+    """Processor class names a diffusers folder's index may give its processor of this kind
+    -> `(the component's folder)` -> the processor paradit reads from it, for processors
+    transformers would read with what paradit does not install (Qwen3-VL's video processor
+    needs torchvision); the folder loader (`loading.py`) reads these components so."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -73,3 +78,6 @@ class EncoderKind:
         if self.hub_tokenizers and not self.tokenizer_class:
             raise ValueError(f"{self.name}: hub folders of a tokenizer without its class")
         object.__setattr__(self, "tiny_tokenizers", MappingProxyType(dict(self.tiny_tokenizers)))
+        object.__setattr__(
+            self, "folder_processors", MappingProxyType(dict(self.folder_processors))
+        )

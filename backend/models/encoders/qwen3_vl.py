@@ -185,6 +185,14 @@ def qwen3_vl_processor(max_length: int = 1024) -> Any:
     return processor
 
 
+def folder_processor(folder: str) -> Any:
+    """A diffusers folder's Qwen3-VL processor without its video processor
+    (`qwen_vl.ImageQwen3VLProcessor.from_folder`: its tokenizer and image settings)."""
+    from ..qwen_vl import ImageQwen3VLProcessor  # transformers' processors: only when read
+
+    return ImageQwen3VLProcessor.from_folder(folder)
+
+
 def _chat_template(tokenizer: Any) -> None:
     """Qwen3-VL's text template, whatever the folder carries (ComfyUI's is Qwen2.5's)."""
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -203,4 +211,9 @@ QWEN3_VL = EncoderKind(
     chat_template=_chat_template,
     tiny_vocab=QWEN_CHAT_VOCAB_SIZE,
     tiny_tokenizers={"qwen3_vl_processor_max_length": qwen3_vl_processor},
+    # an H3 folder's processor (its requests read no video); ours saves under its own name
+    folder_processors={
+        "Qwen3VLProcessor": folder_processor,
+        "ImageQwen3VLProcessor": folder_processor,
+    },
 )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..loading import index_file
 from .detect import detect
 from .given import MODEL_SUFFIXES
 from .header import read_header
@@ -59,9 +60,10 @@ def list_models(root: str | Path) -> list[Entry]:
     for folder in folders:
         for path in sorted(folder.rglob("*")):
             relative = str(path.relative_to(root))
-            if path.is_dir() and (path / "model_index.json").is_file():
+            index = index_file(path) if path.is_dir() else None
+            if index is not None:
                 entries.append(
-                    Entry(relative, "pipeline", "", "diffusers folder", "model_index.json")
+                    Entry(relative, "pipeline", "", "diffusers folder", Path(index).name)
                 )
             elif path.is_file() and path.suffix.lower() in MODEL_SUFFIXES:
                 entries.append(_entry(path, relative))

@@ -27,4 +27,6 @@ SPEC = FamilySpec(
     vae_dry_frames=3,  # its decode's chunks: nothing under 3 latent frames
     tiny_presets=TINY_PRESETS,
     tiny_jobs=TINY_JOBS,
+    # the ref2va partition (a second 33B DiT): its reference jobs are refused (NOTES.md)
+    folder_skip=frozenset({"transformer_ref"}),
 )

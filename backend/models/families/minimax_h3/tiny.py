@@ -14,6 +14,7 @@ from ...qwen_vl import (
     VIDEO_PAD_ID,
     VISION_END_ID,
     VISION_START_ID,
+    ImageQwen3VLProcessor,
     qwen_vl_tokenizer,
 )
 from ...tiny_parts import TEXT_DIM, Builders, seeded
@@ -69,23 +70,18 @@ def qwen3_vl_conditioner():
 
 
 def qwen3_vl_processor() -> Any:
-    """Qwen3-VL's processor on the tiny tokenizer and transformers' PIL image processor.
-    Its video processor needs torchvision, which H3's text and keyframe requests never reach
-    (they read no video), so it is left out: the class check that would ask for it is
-    skipped, nothing else."""
-    from transformers import Qwen2VLImageProcessorPil, Qwen3VLProcessor
+    """Qwen3-VL's processor on the tiny tokenizer and transformers' PIL image processor,
+    without the video processor (it needs torchvision, which H3's text and keyframe requests
+    never reach: they read no video): `qwen_vl.ImageQwen3VLProcessor`, as an H3 folder's
+    `processor/` loads."""
+    from transformers import Qwen2VLImageProcessorPil
 
-    class TinyQwen3VLProcessor(Qwen3VLProcessor):
-        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> None:
-            return None
-
-    return TinyQwen3VLProcessor(
+    return ImageQwen3VLProcessor(
         # the vision tower's patches: 16 px, 2x2 merged, 2 frames (Qwen3-VL's, not Qwen2-VL's 14)
         image_processor=Qwen2VLImageProcessorPil(
             patch_size=16, merge_size=2, temporal_patch_size=2
         ),
         tokenizer=qwen_vl_tokenizer(),
-        video_processor=None,
     )
 
 
