@@ -7,9 +7,12 @@
 - A whole tiny-wan job through `run_on_rank` with the encoder sharded (rank 0 encodes nothing
   alone: `encode` gives nothing, the message carries no tensors) makes world size 1's frames
   and latents byte for byte (CFG halves: each branch as world size 1 runs it).
+- Served (`paradit serve --encoder-placement sharded` on 2 ranks): the plan says so in
+  /v1/info, every rank loads and shards the encoder, each job's encode runs on both ranks
+  (job.json's `encode_s`), and the frames and final latents equal world size 1's.
 - `parallelize` refuses to shard an encoder on a plan of one rank.
 
-Cost: about 20 s (2 forked gloo ranks, one thread each).
+Cost: about 25 s (2 forked gloo ranks, one thread each; a 2-rank backend).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import spawn_gloo
+import numpy as np
+from conftest import run_job, spawn_gloo
 from image_jobs import CPU, encoded, preset_pipeline, run_here
 
 from paradit.backend.models.families.minimax_h3.tiny_job import TINY_JOBS as H3_JOBS
@@ -93,6 +97,21 @@ def world_size_1() -> dict[str, Any]:
 
 def test_sharded_encoder_on_2_ranks_equals_world_size_1(world_size_1):
     spawn_gloo(2, _check_ranks, world_size_1)
+
+
+SERVED = {"prompt": "a sharded encoder", "num_inference_steps": 2, "seed": 4}
+
+
+def test_served_with_the_encoder_sharded_equals_world_size_1(backends, references):
+    client = backends.get("tiny-wan", 2, "--encoder-placement", "sharded", "--save-latents")
+    memory = client.info()["memory"]
+    assert memory["text_encoder"] == "sharded" and memory["settings"]["encoder_placement"]
+    one, frames_one, latents_one = references.get("tiny-wan", SERVED)
+    two, frames_two = run_job(client, SERVED)
+    assert two["timings"]["encode_s"] > 0
+    assert client.record(two["id"])["memory"]["decode"] == "whole"
+    assert frames_two == frames_one
+    assert np.array_equal(client.latents(two["id"]), latents_one)
 
 
 @pytest.mark.fast
