@@ -246,7 +246,9 @@ class RankModel:
         if upsampler is not None:
             limits = dataclasses.replace(limits, upscale_factors=upsampler.factors)
         # encoders sharded by `parallelize` run together on every rank (`encode_together`)
-        layout = dataclasses.replace(RESIDENT, text_encoder="sharded") if parallel.encoders else RESIDENT
+        layout = RESIDENT
+        if parallel.encoders:
+            layout = dataclasses.replace(RESIDENT, text_encoder="sharded")
         return cls(
             pipe,
             family,

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
-import numpy as np
 from conftest import run_job, spawn_gloo
 from image_jobs import CPU, encoded, preset_pipeline, run_here
 
