@@ -17,7 +17,13 @@ from typing import Any
 
 from .compile_modes import BLOCKS, COMPILE_MODES, offload_refusal
 from .kernels import ATTENTION_CHOICES, KERNELS, device_refusal
-from .memory.settings import OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES, MemorySettings
+from .memory.settings import (
+    ENCODER_PLACEMENTS,
+    OFFLOAD_MODES,
+    TILING_MODES,
+    WEIGHTS_MODES,
+    MemorySettings,
+)
 
 BACKEND = "backend"
 """Flags every command that starts a backend takes (serve, generate, verify, batch, ui)."""
@@ -241,6 +247,17 @@ class ServeConfig:
             "at the switch step), group or sequential (diffusers' CPU offload)",
             choices=OFFLOAD_MODES,
             frontend=True,
+        ),
+    )
+    encoder_placement: str = field(
+        default="auto",
+        metadata=_flag(
+            "--encoder-placement",
+            BACKEND,
+            "where the text encoder lives: auto (the memory plan decides), device (whole on "
+            "rank 0's GPU), sharded (FSDP2 over the replica's ranks, which encode together; "
+            "one replica) or cpu (rank 0's host memory)",
+            choices=ENCODER_PLACEMENTS,
         ),
     )
     vae_tiling: str = field(
@@ -578,6 +595,7 @@ class ServeConfig:
             self.vae_tile,
             self.lora_cache_gib if self.lora_dirs else None,
             self.weights,
+            self.encoder_placement,
         )
 
     def plan_overrides(self) -> dict[str, Any]:

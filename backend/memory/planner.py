@@ -13,6 +13,14 @@ budget, trying in this order (each level keeps the fallbacks before it):
     5  + DiT group offload (blocks stream in one by one; FSDP2's CPU offload when sharded)
     6  + DiT sequential offload (one GPU: leaf modules stream in; slowest)
 
+At levels 0 and 1 the text encoder is whole on rank 0's device; where that does not fit and
+the replica's ranks shard the DiT (several ranks, one replica), the same level is tried with
+the text encoder sharded over the replica's ranks (FSDP2, one unit a layer; every rank runs
+each encode together) before the next level: an encode's weight gathers cost well under a
+second a job on NVLink, exact, where a tiled decode blends its pixels and a CPU encode of a
+32B encoder costs minutes. With several replicas the encoders stay one copy on rank 0.
+`--encoder-placement` forces device, sharded or cpu at every level.
+
 Fallbacks are ordered by what they cost: tiling a decode costs seconds, encoding on the CPU
 costs seconds per job, moving a whole expert costs seconds per job, streaming the DiT costs
 on every step. Once the weights must move, the cheaper fallbacks cost nothing in comparison
@@ -123,15 +131,30 @@ class Topology:
     paired_cfg: bool = False
     """A guided job's two branches run as one batch of 2 on every rank (`ParallelPlan.
     pairs_branches` for a model with CFG: one weight gather a step, batch-2 activations)."""
+    num_replicas: int = 1
+    """Data-parallel replicas of the group (each `replica_size` ranks)."""
 
     @property
     def sharded(self) -> bool:
         return self.shard_weights and self.replica_size > 1
 
+    @property
+    def shards_encoder(self) -> bool:
+        """The text encoder may be sharded over the replica's ranks: they shard the DiT and
+        there is one replica (with several, rank 0's encoders serve them all)."""
+        return self.sharded and self.num_replicas == 1
+
     def batch(self, uses_cfg: bool = True) -> int:
         both = self.batched_cfg or self.paired_cfg
         return 2 if uses_cfg and both and not self.cfg_parallel else 1
 
+
+ENCODER_PLACES = ("device", "sharded", "cpu")
+"""Where a layout keeps the text/image encoders: whole on rank 0's device, sharded over the
+replica's ranks (FSDP2), or in rank 0's host memory."""
+ENCODER_UNITS_GATHERED = 4
+"""A sharded encoder's layers gathered at once in its forward, as the DiT's blocks: the one
+computing and its all-gather buffer, and the next one's (FSDP2's prefetch)."""
 
 SWAP = "offload-experts"
 """The layout's `dit` when a two-expert model keeps one expert on the device at a time."""
@@ -145,9 +168,16 @@ class Layout:
     dit: str
     """"sharded", "resident", "offload-model", "offload-group" or "offload-sequential"."""
     text_encoder: str
-    """"device" or "cpu"."""
+    """One of ENCODER_PLACES: "device" (whole, rank 0), "sharded" (over the replica's ranks)
+    or "cpu" (rank 0's host memory)."""
     tiles: bool
     """This level tiles every decode."""
+
+    def __post_init__(self) -> None:
+        if self.text_encoder not in ENCODER_PLACES:
+            raise ValueError(
+                f"a layout's text encoder is one of {ENCODER_PLACES}, got {self.text_encoder!r}"
+            )
 
     @property
     def offload(self) -> str:
@@ -287,7 +317,9 @@ class MemoryPlanner:
             base = f"offload-{offload}"
         ladder = [
             Layout(0, base, "device", False),
+            *([Layout(0, base, "sharded", False)] if topo.shards_encoder else []),
             Layout(1, base, "device", True),
+            *([Layout(1, base, "sharded", True)] if topo.shards_encoder else []),
             Layout(2, base, "cpu", True),
         ]
         if offload == "auto" and topo.device_type != "cpu":
@@ -299,6 +331,7 @@ class MemoryPlanner:
                 Layout(5, "offload-group", "cpu", True),
                 *([Layout(6, "offload-sequential", "cpu", True)] if one_rank else []),
             ]
+        ladder = self._forced_encoder(ladder)
         if self.settings.vae_tiling != "auto":  # tiling is fixed: the levels differ by placement
             tiles, placements, forced = self.settings.vae_tiling == "on", set(), []
             for layout in ladder:
@@ -307,6 +340,23 @@ class MemoryPlanner:
                     forced.append(Layout(layout.level, layout.dit, layout.text_encoder, tiles))
             ladder = forced
         return ladder
+
+    def _forced_encoder(self, ladder: list[Layout]) -> list[Layout]:
+        """`--encoder-placement` device, sharded or cpu: every level with it (once each)."""
+        forced = self.settings.encoder_placement
+        if forced == "auto":
+            return ladder
+        if forced == "sharded" and not self.topology.shards_encoder:
+            raise ValueError(
+                "--encoder-placement sharded shards the text encoder over a replica's ranks: "
+                "it needs several ranks that shard the DiT, in one replica"
+            )
+        out: list[Layout] = []
+        for layout in ladder:
+            placed = replace(layout, text_encoder=forced)
+            if placed not in out:
+                out.append(placed)
+        return out
 
     def _choose_layout(self, shape: JobShape) -> tuple[Layout, list[str]]:
         tried = [self._stored_reason()]
@@ -350,7 +400,10 @@ class MemoryPlanner:
                 f"experts one at a time (the active one {where} on the device, the other in "
                 "host memory, swapped at the switch step)"
             )
-        return f"{dit}, text encoder on {layout.text_encoder}, {tiling}"
+        encoder = f"on {layout.text_encoder}"
+        if layout.text_encoder == "sharded":
+            encoder = f"sharded over {self.topology.replica_size} ranks"
+        return f"{dit}, text encoder {encoder}, {tiling}"
 
     def _why(self, layout: Layout, job: JobMemory) -> str:
         return (
@@ -533,7 +586,7 @@ class MemoryPlanner:
         shape = replace(shape, batch=topo.batch())
         steps_dit, decode_dit = self._dit_bytes(layout)
         steps_dit += sizes.upcast_bytes  # one fp8 layer upcast at a time in the forward
-        encoders = sizes.encoder_bytes if layout.text_encoder == "device" else 0
+        encoders, encoding = self._encoder_bytes(layout)
         activations = sizes.activations(shape, topo.sequence_degree)
         gathered = sizes.gathered(shape, topo.sequence_degree)
         # what a split keeps whole (LTX-2), on top of the share's peak: an upper bound
@@ -547,17 +600,22 @@ class MemoryPlanner:
         upsampling = sizes.upsample(shape)
         loras = self._lora_bytes(layout) if topo.device_type == "cpu" else 0
         between = decode_dit + upsampling
-        leader = max(steps, decode_dit + decoding, between) + encoders + vae + loras
+        # a sharded encoder's encode: its gathered layers beside the DiT at rest, every rank
+        encode = decode_dit + encoding
+        leader = max(steps, decode_dit + decoding, between, encode) + encoders + vae + loras
         others = 0
         if topo.replica_size > 1 or topo.cfg_parallel:
             split = decoding if decode in ("split", "bands") else 0
-            others = max(steps, decode_dit + split, between) + vae + loras
+            sharded = layout.text_encoder == "sharded"
+            held, encode = (encoders, encode) if sharded else (0, 0)
+            others = max(steps, decode_dit + split, between, encode) + held + vae + loras
         parts = {
             "weights": steps_dit + encoders + vae + loras,
             "dit_steps": steps_dit,
             "dit_decode": decode_dit,
             **({"upcast": sizes.upcast_bytes} if sizes.upcast_bytes else {}),
             "encoders": encoders,
+            **({"encoder_gathered": encoding} if encoding else {}),
             "vae": vae,
             "activations": activations,
             **({"gathered_video": whole} if whole else {}),
@@ -566,6 +624,18 @@ class MemoryPlanner:
             **({"loras": loras} if loras else {}),
         }
         return Prediction(self.budget, parts, leader, others)
+
+    def _encoder_bytes(self, layout: Layout) -> tuple[int, int]:
+        """(bytes the encoding rank holds of the encoders, bytes more during an encode):
+        whole on rank 0's device; sharded, each rank's share and `ENCODER_UNITS_GATHERED`
+        of the largest layer gathered in the forward; on the CPU, none."""
+        sizes = self.sizes
+        if layout.text_encoder == "device":
+            return sizes.encoder_bytes, 0
+        if layout.text_encoder == "sharded":
+            share = -(-sizes.encoder_bytes // self.topology.replica_size)
+            return share, ENCODER_UNITS_GATHERED * sizes.encoder_layer_bytes
+        return 0, 0
 
     def _lora_bytes(self, layout: Layout) -> int:
         """Host bytes one rank keeps for LoRAs (`--lora-dir`): the parsed-LoRA cache's bound,
@@ -648,7 +718,9 @@ def render(plan: dict[str, Any]) -> str:
     job = plan.get("reference_job", plan)
     host = plan.get("encoder_host_bytes")
     lines = [
-        f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder on {plan['text_encoder']}"
+        f"DiT: {plan['dit']} (offload: {plan['offload']}); text encoder "
+        + ("sharded over the ranks" if plan["text_encoder"] == "sharded" else "on ")
+        + ("" if plan["text_encoder"] == "sharded" else plan["text_encoder"])
         + (f" ({_gib(host)} of host memory on rank 0)" if host else ""),
         f"decode of {job['size']}: {job['decode']}"
         + ("" if job.get("exact_decode", True) else " (blended tiles)")

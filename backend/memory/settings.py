@@ -7,6 +7,9 @@ from dataclasses import dataclass
 OFFLOAD_MODES = ("auto", "none", "model", "experts", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
 WEIGHTS_MODES = ("auto", "bf16", "fp8", "int8", "file")
+ENCODER_PLACEMENTS = ("auto", "device", "sharded", "cpu")
+"""`--encoder-placement`: the plan's choice, whole on rank 0's device, sharded over the
+replica's ranks (FSDP2), or in rank 0's host memory."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class MemorySettings:
     which the plan counts with the rows a job's LoRAs save; None: no LoRAs."""
     weights: str = "auto"
     """`--weights`: the DiT's stored dtype (auto, bf16, fp8, int8, file)."""
+    encoder_placement: str = "auto"
+    """`--encoder-placement`: where the text/image encoders live (`ENCODER_PLACEMENTS`)."""
 
     def __post_init__(self) -> None:
         if self.gpu_memory_gib is not None and not self.gpu_memory_gib > 0:
@@ -34,6 +39,11 @@ class MemorySettings:
             raise ValueError(f"--offload must be one of {', '.join(OFFLOAD_MODES)}")
         if self.weights not in WEIGHTS_MODES:
             raise ValueError(f"--weights must be one of {', '.join(WEIGHTS_MODES)}")
+        if self.encoder_placement not in ENCODER_PLACEMENTS:
+            raise ValueError(
+                f"--encoder-placement must be one of {', '.join(ENCODER_PLACEMENTS)}, got "
+                f"{self.encoder_placement!r}"
+            )
         if self.vae_tiling not in TILING_MODES:
             raise ValueError(f"--vae-tiling must be one of {', '.join(TILING_MODES)}")
         if self.plan_for is not None:

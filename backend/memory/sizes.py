@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ..models.families import SPECS, spec_for_dit
+from ..parallel.fsdp import encoder_layers
 from .dit_inputs import Share, share
 from .dryrun import peak_bytes
 from .settings import JobShape
@@ -96,6 +97,9 @@ class ModelSizes:
     """The latent upscaler of two-stage jobs (`serve --upscaler`) on meta; None without."""
     upscale_factor: int = 1
     """What it multiplies the latents' width and height by."""
+    encoder_layer_bytes: int = 0
+    """The encoders' largest shard unit (`parallel.fsdp.encoder_layers`), in the compute
+    dtype: what a sharded encoder gathers at a time."""
     _cache: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _dry_runs: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     """One dry run at a time: they run on the same meta modules (the VAE's causal cache, the
@@ -457,6 +461,15 @@ def sizes_of_pipeline(
         or getattr(pipe, "vae_scale_factor", 8)
     )
     text_tokens = int(getattr(family, "text_tokens", lambda _pipe: 512)(pipe))
+    layer_bytes = max(
+        (
+            stored_bytes(layer, dtype, "compute")
+            for name in ENCODER_COMPONENTS
+            if name in metas
+            for layer in encoder_layers(metas[name])
+        ),
+        default=0,
+    )
     return ModelSizes(
         pipeline=type(pipe).__name__,
         weights=weights,
@@ -468,6 +481,7 @@ def sizes_of_pipeline(
         temporal=temporal if family.task != "text-to-image" else 1,
         text_tokens=text_tokens,
         stored=stored,
+        encoder_layer_bytes=layer_bytes,
     )
 
 

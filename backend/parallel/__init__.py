@@ -15,7 +15,13 @@ from torch.distributed.tensor import DTensor
 
 from .branches import PairedBranches
 from .cfg import BatchedCfgParallel, CfgParallel
-from .fsdp import ModelStateError, local_param_bytes, reset_after_exception, shard_weights
+from .fsdp import (
+    ModelStateError,
+    local_param_bytes,
+    reset_after_exception,
+    shard_encoder,
+    shard_weights,
+)
 from .plan import ParallelPlan
 from .sequence import PLAN, SPREAD, SequenceLayouts, apply_sequence_parallel
 from .step_cache import CacheSwitch, install_step_cache
@@ -49,6 +55,9 @@ class Parallelized:
     paired: list[PairedBranches] = field(default_factory=list)
     """Each transformer's pairing of the CFG branches into one batch (`plan.pairs_branches`:
     a sharded plan without a CFG split; empty otherwise)."""
+    encoders: list[torch.nn.Module] = field(default_factory=list)
+    """The text/image encoders sharded with FSDP2 over the replica's ranks (the memory plan's
+    `sharded` encoder): every rank runs each encode together."""
 
     def begin_job(self, uses_cfg: bool, tokens: int = 0, step_cache: bool = False) -> str:
         """Set up the next job; returns its sequence layout (`PLAN` or `SPREAD`).
@@ -115,6 +124,7 @@ def parallelize(
     group: dist.ProcessGroup | None = None,
     batched_cfg: bool = False,
     cpu_offload: bool = False,
+    encoders: list[torch.nn.Module] | None = None,
 ) -> Parallelized:
     """Apply `plan` to each transformer (Wan 2.2 has two experts) on every rank, together.
 
@@ -126,9 +136,16 @@ def parallelize(
     `group`: the ranks of one replica when it is not a slice of the world (`dp_degree` 1),
     e.g. 3 of 4 ranks; only its ranks call this. torch names the groups it creates by a
     count kept in each process, so a rank outside `group` must not create groups together
-    with these ranks afterwards.
+    with these ranks afterwards. `encoders`: text/image encoders to shard over the replica's
+    ranks as well (FSDP2, one unit a layer: `fsdp.shard_encoder`); each encode then runs on
+    every rank of the replica together.
     """
     ranks = _group_ranks(group, plan, dp_degree)
+    if encoders and (plan.world_size == 1 or not plan.shard_weights):
+        raise ValueError(
+            "an encoder is sharded over the replica's ranks: it needs a plan of several ranks "
+            "that shards weights"
+        )
     caches = [install_step_cache(transformer) for transformer in transformers]  # before CP
     if plan.world_size == 1:
         return Parallelized(plan, [], [], caches)
@@ -160,7 +177,9 @@ def parallelize(
             wrappers.append(wrapper(transformer, cfg_mesh.get_group(), cfg_mesh.get_local_rank()))
         elif plan.pairs_branches and not batched_cfg:
             paired.append(PairedBranches(transformer))
-    return Parallelized(plan, wrappers, all_layouts, caches, sharded, paired)
+    for encoder in encoders or []:
+        shard_encoder(encoder, flat)
+    return Parallelized(plan, wrappers, all_layouts, caches, sharded, paired, list(encoders or []))
 
 
 def _group_ranks(

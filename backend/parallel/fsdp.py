@@ -83,3 +83,66 @@ def local_param_bytes(model: torch.nn.Module) -> int:
         local = param.to_local() if isinstance(param, DTensor) else param
         total += local.numel() * local.element_size()
     return total
+
+
+def encoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The shard units of a text or image encoder: the modules of the classes its model
+    declares unsplittable (transformers' `_no_split_modules`: a decoder layer, a T5 block, a
+    vision block), outermost first; else the items of every ModuleList in it."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    units: list[torch.nn.Module] = []
+    inside: set[int] = set()
+    for module in model.modules():
+        if id(module) in inside:
+            continue
+        if type(module).__name__ in names:
+            units.append(module)
+            inside.update(id(sub) for sub in module.modules())
+    if units:
+        return units
+    return [
+        item
+        for module in model.modules()
+        if isinstance(module, torch.nn.ModuleList)
+        for item in module
+    ]
+
+
+def shard_encoder(model: torch.nn.Module, mesh: DeviceMesh) -> int:
+    """fully_shard each of an encoder's layers (`encoder_layers`), then each module outside
+    them that holds parameters of its own (embeddings, final norms, projections), then the
+    root: every rank holds about 1/N of the encoder and gathers one unit at a time in the
+    forward, which every rank of `mesh` runs together. The modules outside the layers are
+    units of their own because a pipeline may call a submodule rather than the root (MiniMax
+    H3's calls the language model inside Qwen3-VL): each unit's own hook gathers it, whatever
+    is called. A parameter two modules share stays with the root. Returns the number of
+    units besides the root."""
+    model.requires_grad_(False)
+    model.eval()
+    layers = encoder_layers(model)
+    inside = {id(p) for layer in layers for p in layer.parameters()}
+    seen: set[int] = set(inside)
+    counts: dict[int, int] = {}
+    for module in model.modules():
+        for param in module.parameters(recurse=False):
+            counts[id(param)] = counts.get(id(param), 0) + 1
+    others = []
+    for module in model.modules():
+        own = list(module.parameters(recurse=False))
+        if module is model or not own or any(id(p) in seen for p in own):
+            continue
+        if any(counts[id(p)] > 1 for p in own):  # tied to another module's: the root's
+            continue
+        others.append(module)
+        seen.update(id(p) for p in own)
+    for unit in [*layers, *others]:
+        fully_shard(unit, mesh=mesh, reshard_after_forward=True)
+    fully_shard(model, mesh=mesh, reshard_after_forward=True)
+    log.info(
+        "sharded %s: %d layers and %d other units over %d ranks",
+        type(model).__name__,
+        len(layers),
+        len(others),
+        mesh.size(),
+    )
+    return len(layers) + len(others)

@@ -171,6 +171,7 @@ class Runtime:
         self._choose_attention(attention_kernel)
         self.planner: MemoryPlanner | None = None
         self.layout: Layout = self._plan_memory(memory, budget, carried.sizes)
+        self._load_encoders_to_shard()
         self._place(group.device)
         self._compile(compile_mode)
         group.barrier("loaded")  # loading takes different times; meshes need everyone
@@ -289,6 +290,7 @@ class Runtime:
             group.dp_degree,
             batched_cfg=self.family.batched_cfg,
             cpu_offload=placement.fsdp_offload(self.layout, group.device),
+            encoders=self._encoders() if self.layout.text_encoder == "sharded" else None,
         )
         caches = self.parallel.caches
         self.limits = dataclasses.replace(
@@ -477,6 +479,7 @@ class Runtime:
             batched_cfg=self.family.batched_cfg,
             shard_weights=self.plan.shard_weights,
             paired_cfg=self.plan.pairs_branches and self.family.supports_cfg(self.pipe),
+            num_replicas=group.dp_degree,
         )
         reference = self.reference_shape
         taken_over = " (the model's sizes and dry runs taken over from the group rebuilt)"
@@ -498,14 +501,39 @@ class Runtime:
         log.info("memory plan: %s%s", "; ".join(self.planner.start_reasons), taken_over)
         return self.planner.layout
 
+    def _load_encoders_to_shard(self) -> None:
+        """With the encoders sharded over the replica's ranks (the layout's `sharded` text
+        encoder), the ranks other than 0 load them too (rank 0 did in `_load`): each rank
+        holds a whole host copy until `_parallelize` shards it (not yet one host copy:
+        docs/memory.md)."""
+        if self.layout.text_encoder != "sharded" or self.group.is_rank0:
+            return
+        encoders = self.family.encoder_components
+        others = frozenset(self.pipe.components) - encoders
+        loaded = load_pipeline(self.source, skip=others, dtype=self.dtype, weights=self.weights)
+        self.pipe.register_modules(
+            **{name: getattr(loaded, name) for name in sorted(encoders) if hasattr(loaded, name)}
+        )
+
+    def _encoders(self) -> list[torch.nn.Module]:
+        """The text/image encoders this rank holds as modules."""
+        return [
+            module
+            for name in placement.ENCODERS
+            if isinstance(module := getattr(self.pipe, name, None), torch.nn.Module)
+        ]
+
     def _place(self, device: torch.device) -> None:
         """Move the components to the device. Sharded DiTs stay where they are: FSDP2 moves
         each parameter to the device as it shards it, so no rank ever holds a whole DiT there.
         What the memory layout keeps in host memory stays there.
         """
         sharded = self._sharded()
+        encoders_sharded = self.layout.text_encoder == "sharded"  # FSDP2 moves their shards
         for name, module in self.pipe.components.items():
             if not isinstance(module, torch.nn.Module) or (sharded and name in DIT_COMPONENTS):
+                continue
+            if encoders_sharded and name in placement.ENCODERS:
                 continue
             if not placement.keeps_on_host(self.layout, name, sharded):
                 module.to(device)

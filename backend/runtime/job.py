@@ -245,11 +245,16 @@ class RankModel:
         limits = job_limits(family, pipe, tiny=tiny)
         if upsampler is not None:
             limits = dataclasses.replace(limits, upscale_factors=upsampler.factors)
+        # encoders sharded by `parallelize` run together on every rank (`encode_together`)
+        layout = RESIDENT
+        if parallel.encoders:
+            layout = dataclasses.replace(RESIDENT, text_encoder="sharded")
         return cls(
             pipe,
             family,
             parallel,
             limits,
+            layout=layout,
             ctrl=group,
             leader=leader,
             replica_size=size,
@@ -471,11 +476,23 @@ class RankModel:
 
 def encode(model: RankModel, request: JobRequest) -> dict[str, torch.Tensor]:
     """Rank 0 (which alone holds the encoders): run them once for the whole group; the outputs
-    on the host, for `JobHooks.tensors` (and `tensor_meta` for the message)."""
+    on the host, for `JobHooks.tensors` (and `tensor_meta` for the message). Nothing (an
+    empty dict) when the encoders are sharded over the replica: then every rank encodes
+    together inside `run_on_rank`."""
+    if model.layout.text_encoder == "sharded":
+        return {}
     device = placement.encoder_device(model.layout, model.device)
     with torch.no_grad():
         tensors = model.family.encode(model.pipe, request, device)
     return {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
+
+
+def encode_together(model: RankModel, request: JobRequest, job_id: str) -> dict[str, torch.Tensor]:
+    """Every rank of the replica runs the encoders sharded over it (FSDP2 gathers each layer
+    from all of them), on the same request: the same outputs on every rank, on the device."""
+    with model.waiting(f"{job_id}:encode"), torch.no_grad():
+        tensors = model.family.encode(model.pipe, request, model.device)
+    return {name: t.detach().to(model.device) for name, t in tensors.items()}
 
 
 def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None) -> RankResult:
@@ -492,7 +509,12 @@ def run_on_rank(model: RankModel, message: RunJob, hooks: JobHooks | None = None
     model.in_job = True
     compiled_before = compile_counter().count
     try:
-        tensors = model.share(hooks.tensors, message.tensors, message.job_id)
+        if model.layout.text_encoder == "sharded":
+            began = time.perf_counter()
+            tensors = encode_together(model, request, message.job_id)
+            hooks.clock.notes["encode_s"] = round(time.perf_counter() - began, 4)
+        else:
+            tensors = model.share(hooks.tensors, message.tensors, message.job_id)
         loras = [JobLora(**lora) for lora in message.loras]
         if model.fault is not None:  # tests only
             model.fault.begin_job(request.prompt or "")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ... import __version__
 from ..config import BACKEND, SERVING, ServeConfig, add_flags, read_token
 from ..kernels import KERNELS
-from ..memory.settings import OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES
+from ..memory.settings import ENCODER_PLACEMENTS, OFFLOAD_MODES, TILING_MODES, WEIGHTS_MODES
 from ..request import RequestField, request_fields
 
 if TYPE_CHECKING:
@@ -130,6 +130,9 @@ def build_parser() -> Parser:
     p.add_argument("--dp-degree", type=int, default=1, help="data-parallel replicas")
     p.add_argument("--offload", default="auto", choices=OFFLOAD_MODES, help="as serve's")
     p.add_argument("--vae-tiling", default="auto", choices=TILING_MODES, help="as serve's")
+    p.add_argument(
+        "--encoder-placement", default="auto", choices=ENCODER_PLACEMENTS, help="as serve's"
+    )
     p.add_argument(
         "--weights",
         default="auto",
@@ -386,6 +389,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         weights=args.weights,
         lora_cache_gib=args.lora_cache_gib,
         images=args.images,
+        encoder_placement=args.encoder_placement,
     )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3

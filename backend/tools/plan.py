@@ -33,6 +33,7 @@ def estimate(
     weights: str = "auto",
     lora_cache_gib: float | None = None,
     images: int = 0,
+    encoder_placement: str = "auto",
 ) -> dict[str, Any]:
     """The plan for one job on `gpus` devices of `gpu_memory_gib` GiB each (with LoRAs when
     `lora_cache_gib` is given: serve's `--lora-cache-gib` with a `--lora-dir`). `images` > 0:
@@ -57,6 +58,7 @@ def estimate(
         f"{JobShape(width, height, frames)}",
         lora_cache_gib=lora_cache_gib,
         weights=weights,
+        encoder_placement=encoder_placement,
     )
     pipe = meta_pipeline(model)
     family = family_of(pipe)
@@ -77,6 +79,7 @@ def estimate(
         batched_cfg=family.batched_cfg,
         shard_weights=plan.shard_weights,
         paired_cfg=plan.pairs_branches and family.supports_cfg(pipe),
+        num_replicas=dp_degree,
     )
     stored = stored_weights(weights, file_formats(model))
     planner = MemoryPlanner(

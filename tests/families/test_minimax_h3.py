@@ -107,13 +107,16 @@ def test_plan_at_real_size_uses_the_dry_run(caplog):
 
 
 @pytest.mark.parametrize(
-    ("gpus", "memory", "where"), [(8, 80, "cpu"), (4, 24, "cpu"), (8, 141, "device")]
+    ("gpus", "memory", "where"),
+    [(8, 80, "sharded"), (1, 80, "cpu"), (2, 80, "cpu"), (4, 24, "cpu"), (8, 141, "device")],
 )
 def test_plan_counts_and_places_the_32b_encoder(gpus, memory, where):
     """The plan counts Qwen3-VL 32B at its real size (62.1 GiB in bf16) and places it for
-    720p 10 s: on the CPU even on 8 GPUs of 80 GB (on rank 0's GPU the rank would need 81.8
-    GiB of its 72), its bytes named as rank 0's host memory; on 8 GPUs of 141 GB (H200) on
-    rank 0's GPU, its bytes rank 0's part `encoders`."""
+    720p 10 s: sharded over the 8 ranks of 8 GPUs of 80 GB (on rank 0's GPU whole the rank
+    would need 81.8 GiB of its 72; sharded, 7.8 GiB a rank); on the CPU on one GPU, on 2 x 80
+    (sharded over 2 it would need 77.2 GiB) and 4 x 24 GB, its bytes named as rank 0's host
+    memory; on 8 GPUs of 141 GB (H200) whole on rank 0's GPU, its bytes rank 0's part
+    `encoders`."""
     from paradit.backend.memory.planner import render
     from paradit.backend.tools.plan import estimate
 
@@ -126,6 +129,11 @@ def test_plan_counts_and_places_the_32b_encoder(gpus, memory, where):
     if where == "device":
         assert parts["encoders"] == encoder and "encoder_host_bytes" not in plan
         assert report["memory"]["reference_job"]["predicted_bytes"]["rank0"] > encoder
+        return
+    if where == "sharded":
+        assert parts["encoders"] == -(-encoder // gpus) and "encoder_host_bytes" not in plan
+        assert "text encoder sharded over the ranks" in render(plan)
+        assert any("text encoder on device, whole decode) needs" in r for r in plan["reasons"])
         return
     assert plan["encoder_host_bytes"] == encoder and parts["encoders"] == 0
     assert "text encoder on cpu (62.13 GiB of host memory on rank 0)" in render(plan)

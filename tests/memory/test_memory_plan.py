@@ -305,9 +305,9 @@ def test_fp8_weights_count_one_byte_a_linear_weight_and_an_upcast_buffer(a14b):
         # activations are over 21.6 GiB, one expert's shards fit
         ("fp8", 2, 24, (1280, 720, 81), 4, "offload-experts"),
         ("bf16", 2, 24, (1280, 720, 81), 5, "offload-group"),
-        # not needed: both experts fit (sharded over 4, the text encoder on the CPU; or on one
-        # 80 GB card)
-        ("fp8", 4, 24, (1280, 720, 81), 2, "sharded"),
+        # not needed: both experts fit (sharded over 4, the text encoder sharded over them
+        # too, the decode whole; or on one 80 GB card)
+        ("fp8", 4, 24, (1280, 720, 81), 0, "sharded"),
         ("fp8", 1, 80, (1280, 720, 81), 0, "resident"),
         # the rest of docs/memory.md's rows: 720p on one 24 GB card does not fit one fp8
         # expert (22.1 GiB > 21.6 with 720p's 8 GiB of activations); bf16 needs no swap on
@@ -354,6 +354,41 @@ def test_paradit_plan_counts_the_weights_setting():
     assert plans["fp8"]["weights_bytes"]["vae"] == plans["bf16"]["weights_bytes"]["vae"]
     with pytest.raises(ValueError, match="--offload experts is for a model with two experts"):
         estimate("tiny-wan", 1, 1, 64, 64, 5, device="cpu", offload="experts")
+
+
+@pytest.mark.fast
+def test_encoder_placement_sharded_is_counted_forced_and_refused(wan_sizes):
+    """`--encoder-placement sharded`: each rank holds its share of UMT5-XXL and gathers
+    `ENCODER_UNITS_GATHERED` of its largest block in the encode; auto keeps it whole on rank
+    0 where that fits; sharding is refused without several ranks that shard the DiT in one
+    replica (the rule named)."""
+    from paradit.backend.memory.planner import ENCODER_UNITS_GATHERED, Layout
+
+    sizes = wan_sizes["random:wan2.1-t2v-14b"]
+    shape, budget = JobShape(832, 480, 81), Budget(80 * GIB, "--gpu-memory 80")
+    forced = MemorySettings(80, encoder_placement="sharded")
+    sharded = MemoryPlanner(sizes, forced, budget, Topology("cuda", 4, 4), shape)
+    assert sharded.layout.text_encoder == "sharded"
+    parts = sharded.plan_job(shape).prediction.parts
+    assert parts["encoders"] == -(-sizes.encoder_bytes // 4)
+    assert sizes.encoder_layer_bytes > 0  # one UMT5 block: 0.42 GiB in bf16
+    assert parts["encoder_gathered"] == ENCODER_UNITS_GATHERED * sizes.encoder_layer_bytes
+    prediction = sharded.plan_job(shape).prediction
+    assert prediction.others >= parts["encoders"]  # every rank holds its share
+    auto = MemoryPlanner(sizes, MemorySettings(80), budget, Topology("cuda", 4, 4), shape)
+    assert auto.layout.text_encoder == "device"  # it fits whole on rank 0: no gathers
+    assert auto.plan_job(shape).prediction.others < prediction.others
+    for topology in (
+        Topology("cuda", 1, 1),
+        Topology("cuda", 4, 4, num_replicas=2),
+        Topology("cuda", 4, 4, shard_weights=False),
+    ):
+        with pytest.raises(ValueError, match="several ranks that shard the DiT, in one replica"):
+            MemoryPlanner(sizes, forced, budget, topology, shape)
+    with pytest.raises(ValueError, match="--encoder-placement must be one of"):
+        MemorySettings(encoder_placement="gpu")
+    with pytest.raises(ValueError, match="a layout's text encoder is one of"):
+        Layout(0, "sharded", "gpu", False)
 
 
 @pytest.mark.fast
