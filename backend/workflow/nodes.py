@@ -211,7 +211,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "LTXVEmptyLatentAudio",
         ("frames_number", "frame_rate", "batch_size"),
-        "LTX-2's audio track (the video's frames at the job's fps)",
+        "LTX-2's audio track: ceil(frames_number / frame_rate × 25) latent frames, the job's "
+        "`audio_latent_frames` where the pipeline would count otherwise",
     ),
     _spec("LTXVConcatAVLatent", (), "the video and audio latents sampled together"),
     _spec(
