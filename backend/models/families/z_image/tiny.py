@@ -11,6 +11,7 @@ from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,
+    tiny_text_config,
 )
 from ..flux.tiny import FLUX_LATENT_CHANNELS, flux_vae
 
@@ -21,13 +22,7 @@ def _qwen3_text_encoder():
     from transformers import Qwen3Config, Qwen3Model
 
     config = Qwen3Config(
-        vocab_size=QWEN_CHAT_VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
+        **tiny_text_config(QWEN_CHAT_VOCAB_SIZE, 2),
         bos_token_id=None,
         eos_token_id=None,
         pad_token_id=PAD_ID,
