@@ -5,6 +5,7 @@ Qwen-Image VAE; a Qwen3-VL text model) at tiny widths."""
 from __future__ import annotations
 
 from ...encoders.qwen3_vl import tiny_qwen3_vl_text_model
+from ...random_presets import shipped_scheduler
 from ...seeded import QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 from ..qwen_image.tiny import _qwen_vae
@@ -41,20 +42,11 @@ def krea2_transformer():
     )
 
 
-def krea2_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:krea2")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _KREA2: Builders = {
     "tokenizer": qwen_chat_tokenizer,
     "text_encoder": lambda: seeded(601, qwen3_vl_text_encoder),
     "vae": lambda: seeded(602, _qwen_vae),
-    "scheduler": krea2_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:krea2"),
     "transformer": lambda: seeded(603, krea2_transformer),
 }
 

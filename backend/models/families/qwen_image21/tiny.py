@@ -6,6 +6,7 @@ at tiny widths."""
 from __future__ import annotations
 
 from ...encoders.qwen3_vl import qwen3_vl_processor, tiny_qwen3_vl
+from ...random_presets import shipped_scheduler
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 HEADS, HEAD_DIM = 4, 16
@@ -65,20 +66,11 @@ def qwen_image21_transformer():
     )
 
 
-def qwen_image21_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:qwen-image2.1")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _QWEN_IMAGE21: Builders = {
     "processor": qwen3_vl_processor,
     "text_encoder": lambda: seeded(701, qwen3_vl_text_encoder),
     "vae": lambda: seeded(702, qwen_image21_vae),
-    "scheduler": qwen_image21_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:qwen-image2.1"),
     "transformer": lambda: seeded(703, qwen_image21_transformer),
 }
 

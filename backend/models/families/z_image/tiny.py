@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...random_presets import shipped_scheduler
 from ...seeded import (
     PAD_ID,
     QWEN_CHAT_VOCAB_SIZE,
@@ -48,20 +49,11 @@ def _z_image_transformer():
     )
 
 
-def _z_image_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _Z_IMAGE: Builders = {
     "tokenizer": qwen3_chat_tokenizer,
     "text_encoder": lambda: seeded(501, _qwen3_text_encoder),
     "vae": lambda: seeded(502, flux_vae),
-    "scheduler": _z_image_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:z-image-turbo"),
     "transformer": lambda: seeded(503, _z_image_transformer),
 }
 
