@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from comfy_templates import TEMPLATES, placeholders
-
-from paradit.backend.tools.workflow import plan_of
+from comfy_templates import TEMPLATES, placeholders, refusal
 
 SAVED = {  # template -> (where, node type, the reason's words)
     # 5 s at 25 fps: a * b + 1 = 126 frames, which ComfyUI's video latent rounds down to 121
@@ -42,10 +40,7 @@ SAVED = {  # template -> (where, node type, the reason's words)
 def test_ltx2_3_and_2_5_templates_as_saved_are_refused_at_their_node(tmp_path, template):
     where, kind, words = SAVED[template]
     comfy = placeholders(template, tmp_path / "ComfyUI")
-    with pytest.raises(ValueError) as refused:
-        plan_of(str(TEMPLATES / template), str(comfy))
-    message = str(refused.value)
-    assert message.startswith(f"{where} ({kind}): ") and words in message, message
+    refusal(TEMPLATES / template, comfy, f"{where} ({kind}): ", words)
 
 
 def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusal(tmp_path):
@@ -63,11 +58,11 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
     next(n for n in sub["nodes"] if n["id"] == 277)["widgets_values"] = ["a * b + 17"]
     path = tmp_path / template
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError) as refused:
-        plan_of(str(path), str(comfy))
-    assert str(refused.value).startswith(
-        "subgraph 267 > node 327 (TextGenerateLTX2Prompt): a prompt written at run time"
-    ), refused.value
+    refusal(
+        path,
+        comfy,
+        "subgraph 267 > node 327 (TextGenerateLTX2Prompt): a prompt written at run time",
+    )
 
 
 def test_the_2_3_template_at_8_seconds_without_the_prompt_enhancer_maps_to_its_files(tmp_path):
@@ -85,9 +80,10 @@ def test_the_2_3_template_at_8_seconds_without_the_prompt_enhancer_maps_to_its_f
     outer["widgets_values"][4] = 8  # seconds
     path = tmp_path / template
     path.write_text(json.dumps(data))
-    with pytest.raises(ValueError) as refused:
-        plan_of(str(path), str(comfy))
-    assert str(refused.value).startswith(
+    refusal(
+        path,
+        comfy,
         "subgraph 267 > node 233 (LatentUpscaleModelLoader): "
-        "ltx-2.3-spatial-upscaler-x2-1.1.safetensors: "
-    ) and "the file has 0 bytes" in str(refused.value), refused.value
+        "ltx-2.3-spatial-upscaler-x2-1.1.safetensors: ",
+        "the file has 0 bytes",
+    )
