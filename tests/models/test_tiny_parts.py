@@ -1,8 +1,10 @@
-"""The tiny presets' shared text-encoder builders (`tiny_parts.tiny_text_config`,
-`encoders/qwen3_vl.py`'s `tiny_qwen3_vl*`): a file of what they build is recognised with the
-config they built it from, so a preset saved as single files loads as the preset.
+"""The tiny presets' shared parts: the text-encoder builders (`tiny_parts.tiny_text_config`,
+`encoders/qwen3_vl.py`'s `tiny_qwen3_vl*`), a file of what they build recognised with the
+config they built it from (so a preset saved as single files loads as the preset); the
+scheduler a random preset ships (`random_presets.shipped_scheduler`), the one its tiny preset
+takes.
 
-Cost: about 1 s (built on the meta device: shapes only).
+Cost: about 2 s (the encoders built on the meta device: shapes only).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from paradit.backend.models.encoders.qwen3_vl import (
     tiny_qwen3_vl,
     tiny_qwen3_vl_text_model,
 )
+from paradit.backend.models.families import SPECS
+from paradit.backend.models.random_presets import random_preset_spec
 from paradit.backend.models.seeded import QWEN_CHAT_VOCAB_SIZE
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.tiny_parts import TEXT_DIM, TINY_WIDTHS, tiny_text_config
@@ -75,3 +79,25 @@ def test_a_tiny_qwen3_vl_file_with_its_tower_is_recognised_with_the_tower_it_was
     assert found is not None
     assert found.config["rope_parameters"] == model.config.text_config.rope_parameters
     assert found.config["num_hidden_layers"] == 2
+
+
+SHIPPED_SCHEDULERS = {
+    "tiny-krea2": "random:krea2",
+    "tiny-qwen-image2.1": "random:qwen-image2.1",
+    "tiny-qwen-image": "random:qwen-image",
+    "tiny-flux2": "random:flux.2-dev",
+    "tiny-flux2-klein": "random:flux.2-klein-4b",
+    "tiny-z-image": "random:z-image-turbo",
+}
+"""Tiny presets whose scheduler is the real model's, as its random preset ships it."""
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("tiny", sorted(SHIPPED_SCHEDULERS))
+def test_a_tiny_preset_takes_the_scheduler_its_model_ships(tiny):
+    _pipeline, builders = next(s.tiny_presets[tiny] for s in SPECS if tiny in s.tiny_presets)
+    ours = builders["scheduler"]()
+    shipped = random_preset_spec(SHIPPED_SCHEDULERS[tiny])["components"]["scheduler"]["config"]
+    assert type(ours).__name__ == shipped["_class_name"]
+    settings = {k: v for k, v in shipped.items() if not k.startswith("_")}
+    assert {k: ours.config[k] for k in settings} == settings
