@@ -1,7 +1,8 @@
 """ComfyUI's official templates as the tests read them (the `comfyui-workflow-templates-json`
 package, where it is installed): a widget value off a template's JSON, a ComfyUI folder of
 placeholder files under the names a template gives, a flow model's level under a static
-shift. Shared by tests/workflow/test_templates*.py and tests/template_jobs.py."""
+shift, a workflow's refusal naming the node. Shared by tests/workflow/test_templates*.py and
+tests/template_jobs.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import json
 from pathlib import Path
 
 import comfyui_workflow_templates_json
+import pytest
 from PIL import Image
+
+from paradit.backend.tools.workflow import plan_of
 
 TEMPLATES = Path(comfyui_workflow_templates_json.__file__).parent / "templates"
 
@@ -51,3 +55,15 @@ def placeholders(template: str, folder: Path) -> Path:
 def shifted(t: float, shift: float) -> float:
     """A flow model's level at time t under a static shift: shift t / (1 + (shift - 1) t)."""
     return shift * t / (1 + (shift - 1) * t)
+
+
+def refusal(workflow: Path, comfy: Path, start: str, *words: str) -> str:
+    """The message `workflow` is refused with (`plan_of`, as `paradit workflow import` reads
+    it, in the ComfyUI folder `comfy`), checked to start with `start` (the node's path and
+    type, `subgraph 92 > node 82 (LTXVDualCFGGuider): `, perhaps the reason's first words) and
+    to hold every one of `words`; a workflow that imports fails the test."""
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(workflow), str(comfy))
+    message = str(refused.value)
+    assert message.startswith(start) and all(w in message for w in words), message
+    return message

@@ -5,7 +5,6 @@ and test_comfyui_templates.py, which drive it with Debian's Chromium through Pla
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -16,9 +15,6 @@ from starlette.staticfiles import StaticFiles
 
 from paradit.backend.workflow.sockets import SOCKETS, node_definition
 
-CHROMIUM = Path("/usr/bin/chromium")
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
-"""Where Chromium must be there (the browser tests fail without it instead of skipping)."""
 REPO = Path(__file__).resolve().parents[1]
 EXTENSION = "/extensions/paradit/paradit_queue.js"
 

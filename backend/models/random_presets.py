@@ -72,6 +72,15 @@ def random_preset_spec(name: str) -> dict[str, Any]:
     return json.loads(RANDOM_PRESETS[name].read_text())
 
 
+def shipped_scheduler(name: str) -> Any:
+    """The scheduler random preset `name` ships, with the settings its model's folder has (a
+    tiny preset of that model takes it as it is)."""
+    import diffusers
+
+    config = dict(random_preset_spec(name)["components"]["scheduler"]["config"])
+    return getattr(diffusers, config.pop("_class_name")).from_config(config)
+
+
 def random_preset_components(name: str) -> frozenset[str]:
     return frozenset(random_preset_spec(name)["components"])
 

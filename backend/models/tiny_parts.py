@@ -16,6 +16,15 @@ from .seeded import (
 )
 
 TEXT_DIM = 32  # hidden size of every tiny text encoder
+TINY_WIDTHS = {
+    "hidden_size": TEXT_DIM,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+}
+"""Every tiny language model's widths (Qwen3, Qwen3-VL, Gemma 3 and 4 take the same names):
+4 heads of 8, 2 key/value heads, a 64-wide feed-forward."""
 CLIP_IMAGE_SIZE = 32
 CLIP_VISION_DIM = 32
 
@@ -33,6 +42,12 @@ def seeded(seed: int, make: Callable[[], torch.nn.Module]) -> torch.nn.Module:
         torch.manual_seed(seed)
         module = make()
     return seed_weights(module, seed)
+
+
+def tiny_text_config(vocab_size: int, num_layers: int, **settings: Any) -> dict[str, Any]:
+    """A tiny language model's config arguments: `TINY_WIDTHS`, the vocabulary and depth, then
+    the caller's `settings` (which may also replace a width)."""
+    return {"vocab_size": vocab_size, **TINY_WIDTHS, "num_hidden_layers": num_layers, **settings}
 
 
 def _t5_config(config_class):

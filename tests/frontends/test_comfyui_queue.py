@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser import NEEDS_CHROMIUM, chromium, new_page
 from comfy_workflow_files import write_comfyui
-from comfyui_page import CHROMIUM, IN_CI, REPO, comfyui_page
+from comfyui_page import REPO, comfyui_page
 
 from paradit.backend.serving.http import HttpServer
 from paradit.backend.tools.workflow import plan_of
@@ -39,10 +40,7 @@ WORKFLOW = REPO / "tests/comfy_workflows/wan21_t2v.ui.json"
 ARTIFACTS = Path(os.environ.get("PARADIT_TEST_ARTIFACTS", REPO / "test-artifacts"))
 SLOW_STEP = ("PARADIT_FAULT", "rank=all,at=step:2,kind=slow,secs=1.5")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file() and not IN_CI,
-    reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
-)
+pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -66,19 +64,8 @@ def page_and_server(backends, tmp_path_factory) -> Iterator[tuple[str, object, P
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (CI=true): apt-get install -y chromium"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 # Every text the panel's job line shows, in order (it changes faster than a test can look).
@@ -93,8 +80,7 @@ new MutationObserver(() => {
 
 
 def _open(browser, url: str, workflow: dict):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.set_default_timeout(30_000)
+    page = new_page(browser, 1400, 900)
     page.add_init_script(RECORD_STATUS)
     page.goto(url)
     page.wait_for_function("() => window.app?.graph && window.app.extensionManager?.setting")

@@ -32,8 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser import NEEDS_CHROMIUM, chromium, new_page
 from comfy_templates import TEMPLATES, placeholders
-from comfyui_page import CHROMIUM, IN_CI, comfyui_page
+from comfyui_page import comfyui_page
 from template_jobs import (
     EDIT_EXPECTED,
     EXPECTED,
@@ -59,10 +60,7 @@ from paradit.backend.workflow.graph import Link, graph_of
 from paradit.backend.workflow.nodes import UI_ONLY
 from paradit.backend.workflow.sockets import SOCKETS
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file() and not IN_CI,
-    reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
-)
+pytestmark = NEEDS_CHROMIUM
 
 FRONTEND_ONLY = UI_ONLY
 """Node types ComfyUI's frontend itself defines (notes, reroutes, legacy primitives)."""
@@ -94,26 +92,14 @@ def krea2_comfy(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def frontend() -> Iterator[object]:
     """One page of ComfyUI's frontend whose server describes the nodes paradit knows."""
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (CI=true): apt-get install -y chromium"
-    from playwright.sync_api import sync_playwright
-
     http = HttpServer(comfyui_page({"Comfy.TutorialCompleted": True}), "127.0.0.1", 0)
     http.start()
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(CHROMIUM),
-                headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.set_default_timeout(30_000)
-                page.goto(http.url)
-                page.wait_for_function("() => window.app?.graph && window.app.extensionManager")
-                yield page
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page = new_page(browser, 1400, 900)
+            page.goto(http.url)
+            page.wait_for_function("() => window.app?.graph && window.app.extensionManager")
+            yield page
     finally:
         http.stop()
 

@@ -14,23 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser import NEEDS_CHROMIUM, chromium, new_page
 
 from paradit.web.app import launch
 from paradit.web.ui import build_ui
 
-CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = "a red fox running through snow"
 LOADED_VIDEO = """() => [...document.querySelectorAll('video')].some(
     v => v.offsetParent !== null && v.readyState >= 1 && v.duration > 0)"""
 
-# Skipped without Chromium on a developer's machine; under CI (CI=true, which .ci/run and CI
-# services set) it runs and fails, so a missing browser cannot leave the suite green.
-IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file() and not IN_CI,
-    reason=f"{CHROMIUM} is missing: apt-get install -y chromium",
-)
+pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +40,8 @@ def app_url(backends, tmp_path_factory) -> Iterator[tuple[str, object]]:
 
 @pytest.fixture
 def page() -> Iterator[object]:
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing (CI=true): apt-get install -y chromium"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield new_page(browser, 1280, 1000)
 
 
 def test_type_a_prompt_generate_and_see_the_video(app_url, page):

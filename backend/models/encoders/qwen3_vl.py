@@ -41,6 +41,17 @@ _MROPE_SECTIONS = {128: [24, 20, 20], 8: [2, 1, 1]}
 """Interleaved multimodal rotary sections per head width (Qwen3-VL's; the tiny presets')."""
 
 
+def rope_parameters(head_dim: int) -> dict[str, Any]:
+    """Qwen3-VL's rotary settings for `head_dim`-wide heads (a width `_MROPE_SECTIONS` has):
+    theta 5e6 over interleaved multimodal sections."""
+    return {
+        "rope_type": "default",
+        "rope_theta": 5000000.0,
+        "mrope_section": list(_MROPE_SECTIONS[head_dim]),
+        "mrope_interleaved": True,
+    }
+
+
 def _language_prefix(keys: Any) -> str | None:
     """Where a Qwen3-VL language model sits in `keys`, or None (a plain Qwen3 file too)."""
     if f"{LANGUAGE_PREFIX}{_MARKER}" in keys:
@@ -75,12 +86,7 @@ def qwen3_vl_encoder(header: FileHeader) -> Detection | None:
         "head_dim": head_dim,
         "rms_norm_eps": 1e-6,
         "tie_word_embeddings": "lm_head.weight" not in header.tensors,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5000000.0,
-            "mrope_section": _MROPE_SECTIONS[head_dim],
-            "mrope_interleaved": True,
-        },
+        "rope_parameters": rope_parameters(head_dim),
     }
     if head_dim == REAL_HEAD_DIM:  # the real models' (not the presets' reduced ones)
         config["max_position_embeddings"] = 262144
@@ -217,3 +223,50 @@ QWEN3_VL = EncoderKind(
         "ImageQwen3VLProcessor": folder_processor,
     },
 )
+
+
+# -- the tiny presets' ------------------------------------------------------------------------
+
+
+def tiny_qwen3_vl_text_config(vocab_size: int, num_layers: int) -> dict[str, Any]:
+    """Qwen3-VL's language model at the tiny widths (`tiny_parts.TINY_WIDTHS`), rotary
+    sections for their 8-wide heads."""
+    from ..tiny_parts import TINY_WIDTHS, tiny_text_config
+
+    rope = rope_parameters(TINY_WIDTHS["head_dim"])
+    return tiny_text_config(vocab_size, num_layers, rope_parameters=rope)
+
+
+def tiny_qwen3_vl_text_model(vocab_size: int, num_layers: int, **settings: Any) -> Any:
+    """Qwen3-VL's language model alone (`Qwen3VLTextModel`) at tiny widths; `settings` go to
+    its config (`tie_word_embeddings`, ...)."""
+    from transformers import Qwen3VLTextConfig, Qwen3VLTextModel
+
+    config = Qwen3VLTextConfig(**tiny_qwen3_vl_text_config(vocab_size, num_layers), **settings)
+    return Qwen3VLTextModel(config)
+
+
+def tiny_qwen3_vl(num_layers: int, vision: dict[str, Any], **settings: Any) -> Any:
+    """Qwen3-VL with its vision tower (`Qwen3VLForConditionalGeneration`) at tiny widths, on
+    the tiny Qwen-VL tokenizer's vocabulary and vision marker ids (`qwen_vl.py`); `vision` is
+    the tower's config, `settings` go to the outer config (`tie_word_embeddings`, ...)."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    from ..qwen_vl import (
+        IMAGE_PAD_ID,
+        QWEN_VL_VOCAB_SIZE,
+        VIDEO_PAD_ID,
+        VISION_END_ID,
+        VISION_START_ID,
+    )
+
+    config = Qwen3VLConfig(
+        text_config=tiny_qwen3_vl_text_config(QWEN_VL_VOCAB_SIZE, num_layers),
+        vision_config=vision,
+        image_token_id=IMAGE_PAD_ID,
+        video_token_id=VIDEO_PAD_ID,
+        vision_start_token_id=VISION_START_ID,
+        vision_end_token_id=VISION_END_ID,
+        **settings,
+    )
+    return Qwen3VLForConditionalGeneration(config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...random_presets import shipped_scheduler
 from ...seeded import MISTRAL_CHAT_VOCAB_SIZE, PAD_ID, mistral_chat_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
@@ -81,20 +82,11 @@ def _flux2_transformer(guidance_embeds: bool = True):
     )
 
 
-def _flux2_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:flux.2-dev")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _FLUX2: Builders = {
     "tokenizer": mistral_chat_tokenizer,
     "text_encoder": lambda: seeded(601, _mistral3_text_encoder),
     "vae": lambda: seeded(602, _flux2_vae),
-    "scheduler": _flux2_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:flux.2-dev"),
     "transformer": lambda: seeded(603, _flux2_transformer),
 }
 

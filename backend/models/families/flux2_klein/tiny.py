@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...random_presets import shipped_scheduler
 from ...seeded import PAD_ID, QWEN_CHAT_VOCAB_SIZE, qwen3_chat_tokenizer
-from ...tiny_parts import TEXT_DIM, Builders, seeded
+from ...tiny_parts import Builders, seeded, tiny_text_config
 from ..flux2.tiny import _flux2_transformer, _flux2_vae
 
 KLEIN_TEXT_LAYERS = 28  # the pipeline stacks hidden states 9, 18 and 27 (of Qwen3-4B's 36)
@@ -16,13 +17,7 @@ def _qwen3_causal_text_encoder():
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     config = Qwen3Config(
-        vocab_size=QWEN_CHAT_VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=KLEIN_TEXT_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
+        **tiny_text_config(QWEN_CHAT_VOCAB_SIZE, KLEIN_TEXT_LAYERS),
         tie_word_embeddings=True,  # as Qwen3-4B
         bos_token_id=None,
         eos_token_id=None,
@@ -31,21 +26,11 @@ def _qwen3_causal_text_encoder():
     return Qwen3ForCausalLM(config)
 
 
-def _klein_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    entry = random_preset_spec("random:flux.2-klein-4b")["components"]["scheduler"]
-    shipped = dict(entry["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _KLEIN: Builders = {
     "tokenizer": qwen3_chat_tokenizer,
     "text_encoder": lambda: seeded(701, _qwen3_causal_text_encoder),
     "vae": lambda: seeded(702, _flux2_vae),
-    "scheduler": _klein_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:flux.2-klein-4b"),
     "transformer": lambda: seeded(703, lambda: _flux2_transformer(guidance_embeds=False)),
 }
 

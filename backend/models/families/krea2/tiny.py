@@ -4,6 +4,8 @@ Qwen-Image VAE; a Qwen3-VL text model) at tiny widths."""
 
 from __future__ import annotations
 
+from ...encoders.qwen3_vl import tiny_qwen3_vl_text_model
+from ...random_presets import shipped_scheduler
 from ...seeded import QWEN_CHAT_VOCAB_SIZE, qwen_chat_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 from ..qwen_image.tiny import _qwen_vae
@@ -16,27 +18,8 @@ TAPPED_LAYERS = (2, 4, 6)
 
 
 def qwen3_vl_text_encoder():
-    """Qwen3-VL's language model at tiny widths (interleaved multimodal rotary sections for
-    8-wide heads)."""
-    from transformers import Qwen3VLTextConfig, Qwen3VLTextModel
-
-    config = Qwen3VLTextConfig(
-        vocab_size=QWEN_CHAT_VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=ENCODER_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        rope_parameters={
-            "rope_type": "default",
-            "rope_theta": 5000000.0,
-            "mrope_section": [2, 1, 1],
-            "mrope_interleaved": True,
-        },
-        tie_word_embeddings=True,
-    )
-    return Qwen3VLTextModel(config)
+    """Qwen3-VL's language model at tiny widths, its embeddings tied (as Qwen3-VL-4B's)."""
+    return tiny_qwen3_vl_text_model(QWEN_CHAT_VOCAB_SIZE, ENCODER_LAYERS, tie_word_embeddings=True)
 
 
 def krea2_transformer():
@@ -59,20 +42,11 @@ def krea2_transformer():
     )
 
 
-def krea2_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:krea2")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _KREA2: Builders = {
     "tokenizer": qwen_chat_tokenizer,
     "text_encoder": lambda: seeded(601, qwen3_vl_text_encoder),
     "vae": lambda: seeded(602, _qwen_vae),
-    "scheduler": krea2_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:krea2"),
     "transformer": lambda: seeded(603, krea2_transformer),
 }
 

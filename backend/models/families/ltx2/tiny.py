@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...encoders.gemma3 import TINY_SETTINGS
 from ...seeded import VOCAB_SIZE, byte_tokenizer
-from ...tiny_parts import TEXT_DIM, Builders, seeded
+from ...tiny_parts import TEXT_DIM, Builders, seeded, tiny_text_config
 
 _TEXT_LAYERS = 2
 """The pipeline stacks every hidden state of the text encoder (Gemma 3 12B: 48 layers + the
@@ -27,16 +27,7 @@ def _text_encoder():
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
     # Gemma 3's text model in Gemma-3-12B's role: the pipeline reads all its hidden states.
-    config = Gemma3TextConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=_TEXT_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        **TEXT_ENCODER_UNSEEN,
-    )
+    config = Gemma3TextConfig(**tiny_text_config(VOCAB_SIZE, _TEXT_LAYERS, **TEXT_ENCODER_UNSEEN))
     return Gemma3TextModel(config)
 
 
@@ -203,18 +194,11 @@ def _gemma4_text_encoder():
     # same role, every hidden state stacked: a sliding-window layer, then a full one whose
     # keys are its values (`attention_k_eq_v`) with wider heads and one key/value head.
     config = Gemma4UnifiedTextConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=_TEXT_LAYERS,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
+        **tiny_text_config(VOCAB_SIZE, _TEXT_LAYERS, **TEXT_ENCODER_UNSEEN),
         global_head_dim=16,
         num_global_key_value_heads=1,
         attention_k_eq_v=True,
         layer_types=["sliding_attention", "full_attention"],
-        **TEXT_ENCODER_UNSEEN,
     )
     return Gemma4UnifiedTextModel(config)
 

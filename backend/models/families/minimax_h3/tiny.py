@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...qwen_vl import (
-    IMAGE_PAD_ID,
-    QWEN_VL_VOCAB_SIZE,
-    VIDEO_PAD_ID,
-    VISION_END_ID,
-    VISION_START_ID,
-    ImageQwen3VLProcessor,
-    qwen_vl_tokenizer,
-)
+from ...encoders.qwen3_vl import tiny_qwen3_vl
+from ...qwen_vl import ImageQwen3VLProcessor, qwen_vl_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 HEADS, HEAD_DIM = 28, 8
@@ -29,23 +22,6 @@ AUDIO_SAMPLE_RATE = 160
 
 def qwen3_vl_conditioner():
     """Qwen3-VL (language model and a two-layer vision tower) at tiny widths."""
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    text = {
-        "vocab_size": QWEN_VL_VOCAB_SIZE,
-        "hidden_size": TEXT_DIM,
-        "intermediate_size": 64,
-        "num_hidden_layers": ENCODER_LAYERS,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 8,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5000000.0,
-            "mrope_section": [2, 1, 1],
-            "mrope_interleaved": True,
-        },
-    }
     vision = {
         "depth": 2,
         "hidden_size": 32,
@@ -58,15 +34,7 @@ def qwen3_vl_conditioner():
         "deepstack_visual_indexes": [1],
         "num_position_embeddings": 64,
     }
-    config = Qwen3VLConfig(
-        text_config=text,
-        vision_config=vision,
-        image_token_id=IMAGE_PAD_ID,
-        video_token_id=VIDEO_PAD_ID,
-        vision_start_token_id=VISION_START_ID,
-        vision_end_token_id=VISION_END_ID,
-    )
-    return Qwen3VLForConditionalGeneration(config)
+    return tiny_qwen3_vl(ENCODER_LAYERS, vision)
 
 
 def qwen3_vl_processor() -> Any:

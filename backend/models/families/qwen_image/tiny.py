@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...random_presets import shipped_scheduler
 from ...seeded import (
     QWEN_CHAT_VOCAB_SIZE,
     qwen_chat_tokenizer,
@@ -70,12 +71,7 @@ def _qwen_transformer():
 
 
 def _qwen_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:qwen-image")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
+    return shipped_scheduler("random:qwen-image")
 
 
 _QWEN_IMAGE: Builders = {

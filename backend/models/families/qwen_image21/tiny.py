@@ -5,7 +5,8 @@ at tiny widths."""
 
 from __future__ import annotations
 
-from ...encoders.qwen3_vl import qwen3_vl_processor
+from ...encoders.qwen3_vl import qwen3_vl_processor, tiny_qwen3_vl
+from ...random_presets import shipped_scheduler
 from ...tiny_parts import TEXT_DIM, Builders, seeded
 
 HEADS, HEAD_DIM = 4, 16
@@ -15,33 +16,9 @@ HEADS, HEAD_DIM = 4, 16
 def qwen3_vl_text_encoder():
     """Qwen3-VL at tiny widths (interleaved multimodal rotary sections for 8-wide heads), its
     vision tower one block deep; the vision markers' ids are the tiny tokenizer's."""
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    from ...qwen_vl import (
-        IMAGE_PAD_ID,
-        QWEN_VL_VOCAB_SIZE,
-        VIDEO_PAD_ID,
-        VISION_END_ID,
-        VISION_START_ID,
-    )
-
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": QWEN_VL_VOCAB_SIZE,
-            "hidden_size": TEXT_DIM,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 8,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5000000.0,
-                "mrope_section": [2, 1, 1],
-                "mrope_interleaved": True,
-            },
-        },
-        vision_config={
+    return tiny_qwen3_vl(
+        2,
+        {
             "depth": 1,
             "hidden_size": 16,
             "intermediate_size": 32,
@@ -50,13 +27,8 @@ def qwen3_vl_text_encoder():
             "deepstack_visual_indexes": [],
             "num_position_embeddings": 64,
         },
-        image_token_id=IMAGE_PAD_ID,
-        video_token_id=VIDEO_PAD_ID,
-        vision_start_token_id=VISION_START_ID,
-        vision_end_token_id=VISION_END_ID,
         tie_word_embeddings=True,
     )
-    return Qwen3VLForConditionalGeneration(config)
 
 
 def qwen_image21_vae():
@@ -94,20 +66,11 @@ def qwen_image21_transformer():
     )
 
 
-def qwen_image21_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:qwen-image2.1")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _QWEN_IMAGE21: Builders = {
     "processor": qwen3_vl_processor,
     "text_encoder": lambda: seeded(701, qwen3_vl_text_encoder),
     "vae": lambda: seeded(702, qwen_image21_vae),
-    "scheduler": qwen_image21_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:qwen-image2.1"),
     "transformer": lambda: seeded(703, qwen_image21_transformer),
 }
 

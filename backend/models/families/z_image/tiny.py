@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...random_presets import shipped_scheduler
 from ...seeded import (
     PAD_ID,
     QWEN_CHAT_VOCAB_SIZE,
@@ -11,6 +12,7 @@ from ...tiny_parts import (
     TEXT_DIM,
     Builders,
     seeded,
+    tiny_text_config,
 )
 from ..flux.tiny import FLUX_LATENT_CHANNELS, flux_vae
 
@@ -21,13 +23,7 @@ def _qwen3_text_encoder():
     from transformers import Qwen3Config, Qwen3Model
 
     config = Qwen3Config(
-        vocab_size=QWEN_CHAT_VOCAB_SIZE,
-        hidden_size=TEXT_DIM,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
+        **tiny_text_config(QWEN_CHAT_VOCAB_SIZE, 2),
         bos_token_id=None,
         eos_token_id=None,
         pad_token_id=PAD_ID,
@@ -53,20 +49,11 @@ def _z_image_transformer():
     )
 
 
-def _z_image_scheduler():
-    import diffusers
-
-    from ...random_presets import random_preset_spec
-
-    shipped = dict(random_preset_spec("random:z-image-turbo")["components"]["scheduler"]["config"])
-    return getattr(diffusers, shipped.pop("_class_name")).from_config(shipped)
-
-
 _Z_IMAGE: Builders = {
     "tokenizer": qwen3_chat_tokenizer,
     "text_encoder": lambda: seeded(501, _qwen3_text_encoder),
     "vae": lambda: seeded(502, flux_vae),
-    "scheduler": _z_image_scheduler,
+    "scheduler": lambda: shipped_scheduler("random:z-image-turbo"),
     "transformer": lambda: seeded(503, _z_image_transformer),
 }
 
