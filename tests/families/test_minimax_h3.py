@@ -71,6 +71,27 @@ def test_limits_are_h3s(meta_pipe):
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize("steps", [1, 2, 30])
+def test_a_jobs_steps_are_its_dit_calls(meta_pipe, steps):
+    """diffusers' H3 scheduler counts its sigma grid's points, the terminal 0 included (one
+    DiT call fewer): the job asks it for one more, so the loop calls back `steps` times and
+    the final latents (`--save-latents`) come at the job's last step."""
+    from paradit.backend.models.families.minimax_h3.adapter import grid_points
+
+    scheduler = meta_pipe.scheduler
+    scheduler.set_timesteps(grid_points(steps))
+    assert len(scheduler.timesteps) == steps
+    assert scheduler.sigmas[0] == 1 and scheduler.sigmas[-1] == 0
+    request = JobRequest.from_body(
+        {"prompt": "a fox", "num_inference_steps": steps},
+        family_of(meta_pipe).limits(meta_pipe, tiny=False),
+    )
+    tensors = {"prompt_embeds": torch.zeros(1, 3, 8), "text_token_tags": torch.zeros(1, 3)}
+    kwargs = family_of(meta_pipe).prepare(meta_pipe, request, tensors)
+    assert kwargs["num_inference_steps"] == steps + 1
+
+
+@pytest.mark.fast
 @pytest.mark.parametrize("frames", [240, 107])
 def test_frames_off_the_17n_plus_5_rule_are_refused(meta_pipe, frames):
     """240 (10 s) is not 17n+5; 107 is, under 5 s: refused before any step, naming the rule

@@ -76,21 +76,37 @@ def test_the_folder_loads_as_the_modular_pipeline_without_the_ref2va_partition(f
     assert pipe.processor.image_token_id == preset.image_token_id
 
 
-def test_a_folder_job_equals_the_presets(folder, backends):
-    """World size 1 from the folder equals the preset's job byte for byte (frames and the
-    audio track); on 2 ranks each rank holds half the DiT, its rows read from the folder's
-    file, and the frames equal world size 1's within a level (the split sequence sums in
+def test_save_latents_keeps_the_last_steps_latents(references):
+    """`--save-latents` on an H3 job: `latents.npy` in the job's files, the packed video rows
+    after its last step (37 latent frames of one 2x2 patch, 4 channels x 4). The job's steps
+    are its DiT calls: the step callback's last call is the job's `num_inference_steps`-th
+    (diffusers' scheduler counts one more: its sigma grid's points), so progress ends at it."""
+    job, _, latents = references.get(PRESET, BODY)
+    steps = BODY["num_inference_steps"]
+    assert "latents.npy" in job["files"]
+    assert job["progress"] == {"step": steps, "total": steps}
+    assert len(job["timings"]["step_s"]) == steps
+    assert len(job["timings"]["sampling"]["sigmas"]) == steps + 1
+    assert latents.shape == (37, 16) and latents.dtype == np.float32
+    assert np.isfinite(latents).all() and latents.std() > 0
+
+
+def test_a_folder_job_equals_the_presets(folder, backends, references):
+    """World size 1 from the folder equals the preset's job byte for byte (frames, the
+    audio track and the final latents); on 2 ranks each rank holds half the DiT, its rows
+    read from the folder's file, and the frames equal world size 1's within a level (the split sequence sums in
     another order: the latents within float32 rounding, tests/families/test_minimax_h3_ranks.py)."""
     one = backends.get(str(folder), 1, *REFERENCE_FLAGS)
     info = one.info()
     assert info["family"] == "minimax-h3-t2va" and info["model"] == str(folder)
     job, frames = run_job(one, BODY)
-    audio = one.audio(job["id"])
+    audio, latents = one.audio(job["id"]), one.latents(job["id"])
     backends.stop(one)
     preset = backends.get(PRESET, 1, *REFERENCE_FLAGS)
-    ref_job, ref_frames = run_job(preset, BODY)
+    ref_job, ref_frames, ref_latents = references.get(PRESET, BODY)
     assert frames == ref_frames
     assert audio == preset.audio(ref_job["id"])
+    assert latents.tobytes() == ref_latents.tobytes()
     backend = backends.start(str(folder), 2)
     two = backend.client
     whole = info["ranks"][0]["dit_param_bytes"]

@@ -28,7 +28,7 @@ from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, WITHIN_ROUNDIN
 RANKS = 7
 JOB = BODY
 """The contract's smallest H3 job: 32x32, 124 frames (37 latent frames, 414 audio rows and
-the prompt's), 2 steps (H3's scheduler takes no fewer)."""
+the prompt's), 2 steps (2 DiT calls)."""
 TILE = 64
 MAX_LATENT_ERROR = 1e-5
 """Relative L2 error of the final latents (float32; 9e-8 measured: the split sequence's

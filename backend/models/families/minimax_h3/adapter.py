@@ -11,6 +11,8 @@ What differs from the other video families:
   modality tags; one DiT call per step steps two schedulers (video shift 12, audio shift 3).
 - Guidance-distilled: no negative prompt, no CFG (`supports_cfg` False): every rank runs the
   one branch, the sequence split over all of them.
+- Steps: a job's `num_inference_steps` are its DiT calls; diffusers' H3 scheduler counts
+  one more (its sigma grid's points, the terminal 0 included): `grid_points`.
 - Frames: 24 fps, 17n+5 frames between 5 and 15 seconds (124 to 351), sizes multiples of 32.
 - The video VAE decodes with its spatial tiling on, as released (the released frames are
   the blended-tile ones): paradit's `--vae-tiling` does not change it. Its temporal clips
@@ -50,6 +52,17 @@ def check_frames(num_frames: int) -> None:
             f"MiniMax H3 takes 17n+5 frames between {low} and {high} (5 to 15 s at 24 fps; "
             f"e.g. 124, 141, 243), got {num_frames}"
         )
+
+
+def grid_points(steps: int) -> int:
+    """diffusers' `num_inference_steps` for a job of `steps` DiT calls: H3's scheduler counts
+    the points of its sigma grid, the terminal 0 included, and makes one DiT call fewer (30
+    gives 29). A paradit job's steps are its DiT calls, as for every other family (and
+    ComfyUI's KSampler): the job's step callback, progress, last preview and final latents
+    (`--save-latents`) come at its `num_inference_steps`-th call."""
+    if steps < 1:
+        raise ValueError(f"MiniMax H3 takes at least 1 step, got {steps}")
+    return steps + 1
 
 
 def anchors(request: JobRequest) -> tuple[str, ...]:
@@ -138,7 +151,7 @@ class MiniMaxH3(Family):
             "height": request.height,
             "width": request.width,
             "num_frames": request.num_frames,
-            "num_inference_steps": request.num_inference_steps,
+            "num_inference_steps": grid_points(request.num_inference_steps),
         }
         keyframes = sorted(name for name in tensors if name.startswith(KEYFRAME))
         if keyframes:
