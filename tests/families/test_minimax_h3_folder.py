@@ -94,8 +94,9 @@ def test_save_latents_keeps_the_last_steps_latents(references):
 def test_a_folder_job_equals_the_presets(folder, backends, references):
     """World size 1 from the folder equals the preset's job byte for byte (frames, the
     audio track and the final latents); on 2 ranks each rank holds half the DiT, its rows
-    read from the folder's file, and the frames equal world size 1's within a level (the split sequence sums in
-    another order: the latents within float32 rounding, tests/families/test_minimax_h3_ranks.py)."""
+    read from the folder's file, and the frames equal world size 1's within a level (the
+    split sequence sums in another order: the latents within float32 rounding,
+    tests/families/test_minimax_h3_ranks.py)."""
     one = backends.get(str(folder), 1, *REFERENCE_FLAGS)
     info = one.info()
     assert info["family"] == "minimax-h3-t2va" and info["model"] == str(folder)
