@@ -8,8 +8,9 @@ UNETLoader, CLIPLoader, VAELoader and CheckpointLoaderSimple list, plus:
 
 - `.gguf` files in diffusion_models/unet and text_encoders/clip, which ComfyUI itself lists
   only once the GGUF node pack registers the extension (found here by walking the folders);
-- diffusers folders (with model_index.json) under models/diffusers and models/CogVideo (the
-  folder kijai's CogVideoX nodes use; ComfyUI has no kind of its own for it).
+- diffusers folders (with model_index.json, or a modular pipeline's modular_model_index.json)
+  under models/diffusers and models/CogVideo (the folder kijai's CogVideoX nodes use; ComfyUI
+  has no kind of its own for it).
 
 No ComfyUI import here: the module is handed in (tests hand in a stand-in).
 """

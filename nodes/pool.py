@@ -22,6 +22,7 @@ from ..backend.client import BackendError, Client
 from ..backend.client.connect import remote_client
 from ..backend.client.local import LocalBackend, serve_command
 from ..backend.config import CHECKPOINT_SUFFIXES, ServeConfig, config_overrides
+from ..backend.models.loading import index_file
 from .params import NO_FILE
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,9 @@ class BackendSettings:
 
 
 def find_diffusers_folders(roots: Iterable[str | Path], max_depth: int = 3) -> dict[str, str]:
-    """Diffusers model folders (those with a model_index.json) under `roots`.
+    """Diffusers model folders under `roots`: those with an index (`loading.index_file`: a
+    pipeline's model_index.json, or a modular pipeline's modular_model_index.json, as MiniMax
+    H3's folder has).
 
     Returns {label: absolute path}; the label is the path relative to its root, with "/".
     The first root wins when two roots hold the same label.
@@ -72,9 +75,9 @@ def find_diffusers_folders(roots: Iterable[str | Path], max_depth: int = 3) -> d
         base = Path(root)
         if not base.is_dir():
             continue
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+        for dirpath, dirnames, _files in os.walk(base, followlinks=True):
             rel = Path(dirpath).relative_to(base)
-            if rel.parts and "model_index.json" in filenames:
+            if rel.parts and index_file(dirpath) is not None:
                 found.setdefault(rel.as_posix(), str(Path(dirpath).resolve()))
                 dirnames.clear()  # a model's subfolders are its components
             elif len(rel.parts) >= max_depth:

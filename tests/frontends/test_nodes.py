@@ -105,8 +105,15 @@ def test_find_diffusers_folders(tmp_path):
     deep = first / "1" / "2" / "3" / "deep"
     deep.mkdir(parents=True)
     (deep / "model_index.json").write_text("{}")
+    modular = second / "MiniMax-H3"  # a modular pipeline's folder (MiniMax H3's)
+    (modular / "transformer").mkdir(parents=True)
+    (modular / "modular_model_index.json").write_text("{}")
+    (modular / "transformer" / "modular_model_index.json").write_text("{}")  # skipped
+    (second / "notes").mkdir()
+    (second / "notes" / "model_index.txt").write_text("{}")  # no index: not listed
     found = find_diffusers_folders([first, second, tmp_path / "missing"])
     assert found == {
+        "MiniMax-H3": str(modular),
         "org/flux": str(first / "org" / "flux"),
         "other": str(second / "other"),
         "wan": str(first / "wan"),
