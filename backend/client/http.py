@@ -119,6 +119,16 @@ class Client:
         raw = self._request("GET", f"/v1/jobs/{job_id}/latents")
         return np.load(io.BytesIO(raw), allow_pickle=False)
 
+    def audio_latents(self, job_id: str):
+        """A finished job's final audio latents as a float32 numpy array (404 BackendError
+        unless the backend runs with --save-latents and the model makes audio)."""
+        import io
+
+        import numpy as np
+
+        raw = self._request("GET", f"/v1/jobs/{job_id}/audio_latents")
+        return np.load(io.BytesIO(raw), allow_pickle=False)
+
     def video(self, job_id: str) -> bytes:
         return self._request("GET", f"/v1/jobs/{job_id}/video")
 
@@ -163,7 +173,8 @@ class Client:
             time.sleep(poll_s)
 
     def download(self, job: dict[str, Any], out_dir: str | Path) -> Path:
-        """Write a finished job's outputs (video or image, frames, audio, job.json) to `out_dir`."""
+        """Write a finished job's outputs (video or image, frames, audio, the saved latents,
+        job.json) to `out_dir`."""
         out = Path(out_dir)
         (out / "frames").mkdir(parents=True, exist_ok=True)
         job_id = job["id"]
@@ -176,8 +187,10 @@ class Client:
         record = self.record(job_id)
         if "audio.wav" in record.get("files", ()):
             (out / "audio.wav").write_bytes(self.audio(job_id))
-        if "latents.npy" in record.get("files", ()):
-            (out / "latents.npy").write_bytes(self._request("GET", f"/v1/jobs/{job_id}/latents"))
+        for name in ("latents", "audio_latents"):
+            if f"{name}.npy" in record.get("files", ()):
+                raw = self._request("GET", f"/v1/jobs/{job_id}/{name}")
+                (out / f"{name}.npy").write_bytes(raw)
         (out / "job.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         return out
 

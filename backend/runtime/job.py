@@ -269,6 +269,11 @@ class RankModel:
         if vae is not None and hasattr(vae, "enable_tiling"):
             vae.enable_tiling() if tiled else vae.disable_tiling()
 
+    def audio_latents(self, outputs: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
+        """The job's final audio latents in the pipeline's `outputs` (`Family.audio_latents`);
+        None for a model without audio."""
+        return self.family.audio_latents(self.pipe, outputs)
+
     def share(self, tensors: dict[str, torch.Tensor] | None, meta: list[list], job_id: str):
         """Broadcast the leader's encoder outputs over the replica's control group; returns
         them on device."""

@@ -87,16 +87,20 @@ def take_audio(store: dist.Store, job_id: str) -> Audio | None:
     return Audio(samples, int(header["sample_rate"]))
 
 
-def put_latents(store: dist.Store, job_id: str, latents: torch.Tensor) -> None:
-    """The leader: the final latents, as float32 (what `--save-latents` writes)."""
+def put_latents(
+    store: dist.Store, job_id: str, latents: torch.Tensor, name: str = "latents"
+) -> None:
+    """The leader: the final latents, as float32 (what `--save-latents` writes); `name`
+    "audio_latents" for the audio's."""
     array = latents_array(latents)
-    store.set(_key(job_id, "latents"), array.tobytes())
-    store.set(_key(job_id, "latents_shape"), json.dumps(list(array.shape)))
+    store.set(_key(job_id, name), array.tobytes())
+    store.set(_key(job_id, f"{name}_shape"), json.dumps(list(array.shape)))
 
 
-def take_latents(store: dist.Store, job_id: str) -> np.ndarray | None:
-    """Rank 0: the final latents the leader put for `job_id` (None if none), removed."""
-    key, shape_key = _key(job_id, "latents"), _key(job_id, "latents_shape")
+def take_latents(store: dist.Store, job_id: str, name: str = "latents") -> np.ndarray | None:
+    """Rank 0: the final latents the leader put for `job_id` under `name` (None if none),
+    removed."""
+    key, shape_key = _key(job_id, name), _key(job_id, f"{name}_shape")
     if not store.check([shape_key]):
         return None
     shape = json.loads(store.get(shape_key))

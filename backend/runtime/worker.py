@@ -41,6 +41,9 @@ def _run(runtime: Runtime, message: RunJob) -> RankResult:
         put_audio(store, message.job_id, result.audio)
     if leader.latents is not None:
         put_latents(store, message.job_id, leader.latents)
+        audio_latents = runtime.rank_model.audio_latents(result.outputs)
+        if audio_latents is not None:
+            put_latents(store, message.job_id, audio_latents, "audio_latents")
     return result
 
 

@@ -159,6 +159,11 @@ class LocalExecutor(Executor):
             result.audio,
             {0: result.peak, **{r: reply.memory for r, reply in replies.items()}},
         )
+        audio_latents = None
+        if self.config.save_latents:
+            audio_latents = runtime.rank_model.audio_latents(result.outputs)
+        if audio_latents is not None:
+            output.audio_latents = latents_array(audio_latents)
         applied = result.loras
         if applied is not None:  # rank 0's share of the switch (every rank does its own)
             job.timings["lora_apply_s"] = round(applied.apply_s, 4)
@@ -257,7 +262,10 @@ class RemoteExecutor(Executor):
                 final = take_latents(sender.store, job.id) if self.config.save_latents else None
                 timings["replica_s"] = round(time.perf_counter() - begin, 4)
                 timings.update(take_timings(sender.store, job.id, handed_over_s))
-                return JobOutput(frames, final, audio, measured)
+                output = JobOutput(frames, final, audio, measured)
+                if self.config.save_latents:
+                    output.audio_latents = take_latents(sender.store, job.id, "audio_latents")
+                return output
         finally:
             remote.clear()
         if outcome.status == "cancelled":

@@ -36,7 +36,7 @@ from ..audio import AUDIO_FILE
 from ..contract import FINAL_STATES
 from .jobs import Job
 from .openai_api import add_openai_routes
-from .outputs import FRAMES_DIR, LATENTS_FILE, frame_name
+from .outputs import AUDIO_LATENTS_FILE, FRAMES_DIR, LATENTS_FILE, frame_name
 from .replies import error, submit_or_reply
 from .schema import (
     ErrorReply,
@@ -276,13 +276,26 @@ def create_app(
             return Response(Path(found.path).read_bytes(), media_type="application/json")
         return found
 
+    def latents_file(job_id: str, name: str, missing: str):
+        found = service.book.get(job_id)
+        if found is not None and found.status == "succeeded" and name not in found.files:
+            return error(404, f"job {job_id} has no {missing}")
+        return finished_file(job_id, name, "application/octet-stream")
+
     @app.get("/v1/jobs/{job_id}/latents")
     def latents(job_id: str):
         """The job's final latents as .npy (float32), when the backend runs --save-latents."""
-        found = service.book.get(job_id)
-        if found is not None and found.status == "succeeded" and LATENTS_FILE not in found.files:
-            return error(404, f"job {job_id} has no latents: start the backend with --save-latents")
-        return finished_file(job_id, LATENTS_FILE, "application/octet-stream")
+        return latents_file(job_id, LATENTS_FILE, "latents: start the backend with --save-latents")
+
+    @app.get("/v1/jobs/{job_id}/audio_latents")
+    def audio_latents(job_id: str):
+        """The job's final audio latents as .npy (float32): --save-latents on a model with an
+        audio track (LTX-2, MiniMax H3)."""
+        return latents_file(
+            job_id,
+            AUDIO_LATENTS_FILE,
+            "audio latents: its model makes no audio, or the backend runs without --save-latents",
+        )
 
     @app.get("/v1/jobs/{job_id}/preview")
     def preview(job_id: str):

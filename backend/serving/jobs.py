@@ -33,6 +33,8 @@ class JobOutput:
     """Each rank's measured peak (`memory.measure.PeakMeter.read`)."""
     lora_memory: dict[str, int] | None = None
     """Rank 0's host bytes for the LoRAs (job.json's `memory.loras`)."""
+    audio_latents: Any = None
+    """The final audio latents (numpy), with `--save-latents` on a model with audio."""
 
 
 class QueueFull(RuntimeError):

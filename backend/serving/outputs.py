@@ -16,6 +16,8 @@ from ..audio import AUDIO_FILE, Audio, mux_audio, write_wav
 
 FRAMES_DIR = "frames"
 LATENTS_FILE = "latents.npy"
+AUDIO_LATENTS_FILE = "audio_latents.npy"
+"""`--save-latents` on a model with an audio track: its final audio latents (LTX-2, H3)."""
 
 
 def to_uint8(frames: np.ndarray) -> np.ndarray:
@@ -110,11 +112,12 @@ def write_outputs(
     return write_result(out_dir, frames, fps, audio) + write_frames(out_dir, frames)
 
 
-def write_latents(out_dir: Path, latents: np.ndarray) -> str:
-    """The final latents as float32 .npy (numpy's own format: no pickle); returns its name."""
+def write_latents(out_dir: Path, latents: np.ndarray, name: str = LATENTS_FILE) -> str:
+    """The final latents as float32 .npy (numpy's own format: no pickle) named `name`
+    (`AUDIO_LATENTS_FILE` for the audio's); returns its name."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    np.save(out_dir / LATENTS_FILE, np.ascontiguousarray(latents, dtype=np.float32))
-    return LATENTS_FILE
+    np.save(out_dir / name, np.ascontiguousarray(latents, dtype=np.float32))
+    return name
 
 
 def write_record(out_dir: Path, record: dict[str, Any]) -> None:

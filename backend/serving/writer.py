@@ -23,6 +23,7 @@ from ..config import ServeConfig
 from .health import GroupHealth
 from .jobs import Job, JobBook, JobOutput
 from .outputs import (
+    AUDIO_LATENTS_FILE,
     frame_names,
     png_bytes,
     to_uint8,
@@ -117,6 +118,9 @@ class OutputWriter:
             job.files = write_result(job.out_dir, pixels, self.job_fps(job), output.audio)
             if output.latents is not None:
                 job.files.append(write_latents(job.out_dir, output.latents))
+            if output.audio_latents is not None:
+                name = AUDIO_LATENTS_FILE
+                job.files.append(write_latents(job.out_dir, output.audio_latents, name))
             job.files += frame_names(len(pixels))  # on disk once `frames_written`
             job.num_frames = len(pixels)
             job.frames = pixels

@@ -223,6 +223,11 @@ class Family:
         output on the replica's leader; None for the models that make none."""
         return None
 
+    def audio_latents(self, pipe: Any, output: Any) -> torch.Tensor | None:
+        """The final audio latents in the pipeline's output, as `audio` decodes them (what
+        `--save-latents` writes as `audio_latents.npy`); None for the models without audio."""
+        return None
+
     def load_upsampler(self, path: str, dtype: torch.dtype) -> Upsampler:
         """The latent upscaler of `serve --upscaler FILE` (a two-stage family's)."""
         raise ValueError(

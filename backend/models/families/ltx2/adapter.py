@@ -233,6 +233,11 @@ class LTX2(Family):
         samples = waveform.detach().to("cpu", torch.float32).numpy()  # (channels, samples)
         return Audio(samples, int(pipe.vocoder.config.output_sampling_rate))
 
+    def audio_latents(self, pipe: Any, output: Any) -> torch.Tensor:
+        """The pipeline's "latent" output's audio latents (B, C, L, mel bins), as `audio`
+        decodes them."""
+        return output[1]
+
     # -- previews -------------------------------------------------------------------------
 
     def latent_channels(self, pipe: Any) -> int:

@@ -220,6 +220,11 @@ class MiniMaxH3(Family):
         samples = waveform.float().permute(1, 0, 2)[0].detach().cpu().numpy()  # (2, samples)
         return Audio(samples, int(pipe.audio_sampling_rate))
 
+    def audio_latents(self, pipe: Any, output: Any) -> torch.Tensor:
+        """The normalised audio latents `audio` decodes: (2, channels, latent frames), one
+        item per stereo channel."""
+        return output[1]
+
     # -- previews -------------------------------------------------------------------------
 
     def latent_channels(self, pipe: Any) -> int:
