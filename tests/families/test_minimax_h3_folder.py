@@ -13,11 +13,8 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from conftest import REFERENCE_FLAGS, run_job
 
-from paradit.backend.audio import write_wav
-from paradit.backend.models.families import family_of
 from paradit.backend.models.families.minimax_h3.tiny_job import BODY
 from paradit.backend.models.loading import ModelSource, load_pipeline, pipeline_index
 from paradit.backend.models.presets import build_preset
@@ -77,32 +74,6 @@ def test_the_folder_loads_as_the_modular_pipeline_without_the_ref2va_partition(f
     preset = build_preset(PRESET, components=frozenset({"processor"})).processor
     assert pipe.processor.image_processor.to_dict() == preset.image_processor.to_dict()
     assert pipe.processor.image_token_id == preset.image_token_id
-
-
-def test_save_latents_keeps_the_last_steps_latents(references, backends, tmp_path):
-    """`--save-latents` on an H3 job: `latents.npy` in the job's files, the packed video rows
-    after its last step (37 latent frames of one 2x2 patch, 4 channels x 4). The job's steps
-    are its DiT calls: the step callback's last call is the job's `num_inference_steps`-th
-    (diffusers' scheduler counts one more: its sigma grid's points), so progress ends at it.
-    `audio_latents.npy`: the audio latents the job decoded (one item per stereo channel, 8
-    channels, 207 latent frames): through the audio VAE they give the job's `audio.wav`."""
-    job, _, latents = references.get(PRESET, BODY)
-    steps = BODY["num_inference_steps"]
-    assert "latents.npy" in job["files"] and "audio_latents.npy" in job["files"]
-    assert job["progress"] == {"step": steps, "total": steps}
-    assert len(job["timings"]["step_s"]) == steps
-    assert len(job["timings"]["sampling"]["sigmas"]) == steps + 1
-    assert latents.shape == (37, 16) and latents.dtype == np.float32
-    assert np.isfinite(latents).all() and latents.std() > 0
-    client = backends.get(PRESET, 1, *REFERENCE_FLAGS)
-    audio_latents = client.audio_latents(job["id"])
-    assert audio_latents.shape == (2, 8, 207) and audio_latents.dtype == np.float32
-    pipe = build_preset(PRESET, components=frozenset({"audio_vae"}))
-    track = family_of(pipe).audio(pipe, (None, torch.from_numpy(audio_latents)))
-    write_wav(tmp_path / "audio.wav", track)
-    assert (tmp_path / "audio.wav").read_bytes() == client.audio(job["id"])
-    downloaded = client.download(job, tmp_path / "job")
-    assert np.array_equal(np.load(downloaded / "audio_latents.npy"), audio_latents)
 
 
 def test_a_folder_job_equals_the_presets(folder, backends, references):

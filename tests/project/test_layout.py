@@ -229,8 +229,10 @@ FRONTEND_IMPORTS = (
     "paradit.backend.cache",
     "paradit.backend.client",
     "paradit.backend.models.preset_names",
+    "paradit.backend.models.loading",  # torch-free at import: a folder's index (`index_file`)
 )
-"""What `nodes/` (ComfyUI) and `web/` (Gradio) may import from the backend: torch-free."""
+"""What `nodes/` (ComfyUI) and `web/` (Gradio) may import from the backend: torch-free
+(`test_frontend_side_imports_no_torch` imports them)."""
 
 
 @pytest.mark.fast
