@@ -35,7 +35,9 @@ A request may still give guidance above 1 (CFG on the same schedule).
 Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
 video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
 timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
-scheduler never steps them. The audio is generated as for text-to-video. The hub's
+scheduler never steps them. The image is first re-compressed as one H.264 frame at the job's
+`image_crf` (as the model was trained: `image_crf.py`). The audio is generated as for
+text-to-video. The hub's
 `Lightricks/LTX-2` ships `LTX2Pipeline` and both pipelines take the same components, so the
 text-to-video family also takes an optional image, as Wan 2.2 TI2V-5B does: a job with one
 runs `LTX2ImageToVideoPipeline` on the loaded components (nothing reloaded or copied).
