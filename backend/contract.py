@@ -130,6 +130,11 @@ class Limits:
     last_frame: bool = False
     """The model also takes the frame a video ends on (a request's `last_image`), after the
     start image (`image`): LTX-2's keyframe conditions, MiniMax H3's first/last frame."""
+    image_crf: int | None = None
+    """The H.264 CRF the model's start images (and keyframes) are re-compressed at before they
+    condition it, as it was trained (LTX-2: 33, LTX-2.5: 18), when not None: a request's
+    `image_crf` may set another (0: the image as sent); None: the model takes images as sent
+    (the field is refused)."""
     last_frame_alone: bool = False
     """With `last_frame`: a request may give the last frame without a start image (MiniMax
     H3's fl2va)."""

@@ -300,6 +300,25 @@ def _check_last_image(values: dict[str, Any], limits: Limits) -> None:
         )
 
 
+def _image_crf(value: int, limits: Limits) -> int:
+    if limits.image_crf is None:
+        raise ValueError(
+            "image_crf: this model takes its images as sent, not re-compressed "
+            "(limits.image_crf is null): leave image_crf out"
+        )
+    return value
+
+
+def _check_image_crf(values: dict[str, Any], limits: Limits) -> None:
+    """`image_crf` goes with an image; a job with one on a model that re-compresses its
+    images gets the model's CRF, so every rank and job.json hold the number."""
+    has_image = values.get("image") is not None or values.get("last_image") is not None
+    if values.get("image_crf") is not None and not has_image:
+        raise ValueError("image_crf needs an image (image or last_image) to re-compress")
+    if values.get("image_crf") is None and has_image and limits.image_crf is not None:
+        values["image_crf"] = limits.image_crf
+
+
 def _audio_latent_frames(value: int, limits: Limits) -> int:
     """The audio latent's length a job asks for: a model with an audio track
     (`limits.audio_latents_per_second`), at most the audio of its longest video at its own
@@ -997,6 +1016,25 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         form=False,
         needs="guidance_terms",
     ),
+    RequestField(
+        "image_crf",
+        "int",
+        "The H.264 CRF a model trained on compressed start images re-compresses the job's "
+        "image and last_image at before they condition it (GET /v1/info limits.image_crf, "
+        "its default: LTX-2 and 2.3 33, LTX-2.5 18, as diffusers' pipelines and Lightricks' "
+        "training); 0: the images as sent. One frame through libx264 (preset veryfast, "
+        "yuv420p, on one thread: the same bytes on every machine); 51 is x264's highest. "
+        "Only with an image; job.json records the value used.",
+        None,
+        low=0,
+        high=51,
+        rule=lambda value, limits: _image_crf(value, limits),
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--image-crf",
+        cli_metavar="CRF",
+        form=False,
+        needs="image_crf",
+    ),
 )
 
 
@@ -1174,6 +1212,7 @@ class JobRequest:
         _check_task(values, limits)
         _check_last_image(values, limits)
         _check_audio_length(values)
+        _check_image_crf(values, limits)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)
         _check_guidance_terms(values, limits)

@@ -3,7 +3,8 @@ and 2.5 templates). Torch-free.
 
 - `LTXVImgToVideoInplace` with `bypass` on (the 2.3 text-to-video template wires one
   PrimitiveBoolean to both of its copies): ComfyUI returns the latent as it came, so the node
-  is its latent. With bypass off it writes the image into the latent: refused (`IN_PLACE`).
+  is its latent. With bypass off it writes the image into the latent: refused (`IN_PLACE`,
+  docs/workflows.md says what was compared).
 - `LTXVDualCFGGuider` (2.5's templates): ComfyUI guides the video part of the joined latent at
   `video_cfg` and the audio part at `audio_cfg` (each uncond + scale x (cond - uncond)); with
   the two equal (`math.isclose`) its guider falls back to the single CFG at that scale, which
@@ -26,11 +27,17 @@ from .values import Conditioning, Guider, Model
 
 IN_PLACE = (
     "LTX-2 image to video by writing the image into the latent (its frames kept by a noise "
-    "mask of 1 - strength): paradit's workflow import does not map it; ComfyUI's LTX-2 "
-    "image-to-video templates also write it into the second stage's upscaled latent, and "
-    "compress it first as one H.264 frame at LTXVPreprocess's img_compression (CRF 33 in the "
-    "LTX-2 templates, 18 in the 2.3 and 2.5 ones; 0 would leave it as it is), where paradit "
-    "hands LTX-2 the image uncompressed (image_crf 0): another start image"
+    "mask of 1 - strength; at strength 1 the sampling is diffusers' image to video, the first "
+    "latent frame clean at timestep 0, and paradit's two-stage job writes the image into the "
+    "upscaled latent likewise), but another start image reaches the VAE: ComfyUI's templates "
+    "compress the image as one H.264 frame at LTXVPreprocess's img_compression (CRF 33 in the "
+    "LTX-2 templates, 18 in the 2.3 and 2.5 ones) at the size ResizeImageMaskNode gave it "
+    "(longer side 1536; by area in video_ltx2_i2v and 2.3's: a float image LTXVPreprocess "
+    "truncates to 8 bits, x 255 not rounded), then scale the decoded frame in float with "
+    "torch's bilinear, centre-cropped, to each stage's latent size; paradit (as diffusers) "
+    "re-compresses the 8-bit image at each stage's own size (image_crf) after PIL's resize. "
+    "2.3's and 2.5's templates also write it at strength 0.7 in one stage (diffusers' "
+    "image to video keeps the frame whole, strength 1)"
 )
 """Why `LTXVImgToVideoInplace` with bypass off is refused."""
 

@@ -26,6 +26,7 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from diffusers.pipelines.ltx2.utils import apply_image_conditioning_crf
 from image_jobs import run_here
 from PIL import Image
 
@@ -33,7 +34,7 @@ from paradit.backend.audio import AUDIO_FILE, Audio
 from paradit.backend.contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
 from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.families.ltx2 import PLAIN_CFG
-from paradit.backend.models.families.ltx2.tiny_job import called_with_audio
+from paradit.backend.models.families.ltx2.tiny_job import called_with_audio, one_cpu
 from paradit.backend.models.presets import build_preset
 from paradit.backend.models.random_presets import build_random_preset
 from paradit.backend.parallel import Parallelized
@@ -312,8 +313,9 @@ def test_world_size_1_equals_diffusers_called_directly(references):
 
 def test_image_to_video_equals_diffusers_called_directly(references):
     """`tiny-ltx2-i2v`: `LTX2ImageToVideoPipeline` as a user calls it with the same image
-    (not re-compressed: `image_crf=0`) gives the same video and audio, bit for bit; the first
-    frame follows the image; a request without an image is refused."""
+    (re-compressed at the model's default CRF, 33, on one CPU: `one_cpu`) gives the same
+    video and audio, bit for bit; the first frame follows the image; a request without an
+    image is refused, one with an image gets the model's CRF."""
     pipe = references["i2v_pipe"]
     family = family_of(pipe)
     assert type(pipe).__name__ == "LTX2ImageToVideoPipeline" and family.name == "ltx2-i2v"
@@ -322,11 +324,13 @@ def test_image_to_video_equals_diffusers_called_directly(references):
     with pytest.raises(ValueError, match="image is required for image-to-video"):
         JobRequest.from_body({k: v for k, v in I2V.items() if k != "image"}, limits)
     image = Image.open(io.BytesIO(base64.b64decode(I2V["image"]))).convert("RGB")
-    call = dict(image=image, image_crf=0, prompt=I2V["prompt"], height=96, width=96)
+    assert limits.image_crf == 33
+    assert JobRequest.from_body(I2V, limits).image_crf == 33
+    call = dict(image=image, prompt=I2V["prompt"], height=96, width=96)
     call.update(num_frames=17, frame_rate=24.0, num_inference_steps=2, guidance_scale=1.0)
     call.update(audio_guidance_scale=1.0, use_cross_timestep=False, max_sequence_length=32)
     torch.set_num_threads(1)
-    with torch.no_grad():
+    with torch.no_grad(), one_cpu():
         video, audio = pipe(
             **call,
             **PLAIN_CFG,
@@ -341,7 +345,8 @@ def test_image_to_video_equals_diffusers_called_directly(references):
             output_type="latent",
             return_dict=False,
         )[0]
-        pixels = pipe.video_processor.preprocess(image, height=96, width=96)
+        squeezed = Image.fromarray(apply_image_conditioning_crf(np.asarray(image), 33))
+        pixels = pipe.video_processor.preprocess(squeezed, height=96, width=96)
         encoded = pipe.vae.encode(pixels[:, :, None]).latent_dist.mode()
     frames, track = references["outputs"]["i2v"][:2]
     result = compare(frames, to_uint8(np.asarray(video[0])), FLOAT32)

@@ -35,7 +35,9 @@ A request may still give guidance above 1 (CFG on the same schedule).
 Image-to-video (`LTX2ImageToVideoPipeline`, `LTX2ImageToVideo`): the start image, through the
 video VAE's encoder (every rank, in the pipeline), is the first latent frame; its tokens get
 timestep 0 (a per-token timestep: the sequence plan splits it with the tokens) and the
-scheduler never steps them. The audio is generated as for text-to-video. The hub's
+scheduler never steps them. The image is first re-compressed as one H.264 frame at the job's
+`image_crf` (as the model was trained: `image_crf.py`). The audio is generated as for
+text-to-video. The hub's
 `Lightricks/LTX-2` ships `LTX2Pipeline` and both pipelines take the same components, so the
 text-to-video family also takes an optional image, as Wan 2.2 TI2V-5B does: a job with one
 runs `LTX2ImageToVideoPipeline` on the loaded components (nothing reloaded or copied).
@@ -63,6 +65,7 @@ from ..base import (
     text_len,
     video_frames,
 )
+from . import image_crf
 from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
@@ -126,6 +129,7 @@ class LTX2(Family):
             fps=FPS,
             fps_range=FPS_RANGE,
             last_frame=True,
+            image_crf=image_crf.default_crf(pipe),
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
@@ -147,7 +151,9 @@ class LTX2(Family):
 
         settings = UpscaleSettings.parse(request.upscale)
         size = (request.width // settings.factor, request.height // settings.factor)
-        image = None if request.image is None else request_image(request)  # the final size
+        image = None  # the start image at the final size, re-compressed as at stage 1
+        if request.image is not None:
+            image = image_crf.round_trip(request_image(request), job_crf(pipe, request))
         return upscaler.second_stage(
             pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER, image
         )
@@ -204,7 +210,7 @@ class LTX2(Family):
             **pipeline_kwargs(pipe, request, cfg),
             "use_cross_timestep": use_cross_timestep(pipe),
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
-            **image_kwargs(request),
+            **image_kwargs(pipe, request),
             **audio_length(pipe, request),
         }
 
@@ -290,31 +296,46 @@ def audio_length(pipe: Any, request: JobRequest) -> dict[str, Any]:
     return {"audio_latents": zeros, "noise_scale": 1.0}
 
 
-def image_kwargs(request: JobRequest) -> dict[str, Any]:
+def job_crf(pipe: Any, request: JobRequest) -> int:
+    """The CRF the job's images are re-compressed at: the request's (`JobRequest.from_body`
+    fills in the model's), else the model's (`image_crf.default_crf`)."""
+    if request.image_crf is not None:
+        return int(request.image_crf)
+    return image_crf.default_crf(pipe)
+
+
+def image_kwargs(pipe: Any, request: JobRequest) -> dict[str, Any]:
     """The image-to-video pipeline's arguments for a request with an image (none without):
-    the image at the job's size conditions the first latent frame. diffusers would first
-    re-compress it as one H.264 frame (CRF 33 for LTX-2, as the model was trained; it needs
-    PyAV); paradit hands it over as sent (`image_crf=0`). With a last frame: the condition
-    pipeline's two keyframes (`keyframe_conditions`)."""
+    the image at the job's size, re-compressed as one H.264 frame at the job's CRF (as the
+    model was trained; `image_crf.py`), conditions the first latent frame. The round trip is
+    paradit's (x264 on one thread, the same bytes on every machine and rank), so the pipeline
+    takes the image as given (`image_crf=0`): diffusers' own is the same procedure on as many
+    threads as the machine has CPUs. With a last frame: the condition pipeline's two
+    keyframes (`keyframe_conditions`)."""
     if request.image is None:
         return {}
     if request.last_image is not None:
-        return {"conditions": keyframe_conditions(request)}
-    return {"image": request_image(request), "image_crf": 0}
+        return {"conditions": keyframe_conditions(pipe, request)}
+    crf = job_crf(pipe, request)
+    return {"image": image_crf.round_trip(request_image(request), crf), "image_crf": 0}
 
 
-def keyframe_conditions(request: JobRequest) -> list[Any]:
-    """`LTX2ConditionPipeline`'s conditions for a first and a last frame, as sent (`crf=0`)
-    and at full strength: the first writes the first latent frame (timestep 0, as image to
-    video); the last (latent index -1) is appended to the video tokens as keyframe tokens of
-    their own, with the last latent frame's coordinates (the sequence plan splits them with
-    the rest: `parallel.py`). The pipeline resizes each image to cover the job's size and
-    crops the centre."""
+def keyframe_conditions(pipe: Any, request: JobRequest) -> list[Any]:
+    """`LTX2ConditionPipeline`'s conditions for a first and a last frame, each re-compressed
+    at its own size at the job's CRF (as the pipeline re-compresses single-frame conditions:
+    `image_crf.py` does it, the conditions say `crf=0`), at full strength: the first writes
+    the first latent frame (timestep 0, as image to video); the last (latent index -1) is
+    appended to the video tokens as keyframe tokens of their own, with the last latent
+    frame's coordinates (the sequence plan splits them with the rest: `parallel.py`). The
+    pipeline resizes each image to cover the job's size and crops the centre."""
     from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
 
+    crf = job_crf(pipe, request)
+    first = image_crf.round_trip(_decoded(request.image), crf)
+    last = image_crf.round_trip(_decoded(request.last_image), crf)
     return [
-        LTX2VideoCondition(frames=_decoded(request.image), index=0, strength=1.0, crf=0),
-        LTX2VideoCondition(frames=_decoded(request.last_image), index=-1, strength=1.0, crf=0),
+        LTX2VideoCondition(frames=first, index=0, strength=1.0, crf=0),
+        LTX2VideoCondition(frames=last, index=-1, strength=1.0, crf=0),
     ]
 
 

@@ -5,6 +5,8 @@ LTX-2.5's (`tiny-ltx2.5`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from ...family_spec import TinyJob
@@ -83,6 +85,21 @@ TINY_JOB = TinyJob(
 )
 
 
+@contextlib.contextmanager
+def one_cpu() -> Iterator[None]:
+    """The calling thread may use one CPU while inside: diffusers' own H.264 round trip
+    (`apply_image_conditioning_crf`, x264 on as many threads as the thread may use CPUs) then
+    encodes on one thread, as paradit always does (`image_crf.THREADS`)."""
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 def _png(width: int, height: int, seed: int = 3) -> str:
     """A seeded start image as base64 PNG."""
     import base64
@@ -120,8 +137,9 @@ CACHED_GUIDED["cache"] = {"method": "first-block", "threshold": 0.52}
 
 
 def image_direct(pipe: Any, body: Any, model: Any = LTX20) -> Any:
-    """`LTX2ImageToVideoPipeline` as a user calls it with the job's image, not re-compressed
-    (`image_crf=0`), `model`'s settings (LTX-2.0's, or none for LTX-2.3): its video."""
+    """`LTX2ImageToVideoPipeline` as a user calls it with the job's image, re-compressed at
+    the model's default CRF (diffusers resolves it: `image_crf` left out) on one CPU
+    (`one_cpu`), `model`'s settings (LTX-2.0's, or none for LTX-2.3): its video."""
     import base64
     import io
 
@@ -131,10 +149,9 @@ def image_direct(pipe: Any, body: Any, model: Any = LTX20) -> Any:
 
     image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
     guidance = body["guidance_scale"]
-    with torch.no_grad():
+    with torch.no_grad(), one_cpu():
         video, _audio = pipe(
             image=image,
-            image_crf=0,
             prompt=body["prompt"],
             negative_prompt=body["negative_prompt"],
             height=body["height"],
@@ -213,8 +230,9 @@ KEYFRAMES.update(image=_png(80, 64, seed=1), last_image=_png(64, 96, seed=2))
 
 def keyframes_direct(pipe: Any, body: Any) -> Any:
     """`LTX2ConditionPipeline` as a user calls it for a first and a last frame (latent
-    indices 0 and -1, full strength, not re-compressed: `crf=0`) on LTX-2.0's settings, at
-    the body's `fps` (paradit's 24 when left out): its video."""
+    indices 0 and -1, full strength, re-compressed at the model's default CRF on one CPU:
+    `crf` left out, `one_cpu`) on LTX-2.0's settings, at the body's `fps` (paradit's 24 when
+    left out): its video."""
     import base64
     import io
 
@@ -232,11 +250,11 @@ def keyframes_direct(pipe: Any, body: Any) -> Any:
     run = same_components_as(pipe, LTX2ConditionPipeline)
     run.set_progress_bar_config(disable=True)
     conditions = [
-        LTX2VideoCondition(frames=image("image"), index=0, strength=1.0, crf=0),
-        LTX2VideoCondition(frames=image("last_image"), index=-1, strength=1.0, crf=0),
+        LTX2VideoCondition(frames=image("image"), index=0, strength=1.0),
+        LTX2VideoCondition(frames=image("last_image"), index=-1, strength=1.0),
     ]
     guidance = body["guidance_scale"]
-    with torch.no_grad():
+    with torch.no_grad(), one_cpu():
         video, _audio = run(
             conditions=conditions,
             prompt=body["prompt"],
@@ -291,10 +309,12 @@ def two_stage_called(
     """The two-stage job as diffusers' LTX-2 docs chain it, one generator: stage 1
     (`LTX2Pipeline`, or `LTX2ImageToVideoPipeline` with the body's image at stage 1's size)
     at the size / 2 with the body's guidance, `LTX2LatentUpsamplePipeline`, stage 2 at the
-    size on the upscale's levels (the distilled scheduler settings), unguided; with an image,
-    its latent at the final size replaces the upscaled first frame first (Lightricks'
-    two-stage pipelines). `stage_2`: a context around stage 2 only (its LoRA). (video, audio)
+    size on the upscale's levels (the distilled scheduler settings), unguided; with an image
+    (re-compressed at the model's CRF at each stage's size, on one CPU: `one_cpu`), its latent
+    at the final size replaces the upscaled first frame first (Lightricks' two-stage
+    pipelines). `stage_2`: a context around stage 2 only (its LoRA). (video, audio)
     of stage 2 in `output_type`."""
+    import numpy as np
     import torch
     from diffusers import (
         FlowMatchEulerDiscreteScheduler,
@@ -302,6 +322,7 @@ def two_stage_called(
         LTX2LatentUpsamplePipeline,
         LTX2Pipeline,
     )
+    from PIL import Image
 
     from ..base import same_components_as
     from .adapter import DISTILLED_SCHEDULER
@@ -325,10 +346,10 @@ def two_stage_called(
     )
     first_image = final_image = {}
     if has_image:
-        first_image = {"image": _image(body, width // 2, height // 2), "image_crf": 0}
-        final_image = {"image": _image(body, width, height), "image_crf": 0}
+        first_image = {"image": _image(body, width // 2, height // 2)}
+        final_image = {"image": _image(body, width, height)}
     own = run.scheduler
-    with torch.no_grad():
+    with torch.no_grad(), one_cpu():
         video, audio = run(
             height=height // 2, width=width // 2, output_type="latent",
             num_inference_steps=body["num_inference_steps"],
@@ -341,8 +362,16 @@ def two_stage_called(
             latents=video, height=height // 2, width=width // 2, output_type="latent",
             return_dict=False,
         )[0]  # fmt: skip
-        if has_image:  # the image at the final size through the VAE's encoder, its mode
-            pixels = run.video_processor.preprocess(final_image["image"], height, width)
+        if has_image:  # the image at the final size, re-compressed, through the VAE's encoder
+            from diffusers.pipelines.ltx2.utils import (
+                apply_image_conditioning_crf,
+                resolve_default_image_crf,
+            )
+
+            crf = resolve_default_image_crf(run.text_encoder)
+            sent = np.asarray(final_image["image"])
+            squeezed = Image.fromarray(apply_image_conditioning_crf(sent, crf))
+            pixels = run.video_processor.preprocess(squeezed, height, width)
             up[:, :, :1] = run.vae.encode(pixels[:, :, None]).latent_dist.mode()
         run.scheduler = FlowMatchEulerDiscreteScheduler.from_config(
             own.config, **DISTILLED_SCHEDULER
