@@ -173,6 +173,15 @@ LTX2_REFUSED = {  # case -> (template, inner node edits, outer widget edits, nod
         "video_ltx2_t2v_distilled.json", {"176": ["0.975, 0.909375, 0.725, 0.421875, 0.0"]},
         {}, "subgraph 177 > node 176", "ManualSigmas", "a first stage's levels must start at 1",
     ),
+    # 7 steps where the distilled model runs its own 8 (LTX2.fixed_levels: the server's
+    # limits.sigmas), refused at the import as the server would refuse the job
+    "stage 1's ManualSigmas at another count than the distilled model's 8": (
+        "video_ltx2_t2v_distilled.json",
+        {"176": ["1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.0"]}, {},
+        "subgraph 177 > node 176", "ManualSigmas",
+        "8 levels (7 steps) on all-in-one tiny-ltx2-distilled (DiT, connectors, vae, audio_vae, "
+        "vocoder), which runs only its own 8-step schedule",
+    ),
 }  # fmt: skip
 
 
