@@ -105,8 +105,9 @@ def test_edit_template_runs_end_to_end(comfy, tmp_path, paradit_warm, backends, 
     one its graph gives: the first model's 64x48 image, the Kontext size of the others'),
     on a backend of its own files (each template names its own DiT file, so a backend each):
     job.json records the imported request (ComfyUI's image preparation, 2509's Lightning
-    LoRA, 2511's reference method and CFGNorm...), the int8 DiT's linears stay int8 on its backend, and the image is
-    the one the plan's request makes on that backend, byte for byte."""
+    LoRA, 2511's reference method and CFGNorm...), the int8 DiT's linears stay int8 on its
+    backend, and the image is the one the plan's request makes on that backend, byte for
+    byte."""
     data = json.loads((TEMPLATES / template).read_text())
     (inner,) = data["definitions"]["subgraphs"]
     steps = next(n for n in inner["nodes"] if str(n["id"]) == STEPS[template])
