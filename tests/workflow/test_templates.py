@@ -316,6 +316,30 @@ def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(ba
             assert served.request == plan.request
 
 
+def test_distilled_levels_of_another_count_are_refused_at_their_node_by_the_server(base, tmp_path):
+    """POST /v1/workflows' check (`plan_for_server`) on a server of the distilled template's
+    files: its saved ManualSigmas 176 (8 steps) passes; at 7 steps it is refused naming that
+    node, where the job would otherwise reach the server's limits (num_inference_steps must
+    be 8) with no node named."""
+    template = "video_ltx2_t2v_distilled.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    saved = ltx2_copy(template, comfy, 113)
+    plan, _ = plan_of(str(saved), str(comfy))
+    config = ServeConfig.from_argv(plan.serve_argv()[2:], model=plan.serve["model"], device="cpu")
+    served, _ = plan_for_server(
+        json.loads(saved.read_text()), "0" * 64, str(comfy), config, SAMPLERS
+    )
+    assert served.request["num_inference_steps"] == 8
+    seven = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.0"
+    edited = ltx2_copy(template, tmp_path, 113, **{"176": [seven]})
+    with pytest.raises(ValueError) as error:
+        plan_for_server(json.loads(edited.read_text()), "0" * 64, str(comfy), config, SAMPLERS)
+    assert str(error.value).startswith(
+        "subgraph 177 > node 176 (ManualSigmas): 8 levels (7 steps) on all-in-one "
+        "tiny-ltx2-distilled"
+    ), error.value
+
+
 def _dual(saved: Path, folder: Path, node: int, scales: list[float]) -> Path:
     """The workflow `saved` with CFGGuider `node` made an LTXVDualCFGGuider at `scales`."""
     data = json.loads(saved.read_text())
