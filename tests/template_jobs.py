@@ -544,6 +544,26 @@ LTX2_TWO_STAGE = {  # template -> (the subgraph node's widget index of the lengt
 }  # fmt: skip
 
 
+LTX2_AS_SAVED = {  # template -> (the tiny checkpoint's variant, the request), as saved
+    # the two-stage job at 113 frames (LTX2_TWO_STAGE, by hand from the graph)
+    # at the saved 121 frames (PrimitiveInt 62): EmptyLTXVLatentVideo 43 makes 16 latent
+    # frames of 20 x 11 tokens, so LTXVScheduler 9's 20 steps run over 3520 tokens;
+    # LTXVEmptyLatentAudio 51: 121 frames at PrimitiveInt 103's 24 fps, ceil(121 / 24 x 25) =
+    # 127 audio latent frames (LTX2Pipeline's round(...) = 126)
+    "video_ltx2_t2v.json": (LTX2_TWO_STAGE["video_ltx2_t2v.json"][1], {
+        **LTX2_TWO_STAGE["video_ltx2_t2v.json"][2], "num_frames": 121,
+        "sigmas": pytest.approx(ltxv_scheduler(20, 16 * 11 * 20), abs=1e-9),
+        "audio_latent_frames": 127,
+    }),
+    # PrimitiveInt 113's 121 frames; LTXVEmptyLatentAudio 115 at PrimitiveInt 106's 24 fps:
+    # 127; ManualSigmas 176's levels whatever the tokens
+    "video_ltx2_t2v_distilled.json": (LTX2_TWO_STAGE["video_ltx2_t2v_distilled.json"][1], {
+        **LTX2_TWO_STAGE["video_ltx2_t2v_distilled.json"][2], "num_frames": 121,
+        "audio_latent_frames": 127,
+    }),
+}  # fmt: skip
+
+
 def ltx2_copy(template: str, folder: Path, length: int, **inner: list) -> Path:
     """The template with its length (on the subgraph node) set to `length`, its samplers
     euler where paradit runs no euler_ancestral, and inner nodes' widget values replaced

@@ -538,6 +538,7 @@ def _own_levels_stage(
             leftover=False,
         ),
         own_levels=sigmas.node,
+        steps_node=sigmas.node,
     )
 
 
@@ -608,6 +609,7 @@ def _sampler_custom_advanced(m: Mapper, node: Node) -> tuple[Any, ...]:
         leftover=False,
         sigmas=sigmas.levels,
         audio_cfg=guider.audio_cfg,
+        steps_node=sigmas.node,
     )
     m.say(node, _stage_line(stage))
     sampled = Sampled(latent, (stage,))

@@ -61,6 +61,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     if positive.text_2 is not None:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
+    steps_node = decoded.sampled.stages[0].steps_node or sampler
     return WorkflowPlan(
         request,
         serve,
@@ -72,6 +73,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         own,
         text_guidance,
         images=images,
+        steps_node=steps_node,
     )
 
 
@@ -435,6 +437,7 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
     _own_levels_fit(plan, resolved)
+    _fixed_levels_fit(plan, resolved, detections[0].variant)
     if plan.text_guidance is not None and embeds:
         _text_guidance(plan)
     guided = [graph.nodes[i] for i, t, _ in plan.lines if t == "FluxGuidance"]
@@ -467,6 +470,28 @@ def _own_levels_fit(plan: WorkflowPlan, resolved: Any) -> None:
     reason = family.workflow_refusal(resolved.preset.name, plan.request)
     if reason:
         raise WorkflowError(plan.sampler, reason)
+
+
+def _fixed_levels_fit(plan: WorkflowPlan, resolved: Any, dit_variant: str) -> None:
+    """A model that runs only its own levels (`Family.fixed_levels` of the DiT's variant: the
+    server's `limits.sigmas`) takes exactly that many steps: another count is refused at the
+    node that gives it (ManualSigmas, a scheduler, the sampler), as the server would refuse
+    the job."""
+    from ..models.families import family_for
+
+    levels = family_for(resolved.pipeline_class).fixed_levels(dit_variant)
+    variant = resolved.variant
+    steps = plan.request["num_inference_steps"]
+    if not levels or steps == len(levels):
+        return
+    count = len(levels)
+    given = f"{steps + 1} levels ({steps} steps)" if "sigmas" in plan.request else f"{steps} steps"
+    raise WorkflowError(
+        plan.steps_node,
+        f"{given} on {variant}, which runs only its own {count}-step schedule (the server's "
+        f"limits.sigmas; no other step count): give {count} steps"
+        + (f" ({count + 1} levels ending in 0)" if "sigmas" in plan.request else ""),
+    )
 
 
 def _second_prompt_fits(plan: WorkflowPlan, pipeline_class: str, variant: str) -> None:

@@ -158,6 +158,9 @@ class Stage:
     own_levels: Node | None = None
     """The scheduler node (Flux2Scheduler) whose levels are the model's own scheduler's: the
     job names no sampler, scheduler or shift."""
+    steps_node: Node | None = None
+    """The node whose widget gives the step count where it is not the sampler node (a
+    SamplerCustomAdvanced's scheduler or levels node: BasicScheduler, ManualSigmas...)."""
 
 
 @dataclass(frozen=True)
@@ -337,6 +340,9 @@ class WorkflowPlan:
     images: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the Kontext
     size FluxKontextImageScale scales it to (None: as loaded), made when sent (`body`)."""
+    steps_node: Node | None = None
+    """The node that gives the (first) stage's step count: its scheduler or levels node
+    (ManualSigmas...), or the sampler node itself."""
 
     def body(self) -> dict[str, Any]:
         """The request as POST /v1/jobs takes it (the image files as base64)."""

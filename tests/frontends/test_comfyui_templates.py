@@ -15,14 +15,16 @@ export gives the saved form's job (every request field, the files the backend se
 variant) and the job written by hand: test_templates.py's table, the Qwen-Image-Edit
 templates, Krea 2 Turbo's with prompt_enhance off, FLUX.2 [klein]'s distilled subgraph; a
 refused template is refused at the same node path with the same reason. LTX-2's
-text-to-video templates are compared at 113 frames too, the copies test_templates.py maps to
-the two-stage job. Every other template of the package whose nodes all have a definition (of
+text-to-video templates as saved (121 frames, ComfyUI's audio length `audio_latent_frames`
+127: test_templates_ltx.py's jobs), and at 113 frames too, the copies test_templates.py maps
+to the two-stage job. Every other template of the package whose nodes all have a definition (of
 the families other branches map, and others built of the same core nodes) is compared as a
 graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 43 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 46 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
+as saved added later, estimated: measure again).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from template_jobs import (
     EXPECTED,
     KLEIN_DISTILLED,
     KREA2,
+    LTX2_AS_SAVED,
     LTX2_TWO_STAGE,
     REFUSED,
     comfy_for,
@@ -115,7 +118,7 @@ def _known_templates() -> list[str]:
     paradit's families, and others built of the same core nodes)."""
     known = []
     for path in sorted(TEMPLATES.glob("*.json")):
-        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2}:
+        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2, *LTX2_AS_SAVED}:
             continue  # compared job by job above
         try:
             data = json.loads(path.read_text())
@@ -225,6 +228,21 @@ def test_exported_klein_distilled_subgraph_imports_to_its_job(frontend, base, tm
     api = exported(frontend, data, tmp_path, saved.name, same_ids=False)
     plan = _same_job(saved, api, folder)
     assert plan.request == KLEIN_DISTILLED
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_AS_SAVED))
+def test_exported_ltx2_template_as_saved_imports_to_its_job(frontend, base, tmp_path, template):
+    """LTX-2's text-to-video templates as saved (121 frames at 24 fps): the API form the
+    frontend exports is the saved form's job and the one written by hand
+    (tests/workflow/test_templates_ltx.py's), ComfyUI's audio length (`audio_latent_frames`
+    127) included."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    plan = _same_job(TEMPLATES / template, api, comfy)
+    _, request = LTX2_AS_SAVED[template]
+    assert plan.request == request
+    assert plan.request["audio_latent_frames"] == 127
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))

@@ -239,6 +239,8 @@ def test_tiny_checkpoint_makes_the_presets_video_and_audio(tmp_path):
     assert pipe.scheduler.config.use_dynamic_shifting and pipe.scheduler.config.shift_terminal
     limits = family_of(pipe).limits(pipe, tiny=True)
     assert (limits.default_steps, limits.default_guidance, limits.sigmas) == (4, 4.0, ())
+    # what a workflow's import holds the file to (Family.fixed_levels): any step count
+    assert family_of(pipe).fixed_levels(recognise(str(checkpoint)).detection.variant) == ()
     assert_same_weights(pipe, tiny, (*COMPONENTS, "text_encoder"))
     text = "a fox <bos> 42"
     assert pipe.tokenizer(text).input_ids == tiny.tokenizer(text).input_ids
@@ -407,6 +409,8 @@ def test_distilled_file_runs_its_own_schedule(tmp_path):
         8,
         tuple(DISTILLED_SIGMA_VALUES),
     )
+    # a workflow's import holds the file to the same levels (Family.fixed_levels, by variant)
+    assert family.fixed_levels("tiny-ltx2-distilled") == limits.sigmas
     body = {"prompt": "a fox in the snow", "width": 64, "height": 64, "num_frames": 9, "seed": 5}
     for steps in (4, 30):
         with pytest.raises(

@@ -12,8 +12,9 @@ latent length is the pipeline's (as saved, at 121 frames, with ComfyUI's
 `audio_latent_frames`: test_templates_ltx.py); the dev one and the distilled one run both
 stages end to end at a tiny size.
 
-Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29; the Flux ones' and LTX-2
-distilled's runs added later, scaled from a loaded machine: measure again).
+Cost: about 30 s (the suite's two-worker run on 2 cores, 2026-11-29; the Flux ones' and LTX-2
+distilled's runs and the distilled levels' server check added later, scaled from a loaded
+machine: measure again).
 """
 
 from __future__ import annotations
@@ -173,6 +174,15 @@ LTX2_REFUSED = {  # case -> (template, inner node edits, outer widget edits, nod
         "video_ltx2_t2v_distilled.json", {"176": ["0.975, 0.909375, 0.725, 0.421875, 0.0"]},
         {}, "subgraph 177 > node 176", "ManualSigmas", "a first stage's levels must start at 1",
     ),
+    # 7 steps where the distilled model runs its own 8 (LTX2.fixed_levels: the server's
+    # limits.sigmas), refused at the import as the server would refuse the job
+    "stage 1's ManualSigmas at another count than the distilled model's 8": (
+        "video_ltx2_t2v_distilled.json",
+        {"176": ["1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.0"]}, {},
+        "subgraph 177 > node 176", "ManualSigmas",
+        "8 levels (7 steps) on all-in-one tiny-ltx2-distilled (DiT, connectors, vae, audio_vae, "
+        "vocoder), which runs only its own 8-step schedule",
+    ),
 }  # fmt: skip
 
 
@@ -305,6 +315,30 @@ def test_ltx2_two_stage_files_go_to_the_backend_and_the_server_must_hold_them(ba
         else:
             served, _ = plan_for_server(data, "0" * 64, str(comfy), config, SAMPLERS)
             assert served.request == plan.request
+
+
+def test_distilled_levels_of_another_count_are_refused_at_their_node_by_the_server(base, tmp_path):
+    """POST /v1/workflows' check (`plan_for_server`) on a server of the distilled template's
+    files: its saved ManualSigmas 176 (8 steps) passes; at 7 steps it is refused naming that
+    node, where the job would otherwise reach the server's limits (num_inference_steps must
+    be 8) with no node named."""
+    template = "video_ltx2_t2v_distilled.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    saved = ltx2_copy(template, comfy, 113)
+    plan, _ = plan_of(str(saved), str(comfy))
+    config = ServeConfig.from_argv(plan.serve_argv()[2:], model=plan.serve["model"], device="cpu")
+    served, _ = plan_for_server(
+        json.loads(saved.read_text()), "0" * 64, str(comfy), config, SAMPLERS
+    )
+    assert served.request["num_inference_steps"] == 8
+    seven = "1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.0"
+    edited = ltx2_copy(template, tmp_path, 113, **{"176": [seven]})
+    with pytest.raises(ValueError) as error:
+        plan_for_server(json.loads(edited.read_text()), "0" * 64, str(comfy), config, SAMPLERS)
+    assert str(error.value).startswith(
+        "subgraph 177 > node 176 (ManualSigmas): 8 levels (7 steps) on all-in-one "
+        "tiny-ltx2-distilled"
+    ), error.value
 
 
 def _dual(saved: Path, folder: Path, node: int, scales: list[float]) -> Path:

@@ -25,28 +25,9 @@ from pathlib import Path
 import pytest
 from comfy_templates import TEMPLATES, placeholders, refusal
 from conftest import run_job
-from template_jobs import LTX2_FILES, LTX2_TWO_STAGE, comfy_for, ltxv_scheduler, tiny_files
+from template_jobs import LTX2_AS_SAVED, LTX2_FILES, comfy_for, tiny_files
 
 from paradit.backend.tools.workflow import plan_of
-
-LTX2_AS_SAVED = {  # template -> (the tiny checkpoint's variant, the request)
-    # the two-stage job at 113 frames (template_jobs.LTX2_TWO_STAGE, by hand from the graph)
-    # at the saved 121 frames (PrimitiveInt 62): EmptyLTXVLatentVideo 43 makes 16 latent
-    # frames of 20 x 11 tokens, so LTXVScheduler 9's 20 steps run over 3520 tokens;
-    # LTXVEmptyLatentAudio 51: 121 frames at PrimitiveInt 103's 24 fps, ceil(121 / 24 x 25) =
-    # 127 audio latent frames (LTX2Pipeline's round(...) = 126)
-    "video_ltx2_t2v.json": (LTX2_TWO_STAGE["video_ltx2_t2v.json"][1], {
-        **LTX2_TWO_STAGE["video_ltx2_t2v.json"][2], "num_frames": 121,
-        "sigmas": pytest.approx(ltxv_scheduler(20, 16 * 11 * 20), abs=1e-9),
-        "audio_latent_frames": 127,
-    }),
-    # PrimitiveInt 113's 121 frames; LTXVEmptyLatentAudio 115 at PrimitiveInt 106's 24 fps:
-    # 127; ManualSigmas 176's levels whatever the tokens
-    "video_ltx2_t2v_distilled.json": (LTX2_TWO_STAGE["video_ltx2_t2v_distilled.json"][1], {
-        **LTX2_TWO_STAGE["video_ltx2_t2v_distilled.json"][2], "num_frames": 121,
-        "audio_latent_frames": 127,
-    }),
-}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

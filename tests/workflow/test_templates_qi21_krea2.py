@@ -7,15 +7,17 @@ name written as the tiny presets' files under the templates' own names.
   its `prompt_enhance` switch off (the one change the refusal asks for), each imports to the
   job ComfyUI runs (every field written by hand from the graph) on its files: the DiT
   (`krea2_turbo_fp8_scaled` / `krea2_turbo_int8_convrot`), Qwen3-VL-4B
-  (`qwen3vl_4b_fp8_scaled`) and the Qwen-Image VAE; the fp8 one runs end to end on a backend
-  of those files (`workflow run --server`, at 256x256), sampled as ComfyUI does
-  (euler/simple at Krea 2's shift e^1.15).
+  (`qwen3vl_4b_fp8_scaled`) and the Qwen-Image VAE; each runs end to end on a backend of
+  those files (`workflow run --server`, at 256x256; the int8 one's linears int8 there),
+  sampled as ComfyUI does (euler/simple at Krea 2's shift e^1.15), the image the one its
+  request makes on that backend.
 - Qwen-Image 2.1 (`image_qwen_image_2_1_t2i`, `_image_edit`, `_turbo_t2i`,
   `_turbo_image_edit`): refused, naming the node and why (their ComfyUI nodes and the
   model's ComfyUI sampling defaults were not available to read; the edit ones, past their
   ImageCompare viewer, at TextEncodeQwenImage21).
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (2 s in the suite's two-worker run on 2 cores, 2026-11-29, before the int8
+run and the image check were added: measure again).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from comfy_templates import TEMPLATES, placeholders, refusal, shifted
+from conftest import run_job
 from PIL import Image
 from template_jobs import KREA2, KREA2_SHIFT, enhancer_off, krea2_files, krea2_request
 
@@ -59,13 +62,19 @@ def test_krea2_turbo_template_refused_as_saved_and_imported_with_theenhancer_off
     }
 
 
-def test_krea2_turbo_template_runs_end_to_end(krea2_comfy, tmp_path, paradit_warm, backends):
-    """The fp8 template with the enhancer off (8 steps; at 256x256, ResolutionSelector's
-    megapixels 1/16, to keep the test cheap), on a backend of its files: `workflow run
-    --server` writes the image of its request, sampled on euler/simple at e^1.15."""
-    path = enhancer_off(KREA2[0], tmp_path, megapixels=1 / 16)
+@pytest.mark.parametrize("template", KREA2)
+def test_krea2_turbo_template_runs_end_to_end(
+    krea2_comfy, tmp_path, paradit_warm, backends, template
+):
+    """Each template with the enhancer off (8 steps; at 256x256, ResolutionSelector's
+    megapixels 1/16, to keep the test cheap), on a backend of its files (the int8 one's DiT
+    linears int8 there): `workflow run --server` writes the image its request makes on that
+    backend, sampled on euler/simple at e^1.15."""
+    path = enhancer_off(template, tmp_path, megapixels=1 / 16)
     plan, _ = plan_of(str(path), str(krea2_comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    stored = server.info()["ranks"][0]["weights"]["stored"]
+    assert ("int8" in stored) == template.endswith("_int8.json"), stored
     out = tmp_path / "out"
     result = paradit_warm(
         "workflow", "run", str(path), "--out", str(out),
@@ -77,6 +86,8 @@ def test_krea2_turbo_template_runs_end_to_end(krea2_comfy, tmp_path, paradit_war
     assert record["sampling"]["sigmas"] == pytest.approx(
         [shifted(1 - k / 8, KREA2_SHIFT) for k in range(8)] + [0.0], abs=1e-6
     )
+    _, frames = run_job(server, plan.body())
+    assert (out / "image.png").read_bytes() == frames[0]
     with Image.open(out / "image.png") as image:
         assert image.size == (256, 256)
 

@@ -163,6 +163,11 @@ class Family:
     Flux2Scheduler: tests/workflow/test_flux2_levels.py): a workflow sampled on them runs on
     the model's own scheduler."""
 
+    def fixed_levels(self, variant: str) -> tuple[float, ...]:
+        """The noise levels a file recognised as `variant` runs only (its `Limits.sigmas` once
+        loaded: every job takes exactly that many steps); () where any step count runs."""
+        return ()
+
     def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
         """Why a workflow's job (`request`, as imported) on a file run as `preset` would not
         be the job ComfyUI runs ("" where it is)."""

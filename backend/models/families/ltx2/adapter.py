@@ -66,6 +66,7 @@ from ..base import (
     video_frames,
 )
 from . import image_crf
+from .detect import DISTILLED
 from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
 # The LTX-2 model card: 768x512, 121 frames at 24 fps, 40 steps, guidance 4. The pipeline
@@ -104,6 +105,10 @@ def is_distilled(pipe: Any) -> bool:
 class LTX2(Family):
     """Text-to-video with its audio track; with an image in the request, image-to-video on the
     same components (`LTX2ImageToVideo`'s job)."""
+
+    def fixed_levels(self, variant: str) -> tuple[float, ...]:
+        """A distilled file's (its variant says so, `detect.DISTILLED`) own 8 levels."""
+        return distilled_sigmas() if variant.endswith(DISTILLED) else ()
 
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         patch = int(pipe.transformer_spatial_patch_size)

@@ -38,6 +38,8 @@ from ...single_file.detection import TINY_WIDTH, Detection, count_indices
 from ...single_file.header import FileHeader
 
 LTX2 = "ltx2"
+DISTILLED = "-distilled"
+"""The suffix of a distilled file's variant (`ltx-2-distilled`): it runs only its own schedule."""
 MARKER = "av_ca_a2v_gate_adaln_single.emb.timestep_embedder.linear_1.weight"
 """The key that tells an LTX-2 DiT in Lightricks' names (diffusers' converter looks for it)."""
 DIFFUSERS_MARKER = "av_cross_attn_video_a2v_gate.emb.timestep_embedder.linear_1.weight"
@@ -125,7 +127,7 @@ def ltx2_dit(header: FileHeader, prefix: str, layout: str) -> Detection:
     if found:
         reasons.append("checkpoint: also holds " + ", ".join(found))
     base = ("tiny-ltx2" if tiny else "ltx-2") + (f".{version[-1]}" if version else "")
-    variant = base + ("-distilled" if distilled else "")
+    variant = base + (DISTILLED if distilled else "")
     return Detection(
         "transformer", LTX2, variant, layout, prefix, config, tuple(reasons), bundled=found
     )
