@@ -448,6 +448,7 @@ def test_backend_node_settings_reach_the_backend(
         "vae_tile": "32x32",
         "lora_cache_gib": float(POOL_LORA_CACHE_GIB),  # ComfyUI's loras folders: LoRAs on
         "weights": "auto",  # the node's default: quantized files stay quantized
+        "encoder_placement": "auto",  # the planner places the text encoder
     }
     assert info["memory"]["reference_job"]["decode"] == "tiled"  # --vae-tiling on
     assert text == backend_summary(info) and "memory plan:" in text and ": tiled" in text
