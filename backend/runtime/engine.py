@@ -31,6 +31,7 @@ from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import ModelSizes, sizes_of_pipeline, stored_weights
 from ..memory.swap import ExpertSwap
+from ..models.encoder_rows import EmptyEncoder, fill_encoder, load_encoders_to_shard
 from ..models.families import Family, enable_tiles, family_for, family_of
 from ..models.loading import (
     ModelSource,
@@ -301,6 +302,8 @@ class Runtime:
         for name in sorted(lazy):
             target = placement.expert_target(self.layout, name, group.device)
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
+        for encoder in self.empty_encoders.values():  # sharded with the DiTs, on the device
+            fill_encoder(encoder, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
 
     def _prepare_jobs(self, loras: LoraLibrary | None, preview: torch.Tensor | None) -> None:
@@ -503,16 +506,16 @@ class Runtime:
 
     def _load_encoders_to_shard(self) -> None:
         """With the encoders sharded over the replica's ranks (the layout's `sharded` text
-        encoder), the ranks other than 0 load them too (rank 0 did in `_load`): each rank
-        holds a whole host copy until `_parallelize` shards it (not yet one host copy:
-        docs/memory.md)."""
+        encoder), the ranks other than 0 put them in their pipeline too (rank 0 loaded them
+        whole in `_load`): built empty where their files can be read by rows, filled with
+        this rank's rows after `_parallelize` shards them (`models/encoder_rows.py`), so such
+        a rank never holds more of an encoder than its share."""
+        self.empty_encoders: dict[str, EmptyEncoder] = {}
+        """The encoders built empty on this rank, filled in `_parallelize`."""
         if self.layout.text_encoder != "sharded" or self.group.is_rank0:
             return
-        encoders = self.family.encoder_components
-        others = frozenset(self.pipe.components) - encoders
-        loaded = load_pipeline(self.source, skip=others, dtype=self.dtype, weights=self.weights)
-        self.pipe.register_modules(
-            **{name: getattr(loaded, name) for name in sorted(encoders) if hasattr(loaded, name)}
+        self.empty_encoders = load_encoders_to_shard(
+            self.pipe, self.source, self.family.encoder_components, self.dtype, self.weights
         )
 
     def _encoders(self) -> list[torch.nn.Module]:
@@ -571,6 +574,8 @@ class Runtime:
             "pid": os.getpid(),
             "device": str(self.group.device),
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
+            "encoder_param_bytes": sum(local_param_bytes(e) for e in self._encoders()),
+            "encoders_built_empty": sorted(self.empty_encoders),
             "rss_before_model_bytes": self.meter.start_rss,
             "weights": {
                 "mode": self.weights,
