@@ -137,6 +137,7 @@ def _folder_encoder(folder: str, name: str, class_name: str, dtype: torch.dtype)
     config = model_class.config_class.from_pretrained(path)
     with init_empty_weights(include_buffers=False):  # buffers (rotary tables) for real
         model = model_class._from_config(config, dtype=dtype)
+    model.tie_weights()  # as from_pretrained ties them: one parameter (T5's embeddings)
     model.eval()
     files = checkpoint_files(path)
     keys, missing = key_map(model, files)

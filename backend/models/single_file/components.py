@@ -54,6 +54,8 @@ def empty_encoder(
     config.pop("_class_name", None)
     with init_empty_weights(include_buffers=False):
         model = model_class(model_class.config_class(**config))
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
     return cast_model(model, dtype).eval()
 
 
