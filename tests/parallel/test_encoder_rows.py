@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import spawn_gloo
+from conftest import run_job, spawn_gloo
 from image_jobs import CPU, encoded
 from safetensors.torch import save_file
 from torch.distributed.tensor import DTensor
@@ -232,3 +232,23 @@ def world_size_1(cases) -> dict[Any, dict]:
 
 def test_a_rank_reads_only_its_rows_of_the_encoder(cases, world_size_1):
     spawn_gloo(2, _check_ranks, cases, world_size_1)
+
+
+SERVED = {"prompt": "rows of an encoder", "seed": 5, "width": 64, "height": 48}
+SERVED |= {"num_frames": 5, "num_inference_steps": 2, "guidance_scale": 3.0}
+"""Explicit sizes: a folder model gets the real model's defaults."""
+
+
+def test_served_from_a_folder_rank_1_holds_its_rows_only(tmp_path, backends, references):
+    folder = tmp_path / "tiny-wan"
+    build_preset(TINY_JOB.preset).save_pretrained(folder)
+    client = backends.get(str(folder), 2, "--encoder-placement", "sharded")
+    ranks = {rank["rank"]: rank for rank in client.info()["ranks"]}
+    whole = _whole_bytes(build_preset(TINY_JOB.preset).text_encoder)
+    assert ranks[0]["encoders_built_empty"] == [], ranks[0]
+    assert ranks[1]["encoders_built_empty"] == ["text_encoder"], ranks[1]
+    for rank in ranks.values():
+        assert rank["encoder_param_bytes"] <= whole // 2 + int(SLACK * whole), rank
+    _, frames = run_job(client, SERVED)
+    backends.stop(client)
+    assert frames == references.frames(TINY_JOB.preset, SERVED)
