@@ -14,22 +14,13 @@ import json
 import numpy as np
 import pytest
 from conftest import REFERENCE_FLAGS, run_job
+from image_jobs import save_h3_folder
 
 from paradit.backend.models.families.minimax_h3.tiny_job import BODY
 from paradit.backend.models.loading import ModelSource, load_pipeline, pipeline_index
 from paradit.backend.models.presets import build_preset
 
 PRESET = "tiny-minimax-h3"
-
-
-def save_folder(folder) -> None:
-    """The tiny preset as `save_pretrained` writes it, its processor's entry as a released
-    H3 folder names it (transformers' `Qwen3VLProcessor`)."""
-    build_preset(PRESET).save_pretrained(str(folder), overwrite_modular_index=True)
-    path = folder / "modular_model_index.json"
-    index = json.loads(path.read_text())
-    index["processor"][:2] = ["transformers", "Qwen3VLProcessor"]
-    path.write_text(json.dumps(index, indent=2))
 
 
 def pixels(png: bytes) -> np.ndarray:
@@ -44,7 +35,7 @@ def pixels(png: bytes) -> np.ndarray:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("h3") / "tiny-minimax-h3-folder"
-    save_folder(folder)
+    save_h3_folder(folder)
     return folder
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import torch
 from conftest import run_job, spawn_gloo
-from image_jobs import CPU, encoded
+from image_jobs import CPU, encoded, save_h3_folder
 from safetensors.torch import save_file
 from torch.distributed.tensor import DTensor
 from torch.overrides import TorchFunctionMode
@@ -199,11 +199,9 @@ def _write_files(root) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
 
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory) -> list[tuple[tuple[str, tuple, tuple], dict]]:
-    from families.test_minimax_h3_folder import save_folder
-
     root = tmp_path_factory.mktemp("encoder-rows")
     build_preset(TINY_JOB.preset).save_pretrained(root / "tiny-wan")
-    save_folder(root / "tiny-minimax-h3")
+    save_h3_folder(root / "tiny-minimax-h3")
     files = _write_files(root)
     return [
         ((str(root / "tiny-wan"), (), ()), dict(TINY_JOB.body)),
