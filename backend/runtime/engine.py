@@ -203,13 +203,21 @@ class Runtime:
         """Load the pipeline on this rank (the encoders on rank 0 only); returns the DiTs built
         empty, to be filled shard by shard after `parallelize` (one host copy:
         models/sharded_load.py)."""
-        skip = frozenset() if self.group.is_rank0 else self.family.encoder_components
+        encoders = self.family.encoder_components
+        forced = self._encoders_sharded_by_flag(memory, plan_overrides)
+        skip = frozenset() if self.group.is_rank0 and not forced else encoders
         lazy = self._lazy_dits(plan_overrides)
         self.weights = memory.weights
         """`--weights`: how the DiTs' linear layers are stored (`models/quantized.py`)."""
         self.pipe = load_pipeline(
             self.source, skip=skip | lazy, dtype=self.dtype, weights=self.weights
         )
+        self.empty_encoders: dict[str, EmptyEncoder] = {}
+        """The encoders built empty on this rank, filled with its rows in `_parallelize`."""
+        if self.group.is_rank0 and forced:  # sized on meta by the plan, like the empty DiTs
+            self.empty_encoders = load_encoders_to_shard(
+                self.pipe, self.source, encoders, self.dtype, self.weights
+            )
         for name in sorted(lazy):
             set_components(self.pipe, **{name: self._empty_dit(name)})
         resolved_mode = resolve_mode(self.weights, False)
@@ -504,14 +512,26 @@ class Runtime:
         log.info("memory plan: %s%s", "; ".join(self.planner.start_reasons), taken_over)
         return self.planner.layout
 
+    def _encoders_sharded_by_flag(
+        self, memory: MemorySettings, plan_overrides: dict[str, Any]
+    ) -> bool:
+        """`--encoder-placement sharded` on a replica of several ranks that shards weights:
+        the encoders are sharded whatever the plan finds, so rank 0 too builds them empty (the
+        memory plan refuses the flag, naming the rule, where it cannot be)."""
+        return (
+            memory.encoder_placement == "sharded"
+            and self.group.replica_size > 1
+            and self.group.dp_degree == 1
+            and plan_overrides.get("shard_weights", True)
+        )
+
     def _load_encoders_to_shard(self) -> None:
         """With the encoders sharded over the replica's ranks (the layout's `sharded` text
-        encoder), the ranks other than 0 put them in their pipeline too (rank 0 loaded them
-        whole in `_load`): built empty where their files can be read by rows, filled with
-        this rank's rows after `_parallelize` shards them (`models/encoder_rows.py`), so such
-        a rank never holds more of an encoder than its share."""
-        self.empty_encoders: dict[str, EmptyEncoder] = {}
-        """The encoders built empty on this rank, filled in `_parallelize`."""
+        encoder), the ranks other than 0 put them in their pipeline too (rank 0 loaded them in
+        `_load`: whole, unless `--encoder-placement sharded` said so before it loaded): built
+        empty where their files can be read by rows, filled with this rank's rows after
+        `_parallelize` shards them (`models/encoder_rows.py`), so such a rank never holds
+        more of an encoder than its share."""
         if self.layout.text_encoder != "sharded" or self.group.is_rank0:
             return
         self.empty_encoders = load_encoders_to_shard(
