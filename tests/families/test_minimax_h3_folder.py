@@ -93,7 +93,7 @@ def test_a_folder_job_equals_the_presets(folder, backends):
         assert rank["encoders_built_empty"] == ["text_encoder"], rank
         assert rank["encoder_param_bytes"] <= 0.55 * encoder, (rank, encoder)
     _, frames_two = run_job(two, BODY)
-    # the DiT and the encoder (with its tokenizer and processor, loaded after the memory plan)
+    # the DiT and the encoder (its tokenizer and processor with it, by a second call)
     # left out of the folder's load on rank 0, built empty and filled from their folders
     log = backend.log_path.read_text(errors="replace")
     assert "(skipped: processor, text_encoder, tokenizer, transformer)" in log

@@ -250,3 +250,28 @@ def test_served_from_a_folder_each_rank_holds_its_rows_only(tmp_path, backends, 
     _, frames = run_job(client, SERVED)
     backends.stop(client)
     assert frames == references.frames(TINY_JOB.preset, SERVED)
+
+
+@pytest.mark.fast
+def test_an_encoder_its_files_do_not_cover_is_loaded_whole(tmp_path, caplog):
+    """A folder whose encoder file lacks a parameter under every name mapped: that encoder is
+    left to the whole load (which says what is wrong), with the reason logged."""
+    import logging
+
+    from safetensors.torch import load_file
+
+    from paradit.backend.models.encoder_rows import empty_encoders
+
+    folder = tmp_path / "tiny-wan"
+    build_preset(TINY_JOB.preset).save_pretrained(folder)
+    source = ModelSource.parse(str(folder))
+    names = frozenset({"text_encoder", "tokenizer"})
+    assert sorted(empty_encoders(source, names, torch.float32)) == ["text_encoder"]
+    path = folder / "text_encoder" / "model.safetensors"
+    state = load_file(path)
+    dropped = "encoder.final_layer_norm.weight"
+    del state[dropped]
+    save_file(state, str(path))
+    with caplog.at_level(logging.WARNING):
+        assert empty_encoders(source, names, torch.float32) == {}
+    assert "text_encoder is loaded whole" in caplog.text and dropped in caplog.text
