@@ -12,7 +12,7 @@ accepts: ComfyUI's prefixes, T5's and a causal LM's tied embeddings).
 Loaded whole as before (they are small or have no files to read rows from): the encoders of
 the presets (built in the process), of a hub id not in the local cache, Qwen-Image-Edit's
 single-file text side (built with its processor by its preset's `text_parts`), and those
-whose files do not hold every parameter under a name mapped here (logged).
+whose files do not hold every parameter under a name mapped here, in its shape (logged).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 class NotCovered(Exception):
     """An encoder's files hold no weights for some of its parameters under any name mapped
-    here: it is loaded whole, as before, by the loader that says what is wrong."""
+    here, or hold them in a shape read otherwise: it is loaded whole, as before, by the
+    loader that says what is wrong."""
 
 
 TIED_SPELLINGS: dict[str, tuple[str, ...]] = {
@@ -88,13 +89,14 @@ def key_map(
 
 
 def check_shapes(model: torch.nn.Module, keys: dict[str, str], shapes: dict[str, Any]) -> None:
-    """ValueError naming the key when a file tensor's rows do not fit its parameter."""
+    """NotCovered naming the key when a file tensor's rows do not fit its parameter (the
+    whole load then reads it its own way, or says what is wrong)."""
     for name, param in model.named_parameters():
         shape = tuple(shapes[keys[name]])
         if math.prod(shape) != param.numel() or (shape[:1] or (1,)) != (
             tuple(param.shape[:1]) or (1,)
         ):
-            raise ValueError(
+            raise NotCovered(
                 f"{keys[name]} has shape {list(shape)}, which does not fit {name} of shape "
                 f"{list(param.shape)}"
             )
