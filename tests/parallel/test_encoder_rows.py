@@ -254,8 +254,9 @@ def test_served_from_a_folder_each_rank_holds_its_rows_only(tmp_path, backends, 
 
 @pytest.mark.fast
 def test_an_encoder_its_files_do_not_cover_is_loaded_whole(tmp_path, caplog):
-    """A folder whose encoder file lacks a parameter under every name mapped: that encoder is
-    left to the whole load (which says what is wrong), with the reason logged."""
+    """A folder whose encoder file lacks a parameter under every name mapped, or that holds
+    .bin weights only: that encoder is left to the whole load (which reads them its way or
+    says what is wrong), with the reason logged."""
     import logging
 
     from safetensors.torch import load_file
@@ -275,3 +276,10 @@ def test_an_encoder_its_files_do_not_cover_is_loaded_whole(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert empty_encoders(source, names, torch.float32) == {}
     assert "text_encoder is loaded whole" in caplog.text and dropped in caplog.text
+    # a folder of .bin weights (no safetensors): from_pretrained reads those
+    torch.save(state, path.with_name("pytorch_model.bin"))
+    path.unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert empty_encoders(source, names, torch.float32) == {}
+    assert "no safetensors weights" in caplog.text
