@@ -249,17 +249,6 @@ class ServeConfig:
             frontend=True,
         ),
     )
-    encoder_placement: str = field(
-        default="auto",
-        metadata=_flag(
-            "--encoder-placement",
-            BACKEND,
-            "where the text encoder lives: auto (the memory plan decides), device (whole on "
-            "rank 0's GPU), sharded (FSDP2 over the replica's ranks, which encode together; "
-            "one replica) or cpu (rank 0's host memory)",
-            choices=ENCODER_PLACEMENTS,
-        ),
-    )
     vae_tiling: str = field(
         default="auto",
         metadata=_flag(
@@ -343,6 +332,20 @@ class ServeConfig:
             BACKEND,
             "int8 matmuls (W8A8, activations quantized per token) for the DiT's int8 linear "
             "layers (CUDA sm >= 8.0 only)",
+            frontend=True,
+        ),
+    )
+    # After the other frontend settings: the ComfyUI node's widgets are positional in saved
+    # workflows, and its list of settings grows at its end (nodes/params.py).
+    encoder_placement: str = field(
+        default="auto",
+        metadata=_flag(
+            "--encoder-placement",
+            BACKEND,
+            "where the text encoder lives: auto (the memory plan decides), device (whole on "
+            "rank 0's GPU), sharded (FSDP2 over the replica's ranks, which encode together; "
+            "one replica) or cpu (rank 0's host memory)",
+            choices=ENCODER_PLACEMENTS,
             frontend=True,
         ),
     )

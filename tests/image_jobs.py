@@ -65,6 +65,18 @@ def rank_groups(
             yield n, groups[n]
 
 
+def save_h3_folder(folder: Any) -> None:
+    """tiny-minimax-h3 as `save_pretrained` writes it (a modular pipeline's folder), its
+    processor's entry as a released H3 folder names it (transformers' `Qwen3VLProcessor`)."""
+    import json
+
+    build_preset("tiny-minimax-h3").save_pretrained(str(folder), overwrite_modular_index=True)
+    path = folder / "modular_model_index.json"
+    index = json.loads(path.read_text())
+    index["processor"][:2] = ["transformers", "Qwen3VLProcessor"]
+    path.write_text(json.dumps(index, indent=2))
+
+
 def encoded(pipe: Any, body: dict, upsampler: Any = None) -> dict:
     """Rank 0's encoded text for `body`, as the engine encodes it (`runtime.job.encode`), for
     jobs that share it (`run_image_job`'s `tensors`); `upsampler`: a two-stage job's."""

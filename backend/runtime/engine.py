@@ -31,6 +31,7 @@ from ..memory.planner import Budget, Layout, MemoryPlanner, Topology
 from ..memory.settings import JobShape, MemorySettings, parse_tile
 from ..memory.sizes import ModelSizes, sizes_of_pipeline, stored_weights
 from ..memory.swap import ExpertSwap
+from ..models.encoder_rows import EmptyEncoder, fill_encoder, load_encoders_to_shard
 from ..models.families import Family, enable_tiles, family_for, family_of
 from ..models.loading import (
     ModelSource,
@@ -202,13 +203,21 @@ class Runtime:
         """Load the pipeline on this rank (the encoders on rank 0 only); returns the DiTs built
         empty, to be filled shard by shard after `parallelize` (one host copy:
         models/sharded_load.py)."""
-        skip = frozenset() if self.group.is_rank0 else self.family.encoder_components
+        encoders = self.family.encoder_components
+        forced = self._encoders_sharded_by_flag(memory, plan_overrides)
+        skip = frozenset() if self.group.is_rank0 and not forced else encoders
         lazy = self._lazy_dits(plan_overrides)
         self.weights = memory.weights
         """`--weights`: how the DiTs' linear layers are stored (`models/quantized.py`)."""
         self.pipe = load_pipeline(
             self.source, skip=skip | lazy, dtype=self.dtype, weights=self.weights
         )
+        self.empty_encoders: dict[str, EmptyEncoder] = {}
+        """The encoders built empty on this rank, filled with its rows in `_parallelize`."""
+        if self.group.is_rank0 and forced:  # sized on meta by the plan, like the empty DiTs
+            self.empty_encoders = load_encoders_to_shard(
+                self.pipe, self.source, encoders, self.dtype, self.weights
+            )
         for name in sorted(lazy):
             set_components(self.pipe, **{name: self._empty_dit(name)})
         resolved_mode = resolve_mode(self.weights, False)
@@ -301,6 +310,8 @@ class Runtime:
         for name in sorted(lazy):
             target = placement.expert_target(self.layout, name, group.device)
             fill_shards(getattr(self.pipe, name), self._dit_weights(name), target)
+        for encoder in self.empty_encoders.values():  # sharded with the DiTs, on the device
+            fill_encoder(encoder, group.device)
         release_freed_memory(collect=True)  # the full weights each rank loaded before sharding
 
     def _prepare_jobs(self, loras: LoraLibrary | None, preview: torch.Tensor | None) -> None:
@@ -501,18 +512,30 @@ class Runtime:
         log.info("memory plan: %s%s", "; ".join(self.planner.start_reasons), taken_over)
         return self.planner.layout
 
+    def _encoders_sharded_by_flag(
+        self, memory: MemorySettings, plan_overrides: dict[str, Any]
+    ) -> bool:
+        """`--encoder-placement sharded` on a replica of several ranks that shards weights:
+        the encoders are sharded whatever the plan finds, so rank 0 too builds them empty (the
+        memory plan refuses the flag, naming the rule, where it cannot be)."""
+        return (
+            memory.encoder_placement == "sharded"
+            and self.group.replica_size > 1
+            and self.group.dp_degree == 1
+            and plan_overrides.get("shard_weights", True)
+        )
+
     def _load_encoders_to_shard(self) -> None:
         """With the encoders sharded over the replica's ranks (the layout's `sharded` text
-        encoder), the ranks other than 0 load them too (rank 0 did in `_load`): each rank
-        holds a whole host copy until `_parallelize` shards it (not yet one host copy:
-        docs/memory.md)."""
+        encoder), the ranks other than 0 put them in their pipeline too (rank 0 loaded them in
+        `_load`: whole, unless `--encoder-placement sharded` said so before it loaded): built
+        empty where their files can be read by rows, filled with this rank's rows after
+        `_parallelize` shards them (`models/encoder_rows.py`), so such a rank never holds
+        more of an encoder than its share."""
         if self.layout.text_encoder != "sharded" or self.group.is_rank0:
             return
-        encoders = self.family.encoder_components
-        others = frozenset(self.pipe.components) - encoders
-        loaded = load_pipeline(self.source, skip=others, dtype=self.dtype, weights=self.weights)
-        self.pipe.register_modules(
-            **{name: getattr(loaded, name) for name in sorted(encoders) if hasattr(loaded, name)}
+        self.empty_encoders = load_encoders_to_shard(
+            self.pipe, self.source, self.family.encoder_components, self.dtype, self.weights
         )
 
     def _encoders(self) -> list[torch.nn.Module]:
@@ -571,6 +594,8 @@ class Runtime:
             "pid": os.getpid(),
             "device": str(self.group.device),
             "dit_param_bytes": sum(local_param_bytes(dit) for dit in self.dits()),
+            "encoder_param_bytes": sum(local_param_bytes(e) for e in self._encoders()),
+            "encoders_built_empty": sorted(self.empty_encoders),
             "rss_before_model_bytes": self.meter.start_rss,
             "weights": {
                 "mode": self.weights,

@@ -1,7 +1,8 @@
 """MiniMax H3 from a diffusers folder (`--model <folder>`): the tiny preset written with
 diffusers' `save_pretrained` (a modular pipeline's folder: `modular_model_index.json` and
 one folder per component) runs the job as the preset does, frames and audio byte for byte;
-on 2 ranks its DiT is built empty and each rank reads its own rows from the folder's files.
+on 2 ranks its DiT and (`--encoder-placement sharded`) its Qwen3-VL are built empty and each
+rank reads its own rows from the folder's files.
 
 Cost: about 35 s (measured on the loaded 2-core machine, 2026-11-29: three backends; to measure
 again on a quiet one).
@@ -14,22 +15,13 @@ import json
 import numpy as np
 import pytest
 from conftest import REFERENCE_FLAGS, run_job
+from image_jobs import save_h3_folder
 
 from paradit.backend.models.families.minimax_h3.tiny_job import BODY
 from paradit.backend.models.loading import ModelSource, load_pipeline, pipeline_index
 from paradit.backend.models.presets import build_preset
 
 PRESET = "tiny-minimax-h3"
-
-
-def save_folder(folder) -> None:
-    """The tiny preset as `save_pretrained` writes it, its processor's entry as a released
-    H3 folder names it (transformers' `Qwen3VLProcessor`)."""
-    build_preset(PRESET).save_pretrained(str(folder), overwrite_modular_index=True)
-    path = folder / "modular_model_index.json"
-    index = json.loads(path.read_text())
-    index["processor"][:2] = ["transformers", "Qwen3VLProcessor"]
-    path.write_text(json.dumps(index, indent=2))
 
 
 def pixels(png: bytes) -> np.ndarray:
@@ -44,7 +36,7 @@ def pixels(png: bytes) -> np.ndarray:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("h3") / "tiny-minimax-h3-folder"
-    save_folder(folder)
+    save_h3_folder(folder)
     return folder
 
 
@@ -95,13 +87,20 @@ def test_a_folder_job_equals_the_presets(folder, backends, references):
     assert audio == preset.audio(ref_job["id"])
     assert latents.tobytes() == ref_latents.tobytes()
     assert np.array_equal(audio_latents, preset.audio_latents(ref_job["id"]))
-    backend = backends.start(str(folder), 2)
+    backend = backends.start(str(folder), 2, "--encoder-placement", "sharded")
     two = backend.client
     whole = info["ranks"][0]["dit_param_bytes"]
     assert all(r["dit_param_bytes"] <= 0.55 * whole for r in two.info()["ranks"])
+    # Qwen3-VL too: built empty on each rank, its rows read from text_encoder/
+    encoder = info["ranks"][0]["encoder_param_bytes"]
+    for rank in two.info()["ranks"]:
+        assert rank["encoders_built_empty"] == ["text_encoder"], rank
+        assert rank["encoder_param_bytes"] <= 0.55 * encoder, (rank, encoder)
     _, frames_two = run_job(two, BODY)
-    # the DiT left out of the folder's load, built empty and filled from transformer/
-    assert "(skipped: transformer)" in backend.log_path.read_text(errors="replace")
+    # the DiT and the encoder (its tokenizer and processor with it, by a second call)
+    # left out of the folder's load on rank 0, built empty and filled from their folders
+    log = backend.log_path.read_text(errors="replace")
+    assert "(skipped: processor, text_encoder, tokenizer, transformer)" in log
     backends.stop(two)
     drift = max(
         int(np.abs(pixels(a) - pixels(b)).max()) for a, b in zip(frames_two, frames, strict=True)

@@ -262,6 +262,7 @@ def test_schemas_follow_the_parameter_specs(comfy_v3):
     optional = [i.id for i in backend.inputs if i.options.get("optional")]
     assert optional == [p.name for p in BACKEND_PARAMS[5:]]  # appended after the first five
     assert {"gpu_memory", "offload", "vae_tiling", "vae_tile", "dp_degree"} <= set(optional)
+    assert optional[-1] == "encoder_placement"  # the newest setting last: saved widgets stay
     assert {"cfg_degree", "ulysses_degree", "ring_degree", "no_shard", "plan_for"} <= set(optional)
     for node, cls in zip(TASK_NODES, comfy_v3.NODES[1:5], strict=True):
         schema = cls.define_schema()
@@ -404,6 +405,7 @@ def handle(comfy_v3, backends):
 
 
 MEMORY_WIDGETS = {"gpu_memory": 4.0, "offload": "none", "vae_tiling": "on", "vae_tile": "32x32"}
+MEMORY_WIDGETS |= {"encoder_placement": "cpu"}
 """What the test below sets on the backend node (tests/frontends/test_web.py sets the same)."""
 
 
@@ -439,6 +441,7 @@ def test_backend_node_settings_reach_the_backend(
         "on",
         "32x32",
     )
+    assert config.encoder_placement == "cpu"
     info = handle.client().info()
     assert info["memory"]["settings"] == {
         "gpu_memory_gib": 4.0,
@@ -448,8 +451,9 @@ def test_backend_node_settings_reach_the_backend(
         "vae_tile": "32x32",
         "lora_cache_gib": float(POOL_LORA_CACHE_GIB),  # ComfyUI's loras folders: LoRAs on
         "weights": "auto",  # the node's default: quantized files stay quantized
-        "encoder_placement": "auto",  # the planner places the text encoder
+        "encoder_placement": "cpu",
     }
+    assert info["memory"]["text_encoder"] == "cpu"
     assert info["memory"]["reference_job"]["decode"] == "tiled"  # --vae-tiling on
     assert text == backend_summary(info) and "memory plan:" in text and ": tiled" in text
 

@@ -277,6 +277,7 @@ def test_settings_of_a_backend_it_did_not_start_are_read_only(ui):
     assert set(shown) == settings and not any(p["interactive"] for p in shown.values())
     assert (shown["gpus"]["value"], shown["dp_degree"]["value"]) == (2, 1)
     assert (shown["offload"]["value"], shown["no_shard"]["value"]) == ("auto", False)
+    assert shown["encoder_placement"]["value"] == "auto"
     plan = next(p["value"] for p in props if str(p.get("label", "")).startswith("Memory plan"))
     assert plan == backend_summary(ui.backend.info()) and "memory plan:" in plan
 

@@ -200,6 +200,7 @@ def build_pipeline(
         model_class = classes.get(part.detection.config.get("_class_name", ""))
         parts[slot] = encoder_model(part, dtype, model_class=model_class) if wanted else None
         tokenizer_slot = TOKENIZER_SLOTS[slot]
+        wanted = tokenizer_slot not in skip  # a rank that shards the encoder builds it empty
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
     parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
     if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder

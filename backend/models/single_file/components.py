@@ -40,19 +40,31 @@ def read_whole(part: Part, dtype: torch.dtype, prefix: str = "") -> dict[str, to
     return out
 
 
-def encoder_model(
-    part: Part, dtype: torch.dtype, flag: str = "--text-encoder", model_class: str | None = None
+def empty_encoder(
+    part: Part, dtype: torch.dtype, model_class: str | None = None
 ) -> torch.nn.Module:
-    """A text encoder or CLIP vision tower, read whole, with the config its header gave (and
-    `model_class` in place of the header's class: Flux.2 Klein takes Qwen3 as a causal LM)."""
+    """A text encoder or CLIP vision tower of the config its header gave (`model_class` in
+    place of the header's class), its parameters on the meta device in `dtype` (buffers such
+    as CLIP's position ids built for real)."""
     import transformers
     from accelerate import init_empty_weights
 
     config = dict(part.detection.config)
     model_class = getattr(transformers, model_class or config.pop("_class_name"))
     config.pop("_class_name", None)
-    with init_empty_weights(include_buffers=False):  # buffers (CLIP's position ids) for real
+    with init_empty_weights(include_buffers=False):
         model = model_class(model_class.config_class(**config))
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    return cast_model(model, dtype).eval()
+
+
+def encoder_model(
+    part: Part, dtype: torch.dtype, flag: str = "--text-encoder", model_class: str | None = None
+) -> torch.nn.Module:
+    """A text encoder or CLIP vision tower, read whole, with the config its header gave (and
+    `model_class` in place of the header's class: Flux.2 Klein takes Qwen3 as a causal LM)."""
+    model = empty_encoder(part, dtype, model_class)
     state = read_whole(part, dtype, part.detection.prefix)
     for tied in ("shared.weight", "encoder.embed_tokens.weight"):  # T5: one is enough
         other = "encoder.embed_tokens.weight" if tied == "shared.weight" else "shared.weight"
