@@ -376,13 +376,14 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "QwenImage21Cache": _QWEN21,
         "TextEncodeQwenImage21": _QWEN21,
         "MiniMaxH3ImageToVideo": "MiniMax H3 graphs are not mapped by paradit's workflow "
-        "import yet: this node's conditioning (the prompt and keyframes packed into H3's one "
-        "sequence of text, video and audio rows) runs in paradit only as diffusers' modular "
-        "blocks, which step H3's own two schedulers (video shift 12, audio 3) where the graph "
-        "samples with ComfyUI's samplers (KSamplerSelect, BasicScheduler), and paradit builds "
-        "no H3 pipeline from the graph's single files yet (their video and audio VAE files "
-        "and the Qwen3-VL encoder file are not read; the pruned DiT file is); run H3 with "
-        "`--model tiny-minimax-h3` or `random:minimax-h3` (the first frame as --image)",
+        "import yet: paradit runs the job this graph samples (H3's fl2va conditioning as "
+        "diffusers' modular blocks; its KSamplerSelect res_multistep and BasicScheduler simple "
+        "as a job's `sampler`/`scheduler`, on the video levels with the audio carried onto "
+        "them as ComfyUI's ModelSamplingAV does), but builds no H3 pipeline from the graph's "
+        "single files yet (its video and audio VAE files and the Qwen3-VL encoder file are "
+        "not read; the pruned DiT file is); run H3 with `--model tiny-minimax-h3` or "
+        "`random:minimax-h3` (the first frame as --image, `--sampler res_multistep "
+        "--scheduler simple`)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

@@ -24,4 +24,6 @@ def test_h3_template_refused_names_the_node_and_why(tmp_path, template):
     (comfy / "models" / "diffusion_models").mkdir(parents=True)
     (comfy / "input").mkdir()
     where = f"{where} ({kind}): "
-    refusal(TEMPLATES / template, comfy, where, "two schedulers", "random:minimax-h3")
+    refusal(
+        TEMPLATES / template, comfy, where, "single files", "res_multistep", "random:minimax-h3"
+    )

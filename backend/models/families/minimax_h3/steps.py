@@ -143,10 +143,10 @@ class DenoiseRunner:
     def __init__(self, pipe: Any, keyframes: bool):
         self.pipe = pipe
         self.runner = _on_components(denoise_blocks(keyframes), pipe)
-
-    @property
-    def scheduler(self) -> Any:
-        return self.pipe.scheduler
+        self.scheduler = pipe.scheduler
+        """The video scheduler; a job on paradit's sampler sets a `FlowSampler` here (as on
+        every pipeline, sampling/job.py), which the call runs as H3's two stream samplers
+        (`sampling.stream_samplers`)."""
 
     @property
     def config(self) -> Any:
@@ -163,10 +163,22 @@ class DenoiseRunner:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if output_type != "latent" or return_dict:
             raise ValueError("H3's denoise returns the latents as a tuple: output_type='latent'")
-        out = self.runner(
-            **inputs,
-            generator=generator,
-            callback_on_step_end=callback_on_step_end,
-            output=list(DENOISE_OUTPUTS),
-        )
+        own = {name: getattr(self.pipe, name) for name in ("scheduler", "audio_scheduler")}
+        chosen = self.scheduler
+        if chosen is not own["scheduler"]:
+            from .sampling import stream_samplers
+
+            self.runner.update_components(
+                **stream_samplers(chosen.sampler, tuple(chosen.levels), chosen.seed, self.pipe)
+            )
+        try:
+            out = self.runner(
+                **inputs,
+                generator=generator,
+                callback_on_step_end=callback_on_step_end,
+                output=list(DENOISE_OUTPUTS),
+            )
+        finally:
+            if chosen is not own["scheduler"]:
+                self.runner.update_components(**own)
         return out["latents"], out["audio_latents"]
