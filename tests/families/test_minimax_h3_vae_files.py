@@ -22,6 +22,7 @@ from paradit.backend.models.families.minimax_h3.single_file import (
 )
 from paradit.backend.models.families.minimax_h3.tiny import h3_audio_vae, h3_vae
 from paradit.backend.models.single_file.components import read_whole
+from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.vocabulary import Part
 from paradit.backend.models.tiny_parts import seeded
@@ -80,10 +81,12 @@ def comfy_audio_vae(vae) -> dict[str, torch.Tensor]:
 
 
 def _read(path) -> tuple:
+    """The file recognised as every file is (`paradit models`), and its tensors."""
     header = read_header(str(path))
     video, audio = detect_video_vae(header), detect_audio_vae(header)
-    detection = video or audio
-    assert detection is not None and not (video and audio)
+    assert (video is None) != (audio is None)
+    detection = detect(header)
+    assert detection == (video or audio)
     return detection, read_whole(Part(header, detection), torch.float32)
 
 
@@ -104,8 +107,10 @@ def test_video_decoder_attention_splits_each_heads_thirds():
     x = torch.randn(5, width)
     comfy = F.linear(x, fused_w, fused_b).view(5, heads, 3 * head_dim).chunk(3, dim=-1)
     state = vae_files.video_vae_state(
-        {"decoder.transformer_blocks.0.attn.to_qkv.weight": fused_w,
-         "decoder.transformer_blocks.0.attn.to_qkv.bias": fused_b},
+        {
+            "decoder.transformer_blocks.0.attn.to_qkv.weight": fused_w,
+            "decoder.transformer_blocks.0.attn.to_qkv.bias": fused_b,
+        },
         heads,
     )
     for i, name in enumerate(("to_q", "to_k", "to_v")):

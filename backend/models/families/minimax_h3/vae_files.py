@@ -85,7 +85,8 @@ def video_vae_state(state: Mapping[str, torch.Tensor], heads: int) -> dict[str, 
             continue
         if ".attn.to_qkv." in key:
             head, suffix = key.split(".attn.to_qkv.")
-            for name, part in zip(("to_q", "to_k", "to_v"), split_heads_qkv(tensor, heads)):
+            parts = split_heads_qkv(tensor, heads)
+            for name, part in zip(("to_q", "to_k", "to_v"), parts, strict=True):
                 out[f"{head}.attn.{name}.{suffix}"] = part.contiguous()
             continue
         if ".ff.w1." in key:
@@ -140,7 +141,9 @@ def audio_vae_config(state: Mapping[str, torch.Tensor], base: Mapping[str, Any])
     convs = sum(1 for k in state if re.match(r"decoder\.resblocks\.0\.convs1\.\d+\.weight$", k))
     dilations = tuple(tuple(d[:convs]) for d in base["resblock_dilation_sizes"])
     config = {k: v for k, v in base.items() if not k.startswith("_")}
-    config |= shapes | {"resblock_dilation_sizes": dilations[: len(shapes["resblock_kernel_sizes"])]}
+    config |= shapes | {
+        "resblock_dilation_sizes": dilations[: len(shapes["resblock_kernel_sizes"])]
+    }
     return config | _statistics(state, shapes["latent_channels"], "audio VAE")
 
 
