@@ -3,10 +3,10 @@ names, `blocks.N.attn.qkv_proj` with its rows `[q; k; v]`, `condition_proj`,
 `audio_patch_proj`, `final_layer`; with or without ComfyUI's prefix), the released one (its
 timestep MLP, `time_embedder`) or the pruned-AdaLN one (`adaln_t_table`: `pruned.py`).
 
-Recognised and its config read off the shapes, so `paradit models` names it; no H3 pipeline
-is built from single files yet (its video and audio VAE files and the Qwen3-VL encoder file
-are not read): `--model` with such a file is refused as recognised but not runnable. The
-pruned DiT itself loads with `pruned.load_pruned_file`.
+Recognised and its config read off the shapes, so `paradit models` names it; so are the video
+and audio VAE files in ComfyUI's names (below; `vae_files.py` reads them into diffusers'
+VAEs). No H3 pipeline is built from single files yet: `--model` with such a file is refused
+as recognised but not runnable. The pruned DiT itself loads with `pruned.load_pruned_file`.
 """
 
 from __future__ import annotations
