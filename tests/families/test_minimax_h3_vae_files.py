@@ -5,7 +5,7 @@ against what ComfyUI's modules compute (per-head fused q/k/v, `[gate; up]` SwiGL
 tiny preset's two VAEs written in those layouts decode what the preset's VAEs decode, byte
 for byte.
 
-Cost: about 2 s (one core, 2026-11-30).
+Cost: about 3 s (one core, 2026-11-30).
 """
 
 from __future__ import annotations
@@ -183,3 +183,32 @@ def test_audio_vae_file_decodes_as_the_preset(tmp_path):
     with torch.no_grad():
         expected, ours = vae.decode(z).sample, loaded.decode(z).sample
     assert torch.equal(ours, expected)
+
+
+def test_int8_convrot_video_vae_file_reads_its_int8_values(tmp_path):
+    """`minimax_h3_video_vae_int8_convrot`: the decoder blocks' linears int8 with ConvRot (what
+    `comfy/sd.py` reads with its layer quantization), dequantized at load: the VAE decodes what
+    one holding the int8 values computes (float32 rounding of the dequantization apart)."""
+    from quant_files import int8_layer
+
+    vae = seeded(702, h3_vae).eval()
+    plain = comfy_video_vae(vae)
+    tensors, held = {}, dict(plain)
+    for key, value in plain.items():
+        linear = any(f".{n}.weight" in key for n in ("to_qkv", "to_out", "w1", "w2"))
+        if key.startswith("decoder.transformer_blocks.") and linear:
+            parts, held[key] = int8_layer(value, 16)
+            tensors |= {key[: -len("weight")] + s: t for s, t in parts.items()}
+        else:
+            tensors[key] = value.contiguous()
+    path = tmp_path / "minimax_h3_video_vae_int8_convrot.safetensors"
+    save_file(tensors, str(path))
+    detection, state = _read(path)
+    assert detection.variant == "minimax-h3 video vae"
+    loaded = vae_files.load_video_vae(state, _base(vae))
+    reference = vae_files.load_video_vae(held, _base(vae))
+    z = torch.randn(1, 4, 7, 2, 2, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ours, expected = loaded.decode(z).sample, reference.decode(z).sample
+    torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(expected, vae.decode(z).sample)  # the int8 values differ from fp32
