@@ -7,7 +7,7 @@ from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from .adapter import MiniMaxH3
 from .memory import dit_forward
-from .single_file import MINIMAX_H3, detect_dit
+from .single_file import MINIMAX_H3, detect_audio_vae, detect_dit, detect_video_vae
 from .tiny import PRESETS as TINY_PRESETS
 from .tiny_job import TINY_JOBS
 
@@ -20,8 +20,15 @@ SPEC = FamilySpec(
         ),
     ),
     transformer_classes=("MiniMaxH3Transformer3DModel",),
-    # recognised (`paradit models`); no pipeline is built from its files yet (single_file.py)
-    files=FileSpec(detect_dit=detect_dit, detection_order=90, family=MINIMAX_H3),
+    # recognised (`paradit models`), its VAE files read by `vae_files.py`; no pipeline is
+    # built from its files yet (single_file.py)
+    files=FileSpec(
+        detect_dit=detect_dit,
+        detection_order=90,
+        family=MINIMAX_H3,
+        # before the other VAEs: the video VAE's encoder has the LDM VAE's `encoder.down.N`
+        detect_parts=((60, detect_video_vae), (61, detect_audio_vae)),
+    ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
     vae_dry_frames=3,  # its decode's chunks: nothing under 3 latent frames
