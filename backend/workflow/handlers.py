@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import edit_nodes, ltx_nodes, two_stage
+from . import edit_nodes, h3_nodes, ltx_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -458,7 +458,8 @@ def _guider(m: Mapper, node: Node) -> tuple[Any, ...]:
     model = m.input(node, "model", Model)
     if node.type == "BasicGuider":
         positive = m.input(node, "conditioning", Conditioning)
-        negative, cfg = Conditioning("", None), 1.0
+        # no negative branch runs: it shares the positive's latent (an image in it)
+        negative, cfg = Conditioning("", None, start=positive.start), 1.0
         m.say(node, "cfg 1 (no negative prompt) -> guidance_scale")
     else:
         positive = m.input(node, "positive", Conditioning)
@@ -865,9 +866,12 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 
 def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> DecodedAudio | None:
-    """CreateVideo's audio: the decoded audio of the images' own sampling (LTX-2's track)."""
+    """CreateVideo's audio: the decoded audio of the images' own sampling (LTX-2's track,
+    MiniMax H3's)."""
     sampled = decoded.sampled
     audio = m.optional(node, "audio", DecodedAudio)
+    if sampled.latent.joint_audio:
+        return _joint_audio(node, sampled, audio, fps)
     if sampled.latent.audio is None:
         if node.inputs.get("audio") is not None:
             raise WorkflowError(node, "an audio input: paradit writes the model's own audio only")
@@ -885,6 +889,26 @@ def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> Decoded
             node,
             f"fps {fps:g}: the audio track lasts the frames at {rate:g} fps (the audio latent's "
             f"frame_rate), paradit's video.mp4 plays them at that rate; set {rate:g}",
+        )
+    return audio
+
+
+def _joint_audio(
+    node: Node, sampled: Sampled, audio: DecodedAudio | None, fps: float
+) -> DecodedAudio:
+    """CreateVideo on MiniMax H3's AV latent: its audio the same sampling's (VAEDecodeAudio),
+    the video at H3's 24 fps (the audio lasts the frames at that rate)."""
+    if audio is None or audio.audio.sampled.stages != sampled.stages:
+        raise WorkflowError(
+            node,
+            "paradit writes the audio sampled with these images into video.mp4: connect the "
+            "VAEDecodeAudio of the same sampler to the audio input",
+        )
+    if fps != h3_nodes.H3_FPS:
+        raise WorkflowError(
+            node,
+            f"fps {fps:g}: MiniMax H3's audio lasts its frames at {h3_nodes.H3_FPS:g} fps, "
+            f"paradit's video.mp4 plays them at that rate; set {h3_nodes.H3_FPS:g}",
         )
     return audio
 
@@ -1073,6 +1097,10 @@ HANDLERS: dict[str, Handler] = {
     "EmptyImage": two_stage.empty_image,
     "ImageScaleBy": two_stage.image_scale_by,
     "GetImageSize": two_stage.get_image_size,
+    "MiniMaxH3ImageToVideo": h3_nodes.image_to_video,
+    "EmptyMiniMaxH3LatentAV": h3_nodes.empty_latent_av,
+    "MiniMaxH3SigmaShift": h3_nodes.sigma_shift,
+    "VAEDecodeAudio": h3_nodes.decode_audio,
     "VAEDecode": _vae_decode,
     "VAEDecodeTiled": _vae_decode,
     "CreateVideo": _create_video,

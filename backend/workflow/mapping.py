@@ -224,8 +224,15 @@ def _audio_video(
     decoded: Decoded, positive: Conditioning, negative: Conditioning, first: Stage
 ) -> None:
     """LTX-2's audio-video graph: its frame rate in both prompts, its audio track decoded
-    into the video, the audio VAE the checkpoint's own."""
+    into the video, the audio VAE the checkpoint's own. MiniMax H3's: its audio decoded into
+    the video (its VAE a `--vae` file: `_serve`)."""
     latent = decoded.sampled.latent
+    if latent.joint_audio and decoded.audio is None:
+        raise WorkflowError(
+            decoded.node,
+            "MiniMax H3's audio is sampled and never decoded: paradit writes its audio track "
+            "into video.mp4; decode it with VAEDecodeAudio into CreateVideo's audio",
+        )
     if latent.ltxv and latent.audio is None:
         raise WorkflowError(
             first.node,
@@ -394,6 +401,8 @@ def _serve(
         "image_encoders": [],
         "lora_dirs": [],
     }
+    if latent.joint_audio and decoded.audio is not None:  # H3's audio VAE: the second --vae
+        serve["vaes"].append(str(decoded.audio.vae.file))
     if latent.clip_vision is not None:
         serve["image_encoders"] = [str(latent.clip_vision.vision.file)]
     if any(model.loras for model in models):

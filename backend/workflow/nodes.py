@@ -263,6 +263,31 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     ),
     _spec("GetImageSize", (), "its image's width and height, where they feed widgets"),
     _spec("LTXVAudioVAEDecode", (), "`audio.wav`, the audio track of `video.mp4`"),
+    _spec(
+        "MiniMaxH3ImageToVideo",
+        ("prompt", "width", "height", "length"),
+        "`prompt`, `width`, `height` (multiples of 32), `num_frames` (length snapped up to "
+        "17k+5, with its audio track); first_frame: `image` (stretched as ComfyUI does); "
+        "last_frame refused (ComfyUI crops before it scales, paradit's H3 after)",
+    ),
+    _spec(
+        "EmptyMiniMaxH3LatentAV",
+        ("width", "height", "length"),
+        "`width`, `height` (multiples of 32), `num_frames` (length snapped up to 17k+5, with "
+        "its audio track)",
+    ),
+    _spec(
+        "MiniMaxH3SigmaShift",
+        ("shift_video", "shift_audio"),
+        "`shift` 12 at the model's own shifts (12, 3); others refused (paradit derives the "
+        "audio levels with the model's)",
+    ),
+    _spec(
+        "VAEDecodeAudio",
+        (),
+        "MiniMax H3's audio VAE (`--vae`, after the video VAE): `audio.wav`, the track of "
+        "`video.mp4`",
+    ),
     _spec("VAEDecode", (), "the decode paradit runs"),
     _spec(
         "VAEDecodeTiled",
@@ -273,7 +298,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
-        "`video.mp4` (at the job's frame rate; bit_depth 8); its audio: LTX-2's track (its fps)",
+        "`video.mp4` (at the job's frame rate; bit_depth 8); its audio: LTX-2's track (its fps) "
+        "or MiniMax H3's (24 fps)",
     ),
     _spec(
         "SaveVideo",
@@ -375,15 +401,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt as written",
         "QwenImage21Cache": _QWEN21,
         "TextEncodeQwenImage21": _QWEN21,
-        "MiniMaxH3ImageToVideo": "MiniMax H3 graphs are not mapped by paradit's workflow "
-        "import yet: paradit runs the job this graph samples (H3's fl2va conditioning as "
-        "diffusers' modular blocks; its KSamplerSelect res_multistep and BasicScheduler simple "
-        "as a job's `sampler`/`scheduler`, on the video levels with the audio carried onto "
-        "them as ComfyUI's ModelSamplingAV does), but builds no H3 pipeline from the graph's "
-        "single files yet (its video and audio VAE files and the Qwen3-VL encoder file are "
-        "not read; the pruned DiT file is); run H3 with `--model tiny-minimax-h3` or "
-        "`random:minimax-h3` (the first frame as --image, `--sampler res_multistep "
-        "--scheduler simple`)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

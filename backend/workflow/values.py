@@ -109,6 +109,9 @@ class Latent:
     """EmptyLTXVLatentVideo's: LTX-2's video latent (its tokens: 32x32 pixels, 8 frames)."""
     audio: AudioLatent | None = None
     """LTXVConcatAVLatent: the audio latent sampled with the video's."""
+    joint_audio: bool = False
+    """MiniMax H3's AV latent (MiniMaxH3ImageToVideo, EmptyMiniMaxH3LatentAV): it holds its
+    audio stream too; VAEDecode takes its video, VAEDecodeAudio its audio."""
 
     def ltxv_tokens(self) -> int:
         """The video latent's token count as ComfyUI's LTX nodes count it: latent frames
@@ -118,7 +121,8 @@ class Latent:
 
 @dataclass(frozen=True)
 class AudioVae:
-    """LTXVAudioVAELoader: LTX-2's audio VAE and vocoder, from `file`."""
+    """LTXVAudioVAELoader: LTX-2's audio VAE and vocoder, from `file` (or VAEDecodeAudio's
+    VAELoader: MiniMax H3's audio VAE)."""
 
     file: Path
     loader: Node
@@ -276,7 +280,7 @@ class Refusal:
 
 @dataclass(frozen=True)
 class SampledAudio:
-    """LTXVSeparateAVLatent's audio output."""
+    """LTXVSeparateAVLatent's audio output (or the AV latent VAEDecodeAudio reads)."""
 
     sampled: Sampled
     node: Node
@@ -284,7 +288,7 @@ class SampledAudio:
 
 @dataclass(frozen=True)
 class DecodedAudio:
-    """LTXVAudioVAEDecode: the sampled audio through the audio VAE and vocoder."""
+    """LTXVAudioVAEDecode (VAEDecodeAudio): the sampled audio through the audio VAE."""
 
     audio: SampledAudio
     vae: AudioVae

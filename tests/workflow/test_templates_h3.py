@@ -1,29 +1,264 @@
 """ComfyUI's MiniMax H3 templates (`video_minimax_h3_t2v`, `video_minimax_h3_i2v`, from the
-installed comfyui-workflow-templates-json): refused at their H3 conditioning node, naming its
-path inside the subgraph and why, before any file is read (a ComfyUI folder without the
-files they name).
+installed comfyui-workflow-templates-json) import to the job ComfyUI runs, every field written
+by hand from the graph (its nodes read in ComfyUI's comfy_extras/nodes_minimax_h3.py), up to
+the files they name (the serve settings: the pruned DiT, the Qwen3-VL encoder, the video and
+the audio VAE; an H3 pipeline from those single files is another branch's work, so no file is
+read and nothing runs here). The turbo switch's path (LoraLoaderModelOnly, 8 steps) maps and
+the family refuses its LoRA; what the H3 nodes cannot run as ComfyUI does is refused on small
+API-format graphs, naming the node.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (estimated on a loaded machine: JSON reading and mapping, no torch work).
 """
 
 from __future__ import annotations
 
-import pytest
-from comfy_templates import TEMPLATES, refusal
+import json
 
-H3_REFUSED = {  # template -> (where, node type)
-    "video_minimax_h3_t2v.json": ("subgraph 140 > node 131", "MiniMaxH3ImageToVideo"),
-    "video_minimax_h3_i2v.json": ("subgraph 105 > node 104", "MiniMaxH3ImageToVideo"),
+import pytest
+from comfy_templates import TEMPLATES, placeholders, widget
+
+from paradit.backend.models.families.minimax_h3 import adapter, sampling
+from paradit.backend.workflow import h3_nodes
+from paradit.backend.workflow.defaults import default_for
+from paradit.backend.workflow.files import ComfyFolders
+from paradit.backend.workflow.graph import WorkflowError, graph_of
+from paradit.backend.workflow.mapping import map_workflow
+
+DIT = "diffusion_models/minimax_h3_fl2va_pruned_int8_convrot.safetensors"
+ENCODER = "text_encoders/qwen3vl_32b_minimax_h3_nvfp4_awq.safetensors"
+VIDEO_VAE = "vae/minimax_h3_video_vae_int8_convrot.safetensors"
+AUDIO_VAE = "vae/minimax_h3_audio_vae_fp32.safetensors"
+TURBO = "minimax_h3_fl2v_turbo_8step_v1.0_comfyui_bf16.safetensors"
+OUTER = {"video_minimax_h3_t2v.json": "140", "video_minimax_h3_i2v.json": "105"}
+"""The subgraph node ("Image to Video (MiniMax H3)") whose saved widget values the
+template's promoted widgets take (prompt, the duration, the seed, the turbo switch...)."""
+INNER = {"video_minimax_h3_t2v.json": "140:131", "video_minimax_h3_i2v.json": "105:104"}
+"""Its MiniMaxH3ImageToVideo, whose own saved prompt is another (not the one that runs)."""
+
+# By hand from each graph: the prompt and the seed are the subgraph node's promoted widget
+# values (not the inner node's own); the size is ResolutionSelector's (16:9 at 0.4 MP in
+# multiples of 32: 864x480, as the template's note tabulates; 1:1: 640x640); the length is
+# ComfyMathExpression's snap of 5 s x 24 = 120 frames up to 17k+5: 124; the steps the
+# turbo switch's false branch (PrimitiveInt 20); BasicGuider: cfg 1; KSamplerSelect
+# res_multistep; BasicScheduler simple; no ModelSampling node (ComfyUI's default shift 12 is
+# filled in with the files, check_files). The i2v template's LoadImage is first_frame; its
+# ImageScaleToTotalPixels and GetImageSize are connected to nothing (not run).
+EXPECTED = {
+    "video_minimax_h3_t2v.json": {"width": 864, "height": 480},
+    "video_minimax_h3_i2v.json": {
+        "width": 640,
+        "height": 640,
+        "image": "input/transparent_rgb_gaming_mouse.png",
+    },
 }
 
 
-@pytest.mark.parametrize("template", sorted(H3_REFUSED))
-def test_h3_template_refused_names_the_node_and_why(tmp_path, template):
-    where, kind = H3_REFUSED[template]
-    comfy = tmp_path / "ComfyUI"
-    (comfy / "models" / "diffusion_models").mkdir(parents=True)
-    (comfy / "input").mkdir()
-    where = f"{where} ({kind}): "
-    refusal(
-        TEMPLATES / template, comfy, where, "single files", "res_multistep", "random:minimax-h3"
-    )
+def _request(template: str, comfy) -> dict:
+    outer = OUTER[template]
+    request = {
+        "prompt": widget(template, outer, 0),
+        "negative_prompt": "",
+        "num_frames": 124,
+        "num_inference_steps": 20,
+        "guidance_scale": 1.0,
+        "seed": 757358688076805,
+        "sampler": "res_multistep",
+        "scheduler": "simple",
+        **EXPECTED[template],
+    }
+    if "image" in request:
+        request["image"] = str(comfy / request["image"])
+    return request
+
+
+def _plan(data: dict, comfy):
+    graph = graph_of(data, "0" * 64, TEMPLATES / "h3.json")
+    return map_workflow(graph, ComfyFolders.find(str(comfy), graph.path))
+
+
+def _template(name: str) -> dict:
+    return json.loads((TEMPLATES / name).read_text())
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("template", sorted(EXPECTED))
+def test_h3_template_imports_to_comfyuis_job_up_to_its_files(tmp_path, template):
+    comfy = placeholders(template, tmp_path / "ComfyUI")
+    plan = _plan(_template(template), comfy)
+    assert widget(template, OUTER[template], 0) != widget(template, INNER[template], 0)
+    assert plan.request == _request(template, comfy)
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / DIT),
+        "text_encoders": [str(models / ENCODER)],
+        "vaes": [str(models / VIDEO_VAE), str(models / AUDIO_VAE)],
+        "image_encoders": [],
+        "lora_dirs": [],
+    }
+    assert plan.sampler.type == "SamplerCustomAdvanced"
+    kinds = [kind for _, kind, _ in plan.lines]
+    assert "VAEDecodeAudio" in kinds and kinds[-1] == "SaveVideo"
+    # the shift ComfyUI runs where no node sets one, filled in when the files are read
+    assert default_for("minimax-h3", {}).static_shift == sampling.VIDEO_SHIFT == 12.0
+
+
+@pytest.mark.fast
+def test_h3_turbo_switch_maps_the_lora_and_8_steps_and_is_refused(tmp_path):
+    """The templates' turbo switch on (the subgraph's `value` widget): the LoRA branch
+    (LoraLoaderModelOnly at strength 1) and the turbo steps (8); H3's family refuses the
+    LoRA (not loaded on the pruned layout yet)."""
+    template = "video_minimax_h3_t2v.json"
+    data = _template(template)
+    outer = next(n for n in data["nodes"] if str(n["id"]) == OUTER[template])
+    assert outer["widgets_values"][9] is False and outer["widgets_values"][12] == 8
+    outer["widgets_values"][9] = True
+    comfy = placeholders(template, tmp_path / "ComfyUI")
+    plan = _plan(data, comfy)
+    expected = {
+        **_request(template, comfy),
+        "num_inference_steps": 8,
+        "loras": [{"name": TURBO, "strength": 1.0}],
+    }
+    assert plan.request == expected
+    assert plan.serve["lora_dirs"] == [str(comfy / "models" / "loras")]
+    reason = adapter.MiniMaxH3.workflow_refusal(None, "minimax-h3", plan.request)
+    assert TURBO in reason and "pruned" in reason
+    assert adapter.MiniMaxH3.workflow_refusal(None, "minimax-h3", _request(template, comfy)) == ""
+
+
+def _api(image: bool = False, more: dict | None = None, **changes) -> dict:
+    """A small H3 graph in the API format: the templates' nodes without the subgraph, with
+    `more` nodes (id -> (type, inputs)) and `changes` (`node__input`: a value, None drops it)."""
+    nodes = {
+        "1": ("UNETLoader", {"unet_name": DIT.split("/")[1], "weight_dtype": "default"}),
+        "2": (
+            "CLIPLoader",
+            {"clip_name": ENCODER.split("/")[1], "type": "minimax", "device": "default"},
+        ),
+        "3": ("VAELoader", {"vae_name": VIDEO_VAE.split("/")[1]}),
+        "4": ("VAELoader", {"vae_name": AUDIO_VAE.split("/")[1]}),
+        "5": (
+            "MiniMaxH3ImageToVideo",
+            {
+                "clip": ["2", 0],
+                "vae": ["3", 0],
+                "prompt": "a fox",
+                "width": 320,
+                "height": 192,
+                "length": 100,
+            },
+        ),
+        "6": ("RandomNoise", {"noise_seed": 7}),
+        "7": ("BasicGuider", {"model": ["1", 0], "conditioning": ["5", 0]}),
+        "8": ("KSamplerSelect", {"sampler_name": "euler"}),
+        "9": (
+            "BasicScheduler",
+            {"model": ["1", 0], "scheduler": "simple", "steps": 4, "denoise": 1.0},
+        ),
+        "10": (
+            "SamplerCustomAdvanced",
+            {
+                "noise": ["6", 0],
+                "guider": ["7", 0],
+                "sampler": ["8", 0],
+                "sigmas": ["9", 0],
+                "latent_image": ["5", 1],
+            },
+        ),
+        "11": ("VAEDecode", {"samples": ["10", 0], "vae": ["3", 0]}),
+        "12": ("VAEDecodeAudio", {"samples": ["10", 0], "vae": ["4", 0]}),
+        "13": ("CreateVideo", {"images": ["11", 0], "audio": ["12", 0], "fps": 24}),
+        "14": (
+            "SaveVideo",
+            {"video": ["13", 0], "filename_prefix": "h3", "format": "auto", "codec": "auto"},
+        ),
+        "15": ("LoadImage", {"image": "start.png"}),
+        **(more or {}),
+    }
+    data = {k: {"class_type": t, "inputs": dict(i)} for k, (t, i) in nodes.items()}
+    if image:
+        data["5"]["inputs"]["first_frame"] = ["15", 0]
+    for key, value in changes.items():
+        node, name = key.split("__")
+        if value is None:
+            data[node]["inputs"].pop(name)
+        else:
+            data[node]["inputs"][name] = value
+    return data
+
+
+SHIFT = "MiniMaxH3SigmaShift"
+
+
+@pytest.fixture
+def comfy(tmp_path):
+    from PIL import Image
+
+    folder = tmp_path / "ComfyUI"
+    for path in (DIT, ENCODER, VIDEO_VAE, AUDIO_VAE):
+        (folder / "models" / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / "models" / path).touch()
+    (folder / "input").mkdir()
+    Image.new("RGB", (48, 32)).save(folder / "input" / "start.png")
+    return folder
+
+
+@pytest.mark.fast
+def test_h3_api_graph_maps_length_snapped_and_first_frame(comfy):
+    plan = _plan(_api(image=True), comfy)
+    assert plan.request == {
+        "prompt": "a fox",
+        "negative_prompt": "",
+        "width": 320,
+        "height": 192,
+        "num_frames": 107,  # 100 snapped up to 17k+5 (ComfyUI's align_frame_count)
+        "num_inference_steps": 4,
+        "guidance_scale": 1.0,
+        "seed": 7,
+        "sampler": "euler",
+        "scheduler": "simple",
+        "image": str(comfy / "input" / "start.png"),
+    }
+
+
+@pytest.mark.fast
+def test_h3_empty_av_latent_with_a_text_prompt_and_the_sigma_shift(comfy):
+    more = {
+        "5": ("CLIPTextEncode", {"clip": ["2", 0], "text": "rain"}),
+        "16": ("EmptyMiniMaxH3LatentAV", {"width": 256, "height": 256, "length": 124}),
+        "17": (SHIFT, {"model": ["1", 0], "shift_video": 12.0, "shift_audio": 3.0}),
+    }
+    links = {"10__latent_image": ["16", 0], "7__model": ["17", 0], "9__model": ["17", 0]}
+    plan = _plan(_api(more=more, **links), comfy)
+    request = plan.request
+    assert (request["prompt"], request["num_frames"], request["shift"]) == ("rain", 124, 12)
+    assert (request["width"], request["height"], "image" not in request) == (256, 256, True)
+
+
+SHIFT_10 = {"17": (SHIFT, {"model": ["1", 0], "shift_video": 10.0, "shift_audio": 3.0})}
+REFUSALS = {  # case -> (more nodes, changes, the node refused, words of the reason)
+    "last frame": ({}, {"5__last_frame": ["15", 0]}, "5", "centre-crops"),
+    "size": ({}, {"5__width": 336}, "5", "multiples of 32"),
+    "fps": ({}, {"13__fps": 25}, "13", "24 fps"),
+    "no audio": ({}, {"13__audio": None}, "13", "VAEDecodeAudio"),
+    "shift": (SHIFT_10, {"7__model": ["17", 0], "9__model": ["17", 0]}, "17", "model's own"),
+}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_h3_nodes_refused_where_comfyui_runs_otherwise(comfy, case):
+    more, changes, node, words = REFUSALS[case]
+    with pytest.raises(WorkflowError) as refused:
+        _plan(_api(image=True, more=more, **changes), comfy)
+    message = str(refused.value)
+    assert message.startswith(f"node {node} (") and words in message, message
+
+
+@pytest.mark.fast
+def test_h3_node_constants_are_the_familys():
+    assert h3_nodes.H3_FPS == adapter.FPS
+    assert h3_nodes.H3_SHIFTS == (sampling.VIDEO_SHIFT, sampling.AUDIO_SHIFT)
+    # ComfyUI's align_frame_count(max(5, length)), by hand
+    snapped = {1: 5, 5: 5, 6: 22, 22: 22, 23: 39, 120: 124, 124: 124, 125: 141, 345: 345, 351: 362}
+    assert {n: h3_nodes.h3_frames(n) for n in snapped} == snapped
