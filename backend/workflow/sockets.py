@@ -260,6 +260,8 @@ _ENTRIES = {
     + " -> CONDITIONING CONDITIONING LATENT",
     "MiniMaxH3ImageToVideo": "clip:CLIP vae:VAE ?first_frame:IMAGE ?last_frame:IMAGE "
     "prompt:STRING width:INT height:INT length:INT -> CONDITIONING LATENT",
+    "EmptyMiniMaxH3LatentAV": "width:INT height:INT length:INT -> LATENT",
+    "MiniMaxH3SigmaShift": "model:MODEL shift_video:FLOAT shift_audio:FLOAT -> MODEL",
     "CLIPTextEncodeFlux": "clip:CLIP clip_l:STRING t5xxl:STRING guidance:FLOAT -> CONDITIONING",
     # passed over where the official templates hold them (bypassed, or feeding nothing read)
     "DisableNoise": "-> NOISE",
