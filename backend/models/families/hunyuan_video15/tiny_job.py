@@ -139,7 +139,7 @@ def comfyui_direct(pipe: Any, body: Any) -> Any:
     image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
     width, height = body["width"], body["height"]
 
-    def encode_image(_image: Any, _batch: int, device: Any, dtype: Any) -> Any:
+    def encode_image(*, device: Any, dtype: Any, **_kwargs: Any) -> Any:
         return comfyui_prep.image_embeds(pipe, image, device, dtype)
 
     def image_latents(*, vae: Any, device: Any, **_kwargs: Any) -> Any:
