@@ -76,8 +76,11 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
-IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg",
-          "video_hunyuan_video_1.5_720p_i2v_input_image.png")
+IMAGES = (
+    "image_to_video_wan_start_image.png",
+    "video_wan2_2_14B_i2v_input_image.jpg",
+    "video_hunyuan_video_1.5_720p_i2v_input_image.png",
+)
 """The start images the templates' LoadImage nodes name (in `input/`)."""
 HV15_I2V = ("diffusion_models/hunyuanvideo1.5_i2v_tiny_fp32", "vae/hunyuanvideo15_i2v_vae_tiny",
             "clip_vision/siglip_hunyuan15_tiny")  # fmt: skip
@@ -87,9 +90,17 @@ preset's files."""
 OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
     # tiny-hunyuanvideo1.5-i2v's own DiT, VAE (its last level 16 wide) and SigLIP
-    "video_hunyuan_video_1.5_720p_i2v.json": dict(zip(
-        ("diffusion_models/hunyuanvideo1.5_720p_i2v_fp16", "vae/hunyuanvideo15_vae_fp16",
-         "clip_vision/sigclip_vision_patch14_384"), HV15_I2V, strict=True)),
+    "video_hunyuan_video_1.5_720p_i2v.json": dict(
+        zip(
+            (
+                "diffusion_models/hunyuanvideo1.5_720p_i2v_fp16",
+                "vae/hunyuanvideo15_vae_fp16",
+                "clip_vision/sigclip_vision_patch14_384",
+            ),
+            HV15_I2V,
+            strict=True,
+        )
+    ),
     "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
     "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
     # the Flux.2 VAE's header under the name of the one the template names (a real
