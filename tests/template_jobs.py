@@ -18,6 +18,8 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     flux2_bfl,
+    hunyuan15_original,
+    hunyuan15_vae_original,
     krea2_original,
     mistral3_comfy,
     quantizable,
@@ -74,10 +76,31 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
-IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
+IMAGES = (
+    "image_to_video_wan_start_image.png",
+    "video_wan2_2_14B_i2v_input_image.jpg",
+    "video_hunyuan_video_1.5_720p_i2v_input_image.png",
+)
 """The start images the templates' LoadImage nodes name (in `input/`)."""
+HV15_I2V = ("diffusion_models/hunyuanvideo1.5_i2v_tiny_fp32", "vae/hunyuanvideo15_i2v_vae_tiny",
+            "clip_vision/siglip_hunyuan15_tiny")  # fmt: skip
+"""tiny-hunyuanvideo1.5-i2v's DiT and VAE in Tencent's names, its SigLIP as ComfyUI's
+`sigclip_vision_patch14_384` (`vision_model.` keys); its text encoders are the text-to-video
+preset's files."""
 OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
+    # tiny-hunyuanvideo1.5-i2v's own DiT, VAE (its last level 16 wide) and SigLIP
+    "video_hunyuan_video_1.5_720p_i2v.json": dict(
+        zip(
+            (
+                "diffusion_models/hunyuanvideo1.5_720p_i2v_fp16",
+                "vae/hunyuanvideo15_vae_fp16",
+                "clip_vision/sigclip_vision_patch14_384",
+            ),
+            HV15_I2V,
+            strict=True,
+        )
+    ),
     "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
     "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
     # the Flux.2 VAE's header under the name of the one the template names (a real
@@ -142,6 +165,14 @@ def tiny_weights(models: Path) -> None:
     an all-in-one checkpoint (`FLUX_ALL_IN_ONE`), and tiny-flux2's and tiny-flux2-klein-base's
     files as ComfyUI's FLUX.2 templates name them (`FLUX2_TINY`: the DiT in Black Forest Labs'
     names, float32; Mistral 3 and Qwen3 in ComfyUI's names; the Flux.2 VAE in diffusers')."""
+    i2v = build_preset("tiny-hunyuanvideo1.5-i2v")
+    dit, vae, siglip = (models / f"{name}.safetensors" for name in HV15_I2V)
+    write_safetensors(dit, hunyuan15_original(i2v.transformer.state_dict()), "fp32")
+    write_safetensors(vae, hunyuan15_vae_original(i2v.vae.state_dict()), "fp32")
+    siglip.parent.mkdir(exist_ok=True)
+    state = i2v.image_encoder.state_dict()  # ComfyUI's keys: under `vision_model.`
+    save_file({("" if k.startswith("vision_model.") else "vision_model.") + k: v.contiguous()
+               for k, v in state.items()}, str(siglip))  # fmt: skip
     (models / "checkpoints").mkdir(exist_ok=True)
     write_all_in_one(models / f"{FLUX_ALL_IN_ONE}.safetensors", build_preset("tiny-flux"))
     for preset, (dit, encoder, vae) in FLUX2_TINY.items():
@@ -328,6 +359,26 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"], "image_encoders": [],
          "lora_dirs": []},
     ),
+    "video_hunyuan_video_1.5_720p_i2v.json": (  # EasyCache and the 1080p stage bypassed
+        "tiny-hunyuanvideo1.5-i2v",
+        {"prompt": widget("video_hunyuan_video_1.5_720p_i2v.json", "44", 0),
+         "negative_prompt": "",  # CLIPTextEncode 93
+         # HunyuanVideo15ImageToVideo 78: 1280x720, 121 frames; LoadImage 80's image, as
+         # ComfyUI prepares it (CLIPVisionEncode 79: crop center)
+         "width": 1280, "height": 720, "num_frames": 121,
+         "image": "input/video_hunyuan_video_1.5_720p_i2v_input_image.png",
+         "image_prep": "comfyui",
+         # RandomNoise 127's seed, BasicScheduler 126: 20 steps, simple; ModelSamplingSD3
+         # 130: 7; CFGGuider 129: 6; KSamplerSelect 128: euler
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 887963123424675,
+         "sampler": "euler", "scheduler": "simple", "shift": 7.0},
+        {"model": "diffusion_models/hunyuanvideo1.5_720p_i2v_fp16.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors",
+                           "text_encoders/byt5_small_glyphxl_fp16.safetensors"],
+         "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"],
+         "image_encoders": ["clip_vision/sigclip_vision_patch14_384.safetensors"],
+         "lora_dirs": []},
+    ),
     "flux_dev_full_text_to_image.json": (  # subgraph 194; headers-only Flux.1 dev files
         "flux.1-dev",
         {"prompt": widget("flux_dev_full_text_to_image.json", "194:49", 0),
@@ -463,9 +514,6 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
     # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
     "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
-    "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
-    ),
     # LTX-2's text-to-video templates map as saved: tests/workflow/test_templates_ltx.py
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",

@@ -355,6 +355,27 @@ def _wan_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     )
 
 
+def _hunyuan15_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """WanImageToVideo's mapping, the start image and SigLIP's input prepared as ComfyUI
+    prepares them (`image_prep` comfyui: families/hunyuan_video15/comfyui_prep.py)."""
+    positive, negative, latent = _wan_image_to_video(m, node)
+    if latent.image is None or latent.clip_vision is None:
+        missing = "start_image" if latent.image is None else "clip_vision_output"
+        raise WorkflowError(
+            node,
+            f"no {missing}: ComfyUI then runs the image-to-video model without the image's "
+            "latents or SigLIP tokens, where paradit's image-to-video pipeline takes both; "
+            "connect LoadImage to start_image and CLIPVisionEncode to clip_vision_output",
+        )
+    latent = dataclasses.replace(latent, image_prep="comfyui")
+    m.say(node, "the start image prepared as ComfyUI's nodes prepare it -> image_prep comfyui")
+    return (
+        dataclasses.replace(positive, start=latent),
+        dataclasses.replace(negative, start=latent),
+        latent,
+    )
+
+
 def _size_line(latent: Latent) -> str:
     size = (
         f"{latent.width}x{latent.height}, {latent.frames} frame{'s' if latent.frames > 1 else ''}"
@@ -1045,6 +1066,7 @@ HANDLERS: dict[str, Handler] = {
     "Flux2Scheduler": _flux2_scheduler,
     "Wan22ImageToVideoLatent": _empty_latent,
     "WanImageToVideo": _wan_image_to_video,
+    "HunyuanVideo15ImageToVideo": _hunyuan15_image_to_video,
     "CLIPVisionEncode": _clip_vision_encode,
     "LoadImage": _load_image,
     "KSampler": _ksampler,

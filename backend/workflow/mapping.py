@@ -125,6 +125,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
+        if latent.image_prep is not None:
+            request["image_prep"] = latent.image_prep
     edit = edit_request(positive, negative, first.node)
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)

@@ -145,6 +145,14 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`width`, `height`, `num_frames`; its start_image: `image`",
     ),
     _spec(
+        "HunyuanVideo15ImageToVideo",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`; its start_image: `image`, with `image_prep` "
+        "`comfyui` (the start image centre-cropped to the size's aspect and scaled "
+        "bilinearly in float for the VAE; SigLIP given the image's centre square, bicubic "
+        "with antialias); start_image and clip_vision_output both required",
+    ),
+    _spec(
         "CLIPVisionEncode",
         ("crop",),
         "the image encoder's input (crop `center`; `none` for a square image)",
@@ -354,14 +362,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "paradit's workflow import maps no reference image yet (ComfyUI scales it with "
         "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
         "prepares its `image` itself)",
-        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
-        "image otherwise than paradit's: ComfyUI crops the float image to the size's aspect "
-        "and scales it with torch's bilinear interpolation (common_upscale, no antialias) for "
-        "the VAE, and its CLIPVisionEncode (crop center) gives SigLIP the original image's "
-        "centre square scaled bicubically with antialias, where paradit's (diffusers' "
-        "pipeline) scales the 8-bit image with PIL's Lanczos and centre-crops it, and gives "
-        "SigLIP that image squeezed to 384x384: other pixels and other image tokens, so the "
-        "job cannot be ComfyUI's",
         "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
         "workflow import maps Qwen-Image-Edit's references (TextEncodeQwenImageEditPlus, "
         "TextEncodeQwenImageEdit) and FluxKontextImageScale only",

@@ -105,6 +105,9 @@ class Latent:
     vae: Vae | None = None
     in_conditioning: bool = False
     """WanImageToVideo: the start image is in the positive and negative conditioning."""
+    image_prep: str | None = None
+    """The job's `image_prep` where the node prepares the start image its own way
+    (HunyuanVideo15ImageToVideo: comfyui)."""
     ltxv: bool = False
     """EmptyLTXVLatentVideo's: LTX-2's video latent (its tokens: 32x32 pixels, 8 frames)."""
     audio: AudioLatent | None = None
