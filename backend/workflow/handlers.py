@@ -851,9 +851,7 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     decoded = m.input(node, "images", Decoded)
     fps = m.widget(node, "fps", float)
     audio = _video_audio(m, node, decoded, fps)
-    depth = node.inputs.get("bit_depth", 8)
-    if depth != 8:
-        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames")
+    _eight_bit_srgb(node)
     rest = ", ".join(f"{k} {node.inputs[k]}" for k in ("color_space", "codec") if k in node.inputs)
     track = "; its audio -> video.mp4's track" if audio is not None else ""
     m.say(
@@ -862,6 +860,22 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
         f"H.264){track}",
     )
     return (Video(decoded, fps, audio),)
+
+
+def _eight_bit_srgb(node: Node) -> None:
+    """CreateVideo's bit_depth and color_space as ComfyUI resolves them
+    (comfy_extras/nodes_video.py: `auto` is 8 bits for sRGB, 10 for HDR and HDR PQ): paradit
+    writes 8-bit sRGB frames, so `auto` or 8 with sRGB; anything else is refused."""
+    space = node.inputs.get("color_space", "sRGB")
+    if space != "sRGB":
+        raise WorkflowError(
+            node,
+            f"color_space {space}: ComfyUI writes the frames as BT.2020 HDR, paradit as sRGB; "
+            "set sRGB",
+        )
+    depth = node.inputs.get("bit_depth", "auto")
+    if str(depth) not in ("auto", "8"):
+        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames; set 8 or auto")
 
 
 def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> DecodedAudio | None:
