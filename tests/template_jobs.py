@@ -19,6 +19,7 @@ from comfy_files import (
     WAN_PREFIX,
     flux2_bfl,
     krea2_original,
+    ltx2_checkpoint,
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
@@ -73,6 +74,13 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "loras/ltx-2-19b-distilled-lora-384": "loras/ltx2_tiny_lora",
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
+    # LTX-2.3 (video_ltx2_3_t2v): tiny-ltx2.3's checkpoint; its Gemma 3 is tiny-ltx2's, its
+    # latent channels too (the same tiny upscaler), the distilled LoRA the same tiny one
+    # (attn1.to_q: the same shapes in tiny-ltx2.3's DiT)
+    "checkpoints/ltx-2.3-22b-dev-fp8": "checkpoints/ltx-2.3-22b-dev_tiny",
+    "loras/ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16": "loras/ltx2_tiny_lora",
+    "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1":
+        "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
 IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
 """The start images the templates' LoadImage nodes name (in `input/`)."""
@@ -123,7 +131,15 @@ def tiny_files(folder: Path) -> Path:
     state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
     save_file(state, str(path), metadata={"config": json.dumps(config)})
     tiny_weights(folder / "models")
+    ltx_files(folder / "models")
     return folder
+
+
+def ltx_files(models: Path) -> None:
+    """LTX-2.3's and LTX-2.5's tiny files as ComfyUI's templates name them: tiny-ltx2.3 as
+    Lightricks' all-in-one checkpoint (`ltx2_checkpoint`)."""
+    save_file(ltx2_checkpoint(build_preset("tiny-ltx2.3")),
+              str(models / "checkpoints" / "ltx-2.3-22b-dev_tiny.safetensors"))  # fmt: skip
 
 
 FLUX_ALL_IN_ONE = "checkpoints/flux1_tiny_all_in_one"
