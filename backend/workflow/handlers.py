@@ -684,6 +684,22 @@ def _ltxv_audio_vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (AudioVae(path, node),)
 
 
+def _audio_vae(m: Mapper, node: Node) -> AudioVae:
+    """The audio VAE input: LTXVAudioVAELoader's, or a plain VAELoader's file (LTX-2.5's
+    `ltx-2.5-audio-vae-bf16`, which ComfyUI's VAELoader tells by its vocoder's keys,
+    comfy/sd.py; paradit's serve finds its audio VAE and vocoder by their key names)."""
+    vae = m.input(node, "audio_vae", (AudioVae, Vae))
+    if isinstance(vae, AudioVae):
+        return vae
+    if vae.file is None:
+        raise WorkflowError(
+            node,
+            f"audio_vae is node {vae.loader.id}'s checkpoint VAE (the video VAE): give "
+            "LTXVAudioVAELoader, or a VAELoader of the audio VAE file",
+        )
+    return AudioVae(vae.file, vae.loader)
+
+
 def _ltxv_conditioning(m: Mapper, node: Node) -> tuple[Any, ...]:
     positive = m.input(node, "positive", Conditioning)
     negative = m.input(node, "negative", Conditioning)
@@ -721,7 +737,7 @@ def _ltxv_empty_audio(m: Mapper, node: Node) -> tuple[Any, ...]:
     frames = m.widget(node, "frames_number", int)
     rate = _frame_rate(m, node, "frame_rate")
     _batch_of_one(m, node)
-    vae = m.input(node, "audio_vae", AudioVae)
+    vae = _audio_vae(m, node)
     m.say(node, f"the audio of {frames} frames at {rate:g} fps (LTX-2's audio track)")
     return (AudioLatent(node, frames, rate, vae),)
 
@@ -799,7 +815,7 @@ def _ltxv_separate(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _ltxv_audio_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
     audio = m.input(node, "samples", SampledAudio)
-    vae = m.input(node, "audio_vae", AudioVae)
+    vae = _audio_vae(m, node)
     if vae.file != audio.sampled.latent.audio.vae.file:
         raise WorkflowError(
             node,
