@@ -12,7 +12,8 @@ latent, so the import reaches the prompt (refused there while the prompt enhance
 121, the audio's 126) up to its files. `LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own
 template in test_templates.py.
 
-Cost: about 12 s (1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
+Cost: about 60 s (the 2.3 and 2.5 end-to-end runs added 2026-11-29, estimated on a loaded
+machine; 1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
 the LTX-2 rows; their import and end-to-end run estimated on a loaded machine).
 """
 
@@ -102,10 +103,6 @@ SAVED = {  # template -> (where, node type, the reason's words)
     ),
     "video_ltx2_3_i2v.json": (
         "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
-    ),
-    # its audio VAE is a file of its own, through a plain VAELoader (no released file seen)
-    "video_ltx2_5_t2v.json": (
-        "subgraph 405 > node 366", "LTXVEmptyLatentAudio", "node 405:386 (VAELoader) where",
     ),
     "video_ltx2_5_i2v.json": (
         "subgraph 398 > node 349", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
@@ -240,4 +237,76 @@ def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     job, frames = run_job(server, plan.body())
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+
+
+T25 = "video_ltx2_5_t2v.json"
+CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
+
+
+def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720)) -> Path:
+    """The 2.5 text-to-video template (prompt_enhance off as saved) with Lightricks'
+    convolutional video VAE in place of the saved diffusion decoder (ltx-2.5-video-vae-bf16,
+    which paradit does not run), at `size`."""
+    data = json.loads((TEMPLATES / T25).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 405)
+    assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
+    assert outer["widgets_values"][8] == "ltx-2.5-video-vae-bf16.safetensors"
+    outer["widgets_values"][3:5] = list(size)
+    outer["widgets_values"][8] = CONV_VAE
+    path = folder / T25
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
+    """LTX-2.5's separate files as the template loads them, on tiny-ltx2.5's files under their
+    names: the DiT through UNETLoader 384 (--model: a distilled file, tiny-ltx2.5-distilled),
+    the Gemma 4 file with the text projection through CLIPLoader 387 (--text-encoder), the
+    video VAE through VAELoader 385 and the audio VAE through VAELoader 386 (both --vae; the
+    audio one feeds LTXVEmptyLatentAudio 366 and LTXVAudioVAEDecode 358). The job by hand:
+    1280x720 halved (ComfyMathExpression 353/355) into EmptyLTXVLatentVideo 356 (640x352)
+    and doubled by the upsampler: 1280x704; 5 s x 24 fps + 1 = 121 frames, the audio
+    ceil(121 / 24 x 25) = 127 latent frames (the pipeline's 126); LTXVDualCFGGuider 388 at
+    1 and 1; euler_ancestral (KSamplerSelect 352, 341); ManualSigmas 404 and 395."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(ltx25_copy(comfy)), str(comfy))
+    assert variant == "tiny-ltx2.5-distilled"
+    assert plan.request == {
+        "prompt": widget(T25, "405", 0), "negative_prompt": widget(T25, "405:373", 0),
+        "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
+        "guidance_scale": 1.0, "seed": widget(T25, "405", 5), "sampler": "euler_ancestral",
+        "sigmas": levels(T25, "405:404"), "audio_latent_frames": 127,
+        "upscale": {"factor": 2, "sigmas": levels(T25, "405:395")[:-1],
+                    "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
+    }  # fmt: skip
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / f"diffusion_models/{widget(T25, '405', 7)}"),
+        "text_encoders": [str(models / f"text_encoders/{widget(T25, '405', 10)}")],
+        "vaes": [str(models / f"vae/{CONV_VAE}"), str(models / f"vae/{widget(T25, '405', 9)}")],
+        "image_encoders": [], "lora_dirs": [],
+        "upscaler": str(models / f"latent_upscale_models/{widget(T25, '405', 11)}"),
+    }  # fmt: skip
+
+
+def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, paradit_warm, backends):
+    """The 2.5 template (conv video VAE) at 128x128 (stage 1 64x64), its 121 frames and the
+    distilled file's 8 + 3 levels, through `workflow run` on a backend of the tiny separate
+    files: job.json and the frames and audio are the plan's request's."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    path = ltx25_copy(comfy, (128, 128))
+    plan, _ = plan_of(str(path), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["audio_latent_frames"] == 127
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 121
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(121)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
