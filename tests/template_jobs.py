@@ -21,6 +21,7 @@ from comfy_files import (
     hunyuan15_original,
     hunyuan15_vae_original,
     krea2_original,
+    ltx2_checkpoint,
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
@@ -74,6 +75,24 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "text_encoders/gemma_3_12B_it_fp4_mixed": "text_encoders/gemma_3_tiny",
     "loras/ltx-2-19b-distilled-lora-384": "loras/ltx2_tiny_lora",
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
+        "latent_upscale_models/ltx2_upscaler_tiny",
+    # LTX-2.3 (video_ltx2_3_t2v): tiny-ltx2.3's checkpoint; its Gemma 3 is tiny-ltx2's, its
+    # latent channels too (the same tiny upscaler), the distilled LoRA the same tiny one
+    # (attn1.to_q: the same shapes in tiny-ltx2.3's DiT)
+    "checkpoints/ltx-2.3-22b-dev-fp8": "checkpoints/ltx-2.3-22b-dev_tiny",
+    "loras/ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16": "loras/ltx2_tiny_lora",
+    "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1":
+        "latent_upscale_models/ltx2_upscaler_tiny",
+    # LTX-2.5 (video_ltx2_5_t2v): tiny-ltx2.5's separate files (ltx_files), float32 where the
+    # template's DiT and encoder are int8_convrot; the convolutional video VAE Lightricks
+    # publishes beside the template's diffusion decoder (ltx-2.5-video-vae-conv-bf16)
+    "diffusion_models/ltx-2.5-22b-distilled-transformer-comfy-int8-convrot":
+        "diffusion_models/ltx-2.5-22b-distilled-transformer_tiny",
+    "text_encoders/gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot":
+        "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny",
+    "vae/ltx-2.5-audio-vae-bf16": "vae/ltx-2.5-audio-vae_tiny",
+    "vae/ltx-2.5-video-vae-conv-bf16": "vae/ltx-2.5-video-vae-conv_tiny",
+    "latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
 IMAGES = (
@@ -146,7 +165,35 @@ def tiny_files(folder: Path) -> Path:
     state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
     save_file(state, str(path), metadata={"config": json.dumps(config)})
     tiny_weights(folder / "models")
+    ltx_files(folder / "models")
     return folder
+
+
+def ltx_files(models: Path) -> None:
+    """LTX-2.3's and LTX-2.5's tiny files as ComfyUI's templates name them: tiny-ltx2.3 as
+    Lightricks' all-in-one checkpoint (`ltx2_checkpoint`); tiny-ltx2.5 as LTX-2.5's separate
+    files, each part in the checkpoint's names: the DiT with the text connectors beside it
+    (`model.diffusion_model.`), the Gemma 4 text model (`model.`) with the text projection
+    (`text_embedding_projection.`), the audio VAE (`audio_vae.`) with the vocoder
+    (`vocoder.`: ComfyUI's VAELoader tells an LTX audio VAE by its vocoder's keys,
+    comfy/sd.py), the video VAE without a prefix."""
+    save_file(ltx2_checkpoint(build_preset("tiny-ltx2.3")),
+              str(models / "checkpoints" / "ltx-2.3-22b-dev_tiny.safetensors"))  # fmt: skip
+    tiny = build_preset("tiny-ltx2.5")
+    whole = ltx2_checkpoint(tiny)
+    text = {"model." + k: v.contiguous() for k, v in tiny.text_encoder.state_dict().items()}
+    files = {  # file -> its keys of the checkpoint (prefix, kept as is)
+        "diffusion_models/ltx-2.5-22b-distilled-transformer_tiny": ("model.diffusion_model.",),
+        "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny": ("text_embedding_projection.",),
+        "vae/ltx-2.5-audio-vae_tiny": ("audio_vae.", "vocoder."),
+    }
+    for name, prefixes in files.items():
+        state = {k: v for k, v in whole.items() if k.startswith(prefixes)}
+        state |= text if name.startswith("text_encoders/") else {}
+        (models / name).parent.mkdir(exist_ok=True)
+        save_file(state, str(models / f"{name}.safetensors"))
+    video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
+    save_file(video, str(models / "vae" / "ltx-2.5-video-vae-conv_tiny.safetensors"))
 
 
 FLUX_ALL_IN_ONE = "checkpoints/flux1_tiny_all_in_one"

@@ -154,6 +154,12 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     if loras:
         request["loras"] = loras
     serve = _serve(m, models, clip, decoded, latent)
+    if sampled.upscale is not None and sampled.upscale.vae not in (None, decoded.vae):
+        raise WorkflowError(
+            sampled.upscale.node,
+            f"its vae is not the decode's (node {decoded.node.id}): ComfyUI normalises the "
+            "latent with that VAE's statistics, paradit with the model's VAE",
+        )
     if sampled.upscale is not None:  # the final size: the first stage's times the factor
         upscale = request["upscale"] = upscale_request(sampled)
         request["width"] = latent.width * upscale["factor"]
@@ -258,7 +264,7 @@ def _audio_video(
         )
     checkpoint = first.model.files[0] if first.model.checkpoint else None
     vae = latent.audio.vae
-    if vae.file != checkpoint:
+    if checkpoint is not None and vae.file != checkpoint:
         raise WorkflowError(
             vae.loader,
             f"{vae.file.name} is not the model's checkpoint: paradit runs the audio VAE and "
@@ -396,6 +402,9 @@ def _serve(
         "image_encoders": [],
         "lora_dirs": [],
     }
+    audio = latent.audio
+    if audio is not None and audio.vae.file != checkpoint:  # LTX-2.5's audio VAE file: --vae
+        serve["vaes"].append(str(audio.vae.file))
     if latent.clip_vision is not None:
         serve["image_encoders"] = [str(latent.clip_vision.vision.file)]
     if any(model.loras for model in models):

@@ -281,7 +281,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
-        "`video.mp4` (at the job's frame rate; bit_depth 8); its audio: LTX-2's track (its fps)",
+        "`video.mp4` (at the job's frame rate; bit_depth 8, or auto with color_space sRGB: "
+        "8 bits, as ComfyUI resolves it); its audio: LTX-2's track (its fps)",
     ),
     _spec(
         "SaveVideo",

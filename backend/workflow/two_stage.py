@@ -143,14 +143,16 @@ def latent_upsampler(m: Any, node: Node) -> tuple[Any, ...]:
         )
     if sampled.upscale is not None:
         raise WorkflowError(node, "a second upscale: paradit runs one (two stages)")
-    if vae.checkpoint is None or vae.checkpoint != sampled.stages[0].model.files[0]:
+    model = sampled.stages[0].model
+    separate = not model.checkpoint and vae.file is not None  # checked against the decode's
+    if not separate and (vae.checkpoint is None or vae.checkpoint != model.files[0]):
         raise WorkflowError(
             node,
             "its vae is not the model's checkpoint's: ComfyUI normalises the latent with that "
             "VAE's statistics, paradit with the model's",
         )
     m.say(node, f"x{upscaler.factor} through the upscaler (the VAE's statistics around it)")
-    return (Upscaled(sampled, upscaler, node),)
+    return (Upscaled(sampled, upscaler, node, vae if separate else None),)
 
 
 def concat_upscaled(m: Any, node: Node, video: Upscaled) -> tuple[Any, ...]:
@@ -265,7 +267,7 @@ def second_stage(
         f"seed {noise.seed}: not mapped (paradit's stage 2 draws its noise from the job's "
         "generator after stage 1's, as diffusers' two-stage example does)",
     )
-    upscale = Upscale(upscaled.upscaler, upscaled.node, stage)
+    upscale = Upscale(upscaled.upscaler, upscaled.node, stage, upscaled.vae)
     return dataclasses.replace(upscaled.sampled, separated=False, upscale=upscale)
 
 

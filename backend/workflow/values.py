@@ -237,6 +237,8 @@ class Upscale:
     upscaler: Upscaler
     node: Node
     stage: Stage
+    vae: Vae | None = None
+    """The upsampler's VAE where it is a VAELoader's file (separate files): the decode's."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,8 @@ class Upscaled:
     sampled: Sampled
     upscaler: Upscaler
     node: Node
+    vae: Vae | None = None
+    """The VAE whose statistics ComfyUI normalises with, where it is a VAELoader's file."""
 
 
 @dataclass(frozen=True)
