@@ -460,9 +460,7 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
 
 REFUSED = {  # template -> (where, node type, the reason's words)
     # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
-    # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
-    # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
-    "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
+    # image_flux2.json (a FLUX.2 reference image) maps: tests/workflow/test_templates_flux.py
     "video_hunyuan_video_1.5_720p_i2v.json": (
         "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
     ),

@@ -439,8 +439,8 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
-    _own_levels_fit(plan, resolved)
     _references_fit(plan, resolved)
+    _own_levels_fit(plan, resolved)
     _fixed_levels_fit(plan, resolved, detections[0].variant)
     if plan.text_guidance is not None and embeds:
         _text_guidance(plan)
