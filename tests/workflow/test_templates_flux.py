@@ -7,9 +7,12 @@ Klein (`image_flux2_klein_text_to_image.json`; both base templates import in tes
 table): the base template runs end to end with true CFG on tiny files under its names (the
 DiT's name says base), the base subgraph on the distilled file (its name does not) is refused
 at its sampler, the distilled subgraph's job maps. FLUX.2-dev's Flux2Scheduler refused where
-its levels would not be the pipeline's own.
+its levels would not be the pipeline's own. FLUX.2-dev with a reference image
+(`image_flux2.json`): every field by hand, the image sent is ComfyUI's ImageScaleToTotalPixels,
+the pipeline's reference crop is ComfyUI's VAEEncode's, refusals name the node, and the
+template runs end to end on tiny-flux2's weights under its names.
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
