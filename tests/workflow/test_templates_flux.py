@@ -349,7 +349,8 @@ def test_total_pixels_size_worked_by_hand():
     """ImageScaleToTotalPixels' size (comfy_extras/nodes_post_processing.py): each side
     round(side x sqrt(megapixels x 2^20 / pixels) / steps) x steps."""
     assert total_pixels_size(512, 512, 1.0, 1) == (1024, 1024)
-    assert total_pixels_size(600, 400, 1.0, 1) == (1254, 836)  # x 2.0898: 1253.9, 835.9
+    assert total_pixels_size(600, 400, 1.0, 1) == (1254, 836)  # 1254.14, 836.09
+    assert total_pixels_size(500, 300, 1.0, 1) == (1322, 793)  # 1321.98 rounds up
     assert total_pixels_size(600, 400, 1.0, 16) == (1248, 832)  # 78.37 x 16, 52.25 x 16
     assert total_pixels_size(32, 24, 0.01171875, 1) == (128, 96)  # x 4 exactly
 
