@@ -558,9 +558,7 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
 
 REFUSED = {  # template -> (where, node type, the reason's words)
     # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
-    # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
-    # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
-    "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
+    # image_flux2.json (a FLUX.2 reference image) maps: tests/workflow/test_templates_flux.py
     # LTX-2's text-to-video templates map as saved: tests/workflow/test_templates_ltx.py
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import edit_nodes, ltx_nodes, two_stage
+from . import edit_nodes, ltx_nodes, reference_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -1084,6 +1084,8 @@ HANDLERS: dict[str, Handler] = {
     "TextEncodeQwenImageEditPlus": edit_nodes.text_encode_edit_plus,
     "TextEncodeQwenImageEdit": edit_nodes.text_encode_edit,
     "FluxKontextMultiReferenceLatentMethod": edit_nodes.reference_method,
+    "ImageScaleToTotalPixels": reference_nodes.image_scale_to_total_pixels,
+    "ReferenceLatent": reference_nodes.reference_latent,
     "CLIPTextEncode": _text_encode,
     "CLIPTextEncodeFlux": _text_encode_flux,
     "ConditioningZeroOut": _zero_out,

@@ -61,6 +61,8 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     if positive.text_2 is not None:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
+    edit = positive.edit
+    reference = edit.node if edit is not None and edit.image_prep is None else None
     steps_node = decoded.sampled.stages[0].steps_node or sampler
     return WorkflowPlan(
         request,
@@ -74,6 +76,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance,
         images=images,
         steps_node=steps_node,
+        reference=reference,
     )
 
 
@@ -447,6 +450,7 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
+    _references_fit(plan, resolved)
     _own_levels_fit(plan, resolved)
     _fixed_levels_fit(plan, resolved, detections[0].variant)
     if plan.text_guidance is not None and embeds:
@@ -481,6 +485,19 @@ def _own_levels_fit(plan: WorkflowPlan, resolved: Any) -> None:
     reason = family.workflow_refusal(resolved.preset.name, plan.request)
     if reason:
         raise WorkflowError(plan.sampler, reason)
+
+
+def _references_fit(plan: WorkflowPlan, resolved: Any) -> None:
+    """ReferenceLatent's images run as the job's `image` and `images` only on a model whose
+    pipeline prepares them as ComfyUI does (`Family.reference_latents`)."""
+    from ..models.families import family_for
+
+    if plan.reference is not None and not family_for(resolved.pipeline_class).reference_latents:
+        raise WorkflowError(
+            plan.reference,
+            f"a reference image on {resolved.variant}: paradit runs ReferenceLatent only where "
+            "the pipeline's own reference preparation is ComfyUI's (FLUX.2 [dev])",
+        )
 
 
 def _fixed_levels_fit(plan: WorkflowPlan, resolved: Any, dit_variant: str) -> None:

@@ -104,6 +104,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`reference_method` (`index`, `index_timestep_zero`)",
     ),
     _spec("VAEEncode", (), "`width`, `height` of the image it encodes (at denoise 1)"),
+    _spec(
+        "ImageScaleToTotalPixels",
+        ("upscale_method", "megapixels", "resolution_steps"),
+        "the image sent: its aspect at megapixels x 1024 x 1024 pixels, each side rounded to "
+        "resolution_steps, Lanczos without crop (upscale_method lanczos)",
+    ),
+    _spec(
+        "ReferenceLatent",
+        (),
+        "`image` (then `images`): its VAEEncode'd image as a FLUX.2 reference, prepared as "
+        "the pipeline does (at most 1024x1024 pixels)",
+    ),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -359,13 +371,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
-        "ReferenceLatent": "a reference image in the conditioning (a Flux.2 edit): "
-        "paradit's workflow import maps no reference image yet (ComfyUI scales it with "
-        "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
-        "prepares its `image` itself)",
-        "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import maps Qwen-Image-Edit's references (TextEncodeQwenImageEditPlus, "
-        "TextEncodeQwenImageEdit) and FluxKontextImageScale only",
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

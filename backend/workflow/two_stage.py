@@ -22,11 +22,13 @@ import json
 import re
 from typing import Any
 
+from .edit_nodes import image_size
 from .graph import Node, WorkflowError
 from .values import (
     AudioLatent,
     Conditioning,
     Guider,
+    Image,
     Noise,
     Refusal,
     Sampled,
@@ -71,9 +73,12 @@ def image_scale_by(m: Any, node: Node) -> tuple[Any, ...]:
 
 
 def get_image_size(m: Any, node: Node) -> tuple[Any, ...]:
-    image = m.input(node, "image", SizedImage)
-    m.say(node, f"{image.width}x{image.height}")
-    return (image.width, image.height, 1)
+    image = m.input(node, "image", (SizedImage, Image))
+    width, height = (
+        (image.width, image.height) if isinstance(image, SizedImage) else image_size(image)
+    )
+    m.say(node, f"{width}x{height}")
+    return (width, height, 1)
 
 
 # -- the upscaler -----------------------------------------------------------------------------
