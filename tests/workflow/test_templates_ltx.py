@@ -244,15 +244,15 @@ T25 = "video_ltx2_5_t2v.json"
 CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
 
 
-def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720)) -> Path:
+def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5) -> Path:
     """The 2.5 text-to-video template (prompt_enhance off as saved) with Lightricks'
     convolutional video VAE in place of the saved diffusion decoder (ltx-2.5-video-vae-bf16,
-    which paradit does not run), at `size`."""
+    which paradit does not run), at `size` and `seconds` (the subgraph's length widget)."""
     data = json.loads((TEMPLATES / T25).read_text())
     outer = next(n for n in data["nodes"] if n["id"] == 405)
     assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
     assert outer["widgets_values"][8] == "ltx-2.5-video-vae-bf16.safetensors"
-    outer["widgets_values"][3:5] = list(size)
+    outer["widgets_values"][2:5] = [seconds, *size]
     outer["widgets_values"][8] = CONV_VAE
     path = folder / T25
     path.write_text(json.dumps(data))
@@ -291,11 +291,13 @@ def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
 
 
 def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, paradit_warm, backends):
-    """The 2.5 template (conv video VAE) at 128x128 (stage 1 64x64), its 121 frames and the
-    distilled file's 8 + 3 levels, through `workflow run` on a backend of the tiny separate
-    files: job.json and the frames and audio are the plan's request's."""
+    """The 2.5 template (conv video VAE) at 128x128 (stage 1 64x64) and 1 s (1 x 24 + 1 = 25
+    frames, the audio ceil(25 / 24 x 25) = 27 latent frames where the pipeline would make 26;
+    a short length keeps the run cheap), the distilled file's 8 + 3 levels, through
+    `workflow run` on a backend of the tiny separate files: job.json and the frames and audio
+    are the plan's request's."""
     comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
-    path = ltx25_copy(comfy, (128, 128))
+    path = ltx25_copy(comfy, (128, 128), seconds=1)
     plan, _ = plan_of(str(path), str(comfy))
     server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
     out = tmp_path / "out"
@@ -305,8 +307,8 @@ def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads((out / "job.json").read_text())
-    assert record["request"]["audio_latent_frames"] == 127
+    assert record["request"]["audio_latent_frames"] == 27
     job, frames = run_job(server, plan.body())
-    assert len(frames) == 121
-    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(121)] == frames
+    assert len(frames) == 25
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
