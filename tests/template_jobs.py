@@ -18,7 +18,10 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     flux2_bfl,
+    hunyuan15_original,
+    hunyuan15_vae_original,
     krea2_original,
+    ltx2_checkpoint,
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
@@ -73,11 +76,50 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "loras/ltx-2-19b-distilled-lora-384": "loras/ltx2_tiny_lora",
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
+    # LTX-2.3 (video_ltx2_3_t2v): tiny-ltx2.3's checkpoint; its Gemma 3 is tiny-ltx2's, its
+    # latent channels too (the same tiny upscaler), the distilled LoRA the same tiny one
+    # (attn1.to_q: the same shapes in tiny-ltx2.3's DiT)
+    "checkpoints/ltx-2.3-22b-dev-fp8": "checkpoints/ltx-2.3-22b-dev_tiny",
+    "loras/ltx_2.3_22b_distilled_1.1_lora_dynamic_fro09_avg_rank_111_bf16": "loras/ltx2_tiny_lora",
+    "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1":
+        "latent_upscale_models/ltx2_upscaler_tiny",
+    # LTX-2.5 (video_ltx2_5_t2v): tiny-ltx2.5's separate files (ltx_files), float32 where the
+    # template's DiT and encoder are int8_convrot; the convolutional video VAE Lightricks
+    # publishes beside the template's diffusion decoder (ltx-2.5-video-vae-conv-bf16)
+    "diffusion_models/ltx-2.5-22b-distilled-transformer-comfy-int8-convrot":
+        "diffusion_models/ltx-2.5-22b-distilled-transformer_tiny",
+    "text_encoders/gemma4-12b-with-proj-ltx-2.5-comfy-int8-convrot":
+        "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny",
+    "vae/ltx-2.5-audio-vae-bf16": "vae/ltx-2.5-audio-vae_tiny",
+    "vae/ltx-2.5-video-vae-conv-bf16": "vae/ltx-2.5-video-vae-conv_tiny",
+    "latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0":
+        "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
-IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
+IMAGES = (
+    "image_to_video_wan_start_image.png",
+    "video_wan2_2_14B_i2v_input_image.jpg",
+    "video_hunyuan_video_1.5_720p_i2v_input_image.png",
+)
 """The start images the templates' LoadImage nodes name (in `input/`)."""
+HV15_I2V = ("diffusion_models/hunyuanvideo1.5_i2v_tiny_fp32", "vae/hunyuanvideo15_i2v_vae_tiny",
+            "clip_vision/siglip_hunyuan15_tiny")  # fmt: skip
+"""tiny-hunyuanvideo1.5-i2v's DiT and VAE in Tencent's names, its SigLIP as ComfyUI's
+`sigclip_vision_patch14_384` (`vision_model.` keys); its text encoders are the text-to-video
+preset's files."""
 OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},
+    # tiny-hunyuanvideo1.5-i2v's own DiT, VAE (its last level 16 wide) and SigLIP
+    "video_hunyuan_video_1.5_720p_i2v.json": dict(
+        zip(
+            (
+                "diffusion_models/hunyuanvideo1.5_720p_i2v_fp16",
+                "vae/hunyuanvideo15_vae_fp16",
+                "clip_vision/sigclip_vision_patch14_384",
+            ),
+            HV15_I2V,
+            strict=True,
+        )
+    ),
     "image_z_image.json": {"vae/ae": "vae/ae_tiny"},
     "image_z_image_int8.json": {"vae/ae": "vae/ae_tiny"},
     # the Flux.2 VAE's header under the name of the one the template names (a real
@@ -123,7 +165,35 @@ def tiny_files(folder: Path) -> Path:
     state = {k: v.contiguous() for k, v in upscaler.tiny(0, channels).state_dict().items()}
     save_file(state, str(path), metadata={"config": json.dumps(config)})
     tiny_weights(folder / "models")
+    ltx_files(folder / "models")
     return folder
+
+
+def ltx_files(models: Path) -> None:
+    """LTX-2.3's and LTX-2.5's tiny files as ComfyUI's templates name them: tiny-ltx2.3 as
+    Lightricks' all-in-one checkpoint (`ltx2_checkpoint`); tiny-ltx2.5 as LTX-2.5's separate
+    files, each part in the checkpoint's names: the DiT with the text connectors beside it
+    (`model.diffusion_model.`), the Gemma 4 text model (`model.`) with the text projection
+    (`text_embedding_projection.`), the audio VAE (`audio_vae.`) with the vocoder
+    (`vocoder.`: ComfyUI's VAELoader tells an LTX audio VAE by its vocoder's keys,
+    comfy/sd.py), the video VAE without a prefix."""
+    save_file(ltx2_checkpoint(build_preset("tiny-ltx2.3")),
+              str(models / "checkpoints" / "ltx-2.3-22b-dev_tiny.safetensors"))  # fmt: skip
+    tiny = build_preset("tiny-ltx2.5")
+    whole = ltx2_checkpoint(tiny)
+    text = {"model." + k: v.contiguous() for k, v in tiny.text_encoder.state_dict().items()}
+    files = {  # file -> its keys of the checkpoint (prefix, kept as is)
+        "diffusion_models/ltx-2.5-22b-distilled-transformer_tiny": ("model.diffusion_model.",),
+        "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny": ("text_embedding_projection.",),
+        "vae/ltx-2.5-audio-vae_tiny": ("audio_vae.", "vocoder."),
+    }
+    for name, prefixes in files.items():
+        state = {k: v for k, v in whole.items() if k.startswith(prefixes)}
+        state |= text if name.startswith("text_encoders/") else {}
+        (models / name).parent.mkdir(exist_ok=True)
+        save_file(state, str(models / f"{name}.safetensors"))
+    video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
+    save_file(video, str(models / "vae" / "ltx-2.5-video-vae-conv_tiny.safetensors"))
 
 
 FLUX_ALL_IN_ONE = "checkpoints/flux1_tiny_all_in_one"
@@ -142,6 +212,14 @@ def tiny_weights(models: Path) -> None:
     an all-in-one checkpoint (`FLUX_ALL_IN_ONE`), and tiny-flux2's and tiny-flux2-klein-base's
     files as ComfyUI's FLUX.2 templates name them (`FLUX2_TINY`: the DiT in Black Forest Labs'
     names, float32; Mistral 3 and Qwen3 in ComfyUI's names; the Flux.2 VAE in diffusers')."""
+    i2v = build_preset("tiny-hunyuanvideo1.5-i2v")
+    dit, vae, siglip = (models / f"{name}.safetensors" for name in HV15_I2V)
+    write_safetensors(dit, hunyuan15_original(i2v.transformer.state_dict()), "fp32")
+    write_safetensors(vae, hunyuan15_vae_original(i2v.vae.state_dict()), "fp32")
+    siglip.parent.mkdir(exist_ok=True)
+    state = i2v.image_encoder.state_dict()  # ComfyUI's keys: under `vision_model.`
+    save_file({("" if k.startswith("vision_model.") else "vision_model.") + k: v.contiguous()
+               for k, v in state.items()}, str(siglip))  # fmt: skip
     (models / "checkpoints").mkdir(exist_ok=True)
     write_all_in_one(models / f"{FLUX_ALL_IN_ONE}.safetensors", build_preset("tiny-flux"))
     for preset, (dit, encoder, vae) in FLUX2_TINY.items():
@@ -328,6 +406,26 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"], "image_encoders": [],
          "lora_dirs": []},
     ),
+    "video_hunyuan_video_1.5_720p_i2v.json": (  # EasyCache and the 1080p stage bypassed
+        "tiny-hunyuanvideo1.5-i2v",
+        {"prompt": widget("video_hunyuan_video_1.5_720p_i2v.json", "44", 0),
+         "negative_prompt": "",  # CLIPTextEncode 93
+         # HunyuanVideo15ImageToVideo 78: 1280x720, 121 frames; LoadImage 80's image, as
+         # ComfyUI prepares it (CLIPVisionEncode 79: crop center)
+         "width": 1280, "height": 720, "num_frames": 121,
+         "image": "input/video_hunyuan_video_1.5_720p_i2v_input_image.png",
+         "image_prep": "comfyui",
+         # RandomNoise 127's seed, BasicScheduler 126: 20 steps, simple; ModelSamplingSD3
+         # 130: 7; CFGGuider 129: 6; KSamplerSelect 128: euler
+         "num_inference_steps": 20, "guidance_scale": 6.0, "seed": 887963123424675,
+         "sampler": "euler", "scheduler": "simple", "shift": 7.0},
+        {"model": "diffusion_models/hunyuanvideo1.5_720p_i2v_fp16.safetensors",
+         "text_encoders": ["text_encoders/qwen_2.5_vl_7b_fp8_scaled.safetensors",
+                           "text_encoders/byt5_small_glyphxl_fp16.safetensors"],
+         "vaes": ["vae/hunyuanvideo15_vae_fp16.safetensors"],
+         "image_encoders": ["clip_vision/sigclip_vision_patch14_384.safetensors"],
+         "lora_dirs": []},
+    ),
     "flux_dev_full_text_to_image.json": (  # subgraph 194; headers-only Flux.1 dev files
         "flux.1-dev",
         {"prompt": widget("flux_dev_full_text_to_image.json", "194:49", 0),
@@ -460,12 +558,7 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
 
 REFUSED = {  # template -> (where, node type, the reason's words)
     # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
-    # its reference image (LoadImage 46 through ImageScaleToTotalPixels 45, VAEEncode 44,
-    # ReferenceLatent 43): the latent's size comes from the scaled image (GetImageSize 72)
-    "image_flux2.json": ("node 45", "ImageScaleToTotalPixels", "an image resized for"),
-    "video_hunyuan_video_1.5_720p_i2v.json": (
-        "node 78", "HunyuanVideo15ImageToVideo", "SigLIP that image squeezed to 384x384",
-    ),
+    # image_flux2.json (a FLUX.2 reference image) maps: tests/workflow/test_templates_flux.py
     # LTX-2's text-to-video templates map as saved: tests/workflow/test_templates_ltx.py
     "video_ltx2_i2v.json": (
         "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",

@@ -53,7 +53,8 @@ def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
     lines.append("request: " + json.dumps(plan.request, sort_keys=True))
     for path, size in plan.images.items():
         if size is not None:
-            lines.append(f"sent:    {Path(path).name} scaled to {size[0]}x{size[1]} (Kontext)")
+            how = "Kontext" if size.crop else "to total pixels, no crop"
+            lines.append(f"sent:    {Path(path).name} scaled to {size[0]}x{size[1]} ({how})")
     lines.append("serve:   paradit serve " + shlex.join(plan.serve_argv()))
     return "\n".join(lines)
 

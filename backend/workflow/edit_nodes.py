@@ -15,7 +15,7 @@ from typing import Any
 
 from .graph import Node, WorkflowError
 from .images import file_size, kontext_size
-from .values import Clip, Conditioning, Edit, Image, Latent, Vae
+from .values import Clip, Conditioning, Edit, Image, Latent, Scale, Vae
 
 METHODS = ("index", "index_timestep_zero")
 """FluxKontextMultiReferenceLatentMethod's methods paradit runs (`reference_method`)."""
@@ -23,7 +23,7 @@ METHODS = ("index", "index_timestep_zero")
 
 def image_size(image: Image) -> tuple[int, int]:
     """The image's (width, height) as the next node gets it (Kontext-scaled or as loaded)."""
-    return image.scale if image.scale is not None else file_size(image.file)
+    return image.scale[:2] if image.scale is not None else file_size(image.file)
 
 
 def image_scale(m: Any, node: Node) -> tuple[Any, ...]:
@@ -37,7 +37,7 @@ def image_scale(m: Any, node: Node) -> tuple[Any, ...]:
         f"{image.file.name} to {width}x{height} (the Kontext size of its aspect; centre crop, "
         "Lanczos) -> the image sent",
     )
-    return (dataclasses.replace(image, scale=(width, height)),)
+    return (dataclasses.replace(image, scale=Scale(width, height)),)
 
 
 def vae_encode(m: Any, node: Node) -> tuple[Any, ...]:
@@ -133,15 +133,17 @@ def edit_request(positive: Conditioning, negative: Conditioning, sampler: Node) 
         raise WorkflowError(
             sampler, "other reference settings on the negative prompt than on the positive"
         )
-    fields: dict[str, Any] = {"image": str(edit.images[0].file), "image_prep": "comfyui"}
+    fields: dict[str, Any] = {"image": str(edit.images[0].file)}
+    if edit.image_prep is not None:
+        fields["image_prep"] = edit.image_prep
     if len(edit.images) > 1:
         fields["images"] = [str(image.file) for image in edit.images[1:]]
     if edit.method is not None:
         fields["reference_method"] = edit.method
-    sizes: dict[str, tuple[int, int] | None] = {}
+    sizes: dict[str, Scale | None] = {}
     for image in edit.images:
         if sizes.setdefault(str(image.file), image.scale) != image.scale:
             raise WorkflowError(
-                sampler, f"{image.file.name} both Kontext-scaled and as loaded: give two files"
+                sampler, f"{image.file.name} both scaled and as loaded: give two files"
             )
     return {"fields": fields, "images": sizes}

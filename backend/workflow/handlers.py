@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import edit_nodes, h3_nodes, ltx_nodes, two_stage
+from . import edit_nodes, h3_nodes, ltx_nodes, reference_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -355,6 +355,27 @@ def _wan_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     )
 
 
+def _hunyuan15_image_to_video(m: Mapper, node: Node) -> tuple[Any, ...]:
+    """WanImageToVideo's mapping, the start image and SigLIP's input prepared as ComfyUI
+    prepares them (`image_prep` comfyui: families/hunyuan_video15/comfyui_prep.py)."""
+    positive, negative, latent = _wan_image_to_video(m, node)
+    if latent.image is None or latent.clip_vision is None:
+        missing = "start_image" if latent.image is None else "clip_vision_output"
+        raise WorkflowError(
+            node,
+            f"no {missing}: ComfyUI then runs the image-to-video model without the image's "
+            "latents or SigLIP tokens, where paradit's image-to-video pipeline takes both; "
+            "connect LoadImage to start_image and CLIPVisionEncode to clip_vision_output",
+        )
+    latent = dataclasses.replace(latent, image_prep="comfyui")
+    m.say(node, "the start image prepared as ComfyUI's nodes prepare it -> image_prep comfyui")
+    return (
+        dataclasses.replace(positive, start=latent),
+        dataclasses.replace(negative, start=latent),
+        latent,
+    )
+
+
 def _size_line(latent: Latent) -> str:
     size = (
         f"{latent.width}x{latent.height}, {latent.frames} frame{'s' if latent.frames > 1 else ''}"
@@ -685,6 +706,22 @@ def _ltxv_audio_vae_loader(m: Mapper, node: Node) -> tuple[Any, ...]:
     return (AudioVae(path, node),)
 
 
+def _audio_vae(m: Mapper, node: Node) -> AudioVae:
+    """The audio VAE input: LTXVAudioVAELoader's, or a plain VAELoader's file (LTX-2.5's
+    `ltx-2.5-audio-vae-bf16`, which ComfyUI's VAELoader tells by its vocoder's keys,
+    comfy/sd.py; paradit's serve finds its audio VAE and vocoder by their key names)."""
+    vae = m.input(node, "audio_vae", (AudioVae, Vae))
+    if isinstance(vae, AudioVae):
+        return vae
+    if vae.file is None:
+        raise WorkflowError(
+            node,
+            f"audio_vae is node {vae.loader.id}'s checkpoint VAE (the video VAE): give "
+            "LTXVAudioVAELoader, or a VAELoader of the audio VAE file",
+        )
+    return AudioVae(vae.file, vae.loader)
+
+
 def _ltxv_conditioning(m: Mapper, node: Node) -> tuple[Any, ...]:
     positive = m.input(node, "positive", Conditioning)
     negative = m.input(node, "negative", Conditioning)
@@ -722,7 +759,7 @@ def _ltxv_empty_audio(m: Mapper, node: Node) -> tuple[Any, ...]:
     frames = m.widget(node, "frames_number", int)
     rate = _frame_rate(m, node, "frame_rate")
     _batch_of_one(m, node)
-    vae = m.input(node, "audio_vae", AudioVae)
+    vae = _audio_vae(m, node)
     m.say(node, f"the audio of {frames} frames at {rate:g} fps (LTX-2's audio track)")
     return (AudioLatent(node, frames, rate, vae),)
 
@@ -800,7 +837,7 @@ def _ltxv_separate(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _ltxv_audio_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
     audio = m.input(node, "samples", SampledAudio)
-    vae = m.input(node, "audio_vae", AudioVae)
+    vae = _audio_vae(m, node)
     if vae.file != audio.sampled.latent.audio.vae.file:
         raise WorkflowError(
             node,
@@ -852,9 +889,7 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
     decoded = m.input(node, "images", Decoded)
     fps = m.widget(node, "fps", float)
     audio = _video_audio(m, node, decoded, fps)
-    depth = node.inputs.get("bit_depth", 8)
-    if depth != 8:
-        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames")
+    _eight_bit_srgb(node)
     rest = ", ".join(f"{k} {node.inputs[k]}" for k in ("color_space", "codec") if k in node.inputs)
     track = "; its audio -> video.mp4's track" if audio is not None else ""
     m.say(
@@ -863,6 +898,22 @@ def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:
         f"H.264){track}",
     )
     return (Video(decoded, fps, audio),)
+
+
+def _eight_bit_srgb(node: Node) -> None:
+    """CreateVideo's bit_depth and color_space as ComfyUI resolves them
+    (comfy_extras/nodes_video.py: `auto` is 8 bits for sRGB, 10 for HDR and HDR PQ): paradit
+    writes 8-bit sRGB frames, so `auto` or 8 with sRGB; anything else is refused."""
+    space = node.inputs.get("color_space", "sRGB")
+    if space != "sRGB":
+        raise WorkflowError(
+            node,
+            f"color_space {space}: ComfyUI writes the frames as BT.2020 HDR, paradit as sRGB; "
+            "set sRGB",
+        )
+    depth = node.inputs.get("bit_depth", "auto")
+    if str(depth) not in ("auto", "8"):
+        raise WorkflowError(node, f"bit_depth {depth}: paradit writes 8-bit frames; set 8 or auto")
 
 
 def _video_audio(m: Mapper, node: Node, decoded: Decoded, fps: float) -> DecodedAudio | None:
@@ -1057,6 +1108,8 @@ HANDLERS: dict[str, Handler] = {
     "TextEncodeQwenImageEditPlus": edit_nodes.text_encode_edit_plus,
     "TextEncodeQwenImageEdit": edit_nodes.text_encode_edit,
     "FluxKontextMultiReferenceLatentMethod": edit_nodes.reference_method,
+    "ImageScaleToTotalPixels": reference_nodes.image_scale_to_total_pixels,
+    "ReferenceLatent": reference_nodes.reference_latent,
     "CLIPTextEncode": _text_encode,
     "CLIPTextEncodeFlux": _text_encode_flux,
     "ConditioningZeroOut": _zero_out,
@@ -1069,6 +1122,7 @@ HANDLERS: dict[str, Handler] = {
     "Flux2Scheduler": _flux2_scheduler,
     "Wan22ImageToVideoLatent": _empty_latent,
     "WanImageToVideo": _wan_image_to_video,
+    "HunyuanVideo15ImageToVideo": _hunyuan15_image_to_video,
     "CLIPVisionEncode": _clip_vision_encode,
     "LoadImage": _load_image,
     "KSampler": _ksampler,

@@ -6,11 +6,16 @@ FluxKontextImageScale, as its node publishes it: of the Kontext resolutions the 
 aspect (width / height) is nearest the image's (the first on a tie), the image centre-cropped
 to that aspect (offsets rounded) and resized with PIL's Lanczos on 8-bit pixels (ComfyUI's
 float-to-8-bit step gives LoadImage's values back unchanged).
+ImageScaleToTotalPixels (`comfy_extras/nodes_post_processing.py`, `comfy.utils.common_upscale`
+with crop disabled): each side round(side x sqrt(megapixels x 1024 x 1024 / (width x
+height)) / resolution_steps) x resolution_steps; with `lanczos` the whole image resized by
+PIL's Lanczos on its 8-bit pixels (`comfy.utils.lanczos`), so the result is 8-bit as well.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 KONTEXT_SIZES = (
@@ -28,9 +33,19 @@ def kontext_size(width: int, height: int) -> tuple[int, int]:
     return w, h
 
 
-def loaded_png(path: Path, size: tuple[int, int] | None = None) -> bytes:
-    """The image at `path` as LoadImage gives it, Kontext-scaled to `size` when given, as PNG
-    bytes."""
+def total_pixels_size(
+    width: int, height: int, megapixels: float, resolution_steps: int
+) -> tuple[int, int]:
+    """ImageScaleToTotalPixels' (width, height) for a `width` x `height` image."""
+    scale = math.sqrt(megapixels * 1024 * 1024 / (width * height))
+    step = resolution_steps
+    return round(width * scale / step) * step, round(height * scale / step) * step
+
+
+def loaded_png(path: Path, size: tuple[int, int] | None = None, *, crop: bool = True) -> bytes:
+    """The image at `path` as LoadImage gives it, scaled to `size` when given (Kontext: its
+    centre cropped to the size's aspect first; `crop` False: ImageScaleToTotalPixels, the
+    whole image), as PNG bytes."""
     import numpy as np
     from PIL import Image as PILImage
     from PIL import ImageOps
@@ -44,7 +59,9 @@ def loaded_png(path: Path, size: tuple[int, int] | None = None) -> bytes:
     old_h, old_w = pixels.shape[:2]
     old_aspect, new_aspect = old_w / old_h, width / height
     x = y = 0
-    if old_aspect > new_aspect:
+    if not crop:
+        pass
+    elif old_aspect > new_aspect:
         x = round((old_w - old_w * (new_aspect / old_aspect)) / 2)
     elif old_aspect < new_aspect:
         y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)

@@ -61,6 +61,8 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     if positive.text_2 is not None:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
+    edit = positive.edit
+    reference = edit.node if edit is not None and edit.image_prep is None else None
     steps_node = decoded.sampled.stages[0].steps_node or sampler
     return WorkflowPlan(
         request,
@@ -74,6 +76,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance,
         images=images,
         steps_node=steps_node,
+        reference=reference,
     )
 
 
@@ -125,6 +128,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
+        if latent.image_prep is not None:
+            request["image_prep"] = latent.image_prep
     edit = edit_request(positive, negative, first.node)
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)
@@ -152,6 +157,12 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     if loras:
         request["loras"] = loras
     serve = _serve(m, models, clip, decoded, latent)
+    if sampled.upscale is not None and sampled.upscale.vae not in (None, decoded.vae):
+        raise WorkflowError(
+            sampled.upscale.node,
+            f"its vae is not the decode's (node {decoded.node.id}): ComfyUI normalises the "
+            "latent with that VAE's statistics, paradit with the model's VAE",
+        )
     if sampled.upscale is not None:  # the final size: the first stage's times the factor
         upscale = request["upscale"] = upscale_request(sampled)
         request["width"] = latent.width * upscale["factor"]
@@ -263,7 +274,7 @@ def _audio_video(
         )
     checkpoint = first.model.files[0] if first.model.checkpoint else None
     vae = latent.audio.vae
-    if vae.file != checkpoint:
+    if checkpoint is not None and vae.file != checkpoint:
         raise WorkflowError(
             vae.loader,
             f"{vae.file.name} is not the model's checkpoint: paradit runs the audio VAE and "
@@ -401,6 +412,9 @@ def _serve(
         "image_encoders": [],
         "lora_dirs": [],
     }
+    audio = latent.audio
+    if audio is not None and audio.vae.file != checkpoint:  # LTX-2.5's audio VAE file: --vae
+        serve["vaes"].append(str(audio.vae.file))
     if latent.joint_audio and decoded.audio is not None:  # H3's audio VAE: the second --vae
         serve["vaes"].append(str(decoded.audio.vae.file))
     if latent.clip_vision is not None:
@@ -445,6 +459,7 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
         raise WorkflowError(node_of(models[0]), str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
+    _references_fit(plan, resolved)
     _own_levels_fit(plan, resolved)
     _fixed_levels_fit(plan, resolved, detections[0].variant)
     if plan.text_guidance is not None and embeds:
@@ -479,6 +494,19 @@ def _own_levels_fit(plan: WorkflowPlan, resolved: Any) -> None:
     reason = family.workflow_refusal(resolved.preset.name, plan.request)
     if reason:
         raise WorkflowError(plan.sampler, reason)
+
+
+def _references_fit(plan: WorkflowPlan, resolved: Any) -> None:
+    """ReferenceLatent's images run as the job's `image` and `images` only on a model whose
+    pipeline prepares them as ComfyUI does (`Family.reference_latents`)."""
+    from ..models.families import family_for
+
+    if plan.reference is not None and not family_for(resolved.pipeline_class).reference_latents:
+        raise WorkflowError(
+            plan.reference,
+            f"a reference image on {resolved.variant}: paradit runs ReferenceLatent only where "
+            "the pipeline's own reference preparation is ComfyUI's (FLUX.2 [dev])",
+        )
 
 
 def _fixed_levels_fit(plan: WorkflowPlan, resolved: Any, dit_variant: str) -> None:

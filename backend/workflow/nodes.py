@@ -104,6 +104,18 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "`reference_method` (`index`, `index_timestep_zero`)",
     ),
     _spec("VAEEncode", (), "`width`, `height` of the image it encodes (at denoise 1)"),
+    _spec(
+        "ImageScaleToTotalPixels",
+        ("upscale_method", "megapixels", "resolution_steps"),
+        "the image sent: its aspect at megapixels x 1024 x 1024 pixels, each side rounded to "
+        "resolution_steps, Lanczos without crop (upscale_method lanczos)",
+    ),
+    _spec(
+        "ReferenceLatent",
+        (),
+        "`image` (then `images`): its VAEEncode'd image as a FLUX.2 reference, prepared as "
+        "the pipeline does (at most 1024x1024 pixels)",
+    ),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
         "FluxGuidance",
@@ -143,6 +155,14 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "WanImageToVideo",
         ("width", "height", "length", "batch_size"),
         "`width`, `height`, `num_frames`; its start_image: `image`",
+    ),
+    _spec(
+        "HunyuanVideo15ImageToVideo",
+        ("width", "height", "length", "batch_size"),
+        "`width`, `height`, `num_frames`; its start_image: `image`, with `image_prep` "
+        "`comfyui` (the start image centre-cropped to the size's aspect and scaled "
+        "bilinearly in float for the VAE; SigLIP given the image's centre square, bicubic "
+        "with antialias); start_image and clip_vision_output both required",
     ),
     _spec(
         "CLIPVisionEncode",
@@ -298,8 +318,9 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "CreateVideo",
         ("fps", "bit_depth", "color_space", "codec"),
-        "`video.mp4` (at the job's frame rate; bit_depth 8); its audio: LTX-2's track (its fps) "
-        "or MiniMax H3's (24 fps)",
+        "`video.mp4` (at the job's frame rate; bit_depth 8, or auto with color_space sRGB: "
+        "8 bits, as ComfyUI resolves it); its audio: LTX-2's track (its fps) or MiniMax H3's "
+        "(24 fps)",
     ),
     _spec(
         "SaveVideo",
@@ -376,21 +397,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
         "change, which paradit's step cache does not compute; bypass it (Ctrl+B), as the "
         "template ships it",
-        "ReferenceLatent": "a reference image in the conditioning (a Flux.2 edit): "
-        "paradit's workflow import maps no reference image yet (ComfyUI scales it with "
-        "ImageScaleToTotalPixels and encodes it with VAEEncode; paradit's Flux.2 pipeline "
-        "prepares its `image` itself)",
-        "HunyuanVideo15ImageToVideo": "HunyuanVideo 1.5 image to video prepares the start "
-        "image otherwise than paradit's: ComfyUI crops the float image to the size's aspect "
-        "and scales it with torch's bilinear interpolation (common_upscale, no antialias) for "
-        "the VAE, and its CLIPVisionEncode (crop center) gives SigLIP the original image's "
-        "centre square scaled bicubically with antialias, where paradit's (diffusers' "
-        "pipeline) scales the 8-bit image with PIL's Lanczos and centre-crops it, and gives "
-        "SigLIP that image squeezed to 384x384: other pixels and other image tokens, so the "
-        "job cannot be ComfyUI's",
-        "ImageScaleToTotalPixels": "an image resized for an edit or a reference: paradit's "
-        "workflow import maps Qwen-Image-Edit's references (TextEncodeQwenImageEditPlus, "
-        "TextEncodeQwenImageEdit) and FluxKontextImageScale only",
         "TextGenerate": "a prompt written at run time by the text encoder's language model "
         "(an LLM prompt enhancer): paradit encodes the prompt as given and generates no text; "
         "turn the enhancer off where the workflow has a switch for it (Krea 2 Turbo's "

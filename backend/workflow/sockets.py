@@ -215,7 +215,7 @@ _ENTRIES = {
     "VAEDecodeTiled": "samples:LATENT vae:VAE tile_size:INT overlap:INT temporal_size:INT "
     "temporal_overlap:INT -> IMAGE",
     "LTXVAudioVAEDecode": "samples:LATENT audio_vae:VAE -> AUDIO",
-    "CreateVideo": "images:IMAGE fps:FLOAT bit_depth:COMBO=8 color_space:COMBO codec:COMBO "
+    "CreateVideo": "images:IMAGE fps:FLOAT bit_depth:COMBO=auto color_space:COMBO=sRGB codec:COMBO "
     "?audio:AUDIO -> VIDEO",
     "SaveVideo": "video:VIDEO filename_prefix:STRING format:COMBO codec:COMBO ->",
     "SaveImage": "images:IMAGE filename_prefix:STRING ->",

@@ -22,11 +22,13 @@ import json
 import re
 from typing import Any
 
+from .edit_nodes import image_size
 from .graph import Node, WorkflowError
 from .values import (
     AudioLatent,
     Conditioning,
     Guider,
+    Image,
     Noise,
     Refusal,
     Sampled,
@@ -71,9 +73,12 @@ def image_scale_by(m: Any, node: Node) -> tuple[Any, ...]:
 
 
 def get_image_size(m: Any, node: Node) -> tuple[Any, ...]:
-    image = m.input(node, "image", SizedImage)
-    m.say(node, f"{image.width}x{image.height}")
-    return (image.width, image.height, 1)
+    image = m.input(node, "image", (SizedImage, Image))
+    width, height = (
+        (image.width, image.height) if isinstance(image, SizedImage) else image_size(image)
+    )
+    m.say(node, f"{width}x{height}")
+    return (width, height, 1)
 
 
 # -- the upscaler -----------------------------------------------------------------------------
@@ -143,14 +148,16 @@ def latent_upsampler(m: Any, node: Node) -> tuple[Any, ...]:
         )
     if sampled.upscale is not None:
         raise WorkflowError(node, "a second upscale: paradit runs one (two stages)")
-    if vae.checkpoint is None or vae.checkpoint != sampled.stages[0].model.files[0]:
+    model = sampled.stages[0].model
+    separate = not model.checkpoint and vae.file is not None  # checked against the decode's
+    if not separate and (vae.checkpoint is None or vae.checkpoint != model.files[0]):
         raise WorkflowError(
             node,
             "its vae is not the model's checkpoint's: ComfyUI normalises the latent with that "
             "VAE's statistics, paradit with the model's",
         )
     m.say(node, f"x{upscaler.factor} through the upscaler (the VAE's statistics around it)")
-    return (Upscaled(sampled, upscaler, node),)
+    return (Upscaled(sampled, upscaler, node, vae if separate else None),)
 
 
 def concat_upscaled(m: Any, node: Node, video: Upscaled) -> tuple[Any, ...]:
@@ -265,7 +272,7 @@ def second_stage(
         f"seed {noise.seed}: not mapped (paradit's stage 2 draws its noise from the job's "
         "generator after stage 1's, as diffusers' two-stage example does)",
     )
-    upscale = Upscale(upscaled.upscaler, upscaled.node, stage)
+    upscale = Upscale(upscaled.upscaler, upscaled.node, stage, upscaled.vae)
     return dataclasses.replace(upscaled.sampled, separated=False, upscale=upscale)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .graph import Node
 
@@ -51,12 +51,22 @@ class ClipVision:
     loader: Node
 
 
+class Scale(NamedTuple):
+    """The size a node scales a loaded image to, with Lanczos on its 8-bit pixels."""
+
+    width: int
+    height: int
+    crop: bool = True
+    """FluxKontextImageScale crops the image to the size's aspect first (centre);
+    ImageScaleToTotalPixels does not (`upscale_method` lanczos, crop disabled)."""
+
+
 @dataclass(frozen=True)
 class Image:
     file: Path
     loader: Node
-    scale: tuple[int, int] | None = None
-    """FluxKontextImageScale's (width, height); None: the image as loaded."""
+    scale: Scale | None = None
+    """FluxKontextImageScale's or ImageScaleToTotalPixels' size; None: the image as loaded."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,10 @@ class Edit:
     vae: Vae
     method: str | None
     node: Node
+    image_prep: str | None = "comfyui"
+    """The job's `image_prep`: ComfyUI's own preparation (Qwen-Image-Edit's text encoders);
+    None where the pipeline's own is ComfyUI's (ReferenceLatent of a VAEEncode'd image on a
+    family with `reference_latents`)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,9 @@ class Latent:
     vae: Vae | None = None
     in_conditioning: bool = False
     """WanImageToVideo: the start image is in the positive and negative conditioning."""
+    image_prep: str | None = None
+    """The job's `image_prep` where the node prepares the start image its own way
+    (HunyuanVideo15ImageToVideo: comfyui)."""
     ltxv: bool = False
     """EmptyLTXVLatentVideo's: LTX-2's video latent (its tokens: 32x32 pixels, 8 frames)."""
     audio: AudioLatent | None = None
@@ -238,6 +255,8 @@ class Upscale:
     upscaler: Upscaler
     node: Node
     stage: Stage
+    vae: Vae | None = None
+    """The upsampler's VAE where it is a VAELoader's file (separate files): the decode's."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +277,8 @@ class Upscaled:
     sampled: Sampled
     upscaler: Upscaler
     node: Node
+    vae: Vae | None = None
+    """The VAE whose statistics ComfyUI normalises with, where it is a VAELoader's file."""
 
 
 @dataclass(frozen=True)
@@ -341,9 +362,13 @@ class WorkflowPlan:
     """The CLIPTextEncodeFlux node of the positive prompt and its guidance: the job's
     `guidance_scale` where the DiT embeds guidance (Flux.1 dev), nothing where it does not
     (schnell: ComfyUI's Flux ignores it there); `check_files` decides, reading the DiT."""
-    images: dict[str, tuple[int, int] | None] = field(default_factory=dict)
-    """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the Kontext
-    size FluxKontextImageScale scales it to (None: as loaded), made when sent (`body`)."""
+    images: dict[str, Scale | None] = field(default_factory=dict)
+    """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the size
+    FluxKontextImageScale or ImageScaleToTotalPixels scales it to (None: as loaded), made when
+    sent (`body`)."""
+    reference: Node | None = None
+    """The (first) ReferenceLatent node: `check_files` checks the model's family prepares
+    references as ComfyUI's VAEEncode (`Family.reference_latents`)."""
     steps_node: Node | None = None
     """The node that gives the (first) stage's step count: its scheduler or levels node
     (ManualSigmas...), or the sampler node itself."""
@@ -361,7 +386,9 @@ class WorkflowPlan:
         if path in self.images:
             from .images import loaded_png
 
-            data = loaded_png(Path(path), self.images[path])
+            scale = self.images[path]
+            size = None if scale is None else (scale.width, scale.height)
+            data = loaded_png(Path(path), size, crop=scale is None or scale.crop)
         else:
             data = Path(path).read_bytes()
         return base64.b64encode(data).decode("ascii")
@@ -382,11 +409,13 @@ class WorkflowPlan:
         return argv
 
     def to_dict(self) -> dict[str, Any]:
-        sent = {path: list(size) for path, size in self.images.items() if size is not None}
+        sent = {p: [s.width, s.height] for p, s in self.images.items() if s is not None and s.crop}
+        total = {p: [s.width, s.height] for p, s in self.images.items() if s and not s.crop}
         return {
             "workflow": self.workflow,
             "request": self.request,
             "serve": self.serve,
             "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
             **({"kontext_scaled": sent} if sent else {}),
+            **({"scaled_to_total_pixels": total} if total else {}),
         }

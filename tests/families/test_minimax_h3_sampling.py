@@ -145,25 +145,22 @@ def tiny():
 
 
 def denoise(tiny, sampler: str | None):
-    from paradit.backend.models.families.minimax_h3.tiny_job import BODY
-    from paradit.backend.request import JobRequest
-    from paradit.backend.sampling.samplers import FlowSampler
+    """The tiny job's final (video, audio) latents, run as the engine runs a job
+    (`image_jobs.run_here`): with `sampler` on `simple` levels at shift 12, else H3's own
+    schedulers."""
+    from image_jobs import run_here
 
-    pipe, family = tiny
+    from paradit.backend.models.families.minimax_h3.tiny_job import BODY
+
+    pipe, _ = tiny
     body = {**BODY, "num_inference_steps": TINY_STEPS}
-    request = JobRequest.from_dict(body)
+    if sampler is not None:
+        body.update(sampler=sampler, scheduler="simple", shift=12.0)
     with torch.no_grad():
-        tensors = family.encode(pipe, request, torch.device("cpu"))
-        runner = family.pipeline_for_job(pipe, request)
-        if sampler is not None:
-            sigmas = levels("simple", TINY_STEPS, 12.0)
-            runner.scheduler = FlowSampler(sampler, sigmas, BODY["seed"])
-        kwargs = family.prepare(pipe, request, tensors)
-        out = runner(**kwargs, generator=torch.Generator().manual_seed(BODY["seed"]))
+        _, result = run_here(pipe, body)
     assert type(pipe.scheduler) is MiniMaxH3Scheduler
     assert type(pipe.audio_scheduler) is MiniMaxH3Scheduler
-    assert type(runner.runner.scheduler) is MiniMaxH3Scheduler
-    return out
+    return result.outputs[0], result.outputs[1]
 
 
 def test_a_jobs_euler_is_its_own_schedulers_and_res_multistep_is_not(tiny):

@@ -385,6 +385,7 @@ RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (
     "image_qwen_image.json": (64, 64, 1, 2),
     "image_qwen_Image_2512.json": (64, 64, 1, 2),
     "video_hunyuan_video_1.5_720p_t2v.json": (64, 64, 5, 2),
+    "video_hunyuan_video_1.5_720p_i2v.json": (64, 64, 5, 2),
     "flux_dev_full_text_to_image.json": (64, 64, 1, 2),
     "flux1_krea_dev.json": (64, 64, 1, 2),
     "flux_dev_checkpoint_example.json": (64, 64, 1, 2),

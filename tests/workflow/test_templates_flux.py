@@ -7,28 +7,37 @@ Klein (`image_flux2_klein_text_to_image.json`; both base templates import in tes
 table): the base template runs end to end with true CFG on tiny files under its names (the
 DiT's name says base), the base subgraph on the distilled file (its name does not) is refused
 at its sampler, the distilled subgraph's job maps. FLUX.2-dev's Flux2Scheduler refused where
-its levels would not be the pipeline's own.
+its levels would not be the pipeline's own. FLUX.2-dev with a reference image
+(`image_flux2.json`): every field by hand, the image sent is ComfyUI's ImageScaleToTotalPixels,
+the pipeline's reference crop is ComfyUI's VAEEncode's, refusals name the node, and the
+template runs end to end on tiny-flux2's weights under its names.
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
-from comfy_files import flux2_bfl, qwen3_comfy, write_safetensors
+import torch
+from comfy_files import flux2_bfl, mistral3_comfy, qwen3_comfy, write_safetensors
 from comfy_templates import TEMPLATES, refusal, widget
 from comfy_workflow_files import TINY_FLUX_SCHNELL, write_comfyui
 from conftest import run_job
+from PIL import Image as PILImage
 from safetensors.torch import save_file
-from template_jobs import KLEIN, KLEIN_DISTILLED, klein_distilled, klein_folder
+from template_jobs import KLEIN, KLEIN_DISTILLED, klein_distilled, klein_folder, seeded_png
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
+from paradit.backend.workflow.images import total_pixels_size
 
 TEMPLATE = "flux_schnell_full_text_to_image.json"
 TINY = {  # the file the template names -> the tiny one in its place
@@ -262,3 +271,187 @@ def test_a_guided_negative_with_two_texts_is_refused(comfy, tmp_path):
         "node 31 (KSampler): a negative prompt with two texts (node 41): paradit encodes the "
         "negative prompt with both encoders",
     )
+
+
+# -- image_flux2.json: a FLUX.2 reference image (ImageScaleToTotalPixels, VAEEncode,
+# ReferenceLatent: backend/workflow/reference_nodes.py) ----------------------------------------
+
+REF = "image_flux2.json"
+REF_INPUT = "image_flux2_input_image.png"  # LoadImage 46's file
+
+
+def _ref_folder(folder: Path, dit: Path, encoder: Path, vae: Path, size: tuple[int, int]) -> Path:
+    """A ComfyUI folder with the template's files (hard links to `dit`, `encoder`, `vae`) and
+    a seeded input image of `size`."""
+    links = {"diffusion_models/flux2_dev_fp8mixed": dit, "vae/full_encoder_small_decoder": vae,
+             "text_encoders/mistral_3_small_flux2_bf16": encoder}  # fmt: skip
+    for name, source in links.items():
+        (folder / "models" / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(source, folder / "models" / f"{name}.safetensors")
+    (folder / "input").mkdir()
+    seeded_png(folder / "input" / REF_INPUT, size, 5)
+    return folder
+
+
+def _ref_headers(comfy: Path, folder: Path, size: tuple[int, int]) -> Path:
+    """The template's files as FLUX.2-dev's headers (tests/comfy_workflow_files.py)."""
+    models = comfy / "models"
+    return _ref_folder(
+        folder,
+        models / "diffusion_models/flux2_dev_fp8mixed.safetensors",
+        models / "text_encoders/mistral_3_small_flux2_bf16.safetensors",
+        models / "vae/flux2-vae.safetensors",
+        size,
+    )
+
+
+def _ref_copy(folder: Path, **inner: list) -> Path:
+    """The template with inner nodes' widgets of subgraph 68 replaced (`outer` 45's with the
+    key "45"), saved in `folder`."""
+    data = json.loads((TEMPLATES / REF).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    for node in [*sub["nodes"], *data["nodes"]]:
+        if str(node["id"]) in inner:
+            node["widgets_values"] = inner[str(node["id"])]
+    path = folder / REF
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_flux2_reference_template_imports_to_the_job_comfyui_runs(comfy, tmp_path):
+    """As saved, on a square 512x512 input (at 1 megapixel its sides are multiples of 16, so
+    EmptyFlux2LatentImage 47 and Flux2Scheduler 48 take GetImageSize 72's size unrounded):
+    every field by hand, and the image sent is ComfyUI's ImageScaleToTotalPixels 45 (lanczos,
+    1 megapixel: 1024x1024), PIL's Lanczos on the 8-bit pixels, the whole image."""
+    folder = _ref_headers(comfy, tmp_path / "ComfyUI", (512, 512))
+    plan, variant = plan_of(str(_ref_copy(folder)), str(folder))
+    assert variant == "flux.2-dev"
+    image = folder / "input" / REF_INPUT
+    assert plan.request == {
+        "prompt": widget(REF, "68:6", 0),  # CLIPTextEncode 6 (the subgraph's text: none)
+        "negative_prompt": "",  # BasicGuider 22: no negative
+        "width": 1024, "height": 1024, "num_frames": 1,  # GetImageSize 72 of the scaled image
+        # PrimitiveInt 91 through switch 93 (PrimitiveBoolean 94 false): 20 steps on
+        # Flux2Scheduler 48's levels (the model's own); FluxGuidance 26: 4; RandomNoise 25
+        "num_inference_steps": 20, "guidance_scale": 4.0, "seed": widget(REF, "68:25", 0),
+        "image": str(image),  # ReferenceLatent 43's image; no image_prep: the pipeline's own
+    }  # fmt: skip
+    assert plan.to_dict()["scaled_to_total_pixels"] == {str(image): [1024, 1024]}
+    sent = PILImage.open(io.BytesIO(base64.b64decode(plan.body()["image"])))
+    loaded = PILImage.open(image).convert("RGB")
+    assert sent.size == (1024, 1024)
+    expected = loaded.resize((1024, 1024), PILImage.Resampling.LANCZOS)
+    assert np.array_equal(np.asarray(sent.convert("RGB")), np.asarray(expected))
+
+
+@pytest.mark.fast
+def test_total_pixels_size_worked_by_hand():
+    """ImageScaleToTotalPixels' size (comfy_extras/nodes_post_processing.py): each side
+    round(side x sqrt(megapixels x 2^20 / pixels) / steps) x steps."""
+    assert total_pixels_size(512, 512, 1.0, 1) == (1024, 1024)
+    assert total_pixels_size(600, 400, 1.0, 1) == (1254, 836)  # 1254.14, 836.09
+    assert total_pixels_size(500, 300, 1.0, 1) == (1322, 793)  # 1321.98 rounds up
+    assert total_pixels_size(600, 400, 1.0, 16) == (1248, 832)  # 78.37 x 16, 52.25 x 16
+    assert total_pixels_size(32, 24, 0.01171875, 1) == (128, 96)  # x 4 exactly
+
+
+@pytest.mark.fast
+def test_the_pipelines_reference_crop_is_comfyuis_vae_encode_crop():
+    """The finding the mapping rests on: for a 134x103 image (at most 1024x1024 pixels) the
+    Flux.2 pipeline's own preparation (its image processor, as `Flux2Pipeline.__call__` calls
+    it: sides floored to 16, `resize_mode="crop"`) is ComfyUI's VAEEncode input: the centre
+    128x96 at offsets ((side % 16) // 2), pixels / 255 x 2 - 1 in float32."""
+    from diffusers.pipelines.flux2.image_processor import Flux2ImageProcessor
+
+    pixels = np.random.default_rng(3).integers(0, 256, (103, 134, 3), dtype=np.uint8)
+    processor = Flux2ImageProcessor(vae_scale_factor=16, vae_latent_channels=32)
+    got = processor.preprocess(PILImage.fromarray(pixels), height=96, width=128,
+                               resize_mode="crop")  # fmt: skip
+    top, left = (103 % 16) // 2, (134 % 16) // 2
+    comfy = pixels[top : top + 96, left : left + 128].astype(np.float32) / 255.0 * 2.0 - 1.0
+    assert torch.equal(got[0], torch.from_numpy(comfy).permute(2, 0, 1))
+
+
+REF_REFUSED = {  # case -> (input size, inner widget edits, where, the reason's words)
+    "another upscale_method than lanczos": (
+        (512, 512), {"45": ["area", 1, 1]}, "node 45 (ImageScaleToTotalPixels): ",
+        "upscale_method area: ComfyUI scales with torch's interpolation in float",
+    ),
+    "a reference over 1024x1024 pixels": (
+        (512, 512), {"45": ["lanczos", 2, 16]}, "subgraph 68 > node 43 (ReferenceLatent): ",
+        "a 1456x1456 reference (over 1024x1024 pixels)",
+    ),
+    "a 3:2 input at resolution_steps 1 (sides ComfyUI's latent rounds down)": (
+        (600, 400), {}, "subgraph 68 > node 47 (EmptyFlux2LatentImage): ",
+        "1254x836: ComfyUI's latent rounds each side down to a multiple of 16",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REF_REFUSED))
+def test_flux2_reference_refusals_name_the_node(comfy, tmp_path, case):
+    size, inner, where, words = REF_REFUSED[case]
+    folder = _ref_headers(comfy, tmp_path / "ComfyUI", size)
+    refusal(_ref_copy(folder, **inner), folder, where, words)
+
+
+def test_flux2_reference_at_resolution_steps_16_maps_any_aspect(comfy, tmp_path):
+    """The 3:2 input with ImageScaleToTotalPixels' resolution_steps 16: 1248x832, the size
+    the template saves on its latent and scheduler."""
+    folder = _ref_headers(comfy, tmp_path / "ComfyUI", (600, 400))
+    plan, _ = plan_of(str(_ref_copy(folder, **{"45": ["lanczos", 1, 16]})), str(folder))
+    assert (plan.request["width"], plan.request["height"]) == (1248, 832)
+
+
+def test_a_reference_on_a_model_whose_pipeline_prepares_it_otherwise_is_refused(comfy, tmp_path):
+    """The template's graph on FLUX.2-klein-4B's file (its own pipeline, not checked against
+    ComfyUI's reference preparation): refused at ReferenceLatent 43 after reading the DiT."""
+    models = comfy / "models"
+    folder = _ref_folder(
+        tmp_path / "ComfyUI",
+        models / "diffusion_models/flux-2-klein-4b.safetensors",
+        models / "text_encoders/qwen_3_4b_header.safetensors",
+        models / "vae/flux2-vae.safetensors",
+        (512, 512),
+    )
+    refusal(_ref_copy(folder), folder, "subgraph 68 > node 43 (ReferenceLatent): ",
+            "paradit runs ReferenceLatent only where")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_flux2_files(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """tiny-flux2's DiT (Black Forest Labs' names), Mistral 3 (ComfyUI's) and VAE."""
+    tiny = build_preset("tiny-flux2")
+    root = tmp_path_factory.mktemp("tiny_flux2")
+    dit, encoder, vae = (root / f"{n}.safetensors" for n in ("dit", "encoder", "vae"))
+    write_safetensors(dit, flux2_bfl(tiny.transformer.state_dict()), "fp32")
+    save_file(mistral3_comfy(tiny.text_encoder.state_dict()), str(encoder))
+    save_file({k: v.contiguous() for k, v in tiny.vae.state_dict().items()}, str(vae))
+    return dit, encoder, vae
+
+
+def test_flux2_reference_template_runs_end_to_end(
+    tiny_flux2_files, tmp_path, paradit_warm, backends
+):
+    """The template on tiny-flux2's weights under its names, a 32x24 input scaled to 128x96
+    (ImageScaleToTotalPixels 45 at 0.01171875 megapixels, lanczos), 2 steps (PrimitiveInt
+    91): `workflow run` writes the image of its request, whose reference shows (without the
+    image another one)."""
+    folder = _ref_folder(tmp_path / "ComfyUI", *tiny_flux2_files, (32, 24))
+    path = _ref_copy(folder, **{"45": ["lanczos", 0.01171875, 1], "91": [2, "fixed"]})
+    plan, variant = plan_of(str(path), str(folder))
+    assert variant == "tiny-flux2"
+    assert (plan.request["width"], plan.request["height"]) == (128, 96)
+    assert plan.request["num_inference_steps"] == 2
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(folder),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _, (image,) = run_job(server, plan.body())
+    assert (out / "image.png").read_bytes() == image
+    without = {k: v for k, v in plan.body().items() if k != "image"}
+    _, (other,) = run_job(server, without)
+    assert other != image

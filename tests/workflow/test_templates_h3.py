@@ -17,6 +17,7 @@ import json
 import pytest
 from comfy_templates import TEMPLATES, placeholders, widget
 
+from paradit.backend.models.families import family_for
 from paradit.backend.models.families.minimax_h3 import adapter, sampling
 from paradit.backend.workflow import h3_nodes
 from paradit.backend.workflow.defaults import default_for
@@ -121,9 +122,10 @@ def test_h3_turbo_switch_maps_the_lora_and_8_steps_and_is_refused(tmp_path):
     }
     assert plan.request == expected
     assert plan.serve["lora_dirs"] == [str(comfy / "models" / "loras")]
-    reason = adapter.MiniMaxH3.workflow_refusal(None, "minimax-h3", plan.request)
+    family = family_for("MiniMaxH3ModularPipeline")
+    reason = family.workflow_refusal("minimax-h3", plan.request)
     assert TURBO in reason and "pruned" in reason
-    assert adapter.MiniMaxH3.workflow_refusal(None, "minimax-h3", _request(template, comfy)) == ""
+    assert family.workflow_refusal("minimax-h3", _request(template, comfy)) == ""
 
 
 def _api(image: bool = False, more: dict | None = None, **changes) -> dict:

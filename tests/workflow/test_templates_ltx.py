@@ -12,7 +12,8 @@ latent, so the import reaches the prompt (refused there while the prompt enhance
 121, the audio's 126) up to its files. `LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own
 template in test_templates.py.
 
-Cost: about 12 s (1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
+Cost: about 60 s (the 2.3 and 2.5 end-to-end runs added 2026-11-29, estimated on a loaded
+machine; 1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
 the LTX-2 rows; their import and end-to-end run estimated on a loaded machine).
 """
 
@@ -23,9 +24,9 @@ import wave
 from pathlib import Path
 
 import pytest
-from comfy_templates import TEMPLATES, placeholders, refusal
+from comfy_templates import TEMPLATES, placeholders, refusal, widget
 from conftest import run_job
-from template_jobs import LTX2_AS_SAVED, LTX2_FILES, comfy_for, tiny_files
+from template_jobs import LTX2_AS_SAVED, LTX2_FILES, comfy_for, levels, tiny_files
 
 from paradit.backend.tools.workflow import plan_of
 
@@ -103,10 +104,6 @@ SAVED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_3_i2v.json": (
         "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
     ),
-    # its audio VAE is a file of its own, through a plain VAELoader (no released file seen)
-    "video_ltx2_5_t2v.json": (
-        "subgraph 405 > node 366", "LTXVEmptyLatentAudio", "node 405:386 (VAELoader) where",
-    ),
     "video_ltx2_5_i2v.json": (
         "subgraph 398 > node 349", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
     ),
@@ -142,28 +139,176 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
     )
 
 
-@pytest.mark.parametrize("seconds", [5, 8])
-def test_the_2_3_template_without_the_prompt_enhancer_maps_to_its_files(tmp_path, seconds):
-    """The 2.3 text-to-video template with prompt_enhance off, at its saved 5 s at 25 fps (a
-    * b + 1 = 126 frames: ComfyUI's video latent rounds them down to 121, its audio latent
-    keeps 126, ceil(126 / 25 x 25): paradit's job sets audio_latent_frames 126 where its
-    pipeline would make 121) and at 8 s (201 frames, 8k+1: both 201). Every node maps (the
-    frame rate, the rounding, the audio length, the prompt, the two stages); the import stops
-    at the first file it reads, the upscaler's (an empty placeholder here): paradit has no
-    tiny files under 2.3's names."""
-    template = "video_ltx2_3_t2v.json"
-    comfy = placeholders(template, tmp_path / "ComfyUI")
-    data = json.loads((TEMPLATES / template).read_text())
+T23 = "video_ltx2_3_t2v.json"
+LTX23_FILES = {  # relative to models/, as the 2.3 template names them
+    "model": "checkpoints/ltx-2.3-22b-dev-fp8.safetensors",
+    "text_encoders": ["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"],
+    "upscaler": "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
+}
+LTX23_LORA = [{"name": widget(T23, "267:232", 0), "strength": 0.5}]  # LoraLoaderModelOnly 232
+
+
+def ltx23_job(seconds: int) -> dict:
+    """The 2.3 text-to-video template's job with prompt_enhance off, by hand from the graph:
+    the subgraph's 1280x720 halved by ComfyMathExpression 256/259 (a/2) into
+    EmptyLTXVLatentVideo 228 (640x360: ComfyUI's latent 640 // 32 x 360 // 32 tokens, 640x352)
+    and doubled by LTXVLatentUpsampler 253: 1280x704; length a * b + 1 (ComfyMathExpression 277:
+    seconds x PrimitiveInt 260's 25 fps + 1) rounded by the latent to ((n - 1) // 8) * 8 + 1;
+    LTXVEmptyLatentAudio 214 counts ceil(n / 25 x 25) = n audio latent frames where the
+    pipeline makes round(frames / 25 x 25) = frames; stage 1: RandomNoise 237's seed (the
+    subgraph's), CFGGuider 231 (1), KSamplerSelect 209 (euler), ManualSigmas 252 (8 steps);
+    stage 2: CFGGuider 213, KSamplerSelect 246, ManualSigmas 211 without its final 0; the
+    distilled LoRA at 0.5 on the model of both stages; the prompt the subgraph's text
+    (ComfySwitchNode 329 with prompt_enhance off), the negative CLIPTextEncode 247's."""
+    length = seconds * 25 + 1
+    frames = (length - 1) // 8 * 8 + 1
+    job = {
+        "prompt": widget(T23, "267", 0), "negative_prompt": widget(T23, "267:247", 0),
+        "width": 1280, "height": 704, "num_frames": frames, "num_inference_steps": 8,
+        "guidance_scale": 1.0, "seed": widget(T23, "267", 6), "sampler": "euler",
+        "sigmas": levels(T23, "267:252"), "fps": 25.0, "loras": LTX23_LORA,
+        "upscale": {"factor": 2, "sigmas": levels(T23, "267:211")[:-1], "sampler": "euler",
+                    "guidance_scale": 1.0, "loras": LTX23_LORA},
+    }  # fmt: skip
+    if length != frames:  # the audio of ComfyUI's length, not of the rounded video's
+        job["audio_latent_frames"] = length
+    return job
+
+
+def ltx23_copy(folder: Path, seconds: int, size: tuple[int, int] = (1280, 720)) -> Path:
+    """The 2.3 text-to-video template with prompt_enhance off, at `seconds` and `size`."""
+    data = json.loads((TEMPLATES / T23).read_text())
     outer = next(n for n in data["nodes"] if n["id"] == 267)
     assert outer["widgets_values"][1:6] == [True, 1280, 720, 5, 25]  # as saved
-    outer["widgets_values"][1] = False  # prompt_enhance off
-    outer["widgets_values"][4] = seconds
-    path = tmp_path / template
+    outer["widgets_values"][1:5] = [False, *size, seconds]  # prompt_enhance off
+    path = folder / T23
     path.write_text(json.dumps(data))
-    refusal(
-        path,
-        comfy,
-        "subgraph 267 > node 233 (LatentUpscaleModelLoader): "
-        "ltx-2.3-spatial-upscaler-x2-1.1.safetensors: ",
-        "the file has 0 bytes",
-    )
+    return path
+
+
+@pytest.mark.parametrize("seconds", [5, 8])
+def test_the_2_3_template_without_the_prompt_enhancer_imports_to_comfyuis_job(
+    base, tmp_path, seconds
+):
+    """The 2.3 text-to-video template with prompt_enhance off, on the tiny files under its
+    names, at its saved 5 s at 25 fps (126 frames: the video latent's 121, the audio's 126)
+    and at 8 s (201 frames, where both agree): the two-stage job written by hand
+    (`ltx23_job`), tiny-ltx2.3's checkpoint and its files; CreateVideo's bit_depth `auto`
+    with sRGB is ComfyUI's 8 bits."""
+    comfy = comfy_for(base, T23, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(ltx23_copy(comfy, seconds)), str(comfy))
+    assert variant == "all-in-one tiny-ltx2.3 (DiT, connectors, vae, audio_vae, vocoder)"
+    assert plan.request == ltx23_job(seconds)
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / LTX23_FILES["model"]),
+        "text_encoders": [str(models / p) for p in LTX23_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [], "lora_dirs": [str(models / "loras")],
+        "upscaler": str(models / LTX23_FILES["upscaler"]),
+    }  # fmt: skip
+
+
+def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, paradit_warm, backends):
+    """The 2.3 template (prompt_enhance off) at 1 s at 25 fps (26 frames: the video's 25, the
+    audio's 26 latent frames), 128x128 (stage 1 64x64), its ManualSigmas cut to 2 steps a
+    stage, through `workflow run` on a backend of the tiny files under its names: job.json
+    records the imported request, the frames and the audio are the plan's request's."""
+    comfy = comfy_for(base, T23, tmp_path / "ComfyUI")
+    path = ltx23_copy(comfy, 1, (128, 128))
+    data = json.loads(path.read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    for node_id, cut in ((252, "1.0, 0.725, 0.0"), (211, "0.85, 0.4219, 0.0")):
+        next(n for n in sub["nodes"] if n["id"] == node_id)["widgets_values"] = [cut]
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["num_frames"], plan.request["audio_latent_frames"]) == (25, 26)
+    assert (plan.request["width"], plan.request["height"]) == (128, 128)
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["audio_latent_frames"] == 26
+    assert record["request"]["upscale"]["sigmas"] == [0.85, 0.4219]
+    assert record["timings"]["upscale"]["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 25
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+
+
+T25 = "video_ltx2_5_t2v.json"
+CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
+
+
+def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5) -> Path:
+    """The 2.5 text-to-video template (prompt_enhance off as saved) with Lightricks'
+    convolutional video VAE in place of the saved diffusion decoder (ltx-2.5-video-vae-bf16,
+    which paradit does not run), at `size` and `seconds` (the subgraph's length widget)."""
+    data = json.loads((TEMPLATES / T25).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 405)
+    assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
+    assert outer["widgets_values"][8] == "ltx-2.5-video-vae-bf16.safetensors"
+    outer["widgets_values"][2:5] = [seconds, *size]
+    outer["widgets_values"][8] = CONV_VAE
+    path = folder / T25
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
+    """LTX-2.5's separate files as the template loads them, on tiny-ltx2.5's files under their
+    names: the DiT through UNETLoader 384 (--model: a distilled file, tiny-ltx2.5-distilled),
+    the Gemma 4 file with the text projection through CLIPLoader 387 (--text-encoder), the
+    video VAE through VAELoader 385 and the audio VAE through VAELoader 386 (both --vae; the
+    audio one feeds LTXVEmptyLatentAudio 366 and LTXVAudioVAEDecode 358). The job by hand:
+    1280x720 halved (ComfyMathExpression 353/355) into EmptyLTXVLatentVideo 356 (640x352)
+    and doubled by the upsampler: 1280x704; 5 s x 24 fps + 1 = 121 frames, the audio
+    ceil(121 / 24 x 25) = 127 latent frames (the pipeline's 126); LTXVDualCFGGuider 388 at
+    1 and 1; euler_ancestral (KSamplerSelect 352, 341); ManualSigmas 404 and 395."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(ltx25_copy(comfy)), str(comfy))
+    assert variant == "tiny-ltx2.5-distilled"
+    assert plan.request == {
+        "prompt": widget(T25, "405", 0), "negative_prompt": widget(T25, "405:373", 0),
+        "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
+        "guidance_scale": 1.0, "seed": widget(T25, "405", 5), "sampler": "euler_ancestral",
+        "sigmas": levels(T25, "405:404"), "audio_latent_frames": 127,
+        "upscale": {"factor": 2, "sigmas": levels(T25, "405:395")[:-1],
+                    "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
+    }  # fmt: skip
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / f"diffusion_models/{widget(T25, '405', 7)}"),
+        "text_encoders": [str(models / f"text_encoders/{widget(T25, '405', 10)}")],
+        "vaes": [str(models / f"vae/{CONV_VAE}"), str(models / f"vae/{widget(T25, '405', 9)}")],
+        "image_encoders": [], "lora_dirs": [],
+        "upscaler": str(models / f"latent_upscale_models/{widget(T25, '405', 11)}"),
+    }  # fmt: skip
+
+
+def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, paradit_warm, backends):
+    """The 2.5 template (conv video VAE) at 128x128 (stage 1 64x64) and 1 s (1 x 24 + 1 = 25
+    frames, the audio ceil(25 / 24 x 25) = 27 latent frames where the pipeline would make 26;
+    a short length keeps the run cheap), the distilled file's 8 + 3 levels, through
+    `workflow run` on a backend of the tiny separate files: job.json and the frames and audio
+    are the plan's request's."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    path = ltx25_copy(comfy, (128, 128), seconds=1)
+    plan, _ = plan_of(str(path), str(comfy))
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["audio_latent_frames"] == 27
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 25
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])

@@ -883,18 +883,23 @@ def test_ui_bypass_reroute_primitive_and_mute_read_as_comfyui_runs_them(comfy, t
 
 def test_newer_create_video_widgets_are_read_and_a_deeper_bit_depth_refused(comfy, tmp_path):
     """Newer ComfyUI saves CreateVideo's fps, bit_depth and color_space; 8 bits is what
-    paradit writes, 10 is refused naming the node."""
+    paradit writes, and `auto` with sRGB (ComfyUI's default, comfy_extras/nodes_video.py:
+    auto is 8 bits for sRGB, 10 for HDR); 10, or auto with HDR, is refused naming the node."""
     ui = to_ui(GRAPHS["wan21_t2v"]())
     create = _ui_node(ui, "CreateVideo")
-    create["widgets_values"] = [16, 8, "sRGB"]
     path = tmp_path / "newer.json"
-    path.write_text(json.dumps(ui))
-    plan, _ = plan_of(str(path), str(comfy))
-    assert plan.request["num_frames"] == 5
-    create["widgets_values"] = [16, 10, "sRGB"]
-    path.write_text(json.dumps(ui))
-    with pytest.raises(ValueError, match=rf"^node {create['id']} \(CreateVideo\): bit_depth 10"):
-        plan_of(str(path), str(comfy))
+    for depth in (8, "8", "auto"):
+        create["widgets_values"] = [16, depth, "sRGB"]
+        path.write_text(json.dumps(ui))
+        plan, _ = plan_of(str(path), str(comfy))
+        assert plan.request["num_frames"] == 5
+    refused = {(10, "sRGB"): "bit_depth 10", ("auto", "HDR"): "color_space HDR: ComfyUI writes",
+               (8, "HDR PQ"): "color_space HDR PQ"}  # fmt: skip
+    for (depth, space), words in refused.items():
+        create["widgets_values"] = [16, depth, space]
+        path.write_text(json.dumps(ui))
+        with pytest.raises(ValueError, match=rf"^node {create['id']} \(CreateVideo\): {words}"):
+            plan_of(str(path), str(comfy))
     create["widgets_values"] = [16, 8, "sRGB", "auto", "more"]
     path.write_text(json.dumps(ui))
     with pytest.raises(ValueError, match="5 widget values where paradit knows 4 widgets"):

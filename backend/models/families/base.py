@@ -163,6 +163,12 @@ class Family:
     Flux2Scheduler: tests/workflow/test_flux2_levels.py): a workflow sampled on them runs on
     the model's own scheduler."""
 
+    reference_latents: bool = False
+    """ComfyUI's ReferenceLatent of a VAEEncode'd image (at most 1024x1024 pixels) is the
+    pipeline's own reference: the same crop, encode, normalisation and token positions
+    (FLUX.2: backend/workflow/reference_nodes.py), so a workflow's references run as `image`
+    and `images`."""
+
     def fixed_levels(self, variant: str) -> tuple[float, ...]:
         """The noise levels a file recognised as `variant` runs only (its `Limits.sigmas` once
         loaded: every job takes exactly that many steps); () where any step count runs."""

@@ -23,6 +23,7 @@ SPEC = FamilySpec(
             frozenset({"text_encoder", "tokenizer"}),
             step_cache=False,
             own_levels=("Flux2Scheduler",),
+            reference_latents=True,  # ComfyUI's ReferenceLatent is the pipeline's reference
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO
+from ....request import IMAGE_PREP_COMFYUI
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
@@ -40,6 +41,7 @@ SPEC = FamilySpec(
             ("HunyuanVideo15ImageToVideoPipeline",),
             _TEXT | {"image_encoder"},
             samplers=SAMPLERS,
+            image_preps=(IMAGE_PREP_COMFYUI,),  # comfyui_prep.py
         ),
     ),
     transformer_classes=("HunyuanVideo15Transformer3DModel",),

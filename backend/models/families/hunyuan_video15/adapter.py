@@ -41,8 +41,17 @@ from typing import Any
 import torch
 
 from ....contract import IMAGE_TO_VIDEO, Limits
-from ....request import JobRequest
-from ..base import Family, Tensors, TiledDecode, decode_in_tiles, request_image, video_frames
+from ....request import IMAGE_PREP_COMFYUI, JobRequest
+from ..base import (
+    Family,
+    Tensors,
+    TiledDecode,
+    decode_in_tiles,
+    request_image,
+    request_images,
+    video_frames,
+)
+from . import comfyui_prep
 
 # As the model card runs it: 121 frames at 24 fps, 50 steps; guidance is the guider's (6). The
 # size is the pipeline's own default, 16:9 at the transformer's target size: 848x480 for the
@@ -143,10 +152,16 @@ class HunyuanVideo15(Family):
 
 class HunyuanVideo15ImageToVideo(HunyuanVideo15):
     """Image-to-video: the start image through SigLIP (encoding rank) and the VAE (every rank,
-    in the pipeline), at the request's size."""
+    in the pipeline), at the request's size; with `image_prep` comfyui both prepared as
+    ComfyUI's nodes prepare them (`comfyui_prep.py`)."""
 
     def encode(self, pipe: Any, request: JobRequest, device: torch.device) -> Tensors:
         tensors = super().encode(pipe, request, device)
+        if request.image_prep == IMAGE_PREP_COMFYUI:
+            tensors["image_embeds"] = comfyui_prep.image_embeds(
+                pipe, request_images(request)[0], device, _dit_dtype(pipe)
+            )
+            return tensors
         # The class's method: `prepare` hands the pipeline a per-job stand-in.
         tensors["image_embeds"] = type(pipe).encode_image(
             pipe, _start_image(pipe, request), 1, device, _dit_dtype(pipe)
@@ -161,11 +176,20 @@ class HunyuanVideo15ImageToVideo(HunyuanVideo15):
         size = (kwargs.pop("height"), kwargs.pop("width"))
         pipe.encode_image = lambda *_args, **_kwargs: embeds
         pipe.video_processor.calculate_default_height_width = lambda *_args, **_kwargs: size
+        if request.image_prep == IMAGE_PREP_COMFYUI:
+            # and the start image's latents ComfyUI's way, from the image as loaded
+            original = request_images(request)[0]
+
+            def latents(*, vae: Any, device: torch.device, **_kwargs: Any) -> torch.Tensor:
+                return comfyui_prep.image_latents(vae, original, size[1], size[0], device)
+
+            pipe._get_image_latents = latents
         return {**kwargs, "image": _start_image(pipe, request)}
 
     def finish(self, pipe: Any) -> None:
         super().finish(pipe)
         pipe.__dict__.pop("encode_image", None)
+        pipe.__dict__.pop("_get_image_latents", None)
         pipe.video_processor.__dict__.pop("calculate_default_height_width", None)
 
 

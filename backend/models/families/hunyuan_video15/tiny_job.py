@@ -59,15 +59,15 @@ TINY_JOB = TinyJob(
 )
 
 
-def _png() -> str:
-    """A seeded 80x48 start image as base64 PNG."""
+def _png(width: int = 80, height: int = 48) -> str:
+    """A seeded start image (80x48 unless given) as base64 PNG."""
     import base64
     import io
 
     import numpy as np
     from PIL import Image
 
-    pixels = np.random.default_rng(11).integers(0, 256, (48, 80, 3), dtype=np.uint8)
+    pixels = np.random.default_rng(11).integers(0, 256, (height, width, 3), dtype=np.uint8)
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, format="PNG")
     return base64.b64encode(buffer.getvalue()).decode()
@@ -119,6 +119,49 @@ def image_direct(pipe: Any, body: Any) -> Any:
     return np.asarray(frames)
 
 
+# ComfyUI's preparation (`image_prep` comfyui): a 112x48 image for an 80x48 video, so the VAE's
+# image is its centre 80x48 columns (16 cut at each side) and SigLIP's its centre square.
+I2V_COMFYUI = {**I2V_GUIDED, "image": _png(112, 48), "image_prep": "comfyui", "seed": 6}
+
+
+def comfyui_direct(pipe: Any, body: Any) -> Any:
+    """`HunyuanVideo15ImageToVideoPipeline` given ComfyUI's prepared inputs for the call: its
+    image encoder's output and its image latents are those of the image prepared as
+    ComfyUI's nodes prepare it (`comfyui_prep.py`); the image it sizes the video by is the
+    job's size (its size bucket)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from . import comfyui_prep
+
+    image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
+    width, height = body["width"], body["height"]
+
+    def encode_image(*, device: Any, dtype: Any, **_kwargs: Any) -> Any:
+        return comfyui_prep.image_embeds(pipe, image, device, dtype)
+
+    def image_latents(*, vae: Any, device: Any, **_kwargs: Any) -> Any:
+        return comfyui_prep.image_latents(vae, image, width, height, device)
+
+    pipe.encode_image, pipe._get_image_latents = encode_image, image_latents
+    try:
+        sized = image.resize((width, height))
+        return image_direct(pipe, {**body, "image": _b64(sized)})
+    finally:
+        del pipe.encode_image, pipe._get_image_latents
+
+
+def _b64(image: Any) -> str:
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
 I2V = "tiny-hunyuanvideo1.5-i2v"
 TINY_JOBS = (
     TINY_JOB,
@@ -127,6 +170,8 @@ TINY_JOBS = (
     TinyJob(I2V, I2V_GUIDED, image_direct, ranks=(2,), name="i2v guided"),
     TinyJob(I2V, I2V_UNGUIDED, image_direct, ranks=(2,), name="i2v unguided"),
     TinyJob(I2V, I2V_CACHED, None, ranks=(2,), name="i2v cached", alone_fails=True),
+    TinyJob(I2V, I2V_COMFYUI, comfyui_direct, ranks=(2,), name="i2v comfyui"),
 )
 """The jobs the family contract runs: the smallest first, then glyphs, an unguided job
-spread over the ranks (uneven tokens) and image to video (its tokens split, the step cache)."""
+spread over the ranks (uneven tokens) and image to video (its tokens split, the step cache,
+ComfyUI's image preparation)."""

@@ -270,8 +270,10 @@ def file_parts(dit: Part, files: Any, tools: FileTools) -> tuple[Any, dict[str, 
     for flag, paths in (("--text-encoder", files.text_encoders), ("--vae", files.vaes)):
         for path in paths:
             part = tools.recognise(path)
-            held = find_parts(part.header) if part.detection.role != "text_encoder" else {}
-            if not held:
+            held = find_parts(part.header)
+            if part.detection.role == "text_encoder":  # perhaps with the text projection
+                held = {k: v for k, v in held.items() if k == "text_projection"}
+            if not held or part.detection.role == "text_encoder":
                 (encoders if flag == "--text-encoder" else vaes).append(path)
             for name, header in held.items():
                 if name in found:

@@ -16,7 +16,14 @@ SPEC = FamilySpec(
     "minimax_h3",
     adapters=(
         MiniMaxH3(
-            "minimax-h3-t2va", TEXT_TO_VIDEO, ("MiniMaxH3ModularPipeline",), _TEXT, step_cache=False
+            "minimax-h3-t2va",
+            TEXT_TO_VIDEO,
+            ("MiniMaxH3ModularPipeline",),
+            _TEXT,
+            step_cache=False,
+            # as ComfyUI runs them on H3: on the video levels, the audio carried onto them
+            # (`sampling.py`); the job's steps are then the levels' steps
+            samplers=("euler", "res_multistep"),
         ),
     ),
     transformer_classes=("MiniMaxH3Transformer3DModel",),

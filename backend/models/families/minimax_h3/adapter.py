@@ -99,10 +99,6 @@ def decoded_image(data: str) -> Any:
 class MiniMaxH3(Family):
     """Text-to-audio-video on diffusers' blocks (the module's docstring)."""
 
-    samplers = ("euler", "res_multistep")
-    """As ComfyUI runs them on H3: on the video levels, the audio carried onto them
-    (`sampling.py`); the job's steps are then the levels' steps."""
-
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         multiple = int(pipe.canvas_multiple)
         return Limits(
