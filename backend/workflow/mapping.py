@@ -125,7 +125,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
-    edit = edit_request(positive, negative, first.node)
+    edit = edit_request(positive, negative, first.node, (latent.width, latent.height))
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)
     if guidance is not None:

@@ -62,12 +62,17 @@ class Image:
 @dataclass(frozen=True)
 class Edit:
     """TextEncodeQwenImageEditPlus's reference images (image1..3 in order), encoded by `vae`;
-    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own)."""
+    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own); or
+    TextEncodeQwenImage21's (images.image_1.. in order)."""
 
     images: tuple[Image, ...]
     vae: Vae
     method: str | None
     node: Node
+    image_prep: str | None = "comfyui"
+    """The request's `image_prep` (None: the pipeline's own, Qwen-Image 2.1's)."""
+    resolution: int | None = None
+    """TextEncodeQwenImage21's resolution (None: another node)."""
 
 
 @dataclass(frozen=True)
