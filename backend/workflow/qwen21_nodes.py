@@ -103,7 +103,7 @@ def text_encode(m: Any, node: Node) -> tuple[Any, ...]:
             node, "a scaled reference image: TextEncodeQwenImage21 reads the image as loaded"
         )
     width, height = sizes[0]
-    names = ", ".join(f"{i.file.name} ({w}x{h})" for i, (w, h) in zip(images, sizes))
+    names = ", ".join(f"{i.file.name} ({w}x{h})" for i, (w, h) in zip(images, sizes, strict=True))
     at = f"resolution {resolution}" if resolution > 0 else "their own sizes (resolution 0)"
     m.say(
         node,

@@ -211,11 +211,12 @@ def test_qwen_image21_reference_sizes_as_comfyui_and_the_pipeline_make_them():
     """TextEncodeQwenImage21's sizes (comfy_extras/nodes_qwen.py) and QwenImage21Pipeline's
     (`calculate_dimensions`), worked by hand: a 1000x750 image at 1024 is
     sqrt(1024^2 * 4/3) = 1182.4 -> 37 x 32 = 1184 wide, sqrt(1024^2 * 3/4) = 886.8 -> 28 x 32
-    = 896 high at both; at 0 ComfyUI keeps 1000x750 rounded to sides of 32 (992x736); a
-    20x10 image's sides become at least 32."""
+    = 896 high at both; at 0 ComfyUI keeps a 1000x760 image at its size rounded to the
+    nearest sides of 32 (31.25 -> 992, 23.75 -> 768); a 20x10 image's sides become at least
+    32."""
     assert comfy_reference_size(1000, 750, 1024) == (1184, 896)
     assert pipeline_reference_size(1000, 750, 1024) == (1184, 896)
-    assert comfy_reference_size(1000, 750, 0) == (992, 736)
+    assert comfy_reference_size(1000, 760, 0) == (992, 768)
     assert comfy_reference_size(20, 10, 0) == (32, 32)
     assert comfy_reference_size(20, 10, 64) == (96, 32)  # 90.5 -> 96, 45.3 -> 32
 
