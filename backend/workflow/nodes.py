@@ -328,7 +328,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "ComfySwitchNode",
         ("switch",),
-        "its on_true or on_false input, as its switch says (only that branch is read)",
+        "its on_true or on_false input (a link, or a value the subgraph node gives), as its "
+        "switch says (only that branch is read)",
     ),
     _spec(
         "ComfyMathExpression",
