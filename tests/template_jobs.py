@@ -25,6 +25,7 @@ from comfy_files import (
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
+    wan22_vae_original,
     write_all_in_one,
     write_safetensors,
     z_image_original,
@@ -905,3 +906,106 @@ KLEIN_DISTILLED = {  # klein_distilled's job, by hand from the graph
     # shift); CFGGuider 63: cfg 1; RandomNoise 73's seed
     "num_inference_steps": 4, "guidance_scale": 1.0, "seed": widget(KLEIN, "77:73", 0),
 }  # fmt: skip
+
+
+# -- Qwen-Image 2.1 (tests/workflow/test_templates_qi21_krea2.py) ---------------------------
+
+QWEN21_T2I = ("image_qwen_image_2_1_t2i.json", "image_qwen_image_2_1_turbo_t2i.json")
+QWEN21_EDIT = ("image_qwen_image_2_1_image_edit.json", "image_qwen_image_2_1_turbo_image_edit.json")
+QWEN21_TURBO_SIGMAS = [1.0, 0.978453, 0.95418, 0.926626, 0.89508, 0.845148, 0.704534, 0.414568, 0.0]
+"""The Turbo templates' ManualSigmas (484 / 502), as saved."""
+QWEN21_INPUTS = {  # the edit templates' LoadImage files -> the tiny test image's size
+    "portrait_model_denim.png": (96, 64),
+    "clothing_light_blue_denim_shirt.png": (64, 64),
+    "ballet_dancer_photography_minimalist_architecture.png": (96, 64),
+}
+
+
+def qwen21_files(folder: Path) -> Path:
+    """A ComfyUI folder in `folder` with the tiny Qwen-Image 2.1 preset's files under the
+    templates' names: the DiT (base and turbo: one tiny DiT, diffusers' names under
+    `model.diffusion_model.`, each block's gate and up projections fused, gate rows first, the
+    blocks' linears int8 ConvRot in groups of 64), the Qwen3-VL encoder in ComfyUI's names
+    (`model.` and `visual.`, no lm_head), the VAE in the Wan 2.2 VAE's original names; the edit
+    templates' input images (`QWEN21_INPUTS`, seeded noise)."""
+    models = folder / "models"
+    for kind in ("diffusion_models", "text_encoders", "vae"):
+        (models / kind).mkdir(parents=True)
+    (folder / "input").mkdir()
+    tiny = build_preset("tiny-qwen-image2.1")
+    dit = {}
+    state = tiny.transformer.state_dict()
+    for name, value in state.items():
+        if name.endswith("img_mlp.gate_layer.weight"):
+            dit[name.replace("gate_layer", "gate_up")] = torch.cat(
+                [value, state[name.replace("gate_layer", "proj")]]
+            )
+        elif not name.endswith("img_mlp.proj.weight"):
+            dit[name] = value
+
+    def blocks(name: str, tensor: torch.Tensor) -> bool:
+        return tensor.dim() == 2 and name.startswith("transformer_blocks.")
+
+    for name in ("qwen_image_2.1_int8_convrot", "qwen_image_2.1_turbo_int8_convrot"):
+        write_int8(models / f"diffusion_models/{name}.safetensors", dit, blocks, WAN_PREFIX, 64)
+    encoder = {
+        k.replace("model.language_model.", "model.").replace("model.visual.", "visual."): v
+        for k, v in tiny.text_encoder.state_dict().items()
+        if k != "lm_head.weight"
+    }
+    save_file(encoder, str(models / "text_encoders/qwen3vl_8b_int8_convrot.safetensors"))
+    vae = wan22_vae_original(tiny.vae.state_dict())
+    save_file(vae, str(models / "vae/qwen_image_2.1_vae_bf16.safetensors"))
+    rng = np.random.default_rng(21)
+    for name, (width, height) in QWEN21_INPUTS.items():
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / "input" / name)
+    return folder
+
+
+def qwen21_sized(template: str, folder: Path, megapixels: float = 1) -> Path:
+    """The template with its ResolutionSelector 13's megapixels (1 as saved: 1024x1024) set,
+    as a user sets them (the text-to-image templates)."""
+    data = json.loads((TEMPLATES / template).read_text())
+    size = next(node for node in data["nodes"] if node["id"] == 13)
+    assert size["widgets_values"][1] == 1
+    size["widgets_values"][1] = megapixels
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+def qwen21_turbo_t2i_request(size: int = 1024) -> dict:
+    """The Turbo text-to-image template's job, by hand from its graph (subgraph 459)."""
+    template = QWEN21_T2I[1]
+    return {
+        # the outer prompt through ComfySwitchNode 474 (switch false: on_false, the prompt as
+        # written) and PreviewAny 472; the outer negative_prompt
+        "prompt": widget(template, "459", 0), "negative_prompt": widget(template, "459", 4),
+        # EmptyLatentImage 456: the outer width/height (ResolutionSelector 13: 1:1, 1 MP)
+        "width": size, "height": size, "num_frames": 1,
+        # RandomNoise 488's own seed (the outer seed feeds only the enhancer), CFGGuider 489:
+        # cfg 1, KSamplerSelect 487: the outer euler, ManualSigmas 484: 8 steps at its levels;
+        # QwenImage21Cache 490: auto/default, nothing
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "459:488", 0),
+        "sampler": "euler", "sigmas": QWEN21_TURBO_SIGMAS,
+    }  # fmt: skip
+
+
+def qwen21_turbo_edit_request(folder: Path) -> dict:
+    """The Turbo edit template's job, by hand from its graph (subgraph 459): its one
+    reference, LoadImage 470, at its own size (resolution 0) is the output's size."""
+    template = QWEN21_EDIT[1]
+    width, height = QWEN21_INPUTS["ballet_dancer_photography_minimalist_architecture.png"]
+    return {
+        # the outer prompt through ComfySwitchNode 484 (switch_1 false) and PreviewAny 480
+        "prompt": widget(template, "459", 1), "negative_prompt": widget(template, "459", 5),
+        # ComfySwitchNode 468 (switch false): TextEncodeQwenImage21 474's latent, image_1's
+        # size rounded to sides of 32 (resolution 0)
+        "width": width, "height": height, "num_frames": 1,
+        # RandomNoise 504: the outer seed; CFGGuider 507: the outer cfg 1; euler; ManualSigmas
+        # 502's levels
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "459", 11),
+        "sampler": "euler", "sigmas": QWEN21_TURBO_SIGMAS,
+        "image": str(folder / "input/ballet_dancer_photography_minimalist_architecture.png"),
+    }  # fmt: skip

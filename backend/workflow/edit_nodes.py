@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from . import qwen21_nodes
 from .graph import Node, WorkflowError
 from .images import file_size, kontext_size
 from .values import Clip, Conditioning, Edit, Image, Latent, Scale, Vae
@@ -113,10 +114,12 @@ def reference_method(m: Any, node: Node) -> tuple[Any, ...]:
     return (dataclasses.replace(cond, edit=dataclasses.replace(cond.edit, method=method)),)
 
 
-def edit_request(positive: Conditioning, negative: Conditioning, sampler: Node) -> dict:
+def edit_request(
+    positive: Conditioning, negative: Conditioning, sampler: Node, size: tuple[int, int]
+) -> dict:
     """The request fields of an edit's conditionings: the images (the first as `image`), the
     preparation, the reference method. The negative prompt reads the same images (paradit
-    encodes both with them), by the same method."""
+    encodes both with them), by the same method. `size`: the output's (width, height)."""
     edit = positive.edit
     if edit is None:
         if negative.edit is not None:
@@ -133,6 +136,8 @@ def edit_request(positive: Conditioning, negative: Conditioning, sampler: Node) 
         raise WorkflowError(
             sampler, "other reference settings on the negative prompt than on the positive"
         )
+    if edit.resolution is not None:  # TextEncodeQwenImage21's references
+        qwen21_nodes.check_reference_sizes(edit, *size)
     fields: dict[str, Any] = {"image": str(edit.images[0].file)}
     if edit.image_prep is not None:
         fields["image_prep"] = edit.image_prep

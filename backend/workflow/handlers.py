@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import edit_nodes, h3_nodes, ltx_nodes, reference_nodes, two_stage
+from . import edit_nodes, h3_nodes, ltx_nodes, qwen21_nodes, reference_nodes, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -997,7 +997,10 @@ def _switch_node(m: Mapper, node: Node) -> tuple[Any, ...]:
     other's nodes, and the files only they name, are not needed)."""
     switch = m.widget(node, "switch", bool)
     branch = "on_true" if switch else "on_false"
-    value = m.input(node, branch)
+    given = node.inputs.get(branch)
+    # a branch given as a value (a subgraph input promoted to the outer node's widget)
+    literal = isinstance(given, (bool, int, float, str)) and not isinstance(given, Link)
+    value = given if literal else m.input(node, branch)
     m.say(node, f"switch {str(switch).lower()} -> {branch}")
     return (value,)
 
@@ -1107,6 +1110,8 @@ HANDLERS: dict[str, Handler] = {
     "VAEEncode": edit_nodes.vae_encode,
     "TextEncodeQwenImageEditPlus": edit_nodes.text_encode_edit_plus,
     "TextEncodeQwenImageEdit": edit_nodes.text_encode_edit,
+    "TextEncodeQwenImage21": qwen21_nodes.text_encode,
+    "QwenImage21Cache": qwen21_nodes.cache,
     "FluxKontextMultiReferenceLatentMethod": edit_nodes.reference_method,
     "ImageScaleToTotalPixels": reference_nodes.image_scale_to_total_pixels,
     "ReferenceLatent": reference_nodes.reference_latent,

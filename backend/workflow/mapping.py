@@ -130,7 +130,7 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
         request["image"] = str(image.file)
         if latent.image_prep is not None:
             request["image_prep"] = latent.image_prep
-    edit = edit_request(positive, negative, first.node)
+    edit = edit_request(positive, negative, first.node, (latent.width, latent.height))
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)
     if guidance is not None:

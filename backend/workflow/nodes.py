@@ -94,6 +94,19 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "Qwen-Image-Edit)",
     ),
     _spec(
+        "TextEncodeQwenImage21",
+        ("prompt", "negative_prompt", "resolution"),
+        "`prompt`, `negative_prompt`; its images.image_1.. `image` and `images` (vae "
+        "connected; resized at `resolution` as Qwen-Image 2.1's pipeline resizes them at the "
+        "output's area, checked per image); its latent: the first reference's size",
+    ),
+    _spec(
+        "QwenImage21Cache",
+        ("device", "dtype"),
+        "nothing (dtype default: the prompt prefix's keys and values cached losslessly, as "
+        "the pipeline's use_kv_cache; int8 and int4 refused)",
+    ),
+    _spec(
         "FluxKontextImageScale",
         (),
         "the image sent: the Kontext size nearest its aspect, centre crop, Lanczos",
@@ -362,7 +375,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "ComfySwitchNode",
         ("switch",),
-        "its on_true or on_false input, as its switch says (only that branch is read)",
+        "its on_true or on_false input (a link, or a value the subgraph node gives), as its "
+        "switch says (only that branch is read)",
     ),
     _spec(
         "ComfyMathExpression",
@@ -382,16 +396,6 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
 SPECS: Mapping[str, NodeSpec] = MappingProxyType({s.type: s for s in NODE_SPECS})
 
 
-_QWEN21 = (
-    "Qwen-Image 2.1 graphs are not mapped by paradit's workflow import yet: ComfyUI's Qwen-Image "
-    "2.1 nodes (TextEncodeQwenImage21's prompt template, QwenImage21Cache) and the model's "
-    "sampling defaults in ComfyUI were not available to read, so the job ComfyUI runs cannot "
-    "be stated; serve its files (`paradit serve --model qwen_image_2.1_int8_convrot.safetensors "
-    "--text-encoder qwen3vl_8b_int8_convrot.safetensors --vae "
-    "qwen_image_2.1_vae_bf16.safetensors`) and for the turbo model use `--recipe "
-    "qwen-image2.1-turbo` (its templates' schedule)"
-)
-
 REFUSED: Mapping[str, str] = MappingProxyType(
     {
         "EasyCache": "active (not bypassed): EasyCache skips steps by its own measure of "
@@ -405,8 +409,6 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt enhancer): paradit encodes the prompt as given and generates no text; turn "
         "the enhancer off (the LTX-2.3 and 2.5 templates: prompt_enhance false) to run the "
         "prompt as written",
-        "QwenImage21Cache": _QWEN21,
-        "TextEncodeQwenImage21": _QWEN21,
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

@@ -256,7 +256,7 @@ _ENTRIES = {
     "QwenImage21Cache": "model:MODEL device:COMBO dtype:COMBO -> MODEL",
     "TextEncodeQwenImage21": "clip:CLIP vae:VAE prompt:STRING negative_prompt:STRING "
     "resolution:INT "
-    + " ".join(f"?images.image_{i}:IMAGE" for i in range(1, 13))
+    + " ".join(f"?images.image_{i}:IMAGE" for i in range(1, 17))
     + " -> CONDITIONING CONDITIONING LATENT",
     "MiniMaxH3ImageToVideo": "clip:CLIP vae:VAE ?first_frame:IMAGE ?last_frame:IMAGE "
     "prompt:STRING width:INT height:INT length:INT -> CONDITIONING LATENT",

@@ -72,7 +72,8 @@ class Image:
 @dataclass(frozen=True)
 class Edit:
     """TextEncodeQwenImageEditPlus's reference images (image1..3 in order), encoded by `vae`;
-    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own)."""
+    `method` FluxKontextMultiReferenceLatentMethod's (None: the model's own); or
+    TextEncodeQwenImage21's (images.image_1.. in order)."""
 
     images: tuple[Image, ...]
     vae: Vae
@@ -81,7 +82,9 @@ class Edit:
     image_prep: str | None = "comfyui"
     """The job's `image_prep`: ComfyUI's own preparation (Qwen-Image-Edit's text encoders);
     None where the pipeline's own is ComfyUI's (ReferenceLatent of a VAEEncode'd image on a
-    family with `reference_latents`)."""
+    family with `reference_latents`; Qwen-Image 2.1's references)."""
+    resolution: int | None = None
+    """TextEncodeQwenImage21's resolution (None: another node)."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ Needs `apt-get install -y chromium`, `pip install playwright` and the test extra
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
 Cost: about 46 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
-as saved added later, estimated: measure again).
+as saved and Qwen-Image 2.1's two Turbo ones, about 3 s, added later, estimated: measure again).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from template_jobs import (
     KREA2,
     LTX2_AS_SAVED,
     LTX2_TWO_STAGE,
+    QWEN21_EDIT,
+    QWEN21_T2I,
     REFUSED,
     comfy_for,
     enhancer_off,
@@ -53,6 +55,9 @@ from template_jobs import (
     krea2_files,
     krea2_request,
     ltx2_copy,
+    qwen21_files,
+    qwen21_turbo_edit_request,
+    qwen21_turbo_t2i_request,
     qwen_edit_files,
     tiny_files,
 )
@@ -93,6 +98,12 @@ def krea2_comfy(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def qwen21_comfy(tmp_path_factory) -> Path:
+    """The tiny Qwen-Image 2.1 files and input images under the templates' names."""
+    return qwen21_files(tmp_path_factory.mktemp("ComfyUI"))
+
+
+@pytest.fixture(scope="module")
 def frontend() -> Iterator[object]:
     """One page of ComfyUI's frontend whose server describes the nodes paradit knows."""
     http = HttpServer(comfyui_page({"Comfy.TutorialCompleted": True}), "127.0.0.1", 0)
@@ -118,7 +129,7 @@ def _known_templates() -> list[str]:
     paradit's families, and others built of the same core nodes)."""
     known = []
     for path in sorted(TEMPLATES.glob("*.json")):
-        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2, *LTX2_AS_SAVED}:
+        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2, *LTX2_AS_SAVED, *QWEN21}:
             continue  # compared job by job above
         try:
             data = json.loads(path.read_text())
@@ -214,6 +225,25 @@ def test_exported_krea2_template_with_the_enhancer_off_imports_to_its_job(
     api = exported(frontend, json.loads(saved.read_text()), tmp_path, template)
     plan = _same_job(saved, api, krea2_comfy)
     assert plan.request == krea2_request(template)
+
+
+QWEN21 = (QWEN21_T2I[1], QWEN21_EDIT[1])
+"""Qwen-Image 2.1's Turbo templates, mapped (tests/workflow/test_templates_qi21_krea2.py)."""
+
+
+@pytest.mark.parametrize("template", QWEN21)
+def test_exported_qwen21_turbo_template_imports_to_its_job(
+    frontend, qwen21_comfy, tmp_path, template
+):
+    """Qwen-Image 2.1's Turbo templates as saved, exported: the job of the saved form, written
+    by hand (tests/template_jobs.py), on their tiny files."""
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    plan = _same_job(TEMPLATES / template, api, qwen21_comfy)
+    if template in QWEN21_T2I:
+        assert plan.request == qwen21_turbo_t2i_request()
+    else:
+        assert plan.request == qwen21_turbo_edit_request(qwen21_comfy)
 
 
 def test_exported_klein_distilled_subgraph_imports_to_its_job(frontend, base, tmp_path):

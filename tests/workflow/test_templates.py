@@ -396,7 +396,8 @@ RUN_SMALL = {  # a template's job at a tiny size: width, height, frames, steps (
 """The templates whose tiny files carry weights, and the Flux ones on tiny files of their
 architecture (`TINY_FLUX`). The others run elsewhere: Z-Image Turbo and LTX-2 above, Flux.1
 schnell's full template and FLUX.2-klein base 4B in test_templates_flux.py, the
-Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 in test_templates_qi21_krea2.py."""
+Qwen-Image-Edit ones in test_templates_qwen_edit.py, Krea 2 and the Qwen-Image 2.1 Turbo ones in
+test_templates_qi21_krea2.py."""
 FLUX_DIT = f"diffusion_models/{TINY_FLUX_DEV.removesuffix('.safetensors')}"
 FLUX_FILES = {  # Flux.1's files as its templates name them -> tiny-flux's
     "text_encoders/clip_l": "text_encoders/clip_l_tiny",
