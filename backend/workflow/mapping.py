@@ -62,7 +62,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
     edit = positive.edit
-    reference = edit.node if edit is not None and edit.image_prep is None else None
+    reference = edit.node if edit is not None and edit.reference_latent else None
     steps_node = decoded.sampled.stages[0].steps_node or sampler
     return WorkflowPlan(
         request,

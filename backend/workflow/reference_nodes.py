@@ -101,7 +101,7 @@ def reference_latent(m: Any, node: Node) -> tuple[Any, ...]:
         f"{image.file.name} ({width}x{height}, encoded at its centre {kept}) as reference "
         f"{len(images)} -> {'image' if len(images) == 1 else 'images'}",
     )
-    edit = Edit(images, vae, None, first, image_prep=None)
+    edit = Edit(images, vae, None, first, image_prep=None, reference_latent=True)
     return (dataclasses.replace(cond, edit=edit),)
 
 

@@ -85,6 +85,8 @@ class Edit:
     family with `reference_latents`; Qwen-Image 2.1's references)."""
     resolution: int | None = None
     """TextEncodeQwenImage21's resolution (None: another node)."""
+    reference_latent: bool = False
+    """A ReferenceLatent's image: the model must declare `Family.reference_latents`."""
 
 
 @dataclass(frozen=True)
