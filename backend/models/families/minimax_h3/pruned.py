@@ -132,6 +132,7 @@ def pruned_from_state(
     weights (original key names); every weight must be there, and nothing more. The curve
     table, the patch projections and the heads stay float32 (`_keep_in_fp32_modules`, as
     diffusers holds them)."""
+    config = {k: v for k, v in config.items() if not k.startswith("_")}
     model = MiniMaxH3PrunedTransformer3DModel(**config)
     state = convert_pruned(checkpoint, config)
     missing, unexpected = model.load_state_dict(state, strict=False)
