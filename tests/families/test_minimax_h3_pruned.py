@@ -19,6 +19,7 @@ from paradit.backend.models.families.minimax_h3.single_file import TABLE, detect
 from paradit.backend.models.families.minimax_h3.tiny import h3_transformer
 from paradit.backend.models.tiny_parts import seeded
 
+
 @pytest.fixture(scope="module")
 def unpruned():
     return seeded(704, h3_transformer).eval()

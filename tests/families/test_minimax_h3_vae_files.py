@@ -28,6 +28,7 @@ from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.vocabulary import Part
 from paradit.backend.models.tiny_parts import seeded
 
+
 def _read(path) -> tuple:
     """The file recognised as every file is (`paradit models`), and its tensors."""
     header = read_header(str(path))

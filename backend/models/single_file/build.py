@@ -163,7 +163,9 @@ def empty_model(config: dict[str, Any], dtype: torch.dtype, family: str = "") ->
 
     settings = {k: v for k, v in config.items() if not k.startswith("_")}
     with init_empty_weights(include_buffers=False):
-        model = own()(**settings)  # its settings pass on to diffusers' class (`from_config` drops them)
+        model = own()(
+            **settings
+        )  # its settings pass on to diffusers' class (`from_config` drops them)
     return cast_model(model, dtype).eval()
 
 
@@ -292,7 +294,9 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
         family = part.detection.family or ""
-        set_components(pipe, **{component: empty_model(part.detection.config, torch.float32, family)})
+        set_components(
+            pipe, **{component: empty_model(part.detection.config, torch.float32, family)}
+        )
     if type(pipe).__name__ != preset.pipeline and not preset.image_encoder:
         import diffusers  # the first Qwen-Image-Edit on the Edit-Plus preset's components
 

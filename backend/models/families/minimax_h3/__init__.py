@@ -5,9 +5,9 @@ from __future__ import annotations
 from ....contract import TEXT_TO_VIDEO
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
+from . import files
 from .adapter import MiniMaxH3
 from .memory import dit_forward
-from . import files
 from .single_file import (
     DIT_CLASS,
     MINIMAX_H3,

@@ -91,7 +91,9 @@ def file_parts(dit: Part, files: Any, tools: FileTools) -> tuple[Any, dict[str, 
         )
     if len(audio) > 1:
         names = ", ".join(p.header.name for _, p in audio)
-        raise ValueError(f"--vae {names} are all MiniMax H3 audio VAEs: give one, and the video VAE")
+        raise ValueError(
+            f"--vae {names} are all MiniMax H3 audio VAEs: give one, and the video VAE"
+        )
     part = audio[0][1]
     expected = dit.detection.config["audio_in_channels"]
     channels = part.detection.config["latent_channels"]
@@ -136,7 +138,7 @@ def build_vae(part: Part, preset_name: str, dtype: torch.dtype, tools: FileTools
 def text_parts(
     part: Part, preset_name: str, dtype: torch.dtype, skip: frozenset[str], tools: FileTools
 ) -> dict[str, Any]:
-    """"text_encoder", "processor" and "tokenizer" (None where skipped): Qwen3-VL whole as
+    """ "text_encoder", "processor" and "tokenizer" (None where skipped): Qwen3-VL whole as
     Qwen-Image 2.1 builds it; for a real tokenizer the processor H3's blocks read (Qwen3-VL's
     published image settings, no video processor)."""
     from ...qwen_vl import QWEN_VL_VOCAB_SIZE
