@@ -289,14 +289,13 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
             f"{dits[0].header.name} is {dits[0].detection.variant}: "
             + ("one expert; it takes two (HIGH,LOW)" if preset.pair_preset else "not a pair")
         )
-    from ..loading import set_components
-
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
-        family = part.detection.family or ""
-        set_components(
-            pipe, **{component: empty_model(part.detection.config, torch.float32, family)}
-        )
+        model = empty_model(part.detection.config, torch.float32, part.detection.family or "")
+        if hasattr(type(pipe), "register_modules"):
+            pipe.register_modules(**{component: model})
+        else:  # a modular pipeline (MiniMax H3's)
+            pipe.update_components(**{component: model})
     if type(pipe).__name__ != preset.pipeline and not preset.image_encoder:
         import diffusers  # the first Qwen-Image-Edit on the Edit-Plus preset's components
 
