@@ -108,6 +108,13 @@ class FileSpec:
     build_extra: Callable[[str, Any, str, Any, Any], Any] | None = None
     """`(component, parts, preset name, dtype, tools)` -> that component's model (`tools`:
     `single_file.vocabulary.FileTools`, what the hook calls of the drivers)."""
+    model_classes: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    """A DiT class name (a detection config's `_class_name`) diffusers lacks -> the class,
+    imported when called (MiniMax H3's pruned-AdaLN DiT, `families/minimax_h3/pruned.py`)."""
+    build_vae: Callable[[Any, str, Any, Any], Any] | None = None
+    """`(VAE part, preset name, dtype, tools)` -> the VAE model, where a file holds more of
+    its config than the preset's (MiniMax H3's latent statistics); None: the preset's config
+    with the file's weights (`components.vae_model`)."""
     describe_parts: Callable[[Any], tuple[str, str] | None] | None = None
     """A header no recognition knows -> (variant, why) when it holds some of
     the family's parts by their key names (`paradit models` lists it), else None."""
@@ -127,3 +134,4 @@ class FileSpec:
         if self.extras is not None and self.parts is None:
             raise ValueError("a file spec's `extras` are taken from its `parts`: give `parts`")
         object.__setattr__(self, "presets", MappingProxyType(dict(self.presets)))
+        object.__setattr__(self, "model_classes", MappingProxyType(dict(self.model_classes)))

@@ -405,10 +405,10 @@ class Runtime:
     def _empty_dit(self, name: str) -> torch.nn.Module:
         """DiT `name` on the meta device, its linears stored as `--weights` asks."""
         if self.source.kind == "file":
-            from ..models.single_file.build import store_file_layers
+            from ..models.single_file.build import empty_model, store_file_layers
 
             part = self.source.resolved_files().dits[name]
-            model = empty_from_config(part.detection.config, self.dtype)
+            model = empty_model(part.detection.config, self.dtype, part.detection.family or "")
             store_file_layers(model, part, self.weights)
             return model
         if self.source.kind == "preset":  # a random: preset

@@ -12,103 +12,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from quant_files import int8_layer
-from safetensors.torch import save_file
+from h3_files import CONVROT, GRID, original_names, write_pruned
 
 from paradit.backend.models.families.minimax_h3 import pruned
 from paradit.backend.models.families.minimax_h3.single_file import TABLE, detect_config
 from paradit.backend.models.families.minimax_h3.tiny import h3_transformer
 from paradit.backend.models.tiny_parts import seeded
 
-GRID = 33
-CONVROT = 16
-TOP_LEVEL = (
-    ("transformer_blocks.", "blocks."),
-    ("token_refiner.refiner_blocks.", "token_refiner.blocks."),
-    ("time_embedder.linear_1.", "time_embedder.proj_in."),
-    ("time_embedder.linear_2.", "time_embedder.proj_out."),
-    ("proj_in.", "video_patch_proj."),
-    ("audio_proj_in.", "audio_patch_proj."),
-    ("context_embedder.", "condition_proj."),
-    ("norm_out.norm.", "final_layer.norm."),
-    ("norm_out.linear.", "final_layer.adaln_proj.linear."),
-    ("proj_out.", "final_layer.video_out."),
-    ("audio_proj_out.", "final_layer.audio_out."),
-)
-INNER = (
-    (".attn.norm_q.", ".attn.q_norm."),
-    (".attn.norm_k.", ".attn.k_norm."),
-    (".attn.to_out.0.", ".attn.out_proj."),
-    (".ff.net.0.proj.", ".mlp.fc1."),
-    (".ff.net.2.", ".mlp.fc2."),
-)
-
-
-def original_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """diffusers' H3 state dict in the original (ComfyUI) names and fusions: q, k, v stacked
-    into `qkv_proj` and the SwiGLU halves back to `[gate; value]` (what diffusers' converter
-    undoes)."""
-    out: dict[str, torch.Tensor] = {}
-    for key, value in state.items():
-        if key.endswith((".attn.to_k.weight", ".attn.to_v.weight")):
-            continue
-        if key.endswith(".attn.to_q.weight"):
-            stem = key[: -len("to_q.weight")]
-            value = torch.cat([state[stem + f"to_{x}.weight"] for x in "qkv"])
-            key = stem + "qkv_proj.weight"
-        if key.endswith(".ff.net.0.proj.weight"):
-            value_half, gate = value.chunk(2)
-            value = torch.cat([gate, value_half])
-        for new, old in TOP_LEVEL:
-            if key.startswith(new):
-                key = old + key[len(new) :]
-                break
-        for new, old in INNER:
-            key = key.replace(new, old)
-        out[key] = value
-    return out
-
 
 @pytest.fixture(scope="module")
 def unpruned():
     return seeded(704, h3_transformer).eval()
-
-
-def curve_basis(model) -> tuple[torch.Tensor, torch.Tensor]:
-    """The pruned files' construction at full rank: the sampled `silu(e(t))` on the grid
-    (G) and the right singular vectors V of G (so `G V` is the table and `W V` each AdaLN
-    projection; at full rank `W V V^T g == W g` for every g on the grid)."""
-    t = torch.linspace(0, 1, GRID)
-    with torch.no_grad():
-        g = torch.nn.functional.silu(model.time_embedder(model.time_proj(t)))
-    _, _, vt = torch.linalg.svd(g.double(), full_matrices=True)
-    return g, vt.T.float()
-
-
-def write_pruned(path, model) -> None:
-    """The tiny DiT as a pruned int8_convrot file: the table and reduced AdaLN as the
-    published files make them, the blocks' four linears int8 with ConvRot, the rest float."""
-    g, v = curve_basis(model)
-    state = {k: t.detach().clone() for k, t in model.state_dict().items()}
-    state = {k: t for k, t in state.items() if not k.startswith("time_embedder.")}
-    for key in [
-        k for k in state if k.endswith(("adaln_proj.linear.weight", "norm_out.linear.weight"))
-    ]:
-        state[key] = state[key] @ v
-    original = original_names(state)
-    original[TABLE] = g @ v
-    original["rope.inv_freq"] = model.rope.inv_freq.clone()
-    tensors: dict[str, torch.Tensor] = {}
-    for key, value in original.items():
-        quantized = key.startswith("blocks.") and key.endswith(
-            ("qkv_proj.weight", "out_proj.weight", "fc1.weight", "fc2.weight")
-        )
-        if quantized:
-            parts, _ = int8_layer(value, CONVROT)
-            tensors.update({key[: -len("weight")] + s: t for s, t in parts.items()})
-        else:
-            tensors[key] = value.contiguous()
-    save_file(tensors, str(path))
 
 
 def dequantized_unpruned(model, path):
@@ -155,8 +69,8 @@ def dit_inputs(config) -> dict[str, torch.Tensor]:
 
 
 def test_pruned_int8_convrot_file_computes_diffusers_unpruned(tmp_path, unpruned):
-    """The file is recognised as a pruned H3 DiT (no pipeline is built from H3's files yet:
-    `--model` refuses it), its config read off its shapes (28 heads of 8, 2 blocks, 1
+    """The file is recognised as a pruned H3 DiT (the tiny preset's: `paradit plan` builds it
+    on the meta device), its config read off its shapes (28 heads of 8, 2 blocks, 1
     refiner block, the curve 33x32), and the pruned model on its weights equals diffusers'
     unpruned DiT on the same int8 values, on the grid; off the grid it interpolates (it
     differs)."""
@@ -167,9 +81,10 @@ def test_pruned_int8_convrot_file_computes_diffusers_unpruned(tmp_path, unpruned
     path = tmp_path / "minimax_h3_fl2va_pruned_int8_convrot.safetensors"
     write_pruned(path, unpruned)
     detection = recognise(str(path)).detection  # the generic recognition (`paradit models`)
-    assert (detection.role, detection.variant) == ("transformer", "minimax-h3-pruned")
-    with pytest.raises(ValueError, match="recognised, but not runnable from single files yet"):
-        meta_pipeline_of_files(str(path))
+    assert (detection.role, detection.variant) == ("transformer", "tiny-minimax-h3-pruned")
+    planned = meta_pipeline_of_files(str(path)).transformer  # `paradit plan` on the file
+    assert type(planned) is pruned.MiniMaxH3PrunedTransformer3DModel
+    assert planned.time_embedder.table.shape == (GRID, 32)
     model = pruned.load_pruned_file(str(path), torch.float32, FILE_TOOLS)
     config = model.config
     assert (config.num_attention_heads, config.attention_head_dim) == (28, 8)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from h3_files import comfy_audio_vae, comfy_video_vae
 from safetensors.torch import save_file
 
 from paradit.backend.models.families.minimax_h3 import vae_files
@@ -26,58 +27,6 @@ from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
 from paradit.backend.models.single_file.vocabulary import Part
 from paradit.backend.models.tiny_parts import seeded
-
-# -- writing the tiny preset's VAEs as ComfyUI holds them (from its modules' names) ------------
-
-_DIFFUSERS_TO_COMFY = (
-    ("decoder.proj_in.", "decoder.x_embedder."),
-    (".attn.to_out.0.", ".attn.to_out."),
-    (".ff.net.0.proj.", ".ff.w1."),
-    (".ff.net.2.", ".ff.w2."),
-    (".resnets.", ".block."),
-    (".conv_shortcut.", ".nin_shortcut."),
-    (".downsamplers.0.", ".downsample."),
-    ("encoder.down_blocks.", "encoder.down."),
-)
-
-
-def comfy_video_vae(vae) -> dict[str, torch.Tensor]:
-    """The tiny video VAE in ComfyUI's names: q/k/v fused per head, `ff.w1` as `[gate; up]`,
-    the statistics and the decoder's `mask_token` as buffers."""
-    heads = vae.config.decoder_num_attention_heads
-    state = vae.state_dict()
-    out: dict[str, torch.Tensor] = {}
-    for key, tensor in state.items():
-        if ".attn.to_k." in key or ".attn.to_v." in key:
-            continue
-        if ".attn.to_q." in key:
-            parts = [state[key.replace("to_q", n)] for n in ("to_q", "to_k", "to_v")]
-            per_head = [p.reshape(heads, -1, *p.shape[1:]) for p in parts]
-            tensor = torch.stack(per_head, dim=1).reshape(-1, *parts[0].shape[1:])
-            key = key.replace(".attn.to_q.", ".attn.to_qkv.")
-        if ".ff.net.0.proj." in key:
-            up, gate = tensor.chunk(2, dim=0)
-            tensor = torch.cat([gate, up], dim=0)
-        for old, new in _DIFFUSERS_TO_COMFY:
-            key = key.replace(old, new)
-        out[key] = tensor.clone()
-    channels = vae.config.latent_channels
-    out["latents_mean"] = torch.linspace(-0.5, 0.5, channels)
-    out["latents_std"] = torch.linspace(0.8, 1.2, channels)
-    out["decoder.mask_token"] = torch.zeros(1, 1, vae.decoder.proj_in.out_features)
-    return out
-
-
-def comfy_audio_vae(vae) -> dict[str, torch.Tensor]:
-    """The tiny audio VAE in ComfyUI's names: diffusers' with each weight norm folded (`vae`
-    is folded: give a copy)."""
-    folded = vae
-    vae_files.fold_weight_norms(folded)
-    out = {k: v.clone() for k, v in folded.state_dict().items()}
-    channels = vae.config.latent_channels
-    out["latents_mean"] = torch.linspace(-0.3, 0.3, channels)
-    out["latents_std"] = torch.linspace(0.9, 1.1, channels)
-    return out
 
 
 def _read(path) -> tuple:

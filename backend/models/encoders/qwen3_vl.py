@@ -108,9 +108,10 @@ def qwen3_vl_encoder(header: FileHeader) -> Detection | None:
 # -- the vision tower -------------------------------------------------------------------------
 
 # What no shape shows: the heads per width (16 in Qwen3-VL-8B's 1152-wide and -4B's 1024-wide
-# towers; the presets' 2 and 4) and which blocks feed the deepstack mergers, per depth
-_TOWER_HEADS = {1152: 16, 1024: 16, 16: 2, 64: 4}
-_DEEPSTACK = {27: [8, 16, 24], 24: [5, 11, 17]}
+# towers; the presets' 2 and 4, tiny-minimax-h3's 4 of its 32-wide tower) and which blocks
+# feed the deepstack mergers, per depth (tiny-minimax-h3's two-block tower: its second)
+_TOWER_HEADS = {1152: 16, 1024: 16, 16: 2, 32: 4, 64: 4}
+_DEEPSTACK = {27: [8, 16, 24], 24: [5, 11, 17], 2: [1]}
 
 
 def qwen3_vl_vision(header: FileHeader) -> tuple[dict | None, str]:
@@ -130,7 +131,7 @@ def qwen3_vl_vision(header: FileHeader) -> tuple[dict | None, str]:
     depth = count_indices(keys, rf"{re.escape(prefix)}blocks\.(\d+)\.attn\.qkv\.weight$")
     found = f"a vision tower under {prefix!r}: {depth} blocks of width {width}"
     if width not in _TOWER_HEADS or len(patch) != 5:
-        return None, f"{found}, which no Qwen3-VL has (1152, 1024; the presets' 16 and 64)"
+        return None, f"{found}, which no Qwen3-VL has (1152, 1024; the presets' 16, 32 and 64)"
     deepstack = count_indices(keys, rf"{re.escape(prefix)}deepstack_merger_list\.(\d+)\.")
     indexes = _DEEPSTACK.get(depth, []) if deepstack else []
     if len(indexes) != deepstack:

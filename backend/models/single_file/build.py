@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..casting import cast_model
 from ..encoders import encoder_kind
 from ..image_processors import clip_image_processor
 from ..quantized import Stored, logical_parameters, store_layers
@@ -34,12 +35,16 @@ from .file_presets import (
 )
 from .load import Resolved, SingleFiles, expect_role
 from .quant import RowReader, is_quantized, stored_of
-from .spec import spec_for_file
+from .spec import file_spec, spec_for_file
 
 if TYPE_CHECKING:
     from diffusers import DiffusionPipeline
 
 log = logging.getLogger(__name__)
+
+SETTINGS_PARTS = ("scheduler", "guider", "audio_scheduler")
+"""The components a file pipeline takes from its preset as they are (no weights): the
+scheduler, HunyuanVideo 1.5's guider, MiniMax H3's audio scheduler."""
 
 
 # -- reading weights --------------------------------------------------------------------------
@@ -144,11 +149,24 @@ class DitWeights:
 # -- the pipeline -----------------------------------------------------------------------------
 
 
-def empty_model(config: dict[str, Any], dtype: torch.dtype) -> torch.nn.Module:
-    """A diffusers model from its config, parameters on the meta device (as `empty_dit`)."""
+def empty_model(config: dict[str, Any], dtype: torch.dtype, family: str = "") -> torch.nn.Module:
+    """A diffusers model from its config, parameters on the meta device (as `empty_dit`); a
+    class diffusers lacks from the file spec of `family` (`FileSpec.model_classes`: MiniMax
+    H3's pruned DiT)."""
     from ..sharded_load import empty_from_config
 
-    return empty_from_config(config, dtype)
+    spec = file_spec(family) if family else None
+    own = spec.model_classes.get(config.get("_class_name", "")) if spec is not None else None
+    if own is None:
+        return empty_from_config(config, dtype)
+    from accelerate import init_empty_weights
+
+    settings = {k: v for k, v in config.items() if not k.startswith("_")}
+    with init_empty_weights(include_buffers=False):
+        model = own()(
+            **settings
+        )  # its settings pass on to diffusers' class (`from_config` drops them)
+    return cast_model(model, dtype).eval()
 
 
 def store_file_layers(model: torch.nn.Module, part: Part, weights: str) -> int:
@@ -177,7 +195,7 @@ def build_pipeline(
     """The pipeline; components in `skip` are None, DiTs in `empty` stay on meta (the caller
     fills their shards with `dit_weights`); `weights`: how the DiTs' linears are stored
     (`--weights`)."""
-    import diffusers
+    from ..random_presets import assemble_pipeline
 
     preset = resolved.preset
     parts: dict[str, Any] = {}
@@ -185,7 +203,7 @@ def build_pipeline(
         if name in skip:
             parts[name] = None
             continue
-        model = empty_model(part.detection.config, dtype)
+        model = empty_model(part.detection.config, dtype, part.detection.family or "")
         store_file_layers(model, part, weights)
         if name not in empty:
             with DitWeights(part) as source:
@@ -202,9 +220,14 @@ def build_pipeline(
         tokenizer_slot = TOKENIZER_SLOTS[slot]
         wanted = tokenizer_slot not in skip  # a rank that shards the encoder builds it empty
         parts[tokenizer_slot] = tokenizer(part, preset.name, tokenizer_slot) if wanted else None
-    parts["vae"] = None if "vae" in skip else vae_model(resolved.vae, preset.name, dtype)
-    if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder
-        family = spec_for_file(next(iter(resolved.dits.values())).detection.family or "")
+    family = spec_for_file(next(iter(resolved.dits.values())).detection.family or "")
+    if "vae" in skip:
+        parts["vae"] = None
+    elif family.build_vae is not None:  # MiniMax H3: the file's latent statistics
+        parts["vae"] = family.build_vae(resolved.vae, preset.name, dtype, FILE_TOOLS)
+    else:
+        parts["vae"] = vae_model(resolved.vae, preset.name, dtype)
+    if resolved.extras:  # LTX-2's connectors, audio VAE and vocoder; MiniMax H3's audio VAE
         for name in family.extra_components:
             if name not in skip:
                 parts[name] = family.build_extra(
@@ -219,10 +242,12 @@ def build_pipeline(
         size = part.detection.config["image_size"]
         processor, make = _image_processor(part)
         parts[processor] = make(size) if processor not in skip else None
-    reference = preset_parts(preset.name, {"scheduler", "guider"})  # guider: HunyuanVideo 1.5
+    # guider: HunyuanVideo 1.5's; audio_scheduler: MiniMax H3's second stream's
+    reference = preset_parts(preset.name, set(SETTINGS_PARTS))
     parts["scheduler"] = reference.scheduler
-    if getattr(reference, "guider", None) is not None:
-        parts["guider"] = reference.guider
+    for name in SETTINGS_PARTS[1:]:
+        if getattr(reference, name, None) is not None:
+            parts[name] = getattr(reference, name)
     first = next(iter(resolved.dits.values())).detection
     spec = spec_for_file(first.family or "")
     if spec.scheduler is not None:  # HunyuanVideo 1.5: the 720p models' shift
@@ -231,12 +256,12 @@ def build_pipeline(
         scheduler = reference.scheduler
         parts["scheduler"] = type(scheduler).from_config(scheduler.config, **preset.scheduler)
     # the pipeline's own settings (Wan 2.2: boundary_ratio, expand_timesteps) as its preset's
-    settings = {k: reference.config[k] for k in PIPELINE_SETTINGS if k in reference.config}
+    held = getattr(reference, "config", None) or {}  # a modular pipeline's blocks hold none
+    settings = {k: held[k] for k in PIPELINE_SETTINGS if k in held}
     settings.update(preset.settings)
     if len(resolved.dits) == 2 and preset.name in PAIR_BOUNDARY:
         settings["boundary_ratio"] = PAIR_BOUNDARY[preset.name]
-    pipeline_class = getattr(diffusers, preset.pipeline)
-    pipe = pipeline_class(**parts, **settings)
+    pipe = assemble_pipeline(preset.pipeline, parts, settings)
     log.info("built %s from single files: %s", resolved.variant, resolved.summary()["files"])
     return pipe
 
@@ -266,7 +291,11 @@ def meta_pipeline_of_files(model: str) -> DiffusionPipeline:
         )
     pipe = build_preset(name, device="meta")
     for component, part in zip(("transformer", "transformer_2"), dits, strict=False):
-        pipe.register_modules(**{component: empty_model(part.detection.config, torch.float32)})
+        model = empty_model(part.detection.config, torch.float32, part.detection.family or "")
+        if hasattr(type(pipe), "register_modules"):
+            pipe.register_modules(**{component: model})
+        else:  # a modular pipeline (MiniMax H3's)
+            pipe.update_components(**{component: model})
     if type(pipe).__name__ != preset.pipeline and not preset.image_encoder:
         import diffusers  # the first Qwen-Image-Edit on the Edit-Plus preset's components
 

@@ -5,9 +5,17 @@ from __future__ import annotations
 from ....contract import TEXT_TO_VIDEO
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
+from . import files
 from .adapter import MiniMaxH3
 from .memory import dit_forward
-from .single_file import MINIMAX_H3, detect_audio_vae, detect_dit, detect_video_vae
+from .single_file import (
+    DIT_CLASS,
+    MINIMAX_H3,
+    PRUNED_CLASS,
+    detect_audio_vae,
+    detect_dit,
+    detect_video_vae,
+)
 from .tiny import PRESETS as TINY_PRESETS
 from .tiny_job import TINY_JOBS
 
@@ -26,15 +34,24 @@ SPEC = FamilySpec(
             samplers=("euler", "res_multistep"),
         ),
     ),
-    transformer_classes=("MiniMaxH3Transformer3DModel",),
-    # recognised (`paradit models`), its VAE files read by `vae_files.py`; no pipeline is
-    # built from its files yet (single_file.py)
+    transformer_classes=(DIT_CLASS, PRUNED_CLASS),
+    # the pipeline from ComfyUI's files: files.py (the DiT's rows, the two VAEs, Qwen3-VL)
     files=FileSpec(
         detect_dit=detect_dit,
         detection_order=90,
         family=MINIMAX_H3,
         # before the other VAEs: the video VAE's encoder has the LDM VAE's `encoder.down.N`
         detect_parts=((60, detect_video_vae), (61, detect_audio_vae)),
+        dit_row_map=files.dit_row_map,
+        dropped_keys=files.DROPPED_KEYS,
+        vae_latent_channels=files.vae_latent_channels,
+        presets=files.FILE_PRESETS,
+        parts=files.file_parts,
+        extras=files.file_extras,
+        extra_components=files.EXTRA_COMPONENTS,
+        build_extra=files.build_extra,
+        build_vae=files.build_vae,
+        model_classes={PRUNED_CLASS: files.pruned_class},
     ),
     dit_forward=dit_forward,
     dry_run_one_block=True,

@@ -105,6 +105,15 @@ class MiniMaxH3PrunedTransformer3DModel(MiniMaxH3Transformer3DModel):
             block.adaln_proj = CurveModulation(width, config.hidden_size)
         self.norm_out = CurveNormOut(config.hidden_size, width, config.final_norm_eps)
 
+    @classmethod
+    def from_config(cls, config: Any = None, **kwargs: Any) -> MiniMaxH3PrunedTransformer3DModel:
+        """The model of `config` (and `kwargs` over it): every entry, the base class's
+        included (diffusers' `from_config` passes only those `__init__` names, and this
+        `__init__` names the curve's alone), so the memory plan's meta copy is this one."""
+        settings = {**dict(config or {}), **kwargs}
+        settings.pop("return_unused_kwargs", None)
+        return cls(**{k: v for k, v in settings.items() if not k.startswith("_")})
+
 
 def convert_pruned(checkpoint: dict[str, torch.Tensor], config: Mapping[str, Any]) -> dict:
     """A pruned file's tensors (original key names, prefix stripped) -> the pruned model's
@@ -132,6 +141,7 @@ def pruned_from_state(
     weights (original key names); every weight must be there, and nothing more. The curve
     table, the patch projections and the heads stay float32 (`_keep_in_fp32_modules`, as
     diffusers holds them)."""
+    config = {k: v for k, v in config.items() if not k.startswith("_")}
     model = MiniMaxH3PrunedTransformer3DModel(**config)
     state = convert_pruned(checkpoint, config)
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -5,8 +5,8 @@ timestep MLP, `time_embedder`) or the pruned-AdaLN one (`adaln_t_table`: `pruned
 
 Recognised and its config read off the shapes, so `paradit models` names it; so are the video
 and audio VAE files in ComfyUI's names (below; `vae_files.py` reads them into diffusers'
-VAEs). No H3 pipeline is built from single files yet: `--model` with such a file is refused
-as recognised but not runnable. The pruned DiT itself loads with `pruned.load_pruned_file`.
+VAEs). The pipeline from these files: `files.py`. A DiT of 8-wide heads is the tiny preset's
+(`tiny-` variants), one of 128-wide heads the released model's.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...single_file.detection import Detection, count_indices, stripped
+from ...single_file.detection import REAL_HEAD_DIM, Detection, count_indices, stripped
 from ...single_file.header import FileHeader
 
 MINIMAX_H3 = "minimax-h3"
@@ -25,6 +25,9 @@ CURVE_DIM = "time_embed_dim"
 DIT_PREFIX = "model.diffusion_model."
 """ComfyUI's prefix, when a file carries it (the published H3 files do not)."""
 REAL_ROPE_FREQ_DIM = 16
+DIT_CLASS = "MiniMaxH3Transformer3DModel"
+PRUNED_CLASS = "MiniMaxH3PrunedTransformer3DModel"
+"""The pruned DiT's class (`pruned.py`: paradit's, not diffusers')."""
 MARKS = ("blocks.0.adaln_proj.linear.weight", "condition_proj.weight", "audio_patch_proj.weight")
 """Keys every H3 DiT file holds (the AdaLN projection of a block, the text and audio inputs)."""
 
@@ -49,6 +52,9 @@ def detect_dit(header: FileHeader, prefix: str) -> Detection | None:
         else "its timestep MLP (time_embedder)",
     )
     variant = f"{MINIMAX_H3}-pruned" if pruned else MINIMAX_H3
+    if head_dim != REAL_HEAD_DIM:  # the tiny preset's 8-wide heads
+        variant = f"tiny-{variant}"
+    config["_class_name"] = PRUNED_CLASS if pruned else DIT_CLASS
     return Detection("transformer", MINIMAX_H3, variant, "comfy", prefix, config, reasons)
 
 
