@@ -12,6 +12,7 @@ from safetensors.torch import save_file
 
 from paradit.backend.models.families.minimax_h3 import vae_files
 from paradit.backend.models.families.minimax_h3.single_file import TABLE
+from paradit.backend.models.presets import build_preset
 
 STATISTICS = ("latents_mean", "latents_std")
 GRID = 33
@@ -179,3 +180,31 @@ def comfy_qwen3_vl(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         for k, v in state.items()
         if k != "lm_head.weight"
     }
+
+
+DIT = "minimax_h3_fl2va_pruned_int8_convrot"
+ENCODER = "qwen3vl_32b_minimax_h3_nvfp4_awq"
+VIDEO_VAE = "minimax_h3_video_vae_int8_convrot"
+AUDIO_VAE = "minimax_h3_audio_vae_fp32"
+
+
+def write_files(root, tiny, int8: bool) -> tuple[str, tuple[str, ...]]:
+    """The four files under the templates' folders and names; (--model, the other flags)."""
+    paths = {
+        "diffusion_models": root / "diffusion_models" / f"{DIT}.safetensors",
+        "text_encoders": root / "text_encoders" / f"{ENCODER}.safetensors",
+        "video": root / "vae" / f"{VIDEO_VAE}.safetensors",
+        "audio": root / "vae" / f"{AUDIO_VAE}.safetensors",
+    }
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_pruned(paths["diffusion_models"], tiny.transformer, int8=int8)
+    save_file(comfy_qwen3_vl(tiny.text_encoder.state_dict()), str(paths["text_encoders"]))
+    video = comfy_video_vae(tiny.vae, own_statistics=True)
+    save_file(int8_video_vae(video) if int8 else video, str(paths["video"]))
+    fresh = build_preset("tiny-minimax-h3", components=frozenset({"audio_vae"})).audio_vae
+    audio = comfy_audio_vae(fresh, own_statistics=True)  # folds `fresh`'s weight norms
+    save_file(audio, str(paths["audio"]))
+    flags = ("--text-encoder", str(paths["text_encoders"]))
+    flags += ("--vae", str(paths["video"]), "--vae", str(paths["audio"]))
+    return str(paths["diffusion_models"]), flags

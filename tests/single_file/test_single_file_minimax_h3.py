@@ -16,7 +16,7 @@ ComfyUI's module names with the preset's latent statistics, Qwen3-VL as `model.`
   0.2 of the frame range of the lossless one (the int8 rounding of the weights).
 - Refusals: two --vae files none of which is the audio VAE, or no second --vae.
 
-Cost: about 30 s (two backends and a third started; one core of a loaded machine, 2026-11-30).
+Cost: about 30 s (two backends and a third started; one core of a loaded machine).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import numpy as np
 import pytest
 import torch
 from conftest import REFERENCE_FLAGS, run_job
-from h3_files import comfy_audio_vae, comfy_qwen3_vl, comfy_video_vae, int8_video_vae, write_pruned
+from h3_files import DIT, write_files
 from image_jobs import run_here
-from safetensors.torch import save_file
 
 from paradit.backend.models.families.minimax_h3 import pruned
 from paradit.backend.models.families.minimax_h3.tiny_job import BODY
@@ -37,33 +36,7 @@ from paradit.backend.models.single_file.components import FILE_TOOLS
 from paradit.backend.tools.equivalence import FLOAT32, IDENTICAL, WITHIN_ROUNDING, compare
 from paradit.backend.tools.verify import decode_png
 
-DIT = "minimax_h3_fl2va_pruned_int8_convrot"
-ENCODER = "qwen3vl_32b_minimax_h3_nvfp4_awq"
-VIDEO_VAE = "minimax_h3_video_vae_int8_convrot"
-AUDIO_VAE = "minimax_h3_audio_vae_fp32"
 JOB = BODY  # the contract's smallest H3 job: 32x32, 124 frames, 2 steps
-
-
-def write_files(root, tiny, int8: bool) -> tuple[str, tuple[str, ...]]:
-    """The four files under the templates' folders and names; (--model, the other flags)."""
-    paths = {
-        "diffusion_models": root / "diffusion_models" / f"{DIT}.safetensors",
-        "text_encoders": root / "text_encoders" / f"{ENCODER}.safetensors",
-        "video": root / "vae" / f"{VIDEO_VAE}.safetensors",
-        "audio": root / "vae" / f"{AUDIO_VAE}.safetensors",
-    }
-    for path in paths.values():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    write_pruned(paths["diffusion_models"], tiny.transformer, int8=int8)
-    save_file(comfy_qwen3_vl(tiny.text_encoder.state_dict()), str(paths["text_encoders"]))
-    video = comfy_video_vae(tiny.vae, own_statistics=True)
-    save_file(int8_video_vae(video) if int8 else video, str(paths["video"]))
-    fresh = build_preset("tiny-minimax-h3", components=frozenset({"audio_vae"})).audio_vae
-    audio = comfy_audio_vae(fresh, own_statistics=True)  # folds `fresh`'s weight norms
-    save_file(audio, str(paths["audio"]))
-    flags = ("--text-encoder", str(paths["text_encoders"]))
-    flags += ("--vae", str(paths["video"]), "--vae", str(paths["audio"]))
-    return str(paths["diffusion_models"]), flags
 
 
 def _settings(model) -> dict:

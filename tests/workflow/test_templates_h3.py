@@ -2,12 +2,14 @@
 installed comfyui-workflow-templates-json) import to the job ComfyUI runs, every field written
 by hand from the graph (its nodes read in ComfyUI's comfy_extras/nodes_minimax_h3.py), up to
 the files they name (the serve settings: the pruned DiT, the Qwen3-VL encoder, the video and
-the audio VAE; an H3 pipeline from those single files is another branch's work, so no file is
-read and nothing runs here). The turbo switch's path (LoraLoaderModelOnly, 8 steps) maps and
-the family refuses its LoRA; what the H3 nodes cannot run as ComfyUI does is refused on small
-API-format graphs, naming the node.
+the audio VAE), and both run end to end through `workflow run` on one backend of the tiny
+preset written as those four files under the templates' names (tests/h3_files.py; the
+resolution made tiny, 2 steps). The turbo switch's path (LoraLoaderModelOnly, 8 steps) maps
+and the family refuses its LoRA; what the H3 nodes cannot run as ComfyUI does is refused on
+small API-format graphs, naming the node.
 
-Cost: about 1 s (estimated on a loaded machine: JSON reading and mapping, no torch work).
+Cost: about 25 s (one tiny-H3 backend of the four files, two templates each run twice: by
+`workflow run` and by the plan's request; the rest JSON reading and mapping).
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ import json
 
 import pytest
 from comfy_templates import TEMPLATES, placeholders, widget
+from conftest import run_job
+from h3_files import write_files
 
 from paradit.backend.models.families import family_for
 from paradit.backend.models.families.minimax_h3 import adapter, sampling
+from paradit.backend.models.presets import build_preset
+from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow import h3_nodes
 from paradit.backend.workflow.defaults import default_for
 from paradit.backend.workflow.files import ComfyFolders
@@ -264,3 +270,72 @@ def test_h3_node_constants_are_the_familys():
     # ComfyUI's align_frame_count(max(5, length)), by hand
     snapped = {1: 5, 5: 5, 6: 22, 22: 22, 23: 39, 120: 124, 124: 124, 125: 141, 345: 345, 351: 362}
     assert {n: h3_nodes.h3_frames(n) for n in snapped} == snapped
+
+
+RUN_NODES = {  # template -> (its ResolutionSelector, its turbo-off steps PrimitiveInt)
+    "video_minimax_h3_t2v.json": (115, 137),
+    "video_minimax_h3_i2v.json": (115, 124),
+}
+
+
+@pytest.fixture(scope="module")
+def h3_comfy(tmp_path_factory):
+    """A ComfyUI folder with both templates' names: tiny-minimax-h3 written as the four files
+    the templates load (int8_convrot DiT and video VAE, as they name them)."""
+    comfy = tmp_path_factory.mktemp("h3") / "ComfyUI"
+    for template in sorted(RUN_NODES):
+        placeholders(template, comfy) if not comfy.exists() else _images(template, comfy)
+    write_files(comfy / "models", build_preset("tiny-minimax-h3"), int8=True)
+    return comfy
+
+
+def _images(template: str, comfy) -> None:
+    """The second template's input images beside the first's placeholders."""
+    from PIL import Image
+
+    data = _template(template)
+    for node in data["nodes"]:
+        if node["type"] == "LoadImage":
+            Image.new("RGB", (32, 32)).save(comfy / "input" / node["widgets_values"][0])
+
+
+@pytest.mark.parametrize("template", sorted(RUN_NODES))
+def test_h3_template_runs_end_to_end_on_its_tiny_files(
+    h3_comfy, tmp_path, template, paradit_warm, backends
+):
+    """The template as saved but for ResolutionSelector's megapixels (0.001: 32x32, the tiny
+    preset's size) and the turbo-off steps (2): its 124 frames (5 s snapped to 17k+5),
+    res_multistep on simple at ComfyUI's shift 12, the i2v one's first frame; `workflow run`
+    on a backend of the four files writes the frames and the audio of the plan's request, and
+    the backend's record is that request."""
+    data = _template(template)
+    selector, steps = RUN_NODES[template]
+    nodes = {n["id"]: n for n in data["nodes"]}
+    nodes[selector]["widgets_values"][1] = 0.001
+    for sub in data["definitions"]["subgraphs"]:
+        for node in sub["nodes"]:
+            if node["id"] == steps and node["type"] == "PrimitiveInt":
+                assert node["widgets_values"][0] == 20
+                node["widgets_values"][0] = 2
+    path = tmp_path / template
+    path.write_text(json.dumps(data))
+    plan, variant = plan_of(str(path), str(h3_comfy))
+    assert variant == "tiny-minimax-h3-pruned"
+    expected = {**_request(template, h3_comfy), "width": 32, "height": 32}
+    # the steps made 2; ComfyUI's default shift (no ModelSampling node) filled in with the files
+    expected |= {"num_inference_steps": 2, "shift": 12.0}
+    assert plan.request == expected
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(h3_comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["sampler"] == "res_multistep"
+    assert record["request"]["shift"] == 12.0
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 124
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(124)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])

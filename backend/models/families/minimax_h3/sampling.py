@@ -82,11 +82,20 @@ class H3StreamSampler:
 
     order = 1
 
-    def __init__(self, sampler: str, levels: H3Levels, stream: str, seed: int, config: Any):
+    def __init__(
+        self,
+        sampler: str,
+        levels: H3Levels,
+        stream: str,
+        seed: int,
+        config: Any,
+        own_scheduler: Any = None,
+    ):
         if stream not in ("video", "audio"):
             raise ValueError(f"stream must be video or audio, got {stream!r}")
         self.sampler, self.levels, self.stream, self.seed = sampler, levels, stream, seed
         self.config = config
+        self.own_scheduler = own_scheduler
         own = levels.video if stream == "video" else levels.audio
         self.own = [float(s) for s in own]
         self.carry = [1.0] * len(own) if stream == "video" else list(levels.carry)
@@ -115,6 +124,13 @@ class H3StreamSampler:
         self._method: Method = make_method(self.sampler, list(self.levels.video), self.seed)
         self._step_index = 0
 
+    def scale_noise(self, sample: torch.Tensor, timestep: Any, noise: torch.Tensor) -> torch.Tensor:
+        """The keyframes' noising at their fixed level (diffusers' fl2va blocks call it on the
+        video scheduler): the stream's own scheduler's, which reads no schedule."""
+        if self.own_scheduler is None:
+            raise ValueError("scale_noise needs the stream's own scheduler (stream_samplers)")
+        return self.own_scheduler.scale_noise(sample, timestep, noise)
+
     def step(self, model_output: torch.Tensor, timestep: Any, sample: torch.Tensor,
              return_dict: bool = True, **_: Any) -> Any:  # fmt: skip
         i = self._step_index
@@ -137,8 +153,10 @@ def stream_samplers(
         float(pipe.audio_scheduler.config.shift),
     )
     return {
-        "scheduler": H3StreamSampler(sampler, levels, "video", seed, pipe.scheduler.config),
+        "scheduler": H3StreamSampler(
+            sampler, levels, "video", seed, pipe.scheduler.config, pipe.scheduler
+        ),
         "audio_scheduler": H3StreamSampler(
-            sampler, levels, "audio", seed, pipe.audio_scheduler.config
+            sampler, levels, "audio", seed, pipe.audio_scheduler.config, pipe.audio_scheduler
         ),
     }
