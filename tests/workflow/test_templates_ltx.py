@@ -259,6 +259,19 @@ def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720), seconds: int =
     return path
 
 
+def test_the_2_5_template_as_saved_is_refused_at_its_video_vae(base, tmp_path):
+    """The 2.5 template as saved: its video VAE `ltx-2.5-video-vae-bf16` (tiny: a conv VAE's
+    encoder beside a diffusion decoder, `comfy_files.ltx25_diffusion_vae`) is LTX-2.5's
+    diffusion decoder, told by `decoder.conv_in_x_t` as ComfyUI's VAELoader tells it; the
+    import refuses it at VAELoader 385, naming the key and the convolutional file to load."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    refusal(
+        TEMPLATES / T25, comfy, "subgraph 405 > node 385 (VAELoader): ",
+        "ltx-2.5-video-vae-bf16.safetensors is LTX-2.5's diffusion video VAE",
+        "decoder.conv_in_x_t", "CausalDiffusionVAE", "(ltx-2.5-video-vae-conv-bf16.safetensors)",
+    )  # fmt: skip
+
+
 def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
     """LTX-2.5's separate files as the template loads them, on tiny-ltx2.5's files under their
     names: the DiT through UNETLoader 384 (--model: a distilled file, tiny-ltx2.5-distilled),
