@@ -20,9 +20,10 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   the keys, `random:ltx2.5-22b`'s config from its header; its Gemma 4 text model (Hugging
   Face's names, `encoders/gemma4.py`: full-attention layers without a value projection) with
   the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
-  make its video and audio byte for byte.
+  make its video and audio byte for byte. Its diffusion video VAE (`decoder.conv_in_x_t`) is
+  refused by its keys, the conv VAE resolves.
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
