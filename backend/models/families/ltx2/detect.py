@@ -27,7 +27,9 @@ CFG (`adapter.distilled_sigmas`: what Lightricks' distilled pipelines and ComfyU
 
 LTX-2.5 (`ltx-2.5-22b-dev-transformer`; variant `ltx-2.5`, the tiny one's `tiny-ltx2.5`): 2.3's
 DiT with the keyframe embedding (`keyframes_abs_pos_embedding`) and a video feed-forward without
-biases, read off the keys; its text encoder is Gemma 4 (`encoders/gemma4.py`).
+biases, read off the keys; its text encoder is Gemma 4 (`encoders/gemma4.py`). Its diffusion
+video VAE (`ltx-2.5-video-vae-bf16`: `decoder.conv_in_x_t`, ComfyUI's `CausalDiffusionVAE`) is
+told by that key and refused (`diffusion_decoder_refusal`); its conv VAE runs.
 """
 
 from __future__ import annotations
