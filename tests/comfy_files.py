@@ -874,3 +874,70 @@ def ltx2_upscaler_file(folder: Path, channels: int) -> str:
     path = Path(folder) / "ltx-2-spatial-upscaler-x2-1.0.safetensors"
     save_file(state, str(path))
     return str(path)
+
+
+LTX25_DIFFUSION_DECODER = {
+    "in_channels": 8, "out_channels": 3, "patch_size": 4, "head_dim": 8,
+    "stage_channels": [64, 32, 16, 16, 8], "stage_depths": [1, 1, 1, 1, 1],
+    "stage_kernels": [[1, 1, 1], [1, 1, 1], [1, 3, 3], [1, 3, 3], [3, 3, 3]],
+    "upsamples": [[[1, 2, 2], 2], [[2, 1, 1], 2], [[2, 2, 2], 1], [[2, 2, 2], 2]],
+    "stage5_kernel": [3, 3, 3], "t_emb_dim": 32, "timestep_scale_multiplier": 1000.0,
+    "default_num_inference_steps": 1,
+}  # fmt: skip
+"""A tiny LTX-2.5 diffusion decoder's settings as the file's metadata (`config.vae.decoder`)
+names them, which ComfyUI's `CausalDiffusionVAE` reads
+(comfy/ldm/lightricks/vae/na_diffusion_decoder.py): tiny-ltx2.5's 8 latent channels, heads
+of 8, one block a stage, windows that fit a tiny job's grids."""
+_DIFFUSION_DECODER_NAMES = (
+    (r"\.attn\.to_out\.0\.", ".attn.proj."),
+    (r"\.attn\.norm_q\.", ".attn.q_norm."),
+    (r"\.attn\.norm_k\.", ".attn.k_norm."),
+    (r"^t_embedder\.timestep_embedder\.linear_1\.", "t_embedder.mlp.0."),
+    (r"^t_embedder\.timestep_embedder\.linear_2\.", "t_embedder.mlp.2."),
+)
+"""diffusers' `LTX2VideoDiffusionDecoder3d` names -> the shipped file's (ComfyUI's
+`NADiffusionDecoder` keys, which need no renaming there); `to_q`, `to_k`, `to_v` are fused
+into one `qkv` in that order."""
+
+
+def ltx25_diffusion_vae(video_vae: dict[str, torch.Tensor], seed: int = 0) -> dict:
+    """LTX-2.5's diffusion video VAE (`ltx-2.5-video-vae-bf16`) in miniature, as the shipped
+    file holds it: a tiny conv VAE's encoder and latent statistics (`video_vae`, Lightricks'
+    names) and, as `decoder.`, a seeded diffusers `LTX2VideoDiffusionDecoderModel` of
+    LTX25_DIFFUSION_DECODER's settings in the file's names (`decoder.conv_in_x_t`...), plus the
+    unused `decoder.type_emb` the shipped file carries. Returns (tensors, metadata)."""
+    from diffusers import LTX2VideoDiffusionDecoderModel
+
+    c = LTX25_DIFFUSION_DECODER
+    torch.manual_seed(seed)
+    model = LTX2VideoDiffusionDecoderModel(
+        out_channels=c["out_channels"], latent_channels=c["in_channels"],
+        patch_size=c["patch_size"], decoder_head_dim=c["head_dim"],
+        decoder_stage_channels=tuple(c["stage_channels"]),
+        decoder_stage_depths=tuple(c["stage_depths"]),
+        decoder_stage_kernels=tuple(tuple(k) for k in c["stage_kernels"][:4]),
+        decoder_upsample_strides=tuple(tuple(s) for s, _ in c["upsamples"]),
+        decoder_upsample_channel_reductions=tuple(r for _, r in c["upsamples"]),
+        decoder_stage5_kernel=tuple(c["stage5_kernel"]), decoder_t_emb_dim=c["t_emb_dim"],
+    )  # fmt: skip
+    for param in model.parameters():  # away from the zero initialisations
+        torch.nn.init.normal_(param, std=0.2)
+    state = {
+        k[len("decoder.") :]: v for k, v in model.state_dict().items() if k.startswith("decoder.")
+    }
+    out = {k: v for k, v in video_vae.items() if not k.startswith("decoder.")}
+    for name in list(state):
+        if m := re.match(r"^(.*\.attn\.)to_q\.(weight|bias)$", name):
+            parts = [state[f"{m[1]}to_{x}.{m[2]}"] for x in "qkv"]
+            out[f"decoder.{m[1]}qkv.{m[2]}"] = torch.cat(parts)
+            continue
+        if re.match(r"^.*\.attn\.to_[kv]\.", name):
+            continue
+        new = name
+        for pattern, original in _DIFFUSION_DECODER_NAMES:
+            new = re.sub(pattern, original, new)
+        out["decoder." + new] = state[name]
+    out["decoder.type_emb"] = torch.zeros(c["in_channels"])
+    config = {"vae": {"_class_name": "CausalDiffusionVAE", "decoder": c, "model_output_type": "x0"}}
+    tensors = {k: v.detach().contiguous() for k, v in out.items()}
+    return tensors, {"config": json.dumps(config)}

@@ -22,6 +22,7 @@ from comfy_files import (
     hunyuan15_vae_original,
     krea2_original,
     ltx2_checkpoint,
+    ltx25_diffusion_vae,
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
@@ -93,6 +94,8 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
         "text_encoders/gemma4-12b-with-proj-ltx-2.5_tiny",
     "vae/ltx-2.5-audio-vae-bf16": "vae/ltx-2.5-audio-vae_tiny",
     "vae/ltx-2.5-video-vae-conv-bf16": "vae/ltx-2.5-video-vae-conv_tiny",
+    # the template's own video VAE, the diffusion decoder (refused by its keys)
+    "vae/ltx-2.5-video-vae-bf16": "vae/ltx-2.5-video-vae_tiny",
     "latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
@@ -177,7 +180,8 @@ def ltx_files(models: Path) -> None:
     (`model.diffusion_model.`), the Gemma 4 text model (`model.`) with the text projection
     (`text_embedding_projection.`), the audio VAE (`audio_vae.`) with the vocoder
     (`vocoder.`: ComfyUI's VAELoader tells an LTX audio VAE by its vocoder's keys,
-    comfy/sd.py), the video VAE without a prefix."""
+    comfy/sd.py), the video VAE without a prefix; and the diffusion video VAE
+    (`ltx25_diffusion_vae`: the conv VAE's encoder beside a tiny diffusion decoder)."""
     save_file(ltx2_checkpoint(build_preset("tiny-ltx2.3")),
               str(models / "checkpoints" / "ltx-2.3-22b-dev_tiny.safetensors"))  # fmt: skip
     tiny = build_preset("tiny-ltx2.5")
@@ -195,6 +199,8 @@ def ltx_files(models: Path) -> None:
         save_file(state, str(models / f"{name}.safetensors"))
     video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
     save_file(video, str(models / "vae" / "ltx-2.5-video-vae-conv_tiny.safetensors"))
+    state, metadata = ltx25_diffusion_vae(video)
+    save_file(state, str(models / "vae" / "ltx-2.5-video-vae_tiny.safetensors"), metadata)
 
 
 FLUX_ALL_IN_ONE = "checkpoints/flux1_tiny_all_in_one"

@@ -455,8 +455,9 @@ def check_files(plan: WorkflowPlan, graph: Graph) -> str:
     )
     try:
         resolved = resolve(files)
-    except ValueError as exc:
-        raise WorkflowError(node_of(models[0]), str(exc)) from None
+    except ValueError as exc:  # a refused file (FileRefused) names its own loader node
+        node = node_of(getattr(exc, "path", "")) or node_of(models[0])
+        raise WorkflowError(node, str(exc)) from None
     embeds = bool(detections[0].config.get("guidance_embeds"))
     _second_prompt_fits(plan, resolved.pipeline_class, resolved.variant)
     _references_fit(plan, resolved)

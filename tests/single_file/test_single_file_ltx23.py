@@ -20,9 +20,10 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   the keys, `random:ltx2.5-22b`'s config from its header; its Gemma 4 text model (Hugging
   Face's names, `encoders/gemma4.py`: full-attention layers without a value projection) with
   the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
-  make its video and audio byte for byte.
+  make its video and audio byte for byte. Its diffusion video VAE (`decoder.conv_in_x_t`) is
+  refused by its keys, the conv VAE resolves.
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from comfy_files import (
     LTX2_DIT_PREFIX,
     assert_same_weights,
     ltx2_checkpoint,
+    ltx25_diffusion_vae,
     plain_config,
     write_header_only,
 )
@@ -54,6 +56,7 @@ from paradit.backend.models.single_file.detect import recognise
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
+from paradit.backend.models.single_file.vocabulary import FileRefused
 from paradit.backend.runtime.job import JobHooks
 
 COMPONENTS = ("transformer", "connectors", "vae", "audio_vae", "vocoder")
@@ -219,6 +222,36 @@ def test_ltx2_5_checkpoint_and_gemma4_from_their_headers(tmp_path):
     assert config["layer_types"].count("full_attention") == 8
     resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),)))
     assert (resolved.preset.name, resolved.pipeline_class) == ("random:ltx2.5-22b", "LTX2Pipeline")
+
+
+@pytest.mark.fast
+def test_ltx2_5_diffusion_video_vae_is_refused_by_its_keys(tmp_path):
+    """LTX-2.5's diffusion video VAE (`ltx-2.5-video-vae-bf16`: `decoder.conv_in_x_t`, the
+    key ComfyUI's VAELoader tells `CausalDiffusionVAE` by, comfy/sd.py) given with --vae
+    beside the 2.5 checkpoint: refused naming the file, the key and the convolutional file to
+    give instead, where the conv VAE's keys alone resolve (its encoder and statistics are
+    the conv VAE's, so without the key it would pass for one)."""
+    real = build_random_preset("random:ltx2.5-22b", device="meta")
+    checkpoint, gemma = tmp_path / "ltx-2.5-22b-dev.safetensors", tmp_path / "gemma4.safetensors"
+    whole = ltx2_checkpoint(real)
+    write_header_only(checkpoint, {k: tuple(v.shape) for k, v in whole.items()})
+    write_header_only(gemma, _gemma4_shapes())
+    video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
+    diffusion, _ = ltx25_diffusion_vae(video)
+    vae = tmp_path / "ltx-2.5-video-vae-bf16.safetensors"
+    write_header_only(vae, {k: tuple(v.shape) for k, v in diffusion.items()})
+    with pytest.raises(FileRefused) as refused:
+        resolve(SingleFiles((str(checkpoint),), (str(gemma),), (str(vae),)))
+    assert refused.value.path == str(vae)
+    message = str(refused.value)
+    for words in ("ltx-2.5-video-vae-bf16.safetensors is LTX-2.5's diffusion video VAE",
+                  "decoder.conv_in_x_t", "CausalDiffusionVAE", "LTX2VideoDiffusionDecoderModel",
+                  "(ltx-2.5-video-vae-conv-bf16.safetensors) with --vae"):  # fmt: skip
+        assert words in message, message
+    conv = tmp_path / "ltx-2.5-video-vae-conv-bf16.safetensors"
+    write_header_only(conv, {k: tuple(v.shape) for k, v in video.items()})
+    resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),), (str(conv),)))
+    assert resolved.vae.header.path == conv
 
 
 def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):

@@ -1,20 +1,22 @@
 """ComfyUI's LTX-2 templates (the installed `comfyui-workflow-templates-json`) in their saved
-form. LTX-2's text-to-video ones (dev and distilled, 121 frames at 24 fps) import to the
-two-stage job with ComfyUI's audio length (`audio_latent_frames` 127: LTXVEmptyLatentAudio's
+form. LTX-2's text-to-video ones (dev and distilled, 121 frames at 24 fps) import to the two-
+stage job with ComfyUI's audio length (`audio_latent_frames` 127: LTXVEmptyLatentAudio's
 ceil(121 / 24 x 25), where LTX2Pipeline would make 126), every field by hand from the graph;
-the dev one runs end to end at its saved 121 frames on the tiny files under its names (the
-size and LTXVScheduler's steps made tiny) and writes an audio track of 127 latent frames.
-The LTX-2.3 and LTX-2.5 ones are refused naming the node (its path inside the subgraph) that
+the dev one runs end to end at its saved 121 frames on the tiny files under its names (the size
+and LTXVScheduler's steps made tiny) and writes an audio track of 127 latent frames. The
+LTX-2.3 and LTX-2.5 ones are refused naming the node (its path inside the subgraph) that
 paradit cannot run as ComfyUI does, and why. What they add that paradit maps is checked on
 edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on); the
-2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's
-121, the audio's 126) up to its files. `LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own
-template in test_templates.py.
+2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's 121,
+the audio's 126) up to its files. The 2.5 template as saved is refused at its video VAELoader
+(the diffusion decoder's `decoder.conv_in_x_t`). `LTXVDualCFGGuider` (2.5's) is checked on
+LTX-2's own template in test_templates.py.
 
-Cost: about 60 s (the 2.3 and 2.5 end-to-end runs added 2026-11-29, estimated on a loaded
-machine; 1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
-the LTX-2 rows; their import and end-to-end run estimated on a loaded machine).
+Cost: about 63 s (the 2.3 and 2.5 end-to-end runs added 2026-11-29, estimated on a loaded
+machine; the 2.5 refusal about 3 s, 2026-12; 1 s measured in the suite's two-worker run on 2
+cores, 2026-11-29, before the LTX-2 rows; their import and end-to-end run estimated on a loaded
+machine).
 """
 
 from __future__ import annotations
@@ -257,6 +259,19 @@ def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720), seconds: int =
     path = folder / T25
     path.write_text(json.dumps(data))
     return path
+
+
+def test_the_2_5_template_as_saved_is_refused_at_its_video_vae(base, tmp_path):
+    """The 2.5 template as saved: its video VAE `ltx-2.5-video-vae-bf16` (tiny: a conv VAE's
+    encoder beside a diffusion decoder, `comfy_files.ltx25_diffusion_vae`) is LTX-2.5's
+    diffusion decoder, told by `decoder.conv_in_x_t` as ComfyUI's VAELoader tells it; the
+    import refuses it at VAELoader 385, naming the key and the convolutional file to load."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    refusal(
+        TEMPLATES / T25, comfy, "subgraph 405 > node 385 (VAELoader): ",
+        "ltx-2.5-video-vae-bf16.safetensors is LTX-2.5's diffusion video VAE",
+        "decoder.conv_in_x_t", "CausalDiffusionVAE", "(ltx-2.5-video-vae-conv-bf16.safetensors)",
+    )  # fmt: skip
 
 
 def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):

@@ -17,6 +17,15 @@ from .header import FileHeader
 from .quant import quantization
 
 
+class FileRefused(ValueError):
+    """A file paradit does not run, refused by what its keys show; `path` is the file, so a
+    workflow's import names the loader node that gives it."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+
+
 @dataclass(frozen=True)
 class Part:
     """One file and what it was recognised as."""
