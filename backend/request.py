@@ -956,12 +956,15 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "TextEncodeQwenImageEditPlus references at about 1024x1024 pixels in sides of 8 by "
         "area averaging, the vision tower's input at about 384x384 then bilinear to sides of "
         "28; the first model's TextEncodeQwenImageEdit one image at about 1024x1024 in whole "
-        "pixels for both; the models whose limits.image_preps names it).",
+        "pixels for both; LTX-2's start image as its image-to-video templates prepare it: "
+        "compressed once as one H.264 frame at the size sent (LTXVPreprocess), then scaled "
+        "in float with torch's bilinear, centre-cut, to each stage's size "
+        "(LTXVImgToVideoInplace); the models whose limits.image_preps names it).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),
         cli="--image-prep",
         choices=IMAGE_PREPS,
-        tasks=(IMAGE_EDIT,),
+        tasks=(IMAGE_EDIT, IMAGE_TO_VIDEO),
         form=False,
         needs="image_preps",
     ),
