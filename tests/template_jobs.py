@@ -74,7 +74,10 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
     "latent_upscale_models/ltx-2-spatial-upscaler-x2-1.0":
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
-IMAGES = ("image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg")
+IMAGES = (
+    "image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg",
+    "freckled_curly_girl.png", "snow_bike_jump_crew.png",  # LTX-2's i2v templates
+)  # fmt: skip
 """The start images the templates' LoadImage nodes name (in `input/`)."""
 OWN_LINKS = {  # template -> links of its own (Flux.1 dev's `ae` is Flux's real-size VAE header)
     "image_z_image_turbo.json": {"vae/ae": "vae/ae_tiny"},

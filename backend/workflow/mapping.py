@@ -62,6 +62,10 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance = (positive.guidance_node, positive.guidance)
     own = decoded.sampled.stages[0].own_levels
     steps_node = decoded.sampled.stages[0].steps_node or sampler
+    start = decoded.sampled.latent.image
+    resized = {}
+    if start is not None and start.crf is not None:  # made as LTXVPreprocess reads it
+        resized = {str(start.file): start.resizes}
     return WorkflowPlan(
         request,
         serve,
@@ -74,6 +78,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         text_guidance,
         images=images,
         steps_node=steps_node,
+        resized=resized,
     )
 
 
@@ -125,6 +130,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
     image = _start_image(first, latent)
     if image is not None:
         request["image"] = str(image.file)
+    if image is not None and image.crf is not None:  # LTXVPreprocess -> LTXVImgToVideoInplace
+        request.update(image_prep="comfyui", image_crf=image.crf)
     edit = edit_request(positive, negative, first.node)
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)

@@ -27,6 +27,7 @@ from .values import (
     AudioLatent,
     Conditioning,
     Guider,
+    Image,
     Noise,
     Refusal,
     Sampled,
@@ -71,9 +72,10 @@ def image_scale_by(m: Any, node: Node) -> tuple[Any, ...]:
 
 
 def get_image_size(m: Any, node: Node) -> tuple[Any, ...]:
-    image = m.input(node, "image", SizedImage)
-    m.say(node, f"{image.width}x{image.height}")
-    return (image.width, image.height, 1)
+    image = m.input(node, "image", (SizedImage, Image))
+    width, height = (image.width, image.height) if isinstance(image, SizedImage) else image.size()
+    m.say(node, f"{width}x{height}")
+    return (width, height, 1)
 
 
 # -- the upscaler -----------------------------------------------------------------------------
@@ -215,6 +217,18 @@ def second_stage(
     `upscale` (the stage's settings), as paradit's two-stage job runs them."""
     upscaled = latent.upscaled
     first = upscaled.sampled.stages[0]
+    start = upscaled.sampled.latent.image
+    if upscaled.image != start:
+        where = upscaled.image.crf_node or upscaled.node if upscaled.image else upscaled.node
+        raise WorkflowError(
+            node,
+            f"the upscaled latent from node {upscaled.node.id} "
+            + ("has no start image written into it" if upscaled.image is None else
+               f"has another image than the first stage's (through node {where.id})")
+            + ": paradit's two-stage image to video writes the first stage's start image, "
+            "prepared at the final size, into stage 2's first frame (LTXVImgToVideoInplace "
+            "after the upscaler, as ComfyUI's templates do)",
+        )  # fmt: skip
     if sigmas.levels is None:
         raise WorkflowError(
             sigmas.node,

@@ -52,11 +52,37 @@ class ClipVision:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """One resize of ComfyUI's `ResizeImageMaskNode` (its `common_upscale`), made when the job
+    is sent (`resize.py`): to `width` x `height` by `method`, centre-cut first where `crop`."""
+
+    width: int
+    height: int
+    method: str
+    crop: bool
+    node: Node
+
+
+@dataclass(frozen=True)
 class Image:
     file: Path
     loader: Node
     scale: tuple[int, int] | None = None
     """FluxKontextImageScale's (width, height); None: the image as loaded."""
+    resizes: tuple[Resize, ...] = ()
+    """ResizeImageMaskNode's resizes, in order (the image is made so when the job is sent)."""
+    crf: int | None = None
+    """LTXVPreprocess's img_compression: the image then reaches the VAE through one H.264
+    frame (LTX-2's `image_prep` comfyui, `image_crf`)."""
+    crf_node: Node | None = None
+
+    def size(self) -> tuple[int, int]:
+        """(width, height) after the resizes (the file's own before any)."""
+        if self.resizes:
+            return self.resizes[-1].width, self.resizes[-1].height
+        from .images import file_size
+
+        return file_size(self.file)
 
 
 @dataclass(frozen=True)
@@ -254,6 +280,8 @@ class Upscaled:
     sampled: Sampled
     upscaler: Upscaler
     node: Node
+    image: Image | None = None
+    """LTXVImgToVideoInplace's image written into the upscaled latent."""
 
 
 @dataclass(frozen=True)
@@ -340,6 +368,9 @@ class WorkflowPlan:
     images: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     """An edit's input files (`image`, `images`) as LoadImage gives them: file -> the Kontext
     size FluxKontextImageScale scales it to (None: as loaded), made when sent (`body`)."""
+    resized: dict[str, tuple[Resize, ...]] = field(default_factory=dict)
+    """A start image LTXVPreprocess reads: file -> ResizeImageMaskNode's resizes, made when
+    sent (`body`: LoadImage's image through them, in 8 bits as LTXVPreprocess truncates it)."""
     steps_node: Node | None = None
     """The node that gives the (first) stage's step count: its scheduler or levels node
     (ManualSigmas...), or the sampler node itself."""
@@ -354,7 +385,11 @@ class WorkflowPlan:
         return body
 
     def _encoded(self, path: str) -> str:
-        if path in self.images:
+        if path in self.resized:
+            from .resize import resized_png
+
+            data = resized_png(Path(path), self.resized[path])
+        elif path in self.images:
             from .images import loaded_png
 
             data = loaded_png(Path(path), self.images[path])
@@ -379,10 +414,16 @@ class WorkflowPlan:
 
     def to_dict(self) -> dict[str, Any]:
         sent = {path: list(size) for path, size in self.images.items() if size is not None}
+        resized = {
+            path: [[r.width, r.height, r.method, "center" if r.crop else "disabled"] for r in rs]
+            for path, rs in self.resized.items()
+            if rs
+        }
         return {
             "workflow": self.workflow,
             "request": self.request,
             "serve": self.serve,
             "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
             **({"kontext_scaled": sent} if sent else {}),
+            **({"resized": resized} if resized else {}),
         }

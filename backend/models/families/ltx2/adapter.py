@@ -106,6 +106,11 @@ class LTX2(Family):
     """Text-to-video with its audio track; with an image in the request, image-to-video on the
     same components (`LTX2ImageToVideo`'s job)."""
 
+    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
+        """ComfyUI's preparation of the start image (its LTX-2 image-to-video templates':
+        `comfyui_image.py`), on every LTX-2 model."""
+        return (comfyui_image.PREP,)
+
     def fixed_levels(self, variant: str) -> tuple[float, ...]:
         """A distilled file's (its variant says so, `detect.DISTILLED`) own 8 levels."""
         return distilled_sigmas() if variant.endswith(DISTILLED) else ()
@@ -135,7 +140,6 @@ class LTX2(Family):
             fps_range=FPS_RANGE,
             last_frame=True,
             image_crf=image_crf.default_crf(pipe),
-            image_preps=(comfyui_image.PREP,),
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
