@@ -43,10 +43,11 @@ from .values import (
     Vae,
 )
 
-DENOISED_LAST = ("euler", "euler_ancestral")
+DENOISED_LAST = ("euler", "euler_ancestral", "gradient_estimation")
 """Samplers whose last step, to level 0, leaves the model's denoised latent itself (ComfyUI's
-euler_ancestral sets x = denoised there; euler's x + (0 - sigma) (x - denoised) / sigma is
-it up to rounding): after them SamplerCustomAdvanced's denoised_output is its output."""
+euler_ancestral and gradient_estimation set x = denoised there; euler's x + (0 - sigma)
+(x - denoised) / sigma is it up to rounding): after them SamplerCustomAdvanced's
+denoised_output is its output."""
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 

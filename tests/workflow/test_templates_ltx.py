@@ -18,6 +18,8 @@ the LTX-2 rows; their import and end-to-end run estimated on a loaded machine).
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import wave
 from pathlib import Path
@@ -25,7 +27,16 @@ from pathlib import Path
 import pytest
 from comfy_templates import TEMPLATES, placeholders, refusal
 from conftest import run_job
-from template_jobs import LTX2_AS_SAVED, LTX2_FILES, comfy_for, tiny_files
+from PIL import Image
+from template_jobs import (
+    LTX2_AS_SAVED,
+    LTX2_FILES,
+    LTX2_I2V,
+    LTX2_I2V_RESIZES,
+    comfy_for,
+    in_folder,
+    tiny_files,
+)
 
 from paradit.backend.tools.workflow import plan_of
 
@@ -100,15 +111,16 @@ SAVED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_3_t2v.json": (
         "subgraph 267 > node 327", "TextGenerateLTX2Prompt", "a prompt written at run time",
     ),
+    # their start image maps as LTX-2's (image_prep comfyui); one stage writes it at 0.7
     "video_ltx2_3_i2v.json": (
-        "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
+        "subgraph 320 > node 296", "LTXVImgToVideoInplace", "strength 0.7: ComfyUI keeps",
     ),
     # its audio VAE is a file of its own, through a plain VAELoader (no released file seen)
     "video_ltx2_5_t2v.json": (
         "subgraph 405 > node 366", "LTXVEmptyLatentAudio", "node 405:386 (VAELoader) where",
     ),
     "video_ltx2_5_i2v.json": (
-        "subgraph 398 > node 349", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
+        "subgraph 398 > node 357", "LTXVImgToVideoInplace", "takes no other strength",
     ),
 }  # fmt: skip
 
@@ -167,3 +179,136 @@ def test_the_2_3_template_without_the_prompt_enhancer_maps_to_its_files(tmp_path
         "ltx-2.3-spatial-upscaler-x2-1.1.safetensors: ",
         "the file has 0 bytes",
     )
+
+
+# -- image to video: ComfyUI's image preparation (image_prep comfyui) -------------------------
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_I2V))
+def test_ltx2_i2v_templates_as_saved_map_with_comfyuis_image_preparation(base, tmp_path, template):
+    """LTX-2's image-to-video templates as saved, on the tiny files under their names: the
+    two-stage job with the start image, `image_prep` comfyui at LTXVPreprocess's CRF 33,
+    the second stage on gradient_estimation; the image is sent through ResizeImageMaskNode's
+    two resizes (1280x720 centre-cut by lanczos, then the longer side to 1536)."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
+    expected_variant, request = LTX2_I2V[template]
+    assert plan.request == in_folder(request, comfy)
+    assert variant == expected_variant
+    (steps,) = plan.resized.values()
+    assert [(r.width, r.height, r.method, r.crop) for r in steps] == LTX2_I2V_RESIZES[template]
+    models = comfy / "models"
+    checkpoint = "ltx-2-19b-distilled" if "distilled" in template else "ltx-2-19b-dev-fp8"
+    assert plan.serve == {
+        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
+        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [],
+        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
+        "upscaler": str(models / LTX2_FILES["upscaler"]),
+    }  # fmt: skip
+
+
+def _edited(template: str, folder: Path, outer: dict, inner: dict) -> Path:
+    """The template with outer nodes' and the subgraph's nodes' widget values replaced."""
+    data = json.loads((TEMPLATES / template).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    for nodes, values in ((data["nodes"], outer), (sub["nodes"], inner)):
+        for node in nodes:
+            if node["id"] in values:
+                node["widgets_values"] = values[node["id"]]
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_sent_image_is_comfyuis_resized_and_truncated(tmp_path):
+    """`resize.resized_png` against the procedure worked by hand (ComfyUI's
+    `scale_dimensions`, `scale_longer_dimension`, `common_upscale`, then LTXVPreprocess's x 255
+    truncation): a 40x30 image to 32x32 centre-cut by lanczos cuts round((40 - 40 x 1 /
+    1.3333) / 2) = 5 columns off each side, then PIL's Lanczos on the 8-bit 30x30; the longer
+    side to 48 by area is torch's average over each output pixel's input cells (adaptive
+    average pooling) in float32, turned into 8 bits by truncation, not rounding."""
+    import numpy as np
+    import torch
+    from PIL import Image as PILImage
+
+    from paradit.backend.workflow.graph import Node
+    from paradit.backend.workflow.resize import resized_png
+    from paradit.backend.workflow.values import Resize
+
+    pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    path = tmp_path / "in.png"
+    PILImage.fromarray(pixels).save(path)
+    node = Node("1", "ResizeImageMaskNode")
+    steps = (Resize(32, 32, "lanczos", True, node), Resize(48, 48, "area", False, node))
+    sent = np.asarray(PILImage.open(io.BytesIO(resized_png(path, steps))))
+    lanczos = PILImage.fromarray(pixels[:, 5:35]).resize((32, 32), PILImage.Resampling.LANCZOS)
+    floats = torch.from_numpy(np.asarray(lanczos).astype(np.float32) / 255).movedim(-1, 0)
+    area = torch.nn.functional.adaptive_avg_pool2d(floats[None], (48, 48))[0]
+    scaled = area.movedim(0, -1).numpy() * np.float32(255)
+    assert sent.shape == (48, 48, 3)
+    assert np.array_equal(sent, np.floor(scaled).astype(np.uint8))  # truncated
+    assert not np.array_equal(sent, np.round(scaled).astype(np.uint8))  # not rounded
+    only = resized_png(path, ())  # no resize: LoadImage's bytes
+    assert np.array_equal(np.asarray(PILImage.open(io.BytesIO(only))), pixels)
+
+
+def test_ltx2_i2v_template_runs_end_to_end_with_comfyuis_image(
+    base, tmp_path, paradit_warm, backends
+):
+    """The dev image-to-video template made tiny (ResizeImageMaskNode 102 to 128x128: stage 1
+    at 64x64, stage 2 at 128x128; 113's longer side 160; LTXVScheduler 9 at 2 steps; 17
+    frames) on a backend of the tiny files under its names: `workflow run` sends the image
+    resized (160x160) with image_prep comfyui and image_crf 33, and writes the frames of its
+    request."""
+    template = "video_ltx2_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = _edited(
+        template, comfy,
+        {102: ["scale dimensions", 128, 128, "center", "lanczos"]},
+        {113: ["scale longer dimension", 160, "area"], 9: [2, 2.05, 0.95, True, 0.1],
+         62: [17, "fixed"]},
+    )  # fmt: skip
+    data = json.loads(path.read_text())
+    next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][0] = 17
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["width"], plan.request["height"], plan.request["num_frames"]) == (
+        128, 128, 17,
+    )  # fmt: skip
+    body = plan.body()
+    sent = Image.open(io.BytesIO(base64.b64decode(body["image"])))
+    assert sent.size == (160, 160)
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert (record["request"]["image_prep"], record["request"]["image_crf"]) == ("comfyui", 33)
+    assert record["request"]["upscale"]["sampler"] == "gradient_estimation"
+    job, frames = run_job(server, body)
+    assert len(frames) == 17
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+
+
+@pytest.mark.parametrize(
+    ("inner", "where", "words"),
+    [
+        ({107: [0.7, False]}, "subgraph 92 > node 107 (LTXVImgToVideoInplace): ", "strength 0.7"),
+        # the image not written after the upscaler: stage 2 would not keep ComfyUI's frame
+        ({108: [1, True]}, "subgraph 92 > node 70 (SamplerCustomAdvanced): ",
+         "has no start image written into it"),
+        ({113: ["scale longer dimension", 1536, "bicubic"]},
+         "subgraph 92 > node 113 (ResizeImageMaskNode): ", "scale_method 'bicubic'"),
+        ({99: [0]}, "subgraph 92 > node 99 (LTXVPreprocess): ", "img_compression 0 after"),
+    ],
+)  # fmt: skip
+def test_what_the_i2v_preparation_cannot_run_is_refused_at_its_node(
+    base, tmp_path, inner, where, words
+):
+    template = "video_ltx2_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    refusal(_edited(template, tmp_path, {}, inner), comfy, where, words)
