@@ -23,8 +23,8 @@ graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 46 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
-as saved added later, estimated: measure again).
+Cost: about 52 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
+as saved and its two image-to-video ones added later, estimated: measure again).
 """
 
 from __future__ import annotations

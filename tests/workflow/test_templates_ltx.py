@@ -10,10 +10,15 @@ edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video tem
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on); the
 2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's
 121, the audio's 126) up to its files. `LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own
-template in test_templates.py.
+template in test_templates.py. LTX-2's image-to-video templates (dev and distilled) import as
+saved to the two-stage job with the start image and ComfyUI's image preparation (`image_prep`
+comfyui, `image_crf` 33, stage 2 on gradient_estimation), the image sent through
+ResizeImageMaskNode's resizes as worked by hand; both run end to end made tiny; what
+the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0 after a
+float resize) is refused at its node.
 
-Cost: about 12 s (1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
-the LTX-2 rows; their import and end-to-end run estimated on a loaded machine).
+Cost: about 50 s (1 s measured in the suite's two-worker run on 2 cores, 2026-11-29, before
+the LTX-2 rows; their imports and the three end-to-end runs estimated on a loaded machine).
 """
 
 from __future__ import annotations
@@ -253,21 +258,28 @@ def test_the_sent_image_is_comfyuis_resized_and_truncated(tmp_path):
     assert np.array_equal(np.asarray(PILImage.open(io.BytesIO(only))), pixels)
 
 
+TINY_I2V = {  # template -> its subgraph's edits: the inner resize's longer side 160 (and
+    # the dev one's LTXVScheduler at 2 steps; the distilled one keeps its 8 levels)
+    "video_ltx2_i2v.json": {
+        113: ["scale longer dimension", 160, "area"], 9: [2, 2.05, 0.95, True, 0.1],
+    },
+    "video_ltx2_i2v_distilled.json": {115: ["scale longer dimension", 160, "lanczos"]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template", sorted(TINY_I2V))
 def test_ltx2_i2v_template_runs_end_to_end_with_comfyuis_image(
-    base, tmp_path, paradit_warm, backends
+    base, tmp_path, paradit_warm, backends, template
 ):
-    """The dev image-to-video template made tiny (ResizeImageMaskNode 102 to 128x128: stage 1
-    at 64x64, stage 2 at 128x128; 113's longer side 160; LTXVScheduler 9 at 2 steps; 17
-    frames) on a backend of the tiny files under its names: `workflow run` sends the image
-    resized (160x160) with image_prep comfyui and image_crf 33, and writes the frames of its
+    """The image-to-video templates made tiny (ResizeImageMaskNode 102 to 128x128: stage 1 at
+    64x64, stage 2 at 128x128; the inner resize's longer side 160; 17 frames) on a backend of
+    the tiny files under their names: `workflow run` sends the image resized (160x160) with
+    image_prep comfyui and image_crf 33, runs both stages and writes the frames of its
     request."""
-    template = "video_ltx2_i2v.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     path = _edited(
-        template, comfy,
-        {102: ["scale dimensions", 128, 128, "center", "lanczos"]},
-        {113: ["scale longer dimension", 160, "area"], 9: [2, 2.05, 0.95, True, 0.1],
-         62: [17, "fixed"]},
+        template, comfy, {102: ["scale dimensions", 128, 128, "center", "lanczos"]},
+        {**TINY_I2V[template], 62: [17, "fixed"]},
     )  # fmt: skip
     data = json.loads(path.read_text())
     next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][0] = 17
