@@ -816,8 +816,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "sampler",
         "text",
         "The sampler, with ComfyUI's name: euler, uni_pc (UniPC bh1, ComfyUI's), uni_pc_bh2, "
-        "dpmpp_2m, lcm, res_multistep, euler_ancestral, gradient_estimation; default: the model's own scheduler "
-        "(GET /v1/info limits.samplers lists what the model runs).",
+        "dpmpp_2m, lcm, res_multistep, euler_ancestral, gradient_estimation; default: the "
+        "model's own scheduler (GET /v1/info limits.samplers lists what the model runs).",
         sampling_names.DEFAULT,
         rule=rules.sampler_rule,
         cli="--sampler",

@@ -17,14 +17,12 @@ As read in ComfyUI's `comfy_extras/nodes_images.py` (`scale_dimensions`,
 
 The image goes on as a float image, which only `LTXVPreprocess` reads here: it turns it into 8
 bits by x 255 and truncation before its H.264 frame, so the sent PNG holds those bytes
-(`resized_png`) and the backend's truncation gives them back.
+(`resized_pixels.resized_png`) and the backend's truncation gives them back.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
-from pathlib import Path
 from typing import Any
 
 from .graph import Node, WorkflowError
@@ -79,53 +77,3 @@ def resize_image_mask(m: Any, node: Node) -> tuple[Any, ...]:
     m.say(node, f"{width}x{height} -> {new_w}x{new_h} by {method}{cut_line} (made when sent)")
     step = Resize(new_w, new_h, method, crop, node)
     return (dataclasses.replace(image, resizes=(*image.resizes, step)),)
-
-
-def centre_cut(width: int, height: int, new_w: int, new_h: int) -> tuple[int, int]:
-    """(x, y): the columns and rows `common_upscale`'s centre crop takes off each side."""
-    old_aspect, new_aspect = width / height, new_w / new_h
-    if old_aspect > new_aspect:
-        return round((width - width * (new_aspect / old_aspect)) / 2), 0
-    if old_aspect < new_aspect:
-        return 0, round((height - height * (old_aspect / new_aspect)) / 2)
-    return 0, 0
-
-
-def resized(pixels: Any, step: Resize) -> Any:
-    """One resize of a float image (1, 3, height, width) in 0..1, as `common_upscale`."""
-    import numpy as np
-    import torch
-    from PIL import Image as PILImage
-
-    if step.crop:
-        height, width = pixels.shape[-2:]
-        x, y = centre_cut(width, height, step.width, step.height)
-        pixels = pixels.narrow(-2, y, height - 2 * y).narrow(-1, x, width - 2 * x)
-    if step.method != "lanczos":
-        size = (step.height, step.width)
-        return torch.nn.functional.interpolate(pixels, size=size, mode=step.method)
-    as_bytes = np.clip(255.0 * pixels[0].movedim(0, -1).numpy(), 0, 255).astype(np.uint8)
-    scaled = PILImage.fromarray(as_bytes).resize(
-        (step.width, step.height), resample=PILImage.Resampling.LANCZOS
-    )
-    return torch.from_numpy(np.array(scaled).astype(np.float32) / 255.0).movedim(-1, 0)[None]
-
-
-def resized_png(path: Path, steps: tuple[Resize, ...]) -> bytes:
-    """The image at `path` as LoadImage gives it (EXIF-turned, RGB, k / 255 in float32),
-    through `steps`, turned into 8 bits as LTXVPreprocess turns it (x 255, truncated), as PNG
-    bytes."""
-    import numpy as np
-    import torch
-    from PIL import Image as PILImage
-    from PIL import ImageOps
-
-    with PILImage.open(path) as opened:
-        loaded = ImageOps.exif_transpose(opened).convert("RGB")
-    pixels = torch.from_numpy(np.array(loaded).astype(np.float32) / 255.0).movedim(-1, 0)[None]
-    for step in steps:
-        pixels = resized(pixels, step)
-    as_bytes = (pixels[0].movedim(0, -1) * 255.0).to(torch.uint8).numpy()
-    out = io.BytesIO()
-    PILImage.fromarray(as_bytes).save(out, format="PNG")
-    return out.getvalue()

@@ -386,7 +386,7 @@ class WorkflowPlan:
 
     def _encoded(self, path: str) -> str:
         if path in self.resized:
-            from .resize import resized_png
+            from .resized_pixels import resized_png
 
             data = resized_png(Path(path), self.resized[path])
         elif path in self.images:

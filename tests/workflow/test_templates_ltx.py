@@ -227,7 +227,7 @@ def _edited(template: str, folder: Path, outer: dict, inner: dict) -> Path:
 
 
 def test_the_sent_image_is_comfyuis_resized_and_truncated(tmp_path):
-    """`resize.resized_png` against the procedure worked by hand (ComfyUI's
+    """`resized_pixels.resized_png` against the procedure worked by hand (ComfyUI's
     `scale_dimensions`, `scale_longer_dimension`, `common_upscale`, then LTXVPreprocess's x 255
     truncation): a 40x30 image to 32x32 centre-cut by lanczos cuts round((40 - 40 x 1 /
     1.3333) / 2) = 5 columns off each side, then PIL's Lanczos on the 8-bit 30x30; the longer
@@ -238,7 +238,7 @@ def test_the_sent_image_is_comfyuis_resized_and_truncated(tmp_path):
     from PIL import Image as PILImage
 
     from paradit.backend.workflow.graph import Node
-    from paradit.backend.workflow.resize import resized_png
+    from paradit.backend.workflow.resized_pixels import resized_png
     from paradit.backend.workflow.values import Resize
 
     pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
