@@ -43,7 +43,7 @@ from template_jobs import (
     tiny_files,
 )
 
-from paradit.backend.tools.workflow import plan_of
+from paradit.backend.tools.workflow import plan_of, render
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +202,14 @@ def test_ltx2_i2v_templates_as_saved_map_with_comfyuis_image_preparation(base, t
     assert variant == expected_variant
     (steps,) = plan.resized.values()
     assert [(r.width, r.height, r.method, r.crop) for r in steps] == LTX2_I2V_RESIZES[template]
+    (w1, h1, m1, _), (w2, h2, m2, _) = LTX2_I2V_RESIZES[template]
+    image = Path(plan.request["image"]).name
+    line = f"sent:    {image} {w1}x{h1} by {m1} then {w2}x{h2} by {m2}, in 8 bits as"
+    assert line in render(plan, variant, ())
+    assert plan.to_dict()["resized"] == {
+        plan.request["image"]: [[w, h, m, "center" if c else "disabled"]
+                                for w, h, m, c in LTX2_I2V_RESIZES[template]]
+    }  # fmt: skip
     models = comfy / "models"
     checkpoint = "ltx-2-19b-distilled" if "distilled" in template else "ltx-2-19b-dev-fp8"
     assert plan.serve == {
