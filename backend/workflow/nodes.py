@@ -238,10 +238,17 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "the start image's size, made so when the job is sent: `scale dimensions` (width, "
         "height, crop) or `scale longer dimension` (longer_size), by lanczos (PIL on 8-bit "
         "pixels) or area, bilinear, nearest-exact (torch, float)",
-        dynamic={
+        dynamic={  # comfy_extras/nodes_images.py's choices, each with its widgets
             "resize_type": {
                 "scale dimensions": ("width", "height", "crop"),
+                "scale by multiplier": ("multiplier",),
                 "scale longer dimension": ("longer_size",),
+                "scale shorter dimension": ("shorter_size",),
+                "scale width": ("width",),
+                "scale height": ("height",),
+                "scale total pixels": ("megapixels",),
+                "match size": ("crop",),
+                "scale to multiple": ("multiple",),
             }
         },
     ),
