@@ -816,8 +816,8 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "sampler",
         "text",
         "The sampler, with ComfyUI's name: euler, uni_pc (UniPC bh1, ComfyUI's), uni_pc_bh2, "
-        "dpmpp_2m, lcm, res_multistep, euler_ancestral; default: the model's own scheduler "
-        "(GET /v1/info limits.samplers lists what the model runs).",
+        "dpmpp_2m, lcm, res_multistep, euler_ancestral, gradient_estimation; default: the "
+        "model's own scheduler (GET /v1/info limits.samplers lists what the model runs).",
         sampling_names.DEFAULT,
         rule=rules.sampler_rule,
         cli="--sampler",
@@ -958,8 +958,11 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "28; the first model's TextEncodeQwenImageEdit one image at about 1024x1024 in whole "
         "pixels for both; HunyuanVideo 1.5 image-to-video's start image centre-cropped to the "
         "video's aspect and scaled bilinearly in float for the VAE, SigLIP given the image's "
-        "centre square scaled bicubically with antialias; the models whose "
-        "limits.image_preps names it).",
+        "centre square scaled bicubically with antialias; LTX-2's start image as its "
+        "image-to-video templates prepare it: compressed once as one H.264 frame at the size "
+        "sent (LTXVPreprocess), then scaled in float with torch's bilinear, centre-cut, to "
+        "each stage's size (LTXVImgToVideoInplace); the models whose limits.image_preps names "
+        "it).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),
         cli="--image-prep",

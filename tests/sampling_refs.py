@@ -85,7 +85,7 @@ def integrate(sampler: str, velocity: Model, x: torch.Tensor, sigmas: list[float
     if sampler.startswith("uni_pc"):
         return _unipc(velocity, x, sigmas, "bh1" if sampler == "uni_pc" else "bh2")
     noise = torch.Generator("cpu").manual_seed(seed + 1)
-    previous = None
+    previous = previous_v = None
     for i in range(len(sigmas) - 1):
         s, s_next = sigmas[i], sigmas[i + 1]
         v = velocity(x, s).to(torch.float64)
@@ -112,6 +112,13 @@ def integrate(sampler: str, velocity: Model, x: torch.Tensor, sigmas: list[float
                 s_up = (s_next**2 - (scale * s_down) ** 2) ** 0.5
                 drawn = torch.randn(x.shape, generator=noise, dtype=torch.float32)
                 x = scale * x + s_up * drawn.to(torch.float64)
+        elif sampler == "gradient_estimation":  # ComfyUI's, ge_gamma 2; d = v for a flow
+            if s_next == 0:
+                x = d0
+            else:
+                x = x + (s_next - s) * v
+                if previous_v is not None:
+                    x = x + (2.0 - 1.0) * (v - previous_v) * (s_next - s)
         elif sampler == "dpmpp_2m":
             if s_next == 0:
                 x = d0
@@ -134,7 +141,7 @@ def integrate(sampler: str, velocity: Model, x: torch.Tensor, sigmas: list[float
                 x = math.exp(-h) * x + h * ((phi1 - phi2 / c2) * d0 + (phi2 / c2) * previous)
         else:
             raise AssertionError(sampler)
-        previous = d0
+        previous, previous_v = d0, v
     return x
 
 

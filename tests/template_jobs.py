@@ -100,10 +100,10 @@ LINKS = {  # the file a template names -> the tiny file in its place (models/ or
         "latent_upscale_models/ltx2_upscaler_tiny",
 }  # fmt: skip
 IMAGES = (
-    "image_to_video_wan_start_image.png",
-    "video_wan2_2_14B_i2v_input_image.jpg",
+    "image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg",
     "video_hunyuan_video_1.5_720p_i2v_input_image.png",
-)
+    "freckled_curly_girl.png", "snow_bike_jump_crew.png",  # LTX-2's i2v templates
+)  # fmt: skip
 """The start images the templates' LoadImage nodes name (in `input/`)."""
 HV15_I2V = ("diffusion_models/hunyuanvideo1.5_i2v_tiny_fp32", "vae/hunyuanvideo15_i2v_vae_tiny",
             "clip_vision/siglip_hunyuan15_tiny")  # fmt: skip
@@ -566,13 +566,7 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
 REFUSED = {  # template -> (where, node type, the reason's words)
     # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
     # image_flux2.json (a FLUX.2 reference image) maps: tests/workflow/test_templates_flux.py
-    # LTX-2's text-to-video templates map as saved: tests/workflow/test_templates_ltx.py
-    "video_ltx2_i2v.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
-    ),
-    "video_ltx2_i2v_distilled.json": (
-        "subgraph 92 > node 108", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
-    ),
+    # LTX-2's text- and image-to-video templates map as saved: tests/workflow/test_templates_ltx.py
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path
 inside subgraphs) and why: refused before any file is read, so placeholders stand for the
@@ -661,6 +655,51 @@ LTX2_AS_SAVED = {  # template -> (the tiny checkpoint's variant, the request), a
         **LTX2_TWO_STAGE["video_ltx2_t2v_distilled.json"][2], "num_frames": 121,
         "audio_latent_frames": 127,
     }),
+}  # fmt: skip
+
+
+LTX2_I2V = {  # template -> (the tiny checkpoint's variant, the request), as saved
+    # LoadImage 98 through ResizeImageMaskNode 102 (scale dimensions 1280x720, centre-cut,
+    # lanczos) into subgraph 92: GetImageSize 106 gives EmptyImage 89 its 1280x720, through
+    # ImageScaleBy 90 (0.5) 640x360, by GetImageSize 91 into EmptyLTXVLatentVideo 43: 640x352
+    # (20 x 11 tokens), 121 frames (PrimitiveInt 62); LTXVLatentUpsampler 84 doubles it.
+    # ResizeImageMaskNode 113 (longer side 1536, area: 1536x864), LTXVPreprocess 99 (33),
+    # LTXVImgToVideoInplace 107 (stage 1) and 108 (after the upscaler), strength 1, bypass off
+    "video_ltx2_i2v.json": (f"all-in-one tiny-ltx2 {LTX2_PARTS}", {
+        "prompt": widget("video_ltx2_i2v.json", "92", 1),  # the subgraph's text
+        "negative_prompt": widget("video_ltx2_i2v.json", "92:4", 0),  # CLIPTextEncode 4
+        "width": 1280, "height": 704, "num_frames": 121,
+        # LTXVScheduler 9: 20 steps over 16 x 11 x 20 tokens; CFGGuider 47: 4; RandomNoise
+        # 11: the subgraph's noise_seed 10; KSamplerSelect 8: euler
+        "num_inference_steps": 20, "guidance_scale": 4.0, "seed": 10, "sampler": "euler",
+        "image": "input/freckled_curly_girl.png", "image_prep": "comfyui", "image_crf": 33,
+        "sigmas": pytest.approx(ltxv_scheduler(20, 16 * 11 * 20), abs=1e-9),
+        "fps": 25.0,  # LTXVConditioning 22 (LTXVEmptyLatentAudio 51: 121 frames at 25: 121)
+        # ManualSigmas 73; KSamplerSelect 66: gradient_estimation; CFGGuider 82: 1;
+        # LoraLoaderModelOnly 68 (109 bypassed)
+        "upscale": {"factor": 2, "sigmas": levels("video_ltx2_i2v.json", "92:73")[:-1],
+                    "sampler": "gradient_estimation", "guidance_scale": 1.0,
+                    "loras": [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
+                               "strength": 1.0}]},
+    }),
+    # the same graph with ResizeImageMaskNode 115 (longer side 1536, lanczos), ManualSigmas
+    # 113's 9 levels (8 steps), CFGGuider 47: 1, ConditioningZeroOut 112: no negative prompt
+    "video_ltx2_i2v_distilled.json": (f"all-in-one tiny-ltx2-distilled {LTX2_PARTS}", {
+        "prompt": widget("video_ltx2_i2v_distilled.json", "92", 1), "negative_prompt": "",
+        "width": 1280, "height": 704, "num_frames": 121,
+        "num_inference_steps": 8, "guidance_scale": 1.0, "seed": 10, "sampler": "euler",
+        "image": "input/snow_bike_jump_crew.png", "image_prep": "comfyui", "image_crf": 33,
+        "sigmas": levels("video_ltx2_i2v_distilled.json", "92:113"), "fps": 25.0,
+        # ManualSigmas 73; KSamplerSelect 66; CFGGuider 82: 1; LoraLoaderModelOnly 110
+        # bypassed: no LoRA
+        "upscale": {"factor": 2,
+                    "sigmas": levels("video_ltx2_i2v_distilled.json", "92:73")[:-1],
+                    "sampler": "gradient_estimation", "guidance_scale": 1.0, "loras": []},
+    }),
+}  # fmt: skip
+LTX2_I2V_RESIZES = {  # template -> ResizeImageMaskNode's resizes (width, height, method, crop)
+    "video_ltx2_i2v.json": [(1280, 720, "lanczos", True), (1536, 864, "area", False)],
+    "video_ltx2_i2v_distilled.json": [(1280, 720, "lanczos", True), (1536, 864, "lanczos", False)],
 }  # fmt: skip
 
 

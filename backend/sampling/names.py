@@ -16,6 +16,7 @@ SAMPLERS = (
     "lcm",
     "res_multistep",
     "euler_ancestral",
+    "gradient_estimation",
 )
 """The samplers paradit runs, with ComfyUI's names (`uni_pc` is UniPC bh1, as ComfyUI's)."""
 

@@ -24,6 +24,11 @@ level, t = −log σ); the formulas, from the papers:
   x' = ((1 − σ')/(1 − σ_d))·x_d + √(σ'² − σ_d²·(1 − σ')²/(1 − σ_d)²)·ε, with fresh noise ε
   (its own generator, seeded from the job's seed + 1 as `lcm`'s: every rank draws the same
   full-size noise, the pipeline's step holds the whole latents); x' = D into σ' = 0.
+- `gradient_estimation`: the gradient-estimation sampler (Permenter & Yuan 2024, "Interpreting
+  and Improving Diffusion Models from an Optimization Perspective"), as ComfyUI runs it
+  (`comfy/k_diffusion/sampling.py`, `sample_gradient_estimation`, ge_gamma 2): with
+  d = (x − D)/σ, the Euler step x + (σ' − σ)·d, from the second step on plus
+  (γ − 1)·(d − d_prev)·(σ' − σ); into σ' = 0 the step returns D. Deterministic.
 - `uni_pc` / `uni_pc_bh2`: UniPC (Zhao et al. 2023, arXiv:2302.04867): the multistep
   predictor UniP-p and corrector UniC-p on the data prediction, B(h) = h (bh1) or e^h − 1
   (bh2), order min(3, steps − 1) with lower orders for the first steps and at the end, the
@@ -133,6 +138,27 @@ class EulerAncestral(Method):
         renoise = math.sqrt(after * after - (down * alpha_ratio) ** 2)
         noise = torch.randn(x.shape, generator=self.generator, dtype=torch.float32)
         return alpha_ratio * x + renoise * noise.to(x.device)
+
+
+class GradientEstimation(Method):
+    GAMMA = 2.0
+    """ComfyUI's ge_gamma (its default; the sampler takes no other from a graph)."""
+
+    def __init__(self, sigmas: list[float], seed: int):
+        super().__init__(sigmas, seed)
+        self.previous: torch.Tensor | None = None
+
+    def step(self, i: int, x: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
+        sigma, after = self.sigmas[i], self.sigmas[i + 1]
+        d = (x - denoised) / sigma
+        previous, self.previous = self.previous, d
+        if after == 0:
+            return denoised
+        dt = after - sigma
+        x = x + d * dt
+        if previous is not None:
+            x = x + (self.GAMMA - 1) * (d - previous) * dt
+        return x
 
 
 @dataclass
@@ -246,6 +272,8 @@ def make_method(sampler: str, sigmas: list[float], seed: int) -> Method:
         return Lcm(sigmas, seed)
     if sampler == "euler_ancestral":
         return EulerAncestral(sigmas, seed)
+    if sampler == "gradient_estimation":
+        return GradientEstimation(sigmas, seed)
     if sampler in ("uni_pc", "uni_pc_bh2"):
         return UniPC(sigmas, seed, "bh1" if sampler == "uni_pc" else "bh2")
     raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")

@@ -55,6 +55,9 @@ def render(plan: WorkflowPlan, variant: str, samplers: tuple[str, ...]) -> str:
         if size is not None:
             how = "Kontext" if size.crop else "to total pixels, no crop"
             lines.append(f"sent:    {Path(path).name} scaled to {size[0]}x{size[1]} ({how})")
+    for path, steps in plan.resized.items():
+        made = " then ".join(f"{s.width}x{s.height} by {s.method}" for s in steps) or "as loaded"
+        lines.append(f"sent:    {Path(path).name} {made}, in 8 bits as LTXVPreprocess reads it")
     lines.append("serve:   paradit serve " + shlex.join(plan.serve_argv()))
     return "\n".join(lines)
 

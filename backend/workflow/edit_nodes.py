@@ -15,7 +15,7 @@ from typing import Any
 
 from . import qwen21_nodes
 from .graph import Node, WorkflowError
-from .images import file_size, kontext_size
+from .images import kontext_size
 from .values import Clip, Conditioning, Edit, Image, Latent, Scale, Vae
 
 METHODS = ("index", "index_timestep_zero")
@@ -24,7 +24,7 @@ METHODS = ("index", "index_timestep_zero")
 
 def image_size(image: Image) -> tuple[int, int]:
     """The image's (width, height) as the next node gets it (Kontext-scaled or as loaded)."""
-    return image.scale[:2] if image.scale is not None else file_size(image.file)
+    return image.size()
 
 
 def image_scale(m: Any, node: Node) -> tuple[Any, ...]:

@@ -213,7 +213,10 @@ class _UiReader:
         problem = ""
         if spec is not None:
             if isinstance(values, dict):
-                inputs = {k: v for k, v in values.items() if k in spec.widgets}
+                dynamic = tuple(f"{name}." for name in spec.dynamic)
+                inputs = {
+                    k: v for k, v in values.items() if k in spec.widgets or k.startswith(dynamic)
+                }
             else:
                 try:
                     inputs = widget_inputs(spec, values)

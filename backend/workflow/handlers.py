@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
-from . import edit_nodes, h3_nodes, ltx_nodes, qwen21_nodes, reference_nodes, two_stage
+from . import edit_nodes, h3_nodes, ltx_nodes, qwen21_nodes, reference_nodes, resize, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
 from .nodes import SPECS
@@ -100,6 +100,13 @@ class Mapper:
                 node,
                 f"input {name} comes from node {source.id} ({source.type}) where paradit expects "
                 f"{_names(kind)}",
+            )
+        prepared = isinstance(got, Image) and (got.resizes or got.crf is not None)
+        if prepared and node.type not in PREPARED_READERS:
+            raise WorkflowError(
+                node,
+                f"input {name}: an image ResizeImageMaskNode or LTXVPreprocess prepared (node "
+                f"{source.id}), which paradit makes only for LTX-2's LTXVImgToVideoInplace",
             )
         return got
 
@@ -1093,6 +1100,16 @@ def evaluate_expression(text: str, names: dict[str, float]) -> float:
         raise ValueError(str(exc)) from None
 
 
+PREPARED_READERS = (
+    "ResizeImageMaskNode",
+    "LTXVPreprocess",
+    "LTXVImgToVideoInplace",
+    "GetImageSize",
+)
+"""The nodes that read an image ResizeImageMaskNode or LTXVPreprocess prepared (`resize.py`,
+`ltx_nodes.py`: the image is made so when the job is sent for LTX-2's image to video;
+GetImageSize reads its size only)."""
+
 HANDLERS: dict[str, Handler] = {
     "UNETLoader": _unet,
     "UnetLoaderGGUF": _unet,
@@ -1151,6 +1168,8 @@ HANDLERS: dict[str, Handler] = {
     "LTXVLatentUpsampler": two_stage.latent_upsampler,
     "LTXVCropGuides": two_stage.crop_guides,
     "LTXVImgToVideoInplace": ltx_nodes.img_to_video_inplace,
+    "LTXVPreprocess": ltx_nodes.preprocess,
+    "ResizeImageMaskNode": resize.resize_image_mask,
     "LTXVDualCFGGuider": ltx_nodes.dual_cfg_guider,
     "ManualSigmas": two_stage.manual_sigmas,
     "EmptyImage": two_stage.empty_image,

@@ -3,8 +3,15 @@ and 2.5 templates). Torch-free.
 
 - `LTXVImgToVideoInplace` with `bypass` on (the 2.3 text-to-video template wires one
   PrimitiveBoolean to both of its copies): ComfyUI returns the latent as it came, so the node
-  is its latent. With bypass off it writes the image into the latent: refused (`IN_PLACE`,
-  docs/workflows.md says what was compared).
+  is its latent. With bypass off at strength 1 it writes the image into the latent's first
+  frame and keeps it clean: diffusers' image to video (timestep 0 on those tokens, never
+  stepped), and after the upscaler paradit's two-stage job's stage 2 (the image written into
+  the upscaled latent); the image must come through `LTXVPreprocess` (its CRF: `image_crf`),
+  and the job prepares it as ComfyUI does (`image_prep` comfyui: one H.264 frame at the
+  size sent, scaled in float to each stage's size; the family's `comfyui_image.py`). Another
+  strength is refused (`STRENGTH`).
+- `LTXVPreprocess`: the image's `image_crf`; the image as `ResizeImageMaskNode` made it
+  (`resize.py`) is sent in the 8 bits this node's truncation gives.
 - `LTXVDualCFGGuider` (2.5's templates): ComfyUI guides the video part of the joined latent at
   `video_cfg` and the audio part at `audio_cfg` (each uncond + scale x (cond - uncond)); with
   the two equal (`math.isclose`) its guider falls back to the single CFG at that scale, which
@@ -19,35 +26,76 @@ The handlers take the `handlers.Mapper` as `m` (not imported: it imports this mo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from .graph import Node, WorkflowError
-from .values import Conditioning, Guider, Model
+from .values import Conditioning, Guider, Image, Latent, Model, Upscaled
 
-IN_PLACE = (
-    "LTX-2 image to video by writing the image into the latent (its frames kept by a noise "
-    "mask of 1 - strength; at strength 1 the sampling is diffusers' image to video, the first "
-    "latent frame clean at timestep 0, and paradit's two-stage job writes the image into the "
-    "upscaled latent likewise), but another start image reaches the VAE: ComfyUI's templates "
-    "compress the image as one H.264 frame at LTXVPreprocess's img_compression (CRF 33 in the "
-    "LTX-2 templates, 18 in the 2.3 and 2.5 ones) at the size ResizeImageMaskNode gave it "
-    "(longer side 1536; by area in video_ltx2_i2v and 2.3's: a float image LTXVPreprocess "
-    "truncates to 8 bits, x 255 not rounded), then scale the decoded frame in float with "
-    "torch's bilinear, centre-cropped, to each stage's latent size; paradit (as diffusers) "
-    "re-compresses the 8-bit image at each stage's own size (image_crf) after PIL's resize. "
-    "2.3's and 2.5's templates also write it at strength 0.7 in one stage (diffusers' "
-    "image to video keeps the frame whole, strength 1)"
+MAX_CRF = 51
+"""x264's highest CRF for 8-bit video (LTXVPreprocess offers up to 100: the same frame as 51);
+the request's `image_crf` goes to 51."""
+STRENGTH = (
+    "ComfyUI keeps the image's latent frame under a noise mask of 1 - strength (the frame's "
+    "tokens at that fraction of each step's timestep, its latent mixed back at that noise "
+    "level after each step: comfy/model_base.py LTXV.process_timestep, comfy/samplers.py "
+    "KSamplerX0Inpaint); diffusers' LTX2ImageToVideoPipeline keeps the first frame whole "
+    "(strength 1: timestep 0, never stepped) and takes no other strength: set strength 1"
 )
-"""Why `LTXVImgToVideoInplace` with bypass off is refused."""
+"""Why `LTXVImgToVideoInplace` at a strength below 1 is refused (the LTX-2.3 and 2.5
+templates' 0.7)."""
+
+
+def preprocess(m: Any, node: Node) -> tuple[Any, ...]:
+    image = m.input(node, "image", Image)
+    crf = m.widget(node, "img_compression", int)
+    if crf < 0:
+        raise WorkflowError(node, f"img_compression {crf}: 0 or more")
+    if image.crf is not None or image.scale is not None:
+        raise WorkflowError(node, "an image already compressed or scaled: compress the loaded one")
+    floats = [r for r in image.resizes if r.method != "lanczos"]
+    if crf == 0 and floats:
+        raise WorkflowError(
+            node,
+            f"img_compression 0 after node {floats[-1].node.id}'s {floats[-1].method} resize: "
+            "ComfyUI then hands on the float image itself, which paradit sends in 8 bits",
+        )
+    job = min(crf, MAX_CRF)
+    above = f" (x264 takes {crf} as {MAX_CRF})" if crf > MAX_CRF else ""
+    m.say(node, f"one H.264 frame at CRF {crf}{above} -> image_crf {job}, image_prep comfyui")
+    return (dataclasses.replace(image, crf=job, crf_node=node),)
 
 
 def img_to_video_inplace(m: Any, node: Node) -> tuple[Any, ...]:
-    if not m.widget(node, "bypass", bool):
-        raise WorkflowError(node, IN_PLACE)
-    latent = m.input(node, "latent")
-    m.say(node, "bypass on: its latent as it came (no image written)")
-    return (latent,)
+    latent = m.input(node, "latent", (Latent, Upscaled))
+    if m.widget(node, "bypass", bool):
+        m.say(node, "bypass on: its latent as it came (no image written)")
+        return (latent,)
+    strength = m.widget(node, "strength", float)
+    if strength != 1.0:
+        raise WorkflowError(node, f"strength {strength:g}: {STRENGTH}")
+    image = m.input(node, "image", Image)
+    if image.crf is None:
+        raise WorkflowError(
+            node,
+            "its image does not come through LTXVPreprocess: paradit prepares LTX-2's start "
+            "image as ComfyUI's templates do (image_prep comfyui: one H.264 frame, then "
+            "scaled in float to the latent's size), which starts at LTXVPreprocess",
+        )
+    if isinstance(latent, Upscaled):
+        if latent.image is not None:
+            raise WorkflowError(node, "a second image into the upscaled latent")
+        m.say(node, "the start image written into the upscaled latent (stage 2's first frame)")
+        return (dataclasses.replace(latent, image=image),)
+    if not latent.ltxv or latent.audio is not None or latent.image is not None:
+        raise WorkflowError(
+            node,
+            f"latent from node {latent.node.id} ({latent.node.type}): paradit writes the "
+            "image into an EmptyLTXVLatentVideo's latent (or the upscaled one)",
+        )
+    m.say(node, f"{image.file.name} -> image (the first latent frame, strength 1)")
+    return (dataclasses.replace(latent, image=image),)
 
 
 def dual_cfg_guider(m: Any, node: Node) -> tuple[Any, ...]:

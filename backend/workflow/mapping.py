@@ -64,6 +64,10 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
     edit = positive.edit
     reference = edit.node if edit is not None and edit.reference_latent else None
     steps_node = decoded.sampled.stages[0].steps_node or sampler
+    start = decoded.sampled.latent.image
+    resized = {}
+    if start is not None and start.crf is not None:  # made as LTXVPreprocess reads it
+        resized = {str(start.file): start.resizes}
     return WorkflowPlan(
         request,
         serve,
@@ -77,6 +81,7 @@ def map_workflow(graph: Graph, folders: ComfyFolders) -> WorkflowPlan:
         images=images,
         steps_node=steps_node,
         reference=reference,
+        resized=resized,
     )
 
 
@@ -130,6 +135,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
         request["image"] = str(image.file)
         if latent.image_prep is not None:
             request["image_prep"] = latent.image_prep
+    if image is not None and image.crf is not None:  # LTXVPreprocess -> LTXVImgToVideoInplace
+        request.update(image_prep="comfyui", image_crf=image.crf)
     edit = edit_request(positive, negative, first.node, (latent.width, latent.height))
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)

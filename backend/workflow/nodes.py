@@ -6,7 +6,7 @@ and what it becomes in a paradit job (for the messages and docs/workflows.md). T
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 SEED_WIDGETS = ("seed", "noise_seed", "value")
@@ -32,6 +32,10 @@ class NodeSpec:
     more_ok: bool = False
     """Its widgets change nothing paradit maps (a save node's): values a newer version of
     the node saves after the known ones are left unread."""
+    dynamic: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """A dynamic list widget (ComfyUI's dynamic combo) -> its choices -> the widgets each
+    shows after it, saved after the list's value and named `list.widget` (as
+    `sockets._DYNAMIC` declares them for the frontend)."""
 
 
 def _spec(type_: str, widgets: tuple[str, ...], becomes: str, **kwargs) -> NodeSpec:
@@ -251,8 +255,35 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "LTXVImgToVideoInplace",
         ("strength", "bypass"),
-        "with bypass on: its latent as it came (text to video); with bypass off refused (an "
-        "image written into the latent)",
+        "with bypass on: its latent as it came (text to video); with bypass off at strength "
+        "1: `image` (LTX-2 image to video) with `image_prep` `comfyui`, in both stages of a "
+        "two-stage job (another strength is refused)",
+    ),
+    _spec(
+        "LTXVPreprocess",
+        ("img_compression",),
+        "`image_crf` (above 51: 51, x264's highest) of the image `LTXVImgToVideoInplace` "
+        "writes: one H.264 frame at the size it is given",
+    ),
+    _spec(
+        "ResizeImageMaskNode",
+        ("resize_type", "scale_method"),
+        "the start image's size, made so when the job is sent: `scale dimensions` (width, "
+        "height, crop) or `scale longer dimension` (longer_size), by lanczos (PIL on 8-bit "
+        "pixels) or area, bilinear, nearest-exact (torch, float)",
+        dynamic={  # comfy_extras/nodes_images.py's choices, each with its widgets
+            "resize_type": {
+                "scale dimensions": ("width", "height", "crop"),
+                "scale by multiplier": ("multiplier",),
+                "scale longer dimension": ("longer_size",),
+                "scale shorter dimension": ("shorter_size",),
+                "scale width": ("width",),
+                "scale height": ("height",),
+                "scale total pixels": ("megapixels",),
+                "match size": ("crop",),
+                "scale to multiple": ("multiple",),
+            }
+        },
     ),
     _spec(
         "LTXVDualCFGGuider",
@@ -427,6 +458,9 @@ def widget_inputs(spec: NodeSpec, values: list) -> dict[str, object]:
         named[name] = rest.pop(0)
         if name in SEED_WIDGETS and rest and rest[0] in SEED_CONTROLS:
             rest.pop(0)
+        for shown in spec.dynamic.get(name, {}).get(str(named[name]), ()):
+            if rest:
+                named[f"{name}.{shown}"] = rest.pop(0)
     if rest and not spec.more_ok:
         raise ValueError(
             f"{len(values)} widget values where paradit knows {len(spec.widgets)} widgets "

@@ -134,10 +134,18 @@ _DYNAMIC = {  # node type -> its DYNAMIC list -> each choice's widgets (in the e
             "off": "",
         }
     },
-    "ResizeImageMaskNode": {
+    "ResizeImageMaskNode": {  # comfy_extras/nodes_images.py's choices (match size's image
+        # input left out: no template of the package uses it)
         "resize_type": {
             "scale dimensions": "width:INT height:INT crop:COMBO",
+            "scale by multiplier": "multiplier:FLOAT",
             "scale longer dimension": "longer_size:INT",
+            "scale shorter dimension": "shorter_size:INT",
+            "scale width": "width:INT",
+            "scale height": "height:INT",
+            "scale total pixels": "megapixels:FLOAT",
+            "match size": "crop:COMBO",
+            "scale to multiple": "multiple:INT",
         }
     },
 }

@@ -22,7 +22,6 @@ import json
 import re
 from typing import Any
 
-from .edit_nodes import image_size
 from .graph import Node, WorkflowError
 from .values import (
     AudioLatent,
@@ -44,10 +43,11 @@ from .values import (
     Vae,
 )
 
-DENOISED_LAST = ("euler", "euler_ancestral")
+DENOISED_LAST = ("euler", "euler_ancestral", "gradient_estimation")
 """Samplers whose last step, to level 0, leaves the model's denoised latent itself (ComfyUI's
-euler_ancestral sets x = denoised there; euler's x + (0 - sigma) (x - denoised) / sigma is
-it up to rounding): after them SamplerCustomAdvanced's denoised_output is its output."""
+euler_ancestral and gradient_estimation set x = denoised there; euler's x + (0 - sigma)
+(x - denoised) / sigma is it up to rounding): after them SamplerCustomAdvanced's
+denoised_output is its output."""
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -74,9 +74,7 @@ def image_scale_by(m: Any, node: Node) -> tuple[Any, ...]:
 
 def get_image_size(m: Any, node: Node) -> tuple[Any, ...]:
     image = m.input(node, "image", (SizedImage, Image))
-    width, height = (
-        (image.width, image.height) if isinstance(image, SizedImage) else image_size(image)
-    )
+    width, height = (image.width, image.height) if isinstance(image, SizedImage) else image.size()
     m.say(node, f"{width}x{height}")
     return (width, height, 1)
 
@@ -222,6 +220,18 @@ def second_stage(
     `upscale` (the stage's settings), as paradit's two-stage job runs them."""
     upscaled = latent.upscaled
     first = upscaled.sampled.stages[0]
+    start = upscaled.sampled.latent.image
+    if upscaled.image != start:
+        where = upscaled.image.crf_node or upscaled.node if upscaled.image else upscaled.node
+        raise WorkflowError(
+            node,
+            f"the upscaled latent from node {upscaled.node.id} "
+            + ("has no start image written into it" if upscaled.image is None else
+               f"has another image than the first stage's (through node {where.id})")
+            + ": paradit's two-stage image to video writes the first stage's start image, "
+            "prepared at the final size, into stage 2's first frame (LTXVImgToVideoInplace "
+            "after the upscaler, as ComfyUI's templates do)",
+        )  # fmt: skip
     if sigmas.levels is None:
         raise WorkflowError(
             sigmas.node,

@@ -62,11 +62,39 @@ class Scale(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Resize:
+    """One resize of ComfyUI's `ResizeImageMaskNode` (its `common_upscale`), made when the job
+    is sent (`resize.py`): to `width` x `height` by `method`, centre-cut first where `crop`."""
+
+    width: int
+    height: int
+    method: str
+    crop: bool
+    node: Node
+
+
+@dataclass(frozen=True)
 class Image:
     file: Path
     loader: Node
     scale: Scale | None = None
     """FluxKontextImageScale's or ImageScaleToTotalPixels' size; None: the image as loaded."""
+    resizes: tuple[Resize, ...] = ()
+    """ResizeImageMaskNode's resizes, in order (the image is made so when the job is sent)."""
+    crf: int | None = None
+    """LTXVPreprocess's img_compression: the image then reaches the VAE through one H.264
+    frame (LTX-2's `image_prep` comfyui, `image_crf`)."""
+    crf_node: Node | None = None
+
+    def size(self) -> tuple[int, int]:
+        """(width, height) as the next node gets it: scaled, resized, or the file's own."""
+        if self.scale is not None:
+            return self.scale[0], self.scale[1]
+        if self.resizes:
+            return self.resizes[-1].width, self.resizes[-1].height
+        from .images import file_size
+
+        return file_size(self.file)
 
 
 @dataclass(frozen=True)
@@ -284,6 +312,8 @@ class Upscaled:
     node: Node
     vae: Vae | None = None
     """The VAE whose statistics ComfyUI normalises with, where it is a VAELoader's file."""
+    image: Image | None = None
+    """LTXVImgToVideoInplace's image written into the upscaled latent."""
 
 
 @dataclass(frozen=True)
@@ -374,6 +404,9 @@ class WorkflowPlan:
     reference: Node | None = None
     """The (first) ReferenceLatent node: `check_files` checks the model's family prepares
     references as ComfyUI's VAEEncode (`Family.reference_latents`)."""
+    resized: dict[str, tuple[Resize, ...]] = field(default_factory=dict)
+    """A start image LTXVPreprocess reads: file -> ResizeImageMaskNode's resizes, made when
+    sent (`body`: LoadImage's image through them, in 8 bits as LTXVPreprocess truncates it)."""
     steps_node: Node | None = None
     """The node that gives the (first) stage's step count: its scheduler or levels node
     (ManualSigmas...), or the sampler node itself."""
@@ -388,7 +421,11 @@ class WorkflowPlan:
         return body
 
     def _encoded(self, path: str) -> str:
-        if path in self.images:
+        if path in self.resized:
+            from .resized_pixels import resized_png
+
+            data = resized_png(Path(path), self.resized[path])
+        elif path in self.images:
             from .images import loaded_png
 
             scale = self.images[path]
@@ -416,6 +453,11 @@ class WorkflowPlan:
     def to_dict(self) -> dict[str, Any]:
         sent = {p: [s.width, s.height] for p, s in self.images.items() if s is not None and s.crop}
         total = {p: [s.width, s.height] for p, s in self.images.items() if s and not s.crop}
+        resized = {
+            path: [[r.width, r.height, r.method, "center" if r.crop else "disabled"] for r in rs]
+            for path, rs in self.resized.items()
+            if rs
+        }
         return {
             "workflow": self.workflow,
             "request": self.request,
@@ -423,4 +465,5 @@ class WorkflowPlan:
             "nodes": [{"id": i, "type": t, "mapped": m} for i, t, m in self.lines],
             **({"kontext_scaled": sent} if sent else {}),
             **({"scaled_to_total_pixels": total} if total else {}),
+            **({"resized": resized} if resized else {}),
         }

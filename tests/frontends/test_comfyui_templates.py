@@ -23,8 +23,9 @@ graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 46 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
-as saved and Qwen-Image 2.1's two Turbo ones, about 3 s, added later, estimated: measure again).
+Cost: about 55 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
+as saved, its two image-to-video ones and Qwen-Image 2.1's two Turbo ones added later,
+estimated: measure again).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from template_jobs import (
     KLEIN_DISTILLED,
     KREA2,
     LTX2_AS_SAVED,
+    LTX2_I2V,
+    LTX2_I2V_RESIZES,
     LTX2_TWO_STAGE,
     QWEN21_EDIT,
     QWEN21_T2I,
@@ -129,7 +132,15 @@ def _known_templates() -> list[str]:
     paradit's families, and others built of the same core nodes)."""
     known = []
     for path in sorted(TEMPLATES.glob("*.json")):
-        if path.name in {*EXPECTED, *REFUSED, *EDIT_EXPECTED, *KREA2, *LTX2_AS_SAVED, *QWEN21}:
+        if path.name in {
+            *EXPECTED,
+            *REFUSED,
+            *EDIT_EXPECTED,
+            *KREA2,
+            *LTX2_AS_SAVED,
+            *QWEN21,
+            *LTX2_I2V,
+        }:
             continue  # compared job by job above
         try:
             data = json.loads(path.read_text())
@@ -273,6 +284,21 @@ def test_exported_ltx2_template_as_saved_imports_to_its_job(frontend, base, tmp_
     _, request = LTX2_AS_SAVED[template]
     assert plan.request == request
     assert plan.request["audio_latent_frames"] == 127
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_I2V))
+def test_exported_ltx2_i2v_template_imports_to_its_job(frontend, base, tmp_path, template):
+    """LTX-2's image-to-video templates as saved: the API form the frontend exports (its
+    ResizeImageMaskNode's dynamic widgets named `resize_type.width` ...) is the saved form's
+    job and the one written by hand, the image's resizes included."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    data = json.loads((TEMPLATES / template).read_text())
+    api = exported(frontend, data, tmp_path, template)
+    plan = _same_job(TEMPLATES / template, api, comfy)
+    _, request = LTX2_I2V[template]
+    assert plan.request == in_folder(request, comfy)
+    (steps,) = plan.resized.values()
+    assert [(r.width, r.height, r.method, r.crop) for r in steps] == LTX2_I2V_RESIZES[template]
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))

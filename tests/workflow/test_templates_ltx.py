@@ -11,16 +11,21 @@ latent, so the import reaches the prompt (refused there while the prompt enhance
 2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's 121,
 the audio's 126) up to its files. The 2.5 template as saved is refused at its video VAELoader
 (the diffusion decoder's `decoder.conv_in_x_t`). `LTXVDualCFGGuider` (2.5's) is checked on
-LTX-2's own template in test_templates.py.
+LTX-2's own template in test_templates.py. LTX-2's image-to-video templates (dev and
+distilled) import as saved to the two-stage job with the start image and ComfyUI's image
+preparation (`image_prep` comfyui, `image_crf` 33, stage 2 on gradient_estimation), the image
+sent through ResizeImageMaskNode's resizes as worked by hand; both run end to end made tiny;
+what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
+after a float resize) is refused at its node.
 
-Cost: about 63 s (the 2.3 and 2.5 end-to-end runs added 2026-11-29, estimated on a loaded
-machine; the 2.5 refusal about 3 s, 2026-12; 1 s measured in the suite's two-worker run on 2
-cores, 2026-11-29, before the LTX-2 rows; their import and end-to-end run estimated on a loaded
-machine).
+Cost: about 75 s (estimated on a loaded machine: the 2.3, 2.5 and both image-to-video end-to-end
+runs; measure again in the suite's two-worker run).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import wave
 from pathlib import Path
@@ -28,9 +33,19 @@ from pathlib import Path
 import pytest
 from comfy_templates import TEMPLATES, placeholders, refusal, widget
 from conftest import run_job
-from template_jobs import LTX2_AS_SAVED, LTX2_FILES, comfy_for, levels, tiny_files
+from PIL import Image
+from template_jobs import (
+    LTX2_AS_SAVED,
+    LTX2_FILES,
+    LTX2_I2V,
+    LTX2_I2V_RESIZES,
+    comfy_for,
+    in_folder,
+    levels,
+    tiny_files,
+)
 
-from paradit.backend.tools.workflow import plan_of
+from paradit.backend.tools.workflow import plan_of, render
 
 
 @pytest.fixture(scope="module")
@@ -103,11 +118,12 @@ SAVED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_3_t2v.json": (
         "subgraph 267 > node 327", "TextGenerateLTX2Prompt", "a prompt written at run time",
     ),
+    # their start image maps as LTX-2's (image_prep comfyui); one stage writes it at 0.7
     "video_ltx2_3_i2v.json": (
-        "subgraph 320 > node 288", "LTXVImgToVideoInplace", "CRF 33 in the LTX-2 templates, 18",
+        "subgraph 320 > node 296", "LTXVImgToVideoInplace", "strength 0.7: ComfyUI keeps",
     ),
     "video_ltx2_5_i2v.json": (
-        "subgraph 398 > node 349", "LTXVImgToVideoInplace", "one H.264 frame at LTXVPreprocess",
+        "subgraph 398 > node 357", "LTXVImgToVideoInplace", "takes no other strength",
     ),
 }  # fmt: skip
 
@@ -327,3 +343,151 @@ def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+
+
+# -- image to video: ComfyUI's image preparation (image_prep comfyui) -------------------------
+
+
+@pytest.mark.parametrize("template", sorted(LTX2_I2V))
+def test_ltx2_i2v_templates_as_saved_map_with_comfyuis_image_preparation(base, tmp_path, template):
+    """LTX-2's image-to-video templates as saved, on the tiny files under their names: the
+    two-stage job with the start image, `image_prep` comfyui at LTXVPreprocess's CRF 33,
+    the second stage on gradient_estimation; the image is sent through ResizeImageMaskNode's
+    two resizes (1280x720 centre-cut by lanczos, then the longer side to 1536)."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(TEMPLATES / template), str(comfy))
+    expected_variant, request = LTX2_I2V[template]
+    assert plan.request == in_folder(request, comfy)
+    assert variant == expected_variant
+    (steps,) = plan.resized.values()
+    assert [(r.width, r.height, r.method, r.crop) for r in steps] == LTX2_I2V_RESIZES[template]
+    (w1, h1, m1, _), (w2, h2, m2, _) = LTX2_I2V_RESIZES[template]
+    image = Path(plan.request["image"]).name
+    line = f"sent:    {image} {w1}x{h1} by {m1} then {w2}x{h2} by {m2}, in 8 bits as"
+    assert line in render(plan, variant, ())
+    assert plan.to_dict()["resized"] == {
+        plan.request["image"]: [[w, h, m, "center" if c else "disabled"]
+                                for w, h, m, c in LTX2_I2V_RESIZES[template]]
+    }  # fmt: skip
+    models = comfy / "models"
+    checkpoint = "ltx-2-19b-distilled" if "distilled" in template else "ltx-2-19b-dev-fp8"
+    assert plan.serve == {
+        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
+        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [],
+        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
+        "upscaler": str(models / LTX2_FILES["upscaler"]),
+    }  # fmt: skip
+
+
+def _edited(template: str, folder: Path, outer: dict, inner: dict) -> Path:
+    """The template with outer nodes' and the subgraph's nodes' widget values replaced."""
+    data = json.loads((TEMPLATES / template).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    for nodes, values in ((data["nodes"], outer), (sub["nodes"], inner)):
+        for node in nodes:
+            if node["id"] in values:
+                node["widgets_values"] = values[node["id"]]
+    path = folder / template
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_sent_image_is_comfyuis_resized_and_truncated(tmp_path):
+    """`resized_pixels.resized_png` against the procedure worked by hand (ComfyUI's
+    `scale_dimensions`, `scale_longer_dimension`, `common_upscale`, then LTXVPreprocess's x 255
+    truncation): a 40x30 image to 32x32 centre-cut by lanczos cuts round((40 - 40 x 1 /
+    1.3333) / 2) = 5 columns off each side, then PIL's Lanczos on the 8-bit 30x30; the longer
+    side to 48 by area is torch's average over each output pixel's input cells (adaptive
+    average pooling) in float32, turned into 8 bits by truncation, not rounding."""
+    import numpy as np
+    import torch
+    from PIL import Image as PILImage
+
+    from paradit.backend.workflow.graph import Node
+    from paradit.backend.workflow.resized_pixels import resized_png
+    from paradit.backend.workflow.values import Resize
+
+    pixels = np.random.default_rng(4).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    path = tmp_path / "in.png"
+    PILImage.fromarray(pixels).save(path)
+    node = Node("1", "ResizeImageMaskNode")
+    steps = (Resize(32, 32, "lanczos", True, node), Resize(48, 48, "area", False, node))
+    sent = np.asarray(PILImage.open(io.BytesIO(resized_png(path, steps))))
+    lanczos = PILImage.fromarray(pixels[:, 5:35]).resize((32, 32), PILImage.Resampling.LANCZOS)
+    floats = torch.from_numpy(np.asarray(lanczos).astype(np.float32) / 255).movedim(-1, 0)
+    area = torch.nn.functional.adaptive_avg_pool2d(floats[None], (48, 48))[0]
+    scaled = area.movedim(0, -1).numpy() * np.float32(255)
+    assert sent.shape == (48, 48, 3)
+    assert np.array_equal(sent, np.floor(scaled).astype(np.uint8))  # truncated
+    assert not np.array_equal(sent, np.round(scaled).astype(np.uint8))  # not rounded
+    only = resized_png(path, ())  # no resize: LoadImage's bytes
+    assert np.array_equal(np.asarray(PILImage.open(io.BytesIO(only))), pixels)
+
+
+TINY_I2V = {  # template -> its subgraph's edits: the inner resize's longer side 160 (and
+    # the dev one's LTXVScheduler at 2 steps; the distilled one keeps its 8 levels)
+    "video_ltx2_i2v.json": {
+        113: ["scale longer dimension", 160, "area"], 9: [2, 2.05, 0.95, True, 0.1],
+    },
+    "video_ltx2_i2v_distilled.json": {115: ["scale longer dimension", 160, "lanczos"]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("template", sorted(TINY_I2V))
+def test_ltx2_i2v_template_runs_end_to_end_with_comfyuis_image(
+    base, tmp_path, paradit_warm, backends, template
+):
+    """The image-to-video templates made tiny (ResizeImageMaskNode 102 to 128x128: stage 1 at
+    64x64, stage 2 at 128x128; the inner resize's longer side 160; 17 frames) on a backend of
+    the tiny files under their names: `workflow run` sends the image resized (160x160) with
+    image_prep comfyui and image_crf 33, runs both stages and writes the frames of its
+    request."""
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    path = _edited(
+        template, comfy, {102: ["scale dimensions", 128, 128, "center", "lanczos"]},
+        {**TINY_I2V[template], 62: [17, "fixed"]},
+    )  # fmt: skip
+    data = json.loads(path.read_text())
+    next(n for n in data["nodes"] if n["id"] == 92)["widgets_values"][0] = 17
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["width"], plan.request["height"], plan.request["num_frames"]) == (
+        128, 128, 17,
+    )  # fmt: skip
+    body = plan.body()
+    sent = Image.open(io.BytesIO(base64.b64decode(body["image"])))
+    assert sent.size == (160, 160)
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert (record["request"]["image_prep"], record["request"]["image_crf"]) == ("comfyui", 33)
+    assert record["request"]["upscale"]["sampler"] == "gradient_estimation"
+    job, frames = run_job(server, body)
+    assert len(frames) == 17
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
+
+
+@pytest.mark.parametrize(
+    ("inner", "where", "words"),
+    [
+        ({107: [0.7, False]}, "subgraph 92 > node 107 (LTXVImgToVideoInplace): ", "strength 0.7"),
+        # the image not written after the upscaler: stage 2 would not keep ComfyUI's frame
+        ({108: [1, True]}, "subgraph 92 > node 70 (SamplerCustomAdvanced): ",
+         "has no start image written into it"),
+        ({113: ["scale longer dimension", 1536, "bicubic"]},
+         "subgraph 92 > node 113 (ResizeImageMaskNode): ", "scale_method 'bicubic'"),
+        ({99: [0]}, "subgraph 92 > node 99 (LTXVPreprocess): ", "img_compression 0 after"),
+    ],
+)  # fmt: skip
+def test_what_the_i2v_preparation_cannot_run_is_refused_at_its_node(
+    base, tmp_path, inner, where, words
+):
+    template = "video_ltx2_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    refusal(_edited(template, tmp_path, {}, inner), comfy, where, words)

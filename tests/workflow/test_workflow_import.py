@@ -312,8 +312,8 @@ def test_import_prints_a_line_per_node_and_json(comfy, capsys):
     assert "node 60 LoraLoaderModelOnly  lightx2v_i2v_4steps_high_noise_tiny.safetensors" in out
     assert "model:    tiny-wan2.2-i2v-a14b pair" in out
     assert (
-        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral\n"
-        in out
+        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral, "
+        "gradient_estimation\n" in out
     )
     serve = next(line for line in out.splitlines() if line.startswith("serve:"))
     assert "--lora-dir " + str(comfy / "models" / "loras") in serve
@@ -788,8 +788,8 @@ def test_a_sampler_the_model_does_not_run_is_refused_by_import_and_run(
     assert main(["workflow", "import", workflow, "--comfyui-dir", str(comfy)]) == 0
     out = capsys.readouterr().out
     assert (
-        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral\n"
-        in out
+        "samplers: euler, uni_pc, uni_pc_bh2, dpmpp_2m, lcm, res_multistep, euler_ancestral, "
+        "gradient_estimation\n" in out
     )
     monkeypatch.setattr(tools_workflow, "model_samplers", lambda plan: ())
     refusal = (

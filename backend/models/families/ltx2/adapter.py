@@ -65,7 +65,7 @@ from ..base import (
     text_len,
     video_frames,
 )
-from . import image_crf
+from . import comfyui_image, image_crf
 from .detect import DISTILLED
 from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
@@ -105,6 +105,11 @@ def is_distilled(pipe: Any) -> bool:
 class LTX2(Family):
     """Text-to-video with its audio track; with an image in the request, image-to-video on the
     same components (`LTX2ImageToVideo`'s job)."""
+
+    def image_preps_of(self, pipe: Any) -> tuple[str, ...]:
+        """ComfyUI's preparation of the start image (its LTX-2 image-to-video templates':
+        `comfyui_image.py`), on every LTX-2 model."""
+        return (comfyui_image.PREP,)
 
     def fixed_levels(self, variant: str) -> tuple[float, ...]:
         """A distilled file's (its variant says so, `detect.DISTILLED`) own 8 levels."""
@@ -157,7 +162,13 @@ class LTX2(Family):
         settings = UpscaleSettings.parse(request.upscale)
         size = (request.width // settings.factor, request.height // settings.factor)
         image = None  # the start image at the final size, re-compressed as at stage 1
-        if request.image is not None:
+        if request.image is not None and request.image_prep == comfyui_image.PREP:
+            # ComfyUI's: the one compressed frame, scaled in float to the final size
+            sent = _decoded(request.image)
+            image = comfyui_image.stage_pixels(
+                sent, job_crf(pipe, request), request.width, request.height
+            )
+        elif request.image is not None:
             image = image_crf.round_trip(request_image(request), job_crf(pipe, request))
         return upscaler.second_stage(
             pipe, size, first, upsampler, list(settings.sigmas), DISTILLED_SCHEDULER, image
@@ -316,12 +327,25 @@ def image_kwargs(pipe: Any, request: JobRequest) -> dict[str, Any]:
     paradit's (x264 on one thread, the same bytes on every machine and rank), so the pipeline
     takes the image as given (`image_crf=0`): diffusers' own is the same procedure on as many
     threads as the machine has CPUs. With a last frame: the condition pipeline's two
-    keyframes (`keyframe_conditions`)."""
+    keyframes (`keyframe_conditions`). With `image_prep` comfyui: the sent image compressed
+    once at its own size and scaled in float to the job's (`comfyui_image.py`), given to the
+    pipeline as float pixels."""
     if request.image is None:
         return {}
+    comfyui = request.image_prep == comfyui_image.PREP
     if request.last_image is not None:
+        if comfyui:
+            raise ValueError(
+                "image_prep comfyui with last_image: ComfyUI's LTX-2 image preparation is "
+                "built for the start image alone; leave one of them out"
+            )
         return {"conditions": keyframe_conditions(pipe, request)}
     crf = job_crf(pipe, request)
+    if comfyui:  # ComfyUI's: compressed once at the sent size, scaled in float
+        pixels = comfyui_image.stage_pixels(
+            _decoded(request.image), crf, request.width, request.height
+        )
+        return {"image": pixels, "image_crf": 0}
     return {"image": image_crf.round_trip(request_image(request), crf), "image_crf": 0}
 
 

@@ -281,6 +281,11 @@ def keyframes_direct(pipe: Any, body: Any) -> Any:
 # 2 ranks split (an unguided stage spreads over the CFG plan).
 TWO_STAGE = {**BODY, "prompt": "a drum solo in the rain, closer", "width": 128, "height": 128}
 TWO_STAGE["upscale"] = {"sigmas": [0.9, 0.5]}
+# The two-stage job with ComfyUI's image preparation (`image_prep` comfyui, the LTX-2 i2v
+# templates'): a 150x90 image compressed once at its size, cut to the square's aspect (30
+# columns off each side) and scaled in float to 64x64 for stage 1 and 128x128 for stage 2.
+COMFYUI_I2V = {**TWO_STAGE, "prompt": "a drummer, then the crowd", "seed": 17}
+COMFYUI_I2V.update(image=_png(150, 90, seed=5), image_prep="comfyui")
 
 
 def tiny_upsampler(pipe: Any) -> Any:
@@ -292,15 +297,16 @@ def tiny_upsampler(pipe: Any) -> Any:
     return Upsampler(upscaler.tiny(0, pipe.vae.config.latent_channels), (2,))
 
 
-def _image(body: Any, width: int, height: int) -> Any:
-    """The body's start image (PIL) at `width` x `height`, resized as paradit resizes it."""
+def _image(body: Any, width: int | None, height: int | None) -> Any:
+    """The body's start image (PIL) at `width` x `height`, resized as paradit resizes it (None:
+    at its own size)."""
     import base64
     import io
 
     from PIL import Image
 
     image = Image.open(io.BytesIO(base64.b64decode(body["image"]))).convert("RGB")
-    return image.resize((width, height))
+    return image if width is None or height is None else image.resize((width, height))
 
 
 def two_stage_called(
@@ -322,9 +328,11 @@ def two_stage_called(
         LTX2LatentUpsamplePipeline,
         LTX2Pipeline,
     )
+    from diffusers.pipelines.ltx2.utils import resolve_default_image_crf
     from PIL import Image
 
     from ..base import same_components_as
+    from . import comfyui_image
     from .adapter import DISTILLED_SCHEDULER
 
     sigmas = list(body["upscale"]["sigmas"])
@@ -345,7 +353,17 @@ def two_stage_called(
         **PLAIN_CFG,
     )
     first_image = final_image = {}
-    if has_image:
+    comfyui = body.get("image_prep") == comfyui_image.PREP
+    if comfyui:  # the float pixels ComfyUI's nodes make, given as they are
+        sent = _image(body, None, None)
+        crf = resolve_default_image_crf(run.text_encoder)
+        first_image = {
+            "image": comfyui_image.stage_pixels(sent, crf, width // 2, height // 2),
+            "image_crf": 0,
+        }
+        final_image = {"image": comfyui_image.stage_pixels(sent, crf, width, height)}
+        final_image["image_crf"] = 0
+    elif has_image:
         first_image = {"image": _image(body, width // 2, height // 2)}
         final_image = {"image": _image(body, width, height)}
     own = run.scheduler
@@ -362,11 +380,11 @@ def two_stage_called(
             latents=video, height=height // 2, width=width // 2, output_type="latent",
             return_dict=False,
         )[0]  # fmt: skip
-        if has_image:  # the image at the final size, re-compressed, through the VAE's encoder
-            from diffusers.pipelines.ltx2.utils import (
-                apply_image_conditioning_crf,
-                resolve_default_image_crf,
-            )
+        if comfyui:  # ComfyUI's pixels at the final size through the VAE's encoder
+            pixels = run.video_processor.preprocess(final_image["image"], height, width)
+            up[:, :, :1] = run.vae.encode(pixels[:, :, None]).latent_dist.mode()
+        elif has_image:  # the image at the final size, re-compressed, through the encoder
+            from diffusers.pipelines.ltx2.utils import apply_image_conditioning_crf
 
             crf = resolve_default_image_crf(run.text_encoder)
             sent = np.asarray(final_image["image"])
@@ -420,8 +438,17 @@ TINY_JOBS = (
         name="two stages",
         upsampler=tiny_upsampler,
     ),
+    TinyJob(
+        "tiny-ltx2",
+        COMFYUI_I2V,
+        two_stage_direct,
+        tile=128,
+        ranks=(2,),
+        name="comfyui i2v",
+        upsampler=tiny_upsampler,
+    ),
 )
 """The jobs the family contract runs: the smallest first, then unguided jobs spread over the
 ranks (uneven tokens), image to video (per-token timesteps), the step cache with audio and
 first and last frame (keyframe tokens appended to the sequence) and a two-stage job (stage 1
-CFG parallel, stage 2 spread)."""
+CFG parallel, stage 2 spread), also with ComfyUI's image preparation (`image_prep` comfyui)."""

@@ -130,8 +130,9 @@ def second_stage(
     pipeline's "latent" output: denormalized) through `LTX2LatentUpsamplePipeline` at stage 1's
     `size` (width, height), the audio latents as they are; both re-noised to the first level
     (`noise_scale`); the levels run as given (`as_given`: the distilled scheduler settings).
-    `image` (image-to-video: the start image at the final size, PIL): its latent replaces the
-    upscaled first latent frame, as Lightricks' two-stage pipelines condition stage 2
+    `image` (image-to-video: the start image at the final size, PIL or float pixels): its
+    latent replaces the upscaled first latent frame, as Lightricks' two-stage pipelines
+    condition stage 2
     (`image_conditionings_by_replacing_latent` at stage 2's size) and ComfyUI's templates do
     (`LTXVImgToVideoInplace` after the upscale); `LTX2ImageToVideoPipeline` keeps that frame
     clean (timestep 0) in stage 2 as in stage 1."""
@@ -159,8 +160,10 @@ def second_stage(
 def image_latent(pipe: Any, image: Any) -> torch.Tensor:
     """The start image (PIL, at the size it conditions) as one latent frame in the VAE's own
     scale (not normalized: as the pipeline's "latent" output and the upscaler's), encoded as
-    `LTX2ImageToVideoPipeline` encodes it (its video processor, the distribution's mode)."""
+    `LTX2ImageToVideoPipeline` encodes it (its video processor, the distribution's mode). A
+    float tensor (1, 3, height, width) in 0..1 (`image_prep` comfyui) is taken at its size."""
     vae = pipe.vae
-    pixels = pipe.video_processor.preprocess(image, height=image.height, width=image.width)
+    height, width = image.shape[-2:] if torch.is_tensor(image) else (image.height, image.width)
+    pixels = pipe.video_processor.preprocess(image, height=height, width=width)
     pixels = pixels.to(device=vae.device, dtype=vae.dtype)
     return vae.encode(pixels.unsqueeze(2)).latent_dist.mode().to(torch.float32)
