@@ -9,7 +9,10 @@ float-to-8-bit step gives LoadImage's values back unchanged).
 ImageScaleToTotalPixels (`comfy_extras/nodes_post_processing.py`, `comfy.utils.common_upscale`
 with crop disabled): each side round(side x sqrt(megapixels x 1024 x 1024 / (width x
 height)) / resolution_steps) x resolution_steps; with `lanczos` the whole image resized by
-PIL's Lanczos on its 8-bit pixels (`comfy.utils.lanczos`), so the result is 8-bit as well.
+PIL's Lanczos on its 8-bit pixels (`comfy.utils.lanczos`), so the result is 8-bit as well;
+with `nearest-exact` torch's interpolation of that name (`comfy.utils.common_upscale`), which
+copies pixels: output pixel i of a side reads input pixel min(floor((i + 0.5) x in / out),
+in - 1) in float32 (`nearest_exact_index`), so the result is 8-bit too.
 """
 
 from __future__ import annotations
@@ -42,10 +45,33 @@ def total_pixels_size(
     return round(width * scale / step) * step, round(height * scale / step) * step
 
 
-def loaded_png(path: Path, size: tuple[int, int] | None = None, *, crop: bool = True) -> bytes:
+SCALE_METHODS = ("lanczos", "nearest-exact")
+"""The scaling methods whose result is an 8-bit image, made here exactly."""
+
+
+def nearest_exact_index(size_in: int, size_out: int):
+    """The input pixel each output pixel of a side reads under torch's `nearest-exact` as
+    ComfyUI calls it (`common_upscale` on `image.movedim(-1, 1)`, a channels-last float32
+    tensor on the CPU): floor((i + 0.5) x scale) with the scale in / out and the product in
+    float32, at most the last pixel. (torch's contiguous 3-D and 4-D kernels round some
+    products otherwise: tests/workflow/test_templates_klein_edit.py checks this one.)"""
+    import numpy as np
+
+    scale = np.float32(size_in) / np.float32(size_out)
+    centres = np.arange(size_out, dtype=np.float32) + np.float32(0.5)
+    return np.minimum(np.floor(centres * scale).astype(np.int64), size_in - 1)
+
+
+def loaded_png(
+    path: Path,
+    size: tuple[int, int] | None = None,
+    *,
+    crop: bool = True,
+    method: str = "lanczos",
+) -> bytes:
     """The image at `path` as LoadImage gives it, scaled to `size` when given (Kontext: its
     centre cropped to the size's aspect first; `crop` False: ImageScaleToTotalPixels, the
-    whole image), as PNG bytes."""
+    whole image) with `method` (`SCALE_METHODS`), as PNG bytes."""
     import numpy as np
     from PIL import Image as PILImage
     from PIL import ImageOps
@@ -66,6 +92,12 @@ def loaded_png(path: Path, size: tuple[int, int] | None = None, *, crop: bool = 
     elif old_aspect < new_aspect:
         y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)
     cropped = pixels[y : old_h - y, x : old_w - x]
+    if method == "nearest-exact":
+        rows = nearest_exact_index(cropped.shape[0], height)
+        cols = nearest_exact_index(cropped.shape[1], width)
+        return _png(PILImage.fromarray(cropped[rows][:, cols]))
+    if method != "lanczos":
+        raise ValueError(f"scaling method {method}: images.py makes {', '.join(SCALE_METHODS)}")
     # ComfyUI's float (value / 255 in float32) back to 8 bits (255 x it, clipped, truncated)
     # gives every 8-bit value back: the 8-bit crop is what its Lanczos reads
     resized = PILImage.fromarray(cropped).resize((width, height), PILImage.Resampling.LANCZOS)
