@@ -1,5 +1,5 @@
 """Input images as ComfyUI's nodes hand them on, made when a workflow's job is sent (the
-request names the loaded files). Torch-free.
+request names the loaded files). Torch-free but for `nearest-exact` scaling.
 
 LoadImage: the file's first frame, turned by its EXIF orientation, as RGB.
 FluxKontextImageScale, as its node publishes it: of the Kontext resolutions the one whose
@@ -11,8 +11,8 @@ with crop disabled): each side round(side x sqrt(megapixels x 1024 x 1024 / (wid
 height)) / resolution_steps) x resolution_steps; with `lanczos` the whole image resized by
 PIL's Lanczos on its 8-bit pixels (`comfy.utils.lanczos`), so the result is 8-bit as well;
 with `nearest-exact` torch's interpolation of that name (`comfy.utils.common_upscale`), which
-copies pixels: output pixel i of a side reads input pixel min(floor((i + 0.5) x in / out),
-in - 1) in float32 (`nearest_exact_index`), so the result is 8-bit too.
+copies pixels, so the result is 8-bit too: made by the same torch call (`nearest_exact`;
+torch is imported only then).
 """
 
 from __future__ import annotations
@@ -49,17 +49,22 @@ SCALE_METHODS = ("lanczos", "nearest-exact")
 """The scaling methods whose result is an 8-bit image, made here exactly."""
 
 
-def nearest_exact_index(size_in: int, size_out: int):
-    """The input pixel each output pixel of a side reads under torch's `nearest-exact` as
-    ComfyUI calls it (`common_upscale` on `image.movedim(-1, 1)`, a channels-last float32
-    tensor on the CPU): floor((i + 0.5) x scale) with the scale in / out and the product in
-    float32, at most the last pixel. (torch's contiguous 3-D and 4-D kernels round some
-    products otherwise: tests/workflow/test_templates_klein_edit.py checks this one.)"""
+def nearest_exact(pixels, width: int, height: int):
+    """8-bit `pixels` (height, width, 3) scaled as ComfyUI's `common_upscale` nearest-exact:
+    torch's interpolation of the loaded image (value / 255 in float32, moved to channels
+    first: channels-last strides, on the CPU, as LoadImage gives it), which copies pixels,
+    so the 8-bit values come back exactly. The same torch call, not a formula: its CPU
+    kernel's source index floor((i + 0.5) x in / out) rounds differently from float32 and
+    from exact arithmetic at some pixel edges (8 -> 836: pixel 104 reads 1, pixel 731 reads
+    6), so only the call itself is the same everywhere."""
     import numpy as np
+    import torch
 
-    scale = np.float32(size_in) / np.float32(size_out)
-    centres = np.arange(size_out, dtype=np.float32) + np.float32(0.5)
-    return np.minimum(np.floor(centres * scale).astype(np.int64), size_in - 1)
+    image = torch.from_numpy(np.array(pixels, dtype=np.float32)) / 255.0
+    scaled = torch.nn.functional.interpolate(
+        image[None].movedim(-1, 1), size=(height, width), mode="nearest-exact"
+    )
+    return (scaled[0].movedim(0, -1) * 255.0).round().to(torch.uint8).numpy()
 
 
 def loaded_png(
@@ -93,9 +98,7 @@ def loaded_png(
         y = round((old_h - old_h * (old_aspect / new_aspect)) / 2)
     cropped = pixels[y : old_h - y, x : old_w - x]
     if method == "nearest-exact":
-        rows = nearest_exact_index(cropped.shape[0], height)
-        cols = nearest_exact_index(cropped.shape[1], width)
-        return _png(PILImage.fromarray(cropped[rows][:, cols]))
+        return _png(PILImage.fromarray(nearest_exact(cropped, width, height)))
     if method != "lanczos":
         raise ValueError(f"scaling method {method}: images.py makes {', '.join(SCALE_METHODS)}")
     # ComfyUI's float (value / 255 in float32) back to 8 bits (255 x it, clipped, truncated)
