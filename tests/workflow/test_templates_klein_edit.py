@@ -39,8 +39,14 @@ from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow.images import loaded_png
 
-B4, D4 = "image_flux2_klein_image_edit_4b_base.json", "image_flux2_klein_image_edit_4b_distilled.json"
-B9, D9 = "image_flux2_klein_image_edit_9b_base.json", "image_flux2_klein_image_edit_9b_distilled.json"
+B4, D4 = (
+    "image_flux2_klein_image_edit_4b_base.json",
+    "image_flux2_klein_image_edit_4b_distilled.json",
+)
+B9, D9 = (
+    "image_flux2_klein_image_edit_9b_base.json",
+    "image_flux2_klein_image_edit_9b_distilled.json",
+)
 
 FILES = {  # template -> its DiT, text encoder and VAE (models/, no suffix), its input image
     B4: ("diffusion_models/flux-2-klein-base-4b-fp8", "text_encoders/qwen_3_4b",
@@ -240,7 +246,9 @@ def test_klein_edit_templates_run_end_to_end(
     job, frames = run_job(server, plan9.body())
     assert job["status"] == "succeeded", job
     assert {k: job["request"][k] for k in ("width", "height", "guidance_scale")} == {
-        "width": 128, "height": 96, "guidance_scale": plan9.request["guidance_scale"]
+        "width": 128,
+        "height": 96,
+        "guidance_scale": plan9.request["guidance_scale"],
     }
     assert len(frames) == 1
 
