@@ -567,6 +567,11 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     # Qwen-Image-Edit's templates map: tests/workflow/test_templates_qwen_edit.py
     # image_flux2.json (a FLUX.2 reference image) maps: tests/workflow/test_templates_flux.py
     # LTX-2's text- and image-to-video templates map as saved: tests/workflow/test_templates_ltx.py
+    # FLUX.2 [klein]'s image-edit templates map: tests/workflow/test_templates_klein_edit.py
+    "image_flux2_klein_9b_kv_image_edit.json": (
+        "node 139", "FluxKVCache", "`index_timestep_zero` method (their tokens modulated at "
+        "timestep 0",
+    ),
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path
 inside subgraphs) and why: refused before any file is read, so placeholders stand for the

@@ -513,7 +513,7 @@ def _references_fit(plan: WorkflowPlan, resolved: Any) -> None:
         raise WorkflowError(
             plan.reference,
             f"a reference image on {resolved.variant}: paradit runs ReferenceLatent only where "
-            "the pipeline's own reference preparation is ComfyUI's (FLUX.2 [dev])",
+            "the pipeline's own reference preparation is ComfyUI's (FLUX.2 [dev] and [klein])",
         )
 
 

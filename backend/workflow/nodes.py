@@ -125,13 +125,14 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "ImageScaleToTotalPixels",
         ("upscale_method", "megapixels", "resolution_steps"),
         "the image sent: its aspect at megapixels x 1024 x 1024 pixels, each side rounded to "
-        "resolution_steps, Lanczos without crop (upscale_method lanczos)",
+        "resolution_steps, without crop (upscale_method lanczos: PIL's Lanczos; nearest-exact: "
+        "torch's, copied pixels)",
     ),
     _spec(
         "ReferenceLatent",
         (),
-        "`image` (then `images`): its VAEEncode'd image as a FLUX.2 reference, prepared as "
-        "the pipeline does (at most 1024x1024 pixels)",
+        "`image` (then `images`): its VAEEncode'd image as a FLUX.2 [dev] or [klein] "
+        "reference, prepared as the pipeline does (at most 1024x1024 pixels)",
     ),
     _spec("ConditioningZeroOut", (), "an empty `negative_prompt`"),
     _spec(
@@ -440,6 +441,12 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt enhancer): paradit encodes the prompt as given and generates no text; turn "
         "the enhancer off (the LTX-2.3 and 2.5 templates: prompt_enhance false) to run the "
         "prompt as written",
+        "FluxKVCache": "its model runs the references at ComfyUI's `index_timestep_zero` "
+        "method (their tokens modulated at timestep 0, not the step's) and reuses their "
+        "attention keys and values from the first step on; paradit's FLUX.2 [klein] pipeline "
+        "runs the references at each step's timestep, recomputed every step (the DiT's own "
+        "`index` method), so the image would differ; remove the node (ComfyUI then runs the "
+        "references at the DiT's own `index` method, as paradit does)",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

@@ -8,7 +8,9 @@ What ComfyUI computes, read from its source (`comfy_extras/nodes_post_processing
 (diffusers' `Flux2Pipeline`), so the job sends the scaled image and names no `image_prep`:
 
 - ImageScaleToTotalPixels with `lanczos` resizes the whole image (no crop) with PIL's Lanczos
-  on its 8-bit pixels: the result is an 8-bit image, which the job sends as PNG (images.py).
+  on its 8-bit pixels, with `nearest-exact` (the FLUX.2 [klein] edit templates') torch's
+  interpolation copies pixels: either result is an 8-bit image, which the job sends as PNG
+  (images.py).
 - VAEEncode keeps the centre multiple of 16 of each side (offset (side % 16) // 2) and encodes
   pixels x 2 - 1; the Flux.2 VAE takes the mean of its posterior, cuts it into 2x2 patches and
   normalises them by its batch-norm statistics. The pipeline does the same to an image of at
@@ -28,12 +30,13 @@ from typing import Any
 
 from .edit_nodes import image_size
 from .graph import Link, Node, WorkflowError
-from .images import total_pixels_size
+from .images import SCALE_METHODS, total_pixels_size
 from .values import Conditioning, Edit, Image, Scale, Vae
 
-METHODS = ("lanczos",)
-"""ImageScaleToTotalPixels' methods whose result is an 8-bit image (PIL's Lanczos): what the
-job sends. The others (torch's interpolation in float) give values between 8-bit ones."""
+METHODS = SCALE_METHODS
+"""ImageScaleToTotalPixels' methods whose result is an 8-bit image (PIL's Lanczos, torch's
+nearest-exact): what the job sends. The others (torch's bilinear, bicubic, area in float)
+give values between 8-bit ones."""
 
 MAX_REFERENCE_PIXELS = 1024 * 1024
 """Above this the Flux.2 pipeline scales a reference down before encoding it."""
@@ -56,7 +59,8 @@ def image_scale_to_total_pixels(m: Any, node: Node) -> tuple[Any, ...]:
             node,
             f"upscale_method {method}: ComfyUI scales with torch's interpolation in float, "
             "giving pixels between 8-bit values, and paradit sends its images as 8-bit PNG; "
-            "lanczos (PIL's, on 8-bit pixels) is sent exactly",
+            "lanczos (PIL's, on 8-bit pixels) and nearest-exact (copied pixels) are sent "
+            "exactly",
         )
     if megapixels <= 0 or steps < 1:
         raise WorkflowError(
@@ -67,10 +71,10 @@ def image_scale_to_total_pixels(m: Any, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(node, f"{megapixels:g} megapixels leave no pixels ({width}x{height})")
     m.say(
         node,
-        f"{image.file.name} to {width}x{height} ({megapixels:g} megapixels, Lanczos, no crop) "
+        f"{image.file.name} to {width}x{height} ({megapixels:g} megapixels, {method}, no crop) "
         "-> the image sent",
     )
-    return (dataclasses.replace(image, scale=Scale(width, height, crop=False)),)
+    return (dataclasses.replace(image, scale=Scale(width, height, crop=False, method=method)),)
 
 
 def reference_latent(m: Any, node: Node) -> tuple[Any, ...]:

@@ -52,13 +52,16 @@ class ClipVision:
 
 
 class Scale(NamedTuple):
-    """The size a node scales a loaded image to, with Lanczos on its 8-bit pixels."""
+    """The size a node scales a loaded image to, on its 8-bit pixels."""
 
     width: int
     height: int
     crop: bool = True
     """FluxKontextImageScale crops the image to the size's aspect first (centre);
-    ImageScaleToTotalPixels does not (`upscale_method` lanczos, crop disabled)."""
+    ImageScaleToTotalPixels does not (crop disabled)."""
+    method: str = "lanczos"
+    """PIL's Lanczos, or `nearest-exact` (torch's, which picks 8-bit pixels as they are:
+    images.py)."""
 
 
 @dataclass(frozen=True)
@@ -430,7 +433,9 @@ class WorkflowPlan:
 
             scale = self.images[path]
             size = None if scale is None else (scale.width, scale.height)
-            data = loaded_png(Path(path), size, crop=scale is None or scale.crop)
+            crop = scale is None or scale.crop
+            method = "lanczos" if scale is None else scale.method
+            data = loaded_png(Path(path), size, crop=crop, method=method)
         else:
             data = Path(path).read_bytes()
         return base64.b64encode(data).decode("ascii")

@@ -404,14 +404,14 @@ def test_flux2_reference_at_resolution_steps_16_maps_any_aspect(comfy, tmp_path)
 
 
 def test_a_reference_on_a_model_whose_pipeline_prepares_it_otherwise_is_refused(comfy, tmp_path):
-    """The template's graph on FLUX.2-klein-4B's file (its own pipeline, not checked against
-    ComfyUI's reference preparation): refused at ReferenceLatent 43 after reading the DiT."""
+    """The template's graph on tiny Z-Image's files (a model whose pipeline takes no
+    reference images): refused at ReferenceLatent 43 after reading the DiT."""
     models = comfy / "models"
     folder = _ref_folder(
         tmp_path / "ComfyUI",
-        models / "diffusion_models/flux-2-klein-4b.safetensors",
-        models / "text_encoders/qwen_3_4b_header.safetensors",
-        models / "vae/flux2-vae.safetensors",
+        models / "diffusion_models/z_image_turbo_tiny_bf16.safetensors",
+        models / "text_encoders/qwen_3_tiny.safetensors",
+        models / "vae/ae_tiny.safetensors",
         (512, 512),
     )
     refusal(_ref_copy(folder), folder, "subgraph 68 > node 43 (ReferenceLatent): ",

@@ -1,4 +1,4 @@
-"""Flux.2 [klein] 4B and 9B (text-to-image; no step cache)."""
+"""Flux.2 [klein] 4B and 9B (text-to-image, edits with reference images; no step cache)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ SPEC = FamilySpec(
             frozenset({"text_encoder", "tokenizer"}),
             step_cache=False,
             own_levels=("Flux2Scheduler",),
+            reference_latents=True,  # the Flux2Pipeline's reference preparation, copied
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),

@@ -15,6 +15,12 @@ What differs from Flux.2 (dev), and how paradit treats it:
   call, and CFG parallel's deferred result is shaped like the DiT's input, so the view sees
   it filled (`parallel/cfg.py`). A distilled pipeline has one branch: every rank goes to the
   sequence.
+- Reference images (the request's `image` and `images`) edit, as Flux.2 (dev): the pipeline
+  prepares them with Flux2Pipeline's own code (at most 1024x1024 pixels, floored to 16 and
+  centre-cropped, the VAE's mean, the batch-norm statistics, reference i at time 10 + 10 i)
+  and appends their tokens to the noise's in both branches of a -base model's CFG, as
+  ComfyUI's edit templates give the references to both prompts
+  (`backend/workflow/reference_nodes.py`).
 - `output_type="latent"` gives the VAE's own latents (unpacked, the batch-norm normalisation
   undone, 32 channels at 8x), not Flux2Pipeline's packed tokens: the decode takes them as
   they are. The latents a step callback sees are packed as Flux.2's (previews as Flux.2).
@@ -29,8 +35,8 @@ import torch
 
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Tensors, TiledDecode, decode_in_tiles, image_limits
-from ..flux2.adapter import MAX_TEXT_TOKENS, Flux2
+from ..base import Tensors, TiledDecode, decode_in_tiles, image_limits, request_images
+from ..flux2.adapter import MAX_REFERENCES, MAX_TEXT_TOKENS, MIN_IMAGE_SIDE, Flux2
 
 # The model cards: 1024x1024; distilled 4 steps without guidance, base 50 steps at CFG 4.
 DEFAULT_SIZE = 1024
@@ -58,13 +64,25 @@ def preset_distilled(preset: str) -> bool:
 class Flux2Klein(Flux2):
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
         distilled = is_distilled(pipe)
-        return image_limits(
+        base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
             size=DEFAULT_SIZE,
             steps=DISTILLED_STEPS if distilled else BASE_STEPS,
             guidance=DISTILLED_GUIDANCE if distilled else BASE_GUIDANCE,
             tiny=tiny,
+        )
+        # Text-to-image that also edits, as Flux.2 (dev): reference images of at most
+        # 1024x1024 pixels, the output the first one's size
+        return Limits(
+            **{
+                **base.to_dict(),
+                "accepts_image": True,
+                "min_image_side": MIN_IMAGE_SIDE,
+                "max_images": MAX_REFERENCES,
+                "edit_pixels": 64 * 64 if tiny else DEFAULT_SIZE * DEFAULT_SIZE,
+                "edit_keeps_smaller": True,
+            }
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
@@ -105,6 +123,8 @@ class Flux2Klein(Flux2):
             "width": request.width,
             "num_inference_steps": request.num_inference_steps,
             "max_sequence_length": MAX_TEXT_TOKENS,
+            # the reference images: every rank's pipeline VAE-encodes them after the noise
+            "image": request_images(request) if request.image is not None else None,
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
