@@ -246,6 +246,7 @@ _ENTRIES = {
     "CFGNorm": "model:MODEL strength:FLOAT pre_cfg:BOOLEAN=false -> MODEL",
     "EasyCache": "model:MODEL reuse_threshold:FLOAT start_percent:FLOAT end_percent:FLOAT "
     "verbose:BOOLEAN -> MODEL",
+    "FluxKVCache": "model:MODEL -> MODEL",
     "LTXVImgToVideoInplace": "vae:VAE image:IMAGE latent:LATENT strength:FLOAT bypass:BOOLEAN "
     "-> LATENT",
     "EmptyFlux2LatentImage": "width:INT height:INT batch_size:INT=1 -> LATENT",

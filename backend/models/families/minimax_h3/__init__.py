@@ -41,7 +41,7 @@ SPEC = FamilySpec(
         detection_order=90,
         family=MINIMAX_H3,
         # before the other VAEs: the video VAE's encoder has the LDM VAE's `encoder.down.N`
-        detect_parts=((60, detect_video_vae), (61, detect_audio_vae)),
+        detect_parts=((62, detect_video_vae), (63, detect_audio_vae)),
         dit_row_map=files.dit_row_map,
         dropped_keys=files.DROPPED_KEYS,
         vae_latent_channels=files.vae_latent_channels,
