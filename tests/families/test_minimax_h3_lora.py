@@ -18,7 +18,8 @@ in ComfyUI's names (converted to diffusers' by the file converter, `pruned.conve
 byte for byte, and come back after; the job's frames and latents equal the hand-merged DiT's
 job byte for byte; 2 ranks (Ulysses 2, the DiT sharded by FSDP2) equal world size 1 within
 float32 rounding; a job after it without the LoRA equals the plain job byte for byte; on the
-unpruned DiT the LoRA is refused naming the AdaLN layer's shapes.
+unpruned DiT the LoRA is refused naming the AdaLN layer's shapes; ComfyUI's bare and
+kohya-flattened key forms give the same layers.
 
 Cost: about 4 s (measured on the loaded 2-core machine, 2026-11-30: four 2-step jobs at world
 size 1, two forked ranks building the preset and running one).
@@ -253,3 +254,43 @@ def test_the_pruned_layouts_lora_is_refused_on_the_unpruned_dit(world_size_1, tm
     }
     save_file(kept, str(tmp_path / "released.safetensors"))
     assert dit_patcher(pipe, tmp_path).resolve(lora_items([("released", 1.0)]))
+
+
+def _renamed(tensors: dict[str, torch.Tensor], form: str) -> dict[str, torch.Tensor]:
+    """The LoRA's keys in another of the forms ComfyUI's key map takes for H3: `bare` (its
+    module names alone) or `kohya` (`lora_unet_` + the name with `_`, `lora_down`/`lora_up`)."""
+    out = {}
+    for key, value in tensors.items():
+        module, _, suffix = key.removeprefix("diffusion_model.").partition(".lora_")
+        if not suffix:
+            module, suffix = key.removeprefix("diffusion_model.").rsplit(".", 1)
+            suffix = f".{suffix}"
+        else:
+            suffix = f".lora_{suffix}"
+        if form == "kohya":
+            module = "lora_unet_" + module.replace(".", "_")
+            suffix = suffix.replace("lora_A", "lora_down").replace("lora_B", "lora_up")
+        out[module + suffix] = value
+    return out
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("form", ["bare", "kohya"])
+def test_comfyuis_other_key_forms_give_the_same_layers(tmp_path, form):
+    """ComfyUI maps an H3 LoRA's modules bare, under `diffusion_model.` and kohya-flattened
+    (comfy/lora.py): the three forms of one LoRA give the same layers, tensor for tensor."""
+    from diffusers import MiniMaxH3ModularPipeline
+
+    from paradit.backend.lora.parse import parse_lora
+    from paradit.backend.models.families.minimax_h3.tiny import h3_transformer
+    from paradit.backend.models.tiny_parts import seeded
+
+    dit = pruned.prune(seeded(704, h3_transformer), grid=GRID, width=WIDTH)
+    tensors = comfy_h3_lora(tmp_path / "lora.safetensors", dit, seed=11)
+    ours = parse_lora("a", dict(tensors), {}, MiniMaxH3ModularPipeline)
+    theirs = parse_lora("b", _renamed(tensors, form), {}, MiniMaxH3ModularPipeline)
+    assert sorted(ours) == sorted(theirs) and len(ours) == 18
+    for module, layer in ours.items():
+        other = theirs[module]
+        assert torch.equal(layer.a, other.a) and torch.equal(layer.b, other.b), module
+        assert layer.scale == other.scale == 1.0, module
