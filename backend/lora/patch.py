@@ -177,9 +177,11 @@ class LoraPatcher:
             want = layer.weight_shape
             have = shapes.get(f"{module}.weight")
             if want is not None and want != have:
+                hint = _misfit_hint(self.pipeline)
                 raise LoraError(
                     f"LoRA {lora.name!r}: layer {module} changes a {_shape(want)} weight, the "
                     f"model's is {_shape(have)}: it is a LoRA for another model"
+                    + (f" ({hint})" if hint else "")
                 )
             if layer.bias is not None and (tuple(layer.bias.shape) != shapes.get(f"{module}.bias")):
                 raise LoraError(
@@ -319,6 +321,16 @@ def _fits_names(module: str, layer: LayerDelta, shapes: Mapping[str, tuple]) -> 
     if layer.weight_shape is not None and f"{module}.weight" not in shapes:
         return False
     return layer.bias is None or f"{module}.bias" in shapes
+
+
+def _misfit_hint(pipeline: type) -> str:
+    """The family's word on a LoRA layer of another shape (`FamilySpec.lora_misfit_hint`)."""
+    from ..models.families import family_for, spec_of
+
+    try:
+        return spec_of(family_for(pipeline.__name__)).lora_misfit_hint
+    except ValueError:  # a pipeline no family serves
+        return ""
 
 
 def _shape(shape: tuple | None) -> str:

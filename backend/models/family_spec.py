@@ -198,6 +198,10 @@ class FamilySpec:
     lora_full_diffs: bool = False
     """ComfyUI's LoRAs of the family may carry full-weight `<layer>.diff` keys, which diffusers'
     LoRA converter drops; `lora/parse.py` renames them by that converter (Wan's)."""
+    lora_misfit_hint: str = ""
+    """Said after the refusal of a LoRA layer whose shape is not the DiT's, where the family
+    has layouts a LoRA can be trained on that differ in shape (MiniMax H3's pruned-AdaLN
+    DiT); "" for none."""
     tiny_presets: Mapping[str, tuple[str, Mapping[str, Callable[[], Any]]]] = field(
         default_factory=dict
     )

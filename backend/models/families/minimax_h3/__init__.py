@@ -60,4 +60,9 @@ SPEC = FamilySpec(
     tiny_jobs=TINY_JOBS,
     # the ref2va partition (a second 33B DiT): its reference jobs are refused (NOTES.md)
     folder_skip=frozenset({"transformer_ref"}),
+    lora_misfit_hint=(
+        "a LoRA trained on H3's pruned-AdaLN DiT (ComfyUI's `*_pruned_*` files; the "
+        "templates' turbo LoRAs) has AdaLN projections of the curve's width (8): serve the "
+        "pruned DiT file for it"
+    ),
 )

@@ -159,19 +159,6 @@ class MiniMaxH3(Family):
             kwargs["keyframe_anchors"] = anchors(request)
         return kwargs
 
-    def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
-        """A workflow's LoRA (the templates' turbo switch: `minimax_h3_fl2v_turbo_*`) is
-        refused: it is trained on the pruned DiT's layout, which paradit's LoRA loading does
-        not read yet (diffusers' loader fails on it with a size mismatch; NOTES.md)."""
-        if request.get("loras"):
-            names = ", ".join(lora["name"] for lora in request["loras"])
-            return (
-                f"a LoRA on MiniMax H3 ({names}): paradit does not load LoRAs on H3's pruned "
-                "DiT layout yet (the turbo LoRAs are trained on it); turn the template's turbo "
-                "switch off"
-            )
-        return ""
-
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from .steps import DenoiseRunner
 
