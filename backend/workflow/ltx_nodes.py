@@ -9,7 +9,7 @@ and 2.5 templates). Torch-free.
   the upscaled latent); the image must come through `LTXVPreprocess` (its CRF: `image_crf`),
   and the job prepares it as ComfyUI does (`image_prep` comfyui: one H.264 frame at the
   size sent, scaled in float to each stage's size; the family's `comfyui_image.py`). Another
-  strength is refused (`STRENGTH`).
+  strength is refused (`STRENGTH`: diffusers' condition `strength` is not ComfyUI's mask).
 - `LTXVPreprocess`: the image's `image_crf`; the image as `ResizeImageMaskNode` made it
   (`resize.py`) is sent in the 8 bits this node's truncation gives.
 - `LTXVDualCFGGuider` (2.5's templates): ComfyUI guides the video part of the joined latent at
@@ -37,14 +37,16 @@ MAX_CRF = 51
 """x264's highest CRF for 8-bit video (LTXVPreprocess offers up to 100: the same frame as 51);
 the request's `image_crf` goes to 51."""
 STRENGTH = (
-    "ComfyUI keeps the image's latent frame under a noise mask of 1 - strength (the frame's "
-    "tokens at that fraction of each step's timestep, its latent mixed back at that noise "
-    "level after each step: comfy/model_base.py LTXV.process_timestep, comfy/samplers.py "
-    "KSamplerX0Inpaint); diffusers' LTX2ImageToVideoPipeline keeps the first frame whole "
-    "(strength 1: timestep 0, never stepped) and takes no other strength: set strength 1"
+    "ComfyUI samples the image's latent frame under a noise mask m = 1 - strength: its sampler "
+    "steps its own state x, the model gets m x + (1 - m) clean at m of each step's timestep "
+    "and its x0 there is blended likewise (comfy/samplers.py KSamplerX0Inpaint, "
+    "comfy/model_base.py LTXAV); diffusers' LTX2ConditionPipeline at that strength has the "
+    "same timesteps and x0 blend but steps the blend itself, so from the second step its "
+    "image tokens lag ComfyUI's by (sigma_i - sigma_i+1) / sigma_i x strength x (clean - x0), "
+    "and LTX2ImageToVideoPipeline takes strength 1 only: set strength 1"
 )
 """Why `LTXVImgToVideoInplace` at a strength below 1 is refused (the LTX-2.3 and 2.5
-templates' 0.7)."""
+templates' 0.7); `tests/families/test_ltx2_strength.py` checks the claim against diffusers."""
 
 
 def preprocess(m: Any, node: Node) -> tuple[Any, ...]:

@@ -118,12 +118,13 @@ SAVED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_3_t2v.json": (
         "subgraph 267 > node 327", "TextGenerateLTX2Prompt", "a prompt written at run time",
     ),
-    # their start image maps as LTX-2's (image_prep comfyui); one stage writes it at 0.7
+    # their start image maps as LTX-2's (image_prep comfyui); one stage writes it at 0.7,
+    # which diffusers' condition strength is not (tests/families/test_ltx2_strength.py)
     "video_ltx2_3_i2v.json": (
-        "subgraph 320 > node 296", "LTXVImgToVideoInplace", "strength 0.7: ComfyUI keeps",
+        "subgraph 320 > node 296", "LTXVImgToVideoInplace", "strength 0.7: ComfyUI samples",
     ),
     "video_ltx2_5_i2v.json": (
-        "subgraph 398 > node 357", "LTXVImgToVideoInplace", "takes no other strength",
+        "subgraph 398 > node 357", "LTXVImgToVideoInplace", "steps the blend itself",
     ),
 }  # fmt: skip
 
