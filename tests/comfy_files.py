@@ -877,17 +877,22 @@ def ltx2_upscaler_file(folder: Path, channels: int) -> str:
 
 
 LTX25_DIFFUSION_DECODER = {
-    "in_channels": 8, "out_channels": 3, "patch_size": 4, "head_dim": 8,
+    "in_channels": 8, "out_channels": 3, "patch_size": 16, "head_dim": 8,
     "stage_channels": [64, 32, 16, 16, 8], "stage_depths": [1, 1, 1, 1, 1],
-    "stage_kernels": [[1, 1, 1], [1, 1, 1], [1, 3, 3], [1, 3, 3], [3, 3, 3]],
-    "upsamples": [[[1, 2, 2], 2], [[2, 1, 1], 2], [[2, 2, 2], 1], [[2, 2, 2], 2]],
+    "stage_kernels": [[3, 1, 1], [1, 1, 1], [3, 1, 1], [3, 1, 1], [3, 3, 3]],
+    "upsamples": [[[1, 1, 1], 2], [[2, 1, 1], 2], [[2, 1, 1], 1], [[2, 2, 2], 2]],
     "stage5_kernel": [3, 3, 3], "t_emb_dim": 32, "timestep_scale_multiplier": 1000.0,
     "default_num_inference_steps": 1,
 }  # fmt: skip
 """A tiny LTX-2.5 diffusion decoder's settings as the file's metadata (`config.vae.decoder`)
 names them, which ComfyUI's `CausalDiffusionVAE` reads
 (comfy/ldm/lightricks/vae/na_diffusion_decoder.py): tiny-ltx2.5's 8 latent channels, heads
-of 8, one block a stage, windows that fit a tiny job's grids."""
+of 8, one block a stage. Cheap on a CPU: diffusers' FlexAttention without compilation scores
+every token against every other, so most of the 32x spatial ratio is the 16-pixel patch
+(stage 5 sees 2x the latent grid: a 128x128 job of 25 frames is 25 x 8 x 8 tokens, not
+25 x 32 x 32). Its windows fit every job of at least 2 latent frames and 2x2 latent pixels:
+stage 1's 3 frames (with the 2 frames it pads), stages 3 and 4's 3 frames (2F - 1 and
+4F - 3), stage 5's 3x3x3."""
 _DIFFUSION_DECODER_NAMES = (
     (r"\.attn\.to_out\.0\.", ".attn.proj."),
     (r"\.attn\.norm_q\.", ".attn.q_norm."),
