@@ -911,22 +911,8 @@ def ltx25_diffusion_vae(video_vae: dict[str, torch.Tensor], seed: int = 0) -> di
     names) and, as `decoder.`, a seeded diffusers `LTX2VideoDiffusionDecoderModel` of
     LTX25_DIFFUSION_DECODER's settings in the file's names (`decoder.conv_in_x_t`...), plus the
     unused `decoder.type_emb` the shipped file carries. Returns (tensors, metadata)."""
-    from diffusers import LTX2VideoDiffusionDecoderModel
-
     c = LTX25_DIFFUSION_DECODER
-    torch.manual_seed(seed)
-    model = LTX2VideoDiffusionDecoderModel(
-        out_channels=c["out_channels"], latent_channels=c["in_channels"],
-        patch_size=c["patch_size"], decoder_head_dim=c["head_dim"],
-        decoder_stage_channels=tuple(c["stage_channels"]),
-        decoder_stage_depths=tuple(c["stage_depths"]),
-        decoder_stage_kernels=tuple(tuple(k) for k in c["stage_kernels"][:4]),
-        decoder_upsample_strides=tuple(tuple(s) for s, _ in c["upsamples"]),
-        decoder_upsample_channel_reductions=tuple(r for _, r in c["upsamples"]),
-        decoder_stage5_kernel=tuple(c["stage5_kernel"]), decoder_t_emb_dim=c["t_emb_dim"],
-    )  # fmt: skip
-    for param in model.parameters():  # away from the zero initialisations
-        torch.nn.init.normal_(param, std=0.2)
+    model = ltx25_diffusion_decoder(seed)
     state = {
         k[len("decoder.") :]: v for k, v in model.state_dict().items() if k.startswith("decoder.")
     }
@@ -946,3 +932,25 @@ def ltx25_diffusion_vae(video_vae: dict[str, torch.Tensor], seed: int = 0) -> di
     config = {"vae": {"_class_name": "CausalDiffusionVAE", "decoder": c, "model_output_type": "x0"}}
     tensors = {k: v.detach().contiguous() for k, v in out.items()}
     return tensors, {"config": json.dumps(config)}
+
+
+def ltx25_diffusion_decoder(seed: int = 0) -> torch.nn.Module:
+    """The seeded diffusers `LTX2VideoDiffusionDecoderModel` of LTX25_DIFFUSION_DECODER's
+    settings that `ltx25_diffusion_vae` writes (its latent statistics the defaults, 0 and 1)."""
+    from diffusers import LTX2VideoDiffusionDecoderModel
+
+    c = LTX25_DIFFUSION_DECODER
+    torch.manual_seed(seed)
+    model = LTX2VideoDiffusionDecoderModel(
+        out_channels=c["out_channels"], latent_channels=c["in_channels"],
+        patch_size=c["patch_size"], decoder_head_dim=c["head_dim"],
+        decoder_stage_channels=tuple(c["stage_channels"]),
+        decoder_stage_depths=tuple(c["stage_depths"]),
+        decoder_stage_kernels=tuple(tuple(k) for k in c["stage_kernels"][:4]),
+        decoder_upsample_strides=tuple(tuple(s) for s, _ in c["upsamples"]),
+        decoder_upsample_channel_reductions=tuple(r for _, r in c["upsamples"]),
+        decoder_stage5_kernel=tuple(c["stage5_kernel"]), decoder_t_emb_dim=c["t_emb_dim"],
+    )  # fmt: skip
+    for param in model.parameters():  # away from the zero initialisations
+        torch.nn.init.normal_(param, std=0.2)
+    return model.eval()
