@@ -163,11 +163,11 @@ def build(
         vae = type(reference).from_config(config)
     vae.decoder = NoConvDecoder()
     conv = vae_names({k: v for k, v in state.items() if not k.startswith("decoder.")})
-    _load(vae, conv, name, "its encoder")
+    _load(vae, conv, name, "its encoder does not fit LTX-2.5's diffusion video VAE")
     settings = decoder_settings(metadata)
     with init_empty_weights(include_buffers=False):
         decoder = LTX2VideoDiffusionDecoderModel(**diffusers_config(settings))
-    _load(decoder, decoder_names(state), name, "its diffusion decoder")
+    _load(decoder, decoder_names(state), name, "its diffusion decoder does not fit its settings")
     vae.diffusion_decoder = cast_model(decoder, dtype).eval()
     return cast_model(vae, dtype).eval()
 
@@ -177,10 +177,7 @@ def _load(model: torch.nn.Module, state: dict[str, torch.Tensor], name: str, wha
     problems = sorted(set(expected) ^ set(state))
     problems += [k for k in expected if k in state and state[k].shape != expected[k].shape]
     if problems:
-        raise ValueError(
-            f"--vae {name}: {what} does not fit LTX-2.5's diffusion video VAE "
-            f"(mismatched keys {problems[:3]})"
-        )
+        raise ValueError(f"--vae {name}: {what} (mismatched keys {problems[:3]})")
     model.load_state_dict(state, assign=True, strict=True)
 
 
@@ -243,11 +240,19 @@ def decode_bytes(latent: tuple[int, int, int], dtype: torch.dtype) -> int:
 
 def build_vae(part: Any, preset_name: str, dtype: torch.dtype, tools: Any) -> Any:
     """The pipeline's `vae` of a video VAE file (`FileSpec.build_vae`): LTX-2.5's diffusion
-    VAE as `build` makes it, any other file as the other families' VAEs are built."""
-    if not is_diffusion_vae(part.header.tensors):
-        from ...single_file.components import vae_model
-
-        return vae_model(part, preset_name, dtype)
+    VAE as `build` makes it, the conv VAE (any other file) as the preset's config with the
+    file's weights in diffusers' names (`files.vae_names`), as the other families' are."""
     reference = tools.preset_parts(preset_name, {"vae"}).vae
     state = tools.read_whole(part, torch.float32)
-    return build(state, part.header.metadata, reference, part.header.name, dtype)
+    if is_diffusion_vae(part.header.tensors):
+        return build(state, part.header.metadata, reference, part.header.name, dtype)
+    from accelerate import init_empty_weights
+
+    from ...casting import cast_model
+    from .files import vae_names
+
+    config = {**dict(reference.config), "_class_name": type(reference).__name__}
+    with init_empty_weights(include_buffers=False):
+        vae = type(reference).from_config(config)
+    _load(vae, vae_names(state), part.header.name, f"does not fit {part.detection.variant}:")
+    return cast_model(vae, dtype).eval()
