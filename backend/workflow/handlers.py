@@ -886,9 +886,11 @@ def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
         raise WorkflowError(
             node, "samples hold the audio latent too: split them with LTXVSeparateAVLatent"
         )
-    m.say(
-        node, "the decode paradit runs" + (" (its own tiles)" if node.type != "VAEDecode" else "")
-    )
+    tiles = " (its own tiles)" if node.type != "VAEDecode" else ""
+    if node.type == "VAEDecodeTiled":  # LTX-2.5's diffusion decoder: one tile only
+        factor = sampled.upscale.upscaler.factor if sampled.upscale is not None else 1
+        tiles = ltx_nodes.diffusion_decoder_tiles(m, node, sampled.latent, factor, vae) or tiles
+    m.say(node, "the decode paradit runs" + tiles)
     return (Decoded(sampled, vae, node),)
 
 

@@ -114,3 +114,37 @@ def dual_cfg_guider(m: Any, node: Node) -> tuple[Any, ...]:
         f"guidance_terms.audio_guidance_scale {audio:g}",
     )
     return (Guider(model, positive, negative, video, node, audio_cfg=audio),)
+
+
+def diffusion_decoder_tiles(
+    m: Any, node: Node, latent: Latent, factor: int, vae: Any
+) -> str | None:
+    """`VAEDecodeTiled` on LTX-2.5's diffusion video VAE (`decoder.conv_in_x_t`): ComfyUI
+    (comfy/utils.py `tiled_scale_multidim`, reached from nodes.py's VAEDecodeTiled through
+    comfy/sd.py `decode_tiled_3d`) decodes latents that fit one tile (tile_size / 32 latent
+    pixels a side, max(2, temporal_size / 8) latent frames) whole, which is paradit's decode;
+    beyond one tile each tile draws its own seed-0 pixel noise (`CausalDiffusionVAE.decode`)
+    and the tiles are feathered together, which one whole decode does not equal: refused,
+    naming the tile fields that make it one tile. `factor`: the upscaler's (1: one stage).
+    Returns the import's words for the decode on that file, else None."""
+    from ..models.single_file.header import read_header
+
+    if vae is None or vae.file is None or not str(vae.file).endswith(".safetensors"):
+        return None
+    if "decoder.conv_in_x_t.weight" not in read_header(vae.file).tensors:
+        return None
+    tile_size = m.widget(node, "tile_size", int)
+    temporal_size = m.widget(node, "temporal_size", int)
+    grid = ((latent.frames - 1) // 8 + 1, latent.height * factor // 32, latent.width * factor // 32)
+    tile = (max(2, temporal_size // 8), tile_size // 32, tile_size // 32)
+    if all(g <= t for g, t in zip(grid, tile, strict=True)):
+        return " (one of ComfyUI's tiles: the diffusion decoder's whole decode, seed-0 noise)"
+    raise WorkflowError(
+        node,
+        f"tile_size {tile_size}, temporal_size {temporal_size}: the latents ({grid[0]} frames "
+        f"x {grid[1]} x {grid[2]}) span more than one of ComfyUI's tiles ({tile[0]} x {tile[1]} "
+        f"x {tile[2]}); LTX-2.5's diffusion video decoder draws each tile's own seed-0 noise "
+        "and ComfyUI feathers the tiles together, which paradit's one whole decode does not "
+        f"equal. Set tile_size to at least {32 * max(grid[1], grid[2])} and temporal_size to "
+        f"at least {8 * grid[0]} (one tile: ComfyUI decodes whole), or use VAEDecode",
+    )

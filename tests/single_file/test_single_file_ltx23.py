@@ -20,10 +20,11 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   the keys, `random:ltx2.5-22b`'s config from its header; its Gemma 4 text model (Hugging
   Face's names, `encoders/gemma4.py`: full-attention layers without a value projection) with
   the real 12B's shapes; `tiny-ltx2.5`'s checkpoint and Gemma 4 file load to its components and
-  make its video and audio byte for byte. Its diffusion video VAE (`decoder.conv_in_x_t`) is
-  refused by its keys, the conv VAE resolves.
+  make its video and audio byte for byte. Its diffusion video VAE (`decoder.conv_in_x_t`)
+  resolves as the conv VAE does and decodes as diffusers' model with a seed-0 generator.
 
-Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 17 s (the suite's two-worker run on 2 cores, 2026-11-29, plus about 8 s for the
+diffusion VAE's load and decode, measured alone on a loaded machine).
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ from paradit.backend.models.single_file.detect import recognise
 from paradit.backend.models.single_file.listing import list_models
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 from paradit.backend.models.single_file.quant import quantization
-from paradit.backend.models.single_file.vocabulary import FileRefused
 from paradit.backend.runtime.job import JobHooks
 
 COMPONENTS = ("transformer", "connectors", "vae", "audio_vae", "vocoder")
@@ -225,12 +225,10 @@ def test_ltx2_5_checkpoint_and_gemma4_from_their_headers(tmp_path):
 
 
 @pytest.mark.fast
-def test_ltx2_5_diffusion_video_vae_is_refused_by_its_keys(tmp_path):
+def test_ltx2_5_diffusion_video_vae_resolves_by_its_keys(tmp_path):
     """LTX-2.5's diffusion video VAE (`ltx-2.5-video-vae-bf16`: `decoder.conv_in_x_t`, the
     key ComfyUI's VAELoader tells `CausalDiffusionVAE` by, comfy/sd.py) given with --vae
-    beside the 2.5 checkpoint: refused naming the file, the key and the convolutional file to
-    give instead, where the conv VAE's keys alone resolve (its encoder and statistics are
-    the conv VAE's, so without the key it would pass for one)."""
+    beside the 2.5 checkpoint resolves as the job's video VAE, as the conv VAE does."""
     real = build_random_preset("random:ltx2.5-22b", device="meta")
     checkpoint, gemma = tmp_path / "ltx-2.5-22b-dev.safetensors", tmp_path / "gemma4.safetensors"
     whole = ltx2_checkpoint(real)
@@ -238,20 +236,78 @@ def test_ltx2_5_diffusion_video_vae_is_refused_by_its_keys(tmp_path):
     write_header_only(gemma, _gemma4_shapes())
     video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
     diffusion, _ = ltx25_diffusion_vae(video)
-    vae = tmp_path / "ltx-2.5-video-vae-bf16.safetensors"
-    write_header_only(vae, {k: tuple(v.shape) for k, v in diffusion.items()})
-    with pytest.raises(FileRefused) as refused:
-        resolve(SingleFiles((str(checkpoint),), (str(gemma),), (str(vae),)))
-    assert refused.value.path == str(vae)
-    message = str(refused.value)
-    for words in ("ltx-2.5-video-vae-bf16.safetensors is LTX-2.5's diffusion video VAE",
-                  "decoder.conv_in_x_t", "CausalDiffusionVAE", "LTX2VideoDiffusionDecoderModel",
-                  "(ltx-2.5-video-vae-conv-bf16.safetensors) with --vae"):  # fmt: skip
-        assert words in message, message
-    conv = tmp_path / "ltx-2.5-video-vae-conv-bf16.safetensors"
-    write_header_only(conv, {k: tuple(v.shape) for k, v in video.items()})
-    resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),), (str(conv),)))
-    assert resolved.vae.header.path == conv
+    for name, state in (("ltx-2.5-video-vae-bf16", diffusion), ("ltx-2.5-video-vae-conv", video)):
+        vae = tmp_path / f"{name}.safetensors"
+        write_header_only(vae, {k: tuple(v.shape) for k, v in state.items()})
+        resolved = resolve(SingleFiles((str(checkpoint),), (str(gemma),), (str(vae),)))
+        assert resolved.vae.header.path == vae
+
+
+def _diffusion_vae_files(folder) -> tuple[str, str, str]:
+    """tiny-ltx2.5's DiT file (the checkpoint without its conv VAE), its Gemma 4 file and the
+    diffusion video VAE (`comfy_files.ltx25_diffusion_vae`: the conv VAE's encoder and
+    statistics beside the seeded tiny diffusion decoder)."""
+    tiny = build_preset("tiny-ltx2.5")
+    whole = ltx2_checkpoint(tiny)
+    paths = [folder / f"{n}.safetensors" for n in ("ltx-2.5-dit", "gemma4", "ltx-2.5-video-vae")]
+    save_file({k: v for k, v in whole.items() if not k.startswith("vae.")}, str(paths[0]))
+    text = {"model." + k: v.contiguous() for k, v in tiny.text_encoder.state_dict().items()}
+    save_file(text, str(paths[1]))
+    video = {k[len("vae.") :]: v for k, v in whole.items() if k.startswith("vae.")}
+    state, metadata = ltx25_diffusion_vae(video)
+    save_file(state, str(paths[2]), metadata)
+    return tuple(str(p) for p in paths)
+
+
+def test_ltx2_5_diffusion_video_vae_decodes_as_diffusers_with_seed_0(tmp_path):
+    """The diffusion VAE file loads (`families/ltx2/diffusion_vae.py`): the pipeline's `vae`
+    is the conv VAE of the preset's config with the file's encoder and statistics (they equal
+    tiny-ltx2.5's) and no conv decoder; its `diffusion_decoder` holds the seeded diffusers
+    model's weights (the file's fused `qkv`, `proj`, `q_norm`, `t_embedder.mlp` mapped back).
+    The family's decode of a job's latents (world size 1: one tile) equals diffusers'
+    `LTX2VideoDiffusionDecoderModel` called directly with `torch.Generator().manual_seed(0)`
+    (ComfyUI's noise: seeded 0 on every decode, whatever the job's seed), postprocessed as
+    the pipeline does; the decode of stage 5's smallest grid (2 latent frames, 2x2) fits the
+    tiny windows; 1 latent frame does not: refused before the steps, naming the stage."""
+    from comfy_files import ltx25_diffusion_decoder
+    from diffusers import AutoencoderKLLTX2Video
+
+    from paradit.backend.request import JobRequest
+
+    dit, gemma, vae = _diffusion_vae_files(tmp_path)
+    pipe = load_pipeline(ModelSource.parse(dit, (gemma,), (vae,)))
+    tiny = build_preset("tiny-ltx2.5")
+    assert type(pipe.vae) is AutoencoderKLLTX2Video
+    for name, value in tiny.vae.state_dict().items():
+        if not name.startswith("decoder."):
+            assert torch.equal(pipe.vae.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="no convolutional decoder"):
+        pipe.vae.decoder(torch.zeros(1))
+    reference = ltx25_diffusion_decoder(0)
+    theirs = reference.state_dict()
+    ours = pipe.vae.diffusion_decoder.state_dict()
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        if name not in ("latents_mean", "latents_std"):
+            assert torch.equal(ours[name], theirs[name]), name
+    assert torch.equal(ours["latents_mean"], tiny.vae.latents_mean)
+    family = family_of(pipe)
+    latents = torch.randn(1, 8, 2, 2, 2, generator=torch.Generator().manual_seed(3))
+    request = JobRequest(prompt="a fox", width=64, height=64, num_frames=9, seed=11)
+    tiles = family.tiled_decode(pipe, request, latents)
+    assert tiles.num_tiles == 1
+    frames = tiles.assemble([tiles.decode_tile(0)])
+    with torch.no_grad():
+        video = reference.decode(latents, generator=torch.Generator().manual_seed(0))[0]
+    expected = np.asarray(pipe.video_processor.postprocess_video(video, output_type="np"))[0]
+    assert frames.shape == (9, 64, 64, 3) and frames.std() > 0
+    assert np.array_equal(frames, expected)
+    again = tiles.assemble([tiles.decode_tile(0)])
+    assert np.array_equal(again, frames)  # seed 0 on every decode
+    one_frame = JobRequest(prompt="a fox", width=64, height=64, num_frames=1)
+    tensors = family.encode(pipe, one_frame, torch.device("cpu"))
+    with pytest.raises(ValueError, match="stage 5 would be 1x4x4"):
+        family.prepare(pipe, one_frame, tensors)
 
 
 def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):

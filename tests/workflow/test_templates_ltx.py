@@ -9,8 +9,9 @@ paradit cannot run as ComfyUI does, and why. What they add that paradit maps is 
 edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on); the
 2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's 121,
-the audio's 126) up to its files. The 2.5 template as saved is refused at its video VAELoader
-(the diffusion decoder's `decoder.conv_in_x_t`). `LTXVDualCFGGuider` (2.5's) is checked on
+the audio's 126) up to its files. The 2.5 template as saved is refused at its VAEDecodeTiled
+(its diffusion video VAE beyond one of ComfyUI's tiles); made tiny (one tile) it runs end to
+end with that VAE on 1 and 2 ranks. `LTXVDualCFGGuider` (2.5's) is checked on
 LTX-2's own template in test_templates.py. LTX-2's image-to-video templates (dev and
 distilled) import as saved to the two-stage job with the start image and ComfyUI's image
 preparation (`image_prep` comfyui, `image_crf` 33, stage 2 on gradient_estimation), the image
@@ -18,7 +19,7 @@ sent through ResizeImageMaskNode's resizes as worked by hand; both run end to en
 what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
 after a float resize) is refused at its node.
 
-Cost: about 75 s (estimated on a loaded machine: the 2.3, 2.5 and both image-to-video end-to-end
+Cost: about 95 s (estimated on a loaded machine: the 2.3, 2.5 and both image-to-video end-to-end
 runs; measure again in the suite's two-worker run).
 """
 
@@ -261,34 +262,76 @@ def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
 
 T25 = "video_ltx2_5_t2v.json"
 CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
+DIFFUSION_VAE = "ltx-2.5-video-vae-bf16.safetensors"
 
 
-def ltx25_copy(folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5) -> Path:
-    """The 2.5 text-to-video template (prompt_enhance off as saved) with Lightricks'
-    convolutional video VAE in place of the saved diffusion decoder (ltx-2.5-video-vae-bf16,
-    which paradit does not run), at `size` and `seconds` (the subgraph's length widget)."""
+def ltx25_copy(
+    folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5, vae: str = CONV_VAE
+) -> Path:
+    """The 2.5 text-to-video template (prompt_enhance off as saved) with `vae` in place of the
+    saved video VAE (default: Lightricks' convolutional one; `DIFFUSION_VAE`, the saved
+    diffusion decoder), at `size` (a square other than the saved size: ResolutionSelector
+    409's, which feeds the subgraph's width and height) and `seconds` (its length widget)."""
     data = json.loads((TEMPLATES / T25).read_text())
     outer = next(n for n in data["nodes"] if n["id"] == 405)
     assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
-    assert outer["widgets_values"][8] == "ltx-2.5-video-vae-bf16.safetensors"
+    assert outer["widgets_values"][8] == DIFFUSION_VAE
     outer["widgets_values"][2:5] = [seconds, *size]
-    outer["widgets_values"][8] = CONV_VAE
+    outer["widgets_values"][8] = vae
+    if size != (1280, 720):  # the subgraph's width and height come from ResolutionSelector 409
+        assert size[0] == size[1], "a square: 1:1 at (side / 1024)^2 mebipixels"
+        selector = next(n for n in data["nodes"] if n["id"] == 409)
+        selector["widgets_values"] = ["1:1 (Square)", (size[0] / 1024) ** 2, 64]
     path = folder / T25
     path.write_text(json.dumps(data))
     return path
 
 
-def test_the_2_5_template_as_saved_is_refused_at_its_video_vae(base, tmp_path):
+def test_the_2_5_template_as_saved_is_refused_at_its_tiled_decode(base, tmp_path):
     """The 2.5 template as saved: its video VAE `ltx-2.5-video-vae-bf16` (tiny: a conv VAE's
-    encoder beside a diffusion decoder, `comfy_files.ltx25_diffusion_vae`) is LTX-2.5's
-    diffusion decoder, told by `decoder.conv_in_x_t` as ComfyUI's VAELoader tells it; the
-    import refuses it at VAELoader 385, naming the key and the convolutional file to load."""
+    encoder beside a diffusion decoder, `comfy_files.ltx25_diffusion_vae`) loads through
+    VAELoader 385; its VAEDecodeTiled 374 (512, 64, 64, 16) at the saved 1280x704 x 121
+    frames spans many of ComfyUI's tiles (16 x 16 latent pixels, 8 latent frames), each
+    drawing its own seed-0 noise (comfy/sd.py `decode_tiled_3d`, comfy/utils.py
+    `tiled_scale_multidim`): refused there, naming the fields that make it one tile."""
     comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
     refusal(
-        TEMPLATES / T25, comfy, "subgraph 405 > node 385 (VAELoader): ",
-        "ltx-2.5-video-vae-bf16.safetensors is LTX-2.5's diffusion video VAE",
-        "decoder.conv_in_x_t", "CausalDiffusionVAE", "(ltx-2.5-video-vae-conv-bf16.safetensors)",
+        TEMPLATES / T25, comfy, "subgraph 405 > node 374 (VAEDecodeTiled): ",
+        "tile_size 512, temporal_size 64: the latents (16 frames x 22 x 40) span more than "
+        "one of ComfyUI's tiles (8 x 16 x 16)", "each tile's own seed-0 noise",
+        "Set tile_size to at least 1280 and temporal_size to at least 128",
     )  # fmt: skip
+
+
+def test_the_2_5_template_with_its_diffusion_vae_runs_end_to_end(
+    base, tmp_path, paradit_warm, backends
+):
+    """The 2.5 template with its own diffusion video VAE at 128x128 and 1 s (25 frames: 4 x
+    4 x 4 latents, one of VAEDecodeTiled 374's tiles, so ComfyUI decodes whole): the import
+    names the diffusion VAE with --vae, the plan runs through `workflow run` on a backend of
+    the tiny separate files, and its frames are the plan's request's; a backend of 2 ranks
+    (CFG parallel off: guidance 1; the steps over both, the decode on the leader) makes the
+    same frames and audio."""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    path = ltx25_copy(comfy, (128, 128), seconds=1, vae=DIFFUSION_VAE)
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.serve["vaes"][0] == str(comfy / "models" / "vae" / DIFFUSION_VAE)
+    line = next(text for node, kind, text in plan.lines if kind == "VAEDecodeTiled")
+    assert "the diffusion decoder's whole decode, seed-0 noise" in line
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 25
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
+    pair = backends.get(plan.serve["model"], 2, *plan.serve_argv()[2:])
+    their_job, theirs = run_job(pair, plan.body())
+    assert theirs == frames
+    assert pair.audio(their_job["id"]) == server.audio(job["id"])
 
 
 def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):

@@ -8,6 +8,7 @@ from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
 from .adapter import DISTILLED_SCHEDULER, FPS, LTX2, LTX2ImageToVideo
 from .detect import ltx2_vae
+from .diffusion_vae import build_vae
 from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .guidance import PLAIN_CFG
 from .memory import forward, gathered
@@ -65,6 +66,7 @@ SPEC = FamilySpec(
         extras=file_extras,
         extra_components=EXTRA_COMPONENTS,
         build_extra=build_extra,
+        build_vae=build_vae,
         describe_parts=describe_parts,
     ),
     dit_forward=forward,

@@ -65,7 +65,7 @@ from ..base import (
     text_len,
     video_frames,
 )
-from . import comfyui_image, image_crf
+from . import comfyui_image, diffusion_vae, image_crf
 from .detect import DISTILLED
 from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
@@ -213,7 +213,14 @@ class LTX2(Family):
         # a tiled decode that would leave a one-pixel tile fails now, not after the steps
         ratio = int(pipe.vae_spatial_compression_ratio)
         latent_size = (request.height // ratio, request.width // ratio)
-        ltx2_vae.tile_grid(pipe.vae, torch.empty(1, 1, 1, *latent_size, device="meta"))
+        decoder = diffusion_vae.decoder_of(pipe.vae)
+        if decoder is None:
+            ltx2_vae.tile_grid(pipe.vae, torch.empty(1, 1, 1, *latent_size, device="meta"))
+        else:  # the diffusion decoder's attention windows must fit every stage's grid
+            frames = (request.num_frames - 1) // int(pipe.vae_temporal_compression_ratio) + 1
+            problem = diffusion_vae.window_problem(decoder, (frames, *latent_size))
+            if problem:
+                raise ValueError(problem)
         cfg = "negative_prompt_embeds" in tensors
         return {
             **tensors,
@@ -234,6 +241,9 @@ class LTX2(Family):
         from . import vae as ltx2_vae
 
         vae = pipe.vae
+        decoder = diffusion_vae.decoder_of(vae)
+        if decoder is not None:  # LTX-2.5's diffusion decoder: whole, on one rank
+            return diffusion_decode(pipe, decoder, latents)
         # the pipeline's "latent" output is denormalised already; the rest as its decode
         z = latents.to(device=vae.device, dtype=vae.dtype)
         temb = None
@@ -276,7 +286,26 @@ class LTX2(Family):
         z = pipe._denormalize_latents(
             latent[:, :, None], vae.latents_mean, vae.latents_std, vae.config.scaling_factor
         )
+        decoder = diffusion_vae.decoder_of(vae)
+        if decoder is not None:
+            return diffusion_vae.decode(decoder, z)[0, :, 0]
         return vae.decode(z.to(vae.dtype), None, return_dict=False)[0][0, :, 0]
+
+
+def diffusion_decode(pipe: Any, decoder: Any, latents: torch.Tensor) -> TiledDecode:
+    """The job's decode by LTX-2.5's diffusion decoder (`diffusion_vae.py`): one tile, the
+    whole latents (the pipeline's "latent" output, denormalised) at once with ComfyUI's
+    seed-0 noise, so the leader decodes it alone; it does not split into bands."""
+    z = latents.to(device=decoder.device, dtype=decoder.dtype)
+    to_frames = video_frames(pipe)
+
+    def decode_tile(index: int) -> torch.Tensor:
+        return diffusion_vae.decode(decoder, z)
+
+    def assemble(decoded: list[torch.Tensor]) -> Any:
+        return to_frames(decoded[0])
+
+    return TiledDecode((1,), decode_tile, assemble, decoder.dtype, decoder, z, None, to_frames)
 
 
 class LTX2ImageToVideo(LTX2):

@@ -29,7 +29,7 @@ LTX-2.5 (`ltx-2.5-22b-dev-transformer`; variant `ltx-2.5`, the tiny one's `tiny-
 DiT with the keyframe embedding (`keyframes_abs_pos_embedding`) and a video feed-forward without
 biases, read off the keys; its text encoder is Gemma 4 (`encoders/gemma4.py`). Its diffusion
 video VAE (`ltx-2.5-video-vae-bf16`: `decoder.conv_in_x_t`, ComfyUI's `CausalDiffusionVAE`) is
-told by that key and refused (`diffusion_decoder_refusal`); its conv VAE runs.
+told by that key and runs (`diffusion_vae.py`), as its conv VAE does.
 """
 
 from __future__ import annotations
@@ -211,25 +211,6 @@ VAE_STATISTICS = "per_channel_statistics.mean-of-means"
 DIFFUSION_DECODER = "decoder.conv_in_x_t.weight"
 """The key of LTX-2.5's diffusion video decoder (its stage-5 input projection of the noised
 pixels): ComfyUI's VAELoader tells `CausalDiffusionVAE` by it (comfy/sd.py)."""
-
-
-def diffusion_decoder_refusal(header: FileHeader) -> str | None:
-    """Why a video VAE file (its keys without the checkpoint's `vae.`) is not run: LTX-2.5's
-    diffusion decoder (`ltx-2.5-video-vae-bf16`), else None. Its decoder is a diffusion model
-    of its own (ComfyUI's `CausalDiffusionVAE`, comfy/ldm/lightricks/vae/na_diffusion_decoder.py;
-    diffusers' `LTX2VideoDiffusionDecoderModel`): neighborhood-attention stages that upsample
-    the latents to a context, then one x0 step from pixel noise (ComfyUI seeds it 0 on the
-    decode's device), which paradit's LTX-2 decode (the convolutional decoder) does not run."""
-    if DIFFUSION_DECODER not in header.tensors:
-        return None
-    return (
-        f"{header.name} is LTX-2.5's diffusion video VAE ({DIFFUSION_DECODER.rsplit('.', 1)[0]}: "
-        "ComfyUI's CausalDiffusionVAE, diffusers' LTX2VideoDiffusionDecoderModel), a decoder "
-        "that is a diffusion model of its own (neighborhood-attention stages, then one step "
-        "from noise), which paradit's LTX-2 decode does not run yet; give Lightricks' "
-        "convolutional video VAE of the same latents (ltx-2.5-video-vae-conv-bf16.safetensors) "
-        "with --vae"
-    )
 
 
 def ltx2_vae(header: FileHeader) -> Detection | None:

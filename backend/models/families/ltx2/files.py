@@ -43,8 +43,8 @@ import torch
 
 from ...casting import cast_model
 from ...single_file.header import FileHeader
-from ...single_file.vocabulary import FileRefused, FileTools, Part
-from .detect import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION, diffusion_decoder_refusal
+from ...single_file.vocabulary import FileTools, Part
+from .detect import BUNDLE_PREFIXES, CONNECTORS, TEXT_PROJECTION
 
 EXTRA_COMPONENTS = ("connectors", "audio_vae", "vocoder")
 """The checkpoint's components built here (the DiT is read row by row, the video VAE as the
@@ -284,10 +284,6 @@ def file_parts(dit: Part, files: Any, tools: FileTools) -> tuple[Any, dict[str, 
                 found[name] = Part(header, tools.detect(header))
     for name, header in find_parts(dit.header).items():
         found.setdefault(name, Part(header, tools.detect(header)))
-    video_vae = found.get("vae")
-    refusal = None if video_vae is None else diffusion_decoder_refusal(video_vae.header)
-    if refusal:
-        raise FileRefused(str(video_vae.header.path), refusal)
     if vaes:
         found.pop("vae", None)  # --vae FILE holding no LTX-2 part: refused by _vae as it is
     missing = [name for name in PARTS if name not in found and not (name == "vae" and vaes)]
