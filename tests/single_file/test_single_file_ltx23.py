@@ -271,6 +271,7 @@ def test_ltx2_5_diffusion_video_vae_decodes_as_diffusers_with_seed_0(tmp_path):
     tiny windows; 1 latent frame does not: refused before the steps, naming the stage."""
     from comfy_files import ltx25_diffusion_decoder
     from diffusers import AutoencoderKLLTX2Video
+    from image_jobs import run_here
 
     from paradit.backend.request import JobRequest
 
@@ -304,10 +305,9 @@ def test_ltx2_5_diffusion_video_vae_decodes_as_diffusers_with_seed_0(tmp_path):
     assert np.array_equal(frames, expected)
     again = tiles.assemble([tiles.decode_tile(0)])
     assert np.array_equal(again, frames)  # seed 0 on every decode
-    one_frame = JobRequest(prompt="a fox", width=64, height=64, num_frames=1)
-    tensors = family.encode(pipe, one_frame, torch.device("cpu"))
+    one_frame = {"prompt": "a fox", "width": 64, "height": 64, "num_frames": 1}
     with pytest.raises(ValueError, match="stage 5 would be 1x4x4"):
-        family.prepare(pipe, one_frame, tensors)
+        run_here(pipe, one_frame)  # refused in the job's prepare, before the steps
 
 
 def test_tiny_ltx2_5_checkpoint_makes_the_presets_video_and_audio(tmp_path):
