@@ -33,9 +33,9 @@ from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
 from PIL import Image
 
 from paradit.backend.models.families.base import same_components_as
+from paradit.backend.models.families.ltx2 import strength
 from paradit.backend.models.families.ltx2.guidance import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
-from paradit.backend.models.families.ltx2 import strength
 
 S = 0.7  # the templates' strength
 IMAGE_TOKENS = 4  # 64x64 px: 2 x 2 tokens in the first latent frame (of 2)
