@@ -130,6 +130,9 @@ class Limits:
     last_frame: bool = False
     """The model also takes the frame a video ends on (a request's `last_image`), after the
     start image (`image`): LTX-2's keyframe conditions, MiniMax H3's first/last frame."""
+    image_strength: bool = False
+    """The model samples its start image at a strength below 1 (a request's `image_strength`)
+    as ComfyUI's `LTXVImgToVideoInplace` does: under a noise mask of 1 - strength (LTX-2)."""
     image_crf: int | None = None
     """The H.264 CRF the model's start images (and keyframes) are re-compressed at before they
     condition it, as it was trained (LTX-2: 33, LTX-2.5: 18), when not None: a request's

@@ -300,6 +300,28 @@ def _check_last_image(values: dict[str, Any], limits: Limits) -> None:
         )
 
 
+def _image_strength(value: float, limits: Limits) -> float:
+    if not limits.image_strength:
+        raise ValueError(
+            "image_strength: this model takes its start image at full strength only "
+            "(limits.image_strength is false): leave image_strength out"
+        )
+    return value
+
+
+def _check_image_strength(values: dict[str, Any]) -> None:
+    """`image_strength` goes with a start image and without keyframes."""
+    if values.get("image_strength") is None:
+        return
+    if values.get("image") is None:
+        raise ValueError("image_strength needs an image (the start image it weighs)")
+    if values.get("last_image") is not None:
+        raise ValueError(
+            "image_strength is not run with last_image yet (the keyframes are written at "
+            "full strength): leave one of them out"
+        )
+
+
 def _image_crf(value: int, limits: Limits) -> int:
     if limits.image_crf is None:
         raise ValueError(
@@ -1023,6 +1045,25 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="guidance_terms",
     ),
     RequestField(
+        "image_strength",
+        "float",
+        "The start image's strength (GET /v1/info limits.image_strength: LTX-2), sampled as "
+        "ComfyUI's LTXVImgToVideoInplace: the image's latent frame under a noise mask "
+        "m = 1 - strength (the model given m x the sampler's state + (1 - m) x the image's "
+        "latent, at m x each step's noise level; its x0 there blended likewise; the sampler "
+        "steps its own state). Left out: 1, the image kept clean. Only with an image, not with "
+        "last_image; of a two-stage job, stage 1's (stage 2 writes the image at 1).",
+        None,
+        low=0,
+        high=1,
+        rule=lambda value, limits: _image_strength(value, limits),
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--image-strength",
+        cli_metavar="STRENGTH",
+        form=False,
+        needs="image_strength",
+    ),
+    RequestField(
         "image_crf",
         "int",
         "The H.264 CRF a model trained on compressed start images re-compresses the job's "
@@ -1218,6 +1259,7 @@ class JobRequest:
         _check_task(values, limits)
         _check_last_image(values, limits)
         _check_audio_length(values)
+        _check_image_strength(values)
         _check_image_crf(values, limits)
         rules.check_across(values, body, limits)
         _check_upscale(values, limits)

@@ -103,6 +103,7 @@ IMAGES = (
     "image_to_video_wan_start_image.png", "video_wan2_2_14B_i2v_input_image.jpg",
     "video_hunyuan_video_1.5_720p_i2v_input_image.png",
     "freckled_curly_girl.png", "snow_bike_jump_crew.png",  # LTX-2's i2v templates
+    "egyptian_queen.png", "neon_cyborg_portrait.png",  # LTX-2.3's and 2.5's i2v templates
 )  # fmt: skip
 """The start images the templates' LoadImage nodes name (in `input/`)."""
 HV15_I2V = ("diffusion_models/hunyuanvideo1.5_i2v_tiny_fp32", "vae/hunyuanvideo15_i2v_vae_tiny",
@@ -706,6 +707,33 @@ LTX2_I2V_RESIZES = {  # template -> ResizeImageMaskNode's resizes (width, height
     "video_ltx2_i2v.json": [(1280, 720, "lanczos", True), (1536, 864, "area", False)],
     "video_ltx2_i2v_distilled.json": [(1280, 720, "lanczos", True), (1536, 864, "lanczos", False)],
 }  # fmt: skip
+
+
+T23_I2V = "video_ltx2_3_i2v.json"
+LTX23_I2V_LORA = [{"name": widget(T23_I2V, "320:285", 0), "strength": 0.5}]  # LoraLoader.. 285
+LTX23_I2V = {  # template -> (the tiny checkpoint's variant, the request), as saved
+    # LoadImage 269 through ResizeImageMaskNode 290 (scale dimensions: the subgraph's 1280x720,
+    # centre-cut, lanczos) and 330 (longer side 1536, area: 1536x864), LTXVPreprocess 289
+    # (CRF 18) into LTXVImgToVideoInplace 296 at 0.7 on EmptyLTXVLatentVideo 295 (1280x720
+    # halved by ComfyMathExpression 292/294: 640x352) and 288 at 1 after LTXVLatentUpsampler
+    # 287 (1280x704); length 5 s x 25 fps + 1 (ComfyMathExpression 323) = 126: the video
+    # latent's 121 frames, LTXVEmptyLatentAudio 305's 126 audio latent frames; stage 1:
+    # RandomNoise 277 (the subgraph's seed), CFGGuider 314 (1), KSamplerSelect 291 (euler),
+    # ManualSigmas 306; stage 2: CFGGuider 282, KSamplerSelect 280, ManualSigmas 281 without
+    # its 0; LoraLoaderModelOnly 285 (0.5) on both; ComfySwitchNode 327 with prompt_enhance
+    # off: the subgraph's text; CLIPTextEncode 313 the negative; LTXVConditioning 304 at 25 fps
+    T23_I2V: ("all-in-one tiny-ltx2.3 (DiT, connectors, vae, audio_vae, vocoder)", {
+        "prompt": widget(T23_I2V, "320", 0), "negative_prompt": widget(T23_I2V, "320:313", 0),
+        "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
+        "guidance_scale": 1.0, "seed": widget(T23_I2V, "320", 6), "sampler": "euler",
+        "image": "input/egyptian_queen.png", "image_prep": "comfyui", "image_crf": 18,
+        "image_strength": 0.7, "sigmas": levels(T23_I2V, "320:306"), "fps": 25.0,
+        "audio_latent_frames": 126, "loras": LTX23_I2V_LORA,
+        "upscale": {"factor": 2, "sigmas": levels(T23_I2V, "320:281")[:-1], "sampler": "euler",
+                    "guidance_scale": 1.0, "loras": LTX23_I2V_LORA},
+    }),
+}  # fmt: skip
+LTX23_I2V_RESIZES = [(1280, 720, "lanczos", True), (1536, 864, "area", False)]
 
 
 def ltx2_copy(template: str, folder: Path, length: int, **inner: list) -> Path:

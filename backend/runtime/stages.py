@@ -67,6 +67,7 @@ def stage_requests(request: JobRequest, limits: Any) -> tuple[JobRequest, JobReq
         cache=None,
         guidance_terms=None,  # the job's terms guide stage 1 (stage 2 has its own guidance)
         audio_latent_frames=None,  # stage 1's audio latents carry their length into stage 2
+        image_strength=None,  # stage 2 writes the start image at full strength
     )
     return first, second
 

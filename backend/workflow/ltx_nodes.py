@@ -8,8 +8,11 @@ and 2.5 templates). Torch-free.
   stepped), and after the upscaler paradit's two-stage job's stage 2 (the image written into
   the upscaled latent); the image must come through `LTXVPreprocess` (its CRF: `image_crf`),
   and the job prepares it as ComfyUI does (`image_prep` comfyui: one H.264 frame at the
-  size sent, scaled in float to each stage's size; the family's `comfyui_image.py`). Another
-  strength is refused (`STRENGTH`: diffusers' condition `strength` is not ComfyUI's mask).
+  size sent, scaled in float to each stage's size; the family's `comfyui_image.py`). At a
+  strength below 1 on the first stage's latent (the LTX-2.3 and 2.5 templates' 0.7) ComfyUI
+  samples the image's frame under a noise mask of 1 - strength: the request's
+  `image_strength`, which the family samples as ComfyUI does (`ltx2/strength.py`); after the
+  upscaler a strength below 1 is refused (`STAGE_2_STRENGTH`).
 - `LTXVPreprocess`: the image's `image_crf`; the image as `ResizeImageMaskNode` made it
   (`resize.py`) is sent in the 8 bits this node's truncation gives.
 - `LTXVDualCFGGuider` (2.5's templates): ComfyUI guides the video part of the joined latent at
@@ -36,17 +39,11 @@ from .values import Conditioning, Guider, Image, Latent, Model, Upscaled
 MAX_CRF = 51
 """x264's highest CRF for 8-bit video (LTXVPreprocess offers up to 100: the same frame as 51);
 the request's `image_crf` goes to 51."""
-STRENGTH = (
-    "ComfyUI samples the image's latent frame under a noise mask m = 1 - strength: its sampler "
-    "steps its own state x, the model gets m x + (1 - m) clean at m of each step's timestep "
-    "and its x0 there is blended likewise (comfy/samplers.py KSamplerX0Inpaint, "
-    "comfy/model_base.py LTXAV); diffusers' LTX2ConditionPipeline at that strength has the "
-    "same timesteps and x0 blend but steps the blend itself, so from the second step its "
-    "image tokens lag ComfyUI's by (sigma_i - sigma_i+1) / sigma_i x strength x (clean - x0), "
-    "and LTX2ImageToVideoPipeline takes strength 1 only: set strength 1"
+STAGE_2_STRENGTH = (
+    "paradit's two-stage job writes the start image into stage 2's first latent frame at "
+    "strength 1 (its image_strength is stage 1's): set strength 1"
 )
-"""Why `LTXVImgToVideoInplace` at a strength below 1 is refused (the LTX-2.3 and 2.5
-templates' 0.7); `tests/families/test_ltx2_strength.py` checks the claim against diffusers."""
+"""Why `LTXVImgToVideoInplace` after the upscaler at a strength below 1 is refused."""
 
 
 def preprocess(m: Any, node: Node) -> tuple[Any, ...]:
@@ -75,8 +72,10 @@ def img_to_video_inplace(m: Any, node: Node) -> tuple[Any, ...]:
         m.say(node, "bypass on: its latent as it came (no image written)")
         return (latent,)
     strength = m.widget(node, "strength", float)
-    if strength != 1.0:
-        raise WorkflowError(node, f"strength {strength:g}: {STRENGTH}")
+    if not 0.0 <= strength <= 1.0:
+        raise WorkflowError(node, f"strength {strength:g}: between 0 and 1")
+    if strength != 1.0 and isinstance(latent, Upscaled):
+        raise WorkflowError(node, f"strength {strength:g}: {STAGE_2_STRENGTH}")
     image = m.input(node, "image", Image)
     if image.crf is None:
         raise WorkflowError(
@@ -96,6 +95,9 @@ def img_to_video_inplace(m: Any, node: Node) -> tuple[Any, ...]:
             f"latent from node {latent.node.id} ({latent.node.type}): paradit writes the "
             "image into an EmptyLTXVLatentVideo's latent (or the upscaled one)",
         )
+    if strength != 1.0:  # ComfyUI's noise mask 1 - strength on the image's frame
+        m.say(node, f"{image.file.name} -> image, strength {strength:g} -> image_strength")
+        return (dataclasses.replace(latent, image=image, image_strength=strength),)
     m.say(node, f"{image.file.name} -> image (the first latent frame, strength 1)")
     return (dataclasses.replace(latent, image=image),)
 

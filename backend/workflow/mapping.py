@@ -137,6 +137,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
             request["image_prep"] = latent.image_prep
     if image is not None and image.crf is not None:  # LTXVPreprocess -> LTXVImgToVideoInplace
         request.update(image_prep="comfyui", image_crf=image.crf)
+    if image is not None and latent.image_strength != 1.0:  # LTXVImgToVideoInplace below 1
+        request["image_strength"] = latent.image_strength
     edit = edit_request(positive, negative, first.node, (latent.width, latent.height))
     request.update(edit.get("fields", {}))
     guidance = _guidance(positive, first)

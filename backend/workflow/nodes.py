@@ -258,7 +258,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         ("strength", "bypass"),
         "with bypass on: its latent as it came (text to video); with bypass off at strength "
         "1: `image` (LTX-2 image to video) with `image_prep` `comfyui`, in both stages of a "
-        "two-stage job (another strength is refused)",
+        "two-stage job; below 1 on the first stage's latent: `image_strength` (ComfyUI's "
+        "noise mask of 1 - strength; after the upscaler refused)",
     ),
     _spec(
         "LTXVPreprocess",

@@ -160,6 +160,8 @@ class Latent:
     (HunyuanVideo15ImageToVideo: comfyui)."""
     ltxv: bool = False
     """EmptyLTXVLatentVideo's: LTX-2's video latent (its tokens: 32x32 pixels, 8 frames)."""
+    image_strength: float = 1.0
+    """LTXVImgToVideoInplace's strength of `image` (LTX-2's `image_strength` below 1)."""
     audio: AudioLatent | None = None
     """LTXVConcatAVLatent: the audio latent sampled with the video's."""
     joint_audio: bool = False

@@ -1,9 +1,10 @@
 """Why LTX-2's start image at a strength below 1 (`LTXVImgToVideoInplace` at 0.7 in ComfyUI's
-LTX-2.3 and 2.5 image-to-video templates) stays refused: diffusers 0.42.1's
-`LTX2ConditionPipeline` takes a condition `strength`, but it is not ComfyUI's noise mask.
-The refusal's reason (`backend/workflow/ltx_nodes.STRENGTH`) is checked here against the
-installed pipeline, so a diffusers that changed its loop fails this file and the question is
-asked again.
+LTX-2.3 and 2.5 image-to-video templates) needs paradit's wrapper (`ltx2/strength.py`):
+diffusers 0.42.1's `LTX2ConditionPipeline` takes a condition `strength`, but called as it is
+its stepping is not ComfyUI's noise mask. The claim the wrapper's docstring makes is checked
+here against the installed pipeline, so a diffusers that changed its loop fails this file and
+the question is asked again (the wrapper against ComfyUI's loop:
+tests/families/test_ltx2_image_strength.py).
 
 ComfyUI, as read (comfy_extras/nodes_lt.py `LTXVImgToVideoInplace`: the image's latent frame
 under a noise mask m = 1 - strength; comfy/samplers.py `KSamplerX0Inpaint` and `KSAMPLER.sample`;
@@ -32,9 +33,9 @@ from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
 from PIL import Image
 
 from paradit.backend.models.families.base import same_components_as
+from paradit.backend.models.families.ltx2 import strength
 from paradit.backend.models.families.ltx2.guidance import PLAIN_CFG
 from paradit.backend.models.presets import build_preset
-from paradit.backend.workflow.ltx_nodes import STRENGTH
 
 S = 0.7  # the templates' strength
 IMAGE_TOKENS = 4  # 64x64 px: 2 x 2 tokens in the first latent frame (of 2)
@@ -100,5 +101,6 @@ def test_the_condition_pipelines_strength_is_not_comfyuis_noise_mask():
     apart = (comfy - y1).abs().amax(dim=-1)[0]
     assert bool((apart[image] > 1e-2).all()), apart
     assert float(apart[~image].max()) == 0.0
-    # the refusal says so
-    assert "LTX2ConditionPipeline" in STRENGTH and "steps the blend itself" in STRENGTH
+    # the wrapper's docstring says so
+    said = " ".join(strength.__doc__.split())
+    assert "LTX2ConditionPipeline" in said and "its scheduler moves y" in said

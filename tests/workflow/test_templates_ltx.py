@@ -40,6 +40,9 @@ from template_jobs import (
     LTX2_FILES,
     LTX2_I2V,
     LTX2_I2V_RESIZES,
+    LTX23_I2V,
+    LTX23_I2V_RESIZES,
+    T23_I2V,
     comfy_for,
     in_folder,
     levels,
@@ -119,14 +122,7 @@ SAVED = {  # template -> (where, node type, the reason's words)
     "video_ltx2_3_t2v.json": (
         "subgraph 267 > node 327", "TextGenerateLTX2Prompt", "a prompt written at run time",
     ),
-    # their start image maps as LTX-2's (image_prep comfyui); one stage writes it at 0.7,
-    # which diffusers' condition strength is not (tests/families/test_ltx2_strength.py)
-    "video_ltx2_3_i2v.json": (
-        "subgraph 320 > node 296", "LTXVImgToVideoInplace", "strength 0.7: ComfyUI samples",
-    ),
-    "video_ltx2_5_i2v.json": (
-        "subgraph 398 > node 357", "LTXVImgToVideoInplace", "steps the blend itself",
-    ),
+
 }  # fmt: skip
 
 
@@ -520,7 +516,9 @@ def test_ltx2_i2v_template_runs_end_to_end_with_comfyuis_image(
 @pytest.mark.parametrize(
     ("inner", "where", "words"),
     [
-        ({107: [0.7, False]}, "subgraph 92 > node 107 (LTXVImgToVideoInplace): ", "strength 0.7"),
+        # below 1 after the upscaler (stage 1's 0.7 is image_strength)
+        ({108: [0.7, False]}, "subgraph 92 > node 108 (LTXVImgToVideoInplace): ",
+         "strength 0.7: paradit's two-stage job writes the start image into stage 2's"),
         # the image not written after the upscaler: stage 2 would not keep ComfyUI's frame
         ({108: [1, True]}, "subgraph 92 > node 70 (SamplerCustomAdvanced): ",
          "has no start image written into it"),
@@ -535,3 +533,73 @@ def test_what_the_i2v_preparation_cannot_run_is_refused_at_its_node(
     template = "video_ltx2_i2v.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     refusal(_edited(template, tmp_path, {}, inner), comfy, where, words)
+
+
+def test_the_2_3_i2v_template_as_saved_maps_its_strength(base, tmp_path):
+    """LTX-2.3's image-to-video template as saved, on the tiny files under its names: the
+    two-stage job with the start image at LTXVImgToVideoInplace 296's 0.7 (`image_strength`,
+    sampled as ComfyUI's noise mask: tests/families/test_ltx2_image_strength.py), stage 2's
+    288 at 1, every field by hand (`template_jobs.LTX23_I2V`)."""
+    comfy = comfy_for(base, T23_I2V, tmp_path / "ComfyUI")
+    plan, variant = plan_of(str(TEMPLATES / T23_I2V), str(comfy))
+    expected_variant, request = LTX23_I2V[T23_I2V]
+    assert plan.request == in_folder(request, comfy)
+    assert variant == expected_variant
+    (steps,) = plan.resized.values()
+    assert [(r.width, r.height, r.method, r.crop) for r in steps] == LTX23_I2V_RESIZES
+    assert "image, strength 0.7 -> image_strength" in render(plan, variant, ())
+    models = comfy / "models"
+    assert plan.serve == {
+        "model": str(models / LTX23_FILES["model"]),
+        "text_encoders": [str(models / p) for p in LTX23_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [], "lora_dirs": [str(models / "loras")],
+        "upscaler": str(models / LTX23_FILES["upscaler"]),
+    }  # fmt: skip
+
+
+def test_the_2_3_i2v_template_runs_end_to_end_at_its_strength(
+    base, tmp_path, paradit_warm, backends
+):
+    """The 2.3 image-to-video template at 1 s (25 frames, 26 audio latent frames), 128x128
+    (stage 1 64x64), its ManualSigmas cut to 2 steps a stage, through `workflow run` on a
+    backend of the tiny files under its names: job.json records image_strength 0.7 (stage 2
+    at 1), the frames and audio are the plan's request's."""
+    data = json.loads((TEMPLATES / T23_I2V).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 320)
+    assert outer["widgets_values"][1:6] == [False, 1280, 720, 5, 25]  # as saved
+    outer["widgets_values"][2:5] = [128, 128, 1]
+    (sub,) = data["definitions"]["subgraphs"]
+    for node_id, cut in ((306, "1.0, 0.725, 0.0"), (281, "0.85, 0.4219, 0.0")):
+        next(n for n in sub["nodes"] if n["id"] == node_id)["widgets_values"] = [cut]
+    comfy = comfy_for(base, T23_I2V, tmp_path / "ComfyUI")
+    path = comfy / T23_I2V
+    path.write_text(json.dumps(data))
+    plan, _ = plan_of(str(path), str(comfy))
+    assert (plan.request["num_frames"], plan.request["audio_latent_frames"]) == (25, 26)
+    assert plan.request["image_strength"] == 0.7
+    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    out = tmp_path / "out"
+    result = paradit_warm(
+        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
+        "--server", server.url,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "job.json").read_text())
+    assert record["request"]["image_strength"] == 0.7
+    assert record["timings"]["upscale"]["stage_1"] == {"width": 64, "height": 64, "steps": 2}
+    job, frames = run_job(server, plan.body())
+    assert len(frames) == 25
+    assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
+    assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
+
+
+def test_the_2_5_i2v_template_maps_its_strength_and_is_refused_at_its_video_vae(base, tmp_path):
+    """The 2.5 image-to-video template on the tiny files under its names: its start image at
+    LTXVImgToVideoInplace 357's 0.7 no longer refuses it; its video VAE (the diffusion
+    decoder, as the 2.5 text-to-video template's) does, at VAELoader 385."""
+    template = "video_ltx2_5_i2v.json"
+    comfy = comfy_for(base, template, tmp_path / "ComfyUI")
+    refusal(
+        TEMPLATES / template, comfy, "subgraph 398 > node 385 (VAELoader): ",
+        "LTX-2.5's diffusion video VAE", "decoder.conv_in_x_t",
+    )  # fmt: skip

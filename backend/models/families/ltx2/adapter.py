@@ -139,6 +139,7 @@ class LTX2(Family):
             fps=FPS,
             fps_range=FPS_RANGE,
             last_frame=True,
+            image_strength=True,
             image_crf=image_crf.default_crf(pipe),
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
@@ -180,6 +181,10 @@ class LTX2(Family):
         wanted = LTX2Pipeline if request.image is None else LTX2ImageToVideoPipeline
         if request.last_image is not None:  # first and last frame: keyframe conditions
             wanted = LTX2ConditionPipeline
+        elif below_full_strength(request):  # ComfyUI's noise mask on the first frame
+            from . import strength
+
+            wanted = strength.pipeline_class()
         return same_components_as(pipe, wanted)
 
     def uses_cfg(self, pipe: Any, request: JobRequest) -> bool:
@@ -235,6 +240,7 @@ class LTX2(Family):
             "max_sequence_length": tensors["prompt_embeds"].shape[1],
             **image_kwargs(pipe, request),
             **audio_length(pipe, request),
+            **strength_noise(request),
         }
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
@@ -374,8 +380,40 @@ def image_kwargs(pipe: Any, request: JobRequest) -> dict[str, Any]:
         pixels = comfyui_image.stage_pixels(
             _decoded(request.image), crf, request.width, request.height
         )
-        return {"image": pixels, "image_crf": 0}
-    return {"image": image_crf.round_trip(request_image(request), crf), "image_crf": 0}
+        image: Any = pixels
+    else:
+        image = image_crf.round_trip(request_image(request), crf)
+    if below_full_strength(request):
+        return {"conditions": [strength_condition(image, float(request.image_strength))]}
+    return {"image": image, "image_crf": 0}
+
+
+def below_full_strength(request: JobRequest) -> bool:
+    """A start image at a strength below 1 (`image_strength`; left out: 1)."""
+    value = request.image_strength
+    return request.image is not None and value is not None and value < 1
+
+
+def strength_condition(image: Any, value: float) -> Any:
+    """The condition pipeline's first frame at `value` (`strength.py`): a PIL image, or float
+    pixels (1, 3, height, width) in 0..1 at the job's size (`image_prep` comfyui; the
+    pipeline takes tensors in 0..255 and maps them to the VAE's -1..1 itself, where the
+    image-to-video pipeline takes 0..1: the same pixels within float32's rounding), already
+    re-compressed (`crf=0`)."""
+    from diffusers.pipelines.ltx2.pipeline_ltx2_condition import LTX2VideoCondition
+
+    frames = image * 255.0 if torch.is_tensor(image) else image
+    return LTX2VideoCondition(frames=frames, index=0, strength=value, crf=0)
+
+
+def strength_noise(request: JobRequest) -> dict[str, Any]:
+    """The condition pipeline's `noise_scale` for a start image below full strength: the job's
+    first level (ComfyUI's state starts at sigma_0 noise + (1 - sigma_0) latent, video and
+    audio alike), which `strength.py`'s pipeline fills in where it is None; `audio_length`'s
+    1 (the image-to-video pipelines') is taken back."""
+    if not below_full_strength(request) or request.audio_latent_frames is None:
+        return {}
+    return {"noise_scale": None}
 
 
 def keyframe_conditions(pipe: Any, request: JobRequest) -> list[Any]:

@@ -276,6 +276,18 @@ def keyframes_direct(pipe: Any, body: Any) -> Any:
     return np.asarray(video[0])
 
 
+# The start image at a strength below 1 (`image_strength`, `strength.py`): ComfyUI's noise
+# mask sampled on LTX-2.3, unguided at 64x64 (8 tokens, 4 of them the image's: the per-token
+# timesteps split with them on 2 ranks), euler over three given levels, the image as sent
+# (`image_crf` 0). World size 1 against a hand-written ComfyUI loop is
+# tests/families/test_ltx2_image_strength.py's.
+STRENGTH_LEVELS = [1.0, 0.7, 0.4, 0.0]
+IMAGE_STRENGTH = {**UNGUIDED, "prompt": "a kite over dunes", "seed": 17, "width": 64}
+IMAGE_STRENGTH.update(height=64, num_frames=9, num_inference_steps=3, sampler="euler")
+IMAGE_STRENGTH.update(sigmas=STRENGTH_LEVELS, image=_png(64, 64, seed=4), image_crf=0)
+IMAGE_STRENGTH.update(image_strength=0.7)
+
+
 # Two stages (`upscale`): stage 1 guided at 64x64 (CFG parallel on 2 ranks), the tiny x2
 # upscaler, stage 2 unguided at 128x128 over two levels: 2 latent frames of 4 x 4 tokens, which
 # 2 ranks split (an unguided stage spreads over the CFG plan).
@@ -429,6 +441,7 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3", TERMS, terms_direct, tile=128, ranks=(4, 2), name="guidance terms"),
     TinyJob("tiny-ltx2", KEYFRAMES, keyframes_direct, tile=128, ranks=(3, 2), name="keyframes"),
     TinyJob("tiny-ltx2", AUDIO_LENGTH, direct, tile=128, ranks=(2,), name="audio length"),
+    TinyJob("tiny-ltx2.3", IMAGE_STRENGTH, None, tile=128, ranks=(2,), name="image strength"),
     TinyJob(
         "tiny-ltx2",
         TWO_STAGE,
