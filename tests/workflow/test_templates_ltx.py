@@ -593,13 +593,15 @@ def test_the_2_3_i2v_template_runs_end_to_end_at_its_strength(
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
 
 
-def test_the_2_5_i2v_template_maps_its_strength_and_is_refused_at_its_video_vae(base, tmp_path):
+def test_the_2_5_i2v_template_maps_its_strength_and_is_refused_at_its_tiled_decode(base, tmp_path):
     """The 2.5 image-to-video template on the tiny files under its names: its start image at
-    LTXVImgToVideoInplace 357's 0.7 no longer refuses it; its video VAE (the diffusion
-    decoder, as the 2.5 text-to-video template's) does, at VAELoader 385."""
+    LTXVImgToVideoInplace 357's 0.7 no longer refuses it, nor its video VAE (the diffusion
+    decoder, loaded); its VAEDecodeTiled 374 does, as the 2.5 text-to-video template's: at the
+    saved size the latents span more than one of ComfyUI's tiles, each drawing its own seed-0
+    noise, which one whole decode does not equal."""
     template = "video_ltx2_5_i2v.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     refusal(
-        TEMPLATES / template, comfy, "subgraph 398 > node 385 (VAELoader): ",
-        "LTX-2.5's diffusion video VAE", "decoder.conv_in_x_t",
+        TEMPLATES / template, comfy, "subgraph 398 > node 374 (VAEDecodeTiled): ",
+        "span more than one of ComfyUI's tiles", "Set tile_size to at least",
     )  # fmt: skip
