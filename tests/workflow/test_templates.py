@@ -38,13 +38,13 @@ from template_jobs import (
     EXPECTED,
     FLUX2_TINY,
     FLUX_ALL_IN_ONE,
-    LTX2_FILES,
     LTX2_TWO_STAGE,
     REFUSED,
     comfy_for,
     in_folder,
     levels,
     ltx2_copy,
+    ltx2_serve,
     ltxv_scheduler,
     tiny_files,
 )
@@ -132,15 +132,8 @@ def test_ltx2_template_maps_to_the_two_stage_job(base, tmp_path, template):
     plan, variant = plan_of(str(ltx2_copy(template, comfy, 113)), str(comfy))
     _, expected_variant, request = LTX2_TWO_STAGE[template]
     assert plan.request == request
-    models = comfy / "models"
     checkpoint = {"video_ltx2_t2v.json": "ltx-2-19b-dev-fp8"}.get(template, "ltx-2-19b-distilled")
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if plan.request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(plan.request["upscale"]["loras"]))
     assert variant == expected_variant
     assert plan.serve_argv()[-2:] == ["--upscaler", plan.serve["upscaler"]]
 

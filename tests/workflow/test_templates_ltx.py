@@ -37,12 +37,12 @@ from conftest import run_job
 from PIL import Image
 from template_jobs import (
     LTX2_AS_SAVED,
-    LTX2_FILES,
     LTX2_I2V,
     LTX2_I2V_RESIZES,
     comfy_for,
     in_folder,
     levels,
+    ltx2_serve,
     tiny_files,
 )
 
@@ -65,15 +65,8 @@ def test_ltx2_templates_as_saved_map_with_comfyuis_audio_length(base, tmp_path, 
     expected_variant, request = LTX2_AS_SAVED[template]
     assert plan.request == request
     assert variant == expected_variant
-    models = comfy / "models"
     checkpoint = {"video_ltx2_t2v.json": "ltx-2-19b-dev-fp8"}.get(template, "ltx-2-19b-distilled")
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(request["upscale"]["loras"]))
 
 
 def test_ltx2_t2v_template_at_its_121_frames_runs_with_comfyuis_audio_length(
@@ -390,15 +383,8 @@ def test_ltx2_i2v_templates_as_saved_map_with_comfyuis_image_preparation(base, t
         plan.request["image"]: [[w, h, m, "center" if c else "disabled"]
                                 for w, h, m, c in LTX2_I2V_RESIZES[template]]
     }  # fmt: skip
-    models = comfy / "models"
     checkpoint = "ltx-2-19b-distilled" if "distilled" in template else "ltx-2-19b-dev-fp8"
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(request["upscale"]["loras"]))
 
 
 def _edited(template: str, folder: Path, outer: dict, inner: dict) -> Path:
