@@ -46,19 +46,12 @@ from template_jobs import (
     ltx2_copy,
     ltx2_serve,
     ltxv_scheduler,
-    tiny_files,
 )
 
 from paradit.backend.config import ServeConfig
 from paradit.backend.sampling.names import SAMPLERS
 from paradit.backend.serving.workflows import plan_for_server
 from paradit.backend.tools.workflow import plan_of, run_overrides
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
-    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.mark.parametrize("template", sorted(EXPECTED))

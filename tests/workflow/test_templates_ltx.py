@@ -43,16 +43,9 @@ from template_jobs import (
     in_folder,
     levels,
     ltx2_serve,
-    tiny_files,
 )
 
 from paradit.backend.tools.workflow import plan_of, render
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
-    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_AS_SAVED))
