@@ -248,7 +248,13 @@ REFUSALS = {  # case -> (more nodes, changes, the node refused, words of the rea
     "fps": ({}, {"13__fps": 25}, "13", "24 fps"),
     "no audio": ({}, {"13__audio": None}, "13", "VAEDecodeAudio"),
     "shift": (SHIFT_10, {"7__model": ["17", 0], "9__model": ["17", 0]}, "17", "model's own"),
-}
+    "second shift": (
+        {"17": (SHIFT, {"model": ["18", 0], "shift_video": 12.0, "shift_audio": 3.0}),
+         "18": (SHIFT, {"model": ["1", 0], "shift_video": 12.0, "shift_audio": 3.0})},
+        {"7__model": ["17", 0], "9__model": ["17", 0]}, "17",
+        "a second ModelSampling node on one model (after node 18)",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.fast
