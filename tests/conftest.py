@@ -331,6 +331,16 @@ def references(backends) -> References:
     return References(backends)
 
 
+@pytest.fixture(scope="session")
+def base(tmp_path_factory) -> Path:
+    """The tiny ComfyUI files the template tests link under each template's names
+    (tests/template_jobs.py `tiny_files`, `comfy_for`), written once per worker; a test
+    writes its edits in its own folder, never in this one."""
+    from template_jobs import tiny_files
+
+    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
+
+
 @pytest.fixture
 def no_hub_cache(tmp_path, monkeypatch) -> Path:
     """An empty hub cache in `tmp_path`, in place of the user's."""

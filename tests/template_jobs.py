@@ -591,6 +591,20 @@ LTX2_FILES = {
 LTX2_PARTS = "(DiT, connectors, vae, audio_vae, vocoder)"
 
 
+def ltx2_serve(comfy: Path, checkpoint: str, lora: bool) -> dict:
+    """An LTX-2 template's serve settings (`plan.serve`) on the ComfyUI folder `comfy`: the
+    checkpoint `checkpoint` (its name without `.safetensors`), `LTX2_FILES`, and the LoRA
+    folder where stage 2 loads a LoRA (`lora`)."""
+    models = comfy / "models"
+    return {
+        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
+        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
+        "vaes": [], "image_encoders": [],
+        "lora_dirs": [str(models / "loras")] if lora else [],
+        "upscaler": str(models / LTX2_FILES["upscaler"]),
+    }  # fmt: skip
+
+
 def ltxv_scheduler(steps: int, tokens: int) -> list[float]:
     """LTXVScheduler at the templates' settings (max_shift 2.05, base_shift 0.95, stretch to
     terminal 0.1), by LTX-Video's published formula, written out here."""

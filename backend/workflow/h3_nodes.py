@@ -21,7 +21,6 @@ The handlers take the `handlers.Mapper` as `m` (not imported: it imports this mo
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from .graph import Node, WorkflowError
@@ -112,12 +111,9 @@ def sigma_shift(m: Any, node: Node) -> tuple[Any, ...]:
             "audio levels from the video levels with these shifts, paradit's with the model's "
             f"own ({H3_SHIFTS[0]:g} and {H3_SHIFTS[1]:g}); set those",
         )
-    if model.shift_node is not None:
-        raise WorkflowError(
-            node, f"a second ModelSampling node on one model (after node {model.shift_node.id})"
-        )
+    shifted = model.shifted(video, node)
     m.say(node, f"shift_video {video:g}, shift_audio {audio:g} (the model's own) -> shift")
-    return (dataclasses.replace(model, shift=video, shift_node=node),)
+    return (shifted,)
 
 
 def decode_audio(m: Any, node: Node) -> tuple[Any, ...]:

@@ -241,11 +241,7 @@ def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
         m.say(node, f"shift {shift:g} -> shift")
     if not shift > 0:
         raise WorkflowError(node, f"shift must be above 0, got {shift}")
-    if model.shift_node is not None:
-        raise WorkflowError(
-            node, f"a second ModelSampling node on one model (after node {model.shift_node.id})"
-        )
-    return (dataclasses.replace(model, shift=shift, shift_node=node),)
+    return (model.shifted(shift, node),)
 
 
 def _cfg_norm(m: Mapper, node: Node) -> tuple[Any, ...]:

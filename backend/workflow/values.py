@@ -5,11 +5,12 @@ maps to. Torch-free."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .graph import Node
+from .graph import Node, WorkflowError
 
 # -- the values nodes produce -----------------------------------------------------------------
 
@@ -27,6 +28,15 @@ class Model:
     cfg_norm: float | None = None
     """CFGNorm's strength (None: no CFGNorm on the model)."""
     cfg_norm_node: Node | None = None
+
+    def shifted(self, shift: float, node: Node) -> Model:
+        """The model sampled at `shift` by `node` (a ModelSampling node, or a family's node
+        that sets the shift); WorkflowError at a second one on one model."""
+        if self.shift_node is not None:
+            raise WorkflowError(
+                node, f"a second ModelSampling node on one model (after node {self.shift_node.id})"
+            )
+        return dataclasses.replace(self, shift=shift, shift_node=node)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,6 @@ from template_jobs import (
     qwen21_turbo_edit_request,
     qwen21_turbo_t2i_request,
     qwen_edit_files,
-    tiny_files,
 )
 
 from paradit.backend.serving.http import HttpServer
@@ -80,12 +79,6 @@ EXPORT = """async workflow => {
   await window.app.loadGraphData(workflow);
   return (await window.app.graphToPrompt()).output;
 }"""
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
-    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from comfy_templates import TEMPLATES, refusal
+from comfy_templates import TEMPLATES, refusal, workflow_run
 from comfy_templates import placeholders as _placeholders
 from comfy_templates import shifted as _shifted
 from comfy_workflow_files import TINY_FLUX_DEV
@@ -38,27 +38,20 @@ from template_jobs import (
     EXPECTED,
     FLUX2_TINY,
     FLUX_ALL_IN_ONE,
-    LTX2_FILES,
     LTX2_TWO_STAGE,
     REFUSED,
     comfy_for,
     in_folder,
     levels,
     ltx2_copy,
+    ltx2_serve,
     ltxv_scheduler,
-    tiny_files,
 )
 
 from paradit.backend.config import ServeConfig
 from paradit.backend.sampling.names import SAMPLERS
 from paradit.backend.serving.workflows import plan_for_server
 from paradit.backend.tools.workflow import plan_of, run_overrides
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
-    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.mark.parametrize("template", sorted(EXPECTED))
@@ -94,14 +87,9 @@ def test_z_image_turbo_template_runs_end_to_end(base, tmp_path, paradit_warm, ba
     template = "image_z_image_turbo.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
     plan, _ = plan_of(str(TEMPLATES / template), str(comfy))
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(TEMPLATES / template), "--out", str(out),
-        "--comfyui-dir", str(comfy), "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, _, _ = workflow_run(
+        paradit_warm, backends, plan, TEMPLATES / template, comfy, tmp_path / "out", served=False
+    )
     assert record["workflow"]["variant"] == "tiny-z-image"
     assert record["sampling"]["sigmas"] == pytest.approx(
         [_shifted(1 - k / 8, 3.0) for k in range(8)] + [0.0], abs=1e-6
@@ -137,15 +125,8 @@ def test_ltx2_template_maps_to_the_two_stage_job(base, tmp_path, template):
     plan, variant = plan_of(str(ltx2_copy(template, comfy, 113)), str(comfy))
     _, expected_variant, request = LTX2_TWO_STAGE[template]
     assert plan.request == request
-    models = comfy / "models"
     checkpoint = {"video_ltx2_t2v.json": "ltx-2-19b-dev-fp8"}.get(template, "ltx-2-19b-distilled")
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if plan.request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(plan.request["upscale"]["loras"]))
     assert variant == expected_variant
     assert plan.serve_argv()[-2:] == ["--upscaler", plan.serve["upscaler"]]
 
@@ -223,21 +204,15 @@ def test_ltx2_t2v_template_runs_end_to_end_as_its_request(base, tmp_path, paradi
     path.write_text(json.dumps(data))
     plan, _ = plan_of(str(path), str(comfy))
     assert (plan.request["width"], plan.request["height"]) == (128, 128)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
     assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 2}
     assert upscale["sigmas"] == [0.909375, 0.725, 0.421875]
     assert upscale["loras"] == [{"name": "ltx-2-19b-distilled-lora-384.safetensors",
                                  "strength": 1.0}]  # fmt: skip
     assert record["sampling"]["sigmas"] == pytest.approx(ltxv_scheduler(2, 3 * 2 * 2), abs=1e-6)
-    job, frames = run_job(server, plan.body())
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
     with Image.open(out / "frames" / "000000.png") as frame:
@@ -265,21 +240,15 @@ def test_ltx2_distilled_template_runs_both_stages_end_to_end(
     assert [plan.request[k] for k in ("width", "height", "num_frames", "sigmas")] == [
         128, 128, 17, stage_1
     ]  # fmt: skip
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert record["workflow"]["variant"] == variant
     upscale = record["timings"]["upscale"]  # the two-stage record (runtime/stages.py)
     assert upscale["stage_1"] == {"width": 64, "height": 64, "steps": 8}
     assert upscale["sigmas"] == levels(template, "177:117")[:-1]
     assert upscale["loras"] == []
     assert record["sampling"]["sigmas"] == pytest.approx(stage_1, abs=1e-6)
-    job, frames = run_job(server, plan.body())
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
     with Image.open(out / "frames" / "000000.png") as frame:

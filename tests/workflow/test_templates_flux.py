@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 from comfy_files import flux2_bfl, mistral3_comfy, qwen3_comfy, write_safetensors
-from comfy_templates import TEMPLATES, refusal, widget
+from comfy_templates import TEMPLATES, refusal, widget, workflow_run
 from comfy_workflow_files import TINY_FLUX_SCHNELL, write_comfyui
 from conftest import run_job
 from PIL import Image as PILImage
@@ -90,16 +90,10 @@ def test_schnell_template_runs_its_two_prompts_end_to_end(comfy, tmp_path, parad
         widget(TEMPLATE, "41", 1),
     )
     assert (plan.request["guidance_scale"], plan.request["shift"]) == (1.0, 1.0)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(folder),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, _, (image,) = workflow_run(
+        paradit_warm, backends, plan, path, folder, tmp_path / "out"
+    )
     assert record["request"]["prompt_2"] == widget(TEMPLATE, "41", 1)
-    _, (image,) = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == image
     without = {k: v for k, v in plan.body().items() if k != "prompt_2"}
     _, (other,) = run_job(server, without)
@@ -184,14 +178,9 @@ def test_klein_base_template_runs_end_to_end_with_cfg(tiny_klein, tmp_path, para
         "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2,
         "guidance_scale": 5.0, "seed": 0,
     }  # fmt: skip
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(tiny_klein),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    _, (image,) = run_job(server, plan.body())
+    server, out, _, _, (image,) = workflow_run(
+        paradit_warm, backends, plan, path, tiny_klein, tmp_path / "out"
+    )
     assert (out / "image.png").read_bytes() == image
     _, (unguided,) = run_job(server, {**plan.body(), "guidance_scale": 1.0})
     assert unguided != image
@@ -443,14 +432,9 @@ def test_flux2_reference_template_runs_end_to_end(
     assert variant == "tiny-flux2"
     assert (plan.request["width"], plan.request["height"]) == (128, 96)
     assert plan.request["num_inference_steps"] == 2
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(folder),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    _, (image,) = run_job(server, plan.body())
+    server, out, _, _, (image,) = workflow_run(
+        paradit_warm, backends, plan, path, folder, tmp_path / "out"
+    )
     assert (out / "image.png").read_bytes() == image
     without = {k: v for k, v in plan.body().items() if k != "image"}
     _, (other,) = run_job(server, without)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from comfy_templates import TEMPLATES, placeholders, widget
-from conftest import run_job
+from comfy_templates import TEMPLATES, placeholders, widget, workflow_run
 from h3_files import write_files
 
 from paradit.backend.models.families import family_for
@@ -249,7 +248,13 @@ REFUSALS = {  # case -> (more nodes, changes, the node refused, words of the rea
     "fps": ({}, {"13__fps": 25}, "13", "24 fps"),
     "no audio": ({}, {"13__audio": None}, "13", "VAEDecodeAudio"),
     "shift": (SHIFT_10, {"7__model": ["17", 0], "9__model": ["17", 0]}, "17", "model's own"),
-}
+    "second shift": (
+        {"17": (SHIFT, {"model": ["18", 0], "shift_video": 12.0, "shift_audio": 3.0}),
+         "18": (SHIFT, {"model": ["1", 0], "shift_video": 12.0, "shift_audio": 3.0})},
+        {"7__model": ["17", 0], "9__model": ["17", 0]}, "17",
+        "a second ModelSampling node on one model (after node 18)",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.fast
@@ -324,17 +329,11 @@ def test_h3_template_runs_end_to_end_on_its_tiny_files(
     # the steps made 2; ComfyUI's default shift (no ModelSampling node) filled in with the files
     expected |= {"num_inference_steps": 2, "shift": 12.0}
     assert plan.request == expected
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(h3_comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, h3_comfy, tmp_path / "out"
+    )
     assert record["request"]["sampler"] == "res_multistep"
     assert record["request"]["shift"] == 12.0
-    job, frames = run_job(server, plan.body())
     assert len(frames) == 124
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(124)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])

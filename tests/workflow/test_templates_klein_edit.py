@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 from comfy_files import flux2_bfl, qwen3_comfy, write_safetensors
-from comfy_templates import TEMPLATES, refusal, widget
+from comfy_templates import TEMPLATES, refusal, widget, workflow_run
 from comfy_workflow_files import write_comfyui
 from conftest import run_job
 from PIL import Image as PILImage
@@ -227,14 +227,9 @@ def test_klein_edit_templates_run_end_to_end(
     assert variant == RUN[template]
     assert (plan.request["width"], plan.request["height"]) == (128, 96)
     assert plan.request["num_inference_steps"] == 2
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(folder),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    _, (image,) = run_job(server, plan.body())
+    server, out, _, _, (image,) = workflow_run(
+        paradit_warm, backends, plan, path, folder, tmp_path / "out"
+    )
     assert (out / "image.png").read_bytes() == image
     without = {k: v for k, v in plan.body().items() if k != "image"}
     _, (other,) = run_job(server, without)

@@ -32,12 +32,11 @@ import wave
 from pathlib import Path
 
 import pytest
-from comfy_templates import TEMPLATES, placeholders, refusal, widget
+from comfy_templates import TEMPLATES, placeholders, refusal, widget, workflow_run
 from conftest import run_job
 from PIL import Image
 from template_jobs import (
     LTX2_AS_SAVED,
-    LTX2_FILES,
     LTX2_I2V,
     LTX2_I2V_RESIZES,
     LTX23_I2V,
@@ -46,16 +45,10 @@ from template_jobs import (
     comfy_for,
     in_folder,
     levels,
-    tiny_files,
+    ltx2_serve,
 )
 
 from paradit.backend.tools.workflow import plan_of, render
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """The tiny ComfyUI files (tests/template_jobs.py), written once."""
-    return tiny_files(tmp_path_factory.mktemp("ComfyUI"))
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_AS_SAVED))
@@ -68,15 +61,8 @@ def test_ltx2_templates_as_saved_map_with_comfyuis_audio_length(base, tmp_path, 
     expected_variant, request = LTX2_AS_SAVED[template]
     assert plan.request == request
     assert variant == expected_variant
-    models = comfy / "models"
     checkpoint = {"video_ltx2_t2v.json": "ltx-2-19b-dev-fp8"}.get(template, "ltx-2-19b-distilled")
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(request["upscale"]["loras"]))
 
 
 def test_ltx2_t2v_template_at_its_121_frames_runs_with_comfyuis_audio_length(
@@ -99,19 +85,13 @@ def test_ltx2_t2v_template_at_its_121_frames_runs_with_comfyuis_audio_length(
     path.write_text(json.dumps(data))
     plan, _ = plan_of(str(path), str(comfy))
     assert (plan.request["num_frames"], plan.request["audio_latent_frames"]) == (121, 127)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert record["request"]["audio_latent_frames"] == 127
     assert record["timings"]["upscale"]["stage_1"] == {"width": 64, "height": 64, "steps": 2}
     with wave.open(str(out / "audio.wav")) as track:
         assert (track.getframerate(), track.getnframes()) == (24000, 505 * 240)
-    job, frames = run_job(server, plan.body())
     assert len(frames) == 121
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(121)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
@@ -239,18 +219,12 @@ def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     plan, _ = plan_of(str(path), str(comfy))
     assert (plan.request["num_frames"], plan.request["audio_latent_frames"]) == (25, 26)
     assert (plan.request["width"], plan.request["height"]) == (128, 128)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert record["request"]["audio_latent_frames"] == 26
     assert record["request"]["upscale"]["sigmas"] == [0.85, 0.4219]
     assert record["timings"]["upscale"]["stage_1"] == {"width": 64, "height": 64, "steps": 2}
-    job, frames = run_job(server, plan.body())
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
@@ -314,14 +288,9 @@ def test_the_2_5_template_with_its_diffusion_vae_runs_end_to_end(
     assert plan.serve["vaes"][0] == str(comfy / "models" / "vae" / DIFFUSION_VAE)
     line = next(text for node, kind, text in plan.lines if kind == "VAEDecodeTiled")
     assert "the diffusion decoder's whole decode, seed-0 noise" in line
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    job, frames = run_job(server, plan.body())
+    server, out, _, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     pair = backends.get(plan.serve["model"], 2, *plan.serve_argv()[2:])
@@ -370,16 +339,10 @@ def test_the_2_5_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
     path = ltx25_copy(comfy, (128, 128), seconds=1)
     plan, _ = plan_of(str(path), str(comfy))
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert record["request"]["audio_latent_frames"] == 27
-    job, frames = run_job(server, plan.body())
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
@@ -409,15 +372,8 @@ def test_ltx2_i2v_templates_as_saved_map_with_comfyuis_image_preparation(base, t
         plan.request["image"]: [[w, h, m, "center" if c else "disabled"]
                                 for w, h, m, c in LTX2_I2V_RESIZES[template]]
     }  # fmt: skip
-    models = comfy / "models"
     checkpoint = "ltx-2-19b-distilled" if "distilled" in template else "ltx-2-19b-dev-fp8"
-    assert plan.serve == {
-        "model": str(models / f"checkpoints/{checkpoint}.safetensors"),
-        "text_encoders": [str(models / p) for p in LTX2_FILES["text_encoders"]],
-        "vaes": [], "image_encoders": [],
-        "lora_dirs": [str(models / "loras")] if request["upscale"]["loras"] else [],
-        "upscaler": str(models / LTX2_FILES["upscaler"]),
-    }  # fmt: skip
+    assert plan.serve == ltx2_serve(comfy, checkpoint, bool(request["upscale"]["loras"]))
 
 
 def _edited(template: str, folder: Path, outer: dict, inner: dict) -> Path:
@@ -498,17 +454,11 @@ def test_ltx2_i2v_template_runs_end_to_end_with_comfyuis_image(
     body = plan.body()
     sent = Image.open(io.BytesIO(base64.b64decode(body["image"])))
     assert sent.size == (160, 160)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
     assert (record["request"]["image_prep"], record["request"]["image_crf"]) == ("comfyui", 33)
     assert record["request"]["upscale"]["sampler"] == "gradient_estimation"
-    job, frames = run_job(server, body)
     assert len(frames) == 17
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(17)] == frames
 

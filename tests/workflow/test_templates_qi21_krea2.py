@@ -30,8 +30,7 @@ import json
 from pathlib import Path
 
 import pytest
-from comfy_templates import TEMPLATES, refusal, shifted
-from conftest import run_job
+from comfy_templates import TEMPLATES, refusal, shifted, workflow_run
 from PIL import Image
 from template_jobs import (
     KREA2,
@@ -90,21 +89,15 @@ def test_krea2_turbo_template_runs_end_to_end(
     backend, sampled on euler/simple at e^1.15."""
     path = enhancer_off(template, tmp_path, megapixels=1 / 16)
     plan, _ = plan_of(str(path), str(krea2_comfy))
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    server, out, record, _, frames = workflow_run(
+        paradit_warm, backends, plan, path, krea2_comfy, tmp_path / "out"
+    )
     stored = server.info()["ranks"][0]["weights"]["stored"]
     assert ("int8" in stored) == template.endswith("_int8.json"), stored
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out),
-        "--comfyui-dir", str(krea2_comfy), "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
     assert record["workflow"]["variant"] == "tiny-krea2"
     assert record["sampling"]["sigmas"] == pytest.approx(
         [shifted(1 - k / 8, KREA2_SHIFT) for k in range(8)] + [0.0], abs=1e-6
     )
-    _, frames = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == frames[0]
     with Image.open(out / "image.png") as image:
         assert image.size == (256, 256)
@@ -231,17 +224,11 @@ def test_qwen_image21_turbo_template_runs_end_to_end(
     path = qwen21_sized(template, tmp_path, 1 / 16) if template in QWEN21_T2I else None
     path = path or TEMPLATES / template
     plan, _ = plan_of(str(path), str(qwen21_comfy))
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(path), "--out", str(out),
-        "--comfyui-dir", str(qwen21_comfy), "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
+    server, out, record, _, frames = workflow_run(
+        paradit_warm, backends, plan, path, qwen21_comfy, tmp_path / "out"
+    )
     assert record["workflow"]["variant"] == "tiny-qwen-image2.1"
     assert record["sampling"]["sigmas"] == pytest.approx(QWEN21_TURBO_SIGMAS, abs=1e-6)
-    _, frames = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == frames[0]
     with Image.open(out / "image.png") as image:
         assert image.size == ((256, 256) if template in QWEN21_T2I else (96, 64))

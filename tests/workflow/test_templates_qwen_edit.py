@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from comfy_templates import TEMPLATES
-from conftest import run_job
+from comfy_templates import TEMPLATES, workflow_run
 from PIL import Image
 from template_jobs import (
     E2509,
@@ -117,19 +116,14 @@ def test_edit_template_runs_end_to_end(comfy, tmp_path, paradit_warm, backends, 
     plan, _ = plan_of(str(workflow), str(comfy))
     request, _ = EDIT_EXPECTED[template]
     assert plan.request == {**in_folder(request, comfy), "num_inference_steps": 2}
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    server, out, record, _, frames = workflow_run(
+        paradit_warm, backends, plan, workflow, comfy, tmp_path / "out"
+    )
     if template == INT8:
         assert server.info()["ranks"][0]["weights"]["stored"] == {"int8": 28}
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    ran = json.loads((out / "job.json").read_text())["request"]
+    ran = record["request"]
     expected = {k: v for k, v in plan.request.items() if k not in ("image", "images")}
     assert {k: ran[k] for k in expected} == expected
-    _, frames = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == frames[0]
     with Image.open(out / "image.png") as image:
         assert image.size == (request["width"], request["height"])

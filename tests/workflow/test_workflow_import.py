@@ -410,6 +410,11 @@ def _scheduler_on_another_shift(graph: dict) -> None:
 
 
 REFUSALS = {  # case -> (graph, node id, node type, words of the reason)
+    "a second ModelSampling node on one model": (
+        _edit("qwen_image", _set("3", model=["67", 0]), _add("67", {
+            "class_type": "ModelSamplingAuraFlow", "inputs": {"model": ["66", 0], "shift": 3.1}})),
+        "67", "ModelSamplingAuraFlow", "a second ModelSampling node on one model (after node 66)",
+    ),
     "custom sampler's sampler paradit lacks": (
         _edit("wan21_t2v", _custom(_set("22", sampler_name="dpmpp_sde"))),
         "22", "KSamplerSelect", "sampler dpmpp_sde: paradit runs the samplers",

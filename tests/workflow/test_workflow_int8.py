@@ -9,11 +9,10 @@ Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from comfy_files import WAN_PREFIX, quantizable, qwen3_comfy, vae_ldm, z_image_original
-from conftest import run_job
+from comfy_templates import workflow_run
 from quant_files import write_int8
 from safetensors.torch import save_file
 
@@ -49,15 +48,9 @@ def test_z_image_int8_convrot_workflow_runs_on_the_int8_file(tmp_path, paradit_w
     workflow.write_text(text.replace(BF16_NAME, INT8_NAME))
     plan, _ = plan_of(str(workflow), str(comfy))
     assert plan.serve["model"].endswith(INT8_NAME)
-    server = backends.get(plan.serve["model"], 1, *plan.serve_argv()[2:])
+    server, out, record, _, frames = workflow_run(
+        paradit_warm, backends, plan, workflow, comfy, tmp_path / "out"
+    )
     assert server.info()["ranks"][0]["weights"]["stored"] == {"int8": 46}
-    out = tmp_path / "out"
-    result = paradit_warm(
-        "workflow", "run", str(workflow), "--out", str(out), "--comfyui-dir", str(comfy),
-        "--server", server.url,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    record = json.loads((out / "job.json").read_text())
     assert record["workflow"]["variant"] == "tiny-z-image"
-    _, frames = run_job(server, plan.body())
     assert (out / "image.png").read_bytes() == frames[0]
