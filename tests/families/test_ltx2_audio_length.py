@@ -6,7 +6,7 @@ pipeline's own round(9.375) = 9) at world size 1 against `LTX2Pipeline` called d
 the same waveform, bit for bit, 10 latent frames long. 2 ranks against 1: the family
 contract's job "audio length" (`ltx2/tiny_job.py`).
 
-Cost: about 4 s (estimated on a loaded machine: one tiny preset, two jobs of 2 steps).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ hands the pipeline those float pixels with `image_crf` 0. The whole job (both st
 diffusers given the prepared pixels, and 2 ranks against 1, is the family contract's job
 "comfyui i2v" (`ltx2/tiny_job.py`).
 
-Cost: about 2 s (estimated on a loaded machine: a few one-frame H.264 round trips).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 and the audio latents it decoded (`audio_latents.npy`), on replica 0 and on another replica
 (through the store), byte for byte world size 1's.
 
-Cost: about 15 s (measured on the loaded 2-core machine, 2026-11-29: the references' backend
-and one of two replicas of one rank; to measure again on a quiet one).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

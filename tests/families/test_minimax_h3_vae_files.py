@@ -5,7 +5,7 @@ against what ComfyUI's modules compute (per-head fused q/k/v, `[gate; up]` SwiGL
 tiny preset's two VAEs written in those layouts decode what the preset's VAEs decode, byte
 for byte.
 
-Cost: about 3 s (one core, 2026-11-30).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -23,9 +23,7 @@ graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 55 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
-as saved, its two image-to-video ones and Qwen-Image 2.1's two Turbo ones added later,
-estimated: measure again).
+Cost: about 61 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
 paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
 
-Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 13 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ block's weights gathered once a step instead of twice, the output within roundin
 size 1; the two calls' inputs batched only when they differ in their batch rows alone, else
 run one after the other with the reason recorded.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

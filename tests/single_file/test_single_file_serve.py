@@ -2,7 +2,7 @@
 file) makes the frames of its preset, Wan 2.1 image-to-video with its `--image-encoder` file
 too; `paradit models DIR` and the one-line refusals.
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ knowledge of each node (tests/frontends/test_comfyui_templates.py serves them): 
 paradit maps or refuses has one, its widgets are nodes.py's in nodes.py's order, and an entry
 that contradicts nodes.py is refused when it is read.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

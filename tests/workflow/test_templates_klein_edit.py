@@ -12,8 +12,7 @@ sends it as an 8-bit image, checked here against torch. Each template imports to
 end to end on the tiny Klein weights under its names. The KV template's FluxKVCache is
 refused (test_templates.py's REFUSED table).
 
-Cost: about 25 s (two tiny Klein backends, four 2-step edits at 128x96; estimated on a loaded
-2-core machine: measure again).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -20,8 +20,7 @@ name written as the tiny presets' files under the templates' own names.
   cache at QwenImage21Cache, an edit whose reference ComfyUI and the pipeline would size
   differently at TextEncodeQwenImage21 (the sizes worked by hand in a fast test).
 
-Cost: about 14 s (Krea 2: about 6 s; the Qwen-Image 2.1 checks about 8 s alone on 2 loaded
-cores, 2026-11-29: measure again).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ image sent is FluxKontextImageScale's, and each runs end to end through `paradit
 run` at 2 steps on a backend of its own files (the int8 one on its int8_convrot file), the
 image the one its request makes there.
 
-Cost: about 50 s (16 s in the suite's two-worker run on 2 cores, 2026-11-29, with the int8
-run alone; the first, 2509 and 2511 runs estimated from a loaded machine: measure again).
+Cost: about 53 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
