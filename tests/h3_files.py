@@ -7,7 +7,7 @@ the formats' definitions, apart from the loaders (`families/minimax_h3/`)."""
 from __future__ import annotations
 
 import torch
-from quant_files import int8_layer
+from quant_files import int8_layer, nvfp4_layer
 from safetensors.torch import save_file
 
 from paradit.backend.models.families.minimax_h3 import vae_files
@@ -188,8 +188,26 @@ VIDEO_VAE = "minimax_h3_video_vae_int8_convrot"
 AUDIO_VAE = "minimax_h3_audio_vae_fp32"
 
 
-def write_files(root, tiny, int8: bool) -> tuple[str, tuple[str, ...]]:
-    """The four files under the templates' folders and names; (--model, the other flags)."""
+def nvfp4_awq_encoder(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Qwen3-VL in ComfyUI's names with the language model's linear weights as nvfp4_awq
+    layers (`quant_files.nvfp4_layer`: packed e2m1 codes, fp8 block scales, the per-tensor
+    scale, the per-column `pre_quant_scale`), as `qwen3vl_32b_minimax_h3_nvfp4_awq` holds
+    them; the rest as stored."""
+    tensors: dict[str, torch.Tensor] = {}
+    for key, value in comfy_qwen3_vl(state).items():
+        linear = key.startswith("model.layers.") and key.endswith("_proj.weight")
+        if linear and value.ndim == 2 and value.shape[1] % 16 == 0:
+            parts, _ = nvfp4_layer(value.float(), awq=True, seed=len(tensors))
+            tensors |= {key[: -len("weight")] + suffix: t for suffix, t in parts.items()}
+        else:
+            tensors[key] = value.contiguous()
+    return tensors
+
+
+def write_files(root, tiny, int8: bool, nvfp4_encoder: bool = False) -> tuple[str, tuple[str, ...]]:
+    """The four files under the templates' folders and names; (--model, the other flags).
+    `int8`: the DiT's and the video VAE's linears int8_convrot; `nvfp4_encoder`: the encoder's
+    language model nvfp4_awq, as the templates' files hold them."""
     paths = {
         "diffusion_models": root / "diffusion_models" / f"{DIT}.safetensors",
         "text_encoders": root / "text_encoders" / f"{ENCODER}.safetensors",
@@ -199,7 +217,9 @@ def write_files(root, tiny, int8: bool) -> tuple[str, tuple[str, ...]]:
     for path in paths.values():
         path.parent.mkdir(parents=True, exist_ok=True)
     write_pruned(paths["diffusion_models"], tiny.transformer, int8=int8)
-    save_file(comfy_qwen3_vl(tiny.text_encoder.state_dict()), str(paths["text_encoders"]))
+    state = tiny.text_encoder.state_dict()
+    encoder = nvfp4_awq_encoder(state) if nvfp4_encoder else comfy_qwen3_vl(state)
+    save_file(encoder, str(paths["text_encoders"]))
     video = comfy_video_vae(tiny.vae, own_statistics=True)
     save_file(int8_video_vae(video) if int8 else video, str(paths["video"]))
     fresh = build_preset("tiny-minimax-h3", components=frozenset({"audio_vae"})).audio_vae

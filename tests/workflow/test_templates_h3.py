@@ -284,11 +284,12 @@ RUN_NODES = {  # template -> (its ResolutionSelector, its turbo-off steps Primit
 @pytest.fixture(scope="module")
 def h3_comfy(tmp_path_factory):
     """A ComfyUI folder with both templates' names: tiny-minimax-h3 written as the four files
-    the templates load (int8_convrot DiT and video VAE, as they name them)."""
+    the templates load, in the formats they name (int8_convrot DiT and video VAE, the
+    Qwen3-VL encoder's language model nvfp4_awq)."""
     comfy = tmp_path_factory.mktemp("h3") / "ComfyUI"
     for template in sorted(RUN_NODES):
         placeholders(template, comfy) if not comfy.exists() else _images(template, comfy)
-    write_files(comfy / "models", build_preset("tiny-minimax-h3"), int8=True)
+    write_files(comfy / "models", build_preset("tiny-minimax-h3"), int8=True, nvfp4_encoder=True)
     return comfy
 
 
