@@ -53,12 +53,15 @@ from template_jobs import (
     LTX2_TWO_STAGE,
     LTX23_I2V,
     LTX23_I2V_RESIZES,
+    LTX25_JOB,
     QWEN21_EDIT,
     QWEN21_T2I,
     REF,
     REF_INPUT,
     REFUSED,
+    T23,
     T23_I2V,
+    T25,
     comfy_for,
     enhancer_off,
     flux2_ref_headers,
@@ -73,6 +76,9 @@ from template_jobs import (
     krea2_files,
     krea2_request,
     ltx2_copy,
+    ltx23_copy,
+    ltx23_job,
+    ltx25_copy,
     qwen21_files,
     qwen21_turbo_edit_request,
     qwen21_turbo_t2i_request,
@@ -159,6 +165,8 @@ def _known_templates() -> list[str]:
             REF,
             *KLEIN_EDIT,
             *H3_EXPECTED,
+            T23,
+            T25,
         }:
             continue  # compared job by job above
         try:
@@ -340,6 +348,26 @@ def test_exported_ltx2_i2v_template_imports_to_its_job(frontend, base, tmp_path,
     assert variant == expected
     (steps,) = plan.resized.values()
     assert [(r.width, r.height, r.method, r.crop) for r in steps] == I2V_RESIZES[template]
+
+
+def test_exported_ltx2_3_and_2_5_t2v_templates_import_to_their_jobs(frontend, base, tmp_path):
+    """LTX-2.3's text-to-video template with prompt_enhance off (as saved, refused at its
+    TextGenerateLTX2Prompt) and LTX-2.5's with its convolutional video VAE (as saved, refused
+    at its VAEDecodeTiled: tests/workflow/test_templates_ltx.py) on the tiny files under their
+    names: each API form's job is its saved form's and the one written by hand (`ltx23_job`
+    at 5 s: 121 video and 126 audio latent frames; `LTX25_JOB`: 2.5's separate files)."""
+    comfy = comfy_for(base, T23, tmp_path / "ComfyUI")
+    saved = ltx23_copy(comfy, 5)
+    api = exported(frontend, json.loads(saved.read_text()), tmp_path, T23)
+    plan, variant = _same_job(saved, api, comfy)
+    assert plan.request == ltx23_job(5)
+    assert variant == "all-in-one tiny-ltx2.3 (DiT, connectors, vae, audio_vae, vocoder)"
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI25")
+    saved = ltx25_copy(comfy)
+    api = exported(frontend, json.loads(saved.read_text()), tmp_path, T25)
+    plan, variant = _same_job(saved, api, comfy)
+    assert plan.request == LTX25_JOB
+    assert variant == "tiny-ltx2.5-distilled"
 
 
 @pytest.mark.parametrize("template", sorted(LTX2_TWO_STAGE))
