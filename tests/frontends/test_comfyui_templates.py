@@ -10,22 +10,30 @@ package, driven by Playwright) loads every template tests/template_jobs.py maps 
 (`app.graphToPrompt()`: subgraphs flattened to `128:81` ids, legacy primitives and reroutes
 resolved, bypassed and muted nodes left out, widget values by name). paradit's reading of
 the saved form is that graph (the same nodes, links and widget values). In the ComfyUI folder
-of tiny files the template's own workflow test builds, `paradit workflow import` of the
-export gives the saved form's job (every request field, the files the backend serves, the
-variant) and the job written by hand: test_templates.py's table, the Qwen-Image-Edit
-templates, Krea 2 Turbo's with prompt_enhance off, FLUX.2 [klein]'s distilled subgraph; a
-refused template is refused at the same node path with the same reason. LTX-2's
-text-to-video templates as saved (121 frames, ComfyUI's audio length `audio_latent_frames`
-127: test_templates_ltx.py's jobs), and at 113 frames too, the copies test_templates.py maps
-to the two-stage job. Every other template of the package whose nodes all have a definition (of
-the families other branches map, and others built of the same core nodes) is compared as a
-graph.
+of tiny files the template's own workflow test builds (tests/template_jobs.py's builders,
+each written once per module or session), `paradit workflow import` of the export gives the
+saved form's job (every request field, the files the backend serves, the images as sent:
+scaled or resized, the variant) and the job written by hand (tests/template_jobs.py's tables,
+which the owning workflow tests check the saved form against): test_templates.py's table,
+HunyuanVideo 1.5's i2v template among it, the Qwen-Image-Edit templates, Krea 2 Turbo's with
+prompt_enhance off, FLUX.2 [klein]'s distilled subgraph, FLUX.2 [dev] with a reference image
+(`image_flux2`), FLUX.2 [klein]'s four image-edit templates, MiniMax H3's two (on
+tiny-minimax-h3's four files), Qwen-Image 2.1's two Turbo ones; a refused template is refused
+at the same node path with the same reason. LTX-2's text-to-video templates as saved (121
+frames, ComfyUI's audio length `audio_latent_frames` 127: test_templates_ltx.py's jobs), and
+at 113 frames too, the copies test_templates.py maps to the two-stage job; LTX-2's two and
+LTX-2.3's image-to-video templates as saved (ResizeImageMaskNode's resizes, 2.3's
+`image_strength`); LTX-2.3's text-to-video template with prompt_enhance off and LTX-2.5's with
+its convolutional video VAE (as saved each is refused: test_templates_ltx.py). Every other
+template of the package whose nodes all have a definition (of the families other branches
+map, and others built of the same core nodes) is compared as a graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
 Cost: about 55 s (the suite's two-worker run on 2 cores, 2026-11-29; LTX-2's two templates
-as saved, its two image-to-video ones and Qwen-Image 2.1's two Turbo ones added later,
-estimated: measure again).
+as saved, its two image-to-video ones, Qwen-Image 2.1's two Turbo ones and issue 53's eleven
+job checks (FLUX.2 reference and Klein edit, H3, LTX-2.3/2.5) added later, each an export the
+graph check made already plus two imports on tiny files: estimated, measure again).
 """
 
 from __future__ import annotations
@@ -448,6 +456,7 @@ def test_exported_refused_template_is_refused_at_the_same_node(frontend, tmp_pat
 @pytest.mark.parametrize("template", _known_templates())
 def test_paradit_reads_each_template_as_the_frontend_flattens_it(frontend, tmp_path, template):
     """Beyond the templates mapped or refused above: every template made of nodes defined
-    here (52 more of the package's 0.1.x: LTX-2.3/2.5, Qwen-Image 2.1, MiniMax H3, SDXL, ...)
+    here (41 more of the package's 0.1.x: LTX-2.5's image-to-video one, Qwen-Image 2.1's
+    base ones, MiniMax H3's continuation, SDXL, ...)
     is read from its saved form as the frontend exports it (nodes, links, widget values)."""
     exported(frontend, json.loads((TEMPLATES / template).read_text()), tmp_path, template)
