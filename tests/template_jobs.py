@@ -31,8 +31,9 @@ from comfy_files import (
     write_safetensors,
     z_image_original,
 )
-from comfy_templates import TEMPLATES, widget
+from comfy_templates import TEMPLATES, placeholders, widget
 from comfy_workflow_files import START_IMAGE, write_comfyui
+from h3_files import write_files
 from lora_files import peft_lora
 from PIL import Image
 from quant_files import write_int8
@@ -1101,3 +1102,299 @@ def qwen21_turbo_edit_request(folder: Path) -> dict:
         "sampler": "euler", "sigmas": QWEN21_TURBO_SIGMAS,
         "image": str(folder / "input/ballet_dancer_photography_minimalist_architecture.png"),
     }  # fmt: skip
+
+
+# -- FLUX.2 [dev] with a reference image (tests/workflow/test_templates_flux.py) -------------
+
+REF = "image_flux2.json"
+REF_INPUT = "image_flux2_input_image.png"  # LoadImage 46's file
+FLUX2_REF_REQUEST = {  # the template's job as saved on a 512x512 input, by hand
+    "prompt": widget(REF, "68:6", 0),  # CLIPTextEncode 6 (the subgraph's text: none)
+    "negative_prompt": "",  # BasicGuider 22: no negative
+    "width": 1024, "height": 1024, "num_frames": 1,  # GetImageSize 72 of the scaled image
+    # PrimitiveInt 91 through switch 93 (PrimitiveBoolean 94 false): 20 steps on
+    # Flux2Scheduler 48's levels (the model's own); FluxGuidance 26: 4; RandomNoise 25
+    "num_inference_steps": 20, "guidance_scale": 4.0, "seed": widget(REF, "68:25", 0),
+    # ReferenceLatent 43's image; no image_prep: the pipeline's own
+    "image": f"input/{REF_INPUT}",
+}  # fmt: skip
+"""Relative to the ComfyUI folder (`in_folder`); the image sent is ImageScaleToTotalPixels 45's
+(lanczos, 1 megapixel: 1024x1024)."""
+
+
+def flux2_ref_folder(
+    folder: Path, dit: Path, encoder: Path, vae: Path, size: tuple[int, int]
+) -> Path:
+    """A ComfyUI folder with image_flux2's files (hard links to `dit`, `encoder`, `vae`) and a
+    seeded input image of `size`."""
+    links = {"diffusion_models/flux2_dev_fp8mixed": dit, "vae/full_encoder_small_decoder": vae,
+             "text_encoders/mistral_3_small_flux2_bf16": encoder}  # fmt: skip
+    for name, source in links.items():
+        (folder / "models" / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(source, folder / "models" / f"{name}.safetensors")
+    (folder / "input").mkdir()
+    seeded_png(folder / "input" / REF_INPUT, size, 5)
+    return folder
+
+
+def flux2_ref_headers(comfy: Path, folder: Path, size: tuple[int, int]) -> Path:
+    """image_flux2's files as FLUX.2-dev's headers (tests/comfy_workflow_files.py's, in the
+    ComfyUI folder `comfy`) in a ComfyUI folder `folder`, its input image of `size`."""
+    models = comfy / "models"
+    return flux2_ref_folder(
+        folder,
+        models / "diffusion_models/flux2_dev_fp8mixed.safetensors",
+        models / "text_encoders/mistral_3_small_flux2_bf16.safetensors",
+        models / "vae/flux2-vae.safetensors",
+        size,
+    )
+
+
+def flux2_ref_copy(folder: Path, **inner: list) -> Path:
+    """image_flux2 with inner nodes' widgets of subgraph 68 replaced (`outer` 45's with the
+    key "45"), saved in `folder`."""
+    data = json.loads((TEMPLATES / REF).read_text())
+    (sub,) = data["definitions"]["subgraphs"]
+    for node in [*sub["nodes"], *data["nodes"]]:
+        if str(node["id"]) in inner:
+            node["widgets_values"] = inner[str(node["id"])]
+    path = folder / REF
+    path.write_text(json.dumps(data))
+    return path
+
+
+# -- FLUX.2 [klein] image edit (tests/workflow/test_templates_klein_edit.py) ------------------
+
+B4, D4 = (
+    "image_flux2_klein_image_edit_4b_base.json",
+    "image_flux2_klein_image_edit_4b_distilled.json",
+)
+B9, D9 = (
+    "image_flux2_klein_image_edit_9b_base.json",
+    "image_flux2_klein_image_edit_9b_distilled.json",
+)
+
+KLEIN_EDIT_FILES = {  # template -> its DiT, text encoder and VAE (models/, no suffix), its image
+    B4: ("diffusion_models/flux-2-klein-base-4b-fp8", "text_encoders/qwen_3_4b",
+         "vae/full_encoder_small_decoder", "robed_women.png"),
+    D4: ("diffusion_models/flux-2-klein-4b-fp8", "text_encoders/qwen_3_4b",
+         "vae/flux2-vae", "handbag_white.png"),
+    B9: ("diffusion_models/flux-2-klein-base-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
+         "vae/full_encoder_small_decoder", "car_interior_white.jpeg"),
+    D9: ("diffusion_models/flux-2-klein-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
+         "vae/full_encoder_small_decoder", "bold_outfit_woman.jpeg"),
+}  # fmt: skip
+KLEIN_EDIT_OTHER_IMAGES = ("pink_tone_chair.png", "comfy_logo_blue.png", "handbag_white.png")
+"""LoadImage files of the bypassed two-image subgraphs (92), there for the graph."""
+
+KLEIN_EDIT = {  # template -> (variant on header files, the job by hand from subgraph 75)
+    # CLIPTextEncode 74 of the subgraph's text (its value on node 75), CLIPTextEncode 67's
+    # empty negative, both with ReferenceLatent 124 / 122 of VAEEncode 123's latent;
+    # ImageScaleToTotalPixels 80 (nearest-exact, 1 megapixel, steps 1): the 512x512 input to
+    # 1024x1024, into GetImageSize 100 -> EmptyFlux2LatentImage 66 and Flux2Scheduler 62:
+    # 20 steps, the pipeline's own levels (KSamplerSelect 61 euler); CFGGuider 63: cfg 5;
+    # RandomNoise 73: the subgraph's noise_seed
+    B4: ("flux.2-klein-base-4b", {"negative_prompt": "", "num_inference_steps": 20,
+                                  "guidance_scale": 5.0}, "nearest-exact"),
+    # the same graph with ConditioningZeroOut 82 as the negative; Flux2Scheduler 62: 4 steps;
+    # CFGGuider 63: cfg 1
+    D4: ("flux.2-klein-4b", {"negative_prompt": "", "num_inference_steps": 4,
+                             "guidance_scale": 1.0}, "nearest-exact"),
+    # as B4; ImageScaleToTotalPixels 80 lanczos
+    B9: ("flux.2-klein-base-9b", {"negative_prompt": "", "num_inference_steps": 20,
+                                  "guidance_scale": 5.0}, "lanczos"),
+    # as D4; ImageScaleToTotalPixels 80 nearest-exact
+    D9: ("flux.2-klein-9b", {"negative_prompt": "", "num_inference_steps": 4,
+                             "guidance_scale": 1.0}, "nearest-exact"),
+}  # fmt: skip
+
+
+def klein_edit_request(template: str, image: Path) -> dict:
+    """A Klein image-edit template's job as saved on a 512x512 input (`image`), by hand."""
+    _, fields, _ = KLEIN_EDIT[template]
+    return {
+        "prompt": widget(template, "75", 3),  # the subgraph's text
+        **{k: v for k, v in fields.items() if k == "negative_prompt"},
+        "width": 1024, "height": 1024, "num_frames": 1,
+        **{k: v for k, v in fields.items() if k != "negative_prompt"},
+        "seed": widget(template, "75", 4),  # the subgraph's noise_seed
+        "image": str(image),  # ReferenceLatent 124's image; no image_prep: the pipeline's own
+    }  # fmt: skip
+
+
+def klein_edit_folder(
+    folder: Path, template: str, files: tuple[Path, Path, Path], size: tuple[int, int]
+) -> Path:
+    """A ComfyUI folder with a Klein image-edit template's files (hard links to `files`) and
+    seeded input images of `size`."""
+    *names, image = KLEIN_EDIT_FILES[template]
+    for name, source in zip(names, files, strict=True):
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(source, target)
+    (folder / "input").mkdir(parents=True)
+    for i, name in enumerate((image, *KLEIN_EDIT_OTHER_IMAGES)):
+        if not (folder / "input" / name).exists():
+            seeded_png(folder / "input" / name, size, 5 + i)
+    return folder
+
+
+def klein_edit_headers(comfy: Path, template: str) -> tuple[Path, Path, Path]:
+    """The FLUX.2 [klein] DiT's, Qwen3's and the Flux.2 VAE's headers at their real widths
+    (tests/comfy_workflow_files.py's, in the ComfyUI folder `comfy`) of the template's size."""
+    models = comfy / "models"
+    nine = "9b" in template
+    return (
+        models / f"diffusion_models/flux-2-klein-{'9b' if nine else '4b'}.safetensors",
+        models / f"text_encoders/qwen_3_{'8b' if nine else '4b'}_header.safetensors",
+        models / "vae/flux2-vae.safetensors",
+    )
+
+
+# -- MiniMax H3 (tests/workflow/test_templates_h3.py) -----------------------------------------
+
+H3_OUTER = {"video_minimax_h3_t2v.json": "140", "video_minimax_h3_i2v.json": "105"}
+"""The subgraph node ("Image to Video (MiniMax H3)") whose saved widget values the
+template's promoted widgets take (prompt, the duration, the seed, the turbo switch...)."""
+
+# By hand from each graph: the prompt and the seed are the subgraph node's promoted widget
+# values (not the inner node's own); the size is ResolutionSelector's (16:9 at 0.4 MP in
+# multiples of 32: 864x480, as the template's note tabulates; 1:1: 640x640); the length is
+# ComfyMathExpression's snap of 5 s x 24 = 120 frames up to 17k+5: 124; the steps the
+# turbo switch's false branch (PrimitiveInt 20); BasicGuider: cfg 1; KSamplerSelect
+# res_multistep; BasicScheduler simple; no ModelSampling node (ComfyUI's default shift 12 is
+# filled in with the files, check_files). The i2v template's LoadImage is first_frame; its
+# ImageScaleToTotalPixels and GetImageSize are connected to nothing (not run).
+H3_EXPECTED = {
+    "video_minimax_h3_t2v.json": {"width": 864, "height": 480},
+    "video_minimax_h3_i2v.json": {
+        "width": 640,
+        "height": 640,
+        "image": "input/transparent_rgb_gaming_mouse.png",
+    },
+}
+
+
+def h3_request(template: str, comfy: Path) -> dict:
+    """An H3 template's job as saved, by hand (`H3_EXPECTED`), its image in `comfy`; without
+    the shift the files fill in (ComfyUI's default 12 where no node sets one)."""
+    outer = H3_OUTER[template]
+    request = {
+        "prompt": widget(template, outer, 0),
+        "negative_prompt": "",
+        "num_frames": 124,
+        "num_inference_steps": 20,
+        "guidance_scale": 1.0,
+        "seed": 757358688076805,
+        "sampler": "res_multistep",
+        "scheduler": "simple",
+        **H3_EXPECTED[template],
+    }
+    return in_folder(request, comfy)
+
+
+def h3_folder(comfy: Path) -> Path:
+    """A ComfyUI folder `comfy` with both H3 templates' names: tiny-minimax-h3 written as the
+    four files the templates load, in the formats they name (int8_convrot DiT and video VAE,
+    the Qwen3-VL encoder's language model nvfp4_awq), the templates' input images."""
+    for template in sorted(H3_OUTER):
+        if comfy.exists():
+            data = json.loads((TEMPLATES / template).read_text())
+            for node in data["nodes"]:
+                if node["type"] == "LoadImage":
+                    name = node["widgets_values"][0]
+                    Image.new("RGB", (32, 32)).save(comfy / "input" / name)
+        else:
+            placeholders(template, comfy)
+    write_files(comfy / "models", build_preset("tiny-minimax-h3"), int8=True, nvfp4_encoder=True)
+    return comfy
+
+
+# -- LTX-2.3's and LTX-2.5's text-to-video templates (tests/workflow/test_templates_ltx.py) --
+
+T23 = "video_ltx2_3_t2v.json"
+LTX23_FILES = {  # relative to models/, as the 2.3 template names them
+    "model": "checkpoints/ltx-2.3-22b-dev-fp8.safetensors",
+    "text_encoders": ["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"],
+    "upscaler": "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
+}
+LTX23_LORA = [{"name": widget(T23, "267:232", 0), "strength": 0.5}]  # LoraLoaderModelOnly 232
+
+
+def ltx23_job(seconds: int) -> dict:
+    """The 2.3 text-to-video template's job with prompt_enhance off, by hand from the graph:
+    the subgraph's 1280x720 halved by ComfyMathExpression 256/259 (a/2) into
+    EmptyLTXVLatentVideo 228 (640x360: ComfyUI's latent 640 // 32 x 360 // 32 tokens, 640x352)
+    and doubled by LTXVLatentUpsampler 253: 1280x704; length a * b + 1 (ComfyMathExpression 277:
+    seconds x PrimitiveInt 260's 25 fps + 1) rounded by the latent to ((n - 1) // 8) * 8 + 1;
+    LTXVEmptyLatentAudio 214 counts ceil(n / 25 x 25) = n audio latent frames where the
+    pipeline makes round(frames / 25 x 25) = frames; stage 1: RandomNoise 237's seed (the
+    subgraph's), CFGGuider 231 (1), KSamplerSelect 209 (euler), ManualSigmas 252 (8 steps);
+    stage 2: CFGGuider 213, KSamplerSelect 246, ManualSigmas 211 without its final 0; the
+    distilled LoRA at 0.5 on the model of both stages; the prompt the subgraph's text
+    (ComfySwitchNode 329 with prompt_enhance off), the negative CLIPTextEncode 247's."""
+    length = seconds * 25 + 1
+    frames = (length - 1) // 8 * 8 + 1
+    job = {
+        "prompt": widget(T23, "267", 0), "negative_prompt": widget(T23, "267:247", 0),
+        "width": 1280, "height": 704, "num_frames": frames, "num_inference_steps": 8,
+        "guidance_scale": 1.0, "seed": widget(T23, "267", 6), "sampler": "euler",
+        "sigmas": levels(T23, "267:252"), "fps": 25.0, "loras": LTX23_LORA,
+        "upscale": {"factor": 2, "sigmas": levels(T23, "267:211")[:-1], "sampler": "euler",
+                    "guidance_scale": 1.0, "loras": LTX23_LORA},
+    }  # fmt: skip
+    if length != frames:  # the audio of ComfyUI's length, not of the rounded video's
+        job["audio_latent_frames"] = length
+    return job
+
+
+def ltx23_copy(folder: Path, seconds: int, size: tuple[int, int] = (1280, 720)) -> Path:
+    """The 2.3 text-to-video template with prompt_enhance off, at `seconds` and `size`."""
+    data = json.loads((TEMPLATES / T23).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 267)
+    assert outer["widgets_values"][1:6] == [True, 1280, 720, 5, 25]  # as saved
+    outer["widgets_values"][1:5] = [False, *size, seconds]  # prompt_enhance off
+    path = folder / T23
+    path.write_text(json.dumps(data))
+    return path
+
+
+T25 = "video_ltx2_5_t2v.json"
+CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
+DIFFUSION_VAE = "ltx-2.5-video-vae-bf16.safetensors"
+
+
+def ltx25_copy(
+    folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5, vae: str = CONV_VAE
+) -> Path:
+    """The 2.5 text-to-video template (prompt_enhance off as saved) with `vae` in place of the
+    saved video VAE (default: Lightricks' convolutional one; `DIFFUSION_VAE`, the saved
+    diffusion decoder), at `size` (a square other than the saved size: ResolutionSelector
+    409's, which feeds the subgraph's width and height) and `seconds` (its length widget)."""
+    data = json.loads((TEMPLATES / T25).read_text())
+    outer = next(n for n in data["nodes"] if n["id"] == 405)
+    assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
+    assert outer["widgets_values"][8] == DIFFUSION_VAE
+    outer["widgets_values"][2:5] = [seconds, *size]
+    outer["widgets_values"][8] = vae
+    if size != (1280, 720):  # the subgraph's width and height come from ResolutionSelector 409
+        assert size[0] == size[1], "a square: 1:1 at (side / 1024)^2 mebipixels"
+        selector = next(n for n in data["nodes"] if n["id"] == 409)
+        selector["widgets_values"] = ["1:1 (Square)", (size[0] / 1024) ** 2, 64]
+    path = folder / T25
+    path.write_text(json.dumps(data))
+    return path
+
+
+LTX25_JOB = {  # ltx25_copy's job (the conv VAE, as saved otherwise), by hand: 1280x720
+    # halved (ComfyMathExpression 353/355) into EmptyLTXVLatentVideo 356 (640x352) and doubled
+    # by the upsampler: 1280x704; 5 s x 24 fps + 1 = 121 frames, the audio ceil(121 / 24 x 25)
+    # = 127 latent frames (the pipeline's 126); LTXVDualCFGGuider 388 at 1 and 1;
+    # euler_ancestral (KSamplerSelect 352, 341); ManualSigmas 404 and 395
+    "prompt": widget(T25, "405", 0), "negative_prompt": widget(T25, "405:373", 0),
+    "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
+    "guidance_scale": 1.0, "seed": widget(T25, "405", 5), "sampler": "euler_ancestral",
+    "sigmas": levels(T25, "405:404"), "audio_latent_frames": 127,
+    "upscale": {"factor": 2, "sigmas": levels(T25, "405:395")[:-1],
+                "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
+}  # fmt: skip

@@ -33,7 +33,18 @@ from comfy_workflow_files import TINY_FLUX_SCHNELL, write_comfyui
 from conftest import run_job
 from PIL import Image as PILImage
 from safetensors.torch import save_file
-from template_jobs import KLEIN, KLEIN_DISTILLED, klein_distilled, klein_folder, seeded_png
+from template_jobs import (
+    FLUX2_REF_REQUEST,
+    KLEIN,
+    KLEIN_DISTILLED,
+    REF_INPUT,
+    flux2_ref_copy,
+    flux2_ref_folder,
+    flux2_ref_headers,
+    in_folder,
+    klein_distilled,
+    klein_folder,
+)
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
@@ -265,66 +276,17 @@ def test_a_guided_negative_with_two_texts_is_refused(comfy, tmp_path):
 # -- image_flux2.json: a FLUX.2 reference image (ImageScaleToTotalPixels, VAEEncode,
 # ReferenceLatent: backend/workflow/reference_nodes.py) ----------------------------------------
 
-REF = "image_flux2.json"
-REF_INPUT = "image_flux2_input_image.png"  # LoadImage 46's file
-
-
-def _ref_folder(folder: Path, dit: Path, encoder: Path, vae: Path, size: tuple[int, int]) -> Path:
-    """A ComfyUI folder with the template's files (hard links to `dit`, `encoder`, `vae`) and
-    a seeded input image of `size`."""
-    links = {"diffusion_models/flux2_dev_fp8mixed": dit, "vae/full_encoder_small_decoder": vae,
-             "text_encoders/mistral_3_small_flux2_bf16": encoder}  # fmt: skip
-    for name, source in links.items():
-        (folder / "models" / name).parent.mkdir(parents=True, exist_ok=True)
-        os.link(source, folder / "models" / f"{name}.safetensors")
-    (folder / "input").mkdir()
-    seeded_png(folder / "input" / REF_INPUT, size, 5)
-    return folder
-
-
-def _ref_headers(comfy: Path, folder: Path, size: tuple[int, int]) -> Path:
-    """The template's files as FLUX.2-dev's headers (tests/comfy_workflow_files.py)."""
-    models = comfy / "models"
-    return _ref_folder(
-        folder,
-        models / "diffusion_models/flux2_dev_fp8mixed.safetensors",
-        models / "text_encoders/mistral_3_small_flux2_bf16.safetensors",
-        models / "vae/flux2-vae.safetensors",
-        size,
-    )
-
-
-def _ref_copy(folder: Path, **inner: list) -> Path:
-    """The template with inner nodes' widgets of subgraph 68 replaced (`outer` 45's with the
-    key "45"), saved in `folder`."""
-    data = json.loads((TEMPLATES / REF).read_text())
-    (sub,) = data["definitions"]["subgraphs"]
-    for node in [*sub["nodes"], *data["nodes"]]:
-        if str(node["id"]) in inner:
-            node["widgets_values"] = inner[str(node["id"])]
-    path = folder / REF
-    path.write_text(json.dumps(data))
-    return path
-
 
 def test_flux2_reference_template_imports_to_the_job_comfyui_runs(comfy, tmp_path):
     """As saved, on a square 512x512 input (at 1 megapixel its sides are multiples of 16, so
     EmptyFlux2LatentImage 47 and Flux2Scheduler 48 take GetImageSize 72's size unrounded):
     every field by hand, and the image sent is ComfyUI's ImageScaleToTotalPixels 45 (lanczos,
     1 megapixel: 1024x1024), PIL's Lanczos on the 8-bit pixels, the whole image."""
-    folder = _ref_headers(comfy, tmp_path / "ComfyUI", (512, 512))
-    plan, variant = plan_of(str(_ref_copy(folder)), str(folder))
+    folder = flux2_ref_headers(comfy, tmp_path / "ComfyUI", (512, 512))
+    plan, variant = plan_of(str(flux2_ref_copy(folder)), str(folder))
     assert variant == "flux.2-dev"
     image = folder / "input" / REF_INPUT
-    assert plan.request == {
-        "prompt": widget(REF, "68:6", 0),  # CLIPTextEncode 6 (the subgraph's text: none)
-        "negative_prompt": "",  # BasicGuider 22: no negative
-        "width": 1024, "height": 1024, "num_frames": 1,  # GetImageSize 72 of the scaled image
-        # PrimitiveInt 91 through switch 93 (PrimitiveBoolean 94 false): 20 steps on
-        # Flux2Scheduler 48's levels (the model's own); FluxGuidance 26: 4; RandomNoise 25
-        "num_inference_steps": 20, "guidance_scale": 4.0, "seed": widget(REF, "68:25", 0),
-        "image": str(image),  # ReferenceLatent 43's image; no image_prep: the pipeline's own
-    }  # fmt: skip
+    assert plan.request == in_folder(FLUX2_REF_REQUEST, folder)  # by hand: template_jobs.py
     assert plan.to_dict()["scaled_to_total_pixels"] == {str(image): [1024, 1024]}
     sent = PILImage.open(io.BytesIO(base64.b64decode(plan.body()["image"])))
     loaded = PILImage.open(image).convert("RGB")
@@ -380,15 +342,15 @@ REF_REFUSED = {  # case -> (input size, inner widget edits, where, the reason's 
 @pytest.mark.parametrize("case", sorted(REF_REFUSED))
 def test_flux2_reference_refusals_name_the_node(comfy, tmp_path, case):
     size, inner, where, words = REF_REFUSED[case]
-    folder = _ref_headers(comfy, tmp_path / "ComfyUI", size)
-    refusal(_ref_copy(folder, **inner), folder, where, words)
+    folder = flux2_ref_headers(comfy, tmp_path / "ComfyUI", size)
+    refusal(flux2_ref_copy(folder, **inner), folder, where, words)
 
 
 def test_flux2_reference_at_resolution_steps_16_maps_any_aspect(comfy, tmp_path):
     """The 3:2 input with ImageScaleToTotalPixels' resolution_steps 16: 1248x832, the size
     the template saves on its latent and scheduler."""
-    folder = _ref_headers(comfy, tmp_path / "ComfyUI", (600, 400))
-    plan, _ = plan_of(str(_ref_copy(folder, **{"45": ["lanczos", 1, 16]})), str(folder))
+    folder = flux2_ref_headers(comfy, tmp_path / "ComfyUI", (600, 400))
+    plan, _ = plan_of(str(flux2_ref_copy(folder, **{"45": ["lanczos", 1, 16]})), str(folder))
     assert (plan.request["width"], plan.request["height"]) == (1248, 832)
 
 
@@ -396,14 +358,14 @@ def test_a_reference_on_a_model_whose_pipeline_prepares_it_otherwise_is_refused(
     """The template's graph on tiny Z-Image's files (a model whose pipeline takes no
     reference images): refused at ReferenceLatent 43 after reading the DiT."""
     models = comfy / "models"
-    folder = _ref_folder(
+    folder = flux2_ref_folder(
         tmp_path / "ComfyUI",
         models / "diffusion_models/z_image_turbo_tiny_bf16.safetensors",
         models / "text_encoders/qwen_3_tiny.safetensors",
         models / "vae/ae_tiny.safetensors",
         (512, 512),
     )
-    refusal(_ref_copy(folder), folder, "subgraph 68 > node 43 (ReferenceLatent): ",
+    refusal(flux2_ref_copy(folder), folder, "subgraph 68 > node 43 (ReferenceLatent): ",
             "paradit runs ReferenceLatent only where")  # fmt: skip
 
 
@@ -426,8 +388,8 @@ def test_flux2_reference_template_runs_end_to_end(
     (ImageScaleToTotalPixels 45 at 0.01171875 megapixels, lanczos), 2 steps (PrimitiveInt
     91): `workflow run` writes the image of its request, whose reference shows (without the
     image another one)."""
-    folder = _ref_folder(tmp_path / "ComfyUI", *tiny_flux2_files, (32, 24))
-    path = _ref_copy(folder, **{"45": ["lanczos", 0.01171875, 1], "91": [2, "fixed"]})
+    folder = flux2_ref_folder(tmp_path / "ComfyUI", *tiny_flux2_files, (32, 24))
+    path = flux2_ref_copy(folder, **{"45": ["lanczos", 0.01171875, 1], "91": [2, "fixed"]})
     plan, variant = plan_of(str(path), str(folder))
     assert variant == "tiny-flux2"
     assert (plan.request["width"], plan.request["height"]) == (128, 96)

@@ -17,11 +17,10 @@ import json
 
 import pytest
 from comfy_templates import TEMPLATES, placeholders, widget, workflow_run
-from h3_files import write_files
+from template_jobs import H3_EXPECTED, H3_OUTER, h3_folder, h3_request
 
 from paradit.backend.models.families import family_for
 from paradit.backend.models.families.minimax_h3 import adapter, sampling
-from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow import h3_nodes
 from paradit.backend.workflow.defaults import default_for
@@ -34,46 +33,8 @@ ENCODER = "text_encoders/qwen3vl_32b_minimax_h3_nvfp4_awq.safetensors"
 VIDEO_VAE = "vae/minimax_h3_video_vae_int8_convrot.safetensors"
 AUDIO_VAE = "vae/minimax_h3_audio_vae_fp32.safetensors"
 TURBO = "minimax_h3_fl2v_turbo_8step_v1.0_comfyui_bf16.safetensors"
-OUTER = {"video_minimax_h3_t2v.json": "140", "video_minimax_h3_i2v.json": "105"}
-"""The subgraph node ("Image to Video (MiniMax H3)") whose saved widget values the
-template's promoted widgets take (prompt, the duration, the seed, the turbo switch...)."""
 INNER = {"video_minimax_h3_t2v.json": "140:131", "video_minimax_h3_i2v.json": "105:104"}
 """Its MiniMaxH3ImageToVideo, whose own saved prompt is another (not the one that runs)."""
-
-# By hand from each graph: the prompt and the seed are the subgraph node's promoted widget
-# values (not the inner node's own); the size is ResolutionSelector's (16:9 at 0.4 MP in
-# multiples of 32: 864x480, as the template's note tabulates; 1:1: 640x640); the length is
-# ComfyMathExpression's snap of 5 s x 24 = 120 frames up to 17k+5: 124; the steps the
-# turbo switch's false branch (PrimitiveInt 20); BasicGuider: cfg 1; KSamplerSelect
-# res_multistep; BasicScheduler simple; no ModelSampling node (ComfyUI's default shift 12 is
-# filled in with the files, check_files). The i2v template's LoadImage is first_frame; its
-# ImageScaleToTotalPixels and GetImageSize are connected to nothing (not run).
-EXPECTED = {
-    "video_minimax_h3_t2v.json": {"width": 864, "height": 480},
-    "video_minimax_h3_i2v.json": {
-        "width": 640,
-        "height": 640,
-        "image": "input/transparent_rgb_gaming_mouse.png",
-    },
-}
-
-
-def _request(template: str, comfy) -> dict:
-    outer = OUTER[template]
-    request = {
-        "prompt": widget(template, outer, 0),
-        "negative_prompt": "",
-        "num_frames": 124,
-        "num_inference_steps": 20,
-        "guidance_scale": 1.0,
-        "seed": 757358688076805,
-        "sampler": "res_multistep",
-        "scheduler": "simple",
-        **EXPECTED[template],
-    }
-    if "image" in request:
-        request["image"] = str(comfy / request["image"])
-    return request
 
 
 def _plan(data: dict, comfy):
@@ -86,12 +47,12 @@ def _template(name: str) -> dict:
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("template", sorted(EXPECTED))
+@pytest.mark.parametrize("template", sorted(H3_EXPECTED))
 def test_h3_template_imports_to_comfyuis_job_up_to_its_files(tmp_path, template):
     comfy = placeholders(template, tmp_path / "ComfyUI")
     plan = _plan(_template(template), comfy)
-    assert widget(template, OUTER[template], 0) != widget(template, INNER[template], 0)
-    assert plan.request == _request(template, comfy)
+    assert widget(template, H3_OUTER[template], 0) != widget(template, INNER[template], 0)
+    assert plan.request == h3_request(template, comfy)
     models = comfy / "models"
     assert plan.serve == {
         "model": str(models / DIT),
@@ -114,13 +75,13 @@ def test_h3_turbo_switch_maps_the_lora_and_8_steps(tmp_path):
     (ComfyUI's layout on the pruned DiT: tests/families/test_minimax_h3_lora.py)."""
     template = "video_minimax_h3_t2v.json"
     data = _template(template)
-    outer = next(n for n in data["nodes"] if str(n["id"]) == OUTER[template])
+    outer = next(n for n in data["nodes"] if str(n["id"]) == H3_OUTER[template])
     assert outer["widgets_values"][9] is False and outer["widgets_values"][12] == 8
     outer["widgets_values"][9] = True
     comfy = placeholders(template, tmp_path / "ComfyUI")
     plan = _plan(data, comfy)
     expected = {
-        **_request(template, comfy),
+        **h3_request(template, comfy),
         "num_inference_steps": 8,
         "loras": [{"name": TURBO, "strength": 1.0}],
     }
@@ -128,7 +89,7 @@ def test_h3_turbo_switch_maps_the_lora_and_8_steps(tmp_path):
     assert plan.serve["lora_dirs"] == [str(comfy / "models" / "loras")]
     family = family_for("MiniMaxH3ModularPipeline")
     assert family.workflow_refusal("minimax-h3", plan.request) == ""
-    assert family.workflow_refusal("minimax-h3", _request(template, comfy)) == ""
+    assert family.workflow_refusal("minimax-h3", h3_request(template, comfy)) == ""
 
 
 def _api(image: bool = False, more: dict | None = None, **changes) -> dict:
@@ -284,23 +245,8 @@ RUN_NODES = {  # template -> (its ResolutionSelector, its turbo-off steps Primit
 @pytest.fixture(scope="module")
 def h3_comfy(tmp_path_factory):
     """A ComfyUI folder with both templates' names: tiny-minimax-h3 written as the four files
-    the templates load, in the formats they name (int8_convrot DiT and video VAE, the
-    Qwen3-VL encoder's language model nvfp4_awq)."""
-    comfy = tmp_path_factory.mktemp("h3") / "ComfyUI"
-    for template in sorted(RUN_NODES):
-        placeholders(template, comfy) if not comfy.exists() else _images(template, comfy)
-    write_files(comfy / "models", build_preset("tiny-minimax-h3"), int8=True, nvfp4_encoder=True)
-    return comfy
-
-
-def _images(template: str, comfy) -> None:
-    """The second template's input images beside the first's placeholders."""
-    from PIL import Image
-
-    data = _template(template)
-    for node in data["nodes"]:
-        if node["type"] == "LoadImage":
-            Image.new("RGB", (32, 32)).save(comfy / "input" / node["widgets_values"][0])
+    the templates load, in the formats they name (tests/template_jobs.py `h3_folder`)."""
+    return h3_folder(tmp_path_factory.mktemp("h3") / "ComfyUI")
 
 
 @pytest.mark.parametrize("template", sorted(RUN_NODES))
@@ -325,7 +271,7 @@ def test_h3_template_runs_end_to_end_on_its_tiny_files(
     path.write_text(json.dumps(data))
     plan, variant = plan_of(str(path), str(h3_comfy))
     assert variant == "tiny-minimax-h3-pruned"
-    expected = {**_request(template, h3_comfy), "width": 32, "height": 32}
+    expected = {**h3_request(template, h3_comfy), "width": 32, "height": 32}
     # the steps made 2; ComfyUI's default shift (no ModelSampling node) filled in with the files
     expected |= {"num_inference_steps": 2, "shift": 12.0}
     assert plan.request == expected

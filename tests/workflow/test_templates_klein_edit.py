@@ -8,9 +8,10 @@ reference method at scale 10) and gives them to both CFG branches, as the templa
 them to both prompts. `nearest-exact` (ComfyUI's `comfy.utils.common_upscale`: torch's
 interpolation on the loaded image, channels-last float32 on the CPU) copies pixels: paradit
 sends it as an 8-bit image, checked here against torch. Each template imports to its job
-(every field by hand from the graph, `KLEIN_EDIT`) on header files under its names, and runs
-end to end on the tiny Klein weights under its names. The KV template's FluxKVCache is
-refused (test_templates.py's REFUSED table).
+(every field by hand from the graph: tests/template_jobs.py's `KLEIN_EDIT`, which
+tests/frontends/test_comfyui_templates.py checks the API form against too) on header files
+under its names, and runs end to end on the tiny Klein weights under its names. The KV
+template's FluxKVCache is refused (test_templates.py's REFUSED table).
 
 Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -20,93 +21,32 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from comfy_files import flux2_bfl, qwen3_comfy, write_safetensors
-from comfy_templates import TEMPLATES, refusal, widget, workflow_run
+from comfy_templates import TEMPLATES, refusal, workflow_run
 from comfy_workflow_files import write_comfyui
 from conftest import run_job
 from PIL import Image as PILImage
 from safetensors.torch import save_file
-from template_jobs import seeded_png
+from template_jobs import (
+    B4,
+    B9,
+    D4,
+    D9,
+    KLEIN_EDIT,
+    KLEIN_EDIT_FILES,
+    klein_edit_folder,
+    klein_edit_headers,
+    klein_edit_request,
+)
 
 from paradit.backend.models.presets import build_preset
 from paradit.backend.tools.workflow import plan_of
 from paradit.backend.workflow.images import loaded_png
-
-B4, D4 = (
-    "image_flux2_klein_image_edit_4b_base.json",
-    "image_flux2_klein_image_edit_4b_distilled.json",
-)
-B9, D9 = (
-    "image_flux2_klein_image_edit_9b_base.json",
-    "image_flux2_klein_image_edit_9b_distilled.json",
-)
-
-FILES = {  # template -> its DiT, text encoder and VAE (models/, no suffix), its input image
-    B4: ("diffusion_models/flux-2-klein-base-4b-fp8", "text_encoders/qwen_3_4b",
-         "vae/full_encoder_small_decoder", "robed_women.png"),
-    D4: ("diffusion_models/flux-2-klein-4b-fp8", "text_encoders/qwen_3_4b",
-         "vae/flux2-vae", "handbag_white.png"),
-    B9: ("diffusion_models/flux-2-klein-base-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
-         "vae/full_encoder_small_decoder", "car_interior_white.jpeg"),
-    D9: ("diffusion_models/flux-2-klein-9b-fp8", "text_encoders/qwen_3_8b_fp8mixed",
-         "vae/full_encoder_small_decoder", "bold_outfit_woman.jpeg"),
-}  # fmt: skip
-OTHER_IMAGES = ("pink_tone_chair.png", "comfy_logo_blue.png", "handbag_white.png")
-"""LoadImage files of the bypassed two-image subgraphs (92), there for the graph."""
-
-KLEIN_EDIT = {  # template -> (variant on header files, the job by hand from subgraph 75)
-    # CLIPTextEncode 74 of the subgraph's text (its value on node 75), CLIPTextEncode 67's
-    # empty negative, both with ReferenceLatent 124 / 122 of VAEEncode 123's latent;
-    # ImageScaleToTotalPixels 80 (nearest-exact, 1 megapixel, steps 1): the 512x512 input to
-    # 1024x1024, into GetImageSize 100 -> EmptyFlux2LatentImage 66 and Flux2Scheduler 62:
-    # 20 steps, the pipeline's own levels (KSamplerSelect 61 euler); CFGGuider 63: cfg 5;
-    # RandomNoise 73: the subgraph's noise_seed
-    B4: ("flux.2-klein-base-4b", {"negative_prompt": "", "num_inference_steps": 20,
-                                  "guidance_scale": 5.0}, "nearest-exact"),
-    # the same graph with ConditioningZeroOut 82 as the negative; Flux2Scheduler 62: 4 steps;
-    # CFGGuider 63: cfg 1
-    D4: ("flux.2-klein-4b", {"negative_prompt": "", "num_inference_steps": 4,
-                             "guidance_scale": 1.0}, "nearest-exact"),
-    # as B4; ImageScaleToTotalPixels 80 lanczos
-    B9: ("flux.2-klein-base-9b", {"negative_prompt": "", "num_inference_steps": 20,
-                                  "guidance_scale": 5.0}, "lanczos"),
-    # as D4; ImageScaleToTotalPixels 80 nearest-exact
-    D9: ("flux.2-klein-9b", {"negative_prompt": "", "num_inference_steps": 4,
-                             "guidance_scale": 1.0}, "nearest-exact"),
-}  # fmt: skip
-
-
-def _expected(template: str, image: Path) -> dict:
-    _, fields, _ = KLEIN_EDIT[template]
-    return {
-        "prompt": widget(template, "75", 3),  # the subgraph's text
-        **{k: v for k, v in fields.items() if k == "negative_prompt"},
-        "width": 1024, "height": 1024, "num_frames": 1,
-        **{k: v for k, v in fields.items() if k != "negative_prompt"},
-        "seed": widget(template, "75", 4),  # the subgraph's noise_seed
-        "image": str(image),  # ReferenceLatent 124's image; no image_prep: the pipeline's own
-    }  # fmt: skip
-
-
-def _folder(folder: Path, template: str, files: tuple[Path, Path, Path], size) -> Path:
-    """A ComfyUI folder with the template's files (hard links to `files`) and seeded input
-    images of `size`."""
-    *names, image = FILES[template]
-    for name, source in zip(names, files, strict=True):
-        target = folder / "models" / f"{name}.safetensors"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(source, target)
-    (folder / "input").mkdir(parents=True)
-    for i, name in enumerate((image, *OTHER_IMAGES)):
-        if not (folder / "input" / name).exists():
-            seeded_png(folder / "input" / name, size, 5 + i)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -115,27 +55,19 @@ def comfy(tmp_path_factory) -> Path:
     return write_comfyui(tmp_path_factory.mktemp("ComfyUI"))
 
 
-def _headers(comfy: Path, template: str) -> tuple[Path, Path, Path]:
-    models = comfy / "models"
-    nine = "9b" in template
-    return (
-        models / f"diffusion_models/flux-2-klein-{'9b' if nine else '4b'}.safetensors",
-        models / f"text_encoders/qwen_3_{'8b' if nine else '4b'}_header.safetensors",
-        models / "vae/flux2-vae.safetensors",
-    )
-
-
 @pytest.mark.parametrize("template", sorted(KLEIN_EDIT))
 def test_klein_edit_template_imports_to_the_job_comfyui_runs(comfy, tmp_path, template):
     """As saved, with a 512x512 input: every field by hand (`KLEIN_EDIT`), the files the
     template names, and the image sent is ImageScaleToTotalPixels' (1024x1024)."""
-    folder = _folder(tmp_path / "ComfyUI", template, _headers(comfy, template), (512, 512))
+    folder = klein_edit_folder(
+        tmp_path / "ComfyUI", template, klein_edit_headers(comfy, template), (512, 512)
+    )
     plan, variant = plan_of(str(TEMPLATES / template), str(folder))
-    image = folder / "input" / FILES[template][3]
+    image = folder / "input" / KLEIN_EDIT_FILES[template][3]
     assert variant == KLEIN_EDIT[template][0]
-    assert plan.request == _expected(template, image)
+    assert plan.request == klein_edit_request(template, image)
     models = folder / "models"
-    dit, encoder, vae, _ = FILES[template]
+    dit, encoder, vae, _ = KLEIN_EDIT_FILES[template]
     assert plan.serve == {
         "model": str(models / f"{dit}.safetensors"),
         "text_encoders": [str(models / f"{encoder}.safetensors")],
@@ -220,7 +152,7 @@ def test_klein_edit_templates_run_end_to_end(
     """The 4B template on the tiny Klein weights under its names, its 9B sibling's job on
     the same backend: `workflow run` writes the image of its request (at the 128x96 the
     scaled reference gives), whose reference shows (without the image another one)."""
-    folder = _folder(tmp_path / "ComfyUI", template, tiny_klein_files, (32, 24))
+    folder = klein_edit_folder(tmp_path / "ComfyUI", template, tiny_klein_files, (32, 24))
     path = _small(folder, template)
     plan, variant = plan_of(str(path), str(folder))
     assert variant == RUN[template]
@@ -234,7 +166,7 @@ def test_klein_edit_templates_run_end_to_end(
     _, (other,) = run_job(server, without)
     assert other != image
     nine = {B4: B9, D4: D9}[template]
-    folder9 = _folder(tmp_path / "ComfyUI9", nine, tiny_klein_files, (32, 24))
+    folder9 = klein_edit_folder(tmp_path / "ComfyUI9", nine, tiny_klein_files, (32, 24))
     plan9, variant9 = plan_of(str(_small(folder9, nine)), str(folder9))
     assert variant9 == RUN[template]
     job, frames = run_job(server, plan9.body())
@@ -251,7 +183,7 @@ def test_a_reference_only_on_the_positive_of_a_cfg_job_is_refused(comfy, tmp_pat
     """The base template with its negative (CLIPTextEncode 67) straight into CFGGuider 63,
     without ReferenceLatent 122: the pipeline's unconditional branch sees the references,
     ComfyUI's would not: refused at the sampler."""
-    folder = _folder(tmp_path / "ComfyUI", B4, _headers(comfy, B4), (512, 512))
+    folder = klein_edit_folder(tmp_path / "ComfyUI", B4, klein_edit_headers(comfy, B4), (512, 512))
     data = json.loads((TEMPLATES / B4).read_text())
     sub = next(s for s in data["definitions"]["subgraphs"] if s["id"].startswith("7b34ab90"))
     link = next(k for k in sub["links"] if k["target_id"] == 63 and k["target_slot"] == 2)

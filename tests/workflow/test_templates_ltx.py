@@ -35,16 +35,24 @@ from comfy_templates import TEMPLATES, placeholders, refusal, widget, workflow_r
 from conftest import run_job
 from PIL import Image
 from template_jobs import (
+    CONV_VAE,
+    DIFFUSION_VAE,
     LTX2_AS_SAVED,
     LTX2_I2V,
     LTX2_I2V_RESIZES,
+    LTX23_FILES,
     LTX23_I2V,
     LTX23_I2V_RESIZES,
+    LTX25_JOB,
+    T23,
     T23_I2V,
+    T25,
     comfy_for,
     in_folder,
-    levels,
     ltx2_serve,
+    ltx23_copy,
+    ltx23_job,
+    ltx25_copy,
 )
 
 from paradit.backend.tools.workflow import plan_of, render
@@ -134,53 +142,6 @@ def test_bypassed_image_in_place_passes_its_latent_to_the_prompt_enhancer_refusa
     )
 
 
-T23 = "video_ltx2_3_t2v.json"
-LTX23_FILES = {  # relative to models/, as the 2.3 template names them
-    "model": "checkpoints/ltx-2.3-22b-dev-fp8.safetensors",
-    "text_encoders": ["text_encoders/gemma_3_12B_it_fp4_mixed.safetensors"],
-    "upscaler": "latent_upscale_models/ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
-}
-LTX23_LORA = [{"name": widget(T23, "267:232", 0), "strength": 0.5}]  # LoraLoaderModelOnly 232
-
-
-def ltx23_job(seconds: int) -> dict:
-    """The 2.3 text-to-video template's job with prompt_enhance off, by hand from the graph:
-    the subgraph's 1280x720 halved by ComfyMathExpression 256/259 (a/2) into
-    EmptyLTXVLatentVideo 228 (640x360: ComfyUI's latent 640 // 32 x 360 // 32 tokens, 640x352)
-    and doubled by LTXVLatentUpsampler 253: 1280x704; length a * b + 1 (ComfyMathExpression 277:
-    seconds x PrimitiveInt 260's 25 fps + 1) rounded by the latent to ((n - 1) // 8) * 8 + 1;
-    LTXVEmptyLatentAudio 214 counts ceil(n / 25 x 25) = n audio latent frames where the
-    pipeline makes round(frames / 25 x 25) = frames; stage 1: RandomNoise 237's seed (the
-    subgraph's), CFGGuider 231 (1), KSamplerSelect 209 (euler), ManualSigmas 252 (8 steps);
-    stage 2: CFGGuider 213, KSamplerSelect 246, ManualSigmas 211 without its final 0; the
-    distilled LoRA at 0.5 on the model of both stages; the prompt the subgraph's text
-    (ComfySwitchNode 329 with prompt_enhance off), the negative CLIPTextEncode 247's."""
-    length = seconds * 25 + 1
-    frames = (length - 1) // 8 * 8 + 1
-    job = {
-        "prompt": widget(T23, "267", 0), "negative_prompt": widget(T23, "267:247", 0),
-        "width": 1280, "height": 704, "num_frames": frames, "num_inference_steps": 8,
-        "guidance_scale": 1.0, "seed": widget(T23, "267", 6), "sampler": "euler",
-        "sigmas": levels(T23, "267:252"), "fps": 25.0, "loras": LTX23_LORA,
-        "upscale": {"factor": 2, "sigmas": levels(T23, "267:211")[:-1], "sampler": "euler",
-                    "guidance_scale": 1.0, "loras": LTX23_LORA},
-    }  # fmt: skip
-    if length != frames:  # the audio of ComfyUI's length, not of the rounded video's
-        job["audio_latent_frames"] = length
-    return job
-
-
-def ltx23_copy(folder: Path, seconds: int, size: tuple[int, int] = (1280, 720)) -> Path:
-    """The 2.3 text-to-video template with prompt_enhance off, at `seconds` and `size`."""
-    data = json.loads((TEMPLATES / T23).read_text())
-    outer = next(n for n in data["nodes"] if n["id"] == 267)
-    assert outer["widgets_values"][1:6] == [True, 1280, 720, 5, 25]  # as saved
-    outer["widgets_values"][1:5] = [False, *size, seconds]  # prompt_enhance off
-    path = folder / T23
-    path.write_text(json.dumps(data))
-    return path
-
-
 @pytest.mark.parametrize("seconds", [5, 8])
 def test_the_2_3_template_without_the_prompt_enhancer_imports_to_comfyuis_job(
     base, tmp_path, seconds
@@ -227,33 +188,6 @@ def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     assert len(frames) == 25
     assert [(out / "frames" / f"{i:06d}.png").read_bytes() for i in range(25)] == frames
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
-
-
-T25 = "video_ltx2_5_t2v.json"
-CONV_VAE = "ltx-2.5-video-vae-conv-bf16.safetensors"
-DIFFUSION_VAE = "ltx-2.5-video-vae-bf16.safetensors"
-
-
-def ltx25_copy(
-    folder: Path, size: tuple[int, int] = (1280, 720), seconds: int = 5, vae: str = CONV_VAE
-) -> Path:
-    """The 2.5 text-to-video template (prompt_enhance off as saved) with `vae` in place of the
-    saved video VAE (default: Lightricks' convolutional one; `DIFFUSION_VAE`, the saved
-    diffusion decoder), at `size` (a square other than the saved size: ResolutionSelector
-    409's, which feeds the subgraph's width and height) and `seconds` (its length widget)."""
-    data = json.loads((TEMPLATES / T25).read_text())
-    outer = next(n for n in data["nodes"] if n["id"] == 405)
-    assert outer["widgets_values"][1:5] == [False, 5, 1280, 720]  # as saved
-    assert outer["widgets_values"][8] == DIFFUSION_VAE
-    outer["widgets_values"][2:5] = [seconds, *size]
-    outer["widgets_values"][8] = vae
-    if size != (1280, 720):  # the subgraph's width and height come from ResolutionSelector 409
-        assert size[0] == size[1], "a square: 1:1 at (side / 1024)^2 mebipixels"
-        selector = next(n for n in data["nodes"] if n["id"] == 409)
-        selector["widgets_values"] = ["1:1 (Square)", (size[0] / 1024) ** 2, 64]
-    path = folder / T25
-    path.write_text(json.dumps(data))
-    return path
 
 
 def test_the_2_5_template_as_saved_is_refused_at_its_tiled_decode(base, tmp_path):
@@ -311,14 +245,7 @@ def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
     comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
     plan, variant = plan_of(str(ltx25_copy(comfy)), str(comfy))
     assert variant == "tiny-ltx2.5-distilled"
-    assert plan.request == {
-        "prompt": widget(T25, "405", 0), "negative_prompt": widget(T25, "405:373", 0),
-        "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
-        "guidance_scale": 1.0, "seed": widget(T25, "405", 5), "sampler": "euler_ancestral",
-        "sigmas": levels(T25, "405:404"), "audio_latent_frames": 127,
-        "upscale": {"factor": 2, "sigmas": levels(T25, "405:395")[:-1],
-                    "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
-    }  # fmt: skip
+    assert plan.request == LTX25_JOB  # by hand: tests/template_jobs.py
     models = comfy / "models"
     assert plan.serve == {
         "model": str(models / f"diffusion_models/{widget(T25, '405', 7)}"),
