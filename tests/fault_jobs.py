@@ -9,8 +9,11 @@ from lora_files import WAN_TARGETS, peft_lora
 from paradit.backend.client import Client, JobFailed
 from paradit.backend.models.presets import build_preset
 
-HANG_S = 1.0
-"""The lowest `--hang-timeout` the config allows."""
+HANG_S = 2.0
+"""The backends' `--hang-timeout`: short, yet not the lowest the config allows (1 s): on a
+loaded 2-core machine an idle rank's heartbeats once went unseen for a second, the group was
+rebuilt as if the rank were lost, and a case's fault, tied to its generation (`gen=`), then
+never fired (a CI run: `one-hang-block` re-run on generation 3 and succeeding)."""
 JOB = {"seed": 11, "width": 64, "height": 64, "num_frames": 1, "num_inference_steps": 2}
 PLACES = {
     "start": ("at=start", "as the job starts"),

@@ -6,7 +6,7 @@ on every rank (rank 0 too) at each place. Each job ends within `--hang-timeout` 
 the failing rank's own error (or where it hung), the group is rebuilt (each cell a generation
 of the same backend, `gen=`: the backend surviving a failure is the property), no old rank 1
 is left, and the next plain, LoRA and cached jobs give a fresh backend's frames byte for
-byte. The backend runs with the lowest `--hang-timeout` the config allows (1 s). Another
+byte. The backend runs with a short `--hang-timeout` (`fault_jobs.HANG_S`, 2 s). Another
 data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
 checked without processes (the last two tests).
 

@@ -15,8 +15,8 @@ alone rebuilds it, each case a generation of the same backend (`gen=`), its rank
 process. A hang on rank 0 alone turns /health 503 naming
 it, its job interrupted by the watchdog; the cells left out here (a hang on every rank among
 them) are tests/faults/test_fault_cells.py's.
-Jobs are tiny (64x64, one frame, 2 steps); the backend runs with the lowest `--hang-timeout`
-the config allows (1 s), as tests/faults/test_fault_cells.py's does.
+Jobs are tiny (64x64, one frame, 2 steps); the backend runs with a short `--hang-timeout`
+(`fault_jobs.HANG_S`, 2 s), as tests/faults/test_fault_cells.py's does.
 
 Cost: about 22 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start, about 34
 small jobs and five rebuilds of rank 1.
