@@ -51,7 +51,7 @@ def _connectors():
     )
 
 
-def _transformer():
+def _transformer(**flags):
     from diffusers import LTX2VideoTransformer3DModel
 
     # Video 4 heads x 16, audio 4 heads x 8; their cross-attention widths are the streams'.
@@ -68,6 +68,7 @@ def _transformer():
         audio_cross_attention_dim=32,
         num_layers=2,
         caption_channels=TEXT_DIM,
+        **flags,
     )
 
 
@@ -124,67 +125,26 @@ def _scheduler():
     )
 
 
-def _transformer_23():
-    from diffusers import LTX2VideoTransformer3DModel
+_LTX23_FLAGS = {
+    "gated_attn": True,
+    "cross_attn_mod": True,
+    "audio_gated_attn": True,
+    "audio_cross_attn_mod": True,
+    "use_prompt_embeddings": False,
+    "rope_type": "split",
+    "perturbed_attn": True,
+}
+"""LTX-2.3's flags on tiny-ltx2's sizes: per-head gates on every attention (`gated_attn`), the
+text cross-attention modulated by the timestep (`cross_attn_mod`, 9 modulations) and its keys
+and values by the noise level (the prompt AdaLN), no caption projection (the connectors project
+per stream), rotary tables per head (`rope_type="split"`) and attention that spatio-temporal
+guidance can perturb (`perturbed_attn`)."""
 
-    # LTX-2.3's flags on tiny-ltx2's sizes: per-head gates on every attention (`gated_attn`),
-    # the text cross-attention modulated by the timestep (`cross_attn_mod`, 9 modulations)
-    # and its keys and values by the noise level (the prompt AdaLN), no caption projection
-    # (the connectors project per stream), rotary tables per head (`rope_type="split"`) and
-    # attention that spatio-temporal guidance can perturb (`perturbed_attn`).
-    return LTX2VideoTransformer3DModel(
-        in_channels=_LATENT_CHANNELS,
-        out_channels=_LATENT_CHANNELS,
-        num_attention_heads=4,
-        attention_head_dim=16,
-        cross_attention_dim=64,
-        audio_in_channels=_AUDIO_TOKEN_FEATURES,
-        audio_out_channels=_AUDIO_TOKEN_FEATURES,
-        audio_num_attention_heads=4,
-        audio_attention_head_dim=8,
-        audio_cross_attention_dim=32,
-        num_layers=2,
-        caption_channels=TEXT_DIM,
-        gated_attn=True,
-        cross_attn_mod=True,
-        audio_gated_attn=True,
-        audio_cross_attn_mod=True,
-        use_prompt_embeddings=False,
-        rope_type="split",
-        perturbed_attn=True,
-    )
-
-
-def _transformer_25():
-    from diffusers import LTX2VideoTransformer3DModel
-
-    # LTX-2.5's published settings over 2.3's: the video feed-forward without biases and the
-    # keyframe marker embedding (which `LTX2Pipeline`'s jobs never mark); the prompt AdaLN
-    # kept (diffusers' `use_prompt_adaln_single=False`, cacheable cross-attention keys, is no
-    # published checkpoint's).
-    return LTX2VideoTransformer3DModel(
-        in_channels=_LATENT_CHANNELS,
-        out_channels=_LATENT_CHANNELS,
-        num_attention_heads=4,
-        attention_head_dim=16,
-        cross_attention_dim=64,
-        audio_in_channels=_AUDIO_TOKEN_FEATURES,
-        audio_out_channels=_AUDIO_TOKEN_FEATURES,
-        audio_num_attention_heads=4,
-        audio_attention_head_dim=8,
-        audio_cross_attention_dim=32,
-        num_layers=2,
-        caption_channels=TEXT_DIM,
-        gated_attn=True,
-        cross_attn_mod=True,
-        audio_gated_attn=True,
-        audio_cross_attn_mod=True,
-        use_prompt_embeddings=False,
-        rope_type="split",
-        perturbed_attn=True,
-        ff_bias=False,
-        use_keyframes_abs_pos_embedding=True,
-    )
+_LTX25_FLAGS = {**_LTX23_FLAGS, "ff_bias": False, "use_keyframes_abs_pos_embedding": True}
+"""LTX-2.5's published settings over 2.3's: the video feed-forward without biases and the
+keyframe marker embedding (which `LTX2Pipeline`'s jobs never mark); the prompt AdaLN kept
+(diffusers' `use_prompt_adaln_single=False`, cacheable cross-attention keys, is no published
+checkpoint's)."""
 
 
 def _gemma4_text_encoder():
@@ -295,7 +255,7 @@ _LTX2: Builders = {
 _LTX23: Builders = {
     **_LTX2,
     "connectors": lambda: seeded(612, _connectors_23),
-    "transformer": lambda: seeded(613, _transformer_23),
+    "transformer": lambda: seeded(613, lambda: _transformer(**_LTX23_FLAGS)),
     "vae": lambda: seeded(614, _vae_23),
     "vocoder": lambda: _snakes_at_rest(seeded(616, _vocoder_23)),
 }
@@ -303,7 +263,7 @@ _LTX23: Builders = {
 _LTX25: Builders = {
     **_LTX23,
     "text_encoder": lambda: seeded(621, _gemma4_text_encoder),
-    "transformer": lambda: seeded(623, _transformer_25),
+    "transformer": lambda: seeded(623, lambda: _transformer(**_LTX25_FLAGS)),
 }
 
 PRESETS: dict[str, tuple[str, Builders]] = {
