@@ -1104,6 +1104,59 @@ def qwen21_turbo_edit_request(folder: Path) -> dict:
     }  # fmt: skip
 
 
+QWEN21_MU = 0.69
+"""Qwen-Image 2.1's own sampling in ComfyUI (no ModelSampling node in the base templates):
+ModelSamplingFlux at mu 0.69 (QwenImage21's sampling_settings; its provenance:
+families/qwen_image21/comfyui.json), the same at every size."""
+
+
+def qwen21_comfy_sigmas(steps: int, mu: float = QWEN21_MU) -> list[float]:
+    """KSampler's euler/simple levels on Qwen-Image 2.1's own model sampling, worked by hand
+    from ComfyUI's formulas: ModelSamplingFlux (comfy/model_sampling.py, Comfy-Org 38a99a82)
+    holds 10000 levels sigma(i / 10000), i = 1..10000, sigma(t) = e^mu / (e^mu + 1/t - 1);
+    simple_scheduler (comfy/samplers.py, e0d4ea77) takes index -(1 + int(x * 10000 / steps))
+    for x = 0..steps-1, then 0."""
+    table = 10000
+    times = [(table - int(x * table / steps)) / table for x in range(steps)]
+    return [math.exp(mu) / (math.exp(mu) + 1 / t - 1) for t in times] + [0.0]
+
+
+def qwen21_t2i_request(size: int = 1024) -> dict:
+    """The base text-to-image template's job, by hand from its graph (subgraph 459)."""
+    template = QWEN21_T2I[0]
+    return {
+        # the outer prompt through ComfySwitchNode 474 (switch false: the prompt as written)
+        # and PreviewAny 472; the outer negative_prompt (empty) into TextEncodeQwenImage21 452
+        "prompt": widget(template, "459", 0), "negative_prompt": widget(template, "459", 4),
+        # EmptyLatentImage 456: the outer width/height (ResolutionSelector 13: 1:1, 1 MP)
+        "width": size, "height": size, "num_frames": 1,
+        # KSampler 458: the outer seed, steps 25, cfg 1, euler/simple, denoise 1; no
+        # ModelSampling node: Qwen-Image 2.1's own mu 0.69, the static shift e^0.69
+        "num_inference_steps": 25, "guidance_scale": 1.0, "seed": widget(template, "459", 11),
+        "sampler": "euler", "scheduler": "simple",
+        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12),
+    }  # fmt: skip
+
+
+def qwen21_edit_request(folder: Path) -> dict:
+    """The base edit template's job, by hand from its graph (subgraph 459): LoadImage 470
+    (image_1) and 475 (image_2) at their own sizes (the outer resolution 0); the output is
+    image_1's size (ComfySwitchNode 468 false: TextEncodeQwenImage21 474's latent)."""
+    template = QWEN21_EDIT[0]
+    width, height = QWEN21_INPUTS["portrait_model_denim.png"]
+    return {
+        # the outer prompt through ComfySwitchNode 484 (switch_1 false) and PreviewAny 480
+        "prompt": widget(template, "459", 1), "negative_prompt": widget(template, "459", 5),
+        "width": width, "height": height, "num_frames": 1,
+        # KSampler 458: the outer seed, steps 25 and cfg 1, euler/simple; ComfyUI's own mu
+        "num_inference_steps": 25, "guidance_scale": 1.0, "seed": widget(template, "459", 13),
+        "sampler": "euler", "scheduler": "simple",
+        "image": str(folder / "input/portrait_model_denim.png"),
+        "images": [str(folder / "input/clothing_light_blue_denim_shirt.png")],
+        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12),
+    }  # fmt: skip
+
+
 # -- FLUX.2 [dev] with a reference image (tests/workflow/test_templates_flux.py) -------------
 
 REF = "image_flux2.json"

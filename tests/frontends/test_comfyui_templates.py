@@ -18,7 +18,7 @@ which the owning workflow tests check the saved form against): test_templates.py
 HunyuanVideo 1.5's i2v template among it, the Qwen-Image-Edit templates, Krea 2 Turbo's with
 prompt_enhance off, FLUX.2 [klein]'s distilled subgraph, FLUX.2 [dev] with a reference image
 (`image_flux2`), FLUX.2 [klein]'s four image-edit templates, MiniMax H3's two (on
-tiny-minimax-h3's four files), Qwen-Image 2.1's two Turbo ones; a refused template is refused
+tiny-minimax-h3's four files), Qwen-Image 2.1's four templates; a refused template is refused
 at the same node path with the same reason. LTX-2's text-to-video templates as saved (121
 frames, ComfyUI's audio length `audio_latent_frames` 127: test_templates_ltx.py's jobs), and
 at 113 frames too, the copies test_templates.py maps to the two-stage job; LTX-2's two and
@@ -85,7 +85,9 @@ from template_jobs import (
     ltx23_copy,
     ltx23_job,
     ltx25_copy,
+    qwen21_edit_request,
     qwen21_files,
+    qwen21_t2i_request,
     qwen21_turbo_edit_request,
     qwen21_turbo_t2i_request,
     qwen_edit_files,
@@ -283,23 +285,26 @@ def test_exported_krea2_template_with_the_enhancer_off_imports_to_its_job(
     assert plan.request == krea2_request(template)
 
 
-QWEN21 = (QWEN21_T2I[1], QWEN21_EDIT[1])
-"""Qwen-Image 2.1's Turbo templates, mapped (tests/workflow/test_templates_qi21_krea2.py)."""
+QWEN21 = (*QWEN21_T2I, *QWEN21_EDIT)
+"""Qwen-Image 2.1's base and Turbo templates, mapped (tests/workflow/
+test_templates_qi21_krea2.py)."""
 
 
 @pytest.mark.parametrize("template", QWEN21)
-def test_exported_qwen21_turbo_template_imports_to_its_job(
-    frontend, qwen21_comfy, tmp_path, template
-):
-    """Qwen-Image 2.1's Turbo templates as saved, exported: the job of the saved form, written
-    by hand (tests/template_jobs.py), on their tiny files."""
+def test_exported_qwen21_template_imports_to_its_job(frontend, qwen21_comfy, tmp_path, template):
+    """Qwen-Image 2.1's templates as saved, exported: the job of the saved form, written by
+    hand (tests/template_jobs.py), on their tiny files (the base ones at ComfyUI's own mu
+    0.69, the Turbo ones on ManualSigmas' levels)."""
     data = json.loads((TEMPLATES / template).read_text())
     api = exported(frontend, data, tmp_path, template)
     plan, _ = _same_job(TEMPLATES / template, api, qwen21_comfy)
-    if template in QWEN21_T2I:
-        assert plan.request == qwen21_turbo_t2i_request()
-    else:
-        assert plan.request == qwen21_turbo_edit_request(qwen21_comfy)
+    expected = {
+        QWEN21_T2I[0]: qwen21_t2i_request,
+        QWEN21_T2I[1]: qwen21_turbo_t2i_request,
+        QWEN21_EDIT[0]: lambda: qwen21_edit_request(qwen21_comfy),
+        QWEN21_EDIT[1]: lambda: qwen21_turbo_edit_request(qwen21_comfy),
+    }
+    assert plan.request == expected[template]()
 
 
 def test_exported_klein_distilled_subgraph_imports_to_its_job(frontend, base, tmp_path):

@@ -12,15 +12,18 @@ name written as the tiny presets' files under the templates' own names.
   sampled as ComfyUI does (euler/simple at Krea 2's shift e^1.15), the image the one its
   request makes on that backend.
 - Qwen-Image 2.1 (`image_qwen_image_2_1_t2i`, `_image_edit`, `_turbo_t2i`,
-  `_turbo_image_edit`) on the tiny preset's files under their names: the Turbo ones as saved
-  import to the job ComfyUI runs (TextEncodeQwenImage21, QwenImage21Cache passed over,
-  ManualSigmas' levels; the edit's output the reference's own size) and run end to end; the
-  base ones are refused at their KSampler (ComfyUI's default sampling for the model was not
-  readable); the enhancer switched on is refused at its TextGenerate, a quantized prefix
-  cache at QwenImage21Cache, an edit whose reference ComfyUI and the pipeline would size
-  differently at TextEncodeQwenImage21 (the sizes worked by hand in a fast test).
+  `_turbo_image_edit`) on the tiny preset's files under their names: each as saved imports
+  to the job ComfyUI runs (TextEncodeQwenImage21, QwenImage21Cache passed over; the edits'
+  output the first reference's own size) and runs end to end: the Turbo ones on ManualSigmas'
+  levels, the base ones on KSampler's euler/simple at Qwen-Image 2.1's own model sampling
+  (no ModelSampling node: ModelSamplingFlux at mu 0.69, families/qwen_image21/comfyui.json),
+  the levels checked against ComfyUI's worked by hand from its formulas (a fast test too);
+  the enhancer switched on is refused at its TextGenerate, a quantized prefix cache at
+  QwenImage21Cache, an edit whose reference ComfyUI and the pipeline would size differently
+  at TextEncodeQwenImage21 (the sizes worked by hand in a fast test).
 
-Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 8 s (the suite's two-worker run on 2 cores: 5 s on 2026-11-29, the two base
+templates' runs of 25 steps added later, estimated: measure again).
 """
 
 from __future__ import annotations
@@ -35,18 +38,24 @@ from template_jobs import (
     KREA2,
     KREA2_SHIFT,
     QWEN21_EDIT,
+    QWEN21_MU,
     QWEN21_T2I,
     QWEN21_TURBO_SIGMAS,
     enhancer_off,
     krea2_files,
     krea2_request,
+    qwen21_comfy_sigmas,
+    qwen21_edit_request,
     qwen21_files,
     qwen21_sized,
+    qwen21_t2i_request,
     qwen21_turbo_edit_request,
     qwen21_turbo_t2i_request,
 )
 
+from paradit.backend.sampling.schedules import levels
 from paradit.backend.tools.workflow import plan_of
+from paradit.backend.workflow.defaults import default_for
 from paradit.backend.workflow.qwen21_nodes import comfy_reference_size, pipeline_reference_size
 
 ENHANCER = ("subgraph 30 > node 16", "TextGenerate", "an LLM prompt enhancer")
@@ -102,10 +111,6 @@ def test_krea2_turbo_template_runs_end_to_end(
         assert image.size == (256, 256)
 
 
-QWEN21_BASE_REFUSED = (  # (template, where, node type, the reason's words)
-    ("image_qwen_image_2_1_t2i.json", "subgraph 459 > node 458", "KSampler"),
-    ("image_qwen_image_2_1_image_edit.json", "subgraph 459 > node 458", "KSampler"),
-)  # fmt: skip
 QWEN21_ENHANCERS = {  # template -> (the outer enhancer switch's index, its TextGenerate)
     "image_qwen_image_2_1_turbo_t2i.json": (1, "subgraph 459 > node 471"),
     "image_qwen_image_2_1_turbo_image_edit.json": (2, "subgraph 459 > node 500"),
@@ -132,28 +137,56 @@ def _outer(template: str, folder: Path, index: int, value) -> Path:
     return path
 
 
-@pytest.mark.parametrize("template, where, kind", QWEN21_BASE_REFUSED)
-def test_qwen_image21_base_template_refused_at_its_ksampler(qwen21_comfy, template, where, kind):
-    """The base model's templates sample on KSampler's euler/simple with no ModelSampling
-    node: ComfyUI's own sampling for Qwen-Image 2.1 (supported_models.py) could not be read,
-    so no default is declared (families/qwen_image21/NOTES.md) and the job cannot be stated."""
-    refusal(
-        TEMPLATES / template, qwen21_comfy, f"{where} ({kind}): ",
-        "no ModelSampling node sets its shift", "paradit knows no ComfyUI default",
-    )  # fmt: skip
-
-
-def test_qwen_image21_turbo_templates_import_to_comfyuis_job(qwen21_comfy):
-    """Each Turbo template as saved (the enhancer off, the cache auto/default) imports to the
-    job written by hand from its graph (tests/template_jobs.py), on the templates' files."""
-    models = qwen21_comfy / "models"
-    serve = {
-        "model": str(models / "diffusion_models/qwen_image_2.1_turbo_int8_convrot.safetensors"),
+def _qwen21_serve(comfy: Path, dit: str) -> dict:
+    models = comfy / "models"
+    return {
+        "model": str(models / f"diffusion_models/{dit}.safetensors"),
         "text_encoders": [str(models / "text_encoders/qwen3vl_8b_int8_convrot.safetensors")],
         "vaes": [str(models / "vae/qwen_image_2.1_vae_bf16.safetensors")],
         "image_encoders": [],
         "lora_dirs": [],
     }
+
+
+def test_qwen_image21_base_templates_import_to_comfyuis_job(qwen21_comfy):
+    """Each base template as saved (the enhancer off, the cache auto/default) imports to the
+    job written by hand from its graph (tests/template_jobs.py): KSampler's euler/simple with
+    no ModelSampling node at Qwen-Image 2.1's own mu 0.69 (the static shift e^0.69), on the
+    base DiT's file."""
+    expected = {
+        QWEN21_T2I[0]: qwen21_t2i_request(),
+        QWEN21_EDIT[0]: qwen21_edit_request(qwen21_comfy),
+    }
+    for template, request in expected.items():
+        plan, variant = plan_of(str(TEMPLATES / template), str(qwen21_comfy))
+        assert variant == "tiny-qwen-image2.1"
+        assert plan.request == request, template
+        assert plan.serve == _qwen21_serve(qwen21_comfy, "qwen_image_2.1_int8_convrot")
+        assert plan.workflow["comfyui_defaults"].startswith("mu 0.69 -> shift 1.99372 ")
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("steps", [25, 40])
+def test_qwen_image21_default_levels_are_comfyuis(steps):
+    """The levels paradit runs for euler/simple at Qwen-Image 2.1's declared default are
+    ComfyUI's, worked by hand (tests/template_jobs.py `qwen21_comfy_sigmas`: ModelSamplingFlux's
+    10000-level table at mu 0.69, simple_scheduler's picks). Two levels by hand: the second of
+    25 at t = 0.96 is e^0.69 / (e^0.69 + 1/0.96 - 1) = 1.993716 / 2.035382 = 0.979529, the
+    last before 0 at t = 0.04 is 1.993716 / 25.993716 = 0.076700: no terminal stretch (the
+    pipeline's own schedule ends its levels at 0.02) and no size in it."""
+    default = default_for("qwen-image2.1", {})
+    assert default is not None and default.shift == QWEN21_MU
+    ours = levels("simple", steps, default.static_shift)
+    assert ours == pytest.approx(qwen21_comfy_sigmas(steps), abs=1e-12)
+    if steps == 25:
+        assert ours[1] == pytest.approx(0.979529, abs=1e-6)
+        assert ours[-2] == pytest.approx(0.076700, abs=1e-6)
+
+
+def test_qwen_image21_turbo_templates_import_to_comfyuis_job(qwen21_comfy):
+    """Each Turbo template as saved (the enhancer off, the cache auto/default) imports to the
+    job written by hand from its graph (tests/template_jobs.py), on the templates' files."""
+    serve = _qwen21_serve(qwen21_comfy, "qwen_image_2.1_turbo_int8_convrot")
     expected = {
         QWEN21_T2I[1]: qwen21_turbo_t2i_request(),
         QWEN21_EDIT[1]: qwen21_turbo_edit_request(qwen21_comfy),
@@ -213,21 +246,24 @@ def test_qwen_image21_reference_sizes_as_comfyui_and_the_pipeline_make_them():
     assert comfy_reference_size(20, 10, 64) == (96, 32)  # 90.5 -> 96, 45.3 -> 32
 
 
-@pytest.mark.parametrize("template", [QWEN21_T2I[1], QWEN21_EDIT[1]])
-def test_qwen_image21_turbo_template_runs_end_to_end(
+@pytest.mark.parametrize("template", [*QWEN21_T2I, *QWEN21_EDIT])
+def test_qwen_image21_template_runs_end_to_end(
     qwen21_comfy, tmp_path, paradit_warm, backends, template
 ):
-    """Each Turbo template (the text-to-image one at 256x256, ResolutionSelector's megapixels
-    1/16; the edit at its 96x64 reference's size), on a backend of its files: `workflow run
-    --server` writes the image its request makes on that backend, on ManualSigmas' levels."""
+    """Each template (the text-to-image ones at 256x256, ResolutionSelector's megapixels 1/16;
+    the edits at their first reference's 96x64), on a backend of its files: `workflow run
+    --server` writes the image its request makes on that backend, on ManualSigmas' levels
+    (Turbo) or ComfyUI's euler/simple levels at mu 0.69 worked by hand (base, 25 steps)."""
     path = qwen21_sized(template, tmp_path, 1 / 16) if template in QWEN21_T2I else None
     path = path or TEMPLATES / template
     plan, _ = plan_of(str(path), str(qwen21_comfy))
     server, out, record, _, frames = workflow_run(
         paradit_warm, backends, plan, path, qwen21_comfy, tmp_path / "out"
     )
+    base = template in (QWEN21_T2I[0], QWEN21_EDIT[0])
     assert record["workflow"]["variant"] == "tiny-qwen-image2.1"
-    assert record["sampling"]["sigmas"] == pytest.approx(QWEN21_TURBO_SIGMAS, abs=1e-6)
+    sigmas = qwen21_comfy_sigmas(25) if base else QWEN21_TURBO_SIGMAS
+    assert record["sampling"]["sigmas"] == pytest.approx(sigmas, abs=1e-6)
     assert (out / "image.png").read_bytes() == frames[0]
     with Image.open(out / "image.png") as image:
         assert image.size == ((256, 256) if template in QWEN21_T2I else (96, 64))
