@@ -85,7 +85,7 @@ class ComfyBounds:
         if grids != wanted * (len(grids) // max(1, len(wanted))):
             raise ValueError(
                 f"image_prep comfyui: the processor's image grids {grids} are not the "
-                f"references' {wanted} (its patches are not ComfyUI's 16 pixels, merged 2x2)"
+                f"references' {wanted} (it resized them: its patches or bounds are not ComfyUI's)"
             )
         return inputs
 
