@@ -983,8 +983,10 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "centre square scaled bicubically with antialias; LTX-2's start image as its "
         "image-to-video templates prepare it: compressed once as one H.264 frame at the size "
         "sent (LTXVPreprocess), then scaled in float with torch's bilinear, centre-cut, to "
-        "each stage's size (LTXVImgToVideoInplace); the models whose limits.image_preps names "
-        "it).",
+        "each stage's size (LTXVImgToVideoInplace); Qwen-Image 2.1's edit references as "
+        "TextEncodeQwenImage21 at resolution 0 presents them: each at its own size in sides of "
+        "32 (Lanczos), whatever the output's, its vision input within ComfyUI's pixel bounds; "
+        "the models whose limits.image_preps names it).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),
         cli="--image-prep",

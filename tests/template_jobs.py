@@ -1085,11 +1085,13 @@ def qwen21_turbo_t2i_request(size: int = 1024) -> dict:
     }  # fmt: skip
 
 
-def qwen21_turbo_edit_request(folder: Path) -> dict:
+def qwen21_turbo_edit_request(folder: Path, size: tuple[int, int] | None = None) -> dict:
     """The Turbo edit template's job, by hand from its graph (subgraph 459): its one
-    reference, LoadImage 470, at its own size (resolution 0) is the output's size."""
+    reference, LoadImage 470, at its own size (resolution 0: ComfyUI's preparation,
+    `image_prep` comfyui) is the output's size (`size` where the outer `switch` takes
+    ResolutionSelector's instead)."""
     template = QWEN21_EDIT[1]
-    width, height = QWEN21_INPUTS["ballet_dancer_photography_minimalist_architecture.png"]
+    width, height = size or QWEN21_INPUTS["ballet_dancer_photography_minimalist_architecture.png"]
     return {
         # the outer prompt through ComfySwitchNode 484 (switch_1 false) and PreviewAny 480
         "prompt": widget(template, "459", 1), "negative_prompt": widget(template, "459", 5),
@@ -1101,6 +1103,8 @@ def qwen21_turbo_edit_request(folder: Path) -> dict:
         "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "459", 11),
         "sampler": "euler", "sigmas": QWEN21_TURBO_SIGMAS,
         "image": str(folder / "input/ballet_dancer_photography_minimalist_architecture.png"),
+        # TextEncodeQwenImage21 474 at resolution 0: each reference at its own size
+        "image_prep": "comfyui",
     }  # fmt: skip
 
 
@@ -1153,6 +1157,7 @@ def qwen21_edit_request(folder: Path) -> dict:
         "sampler": "euler", "scheduler": "simple",
         "image": str(folder / "input/portrait_model_denim.png"),
         "images": [str(folder / "input/clothing_light_blue_denim_shirt.png")],
+        "image_prep": "comfyui",  # TextEncodeQwenImage21 474 at resolution 0
         "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12),
     }  # fmt: skip
 

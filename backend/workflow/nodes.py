@@ -101,8 +101,9 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "TextEncodeQwenImage21",
         ("prompt", "negative_prompt", "resolution"),
         "`prompt`, `negative_prompt`; its images.image_1.. `image` and `images` (vae "
-        "connected; resized at `resolution` as Qwen-Image 2.1's pipeline resizes them at the "
-        "output's area, checked per image); its latent: the first reference's size",
+        "connected; at resolution 0 each at its own size, `image_prep` comfyui; else resized "
+        "at `resolution` as Qwen-Image 2.1's pipeline resizes them at the output's area, "
+        "checked per image); its latent: the first reference's size",
     ),
     _spec(
         "QwenImage21Cache",

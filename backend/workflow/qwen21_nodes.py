@@ -16,11 +16,14 @@ What ComfyUI does there (read from `comfy_extras/nodes_qwen.py` and
   templates' value, its own size), each side rounded to a multiple of 32 (at least 32), with
   PIL's Lanczos on the 8-bit image (an image already that size is not resized; ComfyUI's
   float image turns back into the same 8-bit values, `images.py`); the same image goes to
-  the vision tower and, as
-  LoadImage's RGB, to the VAE, whose latents fill the prompt's vision slots. The pipeline
-  resizes at its `output_resolution`, which paradit sets to the side of a square of the
-  output's area: the job is ComfyUI's where every reference comes to the same size at both
-  (checked per image; refused naming the sizes where not).
+  the vision tower and, as LoadImage's RGB, to the VAE, whose latents fill the prompt's
+  vision slots. At resolution 0 the job's `image_prep` is comfyui (families/qwen_image21/
+  comfyui_prep.py): every reference at its own size whatever the output's, and the vision
+  tower's pixel values ComfyUI's (`process_qwen2vl_images`' bounds, 3136 to 12845056 pixels,
+  not Qwen3-VL's published 65536 least). At another resolution the pipeline resizes at its
+  `output_resolution`, which paradit sets to the side of a square of the output's area: the
+  job is ComfyUI's where every reference comes to the same size at both (checked per image;
+  refused naming the sizes where not) and lies inside both processors' pixel bounds.
 - The latent output is the first reference's size (without references, resolution squared).
 - QwenImage21Cache stores the prefix's keys and values where `device` says (auto, gpu, cpu;
   off recomputes them every step): the same computation as the pipeline's `use_kv_cache`,
@@ -108,9 +111,13 @@ def text_encode(m: Any, node: Node) -> tuple[Any, ...]:
     m.say(
         node,
         f"prompt and negative prompt with {names} at {at} -> image, "
-        f"images; latent {width}x{height} (the first reference's size)",
+        f"images{', image_prep comfyui' if resolution == 0 else ''}; latent {width}x{height} "
+        "(the first reference's size)",
     )
-    edit = Edit(images, vae, None, node, image_prep=None, resolution=resolution)
+    # at 0 each reference keeps its own size: ComfyUI's preparation; else the pipeline's, at
+    # the output's area (check_reference_sizes)
+    prep = "comfyui" if resolution == 0 else None
+    edit = Edit(images, vae, None, node, image_prep=prep, resolution=resolution)
     return (
         Conditioning(prompt, clip, edit=edit),
         Conditioning(negative, clip, edit=edit),
@@ -121,7 +128,10 @@ def text_encode(m: Any, node: Node) -> tuple[Any, ...]:
 def check_reference_sizes(edit: Edit, width: int, height: int) -> None:
     """WorkflowError naming the encoder node where paradit's pipeline, resizing every
     reference at the output's area, would make one another size than ComfyUI's
-    TextEncodeQwenImage21 at its resolution."""
+    TextEncodeQwenImage21 at its resolution (at resolution 0 the job keeps each at its own
+    size, `image_prep` comfyui: nothing to check)."""
+    if edit.image_prep == "comfyui":
+        return
     resolution = paradit_resolution(width, height)
     for image in edit.images:
         loaded = file_size(image.file)

@@ -19,8 +19,10 @@ name written as the tiny presets' files under the templates' own names.
   (no ModelSampling node: ModelSamplingFlux at mu 0.69, families/qwen_image21/comfyui.json),
   the levels checked against ComfyUI's worked by hand from its formulas (a fast test too);
   the enhancer switched on is refused at its TextGenerate, a quantized prefix cache at
-  QwenImage21Cache, an edit whose reference ComfyUI and the pipeline would size differently
-  at TextEncodeQwenImage21 (the sizes worked by hand in a fast test).
+  QwenImage21Cache; the edits' references at their own size (resolution 0, as saved) import
+  with `image_prep` comfyui whatever the output's size (the Turbo edit's outer `switch` on:
+  1024x1024); at a resolution above 0 the pipeline's own preparation where both size the
+  references alike (the sizes worked by hand in a fast test).
 
 Cost: about 8 s (the suite's two-worker run on 2 cores: 5 s on 2026-11-29, the two base
 templates' runs of 25 steps added later, estimated: measure again).
@@ -219,16 +221,26 @@ def test_qwen_image21_quantized_prefix_cache_refused(qwen21_comfy, tmp_path, tem
     assert off.request == saved.request
 
 
-def test_qwen_image21_edit_at_another_size_than_its_reference_refused(qwen21_comfy, tmp_path):
+def test_qwen_image21_edit_at_another_size_than_its_reference(qwen21_comfy, tmp_path):
     """The Turbo edit with its `switch` on (the output from ResolutionSelector's 1024x1024,
     not the reference's size): ComfyUI keeps the 96x64 reference at its own size (resolution
-    0), paradit's pipeline would resize it to the output's area (1248x832): refused, naming
-    both sizes."""
+    0), and so does the job (`image_prep` comfyui), where the pipeline alone would resize it
+    to the output's area (1248x832): imported, the output 1024x1024."""
     path = _outer(QWEN21_EDIT[1], tmp_path, 7, True)
-    refusal(
-        path, qwen21_comfy, "subgraph 459 > node 474 (TextEncodeQwenImage21): ",
-        "(96x64) comes to 96x64", "1024x1024 output", "1248x832",
-    )  # fmt: skip
+    plan, _ = plan_of(str(path), str(qwen21_comfy))
+    assert plan.request == qwen21_turbo_edit_request(qwen21_comfy, (1024, 1024))
+
+
+def test_qwen_image21_edit_at_a_resolution_keeps_the_pipelines_preparation(qwen21_comfy, tmp_path):
+    """TextEncodeQwenImage21 at a resolution (the outer widget 0): the 96x64 reference at 64
+    is sqrt(4096 * 1.5) = 78.4 -> 64 wide, sqrt(4096 / 1.5) = 52.3 -> 64 high, the latent that
+    size, and the pipeline at the 64x64 output's area the same; at 160: 196.0 -> 192 by
+    130.6 -> 128, the pipeline at the 192x128 output's (157) the same: the pipeline's own
+    preparation (no `image_prep`)."""
+    for resolution, size in ((64, (64, 64)), (160, (192, 128))):
+        plan, _ = plan_of(str(_outer(QWEN21_EDIT[1], tmp_path, 0, resolution)), str(qwen21_comfy))
+        assert "image_prep" not in plan.request
+        assert (plan.request["width"], plan.request["height"]) == size
 
 
 @pytest.mark.fast

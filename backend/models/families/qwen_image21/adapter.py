@@ -21,6 +21,12 @@ images are resized as the pipeline resizes them, at the output's area (its
 pipeline takes no precomputed embeddings with images (it has no argument for which of their
 positions are image slots), so for an edit job `EditSlots` hands its `encode_prompt` the
 slots rank 0 found: a library gap paradit fills.
+
+With `image_prep` comfyui (`comfyui_prep.py`) the references are ComfyUI's at resolution 0,
+the edit templates': each at its own size rounded to sides of 32, for the vision tower (the
+processor given ComfyUI's pixel bounds) and the VAE alike, whatever the output's size; the
+pipeline's own call runs with its image processor taking each reference as it is and the
+DiT's `img_shapes` given the references' own token grids (`finish` takes both off).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import numpy as np
 import torch
 
 from ....contract import Limits
-from ....request import JobRequest
+from ....request import IMAGE_PREP_COMFYUI, JobRequest
 from ..base import (
     Family,
     Tensors,
@@ -41,6 +47,7 @@ from ..base import (
     image_limits,
     request_images,
 )
+from . import comfyui_prep
 
 DEFAULT_SIZE, DEFAULT_STEPS, DEFAULT_GUIDANCE = 1024, 25, 1.0
 """ComfyUI's Qwen-Image 2.1 template: 1024x1024, 25 steps, cfg 1 (the pipeline's own
@@ -54,6 +61,8 @@ EDIT_PIXELS = DEFAULT_SIZE * DEFAULT_SIZE
 SLOTS = "_image_slots"
 """The tensors' suffix for a prompt's image slots (`<name>_image_slots`: True where the
 encoder's token is an image slot)."""
+SHAPES = "_comfyui_reference_shapes"
+"""Where a ComfyUI-prepared edit's DiT hook sits on the pipeline until `finish`."""
 
 
 class QwenImage21(Family):
@@ -80,18 +89,25 @@ class QwenImage21(Family):
         prompts = {"prompt": request.prompt}
         if self.uses_cfg(pipe, request):
             prompts["negative_prompt"] = request.negative_prompt or ""
-        images = None
-        if request.image is not None:
+        images, own = None, pipe.processor
+        if request.image is not None and request.image_prep == IMAGE_PREP_COMFYUI:
+            images = [comfyui_prep.reference(image) for image in request_images(request)]
+            sizes = [image.size for image in images]
+            pipe.__dict__["processor"] = comfyui_prep.ComfyBounds(own, sizes)
+        elif request.image is not None:
             images = encoder_images(pipe, request_images(request), output_resolution(request))
         tensors: Tensors = {}
-        for name, prompt in prompts.items():
-            # (1, tokens, width); the mask is None when no token is padding (one prompt)
-            embeds, mask, slots = pipe.encode_prompt(prompt=prompt, image=images, device=device)
-            tensors[f"{name}_embeds"] = embeds
-            if mask is not None:
-                tensors[f"{name}_embeds_mask"] = mask.bool()
-            if images is not None:
-                tensors[f"{name}{SLOTS}"] = slots.bool()
+        try:
+            for name, prompt in prompts.items():
+                # (1, tokens, width); the mask is None when no token is padding (one prompt)
+                embeds, mask, slots = pipe.encode_prompt(prompt=prompt, image=images, device=device)
+                tensors[f"{name}_embeds"] = embeds
+                if mask is not None:
+                    tensors[f"{name}_embeds_mask"] = mask.bool()
+                if images is not None:
+                    tensors[f"{name}{SLOTS}"] = slots.bool()
+        finally:
+            pipe.__dict__["processor"] = own
         return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
@@ -111,15 +127,23 @@ class QwenImage21(Family):
             if f"{name}{SLOTS}" in tensors
         ]
         pipe.__dict__["encode_prompt"] = EditSlots(pipe.encode_prompt, slots)
+        images = request_images(request)
+        if request.image_prep == IMAGE_PREP_COMFYUI:
+            # each reference at its own size for the VAE and in the DiT's token grids
+            images = [comfyui_prep.reference(image) for image in images]
+            sizes = [image.size for image in images]
+            shapes = comfyui_prep.ReferenceShapes(pipe.transformer, sizes, pipe.vae_scale_factor)
+            pipe.__dict__["image_processor"] = comfyui_prep.OwnSizes(pipe.image_processor)
+            pipe.__dict__[SHAPES] = shapes
         # every rank VAE-encodes the images, resized as rank 0 resized them for the encoder
-        return {
-            **kwargs,
-            "image": request_images(request),
-            "output_resolution": output_resolution(request),
-        }
+        return {**kwargs, "image": images, "output_resolution": output_resolution(request)}
 
     def finish(self, pipe: Any) -> None:
         pipe.__dict__.pop("encode_prompt", None)
+        shapes = pipe.__dict__.pop(SHAPES, None)
+        if shapes is not None:
+            shapes.remove()
+            pipe.__dict__["image_processor"] = pipe.image_processor.own
 
     def _latents_for_vae(self, pipe: Any, latents: torch.Tensor, request: JobRequest):
         """As the pipeline before its decode: unpack (batch, tokens, channels) to (batch,

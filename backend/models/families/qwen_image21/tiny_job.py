@@ -1,7 +1,8 @@
 """Qwen-Image 2.1's tiny jobs (the family contract suite's): tiny-qwen-image2.1 guided (two
 branches, each with its own prefix cache), then unguided (its default: one branch, which a
 CFG plan spreads over all ranks), then an edit of two input images (their slots in the
-prompt's tokens, each image a block of the cached prefix; guided)."""
+prompt's tokens, each image a block of the cached prefix; guided), then an edit whose
+references ComfyUI's way keep their own sizes (`image_prep` comfyui)."""
 
 from __future__ import annotations
 
@@ -89,9 +90,19 @@ def direct_edit(pipe: Any, body: Any) -> Any:
     )
 
 
+# The edit ComfyUI's edit templates import to (`image_prep` comfyui, comfyui_prep.py): each
+# reference at its own size in sides of 32 (the 100x70 image Lanczos'd to 96x64, the 64x64 one
+# as loaded), where the pipeline makes them 128x96 and 96x96 at the 96x96 output's area;
+# guided, 2 steps. On 2 ranks (CFG parallel). World size 1 against the pipeline's parts driven
+# by hand: tests/families/test_qwen_image21_comfyui.py.
+COMFYUI_EDIT = {**BODY, "prompt": "the fox of <image2> in <image1>", "seed": 11}
+COMFYUI_EDIT.update(image=_png(100, 70, 3), images=[_png(64, 64, 4)], width=96, height=96)
+COMFYUI_EDIT.update(num_inference_steps=2, image_prep="comfyui")
+
 TINY_JOBS = (
     TinyJob("tiny-qwen-image2.1", BODY, direct),
     TinyJob("tiny-qwen-image2.1", UNGUIDED, direct_unguided, name="unguided", ranks=(4, 3)),
     TinyJob("tiny-qwen-image2.1", EDIT, direct_edit, name="edit", ranks=(4, 3, 2)),
+    TinyJob("tiny-qwen-image2.1", COMFYUI_EDIT, None, name="comfyui", ranks=(2,)),
 )
 """The jobs the family contract runs: the smallest first."""
