@@ -26,7 +26,7 @@ from comfy_files import (
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
-    wan22_vae_original,
+    qwen_image21_vae_comfy,
     write_all_in_one,
     write_safetensors,
     z_image_original,
@@ -1047,7 +1047,7 @@ def qwen21_files(folder: Path) -> Path:
         if k != "lm_head.weight"
     }
     save_file(encoder, str(models / "text_encoders/qwen3vl_8b_int8_convrot.safetensors"))
-    vae = wan22_vae_original(tiny.vae.state_dict())
+    vae = qwen_image21_vae_comfy(tiny.vae.state_dict())
     save_file(vae, str(models / "vae/qwen_image_2.1_vae_bf16.safetensors"))
     rng = np.random.default_rng(21)
     for name, (width, height) in QWEN21_INPUTS.items():
