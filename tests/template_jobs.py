@@ -1019,8 +1019,9 @@ def qwen21_files(folder: Path) -> Path:
     templates' names: the DiT (base and turbo: one tiny DiT, diffusers' names under
     `model.diffusion_model.`, each block's gate and up projections fused, gate rows first, the
     blocks' linears int8 ConvRot in groups of 64), the Qwen3-VL encoder in ComfyUI's names
-    (`model.` and `visual.`, no lm_head), the VAE in the Wan 2.2 VAE's original names; the edit
-    templates' input images (`QWEN21_INPUTS`, seeded noise)."""
+    (`model.` and `visual.`, no lm_head), the VAE as ComfyUI's file holds it (the Wan 2.2 VAE's
+    original names, causal convolutions 3D of time 1: `comfy_files.qwen_image21_vae_comfy`);
+    the edit templates' input images (`QWEN21_INPUTS`, seeded noise)."""
     models = folder / "models"
     for kind in ("diffusion_models", "text_encoders", "vae"):
         (models / kind).mkdir(parents=True)
