@@ -120,6 +120,23 @@ def wan22_vae_original(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     return out
 
 
+_QWEN21_2D_WEIGHTS = re.compile(r"\.resample\.1\.weight$|\.middle\.1\.(to_qkv|proj)\.weight$")
+
+
+def qwen_image21_vae_comfy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """diffusers' `AutoencoderKLQwenImage21` state dict -> ComfyUI's `qwen_image_2.1_vae_bf16`:
+    the Wan 2.2 VAE's original names, and each causal convolution's weight 3D of time 1
+    (`[out, in, 1, k, k]`), as ComfyUI's `comfy/ldm/wan/vae2_2.py` `WanVAE(temporal_kernel=1)`
+    holds it (Comfy-Org/ComfyUI 32671a67: `CausalConv3d` everywhere but the resamples' and the
+    middle attention's `Conv2d`)."""
+    return {
+        name: value
+        if value.dim() != 4 or not name.endswith(".weight") or _QWEN21_2D_WEIGHTS.search(name)
+        else value.unsqueeze(2).contiguous()
+        for name, value in wan22_vae_original(state).items()
+    }
+
+
 def flux_bfl(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
     """diffusers' FluxTransformer2DModel state dict -> Black Forest Labs' key layout."""
     out: dict[str, torch.Tensor] = {}

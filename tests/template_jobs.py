@@ -26,7 +26,7 @@ from comfy_files import (
     mistral3_comfy,
     quantizable,
     qwen3_comfy,
-    wan22_vae_original,
+    qwen_image21_vae_comfy,
     write_all_in_one,
     write_safetensors,
     z_image_original,
@@ -1019,8 +1019,9 @@ def qwen21_files(folder: Path) -> Path:
     templates' names: the DiT (base and turbo: one tiny DiT, diffusers' names under
     `model.diffusion_model.`, each block's gate and up projections fused, gate rows first, the
     blocks' linears int8 ConvRot in groups of 64), the Qwen3-VL encoder in ComfyUI's names
-    (`model.` and `visual.`, no lm_head), the VAE in the Wan 2.2 VAE's original names; the edit
-    templates' input images (`QWEN21_INPUTS`, seeded noise)."""
+    (`model.` and `visual.`, no lm_head), the VAE as ComfyUI's file holds it (the Wan 2.2 VAE's
+    original names, causal convolutions 3D of time 1: `comfy_files.qwen_image21_vae_comfy`);
+    the edit templates' input images (`QWEN21_INPUTS`, seeded noise)."""
     models = folder / "models"
     for kind in ("diffusion_models", "text_encoders", "vae"):
         (models / kind).mkdir(parents=True)
@@ -1047,7 +1048,7 @@ def qwen21_files(folder: Path) -> Path:
         if k != "lm_head.weight"
     }
     save_file(encoder, str(models / "text_encoders/qwen3vl_8b_int8_convrot.safetensors"))
-    vae = wan22_vae_original(tiny.vae.state_dict())
+    vae = qwen_image21_vae_comfy(tiny.vae.state_dict())
     save_file(vae, str(models / "vae/qwen_image_2.1_vae_bf16.safetensors"))
     rng = np.random.default_rng(21)
     for name, (width, height) in QWEN21_INPUTS.items():

@@ -1,7 +1,9 @@
 """Qwen-Image 2.1 from the single files ComfyUI users hold: the DiT (`qwen_image_2.1_int8_convrot`,
 and its turbo: diffusers' names under `model.diffusion_model.`, each block's SwiGLU gate and up
 projections fused, gate rows first, the blocks' linears int8 ConvRot), the VAE
-(`qwen_image_2.1_vae_bf16`: the Wan 2.2 VAE's original names with 2D convolutions) and the
+(`qwen_image_2.1_vae_bf16`: as ComfyUI's `comfy/ldm/wan/vae2_2.py` `WanVAE(temporal_kernel=1)`
+holds it, Comfy-Org/ComfyUI 32671a67: the Wan 2.2 VAE's original names, each causal
+convolution 3D of time 1, the resamples' and the attention's 2D) and the
 Qwen3-VL-8B encoder (`qwen3vl_8b_int8_convrot`: the language model under `model.` beside the
 vision tower under `visual.`).
 
@@ -12,10 +14,15 @@ vision tower under `visual.`).
   diffusers' own names too), and the three files
   resolve to the `random:qwen-image2.1` settings; an encoder file without the vision tower
   and a missing VAE are refused naming what is needed.
+- The real VAE written as ComfyUI's file: the convolutions ds4-dfm-rs counted on the released
+  file (62 of kernel 1x3x3, 14 of 1x1x1, each 3D of time 1; its decoder 134 tensors), found
+  as Qwen-Image 2.1's and not as a Wan video VAE, every key renamed and squeezed onto the
+  diffusers parameter of its shape; a longer temporal kernel is refused.
 - The tiny preset's three files in those layouts (the DiT int8_convrot at the tiny widths'
   groups of 64) make a QwenImage21Pipeline holding the weights the files hold (the DiT's as
   the row reader reads them, equal to the int8 definition's within float32's rounding), which
-  makes the image the preset makes with them, byte for byte.
+  makes the image the preset makes with them, byte for byte, its VAE encoding and decoding as
+  the preset's does.
 
 Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -30,8 +37,8 @@ import torch
 from comfy_files import (
     WAN_PREFIX,
     meta_model,
+    qwen_image21_vae_comfy,
     read_whole_dit,
-    wan22_vae_original,
     write_header_only,
 )
 from quant_files import write_int8
@@ -114,7 +121,7 @@ def headers(tmp_path_factory) -> dict:
         "qwen_image_2.1_int8_convrot": {
             WAN_PREFIX + k: s for k, s in _shapes(comfy_dit(dit.state_dict())).items()
         },
-        "qwen_image_2.1_vae_bf16": _shapes(wan22_vae_original(vae.state_dict())),
+        "qwen_image_2.1_vae_bf16": _shapes(qwen_image21_vae_comfy(vae.state_dict())),
         "qwen_image_2.1_vae_diffusers": _shapes(vae.state_dict()),
         "qwen_image_2.1_diffusers": _shapes(dit.state_dict()),
         "qwen3vl_8b_int8_convrot": _shapes(comfy_encoder(encoder)),
@@ -126,7 +133,7 @@ def headers(tmp_path_factory) -> dict:
     for name, found in shapes.items():
         files[name] = str(root / f"{name}.safetensors")
         write_header_only(root / f"{name}.safetensors", found)
-    return {"files": files, "dit": dit}
+    return {"files": files, "dit": dit, "vae": vae}
 
 
 @pytest.mark.fast
@@ -181,6 +188,40 @@ def test_qwen_image21_files_from_their_headers(headers):
         resolve(text_only)
 
 
+@pytest.mark.fast
+def test_qwen_image21_vae_file_in_comfyuis_layout(headers):
+    """ComfyUI's qwen_image_2.1_vae_bf16 at the real shapes: the convolutions counted on the
+    released file, recognised as Qwen-Image 2.1's (not a Wan video VAE), read onto diffusers'
+    parameters; a temporal kernel of 3 refused."""
+    from paradit.backend.models.families.qwen_image21.single_file import vae_key_names
+    from paradit.backend.models.families.wan.single_file import detect_vae as wan_vae
+
+    header = read_header(headers["files"]["qwen_image_2.1_vae_bf16"])
+    shapes = {k: tuple(v.shape) for k, v in header.tensors.items()}
+    kernels = [s[2:] for k, s in shapes.items() if k.endswith(".weight") and len(s) == 5]
+    assert (kernels.count((1, 3, 3)), kernels.count((1, 1, 1)), len(kernels)) == (62, 14, 76)
+    flat = sorted(k for k, s in shapes.items() if k.endswith(".weight") and len(s) == 4)
+    assert len(flat) == 12 and all(".resample.1." in k or ".middle.1." in k for k in flat)
+    assert shapes["encoder.conv1.weight"] == (96, 4, 1, 3, 3)
+    assert shapes["decoder.upsamples.0.upsamples.3.time_conv.weight"] == (2304, 1152, 1, 1, 1)
+    assert (shapes["decoder.head.0.gamma"], shapes["decoder.middle.1.norm.gamma"]) == (
+        (144, 1, 1, 1), (1152, 1, 1)
+    )  # fmt: skip
+    decoder = [k for k in shapes if k.startswith(("decoder.", "conv2."))]
+    assert len(decoder) == 134  # ds4-dfm-rs's decode-only artifact of the file
+    found = detect(header)
+    assert (found.family, found.layout, found.config) == (
+        "qwen-image2.1", "wan", {"base_dim": 96, "z_dim": 64, "in_channels": 4}
+    )  # fmt: skip
+    assert wan_vae(header) is None
+    state = {k: torch.empty(s, device="meta") for k, s in shapes.items()}
+    read = {k: tuple(v.shape) for k, v in vae_key_names(state, found).items()}
+    assert read == _shapes(headers["vae"].state_dict())
+    state["encoder.conv1.weight"] = torch.empty(96, 4, 3, 3, 3, device="meta")
+    with pytest.raises(ValueError, match="temporal kernel of 1"):
+        vae_key_names(state, found)
+
+
 def test_tiny_qwen_image21_files_make_the_presets_image(tmp_path):
     """The tiny preset's DiT as an int8_convrot file, its VAE in the original names and its
     Qwen3-VL in ComfyUI's: a QwenImage21Pipeline of the weights the files hold, its image."""
@@ -193,7 +234,7 @@ def test_tiny_qwen_image21_files_make_the_presets_image(tmp_path):
 
     held = write_int8(dit, comfy_dit(tiny.transformer.state_dict()), quantizable, WAN_PREFIX, 64)
     vae = tmp_path / "qwen_image_2.1_vae_tiny.safetensors"
-    save_file(wan22_vae_original(tiny.vae.state_dict()), str(vae))
+    save_file(qwen_image21_vae_comfy(tiny.vae.state_dict()), str(vae))
     encoder = tmp_path / "qwen3vl_tiny.safetensors"
     save_file(comfy_encoder(tiny.text_encoder.state_dict()), str(encoder))
     pipe = load_pipeline(ModelSource.parse(str(dit), [str(encoder)], [str(vae)]))
@@ -210,6 +251,13 @@ def test_tiny_qwen_image21_files_make_the_presets_image(tmp_path):
         theirs = getattr(reference, component).state_dict()
         assert set(ours) == set(theirs), component
         assert all(torch.equal(ours[k], theirs[k]) for k in theirs), component
+    pixels = torch.rand(
+        1, tiny.vae.config.in_channels, 1, 64, 96, generator=torch.Generator().manual_seed(3)
+    )
+    with torch.no_grad():
+        latents = [v.encode(pixels * 2 - 1).latent_dist.mode() for v in (pipe.vae, tiny.vae)]
+        decoded = [v.decode(latents[1]).sample for v in (pipe.vae, tiny.vae)]
+    assert torch.equal(*latents) and torch.equal(*decoded) and decoded[0].std() > 0
     call = {"height": 96, "width": 128, "num_inference_steps": 2, "output_type": "np"}
     images = []
     for each in (pipe, reference):

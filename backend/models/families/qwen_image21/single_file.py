@@ -9,10 +9,16 @@ widths and counts off the shapes (head width from the q norm's gain) and what no
 ships (the tiny preset's rotary axes for its 16-wide heads). No weight tells the turbo model
 from the base one: their recipes do (`recipes.json`).
 
-The VAE (64 latent channels, 16x, RGBA) is the Wan 2.2 VAE's structure with 2D convolutions:
-recognised in the Wan 2.2 VAE's original names (ComfyUI keeps them for its Wan and Qwen-Image
-VAEs) or in diffusers' (`AutoencoderKLQwenImage21`), by its 2D first convolution and its RMS
-norms' `gamma`; the original names are read with the Wan 2.2 VAE's renames.
+The VAE (64 latent channels, 16x, RGBA) is the Wan 2.2 VAE's structure with a temporal kernel of
+1. ComfyUI's `qwen_image_2.1_vae_bf16` holds it as ComfyUI builds it (`comfy/ldm/wan/vae2_2.py`'s
+`WanVAE` with `temporal_kernel=1`, `patch_size=1`, `image_channels=4`, loaded strictly): the Wan
+2.2 VAE's original names, every causal convolution a 3D weight of time 1 (`[out, in, 1, k, k]`:
+the first and last convolutions, the residual blocks', the shortcuts, `conv1`/`conv2`, each
+`time_conv` at `[.., .., 1, 1, 1]`), the resamples' and the middle attention's (`to_qkv`,
+`proj`) 2D weights, the RMS norms' `gamma` at `[dim, 1, 1, 1]` (`[dim, 1, 1]` in the attention).
+diffusers' `AutoencoderKLQwenImage21` (a diffusers folder's VAE) keeps every weight 2D. Both are
+recognised; the original names are read with the Wan 2.2 VAE's renames and each time-1 weight
+squeezed to diffusers' 2D one.
 """
 
 from __future__ import annotations
@@ -101,16 +107,22 @@ def dit_row_map(keys: Mapping[str, tuple[int, ...]], config: Mapping) -> RowMap:
 
 _ORIGINAL = ("encoder.conv1.weight", "conv2.weight", "encoder.head.0.gamma")
 _DIFFUSERS = ("encoder.conv_in.weight", "post_quant_conv.weight", "encoder.norm_out.gamma")
+_CONV_RANK = {"wan": 5, "diffusers": 4}  # the first convolution's rank in each layout
+
+
+def _first_conv_fits(layout: str, shape: tuple[int, ...]) -> bool:
+    """ComfyUI's first convolution is 3D of time 1 (`[out, in, 1, 3, 3]`), diffusers' 2D."""
+    return len(shape) == _CONV_RANK[layout] and (layout == "diffusers" or shape[2] == 1)
 
 
 def detect_vae(header: FileHeader) -> Detection | None:
-    """Qwen-Image 2.1's VAE (the Wan 2.2 VAE's names with 2D convolutions), or None."""
+    """Qwen-Image 2.1's VAE (ComfyUI's `qwen_image_2.1_vae_bf16` or diffusers' names), or None."""
     keys = {k: v.shape for k, v in header.tensors.items()}
     found = next(
         (
             (layout, names)
             for layout, names in (("wan", _ORIGINAL), ("diffusers", _DIFFUSERS))
-            if all(n in keys for n in names) and len(keys[names[0]]) == 4
+            if all(n in keys for n in names) and _first_conv_fits(layout, keys[names[0]])
         ),
         None,
     )
@@ -120,18 +132,37 @@ def detect_vae(header: FileHeader) -> Detection | None:
     base_dim, in_channels = keys[first][0], keys[first][1]
     z_dim = keys[post][0]
     config = {"base_dim": base_dim, "z_dim": z_dim, "in_channels": in_channels}
+    shape = (
+        "the Wan 2.2 VAE's original names, 3D convolutions of time 1"
+        if layout == "wan"
+        else "AutoencoderKLQwenImage21's names, 2D convolutions"
+    )
     reasons = (
-        f"Qwen-Image 2.1 VAE keys ({layout} layout: the Wan 2.2 VAE's with 2D convolutions)",
+        f"Qwen-Image 2.1 VAE keys ({layout} layout: {shape})",
         f"{z_dim} latent channels, base width {base_dim}, {in_channels} input channels",
     )
     return Detection("vae", QWEN_IMAGE21, "qwen-image2.1 vae", layout, "", config, reasons)
 
 
+def _image_weight(name: str, value: Any) -> Any:
+    """A causal convolution's 3D weight of time 1 -> diffusers' 2D one (`[o, i, 1, k, k]` ->
+    `[o, i, k, k]`); ValueError for a longer temporal kernel (a video VAE's)."""
+    if len(value.shape) != 5:
+        return value
+    if value.shape[2] != 1:
+        raise ValueError(
+            f"{name} has shape {tuple(value.shape)}: the Qwen-Image 2.1 VAE's convolutions have "
+            "a temporal kernel of 1 (ComfyUI's WanVAE with temporal_kernel=1)"
+        )
+    return value.squeeze(2)
+
+
 def vae_key_names(state: dict[str, Any], detection: Detection) -> dict[str, Any]:
-    """The VAE's state in diffusers' names: the original names by the Wan 2.2 VAE's renames."""
+    """The VAE's state in diffusers' names: ComfyUI's by the Wan 2.2 VAE's renames, each 3D
+    weight of time 1 squeezed to diffusers' 2D one."""
     if detection.layout != "wan":
         return state
-    return {wan22_vae_name(k): v for k, v in state.items()}
+    return {wan22_vae_name(k): _image_weight(k, v) for k, v in state.items()}
 
 
 # -- the text side: Qwen3-VL whole, and its processor ------------------------------------------

@@ -141,8 +141,8 @@ def detect_vae(header: FileHeader) -> Detection | None:
             return None  # a 2D (Flux/SD) VAE in diffusers' layout
     else:
         return None
-    if len(keys[first]) != 5:
-        return None
+    if len(keys[first]) != 5 or keys[first][2] == 1:
+        return None  # a temporal kernel of 1: an image VAE in Wan's names (Qwen-Image 2.1's)
     base_dim, in_channels = keys[first][0], keys[first][1]
     z_dim = keys[post][0]
     version = "wan2.2" if z_dim == 48 else "wan2.1"
