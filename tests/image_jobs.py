@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from paradit.backend.models.families import enable_tiles, family_of
+from paradit.backend.models.families import enable_tiles, family_for, family_of
 from paradit.backend.models.families.base import called_directly as pipeline_called_directly
-from paradit.backend.models.presets import build_preset, preset_components
+from paradit.backend.models.presets import build_preset, preset_components, preset_pipeline_class
 from paradit.backend.parallel import parallelize
 from paradit.backend.parallel.plan import ParallelPlan
 from paradit.backend.request import JobRequest
@@ -33,9 +33,10 @@ CPU = torch.device("cpu")
 
 
 def preset_pipeline(name: str, tile: int, *, encoders: bool = True) -> tuple[Any, Any]:
-    """The preset as a rank holds it (the ranks that do not encode: without the text encoder),
-    with VAE tiles of `tile` pixels, and its family."""
-    skip = frozenset() if encoders else frozenset({"text_encoder", "tokenizer"})
+    """The preset as a rank holds it (the ranks that do not encode: without the components
+    the engine leaves to the encoding rank, its family's `encoder_components`), with VAE tiles
+    of `tile` pixels, and its family."""
+    skip = frozenset() if encoders else family_for(preset_pipeline_class(name)).encoder_components
     pipe = build_preset(name, components=preset_components(name) - skip)
     pipe.set_progress_bar_config(disable=True)
     enable_tiles(pipe.vae, tile, tile)

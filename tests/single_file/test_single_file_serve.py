@@ -1,6 +1,6 @@
 """A single-file model served on 2 ranks (each rank reads only its shard's rows of the ComfyUI
 file) makes the frames of its preset, Wan 2.1 image-to-video with its `--image-encoder` file
-too; Qwen-Image 2.1 on one rank with its VAE in ComfyUI's layout (`qwen_image_2.1_vae_bf16`:
+too; Qwen-Image 2.1 with its VAE in ComfyUI's layout (`qwen_image_2.1_vae_bf16`:
 3D convolutions of time 1); `paradit models DIR` and the one-line refusals.
 
 Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
@@ -112,10 +112,10 @@ def test_wan21_i2v_files_served_on_two_ranks(tmp_path, backends, references):
 
 def test_qwen_image21_files_served(tmp_path, backends, references):
     """Qwen-Image 2.1 from ComfyUI-layout files (the DiT's gate and up projections fused, the
-    VAE as ComfyUI's `WanVAE(temporal_kernel=1)` holds it, Qwen3-VL with its tower) on one
-    rank: the job's image is the tiny-qwen-image2.1 preset's. (On 2 ranks from files, rank 1
-    stops at start-up: 'NoneType' object has no attribute 'apply_chat_template'; not yet
-    fixed.)"""
+    VAE as ComfyUI's `WanVAE(temporal_kernel=1)` holds it, Qwen3-VL with its tower) on 2
+    ranks, a guided job split over them: its image is the tiny-qwen-image2.1 preset's at
+    world size 1. (Rank 1 encodes nothing but builds the processor: the pipeline reads its
+    chat template when built; without it rank 1 stopped at start-up.)"""
     tiny = build_preset("tiny-qwen-image2.1")
     model = tmp_path / "qwen_image_2.1_tiny_fp32.safetensors"
     encoder, vae = (
@@ -139,12 +139,12 @@ def test_qwen_image21_files_served(tmp_path, backends, references):
         str(encoder),
     )
     save_file(qwen_image21_vae_comfy(tiny.vae.state_dict()), str(vae))
-    client = backends.get(str(model), 1, "--text-encoder", str(encoder), "--vae", str(vae))
+    client = backends.get(str(model), 2, "--text-encoder", str(encoder), "--vae", str(vae))
     info = client.info()
     assert info["model_files"]["variant"] == "tiny-qwen-image2.1"
     assert info["model_files"]["files"]["vae"]["file"] == vae.name
     body = {"prompt": "a single file", "seed": 3, "width": 64, "height": 64}
-    body |= {"num_inference_steps": 2}
+    body |= {"num_inference_steps": 2, "guidance_scale": 3.0, "negative_prompt": "blur"}
     _, frames = run_job(client, body)
     backends.stop(client)
     assert frames == references.frames("tiny-qwen-image2.1", body)

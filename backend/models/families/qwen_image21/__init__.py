@@ -30,7 +30,8 @@ SPEC = FamilySpec(
             "qwen_image21",
             TEXT_TO_IMAGE,
             ("QwenImage21Pipeline",),
-            frozenset({"text_encoder", "processor"}),
+            # the processor stays on every rank: the pipeline reads its chat template when built
+            frozenset({"text_encoder"}),
             # the first step's blocks run the text and the image, the later ones the image
             # alone against the cached prefix: a step cache's residuals change shape
             step_cache=False,

@@ -191,8 +191,10 @@ def text_parts(
 ) -> dict[str, Any]:
     """ "text_encoder" and "processor" of the pipeline (None where skipped): for the presets'
     reduced encoders (their vocabulary) the preset's processor, else one on the tokenizer
-    found offline with Qwen3-VL's published image settings."""
-    if "text_encoder" in skip:
+    found offline with Qwen3-VL's published image settings. A rank that does not encode
+    still builds the processor: `QwenImage21Pipeline` reads its chat template when built."""
+    wanted = {"text_encoder", "processor"} - skip
+    if not wanted:
         return {"text_encoder": None, "processor": None}
     from ...qwen_vl import QWEN_VL_VOCAB_SIZE  # transformers' processors: only when built
 
@@ -200,11 +202,11 @@ def text_parts(
         processor = tools.preset_parts(preset_name, {"processor"}).processor
     else:
         processor = qwen3_vl_file_processor(tools.tokenizer(part, preset_name, "tokenizer"))
-    ids = vision_token_ids(part, processor.tokenizer, "Qwen3-VL's vision markers")
-    return {
-        "text_encoder": _qwen3_vl_model(part, dtype, ids, tools),
-        "processor": None if "processor" in skip else processor,
-    }
+    encoder = None
+    if "text_encoder" in wanted:
+        ids = vision_token_ids(part, processor.tokenizer, "Qwen3-VL's vision markers")
+        encoder = _qwen3_vl_model(part, dtype, ids, tools)
+    return {"text_encoder": encoder, "processor": processor if "processor" in wanted else None}
 
 
 def _qwen3_vl_model(
