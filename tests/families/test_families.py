@@ -6,7 +6,8 @@ own) and its DiT classes, each of which has a context-parallel plan (diffusers' 
 the spec's) and a memory dry run; each folder holds its adapter and a NOTES.md; no adapter
 name or pipeline class is claimed twice; the generic lookups find what the specs declare; the
 presets are the families'; no file outside the family folders names a family (the rule is
-`test_no_file_outside_the_family_folders_names_a_family`'s).
+`test_no_file_outside_the_family_folders_names_a_family`'s); a licence a family's NOTES.md
+names is in its row of docs/models.md's table.
 
 Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -234,3 +235,23 @@ def test_recipes_are_data_in_the_family_folders(tmp_path):
         (tmp_path / family / "recipes.json").write_text(json.dumps([entry]))
     with pytest.raises(ValueError, match="unique across the families"):
         load_recipes(tmp_path)
+
+
+LICENCE = re.compile(r"Licence: (the .+? Licence(?: \([^)]*\))?)[.;]")
+
+
+def test_a_licence_a_familys_notes_name_is_in_its_row_of_the_models_table():
+    """Where a family's NOTES.md says "Licence: the ... Licence" (Krea 2's, Qwen-Image 2.1's),
+    docs/models.md's table row of the family (its first cell the NOTES.md title) says
+    "licence: " and the same words."""
+    table = (FOLDER.parents[2] / "docs" / "models.md").read_text()
+    rows = {row.split("|")[1].strip(): row for row in table.splitlines() if row.startswith("| ")}
+    stated = {}
+    for notes in sorted(FOLDER.glob("*/NOTES.md")):
+        title, text = notes.read_text().splitlines()[0].removeprefix("# "), notes.read_text()
+        if found := LICENCE.search(" ".join(text.split())):
+            stated[title] = found.group(1)
+    assert {"Krea 2", "Qwen-Image 2.1"} <= set(stated), stated
+    for title, licence in stated.items():
+        assert title in rows, f"docs/models.md's table has no row {title!r}"
+        assert f"licence: {licence}" in rows[title], (title, licence)

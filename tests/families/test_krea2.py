@@ -1,5 +1,6 @@
 """Krea 2 text-to-image: the tiny preset's structure and limits, the text fusion kept whole
-under the sequence plan, the `random:` preset's parameters and the plan at real size. (World
+under the sequence plan, the `random:` preset's parameters and the plan at real size, the
+`krea2-turbo` recipe equal to the Turbo templates' sampling and run. (World
 size 1 against `Krea2Pipeline` called directly, guided and unguided, and CFG / Ulysses at 2,
 3 and 4 ranks against world size 1, masks included: the family contract,
 tests/families/test_family_contract.py.)
@@ -13,6 +14,7 @@ import logging
 
 import pytest
 from image_jobs import encoded, run_here
+from template_jobs import KREA2, krea2_request
 
 from paradit.backend.models.families import family_of
 from paradit.backend.models.families.krea2.parallel import LocalKrea2Processor, krea2_cp_plan
@@ -119,6 +121,17 @@ def test_plan_at_real_size(caplog):
     assert report["memory"]["weights_bytes"]["transformer"] == KREA2_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
     assert report["memory"]["reference_job"]["parts_bytes"]["activations"] > 0
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("template", KREA2)
+def test_turbo_recipe_is_the_templates_sampling(template):
+    """`krea2-turbo`'s fields are the job each Turbo template imports to (written by hand
+    from its graph, tests/template_jobs.py): 8 steps, cfg 1, euler/simple, Krea 2's own
+    e^1.15 to float precision."""
+    fields = dict(find_recipe("krea2-turbo").fields)
+    job = krea2_request(template)
+    assert fields == {key: job[key] for key in fields}
 
 
 def test_turbo_recipe_runs_in_place_of_the_pipelines_schedule(tiny):

@@ -74,3 +74,5 @@ def test_an_encoder_kind_states_its_rules():
         EncoderKind("x", tokenizer_class="AutoTokenizer")
     with pytest.raises(ValueError, match="hub folders of a tokenizer without its class"):
         EncoderKind("x", hub_tokenizers=(("org/repo", ""),))
+    with pytest.raises(ValueError, match="a kind paradit refuses fills no slot"):
+        EncoderKind("x", slot="text_encoder", refused="it writes text")

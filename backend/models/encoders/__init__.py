@@ -19,6 +19,7 @@ from .mistral3 import MISTRAL
 from .qwen3 import QWEN3
 from .qwen3_vl import QWEN3_VL
 from .qwen25_vl import QWEN25_VL
+from .qwen35 import QWEN35
 from .siglip import SIGLIP
 from .t5 import T5, UMT5
 
@@ -32,6 +33,7 @@ KINDS: tuple[EncoderKind, ...] = (
     QWEN3,
     QWEN25_VL,
     QWEN3_VL,
+    QWEN35,
     MISTRAL,
     GEMMA3,
     GEMMA4,

@@ -63,6 +63,10 @@ class EncoderKind:
     transformers would read with what paradit does not install (Qwen3-VL's video processor
     needs torchvision); the folder loader (`loading.py`) reads these components so."""
 
+    refused: str = ""
+    """Why paradit runs no file of this kind (a file recognised as it is refused with this,
+    wherever it is given); "" for a kind it reads."""
+
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("an encoder kind has a name")
@@ -74,6 +78,11 @@ class EncoderKind:
             raise ValueError(
                 f"{self.name}: a tokenizer looked up offline has its class and the files that "
                 f"show a folder holds it, got {self.tokenizer_class!r} and {self.tokenizer_files}"
+            )
+        if self.refused and (self.slot or self.tokenizer_class or self.image_processor):
+            raise ValueError(
+                f"{self.name}: a kind paradit refuses fills no slot and has no tokenizer or "
+                "processor"
             )
         if self.hub_tokenizers and not self.tokenizer_class:
             raise ValueError(f"{self.name}: hub folders of a tokenizer without its class")

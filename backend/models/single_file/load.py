@@ -148,7 +148,14 @@ def _where(part: Part, flag: str) -> str:
 
 
 def expect_role(part: Part, role: str, flag: str) -> None:
+    """ValueError naming the file unless it holds a `role`; a file of an encoder kind paradit
+    recognises only to refuse (`EncoderKind.refused`) is refused with the kind's reason."""
     found = part.detection
+    kind = encoder_kind(found.family or "")
+    if kind is not None and kind.refused:
+        raise ValueError(
+            f"{_where(part, flag)} is {kind.title} ({'; '.join(found.reasons)}): {kind.refused}"
+        )
     if found.role == role:
         return
     what = found.label or f"{found.family or ''} {found.role}".strip()
@@ -162,13 +169,15 @@ def _encoders(
     files: SingleFiles, preset: Preset, dit: Detection, bundle: dict[str, Part]
 ) -> dict[str, Part]:
     need = " and ".join(preset.encoders)
+    given = [recognise(path) for path in files.text_encoders]
+    for part in given:  # what a file is, before how many there are
+        expect_role(part, "text_encoder", "--text-encoder")
     if not bundle and len(files.text_encoders) != len(preset.encoders):
         raise ValueError(
             f"{dit.variant} needs {len(preset.encoders)} text encoder file(s) ({need}): give "
             f"--text-encoder FILE for each (got {len(files.text_encoders)})"
         )
     parts: dict[str, Part] = {}
-    given = [recognise(path) for path in files.text_encoders]
     # a file given for a slot wins over the bundled part; bundled parts no slot takes (the
     # bundle's VAE, an encoder already given) are not read
     inside = [p for p in bundle.values() if p.detection.role != "vae"]
