@@ -881,6 +881,22 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         needs="samplers",
     ),
     RequestField(
+        "flow_levels",
+        "int",
+        "The table of noise levels the scheduler picks from, as ComfyUI's model sampling "
+        "holds it: 1000 (ModelSamplingSD3 / AuraFlow, the default) or 10000 "
+        "(ModelSamplingFlux: Flux.1's, Qwen-Image's, Qwen-Image 2.1's and Krea 2's own "
+        "sampling). The same curve; at step counts that do not divide 1000, and for the "
+        "normal, sgm_uniform and beta schedulers, the levels differ. Not with sigmas.",
+        None,
+        rule=rules.flow_levels_rule,
+        cli="--flow-levels",
+        cli_metavar="N",
+        form=False,
+        form_group="Sampling",
+        needs="samplers",
+    ),
+    RequestField(
         "sigmas",
         "json",
         "Explicit noise levels from 1 down to 0, strictly decreasing (ComfyUI's "

@@ -4,8 +4,9 @@ solvers that call the model where the papers do).
 
 Sources:
 - the flow shift: Esser et al. 2024, "Scaling Rectified Flow Transformers", eq. 23, over the
-  1000-level table of ComfyUI's ModelSamplingDiscreteFlow (σ(i/1000), i = 1..1000); the
-  spacings as described in DESIGN.md's facts and ComfyUI's documentation of its schedulers;
+  N-level table of ComfyUI's ModelSamplingDiscreteFlow (N = 1000: σ(i/N), i = 1..N) or
+  ModelSamplingFlux (N = 10000, its `timesteps`, `comfy/model_sampling.py`); the spacings as
+  described in DESIGN.md's facts and ComfyUI's documentation of its schedulers;
 - beta: Lee et al. 2024, "Beta Sampling is All You Need" (arXiv:2407.12173), α = β = 0.6;
 - euler: Karras et al. 2022, Alg. 1; DPM-Solver++(2M): Lu et al. 2022 (arXiv:2211.01095),
   Alg. 2; RES multistep: Zhang et al. 2023 (arXiv:2308.02157), second-order multistep;
@@ -29,12 +30,16 @@ def sigma_of(t: float, shift: float) -> float:
     return shift * t / (1 + (shift - 1) * t)
 
 
-def ref_levels(scheduler: str, steps: int, shift: float, drop: bool) -> list[float]:
+def ref_levels(
+    scheduler: str, steps: int, shift: float, drop: bool, table: int = 1000
+) -> list[float]:
     n = steps + 1 if drop else steps
     if scheduler == "simple":
-        out = [sigma_of((1000 - math.floor(Fraction(1000 * k, n))) / 1000, shift) for k in range(n)]
+        out = [
+            sigma_of((table - math.floor(Fraction(table * k, n))) / table, shift) for k in range(n)
+        ]
     elif scheduler in ("normal", "sgm_uniform"):
-        top, bottom = 1.0, sigma_of(0.001, shift)
+        top, bottom = 1.0, sigma_of(1 / table, shift)
         points = n + 1 if scheduler == "sgm_uniform" else n
         times = (
             [top + (bottom - top) * k / (points - 1) for k in range(points)]
@@ -45,9 +50,9 @@ def ref_levels(scheduler: str, steps: int, shift: float, drop: bool) -> list[flo
     elif scheduler == "beta":
         out, last = [], None
         for k in range(n):
-            index = _beta_index(k, n)
+            index = _beta_index(k, n, table)
             if index != last:
-                out.append(sigma_of((index + 1) / 1000, shift))
+                out.append(sigma_of((index + 1) / table, shift))
             last = index
     else:
         raise AssertionError(scheduler)
@@ -55,13 +60,16 @@ def ref_levels(scheduler: str, steps: int, shift: float, drop: bool) -> list[flo
     return out[:-2] + out[-1:] if drop else out
 
 
+def _beta_index(k: int, n: int, table: int) -> int:
+    """The index into a table of `table` levels at the (1 - k/n)-quantile of Beta(0.6, 0.6),
+    rounded half to even (as numpy.rint)."""
+    return int(round(_beta_x(k, n) * (table - 1)))
+
+
 @functools.cache
-def _beta_index(k: int, n: int) -> int:
-    """The table index at the (1 - k/n)-quantile of Beta(0.6, 0.6), rounded half to even (as
-    numpy.rint)."""
+def _beta_x(k: int, n: int) -> float:
     q = mpmath.mpf(1) - mpmath.mpf(k) / n
-    x = 1.0 if q == 1 else float(_beta_quantile(q))
-    return int(round(x * 999))
+    return 1.0 if q == 1 else float(_beta_quantile(q))
 
 
 def _beta_quantile(q):

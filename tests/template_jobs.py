@@ -443,7 +443,8 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # KSampler 50: seed 0, 20 steps, cfg 1, euler/simple; no FluxGuidance: ComfyUI's
          # 3.5; no ModelSamplingFlux: mu 1.15
          "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
-         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12),
+         "flow_levels": 10000},
         {"model": "diffusion_models/flux1-dev.safetensors",
          "text_encoders": ["text_encoders/clip_l.safetensors",
                            "text_encoders/t5xxl_fp16.safetensors"],
@@ -472,7 +473,7 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # guidance 3.5, mu 1.15
          "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 53943644181156,
          "sampler": "euler", "scheduler": "simple",
-         "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+         "shift": pytest.approx(FLUX_SHIFT, rel=1e-12), "flow_levels": 10000},
         {"model": "diffusion_models/flux1-dev.safetensors",
          "text_encoders": ["text_encoders/clip_l.safetensors",
                            "text_encoders/t5xxl_fp16.safetensors"],
@@ -528,7 +529,8 @@ EXPECTED = {  # template -> (variant, request, serve settings relative to models
          # KSampler 197: seed 0, 20 steps, cfg 1, euler/simple; ComfyUI's Flux dev defaults:
          # guidance 3.5, mu 1.15
          "num_inference_steps": 20, "guidance_scale": 3.5, "seed": 0, "sampler": "euler",
-         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+         "scheduler": "simple", "shift": pytest.approx(FLUX_SHIFT, rel=1e-12),
+         "flow_levels": 10000},
         {"model": "diffusion_models/flux1-krea-dev_fp8_scaled.safetensors",
          "text_encoders": ["text_encoders/clip_l.safetensors",
                            "text_encoders/t5xxl_fp16.safetensors"],
@@ -954,7 +956,7 @@ def krea2_request(template: str) -> dict:
         # node: Krea 2's own mu 1.15
         "num_inference_steps": 8, "guidance_scale": 1.0, "seed": widget(template, "30", 6),
         "sampler": "euler", "scheduler": "simple",
-        "shift": pytest.approx(KREA2_SHIFT, rel=1e-12),
+        "shift": pytest.approx(KREA2_SHIFT, rel=1e-12), "flow_levels": 10000,
     }  # fmt: skip
 
 
@@ -1139,7 +1141,7 @@ def qwen21_t2i_request(size: int = 1024) -> dict:
         # ModelSampling node: Qwen-Image 2.1's own mu 0.69, the static shift e^0.69
         "num_inference_steps": 25, "guidance_scale": 1.0, "seed": widget(template, "459", 11),
         "sampler": "euler", "scheduler": "simple",
-        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12),
+        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12), "flow_levels": 10000,
     }  # fmt: skip
 
 
@@ -1159,7 +1161,7 @@ def qwen21_edit_request(folder: Path) -> dict:
         "image": str(folder / "input/portrait_model_denim.png"),
         "images": [str(folder / "input/clothing_light_blue_denim_shirt.png")],
         "image_prep": "comfyui",  # TextEncodeQwenImage21 474 at resolution 0
-        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12),
+        "shift": pytest.approx(math.exp(QWEN21_MU), rel=1e-12), "flow_levels": 10000,
     }  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Named recipes: the sampling settings of a known workflow, chosen by one name.
 
-A recipe sets request fields (steps, guidance, sampler, scheduler, shift, switch step, or
-fixed noise levels: a distilled model's ManualSigmas); a
+A recipe sets request fields (steps, guidance, sampler, scheduler, shift and its table,
+switch step, or fixed noise levels: a distilled model's ManualSigmas); a
 field the request gives itself wins over the recipe's. A recipe sets no LoRAs and no size:
 the 4-step recipes assume the distillation LoRAs they were made for (give them in `loras`).
 Torch-free: the CLI lists them (`paradit recipes`), the frontends offer them.
@@ -26,6 +26,7 @@ RECIPE_FIELDS = (
     "sampler",
     "scheduler",
     "shift",
+    "flow_levels",
     "switch_step",
     "sigmas",
 )

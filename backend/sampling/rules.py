@@ -21,9 +21,9 @@ from .names import (
     FALLBACK_SCHEDULER,
     MIN_STEPS,
 )
-from .schedules import levels
+from .schedules import FLOW_LEVELS, NUM_LEVELS, levels
 
-SAMPLING_FIELDS = ("sampler", "scheduler", "shift", "sigmas", "switch_step")
+SAMPLING_FIELDS = ("sampler", "scheduler", "shift", "flow_levels", "sigmas", "switch_step")
 """Fields that make a job run paradit's sampler instead of the model's own scheduler."""
 
 
@@ -61,6 +61,17 @@ def shift_rule(value: float, limits: Limits) -> float:
         raise ValueError(f"shift must be above 0, got {value}")
     if not limits.samplers:
         raise _own_only("shift", limits)
+    return value
+
+
+def flow_levels_rule(value: int, limits: Limits) -> int:
+    if value not in FLOW_LEVELS:
+        raise ValueError(
+            f"flow_levels must be one of {', '.join(map(str, FLOW_LEVELS))} (ComfyUI's "
+            f"ModelSamplingDiscreteFlow's table, ModelSamplingFlux's), got {value}"
+        )
+    if not limits.samplers:
+        raise _own_only("flow_levels", limits)
     return value
 
 
@@ -106,7 +117,7 @@ def check_across(values: dict[str, Any], body: dict[str, Any], limits: Limits) -
     sigmas = values.get("sigmas")
     steps = values["num_inference_steps"]
     if sigmas is not None:
-        for name in ("scheduler", "shift"):
+        for name in ("scheduler", "shift", "flow_levels"):
             if values.get(name) not in (None, DEFAULT):
                 raise ValueError(f"sigmas fix the noise levels: leave {name} out")
         if body.get("num_inference_steps") is not None and steps != len(sigmas) - 1:
@@ -149,7 +160,8 @@ def check_across(values: dict[str, Any], body: dict[str, Any], limits: Limits) -
         raise ValueError("this model's shift depends on the image size: give shift with a sampler")
     if sigmas is None:  # `beta` drops repeated levels (ComfyUI then runs fewer steps)
         drop = sampler in DROPS_PENULTIMATE
-        count = len(levels(scheduler, steps, shift, drop_penultimate=drop)) - 1
+        table = values.get("flow_levels") or NUM_LEVELS
+        count = len(levels(scheduler, steps, shift, drop_penultimate=drop, table=table)) - 1
         if count != steps:
             raise ValueError(
                 f"scheduler {scheduler} gives {count} distinct levels for {steps} steps: ask "
@@ -185,12 +197,15 @@ class SamplingChoice:
     sigmas: tuple[float, ...]
     """All levels, ending in 0."""
     switch_step: int | None
+    flow_levels: int | None = None
+    """The table a scheduler picked the levels from (None for the request's own sigmas)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "sampler": self.sampler,
             "scheduler": self.scheduler,
             "shift": self.shift,
+            "flow_levels": self.flow_levels,
             "sigmas": [round(s, 8) for s in self.sigmas],
         }
 
@@ -203,8 +218,9 @@ def resolve(request: Any, limits: Limits) -> SamplingChoice | None:
         return None
     sampler, scheduler, shift = names
     if request.sigmas is not None:
-        sigmas = tuple(request.sigmas)
-    else:
-        drop = sampler in DROPS_PENULTIMATE
-        sigmas = tuple(levels(scheduler, request.num_inference_steps, shift, drop_penultimate=drop))
-    return SamplingChoice(sampler, scheduler, shift, sigmas, request.switch_step)
+        return SamplingChoice(sampler, scheduler, shift, tuple(request.sigmas), request.switch_step)
+    drop = sampler in DROPS_PENULTIMATE
+    table = request.flow_levels or NUM_LEVELS
+    steps = request.num_inference_steps
+    sigmas = tuple(levels(scheduler, steps, shift, drop_penultimate=drop, table=table))
+    return SamplingChoice(sampler, scheduler, shift, sigmas, request.switch_step, table)

@@ -1,15 +1,18 @@
 """Noise levels of a flow model as ComfyUI spaces them, from the published formulas.
 
 A flow model (Wan, Flux, Qwen-Image, ...) noises `x_t = (1 - σ) x_0 + σ ε`. ComfyUI's
-ModelSamplingSD3 / ModelSamplingAuraFlow give it a static `shift` and a table of 1000 levels,
-σ_i = σ(i / 1000) for i = 1..1000, with the SD3 time shift (Esser et al. 2024, "Scaling
-Rectified Flow Transformers", eq. 23):
+ModelSamplingSD3 / ModelSamplingAuraFlow (ModelSamplingDiscreteFlow) give it a static `shift`
+and a table of N = 1000 levels, σ_i = σ(i / N) for i = 1..N, with the SD3 time shift (Esser
+et al. 2024, "Scaling Rectified Flow Transformers", eq. 23):
 
     σ(t) = shift·t / (1 + (shift − 1)·t)
 
-Its schedulers pick `steps` levels from that table and append 0:
+ModelSamplingFlux (Flux.1's, Qwen-Image's, Krea 2's and Qwen-Image 2.1's own sampling, and the
+ModelSamplingFlux node) holds N = 10000 levels of the same curve at shift = exp(mu)
+(exp(mu) / (exp(mu) + 1/t − 1)); `flow_levels` is that N. Its schedulers pick `steps` levels
+from the table and append 0:
 
-- `simple`: every (1000 / steps)-th level from the top, index −(1 + ⌊k·1000/steps⌋).
+- `simple`: every (N / steps)-th level from the top, index −(1 + ⌊k·N/steps⌋).
 - `sgm_uniform`: t spaced evenly from σ_max to σ_min over steps + 1 points, the last dropped,
   each mapped through σ(·) (ComfyUI spaces *timesteps* σ·1000 and maps them back through the
   shifted σ: for shift ≠ 1 a level is shifted once more than the table's; kept as it is).
@@ -27,7 +30,12 @@ from __future__ import annotations
 import math
 
 NUM_LEVELS = 1000
-"""Levels of ComfyUI's flow table (its `timesteps` and `multiplier` defaults)."""
+"""Levels of ComfyUI's flow table (ModelSamplingDiscreteFlow's `timesteps` default)."""
+FLUX_LEVELS = 10000
+"""Levels of ModelSamplingFlux's table."""
+FLOW_LEVELS = (NUM_LEVELS, FLUX_LEVELS)
+"""The tables ComfyUI's flow samplings hold: ModelSamplingDiscreteFlow's 1000 levels,
+ModelSamplingFlux's 10000 (`comfy/model_sampling.py`, their `timesteps`)."""
 
 SCHEDULERS = ("simple", "normal", "beta", "sgm_uniform")
 """The noise-level spacings paradit runs, with ComfyUI's names."""
@@ -43,24 +51,30 @@ def flow_sigma(t: float, shift: float) -> float:
     return shift * t / (1 + (shift - 1) * t)
 
 
-def flow_table(shift: float) -> list[float]:
-    """ComfyUI's 1000 levels of a flow model, lowest first: σ(i/1000), i = 1..1000."""
-    return [flow_sigma(i / NUM_LEVELS, shift) for i in range(1, NUM_LEVELS + 1)]
+def flow_table(shift: float, count: int = NUM_LEVELS) -> list[float]:
+    """ComfyUI's `count` levels of a flow model, lowest first: σ(i/count), i = 1..count."""
+    if count not in FLOW_LEVELS:
+        raise ValueError(f"flow_levels must be one of {FLOW_LEVELS}, got {count}")
+    return [flow_sigma(i / count, shift) for i in range(1, count + 1)]
 
 
 def levels(
-    scheduler: str, steps: int, shift: float, *, drop_penultimate: bool = False
+    scheduler: str,
+    steps: int,
+    shift: float,
+    *,
+    drop_penultimate: bool = False,
+    table: int = NUM_LEVELS,
 ) -> list[float]:
     """`steps` noise levels from the top, then 0 (`steps` + 1 values), as ComfyUI's KSampler
-    computes them for `scheduler` at `shift`; `drop_penultimate`: computed for one step more
-    and the next-to-last level dropped (UniPC's rule)."""
+    computes them for `scheduler` at `shift` on a table of `table` levels; `drop_penultimate`:
+    computed for one step more and the next-to-last level dropped (UniPC's rule)."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}")
     wanted = steps + 1 if drop_penultimate else steps
-    table = flow_table(shift)
-    spaced = _SPACINGS[scheduler](table, wanted, shift)
+    spaced = _SPACINGS[scheduler](flow_table(shift, table), wanted, shift)
     if drop_penultimate:
         spaced = spaced[:-2] + spaced[-1:]
     return spaced

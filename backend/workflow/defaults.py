@@ -6,7 +6,8 @@ read here without importing the family's code (torch).
 An entry names the DiT it is for by its detected family (`Detection.family`) and, where one
 family's DiTs differ (Flux.1 dev and schnell), by values of the config read off the file
 (`when`). `sampling` says how ComfyUI reads `shift`: "flow" (ModelSamplingDiscreteFlow: the
-static shift paradit runs) or "mu" (ModelSamplingFlux: mu, the static shift exp(mu)).
+static shift paradit runs, on a table of 1000 levels) or "mu" (ModelSamplingFlux: mu, the
+static shift exp(mu), on a table of 10000: the request's `flow_levels`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from ..sampling.schedules import FLUX_LEVELS
 
 FAMILIES = Path(__file__).resolve().parents[1] / "models" / "families"
 SAMPLINGS = ("flow", "mu")
@@ -52,6 +55,12 @@ class ComfyDefault:
         object.__setattr__(self, "when", MappingProxyType(dict(self.when)))
 
     @property
+    def flow_levels(self) -> int | None:
+        """The table its model sampling holds: ModelSamplingFlux's 10000 levels for "mu"
+        sampling (None: ModelSamplingDiscreteFlow's 1000, the request's default)."""
+        return FLUX_LEVELS if self.sampling == "mu" else None
+
+    @property
     def static_shift(self) -> float:
         """The shift paradit runs (its levels: shift / (shift + 1/t - 1))."""
         return self.shift if self.sampling == "flow" else math.exp(self.shift)
@@ -66,6 +75,8 @@ class ComfyDefault:
         """The line `workflow import` prints for it."""
         given = f"shift {self.shift:g}" if self.sampling == "flow" else f"mu {self.shift:g}"
         parts = [f"{given} -> shift {self.static_shift:.6g}"]
+        if self.flow_levels is not None:
+            parts.append(f"flow_levels {self.flow_levels}")
         if self.guidance is not None:
             parts.append(f"guidance {self.guidance:g} -> guidance_scale")
         return f"{', '.join(parts)} (ComfyUI's default for the model: {self.source})"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sampling.names import SAMPLERS, SCHEDULERS
+from ..sampling.schedules import FLUX_LEVELS
 from . import edit_nodes, h3_nodes, ltx_nodes, qwen21_nodes, reference_nodes, resize, two_stage
 from .files import ComfyFolders
 from .graph import Graph, Link, Node, WorkflowError, unknown_node
@@ -220,17 +221,22 @@ def _lora(m: Mapper, node: Node) -> tuple[Any, ...]:
 
 def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
     model = m.input(node, "model", Model)
+    levels = None
     if node.type == "ModelSamplingFlux":
         high = m.widget(node, "max_shift", float)
         base = m.widget(node, "base_shift", float)
         width, height = m.widget(node, "width", int), m.widget(node, "height", int)
         # ComfyUI's ModelSamplingFlux: mu linear in the latent tokens (16x16 pixels each)
         # between 256 tokens (base_shift) and 4096 (max_shift); its levels are
-        # exp(mu) / (exp(mu) + 1/t - 1), the static shift exp(mu)
+        # exp(mu) / (exp(mu) + 1/t - 1), the static shift exp(mu), on a table of 10000
         slope = (high - base) / (4096 - 256)
         mu = width * height / 256 * slope + base - slope * 256
-        shift = math.exp(mu)
-        m.say(node, f"mu {mu:.6g} for {width}x{height} -> shift {shift:.6g} (exp(mu))")
+        shift, levels = math.exp(mu), FLUX_LEVELS
+        m.say(
+            node,
+            f"mu {mu:.6g} for {width}x{height} -> shift {shift:.6g} (exp(mu)), flow_levels "
+            f"{levels}",
+        )
     else:
         shift = m.widget(node, "shift", float)
         sampling = node.inputs.get("sampling", "flow")
@@ -241,7 +247,7 @@ def _model_sampling(m: Mapper, node: Node) -> tuple[Any, ...]:
         m.say(node, f"shift {shift:g} -> shift")
     if not shift > 0:
         raise WorkflowError(node, f"shift must be above 0, got {shift}")
-    return (model.shifted(shift, node),)
+    return (model.shifted(shift, node, levels),)
 
 
 def _cfg_norm(m: Mapper, node: Node) -> tuple[Any, ...]:

@@ -154,6 +154,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
         request["sigmas"] = list(first.sigmas)
     elif _shift(models, first) is not None:
         request["shift"] = _shift(models, first)
+        if first.model.flow_levels is not None:  # ModelSamplingFlux's table
+            request["flow_levels"] = first.model.flow_levels
     _audio_video(decoded, positive, negative, first)
     if latent.audio is not None and latent.audio.frame_rate != LTX2_FRAME_RATE:
         request["fps"] = latent.audio.frame_rate
@@ -604,6 +606,8 @@ def _comfy_defaults(plan: WorkflowPlan, dit: Any, variant: str, unguided: bool) 
         )
     if no_shift:
         request["shift"] = default.static_shift
+        if default.flow_levels is not None:
+            request["flow_levels"] = default.flow_levels
     if unguided:
         if request["guidance_scale"] != 1.0:
             raise WorkflowError(

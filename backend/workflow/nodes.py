@@ -69,7 +69,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     _spec(
         "ModelSamplingFlux",
         ("max_shift", "base_shift", "width", "height"),
-        "`shift` (exp of the shift it computes for its width and height)",
+        "`shift` (exp of the shift it computes for its width and height), `flow_levels` "
+        "10000 (its table)",
     ),
     _spec(
         "CFGNorm",

@@ -25,18 +25,22 @@ class Model:
     loras: tuple[tuple[str, float], ...] = ()
     shift: float | None = None
     shift_node: Node | None = None
+    flow_levels: int | None = None
+    """The table the shift's model sampling holds: ModelSamplingFlux's 10000 levels (None:
+    ModelSamplingDiscreteFlow's 1000, the request's default)."""
     cfg_norm: float | None = None
     """CFGNorm's strength (None: no CFGNorm on the model)."""
     cfg_norm_node: Node | None = None
 
-    def shifted(self, shift: float, node: Node) -> Model:
+    def shifted(self, shift: float, node: Node, flow_levels: int | None = None) -> Model:
         """The model sampled at `shift` by `node` (a ModelSampling node, or a family's node
-        that sets the shift); WorkflowError at a second one on one model."""
+        that sets the shift) on a table of `flow_levels`; WorkflowError at a second one on
+        one model."""
         if self.shift_node is not None:
             raise WorkflowError(
                 node, f"a second ModelSampling node on one model (after node {self.shift_node.id})"
             )
-        return dataclasses.replace(self, shift=shift, shift_node=node)
+        return dataclasses.replace(self, shift=shift, shift_node=node, flow_levels=flow_levels)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from paradit.backend.sampling.job import boundary_ratio
 from paradit.backend.sampling.names import DROPS_PENULTIMATE, SAMPLERS, SCHEDULERS
 from paradit.backend.sampling.rules import resolve
 from paradit.backend.sampling.samplers import FlowSampler
-from paradit.backend.sampling.schedules import levels
+from paradit.backend.sampling.schedules import FLOW_LEVELS, levels
 
 CPU = torch.device("cpu")
 SHIFTS = (1.0, 3.1, 5.0, 8.0)
@@ -42,19 +42,54 @@ STEPS = (1, 2, 3, 4, 7, 8, 20, 30)
 
 
 @pytest.mark.fast
+@pytest.mark.parametrize("table", FLOW_LEVELS)
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
-def test_levels_equal_the_formulas_for_every_pair(scheduler):
+def test_levels_equal_the_formulas_for_every_pair(scheduler, table):
     """Every sampler (its UniPC rule: one step more, the next-to-last level dropped) with
-    every scheduler, at several steps and shifts, equals the formula to 1e-6."""
+    every scheduler, at several steps and shifts, on ModelSamplingDiscreteFlow's table of
+    1000 levels and ModelSamplingFlux's of 10000, equals the formula to 1e-6."""
     for sampler in SAMPLERS:
         drop = sampler in DROPS_PENULTIMATE
         for shift in SHIFTS:
             for steps in STEPS:
-                got = levels(scheduler, steps, shift, drop_penultimate=drop)
-                want = ref_levels(scheduler, steps, shift, drop)
+                got = levels(scheduler, steps, shift, drop_penultimate=drop, table=table)
+                want = ref_levels(scheduler, steps, shift, drop, table)
                 assert len(got) == len(want), (sampler, scheduler, shift, steps)
                 assert np.allclose(got, want, rtol=0, atol=1e-6), (sampler, scheduler, shift, steps)
                 assert got[-1] == 0.0 and all(a > b for a, b in zip(got, got[1:], strict=False))
+
+
+@pytest.mark.fast
+def test_the_flux_table_by_hand():
+    """30 steps of `simple` at Qwen-Image 2.1's shift e^0.69: ModelSamplingFlux's table of
+    10000 picks its second level at index -(1 + floor(10000/30)) = -334, t = 9667/10000;
+    ModelSamplingDiscreteFlow's of 1000 at -(1 + floor(1000/30)) = -34, t = 967/1000
+    (exp(mu) / (exp(mu) + 1/t - 1), comfy/model_sampling.py's flux_time_shift). At 20 steps
+    the two tables give the same levels."""
+    shift = math.exp(0.69)
+    flux = levels("simple", 30, shift, table=10000)
+    flow = levels("simple", 30, shift)
+    assert flux[1] == pytest.approx(shift / (shift + 10000 / 9667 - 1), abs=1e-12)
+    assert flow[1] == pytest.approx(shift / (shift + 1000 / 967 - 1), abs=1e-12)
+    assert abs(flux[1] - flow[1]) > 1e-4
+    assert levels("simple", 20, shift, table=10000) == pytest.approx(levels("simple", 20, shift))
+    assert levels("sgm_uniform", 20, shift, table=10000)[-2] != pytest.approx(
+        levels("sgm_uniform", 20, shift)[-2], abs=1e-6
+    )  # σ_min: σ(1/10000), not σ(1/1000)
+
+
+@pytest.mark.fast
+def test_a_request_runs_and_records_its_flow_levels():
+    body = {"prompt": "x", "sampler": "euler", "scheduler": "simple", "shift": 2.0}
+    body |= {"num_inference_steps": 30}
+    for table in FLOW_LEVELS:
+        choice = resolve(JobRequest.from_body({**body, "flow_levels": table}, FLOW), FLOW)
+        assert choice.sigmas == tuple(levels("simple", 30, 2.0, table=table))
+        assert choice.to_dict()["flow_levels"] == table
+    plain = resolve(JobRequest.from_body(body, FLOW), FLOW)
+    assert plain.to_dict()["flow_levels"] == 1000 and plain.sigmas == tuple(
+        levels("simple", 30, 2.0)
+    )
 
 
 @pytest.mark.fast
@@ -152,6 +187,9 @@ OWN_ONLY = Limits(**VIDEO)
         (FLOW, {"sigmas": [1, 0.5]}, "the last 0"),
         (FLOW, {"sigmas": [1, 0.5, 0], "num_inference_steps": 4}, "len\\(sigmas\\) - 1 = 2"),
         (FLOW, {"sigmas": [1, 0.5, 0], "shift": 3}, "leave shift out"),
+        (FLOW, {"sigmas": [1, 0.5, 0], "flow_levels": 10000}, "leave flow_levels out"),
+        (FLOW, {"flow_levels": 5000}, "flow_levels must be one of 1000, 10000"),
+        (OWN_ONLY, {"flow_levels": 10000}, "runs only its own scheduler"),
         (FLOW, {"sampler": "uni_pc", "num_inference_steps": 1}, "at least 2 steps"),
         (FLOW, {"switch_step": 1}, "only to models with a high- and a low-noise expert"),
         (FLOW, {"guidance_scale_low": 2}, "only to models with a high- and a low-noise"),
@@ -264,6 +302,7 @@ def test_a_tiny_models_job_equals_the_reference_integration(tiny_wan, sampler):
         "sampler": sampler,
         "scheduler": "simple",
         "shift": 5.0,
+        "flow_levels": 1000,
         "sigmas": pytest.approx(sigmas, abs=1e-8),
     }
 

@@ -164,21 +164,25 @@ def test_qwen_image21_base_templates_import_to_comfyuis_job(qwen21_comfy):
         assert variant == "tiny-qwen-image2.1"
         assert plan.request == request, template
         assert plan.serve == _qwen21_serve(qwen21_comfy, "qwen_image_2.1_int8_convrot")
-        assert plan.workflow["comfyui_defaults"].startswith("mu 0.69 -> shift 1.99372 ")
+        assert plan.workflow["comfyui_defaults"].startswith(
+            "mu 0.69 -> shift 1.99372, flow_levels 10000 "
+        )
 
 
 @pytest.mark.fast
-@pytest.mark.parametrize("steps", [25, 40])
+@pytest.mark.parametrize("steps", [25, 30, 40])
 def test_qwen_image21_default_levels_are_comfyuis(steps):
     """The levels paradit runs for euler/simple at Qwen-Image 2.1's declared default are
     ComfyUI's, worked by hand (tests/template_jobs.py `qwen21_comfy_sigmas`: ModelSamplingFlux's
     10000-level table at mu 0.69, simple_scheduler's picks). Two levels by hand: the second of
     25 at t = 0.96 is e^0.69 / (e^0.69 + 1/0.96 - 1) = 1.993716 / 2.035382 = 0.979529, the
     last before 0 at t = 0.04 is 1.993716 / 25.993716 = 0.076700: no terminal stretch (the
-    pipeline's own schedule ends its levels at 0.02) and no size in it."""
+    pipeline's own schedule ends its levels at 0.02) and no size in it. At 30 steps, which do
+    not divide 1000, only ModelSamplingFlux's table of 10000 (`flow_levels`) gives them."""
     default = default_for("qwen-image2.1", {})
     assert default is not None and default.shift == QWEN21_MU
-    ours = levels("simple", steps, default.static_shift)
+    assert default.flow_levels == 10000
+    ours = levels("simple", steps, default.static_shift, table=default.flow_levels)
     assert ours == pytest.approx(qwen21_comfy_sigmas(steps), abs=1e-12)
     if steps == 25:
         assert ours[1] == pytest.approx(0.979529, abs=1e-6)

@@ -112,7 +112,8 @@ EXPECTED = {  # name -> (variant, request, serve settings relative to models/ or
         "flux.1-dev",
         {"prompt": "a cup of coffee on a wooden table", "negative_prompt": "", "width": 1024,
          "height": 1024, "num_frames": 1, "num_inference_steps": 20, "guidance_scale": 3.5,
-         "seed": 7, "sampler": "euler", "scheduler": "simple", "shift": FLUX_SHIFT},
+         "seed": 7, "sampler": "euler", "scheduler": "simple", "shift": FLUX_SHIFT,
+         "flow_levels": 10000},  # ModelSamplingFlux's table
         {"model": "diffusion_models/flux1-dev.safetensors",
          "text_encoders": ["text_encoders/clip_l.safetensors",
                            "text_encoders/t5xxl_fp16.safetensors"],
@@ -290,6 +291,7 @@ def test_an_all_in_one_checkpoint_brings_its_clip_and_vae(comfy, tmp_path):
         "prompt": "a kite", "negative_prompt": "rain", "width": 32, "height": 32,
         "num_frames": 1, "num_inference_steps": 3, "guidance_scale": 3.5, "seed": 1,
         "sampler": "dpmpp_2m", "scheduler": "sgm_uniform", "shift": pytest.approx(math.exp(mu)),
+        "flow_levels": 10000,  # ModelSamplingFlux's table
     }  # fmt: skip
     assert plan.serve == {"model": str(ckpt), "text_encoders": [], "vaes": [],
                           "image_encoders": [], "lora_dirs": []}  # fmt: skip
@@ -571,15 +573,17 @@ DEFAULTED = {  # case -> (fixture, its graph edited, the fields ComfyUI's defaul
         "wan21_t2v", _edit("wan21_t2v", _custom(_scheduler_on_another_shift)), {"shift": 5.0},
     ),
     # Flux.1 dev without FluxGuidance or ModelSamplingFlux: ComfyUI's Flux guidance 3.5
-    # (model_base.Flux) and ModelSamplingFlux's default mu 1.15, static shift exp(1.15)
+    # (model_base.Flux) and ModelSamplingFlux's default mu 1.15, static shift exp(1.15), on
+    # its table of 10000 levels
     "Flux dev without FluxGuidance or ModelSamplingFlux": (
         "flux_dev", _edit("flux_dev", _set("3", positive=["6", 0], model=["12", 0])),
-        {"guidance_scale": 3.5, "shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"guidance_scale": 3.5, "shift": pytest.approx(FLUX_SHIFT, rel=1e-12),
+         "flow_levels": 10000},
     ),
     # Qwen-Image without ModelSamplingAuraFlow: ComfyUI's QwenImage mu 1.15 (ModelType.FLUX)
     "Qwen-Image without ModelSampling": (
         "qwen_image", _edit("qwen_image", BARE_MODEL),
-        {"shift": pytest.approx(FLUX_SHIFT, rel=1e-12)},
+        {"shift": pytest.approx(FLUX_SHIFT, rel=1e-12), "flow_levels": 10000},
     ),
     # Z-Image without ModelSamplingAuraFlow: ComfyUI's ZImage shift 3
     "Z-Image without ModelSampling": (
