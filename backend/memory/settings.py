@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 OFFLOAD_MODES = ("auto", "none", "model", "experts", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
@@ -76,10 +77,21 @@ class JobShape:
     references: tuple[tuple[int, int], ...] = ()
     """An edit's input images, (width, height) in pixels as the pipeline VAE-encodes them:
     their tokens follow the output's in the sequence the DiT sees."""
+    fps: float = 0.0
+    """The job's frame rate (a request's `fps`): a model with an audio track (LTX-2, MiniMax
+    H3) counts the audio's rows for the video's seconds at it; 0: the model's own rate."""
+    audio_latent_frames: int = 0
+    """The audio track's latent frames the job asks for (a request's `audio_latent_frames`);
+    0: as the model's pipeline counts them for the video's frames at `fps`."""
 
     def __post_init__(self) -> None:
         if min(self.width, self.height, self.frames, self.batch) < 1:
             raise ValueError(f"width, height, frames and batch must be >= 1, got {self}")
+        if not (math.isfinite(self.fps) and self.fps >= 0) or self.audio_latent_frames < 0:
+            raise ValueError(
+                f"fps must be a number >= 0 (0: the model's own) and audio_latent_frames >= 0 "
+                f"(0: the model's count), got {self.fps} and {self.audio_latent_frames}"
+            )
         if any(len(ref) != 2 or min(ref) < 1 for ref in self.references):
             raise ValueError(
                 f"each reference image must be (width, height) >= 1 pixels, got {self.references}"
@@ -87,11 +99,17 @@ class JobShape:
 
     @property
     def described(self) -> str:
-        """'WxHxF', with the edit's reference images when it has some."""
+        """'WxHxF', with the frame rate and audio length the job asks for and the edit's
+        reference images when it has some."""
+        text = str(self)
+        if self.fps:
+            text += f" at {self.fps:g} fps"
+        if self.audio_latent_frames:
+            text += f" with {self.audio_latent_frames} audio latent frames"
         if not self.references:
-            return str(self)
+            return text
         sizes = ", ".join(f"{w}x{h}" for w, h in self.references)
-        return f"{self} with {len(self.references)} reference image(s) ({sizes})"
+        return f"{text} with {len(self.references)} reference image(s) ({sizes})"
 
     @classmethod
     def parse(cls, text: str) -> JobShape:
@@ -107,10 +125,11 @@ class JobShape:
 
     def scaled(self, factor: float, multiple: int) -> JobShape:
         """The same aspect ratio with sides times `factor`, rounded down to `multiple` (an
-        edit's reference images keep their size: it is the inputs', not the output's)."""
+        edit's reference images keep their size: it is the inputs', not the output's; the
+        frames, frame rate and audio too)."""
         width = max(multiple, int(self.width * factor) // multiple * multiple)
         height = max(multiple, int(self.height * factor) // multiple * multiple)
-        return JobShape(width, height, self.frames, self.batch, self.references)
+        return replace(self, width=width, height=height)
 
     def __str__(self) -> str:
         return f"{self.width}x{self.height}x{self.frames}"

@@ -45,10 +45,17 @@ HEALTH_CHECK_S = 0.5
 
 def job_shape(request: JobRequest, limits: Limits) -> JobShape:
     """The job's size as the memory plan counts it: with an edit's input images, whose tokens
-    the DiT sees after the output's."""
+    the DiT sees after the output's, and the frame rate and audio length the job asks for
+    (what a model with an audio track counts its audio's rows from)."""
     images = [] if request.image is None else [request.image, *(request.images or ())]
-    references = reference_sizes(images, limits)
-    return JobShape(request.width, request.height, request.num_frames, references=references)
+    return JobShape(
+        request.width,
+        request.height,
+        request.num_frames,
+        references=reference_sizes(images, limits),
+        fps=request.fps or 0.0,
+        audio_latent_frames=request.audio_latent_frames or 0,
+    )
 
 
 class Service:

@@ -151,6 +151,19 @@ def build_parser() -> Parser:
         default=0,
         help="plan an image edit with N input images of the output's size (their tokens count)",
     )
+    p.add_argument(
+        "--fps",
+        type=float,
+        help="the job's frame rate, as a request's fps (a model with an audio track, LTX-2 "
+        "or MiniMax H3, counts the audio's rows for the video's seconds at it; default: the "
+        "model's own)",
+    )
+    p.add_argument(
+        "--audio-latent-frames",
+        type=int,
+        metavar="N",
+        help="the job's audio latent frames, as a request's audio_latent_frames (LTX-2)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("models", help="what single-file models a ComfyUI models folder holds")
@@ -390,6 +403,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         lora_cache_gib=args.lora_cache_gib,
         images=args.images,
         encoder_placement=args.encoder_placement,
+        fps=args.fps,
+        audio_latent_frames=args.audio_latent_frames,
     )
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0 if report["fits"] else 3

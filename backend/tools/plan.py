@@ -34,11 +34,15 @@ def estimate(
     lora_cache_gib: float | None = None,
     images: int = 0,
     encoder_placement: str = "auto",
+    fps: float | None = None,
+    audio_latent_frames: int | None = None,
 ) -> dict[str, Any]:
     """The plan for one job on `gpus` devices of `gpu_memory_gib` GiB each (with LoRAs when
     `lora_cache_gib` is given: serve's `--lora-cache-gib` with a `--lora-dir`). `images` > 0:
     an edit with that many input images of the output's size, each counted as the model
-    VAE-encodes it (`contract.reference_sizes`: its tokens join the DiT's sequence)."""
+    VAE-encodes it (`contract.reference_sizes`: its tokens join the DiT's sequence). `fps` and
+    `audio_latent_frames`: the job's, as a request gives them and checked as its fields are
+    (None: the model's own; a model with an audio track counts its rows from them)."""
     import torch
 
     from ..memory.sizes import file_formats, meta_pipeline, sizes_of_pipeline, stored_weights
@@ -63,7 +67,13 @@ def estimate(
     pipe = meta_pipeline(model)
     family = family_of(pipe)
     limits = family.limits(pipe, tiny=False)
-    shape = JobShape(width, height, frames, references=_references(limits, width, height, images))
+    shape = JobShape(
+        width,
+        height,
+        frames,
+        references=_references(limits, width, height, images),
+        **_audio(limits, fps, audio_latent_frames),
+    )
     plan = choose_plan(
         gpus // dp_degree,
         supports_cfg=family.supports_cfg(pipe),
@@ -105,6 +115,15 @@ def estimate(
         "fits": fits,
         "advice": [] if fits else [_advice(planner, shape)],
     }
+
+
+def _audio(limits: Limits, fps: float | None, audio_latent_frames: int | None) -> dict:
+    """The job's frame rate and audio length as `JobShape` takes them, each checked as the
+    request's field is (`request.find_field`)."""
+    from ..request import find_field
+
+    asked = {"fps": fps, "audio_latent_frames": audio_latent_frames}
+    return {name: find_field(name).check(v, limits) for name, v in asked.items() if v is not None}
 
 
 def _references(limits: Limits, width: int, height: int, images: int) -> tuple:

@@ -1,8 +1,10 @@
 """The memory plan: decisions on the real architectures, prediction against measurement (see
 test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, the offload
-paths on CPU, and Wan 2.2 A14B's stored bytes by --weights and its experts one at a time.
+paths on CPU, Wan 2.2 A14B's stored bytes by --weights and its experts one at a time, and
+the audio rows of LTX-2 counted at the job's frame rate.
 
-Cost: about 13 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 16 s (the suite's two-worker run on 2 cores, 2026-11-29; the audio rows' 3 s
+added from a run alone on a loaded machine).
 """
 
 from __future__ import annotations
@@ -495,6 +497,62 @@ def test_memory_settings_say_the_rule():
     with pytest.raises(ValueError, match="--plan-for must be WxHxF"):
         MemorySettings(plan_for="720p")
     assert JobShape.parse("1280x720x81") == JobShape(1280, 720, 81)
+    with pytest.raises(ValueError, match="fps must be a number >= 0"):
+        JobShape(64, 64, 9, fps=-24)
+    with pytest.raises(ValueError, match="audio_latent_frames >= 0"):
+        JobShape(64, 64, 9, audio_latent_frames=-1)
+    asked = JobShape(128, 128, 121, fps=12, audio_latent_frames=300)
+    assert asked.scaled(0.5, 32) == JobShape(64, 64, 121, fps=12, audio_latent_frames=300)
+    assert asked.described == "128x128x121 at 12 fps with 300 audio latent frames"
+
+
+@pytest.mark.fast
+def test_audio_rows_follow_the_jobs_frame_rate_and_audio_length():
+    """LTX-2's audio rows in the plan are the job's: its `audio_latent_frames`, else the
+    pipeline's count for the video's seconds at the job's `fps` (LTX2Pipeline's
+    round(frames / fps x audio_latents_per_second)), not the model's 24 fps whatever the job
+    asks. 121 frames at 12 fps (10 s) count twice the rows of 24 fps and more activations, at
+    48 fps half and fewer; the dry run's audio stream has those rows; `paradit plan --fps`
+    checks the value as a request's field (MiniMax H3 takes its 24 fps only), and a served
+    job's shape carries its request's fps and audio length (`service.job_shape`)."""
+    import torch
+
+    from paradit.backend.memory.sizes import meta_pipeline, sizes_of_pipeline
+    from paradit.backend.models.families import family_of
+    from paradit.backend.models.families.ltx2.memory import forward, grid
+    from paradit.backend.models.families.minimax_h3.memory import audio_rows
+    from paradit.backend.request import JobRequest
+    from paradit.backend.serving.service import job_shape
+    from paradit.backend.tools.plan import estimate
+
+    pipe = meta_pipeline("tiny-ltx2")
+    sizes = sizes_of_pipeline(pipe, family_of(pipe), torch.float32)
+    limits = family_of(pipe).limits(pipe, tiny=True)
+    rate = limits.audio_latents_per_second  # the pipeline's (audio_latent_rate): 25
+    for fps, asked in ((0.0, 0), (12.0, 0), (24.0, 0), (48.0, 0), (12.0, 300)):
+        shape = JobShape(64, 64, 121, fps=fps, audio_latent_frames=asked)
+        rows = grid(sizes, shape).audio
+        assert rows == (asked or round(121 / (fps or limits.fps) * rate)), (fps, asked, rows)
+        assert forward(sizes, shape, 1)[1].shape[1] == rows  # the DiT's audio stream
+    assert grid(sizes, JobShape(64, 64, 121, fps=12)).audio == 252 == 2 * 126
+
+    def activations(**job) -> int:
+        report = estimate("tiny-ltx2", 1, 1, 64, 64, 121, device="cpu", **job)
+        return report["memory"]["reference_job"]["parts_bytes"]["activations"]
+
+    own = activations()
+    assert activations(fps=12.0) > own == activations(fps=24.0) > activations(fps=48.0)
+    assert activations(audio_latent_frames=400) > own
+    with pytest.raises(ValueError, match="fps must be between 1 and 60"):
+        activations(fps=100.0)
+    with pytest.raises(ValueError, match="this model runs at 24 fps only"):
+        estimate("tiny-minimax-h3", 1, 1, 32, 32, 124, device="cpu", fps=12.0)
+    assert audio_rows(124) == audio_rows(124, 24.0) == 2 * round(124 / 24 * 40)
+    body = {"prompt": "a fox", "num_frames": 121, "fps": 12, "audio_latent_frames": 300}
+    served = job_shape(JobRequest.from_body(body, limits), limits)
+    assert (served.fps, served.audio_latent_frames) == (12.0, 300)
+    del body["audio_latent_frames"]
+    assert grid(sizes, job_shape(JobRequest.from_body(body, limits), limits)).audio == 252
 
 
 # -- on a running backend ---------------------------------------------------------------

@@ -5,12 +5,16 @@
 reason wherever it is given: as the text encoder (alone, or beside Qwen3-VL-8B), or as the
 model. Headers only: Qwen3.5 at the 9B's widths (4 of its 32 layers: three linear-attention
 layers and one full-attention layer, as every four of the real model's) on the meta device,
-written as header-only files.
+written as header-only files. `paradit models DIR` marks the file refused, with the reason in
+its JSON form.
 
 Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
+
+import os
+import re
 
 import pytest
 import torch
@@ -19,6 +23,7 @@ from comfy_files import meta_model, write_header_only
 from paradit.backend.models.random_presets import random_dit_config
 from paradit.backend.models.single_file.detect import detect
 from paradit.backend.models.single_file.header import read_header
+from paradit.backend.models.single_file.listing import list_models, render
 from paradit.backend.models.single_file.load import SingleFiles, resolve
 
 PE_T2I = "qwen3.5_9b_qwen_image_2.1_pe_t2i.int8_convrot"
@@ -94,3 +99,21 @@ def test_prompt_rewriter_refused_wherever_it_is_given(files):
         assert "--text-encoder (Qwen-Image 2.1: qwen3vl_8b_int8_convrot)" in str(refused.value)
     with pytest.raises(ValueError, match=f"--model {name} is Qwen3.5 .*{REFUSAL}"):
         resolve(SingleFiles((pe,), (files["qwen3vl_8b"],)))
+
+
+@pytest.mark.fast
+def test_models_listing_marks_the_prompt_rewriter_refused(files):
+    """`paradit models DIR`: the rewriter in both names is a Qwen3.5 text encoder marked
+    "refused" in the table, the reason in the JSON form; the files paradit reads are not."""
+    root = os.path.dirname(files["hf"])
+    entries = {e.path: e for e in list_models(root)}
+    assert len(entries) == 4, sorted(entries)
+    for name in ("hf", PE_T2I):
+        entry = entries[f"{name}.safetensors"]
+        assert (entry.role, entry.variant) == ("text_encoder", "qwen3.5 4096")
+        assert re.match(REFUSAL, entry.to_dict()["refused"]), entry.to_dict()
+        row = render([entry]).splitlines()[0]
+        assert row.split()[1:3] == ["text_encoder", "qwen3.5"] and row.endswith("  refused")
+    for name in ("qwen_image_2.1_diffusers", "qwen3vl_8b"):
+        entry = entries[f"{name}.safetensors"]
+        assert entry.to_dict()["refused"] == "" and "refused" not in render([entry]), entry

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..encoders import encoder_kind
 from ..loading import index_file
 from .detect import detect
 from .given import MODEL_SUFFIXES
@@ -38,6 +39,9 @@ class Entry:
     variant: str
     format: str
     why: str
+    refused: str = ""
+    """Why paradit runs no such file wherever it is given (an encoder kind it recognises only
+    to refuse: `EncoderKind.refused`); "" for a file it reads."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +50,7 @@ class Entry:
             "variant": self.variant,
             "format": self.format,
             "why": self.why,
+            "refused": self.refused,
         }
 
 
@@ -82,16 +87,21 @@ def _entry(path: Path, relative: str) -> Entry:
             if described is not None:
                 variant, why = described
                 return Entry(relative, "part", variant, quantization(header), why)
-    return Entry(relative, found.role, found.label, quantization(header), "; ".join(found.reasons))
+    kind = encoder_kind(found.family or "")
+    refused = "" if kind is None else kind.refused
+    why = "; ".join(found.reasons)
+    return Entry(relative, found.role, found.label, quantization(header), why, refused)
 
 
 def render(entries: list[Entry]) -> str:
-    """A plain table: path, role, variant, format, then why on the next line."""
+    """A plain table: path, role, variant, format (and "refused" for a file paradit refuses:
+    the reason is in `--json`'s `refused`), then why on the next line."""
     if not entries:
         return "no checkpoints found"
     width = max(len(e.path) for e in entries)
     lines = []
     for e in entries:
-        lines.append(f"{e.path:<{width}}  {e.role:<12} {e.variant or '-':<20} {e.format}")
+        row = f"{e.path:<{width}}  {e.role:<12} {e.variant or '-':<20} {e.format}"
+        lines.append(f"{row}  refused" if e.refused else row)
         lines.append(f"{'':<{width}}  why: {e.why}")
     return "\n".join(lines)

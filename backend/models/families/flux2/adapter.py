@@ -34,16 +34,21 @@ MIN_IMAGE_SIDE = 64
 
 class Flux2(Family):
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
+        return self.edit_limits(pipe, steps=DEFAULT_STEPS, guidance=DEFAULT_GUIDANCE, tiny=tiny)
+
+    def edit_limits(self, pipe: Any, *, steps: int, guidance: float, tiny: bool) -> Limits:
+        """Text-to-image that also edits (FLUX.2-dev and Klein), at the model card's 1024x1024
+        and the model's default `steps` and `guidance`: with reference images, a job is an
+        image edit (the output is the first image's size, at most 1024x1024 pixels, as the
+        pipeline does)."""
         base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
             size=DEFAULT_SIZE,
-            steps=DEFAULT_STEPS,
-            guidance=DEFAULT_GUIDANCE,
+            steps=steps,
+            guidance=guidance,
             tiny=tiny,
         )
-        # Text-to-image that also edits: with reference images, a job is an image edit (the
-        # output is the first image's size, at most 1024x1024 pixels, as the pipeline does).
         return Limits(
             **{
                 **base.to_dict(),

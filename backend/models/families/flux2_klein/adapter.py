@@ -35,11 +35,11 @@ import torch
 
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Tensors, TiledDecode, decode_in_tiles, image_limits, request_images
-from ..flux2.adapter import MAX_REFERENCES, MAX_TEXT_TOKENS, MIN_IMAGE_SIDE, Flux2
+from ..base import Tensors, TiledDecode, decode_in_tiles
+from ..flux2.adapter import MAX_TEXT_TOKENS, Flux2
 
-# The model cards: 1024x1024; distilled 4 steps without guidance, base 50 steps at CFG 4.
-DEFAULT_SIZE = 1024
+# The model cards: 1024x1024 (Flux.2's); distilled 4 steps without guidance, base 50 steps at
+# CFG 4.
 DISTILLED_STEPS, DISTILLED_GUIDANCE = 4, 1.0
 BASE_STEPS, BASE_GUIDANCE = 50, 4.0
 
@@ -63,26 +63,12 @@ def preset_distilled(preset: str) -> bool:
 
 class Flux2Klein(Flux2):
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        distilled = is_distilled(pipe)
-        base = image_limits(
-            self.task,
-            int(pipe.vae_scale_factor * 2),
-            size=DEFAULT_SIZE,
+        distilled = is_distilled(pipe)  # reference images edit as with Flux.2 (dev)
+        return self.edit_limits(
+            pipe,
             steps=DISTILLED_STEPS if distilled else BASE_STEPS,
             guidance=DISTILLED_GUIDANCE if distilled else BASE_GUIDANCE,
             tiny=tiny,
-        )
-        # Text-to-image that also edits, as Flux.2 (dev): reference images of at most
-        # 1024x1024 pixels, the output the first one's size
-        return Limits(
-            **{
-                **base.to_dict(),
-                "accepts_image": True,
-                "min_image_side": MIN_IMAGE_SIDE,
-                "max_images": MAX_REFERENCES,
-                "edit_pixels": 64 * 64 if tiny else DEFAULT_SIZE * DEFAULT_SIZE,
-                "edit_keeps_smaller": True,
-            }
         )
 
     def supports_cfg(self, pipe: Any) -> bool:
@@ -116,16 +102,8 @@ class Flux2Klein(Flux2):
         return tensors
 
     def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
-        return {
-            **tensors,
-            "guidance_scale": request.guidance_scale,
-            "height": request.height,
-            "width": request.width,
-            "num_inference_steps": request.num_inference_steps,
-            "max_sequence_length": MAX_TEXT_TOKENS,
-            # the reference images: every rank's pipeline VAE-encodes them after the noise
-            "image": request_images(request) if request.image is not None else None,
-        }
+        # Flux.2's arguments, with both branches' text (a -base model's negative too)
+        return {**tensors, **super().prepare(pipe, request, tensors)}
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         from ..flux import vae as kl_vae  # Flux.1's tiled decode

@@ -46,7 +46,10 @@ class Grid:
     """This rank's rows of latent pixels (all of them when the sequence is whole)."""
     cols: int
     audio: int
-    """Audio latent frames (the job's seconds at the family's frame rate)."""
+    """Audio latent frames: the job's own (`audio_latent_frames`), else the pipeline's count
+    for the video's seconds at the job's frame rate."""
+    fps: float
+    """The job's frame rate (the family's own where the job gives none)."""
 
     @property
     def video(self) -> int:
@@ -56,13 +59,15 @@ class Grid:
 def grid(sizes: Any, shape: Any, sequence_degree: int = 1) -> Grid:
     """The job's grid on one rank of a sequence split `sequence_degree` ways (by rows)."""
     config = sizes.dit.config
+    fps = shape.fps or FPS
     per_second = config["audio_sampling_rate"] / config["audio_hop_length"]
-    audio = max(1, round(shape.frames / FPS * per_second / config["audio_scale_factor"]))
+    counted = max(1, round(shape.frames / fps * per_second / config["audio_scale_factor"]))
     return Grid(
         frames=sizes.latent_frames(shape.frames),
         rows=math.ceil(shape.height // sizes.spatial / sequence_degree),
         cols=shape.width // sizes.spatial,
-        audio=audio,
+        audio=shape.audio_latent_frames or counted,
+        fps=float(fps),
     )
 
 
@@ -175,7 +180,7 @@ def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
             num_frames=share.frames,
             height=share.rows,
             width=share.cols,
-            fps=float(FPS),
+            fps=share.fps,
             audio_num_frames=share.audio,
             return_dict=False,
         )

@@ -7,9 +7,11 @@ from typing import Any
 
 import torch
 
+from .adapter import FPS
+
 FRAMES_PER_CHUNK, LATENTS_PER_CHUNK = 17, 5
 """The video VAE's chunks: 17n+5 frames make 5n+2 latent frames (`adapter.check_frames`)."""
-FPS, AUDIO_LATENTS_PER_SECOND, AUDIO_CHANNELS = 24, 40, 2
+AUDIO_LATENTS_PER_SECOND, AUDIO_CHANNELS = 40, 2
 TIMESTEPS = 3
 """Distinct timesteps of one step: the video's, the audio's and the text's."""
 
@@ -20,9 +22,10 @@ def latent_frames(frames: int) -> int:
     return chunks * LATENTS_PER_CHUNK + 2
 
 
-def audio_rows(frames: int) -> int:
-    """The packed sequence's audio rows: 40 latents a second, one block per stereo channel."""
-    return round(frames / FPS * AUDIO_LATENTS_PER_SECOND) * AUDIO_CHANNELS
+def audio_rows(frames: int, fps: float = FPS) -> int:
+    """The packed sequence's audio rows for `frames` at `fps`: 40 latents a second, one block
+    per stereo channel."""
+    return round(frames / fps * AUDIO_LATENTS_PER_SECOND) * AUDIO_CHANNELS
 
 
 def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
@@ -37,7 +40,7 @@ def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
     patch = config["patch_size"]
     rows, cols = shape.height // sizes.spatial // patch[1], shape.width // sizes.spatial // patch[2]
     video = latent_frames(shape.frames) // patch[0] * rows * cols
-    audio, text = audio_rows(shape.frames), sizes.text_tokens
+    audio, text = audio_rows(shape.frames, shape.fps or FPS), sizes.text_tokens
     tokens = text + audio + video
     share = math.ceil(tokens / sequence_degree)
     video_width = config["in_channels"] * math.prod(patch)
