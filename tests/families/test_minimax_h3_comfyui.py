@@ -17,7 +17,7 @@ sampler's); comfy/ldm/minimax/model.py `_cond_video_rows`).
   shape; the job's own video and audio noise stay the job's without `image_prep`.
 (2 ranks against 1: the family contract's "comfyui first frame" job.)
 
-Cost: about 10 s (one core, 2026-11-29).
+Cost: about 15 s (one core, loaded, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -130,6 +130,21 @@ def test_presentation_is_comfyuis(pipe):
     plain = encoded(pipe, {k: v for k, v in COMFYUI_FIRST.items() if k != "image_prep"})
     assert plain["prompt_embeds"].shape == reference.shape
     assert not torch.equal(plain["prompt_embeds"], reference)
+
+
+def test_text_alone_is_presented_as_comfyui_does(pipe):
+    """Without a frame (the t2v template) ComfyUI's tokens are the prompt's alone, no special
+    tokens, all tagged text, read after layer 50 without a mask: the job's encode, bit for
+    bit (no `image_prep` needed)."""
+    body = {k: v for k, v in COMFYUI_FIRST.items() if k not in ("image", "image_prep")}
+    ids = pipe.tokenizer(body["prompt"], add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        out = pipe.text_encoder.model(
+            input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False
+        )
+    tensors = encoded(pipe, body)
+    assert torch.equal(tensors["text_token_tags"], torch.ones(len(ids), dtype=torch.long))
+    assert torch.equal(tensors["prompt_embeds"], out.hidden_states[50])
 
 
 def test_keyframe_latents_are_the_posteriors_mean(pipe):
