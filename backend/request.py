@@ -1002,6 +1002,9 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "each stage's size (LTXVImgToVideoInplace); Qwen-Image 2.1's edit references as "
         "TextEncodeQwenImage21 at resolution 0 presents them: each at its own size in sides of "
         "32 (Lanczos), whatever the output's, its vision input within ComfyUI's pixel bounds; "
+        "MiniMax H3's first frame as MiniMaxH3ImageToVideo presents it to Qwen3-VL (bilinear "
+        "in float within ComfyUI's pixel bounds, mean and std 0.5), encodes it (the "
+        "posterior's mean) and noises it (a CPU generator at the seed, per keyframe); "
         "the models whose limits.image_preps names it).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),

@@ -1332,6 +1332,7 @@ H3_EXPECTED = {
         "width": 640,
         "height": 640,
         "image": "input/transparent_rgb_gaming_mouse.png",
+        "image_prep": "comfyui",  # the first frame ComfyUI's way (families/minimax_h3)
     },
 }
 

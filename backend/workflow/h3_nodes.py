@@ -6,7 +6,9 @@ ComfyUI's comfy_extras/nodes_minimax_h3.py, reduced to what paradit's H3 job run
   stereo audio, round(frames / 24 x 40) audio latents: paradit's count too); its positive
   conditioning carries the latent. `first_frame` is stretched onto the canvas with PIL's
   Lanczos on the 8-bit image (ComfyUI's common_upscale lanczos round-trips an 8-bit image
-  exactly) as diffusers' resize step does: the request's `image`. `last_frame` is refused:
+  exactly) as diffusers' resize step does: the request's `image`, with `image_prep` comfyui
+  (families/minimax_h3/comfyui_prep.py: ComfyUI's vision input to Qwen3-VL, the keyframe's
+  posterior mean, its noise from a CPU generator at the seed). `last_frame` is refused:
   ComfyUI centre-crops the image to the canvas's aspect and then scales it, diffusers scales
   it to cover the canvas and then crops, other pixels.
 - `EmptyMiniMaxH3LatentAV`: the same latent without conditioning (a CLIPTextEncode prompt).
@@ -93,7 +95,14 @@ def image_to_video(m: Any, node: Node) -> tuple[Any, ...]:
             f"first_frame comes scaled from node {image.loader.id}: paradit sends the loaded "
             "image, which the node stretches onto its canvas itself; connect the LoadImage",
         )
-    latent = _av_latent(m, node, image=image, vae=vae, in_conditioning=True)
+    prep = "comfyui" if image is not None else None
+    latent = _av_latent(m, node, image=image, vae=vae, in_conditioning=True, image_prep=prep)
+    if image is not None:
+        m.say(
+            node,
+            "first_frame presented to Qwen3-VL, encoded (the posterior's mean) and noised as "
+            "ComfyUI does -> image_prep comfyui",
+        )
     return (Conditioning(text, clip, start=latent), latent)
 
 

@@ -335,7 +335,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "MiniMaxH3ImageToVideo",
         ("prompt", "width", "height", "length"),
         "`prompt`, `width`, `height` (multiples of 32), `num_frames` (length snapped up to "
-        "17k+5, with its audio track); first_frame: `image` (stretched as ComfyUI does); "
+        "17k+5, with its audio track); first_frame: `image` (stretched as ComfyUI does), "
+        "`image_prep` `comfyui` (presented to Qwen3-VL, encoded and noised as ComfyUI does); "
         "last_frame refused (ComfyUI crops before it scales, paradit's H3 after)",
     ),
     _spec(

@@ -184,6 +184,7 @@ def test_h3_api_graph_maps_length_snapped_and_first_frame(comfy):
         "sampler": "euler",
         "scheduler": "simple",
         "image": str(comfy / "input" / "start.png"),
+        "image_prep": "comfyui",
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ....contract import TEXT_TO_VIDEO
+from ....request import IMAGE_PREP_COMFYUI
 from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from . import files
@@ -32,6 +33,9 @@ SPEC = FamilySpec(
             # as ComfyUI runs them on H3: on the video levels, the audio carried onto them
             # (`sampling.py`); the job's steps are then the levels' steps
             samplers=("euler", "res_multistep"),
+            # the first frame as ComfyUI's MiniMaxH3ImageToVideo presents, encodes and
+            # noises it (the i2v template's job)
+            image_preps=(IMAGE_PREP_COMFYUI,),  # comfyui_prep.py
         ),
     ),
     transformer_classes=(DIT_CLASS, PRUNED_CLASS),

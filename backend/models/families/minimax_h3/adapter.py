@@ -32,6 +32,7 @@ from ....audio import Audio
 from ....contract import Limits
 from ....request import JobRequest
 from ..base import Family, Tensors, TiledDecode
+from . import comfyui_prep
 
 FPS = 24
 MIN_SECONDS, MAX_SECONDS = 5, 15
@@ -96,6 +97,36 @@ def decoded_image(data: str) -> Any:
         return img.convert("RGB")
 
 
+LAST_IMAGE_COMFYUI = (
+    "image_prep comfyui with a last_image: ComfyUI's MiniMaxH3ImageToVideo centre-crops the "
+    "last frame to the canvas's aspect and then scales it, paradit's H3 (diffusers' resize "
+    "step) scales it to cover the canvas and then crops: other pixels; send the last_image "
+    "without image_prep"
+)
+
+
+def _comfyui_encode(pipe: Any, request: JobRequest) -> Tensors:
+    """The first frame presented, encoded as ComfyUI's nodes do (`comfyui_prep`): diffusers'
+    resize and fl2va text steps with ComfyUI's vision input, ComfyUI's keyframe latents."""
+    from .steps import keyframe_encoder
+
+    if request.last_image is not None:
+        raise ValueError(LAST_IMAGE_COMFYUI)
+    out = keyframe_encoder(pipe, comfyui=True)(
+        prompt=request.prompt,
+        **keyframes(request),
+        height=request.height,
+        width=request.width,
+        output=[*ENCODED, "keyframes"],
+    )
+    tensors = {name: out[name] for name in ENCODED}
+    for index, image in enumerate(out["keyframes"]):
+        tensors[f"{KEYFRAME}{index}"] = comfyui_prep.keyframe_latents(
+            pipe.vae, image, pipe.pixel_mean, pipe.pixel_std
+        )
+    return tensors
+
+
 class MiniMaxH3(Family):
     """Text-to-audio-video on diffusers' blocks (the module's docstring)."""
 
@@ -131,6 +162,8 @@ class MiniMaxH3(Family):
         if not keyframes(request):
             out = text_encoder(pipe)(prompt=request.prompt, output=list(ENCODED))
             return {name: out[name] for name in ENCODED}
+        if request.image_prep == comfyui_prep.PREP:
+            return _comfyui_encode(pipe, request)
         out = keyframe_encoder(pipe)(
             prompt=request.prompt,
             **keyframes(request),  # at their own size: the resize step puts them on the canvas
@@ -162,7 +195,10 @@ class MiniMaxH3(Family):
     def pipeline_for_job(self, pipe: Any, request: JobRequest) -> Any:
         from .steps import DenoiseRunner
 
-        return DenoiseRunner(pipe, keyframes=bool(anchors(request)))
+        comfyui = request.image_prep == comfyui_prep.PREP and bool(anchors(request))
+        return DenoiseRunner(
+            pipe, keyframes=bool(anchors(request)), comfyui_seed=request.seed if comfyui else None
+        )
 
     def tiled_decode(self, pipe: Any, request: JobRequest, latents: Any) -> TiledDecode:
         """The video VAE's decode as its temporal clips (`decode.py`), each decoded with the

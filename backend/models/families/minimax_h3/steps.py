@@ -71,9 +71,47 @@ def _geometry_block() -> Any:
     return Geometry
 
 
-def denoise_blocks(keyframes: bool) -> Any:
+def _comfyui_condition_block(seed: int) -> Any:
+    """diffusers' condition-noising block with the keyframes' noise ComfyUI's
+    (`comfyui_prep.condition_rows`, seeded with the job's `seed`); the request's generator
+    still makes diffusers' draws there, unused, so the rest of the job's noise is paradit's."""
+    from diffusers.modular_pipelines.minimax_h3.before_denoise import (
+        MiniMaxH3PrepareConditionLatentsStep,
+    )
+    from diffusers.utils.torch_utils import randn_tensor
+
+    from .comfyui_prep import condition_rows
+
+    class ComfyUIConditionNoise(MiniMaxH3PrepareConditionLatentsStep):
+        @torch.no_grad()
+        def __call__(self, components: Any, state: Any):
+            block_state = self.get_block_state(state)
+            device = components._execution_device
+            latents = block_state.condition_latents
+            for condition in latents:  # diffusers' draws, in its order, so the rest follows
+                randn_tensor(
+                    condition.shape,
+                    generator=block_state.generator,
+                    device=device,
+                    dtype=torch.float32,
+                )
+            rows = condition_rows(latents, seed, components.patch_size).to(device)
+            if rows.shape[0] != block_state.num_condition_video_rows:
+                raise ValueError(
+                    f"the layout reserved {block_state.num_condition_video_rows} conditioning "
+                    f"rows, the keyframes pack into {rows.shape[0]}"
+                )
+            block_state.condition_rows = rows
+            self.set_block_state(state, block_state)
+            return components, state
+
+    return ComfyUIConditionNoise
+
+
+def denoise_blocks(keyframes: bool, comfyui_seed: int | None = None) -> Any:
     """diffusers' core denoise blocks of `t2va` (or `fl2va` with `keyframes`), their loop
-    with the step callback block added."""
+    with the step callback block added; with `comfyui_seed`, the keyframes noised as
+    ComfyUI noises them (`_comfyui_condition_block`)."""
     from diffusers.modular_pipelines.minimax_h3.denoise import (
         MiniMaxH3DenoiseStep,
         MiniMaxH3LoopDenoiser,
@@ -92,6 +130,8 @@ def denoise_blocks(keyframes: bool) -> Any:
 
     core = MiniMaxH3FL2VACoreDenoiseStep() if keyframes else MiniMaxH3CoreDenoiseStep()
     core.sub_blocks["denoise"] = DenoiseWithCallback()
+    if keyframes and comfyui_seed is not None:
+        core.sub_blocks["prepare_condition_latents"] = _comfyui_condition_block(comfyui_seed)()
     return SequentialPipelineBlocks.from_blocks_dict(
         {"geometry": _geometry_block()(), "core": core}
     )
@@ -104,10 +144,13 @@ def text_encoder(pipe: Any) -> Any:
     return _on_components(MiniMaxH3TextEncoderStep(), pipe)
 
 
-def keyframe_encoder(pipe: Any) -> Any:
+def keyframe_encoder(pipe: Any, comfyui: bool = False) -> Any:
     """diffusers' fl2va blocks before the denoise, on the pipeline's components (rank 0):
     the keyframes put onto the canvas (`MiniMaxH3ResizeStep`), the prompt presented with
-    them (`MiniMaxH3FL2VATextEncoderStep`), their latents (`MiniMaxH3KeyframeVaeEncoderStep`)."""
+    them (`MiniMaxH3FL2VATextEncoderStep`), their latents (`MiniMaxH3KeyframeVaeEncoderStep`).
+    With `comfyui` the vision tower's input is ComfyUI's (`comfyui_prep.VisionInput`) and
+    the latents are left to `comfyui_prep.keyframe_latents` (the blocks return the canvas
+    keyframes, `keyframes`)."""
     from diffusers.modular_pipelines.minimax_h3.before_encoder import MiniMaxH3ResizeStep
     from diffusers.modular_pipelines.minimax_h3.encoders import (
         MiniMaxH3FL2VATextEncoderStep,
@@ -115,14 +158,15 @@ def keyframe_encoder(pipe: Any) -> Any:
     )
     from diffusers.modular_pipelines.modular_pipeline import SequentialPipelineBlocks
 
-    blocks = SequentialPipelineBlocks.from_blocks_dict(
-        {
-            "resize": MiniMaxH3ResizeStep(),
-            "text": MiniMaxH3FL2VATextEncoderStep(),
-            "vae_encode": MiniMaxH3KeyframeVaeEncoderStep(),
-        }
-    )
-    return _on_components(blocks, pipe)
+    steps = {"resize": MiniMaxH3ResizeStep(), "text": MiniMaxH3FL2VATextEncoderStep()}
+    if not comfyui:
+        steps["vae_encode"] = MiniMaxH3KeyframeVaeEncoderStep()
+    runner = _on_components(SequentialPipelineBlocks.from_blocks_dict(steps), pipe)
+    if comfyui:
+        from .comfyui_prep import presenting_processor
+
+        runner.update_components(processor=presenting_processor(pipe.processor))
+    return runner
 
 
 def _on_components(blocks: Any, pipe: Any) -> Any:
@@ -140,9 +184,9 @@ class DenoiseRunner:
     a regular pipeline: returns `(latents, audio_latents)` (normalised, as the decode blocks
     take them)."""
 
-    def __init__(self, pipe: Any, keyframes: bool):
+    def __init__(self, pipe: Any, keyframes: bool, comfyui_seed: int | None = None):
         self.pipe = pipe
-        self.runner = _on_components(denoise_blocks(keyframes), pipe)
+        self.runner = _on_components(denoise_blocks(keyframes, comfyui_seed), pipe)
         self.scheduler = pipe.scheduler
         """The video scheduler; a job on paradit's sampler sets a `FlowSampler` here (as on
         every pipeline, sampling/job.py), which the call runs as H3's two stream samplers

@@ -36,6 +36,12 @@ def _png(width: int, height: int, seed: int) -> str:
 FIRST_LAST = {**BODY, "prompt": "the fox runs off", "seed": 6, "image": _png(48, 32, 3)}
 FIRST_LAST["last_image"] = _png(32, 64, 4)
 
+# The first frame as ComfyUI's video_minimax_h3_i2v template prepares it (`image_prep`
+# comfyui, comfyui_prep.py): ComfyUI's vision input, the posterior's mean, ComfyUI's
+# keyframe noise (tests/families/test_minimax_h3_comfyui.py at world size 1).
+COMFYUI_FIRST = {**BODY, "prompt": "the fox runs off", "seed": 6, "image": _png(48, 32, 3)}
+COMFYUI_FIRST["image_prep"] = "comfyui"
+
 
 def _image(data: str) -> Any:
     import base64
@@ -86,6 +92,7 @@ def pruned(pipe: Any) -> Any:
 TINY_JOBS = (
     TinyJob("tiny-minimax-h3", BODY, direct),
     TinyJob("tiny-minimax-h3", FIRST_LAST, direct, name="first and last frame", ranks=(2,)),
+    TinyJob("tiny-minimax-h3", COMFYUI_FIRST, None, name="comfyui first frame", ranks=(2,)),
     # the pruned-AdaLN DiT (ComfyUI's pruned files) through the job on 3 ranks (world size 1
     # against diffusers' unpruned DiT: tests/families/test_minimax_h3_pruned.py)
     TinyJob("tiny-minimax-h3", BODY, None, name="pruned AdaLN", ranks=(3,), variant=pruned),
