@@ -9,17 +9,19 @@ paradit cannot run as ComfyUI does, and why. What they add that paradit maps is 
 edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on); the
 2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's 121,
-the audio's 126) up to its files. The 2.5 template as saved is refused at its VAEDecodeTiled
-(its diffusion video VAE beyond one of ComfyUI's tiles); made tiny (one tile) it runs end to
-end with that VAE on 1 and 2 ranks. `LTXVDualCFGGuider` (2.5's) is checked on
-LTX-2's own template in test_templates.py. LTX-2's image-to-video templates (dev and
+the audio's 126) up to its files. The 2.5 templates (text and image to video) import as saved:
+their VAEDecodeTiled on the diffusion video VAE becomes `decode_tiles` (ComfyUI's tiles);
+made tiny it runs end to end with that VAE on 1 and 2 ranks, in one tile and in two.
+`LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own template in test_templates.py.
+LTX-2's image-to-video templates (dev and
 distilled) import as saved to the two-stage job with the start image and ComfyUI's image
 preparation (`image_prep` comfyui, `image_crf` 33, stage 2 on gradient_estimation), the image
 sent through ResizeImageMaskNode's resizes as worked by hand; both run end to end made tiny;
 what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
 after a float resize) is refused at its node.
 
-Cost: about 39 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 55 s (the suite's two-worker run on 2 cores, 2026-11-29: 39 s, plus an estimated
+16 s for the 3 s job of two decode tiles on 1 and 2 ranks).
 """
 
 from __future__ import annotations
