@@ -138,6 +138,10 @@ class Limits:
     condition it, as it was trained (LTX-2: 33, LTX-2.5: 18), when not None: a request's
     `image_crf` may set another (0: the image as sent); None: the model takes images as sent
     (the field is refused)."""
+    comfy_decode_tiles: bool = False
+    """The model's VAE decodes a job in ComfyUI's `VAEDecodeTiled` tiles when it asks
+    (`decode_tiles`), pixels ComfyUI's tiled decode makes and its whole decode does not: LTX-2.5's
+    diffusion video decoder, each tile drawing its own seed-0 noise."""
     last_frame_alone: bool = False
     """With `last_frame`: a request may give the last frame without a start image (MiniMax
     H3's fl2va)."""

@@ -13,6 +13,7 @@ Torch-free: the frontends import it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from .contract import (
     model_tasks,
     task_name,
 )
+from .decode_tiles import DecodeTiles
 from .sampling import names as sampling_names
 from .sampling import recipes, rules
 from .upscale import UpscaleSettings, total_steps
@@ -307,6 +309,15 @@ def _image_strength(value: float, limits: Limits) -> float:
             "(limits.image_strength is false): leave image_strength out"
         )
     return value
+
+
+def _decode_tiles(value: Any, limits: Limits) -> dict[str, int]:
+    if not limits.comfy_decode_tiles:
+        raise ValueError(
+            "decode_tiles: this model's decode does not depend on ComfyUI's tiles "
+            "(limits.comfy_decode_tiles is false): leave decode_tiles out"
+        )
+    return DecodeTiles.from_json(value).to_json()
 
 
 def _check_image_strength(values: dict[str, Any]) -> None:
@@ -1083,6 +1094,25 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         cli_metavar="STRENGTH",
         form=False,
         needs="image_strength",
+    ),
+    RequestField(
+        "decode_tiles",
+        "json",
+        "Decode in ComfyUI's VAEDecodeTiled tiles (GET /v1/info limits.comfy_decode_tiles: "
+        "LTX-2.5's diffusion video decoder): the node's {tile_size, overlap, temporal_size, "
+        "temporal_overlap} (pixels, frames). Each tile is decoded alone with its own seed-0 "
+        "noise, the tiles dealt to the ranks and feathered together on rank 0 as ComfyUI's "
+        "comfy/utils.py tiled_scale_multidim does; latents within one tile decode whole. Left "
+        "out: one whole decode, which ComfyUI's tiled one beyond one tile does not equal. A "
+        "workflow's VAEDecodeTiled on that VAE sets it; on the command line the object as JSON.",
+        None,
+        rule=lambda value, limits: _decode_tiles(value, limits),
+        tasks=(TEXT_TO_VIDEO, IMAGE_TO_VIDEO),
+        cli="--decode-tiles",
+        cli_type=json.loads,
+        cli_metavar="JSON",
+        form=False,
+        needs="comfy_decode_tiles",
     ),
     RequestField(
         "image_crf",

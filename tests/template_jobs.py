@@ -1460,3 +1460,26 @@ LTX25_JOB = {  # ltx25_copy's job (the conv VAE, as saved otherwise), by hand: 1
     "upscale": {"factor": 2, "sigmas": levels(T25, "405:395")[:-1],
                 "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
 }  # fmt: skip
+LTX25_SAVED = {  # video_ltx2_5_t2v as saved: LTX25_JOB's with its own diffusion video VAE,
+    # whose VAEDecodeTiled 374 (512, 64, 64, 16) decodes in ComfyUI's tiles
+    **LTX25_JOB,
+    "decode_tiles": {"tile_size": 512, "overlap": 64, "temporal_size": 64, "temporal_overlap": 16},
+}  # fmt: skip
+T25_I2V = "video_ltx2_5_i2v.json"
+LTX25_I2V_SAVED = {  # video_ltx2_5_i2v as saved, by hand: 1280x720 (subgraph 398's widgets 3,
+    # 4) halved into the first stage and doubled by the upsampler: 1280x704; 5 s x 24 fps + 1
+    # = 121 frames, the audio ceil(121 / 24 x 25) = 127 latent frames; LoadImage 395's image
+    # through LTXVPreprocess 350 (CRF 18) into LTXVImgToVideoInplace 357 at 0.7 (stage 2's
+    # 349 at 1); DualCFG at 1 and 1; euler_ancestral; ManualSigmas 397 and 396; its
+    # diffusion video VAE's VAEDecodeTiled 374 (512, 64, 64, 16) -> decode_tiles
+    "prompt": widget(T25_I2V, "398", 0), "negative_prompt": widget(T25_I2V, "398:373", 0),
+    "width": 1280, "height": 704, "num_frames": 121, "num_inference_steps": 8,
+    "guidance_scale": 1.0, "seed": widget(T25_I2V, "398", 5), "sampler": "euler_ancestral",
+    "image": f"input/{widget(T25_I2V, '395', 0)}", "image_prep": "comfyui",
+    "image_crf": widget(T25_I2V, "398:350", 0), "image_strength": widget(T25_I2V, "398:357", 0),
+    "sigmas": levels(T25_I2V, "398:397"), "audio_latent_frames": 127,
+    "decode_tiles": dict(zip(("tile_size", "overlap", "temporal_size", "temporal_overlap"),
+                             widget(T25_I2V, "398:374", slice(0, 4)), strict=True)),
+    "upscale": {"factor": 2, "sigmas": levels(T25_I2V, "398:396")[:-1],
+                "sampler": "euler_ancestral", "guidance_scale": 1.0, "loras": []},
+}  # fmt: skip

@@ -442,9 +442,10 @@ class RankModel:
             self.fault.at_decode()
         with torch.no_grad():
             tiles = self.family.tiled_decode(self.pipe, request, latents)
-            if bands and self.replica_size > 1:
+            split = bands and self.replica_size > 1
+            if split and (tiles.decode_rows is not None or tiles.num_tiles == 1):
                 return self._decode_bands(tiles, job_id), 1
-            if self.vae_parallel:
+            if self.vae_parallel or split:  # tiles that do not split into bands: dealt
                 # Within the job's replica, over the gloo control group (tiles go through host
                 # memory on CUDA too: a gather of decoded tiles once per job).
                 mine = decode_share(tiles, self.ctrl)

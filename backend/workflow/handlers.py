@@ -889,11 +889,14 @@ def _vae_decode(m: Mapper, node: Node) -> tuple[Any, ...]:
             node, "samples hold the audio latent too: split them with LTXVSeparateAVLatent"
         )
     tiles = " (its own tiles)" if node.type != "VAEDecode" else ""
-    if node.type == "VAEDecodeTiled":  # LTX-2.5's diffusion decoder: one tile only
+    decode_tiles = None
+    if node.type == "VAEDecodeTiled":  # LTX-2.5's diffusion decoder: ComfyUI's tiles
         factor = sampled.upscale.upscaler.factor if sampled.upscale is not None else 1
-        tiles = ltx_nodes.diffusion_decoder_tiles(m, node, sampled.latent, factor, vae) or tiles
+        diffusion = ltx_nodes.diffusion_decoder_tiles(m, node, sampled.latent, factor, vae)
+        if diffusion is not None:
+            tiles, decode_tiles = diffusion
     m.say(node, "the decode paradit runs" + tiles)
-    return (Decoded(sampled, vae, node),)
+    return (Decoded(sampled, vae, node, decode_tiles=decode_tiles),)
 
 
 def _create_video(m: Mapper, node: Node) -> tuple[Any, ...]:

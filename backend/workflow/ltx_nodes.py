@@ -44,6 +44,8 @@ STAGE_2_STRENGTH = (
     "strength 1 (its image_strength is stage 1's): set strength 1"
 )
 """Why `LTXVImgToVideoInplace` after the upscaler at a strength below 1 is refused."""
+DECODE_TILE_WIDGETS = ("tile_size", "overlap", "temporal_size", "temporal_overlap")
+"""VAEDecodeTiled's widgets, in `DecodeTiles`' order."""
 
 
 def preprocess(m: Any, node: Node) -> tuple[Any, ...]:
@@ -120,33 +122,35 @@ def dual_cfg_guider(m: Any, node: Node) -> tuple[Any, ...]:
 
 def diffusion_decoder_tiles(
     m: Any, node: Node, latent: Latent, factor: int, vae: Any
-) -> str | None:
+) -> tuple[str, dict[str, int]] | None:
     """`VAEDecodeTiled` on LTX-2.5's diffusion video VAE (`decoder.conv_in_x_t`): ComfyUI
-    (comfy/utils.py `tiled_scale_multidim`, reached from nodes.py's VAEDecodeTiled through
-    comfy/sd.py `decode_tiled_3d`) decodes latents that fit one tile (tile_size / 32 latent
-    pixels a side, max(2, temporal_size / 8) latent frames) whole, which is paradit's decode;
-    beyond one tile each tile draws its own seed-0 pixel noise (`CausalDiffusionVAE.decode`)
-    and the tiles are feathered together, which one whole decode does not equal: refused,
-    naming the tile fields that make it one tile. `factor`: the upscaler's (1: one stage).
-    Returns the import's words for the decode on that file, else None."""
+    (nodes.py VAEDecodeTiled -> comfy/sd.py `decode_tiled_3d` -> comfy/utils.py
+    `tiled_scale_multidim`) decodes latents that fit one tile (tile_size / 32 latent pixels a
+    side, max(2, temporal_size / 8) latent frames) whole; beyond one tile each tile draws its
+    own seed-0 pixel noise (`CausalDiffusionVAE.decode`) and the tiles are feathered
+    together, which one whole decode does not equal: the node's four widgets become the
+    request's `decode_tiles`, which paradit decodes as ComfyUI does (`backend/decode_tiles.py`,
+    the family's `diffusion_tiles.py`). `factor`: the upscaler's (1: one stage). Returns the
+    import's words for the decode and the request's `decode_tiles` on that file, else None."""
+    from ..decode_tiles import DecodeTiles, one_tile
     from ..models.single_file.header import read_header
 
     if vae is None or vae.file is None or not str(vae.file).endswith(".safetensors"):
         return None
     if "decoder.conv_in_x_t.weight" not in read_header(vae.file).tensors:
         return None
-    tile_size = m.widget(node, "tile_size", int)
-    temporal_size = m.widget(node, "temporal_size", int)
+    try:
+        tiles = DecodeTiles(*(m.widget(node, name, int) for name in DECODE_TILE_WIDGETS))
+    except ValueError as error:
+        raise WorkflowError(node, str(error)) from None
     grid = ((latent.frames - 1) // 8 + 1, latent.height * factor // 32, latent.width * factor // 32)
-    tile = (max(2, temporal_size // 8), tile_size // 32, tile_size // 32)
-    if all(g <= t for g, t in zip(grid, tile, strict=True)):
-        return " (one of ComfyUI's tiles: the diffusion decoder's whole decode, seed-0 noise)"
-    raise WorkflowError(
-        node,
-        f"tile_size {tile_size}, temporal_size {temporal_size}: the latents ({grid[0]} frames "
-        f"x {grid[1]} x {grid[2]}) span more than one of ComfyUI's tiles ({tile[0]} x {tile[1]} "
-        f"x {tile[2]}); LTX-2.5's diffusion video decoder draws each tile's own seed-0 noise "
-        "and ComfyUI feathers the tiles together, which paradit's one whole decode does not "
-        f"equal. Set tile_size to at least {32 * max(grid[1], grid[2])} and temporal_size to "
-        f"at least {8 * grid[0]} (one tile: ComfyUI decodes whole), or use VAEDecode",
-    )
+    tile, overlap = tiles.latent(8, 32)
+    if one_tile(grid, tile):
+        words = " (one of ComfyUI's tiles: the diffusion decoder's whole decode, seed-0 noise)"
+    else:
+        words = (
+            f" (ComfyUI's tiles of {tile[0]} x {tile[1]} x {tile[2]} latents sharing "
+            f"{overlap[0]} x {overlap[1]} x {overlap[2]}, each with its own seed-0 noise, "
+            "feathered -> decode_tiles)"
+        )
+    return words, tiles.to_json()

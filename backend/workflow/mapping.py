@@ -164,6 +164,8 @@ def _job(m: Mapper, decoded: Decoded) -> tuple[dict[str, Any], dict[str, Any], d
         request["guidance_scale_low"] = last.cfg
         request["switch_step"] = first.end
     request.update(_cfg_norm(models, request["guidance_scale"]))
+    if decoded.decode_tiles is not None:  # VAEDecodeTiled on LTX-2.5's diffusion decoder
+        request["decode_tiles"] = dict(decoded.decode_tiles)
     loras = _loras(models)
     if loras:
         request["loras"] = loras

@@ -362,7 +362,8 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
         "VAEDecodeTiled",
         ("tile_size", "overlap", "temporal_size", "temporal_overlap"),
         "the decode paradit runs (its own tiling, `--vae-tiling`: a decode's tiles change "
-        "no field of the job)",
+        "no field of the job); on LTX-2.5's diffusion video VAE its widgets -> `decode_tiles` "
+        "(ComfyUI's tiles, each with its own seed-0 noise, feathered)",
     ),
     _spec(
         "CreateVideo",

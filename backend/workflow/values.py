@@ -377,6 +377,9 @@ class Decoded:
     node: Node
     audio: DecodedAudio | None = None
     """The audio track the saved video carries (CreateVideo's audio input)."""
+    decode_tiles: dict[str, int] | None = None
+    """VAEDecodeTiled's widgets where its tiles change the pixels (the request's
+    `decode_tiles`: LTX-2.5's diffusion video decoder)."""
 
 
 @dataclass(frozen=True)

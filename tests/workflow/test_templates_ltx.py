@@ -9,17 +9,19 @@ paradit cannot run as ComfyUI does, and why. What they add that paradit maps is 
 edited copies: `LTXVImgToVideoInplace` with bypass on (the 2.3 text-to-video template) is its
 latent, so the import reaches the prompt (refused there while the prompt enhancer is on); the
 2.3 template with the enhancer off maps its 5 s at 25 fps (126 frames: the video latent's 121,
-the audio's 126) up to its files. The 2.5 template as saved is refused at its VAEDecodeTiled
-(its diffusion video VAE beyond one of ComfyUI's tiles); made tiny (one tile) it runs end to
-end with that VAE on 1 and 2 ranks. `LTXVDualCFGGuider` (2.5's) is checked on
-LTX-2's own template in test_templates.py. LTX-2's image-to-video templates (dev and
+the audio's 126) up to its files. The 2.5 templates (text and image to video) import as saved:
+their VAEDecodeTiled on the diffusion video VAE becomes `decode_tiles` (ComfyUI's tiles);
+made tiny it runs end to end with that VAE, in one tile (1 and 2 ranks) and in two.
+`LTXVDualCFGGuider` (2.5's) is checked on LTX-2's own template in test_templates.py.
+LTX-2's image-to-video templates (dev and
 distilled) import as saved to the two-stage job with the start image and ComfyUI's image
 preparation (`image_prep` comfyui, `image_crf` 33, stage 2 on gradient_estimation), the image
 sent through ResizeImageMaskNode's resizes as worked by hand; both run end to end made tiny;
 what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
 after a float resize) is refused at its node.
 
-Cost: about 39 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 55 s (the suite's two-worker run on 2 cores, 2026-11-29: 39 s, plus an estimated
+16 s for the 3 s job of two decode tiles).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from template_jobs import (
     LTX23_FILES,
     LTX23_I2V,
     LTX23_I2V_RESIZES,
+    LTX25_I2V_SAVED,
     LTX25_JOB,
+    LTX25_SAVED,
     T23,
     T23_I2V,
     T25,
@@ -190,20 +194,21 @@ def test_the_2_3_template_runs_end_to_end_on_its_tiny_files(base, tmp_path, para
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
 
 
-def test_the_2_5_template_as_saved_is_refused_at_its_tiled_decode(base, tmp_path):
+def test_the_2_5_template_imports_as_saved_with_comfyuis_tiles(base, tmp_path):
     """The 2.5 template as saved: its video VAE `ltx-2.5-video-vae-bf16` (tiny: a conv VAE's
     encoder beside a diffusion decoder, `comfy_files.ltx25_diffusion_vae`) loads through
     VAELoader 385; its VAEDecodeTiled 374 (512, 64, 64, 16) at the saved 1280x704 x 121
-    frames spans many of ComfyUI's tiles (16 x 16 latent pixels, 8 latent frames), each
+    frames spans many of ComfyUI's tiles (8 latent frames x 16 x 16 sharing 2 x 2 x 2), each
     drawing its own seed-0 noise (comfy/sd.py `decode_tiled_3d`, comfy/utils.py
-    `tiled_scale_multidim`): refused there, naming the fields that make it one tile."""
+    `tiled_scale_multidim`): the job is LTX25_JOB's with that VAE and the node's widgets as
+    `decode_tiles`, every field by hand (tests/template_jobs.py)."""
     comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
-    refusal(
-        TEMPLATES / T25, comfy, "subgraph 405 > node 374 (VAEDecodeTiled): ",
-        "tile_size 512, temporal_size 64: the latents (16 frames x 22 x 40) span more than "
-        "one of ComfyUI's tiles (8 x 16 x 16)", "each tile's own seed-0 noise",
-        "Set tile_size to at least 1280 and temporal_size to at least 128",
-    )  # fmt: skip
+    plan, variant = plan_of(str(TEMPLATES / T25), str(comfy))
+    assert variant == "tiny-ltx2.5-distilled"
+    assert plan.request == LTX25_SAVED
+    assert plan.serve["vaes"][0] == str(comfy / "models" / "vae" / DIFFUSION_VAE)
+    line = next(text for node, kind, text in plan.lines if kind == "VAEDecodeTiled")
+    assert "ComfyUI's tiles of 8 x 16 x 16 latents sharing 2 x 2 x 2" in line
 
 
 def test_the_2_5_template_with_its_diffusion_vae_runs_end_to_end(
@@ -230,6 +235,30 @@ def test_the_2_5_template_with_its_diffusion_vae_runs_end_to_end(
     their_job, theirs = run_job(pair, plan.body())
     assert theirs == frames
     assert pair.audio(their_job["id"]) == server.audio(job["id"])
+
+
+def test_the_2_5_template_decodes_in_comfyuis_tiles(base, tmp_path, paradit_warm, backends):
+    """The 2.5 template with its diffusion video VAE at 128x128 and 3 s (73 frames: 10 latent
+    frames, beyond VAEDecodeTiled 374's 8): two of ComfyUI's tiles (latent frames 0-7 and
+    6-9, each with its own seed-0 noise, feathered over 9 frames); the job's `decode_tiles`
+    reaches job.json; without `decode_tiles` (one whole decode) the frames differ. (On 2
+    ranks this job's frames differed from 1 rank's in a first try, not yet explained: see
+    the s41-ltx25tiles report.)"""
+    comfy = comfy_for(base, T25, tmp_path / "ComfyUI")
+    path = ltx25_copy(comfy, (128, 128), seconds=3, vae=DIFFUSION_VAE)
+    plan, _ = plan_of(str(path), str(comfy))
+    assert plan.request["num_frames"] == 73
+    assert plan.request["decode_tiles"] == {
+        "tile_size": 512, "overlap": 64, "temporal_size": 64, "temporal_overlap": 16,
+    }  # fmt: skip
+    server, out, record, job, frames = workflow_run(
+        paradit_warm, backends, plan, path, comfy, tmp_path / "out"
+    )
+    assert record["request"]["decode_tiles"] == plan.request["decode_tiles"]
+    assert len(frames) == 73
+    whole = {k: v for k, v in plan.body().items() if k != "decode_tiles"}
+    _, untiled = run_job(server, whole)
+    assert untiled != frames
 
 
 def test_the_2_5_template_imports_from_its_separate_files(base, tmp_path):
@@ -469,15 +498,13 @@ def test_the_2_3_i2v_template_runs_end_to_end_at_its_strength(
     assert (out / "audio.wav").read_bytes() == server.audio(job["id"])
 
 
-def test_the_2_5_i2v_template_maps_its_strength_and_is_refused_at_its_tiled_decode(base, tmp_path):
+def test_the_2_5_i2v_template_imports_as_saved_with_comfyuis_tiles(base, tmp_path):
     """The 2.5 image-to-video template on the tiny files under its names: its start image at
-    LTXVImgToVideoInplace 357's 0.7 no longer refuses it, nor its video VAE (the diffusion
-    decoder, loaded); its VAEDecodeTiled 374 does, as the 2.5 text-to-video template's: at the
-    saved size the latents span more than one of ComfyUI's tiles, each drawing its own seed-0
-    noise, which one whole decode does not equal."""
+    LTXVImgToVideoInplace 357's 0.7 (`image_strength`), its video VAE the diffusion decoder,
+    and its VAEDecodeTiled 374 (512, 64, 64, 16), as the text-to-video template's, the job's
+    `decode_tiles`: every field by hand (tests/template_jobs.py)."""
     template = "video_ltx2_5_i2v.json"
     comfy = comfy_for(base, template, tmp_path / "ComfyUI")
-    refusal(
-        TEMPLATES / template, comfy, "subgraph 398 > node 374 (VAEDecodeTiled): ",
-        "span more than one of ComfyUI's tiles", "Set tile_size to at least",
-    )  # fmt: skip
+    plan, _ = plan_of(str(TEMPLATES / template), str(comfy))
+    assert plan.request == in_folder(LTX25_I2V_SAVED, comfy)
+    assert plan.serve["vaes"][0] == str(comfy / "models" / "vae" / DIFFUSION_VAE)

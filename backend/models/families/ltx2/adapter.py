@@ -52,6 +52,7 @@ import torch
 
 from ....audio import Audio
 from ....contract import IMAGE_TO_VIDEO, TEXT_TO_VIDEO, Limits
+from ....decode_tiles import DecodeTiles
 from ....request import JobRequest
 from ..base import (
     Family,
@@ -65,7 +66,7 @@ from ..base import (
     text_len,
     video_frames,
 )
-from . import comfyui_image, diffusion_vae, image_crf
+from . import comfyui_image, diffusion_tiles, diffusion_vae, image_crf
 from .detect import DISTILLED
 from .guidance import audio_guidance, guidance_terms, pipeline_kwargs
 
@@ -141,6 +142,7 @@ class LTX2(Family):
             last_frame=True,
             image_strength=True,
             image_crf=image_crf.default_crf(pipe),
+            comfy_decode_tiles=diffusion_vae.decoder_of(pipe.vae) is not None,
             needs_image=self.task == IMAGE_TO_VIDEO,
             accepts_image=self.task == TEXT_TO_VIDEO,
             two_stage=True,
@@ -224,6 +226,10 @@ class LTX2(Family):
         else:  # the diffusion decoder's attention windows must fit every stage's grid
             frames = (request.num_frames - 1) // int(pipe.vae_temporal_compression_ratio) + 1
             problem = diffusion_vae.window_problem(decoder, (frames, *latent_size))
+            if request.decode_tiles is not None:  # and every one of ComfyUI's tiles'
+                shape = (1, 1, frames, *latent_size)
+                tiles = DecodeTiles.from_json(request.decode_tiles)
+                problem = problem or diffusion_tiles.window_problem(decoder, shape, tiles)
             if problem:
                 raise ValueError(problem)
         cfg = "negative_prompt_embeds" in tensors
@@ -248,6 +254,10 @@ class LTX2(Family):
 
         vae = pipe.vae
         decoder = diffusion_vae.decoder_of(vae)
+        if decoder is not None and request.decode_tiles is not None:  # ComfyUI's tiles
+            z = latents.to(device=decoder.device, dtype=decoder.dtype)
+            tiles = DecodeTiles.from_json(request.decode_tiles)
+            return diffusion_tiles.tiled_decode(decoder, z, tiles, video_frames(pipe))
         if decoder is not None:  # LTX-2.5's diffusion decoder: whole, on one rank
             return diffusion_decode(pipe, decoder, latents)
         # the pipeline's "latent" output is denormalised already; the rest as its decode
