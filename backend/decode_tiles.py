@@ -1,7 +1,7 @@
 """ComfyUI's `VAEDecodeTiled` tiles as a job asks for them (`decode_tiles`): the node's four
 widgets, and where they put the tiles of a video's latents. Torch-free: the request reads it.
 
-Read 2026-12 from Comfy-Org/ComfyUI: nodes.py `VAEDecodeTiled.decode` (commit
+Read 2026-11-29 from Comfy-Org/ComfyUI: nodes.py `VAEDecodeTiled.decode` (commit
 5aabaf5171541aa26738d53f9d1f91c1b3e3497a), comfy/sd.py `VAE.decode_tiled` and
 `decode_tiled_3d` (35ead008b9f8b0928fb0b674e97923d3ebd57be3), comfy/utils.py
 `tiled_scale_multidim` (b3be02d6e766a8d3743dcf99cc967118f3ec8e3e):

@@ -2,7 +2,7 @@
 `decode_tiles`): each tile decoded alone with its own seed-0 noise, the decoded tiles feathered
 together on rank 0.
 
-Read 2026-12 from Comfy-Org/ComfyUI comfy/utils.py `tiled_scale_multidim`
+Read 2026-11-29 from Comfy-Org/ComfyUI comfy/utils.py `tiled_scale_multidim`
 (b3be02d6e766a8d3743dcf99cc967118f3ec8e3e), comfy/sd.py (35ead008b9f8b0928fb0b674e97923d3ebd57be3:
 the diffusion VAE's `upscale_ratio` (8F - 7, 32, 32) and `upscale_index_formula` (8, 32, 32))
 and comfy/ldm/lightricks/vae/na_diffusion_decoder.py (comfyanonymous/ComfyUI
