@@ -137,6 +137,7 @@ class UlyssesKVProcessor:
         kv_cache_mode: str | None = None,
         num_ref_tokens: int = 0,
     ) -> Any:
+        from diffusers.models.embeddings import apply_rotary_emb
         from diffusers.models.transformers import transformer_flux2 as flux2
 
         group = _ulysses_group(self)
@@ -160,8 +161,8 @@ class UlyssesKVProcessor:
         num_txt_tokens = whole[0].shape[1]  # the whole text's
         query, key, value = (torch.cat([whole[i], whole[i + 3]], dim=1) for i in range(3))
         if image_rotary_emb is not None:  # the whole sequence's table, on the whole sequence
-            query = flux2.apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
-            key = flux2.apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+            query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
+            key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
         out = _attend(query, key, value, num_txt_tokens, num_ref_tokens, kv_cache,
                       kv_cache_mode, attention_mask, self._attention_backend)  # fmt: skip
         out = out.to(query.dtype)
@@ -190,6 +191,7 @@ class UlyssesKVSingleProcessor:
         num_txt_tokens: int = 0,
         num_ref_tokens: int = 0,
     ) -> torch.Tensor:
+        from diffusers.models.embeddings import apply_rotary_emb
         from diffusers.models.transformers import transformer_flux2 as flux2
 
         group = _ulysses_group(self)
@@ -211,8 +213,8 @@ class UlyssesKVSingleProcessor:
         local_q = query
         query, key, value = streams.gather(query, key, value)
         if image_rotary_emb is not None:
-            query = flux2.apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
-            key = flux2.apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
+            query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
+            key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
         # the model passes the text's count only with a cache mode; a plain call has no runs
         out = _attend(query, key, value, num_txt_tokens, num_ref_tokens, kv_cache,
                       kv_cache_mode, attention_mask, self._attention_backend)  # fmt: skip
@@ -244,7 +246,7 @@ def flux2_cp_plan(transformer: torch.nn.Module) -> dict[str, Any]:
         "attention_dispatch.dispatch_attention_fn",
         "transformer_flux2._flux2_kv_causal_attention",
         "transformer_flux2._get_qkv_projections",
-        "transformer_flux2.apply_rotary_emb",
+        "embeddings.apply_rotary_emb",
         "transformer_flux2.Flux2KVAttnProcessor.__call__",
         "transformer_flux2.Flux2KVParallelSelfAttnProcessor.__call__",
     )
