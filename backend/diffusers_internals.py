@@ -146,7 +146,9 @@ INTERNALS: dict[str, Internal] = {
             "_flux2_kv_causal_attention",
             ("query", "key", "value", "num_txt_tokens", "num_ref_tokens", "kv_cache", "backend"),
         ),
-        Internal(_FLUX2, "_get_qkv_projections", ("attn", "hidden_states", "encoder_hidden_states")),
+        Internal(
+            _FLUX2, "_get_qkv_projections", ("attn", "hidden_states", "encoder_hidden_states")
+        ),
         Internal(
             _FLUX2,
             "Flux2KVAttnProcessor.__call__",

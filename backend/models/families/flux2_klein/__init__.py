@@ -33,8 +33,10 @@ SPEC = FamilySpec(
             frozenset({"text_encoder", "tokenizer"}),
             step_cache=False,
             own_levels=("Flux2Scheduler",),
-            # Klein's reference preparation, copied; not ComfyUI's FluxKVCache (NOTES.md)
-            reference_latents=True,
+            # Klein's reference preparation, but its references attend only to themselves at
+            # the first step, which neither ComfyUI's `index` method nor its FluxKVCache does
+            # (NOTES.md): a workflow's ReferenceLatent on a KV file is refused
+            reference_latents=False,
         ),
     ),
     transformer_classes=("Flux2Transformer2DModel",),
