@@ -22,7 +22,7 @@
   and in the original (ldm) names loads to the same weights; the DiT named base loads as the
   undistilled pipeline (CFG parallel).
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

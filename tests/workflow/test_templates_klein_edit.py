@@ -15,7 +15,7 @@ template's FluxKVCache is refused (test_templates.py's REFUSED table: ComfyUI's 
 references attend to the whole sequence at the first step, the KV pipeline's only to
 themselves); with the node bypassed its ReferenceLatent on the KV file is refused.
 
-Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
