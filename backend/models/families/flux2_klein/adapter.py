@@ -62,8 +62,12 @@ def preset_distilled(preset: str) -> bool:
 
 
 class Flux2Klein(Flux2):
+    def distilled(self, pipe: Any) -> bool:
+        """Whether the loaded pipeline is step-distilled (its `is_distilled` config)."""
+        return is_distilled(pipe)
+
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        distilled = is_distilled(pipe)
+        distilled = self.distilled(pipe)
         base = image_limits(
             self.task,
             int(pipe.vae_scale_factor * 2),
@@ -149,6 +153,11 @@ class Flux2KleinKV(Flux2Klein):
     negative prompt: one branch (a CFG plan spreads it over every rank); under Ulysses the
     cached keys and values are whole on every rank for its share of the heads
     (`parallel.py`)."""
+
+    def distilled(self, pipe: Any) -> bool:
+        """Always: the KV model is step-distilled (4 steps), and its pipeline takes
+        `is_distilled` without recording it in its config."""
+        return True
 
     def supports_cfg(self, pipe: Any) -> bool:
         return False  # the pipeline has no guidance scale and no negative branch
