@@ -20,7 +20,7 @@
 - The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
   hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
   and in the original (ldm) names loads to the same weights; the DiT named base loads as the
-  undistilled pipeline (CFG parallel).
+  undistilled pipeline (CFG parallel), named kv as the KV model's pipeline with the same weights.
 
 Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -274,3 +274,9 @@ def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     base.hardlink_to(dit)
     undistilled = load_pipeline(ModelSource.parse(str(base), [str(encoder)], [str(vae)]))
     assert not undistilled.config.is_distilled and family_of(undistilled).supports_cfg(undistilled)
+    kv = tmp_path / "flux-2-klein-tiny-kv-bf16.safetensors"  # the same file, named kv
+    kv.hardlink_to(dit)
+    cached = load_pipeline(ModelSource.parse(str(kv), [str(encoder)], [str(vae)]))
+    assert type(cached).__name__ == "Flux2KleinKVPipeline"
+    assert family_of(cached).name == "flux2-klein-kv" and not family_of(cached).supports_cfg(cached)
+    assert all(torch.equal(cached.transformer.state_dict()[k], v) for k, v in rounded.items())
