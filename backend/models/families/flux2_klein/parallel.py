@@ -17,7 +17,8 @@ So the heads are split, not the runs (as `../qwen_image21/parallel.py` does for 
   blocks' text and image streams, the single blocks' joint sequence: `tensor_split`, any
   length on any rank count) and gathered at the last block of each list; the per-token
   modulation of the first step (`temb_mod_img`, `temb_mod`: 3 dimensions only then) is split
-  with them, the whole-sequence RoPE table is not split;
+  with them (at the later steps it is (B, C), which diffusers' hook leaves whole, logging
+  once per process that it did), the whole-sequence RoPE table is not split;
 - `UlyssesKVProcessor` and `UlyssesKVSingleProcessor` project and normalise their rank's
   tokens, then one all-to-all per query, key and value (per stream in a double block) gives
   every rank the whole sequence for its share of the heads (diffusers' Ulysses-anything
