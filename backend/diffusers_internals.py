@@ -74,6 +74,7 @@ _WAN_VAE = "diffusers.models.autoencoders.autoencoder_kl_wan"
 _QWEN_VAE = "diffusers.models.autoencoders.autoencoder_kl_qwenimage"
 _HUNYUAN15 = "diffusers.models.transformers.transformer_hunyuan_video15"
 _QWEN21 = "diffusers.models.transformers.transformer_qwenimage21"
+_FLUX2 = "diffusers.models.transformers.transformer_flux2"
 
 INTERNALS: dict[str, Internal] = {
     internal.key: internal
@@ -135,6 +136,31 @@ INTERNALS: dict[str, Internal] = {
             "QwenImage21AttnProcessor.__call__",
             ("attn", "hidden_states", "attention_mask", "rotary_emb", "layer_cache")
             + ("kv_cache_mode", "cache_write_slice", "segments", "key_valid"),
+            replaced=True,
+        ),
+        # Our plan for FLUX.2 [klein] KV (families/flux2_klein/parallel.py): the same exchanges
+        # around the KV pipeline's cached references, its reference attention and projections,
+        # and its two processors (called by position) for jobs that run whole.
+        Internal(
+            _FLUX2,
+            "_flux2_kv_causal_attention",
+            ("query", "key", "value", "num_txt_tokens", "num_ref_tokens", "kv_cache", "backend"),
+        ),
+        Internal(
+            _FLUX2, "_get_qkv_projections", ("attn", "hidden_states", "encoder_hidden_states")
+        ),
+        Internal(
+            _FLUX2,
+            "Flux2KVAttnProcessor.__call__",
+            ("attn", "hidden_states", "encoder_hidden_states", "attention_mask")
+            + ("image_rotary_emb", "kv_cache", "kv_cache_mode", "num_ref_tokens"),
+            replaced=True,
+        ),
+        Internal(
+            _FLUX2,
+            "Flux2KVParallelSelfAttnProcessor.__call__",
+            ("attn", "hidden_states", "attention_mask", "image_rotary_emb", "kv_cache")
+            + ("kv_cache_mode", "num_txt_tokens", "num_ref_tokens"),
             replaced=True,
         ),
         # The step cache (step_cache.install_step_cache): diffusers' First-Block-Cache hooks,

@@ -573,8 +573,8 @@ REFUSED = {  # template -> (where, node type, the reason's words)
     # LTX-2's text- and image-to-video templates map as saved: tests/workflow/test_templates_ltx.py
     # FLUX.2 [klein]'s image-edit templates map: tests/workflow/test_templates_klein_edit.py
     "image_flux2_klein_9b_kv_image_edit.json": (
-        "node 139", "FluxKVCache", "`index_timestep_zero` method (their tokens modulated at "
-        "timestep 0",
+        "node 139", "FluxKVCache", "attend to the text and the noisy image at the first step "
+        "(no mask",
     ),
 }  # fmt: skip
 """The official templates of paradit's families it refuses, each naming the node (its path

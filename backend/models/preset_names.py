@@ -28,6 +28,7 @@ PRESET_NAMES: tuple[str, ...] = (
     "tiny-ltx2.5",
     "tiny-flux2-klein",
     "tiny-flux2-klein-base",
+    "tiny-flux2-klein-kv",
     "tiny-qwen-image-edit",
     "tiny-krea2",
     "tiny-qwen-image2.1",

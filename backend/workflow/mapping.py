@@ -519,7 +519,9 @@ def _references_fit(plan: WorkflowPlan, resolved: Any) -> None:
         raise WorkflowError(
             plan.reference,
             f"a reference image on {resolved.variant}: paradit runs ReferenceLatent only where "
-            "the pipeline's own reference preparation is ComfyUI's (FLUX.2 [dev] and [klein])",
+            "the pipeline's own references are ComfyUI's (FLUX.2 [dev] and [klein]; not "
+            "FLUX.2 [klein] KV's, cached after attending only to themselves, where ComfyUI "
+            "without FluxKVCache recomputes them every step)",
         )
 
 

@@ -446,12 +446,13 @@ REFUSED: Mapping[str, str] = MappingProxyType(
         "prompt enhancer): paradit encodes the prompt as given and generates no text; turn "
         "the enhancer off (the LTX-2.3 and 2.5 templates: prompt_enhance false) to run the "
         "prompt as written",
-        "FluxKVCache": "its model runs the references at ComfyUI's `index_timestep_zero` "
-        "method (their tokens modulated at timestep 0, not the step's) and reuses their "
-        "attention keys and values from the first step on; paradit's FLUX.2 [klein] pipeline "
-        "runs the references at each step's timestep, recomputed every step (the DiT's own "
-        "`index` method), so the image would differ; remove the node (ComfyUI then runs the "
-        "references at the DiT's own `index` method, as paradit does)",
+        "FluxKVCache": "ComfyUI's cache (`KV_Attn_Input`, comfy_extras/nodes_flux.py) lets "
+        "the references attend to the text and the noisy image at the first step (no mask: "
+        "comfy/ldm/flux/math.py `attention`) and keeps their keys and values from there, "
+        "where FLUX.2 [klein] KV's own pipeline (diffusers' Flux2KleinKVPipeline, which "
+        "paradit runs for a file named kv) lets them attend only to themselves; both modulate "
+        "them at timestep 0 (`index_timestep_zero`), but from the second block on the cached "
+        "keys and values differ, and so would the image",
     }
 )
 """Core nodes paradit knows and cannot run faithfully: node type -> why (the refusal names

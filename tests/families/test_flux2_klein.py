@@ -9,13 +9,18 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline stop
 latents, the decode runs tile by tile with the tiles dealt to the ranks), judged with
 `paradit verify`'s measure (float32 thresholds, image and final latents). The distilled job
 has no guidance; the base job runs true CFG (the unconditional branch as a second transformer
-call; CFG parallel's halves are the contract's). No gloo group here.
+call; CFG parallel's halves are the contract's). The KV model (tiny-flux2-klein-kv, the same
+weights on `Flux2KleinKVPipeline`): one branch, no CFG, cfg above 1 refused from a workflow;
+without references its job is the distilled model's image byte for byte, with a reference
+its cached attention gives another image than Klein's recomputed one (its world size 1 against
+the pipeline and its Ulysses plan: the contract's `kv edit` job). No gloo group here.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from image_jobs import encoded, preset_pipeline, run_image_job
@@ -44,6 +49,7 @@ KLEIN_DITS = {
     "random:flux.2-klein-4b": (3_875_544_576, (5, 20, 24), 2560, True),
     "random:flux.2-klein-9b": (9_078_581_248, (8, 24, 32), 4096, True),
     "random:flux.2-klein-base-9b": (9_078_581_248, (8, 24, 32), 4096, False),
+    "random:flux.2-klein-9b-kv": (9_078_581_248, (8, 24, 32), 4096, True),  # its own pipeline
 }
 
 
@@ -122,7 +128,7 @@ def test_random_presets_count_the_published_parameters(name):
     assert (config.num_layers, config.num_single_layers, config.num_attention_heads) == blocks
     assert config.joint_attention_dim == 3 * pipe.text_encoder.config.hidden_size
     assert pipe.text_encoder.config.hidden_size == text_width
-    assert not config.guidance_embeds and pipe.config.is_distilled == distilled
+    assert not config.guidance_embeds and family_of(pipe).distilled(pipe) == distilled
     assert len(pipe.tokenizer) == pipe.text_encoder.config.vocab_size
     limits = family_of(pipe).limits(pipe, tiny=False)
     assert (limits.default_width, limits.default_height) == (1024, 1024)
@@ -141,3 +147,39 @@ def test_the_vaes_latents_in_tiles_and_the_base_models_cfg_changes_the_image(ref
     assert outputs["distilled"][2] == 6  # VAE tiles
     assert outputs["distilled"][1].shape == (1, 32, 8, 14)  # the VAE's latents, not tokens
     assert compare(outputs["distilled"][0], outputs["base"][0], FLOAT32).verdict == DIFFERENT
+
+
+def test_the_kv_model_is_klein_distilled_without_references_and_caches_with_them(references):
+    """tiny-flux2-klein-kv: the KV adapter (no CFG, the distilled defaults, cfg above 1 from a
+    workflow refused); a text-to-image job equals tiny-flux2-klein's byte for byte (the KV
+    processors without a cache are plain attention); an edit differs from Klein's (its
+    references attend only to themselves, at timestep 0, cached after the first step)."""
+    from paradit.backend.models.families.flux2.tiny_job import png
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        kv, family = preset_pipeline("tiny-flux2-klein-kv", TILE)
+        assert type(kv).__name__ == "Flux2KleinKVPipeline" and family.name == "flux2-klein-kv"
+        assert family_for("Flux2KleinKVPipeline") is family and not family.supports_cfg(kv)
+        assert not family.reference_latents  # ComfyUI's references are not its (NOTES.md)
+        limits = family.limits(kv, tiny=True)
+        assert (limits.default_steps, limits.default_guidance) == (4, 1.0)
+        assert limits.accepts_image and limits.max_images == 10
+        assert "runs no guidance" in family.workflow_refusal(
+            "tiny-flux2-klein-kv", {"guidance_scale": 2.0}
+        )
+        assert family.workflow_refusal("tiny-flux2-klein-kv", {"guidance_scale": 1.0}) == ""
+        body = {**JOBS["distilled"], "width": 64, "height": 48}
+        klein = references["pipe"]
+        plain = run_image_job(kv, body)[0], run_image_job(klein, body)[0]
+        assert compare(*plain, FLOAT32).identical
+        edit = {**body, "image": png(80, 64, 5)}
+        (cached, cached_z, _), (ours, ours_z, _) = (
+            run_image_job(kv, edit),
+            run_image_job(klein, edit),
+        )
+        measured = compare(cached, ours, FLOAT32, np.asarray(cached_z), np.asarray(ours_z))
+        assert measured.verdict == DIFFERENT, measured.to_dict()
+    finally:
+        torch.set_num_threads(threads)

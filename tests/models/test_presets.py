@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 14 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 15 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import torch
 from diffusers import (
     CogVideoXImageToVideoPipeline,
     CogVideoXPipeline,
+    Flux2KleinKVPipeline,
     Flux2KleinPipeline,
     Flux2Pipeline,
     FluxPipeline,
@@ -59,6 +60,7 @@ PIPELINE_CLASSES = {
     "tiny-ltx2.5": LTX2Pipeline,
     "tiny-flux2-klein": Flux2KleinPipeline,
     "tiny-flux2-klein-base": Flux2KleinPipeline,
+    "tiny-flux2-klein-kv": Flux2KleinKVPipeline,
     "tiny-qwen-image-edit": QwenImageEditPlusPipeline,
     "tiny-krea2": Krea2Pipeline,
     "tiny-qwen-image2.1": QwenImage21Pipeline,
@@ -88,6 +90,7 @@ CHAT_TEMPLATED = {
     "tiny-flux2",
     "tiny-flux2-klein",
     "tiny-flux2-klein-base",
+    "tiny-flux2-klein-kv",
     "tiny-qwen-image-edit",
 }
 """The presets whose (first) tokenizer's chat template ends the text itself: no </s> appended."""
@@ -151,6 +154,8 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
         # against the pipeline's own empty prompt
         del kwargs["negative_prompt"]
         kwargs["guidance_scale"] = 4.0
+    elif name == "tiny-flux2-klein-kv":  # Klein KV: no guidance, no negative prompt
+        del kwargs["negative_prompt"]
     else:
         kwargs.update(num_frames=5, guidance_scale=5.0)
     if name in IMAGE_TO_VIDEO:
@@ -158,7 +163,7 @@ def _run(pipe, name: str, steps: int = 2, prompt: str = "a red fox ü 狐", **ex
     kwargs.update(extra)
     out = pipe(**kwargs)
     images = IMAGES | {"tiny-z-image", "tiny-flux2", "tiny-krea2"}
-    images |= {"tiny-flux2-klein", "tiny-flux2-klein-base"}
+    images |= {"tiny-flux2-klein", "tiny-flux2-klein-base", "tiny-flux2-klein-kv"}
     return np.asarray(out.images if name in images else out.frames)
 
 
@@ -225,6 +230,7 @@ WEIGHT_DIGESTS = {
     "tiny-ltx2.5": "16803d4e13e2c1d0",
     "tiny-flux2-klein": "da9f63359456b6d5",
     "tiny-flux2-klein-base": "da9f63359456b6d5",  # tiny-flux2-klein's components
+    "tiny-flux2-klein-kv": "da9f63359456b6d5",  # tiny-flux2-klein's components
     "tiny-qwen-image-edit": "a107f66bc2542c26",
     "tiny-krea2": "6ff19b137f20e557",
     "tiny-qwen-image2.1": "b75e6f51c6c70ad5",
@@ -263,6 +269,7 @@ def test_preset_names_and_bad_input():
         "tiny-ltx2.5",
         "tiny-flux2-klein",
         "tiny-flux2-klein-base",
+        "tiny-flux2-klein-kv",
         "tiny-qwen-image-edit",
         "tiny-krea2",
         "tiny-qwen-image2.1",

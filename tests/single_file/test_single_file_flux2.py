@@ -13,12 +13,16 @@
   (`flux-2-klein-base-4b`, `-base-9b-fp8`) is the undistilled variant and resolves to the
   `random:flux.2-klein-base-*` settings; a name that says neither is the step-distilled model,
   logged; one that says both is refused.
+- FLUX.2 [klein] 9B KV by name (no weight differs from Klein 9B): a file whose name has the
+  word `kv` (`flux-2-klein-9b-kv-fp8`, the KV template's) is the KV model and resolves to the
+  `random:flux.2-klein-9b-kv` settings (`Flux2KleinKVPipeline`); kv at Klein 4B's width, or
+  with base, is refused.
 - The tiny Klein preset saved in those layouts (DiT in bf16) loads to the weights the files
   hold and makes the image the preset makes with them, byte for byte; its VAE in diffusers'
   and in the original (ldm) names loads to the same weights; the DiT named base loads as the
-  undistilled pipeline (CFG parallel).
+  undistilled pipeline (CFG parallel), named kv as the KV model's pipeline with the same weights.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -195,6 +199,45 @@ def test_a_klein_files_name_says_base_or_distilled(tmp_path, caplog):
     assert random_preset_spec(resolved.preset.name)["pipeline_config"] == {"is_distilled": False}
 
 
+@pytest.mark.fast
+def test_a_klein_file_named_kv_is_the_kv_model(tmp_path):
+    """The KV template's file (`flux-2-klein-9b-kv-fp8`) runs as FLUX.2-klein-9b-kv, on its
+    own pipeline; a 4B-wide file named kv (there is no 4B KV model) and one named base and kv
+    are refused."""
+    assert [klein_kind(n) for n in ("a-9b-kv.gguf", "kv_base", "kvx", "Klein_KV")] == [
+        "kv", "both", "", "kv"
+    ]  # fmt: skip
+    shapes = {}
+    for size in ("4b", "9b"):
+        dit = _meta_dit(f"random:flux.2-klein-{size}")
+        shapes[size] = {
+            WAN_PREFIX + k: tuple(v.shape) for k, v in flux2_bfl(dit.state_dict()).items()
+        }
+    kv = _header_file(tmp_path / "flux-2-klein-9b-kv-fp8.safetensors", shapes["9b"])
+    found = detect(read_header(kv))
+    assert (found.role, found.variant) == ("transformer", "flux.2-klein-9b-kv")
+    assert "says kv" in found.reasons[-1]
+    small = detect(read_header(_header_file(tmp_path / "klein-4b-kv.safetensors", shapes["4b"])))
+    assert small.role == "unknown" and "the KV model is FLUX.2-klein-9b-kv" in small.reasons[0]
+    both = detect(read_header(_header_file(tmp_path / "klein-base-kv.safetensors", shapes["9b"])))
+    assert both.role == "unknown" and "says both base" in both.reasons[0]
+    qwen3_8b = random_preset_spec("random:flux.2-klein-9b")["components"]["text_encoder"]
+    qwen3 = meta_shapes(meta_model("Qwen3ForCausalLM", qwen3_8b["config"]))
+    qwen3.pop("lm_head.weight")
+    encoder = _header_file(tmp_path / "qwen_3_8b_fp8mixed.safetensors", qwen3)
+    vae_config = random_preset_spec("random:flux.2-klein-9b")["components"]["vae"]["config"]
+    vae = _header_file(
+        tmp_path / "flux2-vae.safetensors",
+        meta_shapes(meta_model("AutoencoderKLFlux2", vae_config)),
+    )
+    resolved = resolve(SingleFiles((kv,), (encoder,), (vae,)))
+    assert resolved.preset.name == "random:flux.2-klein-9b-kv"
+    assert resolved.pipeline_class == "Flux2KleinKVPipeline"
+    spec = random_preset_spec("random:flux.2-klein-9b-kv")
+    assert spec["pipeline"] == "Flux2KleinKVPipeline"
+    assert spec["components"] == random_preset_spec("random:flux.2-klein-9b")["components"]
+
+
 def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     tiny = build_preset("tiny-flux2-klein")
     tiny.set_progress_bar_config(disable=True)
@@ -231,3 +274,9 @@ def test_tiny_klein_files_make_the_image_of_their_weights(tmp_path):
     base.hardlink_to(dit)
     undistilled = load_pipeline(ModelSource.parse(str(base), [str(encoder)], [str(vae)]))
     assert not undistilled.config.is_distilled and family_of(undistilled).supports_cfg(undistilled)
+    kv = tmp_path / "flux-2-klein-tiny-kv-bf16.safetensors"  # the same file, named kv
+    kv.hardlink_to(dit)
+    cached = load_pipeline(ModelSource.parse(str(kv), [str(encoder)], [str(vae)]))
+    assert type(cached).__name__ == "Flux2KleinKVPipeline"
+    assert family_of(cached).name == "flux2-klein-kv" and not family_of(cached).supports_cfg(cached)
+    assert all(torch.equal(cached.transformer.state_dict()[k], v) for k, v in rounded.items())

@@ -11,9 +11,11 @@ sends it as an 8-bit image, checked here against torch. Each template imports to
 (every field by hand from the graph: tests/template_jobs.py's `KLEIN_EDIT`, which
 tests/frontends/test_comfyui_templates.py checks the API form against too) on header files
 under its names, and runs end to end on the tiny Klein weights under its names. The KV
-template's FluxKVCache is refused (test_templates.py's REFUSED table).
+template's FluxKVCache is refused (test_templates.py's REFUSED table: ComfyUI's cached
+references attend to the whole sequence at the first step, the KV pipeline's only to
+themselves); with the node bypassed its ReferenceLatent on the KV file is refused.
 
-Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from template_jobs import (
     klein_edit_folder,
     klein_edit_headers,
     klein_edit_request,
+    seeded_png,
 )
 
 from paradit.backend.models.presets import build_preset
@@ -192,3 +195,34 @@ def test_a_reference_only_on_the_positive_of_a_cfg_job_is_refused(comfy, tmp_pat
     path.write_text(json.dumps(data))
     refusal(path, folder, "subgraph 75 > node 64 (SamplerCustomAdvanced): ",
             "its negative prompt is encoded with other images than the positive")  # fmt: skip
+
+
+def test_the_kv_template_without_fluxkvcache_is_refused_at_its_reference(comfy, tmp_path):
+    """`image_flux2_klein_9b_kv_image_edit` with FluxKVCache bypassed (mode 4): its file
+    `flux-2-klein-9b-kv-fp8` is the KV model (its name), whose pipeline caches the references
+    where ComfyUI without the node recomputes them at the DiT's `index` method: refused at a
+    ReferenceLatent, naming the variant."""
+    template = "image_flux2_klein_9b_kv_image_edit.json"
+    folder = tmp_path / "ComfyUI"
+    dit, encoder, vae = klein_edit_headers(comfy, "9b")
+    for source, name in (
+        (dit, "diffusion_models/flux-2-klein-9b-kv-fp8"),
+        (encoder, "text_encoders/qwen_3_8b_fp8mixed"),
+        (vae, "vae/flux2-vae"),
+    ):
+        target = folder / "models" / f"{name}.safetensors"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.hardlink_to(source)
+    (folder / "input").mkdir()
+    for i, name in enumerate(("safari_outfit.png", "man_in_street.png")):
+        seeded_png(folder / "input" / name, (512, 512), 5 + i)
+    data = json.loads((TEMPLATES / template).read_text())
+    cache = next(n for n in data["nodes"] if n["type"] == "FluxKVCache")
+    cache["mode"] = 4
+    path = folder / template
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        plan_of(str(path), str(folder))
+    message = str(refused.value)
+    assert "(ReferenceLatent): a reference image on flux.2-klein-9b-kv" in message, message
+    assert "recomputes them every step" in message, message

@@ -206,11 +206,12 @@ def _tokenizer_kind(kind: str | None, preset_name: str) -> str | None:
 
 
 def preset_parts(name: str, wanted: set[str]) -> Any:
-    """Preset `name`'s pipeline holding the `wanted` components, built with its VAE on the
-    meta device and its processor: HunyuanVideo 1.5's pipelines read their VAE's config as
-    they are made, Qwen-Image 2.1's its processor's chat template."""
+    """Preset `name`'s pipeline holding the `wanted` components, built with its VAE and DiT
+    on the meta device and its processor: HunyuanVideo 1.5's pipelines read their VAE's config
+    as they are made, Qwen-Image 2.1's its processor's chat template, FLUX.2 [klein] KV's set
+    their DiT's attention processors."""
     available = preset_components(name)
-    needed = available & {"vae", "processor"}
+    needed = available & {"vae", "processor", "transformer"}
     return build_preset(name, components=frozenset(wanted & available) | needed, device="meta")
 
 

@@ -43,15 +43,22 @@ KLEIN_BASE = {
     "flux.2-klein-9b": "flux.2-klein-base-9b",
 }
 """A Klein variant -> its undistilled (-base) model's: the same shapes."""
+KLEIN_KV = {"tiny-flux2-klein": "tiny-flux2-klein-kv", "flux.2-klein-9b": "flux.2-klein-9b-kv"}
+"""A Klein variant -> its KV model's (FLUX.2-klein-9b-kv: Klein 9B's shapes, its edits'
+references cached by `Flux2KleinKVPipeline`); Black Forest Labs released no 4B KV model."""
 
 
 def klein_kind(name: str) -> str:
     """What a FLUX.2-klein file's name says it is: "base" (a word `base`, as in Black Forest
     Labs' and ComfyUI's `flux-2-klein-base-4b.safetensors`), "distilled" (a word
-    `distilled`), "both", or "" (neither: the step-distilled model, as BFL name it,
-    `flux-2-klein-4b`). Words are the name's runs of letters and digits, any case."""
+    `distilled`), "kv" (a word `kv`, as in `flux-2-klein-9b-kv.safetensors`: the
+    step-distilled KV model), "both" (base with distilled or kv), or "" (none: the
+    step-distilled model, as BFL name it, `flux-2-klein-4b`). Words are the name's runs of
+    letters and digits, any case."""
     words = set(re.split(r"[^a-z0-9]+", name.lower()))
     said = [kind for kind in ("base", "distilled") if kind in words]
+    if "kv" in words:
+        return "both" if "base" in said else "kv"
     return "both" if len(said) == 2 else "".join(said)
 
 
@@ -113,9 +120,17 @@ def flux2_dit(header: FileHeader, prefix: str, layout: str):
             return Detection(
                 "unknown", FLUX2, layout=layout,
                 reasons=(f"a FLUX.2-klein DiT whose name ({header.name}) says both base and "
-                         "distilled: rename it to say one (no weight tells them apart)",),
+                         "distilled (or kv): rename it to say one (no weight tells them apart)",),
+            )  # fmt: skip
+        if kind == "kv" and variant not in KLEIN_KV:
+            return Detection(
+                "unknown", FLUX2, layout=layout,
+                reasons=(f"a FLUX.2-klein DiT whose name ({header.name}) says kv, of text "
+                         f"width {joint}: the KV model is FLUX.2-klein-9b-kv (text width "
+                         f"{3 * 4096})",),
             )  # fmt: skip
         variant = KLEIN_BASE.get(variant, variant) if kind == "base" else variant
+        variant = KLEIN_KV[variant] if kind == "kv" else variant
         klein = (_klein_reason(header.name, kind),)
     published = random_dit_config("random:flux.2-dev", "transformer")
     config = {
@@ -151,6 +166,11 @@ def _klein_reason(name: str, kind: str) -> str:
         return "the undistilled -base model (its name says base; no weight shows it): true CFG"
     if kind == "distilled":
         return "the step-distilled model (its name says distilled): no CFG"
+    if kind == "kv":
+        return (
+            "the KV model (its name says kv; no weight shows it): Flux2KleinKVPipeline, the "
+            "references' keys and values cached at the first step, no CFG"
+        )
     log.info(
         "%s: a FLUX.2-klein DiT whose name says neither base nor distilled runs as the "
         "step-distilled model (no CFG); a -base file's name has the word 'base' "

@@ -35,7 +35,7 @@ import torch
 
 from ....contract import Limits
 from ....request import JobRequest
-from ..base import Tensors, TiledDecode, decode_in_tiles
+from ..base import Tensors, TiledDecode, decode_in_tiles, request_images
 from ..flux2.adapter import MAX_TEXT_TOKENS, Flux2
 
 # The model cards: 1024x1024 (Flux.2's); distilled 4 steps without guidance, base 50 steps at
@@ -62,8 +62,12 @@ def preset_distilled(preset: str) -> bool:
 
 
 class Flux2Klein(Flux2):
+    def distilled(self, pipe: Any) -> bool:
+        """Whether the loaded pipeline is step-distilled (its `is_distilled` config)."""
+        return is_distilled(pipe)
+
     def model_limits(self, pipe: Any, *, tiny: bool) -> Limits:
-        distilled = is_distilled(pipe)  # reference images edit as with Flux.2 (dev)
+        distilled = self.distilled(pipe)  # reference images edit as with Flux.2 (dev)
         return self.edit_limits(
             pipe,
             steps=DISTILLED_STEPS if distilled else BASE_STEPS,
@@ -116,3 +120,42 @@ class Flux2Klein(Flux2):
             return np.asarray(pipe.image_processor.postprocess(image, output_type="np"))[:1]
 
         return decode_in_tiles(vae, z, tiles, kl_vae.decode_tile, to_frames)
+
+
+class Flux2KleinKV(Flux2Klein):
+    """FLUX.2 [klein] 9B KV (`Flux2KleinKVPipeline`): the step-distilled Klein whose edits
+    cache the references. At the first step the references (the request's `image` and
+    `images`, prepared as Klein's) run before the noise, modulated at timestep zero and
+    attending only to themselves, and every block stores their keys and values; the later
+    steps run the noise alone against the stored ones. The pipeline takes no guidance and no
+    negative prompt: one branch (a CFG plan spreads it over every rank); under Ulysses the
+    cached keys and values are whole on every rank for its share of the heads
+    (`parallel.py`)."""
+
+    def distilled(self, pipe: Any) -> bool:
+        """Always: the KV model is step-distilled (4 steps), and its pipeline takes
+        `is_distilled` without recording it in its config."""
+        return True
+
+    def supports_cfg(self, pipe: Any) -> bool:
+        return False  # the pipeline has no guidance scale and no negative branch
+
+    def workflow_refusal(self, preset: str, request: dict[str, Any]) -> str:
+        guidance = request.get("guidance_scale", 1.0)
+        if guidance > 1.0:
+            return (
+                f"cfg {guidance:g} on FLUX.2-klein KV ({preset}), whose pipeline "
+                "(Flux2KleinKVPipeline) runs no guidance, where ComfyUI runs both branches"
+            )
+        return ""
+
+    def prepare(self, pipe: Any, request: JobRequest, tensors: Tensors) -> dict[str, Any]:
+        return {
+            "prompt_embeds": tensors["prompt_embeds"],
+            "height": request.height,
+            "width": request.width,
+            "num_inference_steps": request.num_inference_steps,
+            "max_sequence_length": MAX_TEXT_TOKENS,
+            # the references: every rank's pipeline VAE-encodes them after the noise
+            "image": request_images(request) if request.image is not None else None,
+        }

@@ -21,5 +21,17 @@ FILE_PRESETS = {
         ("flux.2-klein-base-9b", "random:flux.2-klein-base-9b"),
     )
 }
+# the KV model (`../flux2/detect.KLEIN_KV`: its name says kv): Klein 9B's shapes, its pipeline
+FILE_PRESETS.update(
+    {
+        variant: Preset(
+            name, "Flux2KleinKVPipeline", ("qwen3",), vae=FLUX2_VAE, encoder_classes=_QWEN3_LM
+        )
+        for variant, name in (
+            ("tiny-flux2-klein-kv", "tiny-flux2-klein-kv"),
+            ("flux.2-klein-9b-kv", "random:flux.2-klein-9b-kv"),
+        )
+    }
+)
 """The presets Klein's single files run on (`FileSpec.presets`; its DiT is recognised
 by Flux.2's spec, the -base variants by the file's name)."""

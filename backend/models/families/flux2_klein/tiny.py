@@ -1,5 +1,5 @@
-"""The tiny Flux.2 Klein presets (FLUX.2-klein-4B-shaped): step-distilled, and the same weights
-as the undistilled -base model."""
+"""The tiny Flux.2 Klein presets (FLUX.2-klein-4B-shaped): step-distilled, the same weights as
+the undistilled -base model, and as the KV model's pipeline (`Flux2KleinKVPipeline`)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,11 @@ _KLEIN: Builders = {
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-flux2-klein": ("Flux2KleinPipeline", _KLEIN),
     "tiny-flux2-klein-base": ("Flux2KleinPipeline", _KLEIN),  # the same weights
+    # FLUX.2-klein-9b-kv's pipeline on the same DiT (the KV model's shapes are Klein 9B's)
+    "tiny-flux2-klein-kv": ("Flux2KleinKVPipeline", _KLEIN),
 }
 PIPELINE_CONFIG: dict[str, dict[str, Any]] = {
     "tiny-flux2-klein": {"is_distilled": True},  # as FLUX.2-klein-4B's model_index.json
     "tiny-flux2-klein-base": {"is_distilled": False},  # as FLUX.2-klein-base-4B's
+    "tiny-flux2-klein-kv": {"is_distilled": True},  # the KV pipeline's default
 }
