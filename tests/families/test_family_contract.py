@@ -7,8 +7,8 @@ one per thing the family adds, an image, audio, experts, tiles, odd token counts
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
    (CFG halves alone byte for byte unless the family batches its branches, a split sequence
    within rounding), in one gloo group of 4; a job's final latents decoded with the tiles
-   dealt to the ranks give world size 1's frames byte for byte; a job's DiT forward alone
-   (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for another number of ranks,
+   dealt to the ranks give world size 1's frames byte for byte (the float frames too); a
+   job's DiT forward alone (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for another number of ranks,
    and a rank outside the group, are refused;
 3. families with a step cache: its decisions at 4 ranks are world size 1's, from the same
    metrics (the ranks agree, or the job fails); the others: a `cache` request is refused
@@ -27,7 +27,8 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 104 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 110 s (the suite's two-worker run on 2 cores, 2026-11-29: 104 s, plus an estimated
+6 s for LTX-2.5's job in ComfyUI's decode tiles on 1, 2 and 3 ranks).
 """
 
 from __future__ import annotations
