@@ -8,8 +8,8 @@ one per thing the family adds, an image, audio, experts, tiles, odd token counts
    (CFG halves alone byte for byte unless the family batches its branches, a split sequence
    within rounding), in one gloo group of 4; a job's final latents decoded with the tiles
    dealt to the ranks give world size 1's frames byte for byte (the float frames too); a
-   job's DiT forward alone (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for another number of ranks,
-   and a rank outside the group, are refused;
+   job's DiT forward alone (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for
+   another number of ranks, and a rank outside the group, are refused;
 3. families with a step cache: its decisions at 4 ranks are world size 1's, from the same
    metrics (the ranks agree, or the job fails); the others: a `cache` request is refused
    with the rule;
