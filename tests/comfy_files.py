@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from paradit.backend.models.families.ltx2 import tiny as ltx2_tiny
+
 WAN_PREFIX = "model.diffusion_model."
 _WAN_INVERSE = (
     ("condition_embedder.time_embedder.linear_1", "time_embedding.0"),
@@ -893,23 +895,9 @@ def ltx2_upscaler_file(folder: Path, channels: int) -> str:
     return str(path)
 
 
-LTX25_DIFFUSION_DECODER = {
-    "in_channels": 8, "out_channels": 3, "patch_size": 16, "head_dim": 8,
-    "stage_channels": [64, 32, 16, 16, 8], "stage_depths": [1, 1, 1, 1, 1],
-    "stage_kernels": [[3, 1, 1], [1, 1, 1], [3, 1, 1], [3, 1, 1], [3, 3, 3]],
-    "upsamples": [[[1, 1, 1], 2], [[2, 1, 1], 2], [[2, 1, 1], 1], [[2, 2, 2], 2]],
-    "stage5_kernel": [3, 3, 3], "t_emb_dim": 32, "timestep_scale_multiplier": 1000.0,
-    "default_num_inference_steps": 1,
-}  # fmt: skip
+LTX25_DIFFUSION_DECODER = ltx2_tiny.DIFFUSION_DECODER
 """A tiny LTX-2.5 diffusion decoder's settings as the file's metadata (`config.vae.decoder`)
-names them, which ComfyUI's `CausalDiffusionVAE` reads
-(comfy/ldm/lightricks/vae/na_diffusion_decoder.py): tiny-ltx2.5's 8 latent channels, heads
-of 8, one block a stage. Cheap on a CPU: diffusers' FlexAttention without compilation scores
-every token against every other, so most of the 32x spatial ratio is the 16-pixel patch
-(stage 5 sees 2x the latent grid: a 128x128 job of 25 frames is 25 x 8 x 8 tokens, not
-25 x 32 x 32). Its windows fit every job of at least 2 latent frames and 2x2 latent pixels:
-stage 1's 3 frames (with the 2 frames it pads), stages 3 and 4's 3 frames (2F - 1 and
-4F - 3), stage 5's 3x3x3."""
+names them (families/ltx2/tiny.py: the family contract's tiny job uses the same decoder)."""
 _DIFFUSION_DECODER_NAMES = (
     (r"\.attn\.to_out\.0\.", ".attn.proj."),
     (r"\.attn\.norm_q\.", ".attn.q_norm."),
@@ -954,20 +942,4 @@ def ltx25_diffusion_vae(video_vae: dict[str, torch.Tensor], seed: int = 0) -> di
 def ltx25_diffusion_decoder(seed: int = 0) -> torch.nn.Module:
     """The seeded diffusers `LTX2VideoDiffusionDecoderModel` of LTX25_DIFFUSION_DECODER's
     settings that `ltx25_diffusion_vae` writes (its latent statistics the defaults, 0 and 1)."""
-    from diffusers import LTX2VideoDiffusionDecoderModel
-
-    c = LTX25_DIFFUSION_DECODER
-    torch.manual_seed(seed)
-    model = LTX2VideoDiffusionDecoderModel(
-        out_channels=c["out_channels"], latent_channels=c["in_channels"],
-        patch_size=c["patch_size"], decoder_head_dim=c["head_dim"],
-        decoder_stage_channels=tuple(c["stage_channels"]),
-        decoder_stage_depths=tuple(c["stage_depths"]),
-        decoder_stage_kernels=tuple(tuple(k) for k in c["stage_kernels"][:4]),
-        decoder_upsample_strides=tuple(tuple(s) for s, _ in c["upsamples"]),
-        decoder_upsample_channel_reductions=tuple(r for _, r in c["upsamples"]),
-        decoder_stage5_kernel=tuple(c["stage5_kernel"]), decoder_t_emb_dim=c["t_emb_dim"],
-    )  # fmt: skip
-    for param in model.parameters():  # away from the zero initialisations
-        torch.nn.init.normal_(param, std=0.2)
-    return model.eval()
+    return ltx2_tiny.diffusion_decoder(seed)

@@ -7,9 +7,9 @@ one per thing the family adds, an image, audio, experts, tiles, odd token counts
 2. CFG parallel (where the job guides) and Ulysses at 2, 3 and 4 ranks equal world size 1
    (CFG halves alone byte for byte unless the family batches its branches, a split sequence
    within rounding), in one gloo group of 4; a job's final latents decoded with the tiles
-   dealt to the ranks give world size 1's frames byte for byte; a job's DiT forward alone
-   (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for another number of ranks,
-   and a rank outside the group, are refused;
+   dealt to the ranks give world size 1's frames byte for byte (the float frames too); a
+   job's DiT forward alone (`TinyJob.forward`) is within 1e-5 of world size 1's; a plan for
+   another number of ranks, and a rank outside the group, are refused;
 3. families with a step cache: its decisions at 4 ranks are world size 1's, from the same
    metrics (the ranks agree, or the job fails); the others: a `cache` request is refused
    with the rule;
@@ -27,7 +27,7 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 107 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 113 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -126,6 +126,10 @@ class JobOutput:
     tiles: int
     forward: torch.Tensor | None
     """The DiT's output for the job's `forward` inputs (None: the job has none)."""
+    decoded: np.ndarray | None
+    """A one-stage job of several tiles: its final latents decoded here, tile after tile, as
+    float frames (what `_check_decode` compares byte for byte before uint8 hides the last
+    bits of a sum taken in another order); else None."""
 
 
 def _forward(pipe: Any, job: TinyJob) -> torch.Tensor | None:
@@ -161,6 +165,9 @@ def _run_job(pipe: Any, family: Any, job: TinyJob, parallel: Any) -> JobOutput:
     stages = (request,) if request.upscale is None else stage_requests(request, limits)
     stages_guided = tuple(family.uses_cfg(pipe, stage) for stage in stages)
     latents = result.latents.numpy()
+    decoded = None
+    if result.num_tiles > 1 and upsampler is None:
+        decoded, _ = RankModel.here(pipe, parallel).decode(request, result.latents, "decode")
     return JobOutput(
         tensors,
         frames,
@@ -172,6 +179,7 @@ def _run_job(pipe: Any, family: Any, job: TinyJob, parallel: Any) -> JobOutput:
         result.cache,
         result.num_tiles,
         _forward(pipe, job),
+        decoded,
     )
 
 
@@ -411,8 +419,9 @@ def _check_job(rank: int, size: int, group, plan, pipe, family, parallel, job, r
 def _check_decode(rank: int, group, pipe: Any, parallel: Any, job: TinyJob, ref, where) -> None:
     """World size 1's final latents decoded with the tiles dealt to the group's ranks (and
     the temporal chunks of each tile passing their cache along) give world size 1's frames,
-    byte for byte (and so the VAE's own tiled decode: the first check of the contract): for
-    a one-stage job of several tiles."""
+    byte for byte (and so the VAE's own tiled decode: the first check of the contract), the
+    float frames too (rank 0 blends the gathered tiles in world size 1's order: float
+    addition is not associative): for a one-stage job of several tiles."""
     if ref.tiles < 2 or job.upsampler is not None:
         return
     model = RankModel.here(pipe, parallel, group)
@@ -420,6 +429,7 @@ def _check_decode(rank: int, group, pipe: Any, parallel: Any, job: TinyJob, ref,
     frames, num_tiles = model.decode(request, torch.from_numpy(ref.latents), "decode")
     assert num_tiles == ref.tiles, (where, num_tiles)
     if rank == 0:
+        assert np.array_equal(frames, ref.decoded), f"{where}: float decode not byte-equal"
         assert np.array_equal(to_uint8(frames), ref.frames), f"{where}: decode not byte-equal"
     else:
         assert frames is None

@@ -4,8 +4,9 @@ equal to a reference written here from ComfyUI's code as read (Comfy-Org/ComfyUI
 VAEDecodeTiled 5aabaf51, comfy/sd.py `VAE.decode_tiled` 35ead008, comfy/utils.py
 `tiled_scale_multidim` b3be02d6, comfy/ldm/lightricks/vae/na_diffusion_decoder.py
 `CausalDiffusionVAE.decode` (comfyanonymous/ComfyUI 8fd62980): a generator seeded 0 on
-every tile's decode). Ranks: tests/workflow/test_templates_ltx.py runs the templates' tiled
-decode on 2 ranks against 1.
+every tile's decode). Ranks: the family contract's `2.5 comfyui decode tiles` job
+(families/ltx2/tiny_job.py) deals 8 tiles to 2 and 3 ranks against world size 1's float
+frames; tests/workflow/test_templates_ltx.py runs a template's two tiles on 2 ranks.
 
 Cost: about 4 s.
 """

@@ -5,6 +5,8 @@ the same pipeline classes, the DiT, connectors, VAE and vocoder with 2.3's setti
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...encoders.gemma3 import TINY_SETTINGS
 from ...seeded import VOCAB_SIZE, byte_tokenizer
 from ...tiny_parts import TEXT_DIM, Builders, seeded, tiny_text_config
@@ -265,6 +267,52 @@ _LTX25: Builders = {
     "text_encoder": lambda: seeded(621, _gemma4_text_encoder),
     "transformer": lambda: seeded(623, lambda: _transformer(**_LTX25_FLAGS)),
 }
+
+DIFFUSION_DECODER = {
+    "in_channels": 8, "out_channels": 3, "patch_size": 16, "head_dim": 8,
+    "stage_channels": [64, 32, 16, 16, 8], "stage_depths": [1, 1, 1, 1, 1],
+    "stage_kernels": [[3, 1, 1], [1, 1, 1], [3, 1, 1], [3, 1, 1], [3, 3, 3]],
+    "upsamples": [[[1, 1, 1], 2], [[2, 1, 1], 2], [[2, 1, 1], 1], [[2, 2, 2], 2]],
+    "stage5_kernel": [3, 3, 3], "t_emb_dim": 32, "timestep_scale_multiplier": 1000.0,
+    "default_num_inference_steps": 1,
+}  # fmt: skip
+"""A tiny LTX-2.5 diffusion video decoder's settings as the file's metadata
+(`config.vae.decoder`) names them, which ComfyUI's `CausalDiffusionVAE` reads
+(comfy/ldm/lightricks/vae/na_diffusion_decoder.py): tiny-ltx2.5's 8 latent channels, heads
+of 8, one block a stage. Cheap on a CPU: diffusers' FlexAttention without compilation scores
+every token against every other, so most of the 32x spatial ratio is the 16-pixel patch
+(stage 5 sees 2x the latent grid: a 128x128 job of 25 frames is 25 x 8 x 8 tokens, not
+25 x 32 x 32). Its windows fit every job of at least 2 latent frames and 2x2 latent pixels:
+stage 1's 3 frames (with the 2 frames it pads), stages 3 and 4's 3 frames (2F - 1 and
+4F - 3), stage 5's 3x3x3. The tests write it into the tiny `ltx-2.5-video-vae-bf16`
+(tests/comfy_files.py); the family contract's `diffusion decoder` job rides it on
+tiny-ltx2.5's VAE (`tiny_job.with_diffusion_decoder`)."""
+
+
+def diffusion_decoder(seed: int = 0) -> Any:
+    """The seeded diffusers `LTX2VideoDiffusionDecoderModel` of `DIFFUSION_DECODER` (its latent
+    statistics the defaults, 0 and 1; every parameter N(0, 0.2^2), away from the zero
+    initialisations), built without touching the caller's random state."""
+    import torch
+    from diffusers import LTX2VideoDiffusionDecoderModel
+
+    c = DIFFUSION_DECODER
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LTX2VideoDiffusionDecoderModel(
+            out_channels=c["out_channels"], latent_channels=c["in_channels"],
+            patch_size=c["patch_size"], decoder_head_dim=c["head_dim"],
+            decoder_stage_channels=tuple(c["stage_channels"]),
+            decoder_stage_depths=tuple(c["stage_depths"]),
+            decoder_stage_kernels=tuple(tuple(k) for k in c["stage_kernels"][:4]),
+            decoder_upsample_strides=tuple(tuple(s) for s, _ in c["upsamples"]),
+            decoder_upsample_channel_reductions=tuple(r for _, r in c["upsamples"]),
+            decoder_stage5_kernel=tuple(c["stage5_kernel"]), decoder_t_emb_dim=c["t_emb_dim"],
+        )  # fmt: skip
+        for param in model.parameters():
+            torch.nn.init.normal_(param, std=0.2)
+    return model.eval()
+
 
 PRESETS: dict[str, tuple[str, Builders]] = {
     "tiny-ltx2": ("LTX2Pipeline", _LTX2),

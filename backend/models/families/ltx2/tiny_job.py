@@ -188,6 +188,36 @@ V23_CACHED["cache"] = {"method": "first-block", "threshold": 0.9}
 # LTX-2.5 (`tiny-ltx2.5`: no video feed-forward biases, the keyframe embedding, Gemma 4):
 # unguided at 96x96, 27 tokens spread over the ranks.
 V25 = {**UNGUIDED, "prompt": "a choir in a cave", "seed": 14}
+# LTX-2.5's diffusion video decoder in ComfyUI's VAEDecodeTiled tiles (`decode_tiles`; the
+# widgets 128, 32, 16, 8: tiles of 2 latent frames x 4 x 4 sharing 1 x 1 x 1): guided at
+# 160x160 and 17 frames, 3 latent frames of 5 x 5, tiles at frames 0 and 1 (2 long), rows and
+# columns 0 (4 long) and 3 (2 long): 8 tiles of 4 sizes, each with its own seed-0 noise,
+# feathered over 9 frames and 32 pixels. Dealt largest first (`parallel/vae.py`), out of tile
+# order: on 2 ranks rank 0 decodes tiles 0, 1, 3, 5 and rank 1 2, 4, 6, 7; on 3 ranks 0 and 5,
+# 4 and 6, and 1, 2, 3, 7; rank 0 sums them in tile order, as world size 1 does.
+DECODE_TILES = {**BODY, "prompt": "a choir in a cave, in tiles", "seed": 18}
+DECODE_TILES.update(width=160, height=160, num_frames=17)
+DECODE_TILES["decode_tiles"] = {
+    "tile_size": 128, "overlap": 32, "temporal_size": 16, "temporal_overlap": 8,
+}  # fmt: skip
+
+
+def with_diffusion_decoder(pipe: Any) -> Any:
+    """tiny-ltx2.5 with LTX-2.5's diffusion video decoder on its VAE (the tiny one,
+    `tiny.diffusion_decoder`, its latent statistics the VAE's), as the diffusion VAE file
+    builds it (`diffusion_vae.build`): no conv decoder, `vae.diffusion_decoder`."""
+    import torch
+
+    from ...casting import cast_model
+    from . import diffusion_vae, tiny
+
+    decoder = tiny.diffusion_decoder()
+    with torch.no_grad():
+        decoder.latents_mean.copy_(pipe.vae.latents_mean)
+        decoder.latents_std.copy_(pipe.vae.latents_std)
+    pipe.vae.decoder = diffusion_vae.NoConvDecoder()
+    pipe.vae.diffusion_decoder = cast_model(decoder, pipe.vae.dtype)
+    return pipe
 
 
 # LTX-2.3's own guidance terms (`guidance_terms`): CFG with the audio at its own scale,
@@ -438,6 +468,15 @@ TINY_JOBS = (
     TinyJob("tiny-ltx2.3-i2v", V23_I2V, image_direct_23, tile=128, ranks=(4,), name="2.3 i2v"),
     TinyJob("tiny-ltx2.3", V23_CACHED, None, tile=128, ranks=(2,), name="2.3 cached"),
     TinyJob("tiny-ltx2.5", V25, direct_23, tile=128, ranks=(4,), name="2.5"),
+    TinyJob(
+        "tiny-ltx2.5",
+        DECODE_TILES,
+        None,
+        tile=128,
+        ranks=(3, 2),
+        name="2.5 comfyui decode tiles",
+        variant=with_diffusion_decoder,
+    ),
     TinyJob("tiny-ltx2.3", TERMS, terms_direct, tile=128, ranks=(4, 2), name="guidance terms"),
     TinyJob("tiny-ltx2", KEYFRAMES, keyframes_direct, tile=128, ranks=(3, 2), name="keyframes"),
     TinyJob("tiny-ltx2", AUDIO_LENGTH, direct, tile=128, ranks=(2,), name="audio length"),
