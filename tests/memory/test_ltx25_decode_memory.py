@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from paradit.backend.decode_tiles import DecodeTiles, spans
-from paradit.backend.memory.planner import Budget, MemoryPlanner, Topology, TooLarge
+from paradit.backend.memory.planner import Budget, MemoryPlanner, TooLarge, Topology
 from paradit.backend.memory.settings import JobShape, MemorySettings
 from paradit.backend.memory.sizes import sizes_of_pipeline
 
