@@ -428,11 +428,37 @@ class MemoryPlanner:
             if shape.references
             else ""
         )
+        tiles = self._tiles_that_fit(shape, job)
+        if tiles:
+            raise TooLarge(tiles)
         raise TooLarge(
             f"{shape.described} needs {_gib(job.prediction.peak)} on a rank{counted}, over the "
             f"budget of {_gib(self.budget.usable)} even with {self._describe(self.layout)}; "
             + self.largest_fit(shape)
         )
+
+    def _tiles_that_fit(self, shape: JobShape, job: JobMemory) -> str:
+        """Where a VAE with its own decoder (`ModelSizes.vae_decoder`) decodes `shape`
+        whole and that decode does not fit but the job would in the decoder's tiles
+        (`decode_tiles`, the first it suggests that fits): the refusal naming them; else ""."""
+        own = self.sizes.vae_decoder
+        if own is None or shape.decode_tiles is not None:
+            return ""
+        for tiles in own.suggest(self.sizes.decode_latent(shape)):
+            tiled = self.plan_job(replace(shape, decode_tiles=tiles))
+            if tiled.fits:
+                fields = ", ".join(f"{k} {v}" for k, v in tiles.to_json().items())
+                return (
+                    f"{shape.described} needs {_gib(job.prediction.peak)} on a rank with "
+                    f"{own.name} decoding it whole ({_gib(job.prediction.parts['decode'])} "
+                    f"for the decode), over the budget of {_gib(self.budget.usable)}: the "
+                    f"decode is whole unless the job asks for ComfyUI's tiles (decode_tiles); "
+                    f"with decode_tiles {{{fields}}} it needs "
+                    f"{_gib(tiled.prediction.peak)} (the largest tile's decode "
+                    f"{_gib(tiled.prediction.parts['decode'])}, the pixels blended as "
+                    "ComfyUI's VAEDecodeTiled blends them)"
+                )
+        return ""
 
     def largest_fit(self, shape: JobShape) -> str:
         """'the largest WxH at F frames that fits is ...' (same aspect ratio and frames)."""
@@ -574,12 +600,8 @@ class MemoryPlanner:
         return max(band_rows(rows, ranks)) / rows
 
     def _spans_tiles(self, shape: JobShape) -> bool:
-        vae = self.sizes.vae
-        if vae is None:
-            return False
-        tile_h = getattr(vae, "tile_sample_min_height", None) or vae.tile_sample_min_size
-        tile_w = getattr(vae, "tile_sample_min_width", None) or vae.tile_sample_min_size
-        return shape.height > tile_h or shape.width > tile_w
+        """The tiled decode of `shape` has several tiles (`ModelSizes.tile_costs`)."""
+        return self.sizes.vae is not None and len(self.sizes.tile_costs(shape)) > 1
 
     def _predict(self, shape: JobShape, layout: Layout, decode: str) -> Prediction:
         sizes, topo = self.sizes, self.topology

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..decode_tiles import DecodeTiles
+
 OFFLOAD_MODES = ("auto", "none", "model", "experts", "group", "sequential")
 TILING_MODES = ("auto", "on", "off")
 WEIGHTS_MODES = ("auto", "bf16", "fp8", "int8", "file")
@@ -83,6 +85,9 @@ class JobShape:
     audio_latent_frames: int = 0
     """The audio track's latent frames the job asks for (a request's `audio_latent_frames`);
     0: as the model's pipeline counts them for the video's frames at `fps`."""
+    decode_tiles: DecodeTiles | None = None
+    """ComfyUI's `VAEDecodeTiled` tiles the job decodes in (a request's `decode_tiles`: LTX-2.5's
+    diffusion video decoder); None: the plan's own decode."""
 
     def __post_init__(self) -> None:
         if min(self.width, self.height, self.frames, self.batch) < 1:
@@ -106,6 +111,12 @@ class JobShape:
             text += f" at {self.fps:g} fps"
         if self.audio_latent_frames:
             text += f" with {self.audio_latent_frames} audio latent frames"
+        if self.decode_tiles is not None:
+            tiles = self.decode_tiles
+            text += (
+                f" in decode_tiles {tiles.tile_size}/{tiles.overlap}/{tiles.temporal_size}/"
+                f"{tiles.temporal_overlap}"
+            )
         if not self.references:
             return text
         sizes = ", ".join(f"{w}x{h}" for w, h in self.references)

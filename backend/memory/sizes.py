@@ -97,6 +97,10 @@ class ModelSizes:
     """The latent upscaler of two-stage jobs (`serve --upscaler`) on meta; None without."""
     upscale_factor: int = 1
     """What it multiplies the latents' width and height by."""
+    vae_decoder: Any = None
+    """The family's view of a VAE that decodes with a decoder of its own (`FamilySpec.
+    vae_decoder`: LTX-2.5's diffusion decoder): its decode is counted by it, whole or per
+    tile of the job's `decode_tiles`, not by the dry run of the config's decoder; None."""
     encoder_layer_bytes: int = 0
     """The encoders' largest shard unit (`parallel.fsdp.encoder_layers`), in the compute
     dtype: what a sharded encoder gathers at a time."""
@@ -237,11 +241,31 @@ class ModelSizes:
         """Peak bytes of the VAE decode of one job (weights not included)."""
         if self.vae is None:
             return 0
+        if self.vae_decoder is not None:  # its own budget: paradit's tiling does not apply
+            return self._own_decode(shape)
         key = ("vae", shape.width, shape.height, shape.frames, tiled)
         with self._dry_runs:
             if key not in self._cache:
                 self._cache[key] = self._decode(shape, tiled)
             return self._cache[key]
+
+    def decode_latent(self, shape: JobShape) -> tuple[int, int, int]:
+        """The latents (F, H, W) one sample of `shape` decodes."""
+        spatial = self.spatial
+        return self.latent_frames(shape.frames), shape.height // spatial, shape.width // spatial
+
+    def _own_decode(self, shape: JobShape) -> int:
+        """The decode by the VAE's own decoder (`vae_decoder`): its whole decode's peak, or
+        with the job's `decode_tiles` the largest tile's peak and the pixels of the tiles
+        decoded before it, kept on the device until the gather (all of them: one rank may
+        decode every tile)."""
+        own, latent = self.vae_decoder, self.decode_latent(shape)
+        if shape.decode_tiles is None:
+            return own.peak(latent, self.vae_dtype)
+        tiles = own.tiles(latent, shape.decode_tiles)
+        largest = max(own.peak(tile, self.vae_dtype) for tile in tiles)
+        kept = sum(own.output(tile, self.vae_dtype) for tile in tiles)
+        return largest + kept
 
     def _dry_area(self, shape: JobShape, tiled: bool) -> tuple[int, int]:
         """Pixels (height, width) the decode dry run covers. A tiled decode's working set is
@@ -272,7 +296,14 @@ class ModelSizes:
 
     def tile_costs(self, shape: JobShape) -> list[int]:
         """Each tile's pixels in a tiled decode of `shape` (tiles every stride, the last ones
-        ragged, as `vae_tiles.grid` cuts them); one entry: the decode is one tile."""
+        ragged, as `vae_tiles.grid` cuts them); one entry: the decode is one tile. A VAE
+        with its own decoder (`vae_decoder`): each tile's latent voxels of the job's
+        `decode_tiles`."""
+        if self.vae_decoder is not None:  # the job's `decode_tiles`, else one whole decode
+            if shape.decode_tiles is None:
+                return [shape.height * shape.width * shape.frames]
+            tiles = self.vae_decoder.tiles(self.decode_latent(shape), shape.decode_tiles)
+            return [math.prod(tile) for tile in tiles]
         geometry = None if self.vae is None else self._tile_geometry()
         if geometry is None:
             return [shape.height * shape.width]
@@ -432,6 +463,7 @@ def sizes_of_pipeline(
     the architecture, whatever the loaded modules hold."""
     vae_dtype = torch.float32 if family.vae_float32 else dtype
     weights, metas = {}, {}
+    spec = spec_for_dit(type(pipe.transformer).__name__)
     for name, module in pipe.components.items():
         if not isinstance(module, torch.nn.Module):
             continue
@@ -441,6 +473,10 @@ def sizes_of_pipeline(
         weights[name] = stored_bytes(
             meta, component_dtype, stored if name in DIT_COMPONENTS else "compute"
         )
+    own = _vae_decoder(spec, getattr(pipe, "vae", None))
+    if own is not None:  # its own decoder in place of the config's
+        weights["vae"] += stored_bytes(own.module, vae_dtype)
+        weights["vae"] -= stored_bytes(metas["vae"].decoder, vae_dtype)
     # nn.Module.to, not diffusers' (which warns about modules it would keep in float32: these
     # copies only count bytes and run on meta)
     dit = torch.nn.Module.to(metas["transformer"], dtype)
@@ -481,8 +517,17 @@ def sizes_of_pipeline(
         temporal=temporal if family.task != "text-to-image" else 1,
         text_tokens=text_tokens,
         stored=stored,
+        vae_decoder=own,
         encoder_layer_bytes=layer_bytes,
     )
+
+
+def _vae_decoder(spec: Any, vae: Any) -> Any:
+    """The family's view of a VAE that decodes with its own decoder (`FamilySpec.
+    vae_decoder`), else None."""
+    if vae is None or spec is None or spec.vae_decoder is None:
+        return None
+    return spec.vae_decoder(vae)
 
 
 def _on_meta(module: torch.nn.Module) -> torch.nn.Module:

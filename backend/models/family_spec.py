@@ -184,6 +184,15 @@ class FamilySpec:
     """What a rank holds of the whole video beyond its share of the tokens under a split
     sequence, `(sizes, shape, sequence_degree)` -> an object with `total` and `reason`
     (LTX-2); None when the plan splits every activation that grows with the video."""
+    vae_decoder: Callable[[Any], Any] | None = None
+    """The memory plan's view of a pipeline's `vae` that decodes with a decoder of its own
+    in place of its config's (LTX-2.5's diffusion decoder, `memory.py` beside the spec):
+    `vae` -> None (its own decode: the plan's dry run) or an object with `module` (the
+    decoder, counted in the VAE's weights in place of `vae.decoder`), `name`, `peak(latent,
+    dtype)` (a whole decode's bytes for latents (F, H, W)), `output(latent, dtype)` (its
+    decoded pixels' bytes), `tiles(latent, decode_tiles)` (each tile's latents under a job's
+    `decode_tiles`) and `suggest(latent)` (`decode_tiles` a job may ask for, most faithful
+    first); None: no family VAE decodes so."""
     vae_frame_axis: bool = False
     """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
     Wan-style 3D VAE)."""

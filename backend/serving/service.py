@@ -25,6 +25,7 @@ from typing import Any
 from ... import __version__
 from ..config import ServeConfig
 from ..contract import Limits, model_tasks, reference_sizes
+from ..decode_tiles import DecodeTiles
 from ..memory.settings import JobShape
 from ..request import JobRequest
 from ..runtime.control import Sender
@@ -46,7 +47,8 @@ HEALTH_CHECK_S = 0.5
 def job_shape(request: JobRequest, limits: Limits) -> JobShape:
     """The job's size as the memory plan counts it: with an edit's input images, whose tokens
     the DiT sees after the output's, and the frame rate and audio length the job asks for
-    (what a model with an audio track counts its audio's rows from)."""
+    (what a model with an audio track counts its audio's rows from), and ComfyUI's decode
+    tiles it asks for (`decode_tiles`)."""
     images = [] if request.image is None else [request.image, *(request.images or ())]
     return JobShape(
         request.width,
@@ -55,6 +57,9 @@ def job_shape(request: JobRequest, limits: Limits) -> JobShape:
         references=reference_sizes(images, limits),
         fps=request.fps or 0.0,
         audio_latent_frames=request.audio_latent_frames or 0,
+        decode_tiles=None
+        if request.decode_tiles is None
+        else DecodeTiles.from_json(request.decode_tiles),
     )
 
 

@@ -11,7 +11,7 @@ from .detect import ltx2_vae
 from .diffusion_vae import build_vae
 from .files import EXTRA_COMPONENTS, build_extra, describe_parts, file_extras, file_parts
 from .guidance import PLAIN_CFG
-from .memory import forward, gathered
+from .memory import diffusion_decode, forward, gathered
 from .parallel import prepare_ltx2
 from .single_file import (
     FILE_PRESETS,
@@ -71,6 +71,7 @@ SPEC = FamilySpec(
     ),
     dit_forward=forward,
     gathered=gathered,
+    vae_decoder=diffusion_decode,
     cp_plans={"LTX2VideoTransformer3DModel": prepare_ltx2},
     block_layouts={
         # (hidden_states, audio_hidden_states) = block(hidden_states, audio_hidden_states, ...)

@@ -17,6 +17,14 @@ The gathered output of `proj_out` (the video's output channels, every token) is 
 The sum is counted on top of the share's peak: an upper bound, as the gather happens while
 part of the share's activations are live.
 
+LTX-2.5's diffusion video decoder (`diffusion_vae.py`, `vae.diffusion_decoder`) decodes in
+place of the conv decoder the VAE's config describes: `diffusion_decode` gives the plan its
+weights and ComfyUI's decode budget (`diffusion_vae.decode_bytes`: comfy/sd.py's
+`memory_used_decode` of that VAE, 1700 x 512 elements a latent voxel), whole or per tile of a
+job's `decode_tiles`. A formula, not a dry run: diffusers' attention there is FlexAttention
+(or NATTEN on a GPU), whose meta run would count the score matrix a CPU without
+`torch.compile` materialises, not what a GPU's kernel holds.
+
 LTX-2.3 (the same classes): its rotary tables are per head (`rope_type="split"`: (batch,
 heads, tokens, width / 2 / heads), half the interleaved table's elements per token), and its
 DiT reads the text at the streams' own widths (the connectors project it per stream; LTX-2.0's
@@ -31,6 +39,8 @@ from typing import Any
 
 import torch
 
+from ....decode_tiles import DecodeTiles
+from . import diffusion_tiles, diffusion_vae
 from .adapter import FPS
 
 FLOAT32 = 4
@@ -186,3 +196,64 @@ def forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
         )
     finally:
         dit.transformer_blocks = blocks
+
+
+SUGGESTED_TILES = (
+    DecodeTiles(512, 64, 64, 16),
+    DecodeTiles(384, 64, 48, 16),
+    DecodeTiles(256, 64, 32, 8),
+)
+"""`decode_tiles` a refusal names, the first whose tiles fit: ComfyUI's LTX-2.5 templates'
+VAEDecodeTiled (512, 64, 64, 16), then smaller tiles of the node's rules."""
+
+
+@dataclass(frozen=True)
+class DiffusionDecode:
+    """LTX-2.5's diffusion video decoder as the memory plan counts it (`FamilySpec.
+    vae_decoder`): ComfyUI's budget per decode (one whole decode, or each tile's)."""
+
+    module: torch.nn.Module
+    temporal: int
+    spatial: int
+    name: str = "LTX-2.5's diffusion video decoder"
+
+    def peak(self, latent: tuple[int, int, int], dtype: torch.dtype) -> int:
+        """One decode of latents (F, H, W) (a whole decode or one tile's): ComfyUI's budget."""
+        return diffusion_vae.decode_bytes(latent, dtype)
+
+    def output(self, latent: tuple[int, int, int], dtype: torch.dtype) -> int:
+        """The decoded pixels of latents (F, H, W): (8F - 7) x 32H x 32W x 3 elements."""
+        frames, height, width = latent
+        size = diffusion_tiles.out_length(0, frames, self.temporal, self.spatial)
+        size *= height * self.spatial * width * self.spatial * 3
+        return size * torch.tensor([], dtype=dtype).element_size()
+
+    def tiles(self, latent: tuple[int, int, int], tiles: DecodeTiles) -> list[tuple[int, ...]]:
+        """Each tile's latents (f, h, w) of one sample's latents `latent` (F, H, W) under
+        ComfyUI's tiles (`diffusion_tiles.placements`); one: the latents fit one tile."""
+        where = diffusion_tiles.placements((1, 1, *latent), tiles, self.temporal, self.spatial)
+        return [tuple(n for _, n in p.latent) for p in where]
+
+    def suggest(self, latent: tuple[int, int, int]) -> list[DecodeTiles]:
+        """`SUGGESTED_TILES` that cut `latent` into more than one tile, each of whose
+        grids the decoder's attention windows fit (`diffusion_vae.window_problem`)."""
+        out = []
+        for tiles in SUGGESTED_TILES:
+            shapes = set(self.tiles(latent, tiles))
+            if len(shapes) > 1 or shapes != {latent}:
+                fits = all(diffusion_vae.window_problem(self.module, s) is None for s in shapes)
+                out += [tiles] if fits else []
+        return out
+
+
+def diffusion_decode(vae: Any) -> DiffusionDecode | None:
+    """The plan's view of a pipeline's `vae` that carries LTX-2.5's diffusion decoder
+    (`FamilySpec.vae_decoder`), its decoder a copy on meta (the plan keeps no weights);
+    None for the conv VAE."""
+    decoder = diffusion_vae.decoder_of(vae)
+    if decoder is None:
+        return None
+    with torch.device("meta"):
+        meta = type(decoder).from_config(dict(decoder.config))
+    temporal, spatial = diffusion_tiles.ratios(meta)
+    return DiffusionDecode(meta, temporal, spatial)
