@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from . import int8
+from .casting import keeps_float32
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +344,7 @@ def candidate_linears(model: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Li
         for name, module in child.named_modules(prefix=list_name):
             if not isinstance(module, torch.nn.Linear) or "." not in name:
                 continue
-            if any(part in keep for part in name.split(".")) or any(p in name for p in skip):
+            if keeps_float32(name, keep) or any(p in name for p in skip):
                 continue
             yield name, module
 

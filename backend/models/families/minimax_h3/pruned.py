@@ -14,10 +14,21 @@ directly, its weight reduced to `W V` (the bias unchanged, no activation):
 
 `MiniMaxH3PrunedTransformer3DModel` is diffusers' `MiniMaxH3Transformer3DModel` with that
 time path: `time_proj` passes `t` through, `time_embedder` is the table (`CurveTable`), and the
-AdaLN modules skip the activation. Everything else (blocks, attention, the `_cp_plan`,
+AdaLN modules skip the activation. Everything else (attention, feed-forward, the `_cp_plan`,
 LoRA's module names) is diffusers' own, so Ulysses, FSDP and the family's blocks run on it
-unchanged. The file's other keys are diffusers' converter's (fused `qkv_proj` rows QKV-major,
-`[q; k; v]`, the "stacked" layout of every published single file).
+unchanged.
+
+Precision, as ComfyUI runs a pruned file (Comfy-Org/ComfyUI comfy/ldm/minimax/model.py at
+2c64d4aa, `adaln_dtype`, `_mod_row`, `FinalLayer.forward`, read 2026): the table, `c(t)` and
+every AdaLN projection stay float32 whatever the run's dtype (`_keep_in_fp32_modules` names
+`adaln_proj` and `norm_out.linear`; `models.casting` keeps them), so the modulation vectors
+are computed in float32. A block casts them to its hidden states' dtype before it applies
+them (`CurveBlock`: `1 + scale`, the shift and the gates in that dtype, as ComfyUI's blocks
+cast each vector's row); the output norm applies its float32 shift and scale uncast, so the
+modulated rows come out float32 for the float32 heads (ComfyUI's `FinalLayer`).
+
+The file's other keys are diffusers' converter's (fused `qkv_proj` rows QKV-major, `[q; k; v]`,
+the "stacked" layout of every published single file).
 """
 
 from __future__ import annotations
@@ -31,9 +42,11 @@ from diffusers.configuration_utils import register_to_config
 from diffusers.models.transformers.transformer_minimax_h3 import (
     MiniMaxH3AdaLayerNormModulation,
     MiniMaxH3AdaLayerNormOut,
+    MiniMaxH3TransformerBlock,
 )
 from torch import nn
 
+from ...casting import cast_model
 from ...single_file.header import read_header
 from ...single_file.vocabulary import FileTools, Part
 from .single_file import CURVE_DIM, DIT_PREFIX, TABLE, detect_dit
@@ -69,6 +82,28 @@ class _PassThrough(nn.Module):
         return t
 
 
+class CurveBlock(MiniMaxH3TransformerBlock):
+    """A block of the pruned DiT: diffusers' block, its six modulation vectors (float32 from
+    the float32 projection) cast to the hidden states' dtype before they are applied."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        temb: torch.Tensor,
+        adaln_indices: torch.Tensor,
+        rotary_emb: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        dtype = hidden_states.dtype
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
+            vector.to(dtype).index_select(0, adaln_indices) for vector in self.adaln_proj(temb)
+        )
+        normed = self.norm1(hidden_states) * (1.0 + scale_msa) + shift_msa
+        hidden_states = hidden_states + gate_msa * self.attn(normed, rotary_emb, attention_mask)
+        normed = self.norm2(hidden_states) * (1.0 + scale_mlp) + shift_mlp
+        return hidden_states + gate_mlp * self.ff(normed)
+
+
 class CurveModulation(MiniMaxH3AdaLayerNormModulation):
     """A block's six modulation vectors from `c(t)`: the projection alone, no activation."""
 
@@ -92,7 +127,16 @@ class CurveNormOut(MiniMaxH3AdaLayerNormOut):
 
 class MiniMaxH3PrunedTransformer3DModel(MiniMaxH3Transformer3DModel):
     """diffusers' H3 DiT with the pruned files' time path (the module's docstring):
-    `time_embed_dim` is the curve's width, `adaln_curve_grid` its grid points."""
+    `time_embed_dim` is the curve's width, `adaln_curve_grid` its grid points; the AdaLN
+    projections are float32 in every run (the module's docstring)."""
+
+    _keep_in_fp32_modules = [
+        *MiniMaxH3Transformer3DModel._keep_in_fp32_modules,
+        "adaln_proj",
+        "norm_out.linear",
+    ]
+    _repeated_blocks = ["CurveBlock", "MiniMaxH3TokenRefinerBlock"]
+    _no_split_modules = ["CurveBlock", "MiniMaxH3TokenRefinerBlock", "CurveNormOut"]
 
     @register_to_config
     def __init__(self, adaln_curve_grid: int = 1025, **kwargs: Any) -> None:
@@ -101,8 +145,20 @@ class MiniMaxH3PrunedTransformer3DModel(MiniMaxH3Transformer3DModel):
         width = config.time_embed_dim
         self.time_proj = _PassThrough()
         self.time_embedder = CurveTable(adaln_curve_grid, width)
-        for block in self.transformer_blocks:
+        blocks = []
+        for _ in self.transformer_blocks:
+            block = CurveBlock(
+                hidden_size=config.hidden_size,
+                num_attention_heads=config.num_attention_heads,
+                attention_head_dim=config.attention_head_dim,
+                ffn_dim=config.ffn_dim,
+                time_embed_dim=width,
+                norm_eps=config.norm_eps,
+                qk_norm_eps=config.qk_norm_eps,
+            )
             block.adaln_proj = CurveModulation(width, config.hidden_size)
+            blocks.append(block)
+        self.transformer_blocks = nn.ModuleList(blocks)
         self.norm_out = CurveNormOut(config.hidden_size, width, config.final_norm_eps)
 
     @classmethod
@@ -139,8 +195,8 @@ def pruned_from_state(
 ) -> MiniMaxH3PrunedTransformer3DModel:
     """The pruned DiT of `config` (`single_file.pruned_config`) holding `checkpoint`'s
     weights (original key names); every weight must be there, and nothing more. The curve
-    table, the patch projections and the heads stay float32 (`_keep_in_fp32_modules`, as
-    diffusers holds them)."""
+    table, the AdaLN projections, the patch projections and the heads stay float32
+    (`_keep_in_fp32_modules`, `models.casting`)."""
     config = {k: v for k, v in config.items() if not k.startswith("_")}
     model = MiniMaxH3PrunedTransformer3DModel(**config)
     state = convert_pruned(checkpoint, config)
@@ -150,11 +206,7 @@ def pruned_from_state(
             f"the pruned H3 DiT's weights do not fit its config: missing {sorted(missing)[:6]}, "
             f"unexpected {sorted(unexpected)[:6]}"
         )
-    keep = tuple(model._keep_in_fp32_modules)
-    for name, module in model.named_children():
-        if not any(k in name for k in keep):
-            module.to(dtype)
-    return model.eval()
+    return cast_model(model, dtype).eval()
 
 
 def load_pruned_file(
@@ -199,4 +251,4 @@ def prune(
                 state[key] = (state[key].float() @ basis).to(state[key].dtype)
         state[TABLE_PARAMETER] = sampled @ basis
         pruned.load_state_dict(state)
-    return pruned.to(dit.dtype).eval()
+    return cast_model(pruned, dit.dtype).eval()
