@@ -42,7 +42,10 @@ from .sampling import recipes, rules
 from .upscale import UpscaleSettings, total_steps
 
 IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI = "pipeline", "comfyui"
-IMAGE_PREPS = (IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI)
+IMAGE_PREP_COMFYUI_VISION = "comfyui-vision"
+"""The images resized as the pipeline resizes them, the vision tower's input within ComfyUI's
+pixel bounds (Qwen-Image 2.1's references from TextEncodeQwenImage21 at a resolution above 0)."""
+IMAGE_PREPS = (IMAGE_PREP_PIPELINE, IMAGE_PREP_COMFYUI, IMAGE_PREP_COMFYUI_VISION)
 """The ways a job's input images may be prepared (`image_prep`)."""
 REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO = "model", "index", "index_timestep_zero"
 REFERENCE_METHODS = (REFERENCE_MODEL, REFERENCE_INDEX, REFERENCE_TIMESTEP_ZERO)
@@ -1016,7 +1019,10 @@ REQUEST_FIELDS: tuple[RequestField, ...] = (
         "MiniMax H3's first frame as MiniMaxH3ImageToVideo presents it to Qwen3-VL (bilinear "
         "in float within ComfyUI's pixel bounds, mean and std 0.5), encodes it (the "
         "posterior's mean) and noises it (a CPU generator at the seed, per keyframe); "
-        "the models whose limits.image_preps names it).",
+        "the models whose limits.image_preps names it) or comfyui-vision (the pipeline's own "
+        "resizing, the vision tower's input within ComfyUI's pixel bounds, 3136 to 12845056, "
+        "a reference outside them refused: Qwen-Image 2.1's edit references as "
+        "TextEncodeQwenImage21 at a resolution above 0 presents them).",
         IMAGE_PREP_PIPELINE,
         rule=lambda value, limits: _image_prep(value, limits),
         cli="--image-prep",

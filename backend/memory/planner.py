@@ -613,7 +613,9 @@ class MemoryPlanner:
         gathered = sizes.gathered(shape, topo.sequence_degree)
         # what a split keeps whole (LTX-2), on top of the share's peak: an upper bound
         whole = gathered.total if gathered is not None else 0
-        steps = steps_dit + activations + whole
+        # what the pipeline keeps from the first step to the last (FLUX.2 [klein] KV's cache)
+        kept = sizes.held_across_steps(shape, topo.sequence_degree)
+        steps = steps_dit + activations + whole + kept
         # a band's peak is counted as the whole decode's: an upper bound
         decoding = sizes.decode(shape, tiled=decode in ("tiled", "split"))
         vae = sizes.vae_bytes
@@ -641,6 +643,7 @@ class MemoryPlanner:
             "vae": vae,
             "activations": activations,
             **({"gathered_video": whole} if whole else {}),
+            **({"held_across_steps": kept} if kept else {}),
             "decode": decoding,
             **({"upsample": upsampling} if upsampling else {}),
             **({"loras": loras} if loras else {}),

@@ -216,6 +216,15 @@ class ModelSizes:
                 self._cache[key] = self.spec.gathered(self, shape, sequence_degree)
             return self._cache[key]
 
+    def held_across_steps(self, shape: JobShape, sequence_degree: int) -> int:
+        """Bytes the pipeline keeps on one rank through its steps beside a forward's
+        activations, as its family counts them (`FamilySpec.held_across_steps`: FLUX.2
+        [klein] KV's cached references); 0 for the pipelines that keep nothing more."""
+        from ..models.families import held_across_steps_for
+
+        count = held_across_steps_for(self.pipeline)
+        return 0 if count is None else count(self, shape, sequence_degree)
+
     def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
         config = self.dit.config
         hidden = config.get("num_attention_heads", 1) * config.get("attention_head_dim", 64)

@@ -193,6 +193,12 @@ class FamilySpec:
     decoded pixels' bytes), `tiles(latent, decode_tiles)` (each tile's latents under a job's
     `decode_tiles`) and `suggest(latent)` (`decode_tiles` a job may ask for, most faithful
     first); None: no family VAE decodes so."""
+    held_across_steps: Mapping[str, Callable[[Any, Any, int], int]] = field(default_factory=dict)
+    """Pipeline class -> the bytes one rank keeps from the first step's forward to the last,
+    beside a forward's activations, `(sizes, shape, sequence_degree)` -> bytes (FLUX.2
+    [klein] KV's cached references' keys and values: `flux2_klein/memory.py`), for the
+    pipelines that keep something the DiT's dry run does not hold; the memory plan adds it
+    to the steps' peak (`held_across_steps`)."""
     vae_frame_axis: bool = False
     """An image model whose VAE's latents keep a frame axis of one frame (Qwen-Image's
     Wan-style 3D VAE)."""

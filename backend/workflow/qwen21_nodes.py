@@ -23,7 +23,9 @@ What ComfyUI does there (read from `comfy_extras/nodes_qwen.py` and
   not Qwen3-VL's published 65536 least). At another resolution the pipeline resizes at its
   `output_resolution`, which paradit sets to the side of a square of the output's area: the
   job is ComfyUI's where every reference comes to the same size at both (checked per image;
-  refused naming the sizes where not) and lies inside both processors' pixel bounds.
+  refused naming the sizes where not); its `image_prep` comfyui-vision hands the pipeline's
+  processor ComfyUI's pixel bounds, and refuses, when the job runs, a reference outside them
+  (families/qwen_image21/comfyui_prep.py).
 - The latent output is the first reference's size (without references, resolution squared).
 - QwenImage21Cache stores the prefix's keys and values where `device` says (auto, gpu, cpu;
   off recomputes them every step): the same computation as the pipeline's `use_kv_cache`,
@@ -108,15 +110,15 @@ def text_encode(m: Any, node: Node) -> tuple[Any, ...]:
     width, height = sizes[0]
     names = ", ".join(f"{i.file.name} ({w}x{h})" for i, (w, h) in zip(images, sizes, strict=True))
     at = f"resolution {resolution}" if resolution > 0 else "their own sizes (resolution 0)"
+    # at 0 each reference keeps its own size: ComfyUI's preparation; else the pipeline's, at
+    # the output's area (check_reference_sizes), with ComfyUI's vision input
+    prep = "comfyui" if resolution == 0 else "comfyui-vision"
     m.say(
         node,
         f"prompt and negative prompt with {names} at {at} -> image, "
-        f"images{', image_prep comfyui' if resolution == 0 else ''}; latent {width}x{height} "
+        f"images, image_prep {prep}; latent {width}x{height} "
         "(the first reference's size)",
     )
-    # at 0 each reference keeps its own size: ComfyUI's preparation; else the pipeline's, at
-    # the output's area (check_reference_sizes)
-    prep = "comfyui" if resolution == 0 else None
     edit = Edit(images, vae, None, node, image_prep=prep, resolution=resolution)
     return (
         Conditioning(prompt, clip, edit=edit),

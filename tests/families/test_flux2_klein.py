@@ -15,7 +15,7 @@ without references its job is the distilled model's image byte for byte, with a 
 its cached attention gives another image than Klein's recomputed one (its world size 1 against
 the pipeline and its Ulysses plan: the contract's `kv edit` job). No gloo group here.
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -134,6 +134,38 @@ def test_random_presets_count_the_published_parameters(name):
     assert (limits.default_width, limits.default_height) == (1024, 1024)
     want = (4, 1.0) if distilled else (50, 4.0)  # the model cards
     assert (limits.default_steps, limits.default_guidance) == want
+
+
+def test_the_kv_models_plan_counts_its_cached_references():
+    """`paradit plan` for FLUX.2 [klein] 9B KV with one 1024x1024 reference: every block (8
+    double, 24 single) keeps the reference's 64 x 64 tokens' keys and values through the
+    steps (diffusers' `Flux2KVCache`), 2 x 32 x 4096 x 4096 x 2 bytes (bf16) = 2 GiB on one
+    rank; under Ulysses each rank keeps the whole reference for its share of the 32 heads (16
+    of 2 ranks, 11 of 3: padded to 33). The steps' peak grows by it, on top of the reference
+    tokens' activations (on one rank the peak, over the decode's); a text-to-image job caches
+    nothing."""
+    from paradit.backend.tools.plan import estimate
+
+    name = "random:flux.2-klein-9b-kv"
+    _, (double, single, heads), _, _ = KLEIN_DITS[name]
+    tokens, head_dim = 64 * 64, 128
+
+    def job(gpus: int, images: int) -> tuple[dict, int]:
+        report = estimate(name, gpus, 80, 1024, 1024, 1, images=images)
+        memory = report["memory"]["reference_job"]
+        assert report["plan"]["ulysses_degree"] == gpus
+        return memory["parts_bytes"], memory["predicted_bytes"]["rank0"]
+
+    alone, alone_peak = job(1, 0)
+    assert "held_across_steps" not in alone
+    for gpus, local_heads in ((1, heads), (2, 16), (3, 11)):
+        parts, peak = job(gpus, 1)
+        want = 2 * (double + single) * tokens * local_heads * head_dim * 2
+        assert parts["held_across_steps"] == want
+        steps = parts["dit_steps"] + parts["activations"] + want
+        assert peak >= steps + parts["encoders"] + parts["vae"]
+        if gpus == 1:  # the steps are the peak now (the decode's was, without the cache)
+            assert peak == steps + parts["encoders"] + parts["vae"] > alone_peak
 
 
 # -- world size 1 -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ their own, different sizes (neither the output's) equals diffusers' components d
 hand at world size 1, latents bit for bit; a reference ComfyUI's vision tower reads at
 another size is refused. (2 ranks against 1: the family contract's "comfyui" job.)
 
-Cost: about 3 s (one core, 2026-11-29).
+Cost: about 4 s (one core, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -192,3 +192,57 @@ def test_a_reference_outside_comfyuis_vision_bounds_is_refused(pipe):
     with pytest.raises(ValueError, match="a 32x32 reference"):
         run_image_job(pipe, body)
     assert not pipe.transformer._forward_pre_hooks
+
+
+@pytest.mark.fast
+def test_comfyuis_vision_sizes_worked_by_hand():
+    """`process_qwen2vl_images` (ComfyUI `comfy/text_encoders/qwen_vl.py` 0f5aa305, patch 16
+    x merge 2): 32x32 (1024 pixels, under 3136) scales by sqrt(3136 / 1024) = 1.75 to 56,
+    ceiled to 64; 3616x3616 (13075456, over 12845056) by 1 / (3616 / 3584), floored to 3584;
+    96x64 and 3584x3584 stay."""
+    assert prep.vision_size(32, 32) == (64, 64)
+    assert prep.vision_size(3616, 3616) == (3584, 3584)
+    assert prep.vision_size(96, 64) == (96, 64)
+    assert prep.vision_size(3584, 3584) == (3584, 3584)
+
+
+class _Grids:
+    """The pipeline's processor, recording the image grids it gives."""
+
+    def __init__(self, own):
+        self.own, self.grids = own, []
+
+    def __call__(self, **kwargs):
+        inputs = self.own(**kwargs)
+        self.grids.append(inputs["image_grid_thw"].tolist())
+        return inputs
+
+    def __getattr__(self, name):
+        return getattr(self.own, name)
+
+
+def test_comfyui_vision_keeps_comfyuis_vision_sizes_and_refuses_outside_its_bounds(pipe):
+    """`image_prep` comfyui-vision (TextEncodeQwenImage21 at a resolution above 0): the
+    references at the pipeline's sizes (the 96x96 output's area: 96x96 both), the processor,
+    given Qwen3-VL's published bounds here (65536 to 16777216 pixels: it would scale a 96x96
+    reference up to 256x256), reads each at its size, a grid of (1, 6, 6), as ComfyUI's vision
+    input does; at a 32x32 output the references come to 32x32 (1024 pixels), which ComfyUI's
+    vision tower reads at 64x64: refused when the job runs, naming both sizes."""
+    from paradit.backend.models.encoders.qwen3_vl import QWEN3_VL_PIXELS
+    from paradit.backend.models.families.qwen_image21.tiny_job import _png
+
+    own = pipe.processor
+    bounds = own.image_processor.size
+    recording = _Grids(own)
+    own.image_processor.size = type(bounds)(**QWEN3_VL_PIXELS)
+    pipe.__dict__["processor"] = recording
+    body = {**COMFYUI_EDIT, "image": _png(96, 96, 3), "image_prep": "comfyui-vision"}
+    try:
+        run_image_job(pipe, body)
+        assert recording.grids and all(g == [[1, 6, 6], [1, 6, 6]] for g in recording.grids)
+        small = {**body, "width": 32, "height": 32}
+        with pytest.raises(ValueError, match="a 32x32 reference .* read it at 64x64"):
+            run_image_job(pipe, small)
+    finally:
+        pipe.__dict__["processor"] = own
+        own.image_processor.size = bounds

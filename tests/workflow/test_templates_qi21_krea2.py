@@ -22,7 +22,8 @@ name written as the tiny presets' files under the templates' own names.
   QwenImage21Cache; the edits' references at their own size (resolution 0, as saved) import
   with `image_prep` comfyui whatever the output's size (the Turbo edit's outer `switch` on:
   1024x1024); at a resolution above 0 the pipeline's own preparation where both size the
-  references alike (the sizes worked by hand in a fast test).
+  references alike (the sizes worked by hand in a fast test), with ComfyUI's vision input
+  (`image_prep` comfyui-vision).
 
 Cost: about 8 s (the suite's two-worker run on 2 cores: 5 s on 2026-11-29, the two base
 templates' runs of 25 steps added later, estimated: measure again).
@@ -240,10 +241,10 @@ def test_qwen_image21_edit_at_a_resolution_keeps_the_pipelines_preparation(qwen2
     is sqrt(4096 * 1.5) = 78.4 -> 64 wide, sqrt(4096 / 1.5) = 52.3 -> 64 high, the latent that
     size, and the pipeline at the 64x64 output's area the same; at 160: 196.0 -> 192 by
     130.6 -> 128, the pipeline at the 192x128 output's (157) the same: the pipeline's own
-    preparation (no `image_prep`)."""
+    preparation, with ComfyUI's vision input (`image_prep` comfyui-vision)."""
     for resolution, size in ((64, (64, 64)), (160, (192, 128))):
         plan, _ = plan_of(str(_outer(QWEN21_EDIT[1], tmp_path, 0, resolution)), str(qwen21_comfy))
-        assert "image_prep" not in plan.request
+        assert plan.request["image_prep"] == "comfyui-vision"
         assert (plan.request["width"], plan.request["height"]) == size
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "enable_tiles",
     "family_for",
     "family_of",
+    "held_across_steps_for",
     "request_image",
     "spec_for_dit",
     "spec_of",
@@ -155,6 +156,20 @@ def vae_split_of(vae: Any) -> tuple[str, ...] | None:
     row bands (`FamilySpec.vae_split`); None for a VAE that does not split (or no VAE)."""
     kind = type(vae).__name__
     return next((spec.vae_split[kind] for spec in SPECS if kind in spec.vae_split), None)
+
+
+def held_across_steps_for(pipeline_class: str) -> Callable[[Any, Any, int], int] | None:
+    """What a pipeline of `pipeline_class` keeps on a rank across its steps beside a
+    forward's activations, as its family counts it (`FamilySpec.held_across_steps`); None
+    when it keeps nothing the DiT's dry run does not hold."""
+    return next(
+        (
+            spec.held_across_steps[pipeline_class]
+            for spec in SPECS
+            if pipeline_class in spec.held_across_steps
+        ),
+        None,
+    )
 
 
 def block_layout_for(block_class: str) -> BlockLayout | None:

@@ -8,6 +8,7 @@ from ...family_spec import FamilySpec
 from ...file_spec import FileSpec
 from ..flux2.memory import dit_forward  # the Flux.2 DiT's
 from .adapter import Flux2Klein, Flux2KleinKV
+from .memory import cached_references
 from .parallel import flux2_cp_plan
 from .single_file import FILE_PRESETS
 from .tiny import PIPELINE_CONFIG as TINY_PIPELINE_CONFIG
@@ -42,6 +43,8 @@ SPEC = FamilySpec(
     transformer_classes=("Flux2Transformer2DModel",),
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    # the KV pipeline's references' keys and values, kept through every step
+    held_across_steps={"Flux2KleinKVPipeline": cached_references},
     # the KV pipeline's cached references under Ulysses; diffusers' own plan otherwise
     cp_plans={"Flux2Transformer2DModel": flux2_cp_plan},
     tiny_presets=TINY_PRESETS,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ....contract import TEXT_TO_IMAGE
-from ....request import IMAGE_PREP_COMFYUI
+from ....request import IMAGE_PREP_COMFYUI, IMAGE_PREP_COMFYUI_VISION
 from ....sampling.names import SAMPLERS
 from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
@@ -37,7 +37,7 @@ SPEC = FamilySpec(
             step_cache=False,
             samplers=SAMPLERS,
             # an edit's references as ComfyUI's TextEncodeQwenImage21 presents them
-            image_preps=(IMAGE_PREP_COMFYUI,),  # comfyui_prep.py
+            image_preps=(IMAGE_PREP_COMFYUI, IMAGE_PREP_COMFYUI_VISION),  # comfyui_prep.py
         ),
     ),
     transformer_classes=("QwenImage21Transformer2DModel",),

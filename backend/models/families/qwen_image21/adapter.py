@@ -26,7 +26,10 @@ With `image_prep` comfyui (`comfyui_prep.py`) the references are ComfyUI's at re
 the edit templates': each at its own size rounded to sides of 32, for the vision tower (the
 processor given ComfyUI's pixel bounds) and the VAE alike, whatever the output's size; the
 pipeline's own call runs with its image processor taking each reference as it is and the
-DiT's `img_shapes` given the references' own token grids (`finish` takes both off).
+DiT's `img_shapes` given the references' own token grids (`finish` takes both off). With
+`image_prep` comfyui-vision (TextEncodeQwenImage21 at a resolution above 0) the references
+are the pipeline's, at the output's area, and only the vision input is ComfyUI's: the
+processor given ComfyUI's pixel bounds, a reference outside them refused.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import numpy as np
 import torch
 
 from ....contract import Limits
-from ....request import IMAGE_PREP_COMFYUI, JobRequest
+from ....request import IMAGE_PREP_COMFYUI, IMAGE_PREP_COMFYUI_VISION, JobRequest
 from ..base import (
     Family,
     Tensors,
@@ -96,6 +99,12 @@ class QwenImage21(Family):
             pipe.__dict__["processor"] = comfyui_prep.ComfyBounds(own, sizes)
         elif request.image is not None:
             images = encoder_images(pipe, request_images(request), output_resolution(request))
+            if request.image_prep == IMAGE_PREP_COMFYUI_VISION:
+                # the pipeline's sizes, the vision input within ComfyUI's bounds
+                sizes = [image.size for image in images]
+                for size in sizes:
+                    comfyui_prep.check_vision_size(*size, IMAGE_PREP_COMFYUI_VISION)
+                pipe.__dict__["processor"] = comfyui_prep.ComfyBounds(own, sizes)
         tensors: Tensors = {}
         try:
             for name, prompt in prompts.items():

@@ -20,10 +20,17 @@ Comfy-Org/ComfyUI's `comfy_extras/nodes_qwen.py` (ed26919d), `comfy/text_encoder
 - Outside those bounds ComfyUI's vision tower reads the reference at another size than its
   latents, and drops the vision tokens for the latents wherever their count; the pipeline puts
   2x2 latent tokens in each vision slot, so the counts must match: refused, naming the sizes.
+
+At a resolution above 0 (`image_prep` comfyui-vision) the pipeline resizes the references at
+the output's area (the importer checks ComfyUI's node comes to the same sizes) and its
+processor is handed ComfyUI's bounds as at 0, so a reference under Qwen3-VL's published least
+(65536 pixels) is read at its size as ComfyUI reads it; one outside ComfyUI's bounds is
+refused the same way.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 SIDE = 32
@@ -43,17 +50,37 @@ def reference_size(width: int, height: int) -> tuple[int, int]:
     return max(SIDE, round(width / SIDE) * SIDE), max(SIDE, round(height / SIDE) * SIDE)
 
 
-def check_vision_size(width: int, height: int) -> None:
+def vision_size(width: int, height: int) -> tuple[int, int]:
+    """The (width, height) ComfyUI's `process_qwen2vl_images` hands Qwen3-VL's vision tower
+    for a `width` x `height` image: each side to the nearest multiple of 32; where that area
+    lies over `VISION_PIXELS`' most, both sides scaled down by the root of the area's ratio
+    and floored to multiples of 32 (at least 32); under the least, scaled up and ceiled."""
+    least, most = VISION_PIXELS
+    new_w, new_h = round(width / SIDE) * SIDE, round(height / SIDE) * SIDE
+    if new_w * new_h > most:
+        beta = math.sqrt(width * height / most)
+        new_w = max(SIDE, math.floor(width / beta / SIDE) * SIDE)
+        new_h = max(SIDE, math.floor(height / beta / SIDE) * SIDE)
+    elif new_w * new_h < least:
+        beta = math.sqrt(least / (width * height))
+        new_w = math.ceil(width * beta / SIDE) * SIDE
+        new_h = math.ceil(height * beta / SIDE) * SIDE
+    return new_w, new_h
+
+
+def check_vision_size(width: int, height: int, prep: str = "comfyui") -> None:
     """ValueError where ComfyUI's vision tower would read a `width` x `height` reference at
-    another size than its latents (outside `VISION_PIXELS`)."""
+    another size than its latents (outside `VISION_PIXELS`), naming both sizes; `prep`: the
+    job's `image_prep`, named in the message."""
     least, most = VISION_PIXELS
     if not least <= width * height <= most:
+        seen = "x".join(str(side) for side in vision_size(width, height))
         raise ValueError(
-            f"image_prep comfyui: a {width}x{height} reference ({width * height} pixels) lies "
+            f"image_prep {prep}: a {width}x{height} reference ({width * height} pixels) lies "
             f"outside the {least} to {most} pixels ComfyUI's Qwen3-VL vision input keeps "
-            "(process_qwen2vl_images), so its vision tower would read it at another size than "
-            "its latents, where QwenImage21Pipeline puts 2x2 latent tokens in each vision slot: "
-            "give a reference of that many pixels"
+            f"(process_qwen2vl_images), so its vision tower would read it at {seen}, another "
+            "size than its latents, where QwenImage21Pipeline puts 2x2 latent tokens in each "
+            "vision slot: give a reference of that many pixels"
         )
 
 
