@@ -15,7 +15,7 @@ without references its job is the distilled model's image byte for byte, with a 
 its cached attention gives another image than Klein's recomputed one (its world size 1 against
 the pipeline and its Ulysses plan: the contract's `kv edit` job). No gloo group here.
 
-Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ pipeline runs with the engine's step callback and stops at the latents, the VAE 
 by tile), judged with `paradit verify`'s measure (tools/equivalence.py, float32 thresholds,
 frames and final latents).
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ size 1 against `Krea2Pipeline` called directly, guided and unguided, and CFG / U
 3 and 4 ranks against world size 1, masks included: the family contract,
 tests/families/test_family_contract.py.)
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ every tile's decode). Ranks: the family contract's `2.5 comfyui decode tiles` jo
 (families/ltx2/tiny_job.py) deals 8 tiles to 2 and 3 ranks against world size 1's float
 frames; tests/workflow/test_templates_ltx.py runs a template's two tiles on 2 ranks.
 
-Cost: about 4 s.
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

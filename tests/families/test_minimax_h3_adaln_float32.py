@@ -12,7 +12,7 @@ float32 shift and scale uncast and hands float32 rows to the float32 heads).
   then the cast), byte for byte, and differs from the all-bf16 projection's.
 - FSDP2 over 2 ranks (a block of two dtypes is one unit) equals the unsharded model exactly.
 
-Cost: about 3 s (2 forked gloo ranks; the rest under a second; 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ sampler's); comfy/ldm/minimax/model.py `_cond_video_rows`).
   shape; the job's own video and audio noise stay the job's without `image_prep`.
 (2 ranks against 1: the family contract's "comfyui first frame" job.)
 
-Cost: about 15 s (one core, loaded, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline stop
 latents, the VAE decodes tile by tile), judged with `paradit verify`'s measure
 (tools/equivalence.py, float32 thresholds, image and final latents).
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ their own, different sizes (neither the output's) equals diffusers' components d
 hand at world size 1, latents bit for bit; a reference ComfyUI's vision tower reads at
 another size is refused. (2 ranks against 1: the family contract's "comfyui" job.)
 
-Cost: about 4 s (one core, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

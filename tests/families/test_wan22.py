@@ -8,7 +8,7 @@ Jobs run as a rank runs them (the family encodes, prepares and picks the pipelin
 decodes tile by tile), judged with `paradit verify`'s measure (tools/equivalence.py, float32
 thresholds, frames and final latents); served groups check the engine's path.
 
-Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ byte. The backend runs with a short `--hang-timeout` (`fault_jobs.HANG_S`, 2 s).
 data-parallel replica hung inside its step, and rank 0's standstill timed within one job, are
 checked without processes (the last two tests).
 
-Cost: about 29 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start,
+Cost: about 40 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start,
 eleven rebuilds of the group, about 15 small jobs.
 """
 

@@ -1,6 +1,6 @@
 """The ComfyUI node logic (nodes/pool.py, nodes/run.py) without ComfyUI, on real CPU backends.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

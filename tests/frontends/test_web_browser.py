@@ -4,7 +4,7 @@ Types a prompt, clicks Generate and waits for the finished video to load in the 
 The screenshot is kept under $PARADIT_TEST_ARTIFACTS (default: test-artifacts/ in the repo).
 Needs `apt-get install -y chromium` and `pip install playwright` (never `playwright install`).
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

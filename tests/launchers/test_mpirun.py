@@ -8,7 +8,7 @@ such hosts without MASTER_ADDR is a usage error; MPICH serving on one machine wi
 (the one-machine default) and stopping at Ctrl-C is tests/launchers/test_slurm.py's MPICH
 run inside an allocation (one launch proves both).
 
-Cost: about 12 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 14 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

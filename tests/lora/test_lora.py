@@ -13,7 +13,7 @@ ComfyUI/Kohya with alpha, diff_b and a full diff; `lora_files.py`):
 - bad LoRAs (missing, outside the folder, another model's, wrong shapes, corrupt) get 422 naming
   the LoRA and the reason before the job runs.
 
-Cost: about 11 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ elements of the VAE's dtype a latent voxel) of the whole latents, or with a job'
 `decode_tiles` of the largest tile (plus the decoded tiles kept until the gather), and a job
 whose whole decode does not fit where ComfyUI's tiles would is refused naming the tiles.
 
-Cost: about 6 s.
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One host copy at load: a ~1 GB DiT from a folder on 2 ranks costs the machine one copy of
 the DiT plus the second rank's runtime, because each rank reads only its shards.
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ test_memory.py), the plan in /v1/info and job.json, refusals naming what fits, t
 paths on CPU, Wan 2.2 A14B's stored bytes by --weights and its experts one at a time, and
 the audio rows of LTX-2 counted at the job's frame rate.
 
-Cost: about 16 s (the suite's two-worker run on 2 cores, 2026-11-29; the audio rows' 3 s
-added from a run alone on a loaded machine).
+Cost: about 14 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

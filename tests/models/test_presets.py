@@ -1,6 +1,6 @@
 """Built-in presets and the loading path: determinism, save/load round trips, skipping.
 
-Cost: about 15 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 16 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

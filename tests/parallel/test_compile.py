@@ -16,7 +16,7 @@ dynamo still traces the blocks on both ranks, and inductor finds each piece in i
 cache (`TORCHINDUCTOR_CACHE_DIR`) instead of generating and building it again: one cold
 compile in this file instead of three (world size 1's, then one per rank).
 
-Cost: about 18 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ flag given before loading, rank 0 too builds the encoder empty (the memory plan 
 meta); both ranks report it built empty and half its bytes (/v1/info), and the job's frames
 equal world size 1's.
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The measure and its thresholds are `paradit verify`'s own (`paradit.backend.tool
 Byte identity is asserted only where it holds by construction on every CPU (see
 BYTE_IDENTICAL); elsewhere the verdict must not be `different`.
 
-Cost: about 26 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ tests/serving/test_replicas.py; HunyuanVideo 1.5's registered blocks on Ulysses 
 tests/families/test_hunyuan_video15.py; every family's cached job on 4 ranks against world size
 1, Flux's on CFG 2 x Ulysses 2 with each branch's metric: tests/families/test_family_contract.py.)
 
-Cost: about 12 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 11 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

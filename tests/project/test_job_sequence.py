@@ -4,7 +4,7 @@ keep no copy of it. Read from the source (an AST scan of backend/ and tests/), s
 cannot come back unnoticed; and no long-lived object of a rank keeps a job's result in a
 `last_*` field (a job's results are its `RankResult`).
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

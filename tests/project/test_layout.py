@@ -3,7 +3,7 @@ frontends' side (the ComfyUI node module's imports included) torch-free, nothing
 importing rank 0's serving, each folder importing only the floors below it, a job's results
 returned rather than left on the runtime, no test with its own copy of the job sequence.
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

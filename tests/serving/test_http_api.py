@@ -3,7 +3,7 @@
 `create_app` runs in this process on a stand-in service that validates with the real
 `JobRequest.from_body` and queues into a real `JobBook`.
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ vision tower under `visual.`).
   makes the image the preset makes with them, byte for byte, its VAE encoding and decoding as
   the preset's does.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ encoder (`qwen_3_4b`: Hugging Face's names under `model.`) and Flux's VAE (`ae`,
 - The tiny preset saved in those layouts (the DiT in bf16, as the real file) loads to the
   weights the files hold and makes the image the preset makes with them, byte for byte.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

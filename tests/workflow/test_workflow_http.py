@@ -6,7 +6,7 @@ outside the ComfyUI folder (`..`, an absolute path, a link leading out), a file 
 does not run, or a node paradit does not map is refused with 422 naming the node; a server
 without `--comfyui-dir` resolves none.
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
