@@ -613,8 +613,11 @@ class MemoryPlanner:
         gathered = sizes.gathered(shape, topo.sequence_degree)
         # what a split keeps whole (LTX-2), on top of the share's peak: an upper bound
         whole = gathered.total if gathered is not None else 0
-        # what the pipeline keeps from the first step to the last (FLUX.2 [klein] KV's cache)
-        kept = sizes.held_across_steps(shape, topo.sequence_degree)
+        # what the pipeline keeps from the first step to the last (FLUX.2 [klein] KV's cache,
+        # Qwen-Image 2.1's prefix cache), per CFG branch the rank runs in turn: both without
+        # CFG parallel, unless paired into the batch (a guided job's: an upper bound)
+        branches = 1 if topo.cfg_parallel or shape.batch > 1 else 2
+        kept = sizes.held_across_steps(shape, topo.sequence_degree, branches)
         steps = steps_dit + activations + whole + kept
         # a band's peak is counted as the whole decode's: an upper bound
         decoding = sizes.decode(shape, tiled=decode in ("tiled", "split"))

@@ -216,14 +216,16 @@ class ModelSizes:
                 self._cache[key] = self.spec.gathered(self, shape, sequence_degree)
             return self._cache[key]
 
-    def held_across_steps(self, shape: JobShape, sequence_degree: int) -> int:
+    def held_across_steps(self, shape: JobShape, sequence_degree: int, branches: int = 1) -> int:
         """Bytes the pipeline keeps on one rank through its steps beside a forward's
         activations, as its family counts them (`FamilySpec.held_across_steps`: FLUX.2
-        [klein] KV's cached references); 0 for the pipelines that keep nothing more."""
+        [klein] KV's cached references, Qwen-Image 2.1's cached prompt prefix); 0 for the
+        pipelines that keep nothing more. `branches`: CFG's branches the rank runs in turn
+        (2 without CFG parallel nor paired branches), each of which may keep its own."""
         from ..models.families import held_across_steps_for
 
         count = held_across_steps_for(self.pipeline)
-        return 0 if count is None else count(self, shape, sequence_degree)
+        return 0 if count is None else count(self, shape, sequence_degree, branches)
 
     def _activation_rule(self, shape: JobShape, sequence_degree: int) -> int:
         config = self.dit.config

@@ -195,8 +195,10 @@ class FamilySpec:
     first); None: no family VAE decodes so."""
     held_across_steps: Mapping[str, Callable[[Any, Any, int], int]] = field(default_factory=dict)
     """Pipeline class -> the bytes one rank keeps from the first step's forward to the last,
-    beside a forward's activations, `(sizes, shape, sequence_degree)` -> bytes (FLUX.2
-    [klein] KV's cached references' keys and values: `flux2_klein/memory.py`), for the
+    beside a forward's activations, `(sizes, shape, sequence_degree, branches)` -> bytes,
+    `branches` the CFG branches the rank runs in turn (FLUX.2 [klein] KV's cached
+    references' keys and values: `flux2_klein/memory.py`; Qwen-Image 2.1's cached prompt
+    prefix, one per branch: `qwen_image21/memory.py`), for the
     pipelines that keep something the DiT's dry run does not hold; the memory plan adds it
     to the steps' peak (`held_across_steps`)."""
     vae_frame_axis: bool = False

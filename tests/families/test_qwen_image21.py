@@ -1,6 +1,7 @@
 """Qwen-Image 2.1 text-to-image: the tiny preset's structure and limits, the sequence plan's
 shape (the Ulysses processor on every block, the per-token inputs split, input-shaped
-outputs for CFG parallel), the `random:` preset's parameters and the plan at real size.
+outputs for CFG parallel), the `random:` preset's parameters and the plan at real size
+(with the cached prompt prefix per CFG branch).
 (World size 1 against `QwenImage21Pipeline` called directly, guided and unguided, its prefix
 cache included, and CFG / Ulysses at 2, 3 and 4 ranks against world size 1: the family
 contract, tests/families/test_family_contract.py.)
@@ -113,6 +114,29 @@ def test_plan_at_real_size(caplog):
     assert report["fits"]
     assert report["memory"]["weights_bytes"]["transformer"] == QWEN_IMAGE21_DIT * 2
     assert report["plan"]["modes"] == ["cfg", "ulysses", "fsdp", "vae"]
+
+
+def test_plan_counts_each_branchs_cached_prefix():
+    """`paradit plan` counts the prompt prefix's keys and values the pipeline keeps from the
+    first step to the last (`use_kv_cache`): 2 x 32 blocks x prefix tokens x local heads x
+    128 x 2 bytes (bf16) per CFG branch a rank runs. The prefix: the plan's 512 text tokens,
+    and an edit's 1024x1024 reference at one token per 16 px (64 x 64). Without CFG
+    parallel a rank runs both branches (2 caches); under CFG parallel one; under Ulysses
+    each rank keeps the whole prefix for its share of the 32 heads (11 of 3: padded to 33).
+    The steps' peak holds it beside the activations."""
+    from paradit.backend.tools.plan import estimate
+
+    blocks, head_dim, text = 32, 128, 512
+    for gpus, branches, local_heads in ((1, 2, 32), (2, 1, 32), (3, 2, 11), (4, 1, 16)):
+        for images, references in ((0, 0), (1, 64 * 64)):
+            report = estimate(RANDOM, gpus, 80, 1024, 1024, 1, images=images)
+            memory = report["memory"]["reference_job"]
+            parts = memory["parts_bytes"]
+            tokens = text + references
+            want = 2 * blocks * branches * tokens * local_heads * head_dim * 2
+            assert parts["held_across_steps"] == want, (gpus, images)
+            steps = parts["dit_steps"] + parts["activations"] + want
+            assert memory["predicted_bytes"]["rank0"] >= steps + parts["vae"]
 
 
 TURBO_TEMPLATES = {  # template -> the subgraph node of its ManualSigmas

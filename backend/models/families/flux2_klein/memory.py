@@ -9,14 +9,16 @@ from typing import Any
 import torch
 
 
-def cached_references(sizes: Any, shape: Any, sequence_degree: int) -> int:
+def cached_references(sizes: Any, shape: Any, sequence_degree: int, branches: int = 1) -> int:
     """The bytes of the references' keys and values `Flux2KleinKVPipeline` keeps on one rank
     from the first step to the last (diffusers' `Flux2KVCache`: a key and a value of the
     reference tokens per double- and single-stream block, in the compute dtype): 2 x blocks
     x batch x reference tokens x heads x head dims x the dtype's bytes. Under Ulysses every
     rank holds the whole reference sequence for its share of the heads (`parallel.py`; the
     heads padded up to a multiple of the rank count), so the heads are divided, not the
-    tokens. 0 without references (a text-to-image job caches nothing)."""
+    tokens. 0 without references (a text-to-image job caches nothing).
+    `branches` (CFG's branches a rank runs in turn) does not apply: the KV model is distilled,
+    one branch a step."""
     tokens = sum(rows * cols for rows, cols in sizes.reference_grids(shape))
     if not tokens:
         return 0

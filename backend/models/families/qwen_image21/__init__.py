@@ -9,7 +9,7 @@ from ...family_spec import BlockLayout, FamilySpec
 from ...file_spec import FileSpec
 from ...vae_tiles import enable_quarter_overlap_tiles
 from .adapter import QwenImage21
-from .memory import dit_forward
+from .memory import cached_prefix, dit_forward
 from .parallel import qwen_image21_cp_plan
 from .single_file import (
     FILE_PRESETS,
@@ -56,6 +56,8 @@ SPEC = FamilySpec(
     ),
     dit_forward=dit_forward,
     dry_run_one_block=True,
+    # the prompt prefix's keys and values, cached from the first step to the last
+    held_across_steps={"QwenImage21Pipeline": cached_prefix},
     vae_frame_axis=True,
     # the Wan 2.2 VAE's tiles (a quarter of overlap): `enable_tiling`'s default stride of 192
     # with smaller tiles would leave gaps (an edit's tiled reference encode lost its columns)

@@ -1,4 +1,5 @@
-"""The family's DiT in the memory plan: its dry run on the meta device."""
+"""The family's DiT in the memory plan: its dry run on the meta device, and the prompt
+prefix's keys and values the pipeline caches through the steps (`use_kv_cache`)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,24 @@ def dit_forward(sizes: Any, shape: Any, sequence_degree: int) -> Any:
             segments=[(0, text, True)],
         )
     return dit.proj_out(dit.norm_out(hidden, temb, image))
+
+
+def cached_prefix(sizes: Any, shape: Any, sequence_degree: int, branches: int = 1) -> int:
+    """The bytes of the prefix's keys and values `QwenImage21Pipeline` keeps on one rank from
+    the first step to the last (`use_kv_cache`, diffusers' `QwenImage21KVCache`: a key and a
+    value of the text's and the condition images' tokens per block, in the compute dtype): 2
+    x blocks x batch x prefix tokens x heads x head dims x the dtype's bytes, per CFG branch
+    the rank runs in turn (`branches`: each keeps its own cache). The prefix: the plan's
+    assumed text length (`sizes.text_tokens`) and an edit's references, one token per latent
+    pixel. Under Ulysses every rank holds the whole prefix for its share of the heads
+    (`parallel.py`; the heads padded up to a multiple of the rank count)."""
+    config = sizes.dit.config
+    references = sum(
+        (height // sizes.spatial) * (width // sizes.spatial) for width, height in shape.references
+    )
+    tokens = sizes.text_tokens + references
+    heads = math.ceil(config["num_attention_heads"] / max(1, sequence_degree))
+    width = heads * config["attention_head_dim"]
+    element = torch.tensor([], dtype=sizes.dtype).element_size()
+    blocks = config["num_layers"]
+    return 2 * blocks * branches * shape.batch * tokens * width * element
