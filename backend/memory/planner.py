@@ -527,9 +527,19 @@ class MemoryPlanner:
     def _fits(self, shape: JobShape) -> bool:
         """`plan_job(shape).fits`; where every decode is tiled, without the whole decode's
         dry run (it only tells whether the tiling was needed)."""
-        if self._tiles_every_decode(self.layout):
+        own = self._own_decode(shape)
+        if own is None and self._tiles_every_decode(self.layout):
             return self._predict(shape, self.layout, self._tiled_decode(shape)).fits
         return self.plan_job(shape).fits
+
+    def _own_decode(self, shape: JobShape) -> str | None:
+        """The decode of a VAE with its own decoder (`ModelSizes.vae_decoder`: LTX-2.5's
+        diffusion decoder), whatever `--vae-tiling` says: on rank 0, in ComfyUI's tiles
+        ("tiled": blended, exact when one tile covers the latents) when the job asks for
+        them (`decode_tiles`), else "whole"; None for the other VAEs."""
+        if self.sizes.vae_decoder is None:
+            return None
+        return "whole" if shape.decode_tiles is None else "tiled"
 
     def _tiles_every_decode(self, layout: Layout) -> bool:
         mode = self.settings.vae_tiling
@@ -543,7 +553,14 @@ class MemoryPlanner:
     def _job(self, shape: JobShape, layout: Layout) -> JobMemory:
         topo, mode = self.topology, self.settings.vae_tiling
         reasons = []
-        if mode == "off":
+        own = self._own_decode(shape)
+        if own is not None:
+            decode, needed = own, False
+            reasons.append(
+                f"{self.sizes.vae_decoder.name} decodes on one rank "
+                + ("in the job's decode_tiles" if own == "tiled" else "whole (no decode_tiles)")
+            )
+        elif mode == "off":
             decode, needed = "whole", False
             reasons.append("--vae-tiling off: the whole decode on one rank")
         elif self._tiles_every_decode(layout):

@@ -4,7 +4,9 @@ decoder in place of the config's conv decoder, a decode's peak is ComfyUI's budg
 ComfyUI comfy/sd.py 35ead008, the diffusion VAE's `memory_used_decode`: 1700 x 8 x 8 x 8
 elements of the VAE's dtype a latent voxel) of the whole latents, or with a job's
 `decode_tiles` of the largest tile (plus the decoded tiles kept until the gather), and a job
-whose whole decode does not fit where ComfyUI's tiles would is refused naming the tiles.
+whose whole decode does not fit where ComfyUI's tiles would is refused naming the tiles. The
+plan's `decode` says what runs (rank 0, in the job's tiles or whole, whatever `--vae-tiling`
+says), and a served job's shape carries its `decode_tiles` (`service.job_shape`).
 
 Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
@@ -110,3 +112,38 @@ def test_a_whole_decode_that_does_not_fit_is_refused_naming_the_tiles(served):
     assert "decode_tiles {tile_size 384, overlap 64, temporal_size 48, temporal_overlap 16}" in (
         message
     )
+
+
+def test_the_plans_decode_is_what_the_job_runs(served):
+    """The plan's `decode` of the diffusion decoder is what the job runs on rank 0 whatever
+    `--vae-tiling` says (2 ranks): a `decode_tiles` job "tiled" in its 2 x 2 x 3 tiles (blended:
+    not exact), one whose tile covers the latents "tiled" in one (exact), a job without
+    decode_tiles "whole"; none split over the replica."""
+    _, diffusion, _, _ = served
+    tiled = JobShape(256, 192, 49, decode_tiles=DecodeTiles(128, 32, 32, 8))
+    one = JobShape(256, 192, 49, decode_tiles=DecodeTiles(512, 64, 64, 8))
+    topology = Topology(device_type="cpu", replica_size=2)
+    for mode in ("auto", "on", "off"):
+        settings = MemorySettings(vae_tiling=mode)
+        planner = MemoryPlanner(diffusion, settings, Budget(2**40, "test"), topology, JOB)
+        job = planner.plan_job(tiled)
+        assert (job.decode, job.tiles, job.to_dict()["decode"]) == ("tiled", 12, "tiled"), mode
+        assert job.decode_record() == {"split": 1, "exact": False, "tiles": 12, "mode": "tiled"}
+        assert planner.plan_job(one).decode_record()["exact"] is True
+        assert planner.plan_job(JOB).decode == "whole", mode
+
+
+@pytest.mark.fast
+def test_a_served_jobs_shape_carries_its_decode_tiles():
+    """`service.job_shape`: a request's `decode_tiles` reach the plan's `JobShape` (what its
+    decode is counted by); none asked, None."""
+    from paradit.backend.contract import TEXT_TO_VIDEO
+    from paradit.backend.request import JobRequest, Limits
+    from paradit.backend.serving.service import job_shape
+
+    limits = Limits(TEXT_TO_VIDEO, 32, 32, 512, 8, 121, comfy_decode_tiles=True)
+    fields = {"tile_size": 384, "overlap": 64, "temporal_size": 48, "temporal_overlap": 16}
+    body = {"prompt": "a fox", "width": 256, "height": 192, "num_frames": 49}
+    asked = job_shape(JobRequest.from_body({**body, "decode_tiles": fields}, limits), limits)
+    assert asked.decode_tiles == DecodeTiles(384, 64, 48, 16)
+    assert job_shape(JobRequest.from_body(body, limits), limits).decode_tiles is None
