@@ -118,6 +118,22 @@ def test_preset_structure_and_limits(references):
     assert tuple(tensors["base"]["prompt_embeds"].shape) == (1, 512, 3 * config.hidden_size)
 
 
+def test_a_base_jobs_negative_prompt_reaches_the_pipelines_arguments(references):
+    """A -base job with a negative prompt: `prepare` hands the pipeline the negative prompt's
+    embeddings rank 0 encoded (not the pipeline's own empty unconditional text, which it
+    would encode were they dropped), beside the prompt's."""
+    base = _variant(references["pipe"], "base")
+    family = family_of(base)
+    body = {**JOBS["base"], "negative_prompt": "blurry, dark"}
+    request = JobRequest.from_body(body, family.limits(base, tiny=True))
+    tensors = encoded(base, body)
+    prepared = family.prepare(base, request, tensors)
+    assert prepared["prompt_embeds"] is tensors["prompt_embeds"]
+    assert prepared["negative_prompt_embeds"] is tensors["negative_prompt_embeds"]
+    empty = references["tensors"]["base"]["negative_prompt_embeds"]
+    assert not torch.equal(prepared["negative_prompt_embeds"], empty)
+
+
 @pytest.mark.fast
 @pytest.mark.parametrize("name", list(KLEIN_DITS))
 def test_random_presets_count_the_published_parameters(name):
