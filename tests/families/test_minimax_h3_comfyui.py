@@ -30,6 +30,7 @@ import pytest
 import torch
 from image_jobs import encoded, preset_pipeline, run_here
 from PIL import Image
+from qwen3_vl_patches import patches_by_hand
 
 from paradit.backend.models.families.minimax_h3 import comfyui_prep as prep
 from paradit.backend.models.families.minimax_h3.tiny_job import COMFYUI_FIRST
@@ -69,16 +70,7 @@ def _comfy_vision(canvas: Image.Image) -> tuple[torch.Tensor, tuple[int, int]]:
     image = torch.from_numpy(pixels).permute(2, 0, 1)[None]
     h, w = prep.vision_size(canvas.height, canvas.width)
     image = torch.nn.functional.interpolate(image, size=(h, w), mode="bilinear")[0]
-    image = (image - 0.5) / 0.5
-    out = []
-    for block_r in range(h // 32):
-        for block_c in range(w // 32):
-            for r in range(2):
-                for c in range(2):
-                    y, x = (block_r * 2 + r) * 16, (block_c * 2 + c) * 16
-                    patch = image[:, y : y + 16, x : x + 16]
-                    out.append(torch.stack([patch, patch], dim=1).reshape(-1))
-    return torch.stack(out), (h // 16, w // 16)
+    return patches_by_hand((image - 0.5) / 0.5), (h // 16, w // 16)
 
 
 def _comfy_presentation(pipe, body: dict):

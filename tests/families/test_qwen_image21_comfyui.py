@@ -22,6 +22,7 @@ import pytest
 import torch
 from image_jobs import run_image_job
 from PIL import Image
+from qwen3_vl_patches import patches_by_hand
 
 from paradit.backend.models.families.qwen_image21 import comfyui_prep as prep
 from paradit.backend.models.families.qwen_image21.tiny_job import COMFYUI_EDIT
@@ -51,17 +52,7 @@ def _comfy_values(pixels: np.ndarray) -> torch.Tensor:
     patches, in block order and within a block row by row, holds channel, frame (the image
     twice), row and column of its 16x16 pixels in that order."""
     image = torch.from_numpy(pixels.astype(np.float32) / 255.0).permute(2, 0, 1)
-    image = (image - 0.5) / 0.5
-    rows, cols = pixels.shape[0] // 16, pixels.shape[1] // 16
-    out = []
-    for block_r in range(rows // 2):
-        for block_c in range(cols // 2):
-            for r in range(2):
-                for c in range(2):
-                    y, x = (block_r * 2 + r) * 16, (block_c * 2 + c) * 16
-                    patch = image[:, y : y + 16, x : x + 16]
-                    out.append(torch.stack([patch, patch], dim=1).reshape(-1))
-    return torch.stack(out)
+    return patches_by_hand((image - 0.5) / 0.5)
 
 
 def test_vision_values_are_comfyuis():

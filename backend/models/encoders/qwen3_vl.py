@@ -14,6 +14,7 @@ presets' [2, 1, 1] of 8-wide heads)."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,32 @@ def qwen3_vl_vision(header: FileHeader) -> tuple[dict | None, str]:
 
 QWEN3_VL_PIXELS = {"shortest_edge": 65536, "longest_edge": 16777216}
 """Qwen3-VL's published image bounds (its processor's `size`)."""
+
+COMFYUI_VISION_PIXELS = (3136, 12845056)
+"""The least and most pixels of ComfyUI's `process_qwen2vl_images`, which its Qwen3-VL keeps
+(Qwen2-VL's defaults, not `QWEN3_VL_PIXELS`)."""
+COMFYUI_VISION_SIDE = 32
+"""A side of ComfyUI's Qwen3-VL vision input is a multiple of this: 16-pixel patches, merged
+2x2."""
+
+
+def comfyui_vision_size(width: int, height: int) -> tuple[int, int]:
+    """The (width, height) ComfyUI's `process_qwen2vl_images` hands Qwen3-VL's vision tower
+    for a `width` x `height` image: each side to the nearest multiple of 32; where that area
+    lies over `COMFYUI_VISION_PIXELS`' most, both sides scaled down by the root of the area's
+    ratio and floored to multiples of 32 (at least 32); under the least, scaled up and ceiled."""
+    least, most = COMFYUI_VISION_PIXELS
+    side = COMFYUI_VISION_SIDE
+    new_w, new_h = round(width / side) * side, round(height / side) * side
+    if new_w * new_h > most:
+        beta = math.sqrt(width * height / most)
+        new_w = max(side, math.floor(width / beta / side) * side)
+        new_h = max(side, math.floor(height / beta / side) * side)
+    elif new_w * new_h < least:
+        beta = math.sqrt(least / (width * height))
+        new_w = math.ceil(width * beta / side) * side
+        new_h = math.ceil(height * beta / side) * side
+    return new_w, new_h
 
 
 def qwen3_vl_file_processor(tokenizer: Any) -> Any:

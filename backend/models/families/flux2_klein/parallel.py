@@ -22,7 +22,8 @@ So the heads are split, not the runs (as `../qwen_image21/parallel.py` does for 
 - `UlyssesKVProcessor` and `UlyssesKVSingleProcessor` project and normalise their rank's
   tokens, then one all-to-all per query, key and value (per stream in a double block) gives
   every rank the whole sequence for its share of the heads (diffusers' Ulysses-anything
-  exchange: any token count, heads padded where the rank count does not divide them). RoPE,
+  exchange: any token count, heads padded where the rank count does not divide them; the
+  exchange and the refusal of ring are `../../ulysses_heads.py`'s, shared). RoPE,
   the references' self-attention, the cache's store and its reuse then run on whole sequences
   as at world size 1, by diffusers' own `_flux2_kv_causal_attention`: the cached references'
   keys and values are whole on every rank (its share of the heads). One all-to-all per stream
@@ -43,49 +44,12 @@ from typing import Any
 import torch
 
 from ....diffusers_internals import require
+from ...ulysses_heads import EXCHANGE_NAMES, HeadExchange, diffusers_processor, ulysses_group
 
 FEATURE = "FLUX.2 [klein] KV sequence parallelism"
 
 
-def _exchange() -> tuple[Any, Any, Any]:
-    from diffusers.models.attention_dispatch import (
-        all_to_all_single_any_o_async,
-        all_to_all_single_any_qkv_async,
-        ulysses_anything_metadata,
-    )
-
-    return all_to_all_single_any_qkv_async, all_to_all_single_any_o_async, ulysses_anything_metadata
-
-
-def _ulysses_group(processor: Any) -> Any | None:
-    """The Ulysses group the processor's parallel config splits the heads over; None when the
-    job runs whole (world size 1, or a layout of one rank)."""
-    config = processor._parallel_config
-    cp = None if config is None else config.context_parallel_config
-    if cp is None or cp._world_size == 1:
-        return None
-    if cp.ring_degree > 1:
-        raise ValueError(
-            "FLUX.2 [klein] KV's cached reference attention runs Ulysses, not ring: use "
-            "--ring-degree 1"
-        )
-    return cp._ulysses_mesh.get_group()
-
-
-class _Streams:
-    """Tensors (B, S local, H, D) exchanged to (B, S whole, H local, D) and back, each with
-    the metadata its way back needs."""
-
-    def __init__(self, group: Any):
-        self.group = group
-        self.to_heads, self.to_tokens, self.metadata_of = _exchange()
-
-    def gather(self, *tensors_BSHD: torch.Tensor) -> list[torch.Tensor]:
-        waits = [self.to_heads(t, self.group, **self.metadata_of(t)) for t in tensors_BSHD]
-        return [wait() for wait in waits]
-
-    def scatter(self, out_BSHD: torch.Tensor, like_BSHD: torch.Tensor) -> torch.Tensor:
-        return self.to_tokens(out_BSHD, self.group, **self.metadata_of(like_BSHD))()
+ATTENTION = "FLUX.2 [klein] KV's cached reference attention"
 
 
 def _attend(
@@ -141,10 +105,9 @@ class UlyssesKVProcessor:
         from diffusers.models.embeddings import apply_rotary_emb
         from diffusers.models.transformers import transformer_flux2 as flux2
 
-        group = _ulysses_group(self)
+        group = ulysses_group(self, ATTENTION)
         if group is None:
-            inner = flux2.Flux2KVAttnProcessor()
-            inner._attention_backend = self._attention_backend
+            inner = diffusers_processor(flux2.Flux2KVAttnProcessor, self._attention_backend)
             return inner(
                 attn, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb,
                 kv_cache, kv_cache_mode, num_ref_tokens,
@@ -157,7 +120,7 @@ class UlyssesKVProcessor:
         )
         img_q, img_k = attn.norm_q(img_q), attn.norm_k(img_k)
         txt_q, txt_k = attn.norm_added_q(txt_q), attn.norm_added_k(txt_k)
-        streams = _Streams(group)
+        streams = HeadExchange(group)
         whole = streams.gather(txt_q, txt_k, txt_v, img_q, img_k, img_v)
         num_txt_tokens = whole[0].shape[1]  # the whole text's
         query, key, value = (torch.cat([whole[i], whole[i + 3]], dim=1) for i in range(3))
@@ -195,10 +158,11 @@ class UlyssesKVSingleProcessor:
         from diffusers.models.embeddings import apply_rotary_emb
         from diffusers.models.transformers import transformer_flux2 as flux2
 
-        group = _ulysses_group(self)
+        group = ulysses_group(self, ATTENTION)
         if group is None:
-            inner = flux2.Flux2KVParallelSelfAttnProcessor()
-            inner._attention_backend = self._attention_backend
+            inner = diffusers_processor(
+                flux2.Flux2KVParallelSelfAttnProcessor, self._attention_backend
+            )
             return inner(
                 attn, hidden_states, attention_mask, image_rotary_emb, kv_cache, kv_cache_mode,
                 num_txt_tokens, num_ref_tokens,
@@ -210,7 +174,7 @@ class UlyssesKVSingleProcessor:
         qkv, mlp = torch.split(projected, [local_qkv, projected.shape[-1] - local_qkv], dim=-1)
         query, key, value = (t.unflatten(-1, (-1, attn.head_dim)) for t in qkv.chunk(3, dim=-1))
         query, key = attn.norm_q(query), attn.norm_k(key)
-        streams = _Streams(group)
+        streams = HeadExchange(group)
         local_q = query
         query, key, value = streams.gather(query, key, value)
         if image_rotary_emb is not None:
@@ -241,9 +205,7 @@ def flux2_cp_plan(transformer: torch.nn.Module) -> dict[str, Any]:
         FEATURE,
         "_modeling_parallel.ContextParallelInput",
         "_modeling_parallel.ContextParallelOutput",
-        "attention_dispatch.all_to_all_single_any_qkv_async",
-        "attention_dispatch.all_to_all_single_any_o_async",
-        "attention_dispatch.ulysses_anything_metadata",
+        *EXCHANGE_NAMES,
         "attention_dispatch.dispatch_attention_fn",
         "transformer_flux2._flux2_kv_causal_attention",
         "transformer_flux2._get_qkv_projections",

@@ -32,19 +32,17 @@ norm). What differs, and is ComfyUI's here:
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 import numpy as np
 import torch
 
 from ....request import IMAGE_PREP_COMFYUI
+from ...encoders.qwen3_vl import comfyui_vision_size
 
 PREP = IMAGE_PREP_COMFYUI
 COND_LEVEL = 0.999
 """The `t` a keyframe's rows are noised to (ComfyUI's `VISUAL_COND_TIMESTEP`)."""
-VISION_MIN_PIXELS, VISION_MAX_PIXELS = 3136, 12845056
-"""`process_qwen2vl_images`' bounds, which ComfyUI's Qwen3-VL keeps."""
 VISION_MEAN = VISION_STD = 0.5
 PATCH, MERGE, TEMPORAL = 16, 2, 2
 """Qwen3-VL's vision patches: 16 px, 2x2 merged, 2 frames."""
@@ -57,18 +55,9 @@ def image_floats(image: Any) -> torch.Tensor:
 
 
 def vision_size(height: int, width: int) -> tuple[int, int]:
-    """The (height, width) ComfyUI's Qwen3-VL resizes an image to: sides rounded to 32,
-    scaled into `VISION_MIN_PIXELS`..`VISION_MAX_PIXELS`."""
-    factor = PATCH * MERGE
-    h, w = round(height / factor) * factor, round(width / factor) * factor
-    if h * w > VISION_MAX_PIXELS:
-        beta = math.sqrt(height * width / VISION_MAX_PIXELS)
-        h = max(factor, math.floor(height / beta / factor) * factor)
-        w = max(factor, math.floor(width / beta / factor) * factor)
-    elif h * w < VISION_MIN_PIXELS:
-        beta = math.sqrt(VISION_MIN_PIXELS / (height * width))
-        h = math.ceil(height * beta / factor) * factor
-        w = math.ceil(width * beta / factor) * factor
+    """The (height, width) ComfyUI's Qwen3-VL resizes an image to (`comfyui_vision_size`, in
+    the tensor's order)."""
+    w, h = comfyui_vision_size(width, height)
     return h, w
 
 

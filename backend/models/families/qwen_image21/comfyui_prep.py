@@ -30,14 +30,15 @@ refused the same way.
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+# ComfyUI's Qwen3-VL vision sizing, shared with MiniMax H3's prep, under this module's names
+from ...encoders.qwen3_vl import COMFYUI_VISION_PIXELS as VISION_PIXELS
+from ...encoders.qwen3_vl import comfyui_vision_size as vision_size
 
 SIDE = 32
 """A reference's sides are multiples of this (a vision slot: 2x2 patches of 16 pixels, 2x2
 latents of the 16x VAE)."""
-VISION_PIXELS = (3136, 12845056)
-"""`process_qwen2vl_images`' least and most pixels, which ComfyUI's Qwen3-VL keeps."""
 PATCH = 16
 """ComfyUI's Qwen3-VL patch side (`preprocess_embed`'s patch_size)."""
 
@@ -48,24 +49,6 @@ def reference_size(width: int, height: int) -> tuple[int, int]:
     if width < 1 or height < 1:
         raise ValueError(f"an image has sides of at least 1 pixel, got {width}x{height}")
     return max(SIDE, round(width / SIDE) * SIDE), max(SIDE, round(height / SIDE) * SIDE)
-
-
-def vision_size(width: int, height: int) -> tuple[int, int]:
-    """The (width, height) ComfyUI's `process_qwen2vl_images` hands Qwen3-VL's vision tower
-    for a `width` x `height` image: each side to the nearest multiple of 32; where that area
-    lies over `VISION_PIXELS`' most, both sides scaled down by the root of the area's ratio
-    and floored to multiples of 32 (at least 32); under the least, scaled up and ceiled."""
-    least, most = VISION_PIXELS
-    new_w, new_h = round(width / SIDE) * SIDE, round(height / SIDE) * SIDE
-    if new_w * new_h > most:
-        beta = math.sqrt(width * height / most)
-        new_w = max(SIDE, math.floor(width / beta / SIDE) * SIDE)
-        new_h = max(SIDE, math.floor(height / beta / SIDE) * SIDE)
-    elif new_w * new_h < least:
-        beta = math.sqrt(least / (width * height))
-        new_w = math.ceil(width * beta / SIDE) * SIDE
-        new_h = math.ceil(height * beta / SIDE) * SIDE
-    return new_w, new_h
 
 
 def check_vision_size(width: int, height: int, prep: str = "comfyui") -> None:

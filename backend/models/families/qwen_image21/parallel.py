@@ -17,10 +17,10 @@ Those runs are positions in the whole sequence, so the heads are split, not the 
 - `UlyssesQwenImage21Processor` projects, normalises and rotates its rank's tokens, then one
   all-to-all per query, key and value gives every rank the whole sequence for its share of
   the heads (diffusers' Ulysses-anything exchange: any token count, heads padded where the
-  rank count does not divide them). The runs, the padding mask (`key_valid`, whole on every
-  rank) and the prefix cache then work on whole sequences as at world size 1: each rank stores
-  and reads the prefix keys and values of its own heads. One all-to-all brings the output
-  back to the rank's tokens and every head;
+  rank count does not divide them; `../../ulysses_heads.py`, shared). The runs, the padding
+  mask (`key_valid`, whole on every rank) and the prefix cache then work on whole sequences
+  as at world size 1: each rank stores and reads the prefix keys and values of its own heads.
+  One all-to-all brings the output back to the rank's tokens and every head;
 - the tokens are gathered at the last block's output, before the model's final norm (which
   reads the whole `target_token_mask`).
 
@@ -39,18 +39,12 @@ from typing import Any
 import torch
 
 from ....diffusers_internals import require
+from ...ulysses_heads import EXCHANGE_NAMES, HeadExchange, diffusers_processor, ulysses_group
 
 FEATURE = "Qwen-Image 2.1 sequence parallelism"
 
 
-def _ulysses_exchange() -> tuple[Any, Any, Any]:
-    from diffusers.models.attention_dispatch import (
-        all_to_all_single_any_o_async,
-        all_to_all_single_any_qkv_async,
-        ulysses_anything_metadata,
-    )
-
-    return all_to_all_single_any_qkv_async, all_to_all_single_any_o_async, ulysses_anything_metadata
+ATTENTION = "Qwen-Image 2.1's block-causal attention"
 
 
 class UlyssesQwenImage21Processor:
@@ -75,22 +69,13 @@ class UlyssesQwenImage21Processor:
     ) -> torch.Tensor:
         from diffusers.models.transformers import transformer_qwenimage21 as qi21
 
-        config = self._parallel_config
-        cp = None if config is None else config.context_parallel_config
-        if cp is None or cp._world_size == 1:
-            inner = qi21.QwenImage21AttnProcessor()
-            inner._attention_backend = self._attention_backend
+        group = ulysses_group(self, ATTENTION)
+        if group is None:
+            inner = diffusers_processor(qi21.QwenImage21AttnProcessor, self._attention_backend)
             return inner(
                 attn, hidden_states, attention_mask, rotary_emb, layer_cache, kv_cache_mode,
                 cache_write_slice, segments, key_valid,
             )  # fmt: skip
-        if cp.ring_degree > 1:
-            raise ValueError(
-                "Qwen-Image 2.1's block-causal attention runs Ulysses, not ring: use "
-                "--ring-degree 1"
-            )
-        exchange_qkv, exchange_o, metadata_of = _ulysses_exchange()
-        group = cp._ulysses_mesh.get_group()
         head_dim = attn.inner_dim // attn.heads
         query, key, value = (
             proj(hidden_states).unflatten(-1, (-1, head_dim))
@@ -101,12 +86,12 @@ class UlyssesQwenImage21Processor:
         if rotary_emb is not None:
             query = qi21.apply_rotary_emb_qwen(query, rotary_emb, use_real=False)
             key = qi21.apply_rotary_emb_qwen(key, rotary_emb, use_real=False)
-        metadata = metadata_of(query)
-        waits = [exchange_qkv(t, group, **metadata) for t in (query, key, value)]
-        query, key, value = (wait() for wait in waits)  # (B, S whole, H / ranks, D)
+        heads = HeadExchange(group)
+        local_q = query
+        query, key, value = heads.gather(query, key, value)  # (B, S whole, H / ranks, D)
         out = _attend(query, key, value, layer_cache, kv_cache_mode, cache_write_slice, segments,
                       key_valid, self._attention_backend)  # fmt: skip
-        out = exchange_o(out, group, **metadata)()  # (B, S local, H, D)
+        out = heads.scatter(out, local_q)  # (B, S local, H, D)
         out = out.flatten(2, 3).type_as(query)
         return attn.to_out[1](attn.to_out[0](out))
 
@@ -208,9 +193,7 @@ def qwen_image21_cp_plan(transformer: torch.nn.Module) -> dict[str, Any]:
         FEATURE,
         "_modeling_parallel.ContextParallelInput",
         "_modeling_parallel.ContextParallelOutput",
-        "attention_dispatch.all_to_all_single_any_qkv_async",
-        "attention_dispatch.all_to_all_single_any_o_async",
-        "attention_dispatch.ulysses_anything_metadata",
+        *EXCHANGE_NAMES,
         "transformer_qwenimage21.apply_rotary_emb_qwen",
         "transformer_qwenimage21.QwenImage21AttnProcessor.__call__",
     )
