@@ -13,7 +13,7 @@ job on CFG 2 x Ulysses 2, Ulysses 3 and CFG 2 with the step cache's decisions, 2
 positions, the unguided job spread with its tiles and temporal chunks, image to video and
 CogVideoX 1.5 on the ranks.
 
-Cost: about 14 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 12 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

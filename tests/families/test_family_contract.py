@@ -27,7 +27,7 @@ each rank alone failing. What a family adds beyond its jobs
 (presets, limits, plans at real size, served backends) stays in its own file, which starts
 no gloo group.
 
-Cost: about 100 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 93 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Jobs run as a rank runs them (tests/image_jobs.py: the family encodes and prepar
 pipeline stops at the latents, the VAE decodes tile by tile), judged with `paradit verify`'s
 measure. No gloo group here: the parallel runs are the family contract's.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Jobs run as a rank runs them (the family encodes and prepares, the pipeline runs
 callback; rank 0 decodes the video and the audio), judged with `paradit verify`'s measure
 (tools/equivalence.py).
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ jobs (CFG x Ulysses at 2-4 ranks, image to video, the step cache) are the family
 (`ltx2/tiny_job.py`'s "2.3" jobs). LTX-2.5's presets (`tiny-ltx2.5`, `random:ltx2.5-22b`)
 have 2.5's published settings and a Gemma 4 text model; its job is the contract's "2.5".
 
-Cost: about 24 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ with an image only, the model's CRF filled in); the adapter hands the pipeline t
 re-compressed image. The i2v, keyframe and two-stage jobs against diffusers called with its
 default CRF are the family contract's (`ltx2/tiny_job.py`) and tests/families/test_ltx2.py's.
 
-Cost: about 11 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

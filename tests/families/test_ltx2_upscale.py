@@ -7,7 +7,7 @@ and a stage-2 LoRA applied to stage 2 only.
 Served: `paradit serve --upscaler FILE` on 2 ranks runs a two-stage job through HTTP, job.json
 records it, its progress counts both stages (`paradit generate --upscaler`: test_cli.py).
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ share) against the VAE's own. (World size 1 against diffusers' blocks called
 directly, Ulysses at 2, 3 and 4 ranks against world size 1, audio included, and the LoRA job:
 the family contract, tests/families/test_family_contract.py.)
 
-Cost: about 17 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 13 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ one folder per component) runs the job as the preset does, frames and audio byte
 on 2 ranks its DiT and (`--encoder-placement sharded`) its Qwen3-VL are built empty and each
 rank reads its own rows from the folder's files.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and the audio latents it decoded (`audio_latents.npy`), on replica 0 and on another replica
 (through the store), byte for byte world size 1's.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

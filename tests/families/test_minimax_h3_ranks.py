@@ -8,7 +8,7 @@ attention sum in another order, 9e-8 relative on the latents, 5 of 380,928 frame
 level apart). (2, 3 and 4 ranks: the family contract, tests/families/test_family_contract.py,
 in its group of 4.)
 
-Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

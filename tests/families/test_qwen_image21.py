@@ -12,7 +12,7 @@ a LoRA edit job against diffusers' pipeline with the LoRA fused (the edit's worl
 2-4 ranks: the family contract's `edit` job), the stand-in `encode_prompt` refusing embeddings
 it has no slots for.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

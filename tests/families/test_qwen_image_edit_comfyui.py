@@ -8,7 +8,7 @@ equals diffusers' `zero_cond_t`; the fields refused by models without them; para
 samplers on the edit. (3 and 2 ranks against 1: the family contract's "comfyui" job, the
 2511 templates' whole job.)
 
-Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 20 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

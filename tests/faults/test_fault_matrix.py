@@ -18,7 +18,7 @@ them) are tests/faults/test_fault_cells.py's.
 Jobs are tiny (64x64, one frame, 2 steps); the backend runs with a short `--hang-timeout`
 (`fault_jobs.HANG_S`, 2 s), as tests/faults/test_fault_cells.py's does.
 
-Cost: about 35 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start, about 34
+Cost: about 30 s (the suite's two-worker run on 2 cores, 2026-11-29): a backend start, about 34
 small jobs and five rebuilds of rank 1.
 """
 

@@ -8,7 +8,7 @@ Backends are forked from the worker's zygote (tests/conftest.py `WarmBackend`): 
 the ranks of its rebuilds come from `serve`'s own zygote (backend/processes/forked.py), as
 for users; `serve` killed before its ranks start is a fresh interpreter.
 
-Cost: about 26 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 25 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

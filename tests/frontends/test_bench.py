@@ -5,7 +5,7 @@ from the worker's zygote: conftest `warm_local_backends`) with the small SMOKE w
 image row's test runs its interleaving on two pool backends (64x64, 2 steps); the others check
 the run plan, the CLI routing and the report's arithmetic on made-up results.
 
-Cost: about 12 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 13 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

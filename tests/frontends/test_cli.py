@@ -1,6 +1,6 @@
 """The command line: generate writes the output layout; errors are one line and non-zero.
 
-Cost: about 24 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 23 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ get_full_path, get_folder_paths, the unet/clip legacy names) into a temp folder 
 the path. The pack was also run by hand in a real ComfyUI (the Wan 2.2 single-file workflow
 included).
 
-Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

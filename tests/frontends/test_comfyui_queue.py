@@ -17,7 +17,7 @@ Screenshots go to $PARADIT_TEST_ARTIFACTS (default test-artifacts/).
 Needs `apt-get install -y chromium`, `pip install playwright` (never `playwright install`) and
 the test extra's `comfyui-frontend-package`.
 
-Cost: about 17 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 18 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

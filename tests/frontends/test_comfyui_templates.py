@@ -30,7 +30,7 @@ map, and others built of the same core nodes) is compared as a graph.
 Needs `apt-get install -y chromium`, `pip install playwright` and the test extra's
 `comfyui-frontend-package` (as test_comfyui_queue.py).
 
-Cost: about 44 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 38 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One app is served in this process for the module; `test_cli_*` runs the `paradit
 (`cli.main`, login on, a backend it starts itself, forked from the worker's zygote) and stops
 it with SIGTERM.
 
-Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 18 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ The cluster's node is named `node0`, not after this host: to mpirun inside an al
 is another machine, which it reaches through srun as it reaches the other machines of a
 real cluster (Open MPI starts its daemon there with srun, MPICH's Hydra its proxy).
 
-Cost: about 66 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 62 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Wan 2.2-style pair of experts runs both in parallel, and takes a LoRA with a strength each; a
 truncated shard fails every rank's load, not only the ranks that read past its end.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 8 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

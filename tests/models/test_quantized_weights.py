@@ -21,7 +21,7 @@ holds them and are upcast in each layer's forward.
   loaded whole, `--weights int8` a loaded model's rows to int8 with a scale each; the fp8
   stage of docs/gpu_check.sh runs dry on CPU.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

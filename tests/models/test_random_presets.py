@@ -6,7 +6,7 @@ The CogVideoX `random:` presets are tested in test_cogvideox.py. Sharded, each r
 its own rows of a DiT (`seeded.SeededRows`): the last two tests check that the rows drawn alone
 are the weights a whole build draws.
 
-Cost: about 11 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   the math kernel, and /v1/info and job.json say which kernel ran;
 - `paradit verify --against-kernel sdpa`: a kernel's distance at world size 1.
 
-Cost: about 16 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

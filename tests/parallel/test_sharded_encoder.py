@@ -12,7 +12,7 @@
   (job.json's `encode_s`), and the frames and final latents equal world size 1's.
 - `parallelize` refuses to shard an encoder on a plan of one rank.
 
-Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ One launch of 4 processes serves all three group sizes (the world, and sub-group
 of the decoder. The VAEs are the tiny presets' (random weights: no learned smoothness hides a
 missing halo or a per-band statistic).
 
-Cost: about 21 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 19 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

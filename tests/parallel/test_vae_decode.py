@@ -14,7 +14,7 @@ pixels on this project's CPUs, mean |difference| in frame units (0..1): Wan 0.10
 differ by 0.22 (Wan) and 0.25 (Flux). The test asserts the 128-pixel bound and that bigger
 tiles come closer.
 
-Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The package installs as a wheel: built offline from the source, installed into a fresh
 virtual environment, it imports from there and makes a video.
 
-Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ reference integration with the same model calls, HunyuanVideo 1.5's samplers thr
 wrapper runner, LTX-2's on its video and audio latents, and the 4-step Wan 2.2 recipe on 1, 2
 and 4 ranks.
 
-Cost: about 27 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 29 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

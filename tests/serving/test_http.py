@@ -1,7 +1,7 @@
 """The HTTP API against real 2-rank CPU backends: jobs, cancel, bad input, idle (a lost rank's
 job, /health and refused jobs: tests/faults/test_faults.py).
 
-Cost: about 15 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 16 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 told to come back later, and the server stays healthy. The queue is short and the jobs take
 one step: the burst overflows it all the same, and the few jobs it accepts finish soon.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

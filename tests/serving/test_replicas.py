@@ -4,7 +4,7 @@ Real `paradit serve` groups on CPU/gloo; a replica of one rank runs every kernel
 shapes of world size 1 and a CFG-only replica keeps them too, so those outputs (frames and,
 with --save-latents, the final latents) are compared byte for byte.
 
-Cost: about 31 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 34 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

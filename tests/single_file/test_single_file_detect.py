@@ -2,7 +2,7 @@
 (built on the meta device, written as header-only safetensors files: no weights), and the bad
 files that must be refused at start with the file's name and what was expected.
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ their headers are the real ones and every DiT parameter is read from the file; `
 DIR` lists them; the files of text-to-video (DiT, VAE, Qwen2.5-VL and ByT5) and of
 image-to-video (and SigLIP) load as the preset's pipeline.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Black Forest Labs' Flux.2 names).
 - One job per family from single files (the quantized DiT, the Qwen3 encoder, the VAE): the
   image stays within a measured distance of the float32 preset's image.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

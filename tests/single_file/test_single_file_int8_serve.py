@@ -16,7 +16,7 @@ definition (`tests/quant_files.py`).
   encoder is served as an edit model with its linears int8; its edit equals the same edit on
   its dequantized file within rounding.
 
-Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 9 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ flat vector, the blocks' linears in fp8 with ComfyUI's scales).
   make a Krea 2 pipeline holding the weights the files hold, which makes the image the
   preset makes with them, byte for byte.
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ loads to its preset's weights (its frames: test_single_file_serve.py).
 In-process at world size 1 (32x32, 5 frames, 2 steps); the 2-rank sharded path is in
 test_single_file_serve.py.
 
-Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ VAEs, its own names for the vocoder and the connectors).
   does, with `<bos>` first and the chat markers whole; a Gemma file without one takes
   `Lightricks/LTX-2`'s tokenizer from the hub cache, offline, or is refused naming where.
 
-Cost: about 4 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 5 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

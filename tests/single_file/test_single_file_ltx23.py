@@ -23,7 +23,7 @@ prompt AdaLN (`prompt_adaln_single`), one text projection per stream
   make its video and audio byte for byte. Its diffusion video VAE (`decoder.conv_in_x_t`)
   resolves as the conv VAE does and decodes as diffusers' model with a seed-0 generator.
 
-Cost: about 14 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 12 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ ComfyUI's module names with the preset's latent statistics, Qwen3-VL as `model.`
   0.2 of the frame range of the lossless one (the int8 rounding of the weights).
 - Refusals: two --vae files none of which is the audio VAE, or no second --vae.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

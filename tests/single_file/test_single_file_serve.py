@@ -3,7 +3,7 @@ file) makes the frames of its preset, Wan 2.1 image-to-video with its `--image-e
 too; Qwen-Image 2.1 with its VAE in ComfyUI's layout (`qwen_image_2.1_vae_bf16`:
 3D convolutions of time 1); `paradit models DIR` and the one-line refusals.
 
-Cost: about 11 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 10 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

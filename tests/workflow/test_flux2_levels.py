@@ -6,7 +6,7 @@ round(width x height / 256) tokens and the steps; sigma = e^mu / (e^mu + 1/t - 1
 out here. The finding the templates' refusal rests on: the levels agree (to float32), so
 the scheduler is not what stands between the Flux.2 templates and a job.
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ latent length is the pipeline's (as saved, at 121 frames, with ComfyUI's
 `audio_latent_frames`: test_templates_ltx.py); the dev one and the distilled one run both
 stages end to end at a tiny size.
 
-Cost: about 28 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 30 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ its levels would not be the pipeline's own. FLUX.2-dev with a reference image
 the pipeline's reference crop is ComfyUI's VAEEncode's, refusals name the node, and the
 template runs end to end on tiny-flux2's weights under its names.
 
-Cost: about 7 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 6 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ sent through ResizeImageMaskNode's resizes as worked by hand; both run end to en
 what the preparation cannot run (strength 0.7, one stage without the image, bicubic, CRF 0
 after a float resize) is refused at its node.
 
-Cost: about 70 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 74 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ image sent is FluxKontextImageScale's, and each runs end to end through `paradit
 run` at 2 steps on a backend of its own files (the int8 one on its int8_convrot file), the
 image the one its request makes there.
 
-Cost: about 53 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 58 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ ComfyUI's templates do); at cfg 1 strength 1 changes nothing and other strengths
 its pre-CFG form, two on one model and a family whose packed pixels paradit does not know
 are refused naming the node. (The job it becomes: tests/sampling/test_cfg_norm.py.)
 
-Cost: about 1 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

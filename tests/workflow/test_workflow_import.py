@@ -8,7 +8,7 @@ frontend reads them; a switch reads only its branch, primitives and math express
 widget values; a graph without ModelSampling or FluxGuidance gets ComfyUI's defaults for the
 architecture (the families' comfyui.json).
 
-Cost: about 2 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 3 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ dev graph on a tiny Flux.1 dev (its fixture's files are headers only), and the L
 audio-video graph (LTXVScheduler's levels as `sigmas`) makes the frames and `audio.wav` of
 its request; a --server running another model is refused.
 
-Cost: about 17 s (the suite's two-worker run on 2 cores, 2026-11-29).
+Cost: about 18 s (the suite's two-worker run on 2 cores, 2026-11-29).
 """
 
 from __future__ import annotations
